@@ -1,0 +1,13 @@
+//! The Mesos wire: protobuf model, JSON mapping and RecordIO framing.
+//!
+//! - [`proto`]: prost types generated from our own `.proto` subset of Mesos v1.
+//! - [`json`]: Mesos' JSON mapping of those types, both directions.
+//! - [`recordio`]: the RecordIO codec used by event streams.
+//! - [`media`]: the content types and header names of the v1 HTTP APIs.
+
+pub mod json;
+pub mod media;
+pub mod proto;
+pub mod recordio;
+
+pub use proto::v1;

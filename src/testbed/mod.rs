@@ -1,0 +1,1 @@
+//! `mesos-testbed`: a stand-in Mesos master (placeholder).
