@@ -59,23 +59,35 @@ fn every_field_of_the_real_event_stream_is_in_our_schema() {
     let records = records();
     assert_eq!(records.len(), 9);
     for (i, record) in records.iter().enumerate() {
-        assert_eq!(unknown_fields::<Event>(record), Vec::<String>::new(), "record {i}");
+        assert_eq!(
+            unknown_fields::<Event>(record),
+            Vec::<String>::new(),
+            "record {i}"
+        );
         assert!(json::missing_required_fields(&Event::decode(&record[..]).unwrap()).is_empty());
     }
 }
 
 #[test]
 fn real_event_stream_decodes_to_the_captured_values() {
-    let events: Vec<Event> = records().iter().map(|r| Event::decode(&r[..]).unwrap()).collect();
+    let events: Vec<Event> = records()
+        .iter()
+        .map(|r| Event::decode(&r[..]).unwrap())
+        .collect();
     let types: Vec<event::Type> = events.iter().map(|e| e.r#type()).collect();
     use event::Type::*;
     assert_eq!(
         types,
-        [Subscribed, Heartbeat, Offers, Update, Update, Update, Update, Update, Offers]
+        [
+            Subscribed, Heartbeat, Offers, Update, Update, Update, Update, Update, Offers
+        ]
     );
 
     let subscribed = events[0].subscribed.as_ref().unwrap();
-    assert_eq!(subscribed.framework_id.value, "ca36052a-c7a2-49bc-b081-dff129c36e6a-0013");
+    assert_eq!(
+        subscribed.framework_id.value,
+        "ca36052a-c7a2-49bc-b081-dff129c36e6a-0013"
+    );
     assert_eq!(subscribed.heartbeat_interval_seconds, Some(15.0));
     let master = subscribed.master_info.as_ref().unwrap();
     assert_eq!(master.version(), "1.12.0");
@@ -83,7 +95,10 @@ fn real_event_stream_decodes_to_the_captured_values() {
 
     let offer = &events[2].offers.as_ref().unwrap().offers[0];
     assert_eq!(offer.id.value, "ca36052a-c7a2-49bc-b081-dff129c36e6a-O16");
-    assert_eq!(offer.agent_id.value, "ca36052a-c7a2-49bc-b081-dff129c36e6a-S0");
+    assert_eq!(
+        offer.agent_id.value,
+        "ca36052a-c7a2-49bc-b081-dff129c36e6a-S0"
+    );
     assert_eq!(offer.hostname, "localhost");
     let names: Vec<&str> = offer.resources.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["ports", "cpus", "mem", "disk"]);
@@ -113,13 +128,19 @@ fn real_event_stream_decodes_to_the_captured_values() {
 
     let killed = status(7);
     assert_eq!(killed.state(), TaskState::TaskKilled);
-    assert_eq!(killed.message(), "Command terminated with signal Terminated");
+    assert_eq!(
+        killed.message(),
+        "Command terminated with signal Terminated"
+    );
     assert_eq!(killed.uuid.as_ref().map(Vec::len), Some(16));
 }
 
 #[test]
 fn real_get_frameworks_response_is_fully_understood() {
-    assert_eq!(unknown_fields::<Response>(FRAMEWORKS_PB), Vec::<String>::new());
+    assert_eq!(
+        unknown_fields::<Response>(FRAMEWORKS_PB),
+        Vec::<String>::new()
+    );
     let response = Response::decode(FRAMEWORKS_PB).unwrap();
     assert_eq!(response.r#type(), response::Type::GetFrameworks);
     let frameworks = response.get_frameworks.as_ref().unwrap();
@@ -128,7 +149,12 @@ fn real_get_frameworks_response_is_fully_understood() {
     assert_eq!(live.framework_info.name, "pb-capture");
     assert!(live.active && live.connected && !live.recovered);
     assert!(!frameworks.completed_frameworks.is_empty());
-    assert!(frameworks.completed_frameworks.iter().all(|f| !f.active && f.unregistered_time.is_some()));
+    assert!(
+        frameworks
+            .completed_frameworks
+            .iter()
+            .all(|f| !f.active && f.unregistered_time.is_some())
+    );
 }
 
 #[test]

@@ -13,8 +13,7 @@ use std::sync::LazyLock;
 use prost::{Message, Name};
 use prost_reflect::{
     Cardinality, DescriptorPool, DeserializeOptions, DynamicMessage, Kind, MessageDescriptor,
-    ReflectMessage,
-    SerializeOptions, Value,
+    ReflectMessage, SerializeOptions, Value,
 };
 
 static POOL: LazyLock<DescriptorPool> = LazyLock::new(|| {
@@ -28,9 +27,17 @@ static POOL: LazyLock<DescriptorPool> = LazyLock::new(|| {
 /// the master's 400 bodies without their call-specific prefix.
 #[derive(Debug, thiserror::Error)]
 pub enum JsonError {
-    /// Not JSON at all (Mesos: `Failed to parse body into JSON: …`).
-    #[error("{0}")]
-    Syntax(String),
+    /// Not JSON at all (Mesos: `Failed to parse body into JSON: …`); `line`
+    /// and `column` (both from 1) locate the error.
+    #[error("{message}")]
+    Syntax {
+        /// Serde's description of the error.
+        message: String,
+        /// Line of the error, from 1.
+        line: usize,
+        /// Column of the error, from 1.
+        column: usize,
+    },
     /// JSON, but not the message's shape (Mesos: `Failed to convert JSON into
     /// Call protobuf: …`).
     #[error("{0}")]
@@ -66,7 +73,11 @@ pub fn to_vec<M: Message + Name>(msg: &M) -> Vec<u8> {
 /// (`Missing required fields: subscribe.framework_info.user`).
 pub fn from_slice<M: Message + Name + Default>(bytes: &[u8]) -> Result<M, JsonError> {
     let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| JsonError::Syntax(e.to_string()))?;
+        serde_json::from_slice(bytes).map_err(|e| JsonError::Syntax {
+            message: e.to_string(),
+            line: e.line(),
+            column: e.column(),
+        })?;
     from_value(value)
 }
 
@@ -159,7 +170,10 @@ mod tests {
             err.to_string(),
             "Missing required fields: subscribe.framework_info.user"
         );
-        assert!(matches!(from_slice::<Call>(b"{nope"), Err(JsonError::Syntax(_))));
+        assert!(matches!(
+            from_slice::<Call>(b"{nope"),
+            Err(JsonError::Syntax { line: 1, .. })
+        ));
     }
 
     #[test]

@@ -78,8 +78,14 @@ mod tests {
     #[test]
     fn content_type_is_matched_exactly() {
         assert_eq!(Encoding::from_content_type(JSON), Some(Encoding::Json));
-        assert_eq!(Encoding::from_content_type(PROTOBUF), Some(Encoding::Protobuf));
-        assert_eq!(Encoding::from_content_type("application/json; charset=utf-8"), None);
+        assert_eq!(
+            Encoding::from_content_type(PROTOBUF),
+            Some(Encoding::Protobuf)
+        );
+        assert_eq!(
+            Encoding::from_content_type("application/json; charset=utf-8"),
+            None
+        );
         assert_eq!(Encoding::from_content_type("text/plain"), None);
     }
 
@@ -87,7 +93,10 @@ mod tests {
     fn accept_negotiation_prefers_json() {
         assert_eq!(Encoding::negotiate(None), Some(Encoding::Json));
         assert_eq!(Encoding::negotiate(Some("*/*")), Some(Encoding::Json));
-        assert_eq!(Encoding::negotiate(Some(PROTOBUF)), Some(Encoding::Protobuf));
+        assert_eq!(
+            Encoding::negotiate(Some(PROTOBUF)),
+            Some(Encoding::Protobuf)
+        );
         assert_eq!(
             Encoding::negotiate(Some("application/x-protobuf, application/json")),
             Some(Encoding::Json)

@@ -4,10 +4,12 @@
 //! - [`json`]: Mesos' JSON mapping of those types, both directions.
 //! - [`recordio`]: the RecordIO codec used by event streams.
 //! - [`media`]: the content types and header names of the v1 HTTP APIs.
+//! - [`resources`]: resource and attribute arithmetic (offers, placement).
 
 pub mod json;
 pub mod media;
 pub mod proto;
 pub mod recordio;
+pub mod resources;
 
 pub use proto::v1;

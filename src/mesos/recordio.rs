@@ -77,7 +77,10 @@ impl RecordIoCodec {
     }
 
     fn read_header(&mut self, src: &mut BytesMut) -> Result<Option<usize>, RecordIoError> {
-        let Some(newline) = src.iter().take(MAX_HEADER_DIGITS + 1).position(|b| *b == b'\n')
+        let Some(newline) = src
+            .iter()
+            .take(MAX_HEADER_DIGITS + 1)
+            .position(|b| *b == b'\n')
         else {
             if src.len() > MAX_HEADER_DIGITS {
                 return Err(RecordIoError::LengthHeaderTooLong);
@@ -181,7 +184,10 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn decode_all(codec: &mut RecordIoCodec, chunks: &[&[u8]]) -> Result<Vec<Bytes>, RecordIoError> {
+    fn decode_all(
+        codec: &mut RecordIoCodec,
+        chunks: &[&[u8]],
+    ) -> Result<Vec<Bytes>, RecordIoError> {
         let mut buf = BytesMut::new();
         let mut out = Vec::new();
         for chunk in chunks {
@@ -213,14 +219,23 @@ mod tests {
     #[test]
     fn zero_length_record_is_an_empty_payload() {
         let mut codec = RecordIoCodec::default();
-        assert_eq!(decode_all(&mut codec, &[b"0\n2\nok"]).unwrap(), vec!["", "ok"]);
+        assert_eq!(
+            decode_all(&mut codec, &[b"0\n2\nok"]).unwrap(),
+            vec!["", "ok"]
+        );
     }
 
     #[test]
     fn oversized_record_is_refused_before_its_body_arrives() {
         let mut codec = RecordIoCodec::new(10);
         let err = decode_all(&mut codec, &[b"11\n"]).unwrap_err();
-        assert!(matches!(err, RecordIoError::RecordTooLarge { announced: 11, limit: 10 }));
+        assert!(matches!(
+            err,
+            RecordIoError::RecordTooLarge {
+                announced: 11,
+                limit: 10
+            }
+        ));
         let mut codec = RecordIoCodec::new(10);
         let err = decode_all(&mut codec, &[b"99999999999999999999\n"]).unwrap_err();
         assert!(matches!(err, RecordIoError::RecordTooLarge { .. }));
@@ -229,7 +244,10 @@ mod tests {
     #[test]
     fn bad_headers_are_errors() {
         let mut codec = RecordIoCodec::default();
-        assert!(matches!(decode_all(&mut codec, &[b"\nabc"]), Err(RecordIoError::EmptyLength)));
+        assert!(matches!(
+            decode_all(&mut codec, &[b"\nabc"]),
+            Err(RecordIoError::EmptyLength)
+        ));
         let mut codec = RecordIoCodec::default();
         assert!(matches!(
             decode_all(&mut codec, &[b"1x\nabc"]),
@@ -261,7 +279,10 @@ mod tests {
             Err(RecordIoError::Truncated { buffered: 2 })
         ));
         let mut codec = RecordIoCodec::default();
-        assert!(matches!(decode_all(&mut codec, &[b"12"]), Err(RecordIoError::Truncated { .. })));
+        assert!(matches!(
+            decode_all(&mut codec, &[b"12"]),
+            Err(RecordIoError::Truncated { .. })
+        ));
     }
 
     #[test]

@@ -1,1 +1,325 @@
-//! `mesos-testbed`: a stand-in Mesos master (placeholder).
+//! `mesos-testbed`: a stand-in Apache Mesos master with simulated agents and
+//! fault injection. The integration tests and `mesos-appliance demo` run
+//! against it, so its fidelity to a real master is a product property: every
+//! behaviour it imitates cites the Mesos source or doc it follows, and the
+//! captures of a real Mesos 1.12 master (mesos-notes §12) are its reference.
+//!
+//! What it serves:
+//! - `POST /api/v1/scheduler` — the v1 scheduler API in JSON and protobuf
+//!   ([`scheduler_api`]): subscription streams (RecordIO, one record per
+//!   chunk), heartbeats, offers and filters ([`allocator`]), launches, status
+//!   updates with acknowledgements and retries, kills, reconciliation,
+//!   framework messages and executor exits ([`tasks`]), framework failover,
+//!   failover timeout and removal ([`master`]);
+//! - `POST /api/v1` — operator GET_FRAMEWORKS and TEARDOWN, and the legacy
+//!   `/master/teardown`, `/master/state`, `/master/frameworks`,
+//!   `/master/redirect` ([`operator_api`]);
+//! - `/testbed/…` — fault injection and inspection ([`control`]);
+//! - with `zk`, master election through ZooKeeper ([`election`]); a
+//!   non-leading testbed redirects (307) or answers 503 `No leader elected`.
+//!
+//! Tests start it in-process with [`Testbed::start`] on `127.0.0.1:0`.
+
+mod allocator;
+mod calls;
+mod config;
+mod control;
+mod election;
+mod http;
+mod master;
+mod operator_api;
+mod scheduler_api;
+mod stream;
+mod tasks;
+mod views;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{any, get};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use calls::CallRecord;
+pub use config::{AgentSpec, DEFAULT_AGENT_RESOURCES, TestbedArgs, TestbedConfig};
+pub use tasks::KAMIKAZE;
+pub use views::{AgentView, FrameworkView, TaskView};
+
+use master::{Master, Shared, Timer};
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub(crate) struct App(Shared);
+
+impl App {
+    /// Locks the master; a poisoned lock is recovered (a panicking handler
+    /// must not take the testbed down).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Master> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A running testbed master. Dropping it stops the server (connections are
+/// cut as if the master died); [`Testbed::shutdown`] waits for that.
+pub struct Testbed {
+    app: App,
+    addr: SocketAddr,
+    stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Testbed {
+    /// Binds `config.listen` and starts serving.
+    ///
+    /// # Errors
+    /// When the address cannot be bound or `config.zk` is not a `zk://` URL.
+    pub async fn start(config: TestbedConfig) -> anyhow::Result<Testbed> {
+        let zk = config
+            .zk
+            .as_deref()
+            .map(election::parse_zk_url)
+            .transpose()
+            .map_err(anyhow::Error::msg)?;
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let addr = listener.local_addr()?;
+        let body_limit = config.max_request_bytes;
+        let session_timeout = config.zk_session_timeout;
+        let allocation_interval = config.allocation_interval;
+        let mut master = Master::new(config, addr.port());
+        if zk.is_some() {
+            master.leadership = master::Leadership::NoLeader;
+        }
+        let shared: Shared = Arc::new(Mutex::new(master));
+        {
+            let mut m = shared.lock().unwrap_or_else(|p| p.into_inner());
+            m.this = Arc::downgrade(&shared);
+            m.schedule(allocation_interval, Timer::Allocate { periodic: true });
+        }
+        let app = App(shared.clone());
+        let stop = CancellationToken::new();
+        let router = router(app.clone()).layer(DefaultBodyLimit::max(body_limit));
+
+        let mut tasks = Vec::new();
+        let server_stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let server = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { server_stop.cancelled().await });
+            if let Err(error) = server.await {
+                tracing::error!(%error, "testbed HTTP server failed");
+            }
+        }));
+        tasks.push(tokio::spawn(drive_timers(shared.clone(), stop.clone())));
+        if let Some(target) = zk {
+            tasks.push(tokio::spawn(election::run(
+                target,
+                session_timeout,
+                shared.clone(),
+                stop.clone(),
+            )));
+        }
+        tracing::info!(%addr, "mesos-testbed listening");
+        Ok(Testbed {
+            app,
+            addr,
+            stop,
+            tasks,
+        })
+    }
+
+    /// The address the testbed listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>`, the URL to give schedulers as `--master`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The current master ID (changes with a simulated master failover).
+    pub fn master_id(&self) -> String {
+        self.app.lock().info.id.clone()
+    }
+
+    /// True while this testbed is the leading master.
+    pub fn is_leading(&self) -> bool {
+        self.app.lock().leadership == master::Leadership::Leading
+    }
+
+    /// A token cancelled when the testbed stops (shutdown, or ZooKeeper
+    /// session expiry in election mode).
+    pub fn stopped(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Every call received, oldest first.
+    pub fn calls(&self) -> Vec<CallRecord> {
+        self.app.lock().calls.all()
+    }
+
+    /// The scheduler calls of type `call_type` (e.g. `"KILL"`), oldest first.
+    pub fn scheduler_calls(&self, call_type: &str) -> Vec<CallRecord> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.api == "scheduler" && c.call_type == call_type)
+            .collect()
+    }
+
+    /// Live and unreachable tasks.
+    pub fn tasks(&self) -> Vec<TaskView> {
+        self.app.lock().task_views()
+    }
+
+    /// Known frameworks, completed ones included.
+    pub fn frameworks(&self) -> Vec<FrameworkView> {
+        self.app.lock().framework_views()
+    }
+
+    /// The simulated agents.
+    pub fn agents(&self) -> Vec<AgentView> {
+        self.app.lock().agent_views()
+    }
+
+    /// Marks an agent unreachable (see [`control`]); false if unknown.
+    pub fn make_agent_unreachable(&self, agent_id: &str) -> bool {
+        self.app.lock().agent_unreachable(agent_id)
+    }
+
+    /// Lets an unreachable agent re-register; false if unknown.
+    pub fn make_agent_reachable(&self, agent_id: &str) -> bool {
+        self.app.lock().agent_reachable(agent_id)
+    }
+
+    /// Cuts a framework's subscription without a terminating chunk; false if
+    /// it is not connected.
+    pub fn drop_stream(&self, framework_id: &str) -> bool {
+        let mut master = self.app.lock();
+        let connected = master
+            .frameworks
+            .get(framework_id)
+            .is_some_and(|f| f.connected());
+        if connected {
+            master.disconnect(framework_id, true);
+        }
+        connected
+    }
+
+    /// Stops HEARTBEAT events for one framework, or for all with `None`.
+    pub fn stop_heartbeats(&self, framework_id: Option<&str>) {
+        let mut master = self.app.lock();
+        match framework_id {
+            Some(id) => master.faults.heartbeats_stopped_for.push(id.to_string()),
+            None => master.faults.heartbeats_stopped = true,
+        }
+    }
+
+    /// Resumes HEARTBEAT events for everyone.
+    pub fn resume_heartbeats(&self) {
+        let mut master = self.app.lock();
+        master.faults.heartbeats_stopped = false;
+        master.faults.heartbeats_stopped_for.clear();
+    }
+
+    /// Executors ignore KILL of tasks whose ID starts with `prefix`.
+    pub fn ignore_kill(&self, prefix: &str) {
+        self.app.lock().faults.ignore_kill.push(prefix.to_string());
+    }
+
+    /// Tasks whose ID starts with `prefix` stay in TASK_STAGING.
+    pub fn hold_staging(&self, prefix: &str) {
+        self.app.lock().faults.hold_staging.push(prefix.to_string());
+    }
+
+    /// Clears every injected fault.
+    pub fn clear_faults(&self) {
+        self.app.lock().faults = Default::default();
+    }
+
+    /// Simulates a master failover; agents re-register after `reregister_delay`.
+    pub fn simulate_master_failover(&self, reregister_delay: Duration) {
+        self.app.lock().simulate_failover(reregister_delay);
+    }
+
+    /// Stops serving: every stream is cut, the ZooKeeper session (if any) is
+    /// closed, and the server stops accepting.
+    pub async fn shutdown(mut self) {
+        self.stop_now();
+        for task in self.tasks.drain(..) {
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("testbed task did not stop in 5 s");
+            }
+        }
+    }
+
+    fn stop_now(&self) {
+        {
+            let mut master = self.app.lock();
+            let ids: Vec<String> = master.frameworks.keys().cloned().collect();
+            for id in ids {
+                if let Some(sub) = master.frameworks.get_mut(&id).and_then(|f| f.sub.take()) {
+                    sub.abort();
+                }
+            }
+        }
+        self.stop.cancel();
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        self.stop_now();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn router(app: App) -> Router {
+    Router::new()
+        .route("/api/v1/scheduler", any(scheduler_api::scheduler))
+        .route("/master/api/v1/scheduler", any(scheduler_api::scheduler))
+        .route("/api/v1", any(operator_api::operator))
+        .route("/master/api/v1", any(operator_api::operator))
+        .route("/master/teardown", any(operator_api::legacy_teardown))
+        .route("/teardown", any(operator_api::legacy_teardown))
+        .route("/master/state", get(operator_api::state))
+        .route("/state", get(operator_api::state))
+        .route("/master/state.json", get(operator_api::state))
+        .route("/master/frameworks", get(operator_api::frameworks))
+        .route("/frameworks", get(operator_api::frameworks))
+        .route("/master/redirect", get(operator_api::redirect))
+        .route("/redirect", get(operator_api::redirect))
+        .merge(control::routes())
+        .with_state(app)
+}
+
+/// Runs due timers until `stop`; sleeps until the next deadline or a new timer.
+async fn drive_timers(shared: Shared, stop: CancellationToken) {
+    let wake = shared
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .wake
+        .clone();
+    loop {
+        let next = {
+            let mut master = shared.lock().unwrap_or_else(|p| p.into_inner());
+            master.run_due_timers(std::time::Instant::now());
+            master.next_deadline()
+        };
+        let sleep = match next {
+            Some(at) => tokio::time::sleep_until(at.into()),
+            None => tokio::time::sleep(Duration::from_secs(3600)),
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = wake.notified() => {}
+            _ = sleep => {}
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Configuration of a testbed master and its simulated agents, and the
+//! `mesos-testbed` command line that builds it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::mesos::resources::{self, Resources};
+use crate::mesos::v1;
+
+/// One simulated agent.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    /// Hostname shown in offers (`Offer.hostname`) and in `/master/state`.
+    pub hostname: String,
+    /// Total resources, e.g. `cpus:4;mem:8192;disk:65536;ports:[31000-32000]`.
+    pub resources: Resources,
+    /// Agent attributes, e.g. `rack:r1` (`Offer.attributes`).
+    pub attributes: Vec<v1::Attribute>,
+}
+
+impl AgentSpec {
+    /// An agent named `hostname` with `resources` (Mesos text form) and no
+    /// attributes.
+    ///
+    /// # Panics
+    /// If `resources` does not parse; meant for tests with literal specs.
+    pub fn new(hostname: &str, resources: &str) -> Self {
+        Self {
+            hostname: hostname.to_string(),
+            resources: Resources::parse(resources).expect("valid resource text"),
+            attributes: Vec::new(),
+        }
+    }
+
+    /// Adds attributes in Mesos text form (`rack:r1;zone:a`).
+    ///
+    /// # Panics
+    /// If `attributes` does not parse; meant for tests with literal specs.
+    pub fn with_attributes(mut self, attributes: &str) -> Self {
+        self.attributes = resources::parse_attributes(attributes).expect("valid attribute text");
+        self
+    }
+}
+
+/// Everything a testbed master needs. [`TestbedConfig::default`] follows the
+/// Mesos 1.12 defaults (mesos-notes §9); [`TestbedConfig::for_tests`] shortens
+/// the timers so integration tests run in seconds.
+#[derive(Debug, Clone)]
+pub struct TestbedConfig {
+    /// Address to listen on; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Hostname advertised in `MasterInfo`, redirects and offers' URLs.
+    /// Defaults to the listen IP so that redirects resolve without DNS.
+    pub hostname: Option<String>,
+    /// The simulated agents.
+    pub agents: Vec<AgentSpec>,
+    /// How often the allocator makes offers (`--allocation_interval`, 1 s).
+    pub allocation_interval: Duration,
+    /// Interval of scheduler HEARTBEAT events (`DEFAULT_HEARTBEAT_INTERVAL`, 15 s).
+    pub heartbeat_interval: Duration,
+    /// First retry of an unacknowledged status update
+    /// (`STATUS_UPDATE_RETRY_INTERVAL_MIN`, 10 s); doubles on each retry.
+    pub status_update_retry_min: Duration,
+    /// Cap of the status update retry backoff (`STATUS_UPDATE_RETRY_INTERVAL_MAX`, 10 min).
+    pub status_update_retry_max: Duration,
+    /// Time from an accepted LAUNCH to the executor's TASK_STARTING.
+    pub launch_delay: Duration,
+    /// Completed frameworks kept (`--max_completed_frameworks`, 50).
+    pub max_completed_frameworks: usize,
+    /// Completed tasks kept per framework (`--max_completed_tasks_per_framework`, 1000).
+    pub max_completed_tasks_per_framework: usize,
+    /// `zk://host:port[,host:port]/path` to take part in master election.
+    pub zk: Option<String>,
+    /// ZooKeeper session timeout (`--zk_session_timeout`, 10 s).
+    pub zk_session_timeout: Duration,
+    /// Version string reported in `MasterInfo.version` and `/master/state`.
+    pub version: String,
+    /// Queue length of a subscription stream, in events; a scheduler that
+    /// falls this far behind is disconnected (bounds the testbed's memory).
+    pub stream_queue_limit: usize,
+    /// Largest request body accepted, in bytes.
+    pub max_request_bytes: usize,
+}
+
+impl Default for TestbedConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:5050".parse().expect("literal address"),
+            hostname: None,
+            agents: vec![AgentSpec::new("agent-0", DEFAULT_AGENT_RESOURCES)],
+            allocation_interval: Duration::from_secs(1),
+            heartbeat_interval: Duration::from_secs(15),
+            status_update_retry_min: Duration::from_secs(10),
+            status_update_retry_max: Duration::from_secs(600),
+            launch_delay: Duration::from_millis(20),
+            max_completed_frameworks: 50,
+            max_completed_tasks_per_framework: 1000,
+            zk: None,
+            zk_session_timeout: Duration::from_secs(10),
+            version: "1.12.0".to_string(),
+            stream_queue_limit: 65_536,
+            max_request_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+impl TestbedConfig {
+    /// Defaults for in-process tests: a free port on 127.0.0.1, `agents`
+    /// agents of [`DEFAULT_AGENT_RESOURCES`] named `agent-<i>`, offers every
+    /// 100 ms, heartbeats every second, status update retries from 1 s.
+    pub fn for_tests(agents: usize) -> Self {
+        Self {
+            listen: "127.0.0.1:0".parse().expect("literal address"),
+            agents: (0..agents)
+                .map(|i| AgentSpec::new(&format!("agent-{i}"), DEFAULT_AGENT_RESOURCES))
+                .collect(),
+            allocation_interval: Duration::from_millis(100),
+            heartbeat_interval: Duration::from_secs(1),
+            status_update_retry_min: Duration::from_secs(1),
+            status_update_retry_max: Duration::from_secs(8),
+            launch_delay: Duration::from_millis(5),
+            ..Self::default()
+        }
+    }
+}
+
+/// Resources of each agent unless configured otherwise.
+pub const DEFAULT_AGENT_RESOURCES: &str = "cpus:4;mem:8192;disk:65536;ports:[31000-32000]";
+
+/// `mesos-testbed`: a stand-in Apache Mesos master with simulated agents and
+/// fault injection, speaking the v1 scheduler and operator HTTP APIs.
+///
+/// Fault injection and inspection live under `/testbed/` (see the module
+/// documentation of `mesos_appliance::testbed` or README).
+#[derive(Debug, Parser)]
+#[command(name = "mesos-testbed", version)]
+pub struct TestbedArgs {
+    /// IP address to listen on.
+    #[arg(long, default_value = "127.0.0.1", env = "MESOS_TESTBED_IP")]
+    pub ip: std::net::IpAddr,
+    /// Port to listen on (0 picks a free port).
+    #[arg(long, default_value_t = 5050, env = "MESOS_TESTBED_PORT")]
+    pub port: u16,
+    /// Hostname advertised in MasterInfo and redirects [default: the IP].
+    #[arg(long, env = "MESOS_TESTBED_HOSTNAME")]
+    pub hostname: Option<String>,
+    /// Number of simulated agents.
+    #[arg(long, default_value_t = 1, env = "MESOS_TESTBED_AGENTS")]
+    pub agents: usize,
+    /// Resources of each agent, in Mesos text form.
+    #[arg(long, default_value = DEFAULT_AGENT_RESOURCES, env = "MESOS_TESTBED_AGENT_RESOURCES")]
+    pub agent_resources: String,
+    /// Attributes of each agent in Mesos text form; `{i}` is replaced by the
+    /// agent's index (e.g. `rack:r{i}`).
+    #[arg(long, default_value = "", env = "MESOS_TESTBED_AGENT_ATTRIBUTES")]
+    pub agent_attributes: String,
+    /// Hostname pattern of the agents; `{i}` is replaced by the agent's index.
+    #[arg(
+        long,
+        default_value = "agent-{i}",
+        env = "MESOS_TESTBED_AGENT_HOSTNAME"
+    )]
+    pub agent_hostname: String,
+    /// How often offers are made (Mesos `--allocation_interval`), e.g. `1s`, `100ms`.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub allocation_interval: Duration,
+    /// Interval of HEARTBEAT events (Mesos: fixed 15 s); shorten for tests.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub heartbeat_interval: Duration,
+    /// First retry of an unacknowledged status update (Mesos: 10 s); doubles up to the maximum.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub status_update_retry_min: Duration,
+    /// Maximum interval between status update retries (Mesos: 10 min).
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub status_update_retry_max: Duration,
+    /// Time from an accepted LAUNCH to TASK_STARTING.
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    pub launch_delay: Duration,
+    /// Completed frameworks kept in memory (Mesos `--max_completed_frameworks`).
+    #[arg(long, default_value_t = 50)]
+    pub max_completed_frameworks: usize,
+    /// Take part in master election: `zk://host:port[,host:port]/path`.
+    #[arg(long, env = "MESOS_TESTBED_ZK")]
+    pub zk: Option<String>,
+    /// ZooKeeper session timeout (Mesos `--zk_session_timeout`).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub zk_session_timeout: Duration,
+}
+
+impl TestbedArgs {
+    /// Builds the configuration; errors name the flag whose value is bad.
+    pub fn into_config(self) -> Result<TestbedConfig, String> {
+        let resources = Resources::parse(&self.agent_resources)
+            .map_err(|e| format!("--agent-resources: {e}"))?;
+        let mut agents = Vec::with_capacity(self.agents);
+        for i in 0..self.agents {
+            let attributes = self.agent_attributes.replace("{i}", &i.to_string());
+            agents.push(AgentSpec {
+                hostname: self.agent_hostname.replace("{i}", &i.to_string()),
+                resources: resources.clone(),
+                attributes: resources::parse_attributes(&attributes)
+                    .map_err(|e| format!("--agent-attributes: {e}"))?,
+            });
+        }
+        if self.allocation_interval.is_zero() || self.heartbeat_interval.is_zero() {
+            return Err("--allocation-interval and --heartbeat-interval must be positive".into());
+        }
+        Ok(TestbedConfig {
+            listen: SocketAddr::new(self.ip, self.port),
+            hostname: self.hostname,
+            agents,
+            allocation_interval: self.allocation_interval,
+            heartbeat_interval: self.heartbeat_interval,
+            status_update_retry_min: self.status_update_retry_min,
+            status_update_retry_max: self
+                .status_update_retry_max
+                .max(self.status_update_retry_min),
+            launch_delay: self.launch_delay,
+            max_completed_frameworks: self.max_completed_frameworks,
+            zk: self.zk,
+            zk_session_timeout: self.zk_session_timeout,
+            ..TestbedConfig::default()
+        })
+    }
+}

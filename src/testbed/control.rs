@@ -1,0 +1,157 @@
+//! Fault injection and inspection over HTTP, under `/testbed/`. Not part of
+//! Mesos; answered whether or not this master leads. Bodies are JSON.
+//!
+//! | method and path | effect |
+//! |---|---|
+//! | `GET /testbed/calls` | `{"calls": [CallRecord…]}`: every call received, oldest first |
+//! | `GET /testbed/tasks` | `{"tasks": [TaskView…]}` |
+//! | `GET /testbed/frameworks` | `{"frameworks": [FrameworkView…]}` (completed ones too) |
+//! | `GET /testbed/agents` | `{"agents": [AgentView…]}` |
+//! | `POST /testbed/agents/{agent_id}/unreachable` | the agent stops answering health checks: TASK_LOST (REASON_AGENT_REMOVED, no uuid), FAILURE{agent_id}, RESCIND of its offers |
+//! | `POST /testbed/agents/{agent_id}/reachable` | the agent re-registers with its tasks: TASK_RUNNING (REASON_AGENT_REREGISTERED) |
+//! | `POST /testbed/frameworks/{framework_id}/drop-stream` | cut the framework's subscription without a terminating chunk |
+//! | `POST /testbed/heartbeats/stop` `{"framework_id": "…"}` (optional) | stop HEARTBEAT events (for one framework or all) |
+//! | `POST /testbed/heartbeats/resume` | resume them for everyone |
+//! | `POST /testbed/faults/ignore-kill` `{"task_id_prefix": "…"}` | executors ignore KILL of matching tasks |
+//! | `POST /testbed/faults/hold-staging` `{"task_id_prefix": "…"}` | matching tasks stay in TASK_STAGING |
+//! | `POST /testbed/faults/clear` | forget ignore-kill, hold-staging and stopped heartbeats |
+//! | `POST /testbed/master/failover` `{"reregister_delay_ms": 1000}` | simulate a master failover (new master ID, streams cut, agents re-register after the delay) |
+//!
+//! Unknown agents or frameworks answer 404.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::App;
+
+/// The `/testbed` routes.
+pub(crate) fn routes() -> Router<App> {
+    Router::new()
+        .route("/testbed/calls", get(calls))
+        .route("/testbed/tasks", get(tasks))
+        .route("/testbed/frameworks", get(frameworks))
+        .route("/testbed/agents", get(agents))
+        .route("/testbed/agents/{agent_id}/unreachable", post(unreachable))
+        .route("/testbed/agents/{agent_id}/reachable", post(reachable))
+        .route(
+            "/testbed/frameworks/{framework_id}/drop-stream",
+            post(drop_stream),
+        )
+        .route("/testbed/heartbeats/stop", post(stop_heartbeats))
+        .route("/testbed/heartbeats/resume", post(resume_heartbeats))
+        .route("/testbed/faults/ignore-kill", post(ignore_kill))
+        .route("/testbed/faults/hold-staging", post(hold_staging))
+        .route("/testbed/faults/clear", post(clear_faults))
+        .route("/testbed/master/failover", post(failover))
+}
+
+fn done(found: bool) -> Response {
+    if found {
+        Json(json!({"ok": true})).into_response()
+    } else {
+        (StatusCode::NOT_FOUND, Json(json!({"error": "not found"}))).into_response()
+    }
+}
+
+async fn calls(State(app): State<App>) -> Response {
+    Json(json!({"calls": app.lock().calls.all()})).into_response()
+}
+
+async fn tasks(State(app): State<App>) -> Response {
+    Json(json!({"tasks": app.lock().task_views()})).into_response()
+}
+
+async fn frameworks(State(app): State<App>) -> Response {
+    Json(json!({"frameworks": app.lock().framework_views()})).into_response()
+}
+
+async fn agents(State(app): State<App>) -> Response {
+    Json(json!({"agents": app.lock().agent_views()})).into_response()
+}
+
+async fn unreachable(State(app): State<App>, Path(agent_id): Path<String>) -> Response {
+    done(app.lock().agent_unreachable(&agent_id))
+}
+
+async fn reachable(State(app): State<App>, Path(agent_id): Path<String>) -> Response {
+    done(app.lock().agent_reachable(&agent_id))
+}
+
+async fn drop_stream(State(app): State<App>, Path(framework_id): Path<String>) -> Response {
+    let mut master = app.lock();
+    let connected = master
+        .frameworks
+        .get(&framework_id)
+        .is_some_and(|f| f.connected());
+    if connected {
+        master.disconnect(&framework_id, true);
+    }
+    done(connected)
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct HeartbeatBody {
+    framework_id: Option<String>,
+}
+
+async fn stop_heartbeats(State(app): State<App>, body: Option<Json<HeartbeatBody>>) -> Response {
+    let mut master = app.lock();
+    match body.and_then(|Json(b)| b.framework_id) {
+        Some(id) => master.faults.heartbeats_stopped_for.push(id),
+        None => master.faults.heartbeats_stopped = true,
+    }
+    done(true)
+}
+
+async fn resume_heartbeats(State(app): State<App>) -> Response {
+    let mut master = app.lock();
+    master.faults.heartbeats_stopped = false;
+    master.faults.heartbeats_stopped_for.clear();
+    done(true)
+}
+
+#[derive(Debug, Deserialize)]
+struct PrefixBody {
+    task_id_prefix: String,
+}
+
+async fn ignore_kill(State(app): State<App>, Json(body): Json<PrefixBody>) -> Response {
+    app.lock().faults.ignore_kill.push(body.task_id_prefix);
+    done(true)
+}
+
+async fn hold_staging(State(app): State<App>, Json(body): Json<PrefixBody>) -> Response {
+    app.lock().faults.hold_staging.push(body.task_id_prefix);
+    done(true)
+}
+
+async fn clear_faults(State(app): State<App>) -> Response {
+    app.lock().faults = Default::default();
+    done(true)
+}
+
+#[derive(Debug, Deserialize)]
+struct FailoverBody {
+    #[serde(default = "default_reregister_delay_ms")]
+    reregister_delay_ms: u64,
+}
+
+fn default_reregister_delay_ms() -> u64 {
+    1000
+}
+
+async fn failover(State(app): State<App>, body: Option<Json<FailoverBody>>) -> Response {
+    let delay = body
+        .map(|Json(b)| b.reregister_delay_ms)
+        .unwrap_or_else(default_reregister_delay_ms);
+    app.lock().simulate_failover(Duration::from_millis(delay));
+    done(true)
+}

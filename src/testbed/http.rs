@@ -1,0 +1,141 @@
+//! Response shapes shared by the testbed's endpoints, matching a real master
+//! byte for byte where it matters (mesos-notes §12): error bodies are
+//! `text/plain; charset=utf-8`; accepted calls are `202` with
+//! `Content-Length: 0` and no `Content-Type`; redirects are protocol-relative.
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::master::{Leadership, Master};
+use crate::mesos::json::JsonError;
+use crate::mesos::media::{self, Encoding};
+
+/// A plain-text answer, as libprocess writes error responses.
+pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body.into(),
+    )
+        .into_response()
+}
+
+/// An empty answer (`202 Accepted` for calls, `200 OK` for teardowns).
+pub(crate) fn empty(status: StatusCode) -> Response {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_LENGTH, "0")
+        .body(Body::empty())
+        .expect("static response parts are valid")
+}
+
+/// `405` with `Allow: POST` and libprocess' text.
+pub(crate) fn method_not_allowed(method: &Method) -> Response {
+    let mut response = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("405 Method Not Allowed. Expecting one of {{ 'POST' }}, but received '{method}'."),
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
+}
+
+/// `307` to a protocol-relative location (`//host:port/path`).
+pub(crate) fn redirect(location: &str) -> Response {
+    let mut response = empty(StatusCode::TEMPORARY_REDIRECT);
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response
+}
+
+/// The path a real master puts in its redirects: the request path under the
+/// `master` delegate prefix (capture k: `/api/v1/scheduler` is redirected to
+/// `//localhost:5050/master/api/v1/scheduler`).
+fn delegate_path(path: &str) -> String {
+    if path.starts_with("/master/") {
+        path.to_string()
+    } else {
+        format!("/master{path}")
+    }
+}
+
+/// `None` when this master leads; otherwise the 307 to the leader or the
+/// 503 `No leader elected` that a non-leading master answers.
+pub(crate) fn leader_gate(master: &Master, path: &str) -> Option<Response> {
+    match &master.leadership {
+        Leadership::Leading => None,
+        Leadership::Following { leader } => {
+            Some(redirect(&format!("//{leader}{}", delegate_path(path))))
+        }
+        Leadership::NoLeader => Some(text(StatusCode::SERVICE_UNAVAILABLE, "No leader elected")),
+    }
+}
+
+/// Request encoding from `Content-Type`, or the master's 400 / 415.
+pub(crate) fn request_encoding(headers: &axum::http::HeaderMap) -> Result<Encoding, Response> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Err(text(
+            StatusCode::BAD_REQUEST,
+            "Expecting 'Content-Type' to be present",
+        ));
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(Encoding::from_content_type)
+        .ok_or_else(|| {
+            text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "Expecting 'Content-Type' of {} or {}",
+                    media::JSON,
+                    media::PROTOBUF
+                ),
+            )
+        })
+}
+
+/// Response encoding from `Accept`, or the master's 406.
+pub(crate) fn response_encoding(headers: &axum::http::HeaderMap) -> Result<Encoding, Response> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    Encoding::negotiate(accept).ok_or_else(|| {
+        text(
+            StatusCode::NOT_ACCEPTABLE,
+            format!(
+                "Expecting 'Accept' to allow '{}' or '{}'",
+                media::PROTOBUF,
+                media::JSON
+            ),
+        )
+    })
+}
+
+/// The 400 body for a request that did not parse into message `name`
+/// (`Call` for both APIs), in the master's words.
+pub(crate) fn parse_error(
+    name: &str,
+    encoding: Encoding,
+    body: &[u8],
+    error: Option<JsonError>,
+) -> Response {
+    let message = match (encoding, error) {
+        (Encoding::Protobuf, _) | (_, None) => format!("Failed to parse body into {name} protobuf"),
+        (Encoding::Json, Some(JsonError::Syntax { line, column, .. })) => {
+            // picojson (used by stout) reports the line and the input from the
+            // error position to the end of that line.
+            let near = body
+                .split(|b| *b == b'\n')
+                .nth(line.saturating_sub(1))
+                .map(|l| String::from_utf8_lossy(l.get(column..).unwrap_or(&[])).into_owned())
+                .unwrap_or_default();
+            format!("Failed to parse body into JSON: syntax error at line {line} near: {near}")
+        }
+        (Encoding::Json, Some(JsonError::Convert(e))) => {
+            format!("Failed to convert JSON into {name} protobuf: {e}")
+        }
+    };
+    text(StatusCode::BAD_REQUEST, message)
+}

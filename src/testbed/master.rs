@@ -1,0 +1,846 @@
+//! The testbed master's state and the framework lifecycle: subscription,
+//! failover, disconnection, failover timeout and removal.
+//!
+//! Everything lives in one [`Master`] behind a mutex that is never held across
+//! an `.await`; events are queued to subscription streams while it is held, so
+//! their order is the order of the state changes. Timed behaviour (offers,
+//! heartbeats, agents' progress, status update retries, failover timeouts) is
+//! data in a timer heap, driven by one task in `mod.rs`.
+//!
+//! Sources: master.cpp (`subscribe`, `_subscribe`, `failoverFramework`,
+//! `exited`, `frameworkFailoverTimeout`, `removeFramework`), mesos-notes §2 and
+//! the real-master captures d, g, h, m, n (mesos-notes §12).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::Notify;
+
+use super::calls::CallLog;
+use super::config::{AgentSpec, TestbedConfig};
+use super::stream::{self, EventStream, Subscription};
+use crate::mesos::media::Encoding;
+use crate::mesos::resources::Resources;
+use crate::mesos::v1;
+use crate::mesos::v1::scheduler::{Event, call, event};
+
+/// The shared handle to the master state.
+pub(crate) type Shared = Arc<Mutex<Master>>;
+
+/// Seconds since the UNIX epoch, as Mesos writes timestamps.
+pub(crate) fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Nanoseconds since the UNIX epoch (`TimeInfo`).
+pub(crate) fn now_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// An event of `kind` with no body.
+pub(crate) fn bare_event(kind: event::Type) -> Event {
+    Event {
+        r#type: Some(kind as i32),
+        ..Default::default()
+    }
+}
+
+/// `ERROR{message}`.
+pub(crate) fn error_event(message: &str) -> Event {
+    Event {
+        r#type: Some(event::Type::Error as i32),
+        error: Some(event::Error {
+            message: message.to_string(),
+        }),
+        ..Default::default()
+    }
+}
+
+/// `UPDATE{status}`.
+pub(crate) fn update_event(status: v1::TaskStatus) -> Event {
+    Event {
+        r#type: Some(event::Type::Update as i32),
+        update: Some(event::Update { status }),
+        ..Default::default()
+    }
+}
+
+/// A scheduled piece of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// An allocation round; `periodic` ones schedule the next round.
+    Allocate { periodic: bool },
+    /// The next HEARTBEAT of one subscription.
+    Heartbeat {
+        framework_id: String,
+        stream_id: String,
+    },
+    /// A simulated executor starts a task (STAGING → STARTING → RUNNING).
+    AgentLaunch {
+        framework_id: String,
+        task_id: String,
+    },
+    /// Re-send an unacknowledged status update.
+    StatusRetry {
+        framework_id: String,
+        task_id: String,
+        uuid: Vec<u8>,
+    },
+    /// A disconnected framework's failover timeout expires.
+    FailoverTimeout {
+        framework_id: String,
+        generation: u64,
+    },
+    /// An agent re-registers after a simulated master failover.
+    AgentReregister { agent_id: String, epoch: u64 },
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct TimerEntry {
+    at: Instant,
+    seq: u64,
+    timer: Timer,
+}
+
+impl Ord for TimerEntry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl PartialOrd for TimerEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Whether this master may serve the APIs (mesos-notes §1, §7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Leadership {
+    /// Serves every call.
+    Leading,
+    /// Redirects (307) to `//host:port`.
+    Following { leader: String },
+    /// Answers 503 `No leader elected`.
+    NoLeader,
+}
+
+/// Decline filter: `resources` on `agent_id` are not offered again to the
+/// framework until `until` (hierarchical allocator's refused-resources filter).
+#[derive(Debug, Clone)]
+pub(crate) struct OfferFilter {
+    pub agent_id: String,
+    pub resources: Resources,
+    pub until: Instant,
+}
+
+/// A framework known to the master (active or not).
+#[derive(Debug)]
+pub(crate) struct Framework {
+    pub id: String,
+    pub info: v1::FrameworkInfo,
+    /// The live subscription; `None` while disconnected.
+    pub sub: Option<Subscription>,
+    /// Learnt from a re-registering agent after a master failover.
+    pub recovered: bool,
+    pub registered_time: f64,
+    pub reregistered_time: Option<f64>,
+    pub unregistered_time: Option<f64>,
+    /// Bumped on every (dis)connection so stale failover timers are ignored.
+    pub generation: u64,
+    pub suppressed: bool,
+    pub filters: Vec<OfferFilter>,
+    pub completed_tasks: VecDeque<super::tasks::Task>,
+}
+
+impl Framework {
+    fn new(id: String, info: v1::FrameworkInfo) -> Self {
+        Framework {
+            id,
+            info,
+            sub: None,
+            recovered: false,
+            registered_time: now_secs(),
+            reregistered_time: None,
+            unregistered_time: None,
+            generation: 0,
+            suppressed: false,
+            filters: Vec::new(),
+            completed_tasks: VecDeque::new(),
+        }
+    }
+
+    /// True when the framework declared `capability`.
+    pub fn has_capability(&self, capability: v1::framework_info::capability::Type) -> bool {
+        self.info
+            .capabilities
+            .iter()
+            .any(|c| c.r#type() == capability)
+    }
+
+    /// PARTITION_AWARE frameworks get TASK_UNREACHABLE / GONE / UNKNOWN / DROPPED
+    /// where others get TASK_LOST (mesos-notes §3, §5).
+    pub fn partition_aware(&self) -> bool {
+        self.has_capability(v1::framework_info::capability::Type::PartitionAware)
+    }
+
+    /// MULTI_ROLE frameworks see `allocation_info` instead of `role` on resources.
+    pub fn multi_role(&self) -> bool {
+        self.has_capability(v1::framework_info::capability::Type::MultiRole)
+    }
+
+    /// Connected frameworks have a live subscription.
+    pub fn connected(&self) -> bool {
+        self.sub.is_some()
+    }
+}
+
+/// Where a simulated agent stands with the master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AgentState {
+    /// Registered and reachable.
+    Registered,
+    /// Marked unreachable (fault injection); its tasks are unreachable.
+    Unreachable { since_nanos: i64 },
+    /// Known from the registry after a master failover but not re-registered
+    /// yet: explicit reconciliation of its tasks gets no answer.
+    Recovering,
+}
+
+/// A simulated executor on an agent.
+#[derive(Debug, Clone)]
+pub(crate) struct Executor {
+    /// `None` for the command executor (one per task, executor ID = task ID).
+    pub info: Option<v1::ExecutorInfo>,
+    pub resources: Resources,
+    pub tasks: Vec<String>,
+    pub container_id: String,
+    pub pid: u32,
+    /// Framework messages received (other than `kamikaze`).
+    pub messages: Vec<Vec<u8>>,
+}
+
+/// A simulated agent.
+#[derive(Debug)]
+pub(crate) struct Agent {
+    pub id: String,
+    pub spec: AgentSpec,
+    pub port: u16,
+    pub registered_time: f64,
+    pub state: AgentState,
+    /// Resources of live tasks and custom executors.
+    pub used: Resources,
+    /// Resources in outstanding offers.
+    pub offered: Resources,
+    /// Executors by (framework ID, executor ID).
+    pub executors: HashMap<(String, String), Executor>,
+}
+
+impl Agent {
+    /// Resources neither used nor offered.
+    pub fn available(&self) -> Resources {
+        let mut free = self.spec.resources.clone();
+        free.subtract(&self.used);
+        free.subtract(&self.offered);
+        free
+    }
+}
+
+/// Injected faults (see `control.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct Faults {
+    /// Heartbeats stopped for every framework.
+    pub heartbeats_stopped: bool,
+    /// Heartbeats stopped for these frameworks.
+    pub heartbeats_stopped_for: Vec<String>,
+    /// KILL of a task whose ID starts with one of these is ignored by its executor.
+    pub ignore_kill: Vec<String>,
+    /// A task whose ID starts with one of these stays in TASK_STAGING.
+    pub hold_staging: Vec<String>,
+}
+
+impl Faults {
+    pub fn matches(prefixes: &[String], task_id: &str) -> bool {
+        prefixes.iter().any(|p| task_id.starts_with(p.as_str()))
+    }
+}
+
+/// The whole master.
+pub(crate) struct Master {
+    pub cfg: TestbedConfig,
+    pub info: v1::MasterInfo,
+    pub start_time: f64,
+    pub elected_time: f64,
+    pub leadership: Leadership,
+    pub frameworks: HashMap<String, Framework>,
+    pub completed: VecDeque<Framework>,
+    pub agents: Vec<Agent>,
+    /// Live tasks (including terminal ones whose update is not acknowledged).
+    pub tasks: HashMap<(String, String), super::tasks::Task>,
+    /// Tasks on unreachable agents.
+    pub unreachable_tasks: HashMap<(String, String), super::tasks::Task>,
+    pub offers: HashMap<String, super::allocator::OfferRecord>,
+    pub calls: CallLog,
+    pub faults: Faults,
+    /// Incremented by every simulated master failover.
+    pub epoch: u64,
+    /// Frameworks' infos remembered across a simulated master failover, to
+    /// recover them when their agents re-register.
+    pub recovery_infos: HashMap<String, v1::FrameworkInfo>,
+    pub(crate) next_framework: u64,
+    pub(crate) next_offer: u64,
+    timers: BinaryHeap<Reverse<TimerEntry>>,
+    timer_seq: u64,
+    pub wake: Arc<Notify>,
+    /// Weak self-reference handed to subscription streams.
+    pub this: Weak<Mutex<Master>>,
+}
+
+impl Master {
+    /// A master for `cfg` with its agents registered. `port` is the port the
+    /// HTTP server actually listens on.
+    pub fn new(cfg: TestbedConfig, port: u16) -> Self {
+        let id = uuid::Uuid::new_v4().to_string();
+        let ip = cfg.listen.ip();
+        let hostname = cfg.hostname.clone().unwrap_or_else(|| ip.to_string());
+        let info = master_info(&id, &hostname, ip, port, &cfg.version);
+        let now = now_secs();
+        let agents = cfg
+            .agents
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| Agent {
+                id: format!("{id}-S{i}"),
+                spec: spec.clone(),
+                port: 5051u16.saturating_add(i as u16),
+                registered_time: now,
+                state: AgentState::Registered,
+                used: Resources::new(),
+                offered: Resources::new(),
+                executors: HashMap::new(),
+            })
+            .collect();
+        Master {
+            cfg,
+            info,
+            start_time: now,
+            elected_time: now,
+            leadership: Leadership::Leading,
+            frameworks: HashMap::new(),
+            completed: VecDeque::new(),
+            agents,
+            tasks: HashMap::new(),
+            unreachable_tasks: HashMap::new(),
+            offers: HashMap::new(),
+            calls: CallLog::default(),
+            faults: Faults::default(),
+            epoch: 0,
+            recovery_infos: HashMap::new(),
+            next_framework: 0,
+            next_offer: 0,
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            wake: Arc::new(Notify::new()),
+            this: Weak::new(),
+        }
+    }
+
+    /// The master's `host:port` as advertised.
+    pub fn advertised(&self) -> String {
+        let addr = self.info.address.as_ref();
+        format!(
+            "{}:{}",
+            addr.and_then(|a| a.hostname.clone()).unwrap_or_default(),
+            self.info.port
+        )
+    }
+
+    // ---- timers -----------------------------------------------------------
+
+    /// Schedules `timer` after `delay`.
+    pub fn schedule(&mut self, delay: Duration, timer: Timer) {
+        // A delay too long to represent (a failover timeout of centuries) never fires.
+        let Some(at) = Instant::now().checked_add(delay) else {
+            return;
+        };
+        self.timer_seq += 1;
+        self.timers.push(Reverse(TimerEntry {
+            at,
+            seq: self.timer_seq,
+            timer,
+        }));
+        self.wake.notify_one();
+    }
+
+    /// When the next timer is due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse(e)| e.at)
+    }
+
+    /// Runs every timer due at `now`.
+    pub fn run_due_timers(&mut self, now: Instant) {
+        while let Some(Reverse(entry)) = self.timers.peek() {
+            if entry.at > now {
+                break;
+            }
+            let Some(Reverse(entry)) = self.timers.pop() else {
+                break;
+            };
+            self.fire(entry.timer);
+        }
+    }
+
+    fn fire(&mut self, timer: Timer) {
+        match timer {
+            Timer::Allocate { periodic } => {
+                if self.leadership == Leadership::Leading {
+                    self.allocate();
+                }
+                if periodic {
+                    let interval = self.cfg.allocation_interval;
+                    self.schedule(interval, Timer::Allocate { periodic: true });
+                }
+            }
+            Timer::Heartbeat {
+                framework_id,
+                stream_id,
+            } => self.heartbeat(&framework_id, &stream_id),
+            Timer::AgentLaunch {
+                framework_id,
+                task_id,
+            } => self.executor_starts_task(&framework_id, &task_id),
+            Timer::StatusRetry {
+                framework_id,
+                task_id,
+                uuid,
+            } => self.retry_status_update(&framework_id, &task_id, &uuid),
+            Timer::FailoverTimeout {
+                framework_id,
+                generation,
+            } => {
+                // master.cpp frameworkFailoverTimeout: only if still disconnected
+                // since the disconnection that armed this timer.
+                let expired = self
+                    .frameworks
+                    .get(&framework_id)
+                    .is_some_and(|f| !f.connected() && f.generation == generation);
+                if expired {
+                    tracing::info!(%framework_id, "framework failover timeout, removing framework");
+                    self.remove_framework(&framework_id);
+                }
+            }
+            Timer::AgentReregister { agent_id, epoch } => {
+                if epoch == self.epoch {
+                    self.agent_reregisters(&agent_id);
+                }
+            }
+        }
+    }
+
+    // ---- events -------------------------------------------------------------
+
+    /// Queues `event` on the framework's stream. A framework that is not
+    /// connected does not get it (master.cpp drops events for disconnected
+    /// frameworks); one whose queue is full is disconnected.
+    pub fn send(&mut self, framework_id: &str, event: &Event) -> bool {
+        let Some(framework) = self.frameworks.get(framework_id) else {
+            return false;
+        };
+        let Some(sub) = &framework.sub else {
+            return false;
+        };
+        if sub.send(event) {
+            return true;
+        }
+        tracing::warn!(%framework_id, "subscription queue full or closed; disconnecting");
+        self.disconnect(framework_id, true);
+        false
+    }
+
+    fn heartbeat(&mut self, framework_id: &str, stream_id: &str) {
+        let current = self
+            .frameworks
+            .get(framework_id)
+            .and_then(|f| f.sub.as_ref())
+            .is_some_and(|s| s.stream_id == stream_id);
+        if !current {
+            return;
+        }
+        let stopped = self.faults.heartbeats_stopped
+            || self
+                .faults
+                .heartbeats_stopped_for
+                .iter()
+                .any(|f| f == framework_id);
+        if !stopped {
+            self.send(framework_id, &bare_event(event::Type::Heartbeat));
+        }
+        self.schedule(
+            self.cfg.heartbeat_interval,
+            Timer::Heartbeat {
+                framework_id: framework_id.to_string(),
+                stream_id: stream_id.to_string(),
+            },
+        );
+    }
+
+    // ---- subscription -----------------------------------------------------
+
+    /// Handles a validated SUBSCRIBE and returns the stream ID and body of
+    /// the 200 response. Refusals after this point are an ERROR event on that
+    /// stream followed by its close (mesos-notes §11.1).
+    pub fn subscribe(
+        &mut self,
+        subscribe: call::Subscribe,
+        encoding: Encoding,
+    ) -> (String, EventStream) {
+        let stream_id = uuid::Uuid::new_v4().to_string();
+        let mut info = subscribe.framework_info;
+        let requested = info.id.as_ref().map(|id| id.value.clone());
+        let framework_id = requested.clone().unwrap_or_else(|| {
+            let id = format!("{}-{:04}", self.info.id, self.next_framework);
+            self.next_framework += 1;
+            id
+        });
+        let (sub, body) = stream::open(
+            stream_id.clone(),
+            encoding,
+            self.cfg.stream_queue_limit,
+            self.this.clone(),
+            framework_id.clone(),
+        );
+
+        if let Some(message) = validate_framework_info(&info) {
+            sub.send(&error_event(&message));
+            return (stream_id, body);
+        }
+        if requested.is_some() && self.completed.iter().any(|f| f.id == framework_id) {
+            // master.cpp subscribe: "Framework has been removed" while the ID is
+            // in the bounded completed-frameworks cache.
+            sub.send(&error_event("Framework has been removed"));
+            return (stream_id, body);
+        }
+        if let Some(existing) = self.frameworks.get(&framework_id) {
+            if existing.info.principal != info.principal {
+                sub.send(&error_event(
+                    "Changing framework's principal is not allowed.",
+                ));
+                return (stream_id, body);
+            }
+            // `user` and `checkpoint` cannot change; other fields are updated.
+            info.user = existing.info.user.clone();
+            info.checkpoint = existing.info.checkpoint;
+        }
+        info.id = Some(v1::FrameworkId {
+            value: framework_id.clone(),
+        });
+
+        let suppressed = !subscribe.suppressed_roles.is_empty();
+        let now = now_secs();
+        if self.frameworks.contains_key(&framework_id) {
+            self.failover_framework(&framework_id);
+            let framework = self
+                .frameworks
+                .get_mut(&framework_id)
+                .expect("checked above");
+            framework.info = info;
+            framework.recovered = false;
+            framework.reregistered_time = Some(now);
+            framework.suppressed = suppressed;
+        } else {
+            let mut framework = Framework::new(framework_id.clone(), info);
+            framework.suppressed = suppressed;
+            framework.reregistered_time = Some(now);
+            self.frameworks.insert(framework_id.clone(), framework);
+        }
+        let framework = self
+            .frameworks
+            .get_mut(&framework_id)
+            .expect("inserted above");
+        framework.generation += 1;
+        framework.sub = Some(sub);
+
+        let subscribed = Event {
+            r#type: Some(event::Type::Subscribed as i32),
+            subscribed: Some(event::Subscribed {
+                framework_id: v1::FrameworkId {
+                    value: framework_id.clone(),
+                },
+                heartbeat_interval_seconds: Some(self.cfg.heartbeat_interval.as_secs_f64()),
+                master_info: Some(self.info.clone()),
+            }),
+            ..Default::default()
+        };
+        self.send(&framework_id, &subscribed);
+        // The first HEARTBEAT follows SUBSCRIBED at once (master.cpp _subscribe).
+        self.heartbeat(&framework_id, &stream_id);
+        // A new framework triggers an allocation (hierarchical allocator addFramework).
+        self.schedule(Duration::ZERO, Timer::Allocate { periodic: false });
+        (stream_id, body)
+    }
+
+    /// A second subscription for a connected framework: the old stream gets
+    /// ERROR "Framework failed over" and is closed; its offers are discarded
+    /// without RESCIND (master.cpp failoverFramework, capture d).
+    fn failover_framework(&mut self, framework_id: &str) {
+        if let Some(old) = self
+            .frameworks
+            .get_mut(framework_id)
+            .and_then(|f| f.sub.take())
+        {
+            old.send(&error_event("Framework failed over"));
+            drop(old);
+        }
+        self.remove_offers_of(framework_id);
+    }
+
+    /// The body of a subscription was dropped (the scheduler hung up).
+    pub fn stream_closed(&mut self, framework_id: &str, stream_id: &str) {
+        let current = self
+            .frameworks
+            .get(framework_id)
+            .and_then(|f| f.sub.as_ref())
+            .is_some_and(|s| s.stream_id == stream_id);
+        if current {
+            tracing::info!(%framework_id, "framework disconnected");
+            self.disconnect(framework_id, false);
+        }
+    }
+
+    /// Marks a framework disconnected and inactive: its offers are removed,
+    /// and its failover timer starts (master.cpp `exited`, `_exited`). With
+    /// `abort` the connection is cut without a terminating chunk.
+    pub fn disconnect(&mut self, framework_id: &str, abort: bool) {
+        let Some(framework) = self.frameworks.get_mut(framework_id) else {
+            return;
+        };
+        if let Some(sub) = framework.sub.take() {
+            if abort {
+                sub.abort();
+            }
+        }
+        framework.generation += 1;
+        let generation = framework.generation;
+        let timeout = framework.info.failover_timeout.unwrap_or(0.0);
+        self.remove_offers_of(framework_id);
+        self.schedule(
+            Duration::from_secs_f64(timeout.clamp(0.0, 1e9)),
+            Timer::FailoverTimeout {
+                framework_id: framework_id.to_string(),
+                generation,
+            },
+        );
+    }
+
+    /// Removes a framework: its stream is closed without an event, its tasks
+    /// are killed (TASK_KILLED / REASON_FRAMEWORK_REMOVED, recorded but not
+    /// delivered) and it joins the bounded completed list (master.cpp
+    /// `removeFramework`, captures g, h, m).
+    pub fn remove_framework(&mut self, framework_id: &str) -> bool {
+        let Some(mut framework) = self.frameworks.remove(framework_id) else {
+            return false;
+        };
+        framework.sub = None;
+        self.remove_offers_of(framework_id);
+        let keys: Vec<_> = self
+            .tasks
+            .keys()
+            .chain(self.unreachable_tasks.keys())
+            .filter(|(f, _)| f == framework_id)
+            .cloned()
+            .collect();
+        for key in keys {
+            let task = self
+                .tasks
+                .remove(&key)
+                .or_else(|| self.unreachable_tasks.remove(&key));
+            if let Some(mut task) = task {
+                self.release_task_resources(&mut task);
+                task.state = v1::TaskState::TaskKilled;
+                push_bounded(
+                    &mut framework.completed_tasks,
+                    task,
+                    self.cfg.max_completed_tasks_per_framework,
+                );
+            }
+        }
+        for agent in &mut self.agents {
+            let executors: Vec<_> = agent
+                .executors
+                .keys()
+                .filter(|(f, _)| f == framework_id)
+                .cloned()
+                .collect();
+            for key in executors {
+                if let Some(executor) = agent.executors.remove(&key) {
+                    agent.used.subtract(&executor.resources);
+                }
+            }
+        }
+        framework.unregistered_time = Some(now_secs());
+        let limit = self.cfg.max_completed_frameworks;
+        push_bounded(&mut self.completed, framework, limit);
+        true
+    }
+
+    /// Simulates this master crashing and a new one taking over with the same
+    /// agents (mesos-notes §2 "Master failover", capture o): every stream is
+    /// cut, offers vanish, frameworks and the completed list are forgotten
+    /// (in-memory registry); the master gets a new ID; agents re-register after
+    /// `reregister_delay`, bringing their frameworks back as "recovered".
+    pub fn simulate_failover(&mut self, reregister_delay: Duration) {
+        for framework in self.frameworks.values_mut() {
+            if let Some(sub) = framework.sub.take() {
+                sub.abort();
+            }
+            self.recovery_infos
+                .insert(framework.id.clone(), framework.info.clone());
+        }
+        self.frameworks.clear();
+        self.completed.clear();
+        let offers: Vec<String> = self.offers.keys().cloned().collect();
+        for id in offers {
+            self.remove_offer(&id);
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let address = self.info.address.clone().unwrap_or_default();
+        self.info = master_info(
+            &id,
+            address.hostname.as_deref().unwrap_or("localhost"),
+            self.cfg.listen.ip(),
+            self.info.port as u16,
+            &self.cfg.version,
+        );
+        self.next_framework = 0;
+        self.next_offer = 0;
+        self.elected_time = now_secs();
+        self.epoch += 1;
+        let epoch = self.epoch;
+        for agent in &mut self.agents {
+            if agent.state == AgentState::Registered {
+                agent.state = AgentState::Recovering;
+            }
+        }
+        let agent_ids: Vec<String> = self.agents.iter().map(|a| a.id.clone()).collect();
+        for agent_id in agent_ids {
+            self.schedule(reregister_delay, Timer::AgentReregister { agent_id, epoch });
+        }
+    }
+
+    /// An agent re-registers with a new master: frameworks with tasks there
+    /// become known again as recovered and inactive (capture o).
+    fn agent_reregisters(&mut self, agent_id: &str) {
+        let Some(agent) = self.agents.iter_mut().find(|a| a.id == agent_id) else {
+            return;
+        };
+        if agent.state != AgentState::Recovering {
+            return;
+        }
+        agent.state = AgentState::Registered;
+        let framework_ids: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.agent_id == agent_id)
+            .map(|((f, _), _)| f.clone())
+            .collect();
+        for framework_id in framework_ids {
+            if self.frameworks.contains_key(&framework_id) {
+                continue;
+            }
+            let Some(info) = self.recovery_infos.get(&framework_id).cloned() else {
+                continue;
+            };
+            let mut framework = Framework::new(framework_id.clone(), info);
+            framework.recovered = true;
+            framework.registered_time = 0.0;
+            self.frameworks.insert(framework_id, framework);
+        }
+    }
+
+    /// The framework of a live or unreachable task, if the master knows it.
+    pub fn framework(&self, framework_id: &str) -> Option<&Framework> {
+        self.frameworks.get(framework_id)
+    }
+}
+
+/// Appends to a bounded queue, dropping the oldest entry when full.
+pub(crate) fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, limit: usize) {
+    queue.push_back(item);
+    while queue.len() > limit {
+        queue.pop_front();
+    }
+}
+
+#[allow(deprecated)] // FrameworkInfo.role is what this check is about
+/// Validation of a SUBSCRIBE's FrameworkInfo that is answered with an ERROR
+/// event (master.cpp `validateFrameworkSubscription`, mesos-notes §2).
+fn validate_framework_info(info: &v1::FrameworkInfo) -> Option<String> {
+    use v1::framework_info::capability::Type;
+    let multi_role = info
+        .capabilities
+        .iter()
+        .any(|c| c.r#type() == Type::MultiRole);
+    if multi_role && info.role.is_some() {
+        return Some(
+            "'FrameworkInfo.role' must not be set when the framework is MULTI_ROLE capable".into(),
+        );
+    }
+    if !multi_role && !info.roles.is_empty() {
+        return Some(
+            "'FrameworkInfo.roles' must not be set when the framework is not MULTI_ROLE capable"
+                .into(),
+        );
+    }
+    if let Some(timeout) = info.failover_timeout {
+        // A stout Duration holds int64 nanoseconds.
+        if !timeout.is_finite() || timeout < 0.0 || timeout * 1e9 > i64::MAX as f64 {
+            return Some(format!(
+                "The framework failover_timeout ({timeout}) is invalid"
+            ));
+        }
+    }
+    None
+}
+
+/// MasterInfo as a real master fills it (capture a): `ip` is the IPv4 address
+/// in network byte order read as a native little-endian integer.
+fn master_info(
+    id: &str,
+    hostname: &str,
+    ip: std::net::IpAddr,
+    port: u16,
+    version: &str,
+) -> v1::MasterInfo {
+    let ip_u32 = match ip {
+        std::net::IpAddr::V4(v4) => u32::from_le_bytes(v4.octets()),
+        std::net::IpAddr::V6(_) => 0,
+    };
+    use v1::master_info::capability::Type;
+    v1::MasterInfo {
+        id: id.to_string(),
+        ip: ip_u32,
+        port: port as u32,
+        pid: Some(format!("master@{ip}:{port}")),
+        hostname: Some(hostname.to_string()),
+        version: Some(version.to_string()),
+        address: Some(v1::Address {
+            hostname: Some(hostname.to_string()),
+            ip: Some(ip.to_string()),
+            port: port as i32,
+        }),
+        capabilities: [Type::AgentUpdate, Type::AgentDraining, Type::QuotaV2]
+            .into_iter()
+            .map(|t| v1::master_info::Capability {
+                r#type: Some(t as i32),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,216 @@
+//! The operator API subset (`POST /api/v1`: GET_FRAMEWORKS, TEARDOWN) and the
+//! legacy endpoints `/master/teardown`, `/master/state`, `/master/frameworks`
+//! and `/master/redirect` (each also without the `/master` prefix, as the
+//! master's HTTP delegate serves them). Sources: `src/master/http.cpp`
+//! (`api`, `teardown`, `redirect`, `state`, `frameworks`), mesos-notes §6 and
+//! captures h, i, k.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{OriginalUri, Query, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use prost::Message;
+
+use super::App;
+use super::calls::CallRecord;
+use super::http::{self, empty, text};
+use super::master::{Leadership, Master, now_secs};
+use crate::mesos::json;
+use crate::mesos::media::Encoding;
+use crate::mesos::v1::master::{Call, Response as OperatorResponse, call, response};
+
+/// `POST /api/v1`.
+pub(crate) async fn operator(
+    State(app): State<App>,
+    method: Method,
+    headers: HeaderMap,
+    OriginalUri(uri): OriginalUri,
+    body: Bytes,
+) -> Response {
+    let mut master = app.lock();
+    let (response, call) = handle(&mut master, &method, &headers, uri.path(), &body);
+    master.calls.push(CallRecord {
+        seq: 0,
+        at: now_secs(),
+        api: "operator".into(),
+        call_type: call
+            .as_ref()
+            .map(|c| c.r#type().as_str_name().to_string())
+            .unwrap_or_else(|| "-".into()),
+        framework_id: call
+            .as_ref()
+            .and_then(|c| c.teardown.as_ref())
+            .map(|t| t.framework_id.value.clone()),
+        stream_id: None,
+        status: response.status().as_u16(),
+        call: call.as_ref().map(json::to_value).unwrap_or_default(),
+    });
+    response
+}
+
+fn handle(
+    master: &mut Master,
+    method: &Method,
+    headers: &HeaderMap,
+    path: &str,
+    body: &[u8],
+) -> (Response, Option<Call>) {
+    if let Some(response) = http::leader_gate(master, path) {
+        return (response, None);
+    }
+    if method != Method::POST {
+        return (http::method_not_allowed(method), None);
+    }
+    let encoding = match http::request_encoding(headers) {
+        Ok(e) => e,
+        Err(response) => return (response, None),
+    };
+    // The operator API checks Accept for every call (mesos-notes §6).
+    let accept = match http::response_encoding(headers) {
+        Ok(e) => e,
+        Err(response) => return (response, None),
+    };
+    let call: Call = match encoding {
+        Encoding::Protobuf => match Call::decode(body) {
+            Ok(call) if json::missing_required_fields(&call).is_empty() => call,
+            _ => return (http::parse_error("Call", encoding, body, None), None),
+        },
+        Encoding::Json => match json::from_slice(body) {
+            Ok(call) => call,
+            Err(e) => return (http::parse_error("Call", encoding, body, Some(e)), None),
+        },
+    };
+    if call.r#type.is_none() {
+        let response = text(
+            StatusCode::BAD_REQUEST,
+            "Failed to validate master::Call: Expecting 'type' to be present",
+        );
+        return (response, Some(call));
+    }
+    let response = match call.r#type() {
+        call::Type::GetFrameworks => {
+            let answer = OperatorResponse {
+                r#type: Some(response::Type::GetFrameworks as i32),
+                get_frameworks: Some(master.get_frameworks()),
+            };
+            let body = match accept {
+                Encoding::Json => json::to_vec(&answer),
+                Encoding::Protobuf => answer.encode_to_vec(),
+            };
+            (
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(accept.media_type()),
+                )],
+                body,
+            )
+                .into_response()
+        }
+        call::Type::Teardown => match &call.teardown {
+            None => text(
+                StatusCode::BAD_REQUEST,
+                "Failed to validate master::Call: Expecting 'teardown' to be present",
+            ),
+            Some(teardown) => teardown_framework(master, &teardown.framework_id.value),
+        },
+        _ => text(
+            StatusCode::NOT_IMPLEMENTED,
+            "This operator call is not simulated by mesos-testbed",
+        ),
+    };
+    (response, Some(call))
+}
+
+/// Operator teardown of an active or inactive framework: 200 and an empty
+/// body; an unknown or completed one is 400 (capture h).
+fn teardown_framework(master: &mut Master, framework_id: &str) -> Response {
+    if master.remove_framework(framework_id) {
+        empty(StatusCode::OK)
+    } else {
+        text(
+            StatusCode::BAD_REQUEST,
+            "No framework found with specified ID",
+        )
+    }
+}
+
+/// `POST /master/teardown` with the form field `frameworkId` in the body.
+pub(crate) async fn legacy_teardown(
+    State(app): State<App>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    body: Bytes,
+) -> Response {
+    let mut master = app.lock();
+    if let Some(response) = http::leader_gate(&master, uri.path()) {
+        return response;
+    }
+    if method != Method::POST {
+        return http::method_not_allowed(&method);
+    }
+    let form: HashMap<String, String> = serde_urlencoded::from_bytes(&body).unwrap_or_default();
+    let framework_id = form.get("frameworkId").cloned();
+    let response = match &framework_id {
+        None => text(
+            StatusCode::BAD_REQUEST,
+            "Missing 'frameworkId' query parameter in the request body",
+        ),
+        Some(id) => teardown_framework(&mut master, id),
+    };
+    master.calls.push(CallRecord {
+        seq: 0,
+        at: now_secs(),
+        api: "teardown".into(),
+        call_type: "TEARDOWN".into(),
+        framework_id,
+        stream_id: None,
+        status: response.status().as_u16(),
+        call: serde_json::Value::Null,
+    });
+    response
+}
+
+fn json_ok(value: serde_json::Value) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+/// `GET /master/state`.
+pub(crate) async fn state(State(app): State<App>, OriginalUri(uri): OriginalUri) -> Response {
+    let master = app.lock();
+    if let Some(response) = http::leader_gate(&master, uri.path()) {
+        return response;
+    }
+    json_ok(master.state_json())
+}
+
+/// `GET /master/frameworks[?framework_id=ID]`.
+pub(crate) async fn frameworks(
+    State(app): State<App>,
+    OriginalUri(uri): OriginalUri,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let master = app.lock();
+    if let Some(response) = http::leader_gate(&master, uri.path()) {
+        return response;
+    }
+    json_ok(master.frameworks_json(query.get("framework_id").map(String::as_str)))
+}
+
+/// `GET /master/redirect`: always 307 to the leader's base URL, even on the
+/// leader itself; 503 without a leader (http.cpp `redirect`, capture k).
+pub(crate) async fn redirect(State(app): State<App>) -> Response {
+    let master = app.lock();
+    match &master.leadership {
+        Leadership::Leading => http::redirect(&format!("//{}", master.advertised())),
+        Leadership::Following { leader } => http::redirect(&format!("//{leader}")),
+        Leadership::NoLeader => text(StatusCode::SERVICE_UNAVAILABLE, "No leader elected"),
+    }
+}

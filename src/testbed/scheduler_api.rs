@@ -1,0 +1,242 @@
+//! `POST /api/v1/scheduler` (also `/master/api/v1/scheduler`): parsing,
+//! validation and dispatch of scheduler calls, in the order a real master
+//! checks them (`Master::Http::scheduler` in `src/master/http.cpp`,
+//! `src/master/validation.cpp`, mesos-notes §1 and captures l, n).
+
+use axum::body::{Body, Bytes};
+use axum::extract::{OriginalUri, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+use prost::Message;
+
+use super::App;
+use super::calls::CallRecord;
+use super::http::{self, empty, text};
+use super::master::{Master, now_secs};
+use crate::mesos::json;
+use crate::mesos::media::{Encoding, STREAM_ID_HEADER};
+use crate::mesos::v1::scheduler::{Call, call};
+
+/// The handler; every call is recorded in the call log with its status.
+pub(crate) async fn scheduler(
+    State(app): State<App>,
+    method: Method,
+    headers: HeaderMap,
+    OriginalUri(uri): OriginalUri,
+    body: Bytes,
+) -> Response {
+    let mut master = app.lock();
+    let (response, call) = handle(&mut master, &method, &headers, uri.path(), &body);
+    let stream_id = headers
+        .get(STREAM_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    master.calls.push(CallRecord {
+        seq: 0,
+        at: now_secs(),
+        api: "scheduler".into(),
+        call_type: call
+            .as_ref()
+            .map(|c| c.r#type().as_str_name().to_string())
+            .unwrap_or_else(|| "-".into()),
+        framework_id: call
+            .as_ref()
+            .and_then(|c| c.framework_id.as_ref())
+            .map(|f| f.value.clone()),
+        stream_id,
+        status: response.status().as_u16(),
+        call: call.as_ref().map(json::to_value).unwrap_or_default(),
+    });
+    response
+}
+
+fn handle(
+    master: &mut Master,
+    method: &Method,
+    headers: &HeaderMap,
+    path: &str,
+    body: &[u8],
+) -> (Response, Option<Call>) {
+    if let Some(response) = http::leader_gate(master, path) {
+        return (response, None);
+    }
+    if method != Method::POST {
+        return (http::method_not_allowed(method), None);
+    }
+    let encoding = match http::request_encoding(headers) {
+        Ok(e) => e,
+        Err(response) => return (response, None),
+    };
+    let call = match decode_call(encoding, body) {
+        Ok(call) => call,
+        Err(response) => return (response, None),
+    };
+    if let Err(reason) = validate(&call) {
+        let response = text(
+            StatusCode::BAD_REQUEST,
+            format!("Failed to validate scheduler::Call: {reason}"),
+        );
+        return (response, Some(call));
+    }
+    let response = if call.r#type() == call::Type::Subscribe {
+        subscribe(master, headers, &call)
+    } else {
+        dispatch(master, headers, &call)
+    };
+    (response, Some(call))
+}
+
+/// Parses the body; a protobuf body missing `required` fields does not parse
+/// (protobuf's ParseFromString fails on them).
+fn decode_call(encoding: Encoding, body: &[u8]) -> Result<Call, Response> {
+    match encoding {
+        Encoding::Protobuf => match Call::decode(body) {
+            Ok(call) if json::missing_required_fields(&call).is_empty() => Ok(call),
+            _ => Err(http::parse_error("Call", encoding, body, None)),
+        },
+        Encoding::Json => {
+            json::from_slice(body).map_err(|e| http::parse_error("Call", encoding, body, Some(e)))
+        }
+    }
+}
+
+/// `scheduler::call::validate` (validation.cpp), returning the reason text.
+fn validate(call: &Call) -> Result<(), String> {
+    use call::Type as T;
+    if call.r#type.is_none() {
+        return Err("Expecting 'type' to be present".into());
+    }
+    if call.r#type() == T::Subscribe {
+        let Some(subscribe) = &call.subscribe else {
+            return Err("Expecting 'subscribe' to be present".into());
+        };
+        if subscribe.framework_info.id != call.framework_id {
+            return Err("'framework_id' differs from 'subscribe.framework_info.id'".into());
+        }
+        return Ok(());
+    }
+    if call.framework_id.is_none() {
+        return Err("Expecting 'framework_id' to be present".into());
+    }
+    let missing = |present: bool, field: &str| {
+        if present {
+            Ok(())
+        } else {
+            Err(format!("Expecting '{field}' to be present"))
+        }
+    };
+    match call.r#type() {
+        T::Accept => missing(call.accept.is_some(), "accept"),
+        T::Decline => missing(call.decline.is_some(), "decline"),
+        T::Kill => missing(call.kill.is_some(), "kill"),
+        T::Shutdown => missing(call.shutdown.is_some(), "shutdown"),
+        T::Reconcile => missing(call.reconcile.is_some(), "reconcile"),
+        T::Message => missing(call.message.is_some(), "message"),
+        T::Request => missing(call.request.is_some(), "request"),
+        T::UpdateFramework => missing(call.update_framework.is_some(), "update_framework"),
+        T::Acknowledge => {
+            let Some(ack) = &call.acknowledge else {
+                return Err("Expecting 'acknowledge' to be present".into());
+            };
+            // stout UUID::fromBytes: 16 bytes of a known UUID version.
+            let version = ack.uuid.get(6).map(|b| b >> 4).unwrap_or(0);
+            if ack.uuid.len() != 16 || !(1..=5).contains(&version) {
+                return Err("Not a valid UUID".into());
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn subscribe(master: &mut Master, headers: &HeaderMap, call: &Call) -> Response {
+    if headers.contains_key(STREAM_ID_HEADER) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "Subscribe calls should not include the 'Mesos-Stream-Id' header",
+        );
+    }
+    let encoding = match http::response_encoding(headers) {
+        Ok(e) => e,
+        Err(response) => return response,
+    };
+    let subscribe = call.subscribe.clone().expect("validated");
+    let (stream_id, stream) = master.subscribe(subscribe, encoding);
+    let mut response = Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&stream_id) {
+        headers.insert(STREAM_ID_HEADER, value);
+    }
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(encoding.media_type()),
+    );
+    response
+}
+
+fn dispatch(master: &mut Master, headers: &HeaderMap, call: &Call) -> Response {
+    let framework_id = call.framework_id.as_ref().expect("validated").value.clone();
+    let Some(framework) = master.frameworks.get(&framework_id) else {
+        return text(StatusCode::BAD_REQUEST, "Framework cannot be found");
+    };
+    let Some(sub) = &framework.sub else {
+        return text(StatusCode::FORBIDDEN, "Framework is not subscribed");
+    };
+    let Some(given) = headers.get(STREAM_ID_HEADER) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "All non-subscribe calls should include the 'Mesos-Stream-Id' header",
+        );
+    };
+    let given = String::from_utf8_lossy(given.as_bytes());
+    if given != sub.stream_id {
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "The stream ID '{given}' included in this request didn't match the stream ID currently associated with framework ID {framework_id}"
+            ),
+        );
+    }
+
+    use call::Type as T;
+    let fid = framework_id.as_str();
+    match call.r#type() {
+        T::Teardown => {
+            master.remove_framework(fid);
+        }
+        T::Accept => master.accept(fid, call.accept.clone().expect("validated")),
+        T::Decline => {
+            let decline = call.decline.as_ref().expect("validated");
+            master.decline(fid, &decline.offer_ids, decline.filters.as_ref());
+        }
+        T::Revive => master.revive(fid),
+        T::Suppress => master.suppress(fid),
+        T::Kill => master.kill(fid, call.kill.as_ref().expect("validated")),
+        T::Shutdown => master.shutdown_executor(fid, call.shutdown.as_ref().expect("validated")),
+        T::Acknowledge => master.acknowledge(fid, call.acknowledge.as_ref().expect("validated")),
+        T::Reconcile => master.reconcile(fid, &call.reconcile.as_ref().expect("validated").tasks),
+        T::Message => master.message(fid, call.message.as_ref().expect("validated")),
+        // The default allocator ignores REQUEST; inverse offers are not simulated.
+        T::Request | T::AcceptInverseOffers | T::DeclineInverseOffers => {}
+        T::UpdateFramework => {
+            let update = call.update_framework.as_ref().expect("validated");
+            if let Some(framework) = master.frameworks.get_mut(fid) {
+                let mut info = update.framework_info.clone();
+                info.user = framework.info.user.clone();
+                info.checkpoint = framework.info.checkpoint;
+                info.id = framework.info.id.clone();
+                framework.info = info;
+                framework.suppressed = !update.suppressed_roles.is_empty();
+            }
+            return empty(StatusCode::OK);
+        }
+        T::Unknown => return empty(StatusCode::NOT_IMPLEMENTED),
+        T::AcknowledgeOperationStatus | T::ReconcileOperations | T::Subscribe => {
+            return text(
+                StatusCode::NOT_IMPLEMENTED,
+                "Operation feedback is not simulated by mesos-testbed",
+            );
+        }
+    }
+    empty(StatusCode::ACCEPTED)
+}

@@ -1,0 +1,378 @@
+//! Read-only views of the master: the operator API's `GET_FRAMEWORKS`
+//! response, the legacy `/master/state` and `/master/frameworks` JSON
+//! (plain-string IDs, seconds as floats: mesos-notes §6, §11.22, capture i),
+//! and the typed views the testbed's library API and control API return.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::master::{AgentState, Framework, Master};
+use super::tasks::Task;
+use crate::mesos::resources::{self, Resources};
+use crate::mesos::v1::master::response;
+use crate::mesos::v1::{self, TaskState};
+
+/// A task as the testbed sees it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TaskView {
+    /// Framework ID.
+    pub framework_id: String,
+    /// Task ID.
+    pub task_id: String,
+    /// Agent ID.
+    pub agent_id: String,
+    /// Executor ID (the task ID for the command executor).
+    pub executor_id: String,
+    /// Latest state known to the master (serialized by its Mesos name).
+    #[serde(serialize_with = "state_name")]
+    pub state: TaskState,
+    /// True while the task's agent is unreachable.
+    pub unreachable: bool,
+    /// Updates the agent holds that the scheduler has not acknowledged.
+    pub unacknowledged_updates: usize,
+}
+
+fn state_name<S: serde::Serializer>(state: &TaskState, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(state.as_str_name())
+}
+
+/// A framework as the testbed sees it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FrameworkView {
+    /// Framework ID.
+    pub id: String,
+    /// `FrameworkInfo.name`.
+    pub name: String,
+    /// Has a live subscription.
+    pub connected: bool,
+    /// Learnt from agents after a master failover.
+    pub recovered: bool,
+    /// Removed (in the bounded completed list).
+    pub completed: bool,
+    /// `FrameworkInfo.failover_timeout` in seconds.
+    pub failover_timeout_seconds: f64,
+}
+
+/// An agent as the testbed sees it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AgentView {
+    /// Agent ID (`<master-id>-S<n>`).
+    pub id: String,
+    /// Hostname.
+    pub hostname: String,
+    /// `registered`, `unreachable` or `recovering`.
+    pub state: String,
+    /// Executors running there: `(framework ID, executor ID, framework messages received)`.
+    pub executors: Vec<(String, String, usize)>,
+}
+
+impl Master {
+    /// Every live and unreachable task, sorted by framework and task ID.
+    pub fn task_views(&self) -> Vec<TaskView> {
+        let view = |t: &Task, unreachable: bool| TaskView {
+            framework_id: t.framework_id.clone(),
+            task_id: t.info.task_id.value.clone(),
+            agent_id: t.agent_id.clone(),
+            executor_id: t.executor_id.clone(),
+            state: t.state,
+            unreachable,
+            unacknowledged_updates: t.pending.len(),
+        };
+        let mut out: Vec<TaskView> = self
+            .tasks
+            .values()
+            .map(|t| view(t, false))
+            .chain(self.unreachable_tasks.values().map(|t| view(t, true)))
+            .collect();
+        out.sort_by(|a, b| (&a.framework_id, &a.task_id).cmp(&(&b.framework_id, &b.task_id)));
+        out
+    }
+
+    /// Active, inactive and completed frameworks.
+    pub fn framework_views(&self) -> Vec<FrameworkView> {
+        let view = |f: &Framework, completed: bool| FrameworkView {
+            id: f.id.clone(),
+            name: f.info.name.clone(),
+            connected: f.connected(),
+            recovered: f.recovered,
+            completed,
+            failover_timeout_seconds: f.info.failover_timeout.unwrap_or(0.0),
+        };
+        let mut out: Vec<FrameworkView> =
+            self.frameworks.values().map(|f| view(f, false)).collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out.extend(self.completed.iter().map(|f| view(f, true)));
+        out
+    }
+
+    /// The simulated agents.
+    pub fn agent_views(&self) -> Vec<AgentView> {
+        self.agents
+            .iter()
+            .map(|a| AgentView {
+                id: a.id.clone(),
+                hostname: a.spec.hostname.clone(),
+                state: match a.state {
+                    AgentState::Registered => "registered",
+                    AgentState::Unreachable { .. } => "unreachable",
+                    AgentState::Recovering => "recovering",
+                }
+                .into(),
+                executors: a
+                    .executors
+                    .iter()
+                    .map(|((f, e), x)| (f.clone(), e.clone(), x.messages.len()))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn framework_resources(&self, framework_id: &str) -> (Resources, Resources) {
+        let mut used = Resources::new();
+        for t in self
+            .tasks
+            .values()
+            .filter(|t| t.framework_id == framework_id && !t.released)
+        {
+            used.add(&t.resources);
+        }
+        for agent in &self.agents {
+            for ((f, _), e) in &agent.executors {
+                if f == framework_id {
+                    used.add(&e.resources);
+                }
+            }
+        }
+        let mut offered = Resources::new();
+        for o in self
+            .offers
+            .values()
+            .filter(|o| o.framework_id == framework_id)
+        {
+            offered.add(&o.resources);
+        }
+        (used, offered)
+    }
+
+    /// `GET_FRAMEWORKS` (operator API v1).
+    pub fn get_frameworks(&self) -> response::GetFrameworks {
+        let time = |secs: f64| v1::TimeInfo {
+            nanoseconds: (secs * 1e9) as i64,
+        };
+        let entry = |f: &Framework| {
+            let (used, offered) = self.framework_resources(&f.id);
+            let role = if f.multi_role() { None } else { Some("*") };
+            response::get_frameworks::Framework {
+                framework_info: f.info.clone(),
+                active: f.connected(),
+                connected: f.connected(),
+                registered_time: (f.registered_time > 0.0).then(|| time(f.registered_time)),
+                reregistered_time: f.reregistered_time.map(time),
+                unregistered_time: f.unregistered_time.map(time),
+                offers: self
+                    .offers
+                    .values()
+                    .filter(|o| o.framework_id == f.id)
+                    .map(|o| o.proto.clone())
+                    .collect(),
+                allocated_resources: used.to_protos(role),
+                offered_resources: offered.to_protos(role),
+                recovered: f.recovered,
+                offer_constraints: Some(Default::default()),
+            }
+        };
+        let mut frameworks: Vec<&Framework> = self.frameworks.values().collect();
+        frameworks.sort_by(|a, b| a.id.cmp(&b.id));
+        response::GetFrameworks {
+            frameworks: frameworks.into_iter().map(entry).collect(),
+            completed_frameworks: self.completed.iter().map(entry).collect(),
+        }
+    }
+
+    fn task_json(&self, t: &Task) -> Value {
+        let statuses: Vec<Value> = t
+            .statuses
+            .iter()
+            .map(|s| {
+                let mut v = json!({"state": s.state().as_str_name(), "timestamp": s.timestamp.unwrap_or(0.0)});
+                if let Some(cs) = &s.container_status {
+                    v["container_status"] = crate::mesos::json::to_value(cs);
+                }
+                v
+            })
+            .collect();
+        json!({
+            "id": t.info.task_id.value,
+            "name": t.info.name,
+            "framework_id": t.framework_id,
+            "executor_id": if t.custom_executor { t.executor_id.clone() } else { String::new() },
+            "slave_id": t.agent_id,
+            "state": t.state.as_str_name(),
+            "resources": t.resources.to_state_json(),
+            "role": "*",
+            "statuses": statuses,
+        })
+    }
+
+    #[allow(deprecated)] // FrameworkInfo.role: shown as a real master shows it
+    fn framework_json(&self, f: &Framework) -> Value {
+        let (used, offered) = self.framework_resources(&f.id);
+        let mut total = used.clone();
+        total.add(&offered);
+        let tasks: Vec<Value> = self
+            .tasks
+            .values()
+            .filter(|t| t.framework_id == f.id)
+            .map(|t| self.task_json(t))
+            .collect();
+        let unreachable: Vec<Value> = self
+            .unreachable_tasks
+            .values()
+            .filter(|t| t.framework_id == f.id)
+            .map(|t| self.task_json(t))
+            .collect();
+        let completed: Vec<Value> = f
+            .completed_tasks
+            .iter()
+            .map(|t| self.task_json(t))
+            .collect();
+        let offers: Vec<Value> = self
+            .offers
+            .iter()
+            .filter(|(_, o)| o.framework_id == f.id)
+            .map(|(id, o)| json!({"id": id, "framework_id": f.id, "slave_id": o.agent_id, "resources": o.resources.to_state_json()}))
+            .collect();
+        let executors: Vec<Value> = self
+            .agents
+            .iter()
+            .flat_map(|a| {
+                a.executors
+                    .iter()
+                    .filter(|((fid, _), e)| *fid == f.id && e.info.is_some())
+                    .map(move |((_, eid), e)| json!({"id": eid, "slave_id": a.id, "resources": e.resources.to_state_json(), "tasks": e.tasks}))
+            })
+            .collect();
+        let capabilities: Vec<&str> = f
+            .info
+            .capabilities
+            .iter()
+            .map(|c| c.r#type().as_str_name())
+            .collect();
+        let mut out = json!({
+            "id": f.id,
+            "name": f.info.name,
+            "user": f.info.user,
+            "active": f.connected(),
+            "connected": f.connected(),
+            "recovered": f.recovered,
+            "failover_timeout": f.info.failover_timeout.unwrap_or(0.0),
+            "checkpoint": f.info.checkpoint.unwrap_or(false),
+            "capabilities": capabilities,
+            "registered_time": f.registered_time,
+            "unregistered_time": f.unregistered_time.unwrap_or(0.0),
+            "hostname": f.info.hostname.clone().unwrap_or_default(),
+            "webui_url": f.info.webui_url.clone().unwrap_or_default(),
+            "offered_resources": offered.to_state_json(),
+            "used_resources": used.to_state_json(),
+            "resources": total.to_state_json(),
+            "tasks": tasks,
+            "unreachable_tasks": unreachable,
+            "completed_tasks": completed,
+            "offers": offers,
+            "executors": executors,
+            "offer_constraints": {},
+        });
+        if let Some(t) = f.reregistered_time {
+            out["reregistered_time"] = json!(t);
+        }
+        if let Some(p) = &f.info.principal {
+            out["principal"] = json!(p);
+        }
+        if f.multi_role() {
+            out["roles"] = json!(f.info.roles);
+        } else {
+            out["role"] = json!(f.info.role.clone().unwrap_or_else(|| "*".into()));
+        }
+        out
+    }
+
+    /// `GET /master/frameworks[?framework_id=ID]`.
+    pub fn frameworks_json(&self, only: Option<&str>) -> Value {
+        let keep = |f: &&Framework| only.is_none_or(|id| f.id == id);
+        let mut active: Vec<&Framework> = self.frameworks.values().filter(keep).collect();
+        active.sort_by(|a, b| a.id.cmp(&b.id));
+        json!({
+            "frameworks": active.into_iter().map(|f| self.framework_json(f)).collect::<Vec<_>>(),
+            "completed_frameworks": self.completed.iter().filter(keep).map(|f| self.framework_json(f)).collect::<Vec<_>>(),
+            "unregistered_frameworks": [],
+        })
+    }
+
+    /// `GET /master/state`.
+    pub fn state_json(&self) -> Value {
+        let slaves: Vec<Value> = self
+            .agents
+            .iter()
+            .filter(|a| a.state == AgentState::Registered)
+            .map(|a| {
+                let attributes: serde_json::Map<String, Value> = a
+                    .spec
+                    .attributes
+                    .iter()
+                    .map(|at| (at.name.clone(), json!(resources::attribute_text(at))))
+                    .collect();
+                json!({
+                    "id": a.id,
+                    "hostname": a.spec.hostname,
+                    "port": a.port,
+                    "attributes": attributes,
+                    "pid": format!("slave(1)@{}:{}", self.cfg.listen.ip(), a.port),
+                    "registered_time": a.registered_time,
+                    "resources": a.spec.resources.to_state_json(),
+                    "used_resources": a.used.to_state_json(),
+                    "offered_resources": a.offered.to_state_json(),
+                    "reserved_resources": {},
+                    "unreserved_resources": a.spec.resources.to_state_json(),
+                    "active": true,
+                    "deactivated": false,
+                    "version": self.cfg.version,
+                    "capabilities": ["MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT"],
+                })
+            })
+            .collect();
+        let count = |pred: fn(&AgentState) -> bool| {
+            self.agents.iter().filter(|a| pred(&a.state)).count() as f64
+        };
+        let frameworks = self.frameworks_json(None);
+        json!({
+            "version": self.cfg.version,
+            "build_date": "",
+            "build_time": 0.0,
+            "build_user": "mesos-testbed",
+            "start_time": self.start_time,
+            "elected_time": self.elected_time,
+            "id": self.info.id,
+            "pid": self.info.pid,
+            "hostname": self.info.hostname,
+            "activated_slaves": count(|s| *s == AgentState::Registered),
+            "deactivated_slaves": 0.0,
+            "unreachable_slaves": count(|s| matches!(s, AgentState::Unreachable { .. })),
+            "leader": self.info.pid,
+            "leader_info": {
+                "id": self.info.id,
+                "pid": self.info.pid,
+                "port": self.info.port,
+                "hostname": self.info.hostname,
+            },
+            "log_dir": "",
+            "flags": {},
+            "capabilities": ["AGENT_UPDATE", "AGENT_DRAINING", "QUOTA_V2"],
+            "slaves": slaves,
+            "recovered_slaves": [],
+            "frameworks": frameworks["frameworks"],
+            "completed_frameworks": frameworks["completed_frameworks"],
+            "orphan_tasks": [],
+            "unregistered_frameworks": [],
+        })
+    }
+}
