@@ -101,6 +101,17 @@ pub struct Subscription {
     events: mpsc::UnboundedReceiver<Result<Value, End>>,
     /// Events received but skipped by `expect`, in order.
     pub seen: Vec<Value>,
+    /// The task reading the response body; aborted on drop, which closes the
+    /// connection as a scheduler that hangs up does.
+    reader: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(reader) = self.reader.take() {
+            reader.abort();
+        }
+    }
 }
 
 impl Subscription {
@@ -126,37 +137,52 @@ impl Subscription {
             .map(|item| item.unwrap_or(Err(End::Clean)))
     }
 
-    /// The next event of type `kind`, skipping (and keeping in `seen`) others.
+    /// The first event matching `wanted` within [`WAIT`], skipping (and
+    /// keeping in `seen`) others; panics naming `what` otherwise.
+    async fn wait_for(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_within(left).await {
+                Some(Ok(event)) if wanted(&event) => return event,
+                Some(Ok(event)) => self.seen.push(event),
+                Some(Err(end)) => {
+                    panic!(
+                        "stream ended ({end:?}) while waiting for {what}; seen {:?}",
+                        self.seen
+                    )
+                }
+                None => panic!("no {what} within {WAIT:?}; seen {:?}", self.seen),
+            }
+        }
+    }
+
+    /// The next event of type `kind`, skipping others.
     pub async fn expect(&mut self, kind: &str) -> Value {
-        loop {
-            match self.next().await {
-                Ok(event) if event["type"] == kind => return event,
-                Ok(event) => self.seen.push(event),
-                Err(end) => panic!(
-                    "stream ended ({end:?}) while waiting for {kind}; seen {:?}",
-                    self.seen
-                ),
-            }
-        }
+        self.wait_for(kind, |e| e["type"] == kind).await
     }
 
-    /// The next UPDATE event for `task_id`, skipping others.
+    /// The status of the next UPDATE for `task_id`, skipping other events.
     pub async fn expect_update(&mut self, task_id: &str) -> Value {
-        loop {
-            let event = self.expect("UPDATE").await;
-            if event["update"]["status"]["task_id"]["value"] == task_id {
-                return event["update"]["status"].clone();
-            }
-            self.seen.push(event);
-        }
+        let what = format!("update of {task_id}");
+        let event = self
+            .wait_for(&what, |e| {
+                e["type"] == "UPDATE" && e["update"]["status"]["task_id"]["value"] == task_id
+            })
+            .await;
+        event["update"]["status"].clone()
     }
 
-    /// Waits for the end of the stream, skipping events; returns how it ended.
+    /// Waits (at most [`WAIT`]) for the end of the stream, skipping events;
+    /// returns how it ended.
     pub async fn expect_end(&mut self) -> End {
+        let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            match self.next().await {
-                Ok(event) => self.seen.push(event),
-                Err(end) => return end,
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_within(left).await {
+                Some(Ok(event)) => self.seen.push(event),
+                Some(Err(end)) => return end,
+                None => panic!("stream did not end within {WAIT:?}; seen {:?}", self.seen),
             }
         }
     }
@@ -209,9 +235,10 @@ pub async fn subscribe_raw(master: &str, headers: &[(&str, &str)], body: Vec<u8>
         .is_some_and(|v| v == "application/x-protobuf");
     let (tx, rx) = mpsc::unbounded_channel();
     let mut body = String::new();
+    let mut reader = None;
     if status == 200 {
         let mut chunks = response.bytes_stream();
-        tokio::spawn(async move {
+        reader = Some(tokio::spawn(async move {
             let mut codec = RecordIoCodec::default();
             let mut buf = BytesMut::new();
             loop {
@@ -254,7 +281,7 @@ pub async fn subscribe_raw(master: &str, headers: &[(&str, &str)], body: Vec<u8>
                     }
                 }
             }
-        });
+        }));
     } else {
         body = response.text().await.unwrap_or_default();
     }
@@ -265,6 +292,7 @@ pub async fn subscribe_raw(master: &str, headers: &[(&str, &str)], body: Vec<u8>
         body,
         events: rx,
         seen: Vec::new(),
+        reader,
     }
 }
 
