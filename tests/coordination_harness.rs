@@ -42,7 +42,8 @@ async fn wait_state(client: &zk::Client, want: zk::SessionState, timeout: Durati
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_serves_and_negotiates_short_sessions() {
     let server = ZkServer::start();
-    assert!(server.four_letter("srvr").unwrap().contains("Zookeeper version"));
+    let srvr = server.four_letter("srvr");
+    assert!(srvr.as_deref().unwrap_or_default().contains("Mode: standalone"), "{srvr:?}");
     let c = client(&server.connect_string()).await;
     assert_eq!(c.session_timeout(), SESSION, "server must allow a 2 s session timeout");
     c.create("/x", b"1", &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
@@ -54,7 +55,8 @@ async fn server_serves_and_negotiates_short_sessions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expire_session_removes_ephemerals_and_victim_sees_expired() {
     let server = ZkServer::start();
-    let victim = client(&server.connect_string()).await;
+    let proxy = ChaosProxy::start(server.addr()).await;
+    let victim = client(&proxy.connect_string()).await;
     let observer = client(&server.connect_string()).await;
     victim
         .create("/e", b"", &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()))
@@ -63,7 +65,7 @@ async fn expire_session_removes_ephemerals_and_victim_sees_expired() {
     let (_, _, watch) = observer.get_and_watch_data("/e").await.unwrap();
 
     let mut victim_states = victim.state_watcher();
-    expire_session(&server.connect_string(), victim.session().clone()).await;
+    expire_session(&server.connect_string(), victim.session().clone(), &proxy).await;
 
     let ev = tokio::time::timeout(Duration::from_secs(5), watch.changed())
         .await

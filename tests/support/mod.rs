@@ -4,13 +4,16 @@
 //! - [`zookeeper`]: a real standalone ZooKeeper server per test
 //!   ([`zookeeper::ZkServer`]), plus [`zookeeper::expire_session`];
 //! - [`chaos_proxy`]: a TCP proxy that cuts a client off
-//!   ([`chaos_proxy::ChaosProxy`]).
+//!   ([`chaos_proxy::ChaosProxy`]);
+//! - [`replicas`]: coordinator replicas on that server, a timestamped
+//!   recorder of their leadership transitions, and waits with deadlines.
 //!
 //! Every test binary compiles this module on its own, so not every helper is
 //! used everywhere.
 #![allow(dead_code)]
 
 pub mod chaos_proxy;
+pub mod replicas;
 pub mod zookeeper;
 
 use std::time::Duration;

@@ -2,7 +2,8 @@
 //!
 //! [`ZkServer::start`] runs Debian's `zookeeper` package (`ZooKeeperServerMain`,
 //! Java 17) on a free loopback port with its own temporary data directory,
-//! waits until the server answers `ruok` with `imok`, and kills it on drop.
+//! waits until it serves (`srvr` answers with its version; `ruok` says
+//! `imok` too early), and kills it on drop.
 //! The configuration is tuned for fast tests: `tickTime=500` and
 //! `minSessionTimeout=1000`, so clients may negotiate session timeouts down
 //! to 1 s (the server default would clamp anything below 4 s). The admin
@@ -13,7 +14,7 @@
 //! - [`ZkServer::restart`]: stop and start again on the same port and data
 //!   directory (sessions persist if the restart is quicker than their timeout);
 //! - [`ZkServer::stop`] / [`ZkServer::start_again`]: the same in two steps;
-//! - [`expire_session`]: make the server expire a live session now;
+//! - [`expire_session`]: make the server end a live session now;
 //! - the [`super::chaos_proxy::ChaosProxy`] to cut one client off.
 //!
 //! The server log is kept in the data directory (`zk.log`) and printed to
@@ -26,9 +27,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
+
+use super::chaos_proxy::ChaosProxy;
 use zookeeper_client as zk;
 
-/// How long a cold server may take to answer `ruok` (measured: 0.3–1.3 s).
+/// How long a cold server may take to serve (measured: 0.3–1.3 s).
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where Debian puts the server jar; the first one that exists is used. Its
@@ -143,15 +146,29 @@ impl ZkServer {
         let mut stream = TcpStream::connect_timeout(&self.addr(), Duration::from_secs(1)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
         stream.write_all(cmd.as_bytes()).ok()?;
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).ok()?;
-        Some(answer)
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        // The server closes right after answering, sometimes with a reset:
+        // keep what arrived before the error.
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+        (!answer.is_empty()).then(|| String::from_utf8_lossy(&answer).into_owned())
     }
 
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if self.four_letter("ruok").as_deref() == Some("imok") {
+            // `ruok` answers `imok` as soon as the port is open, before the
+            // server loads its database and serves; `srvr` says when it does.
+            if self
+                .four_letter("srvr")
+                .is_some_and(|a| a.contains("Zookeeper version"))
+            {
                 return;
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
@@ -162,7 +179,7 @@ impl ZkServer {
             }
             if Instant::now() > deadline {
                 panic!(
-                    "ZooKeeper did not answer ruok within {START_TIMEOUT:?}; log:\n{}",
+                    "ZooKeeper did not serve within {START_TIMEOUT:?}; log:\n{}",
                     self.log()
                 );
             }
@@ -203,25 +220,27 @@ impl Drop for ZkServer {
     }
 }
 
-/// Makes the server expire `session` now, as if its holder had vanished for
-/// longer than the session timeout.
+/// Makes the server end `session` now, as if its holder had vanished for
+/// longer than the session timeout. The holder must reach the server
+/// through `proxy`.
 ///
-/// ZooKeeper has no "expire this session" command. The standard trick, which
-/// works with zookeeper-client 0.11: open a second connection that *resumes*
-/// the same session (same ID and password, `Connector::with_session`), then
-/// close it. Resuming moves the session to the new connection, so the
-/// original client is disconnected at once; closing ends the session on the
-/// server (its ephemeral nodes go, watchers fire), and the original client's
-/// reconnect is answered with `Expired`.
-pub async fn expire_session(connect_string: &str, session: zk::SessionInfo) {
+/// ZooKeeper has no "expire this session" command. The standard trick:
+/// open a second connection that *resumes* the same session (same ID and
+/// password, zookeeper-client's `Connector::with_session`) and close it; the
+/// server then ends the session (ephemeral nodes go, watches fire) and the
+/// holder's next reconnect is answered with `Expired`. The link is cut
+/// during the trick because a live holder reconnects at once and steals the
+/// session back (the server moves a session to its newest connection), and
+/// the two clients then ping-pong until the hijacker's connect times out.
+pub async fn expire_session(server: &str, session: zk::SessionInfo, proxy: &ChaosProxy) {
+    proxy.break_link();
     let hijack = zk::Client::connector()
         .with_session(session)
         .with_session_timeout(Duration::from_secs(2))
-        .connect(connect_string)
+        .connect(server)
         .await
         .expect("resume the session to expire it");
-    // Dropping the last clone closes the session; wait until the server
-    // has processed it, so callers can rely on the ephemerals being gone.
+    // Dropping the last clone closes the session; wait until that is done.
     let mut state = hijack.state_watcher();
     drop(hijack);
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
@@ -230,6 +249,7 @@ pub async fn expire_session(connect_string: &str, session: zk::SessionInfo) {
         }
     })
     .await;
+    proxy.restore();
 }
 
 fn find_file(candidates: &[&str]) -> Option<PathBuf> {
