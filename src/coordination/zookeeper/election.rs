@@ -28,13 +28,15 @@ const MEMBER_PREFIX: &str = "member-";
 
 /// Pause before retrying after a failed ZooKeeper call in the election loop.
 const RETRY: Duration = Duration::from_millis(200);
+/// The same when the ACLs refuse us: that will not fix itself soon.
+const NO_AUTH_RETRY: Duration = Duration::from_secs(5);
 
 /// What to do after one round of the election loop.
 enum Step {
     /// Evaluate again at once (something changed).
     Again,
-    /// A call failed transiently: pause, then evaluate again.
-    Retry,
+    /// A call failed: pause this long, then evaluate again.
+    Retry(Duration),
     /// Stop: shutdown or the session ended.
     End(SessionEnd),
 }
@@ -63,19 +65,23 @@ pub(super) async fn run_session(inner: &Inner, client: &zk::Client) -> SessionEn
         }
         let step = match round(inner, client, &mut states).await {
             Ok(step) => step,
+            Err(zk::Error::NoAuth) => {
+                tracing::warn!("ZooKeeper ACLs refuse our election node: check the zk:// credentials");
+                Step::Retry(NO_AUTH_RETRY)
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "election round failed");
-                Step::Retry
+                Step::Retry(RETRY)
             }
         };
         match step {
             Step::Again => {}
             Step::End(end) => return end,
-            Step::Retry => {
+            Step::Retry(pause) => {
                 tokio::select! {
                     _ = inner.shutdown.cancelled() => return SessionEnd::Shutdown,
                     _ = states.changed() => {}
-                    _ = tokio::time::sleep(RETRY) => {}
+                    _ = tokio::time::sleep(pause) => {}
                 }
             }
         }

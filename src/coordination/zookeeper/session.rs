@@ -73,6 +73,13 @@ pub(super) async fn ensure_paths(inner: &Inner, client: &zk::Client) -> Result<(
         &inner.paths.tasks,
     ];
     for dir in dirs {
+        // Check first: creating an existing node needs CREATE on its parent,
+        // which a read-only identity lacks (ZooKeeper checks the ACL first).
+        match inner.timed(client.check_stat(dir)).await {
+            Ok(Some(_)) => continue,
+            Ok(None) => {}
+            Err(e) => return Err(map_zk(e, dir)),
+        }
         match inner.timed(client.create(dir, b"", &ours)).await {
             Ok(_) | Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(map_zk(e, dir)),
