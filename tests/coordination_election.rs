@@ -265,14 +265,16 @@ async fn abdication_hands_over_and_rejoins_at_the_back() {
         .collect();
     assert_eq!(ids, ["b", "a"]);
     // A fenced write from the abdicated replica is refused.
-    assert!(a.put_record(
-        mesos_appliance::coordination::RecordKind::Tasks,
-        "t",
-        &serde_json::json!({}),
-        Expect::Any
-    )
-    .await
-    .is_err());
+    assert!(
+        a.put_record(
+            mesos_appliance::coordination::RecordKind::Tasks,
+            "t",
+            &serde_json::json!({}),
+            Expect::Any
+        )
+        .await
+        .is_err()
+    );
     a.close().await;
     b.close().await;
 }

@@ -43,12 +43,25 @@ async fn wait_state(client: &zk::Client, want: zk::SessionState, timeout: Durati
 async fn server_serves_and_negotiates_short_sessions() {
     let server = ZkServer::start();
     let srvr = server.four_letter("srvr");
-    assert!(srvr.as_deref().unwrap_or_default().contains("Mode: standalone"), "{srvr:?}");
+    assert!(
+        srvr.as_deref()
+            .unwrap_or_default()
+            .contains("Mode: standalone"),
+        "{srvr:?}"
+    );
     let c = client(&server.connect_string()).await;
-    assert_eq!(c.session_timeout(), SESSION, "server must allow a 2 s session timeout");
-    c.create("/x", b"1", &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
-        .await
-        .unwrap();
+    assert_eq!(
+        c.session_timeout(),
+        SESSION,
+        "server must allow a 2 s session timeout"
+    );
+    c.create(
+        "/x",
+        b"1",
+        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
     assert_eq!(c.get_data("/x").await.unwrap().0, b"1");
 }
 
@@ -59,7 +72,11 @@ async fn expire_session_removes_ephemerals_and_victim_sees_expired() {
     let victim = client(&proxy.connect_string()).await;
     let observer = client(&server.connect_string()).await;
     victim
-        .create("/e", b"", &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()))
+        .create(
+            "/e",
+            b"",
+            &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+        )
         .await
         .unwrap();
     let (_, _, watch) = observer.get_and_watch_data("/e").await.unwrap();
@@ -82,7 +99,10 @@ async fn expire_session_removes_ephemerals_and_victim_sees_expired() {
     .await
     .expect("victim learns its session ended");
     assert_eq!(end, zk::SessionState::Expired);
-    assert_eq!(victim.get_data("/").await.unwrap_err(), zk::Error::SessionExpired);
+    assert_eq!(
+        victim.get_data("/").await.unwrap_err(),
+        zk::Error::SessionExpired
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,9 +110,13 @@ async fn proxy_break_disconnects_and_restore_reconnects() {
     let server = ZkServer::start();
     let proxy = ChaosProxy::start(server.addr()).await;
     let c = client(&proxy.connect_string()).await;
-    c.create("/p", b"", &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()))
-        .await
-        .unwrap();
+    c.create(
+        "/p",
+        b"",
+        &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
 
     proxy.break_link();
     wait_state(&c, zk::SessionState::Disconnected, Duration::from_secs(3)).await;
@@ -106,9 +130,13 @@ async fn proxy_break_disconnects_and_restore_reconnects() {
 async fn restart_keeps_data_and_port() {
     let mut server = ZkServer::start();
     let c = client(&server.connect_string()).await;
-    c.create("/keep", b"v", &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
-        .await
-        .unwrap();
+    c.create(
+        "/keep",
+        b"v",
+        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
     server.restart();
     let c2 = client(&server.connect_string()).await;
     assert_eq!(c2.get_data("/keep").await.unwrap().0, b"v");

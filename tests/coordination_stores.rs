@@ -42,10 +42,14 @@ async fn deployment_cas_race_has_one_winner_and_the_watch_tells_the_loser() {
     let a = start(&zk.connect_string(), "a").await;
     let b = start(&zk.connect_string(), "b").await;
     assert_eq!(a.deployment().await.unwrap(), None);
-    let first = a.write_deployment(&record("old", 1), Expect::Absent).await.unwrap();
+    let first = a
+        .write_deployment(&record("old", 1), Expect::Absent)
+        .await
+        .unwrap();
     assert_eq!(first.version, 0);
     assert!(matches!(
-        b.write_deployment(&record("other", 1), Expect::Absent).await,
+        b.write_deployment(&record("other", 1), Expect::Absent)
+            .await,
         Err(CoordinationError::VersionConflict { .. })
     ));
 
@@ -60,9 +64,16 @@ async fn deployment_cas_race_has_one_winner_and_the_watch_tells_the_loser() {
             b.write_deployment(&rec_b, Expect::Version(current.version)),
         );
         let wins = [ra.is_ok(), rb.is_ok()];
-        assert_eq!(wins.iter().filter(|w| **w).count(), 1, "round {round}: {ra:?} {rb:?}");
+        assert_eq!(
+            wins.iter().filter(|w| **w).count(),
+            1,
+            "round {round}: {ra:?} {rb:?}"
+        );
         let loser = if ra.is_ok() { rb } else { ra };
-        assert!(matches!(loser, Err(CoordinationError::VersionConflict { .. })));
+        assert!(matches!(
+            loser,
+            Err(CoordinationError::VersionConflict { .. })
+        ));
         let winner = a.deployment().await.unwrap().unwrap();
         assert_eq!(winner.version, current.version + 1);
         assert_eq!(winner.value.epoch, epoch);
@@ -74,7 +85,9 @@ async fn deployment_cas_race_has_one_winner_and_the_watch_tells_the_loser() {
         assert_eq!(seen.unwrap().value, winner.value);
     }
     // Unconditional overwrite, then the watch sees a deletion (uninstall).
-    b.write_deployment(&record("forced", 9), Expect::Any).await.unwrap();
+    b.write_deployment(&record("forced", 9), Expect::Any)
+        .await
+        .unwrap();
     b.delete_all().await.unwrap();
     support::wait_for(&mut watch_a, T, "deployment gone", |d| d.is_none()).await;
     a.close().await;
@@ -112,7 +125,10 @@ async fn framework_id_is_written_once_and_a_different_id_is_a_mismatch() {
         a.replace_framework_id("fw-2", Expect::Version(5)).await,
         Err(CoordinationError::VersionConflict { .. })
     ));
-    let replaced = a.replace_framework_id("fw-2", Expect::Version(0)).await.unwrap();
+    let replaced = a
+        .replace_framework_id("fw-2", Expect::Version(0))
+        .await
+        .unwrap();
     assert_eq!(replaced.version, 1);
     // The value is plain UTF-8 (DESIGN.md §3), readable by other tools.
     let raw = raw_client(&zk).await;
@@ -136,20 +152,33 @@ async fn a_thousand_task_records_are_written_listed_and_deleted() {
             let c = c.clone();
             async move {
                 let key = format!("task-{i:04}");
-                c.put_record(RecordKind::Tasks, &key, &json!({"n": i, "state": "TASK_RUNNING"}), Expect::Absent)
-                    .await
+                c.put_record(
+                    RecordKind::Tasks,
+                    &key,
+                    &json!({"n": i, "state": "TASK_RUNNING"}),
+                    Expect::Absent,
+                )
+                .await
             }
         })
         .buffer_unordered(64)
         .collect::<Vec<_>>()
         .await;
-    assert!(writes.iter().all(|w| *w == Ok(0)), "{:?}", writes.iter().find(|w| w.is_err()));
+    assert!(
+        writes.iter().all(|w| *w == Ok(0)),
+        "{:?}",
+        writes.iter().find(|w| w.is_err())
+    );
 
     // A record someone else wrote badly is reported and skipped.
     let raw = raw_client(&zk).await;
-    raw.create("/t/tasks/garbage", b"{not json", &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
-        .await
-        .unwrap();
+    raw.create(
+        "/t/tasks/garbage",
+        b"{not json",
+        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
 
     let list = c.list_records(RecordKind::Tasks).await.unwrap();
     assert_eq!(list.records.len(), 1000);
@@ -165,7 +194,13 @@ async fn a_thousand_task_records_are_written_listed_and_deleted() {
         Err(CoordinationError::Malformed { .. })
     ));
     assert_eq!(c.delete_records(RecordKind::Tasks).await.unwrap(), 1001);
-    assert!(c.list_records(RecordKind::Tasks).await.unwrap().records.is_empty());
+    assert!(
+        c.list_records(RecordKind::Tasks)
+            .await
+            .unwrap()
+            .records
+            .is_empty()
+    );
     a.close().await;
 }
 
@@ -191,8 +226,17 @@ async fn service_records_are_versioned_and_typed() {
         services.put("web", &web, Expect::Absent).await,
         Err(CoordinationError::VersionConflict { .. })
     ));
-    let scaled = Service { instances: 3, ..web };
-    assert_eq!(services.put("web", &scaled, Expect::Version(0)).await.unwrap(), 1);
+    let scaled = Service {
+        instances: 3,
+        ..web
+    };
+    assert_eq!(
+        services
+            .put("web", &scaled, Expect::Version(0))
+            .await
+            .unwrap(),
+        1
+    );
     assert!(matches!(
         services.put("web", &scaled, Expect::Version(0)).await,
         Err(CoordinationError::VersionConflict { .. })
@@ -215,7 +259,8 @@ async fn service_records_are_versioned_and_typed() {
     ));
     assert!(services.delete("web", Expect::Version(2)).await.unwrap());
     assert!(matches!(
-        c.put_record(RecordKind::Services, "a/b", &json!({}), Expect::Any).await,
+        c.put_record(RecordKind::Services, "a/b", &json!({}), Expect::Any)
+            .await,
         Err(CoordinationError::Invalid(_))
     ));
     a.close().await;
@@ -234,13 +279,19 @@ async fn digest_credentials_protect_the_tree() {
     let anon = raw_client(&zk).await;
     assert_eq!(anon.get_data("/t/framework-id").await.unwrap().0, b"fw-acl");
     assert_eq!(
-        anon.set_data("/t/framework-id", b"evil", None).await.unwrap_err(),
+        anon.set_data("/t/framework-id", b"evil", None)
+            .await
+            .unwrap_err(),
         zk::Error::NoAuth
     );
     assert_eq!(
-        anon.create("/t/tasks/x", b"", &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
-            .await
-            .unwrap_err(),
+        anon.create(
+            "/t/tasks/x",
+            b"",
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+        )
+        .await
+        .unwrap_err(),
         zk::Error::NoAuth
     );
     // A second replica with the same credentials works with the tree.
@@ -252,7 +303,9 @@ async fn digest_credentials_protect_the_tree() {
     wrong.join_election = false;
     let w = start_with(wrong).await;
     assert_eq!(
-        w.write_deployment(&record("x", 1), Expect::Any).await.unwrap_err(),
+        w.write_deployment(&record("x", 1), Expect::Any)
+            .await
+            .unwrap_err(),
         CoordinationError::Unauthorized
     );
     w.close().await;
@@ -285,7 +338,9 @@ async fn delete_all_removes_the_root_and_is_idempotent() {
             .await
             .unwrap();
     }
-    a.write_deployment(&record("d", 1), Expect::Any).await.unwrap();
+    a.write_deployment(&record("d", 1), Expect::Any)
+        .await
+        .unwrap();
     a.close().await;
 
     // `uninstall` runs outside the election.
@@ -315,7 +370,9 @@ async fn a_leader_whose_member_node_is_gone_cannot_write() {
     // An operator (or a bug) deletes the leader's node; whether the leader
     // has noticed yet or not, its next write is fenced off (the multi-op
     // checks the member node), and nothing is written.
-    raw.delete(&format!("/t/election/{}", nodes[0]), None).await.unwrap();
+    raw.delete(&format!("/t/election/{}", nodes[0]), None)
+        .await
+        .unwrap();
     let write = a.store_framework_id("fw-late").await;
     assert_eq!(write.unwrap_err(), CoordinationError::NotLeader);
     assert_eq!(raw.check_stat("/t/framework-id").await.unwrap(), None);

@@ -325,7 +325,10 @@ mod tests {
             c.store_framework_id("f").await.unwrap_err(),
             CoordinationError::Closed
         );
-        assert_eq!(c.framework_id().await.unwrap_err(), CoordinationError::Closed);
+        assert_eq!(
+            c.framework_id().await.unwrap_err(),
+            CoordinationError::Closed
+        );
     }
 
     #[tokio::test]
@@ -334,7 +337,11 @@ mod tests {
         assert_eq!(c.framework_id().await.unwrap(), None);
         let v = c.store_framework_id("fw-1").await.unwrap();
         assert_eq!((v.value.as_str(), v.version), ("fw-1", 0));
-        assert_eq!(c.store_framework_id("fw-1").await.unwrap(), v, "same ID is fine");
+        assert_eq!(
+            c.store_framework_id("fw-1").await.unwrap(),
+            v,
+            "same ID is fine"
+        );
         assert_eq!(
             c.store_framework_id("fw-2").await.unwrap_err(),
             CoordinationError::Mismatch {
@@ -346,7 +353,10 @@ mod tests {
             c.replace_framework_id("fw-2", Expect::Version(7)).await,
             Err(CoordinationError::VersionConflict { .. })
         ));
-        let v2 = c.replace_framework_id("fw-2", Expect::Version(0)).await.unwrap();
+        let v2 = c
+            .replace_framework_id("fw-2", Expect::Version(0))
+            .await
+            .unwrap();
         assert_eq!((v2.value.as_str(), v2.version), ("fw-2", 1));
         assert!(c.delete_framework_id(Expect::Any).await.unwrap());
         assert!(!c.delete_framework_id(Expect::Any).await.unwrap());
@@ -372,7 +382,13 @@ mod tests {
             ..rec.clone()
         };
         assert!(c.write_deployment(&next, Expect::Version(5)).await.is_err());
-        assert_eq!(c.write_deployment(&next, Expect::Version(0)).await.unwrap().version, 1);
+        assert_eq!(
+            c.write_deployment(&next, Expect::Version(0))
+                .await
+                .unwrap()
+                .version,
+            1
+        );
         assert_eq!(c.deployment().await.unwrap().unwrap().value.epoch, 2);
     }
 
@@ -380,16 +396,47 @@ mod tests {
     async fn records_are_versioned_listed_and_deleted() {
         let c = coordinator();
         let k = RecordKind::Tasks;
-        assert_eq!(c.put_record(k, "t1", &json!({"a": 1}), Expect::Absent).await.unwrap(), 0);
-        assert!(c.put_record(k, "t1", &json!({}), Expect::Absent).await.is_err());
-        assert_eq!(c.put_record(k, "t1", &json!({"a": 2}), Expect::Version(0)).await.unwrap(), 1);
-        assert!(c.put_record(k, "t1", &json!({}), Expect::Version(0)).await.is_err());
-        assert_eq!(c.put_record(k, "t2", &json!(2), Expect::Any).await.unwrap(), 0);
-        assert!(c.put_record(k, "a/b", &json!(2), Expect::Any).await.is_err());
+        assert_eq!(
+            c.put_record(k, "t1", &json!({"a": 1}), Expect::Absent)
+                .await
+                .unwrap(),
+            0
+        );
+        assert!(
+            c.put_record(k, "t1", &json!({}), Expect::Absent)
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            c.put_record(k, "t1", &json!({"a": 2}), Expect::Version(0))
+                .await
+                .unwrap(),
+            1
+        );
+        assert!(
+            c.put_record(k, "t1", &json!({}), Expect::Version(0))
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            c.put_record(k, "t2", &json!(2), Expect::Any).await.unwrap(),
+            0
+        );
+        assert!(
+            c.put_record(k, "a/b", &json!(2), Expect::Any)
+                .await
+                .is_err()
+        );
         let list = c.list_records(k).await.unwrap();
         let keys: Vec<_> = list.records.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["t1", "t2"]);
-        assert!(c.list_records(RecordKind::Services).await.unwrap().records.is_empty());
+        assert!(
+            c.list_records(RecordKind::Services)
+                .await
+                .unwrap()
+                .records
+                .is_empty()
+        );
         assert!(c.delete_record(k, "t1", Expect::Version(0)).await.is_err());
         assert!(c.delete_record(k, "t1", Expect::Version(1)).await.unwrap());
         assert!(!c.delete_record(k, "t1", Expect::Any).await.unwrap());
@@ -435,7 +482,13 @@ mod tests {
             .unwrap();
         c.delete_all().await.unwrap();
         assert_eq!(c.framework_id().await.unwrap(), None);
-        assert!(c.list_records(RecordKind::Services).await.unwrap().records.is_empty());
+        assert!(
+            c.list_records(RecordKind::Services)
+                .await
+                .unwrap()
+                .records
+                .is_empty()
+        );
         c.delete_all().await.unwrap();
     }
 }

@@ -402,7 +402,10 @@ mod tests {
         let json = serde_json::to_value(&rec).unwrap();
         assert_eq!(json["strategy"], "hard");
         assert_eq!(json["teardown_done"], false);
-        assert_eq!(serde_json::from_value::<DeploymentRecord>(json).unwrap(), rec);
+        assert_eq!(
+            serde_json::from_value::<DeploymentRecord>(json).unwrap(),
+            rec
+        );
     }
 
     #[test]

@@ -86,7 +86,9 @@ impl<T: Serialize + DeserializeOwned> RecordStore<T> {
     pub async fn put(&self, key: &str, value: &T, expect: Expect) -> Result<i32> {
         let json = serde_json::to_value(value)
             .map_err(|e| CoordinationError::Invalid(format!("record does not serialize: {e}")))?;
-        self.coordinator.put_record(self.kind, key, &json, expect).await
+        self.coordinator
+            .put_record(self.kind, key, &json, expect)
+            .await
     }
 
     /// All records that decode as `T`; the others are reported and logged.

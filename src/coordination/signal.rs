@@ -125,7 +125,10 @@ impl LeaderSignal {
     /// The hold-off in force after the last term (see the module doc).
     pub(crate) fn hold_off(&self) -> Duration {
         let short = self.lock().short_terms;
-        let factor = 1u32 << short.saturating_sub(1).min(MAX_HOLD_OFF_FACTOR.trailing_zeros());
+        let factor = 1u32
+            << short
+                .saturating_sub(1)
+                .min(MAX_HOLD_OFF_FACTOR.trailing_zeros());
         self.base_hold_off * factor
     }
 

@@ -69,7 +69,10 @@ impl ZkUrl {
         };
         // The userinfo ends at the last '@' of the authority: hosts have none.
         let (credentials, hosts) = match authority.rfind('@') {
-            Some(i) => (Some(parse_credentials(&authority[..i])?), &authority[i + 1..]),
+            Some(i) => (
+                Some(parse_credentials(&authority[..i])?),
+                &authority[i + 1..],
+            ),
             None => (None, authority),
         };
         let hosts = hosts

@@ -78,7 +78,11 @@ impl Drop for ChaosProxy {
     }
 }
 
-async fn accept_loop(listener: TcpListener, upstream: SocketAddr, link_up: Arc<watch::Sender<bool>>) {
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    link_up: Arc<watch::Sender<bool>>,
+) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
             continue;

@@ -41,7 +41,11 @@ pub async fn start(connect: &str, name: &str) -> Arc<ZkCoordinator> {
 
 /// Starts a replica with the given config.
 pub async fn start_with(config: ZkConfig) -> Arc<ZkCoordinator> {
-    Arc::new(ZkCoordinator::start(config).await.expect("start coordinator"))
+    Arc::new(
+        ZkCoordinator::start(config)
+            .await
+            .expect("start coordinator"),
+    )
 }
 
 /// Leadership transitions of one replica, each with the instant a task
@@ -55,7 +59,10 @@ impl Recorder {
     /// Starts recording `c`'s transitions (the current state first).
     pub fn start(c: &dyn Coordinator) -> Recorder {
         let mut rx = c.leadership();
-        let log = Arc::new(Mutex::new(vec![(Instant::now(), rx.borrow_and_update().clone())]));
+        let log = Arc::new(Mutex::new(vec![(
+            Instant::now(),
+            rx.borrow_and_update().clone(),
+        )]));
         let sink = log.clone();
         tokio::spawn(async move {
             while rx.changed().await.is_ok() {
@@ -72,7 +79,11 @@ impl Recorder {
     }
 
     /// When the first state after `since` matching `pred` was seen.
-    pub fn first_after(&self, since: Instant, pred: impl Fn(&Leadership) -> bool) -> Option<Instant> {
+    pub fn first_after(
+        &self,
+        since: Instant,
+        pred: impl Fn(&Leadership) -> bool,
+    ) -> Option<Instant> {
         self.log()
             .into_iter()
             .find(|(t, l)| *t >= since && pred(l))
@@ -93,7 +104,10 @@ impl Recorder {
                 return t;
             }
             if Instant::now() > deadline {
-                panic!("no matching transition within {timeout:?}: {:?}", self.log());
+                panic!(
+                    "no matching transition within {timeout:?}: {:?}",
+                    self.log()
+                );
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -119,9 +133,12 @@ pub async fn wait_leader(c: &dyn Coordinator, timeout: Duration) -> u64 {
 pub async fn wait_follower_of(c: &dyn Coordinator, leader: &str, timeout: Duration) {
     let mut rx = c.leadership();
     let what = format!("{} follows {leader}", c.replica().replica_id);
-    super::wait_for(&mut rx, timeout, &what, |l| {
-        matches!(l, Leadership::Follower { leader: Some(info) } if info.replica_id == leader)
-    })
+    super::wait_for(
+        &mut rx,
+        timeout,
+        &what,
+        |l| matches!(l, Leadership::Follower { leader: Some(info) } if info.replica_id == leader),
+    )
     .await;
 }
 

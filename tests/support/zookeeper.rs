@@ -121,7 +121,12 @@ impl ZkServer {
             .open(self.log_path())
             .expect("open zk.log");
         let child = Command::new("java")
-            .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"])
+            .args([
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+            ])
             .arg(&classpath)
             .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
             .arg(self.dir.path().join("zoo.cfg"))

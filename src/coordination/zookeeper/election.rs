@@ -66,7 +66,9 @@ pub(super) async fn run_session(inner: &Inner, client: &zk::Client) -> SessionEn
         let step = match round(inner, client, &mut states).await {
             Ok(step) => step,
             Err(zk::Error::NoAuth) => {
-                tracing::warn!("ZooKeeper ACLs refuse our election node: check the zk:// credentials");
+                tracing::warn!(
+                    "ZooKeeper ACLs refuse our election node: check the zk:// credentials"
+                );
                 Step::Retry(NO_AUTH_RETRY)
             }
             Err(e) => {
@@ -137,11 +139,11 @@ async fn round(
         inner.signal.publish(Leadership::Candidate);
     }
     let predecessor = format!("{}/{}", inner.paths.election, members[pos - 1].1);
-    let (data, _, predecessor_watch) = match inner.timed(client.get_and_watch_data(&predecessor)).await
-    {
-        Err(zk::Error::NoNode) => return Ok(Step::Again),
-        r => r?,
-    };
+    let (data, _, predecessor_watch) =
+        match inner.timed(client.get_and_watch_data(&predecessor)).await {
+            Err(zk::Error::NoNode) => return Ok(Step::Again),
+            r => r?,
+        };
     let (leader_data, leader_watch) = if pos == 1 {
         (data, None)
     } else {
@@ -216,8 +218,13 @@ async fn join(inner: &Inner, client: &zk::Client) -> Result<String, zk::Error> {
 }
 
 /// Member node names sorted by sequence (others under `election/` ignored).
-async fn sorted_members(inner: &Inner, client: &zk::Client) -> Result<Vec<(u64, String)>, zk::Error> {
-    let children = inner.timed(client.list_children(&inner.paths.election)).await?;
+async fn sorted_members(
+    inner: &Inner,
+    client: &zk::Client,
+) -> Result<Vec<(u64, String)>, zk::Error> {
+    let children = inner
+        .timed(client.list_children(&inner.paths.election))
+        .await?;
     let mut members: Vec<(u64, String)> = children
         .into_iter()
         .filter_map(|name| parse_sequence(&name).map(|seq| (seq, name)))
@@ -255,7 +262,9 @@ pub(super) async fn members(inner: &Inner) -> Result<Vec<Member>> {
                     sequence: *seq,
                     info,
                 }),
-                Err(e) => tracing::warn!(node = %path, error = %e, "unreadable member node skipped"),
+                Err(e) => {
+                    tracing::warn!(node = %path, error = %e, "unreadable member node skipped")
+                }
             },
             Err(zk::Error::NoNode) => {}
             Err(e) => return Err(map_zk(e, &path)),
@@ -287,13 +296,19 @@ pub(super) async fn abdicate(inner: &Inner) -> Result<()> {
 /// is notified now rather than after the session is closed.
 pub(super) async fn leave(inner: &Inner, client: &zk::Client) {
     inner.signal.publish(Leadership::Candidate);
-    let me = inner.member.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let me = inner
+        .member
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
     if let Some(me) = me
         && client.state() == zk::SessionState::SyncConnected
     {
         match inner.timed(client.delete(&me, None)).await {
             Ok(()) | Err(zk::Error::NoNode) => tracing::info!(node = %me, "left the election"),
-            Err(e) => tracing::warn!(node = %me, error = %e, "could not delete member node; it goes with the session"),
+            Err(e) => {
+                tracing::warn!(node = %me, error = %e, "could not delete member node; it goes with the session")
+            }
         }
     }
 }

@@ -157,7 +157,10 @@ impl Inner {
     }
 
     fn member(&self) -> Option<String> {
-        self.member.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.member
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn set_member(&self, path: Option<String>) {
@@ -175,7 +178,10 @@ impl Inner {
 
     /// Runs one ZooKeeper call under the operation timeout; a timeout is
     /// reported as `zk::Error::Timeout`.
-    async fn timed<T>(&self, call: impl Future<Output = std::result::Result<T, zk::Error>>) -> std::result::Result<T, zk::Error> {
+    async fn timed<T>(
+        &self,
+        call: impl Future<Output = std::result::Result<T, zk::Error>>,
+    ) -> std::result::Result<T, zk::Error> {
         tokio::time::timeout(self.config.operation_timeout, call)
             .await
             .unwrap_or(Err(zk::Error::Timeout))
@@ -258,12 +264,20 @@ impl ZkCoordinator {
     /// The live session, if any: its ID is what the dashboard shows, and
     /// tests use it to expire the session.
     pub fn session(&self) -> Option<zk::SessionInfo> {
-        self.inner.client.borrow().as_ref().map(|c| c.session().clone())
+        self.inner
+            .client
+            .borrow()
+            .as_ref()
+            .map(|c| c.session().clone())
     }
 
     /// The negotiated session timeout of the live session.
     pub fn session_timeout(&self) -> Option<Duration> {
-        self.inner.client.borrow().as_ref().map(|c| c.session_timeout())
+        self.inner
+            .client
+            .borrow()
+            .as_ref()
+            .map(|c| c.session_timeout())
     }
 
     /// The root znode path.

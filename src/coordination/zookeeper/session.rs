@@ -231,7 +231,9 @@ async fn read_and_watch(inner: &Inner, client: &zk::Client) -> Result<Option<zk:
         }
         Err(zk::Error::NoNode) => match inner.timed(client.check_and_watch_stat(path)).await {
             Ok((None, watch)) => {
-                inner.deployment.send_if_modified(|cur| cur.take().is_some());
+                inner
+                    .deployment
+                    .send_if_modified(|cur| cur.take().is_some());
                 Ok(Some(watch))
             }
             Ok((Some(_), _)) => Ok(None),

@@ -245,7 +245,9 @@ pub(super) async fn delete_all(inner: &Inner) -> Result<()> {
             let mut next = Vec::new();
             for parent in levels.last().into_iter().flatten() {
                 match inner.timed(client.list_children(parent)).await {
-                    Ok(children) => next.extend(children.into_iter().map(|c| format!("{parent}/{c}"))),
+                    Ok(children) => {
+                        next.extend(children.into_iter().map(|c| format!("{parent}/{c}")))
+                    }
                     Err(zk::Error::NoNode) => {}
                     Err(e) => return Err(map_zk(e, parent)),
                 }
@@ -304,13 +306,19 @@ async fn write_unfenced(
     let create = zk::CreateMode::Persistent.with_acls(inner.acls);
     for _ in 0..ANY_ATTEMPTS {
         let result = match expect {
-            Expect::Absent => inner.timed(client.create(path, data, &create)).await.map(|_| 0),
+            Expect::Absent => inner
+                .timed(client.create(path, data, &create))
+                .await
+                .map(|_| 0),
             Expect::Version(v) => inner
                 .timed(client.set_data(path, data, Some(v)))
                 .await
                 .map(|s| s.version),
             Expect::Any => match inner.timed(client.set_data(path, data, None)).await {
-                Err(zk::Error::NoNode) => inner.timed(client.create(path, data, &create)).await.map(|_| 0),
+                Err(zk::Error::NoNode) => inner
+                    .timed(client.create(path, data, &create))
+                    .await
+                    .map(|_| 0),
                 r => r.map(|s| s.version),
             },
         };
@@ -372,7 +380,9 @@ async fn delete_fenced(inner: &Inner, path: &str, expect: Expect) -> Result<bool
         Expect::Version(v) => Some(v),
         Expect::Any => None,
         Expect::Absent => {
-            return Err(CoordinationError::Invalid("delete with Expect::Absent".into()));
+            return Err(CoordinationError::Invalid(
+                "delete with Expect::Absent".into(),
+            ));
         }
     };
     match fenced_multi(inner, path, |w| w.add_delete(path, version)).await {
