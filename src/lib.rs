@@ -3,8 +3,11 @@
 //!
 //! Modules, by layer:
 //! - [`mesos`]: the wire — protobuf model, JSON mapping, RecordIO.
+//! - [`coordination`]: leader election, deployment fence, framework-ID, service and
+//!   task stores, on ZooKeeper or in memory.
 //! - [`testbed`]: `mesos-testbed`, a stand-in Mesos master with simulated agents
 //!   and fault injection.
 
+pub mod coordination;
 pub mod mesos;
 pub mod testbed;

@@ -18,16 +18,11 @@ use tokio_util::codec::Decoder;
 /// How long a test waits for an expected event.
 pub const WAIT: Duration = Duration::from_secs(10);
 
-/// Installs the rustls crypto provider reqwest needs (once per process).
+/// Installs the rustls crypto provider reqwest needs and test logging (once
+/// per process).
 pub fn init() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TEST_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
+    super::init_tracing();
 }
 
 /// A plain HTTP client without connection reuse surprises.

@@ -1,4 +1,49 @@
-//! Shared helpers for the integration tests.
+//! Test support shared by the integration tests (and the benchmarks, which
+//! include this folder with `#[path]`).
+//!
+//! - [`zookeeper`]: a real standalone ZooKeeper server per test
+//!   ([`zookeeper::ZkServer`]), plus [`zookeeper::expire_session`];
+//! - [`chaos_proxy`]: a TCP proxy that cuts a client off
+//!   ([`chaos_proxy::ChaosProxy`]);
+//! - [`replicas`]: coordinator replicas on that server, a timestamped
+//!   recorder of their leadership transitions, and waits with deadlines;
+//! - [`mesos`]: raw HTTP calls and subscription streams against a Mesos
+//!   master (the in-process `mesos-testbed`).
+//!
+//! Every test binary compiles this module on its own, so not every helper is
+//! used everywhere.
 #![allow(dead_code)]
 
+pub mod chaos_proxy;
 pub mod mesos;
+pub mod replicas;
+pub mod zookeeper;
+
+use std::time::Duration;
+
+/// Installs a `tracing` subscriber writing to the test's captured output,
+/// filtered by `RUST_LOG` (default: `warn`). Safe to call many times.
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// Waits until `cond` holds for the value of a watch channel, or panics with
+/// `what` after `timeout`. The returned value is the one that matched.
+pub async fn wait_for<T: Clone>(
+    rx: &mut tokio::sync::watch::Receiver<T>,
+    timeout: Duration,
+    what: &str,
+    cond: impl FnMut(&T) -> bool,
+) -> T {
+    match tokio::time::timeout(timeout, rx.wait_for(cond)).await {
+        Ok(Ok(v)) => v.clone(),
+        Ok(Err(_)) => panic!("{what}: channel closed"),
+        Err(_) => panic!("{what}: not within {timeout:?}"),
+    }
+}

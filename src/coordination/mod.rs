@@ -1,0 +1,418 @@
+//! Coordination: leader election, the deployment fence, and the stores for
+//! the framework ID, services and tasks (DESIGN.md §2, §2a, §3).
+//!
+//! Everything the scheduler and the web layer need from ZooKeeper goes
+//! through one trait, [`Coordinator`], held as `Arc<dyn Coordinator>`. Two
+//! implementations:
+//! - [`zookeeper::ZkCoordinator`]: the real one, on a ZooKeeper ensemble named
+//!   by `--zk zk://[user:pass@]h1:p1,h2:p2/path` ([`url::ZkUrl`]);
+//! - [`memory::MemoryCoordinator`]: one replica, no ZooKeeper, used by `demo`
+//!   and by unit tests of the layers above. It is never used to test the
+//!   ZooKeeper implementation, which is tested against a real server.
+//!
+//! ## Layout under the root znode (DESIGN.md §3)
+//!
+//! | znode | kind | content |
+//! |---|---|---|
+//! | `election/member-<seq>` | ephemeral sequential | [`ReplicaInfo`] as JSON |
+//! | `deployment` | persistent, versioned | [`DeploymentRecord`] as JSON |
+//! | `framework-id` | persistent | the framework ID, plain UTF-8 |
+//! | `services/<name>` | persistent | a service record, JSON ([`RecordKind::Services`]) |
+//! | `tasks/<task-id>` | persistent | a task record, JSON ([`RecordKind::Tasks`]) |
+//!
+//! ## Leadership
+//!
+//! [`Coordinator::leadership`] is a `watch` channel of [`Leadership`]. Each
+//! time the replica becomes leader it starts a new *term* (numbered from 1);
+//! [`Coordinator::term_token`] gives the [`CancellationToken`] of a term,
+//! cancelled the moment the term ends (suspension, expiry, abdication,
+//! close). The scheduler hangs all leader-only work off that token. A term
+//! ends *before* the new state is published, so a receiver that sees
+//! `Suspended` knows the token is already cancelled.
+//!
+//! ## Fenced writes
+//!
+//! Writes only the leader may make — the framework ID, services and tasks —
+//! are *fenced*: they fail with [`CoordinationError::NotLeader`] unless this
+//! replica currently leads, and on ZooKeeper they are sent as one multi-op
+//! that also checks the replica's own member node still exists. Sequence
+//! numbers only grow, so a member node that still exists and was the lowest
+//! is still the lowest: a deposed leader's late write fails instead of
+//! clobbering the new leader's state. The deployment record is not fenced
+//! (a starting replica of a new deployment writes it before it leads); it
+//! relies on compare-and-set instead.
+
+pub mod memory;
+mod records;
+mod signal;
+pub mod url;
+pub mod zookeeper;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use records::{MalformedRecord, RecordList, RecordStore};
+
+/// What a replica publishes about itself in its election member node, and
+/// what followers show about the leader. JSON with snake_case keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaInfo {
+    /// Unique per process (a UUID unless configured).
+    pub replica_id: String,
+    /// URL other replicas and users reach this replica's dashboard and API at.
+    pub advertised_url: String,
+    /// The deployment this replica belongs to (DESIGN.md §2a).
+    pub deployment_id: String,
+    /// The appliance version (`CARGO_PKG_VERSION` or build info).
+    pub version: String,
+    /// When the replica started, in seconds since the Unix epoch.
+    pub started_at: u64,
+}
+
+impl ReplicaInfo {
+    /// A replica with a random UUID as ID, started now.
+    pub fn new(advertised_url: &str, deployment_id: &str, version: &str) -> ReplicaInfo {
+        ReplicaInfo {
+            replica_id: uuid::Uuid::new_v4().to_string(),
+            advertised_url: advertised_url.to_string(),
+            deployment_id: deployment_id.to_string(),
+            version: version.to_string(),
+            started_at: unix_now(),
+        }
+    }
+}
+
+/// One election member, as listed by [`Coordinator::members`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// The ZooKeeper sequence number of the member node; the lowest leads.
+    pub sequence: u64,
+    /// The member node's data.
+    pub info: ReplicaInfo,
+}
+
+/// A replica's place in the election, published on a `watch` channel.
+///
+/// Serialized with a `role` tag: `{"role":"leader","term":3}`,
+/// `{"role":"follower","leader":{…}}`, `{"role":"candidate"}`,
+/// `{"role":"suspended"}` (the names DESIGN.md §5 uses in `/api/v1/state`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Leadership {
+    /// Not (yet) in the election: connecting, joining, waiting out the
+    /// hold-off after losing leadership, or closed.
+    Candidate,
+    /// In the election behind another member. `leader` is that member's
+    /// info, `None` when its node carries no readable [`ReplicaInfo`].
+    Follower { leader: Option<ReplicaInfo> },
+    /// This replica leads. `term` counts from 1 and grows each time this
+    /// replica becomes leader (resuming after `Suspended` is a new term).
+    Leader { term: u64 },
+    /// The leader's ZooKeeper session is disconnected but not yet expired.
+    /// The term has ended: stop every Mesos call. If the session comes back
+    /// in time the replica leads again under a new term; if it expires it
+    /// re-enters the election with a new session.
+    Suspended,
+}
+
+impl Leadership {
+    /// Whether this is `Leader`.
+    pub fn is_leader(&self) -> bool {
+        matches!(self, Leadership::Leader { .. })
+    }
+
+    /// The term when leading.
+    pub fn term(&self) -> Option<u64> {
+        match self {
+            Leadership::Leader { term } => Some(*term),
+            _ => None,
+        }
+    }
+
+    /// `leader`, `follower`, `candidate` or `suspended`.
+    pub fn role(&self) -> &'static str {
+        match self {
+            Leadership::Candidate => "candidate",
+            Leadership::Follower { .. } => "follower",
+            Leadership::Leader { .. } => "leader",
+            Leadership::Suspended => "suspended",
+        }
+    }
+}
+
+/// `--framework-deployment-strategy` (DESIGN.md §2). Serialized lowercase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Join the election and take over the stored framework ID.
+    #[default]
+    Failover,
+    /// Fence older deployments, then take over the same framework ID.
+    Upgrade,
+    /// Fence older deployments, tear down earlier frameworks, start afresh.
+    Hard,
+}
+
+/// Content of the `deployment` znode: which deployment owns the framework.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentRecord {
+    /// The owning deployment's ID (`--deployment-id`).
+    pub deployment_id: String,
+    /// Grows by one each time a new deployment takes over.
+    pub epoch: u64,
+    /// The strategy the owning deployment started with.
+    pub strategy: Strategy,
+    /// For `hard`: whether this deployment's teardown of earlier frameworks
+    /// is done (it is done once per deployment, by its first leader).
+    pub teardown_done: bool,
+}
+
+/// A value with the version of the znode it was read from or written to,
+/// for compare-and-set. Versions are ZooKeeper's `dataVersion`: 0 when
+/// created, +1 per write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versioned<T> {
+    pub value: T,
+    pub version: i32,
+}
+
+/// The precondition of a versioned write or delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// The record must not exist (create).
+    Absent,
+    /// The record must exist with exactly this version (compare-and-set).
+    Version(i32),
+    /// No precondition (create or overwrite; delete if present).
+    Any,
+}
+
+/// The two record collections under the root: `services/` and `tasks/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordKind {
+    /// `services/<name>`: desired workload.
+    Services,
+    /// `tasks/<task-id>`: task records.
+    Tasks,
+}
+
+impl RecordKind {
+    /// The znode directory name under the root.
+    pub fn dir(self) -> &'static str {
+        match self {
+            RecordKind::Services => "services",
+            RecordKind::Tasks => "tasks",
+        }
+    }
+}
+
+/// Errors of the coordination layer. Callers branch on the kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoordinationError {
+    /// A compare-and-set lost: the record's version is not the expected one,
+    /// it exists when [`Expect::Absent`] was asked, or it is gone when a
+    /// version was expected. Re-read and decide again.
+    #[error("version conflict at {path}")]
+    VersionConflict { path: String },
+    /// The stored framework ID differs from the one being written
+    /// (DESIGN.md §3: two schedulers registered at once; the caller aborts).
+    #[error("framework ID mismatch: stored {stored:?}, ours {ours:?}")]
+    Mismatch { stored: String, ours: String },
+    /// A fenced write was attempted by a replica that does not lead (or
+    /// whose member node is gone: it was deposed).
+    #[error("not the leader")]
+    NotLeader,
+    /// The ZooKeeper session expired during the call; the coordinator is
+    /// building a new one and re-entering the election.
+    #[error("ZooKeeper session expired")]
+    SessionExpired,
+    /// ZooKeeper did not answer in time or the connection is down. Transient.
+    #[error("ZooKeeper unavailable: {0}")]
+    Unavailable(String),
+    /// ZooKeeper refused the credentials or the ACL forbids the operation.
+    #[error("not authorized by ZooKeeper")]
+    Unauthorized,
+    /// A stored record cannot be decoded. Listing skips such records and
+    /// reports them; a single-record read returns this error.
+    #[error("malformed record at {path}: {reason}")]
+    Malformed { path: String, reason: String },
+    /// The caller passed something unusable (e.g. a record key with `/`).
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// The coordinator was closed.
+    #[error("coordinator closed")]
+    Closed,
+    /// Anything else ZooKeeper answered; the message says what.
+    #[error("unexpected ZooKeeper error: {0}")]
+    Unexpected(String),
+}
+
+/// Result alias of this module.
+pub type Result<T, E = CoordinationError> = std::result::Result<T, E>;
+
+/// Election, deployment fence and stores, as one object held as
+/// `Arc<dyn Coordinator>` by the scheduler and the web layer.
+///
+/// Every remote call has a timeout (the ZooKeeper implementation uses its
+/// operation timeout, by default the session timeout) and answers
+/// [`CoordinationError::Unavailable`] when it passes.
+#[async_trait]
+pub trait Coordinator: Send + Sync + 'static {
+    /// This replica's own info (as published in its member node).
+    fn replica(&self) -> &ReplicaInfo;
+
+    /// The leadership signal. Transitions are rate-limited: a new term never
+    /// starts sooner than the implementation's hold-off after the previous
+    /// one ended.
+    fn leadership(&self) -> watch::Receiver<Leadership>;
+
+    /// The token of leadership term `term`: cancelled when that term ends.
+    /// A term that already ended (or never started) gives a cancelled token,
+    /// so `term_token(t)` after seeing `Leader { term: t }` is race-free.
+    fn term_token(&self, term: u64) -> CancellationToken;
+
+    /// The election members, sorted by sequence: the leader first. Members
+    /// whose node data is unreadable are skipped (and logged).
+    async fn members(&self) -> Result<Vec<Member>>;
+
+    /// Steps down voluntarily: ends the term, deletes the member node and
+    /// rejoins at the back of the queue. [`CoordinationError::NotLeader`]
+    /// when not leading.
+    async fn abdicate(&self) -> Result<()>;
+
+    /// Leaves the election at once (deletes the member node, closes the
+    /// session) so a follower takes over in milliseconds; keeps all other
+    /// state. Idempotent; later calls fail with [`CoordinationError::Closed`].
+    async fn close(&self);
+
+    /// The `deployment` record, `None` when absent.
+    async fn deployment(&self) -> Result<Option<Versioned<DeploymentRecord>>>;
+
+    /// Writes the `deployment` record under a precondition (not fenced).
+    async fn write_deployment(
+        &self,
+        record: &DeploymentRecord,
+        expect: Expect,
+    ) -> Result<Versioned<DeploymentRecord>>;
+
+    /// The `deployment` record as it changes; replicas of a superseded
+    /// deployment learn it here. `None` when absent or unreadable.
+    fn watch_deployment(&self) -> watch::Receiver<Option<Versioned<DeploymentRecord>>>;
+
+    /// The stored framework ID, `None` when absent.
+    async fn framework_id(&self) -> Result<Option<Versioned<String>>>;
+
+    /// Stores `id` if no framework ID is stored (fenced). Storing the same
+    /// ID again returns the stored one; a different stored ID is
+    /// [`CoordinationError::Mismatch`].
+    async fn store_framework_id(&self, id: &str) -> Result<Versioned<String>>;
+
+    /// Replaces the framework ID under a precondition (fenced
+    /// compare-and-set), e.g. after re-registering as a new framework.
+    async fn replace_framework_id(&self, id: &str, expect: Expect) -> Result<Versioned<String>>;
+
+    /// Deletes the framework ID (fenced). `Ok(false)` when there was none.
+    async fn delete_framework_id(&self, expect: Expect) -> Result<bool>;
+
+    /// One record (services or tasks), `None` when absent. Bytes that are
+    /// not JSON give [`CoordinationError::Malformed`].
+    async fn get_record(
+        &self,
+        kind: RecordKind,
+        key: &str,
+    ) -> Result<Option<Versioned<serde_json::Value>>>;
+
+    /// Writes one record under a precondition (fenced); returns the new
+    /// version.
+    async fn put_record(
+        &self,
+        kind: RecordKind,
+        key: &str,
+        value: &serde_json::Value,
+        expect: Expect,
+    ) -> Result<i32>;
+
+    /// All records of a kind, sorted by key; records that are not JSON are
+    /// reported in [`RecordList::malformed`], never fatal.
+    async fn list_records(&self, kind: RecordKind) -> Result<RecordList<serde_json::Value>>;
+
+    /// Deletes one record (fenced). `Ok(false)` when it was absent (only with
+    /// [`Expect::Any`]; with a version, absence is a conflict).
+    async fn delete_record(&self, kind: RecordKind, key: &str, expect: Expect) -> Result<bool>;
+
+    /// Deletes every record of a kind (fenced); returns how many.
+    async fn delete_records(&self, kind: RecordKind) -> Result<usize>;
+
+    /// Deletes the whole state: the root znode and everything under it,
+    /// including other replicas' member nodes (`uninstall`). Not fenced;
+    /// deleting nothing is success.
+    async fn delete_all(&self) -> Result<()>;
+}
+
+/// Checks a record key is usable as one znode name.
+pub(crate) fn check_key(key: &str) -> Result<()> {
+    let bad = key.is_empty()
+        || key == "."
+        || key == ".."
+        || key == "zookeeper"
+        || key.chars().any(|c| c == '/' || c.is_control());
+    if bad {
+        return Err(CoordinationError::Invalid(format!(
+            "record key {key:?} is not a valid znode name"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_types_use_the_documented_json() {
+        let info = ReplicaInfo {
+            replica_id: "r1".into(),
+            advertised_url: "http://a:8080".into(),
+            deployment_id: "d1".into(),
+            version: "0.1.0".into(),
+            started_at: 1_700_000_000,
+        };
+        let json = serde_json::to_value(&info).unwrap();
+        assert_eq!(json["advertised_url"], "http://a:8080");
+        assert_eq!(json["started_at"], 1_700_000_000u64);
+        let l = serde_json::to_value(Leadership::Leader { term: 3 }).unwrap();
+        assert_eq!(l, serde_json::json!({"role": "leader", "term": 3}));
+        let rec = DeploymentRecord {
+            deployment_id: "d".into(),
+            epoch: 2,
+            strategy: Strategy::Hard,
+            teardown_done: false,
+        };
+        let json = serde_json::to_value(&rec).unwrap();
+        assert_eq!(json["strategy"], "hard");
+        assert_eq!(json["teardown_done"], false);
+        assert_eq!(
+            serde_json::from_value::<DeploymentRecord>(json).unwrap(),
+            rec
+        );
+    }
+
+    #[test]
+    fn keys_must_be_znode_names() {
+        assert!(check_key("task-1.abc_2").is_ok());
+        for bad in ["", ".", "..", "a/b", "a\nb", "zookeeper"] {
+            assert!(check_key(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Record listings and the typed wrapper over the opaque JSON records.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{CoordinationError, Coordinator, Expect, RecordKind, Result, Versioned};
+
+/// A record that could not be decoded; listed, logged, and skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedRecord {
+    /// The record key (service name or task ID).
+    pub key: String,
+    /// Why it could not be decoded.
+    pub reason: String,
+}
+
+/// The records of one kind, sorted by key, with the ones that could not be
+/// decoded set apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordList<T> {
+    /// `(key, record)` pairs sorted by key.
+    pub records: Vec<(String, Versioned<T>)>,
+    /// Records skipped because they could not be decoded.
+    pub malformed: Vec<MalformedRecord>,
+}
+
+impl<T> Default for RecordList<T> {
+    fn default() -> Self {
+        RecordList {
+            records: Vec::new(),
+            malformed: Vec::new(),
+        }
+    }
+}
+
+/// A typed view of one record collection: `T` is the scheduler's service
+/// or task record, stored as JSON. Records that do not decode as `T` are
+/// reported (and logged at `warn`), never fatal.
+pub struct RecordStore<T> {
+    coordinator: Arc<dyn Coordinator>,
+    kind: RecordKind,
+    _record: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for RecordStore<T> {
+    fn clone(&self) -> Self {
+        RecordStore {
+            coordinator: self.coordinator.clone(),
+            kind: self.kind,
+            _record: PhantomData,
+        }
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> RecordStore<T> {
+    /// A view of `kind` through `coordinator`.
+    pub fn new(coordinator: Arc<dyn Coordinator>, kind: RecordKind) -> Self {
+        RecordStore {
+            coordinator,
+            kind,
+            _record: PhantomData,
+        }
+    }
+
+    /// One record; [`CoordinationError::Malformed`] if it does not decode.
+    pub async fn get(&self, key: &str) -> Result<Option<Versioned<T>>> {
+        let Some(raw) = self.coordinator.get_record(self.kind, key).await? else {
+            return Ok(None);
+        };
+        match serde_json::from_value(raw.value) {
+            Ok(value) => Ok(Some(Versioned {
+                value,
+                version: raw.version,
+            })),
+            Err(e) => Err(CoordinationError::Malformed {
+                path: format!("{}/{key}", self.kind.dir()),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Writes one record under a precondition (fenced); returns the version.
+    pub async fn put(&self, key: &str, value: &T, expect: Expect) -> Result<i32> {
+        let json = serde_json::to_value(value)
+            .map_err(|e| CoordinationError::Invalid(format!("record does not serialize: {e}")))?;
+        self.coordinator
+            .put_record(self.kind, key, &json, expect)
+            .await
+    }
+
+    /// All records that decode as `T`; the others are reported and logged.
+    pub async fn list(&self) -> Result<RecordList<T>> {
+        let raw = self.coordinator.list_records(self.kind).await?;
+        let mut out = RecordList {
+            records: Vec::with_capacity(raw.records.len()),
+            malformed: raw.malformed,
+        };
+        for (key, v) in raw.records {
+            match serde_json::from_value(v.value) {
+                Ok(value) => out.records.push((
+                    key,
+                    Versioned {
+                        value,
+                        version: v.version,
+                    },
+                )),
+                Err(e) => {
+                    tracing::warn!(kind = self.kind.dir(), %key, error = %e, "skipping malformed record");
+                    out.malformed.push(MalformedRecord {
+                        key,
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes one record (fenced).
+    pub async fn delete(&self, key: &str, expect: Expect) -> Result<bool> {
+        self.coordinator.delete_record(self.kind, key, expect).await
+    }
+
+    /// Deletes every record of this kind (fenced).
+    pub async fn delete_all(&self) -> Result<usize> {
+        self.coordinator.delete_records(self.kind).await
+    }
+}

@@ -1,0 +1,249 @@
+//! `--zk zk://[user:pass@]h1:p1,h2:p2/path` (DESIGN.md §3).
+//!
+//! The path names the root znode of this framework's state; nothing is
+//! appended to it. Without a path, or with `/`, the root is
+//! `/mesos-appliance/<framework-name>`. `user:pass` are ZooKeeper digest
+//! credentials; `%XX` escapes are decoded in them so a password may contain
+//! `@`, `:` or `/`. The password never appears in `Debug` or `Display`.
+
+use std::fmt;
+
+/// Errors parsing a `zk://` URL. Messages never contain the password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ZkUrlError {
+    #[error("a ZooKeeper URL starts with zk://")]
+    Scheme,
+    #[error("no ZooKeeper host in the URL")]
+    NoHosts,
+    #[error("bad host {0:?}: expected host:port with a port from 1 to 65535")]
+    Host(String),
+    #[error("bad credentials: expected user:password before @, user without ':'")]
+    Credentials,
+    #[error("bad root path {0:?}: expected /a/b with no empty, '.' or '..' parts")]
+    Path(String),
+    #[error("bad framework name {0:?} for the default root: it must be one znode name")]
+    FrameworkName(String),
+}
+
+/// ZooKeeper digest credentials (`user:password`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub user: String,
+    pub password: String,
+}
+
+impl Credentials {
+    /// The `digest` scheme's auth bytes: `user:password`.
+    pub fn digest_auth(&self) -> Vec<u8> {
+        format!("{}:{}", self.user, self.password).into_bytes()
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// A parsed `--zk` URL.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ZkUrl {
+    /// `host:port` entries, in the given order.
+    pub hosts: Vec<String>,
+    /// Digest credentials, if any.
+    pub credentials: Option<Credentials>,
+    /// Absolute root znode path, without trailing `/`.
+    pub root: String,
+}
+
+impl ZkUrl {
+    /// Parses `url`; `framework_name` gives the default root.
+    pub fn parse(url: &str, framework_name: &str) -> Result<ZkUrl, ZkUrlError> {
+        let rest = url.strip_prefix("zk://").ok_or(ZkUrlError::Scheme)?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        // The userinfo ends at the last '@' of the authority: hosts have none.
+        let (credentials, hosts) = match authority.rfind('@') {
+            Some(i) => (
+                Some(parse_credentials(&authority[..i])?),
+                &authority[i + 1..],
+            ),
+            None => (None, authority),
+        };
+        let hosts = hosts
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(parse_host)
+            .collect::<Result<Vec<_>, _>>()?;
+        if hosts.is_empty() {
+            return Err(ZkUrlError::NoHosts);
+        }
+        let root = if path.is_empty() || path == "/" {
+            if framework_name.is_empty()
+                || framework_name == "."
+                || framework_name == ".."
+                || framework_name.chars().any(|c| c == '/' || c.is_control())
+            {
+                return Err(ZkUrlError::FrameworkName(framework_name.to_string()));
+            }
+            format!("/mesos-appliance/{framework_name}")
+        } else {
+            let trimmed = path.strip_suffix('/').unwrap_or(path);
+            let ok = trimmed[1..].split('/').all(|part| {
+                !part.is_empty()
+                    && part != "."
+                    && part != ".."
+                    && !part.chars().any(|c| c.is_control())
+            }) && trimmed != "/zookeeper"
+                && !trimmed.starts_with("/zookeeper/");
+            if !ok {
+                return Err(ZkUrlError::Path(path.to_string()));
+            }
+            trimmed.to_string()
+        };
+        Ok(ZkUrl {
+            hosts,
+            credentials,
+            root,
+        })
+    }
+
+    /// The connect string for the ZooKeeper client: `h1:p1,h2:p2`.
+    pub fn connect_string(&self) -> String {
+        self.hosts.join(",")
+    }
+}
+
+/// `zk://user:***@h1:p1,h2:p2/root`.
+impl fmt::Display for ZkUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("zk://")?;
+        if let Some(c) = &self.credentials {
+            write!(f, "{}:***@", c.user)?;
+        }
+        write!(f, "{}{}", self.connect_string(), self.root)
+    }
+}
+
+impl fmt::Debug for ZkUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ZkUrl({self})")
+    }
+}
+
+fn parse_credentials(userinfo: &str) -> Result<Credentials, ZkUrlError> {
+    let (user, password) = userinfo.split_once(':').ok_or(ZkUrlError::Credentials)?;
+    let user = percent_decode(user).ok_or(ZkUrlError::Credentials)?;
+    let password = percent_decode(password).ok_or(ZkUrlError::Credentials)?;
+    // The digest scheme splits "user:password" at the first ':'.
+    if user.is_empty() || user.contains(':') {
+        return Err(ZkUrlError::Credentials);
+    }
+    Ok(Credentials { user, password })
+}
+
+fn parse_host(host: &str) -> Result<String, ZkUrlError> {
+    let bad = || ZkUrlError::Host(host.to_string());
+    let (name, port) = host.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let name_ok = !name.is_empty()
+        && (name.starts_with('[') && name.ends_with(']')
+            || name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_'));
+    if port == 0 || !name_ok {
+        return Err(bad());
+    }
+    Ok(host.to_string())
+}
+
+/// Decodes `%XX` escapes; `None` on a broken escape or invalid UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_url() {
+        let u = ZkUrl::parse("zk://alice:s3cr%40t@zk1:2181,zk2:2182/apps/sched", "x").unwrap();
+        assert_eq!(u.hosts, vec!["zk1:2181", "zk2:2182"]);
+        assert_eq!(u.root, "/apps/sched");
+        let c = u.credentials.as_ref().unwrap();
+        assert_eq!((c.user.as_str(), c.password.as_str()), ("alice", "s3cr@t"));
+        assert_eq!(c.digest_auth(), b"alice:s3cr@t");
+        assert_eq!(u.connect_string(), "zk1:2181,zk2:2182");
+    }
+
+    #[test]
+    fn default_root_uses_the_framework_name() {
+        for url in ["zk://h:2181", "zk://h:2181/"] {
+            let u = ZkUrl::parse(url, "my-fw").unwrap();
+            assert_eq!(u.root, "/mesos-appliance/my-fw");
+            assert!(u.credentials.is_none());
+        }
+        assert_eq!(
+            ZkUrl::parse("zk://h:2181", "a/b").unwrap_err(),
+            ZkUrlError::FrameworkName("a/b".into())
+        );
+        assert_eq!(ZkUrl::parse("zk://h:1/a/b/", "x").unwrap().root, "/a/b");
+    }
+
+    #[test]
+    fn password_is_never_shown() {
+        let u = ZkUrl::parse("zk://bob:hunter2@h:2181/r", "x").unwrap();
+        let shown = format!("{u} {u:?} {:?}", u.credentials);
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("zk://bob:***@h:2181/r"), "{shown}");
+        let err = ZkUrl::parse("zk://bob:hunter2@h:0/r", "x").unwrap_err();
+        assert!(!err.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        let cases = [
+            ("http://h:2181", ZkUrlError::Scheme),
+            ("zk:///a", ZkUrlError::NoHosts),
+            ("zk://h/a", ZkUrlError::Host("h".into())),
+            ("zk://h:x/a", ZkUrlError::Host("h:x".into())),
+            ("zk://h:0/a", ZkUrlError::Host("h:0".into())),
+            ("zk://a b:1/a", ZkUrlError::Host("a b:1".into())),
+            ("zk://user@h:1/a", ZkUrlError::Credentials),
+            ("zk://:pw@h:1/a", ZkUrlError::Credentials),
+            ("zk://u:%zz@h:1/a", ZkUrlError::Credentials),
+            ("zk://h:1//a", ZkUrlError::Path("//a".into())),
+            ("zk://h:1/a/../b", ZkUrlError::Path("/a/../b".into())),
+            ("zk://h:1/zookeeper", ZkUrlError::Path("/zookeeper".into())),
+        ];
+        for (url, want) in cases {
+            assert_eq!(ZkUrl::parse(url, "fw"), Err(want), "{url}");
+        }
+    }
+
+    #[test]
+    fn password_may_hold_colons_and_ipv6_hosts_pass() {
+        let u = ZkUrl::parse("zk://u:a:b@[::1]:2181/r", "x").unwrap();
+        assert_eq!(u.credentials.unwrap().password, "a:b");
+        assert_eq!(u.hosts, vec!["[::1]:2181"]);
+    }
+}

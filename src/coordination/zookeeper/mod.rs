@@ -1,0 +1,391 @@
+//! The ZooKeeper [`Coordinator`], on `zookeeper-client` 0.11.
+//!
+//! - `session`: the session lifecycle. One background task connects,
+//!   runs the election on that session until it ends, and on expiry builds a
+//!   new client (an expired `zookeeper_client::Client` is dead for good) and
+//!   re-enters the election. A second task keeps the `deployment` watch.
+//! - `election`: `election/member-<seq>` nodes, predecessor watches,
+//!   suspension, hold-off, abdication.
+//! - `stores`: deployment record, framework ID, services and tasks, with
+//!   fenced multi-op writes.
+//!
+//! Every ZooKeeper call runs under [`ZkConfig::operation_timeout`]. Session
+//! events are handled by every wait (a watch may fire with a session event
+//! instead of a node event).
+//!
+//! ACLs: without credentials nodes are open (`world:anyone` all). With
+//! `user:pass@` in the URL the client adds `digest` auth and creates the root
+//! and everything under it `auth::cdrwa` (creator all) plus `world:anyone`
+//! read, or creator-only with [`ZkConfig::private_acl`]. Ancestors of the root
+//! (e.g. `/mesos-appliance`) are created open so other frameworks can share
+//! them.
+
+mod election;
+mod session;
+mod stores;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use zookeeper_client as zk;
+
+use super::signal::LeaderSignal;
+use super::url::ZkUrl;
+use super::{
+    CoordinationError, Coordinator, DeploymentRecord, Expect, Leadership, Member, RecordKind,
+    RecordList, ReplicaInfo, Result, Versioned,
+};
+
+/// Default ZooKeeper session timeout (`--zk-session-timeout`, DESIGN.md §5).
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default base hold-off between leadership terms (see [`ZkConfig::hold_off`]).
+pub const DEFAULT_HOLD_OFF: Duration = Duration::from_secs(1);
+
+/// `auth` (the creating identity) all + `world:anyone` read.
+static CREATOR_ALL_WORLD_READ: [zk::Acl; 2] = [
+    zk::Acl::new_const(zk::Permission::ALL, "auth", ""),
+    zk::Acl::new_const(zk::Permission::READ, "world", "anyone"),
+];
+
+/// How to reach ZooKeeper and how to behave there.
+#[derive(Debug, Clone)]
+pub struct ZkConfig {
+    /// Hosts, credentials and root znode.
+    pub url: ZkUrl,
+    /// This replica's member-node data.
+    pub replica: ReplicaInfo,
+    /// Requested session timeout; the server clamps it to its
+    /// `[minSessionTimeout, maxSessionTimeout]` (default 2–20 ticks). It
+    /// bounds crash failover: a replica that dies without closing keeps its
+    /// member node this long. Default 10 s.
+    pub session_timeout: Duration,
+    /// Timeout of every ZooKeeper call. Default: the session timeout.
+    pub operation_timeout: Duration,
+    /// Base hold-off before a new leadership term after one ended (doubling
+    /// for terms that keep ending early; see the module doc of the signal).
+    /// Default 1 s.
+    pub hold_off: Duration,
+    /// With credentials: create nodes creator-only (no world read).
+    pub private_acl: bool,
+    /// Join the election. `false` for one-shot jobs (`uninstall`) that only
+    /// read and delete; they stay `Candidate` and cannot make fenced writes.
+    pub join_election: bool,
+}
+
+impl ZkConfig {
+    /// Defaults for `url` and `replica`: 10 s session, election joined.
+    pub fn new(url: ZkUrl, replica: ReplicaInfo) -> ZkConfig {
+        ZkConfig {
+            url,
+            replica,
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            operation_timeout: DEFAULT_SESSION_TIMEOUT,
+            hold_off: DEFAULT_HOLD_OFF,
+            private_acl: false,
+            join_election: true,
+        }
+    }
+
+    /// Sets the session timeout and the operation timeout to `timeout`.
+    pub fn with_session_timeout(mut self, timeout: Duration) -> ZkConfig {
+        self.session_timeout = timeout;
+        self.operation_timeout = timeout;
+        self
+    }
+}
+
+/// Znode paths under the root.
+#[derive(Debug)]
+pub(crate) struct Paths {
+    root: String,
+    election: String,
+    deployment: String,
+    framework_id: String,
+    services: String,
+    tasks: String,
+}
+
+impl Paths {
+    fn new(root: &str) -> Paths {
+        Paths {
+            root: root.to_string(),
+            election: format!("{root}/election"),
+            deployment: format!("{root}/deployment"),
+            framework_id: format!("{root}/framework-id"),
+            services: format!("{root}/services"),
+            tasks: format!("{root}/tasks"),
+        }
+    }
+
+    fn records(&self, kind: RecordKind) -> &str {
+        match kind {
+            RecordKind::Services => &self.services,
+            RecordKind::Tasks => &self.tasks,
+        }
+    }
+}
+
+/// State shared by the handle and the background tasks.
+pub(crate) struct Inner {
+    config: ZkConfig,
+    paths: Paths,
+    acls: zk::Acls<'static>,
+    signal: LeaderSignal,
+    /// The live session's client; `None` between sessions.
+    client: watch::Sender<Option<zk::Client>>,
+    /// Our member node's full path in the live session.
+    member: Mutex<Option<String>>,
+    deployment: watch::Sender<Option<Versioned<DeploymentRecord>>>,
+    shutdown: CancellationToken,
+}
+
+impl Inner {
+    fn client(&self) -> Result<zk::Client> {
+        if self.shutdown.is_cancelled() {
+            return Err(CoordinationError::Closed);
+        }
+        self.client
+            .borrow()
+            .clone()
+            .ok_or_else(|| CoordinationError::Unavailable("no ZooKeeper session".into()))
+    }
+
+    fn member(&self) -> Option<String> {
+        self.member
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_member(&self, path: Option<String>) {
+        *self.member.lock().unwrap_or_else(|e| e.into_inner()) = path;
+    }
+
+    /// Forgets our member path if it is still `path` (a concurrent rejoin
+    /// may already have replaced it).
+    fn clear_member_if(&self, path: &str) {
+        let mut member = self.member.lock().unwrap_or_else(|e| e.into_inner());
+        if member.as_deref() == Some(path) {
+            *member = None;
+        }
+    }
+
+    /// Runs one ZooKeeper call under the operation timeout; a timeout is
+    /// reported as `zk::Error::Timeout`.
+    async fn timed<T>(
+        &self,
+        call: impl Future<Output = std::result::Result<T, zk::Error>>,
+    ) -> std::result::Result<T, zk::Error> {
+        tokio::time::timeout(self.config.operation_timeout, call)
+            .await
+            .unwrap_or(Err(zk::Error::Timeout))
+    }
+}
+
+/// Maps a ZooKeeper error on `path` to the layer's error.
+pub(crate) fn map_zk(err: zk::Error, path: &str) -> CoordinationError {
+    use zk::Error as E;
+    match err {
+        E::NoNode | E::NodeExists | E::BadVersion | E::NotEmpty => {
+            CoordinationError::VersionConflict {
+                path: path.to_string(),
+            }
+        }
+        E::SessionExpired => CoordinationError::SessionExpired,
+        E::ClientClosed => CoordinationError::Closed,
+        E::NoAuth | E::AuthFailed | E::InvalidAcl => CoordinationError::Unauthorized,
+        E::RuntimeInconsistent => CoordinationError::NotLeader,
+        E::Timeout | E::ConnectionLoss | E::NoHosts | E::Throttled | E::SessionMoved => {
+            CoordinationError::Unavailable(err.to_string())
+        }
+        // The crate reports broken connections as custom I/O errors.
+        E::Custom(_) => CoordinationError::Unavailable(err.to_string()),
+        other => CoordinationError::Unexpected(other.to_string()),
+    }
+}
+
+/// A replica's coordinator on ZooKeeper. Create with [`ZkCoordinator::start`];
+/// call [`Coordinator::close`] on shutdown so a follower takes over at once
+/// (dropping it also leaves the election, in the background).
+pub struct ZkCoordinator {
+    inner: Arc<Inner>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl ZkCoordinator {
+    /// Connects (waiting up to the session timeout), creates the root and
+    /// its directories if absent, and starts the election and the
+    /// deployment watch in the background.
+    ///
+    /// Errors: [`CoordinationError::Unavailable`] when no server answers,
+    /// [`CoordinationError::Unauthorized`] when the ACL of an existing root
+    /// refuses us, [`CoordinationError::Invalid`] for a private ACL without
+    /// credentials. Later outages are handled in the background.
+    pub async fn start(config: ZkConfig) -> Result<ZkCoordinator> {
+        let acls = match (&config.url.credentials, config.private_acl) {
+            (None, false) => zk::Acls::anyone_all(),
+            (None, true) => {
+                return Err(CoordinationError::Invalid(
+                    "private ACLs need credentials in the zk:// URL".into(),
+                ));
+            }
+            (Some(_), false) => zk::Acls::new(&CREATOR_ALL_WORLD_READ),
+            (Some(_), true) => zk::Acls::creator_all(),
+        };
+        let inner = Arc::new(Inner {
+            paths: Paths::new(&config.url.root),
+            acls,
+            signal: LeaderSignal::new(Leadership::Candidate, config.hold_off),
+            client: watch::Sender::new(None),
+            member: Mutex::new(None),
+            deployment: watch::Sender::new(None),
+            shutdown: CancellationToken::new(),
+            config,
+        });
+        let client = session::connect(&inner).await?;
+        session::ensure_paths(&inner, &client).await?;
+        inner.client.send_replace(Some(client.clone()));
+        let tasks = vec![
+            tokio::spawn(session::run(inner.clone(), client)),
+            tokio::spawn(session::watch_deployment(inner.clone())),
+        ];
+        Ok(ZkCoordinator {
+            inner,
+            tasks: Mutex::new(tasks),
+        })
+    }
+
+    /// The live session, if any: its ID is what the dashboard shows, and
+    /// tests use it to expire the session.
+    pub fn session(&self) -> Option<zk::SessionInfo> {
+        self.inner
+            .client
+            .borrow()
+            .as_ref()
+            .map(|c| c.session().clone())
+    }
+
+    /// The negotiated session timeout of the live session.
+    pub fn session_timeout(&self) -> Option<Duration> {
+        self.inner
+            .client
+            .borrow()
+            .as_ref()
+            .map(|c| c.session_timeout())
+    }
+
+    /// The root znode path.
+    pub fn root(&self) -> &str {
+        &self.inner.paths.root
+    }
+}
+
+impl Drop for ZkCoordinator {
+    fn drop(&mut self) {
+        // The background task deletes the member node and closes the session.
+        self.inner.shutdown.cancel();
+    }
+}
+
+#[async_trait]
+impl Coordinator for ZkCoordinator {
+    fn replica(&self) -> &ReplicaInfo {
+        &self.inner.config.replica
+    }
+
+    fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.inner.signal.subscribe()
+    }
+
+    fn term_token(&self, term: u64) -> CancellationToken {
+        self.inner.signal.term_token(term)
+    }
+
+    async fn members(&self) -> Result<Vec<Member>> {
+        election::members(&self.inner).await
+    }
+
+    async fn abdicate(&self) -> Result<()> {
+        election::abdicate(&self.inner).await
+    }
+
+    async fn close(&self) {
+        self.inner.shutdown.cancel();
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
+    async fn deployment(&self) -> Result<Option<Versioned<DeploymentRecord>>> {
+        stores::deployment(&self.inner).await
+    }
+
+    async fn write_deployment(
+        &self,
+        record: &DeploymentRecord,
+        expect: Expect,
+    ) -> Result<Versioned<DeploymentRecord>> {
+        stores::write_deployment(&self.inner, record, expect).await
+    }
+
+    fn watch_deployment(&self) -> watch::Receiver<Option<Versioned<DeploymentRecord>>> {
+        self.inner.deployment.subscribe()
+    }
+
+    async fn framework_id(&self) -> Result<Option<Versioned<String>>> {
+        stores::framework_id(&self.inner).await
+    }
+
+    async fn store_framework_id(&self, id: &str) -> Result<Versioned<String>> {
+        stores::store_framework_id(&self.inner, id).await
+    }
+
+    async fn replace_framework_id(&self, id: &str, expect: Expect) -> Result<Versioned<String>> {
+        stores::replace_framework_id(&self.inner, id, expect).await
+    }
+
+    async fn delete_framework_id(&self, expect: Expect) -> Result<bool> {
+        stores::delete_framework_id(&self.inner, expect).await
+    }
+
+    async fn get_record(
+        &self,
+        kind: RecordKind,
+        key: &str,
+    ) -> Result<Option<Versioned<serde_json::Value>>> {
+        stores::get_record(&self.inner, kind, key).await
+    }
+
+    async fn put_record(
+        &self,
+        kind: RecordKind,
+        key: &str,
+        value: &serde_json::Value,
+        expect: Expect,
+    ) -> Result<i32> {
+        stores::put_record(&self.inner, kind, key, value, expect).await
+    }
+
+    async fn list_records(&self, kind: RecordKind) -> Result<RecordList<serde_json::Value>> {
+        stores::list_records(&self.inner, kind).await
+    }
+
+    async fn delete_record(&self, kind: RecordKind, key: &str, expect: Expect) -> Result<bool> {
+        stores::delete_record(&self.inner, kind, key, expect).await
+    }
+
+    async fn delete_records(&self, kind: RecordKind) -> Result<usize> {
+        stores::delete_records(&self.inner, kind).await
+    }
+
+    async fn delete_all(&self) -> Result<()> {
+        stores::delete_all(&self.inner).await
+    }
+}

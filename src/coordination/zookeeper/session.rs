@@ -1,0 +1,244 @@
+//! Session lifecycle: connect, run the election on one session, rebuild the
+//! client after expiry; and the `deployment` watch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client as zk;
+
+use super::{Inner, election, map_zk, stores};
+use crate::coordination::{CoordinationError, Leadership, Result};
+
+/// First and largest pause between failed connection attempts.
+const MIN_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Pause before retrying a failed read in a watch loop.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// How a session's run ended.
+pub(super) enum SessionEnd {
+    /// The coordinator is closing.
+    Shutdown,
+    /// The session ended on its own (expired, auth failed, closed).
+    Lost(zk::SessionState),
+}
+
+/// Opens a session (with digest auth if configured), waiting at most the
+/// session timeout plus a second.
+pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
+    let config = &inner.config;
+    let mut connector = zk::Client::connector().with_session_timeout(config.session_timeout);
+    if let Some(credentials) = &config.url.credentials {
+        connector = connector.with_auth("digest", &credentials.digest_auth());
+    }
+    let hosts = config.url.connect_string();
+    let connect = connector.connect(&hosts);
+    match tokio::time::timeout(config.session_timeout + Duration::from_secs(1), connect).await {
+        Ok(Ok(client)) => {
+            tracing::info!(
+                session = format_args!("{:#x}", client.session_id().0),
+                timeout_ms = client.session_timeout().as_millis() as u64,
+                url = %config.url,
+                "ZooKeeper session established"
+            );
+            Ok(client)
+        }
+        Ok(Err(e)) => Err(map_zk(e, &config.url.root)),
+        Err(_) => Err(CoordinationError::Unavailable(format!(
+            "no ZooKeeper session with {} within {:?}",
+            config.url, config.session_timeout
+        ))),
+    }
+}
+
+/// Creates the root (ancestors open, the root with our ACLs) and the
+/// `election`, `services` and `tasks` directories if absent.
+pub(super) async fn ensure_paths(inner: &Inner, client: &zk::Client) -> Result<()> {
+    let root = &inner.paths.root;
+    if let Some((parent, _)) = root.rsplit_once('/')
+        && !parent.is_empty()
+    {
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        inner
+            .timed(client.mkdir(parent, &open))
+            .await
+            .map_err(|e| map_zk(e, parent))?;
+    }
+    let ours = zk::CreateMode::Persistent.with_acls(inner.acls);
+    let dirs = [
+        root.as_str(),
+        &inner.paths.election,
+        &inner.paths.services,
+        &inner.paths.tasks,
+    ];
+    for dir in dirs {
+        // Check first: creating an existing node needs CREATE on its parent,
+        // which a read-only identity lacks (ZooKeeper checks the ACL first).
+        match inner.timed(client.check_stat(dir)).await {
+            Ok(Some(_)) => continue,
+            Ok(None) => {}
+            Err(e) => return Err(map_zk(e, dir)),
+        }
+        match inner.timed(client.create(dir, b"", &ours)).await {
+            Ok(_) | Err(zk::Error::NodeExists) => {}
+            Err(e) => return Err(map_zk(e, dir)),
+        }
+    }
+    Ok(())
+}
+
+/// The background task: one session after another until shutdown.
+pub(super) async fn run(inner: Arc<Inner>, first: zk::Client) {
+    let mut next = Some(first);
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        let client = match next.take() {
+            Some(client) => client,
+            None => {
+                let attempt = async {
+                    let client = connect(&inner).await?;
+                    ensure_paths(&inner, &client).await?;
+                    Ok::<_, CoordinationError>(client)
+                };
+                let result = tokio::select! {
+                    _ = inner.shutdown.cancelled() => break,
+                    r = attempt => r,
+                };
+                match result {
+                    Ok(client) => {
+                        backoff = MIN_BACKOFF;
+                        client
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_in = ?backoff, "cannot open a ZooKeeper session");
+                        tokio::select! {
+                            _ = inner.shutdown.cancelled() => break,
+                            _ = tokio::time::sleep(backoff) => {}
+                        }
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                        continue;
+                    }
+                }
+            }
+        };
+        inner.client.send_replace(Some(client.clone()));
+        let end = if inner.config.join_election {
+            election::run_session(&inner, &client).await
+        } else {
+            wait_session_end(&inner, &client).await
+        };
+        match end {
+            SessionEnd::Shutdown => {
+                election::leave(&inner, &client).await;
+                inner.client.send_replace(None);
+                // Dropping the last clone closes the session.
+                drop(client);
+                break;
+            }
+            SessionEnd::Lost(state) => {
+                tracing::warn!(
+                    ?state,
+                    session = format_args!("{:#x}", client.session_id().0),
+                    "ZooKeeper session ended; rejoining with a new session"
+                );
+                inner.signal.publish(Leadership::Candidate);
+                inner.set_member(None);
+                inner.client.send_replace(None);
+                drop(client);
+                tokio::select! {
+                    _ = inner.shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(MIN_BACKOFF) => {}
+                }
+            }
+        }
+    }
+    inner.signal.publish(Leadership::Candidate);
+}
+
+/// For a coordinator outside the election: wait until the session ends.
+async fn wait_session_end(inner: &Inner, client: &zk::Client) -> SessionEnd {
+    let mut states = client.state_watcher();
+    loop {
+        let state = states.state();
+        if state.is_terminated() {
+            return SessionEnd::Lost(state);
+        }
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => return SessionEnd::Shutdown,
+            _ = states.changed() => {}
+        }
+    }
+}
+
+/// The background task keeping [`Inner::deployment`] up to date: read the
+/// `deployment` znode with a watch, publish, wait for the watch, a new
+/// session or shutdown, repeat.
+pub(super) async fn watch_deployment(inner: Arc<Inner>) {
+    let mut clients = inner.client.subscribe();
+    loop {
+        let client = clients.borrow_and_update().clone();
+        let wait = match client {
+            None => None,
+            Some(client) => match read_and_watch(&inner, &client).await {
+                Ok(Some(watch)) => Some(watch),
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::debug!(error = %e, "deployment watch: read failed, retrying");
+                    drop(client);
+                    tokio::select! {
+                        _ = inner.shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(RETRY) => {}
+                        r = clients.changed() => if r.is_err() { break },
+                    }
+                    continue;
+                }
+            },
+        };
+        let node_event = async {
+            match wait {
+                // A session event (expiry) also wakes us; the next read
+                // then fails until a new client is published.
+                Some(watch) => {
+                    watch.changed().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => break,
+            _ = node_event => {}
+            r = clients.changed() => if r.is_err() { break },
+        }
+    }
+}
+
+/// Reads the deployment record, publishes it, and returns the watch to wait
+/// on; `Ok(None)` means "read again now" (created between two reads).
+async fn read_and_watch(inner: &Inner, client: &zk::Client) -> Result<Option<zk::OneshotWatcher>> {
+    let path = &inner.paths.deployment;
+    match inner.timed(client.get_and_watch_data(path)).await {
+        Ok((data, stat, watch)) => {
+            let record = stores::decode_deployment(path, &data, stat.version)
+                .map_err(|e| tracing::warn!(error = %e, "deployment record unreadable"))
+                .ok();
+            inner.deployment.send_if_modified(|cur| {
+                let changed = *cur != record;
+                *cur = record;
+                changed
+            });
+            Ok(Some(watch))
+        }
+        Err(zk::Error::NoNode) => match inner.timed(client.check_and_watch_stat(path)).await {
+            Ok((None, watch)) => {
+                inner
+                    .deployment
+                    .send_if_modified(|cur| cur.take().is_some());
+                Ok(Some(watch))
+            }
+            Ok((Some(_), _)) => Ok(None),
+            Err(e) => Err(map_zk(e, path)),
+        },
+        Err(e) => Err(map_zk(e, path)),
+    }
+}

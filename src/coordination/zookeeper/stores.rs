@@ -1,0 +1,427 @@
+//! The deployment record, framework ID, and service and task records.
+//!
+//! Fenced writes (framework ID, records) are multi-ops whose first
+//! operation checks that our member node exists; ZooKeeper applies all or
+//! nothing, so a deposed leader's write fails with `NotLeader`.
+
+use serde_json::Value;
+use zookeeper_client as zk;
+
+use super::{Inner, map_zk};
+use crate::coordination::{
+    CoordinationError, DeploymentRecord, Expect, MalformedRecord, RecordKind, RecordList, Result,
+    Versioned, check_key,
+};
+
+/// Reads issued at once when listing records (the client pipelines them).
+const READ_BATCH: usize = 256;
+/// Deletes per multi-op when clearing a collection.
+const DELETE_BATCH: usize = 200;
+/// Attempts of an unconditional write racing with creates and deletes.
+const ANY_ATTEMPTS: usize = 5;
+
+pub(super) fn decode_deployment(
+    path: &str,
+    data: &[u8],
+    version: i32,
+) -> Result<Versioned<DeploymentRecord>> {
+    serde_json::from_slice(data)
+        .map(|value| Versioned { value, version })
+        .map_err(|e| CoordinationError::Malformed {
+            path: path.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+pub(super) async fn deployment(inner: &Inner) -> Result<Option<Versioned<DeploymentRecord>>> {
+    let path = &inner.paths.deployment;
+    match read(inner, path).await? {
+        Some((data, version)) => decode_deployment(path, &data, version).map(Some),
+        None => Ok(None),
+    }
+}
+
+pub(super) async fn write_deployment(
+    inner: &Inner,
+    record: &DeploymentRecord,
+    expect: Expect,
+) -> Result<Versioned<DeploymentRecord>> {
+    let client = inner.client()?;
+    let path = &inner.paths.deployment;
+    let data = serde_json::to_vec(record).unwrap_or_default();
+    let version = write_unfenced(inner, &client, path, &data, expect).await?;
+    Ok(Versioned {
+        value: record.clone(),
+        version,
+    })
+}
+
+pub(super) async fn framework_id(inner: &Inner) -> Result<Option<Versioned<String>>> {
+    let path = &inner.paths.framework_id;
+    match read(inner, path).await? {
+        None => Ok(None),
+        Some((data, version)) => match String::from_utf8(data) {
+            Ok(id) => Ok(Some(Versioned {
+                value: id.trim().to_string(),
+                version,
+            })),
+            Err(_) => Err(CoordinationError::Malformed {
+                path: path.clone(),
+                reason: "framework ID is not UTF-8".into(),
+            }),
+        },
+    }
+}
+
+pub(super) async fn store_framework_id(inner: &Inner, id: &str) -> Result<Versioned<String>> {
+    match replace_framework_id(inner, id, Expect::Absent).await {
+        Err(CoordinationError::VersionConflict { .. }) => match framework_id(inner).await? {
+            Some(stored) if stored.value == id => Ok(stored),
+            Some(stored) => Err(CoordinationError::Mismatch {
+                stored: stored.value,
+                ours: id.to_string(),
+            }),
+            // Deleted between our create and our read: a race with another
+            // writer; let the caller retry.
+            None => Err(CoordinationError::VersionConflict {
+                path: inner.paths.framework_id.clone(),
+            }),
+        },
+        other => other,
+    }
+}
+
+pub(super) async fn replace_framework_id(
+    inner: &Inner,
+    id: &str,
+    expect: Expect,
+) -> Result<Versioned<String>> {
+    if id.is_empty() || id.trim() != id {
+        return Err(CoordinationError::Invalid(format!("framework ID {id:?}")));
+    }
+    let version = write_fenced(inner, &inner.paths.framework_id, id.as_bytes(), expect).await?;
+    Ok(Versioned {
+        value: id.to_string(),
+        version,
+    })
+}
+
+pub(super) async fn delete_framework_id(inner: &Inner, expect: Expect) -> Result<bool> {
+    delete_fenced(inner, &inner.paths.framework_id, expect).await
+}
+
+pub(super) async fn get_record(
+    inner: &Inner,
+    kind: RecordKind,
+    key: &str,
+) -> Result<Option<Versioned<Value>>> {
+    check_key(key)?;
+    let path = record_path(inner, kind, key);
+    match read(inner, &path).await? {
+        None => Ok(None),
+        Some((data, version)) => serde_json::from_slice(&data)
+            .map(|value| Some(Versioned { value, version }))
+            .map_err(|e| CoordinationError::Malformed {
+                path,
+                reason: e.to_string(),
+            }),
+    }
+}
+
+pub(super) async fn put_record(
+    inner: &Inner,
+    kind: RecordKind,
+    key: &str,
+    value: &Value,
+    expect: Expect,
+) -> Result<i32> {
+    check_key(key)?;
+    let data = serde_json::to_vec(value).unwrap_or_default();
+    write_fenced(inner, &record_path(inner, kind, key), &data, expect).await
+}
+
+pub(super) async fn delete_record(
+    inner: &Inner,
+    kind: RecordKind,
+    key: &str,
+    expect: Expect,
+) -> Result<bool> {
+    check_key(key)?;
+    delete_fenced(inner, &record_path(inner, kind, key), expect).await
+}
+
+pub(super) async fn list_records(inner: &Inner, kind: RecordKind) -> Result<RecordList<Value>> {
+    let client = inner.client()?;
+    let dir = inner.paths.records(kind);
+    let mut names = match inner.timed(client.list_children(dir)).await {
+        Ok(names) => names,
+        Err(zk::Error::NoNode) => return Ok(RecordList::default()),
+        Err(e) => return Err(map_zk(e, dir)),
+    };
+    names.sort();
+    let mut list = RecordList::default();
+    for chunk in names.chunks(READ_BATCH) {
+        let reads = chunk.iter().map(|name| {
+            let path = format!("{dir}/{name}");
+            let client = &client;
+            async move {
+                let read = inner.timed(client.get_data(&path)).await;
+                (read, path)
+            }
+        });
+        for (name, (read, path)) in chunk.iter().zip(futures::future::join_all(reads).await) {
+            match read {
+                Ok((data, stat)) => match serde_json::from_slice(&data) {
+                    Ok(value) => list.records.push((
+                        name.clone(),
+                        Versioned {
+                            value,
+                            version: stat.version,
+                        },
+                    )),
+                    Err(e) => {
+                        tracing::warn!(node = %path, error = %e, "skipping malformed record");
+                        list.malformed.push(MalformedRecord {
+                            key: name.clone(),
+                            reason: e.to_string(),
+                        });
+                    }
+                },
+                // Deleted since the listing.
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(map_zk(e, &path)),
+            }
+        }
+    }
+    Ok(list)
+}
+
+pub(super) async fn delete_records(inner: &Inner, kind: RecordKind) -> Result<usize> {
+    let client = inner.client()?;
+    let dir = inner.paths.records(kind);
+    let names = match inner.timed(client.list_children(dir)).await {
+        Ok(names) => names,
+        Err(zk::Error::NoNode) => return Ok(0),
+        Err(e) => return Err(map_zk(e, dir)),
+    };
+    let mut deleted = 0;
+    for chunk in names.chunks(DELETE_BATCH) {
+        let paths: Vec<String> = chunk.iter().map(|n| format!("{dir}/{n}")).collect();
+        let batch = fenced_multi(inner, dir, |w| {
+            for path in &paths {
+                w.add_delete(path, None)?;
+            }
+            Ok(())
+        })
+        .await;
+        match batch {
+            Ok(_) => deleted += paths.len(),
+            // One of them went meanwhile: delete one by one.
+            Err(CoordinationError::VersionConflict { .. }) => {
+                for path in &paths {
+                    if delete_fenced(inner, path, Expect::Any).await? {
+                        deleted += 1;
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deleted)
+}
+
+/// Deletes the root and everything under it, deepest nodes first, each
+/// level's deletes in flight together. Retries when a concurrent create
+/// makes a node non-empty.
+pub(super) async fn delete_all(inner: &Inner) -> Result<()> {
+    let client = inner.client()?;
+    let root = &inner.paths.root;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        // Breadth-first listing: levels[d] holds the nodes at depth d.
+        let mut levels: Vec<Vec<String>> = vec![vec![root.clone()]];
+        loop {
+            let mut next = Vec::new();
+            for parent in levels.last().into_iter().flatten() {
+                match inner.timed(client.list_children(parent)).await {
+                    Ok(children) => {
+                        next.extend(children.into_iter().map(|c| format!("{parent}/{c}")))
+                    }
+                    Err(zk::Error::NoNode) => {}
+                    Err(e) => return Err(map_zk(e, parent)),
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            levels.push(next);
+        }
+        let mut retry = false;
+        for level in levels.iter().rev() {
+            let deletes = level.iter().map(|path| {
+                let client = &client;
+                async move { (inner.timed(client.delete(path, None)).await, path) }
+            });
+            for (result, path) in futures::future::join_all(deletes).await {
+                match result {
+                    Ok(()) | Err(zk::Error::NoNode) => {}
+                    Err(zk::Error::NotEmpty) if attempt < 3 => retry = true,
+                    Err(e) => return Err(map_zk(e, path)),
+                }
+            }
+            if retry {
+                break;
+            }
+        }
+        if !retry {
+            tracing::info!(root = %root, "deleted the whole coordination state");
+            return Ok(());
+        }
+    }
+}
+
+fn record_path(inner: &Inner, kind: RecordKind, key: &str) -> String {
+    format!("{}/{key}", inner.paths.records(kind))
+}
+
+/// Data and version of `path`, `None` when absent.
+async fn read(inner: &Inner, path: &str) -> Result<Option<(Vec<u8>, i32)>> {
+    let client = inner.client()?;
+    match inner.timed(client.get_data(path)).await {
+        Ok((data, stat)) => Ok(Some((data, stat.version))),
+        Err(zk::Error::NoNode) => Ok(None),
+        Err(e) => Err(map_zk(e, path)),
+    }
+}
+
+/// A versioned write without fencing (the deployment record).
+async fn write_unfenced(
+    inner: &Inner,
+    client: &zk::Client,
+    path: &str,
+    data: &[u8],
+    expect: Expect,
+) -> Result<i32> {
+    let create = zk::CreateMode::Persistent.with_acls(inner.acls);
+    for _ in 0..ANY_ATTEMPTS {
+        let result = match expect {
+            Expect::Absent => inner
+                .timed(client.create(path, data, &create))
+                .await
+                .map(|_| 0),
+            Expect::Version(v) => inner
+                .timed(client.set_data(path, data, Some(v)))
+                .await
+                .map(|s| s.version),
+            Expect::Any => match inner.timed(client.set_data(path, data, None)).await {
+                Err(zk::Error::NoNode) => inner
+                    .timed(client.create(path, data, &create))
+                    .await
+                    .map(|_| 0),
+                r => r.map(|s| s.version),
+            },
+        };
+        match (expect, result) {
+            // Created or deleted in between: try again.
+            (Expect::Any, Err(zk::Error::NodeExists | zk::Error::NoNode)) => continue,
+            (_, r) => return r.map_err(|e| map_zk(e, path)),
+        }
+    }
+    Err(CoordinationError::VersionConflict {
+        path: path.to_string(),
+    })
+}
+
+/// A versioned write fenced on our member node; returns the new version.
+async fn write_fenced(inner: &Inner, path: &str, data: &[u8], expect: Expect) -> Result<i32> {
+    let create = zk::CreateMode::Persistent.with_acls(inner.acls);
+    for _ in 0..ANY_ATTEMPTS {
+        let (set, version) = match expect {
+            Expect::Absent => (false, None),
+            Expect::Version(v) => (true, Some(v)),
+            Expect::Any => (true, None),
+        };
+        let result = fenced_multi(inner, path, |w| {
+            if set {
+                w.add_set_data(path, data, version)
+            } else {
+                w.add_create(path, data, &create)
+            }
+        })
+        .await;
+        match (expect, result) {
+            (_, Ok(results)) => {
+                return Ok(match results.into_iter().next() {
+                    Some(zk::MultiWriteResult::SetData { stat }) => stat.version,
+                    _ => 0,
+                });
+            }
+            // Absent: create instead (a concurrent create makes us loop).
+            (Expect::Any, Err(CoordinationError::VersionConflict { .. })) => {
+                match fenced_multi(inner, path, |w| w.add_create(path, data, &create)).await {
+                    Ok(_) => return Ok(0),
+                    Err(CoordinationError::VersionConflict { .. }) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            (_, Err(e)) => return Err(e),
+        }
+    }
+    Err(CoordinationError::VersionConflict {
+        path: path.to_string(),
+    })
+}
+
+/// A delete fenced on our member node; `Ok(false)` when absent under
+/// [`Expect::Any`].
+async fn delete_fenced(inner: &Inner, path: &str, expect: Expect) -> Result<bool> {
+    let version = match expect {
+        Expect::Version(v) => Some(v),
+        Expect::Any => None,
+        Expect::Absent => {
+            return Err(CoordinationError::Invalid(
+                "delete with Expect::Absent".into(),
+            ));
+        }
+    };
+    match fenced_multi(inner, path, |w| w.add_delete(path, version)).await {
+        Ok(_) => Ok(true),
+        Err(CoordinationError::VersionConflict { .. }) if expect == Expect::Any => {
+            // The only conflict a delete without version has is NoNode.
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs `build`'s operations as one multi-op behind a check that our member
+/// node exists. `NotLeader` when we do not lead or the check fails.
+async fn fenced_multi(
+    inner: &Inner,
+    path: &str,
+    build: impl FnOnce(&mut zk::CheckWriter<'_>) -> std::result::Result<(), zk::Error>,
+) -> Result<Vec<zk::MultiWriteResult>> {
+    let client = inner.client()?;
+    if !inner.signal.is_leading() {
+        return Err(CoordinationError::NotLeader);
+    }
+    let member = inner.member().ok_or(CoordinationError::NotLeader)?;
+    let mut writer = client
+        .new_check_writer(&member, None)
+        .map_err(|e| map_zk(e, &member))?;
+    build(&mut writer).map_err(|e| CoordinationError::Invalid(e.to_string()))?;
+    match inner.timed(async { Ok(writer.commit().await) }).await {
+        Err(e) => Err(map_zk(e, path)),
+        Ok(Ok(results)) => Ok(results),
+        Ok(Err(zk::CheckWriteError::CheckFailed { source })) => match source {
+            zk::Error::NoNode | zk::Error::BadVersion => {
+                tracing::warn!(node = %member, "fenced write refused: member node gone");
+                Err(CoordinationError::NotLeader)
+            }
+            other => Err(map_zk(other, path)),
+        },
+        Ok(Err(zk::CheckWriteError::OperationFailed { source, .. })) => Err(map_zk(source, path)),
+        Ok(Err(zk::CheckWriteError::RequestFailed { source })) => Err(map_zk(source, path)),
+    }
+}

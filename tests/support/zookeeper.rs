@@ -1,0 +1,270 @@
+//! A real, standalone ZooKeeper server for tests.
+//!
+//! [`ZkServer::start`] runs Debian's `zookeeper` package (`ZooKeeperServerMain`,
+//! Java 17) on a free loopback port with its own temporary data directory,
+//! waits until it serves (`srvr` answers with its version; `ruok` says
+//! `imok` too early), and kills it on drop.
+//! The configuration is tuned for fast tests: `tickTime=500` and
+//! `minSessionTimeout=1000`, so clients may negotiate session timeouts down
+//! to 1 s (the server default would clamp anything below 4 s). The admin
+//! server is disabled (it would take port 8080) and the four-letter-word
+//! whitelist allows `ruok`, `srvr`, `mntr` and `cons`.
+//!
+//! Helpers for the failure modes the coordination layer must survive:
+//! - [`ZkServer::restart`]: stop and start again on the same port and data
+//!   directory (sessions persist if the restart is quicker than their timeout);
+//! - [`ZkServer::stop`] / [`ZkServer::start_again`]: the same in two steps;
+//! - [`expire_session`]: make the server end a live session now;
+//! - the [`super::chaos_proxy::ChaosProxy`] to cut one client off.
+//!
+//! The server log is kept in the data directory (`zk.log`) and printed to
+//! stderr when a server fails to start.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use super::chaos_proxy::ChaosProxy;
+use zookeeper_client as zk;
+
+/// How long a cold server may take to serve (measured: 0.3–1.3 s).
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where Debian puts the server jar; the first one that exists is used. Its
+/// manifest `Class-Path` names every dependency jar, so one entry is enough.
+const JAR_CANDIDATES: &[&str] = &[
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/zookeeper/zookeeper.jar",
+    "/usr/share/zookeeper/lib/zookeeper.jar",
+];
+
+/// Without an slf4j binding the server logs nothing at all.
+const SLF4J_CANDIDATES: &[&str] = &[
+    "/usr/share/java/slf4j-simple.jar",
+    "/usr/share/zookeeper/lib/slf4j-simple.jar",
+];
+
+/// A running standalone ZooKeeper server on `127.0.0.1`, killed on drop.
+pub struct ZkServer {
+    dir: TempDir,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl ZkServer {
+    /// Starts a server on a free loopback port and waits until it serves.
+    ///
+    /// Panics (this is test support) when Java or the ZooKeeper jar is missing
+    /// or the server does not answer within 30 s; the message says which.
+    pub fn start() -> ZkServer {
+        let dir = tempfile::Builder::new()
+            .prefix("zk-test-")
+            .tempdir()
+            .expect("create ZooKeeper temp dir");
+        std::fs::create_dir_all(dir.path().join("data")).expect("create data dir");
+        let port = free_port();
+        let mut server = ZkServer {
+            dir,
+            port,
+            child: None,
+        };
+        server.write_config();
+        server.start_again();
+        server
+    }
+
+    /// `host:port` for a client connect string.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The data directory (snapshots, transaction log, `zk.log`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kills the server process (SIGKILL: no clean shutdown, like a crash).
+    /// Sessions and data survive in the data directory. No-op when stopped.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and data directory and waits
+    /// until it serves. No-op when it is running.
+    pub fn start_again(&mut self) {
+        if self.child.is_some() {
+            return;
+        }
+        let jar = find_file(JAR_CANDIDATES).unwrap_or_else(|| {
+            panic!("ZooKeeper jar not found in {JAR_CANDIDATES:?}: apt-get install zookeeper")
+        });
+        let mut classpath = jar.display().to_string();
+        if let Some(slf4j) = find_file(SLF4J_CANDIDATES) {
+            classpath.push(':');
+            classpath.push_str(&slf4j.display().to_string());
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("open zk.log");
+        let child = Command::new("java")
+            .args([
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+            ])
+            .arg(&classpath)
+            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+            .arg(self.dir.path().join("zoo.cfg"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("dup log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run java (install default-jre-headless): {e}"));
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// Stops the server and starts it again on the same port and data dir.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.start_again();
+    }
+
+    /// Sends a four-letter-word command (`ruok`, `srvr`, `mntr`, `cons`) and
+    /// returns the answer; `None` when the server does not answer.
+    pub fn four_letter(&self, cmd: &str) -> Option<String> {
+        let mut stream = TcpStream::connect_timeout(&self.addr(), Duration::from_secs(1)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        stream.write_all(cmd.as_bytes()).ok()?;
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        // The server closes right after answering, sometimes with a reset:
+        // keep what arrived before the error.
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+        (!answer.is_empty()).then(|| String::from_utf8_lossy(&answer).into_owned())
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            // `ruok` answers `imok` as soon as the port is open, before the
+            // server loads its database and serves; `srvr` says when it does.
+            if self
+                .four_letter("srvr")
+                .is_some_and(|a| a.contains("Zookeeper version"))
+            {
+                return;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!(
+                    "ZooKeeper exited with {status} before serving; log:\n{}",
+                    self.log()
+                );
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "ZooKeeper did not serve within {START_TIMEOUT:?}; log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    fn write_config(&self) {
+        let cfg = format!(
+            "tickTime=500\n\
+             dataDir={}\n\
+             clientPort={}\n\
+             clientPortAddress=127.0.0.1\n\
+             minSessionTimeout=1000\n\
+             maxSessionTimeout=60000\n\
+             maxClientCnxns=0\n\
+             admin.enableServer=false\n\
+             4lw.commands.whitelist=ruok,srvr,mntr,cons\n",
+            self.dir.path().join("data").display(),
+            self.port
+        );
+        std::fs::write(self.dir.path().join("zoo.cfg"), cfg).expect("write zoo.cfg");
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("zk.log")
+    }
+
+    /// The server's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+}
+
+impl Drop for ZkServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Makes the server end `session` now, as if its holder had vanished for
+/// longer than the session timeout. The holder must reach the server
+/// through `proxy`.
+///
+/// ZooKeeper has no "expire this session" command. The standard trick:
+/// open a second connection that *resumes* the same session (same ID and
+/// password, zookeeper-client's `Connector::with_session`) and close it; the
+/// server then ends the session (ephemeral nodes go, watches fire) and the
+/// holder's next reconnect is answered with `Expired`. The link is cut
+/// during the trick because a live holder reconnects at once and steals the
+/// session back (the server moves a session to its newest connection), and
+/// the two clients then ping-pong until the hijacker's connect times out.
+pub async fn expire_session(server: &str, session: zk::SessionInfo, proxy: &ChaosProxy) {
+    proxy.break_link();
+    let hijack = zk::Client::connector()
+        .with_session(session)
+        .with_session_timeout(Duration::from_secs(2))
+        .connect(server)
+        .await
+        .expect("resume the session to expire it");
+    // Dropping the last clone closes the session; wait until that is done.
+    let mut state = hijack.state_watcher();
+    drop(hijack);
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while !state.state().is_terminated() {
+            state.changed().await;
+        }
+    })
+    .await;
+    proxy.restore();
+}
+
+fn find_file(candidates: &[&str]) -> Option<PathBuf> {
+    candidates.iter().map(PathBuf::from).find(|p| p.is_file())
+}
+
+/// A free TCP port on loopback (bind to port 0, read it, release it).
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a free loopback port")
+}
