@@ -134,7 +134,9 @@ async fn request_validation_texts_match_the_real_master() {
         "405 Method Not Allowed. Expecting one of { 'POST' }, but received 'GET'."
     );
 
-    let cases: Vec<(Vec<(&str, &str)>, String, u16, String)> = vec![
+    // (headers, body, expected status, expected body)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, String, u16, String);
+    let cases: Vec<Case> = vec![
         (vec![("Mesos-Stream-Id", &sub.stream_id)], reconcile.to_string(), 400,
          "Expecting 'Content-Type' to be present".into()),
         (vec![("Content-Type", "text/plain"), ("Mesos-Stream-Id", &sub.stream_id)], reconcile.to_string(), 415,

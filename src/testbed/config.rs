@@ -126,16 +126,41 @@ impl TestbedConfig {
     }
 }
 
+/// The `/testbed` control API, for `--help`.
+const CONTROL_HELP: &str = "\
+Mesos endpoints:
+  POST /api/v1/scheduler        v1 scheduler API (also /master/api/v1/scheduler)
+  POST /api/v1                  operator API: GET_FRAMEWORKS, TEARDOWN
+  POST /master/teardown         legacy teardown (form field frameworkId)
+  GET  /master/state, /master/frameworks, /master/redirect, /version
+
+Fault injection and inspection (JSON; not part of Mesos):
+  GET  /testbed/calls                       every call received, in order
+  GET  /testbed/tasks | /testbed/frameworks | /testbed/agents
+  POST /testbed/agents/{id}/unreachable     TASK_LOST + FAILURE + RESCIND
+  POST /testbed/agents/{id}/reachable       tasks come back TASK_RUNNING
+  POST /testbed/frameworks/{id}/drop-stream cut the subscription abruptly
+  POST /testbed/heartbeats/stop             body {\"framework_id\": ...} optional
+  POST /testbed/heartbeats/resume
+  POST /testbed/faults/ignore-kill          body {\"task_id_prefix\": ...}
+  POST /testbed/faults/hold-staging         body {\"task_id_prefix\": ...}
+  POST /testbed/faults/clear
+  POST /testbed/master/failover             body {\"reregister_delay_ms\": 1000}
+
+Example:
+  mesos-testbed --port 5050 --agents 3
+  curl -sN -H 'Content-Type: application/json' -d \\
+    '{\"type\":\"SUBSCRIBE\",\"subscribe\":{\"framework_info\":{\"user\":\"root\",\"name\":\"demo\"}}}' \\
+    http://127.0.0.1:5050/api/v1/scheduler";
+
 /// Resources of each agent unless configured otherwise.
 pub const DEFAULT_AGENT_RESOURCES: &str = "cpus:4;mem:8192;disk:65536;ports:[31000-32000]";
 
-/// `mesos-testbed`: a stand-in Apache Mesos master with simulated agents and
-/// fault injection, speaking the v1 scheduler and operator HTTP APIs.
-///
-/// Fault injection and inspection live under `/testbed/` (see the module
-/// documentation of `mesos_appliance::testbed` or README).
+/// mesos-testbed: a stand-in Apache Mesos master with simulated agents and
+/// fault injection, speaking the v1 scheduler and operator HTTP APIs
+/// (JSON and protobuf) like a Mesos 1.12 master.
 #[derive(Debug, Parser)]
-#[command(name = "mesos-testbed", version)]
+#[command(name = "mesos-testbed", version, after_long_help = CONTROL_HELP)]
 pub struct TestbedArgs {
     /// IP address to listen on.
     #[arg(long, default_value = "127.0.0.1", env = "MESOS_TESTBED_IP")]

@@ -74,12 +74,22 @@ pub(crate) fn leader_gate(master: &Master, path: &str) -> Option<Response> {
     }
 }
 
+/// A refusal in the master's words: a status and a plain-text body.
+#[derive(Debug)]
+pub(crate) struct Refusal(pub StatusCode, pub String);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        text(self.0, self.1)
+    }
+}
+
 /// Request encoding from `Content-Type`, or the master's 400 / 415.
-pub(crate) fn request_encoding(headers: &axum::http::HeaderMap) -> Result<Encoding, Response> {
+pub(crate) fn request_encoding(headers: &axum::http::HeaderMap) -> Result<Encoding, Refusal> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
-        return Err(text(
+        return Err(Refusal(
             StatusCode::BAD_REQUEST,
-            "Expecting 'Content-Type' to be present",
+            "Expecting 'Content-Type' to be present".into(),
         ));
     };
     value
@@ -87,7 +97,7 @@ pub(crate) fn request_encoding(headers: &axum::http::HeaderMap) -> Result<Encodi
         .ok()
         .and_then(Encoding::from_content_type)
         .ok_or_else(|| {
-            text(
+            Refusal(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 format!(
                     "Expecting 'Content-Type' of {} or {}",
@@ -99,10 +109,10 @@ pub(crate) fn request_encoding(headers: &axum::http::HeaderMap) -> Result<Encodi
 }
 
 /// Response encoding from `Accept`, or the master's 406.
-pub(crate) fn response_encoding(headers: &axum::http::HeaderMap) -> Result<Encoding, Response> {
+pub(crate) fn response_encoding(headers: &axum::http::HeaderMap) -> Result<Encoding, Refusal> {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     Encoding::negotiate(accept).ok_or_else(|| {
-        text(
+        Refusal(
             StatusCode::NOT_ACCEPTABLE,
             format!(
                 "Expecting 'Accept' to allow '{}' or '{}'",
@@ -120,7 +130,7 @@ pub(crate) fn parse_error(
     encoding: Encoding,
     body: &[u8],
     error: Option<JsonError>,
-) -> Response {
+) -> Refusal {
     let message = match (encoding, error) {
         (Encoding::Protobuf, _) | (_, None) => format!("Failed to parse body into {name} protobuf"),
         (Encoding::Json, Some(JsonError::Syntax { line, column, .. })) => {
@@ -137,5 +147,21 @@ pub(crate) fn parse_error(
             format!("Failed to convert JSON into {name} protobuf: {e}")
         }
     };
-    text(StatusCode::BAD_REQUEST, message)
+    Refusal(StatusCode::BAD_REQUEST, message)
+}
+
+/// Decodes a call body: protobuf (a message missing `required` fields does
+/// not parse, as protobuf's ParseFromString fails on them) or Mesos JSON.
+pub(crate) fn decode<M: prost::Message + prost::Name + Default>(
+    encoding: Encoding,
+    body: &[u8],
+) -> Result<M, Refusal> {
+    match encoding {
+        Encoding::Protobuf => match M::decode(body) {
+            Ok(msg) if crate::mesos::json::missing_required_fields(&msg).is_empty() => Ok(msg),
+            _ => Err(parse_error("Call", encoding, body, None)),
+        },
+        Encoding::Json => crate::mesos::json::from_slice(body)
+            .map_err(|e| parse_error("Call", encoding, body, Some(e))),
+    }
 }

@@ -1,5 +1,5 @@
-//! The testbed master's state and the framework lifecycle: subscription,
-//! failover, disconnection, failover timeout and removal.
+//! The testbed master's state: frameworks, agents, executors, offers and
+//! tasks, the timer heap, and event delivery to subscription streams.
 //!
 //! Everything lives in one [`Master`] behind a mutex that is never held across
 //! an `.await`; events are queued to subscription streams while it is held, so
@@ -20,11 +20,10 @@ use tokio::sync::Notify;
 
 use super::calls::CallLog;
 use super::config::{AgentSpec, TestbedConfig};
-use super::stream::{self, EventStream, Subscription};
-use crate::mesos::media::Encoding;
+use super::stream::Subscription;
 use crate::mesos::resources::Resources;
 use crate::mesos::v1;
-use crate::mesos::v1::scheduler::{Event, call, event};
+use crate::mesos::v1::scheduler::{Event, event};
 
 /// The shared handle to the master state.
 pub(crate) type Shared = Arc<Mutex<Master>>;
@@ -162,7 +161,7 @@ pub(crate) struct Framework {
 }
 
 impl Framework {
-    fn new(id: String, info: v1::FrameworkInfo) -> Self {
+    pub(crate) fn new(id: String, info: v1::FrameworkInfo) -> Self {
         Framework {
             id,
             info,
@@ -465,7 +464,7 @@ impl Master {
         false
     }
 
-    fn heartbeat(&mut self, framework_id: &str, stream_id: &str) {
+    pub(crate) fn heartbeat(&mut self, framework_id: &str, stream_id: &str) {
         let current = self
             .frameworks
             .get(framework_id)
@@ -492,279 +491,6 @@ impl Master {
         );
     }
 
-    // ---- subscription -----------------------------------------------------
-
-    /// Handles a validated SUBSCRIBE and returns the stream ID and body of
-    /// the 200 response. Refusals after this point are an ERROR event on that
-    /// stream followed by its close (mesos-notes §11.1).
-    pub fn subscribe(
-        &mut self,
-        subscribe: call::Subscribe,
-        encoding: Encoding,
-    ) -> (String, EventStream) {
-        let stream_id = uuid::Uuid::new_v4().to_string();
-        let mut info = subscribe.framework_info;
-        let requested = info.id.as_ref().map(|id| id.value.clone());
-        let framework_id = requested.clone().unwrap_or_else(|| {
-            let id = format!("{}-{:04}", self.info.id, self.next_framework);
-            self.next_framework += 1;
-            id
-        });
-        let (sub, body) = stream::open(
-            stream_id.clone(),
-            encoding,
-            self.cfg.stream_queue_limit,
-            self.this.clone(),
-            framework_id.clone(),
-        );
-
-        if let Some(message) = validate_framework_info(&info) {
-            sub.send(&error_event(&message));
-            return (stream_id, body);
-        }
-        if requested.is_some() && self.completed.iter().any(|f| f.id == framework_id) {
-            // master.cpp subscribe: "Framework has been removed" while the ID is
-            // in the bounded completed-frameworks cache.
-            sub.send(&error_event("Framework has been removed"));
-            return (stream_id, body);
-        }
-        if let Some(existing) = self.frameworks.get(&framework_id) {
-            if existing.info.principal != info.principal {
-                sub.send(&error_event(
-                    "Changing framework's principal is not allowed.",
-                ));
-                return (stream_id, body);
-            }
-            // `user` and `checkpoint` cannot change; other fields are updated.
-            info.user = existing.info.user.clone();
-            info.checkpoint = existing.info.checkpoint;
-        }
-        info.id = Some(v1::FrameworkId {
-            value: framework_id.clone(),
-        });
-
-        let suppressed = !subscribe.suppressed_roles.is_empty();
-        let now = now_secs();
-        if self.frameworks.contains_key(&framework_id) {
-            self.failover_framework(&framework_id);
-            let framework = self
-                .frameworks
-                .get_mut(&framework_id)
-                .expect("checked above");
-            framework.info = info;
-            framework.recovered = false;
-            framework.reregistered_time = Some(now);
-            framework.suppressed = suppressed;
-        } else {
-            let mut framework = Framework::new(framework_id.clone(), info);
-            framework.suppressed = suppressed;
-            framework.reregistered_time = Some(now);
-            self.frameworks.insert(framework_id.clone(), framework);
-        }
-        let framework = self
-            .frameworks
-            .get_mut(&framework_id)
-            .expect("inserted above");
-        framework.generation += 1;
-        framework.sub = Some(sub);
-
-        let subscribed = Event {
-            r#type: Some(event::Type::Subscribed as i32),
-            subscribed: Some(event::Subscribed {
-                framework_id: v1::FrameworkId {
-                    value: framework_id.clone(),
-                },
-                heartbeat_interval_seconds: Some(self.cfg.heartbeat_interval.as_secs_f64()),
-                master_info: Some(self.info.clone()),
-            }),
-            ..Default::default()
-        };
-        self.send(&framework_id, &subscribed);
-        // The first HEARTBEAT follows SUBSCRIBED at once (master.cpp _subscribe).
-        self.heartbeat(&framework_id, &stream_id);
-        // A new framework triggers an allocation (hierarchical allocator addFramework).
-        self.schedule(Duration::ZERO, Timer::Allocate { periodic: false });
-        (stream_id, body)
-    }
-
-    /// A second subscription for a connected framework: the old stream gets
-    /// ERROR "Framework failed over" and is closed; its offers are discarded
-    /// without RESCIND (master.cpp failoverFramework, capture d).
-    fn failover_framework(&mut self, framework_id: &str) {
-        if let Some(old) = self
-            .frameworks
-            .get_mut(framework_id)
-            .and_then(|f| f.sub.take())
-        {
-            old.send(&error_event("Framework failed over"));
-            drop(old);
-        }
-        self.remove_offers_of(framework_id);
-    }
-
-    /// The body of a subscription was dropped (the scheduler hung up).
-    pub fn stream_closed(&mut self, framework_id: &str, stream_id: &str) {
-        let current = self
-            .frameworks
-            .get(framework_id)
-            .and_then(|f| f.sub.as_ref())
-            .is_some_and(|s| s.stream_id == stream_id);
-        if current {
-            tracing::info!(%framework_id, "framework disconnected");
-            self.disconnect(framework_id, false);
-        }
-    }
-
-    /// Marks a framework disconnected and inactive: its offers are removed,
-    /// and its failover timer starts (master.cpp `exited`, `_exited`). With
-    /// `abort` the connection is cut without a terminating chunk.
-    pub fn disconnect(&mut self, framework_id: &str, abort: bool) {
-        let Some(framework) = self.frameworks.get_mut(framework_id) else {
-            return;
-        };
-        if let Some(sub) = framework.sub.take() {
-            if abort {
-                sub.abort();
-            }
-        }
-        framework.generation += 1;
-        let generation = framework.generation;
-        let timeout = framework.info.failover_timeout.unwrap_or(0.0);
-        self.remove_offers_of(framework_id);
-        self.schedule(
-            Duration::from_secs_f64(timeout.clamp(0.0, 1e9)),
-            Timer::FailoverTimeout {
-                framework_id: framework_id.to_string(),
-                generation,
-            },
-        );
-    }
-
-    /// Removes a framework: its stream is closed without an event, its tasks
-    /// are killed (TASK_KILLED / REASON_FRAMEWORK_REMOVED, recorded but not
-    /// delivered) and it joins the bounded completed list (master.cpp
-    /// `removeFramework`, captures g, h, m).
-    pub fn remove_framework(&mut self, framework_id: &str) -> bool {
-        let Some(mut framework) = self.frameworks.remove(framework_id) else {
-            return false;
-        };
-        framework.sub = None;
-        self.remove_offers_of(framework_id);
-        let keys: Vec<_> = self
-            .tasks
-            .keys()
-            .chain(self.unreachable_tasks.keys())
-            .filter(|(f, _)| f == framework_id)
-            .cloned()
-            .collect();
-        for key in keys {
-            let task = self
-                .tasks
-                .remove(&key)
-                .or_else(|| self.unreachable_tasks.remove(&key));
-            if let Some(mut task) = task {
-                self.release_task_resources(&mut task);
-                task.state = v1::TaskState::TaskKilled;
-                push_bounded(
-                    &mut framework.completed_tasks,
-                    task,
-                    self.cfg.max_completed_tasks_per_framework,
-                );
-            }
-        }
-        for agent in &mut self.agents {
-            let executors: Vec<_> = agent
-                .executors
-                .keys()
-                .filter(|(f, _)| f == framework_id)
-                .cloned()
-                .collect();
-            for key in executors {
-                if let Some(executor) = agent.executors.remove(&key) {
-                    agent.used.subtract(&executor.resources);
-                }
-            }
-        }
-        framework.unregistered_time = Some(now_secs());
-        let limit = self.cfg.max_completed_frameworks;
-        push_bounded(&mut self.completed, framework, limit);
-        true
-    }
-
-    /// Simulates this master crashing and a new one taking over with the same
-    /// agents (mesos-notes §2 "Master failover", capture o): every stream is
-    /// cut, offers vanish, frameworks and the completed list are forgotten
-    /// (in-memory registry); the master gets a new ID; agents re-register after
-    /// `reregister_delay`, bringing their frameworks back as "recovered".
-    pub fn simulate_failover(&mut self, reregister_delay: Duration) {
-        for framework in self.frameworks.values_mut() {
-            if let Some(sub) = framework.sub.take() {
-                sub.abort();
-            }
-            self.recovery_infos
-                .insert(framework.id.clone(), framework.info.clone());
-        }
-        self.frameworks.clear();
-        self.completed.clear();
-        let offers: Vec<String> = self.offers.keys().cloned().collect();
-        for id in offers {
-            self.remove_offer(&id);
-        }
-        let id = uuid::Uuid::new_v4().to_string();
-        let address = self.info.address.clone().unwrap_or_default();
-        self.info = master_info(
-            &id,
-            address.hostname.as_deref().unwrap_or("localhost"),
-            self.cfg.listen.ip(),
-            self.info.port as u16,
-            &self.cfg.version,
-        );
-        self.next_framework = 0;
-        self.next_offer = 0;
-        self.elected_time = now_secs();
-        self.epoch += 1;
-        let epoch = self.epoch;
-        for agent in &mut self.agents {
-            if agent.state == AgentState::Registered {
-                agent.state = AgentState::Recovering;
-            }
-        }
-        let agent_ids: Vec<String> = self.agents.iter().map(|a| a.id.clone()).collect();
-        for agent_id in agent_ids {
-            self.schedule(reregister_delay, Timer::AgentReregister { agent_id, epoch });
-        }
-    }
-
-    /// An agent re-registers with a new master: frameworks with tasks there
-    /// become known again as recovered and inactive (capture o).
-    fn agent_reregisters(&mut self, agent_id: &str) {
-        let Some(agent) = self.agents.iter_mut().find(|a| a.id == agent_id) else {
-            return;
-        };
-        if agent.state != AgentState::Recovering {
-            return;
-        }
-        agent.state = AgentState::Registered;
-        let framework_ids: Vec<String> = self
-            .tasks
-            .iter()
-            .filter(|(_, t)| t.agent_id == agent_id)
-            .map(|((f, _), _)| f.clone())
-            .collect();
-        for framework_id in framework_ids {
-            if self.frameworks.contains_key(&framework_id) {
-                continue;
-            }
-            let Some(info) = self.recovery_infos.get(&framework_id).cloned() else {
-                continue;
-            };
-            let mut framework = Framework::new(framework_id.clone(), info);
-            framework.recovered = true;
-            framework.registered_time = 0.0;
-            self.frameworks.insert(framework_id, framework);
-        }
-    }
-
     /// The framework of a live or unreachable task, if the master knows it.
     pub fn framework(&self, framework_id: &str) -> Option<&Framework> {
         self.frameworks.get(framework_id)
@@ -779,40 +505,9 @@ pub(crate) fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, limit: usize) {
     }
 }
 
-#[allow(deprecated)] // FrameworkInfo.role is what this check is about
-/// Validation of a SUBSCRIBE's FrameworkInfo that is answered with an ERROR
-/// event (master.cpp `validateFrameworkSubscription`, mesos-notes §2).
-fn validate_framework_info(info: &v1::FrameworkInfo) -> Option<String> {
-    use v1::framework_info::capability::Type;
-    let multi_role = info
-        .capabilities
-        .iter()
-        .any(|c| c.r#type() == Type::MultiRole);
-    if multi_role && info.role.is_some() {
-        return Some(
-            "'FrameworkInfo.role' must not be set when the framework is MULTI_ROLE capable".into(),
-        );
-    }
-    if !multi_role && !info.roles.is_empty() {
-        return Some(
-            "'FrameworkInfo.roles' must not be set when the framework is not MULTI_ROLE capable"
-                .into(),
-        );
-    }
-    if let Some(timeout) = info.failover_timeout {
-        // A stout Duration holds int64 nanoseconds.
-        if !timeout.is_finite() || timeout < 0.0 || timeout * 1e9 > i64::MAX as f64 {
-            return Some(format!(
-                "The framework failover_timeout ({timeout}) is invalid"
-            ));
-        }
-    }
-    None
-}
-
 /// MasterInfo as a real master fills it (capture a): `ip` is the IPv4 address
 /// in network byte order read as a native little-endian integer.
-fn master_info(
+pub(crate) fn master_info(
     id: &str,
     hostname: &str,
     ip: std::net::IpAddr,

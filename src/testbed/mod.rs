@@ -20,17 +20,22 @@
 //!
 //! Tests start it in-process with [`Testbed::start`] on `127.0.0.1:0`.
 
+mod agents;
 mod allocator;
 mod calls;
 mod config;
 mod control;
 mod election;
+mod frameworks;
 mod http;
+mod launch;
 mod master;
+mod operations;
 mod operator_api;
 mod scheduler_api;
 mod stream;
 mod tasks;
+mod updates;
 mod views;
 
 use std::net::SocketAddr;
@@ -295,6 +300,7 @@ fn router(app: App) -> Router {
         .route("/frameworks", get(operator_api::frameworks))
         .route("/master/redirect", get(operator_api::redirect))
         .route("/redirect", get(operator_api::redirect))
+        .route("/version", get(operator_api::version))
         .merge(control::routes())
         .with_state(app)
 }

@@ -65,22 +65,16 @@ fn handle(
     }
     let encoding = match http::request_encoding(headers) {
         Ok(e) => e,
-        Err(response) => return (response, None),
+        Err(refusal) => return (refusal.into_response(), None),
     };
     // The operator API checks Accept for every call (mesos-notes §6).
     let accept = match http::response_encoding(headers) {
         Ok(e) => e,
-        Err(response) => return (response, None),
+        Err(refusal) => return (refusal.into_response(), None),
     };
-    let call: Call = match encoding {
-        Encoding::Protobuf => match Call::decode(body) {
-            Ok(call) if json::missing_required_fields(&call).is_empty() => call,
-            _ => return (http::parse_error("Call", encoding, body, None), None),
-        },
-        Encoding::Json => match json::from_slice(body) {
-            Ok(call) => call,
-            Err(e) => return (http::parse_error("Call", encoding, body, Some(e)), None),
-        },
+    let call: Call = match http::decode(encoding, body) {
+        Ok(call) => call,
+        Err(refusal) => return (refusal.into_response(), None),
     };
     if call.r#type.is_none() {
         let response = text(
@@ -213,4 +207,16 @@ pub(crate) async fn redirect(State(app): State<App>) -> Response {
         Leadership::Following { leader } => http::redirect(&format!("//{leader}")),
         Leadership::NoLeader => text(StatusCode::SERVICE_UNAVAILABLE, "No leader elected"),
     }
+}
+
+/// `GET /version` (libprocess `VersionProcess`): the build's version, as
+/// clients like pymesos ask for it.
+pub(crate) async fn version(State(app): State<App>) -> Response {
+    let master = app.lock();
+    json_ok(serde_json::json!({
+        "version": master.cfg.version,
+        "build_date": "",
+        "build_time": 0.0,
+        "build_user": "mesos-testbed",
+    }))
 }

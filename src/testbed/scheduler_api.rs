@@ -6,15 +6,14 @@
 use axum::body::{Body, Bytes};
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::response::Response;
-use prost::Message;
+use axum::response::{IntoResponse, Response};
 
 use super::App;
 use super::calls::CallRecord;
 use super::http::{self, empty, text};
 use super::master::{Master, now_secs};
 use crate::mesos::json;
-use crate::mesos::media::{Encoding, STREAM_ID_HEADER};
+use crate::mesos::media::STREAM_ID_HEADER;
 use crate::mesos::v1::scheduler::{Call, call};
 
 /// The handler; every call is recorded in the call log with its status.
@@ -65,11 +64,11 @@ fn handle(
     }
     let encoding = match http::request_encoding(headers) {
         Ok(e) => e,
-        Err(response) => return (response, None),
+        Err(refusal) => return (refusal.into_response(), None),
     };
-    let call = match decode_call(encoding, body) {
+    let call: Call = match http::decode(encoding, body) {
         Ok(call) => call,
-        Err(response) => return (response, None),
+        Err(refusal) => return (refusal.into_response(), None),
     };
     if let Err(reason) = validate(&call) {
         let response = text(
@@ -84,20 +83,6 @@ fn handle(
         dispatch(master, headers, &call)
     };
     (response, Some(call))
-}
-
-/// Parses the body; a protobuf body missing `required` fields does not parse
-/// (protobuf's ParseFromString fails on them).
-fn decode_call(encoding: Encoding, body: &[u8]) -> Result<Call, Response> {
-    match encoding {
-        Encoding::Protobuf => match Call::decode(body) {
-            Ok(call) if json::missing_required_fields(&call).is_empty() => Ok(call),
-            _ => Err(http::parse_error("Call", encoding, body, None)),
-        },
-        Encoding::Json => {
-            json::from_slice(body).map_err(|e| http::parse_error("Call", encoding, body, Some(e)))
-        }
-    }
 }
 
 /// `scheduler::call::validate` (validation.cpp), returning the reason text.
@@ -158,7 +143,7 @@ fn subscribe(master: &mut Master, headers: &HeaderMap, call: &Call) -> Response 
     }
     let encoding = match http::response_encoding(headers) {
         Ok(e) => e,
-        Err(response) => return response,
+        Err(refusal) => return refusal.into_response(),
     };
     let subscribe = call.subscribe.clone().expect("validated");
     let (stream_id, stream) = master.subscribe(subscribe, encoding);

@@ -1,0 +1,299 @@
+//! KILL, RECONCILE, MESSAGE and SHUTDOWN, and what happens when an executor
+//! exits (`kamikaze`). Sources: master.cpp (`kill`, `reconcile`, `message`),
+//! slave.cpp (`killTask`, `executorTerminated`), mesos-notes §5, §8 and
+//! captures c, e, f and executor/.
+
+use super::master::{AgentState, Faults, Master, update_event};
+use super::tasks::{KAMIKAZE, Task, container_status, is_terminal};
+use crate::mesos::v1::scheduler::{Event, call, event};
+use crate::mesos::v1::{self, TaskState, task_status};
+
+impl Master {
+    /// KILL: an unknown task is answered as an explicit reconciliation of it
+    /// (capture e); a KILL naming another agent is ignored; a task still in
+    /// STAGING is killed by the agent; a running one by its executor (with
+    /// TASK_KILLING first for TASK_KILLING_STATE frameworks).
+    pub fn kill(&mut self, framework_id: &str, kill: &call::Kill) {
+        let key = (framework_id.to_string(), kill.task_id.value.clone());
+        let Some(task) = self.tasks.get(&key) else {
+            let request = call::reconcile::Task {
+                task_id: kill.task_id.clone(),
+                agent_id: kill.agent_id.clone(),
+            };
+            self.reconcile(framework_id, &[request]);
+            return;
+        };
+        if kill
+            .agent_id
+            .as_ref()
+            .is_some_and(|a| a.value != task.agent_id)
+            || is_terminal(task.state)
+        {
+            return;
+        }
+        if Faults::matches(&self.faults.ignore_kill, &kill.task_id.value) {
+            tracing::info!(task_id = %kill.task_id.value, "fault: KILL ignored");
+            return;
+        }
+        let task = task.clone();
+        let task_id = &kill.task_id.value;
+        if task.state == TaskState::TaskStaging && task.pending.is_empty() {
+            // slave.cpp killTask for a task not yet delivered to its executor.
+            let status = self.agent_status(
+                &task,
+                TaskState::TaskKilled,
+                task_status::Reason::TaskKilledDuringLaunch,
+                "Killed before delivery to the executor",
+            );
+            self.agent_update(framework_id, task_id, status);
+            return;
+        }
+        let killing_state = self.framework(framework_id).is_some_and(|f| {
+            f.has_capability(v1::framework_info::capability::Type::TaskKillingState)
+        });
+        if killing_state {
+            let killing = self.executor_status(&task, TaskState::TaskKilling, None);
+            self.agent_update(framework_id, task_id, killing);
+        }
+        let killed = self.executor_status(
+            &task,
+            TaskState::TaskKilled,
+            Some("Command terminated with signal Terminated"),
+        );
+        self.agent_update(framework_id, task_id, killed);
+    }
+
+    /// RECONCILE (mesos-notes §5, capture c). Empty `tasks`: implicit, one
+    /// update per live task. Otherwise explicit, one answer per task; tasks
+    /// on agents not yet re-registered after a master failover get none.
+    pub fn reconcile(&mut self, framework_id: &str, tasks: &[call::reconcile::Task]) {
+        let partition_aware = self
+            .framework(framework_id)
+            .is_some_and(|f| f.partition_aware());
+        let mut answers = Vec::new();
+        if tasks.is_empty() {
+            let mut live: Vec<&Task> = self
+                .tasks
+                .values()
+                .filter(|t| t.framework_id == framework_id)
+                .filter(|t| self.agent_state(&t.agent_id) == Some(AgentState::Registered))
+                .collect();
+            live.sort_by(|a, b| a.info.task_id.value.cmp(&b.info.task_id.value));
+            answers.extend(live.into_iter().map(latest_state));
+        } else {
+            let any_recovering = self
+                .agents
+                .iter()
+                .any(|a| a.state == AgentState::Recovering);
+            for request in tasks {
+                if let Some(answer) =
+                    self.reconcile_one(framework_id, request, partition_aware, any_recovering)
+                {
+                    answers.push(answer);
+                }
+            }
+        }
+        for status in answers {
+            self.send(framework_id, &update_event(status));
+        }
+    }
+
+    pub(crate) fn agent_state(&self, agent_id: &str) -> Option<AgentState> {
+        self.agent_index(agent_id).map(|i| self.agents[i].state)
+    }
+
+    pub(crate) fn reconcile_one(
+        &self,
+        framework_id: &str,
+        request: &call::reconcile::Task,
+        partition_aware: bool,
+        any_recovering: bool,
+    ) -> Option<v1::TaskStatus> {
+        use task_status::Reason::Reconciliation;
+        let key = (framework_id.to_string(), request.task_id.value.clone());
+        let pick = |aware: TaskState| {
+            if partition_aware {
+                aware
+            } else {
+                TaskState::TaskLost
+            }
+        };
+        if let Some(task) = self.tasks.get(&key) {
+            if self.agent_state(&task.agent_id) == Some(AgentState::Recovering) {
+                return None;
+            }
+            return Some(latest_state(task));
+        }
+        if let Some(task) = self.unreachable_tasks.get(&key) {
+            let mut status = Self::master_status(
+                &request.task_id,
+                Some(&task.agent_id),
+                pick(TaskState::TaskUnreachable),
+                Reconciliation,
+                "Reconciliation: Task is unreachable",
+            );
+            status.unreachable_time = task
+                .unreachable_since
+                .map(|n| v1::TimeInfo { nanoseconds: n });
+            return Some(status);
+        }
+        let agent_id = request.agent_id.as_ref().map(|a| a.value.as_str());
+        match agent_id.map(|a| self.agent_state(a)) {
+            Some(Some(AgentState::Recovering)) => None,
+            Some(Some(AgentState::Registered)) => Some(Self::master_status(
+                &request.task_id,
+                agent_id,
+                pick(TaskState::TaskGone),
+                Reconciliation,
+                "Reconciliation: Task is unknown to the agent",
+            )),
+            Some(Some(AgentState::Unreachable { since_nanos })) => {
+                let mut status = Self::master_status(
+                    &request.task_id,
+                    agent_id,
+                    pick(TaskState::TaskUnreachable),
+                    Reconciliation,
+                    "Reconciliation: Task is unreachable",
+                );
+                status.unreachable_time = Some(v1::TimeInfo {
+                    nanoseconds: since_nanos,
+                });
+                Some(status)
+            }
+            None if any_recovering => None,
+            _ => Some(Self::master_status(
+                &request.task_id,
+                agent_id,
+                pick(TaskState::TaskUnknown),
+                Reconciliation,
+                "Reconciliation: Task is unknown",
+            )),
+        }
+    }
+
+    /// MESSAGE: delivered to a running executor of a registered agent, dropped
+    /// otherwise (mesos-notes §8). The command executor ignores messages; a
+    /// custom executor receiving `kamikaze` exits with status 1.
+    pub fn message(&mut self, framework_id: &str, message: &call::Message) {
+        let Some(index) = self.agent_index(&message.agent_id.value) else {
+            return;
+        };
+        if self.agents[index].state != AgentState::Registered {
+            return;
+        }
+        let key = (framework_id.to_string(), message.executor_id.value.clone());
+        let Some(executor) = self.agents[index].executors.get_mut(&key) else {
+            return;
+        };
+        if executor.info.is_none() {
+            return;
+        }
+        if message.data == KAMIKAZE {
+            tracing::info!(executor_id = %message.executor_id.value, "executor received kamikaze; exiting");
+            // A process exiting with code 1: raw wait status 256 (capture executor/).
+            self.executor_exits(framework_id, index, &message.executor_id.value, 256);
+        } else {
+            executor.messages.push(message.data.clone());
+        }
+    }
+
+    /// An executor process ends: FAILURE{agent, executor, status}, then for
+    /// each of its unfinished tasks TASK_FAILED / SOURCE_AGENT /
+    /// REASON_EXECUTOR_TERMINATED "Executor terminated" with a uuid
+    /// (slave.cpp executorTerminated; capture executor/).
+    pub fn executor_exits(
+        &mut self,
+        framework_id: &str,
+        agent_index: usize,
+        executor_id: &str,
+        wait_status: i32,
+    ) {
+        let key = (framework_id.to_string(), executor_id.to_string());
+        let Some(executor) = self.agents[agent_index].executors.remove(&key) else {
+            return;
+        };
+        let agent_id = self.agents[agent_index].id.clone();
+        self.agents[agent_index].used.subtract(&executor.resources);
+        if executor.info.is_some() {
+            let failure = Event {
+                r#type: Some(event::Type::Failure as i32),
+                failure: Some(event::Failure {
+                    agent_id: Some(v1::AgentId { value: agent_id }),
+                    executor_id: Some(v1::ExecutorId {
+                        value: executor_id.to_string(),
+                    }),
+                    status: Some(wait_status),
+                }),
+                ..Default::default()
+            };
+            self.send(framework_id, &failure);
+        }
+        for task_id in executor.tasks {
+            let key = (framework_id.to_string(), task_id.clone());
+            let Some(task) = self.tasks.get(&key) else {
+                continue;
+            };
+            let last_queued = task.pending.back().map(|s| s.state()).unwrap_or(task.state);
+            if is_terminal(last_queued) {
+                continue;
+            }
+            let status = self.agent_status(
+                task,
+                TaskState::TaskFailed,
+                task_status::Reason::ExecutorTerminated,
+                "Executor terminated",
+            );
+            self.agent_update(framework_id, &task_id, status);
+        }
+    }
+
+    /// SHUTDOWN of an executor: its tasks are killed (TASK_KILLED from the
+    /// executor), then it exits with status 0 (capture executor/, exec-b).
+    pub fn shutdown_executor(&mut self, framework_id: &str, shutdown: &call::Shutdown) {
+        let Some(index) = self.agent_index(&shutdown.agent_id.value) else {
+            return;
+        };
+        if self.agents[index].state != AgentState::Registered {
+            return;
+        }
+        let key = (framework_id.to_string(), shutdown.executor_id.value.clone());
+        let Some(executor) = self.agents[index].executors.get(&key) else {
+            return;
+        };
+        let tasks = executor.tasks.clone();
+        for task_id in tasks {
+            let task_key = (framework_id.to_string(), task_id.clone());
+            let Some(task) = self.tasks.get(&task_key) else {
+                continue;
+            };
+            if is_terminal(task.pending.back().map(|s| s.state()).unwrap_or(task.state)) {
+                continue;
+            }
+            let status =
+                self.executor_status(task, TaskState::TaskKilled, Some("Executor shutdown"));
+            self.agent_update(framework_id, &task_id, status);
+        }
+        self.executor_exits(framework_id, index, &shutdown.executor_id.value, 0);
+    }
+}
+
+/// A reconciliation answer for a task the master knows: its latest state,
+/// SOURCE_MASTER, REASON_RECONCILIATION, no uuid (capture c).
+fn latest_state(task: &Task) -> v1::TaskStatus {
+    let mut status = Master::master_status(
+        &task.info.task_id,
+        Some(&task.agent_id),
+        task.state,
+        task_status::Reason::Reconciliation,
+        "Reconciliation: Latest task state",
+    );
+    if task.custom_executor {
+        status.executor_id = Some(v1::ExecutorId {
+            value: task.executor_id.clone(),
+        });
+    }
+    if task.state != TaskState::TaskStaging {
+        status.container_status = Some(container_status(task));
+    }
+    status
+}
