@@ -157,6 +157,16 @@ impl Subscription {
         self.wait_for(kind, |e| e["type"] == kind).await
     }
 
+    /// The first offer of an OFFERS event: one already skipped into `seen`
+    /// (offers stay valid until used, declined or rescinded) or the next one.
+    pub async fn next_offer(&mut self) -> Value {
+        if let Some(i) = self.seen.iter().position(|e| e["type"] == "OFFERS") {
+            let event = self.seen.remove(i);
+            return event["offers"]["offers"][0].clone();
+        }
+        self.expect("OFFERS").await["offers"]["offers"][0].clone()
+    }
+
     /// The status of the next UPDATE for `task_id`, skipping other events.
     pub async fn expect_update(&mut self, task_id: &str) -> Value {
         let what = format!("update of {task_id}");
