@@ -185,7 +185,10 @@ async fn flapping_link_is_rate_limited() {
         let term = wait_leader(a.as_ref(), T).await;
         assert_eq!(term, expected_term);
     }
-    // Gaps between suspension and the next term grow: base, 2×, 4× hold-off.
+    // Gaps between suspension and the next term grow with the short terms
+    // before them: terms 2 and 3 certainly ended short, so the third gap is
+    // at least 2× the base (term 1 may count as stable on a slow machine;
+    // the exact doubling is unit-tested in `coordination::signal`).
     rec.wait_first_after(t0, |l| *l == Leadership::Leader { term: 4 }, T)
         .await;
     let log = rec.log();
@@ -203,7 +206,7 @@ async fn flapping_link_is_rate_limited() {
         }
     }
     assert_eq!(gaps.len(), 3, "{gaps:?}");
-    for (gap, factor) in gaps.iter().zip([1, 2, 4]) {
+    for (gap, factor) in gaps.iter().zip([1, 1, 2]) {
         assert!(*gap >= HOLD_OFF * factor, "gaps {gaps:?}");
     }
     a.close().await;
