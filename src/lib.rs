@@ -2,12 +2,17 @@
 //! `mesos-testbed`, the stand-in Mesos master its tests and demo run against.
 //!
 //! Modules, by layer:
-//! - [`mesos`]: the wire — protobuf model, JSON mapping, RecordIO.
+//! - [`mesos`]: the wire — protobuf model, JSON mapping, RecordIO, resources.
 //! - [`coordination`]: leader election, deployment fence, framework-ID, service and
 //!   task stores, on ZooKeeper or in memory.
+//! - [`scheduler`]: the leader's core actor and the snapshot / command types
+//!   the web layer uses.
 //! - [`testbed`]: `mesos-testbed`, a stand-in Mesos master with simulated agents
 //!   and fault injection.
+//! - [`util`]: small shared helpers (clocks).
 
 pub mod coordination;
 pub mod mesos;
+pub mod scheduler;
 pub mod testbed;
+pub mod util;

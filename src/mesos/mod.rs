@@ -13,3 +13,23 @@ pub mod recordio;
 pub mod resources;
 
 pub use proto::v1;
+
+/// True for the terminal task states, as the master decides them
+/// (`src/common/protobuf_utils.cpp` isTerminalState): FINISHED, FAILED,
+/// KILLED, LOST, ERROR, DROPPED, GONE, GONE_BY_OPERATOR. TASK_LOST is
+/// terminal for the master, yet a task reported lost can come back RUNNING
+/// when its agent re-registers (mesos-notes §12).
+pub fn is_terminal(state: v1::TaskState) -> bool {
+    use v1::TaskState::*;
+    matches!(
+        state,
+        TaskFinished
+            | TaskFailed
+            | TaskKilled
+            | TaskLost
+            | TaskError
+            | TaskDropped
+            | TaskGone
+            | TaskGoneByOperator
+    )
+}

@@ -14,7 +14,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -28,21 +28,7 @@ use crate::mesos::v1::scheduler::{Event, event};
 /// The shared handle to the master state.
 pub(crate) type Shared = Arc<Mutex<Master>>;
 
-/// Seconds since the UNIX epoch, as Mesos writes timestamps.
-pub(crate) fn now_secs() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-/// Nanoseconds since the UNIX epoch (`TimeInfo`).
-pub(crate) fn now_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
-}
+pub(crate) use crate::util::{unix_now_nanos as now_nanos, unix_now_secs as now_secs};
 
 /// An event of `kind` with no body.
 pub(crate) fn bare_event(kind: event::Type) -> Event {

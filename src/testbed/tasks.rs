@@ -44,21 +44,7 @@ pub(crate) struct Task {
     pub unreachable_since: Option<i64>,
 }
 
-/// Terminal states (`src/common/protobuf_utils.cpp` isTerminalState).
-pub fn is_terminal(state: TaskState) -> bool {
-    use TaskState::*;
-    matches!(
-        state,
-        TaskFinished
-            | TaskFailed
-            | TaskKilled
-            | TaskLost
-            | TaskError
-            | TaskDropped
-            | TaskGone
-            | TaskGoneByOperator
-    )
-}
+pub(crate) use crate::mesos::is_terminal;
 
 pub(crate) fn random_uuid() -> Vec<u8> {
     uuid::Uuid::new_v4().as_bytes().to_vec()

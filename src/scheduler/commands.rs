@@ -1,0 +1,175 @@
+//! Commands from the web layer to the scheduler, each with a reply channel.
+//!
+//! The web layer holds a [`SchedulerHandle`]: it reads snapshots and sends
+//! commands. Only a leader's core acts on commands; on a replica that does
+//! not lead (or whose core is not running) a command is answered at once with
+//! [`CommandError::NotLeader`] carrying the leader's URL, so the web layer
+//! can answer 503 with it (DESIGN.md §5).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::services::{FieldError, ServiceSpec};
+use super::snapshot::{ReconcileKind, ReconcileRun, Snapshot};
+
+/// The reply end of a command.
+pub type Reply<T> = oneshot::Sender<Result<T, CommandError>>;
+
+/// What the web layer can ask of the scheduler.
+#[derive(Debug)]
+pub enum Command {
+    /// Start a reconciliation now (coalesced with a running one).
+    Reconcile {
+        /// Explicit or implicit.
+        kind: ReconcileKind,
+        /// The run started (or the running one it was merged into).
+        reply: Reply<ReconcileRun>,
+    },
+    /// Send `kamikaze` to every executor of ours known from task records.
+    Kamikaze {
+        /// One result per executor.
+        reply: Reply<Vec<KamikazeResult>>,
+    },
+    /// Tear the framework down (TEARDOWN), then delete the stored framework
+    /// ID and task records; the replica stays up, registered as nothing.
+    Teardown {
+        /// What was torn down.
+        reply: Reply<TeardownResult>,
+    },
+    /// Step down as leader and rejoin the election at the back.
+    Abdicate {
+        /// Answered once the core stopped.
+        reply: Reply<()>,
+    },
+    /// In state `removed`: clear the stale framework ID and task records and
+    /// register as a new framework.
+    Reregister {
+        /// Answered once the new SUBSCRIBE was sent.
+        reply: Reply<()>,
+    },
+    /// Create or replace a service.
+    PutService {
+        /// The new spec (validated by the core too).
+        spec: ServiceSpec,
+        /// `true` if it replaced an existing service.
+        reply: Reply<bool>,
+    },
+    /// Delete a service; its tasks are killed.
+    DeleteService {
+        /// The service name.
+        name: String,
+        /// `false` if there was no such service.
+        reply: Reply<bool>,
+    },
+}
+
+/// How kamikaze went for one executor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KamikazeResult {
+    /// Agent ID.
+    pub agent_id: String,
+    /// Agent hostname.
+    pub hostname: String,
+    /// Executor ID.
+    pub executor_id: String,
+    /// The master accepted the MESSAGE call (202). Delivery itself is not
+    /// acknowledged by Mesos (mesos-notes §8).
+    pub accepted: bool,
+    /// The refusal, when not accepted.
+    pub error: Option<String>,
+}
+
+/// What a teardown removed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeardownResult {
+    /// The framework torn down.
+    pub framework_id: String,
+    /// Task records deleted (the tasks die with the framework).
+    pub tasks: usize,
+}
+
+/// Why a command was not carried out.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
+#[serde(tag = "error", rename_all = "snake_case")]
+pub enum CommandError {
+    /// This replica does not lead; `leader_url` is the leader's, if known.
+    #[error("not the leader{}", leader_url.as_ref().map(|u| format!("; the leader is {u}")).unwrap_or_default())]
+    NotLeader {
+        /// The leader's advertised URL.
+        leader_url: Option<String>,
+    },
+    /// The command does not apply now (e.g. reregister while subscribed).
+    #[error("{0}")]
+    Conflict(String),
+    /// The request is invalid.
+    #[error("invalid: {}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<FieldError>),
+    /// No such thing (service).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Mesos refused or could not be reached.
+    #[error("Mesos: {0}")]
+    Mesos(String),
+    /// ZooKeeper failed.
+    #[error("store: {0}")]
+    Store(String),
+    /// No answer within the handler timeout.
+    #[error("the scheduler did not answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// The web layer's way into the scheduler: snapshots to read, commands to
+/// send. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SchedulerHandle {
+    commands: mpsc::Sender<Command>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+}
+
+impl SchedulerHandle {
+    /// A handle over a command channel and a snapshot channel.
+    pub fn new(commands: mpsc::Sender<Command>, snapshots: watch::Receiver<Arc<Snapshot>>) -> Self {
+        SchedulerHandle {
+            commands,
+            snapshots,
+        }
+    }
+
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshots.borrow().clone()
+    }
+
+    /// A receiver that wakes on every new snapshot (for live pages).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.snapshots.clone()
+    }
+
+    /// Sends a command built by `make` and waits at most `timeout` for its
+    /// reply. Errors: [`CommandError::Timeout`], or [`CommandError::NotLeader`]
+    /// when the scheduler is gone.
+    pub async fn request<T>(
+        &self,
+        timeout: Duration,
+        make: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<T, CommandError> {
+        let (tx, rx) = oneshot::channel();
+        let not_leader = || CommandError::NotLeader {
+            leader_url: self.snapshot().leader_url(),
+        };
+        let sent = tokio::time::timeout(timeout, self.commands.send(make(tx))).await;
+        match sent {
+            Err(_) => return Err(CommandError::Timeout(timeout)),
+            Ok(Err(_)) => return Err(not_leader()),
+            Ok(Ok(())) => {}
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Err(_) => Err(CommandError::Timeout(timeout)),
+            Ok(Err(_)) => Err(not_leader()),
+            Ok(Ok(result)) => result,
+        }
+    }
+}

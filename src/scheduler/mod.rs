@@ -1,0 +1,20 @@
+//! The scheduler: the leader's core actor that runs the workload, and the
+//! types the web layer reads and sends.
+//!
+//! - [`services`]: the desired workload (`ServiceSpec`), validation, constraints;
+//! - [`records`]: the task record persisted in ZooKeeper;
+//! - [`snapshot`]: the immutable picture published after each change;
+//! - [`commands`]: web → scheduler commands with replies, and [`SchedulerHandle`].
+
+pub mod commands;
+pub mod records;
+pub mod services;
+pub mod snapshot;
+
+pub use commands::{Command, CommandError, KamikazeResult, Reply, SchedulerHandle, TeardownResult};
+pub use records::{KillRequest, StatusEntry, TaskRecord};
+pub use services::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};
+pub use snapshot::{
+    EventEntry, FrameworkState, FrameworkStatus, OfferSummary, ReconcileKind, ReconcileRun,
+    ReconciliationStatus, ServiceStatus, Snapshot,
+};

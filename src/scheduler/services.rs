@@ -1,0 +1,390 @@
+//! Services: the desired workload. A service is a named command with
+//! resources and an instance count; the scheduler keeps that many tasks of it
+//! running. Specs come from `--services FILE` (a JSON array) when ZooKeeper
+//! holds none, are stored under `services/<name>`, and change through the
+//! core's commands. Invalid specs are refused with field-level errors.
+//!
+//! ```json
+//! {"name": "web", "command": "python3 -m http.server $PORT0", "cpus": 0.1, "mem": 64,
+//!  "instances": 3, "ports": 1, "env": {"GREETING": "hi"},
+//!  "constraints": ["hostname:UNIQUE", "rack:LIKE:r[12]"],
+//!  "restart_backoff": "1s", "restart_backoff_max": "1m", "kill_grace_period": "5s",
+//!  "executor": "command"}
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Longest service name: names become task-ID prefixes and znode names.
+pub const MAX_NAME_LEN: usize = 63;
+/// Most instances of one service.
+pub const MAX_INSTANCES: u32 = 10_000;
+
+/// What a task runs: a shell command line (`/bin/sh -c`), or an argv array
+/// executed directly (Mesos `CommandInfo.shell` = false).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CommandSpec {
+    /// Run by `/bin/sh -c`.
+    Shell(String),
+    /// `argv[0]` is the program.
+    Argv(Vec<String>),
+}
+
+/// A file the Mesos fetcher downloads into the sandbox (`CommandInfo.URI`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UriSpec {
+    /// The URL.
+    pub value: String,
+    /// Make the file executable.
+    #[serde(default)]
+    pub executable: bool,
+    /// Extract archives (Mesos default: true).
+    #[serde(default = "yes")]
+    pub extract: bool,
+    /// Let the fetcher cache it.
+    #[serde(default)]
+    pub cache: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Which executor runs the service's tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// The Mesos command executor (one per task).
+    #[default]
+    Command,
+    /// `mesos-appliance-executor`, fetched from the appliance; obeys `kamikaze`.
+    Appliance,
+}
+
+/// A placement constraint, written `field:OPERATOR[:value]` where `field` is
+/// `hostname` or an agent attribute name (Marathon's notation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Constraint {
+    /// At most one instance per distinct value of the field.
+    Unique { field: String },
+    /// The field's value matches the regex entirely.
+    Like { field: String, regex: String },
+    /// The field's value does not match the regex entirely.
+    Unlike { field: String, regex: String },
+}
+
+impl Constraint {
+    /// Parses `hostname:UNIQUE`, `rack:LIKE:r[12]`, `rack:UNLIKE:r3`.
+    pub fn parse(text: &str) -> Result<Constraint, String> {
+        let mut parts = text.splitn(3, ':');
+        let field = parts.next().unwrap_or_default().trim();
+        let op = parts.next().unwrap_or_default().trim();
+        let value = parts.next().map(str::trim);
+        if field.is_empty() {
+            return Err(format!(
+                "{text:?}: missing field (hostname or an attribute name)"
+            ));
+        }
+        let field = field.to_string();
+        match (op, value) {
+            ("UNIQUE", None) => Ok(Constraint::Unique { field }),
+            ("LIKE" | "UNLIKE", Some(regex)) if !regex.is_empty() => {
+                regex::Regex::new(&format!("^(?:{regex})$"))
+                    .map_err(|e| format!("{text:?}: bad regex: {e}"))?;
+                let regex = regex.to_string();
+                Ok(if op == "LIKE" {
+                    Constraint::Like { field, regex }
+                } else {
+                    Constraint::Unlike { field, regex }
+                })
+            }
+            ("LIKE" | "UNLIKE", _) => Err(format!("{text:?}: {op} needs a regex")),
+            ("UNIQUE", Some(_)) => Err(format!("{text:?}: UNIQUE takes no value")),
+            _ => Err(format!("{text:?}: operator must be UNIQUE, LIKE or UNLIKE")),
+        }
+    }
+}
+
+/// One service as users write it and as stored in ZooKeeper.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSpec {
+    /// `[a-z0-9-]`, 1–63 characters, starting with a letter or digit.
+    pub name: String,
+    /// The command each task runs.
+    pub command: CommandSpec,
+    /// CPUs per task (Mesos `cpus`), > 0.
+    pub cpus: f64,
+    /// Memory per task in MB (Mesos `mem`), ≥ 1.
+    pub mem: f64,
+    /// Disk per task in MB (Mesos `disk`).
+    #[serde(default)]
+    pub disk: f64,
+    /// Ports per task, taken from offered `ports` ranges; exported to the
+    /// task as `PORT0`, `PORT1`, … and `PORTS` (comma-separated).
+    #[serde(default)]
+    pub ports: u32,
+    /// Desired number of running tasks.
+    pub instances: u32,
+    /// Environment variables for the task.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Files to fetch into the sandbox.
+    #[serde(default)]
+    pub uris: Vec<UriSpec>,
+    /// Placement constraints (see [`Constraint::parse`]).
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    /// First delay before restarting a failed task of this service; doubles
+    /// per consecutive failure up to `restart_backoff_max`.
+    #[serde(default = "default_backoff", with = "humantime_serde")]
+    pub restart_backoff: Duration,
+    /// Cap of the restart backoff.
+    #[serde(default = "default_backoff_max", with = "humantime_serde")]
+    pub restart_backoff_max: Duration,
+    /// Time between SIGTERM and SIGKILL when a task is killed (Mesos `KillPolicy`).
+    #[serde(default = "default_grace", with = "humantime_serde")]
+    pub kill_grace_period: Duration,
+    /// Which executor runs the tasks.
+    #[serde(default)]
+    pub executor: ExecutorKind,
+}
+
+fn default_backoff() -> Duration {
+    Duration::from_secs(1)
+}
+
+fn default_backoff_max() -> Duration {
+    Duration::from_secs(60)
+}
+
+fn default_grace() -> Duration {
+    Duration::from_secs(5)
+}
+
+/// One problem with a field of a service spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// The field, e.g. `cpus` or `constraints[1]`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+fn problem(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+impl ServiceSpec {
+    /// Checks every field; returns all problems found (empty when valid).
+    pub fn validate(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= MAX_NAME_LEN
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !self.name.starts_with('-');
+        if !name_ok {
+            errors.push(problem(
+                "name",
+                format!("must be 1-{MAX_NAME_LEN} of [a-z0-9-], not starting with '-'"),
+            ));
+        }
+        match &self.command {
+            CommandSpec::Shell(line) if line.trim().is_empty() => {
+                errors.push(problem("command", "must not be empty"))
+            }
+            CommandSpec::Argv(argv) if argv.is_empty() || argv[0].is_empty() => {
+                errors.push(problem("command", "argv must name a program"))
+            }
+            _ => {}
+        }
+        if !(self.cpus.is_finite() && self.cpus >= 0.01) {
+            errors.push(problem("cpus", "must be at least 0.01"));
+        }
+        if !(self.mem.is_finite() && self.mem >= 1.0) {
+            errors.push(problem("mem", "must be at least 1 (MB)"));
+        }
+        if !(self.disk.is_finite() && self.disk >= 0.0) {
+            errors.push(problem("disk", "must be 0 or more (MB)"));
+        }
+        if self.ports > 100 {
+            errors.push(problem("ports", "at most 100 ports per task"));
+        }
+        if self.instances > MAX_INSTANCES {
+            errors.push(problem("instances", format!("at most {MAX_INSTANCES}")));
+        }
+        for key in self.env.keys() {
+            let ok = !key.is_empty()
+                && !key.starts_with(|c: char| c.is_ascii_digit())
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                errors.push(problem(format!("env.{key}"), "not a valid variable name"));
+            }
+        }
+        for (i, uri) in self.uris.iter().enumerate() {
+            if uri.value.trim().is_empty() {
+                errors.push(problem(format!("uris[{i}]"), "must not be empty"));
+            }
+        }
+        for (i, text) in self.constraints.iter().enumerate() {
+            if let Err(e) = Constraint::parse(text) {
+                errors.push(problem(format!("constraints[{i}]"), e));
+            }
+        }
+        if self.restart_backoff.is_zero() || self.restart_backoff > self.restart_backoff_max {
+            errors.push(problem(
+                "restart_backoff",
+                "must be positive and not above restart_backoff_max",
+            ));
+        }
+        errors
+    }
+
+    /// The parsed constraints (invalid ones are skipped; call [`validate`](Self::validate) first).
+    pub fn parsed_constraints(&self) -> Vec<Constraint> {
+        self.constraints
+            .iter()
+            .filter_map(|c| Constraint::parse(c).ok())
+            .collect()
+    }
+
+    /// A short, stable fingerprint of everything that shapes a task (all but
+    /// `instances` and the restart backoff): tasks launched from an older
+    /// fingerprint are replaced by a rolling upgrade.
+    pub fn fingerprint(&self) -> String {
+        let mut shape = self.clone();
+        shape.instances = 0;
+        shape.restart_backoff = Duration::ZERO;
+        shape.restart_backoff_max = Duration::ZERO;
+        let text = serde_json::to_string(&shape).unwrap_or_default();
+        // FNV-1a: stable across builds and platforms, unlike std's hasher.
+        let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("{hash:016x}")
+    }
+}
+
+/// Parses a `--services` file: a JSON array of specs, each validated, names
+/// unique. Errors name the service (by index and name) and the field.
+pub fn parse_services_file(text: &str) -> Result<Vec<ServiceSpec>, String> {
+    let specs: Vec<ServiceSpec> =
+        serde_json::from_str(text).map_err(|e| format!("not a JSON array of services: {e}"))?;
+    let mut problems = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        for e in spec.validate() {
+            problems.push(format!("services[{i}] ({}): {e}", spec.name));
+        }
+        if specs[..i].iter().any(|s| s.name == spec.name) {
+            problems.push(format!("services[{i}]: duplicate name {:?}", spec.name));
+        }
+    }
+    if problems.is_empty() {
+        Ok(specs)
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: serde_json::Value) -> ServiceSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn minimal_spec_gets_defaults() {
+        let s = spec(
+            serde_json::json!({"name": "web", "command": "sleep 1", "cpus": 0.1, "mem": 32, "instances": 2}),
+        );
+        assert!(s.validate().is_empty());
+        assert_eq!(s.executor, ExecutorKind::Command);
+        assert_eq!(s.restart_backoff, Duration::from_secs(1));
+        assert_eq!(s.kill_grace_period, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn field_errors_name_each_field() {
+        let s = spec(
+            serde_json::json!({"name": "Bad Name", "command": "", "cpus": 0, "mem": 0,
+            "instances": 1, "constraints": ["hostname:UNIQUE", "rack:LIKE:(", "x:NEAR"], "env": {"1X": "y"}}),
+        );
+        let fields: Vec<String> = s.validate().into_iter().map(|e| e.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "name",
+                "command",
+                "cpus",
+                "mem",
+                "env.1X",
+                "constraints[1]",
+                "constraints[2]"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err =
+            serde_json::from_value::<ServiceSpec>(serde_json::json!({"name": "a", "command": "x",
+            "cpus": 1, "mem": 1, "instances": 1, "instnaces": 2}))
+            .unwrap_err();
+        assert!(err.to_string().contains("instnaces"));
+    }
+
+    #[test]
+    fn constraints_parse() {
+        assert_eq!(
+            Constraint::parse("hostname:UNIQUE").unwrap(),
+            Constraint::Unique {
+                field: "hostname".into()
+            }
+        );
+        assert!(matches!(
+            Constraint::parse("rack:LIKE:r[12]").unwrap(),
+            Constraint::Like { .. }
+        ));
+        assert!(Constraint::parse("rack:LIKE").is_err());
+        assert!(Constraint::parse(":UNIQUE").is_err());
+    }
+
+    #[test]
+    fn fingerprint_ignores_instances_only() {
+        let a = spec(
+            serde_json::json!({"name": "a", "command": ["sleep", "1"], "cpus": 0.1, "mem": 32, "instances": 1}),
+        );
+        let mut b = a.clone();
+        b.instances = 9;
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        b.mem = 64.0;
+        assert_ne!(a.fingerprint(), b.fingerprint());
+    }
+
+    #[test]
+    fn services_file_checks_names_and_fields() {
+        let ok = r#"[{"name":"a","command":"x","cpus":0.1,"mem":32,"instances":1}]"#;
+        assert_eq!(parse_services_file(ok).unwrap().len(), 1);
+        let dup = r#"[{"name":"a","command":"x","cpus":0.1,"mem":32,"instances":1},
+                      {"name":"a","command":"y","cpus":0.1,"mem":32,"instances":1}]"#;
+        assert!(
+            parse_services_file(dup)
+                .unwrap_err()
+                .contains("duplicate name")
+        );
+        assert!(parse_services_file("{}").is_err());
+    }
+}

@@ -1,0 +1,266 @@
+//! The immutable picture of the scheduler that the web layer reads.
+//!
+//! The leader's core actor publishes a new [`Snapshot`] after each change; a
+//! replica that does not lead publishes a *standby* snapshot built from
+//! ZooKeeper (leader identity from the election, services and tasks from
+//! their stores). Either way it travels on one `watch::Receiver<Arc<Snapshot>>`,
+//! so handlers never lock scheduler state. Tasks are shared `Arc`s: a new
+//! snapshot copies pointers, not records.
+//!
+//! Every type here serializes to the JSON of DESIGN.md §5 (`/api/v1/state`,
+//! `/api/v1/tasks`, …), snake_case keys, times in seconds since the UNIX epoch.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::records::TaskRecord;
+use super::services::ServiceSpec;
+use crate::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
+
+/// Where the framework stands, as `framework.state` in `/api/v1/state`
+/// (DESIGN.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameworkState {
+    /// This replica does not lead.
+    Standby,
+    /// Leading; subscribing to the master (also between re-subscriptions).
+    Subscribing,
+    /// Leading and subscribed.
+    Subscribed,
+    /// Leading; the subscription broke and is being re-established.
+    Disconnected,
+    /// The master removed the framework (failover timeout passed or torn
+    /// down); waiting for the reregister action or `--on-framework-removed`.
+    Removed,
+    /// Another scheduler took over the framework ID (ERROR "Framework
+    /// failed over"); this replica stepped back.
+    FailedOver,
+    /// A newer deployment fenced this replica; it is stopping.
+    Fenced,
+}
+
+impl FrameworkState {
+    /// The snake_case name used in JSON and on the dashboard.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrameworkState::Standby => "standby",
+            FrameworkState::Subscribing => "subscribing",
+            FrameworkState::Subscribed => "subscribed",
+            FrameworkState::Disconnected => "disconnected",
+            FrameworkState::Removed => "removed",
+            FrameworkState::FailedOver => "failed_over",
+            FrameworkState::Fenced => "fenced",
+        }
+    }
+}
+
+/// The framework as `/api/v1/state` shows it under `framework`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameworkStatus {
+    /// The framework ID (plain string); `None` before the first SUBSCRIBED.
+    pub id: Option<String>,
+    /// `FrameworkInfo.name`.
+    pub name: String,
+    /// `FrameworkInfo.role`.
+    pub role: String,
+    /// See [`FrameworkState`].
+    pub state: FrameworkState,
+    /// Why the state is what it is, when that matters (removed, failed over,
+    /// fenced, refusing to register, ...).
+    pub reason: Option<String>,
+    /// `FrameworkInfo.failover_timeout` in seconds.
+    pub failover_timeout_seconds: f64,
+    /// Base URL of the leading Mesos master, when known.
+    pub master: Option<String>,
+    /// That master's version (`MasterInfo.version`).
+    pub master_version: Option<String>,
+    /// When the current subscription began.
+    pub subscribed_at: Option<f64>,
+    /// When the last event of any kind (heartbeats too) arrived.
+    pub last_event_at: Option<f64>,
+    /// The master's heartbeat interval in seconds.
+    pub heartbeat_interval_seconds: Option<f64>,
+    /// The deployment strategy this replica runs with.
+    pub strategy: Strategy,
+}
+
+/// A service with its desired and actual task counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceStatus {
+    /// The spec.
+    pub spec: ServiceSpec,
+    /// Tasks in TASK_RUNNING.
+    pub running: u32,
+    /// Tasks launched but not running yet (STAGING, STARTING).
+    pub starting: u32,
+    /// Tasks being killed.
+    pub killing: u32,
+    /// Consecutive failed tasks (drives the restart backoff).
+    pub consecutive_failures: u32,
+    /// No new task is launched before this time (restart backoff).
+    pub next_launch_after: Option<f64>,
+}
+
+/// An offer the leader holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OfferSummary {
+    /// Offer ID.
+    pub id: String,
+    /// Agent ID.
+    pub agent_id: String,
+    /// Agent hostname.
+    pub hostname: String,
+    /// Offered CPUs.
+    pub cpus: f64,
+    /// Offered memory, MB.
+    pub mem: f64,
+    /// Offered disk, MB.
+    pub disk: f64,
+    /// Offered port ranges, Mesos text form (`[31000-32000]`).
+    pub ports: String,
+    /// When it arrived.
+    pub received_at: f64,
+    /// When it will be declined if unused (`--offer-ttl`).
+    pub expires_at: f64,
+}
+
+/// Which reconciliation (Mesos reconciliation guide, mesos-notes §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReconcileKind {
+    /// RECONCILE naming every non-terminal task, retried with backoff.
+    Explicit,
+    /// RECONCILE with no tasks: the master reports every task it knows.
+    Implicit,
+}
+
+/// One reconciliation run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReconcileRun {
+    /// Explicit or implicit.
+    pub kind: ReconcileKind,
+    /// Why it ran: `subscribed`, `periodic`, `manual`.
+    pub trigger: String,
+    /// Start time.
+    pub started_at: f64,
+    /// End time, `None` while running.
+    pub finished_at: Option<f64>,
+    /// Tasks asked about (explicit) — 0 for implicit.
+    pub asked: usize,
+    /// Tasks answered so far.
+    pub answered: usize,
+    /// Tasks never answered (explicit runs that gave up).
+    pub unanswered: Vec<String>,
+    /// RECONCILE calls sent (retries included).
+    pub calls: u32,
+    /// `running`, `converged`, `aborted` (gave up after the abort timeout),
+    /// `superseded` or `cancelled` (leadership or subscription lost).
+    pub outcome: String,
+}
+
+/// Reconciliation history for the overview.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReconciliationStatus {
+    /// The run in progress.
+    pub running: Option<ReconcileRun>,
+    /// Recent finished runs, newest last.
+    pub history: Vec<ReconcileRun>,
+}
+
+/// Something worth showing on the events page: ERRORs, failovers,
+/// leadership changes, actions, subscriptions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventEntry {
+    /// When, seconds since the UNIX epoch.
+    pub at: f64,
+    /// A short kind: `error`, `subscribed`, `disconnected`, `leadership`,
+    /// `action`, `reconcile`, `kill`, `launch`, `agent`, `framework`.
+    pub kind: String,
+    /// What happened, in an operator's words.
+    pub message: String,
+}
+
+/// Everything the web layer shows, as of `at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// When this snapshot was made.
+    pub at: f64,
+    /// This replica.
+    pub replica: ReplicaInfo,
+    /// This replica's place in the election (the leader's info on followers).
+    pub leadership: Leadership,
+    /// The framework.
+    pub framework: FrameworkStatus,
+    /// The deployment record, when known.
+    pub deployment: Option<DeploymentRecord>,
+    /// Services with their counts.
+    pub services: Vec<ServiceStatus>,
+    /// Task records, sorted by task ID.
+    pub tasks: Vec<Arc<TaskRecord>>,
+    /// Offers held (leader only).
+    pub offers: Vec<OfferSummary>,
+    /// Reconciliation runs.
+    pub reconciliation: ReconciliationStatus,
+    /// Recent events, oldest first.
+    pub events: Vec<EventEntry>,
+}
+
+impl Snapshot {
+    /// An empty standby snapshot for `replica` (before anything is known).
+    pub fn standby(
+        replica: ReplicaInfo,
+        framework_name: &str,
+        role: &str,
+        strategy: Strategy,
+    ) -> Snapshot {
+        Snapshot {
+            at: crate::util::unix_now_secs(),
+            replica,
+            leadership: Leadership::Candidate,
+            framework: FrameworkStatus {
+                id: None,
+                name: framework_name.to_string(),
+                role: role.to_string(),
+                state: FrameworkState::Standby,
+                reason: None,
+                failover_timeout_seconds: 0.0,
+                master: None,
+                master_version: None,
+                subscribed_at: None,
+                last_event_at: None,
+                heartbeat_interval_seconds: None,
+                strategy,
+            },
+            deployment: None,
+            services: Vec::new(),
+            tasks: Vec::new(),
+            offers: Vec::new(),
+            reconciliation: ReconciliationStatus::default(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Number of tasks in each Mesos state, e.g. `[("TASK_RUNNING", 20)]`,
+    /// sorted by state name.
+    pub fn task_counts(&self) -> Vec<(String, usize)> {
+        let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+        for t in &self.tasks {
+            *counts.entry(t.state.as_str()).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    /// The leader's advertised URL, when another replica leads.
+    pub fn leader_url(&self) -> Option<String> {
+        match &self.leadership {
+            Leadership::Leader { .. } => Some(self.replica.advertised_url.clone()),
+            Leadership::Follower { leader } => leader.as_ref().map(|l| l.advertised_url.clone()),
+            _ => None,
+        }
+    }
+}
