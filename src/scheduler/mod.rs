@@ -7,9 +7,17 @@
 //! - [`commands`]: web → scheduler commands with replies, and [`SchedulerHandle`].
 
 pub mod commands;
+pub mod config;
+pub mod kills;
+pub mod metrics;
+pub mod offers;
+pub mod placement;
+pub mod reconcile;
 pub mod records;
 pub mod services;
 pub mod snapshot;
+pub mod taskinfo;
+pub mod workload;
 
 pub use commands::{Command, CommandError, KamikazeResult, Reply, SchedulerHandle, TeardownResult};
 pub use records::{KillRequest, StatusEntry, TaskRecord};

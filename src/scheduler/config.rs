@@ -1,0 +1,109 @@
+//! Settings of the scheduler core, with the defaults the CLI documents.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::reconcile::ReconcilerConfig;
+use crate::coordination::Strategy;
+
+/// What to do when the master says the framework was removed (DESIGN.md §2a).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFrameworkRemoved {
+    /// Enter state `removed` and wait for the operator's reregister action.
+    #[default]
+    Wait,
+    /// Clear the stale ID and task records and register a new framework.
+    Reregister,
+}
+
+/// Everything the core needs to know that does not come from ZooKeeper.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// `FrameworkInfo.name`.
+    pub framework_name: String,
+    /// `FrameworkInfo.role`.
+    pub role: String,
+    /// `FrameworkInfo.user`: the Unix user tasks run as on the agents.
+    pub user: String,
+    /// `FrameworkInfo.principal` (also the HTTP basic-auth principal).
+    pub principal: Option<String>,
+    /// `FrameworkInfo.failover_timeout`: how long the master keeps the
+    /// framework (and its tasks) after the scheduler disconnects.
+    pub failover_timeout: Duration,
+    /// `FrameworkInfo.hostname`.
+    pub hostname: String,
+    /// `FrameworkInfo.webui_url` (this replica's advertised URL).
+    pub webui_url: String,
+    /// The deployment strategy (DESIGN.md §2).
+    pub strategy: Strategy,
+    /// Behaviour when the framework was removed.
+    pub on_framework_removed: OnFrameworkRemoved,
+    /// Unused offers are declined after this long (`--offer-ttl`).
+    pub offer_ttl: Duration,
+    /// Gone offers are remembered this long (`--offer-linger-ttl`).
+    pub offer_linger: Duration,
+    /// Filter sent with declines when nothing is pending
+    /// (`--decline-refuse-seconds`), in seconds.
+    pub decline_refuse_seconds: f64,
+    /// Reconciliation timing (`--reconcile-*`, `--explicit-reconcile-*`).
+    pub reconcile: ReconcilerConfig,
+    /// The stored framework ID is re-read this often and compared
+    /// (`--framework-id-refresh-interval`).
+    pub framework_id_refresh_interval: Duration,
+    /// First KILL retry; doubles up to `kill_retry_max`.
+    pub kill_retry_min: Duration,
+    /// Cap of the KILL retry backoff.
+    pub kill_retry_max: Duration,
+    /// A task in TASK_STAGING or TASK_STARTING longer than this is killed
+    /// and replaced.
+    pub transient_timeout: Duration,
+    /// Terminal task records are deleted from ZooKeeper after this long.
+    pub terminal_retention: Duration,
+    /// URL the Mesos fetcher downloads `mesos-appliance-executor` from
+    /// (`<advertised URL>/executor/mesos-appliance-executor`).
+    pub executor_url: Option<String>,
+    /// Resources of one `mesos-appliance-executor` (one per task).
+    pub executor_cpus: f64,
+    /// Memory of one `mesos-appliance-executor`, MB.
+    pub executor_mem: f64,
+    /// Snapshots are published at most this often.
+    pub snapshot_interval: Duration,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            framework_name: "mesos-appliance".into(),
+            role: "*".into(),
+            user: std::env::var("USER").unwrap_or_else(|_| "root".into()),
+            principal: None,
+            failover_timeout: Duration::from_secs(7 * 24 * 3600),
+            hostname: "localhost".into(),
+            webui_url: String::new(),
+            strategy: Strategy::Failover,
+            on_framework_removed: OnFrameworkRemoved::Wait,
+            offer_ttl: Duration::from_secs(10),
+            offer_linger: Duration::from_secs(120),
+            decline_refuse_seconds: 120.0,
+            reconcile: ReconcilerConfig {
+                interval: Duration::from_secs(15 * 60),
+                initial_delay: Duration::from_secs(60),
+                cooldown: Duration::from_secs(30),
+                explicit_max_backoff: Duration::from_secs(60),
+                explicit_abort_timeout: Duration::from_secs(300),
+                implicit_window: Duration::from_secs(10),
+            },
+            framework_id_refresh_interval: Duration::from_secs(30),
+            kill_retry_min: Duration::from_secs(5),
+            kill_retry_max: Duration::from_secs(60),
+            transient_timeout: Duration::from_secs(300),
+            terminal_retention: Duration::from_secs(3600),
+            executor_url: None,
+            executor_cpus: 0.05,
+            executor_mem: 32.0,
+            snapshot_interval: Duration::from_millis(200),
+        }
+    }
+}

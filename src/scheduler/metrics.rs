@@ -1,0 +1,136 @@
+//! Prometheus metrics of the scheduler core (served at `/metrics` by the web
+//! layer in the OpenMetrics text format). Counters get `_total` appended by
+//! the encoder.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Labels of a status update.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpdateLabels {
+    /// Mesos state name.
+    pub state: String,
+    /// Mesos source name.
+    pub source: String,
+    /// Mesos reason name, or `none`.
+    pub reason: String,
+}
+
+/// What happened to an offer.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OfferLabels {
+    /// `received`, `used`, `declined`, `expired`, `rescinded`.
+    pub event: String,
+}
+
+/// A reconciliation run's kind and outcome.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// `explicit` or `implicit`.
+    pub kind: String,
+    /// `converged`, `aborted`, `superseded`, `cancelled`.
+    pub outcome: String,
+}
+
+/// Every metric the core updates. Clones share the underlying values.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// Status updates received, by state, source and reason.
+    pub status_updates: Family<UpdateLabels, Counter>,
+    /// Offers by what happened to them.
+    pub offers: Family<OfferLabels, Counter>,
+    /// Tasks launched (sent in an ACCEPT).
+    pub launches: Counter,
+    /// KILL calls sent.
+    pub kills: Counter,
+    /// Reconciliation runs by kind and outcome.
+    pub reconciliations: Family<ReconcileLabels, Counter>,
+    /// Duration of finished reconciliation runs, seconds.
+    pub reconciliation_seconds: Histogram,
+    /// 1 while this replica holds a subscription; the sum over replicas must be 1.
+    pub framework_subscribed: Gauge,
+    /// 1 while this replica leads.
+    pub leader: Gauge,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &mut Registry) -> Metrics {
+        let m = Metrics {
+            status_updates: Family::default(),
+            offers: Family::default(),
+            launches: Counter::default(),
+            kills: Counter::default(),
+            reconciliations: Family::default(),
+            reconciliation_seconds: Histogram::new([0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0]),
+            framework_subscribed: Gauge::default(),
+            leader: Gauge::default(),
+        };
+        registry.register(
+            "status_updates",
+            "Task status updates received",
+            m.status_updates.clone(),
+        );
+        registry.register(
+            "offers",
+            "Offers by what happened to them",
+            m.offers.clone(),
+        );
+        registry.register("task_launches", "Tasks launched", m.launches.clone());
+        registry.register("task_kills", "KILL calls sent", m.kills.clone());
+        registry.register(
+            "reconciliations",
+            "Reconciliation runs by kind and outcome",
+            m.reconciliations.clone(),
+        );
+        registry.register(
+            "reconciliation_duration_seconds",
+            "Duration of finished reconciliation runs",
+            m.reconciliation_seconds.clone(),
+        );
+        registry.register(
+            "framework_subscribed",
+            "1 while this replica holds the framework's subscription",
+            m.framework_subscribed.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica is the elected leader",
+            m.leader.clone(),
+        );
+        m
+    }
+
+    /// Counts one offer event.
+    pub fn offer(&self, event: &str, n: u64) {
+        self.offers
+            .get_or_create(&OfferLabels {
+                event: event.into(),
+            })
+            .inc_by(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_encode_with_their_names() {
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry);
+        m.framework_subscribed.set(1);
+        m.offer("received", 3);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("framework_subscribed 1"), "{text}");
+        assert!(
+            text.contains("offers_total{event=\"received\"} 3"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,315 @@
+//! Placement: first fit of missing task instances onto held offers, honouring
+//! constraints, taking ports from offered ranges, several tasks per offer.
+//! Pure: it subtracts planned resources from the offers' `remaining` and
+//! returns what to launch; the core does the I/O.
+
+use std::collections::HashMap;
+
+use super::offers::OfferRegistry;
+use super::services::{Constraint, ServiceSpec};
+use crate::mesos::resources::{self, Resources};
+use crate::mesos::v1;
+
+/// Instances of one service to place.
+#[derive(Debug, Clone)]
+pub struct Demand<'a> {
+    /// The service.
+    pub spec: &'a ServiceSpec,
+    /// Instance numbers to launch, in order.
+    pub missing: Vec<u32>,
+    /// Agents (ID, hostname) of the service's live tasks, for UNIQUE.
+    pub occupied: Vec<(String, String)>,
+    /// Extra resources each task needs for its executor (our executor runs
+    /// one per task; the command executor needs none at the master).
+    pub executor_resources: Resources,
+}
+
+/// One task to launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// Service name.
+    pub service: String,
+    /// Instance number.
+    pub instance: u32,
+    /// The offer it goes on.
+    pub offer_id: String,
+    /// That offer's agent.
+    pub agent_id: String,
+    /// That agent's hostname.
+    pub hostname: String,
+    /// Host ports taken from the offer's `ports` ranges.
+    pub ports: Vec<u64>,
+}
+
+/// The value of a constraint field on an agent: its hostname or an attribute.
+fn field_value(field: &str, hostname: &str, attributes: &[v1::Attribute]) -> Option<String> {
+    if field == "hostname" {
+        return Some(hostname.to_string());
+    }
+    attributes
+        .iter()
+        .find(|a| a.name == field)
+        .map(resources::attribute_text)
+}
+
+fn matches(regex: &str, value: &str) -> bool {
+    regex::Regex::new(&format!("^(?:{regex})$")).is_ok_and(|r| r.is_match(value))
+}
+
+/// True when a task of the service may go on this agent.
+fn satisfies(
+    constraints: &[Constraint],
+    hostname: &str,
+    attributes: &[v1::Attribute],
+    occupied: &[(String, String)],
+    agent_attributes: &HashMap<String, Vec<v1::Attribute>>,
+) -> bool {
+    constraints.iter().all(|c| match c {
+        Constraint::Like { field, regex } => {
+            field_value(field, hostname, attributes).is_some_and(|v| matches(regex, &v))
+        }
+        Constraint::Unlike { field, regex } => {
+            field_value(field, hostname, attributes).is_none_or(|v| !matches(regex, &v))
+        }
+        Constraint::Unique { field } => {
+            let Some(mine) = field_value(field, hostname, attributes) else {
+                return false;
+            };
+            !occupied.iter().any(|(agent, host)| {
+                let attrs = agent_attributes
+                    .get(agent)
+                    .map(Vec::as_slice)
+                    .unwrap_or(&[]);
+                field_value(field, host, attrs).as_deref() == Some(mine.as_str())
+            })
+        }
+    })
+}
+
+/// The lowest `count` ports of `available`, or `None` if there are fewer.
+fn take_ports(available: &[(u64, u64)], count: u32) -> Option<Vec<u64>> {
+    let mut out = Vec::with_capacity(count as usize);
+    for &(begin, end) in available {
+        let mut port = begin;
+        while port <= end && out.len() < count as usize {
+            out.push(port);
+            port += 1;
+        }
+        if out.len() == count as usize {
+            return Some(out);
+        }
+    }
+    (out.len() == count as usize).then_some(out)
+}
+
+/// The scalar resources one task of `spec` takes (cpus, mem, disk).
+pub fn task_resources(spec: &ServiceSpec) -> Resources {
+    let mut r = Resources::new();
+    r.add_scalar("cpus", spec.cpus);
+    r.add_scalar("mem", spec.mem);
+    if spec.disk > 0.0 {
+        r.add_scalar("disk", spec.disk);
+    }
+    r
+}
+
+/// Places as many demanded instances as fit, first fit over offers in
+/// arrival order, services in the given order. `agent_attributes` maps agent
+/// IDs to attributes seen in their offers (for UNIQUE on attributes).
+pub fn plan(
+    demands: &[Demand<'_>],
+    offers: &mut OfferRegistry,
+    agent_attributes: &HashMap<String, Vec<v1::Attribute>>,
+) -> Vec<Planned> {
+    let mut planned = Vec::new();
+    let order: Vec<String> = offers.iter().map(|o| o.id().to_string()).collect();
+    for demand in demands {
+        let constraints = demand.spec.parsed_constraints();
+        let mut need = task_resources(demand.spec);
+        need.add(&demand.executor_resources);
+        let mut occupied = demand.occupied.clone();
+        'instances: for &instance in &demand.missing {
+            for id in &order {
+                let Some(offer) = offers.get_mut(id) else {
+                    continue;
+                };
+                if !offer.remaining.contains(&need) {
+                    continue;
+                }
+                let hostname = offer.offer.hostname.clone();
+                let agent_id = offer.agent_id().to_string();
+                if !satisfies(
+                    &constraints,
+                    &hostname,
+                    &offer.offer.attributes,
+                    &occupied,
+                    agent_attributes,
+                ) {
+                    continue;
+                }
+                let Some(ports) = take_ports(offer.remaining.ranges("ports"), demand.spec.ports)
+                else {
+                    continue;
+                };
+                offer.remaining.subtract(&need);
+                let taken: Vec<(u64, u64)> = ports.iter().map(|p| (*p, *p)).collect();
+                let mut port_resources = Resources::new();
+                port_resources.add_ranges("ports", &taken);
+                offer.remaining.subtract(&port_resources);
+                occupied.push((agent_id.clone(), hostname.clone()));
+                planned.push(Planned {
+                    service: demand.spec.name.clone(),
+                    instance,
+                    offer_id: id.clone(),
+                    agent_id,
+                    hostname,
+                    ports,
+                });
+                continue 'instances;
+            }
+        }
+    }
+    planned
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn spec(json: serde_json::Value) -> ServiceSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn registry(offers: &[(&str, &str, &str, &str, &str)]) -> OfferRegistry {
+        let mut r = OfferRegistry::new(Duration::from_secs(60), Duration::from_secs(60));
+        for (i, (id, agent, host, res, attrs)) in offers.iter().enumerate() {
+            let offer = v1::Offer {
+                id: v1::OfferId {
+                    value: id.to_string(),
+                },
+                agent_id: v1::AgentId {
+                    value: agent.to_string(),
+                },
+                hostname: host.to_string(),
+                resources: Resources::parse(res).unwrap().to_protos(None),
+                attributes: resources::parse_attributes(attrs).unwrap(),
+                ..Default::default()
+            };
+            r.add(offer, Instant::now() + Duration::from_millis(i as u64), 0.0);
+        }
+        r
+    }
+
+    fn demand<'a>(spec: &'a ServiceSpec, missing: &[u32]) -> Demand<'a> {
+        Demand {
+            spec,
+            missing: missing.to_vec(),
+            occupied: vec![],
+            executor_resources: Resources::new(),
+        }
+    }
+
+    #[test]
+    fn several_tasks_per_offer_with_ports() {
+        let s = spec(
+            serde_json::json!({"name": "web", "command": "x", "cpus": 1, "mem": 100, "ports": 2, "instances": 3}),
+        );
+        let mut offers = registry(&[
+            ("o1", "a1", "h1", "cpus:2;mem:1000;ports:[31000-31002]", ""),
+            ("o2", "a2", "h2", "cpus:4;mem:1000;ports:[32000-32010]", ""),
+        ]);
+        let planned = plan(&[demand(&s, &[0, 1, 2])], &mut offers, &HashMap::new());
+        let placed: Vec<(&str, Vec<u64>)> = planned
+            .iter()
+            .map(|p| (p.offer_id.as_str(), p.ports.clone()))
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                ("o1", vec![31000, 31001]),
+                ("o2", vec![32000, 32001]),
+                ("o2", vec![32002, 32003])
+            ]
+        );
+        let o1 = offers.iter().next().unwrap();
+        assert_eq!(o1.remaining.scalar("cpus"), 1.0);
+        assert_eq!(o1.remaining.ranges("ports"), &[(31002, 31002)]);
+    }
+
+    #[test]
+    fn hostname_unique_spreads_and_stops_when_hosts_run_out() {
+        let s = spec(
+            serde_json::json!({"name": "u", "command": "x", "cpus": 0.1, "mem": 10, "instances": 3, "constraints": ["hostname:UNIQUE"]}),
+        );
+        let mut offers = registry(&[
+            ("o1", "a1", "h1", "cpus:4;mem:1000", ""),
+            ("o2", "a2", "h2", "cpus:4;mem:1000", ""),
+        ]);
+        let mut d = demand(&s, &[1, 2]);
+        d.occupied = vec![("a1".into(), "h1".into())];
+        let planned = plan(&[d], &mut offers, &HashMap::new());
+        assert_eq!(
+            planned.len(),
+            1,
+            "h1 is taken by instance 0; only h2 is left"
+        );
+        assert_eq!(planned[0].hostname, "h2");
+    }
+
+    #[test]
+    fn like_and_unlike_on_attributes() {
+        let like = spec(
+            serde_json::json!({"name": "l", "command": "x", "cpus": 0.1, "mem": 10, "instances": 1, "constraints": ["rack:LIKE:r[12]"]}),
+        );
+        let unlike = spec(
+            serde_json::json!({"name": "n", "command": "x", "cpus": 0.1, "mem": 10, "instances": 1, "constraints": ["rack:UNLIKE:r[12]"]}),
+        );
+        let mut offers = registry(&[
+            ("o1", "a1", "h1", "cpus:1;mem:100", "rack:r3"),
+            ("o2", "a2", "h2", "cpus:1;mem:100", "rack:r2"),
+        ]);
+        let planned = plan(
+            &[demand(&like, &[0]), demand(&unlike, &[0])],
+            &mut offers,
+            &HashMap::new(),
+        );
+        assert_eq!(planned[0].hostname, "h2");
+        assert_eq!(planned[1].hostname, "h1");
+    }
+
+    #[test]
+    fn unique_on_an_attribute_uses_known_agent_attributes() {
+        let s = spec(
+            serde_json::json!({"name": "z", "command": "x", "cpus": 0.1, "mem": 10, "instances": 2, "constraints": ["zone:UNIQUE"]}),
+        );
+        let mut offers = registry(&[
+            ("o1", "a1", "h1", "cpus:1;mem:100", "zone:a"),
+            ("o2", "a3", "h3", "cpus:1;mem:100", "zone:b"),
+        ]);
+        let mut attrs = HashMap::new();
+        attrs.insert(
+            "a2".to_string(),
+            resources::parse_attributes("zone:a").unwrap(),
+        );
+        let mut d = demand(&s, &[1]);
+        d.occupied = vec![("a2".into(), "h2".into())];
+        let planned = plan(&[d], &mut offers, &attrs);
+        assert_eq!(
+            planned[0].hostname, "h3",
+            "zone a is taken by the task on a2"
+        );
+    }
+
+    #[test]
+    fn nothing_fits_nothing_planned() {
+        let s = spec(
+            serde_json::json!({"name": "big", "command": "x", "cpus": 8, "mem": 10, "instances": 1}),
+        );
+        let mut offers = registry(&[("o1", "a1", "h1", "cpus:4;mem:1000", "")]);
+        assert!(plan(&[demand(&s, &[0])], &mut offers, &HashMap::new()).is_empty());
+        assert_eq!(take_ports(&[(1, 2)], 3), None);
+        assert_eq!(take_ports(&[], 0), Some(vec![]));
+    }
+}

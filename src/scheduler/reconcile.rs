@@ -1,0 +1,490 @@
+//! Task reconciliation as the Mesos reconciliation guide describes it
+//! (`docs/reconciliation.md`, mesos-notes §5):
+//!
+//! - **explicit**: ask about every non-terminal task (with its agent ID);
+//!   wait with truncated exponential backoff; ask again about the tasks with
+//!   no update since the run started; stop when every task answered
+//!   (*converged*) or after the abort timeout (*aborted*, unanswered tasks
+//!   listed). Run after every (re-)subscription, then an implicit run to
+//!   surface tasks the scheduler does not know;
+//! - **implicit**: an empty RECONCILE; the master reports every task it
+//!   knows. Run periodically (after an initial delay) and on request.
+//!
+//! At most one run at a time; requests made while one runs are coalesced
+//! into it (same kind) or queued (one slot); a cooldown separates runs,
+//! except the explicit run a new subscription demands. Pure state machine
+//! over `Instant`s: the core feeds it updates and ticks, and sends what
+//! [`Reconciler::tick`] asks for.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::snapshot::{ReconcileKind, ReconcileRun, ReconciliationStatus};
+
+/// Runs kept in the history.
+const HISTORY: usize = 20;
+/// First wait of an explicit run before asking again.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Timing of reconciliation (the `--reconcile-*` and
+/// `--explicit-reconcile-*` flags).
+#[derive(Debug, Clone)]
+pub struct ReconcilerConfig {
+    /// Period of implicit reconciliation.
+    pub interval: Duration,
+    /// Delay before the first periodic run.
+    pub initial_delay: Duration,
+    /// Minimum time between the end of a run and the start of the next.
+    pub cooldown: Duration,
+    /// Cap of the explicit run's backoff between RECONCILE calls.
+    pub explicit_max_backoff: Duration,
+    /// An explicit run gives up after this long.
+    pub explicit_abort_timeout: Duration,
+    /// How long an implicit run stays open to count answers.
+    pub implicit_window: Duration,
+}
+
+/// What the core must do after a tick.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Send RECONCILE with these `(task ID, agent ID)` pairs; empty = implicit.
+    Send(Vec<(String, Option<String>)>),
+    /// A run ended (converged, aborted) — for events and metrics.
+    Finished(ReconcileRun),
+}
+
+#[derive(Debug)]
+struct Running {
+    view: ReconcileRun,
+    started: Instant,
+    /// Explicit: task ID → agent ID.
+    asked: BTreeMap<String, Option<String>>,
+    answered: HashSet<String>,
+    backoff: Duration,
+    next_send: Instant,
+    deadline: Instant,
+}
+
+/// The reconciliation state machine.
+#[derive(Debug)]
+pub struct Reconciler {
+    cfg: ReconcilerConfig,
+    running: Option<Running>,
+    queued: Option<(ReconcileKind, String)>,
+    last_end: Option<Instant>,
+    next_periodic: Option<Instant>,
+    history: VecDeque<ReconcileRun>,
+}
+
+impl Reconciler {
+    /// A reconciler whose first periodic run is due `initial_delay` after `now`.
+    pub fn new(cfg: ReconcilerConfig, now: Instant) -> Self {
+        let next_periodic = Some(now + cfg.initial_delay);
+        Reconciler {
+            cfg,
+            running: None,
+            queued: None,
+            last_end: None,
+            next_periodic,
+            history: VecDeque::new(),
+        }
+    }
+
+    /// A new subscription: whatever runs is superseded and an explicit run of
+    /// `tasks` starts at once (no cooldown), followed by an implicit one.
+    pub fn subscribed(
+        &mut self,
+        tasks: Vec<(String, Option<String>)>,
+        now: Instant,
+        now_secs: f64,
+    ) -> Vec<Action> {
+        let mut actions = self.finish("superseded", now, now_secs);
+        self.queued = Some((ReconcileKind::Implicit, "after explicit".into()));
+        actions.extend(self.start(ReconcileKind::Explicit, "subscribed", tasks, now, now_secs));
+        actions
+    }
+
+    /// The subscription or leadership is gone: the running run is cancelled
+    /// and nothing is queued.
+    pub fn cancel(&mut self, now: Instant, now_secs: f64) -> Vec<Action> {
+        self.queued = None;
+        self.finish("cancelled", now, now_secs)
+    }
+
+    /// A manual or periodic request. Returns the run it was merged into or
+    /// the run started; a queued request is reported with outcome `queued`.
+    pub fn request(
+        &mut self,
+        kind: ReconcileKind,
+        trigger: &str,
+        tasks: impl FnOnce() -> Vec<(String, Option<String>)>,
+        now: Instant,
+        now_secs: f64,
+    ) -> (ReconcileRun, Vec<Action>) {
+        if let Some(running) = &self.running {
+            if running.view.kind == kind {
+                return (running.view.clone(), Vec::new());
+            }
+            self.queue(kind, trigger);
+            return (self.placeholder(kind, trigger, now_secs), Vec::new());
+        }
+        if self.in_cooldown(now) {
+            self.queue(kind, trigger);
+            return (self.placeholder(kind, trigger, now_secs), Vec::new());
+        }
+        let actions = self.start(kind, trigger, tasks(), now, now_secs);
+        let view = self.running.as_ref().map(|r| r.view.clone());
+        (
+            view.unwrap_or_else(|| self.history.back().cloned().expect("a run just ended")),
+            actions,
+        )
+    }
+
+    fn queue(&mut self, kind: ReconcileKind, trigger: &str) {
+        // Explicit is the stronger request: it is never replaced by implicit.
+        if !matches!(self.queued, Some((ReconcileKind::Explicit, _))) {
+            self.queued = Some((kind, trigger.to_string()));
+        }
+    }
+
+    fn placeholder(&self, kind: ReconcileKind, trigger: &str, now_secs: f64) -> ReconcileRun {
+        ReconcileRun {
+            kind,
+            trigger: trigger.to_string(),
+            started_at: now_secs,
+            finished_at: None,
+            asked: 0,
+            answered: 0,
+            unanswered: Vec::new(),
+            calls: 0,
+            outcome: "queued".into(),
+        }
+    }
+
+    fn in_cooldown(&self, now: Instant) -> bool {
+        self.last_end
+            .is_some_and(|end| now.duration_since(end) < self.cfg.cooldown)
+    }
+
+    /// Records that `task_id` got an update at `now` (any update counts as
+    /// an answer, as the guide's algorithm uses arrival times);
+    /// `reconciliation` tells whether it was a reconciliation answer.
+    pub fn on_update(&mut self, task_id: &str, reconciliation: bool) {
+        let Some(running) = &mut self.running else {
+            return;
+        };
+        match running.view.kind {
+            ReconcileKind::Explicit => {
+                if running.asked.contains_key(task_id)
+                    && running.answered.insert(task_id.to_string())
+                {
+                    running.view.answered += 1;
+                }
+            }
+            ReconcileKind::Implicit => {
+                if reconciliation && running.answered.insert(task_id.to_string()) {
+                    running.view.answered += 1;
+                }
+            }
+        }
+    }
+
+    /// Advances time: retries, convergence, aborts, queued and periodic runs.
+    /// `tasks` lists the non-terminal tasks to ask about if an explicit run
+    /// starts.
+    pub fn tick(
+        &mut self,
+        now: Instant,
+        now_secs: f64,
+        tasks: impl FnOnce() -> Vec<(String, Option<String>)>,
+    ) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if let Some(running) = &mut self.running {
+            match running.view.kind {
+                ReconcileKind::Explicit => {
+                    let remaining: Vec<(String, Option<String>)> = running
+                        .asked
+                        .iter()
+                        .filter(|(t, _)| !running.answered.contains(*t))
+                        .map(|(t, a)| (t.clone(), a.clone()))
+                        .collect();
+                    if remaining.is_empty() {
+                        actions.extend(self.finish("converged", now, now_secs));
+                    } else if now >= running.deadline {
+                        running.view.unanswered = remaining.into_iter().map(|(t, _)| t).collect();
+                        actions.extend(self.finish("aborted", now, now_secs));
+                    } else if now >= running.next_send {
+                        running.backoff = (running.backoff * 2).min(self.cfg.explicit_max_backoff);
+                        running.next_send = now + running.backoff;
+                        running.view.calls += 1;
+                        actions.push(Action::Send(remaining));
+                    }
+                }
+                ReconcileKind::Implicit => {
+                    if now >= running.deadline {
+                        actions.extend(self.finish("converged", now, now_secs));
+                    }
+                }
+            }
+        }
+        if self.running.is_none() && !self.in_cooldown(now) {
+            let periodic_due = self.next_periodic.is_some_and(|at| now >= at);
+            let next = self.queued.take().or_else(|| {
+                periodic_due.then(|| (ReconcileKind::Implicit, "periodic".to_string()))
+            });
+            if let Some((kind, trigger)) = next {
+                if trigger == "periodic" || periodic_due {
+                    self.next_periodic = Some(now + self.cfg.interval);
+                }
+                let list = if kind == ReconcileKind::Explicit {
+                    tasks()
+                } else {
+                    Vec::new()
+                };
+                actions.extend(self.start(kind, &trigger, list, now, now_secs));
+            }
+        }
+        actions
+    }
+
+    fn start(
+        &mut self,
+        kind: ReconcileKind,
+        trigger: &str,
+        tasks: Vec<(String, Option<String>)>,
+        now: Instant,
+        now_secs: f64,
+    ) -> Vec<Action> {
+        let asked: BTreeMap<String, Option<String>> = tasks.into_iter().collect();
+        let mut running = Running {
+            view: ReconcileRun {
+                kind,
+                trigger: trigger.to_string(),
+                started_at: now_secs,
+                finished_at: None,
+                asked: asked.len(),
+                answered: 0,
+                unanswered: Vec::new(),
+                calls: 1,
+                outcome: "running".into(),
+            },
+            started: now,
+            backoff: FIRST_BACKOFF.min(self.cfg.explicit_max_backoff),
+            next_send: now + FIRST_BACKOFF.min(self.cfg.explicit_max_backoff),
+            deadline: now
+                + match kind {
+                    ReconcileKind::Explicit => self.cfg.explicit_abort_timeout,
+                    ReconcileKind::Implicit => self.cfg.implicit_window,
+                },
+            asked,
+            answered: HashSet::new(),
+        };
+        if kind == ReconcileKind::Explicit && running.asked.is_empty() {
+            // Nothing to ask: converged at once, nothing sent.
+            running.view.calls = 0;
+            self.running = Some(running);
+            return self.finish("converged", now, now_secs);
+        }
+        let send = Action::Send(
+            running
+                .asked
+                .iter()
+                .map(|(t, a)| (t.clone(), a.clone()))
+                .collect(),
+        );
+        self.running = Some(running);
+        vec![send]
+    }
+
+    fn finish(&mut self, outcome: &str, now: Instant, now_secs: f64) -> Vec<Action> {
+        let Some(mut running) = self.running.take() else {
+            return Vec::new();
+        };
+        running.view.outcome = outcome.to_string();
+        running.view.finished_at = Some(now_secs);
+        let _ = running.started;
+        self.last_end = Some(now);
+        self.history.push_back(running.view.clone());
+        while self.history.len() > HISTORY {
+            self.history.pop_front();
+        }
+        vec![Action::Finished(running.view)]
+    }
+
+    /// When [`tick`](Self::tick) next has something to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let run = self.running.as_ref().map(|r| match r.view.kind {
+            ReconcileKind::Explicit => r.next_send.min(r.deadline),
+            ReconcileKind::Implicit => r.deadline,
+        });
+        let cooldown_end = self.last_end.map(|e| e + self.cfg.cooldown);
+        let waiting = if self.queued.is_some() {
+            cooldown_end
+        } else {
+            match (self.next_periodic, cooldown_end) {
+                (Some(p), Some(c)) => Some(p.max(c)),
+                (p, _) => p,
+            }
+        };
+        match (run, waiting) {
+            (Some(r), _) => Some(r),
+            (None, w) => w,
+        }
+    }
+
+    /// The status shown on the overview.
+    pub fn status(&self) -> ReconciliationStatus {
+        ReconciliationStatus {
+            running: self.running.as_ref().map(|r| r.view.clone()),
+            history: self.history.iter().cloned().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> ReconcilerConfig {
+        ReconcilerConfig {
+            interval: Duration::from_secs(600),
+            initial_delay: Duration::from_secs(30),
+            cooldown: Duration::from_secs(5),
+            explicit_max_backoff: Duration::from_secs(8),
+            explicit_abort_timeout: Duration::from_secs(60),
+            implicit_window: Duration::from_secs(3),
+        }
+    }
+
+    fn tasks(ids: &[&str]) -> Vec<(String, Option<String>)> {
+        ids.iter()
+            .map(|t| (t.to_string(), Some("agent".to_string())))
+            .collect()
+    }
+
+    fn sent(actions: &[Action]) -> Vec<Vec<String>> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send(list) => Some(list.iter().map(|(t, _)| t.clone()).collect()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn outcome(actions: &[Action]) -> Option<String> {
+        actions.iter().find_map(|a| match a {
+            Action::Finished(run) => Some(run.outcome.clone()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn explicit_run_asks_again_with_backoff_until_every_task_answered() {
+        let t0 = Instant::now();
+        let mut r = Reconciler::new(cfg(), t0);
+        let first = r.subscribed(tasks(&["a", "b"]), t0, 0.0);
+        assert_eq!(sent(&first), [vec!["a", "b"]]);
+        r.on_update("a", true);
+        assert!(
+            r.tick(t0 + Duration::from_millis(500), 0.0, Vec::new)
+                .is_empty(),
+            "backoff 1 s"
+        );
+        let second = r.tick(t0 + Duration::from_secs(1), 0.0, Vec::new);
+        assert_eq!(sent(&second), [vec!["b"]], "only the unanswered task");
+        assert!(
+            r.tick(t0 + Duration::from_secs(2), 0.0, Vec::new)
+                .is_empty(),
+            "now 2 s"
+        );
+        assert_eq!(
+            sent(&r.tick(t0 + Duration::from_secs(3), 0.0, Vec::new)),
+            [vec!["b"]]
+        );
+        r.on_update("b", false);
+        let done = r.tick(t0 + Duration::from_secs(4), 4.0, Vec::new);
+        assert_eq!(outcome(&done).as_deref(), Some("converged"));
+        let run = &r.status().history[0];
+        assert_eq!((run.asked, run.answered, run.calls), (2, 2, 3));
+    }
+
+    #[test]
+    fn backoff_is_truncated_and_the_run_aborts_with_the_unanswered_listed() {
+        let t0 = Instant::now();
+        let mut c = cfg();
+        c.explicit_abort_timeout = Duration::from_secs(40);
+        let mut r = Reconciler::new(c, t0);
+        r.subscribed(tasks(&["silent"]), t0, 0.0);
+        let mut sends = Vec::new();
+        let mut t = 0;
+        while t <= 40 {
+            let actions = r.tick(t0 + Duration::from_secs(t), t as f64, Vec::new);
+            if !sent(&actions).is_empty() {
+                sends.push(t);
+            }
+            if let Some(o) = outcome(&actions) {
+                assert_eq!(o, "aborted");
+                break;
+            }
+            t += 1;
+        }
+        assert_eq!(sends, [1, 3, 7, 15, 23, 31, 39], "1, 2, 4, 8, 8, 8 s apart");
+        assert_eq!(r.status().history[0].unanswered, ["silent"]);
+    }
+
+    #[test]
+    fn implicit_follows_the_explicit_run_after_the_cooldown() {
+        let t0 = Instant::now();
+        let mut r = Reconciler::new(cfg(), t0);
+        r.subscribed(tasks(&[]), t0, 0.0);
+        assert_eq!(r.status().history[0].outcome, "converged", "nothing to ask");
+        assert!(
+            r.tick(t0 + Duration::from_secs(1), 1.0, Vec::new)
+                .is_empty(),
+            "cooldown"
+        );
+        let implicit = r.tick(t0 + Duration::from_secs(5), 5.0, Vec::new);
+        assert_eq!(sent(&implicit), [Vec::<String>::new()]);
+        r.on_update("x", true);
+        let done = r.tick(t0 + Duration::from_secs(8), 8.0, Vec::new);
+        assert_eq!(outcome(&done).as_deref(), Some("converged"));
+        assert_eq!(r.status().history[1].answered, 1);
+    }
+
+    #[test]
+    fn requests_are_coalesced_queued_and_periodic() {
+        let t0 = Instant::now();
+        let mut r = Reconciler::new(cfg(), t0);
+        let (run, actions) = r.request(ReconcileKind::Implicit, "manual", Vec::new, t0, 0.0);
+        assert_eq!((run.outcome.as_str(), sent(&actions).len()), ("running", 1));
+        let (merged, actions) = r.request(ReconcileKind::Implicit, "manual", Vec::new, t0, 0.0);
+        assert!(actions.is_empty());
+        assert_eq!(merged.started_at, run.started_at);
+        let (queued, _) = r.request(ReconcileKind::Explicit, "manual", || tasks(&["a"]), t0, 0.0);
+        assert_eq!(queued.outcome, "queued");
+        r.tick(t0 + Duration::from_secs(3), 3.0, Vec::new);
+        let started = r.tick(t0 + Duration::from_secs(8), 8.0, || tasks(&["a"]));
+        assert_eq!(sent(&started), [vec!["a"]]);
+        // The periodic run is due at 30 s; it waits for the explicit one.
+        r.on_update("a", false);
+        r.tick(t0 + Duration::from_secs(9), 9.0, Vec::new);
+        let periodic = r.tick(t0 + Duration::from_secs(30), 30.0, Vec::new);
+        assert_eq!(sent(&periodic), [Vec::<String>::new()]);
+        assert_eq!(r.status().running.unwrap().trigger, "periodic");
+    }
+
+    #[test]
+    fn cancel_ends_the_run_and_clears_the_queue() {
+        let t0 = Instant::now();
+        let mut r = Reconciler::new(cfg(), t0);
+        r.subscribed(tasks(&["a"]), t0, 0.0);
+        assert_eq!(outcome(&r.cancel(t0, 0.0)).as_deref(), Some("cancelled"));
+        assert!(r.status().running.is_none());
+        assert!(
+            r.tick(t0 + Duration::from_secs(6), 6.0, Vec::new)
+                .is_empty(),
+            "implicit dropped too"
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! Building the Mesos `TaskInfo` of a planned task from its service spec.
+//!
+//! With the command executor the task carries its `CommandInfo`. With our
+//! executor (`executor: "appliance"`) Mesos forbids both `command` and
+//! `executor` on one task (TASK_ERROR "Task should have at least one (but not
+//! both) of CommandInfo or ExecutorInfo present", validation.cpp), so the
+//! task's `CommandInfo` travels protobuf-encoded in `TaskInfo.data`, and the
+//! `ExecutorInfo` runs `./mesos-appliance-executor`, fetched from the
+//! appliance (`CommandInfo.URI` with `executable` and `cache`).
+
+use prost::Message;
+
+use super::placement::{Planned, task_resources};
+use super::services::{CommandSpec, ExecutorKind, ServiceSpec};
+use crate::mesos::resources::Resources;
+use crate::mesos::v1::{self, command_info, environment, executor_info};
+
+/// Name of our executor binary, as fetched into the sandbox.
+pub const EXECUTOR_BINARY: &str = "mesos-appliance-executor";
+
+/// A task ID: `<service>.<instance>.<uuid>`.
+pub fn new_task_id(service: &str, instance: u32) -> String {
+    format!("{service}.{instance}.{}", uuid::Uuid::new_v4())
+}
+
+/// The executor ID of our executor for a task: one executor per task.
+pub fn executor_id(task_id: &str) -> String {
+    format!("{EXECUTOR_BINARY}.{task_id}")
+}
+
+/// Where and what our executor is: the fetch URL and its resources.
+#[derive(Debug, Clone)]
+pub struct ExecutorSource {
+    /// URL of the binary (`<advertised URL>/executor/mesos-appliance-executor`).
+    pub url: String,
+    /// CPUs of one executor.
+    pub cpus: f64,
+    /// Memory of one executor, MB.
+    pub mem: f64,
+}
+
+impl ExecutorSource {
+    /// The executor's own resources.
+    pub fn resources(&self) -> Resources {
+        let mut r = Resources::new();
+        r.add_scalar("cpus", self.cpus);
+        r.add_scalar("mem", self.mem);
+        r
+    }
+}
+
+/// The task's `CommandInfo`: shell or argv, environment (the service's plus
+/// `PORT0…`, `PORTS`, `APPLIANCE_SERVICE`, `APPLIANCE_INSTANCE`) and URIs.
+pub fn command_info(spec: &ServiceSpec, planned: &Planned) -> v1::CommandInfo {
+    let mut variables: Vec<environment::Variable> =
+        spec.env.iter().map(|(k, v)| variable(k, v)).collect();
+    for (i, port) in planned.ports.iter().enumerate() {
+        variables.push(variable(&format!("PORT{i}"), &port.to_string()));
+    }
+    if let Some(first) = planned.ports.first() {
+        variables.push(variable("PORT", &first.to_string()));
+    }
+    let ports: Vec<String> = planned.ports.iter().map(u64::to_string).collect();
+    variables.push(variable("PORTS", &ports.join(",")));
+    variables.push(variable("APPLIANCE_SERVICE", &spec.name));
+    variables.push(variable(
+        "APPLIANCE_INSTANCE",
+        &planned.instance.to_string(),
+    ));
+    let (value, shell, arguments) = match &spec.command {
+        CommandSpec::Shell(line) => (line.clone(), true, Vec::new()),
+        CommandSpec::Argv(argv) => (argv[0].clone(), false, argv.clone()),
+    };
+    v1::CommandInfo {
+        uris: spec
+            .uris
+            .iter()
+            .map(|u| command_info::Uri {
+                value: u.value.clone(),
+                executable: Some(u.executable),
+                extract: Some(u.extract),
+                cache: Some(u.cache),
+                output_file: None,
+            })
+            .collect(),
+        environment: Some(v1::Environment { variables }),
+        value: Some(value),
+        user: None,
+        shell: Some(shell),
+        arguments,
+    }
+}
+
+fn variable(name: &str, value: &str) -> environment::Variable {
+    environment::Variable {
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        r#type: Some(environment::variable::Type::Value as i32),
+    }
+}
+
+/// The `TaskInfo` launching `planned` as task `task_id`. `executor` must be
+/// set for services using our executor.
+pub fn task_info(
+    spec: &ServiceSpec,
+    planned: &Planned,
+    task_id: &str,
+    framework_id: &str,
+    executor: Option<&ExecutorSource>,
+) -> v1::TaskInfo {
+    let mut resources = task_resources(spec);
+    let taken: Vec<(u64, u64)> = planned.ports.iter().map(|p| (*p, *p)).collect();
+    resources.add_ranges("ports", &taken);
+    let command = command_info(spec, planned);
+    let labels = v1::Labels {
+        labels: [
+            ("appliance.service", spec.name.clone()),
+            ("appliance.instance", planned.instance.to_string()),
+            ("appliance.fingerprint", spec.fingerprint()),
+        ]
+        .into_iter()
+        .map(|(k, v)| v1::Label {
+            key: k.into(),
+            value: Some(v),
+        })
+        .collect(),
+    };
+    let mut info = v1::TaskInfo {
+        name: format!("{}.{}", spec.name, planned.instance),
+        task_id: v1::TaskId {
+            value: task_id.to_string(),
+        },
+        agent_id: v1::AgentId {
+            value: planned.agent_id.clone(),
+        },
+        resources: resources.to_protos(None),
+        labels: Some(labels),
+        kill_policy: Some(v1::KillPolicy {
+            grace_period: Some(v1::DurationInfo {
+                nanoseconds: spec.kill_grace_period.as_nanos() as i64,
+            }),
+        }),
+        ..Default::default()
+    };
+    match (spec.executor, executor) {
+        (ExecutorKind::Appliance, Some(source)) => {
+            info.data = Some(command.encode_to_vec());
+            info.executor = Some(v1::ExecutorInfo {
+                executor_id: v1::ExecutorId {
+                    value: executor_id(task_id),
+                },
+                r#type: Some(executor_info::Type::Custom as i32),
+                name: Some(EXECUTOR_BINARY.into()),
+                framework_id: Some(v1::FrameworkId {
+                    value: framework_id.to_string(),
+                }),
+                command: Some(v1::CommandInfo {
+                    uris: vec![command_info::Uri {
+                        value: source.url.clone(),
+                        executable: Some(true),
+                        extract: Some(false),
+                        cache: Some(true),
+                        output_file: Some(EXECUTOR_BINARY.into()),
+                    }],
+                    value: Some(format!("./{EXECUTOR_BINARY}")),
+                    shell: Some(false),
+                    arguments: vec![format!("./{EXECUTOR_BINARY}")],
+                    ..Default::default()
+                }),
+                resources: source.resources().to_protos(None),
+                ..Default::default()
+            });
+        }
+        _ => info.command = Some(command),
+    }
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: serde_json::Value) -> ServiceSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn planned() -> Planned {
+        Planned {
+            service: "web".into(),
+            instance: 2,
+            offer_id: "o1".into(),
+            agent_id: "a1".into(),
+            hostname: "h1".into(),
+            ports: vec![31000, 31001],
+        }
+    }
+
+    #[test]
+    fn command_tasks_carry_command_env_ports_and_kill_policy() {
+        let s = spec(
+            serde_json::json!({"name": "web", "command": "serve $PORT0", "cpus": 0.5, "mem": 64,
+            "ports": 2, "instances": 3, "env": {"A": "b"}, "kill_grace_period": "7s"}),
+        );
+        let info = task_info(&s, &planned(), "web.2.x", "fw", None);
+        assert_eq!(info.name, "web.2");
+        assert!(info.executor.is_none());
+        let cmd = info.command.unwrap();
+        assert_eq!(
+            (cmd.value.as_deref(), cmd.shell),
+            (Some("serve $PORT0"), Some(true))
+        );
+        let env: Vec<(String, String)> = cmd
+            .environment
+            .unwrap()
+            .variables
+            .into_iter()
+            .map(|v| (v.name, v.value.unwrap()))
+            .collect();
+        for pair in [
+            ("A", "b"),
+            ("PORT0", "31000"),
+            ("PORT1", "31001"),
+            ("PORTS", "31000,31001"),
+            ("APPLIANCE_INSTANCE", "2"),
+        ] {
+            assert!(
+                env.contains(&(pair.0.to_string(), pair.1.to_string())),
+                "{pair:?} in {env:?}"
+            );
+        }
+        let r = Resources::from_protos(&info.resources);
+        assert_eq!((r.scalar("cpus"), r.scalar("mem")), (0.5, 64.0));
+        assert_eq!(r.ranges("ports"), &[(31000, 31001)]);
+        assert_eq!(
+            info.kill_policy.unwrap().grace_period.unwrap().nanoseconds,
+            7_000_000_000
+        );
+    }
+
+    #[test]
+    fn appliance_tasks_use_our_executor_and_carry_the_command_in_data() {
+        let s = spec(
+            serde_json::json!({"name": "web", "command": ["sleep", "100"], "cpus": 0.1, "mem": 32,
+            "instances": 1, "executor": "appliance"}),
+        );
+        let source = ExecutorSource {
+            url: "http://h:8080/executor/mesos-appliance-executor".into(),
+            cpus: 0.05,
+            mem: 32.0,
+        };
+        let info = task_info(&s, &planned(), "web.2.x", "fw-1", Some(&source));
+        assert!(info.command.is_none());
+        let executor = info.executor.unwrap();
+        assert_eq!(
+            executor.executor_id.value,
+            "mesos-appliance-executor.web.2.x"
+        );
+        assert_eq!(executor.framework_id.unwrap().value, "fw-1");
+        let fetch = &executor.command.as_ref().unwrap().uris[0];
+        assert_eq!((fetch.executable, fetch.cache), (Some(true), Some(true)));
+        let cmd = v1::CommandInfo::decode(info.data.unwrap().as_slice()).unwrap();
+        assert_eq!(
+            (cmd.shell, cmd.arguments),
+            (Some(false), vec!["sleep".to_string(), "100".to_string()])
+        );
+    }
+}

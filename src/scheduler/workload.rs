@@ -1,0 +1,221 @@
+//! Comparing the desired workload with the tasks the scheduler knows: which
+//! instances are missing, which tasks are surplus, and each service's
+//! restart backoff. Pure functions over task records.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::records::TaskRecord;
+use super::services::ServiceSpec;
+use crate::mesos::v1::TaskState;
+
+/// What one service needs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Assessment {
+    /// Instance numbers with no live task, ascending.
+    pub missing: Vec<u32>,
+    /// Live tasks to kill, with the reason: instances beyond the desired
+    /// count (`scaled down`) or a second live task of one instance
+    /// (`duplicate of instance n`, e.g. a lost task whose agent came back
+    /// after it was replaced).
+    pub surplus: Vec<(String, String)>,
+    /// Live tasks in TASK_RUNNING.
+    pub running: u32,
+    /// Live tasks not running yet (STAGING, STARTING).
+    pub starting: u32,
+    /// Tasks with a kill requested that are not terminal yet.
+    pub killing: u32,
+}
+
+/// A task counts as live while it is not terminal and not being killed.
+pub fn is_live(task: &TaskRecord) -> bool {
+    !task.is_terminal() && task.kill.is_none()
+}
+
+/// Assesses `spec` against its tasks (any order; other services' tasks are
+/// ignored).
+pub fn assess<'a>(
+    spec: &ServiceSpec,
+    tasks: impl IntoIterator<Item = &'a TaskRecord>,
+) -> Assessment {
+    let mut out = Assessment::default();
+    let mut by_instance: BTreeMap<u32, Vec<&TaskRecord>> = BTreeMap::new();
+    for task in tasks.into_iter().filter(|t| t.service == spec.name) {
+        if task.is_terminal() {
+            continue;
+        }
+        if task.kill.is_some() {
+            out.killing += 1;
+            continue;
+        }
+        by_instance.entry(task.instance).or_default().push(task);
+    }
+    let mut covered = std::collections::BTreeSet::new();
+    for (instance, mut tasks) in by_instance {
+        if instance >= spec.instances {
+            for t in tasks {
+                out.surplus.push((t.task_id.clone(), "scaled down".into()));
+            }
+            continue;
+        }
+        // Keep a running task over a starting one, then the oldest.
+        tasks.sort_by(|a, b| {
+            let not_running = |t: &TaskRecord| t.task_state() != TaskState::TaskRunning;
+            (not_running(a), a.launched_at)
+                .partial_cmp(&(not_running(b), b.launched_at))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        if tasks[0].task_state() == TaskState::TaskRunning {
+            out.running += 1;
+        } else {
+            out.starting += 1;
+        }
+        covered.insert(instance);
+        for t in &tasks[1..] {
+            out.surplus.push((
+                t.task_id.clone(),
+                format!("duplicate of instance {instance}"),
+            ));
+        }
+    }
+    out.missing = (0..spec.instances)
+        .filter(|i| !covered.contains(i))
+        .collect();
+    out
+}
+
+/// A service's restart backoff: after a task fails, the next launch waits
+/// `restart_backoff × 2^(failures-1)`, capped at `restart_backoff_max`; a task
+/// that reaches TASK_RUNNING resets it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Backoff {
+    /// Consecutive failed tasks.
+    pub failures: u32,
+    /// No launch before this.
+    pub not_before: Option<Instant>,
+}
+
+impl Backoff {
+    /// A task of the service failed at `now`.
+    pub fn failed(&mut self, spec: &ServiceSpec, now: Instant) {
+        self.failures = self.failures.saturating_add(1);
+        let factor = 1u32 << (self.failures - 1).min(16);
+        let delay = spec
+            .restart_backoff
+            .saturating_mul(factor)
+            .min(spec.restart_backoff_max);
+        self.not_before = Some(now + delay);
+    }
+
+    /// A task of the service is running: failures are forgiven.
+    pub fn running(&mut self) {
+        self.failures = 0;
+        self.not_before = None;
+    }
+
+    /// May the service launch at `now`?
+    pub fn ready(&self, now: Instant) -> bool {
+        self.not_before.is_none_or(|t| now >= t)
+    }
+
+    /// Time left before the service may launch.
+    pub fn remaining(&self, now: Instant) -> Duration {
+        self.not_before
+            .map(|t| t.saturating_duration_since(now))
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::services::ExecutorKind;
+
+    fn spec(instances: u32) -> ServiceSpec {
+        serde_json::from_value(
+            serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
+            "instances": instances, "restart_backoff": "1s", "restart_backoff_max": "5s"}),
+        )
+        .unwrap()
+    }
+
+    fn task(id: &str, instance: u32, state: &str, launched_at: f64) -> TaskRecord {
+        TaskRecord {
+            task_id: id.into(),
+            service: "web".into(),
+            instance,
+            fingerprint: String::new(),
+            agent_id: "a".into(),
+            hostname: "h".into(),
+            executor: ExecutorKind::Command,
+            executor_id: id.into(),
+            ports: vec![],
+            state: state.into(),
+            launched_at,
+            updated_at: launched_at,
+            kill: None,
+            timeline: vec![],
+        }
+    }
+
+    #[test]
+    fn missing_instances_surplus_and_counts() {
+        let mut killed = task("k", 1, "TASK_RUNNING", 0.0);
+        killed.kill = Some(crate::scheduler::KillRequest {
+            reason: "x".into(),
+            requested_at: 0.0,
+            attempts: 1,
+        });
+        let tasks = [
+            task("a", 0, "TASK_RUNNING", 2.0),
+            task("b", 0, "TASK_RUNNING", 1.0),
+            task("c", 2, "TASK_STARTING", 1.0),
+            task("d", 3, "TASK_RUNNING", 1.0),
+            task("e", 1, "TASK_FAILED", 1.0),
+            killed,
+            task("other", 0, "TASK_RUNNING", 1.0),
+        ];
+        let mut other = tasks[6].clone();
+        other.service = "db".into();
+        let mut all = tasks.to_vec();
+        all[6] = other;
+        let a = assess(&spec(3), &all);
+        assert_eq!(a.missing, [1]);
+        assert_eq!(
+            a.surplus,
+            [
+                ("a".to_string(), "duplicate of instance 0".to_string()),
+                ("d".to_string(), "scaled down".to_string())
+            ]
+        );
+        assert_eq!((a.running, a.starting, a.killing), (1, 1, 1));
+    }
+
+    #[test]
+    fn running_beats_starting_for_the_same_instance() {
+        let tasks = [
+            task("new", 0, "TASK_STARTING", 1.0),
+            task("old", 0, "TASK_RUNNING", 5.0),
+        ];
+        let a = assess(&spec(1), &tasks);
+        assert_eq!(a.surplus[0].0, "new");
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_cap_and_resets_when_running() {
+        let s = spec(1);
+        let t0 = Instant::now();
+        let mut b = Backoff::default();
+        assert!(b.ready(t0));
+        let delays: Vec<u64> = (0..5)
+            .map(|_| {
+                b.failed(&s, t0);
+                b.remaining(t0).as_secs()
+            })
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 5, 5]);
+        assert!(!b.ready(t0));
+        b.running();
+        assert!(b.ready(t0) && b.failures == 0);
+    }
+}
