@@ -301,6 +301,20 @@ impl MasterDetector {
         MasterDetector { inner }
     }
 
+    /// A detector that always names `master` (until a 307 [`hint`](Self::hint)s
+    /// otherwise): for a single master without ZooKeeper, a load balancer in
+    /// front of the masters, or a test that must reach one particular master
+    /// first. [`redetect`](Self::redetect) does nothing.
+    pub fn fixed(master: MasterAddress) -> Self {
+        let (leader, _) = watch::channel(Some(master));
+        MasterDetector {
+            inner: Arc::new(Inner {
+                leader,
+                redetect: Notify::new(),
+            }),
+        }
+    }
+
     /// The leading master as detected: `None` while none is known.
     pub fn leader(&self) -> watch::Receiver<Option<MasterAddress>> {
         self.inner.leader.subscribe()

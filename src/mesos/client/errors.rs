@@ -100,9 +100,6 @@ pub enum DisconnectReason {
         /// The new leader, if any.
         to: Option<MasterAddress>,
     },
-    /// No leading master is known.
-    #[error("no leading master known")]
-    NoLeader,
     /// A SUBSCRIBE attempt failed in a way worth retrying (503, 5xx,
     /// connection refused, timeout, redirect loop).
     #[error("SUBSCRIBE failed: {0}")]
