@@ -327,3 +327,27 @@ async fn refused_connections_are_retried_and_no_call_is_sent_meanwhile() {
     let mut events = Events::new(rx);
     assert_eq!(events.stopped().await, StopReason::Cancelled);
 }
+
+#[tokio::test]
+async fn a_record_over_the_limit_ends_the_stream_before_it_is_buffered() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let mut config = fast_config(&tb.url());
+    // SUBSCRIBED with MasterInfo is about 250 bytes.
+    config.max_record_bytes = 64;
+    let cancel = CancellationToken::new();
+    let (client, _rx) = SchedulerClient::start(config, framework("big"), cancel.clone());
+    let mut state = client.state();
+    let failed = support::wait_for(&mut state, WAIT, "the stream refused", |s| {
+        matches!(s, ConnectionState::Disconnected { .. })
+    })
+    .await;
+    let ConnectionState::Disconnected {
+        reason: DisconnectReason::StreamError(text),
+        ..
+    } = failed
+    else {
+        panic!("{failed:?}")
+    };
+    assert!(text.contains("exceeds the limit of 64 bytes"), "{text}");
+    cancel.cancel();
+}

@@ -131,19 +131,7 @@ impl Http {
         let mut master = master.clone();
         let mut url = master.endpoint(request.path);
         for _ in 0..=MAX_REDIRECTS {
-            let mut builder = client
-                .post(url.clone())
-                .header(CONTENT_TYPE, request.content_type)
-                .body(request.body.clone());
-            if let Some(accept) = request.accept {
-                builder = builder.header(ACCEPT, accept);
-            }
-            if let Some(stream_id) = request.stream_id {
-                builder = builder.header(STREAM_ID_HEADER, stream_id);
-            }
-            if let Some(credentials) = &self.credentials {
-                builder = builder.basic_auth(&credentials.principal, Some(credentials.secret()));
-            }
+            let builder = self.build(client, url.clone(), request);
             let response = match tokio::time::timeout(self.call_timeout, builder.send()).await {
                 Err(_) => return Err(SendError::Timeout),
                 Ok(Err(error)) => return Err(classify(&error)),
@@ -172,6 +160,32 @@ impl Http {
         Err(SendError::Redirect(format!(
             "more than {MAX_REDIRECTS} redirects, last to {master}"
         )))
+    }
+}
+
+impl Http {
+    /// The request as sent: exact `Content-Type`, explicit `Accept`, the
+    /// stream ID, basic auth.
+    fn build(
+        &self,
+        client: &reqwest::Client,
+        url: reqwest::Url,
+        request: &Request<'_>,
+    ) -> reqwest::RequestBuilder {
+        let mut builder = client
+            .post(url)
+            .header(CONTENT_TYPE, request.content_type)
+            .body(request.body.clone());
+        if let Some(accept) = request.accept {
+            builder = builder.header(ACCEPT, accept);
+        }
+        if let Some(stream_id) = request.stream_id {
+            builder = builder.header(STREAM_ID_HEADER, stream_id);
+        }
+        if let Some(credentials) = &self.credentials {
+            builder = builder.basic_auth(&credentials.principal, Some(credentials.secret()));
+        }
+        builder
     }
 }
 
@@ -225,5 +239,63 @@ pub(crate) async fn error_text(response: reqwest::Response, limit: usize) -> Str
             "{}… (truncated at {limit} bytes)",
             String::from_utf8_lossy(&partial)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesos::client::Credentials;
+    use crate::mesos::media::PROTOBUF;
+
+    #[test]
+    fn calls_carry_exact_media_types_the_stream_id_and_basic_auth() {
+        let config = ClientConfig {
+            credentials: Some(Credentials::new("fw-principal", "s3cret")),
+            ..ClientConfig::default()
+        };
+        let http = Http::new(&config).unwrap();
+        let request = Request {
+            path: "/api/v1/scheduler",
+            content_type: PROTOBUF,
+            accept: Some(PROTOBUF),
+            stream_id: Some("stream-1"),
+            body: Bytes::from_static(b"\x08\x04"),
+            long_lived: false,
+        };
+        let url = reqwest::Url::parse("http://m:5050/api/v1/scheduler").unwrap();
+        let built = http.build(&http.calls, url, &request).build().unwrap();
+        let header = |name: &str| built.headers().get(name).and_then(|v| v.to_str().ok());
+        assert_eq!(header("content-type"), Some("application/x-protobuf"));
+        assert_eq!(header("accept"), Some("application/x-protobuf"));
+        assert_eq!(header("mesos-stream-id"), Some("stream-1"));
+        // base64("fw-principal:s3cret")
+        assert_eq!(
+            header("authorization"),
+            Some("Basic ZnctcHJpbmNpcGFsOnMzY3JldA==")
+        );
+        assert_eq!(built.method(), reqwest::Method::POST);
+    }
+
+    #[tokio::test]
+    async fn bodies_are_read_up_to_the_limit() {
+        let response =
+            |body: &'static str| reqwest::Response::from(axum::http::Response::new(body));
+        assert_eq!(
+            read_limited(response("short"), 10).await,
+            Ok(Bytes::from_static(b"short"))
+        );
+        assert_eq!(
+            read_limited(response("exactly10!"), 10).await,
+            Ok(Bytes::from_static(b"exactly10!"))
+        );
+        assert_eq!(
+            read_limited(response("much too long"), 4).await,
+            Err(Bytes::from_static(b"much"))
+        );
+        assert_eq!(
+            error_text(response("No leader elected, and more"), 17).await,
+            "No leader elected… (truncated at 17 bytes)"
+        );
     }
 }
