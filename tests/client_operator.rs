@@ -103,7 +103,7 @@ async fn get_frameworks_tells_active_inactive_and_completed_apart() {
             .collect::<Vec<_>>()
     };
     assert_eq!(ids(&mut list.active()), [active]);
-    assert_eq!(ids(&mut list.inactive()), [inactive.clone()]);
+    assert_eq!(ids(&mut list.inactive()), std::slice::from_ref(&inactive));
     assert_eq!(ids(&mut list.completed.iter()), [removed]);
     assert!(!list.get(&inactive).unwrap().connected);
 }
