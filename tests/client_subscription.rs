@@ -351,3 +351,27 @@ async fn a_record_over_the_limit_ends_the_stream_before_it_is_buffered() {
     assert!(text.contains("exceeds the limit of 64 bytes"), "{text}");
     cancel.cancel();
 }
+
+#[tokio::test]
+async fn dropping_the_event_receiver_stops_the_client() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (client, rx) = SchedulerClient::start(
+        fast_config(&tb.url()),
+        framework("deaf"),
+        CancellationToken::new(),
+    );
+    let mut events = Events::new(rx);
+    let sub = events.subscribed().await;
+    drop(events);
+    let mut state = client.state();
+    support::wait_for(&mut state, WAIT, "stopped", |s| {
+        *s == ConnectionState::Stopped(StopReason::ReceiverDropped)
+    })
+    .await;
+    eventually("framework disconnected", Duration::from_secs(2), || {
+        tb.frameworks()
+            .iter()
+            .any(|f| f.id == sub.framework_id.value && !f.connected)
+    })
+    .await;
+}

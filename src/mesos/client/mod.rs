@@ -131,7 +131,8 @@ pub(crate) struct Inner {
 
 impl SchedulerClient {
     /// Starts the client with its own leader detection (from
-    /// `config.master`). See [`SchedulerClient::start_with_detector`].
+    /// `config.master`), stopped when the client stops. See
+    /// [`SchedulerClient::start_with_detector`].
     ///
     /// # Panics
     /// Outside a tokio runtime, or if the TLS backend cannot initialise.
@@ -140,12 +141,19 @@ impl SchedulerClient {
         framework_info: v1::FrameworkInfo,
         cancel: CancellationToken,
     ) -> (SchedulerClient, mpsc::Receiver<ClientEvent>) {
+        let detector_cancel = cancel.child_token();
         let detector = MasterDetector::start(
             config.master.clone(),
             config.detector_options(),
-            cancel.child_token(),
+            detector_cancel.clone(),
         );
-        Self::start_with_detector(config, detector, framework_info, cancel)
+        Self::spawn(
+            config,
+            detector,
+            Some(detector_cancel),
+            framework_info,
+            cancel,
+        )
     }
 
     /// Starts the driver task on a shared detector: it waits for a leader,
@@ -153,14 +161,25 @@ impl SchedulerClient {
     /// `Call.framework_id`), delivers events, and re-subscribes with the
     /// assigned ID on EOF, stream error, heartbeat timeout or leader change,
     /// after a capped, jittered exponential backoff. It stops on `cancel`
-    /// (closing the stream at once) or on a terminal ERROR / refusal; the
-    /// last event is then [`ClientEvent::Stopped`].
+    /// (closing the stream at once), on a terminal ERROR / refusal, or when
+    /// the event receiver is dropped; the last event is then
+    /// [`ClientEvent::Stopped`]. A shared `detector` keeps running.
     ///
     /// # Panics
     /// Outside a tokio runtime, or if the TLS backend cannot initialise.
     pub fn start_with_detector(
         config: ClientConfig,
         detector: MasterDetector,
+        framework_info: v1::FrameworkInfo,
+        cancel: CancellationToken,
+    ) -> (SchedulerClient, mpsc::Receiver<ClientEvent>) {
+        Self::spawn(config, detector, None, framework_info, cancel)
+    }
+
+    fn spawn(
+        config: ClientConfig,
+        detector: MasterDetector,
+        owned_detector: Option<CancellationToken>,
         framework_info: v1::FrameworkInfo,
         cancel: CancellationToken,
     ) -> (SchedulerClient, mpsc::Receiver<ClientEvent>) {
@@ -179,6 +198,7 @@ impl SchedulerClient {
             config,
             framework_info,
             tx,
+            owned_detector,
         ));
         (SchedulerClient { inner }, rx)
     }

@@ -15,6 +15,7 @@ use prost::Message;
 use reqwest::StatusCode;
 use reqwest::header::CONTENT_TYPE;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::decode::event_stream;
 use super::{
@@ -43,12 +44,14 @@ enum Attempt {
     Stop(StopReason),
 }
 
-/// Runs the client until it stops; publishes the final state and event.
+/// Runs the client until it stops; publishes the final state and event,
+/// then stops `owned_detector` (the detector `start` made for this client).
 pub(super) async fn drive(
     inner: Arc<Inner>,
     config: ClientConfig,
     info: v1::FrameworkInfo,
     tx: mpsc::Sender<ClientEvent>,
+    owned_detector: Option<CancellationToken>,
 ) {
     let mut driver = Driver {
         inner: inner.clone(),
@@ -61,15 +64,17 @@ pub(super) async fn drive(
     inner
         .state
         .send_replace(ConnectionState::Stopped(reason.clone()));
-    let stopped = ClientEvent::Stopped(reason.clone());
-    match reason {
-        // Whoever cancelled is not necessarily reading any more.
-        StopReason::Cancelled | StopReason::ReceiverDropped => {
+    if let Some(detector) = owned_detector {
+        detector.cancel();
+    }
+    let stopped = ClientEvent::Stopped(reason);
+    // Whoever cancelled is not necessarily reading any more: wait for room
+    // only until then.
+    tokio::select! {
+        _ = inner.cancel.cancelled() => {
             let _ = driver.tx.try_send(stopped);
         }
-        _ => {
-            let _ = driver.tx.send(stopped).await;
-        }
+        _ = driver.tx.send(stopped.clone()) => {}
     }
 }
 
@@ -267,6 +272,7 @@ impl Driver {
             let next = tokio::select! {
                 // Dropping the stream closes the connection at once.
                 _ = self.inner.cancel.cancelled() => return Attempt::Stop(StopReason::Cancelled),
+                _ = self.tx.closed() => return Attempt::Stop(StopReason::ReceiverDropped),
                 changed = leader.changed() => {
                     let now = changed.ok().and_then(|_| leader.borrow_and_update().clone());
                     if now.as_ref() == Some(&master) {

@@ -99,16 +99,23 @@ struct Group<'a> {
 impl Group<'_> {
     /// Watches the group until the session ends; returns why it ended.
     async fn watch(&self, redetect: &Notify) -> zk::Error {
+        let mut last_error = None;
         loop {
             let watcher = match self.evaluate().await {
                 Ok(watcher) => watcher,
                 Err(error) if self.client.state().is_terminated() => return error,
                 Err(error) => {
-                    tracing::debug!(%error, "reading the masters' group failed; retrying");
+                    // NoAuth or a lost connection: say it once, retry quietly.
+                    let text = error.to_string();
+                    if last_error.as_ref() != Some(&text) {
+                        tracing::warn!(error = %text, path = self.path, "cannot read the masters' group; retrying");
+                        last_error = Some(text);
+                    }
                     tokio::time::sleep(RETRY).await;
                     continue;
                 }
             };
+            last_error = None;
             tokio::select! {
                 _ = redetect.notified() => {}
                 event = watcher.changed() => {
