@@ -2,7 +2,7 @@
 //! the leading master, held through master failovers, redirects, silent
 //! half-open connections and refusals (mesos-notes §1, §2, §11, §12).
 //!
-//! [`SchedulerClient::start`] spawns a *driver* task ([`subscription`]) that
+//! [`SchedulerClient::start`] spawns a *driver* task (`subscription.rs`) that
 //! detects the leader ([`crate::mesos::detector`]), subscribes with
 //! protobuf on the wire, supervises heartbeats and re-subscribes after EOF,
 //! stream errors, heartbeat timeouts and leader changes with capped,
@@ -10,7 +10,7 @@
 //! channel of [`ClientEvent`]s; the connection state is a `watch` of
 //! [`ConnectionState`]. Calls ([`SchedulerClient::call`] and the helpers)
 //! go on their own connections with the current `Mesos-Stream-Id`
-//! ([`calls`]).
+//! (`calls.rs`).
 //!
 //! Rules the client keeps:
 //! - after SUBSCRIBED, every re-subscription carries the assigned framework
