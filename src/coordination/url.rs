@@ -62,6 +62,30 @@ pub struct ZkUrl {
 impl ZkUrl {
     /// Parses `url`; `framework_name` gives the default root.
     pub fn parse(url: &str, framework_name: &str) -> Result<ZkUrl, ZkUrlError> {
+        Self::parse_with_default_root(url, || {
+            if framework_name.is_empty()
+                || framework_name == "."
+                || framework_name == ".."
+                || framework_name.chars().any(|c| c == '/' || c.is_control())
+            {
+                return Err(ZkUrlError::FrameworkName(framework_name.to_string()));
+            }
+            Ok(format!("/mesos-appliance/{framework_name}"))
+        })
+    }
+
+    /// Parses a Mesos master `zk://` URL (agent/scheduler `--master`,
+    /// `include/mesos/zookeeper/url.hpp`, mesos-notes §7): the same syntax,
+    /// but without a path (or with `/`) the masters' group is the ZooKeeper
+    /// root `/` itself, as Mesos defaults it.
+    pub fn parse_mesos(url: &str) -> Result<ZkUrl, ZkUrlError> {
+        Self::parse_with_default_root(url, || Ok("/".to_string()))
+    }
+
+    fn parse_with_default_root(
+        url: &str,
+        default_root: impl FnOnce() -> Result<String, ZkUrlError>,
+    ) -> Result<ZkUrl, ZkUrlError> {
         let rest = url.strip_prefix("zk://").ok_or(ZkUrlError::Scheme)?;
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -84,14 +108,7 @@ impl ZkUrl {
             return Err(ZkUrlError::NoHosts);
         }
         let root = if path.is_empty() || path == "/" {
-            if framework_name.is_empty()
-                || framework_name == "."
-                || framework_name == ".."
-                || framework_name.chars().any(|c| c == '/' || c.is_control())
-            {
-                return Err(ZkUrlError::FrameworkName(framework_name.to_string()));
-            }
-            format!("/mesos-appliance/{framework_name}")
+            default_root()?
         } else {
             let trimmed = path.strip_suffix('/').unwrap_or(path);
             let ok = trimmed[1..].split('/').all(|part| {
@@ -238,6 +255,17 @@ mod tests {
         for (url, want) in cases {
             assert_eq!(ZkUrl::parse(url, "fw"), Err(want), "{url}");
         }
+    }
+
+    #[test]
+    fn mesos_master_urls_default_to_the_zookeeper_root() {
+        let u = ZkUrl::parse_mesos("zk://u:p@h1:2181,h2:2181/mesos").unwrap();
+        assert_eq!(u.root, "/mesos");
+        assert_eq!(u.hosts, vec!["h1:2181", "h2:2181"]);
+        assert_eq!(u.credentials.unwrap().digest_auth(), b"u:p");
+        assert_eq!(ZkUrl::parse_mesos("zk://h:2181").unwrap().root, "/");
+        assert_eq!(ZkUrl::parse_mesos("zk://h:2181/").unwrap().root, "/");
+        assert_eq!(ZkUrl::parse_mesos("http://h:1"), Err(ZkUrlError::Scheme));
     }
 
     #[test]

@@ -8,13 +8,16 @@
 //! - [`replicas`]: coordinator replicas on that server, a timestamped
 //!   recorder of their leadership transitions, and waits with deadlines;
 //! - [`mesos`]: raw HTTP calls and subscription streams against a Mesos
-//!   master (the in-process `mesos-testbed`).
+//!   master (the in-process `mesos-testbed`);
+//! - [`client`]: a fast configuration for the scheduler/operator clients, an
+//!   event receiver with deadlines, and call-log summaries.
 //!
 //! Every test binary compiles this module on its own, so not every helper is
 //! used everywhere.
 #![allow(dead_code)]
 
 pub mod chaos_proxy;
+pub mod client;
 pub mod mesos;
 pub mod replicas;
 pub mod zookeeper;

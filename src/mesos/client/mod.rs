@@ -1,0 +1,440 @@
+//! The scheduler side of the Mesos v1 HTTP API: one healthy subscription to
+//! the leading master, held through master failovers, redirects, silent
+//! half-open connections and refusals (mesos-notes §1, §2, §11, §12).
+//!
+//! [`SchedulerClient::start`] spawns a *driver* task (`subscription.rs`) that
+//! detects the leader ([`crate::mesos::detector`]), subscribes with
+//! protobuf on the wire, supervises heartbeats and re-subscribes after EOF,
+//! stream errors, heartbeat timeouts and leader changes with capped,
+//! jittered exponential backoff. Events arrive in stream order on a bounded
+//! channel of [`ClientEvent`]s; the connection state is a `watch` of
+//! [`ConnectionState`]. Calls ([`SchedulerClient::call`] and the helpers)
+//! go on their own connections with the current `Mesos-Stream-Id`
+//! (`calls.rs`).
+//!
+//! Rules the client keeps:
+//! - after SUBSCRIBED, every re-subscription carries the assigned framework
+//!   ID in both `framework_info.id` and `Call.framework_id` (else 400);
+//! - a call never carries a stream ID other than the current one: the state
+//!   switches to `Subscribed` with the new ID before the new stream's first
+//!   event is delivered, and leaves it before `Disconnected` is delivered;
+//! - an ERROR event is terminal ([`StopReason::Error`]): `Framework failed
+//!   over` and `Framework has been removed` are never answered by
+//!   re-subscribing (the scheduler core decides);
+//! - cancelling the token drops the stream at once (leadership lost ⇒ no
+//!   more Mesos traffic) and makes calls fail with [`CallError::NotSubscribed`];
+//! - memory is bounded: RecordIO records (`max_record_bytes`), error bodies
+//!   (`max_error_body_bytes`), and the event channel (`event_buffer`).
+
+mod calls;
+mod config;
+pub mod decode;
+mod errors;
+mod subscription;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use prost::Message;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use calls::{Http, Request, SendError, error_text, read_limited};
+pub use config::{ClientConfig, Credentials};
+pub use errors::{CallError, DisconnectReason, ErrorKind, StopReason, StreamError};
+
+use crate::mesos::detector::{MasterAddress, MasterDetector};
+use crate::mesos::media::PROTOBUF;
+use crate::mesos::v1;
+use crate::mesos::v1::scheduler::{Call, Event, call};
+
+/// The scheduler endpoint. A real master redirects `/api/v1/scheduler` to
+/// `/master/api/v1/scheduler` (its delegate), and serves both.
+pub const SCHEDULER_PATH: &str = "/api/v1/scheduler";
+
+/// What the client tells the scheduler core, in stream order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// A (re-)subscription succeeded. Sent after every SUBSCRIBED: the core
+    /// drops all offers it holds and reconciles. Boxed, as `Event` is.
+    Subscribed(Box<Subscription>),
+    /// An event of the stream: OFFERS, RESCIND, UPDATE, MESSAGE, FAILURE,
+    /// INVERSE_OFFERS… (HEARTBEAT only with `forward_heartbeats`). Boxed:
+    /// an `Event` is ~700 bytes inline and most other variants are small.
+    Event(Box<Event>),
+    /// The subscription was lost; the client is re-subscribing. Offers of
+    /// the lost subscription are void.
+    Disconnected {
+        /// What happened.
+        reason: DisconnectReason,
+    },
+    /// Terminal: the driver ended and will send nothing more.
+    Stopped(StopReason),
+}
+
+/// A live subscription, as announced by SUBSCRIBED.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscription {
+    /// The framework ID the master assigned (or confirmed).
+    pub framework_id: v1::FrameworkId,
+    /// `Mesos-Stream-Id` of this subscription; every call carries it.
+    pub stream_id: String,
+    /// The master the stream is open to (after any 307).
+    pub master: MasterAddress,
+    /// `SUBSCRIBED.master_info` (Mesos ≥ 1.1).
+    pub master_info: Option<v1::MasterInfo>,
+    /// `SUBSCRIBED.heartbeat_interval_seconds` (15 s on a real master).
+    pub heartbeat_interval: Duration,
+    /// When SUBSCRIBED arrived.
+    pub since: Instant,
+}
+
+/// Where the client stands. Watch it with [`SchedulerClient::state`].
+// One value lives in a watch channel; boxing `Subscribed` would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConnectionState {
+    /// Waiting for a leader or a SUBSCRIBE answer; `master` is the one
+    /// being tried, if known.
+    Connecting {
+        /// The master being subscribed to.
+        master: Option<MasterAddress>,
+    },
+    /// Subscribed; calls may be sent.
+    Subscribed(Subscription),
+    /// Not subscribed; the next attempt starts after `retry_in`.
+    Disconnected {
+        /// Why the last subscription or attempt ended.
+        reason: DisconnectReason,
+        /// Backoff before the next attempt.
+        retry_in: Duration,
+    },
+    /// The driver ended.
+    Stopped(StopReason),
+}
+
+/// Handle to a running scheduler client; clones share it. All calls go to
+/// the master the current subscription is on.
+#[derive(Clone)]
+pub struct SchedulerClient {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) http: Http,
+    pub(crate) detector: MasterDetector,
+    pub(crate) state: watch::Sender<ConnectionState>,
+    pub(crate) last_event: Mutex<Option<Instant>>,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl SchedulerClient {
+    /// Starts the client with its own leader detection (from
+    /// `config.master`), stopped when the client stops. See
+    /// [`SchedulerClient::start_with_detector`].
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, or if the TLS backend cannot initialise.
+    pub fn start(
+        config: ClientConfig,
+        framework_info: v1::FrameworkInfo,
+        cancel: CancellationToken,
+    ) -> (SchedulerClient, mpsc::Receiver<ClientEvent>) {
+        let detector_cancel = cancel.child_token();
+        let detector = MasterDetector::start(
+            config.master.clone(),
+            config.detector_options(),
+            detector_cancel.clone(),
+        );
+        Self::spawn(
+            config,
+            detector,
+            Some(detector_cancel),
+            framework_info,
+            cancel,
+        )
+    }
+
+    /// Starts the driver task on a shared detector: it waits for a leader,
+    /// subscribes with `framework_info` (its `id`, if set, also as
+    /// `Call.framework_id`), delivers events, and re-subscribes with the
+    /// assigned ID on EOF, stream error, heartbeat timeout or leader change,
+    /// after a capped, jittered exponential backoff. It stops on `cancel`
+    /// (closing the stream at once), on a terminal ERROR / refusal, or when
+    /// the event receiver is dropped; the last event is then
+    /// [`ClientEvent::Stopped`]. A shared `detector` keeps running.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, or if the TLS backend cannot initialise.
+    pub fn start_with_detector(
+        config: ClientConfig,
+        detector: MasterDetector,
+        framework_info: v1::FrameworkInfo,
+        cancel: CancellationToken,
+    ) -> (SchedulerClient, mpsc::Receiver<ClientEvent>) {
+        Self::spawn(config, detector, None, framework_info, cancel)
+    }
+
+    fn spawn(
+        config: ClientConfig,
+        detector: MasterDetector,
+        owned_detector: Option<CancellationToken>,
+        framework_info: v1::FrameworkInfo,
+        cancel: CancellationToken,
+    ) -> (SchedulerClient, mpsc::Receiver<ClientEvent>) {
+        let http = Http::new(&config).expect("the HTTP client builds with static settings");
+        let (state, _) = watch::channel(ConnectionState::Connecting { master: None });
+        let inner = Arc::new(Inner {
+            http,
+            detector,
+            state,
+            last_event: Mutex::new(None),
+            cancel,
+        });
+        let (tx, rx) = mpsc::channel(config.event_buffer.max(1));
+        tokio::spawn(subscription::drive(
+            inner.clone(),
+            config,
+            framework_info,
+            tx,
+            owned_detector,
+        ));
+        (SchedulerClient { inner }, rx)
+    }
+
+    /// The connection state; changes on every (re)subscription, loss and stop.
+    pub fn state(&self) -> watch::Receiver<ConnectionState> {
+        self.inner.state.subscribe()
+    }
+
+    /// The current subscription, if subscribed.
+    pub fn subscription(&self) -> Option<Subscription> {
+        match &*self.inner.state.borrow() {
+            ConnectionState::Subscribed(sub) => Some(sub.clone()),
+            _ => None,
+        }
+    }
+
+    /// When the last record (any event, heartbeats included) was read from
+    /// the stream; for "heartbeat age" displays.
+    pub fn last_event_at(&self) -> Option<Instant> {
+        *self
+            .inner
+            .last_event
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The leader detector this client uses (share it with an
+    /// [`OperatorClient`](crate::mesos::operator::OperatorClient)).
+    pub fn detector(&self) -> &MasterDetector {
+        &self.inner.detector
+    }
+
+    /// Sends one call on its own connection to the subscribed master, with
+    /// the current `Mesos-Stream-Id`, `Content-Type` and `Accept`
+    /// `application/x-protobuf`, and basic auth if configured. Fills
+    /// `Call.framework_id`. Follows 307s (remembering the leader). Success
+    /// is 202 (200 for UPDATE_FRAMEWORK); the call's effects arrive as
+    /// events. Never retried here.
+    ///
+    /// # Errors
+    /// [`CallError::NotSubscribed`] without a live subscription,
+    /// [`CallError::Invalid`] for SUBSCRIBE or a foreign `framework_id`,
+    /// [`CallError::Rejected`] with the master's status and text, and
+    /// transport errors (a refused connection or a 503 also asks the
+    /// detector to look for a new leader).
+    pub async fn call(&self, mut call: Call) -> Result<(), CallError> {
+        let Some(sub) = self.subscription() else {
+            return Err(CallError::NotSubscribed);
+        };
+        if call.r#type() == call::Type::Subscribe {
+            return Err(CallError::Invalid(
+                "SUBSCRIBE is sent by the client itself".into(),
+            ));
+        }
+        match &call.framework_id {
+            Some(id) if *id != sub.framework_id => {
+                return Err(CallError::Invalid(format!(
+                    "framework_id {} is not the subscribed {}",
+                    id.value, sub.framework_id.value
+                )));
+            }
+            Some(_) => {}
+            None => call.framework_id = Some(sub.framework_id.clone()),
+        }
+        let request = Request {
+            path: SCHEDULER_PATH,
+            content_type: PROTOBUF,
+            accept: Some(PROTOBUF),
+            stream_id: Some(&sub.stream_id),
+            body: Bytes::from(call.encode_to_vec()),
+            long_lived: false,
+        };
+        let detector = &self.inner.detector;
+        let answer = tokio::select! {
+            _ = self.inner.cancel.cancelled() => return Err(CallError::NotSubscribed),
+            answer = self.inner.http.post(&sub.master, &request, |leader| detector.hint(leader.clone())) => answer,
+        };
+        let answer = answer.map_err(|error| match error {
+            SendError::Connect(e) => {
+                detector.redetect();
+                CallError::Connect(e)
+            }
+            SendError::Timeout => CallError::Timeout,
+            SendError::Redirect(e) => CallError::Redirect(e),
+            SendError::Transport(e) => CallError::Transport(e),
+        })?;
+        let status = answer.response.status();
+        let ok = status == reqwest::StatusCode::ACCEPTED
+            || (status == reqwest::StatusCode::OK && call.r#type() == call::Type::UpdateFramework);
+        if ok {
+            return Ok(());
+        }
+        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+            detector.redetect();
+        }
+        let body = error_text(answer.response, self.inner.http.max_error_body()).await;
+        Err(CallError::Rejected {
+            status: status.as_u16(),
+            body,
+        })
+    }
+
+    async fn send(&self, kind: call::Type, fill: impl FnOnce(&mut Call)) -> Result<(), CallError> {
+        let mut call = Call {
+            r#type: Some(kind as i32),
+            ..Default::default()
+        };
+        fill(&mut call);
+        self.call(call).await
+    }
+
+    /// ACCEPT `offer_ids` with `operations` (e.g. LAUNCH); unused resources
+    /// are refused for `filters.refuse_seconds` (Mesos default 5 s).
+    pub async fn accept(
+        &self,
+        offer_ids: Vec<v1::OfferId>,
+        operations: Vec<v1::offer::Operation>,
+        filters: Option<v1::Filters>,
+    ) -> Result<(), CallError> {
+        self.send(call::Type::Accept, |c| {
+            c.accept = Some(call::Accept {
+                offer_ids,
+                operations,
+                filters,
+            })
+        })
+        .await
+    }
+
+    /// DECLINE `offer_ids`, refusing them for `filters.refuse_seconds`.
+    pub async fn decline(
+        &self,
+        offer_ids: Vec<v1::OfferId>,
+        filters: Option<v1::Filters>,
+    ) -> Result<(), CallError> {
+        self.send(call::Type::Decline, |c| {
+            c.decline = Some(call::Decline { offer_ids, filters })
+        })
+        .await
+    }
+
+    /// ACKNOWLEDGE a status update. Only updates carrying a `uuid` need it;
+    /// master-generated ones (no uuid) must not be acknowledged (mesos-notes §4).
+    pub async fn acknowledge(
+        &self,
+        agent_id: v1::AgentId,
+        task_id: v1::TaskId,
+        uuid: Vec<u8>,
+    ) -> Result<(), CallError> {
+        self.send(call::Type::Acknowledge, |c| {
+            c.acknowledge = Some(call::Acknowledge {
+                agent_id,
+                task_id,
+                uuid,
+            })
+        })
+        .await
+    }
+
+    /// KILL a task (on `agent_id` if known).
+    pub async fn kill(
+        &self,
+        task_id: v1::TaskId,
+        agent_id: Option<v1::AgentId>,
+    ) -> Result<(), CallError> {
+        self.send(call::Type::Kill, |c| {
+            c.kill = Some(call::Kill {
+                task_id,
+                agent_id,
+                kill_policy: None,
+            })
+        })
+        .await
+    }
+
+    /// RECONCILE: explicit for the listed `(task, agent)` pairs, implicit
+    /// (all tasks the master knows) when `tasks` is empty.
+    pub async fn reconcile(
+        &self,
+        tasks: Vec<(v1::TaskId, Option<v1::AgentId>)>,
+    ) -> Result<(), CallError> {
+        let tasks = tasks
+            .into_iter()
+            .map(|(task_id, agent_id)| call::reconcile::Task { task_id, agent_id })
+            .collect();
+        self.send(call::Type::Reconcile, |c| {
+            c.reconcile = Some(call::Reconcile { tasks })
+        })
+        .await
+    }
+
+    /// MESSAGE `data` to an executor (no delivery guarantee).
+    pub async fn message(
+        &self,
+        agent_id: v1::AgentId,
+        executor_id: v1::ExecutorId,
+        data: Vec<u8>,
+    ) -> Result<(), CallError> {
+        self.send(call::Type::Message, |c| {
+            c.message = Some(call::Message {
+                agent_id,
+                executor_id,
+                data,
+            })
+        })
+        .await
+    }
+
+    /// SUPPRESS offers for `roles` (all roles when empty).
+    pub async fn suppress(&self, roles: Vec<String>) -> Result<(), CallError> {
+        self.send(call::Type::Suppress, |c| {
+            c.suppress = Some(call::Suppress { roles })
+        })
+        .await
+    }
+
+    /// REVIVE offers for `roles` (all when empty), clearing decline filters.
+    pub async fn revive(&self, roles: Vec<String>) -> Result<(), CallError> {
+        self.send(call::Type::Revive, |c| {
+            c.revive = Some(call::Revive { roles })
+        })
+        .await
+    }
+
+    /// TEARDOWN the framework: the master kills all its tasks and forgets it;
+    /// the stream then ends without an event (capture g).
+    pub async fn teardown(&self) -> Result<(), CallError> {
+        self.send(call::Type::Teardown, |_| {}).await
+    }
+}
+
+impl std::fmt::Debug for SchedulerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerClient")
+            .field("state", &*self.inner.state.borrow())
+            .finish()
+    }
+}

@@ -1,0 +1,304 @@
+//! The operator client: `GET_FRAMEWORKS` and `TEARDOWN` through the v1
+//! operator API (`POST /api/v1`), with the legacy `POST /master/teardown`
+//! as fallback for masters without it (mesos-notes §6, capture h).
+//!
+//! Both follow 307s to the leader (remembering it in the detector); 503s,
+//! refused connections, timeouts and leaderless periods are retried with
+//! capped, jittered backoff for `operator_retry_for`; other refusals (400,
+//! 401, 403…) are returned at once with the master's text verbatim.
+
+use bytes::Bytes;
+use prost::Message;
+use reqwest::StatusCode;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::mesos::backoff::Backoff;
+use crate::mesos::client::{ClientConfig, Http, Request, SendError, error_text, read_limited};
+use crate::mesos::detector::MasterDetector;
+use crate::mesos::media::PROTOBUF;
+use crate::mesos::v1;
+use crate::mesos::v1::master::{Call, Response, call, response};
+
+/// A framework as `GET_FRAMEWORKS` describes it.
+pub type Framework = response::get_frameworks::Framework;
+
+/// The master's text for a TEARDOWN of an unknown or already removed
+/// framework (v1 and legacy alike; capture h).
+pub const NO_SUCH_FRAMEWORK: &str = "No framework found with specified ID";
+
+/// Why an operator call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OperatorError {
+    /// The master refused the call (400, 401, 403, 404, 405…); `body` is
+    /// its text verbatim (truncated to `max_error_body_bytes`).
+    #[error("master answered {status}: {body}")]
+    Refused {
+        /// HTTP status code.
+        status: u16,
+        /// Response body text.
+        body: String,
+    },
+    /// Still failing when `operator_retry_for` ran out: 503s, other 5xx,
+    /// refused connections, timeouts or no leader at all.
+    #[error("gave up after {attempts} attempts: {last}")]
+    Unavailable {
+        /// Attempts made.
+        attempts: u32,
+        /// The last failure.
+        last: String,
+    },
+    /// A 200 whose body was not the expected response.
+    #[error("undecodable answer: {0}")]
+    Decode(String),
+    /// The cancellation token fired.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl OperatorError {
+    /// True for the 400 a TEARDOWN of an unknown or removed framework gets.
+    pub fn is_no_such_framework(&self) -> bool {
+        matches!(self, OperatorError::Refused { status: 400, body } if body.contains(NO_SUCH_FRAMEWORK))
+    }
+}
+
+/// `GET_FRAMEWORKS`: active and inactive (disconnected or recovered)
+/// frameworks, and completed ones still in the master's bounded cache.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Frameworks {
+    /// Frameworks the master knows, connected or not.
+    pub frameworks: Vec<Framework>,
+    /// Removed frameworks (at most `--max_completed_frameworks`, 50).
+    pub completed: Vec<Framework>,
+}
+
+impl Frameworks {
+    /// Frameworks that are active (subscribed and not deactivated).
+    pub fn active(&self) -> impl Iterator<Item = &Framework> {
+        self.frameworks.iter().filter(|f| f.active)
+    }
+
+    /// Known frameworks that are not active (disconnected within their
+    /// failover timeout, or recovered after a master failover).
+    pub fn inactive(&self) -> impl Iterator<Item = &Framework> {
+        self.frameworks.iter().filter(|f| !f.active)
+    }
+
+    /// The known (not completed) framework with ID `id`.
+    pub fn get(&self, id: &str) -> Option<&Framework> {
+        self.frameworks.iter().find(|f| framework_id(f) == Some(id))
+    }
+
+    /// True if `id` is in the completed cache.
+    pub fn is_completed(&self, id: &str) -> bool {
+        self.completed.iter().any(|f| framework_id(f) == Some(id))
+    }
+}
+
+/// The ID of a listed framework.
+pub fn framework_id(framework: &Framework) -> Option<&str> {
+    framework
+        .framework_info
+        .id
+        .as_ref()
+        .map(|id| id.value.as_str())
+}
+
+/// A client of the master's operator API. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct OperatorClient {
+    http: Http,
+    detector: MasterDetector,
+    config: ClientConfig,
+    cancel: CancellationToken,
+}
+
+impl OperatorClient {
+    /// An operator client sharing `detector` (e.g. the scheduler client's).
+    /// Calls stop with [`OperatorError::Cancelled`] once `cancel` fires.
+    ///
+    /// # Panics
+    /// If the TLS backend cannot initialise.
+    pub fn new(config: &ClientConfig, detector: MasterDetector, cancel: CancellationToken) -> Self {
+        Self {
+            http: Http::new(config).expect("the HTTP client builds with static settings"),
+            detector,
+            config: config.clone(),
+            cancel,
+        }
+    }
+
+    /// An operator client with its own leader detection from `config.master`
+    /// (for one-shot commands such as `uninstall`). Must run in a tokio runtime.
+    pub fn start(config: &ClientConfig, cancel: CancellationToken) -> Self {
+        let detector = MasterDetector::start(
+            config.master.clone(),
+            config.detector_options(),
+            cancel.child_token(),
+        );
+        Self::new(config, detector, cancel)
+    }
+
+    /// Lists active, inactive and completed frameworks.
+    ///
+    /// # Errors
+    /// See [`OperatorError`].
+    pub async fn get_frameworks(&self) -> Result<Frameworks, OperatorError> {
+        let call = Call {
+            r#type: Some(call::Type::GetFrameworks as i32),
+            ..Default::default()
+        };
+        let body = self.v1(call).await?;
+        let answer = Response::decode(body).map_err(|e| OperatorError::Decode(e.to_string()))?;
+        if answer.r#type() != response::Type::GetFrameworks {
+            return Err(OperatorError::Decode(format!(
+                "expected GET_FRAMEWORKS, got type {:?}",
+                answer.r#type
+            )));
+        }
+        let list = answer.get_frameworks.unwrap_or_default();
+        Ok(Frameworks {
+            frameworks: list.frameworks,
+            completed: list.completed_frameworks,
+        })
+    }
+
+    /// Tears a framework down: the master kills its tasks and refuses its ID
+    /// from then on. Uses the v1 `TEARDOWN`; a master that does not know that
+    /// API (404, 405, 501) is asked `POST /master/teardown` instead.
+    ///
+    /// # Errors
+    /// An unknown or already removed framework is
+    /// `Refused { status: 400, body: "No framework found with specified ID" }`
+    /// ([`OperatorError::is_no_such_framework`]); see [`OperatorError`].
+    pub async fn teardown(&self, framework_id: &str) -> Result<(), OperatorError> {
+        let call = Call {
+            r#type: Some(call::Type::Teardown as i32),
+            teardown: Some(call::Teardown {
+                framework_id: v1::FrameworkId {
+                    value: framework_id.to_string(),
+                },
+            }),
+        };
+        match self.v1(call).await {
+            Ok(_) => Ok(()),
+            Err(OperatorError::Refused {
+                status: 404 | 405 | 501,
+                body,
+            }) => {
+                tracing::info!(%body, "v1 operator TEARDOWN unavailable; using /master/teardown");
+                self.teardown_legacy(framework_id).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Tears a framework down through the legacy `POST /master/teardown`
+    /// (form body `frameworkId=<id>`; 200 with an empty body on success).
+    ///
+    /// # Errors
+    /// As [`teardown`](Self::teardown).
+    pub async fn teardown_legacy(&self, framework_id: &str) -> Result<(), OperatorError> {
+        let form = serde_urlencoded::to_string([("frameworkId", framework_id)]).unwrap_or_default();
+        self.exchange(
+            "/master/teardown",
+            "application/x-www-form-urlencoded",
+            None,
+            Bytes::from(form),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn v1(&self, call: Call) -> Result<Bytes, OperatorError> {
+        self.exchange(
+            "/api/v1",
+            PROTOBUF,
+            Some(PROTOBUF),
+            Bytes::from(call.encode_to_vec()),
+        )
+        .await
+    }
+
+    /// POSTs until a 200 (its body) or a refusal, retrying what may pass.
+    async fn exchange(
+        &self,
+        path: &str,
+        content_type: &str,
+        accept: Option<&str>,
+        body: Bytes,
+    ) -> Result<Bytes, OperatorError> {
+        let deadline = Instant::now() + self.config.operator_retry_for;
+        let mut backoff = Backoff::new(self.config.backoff_min, self.config.backoff_max);
+        let mut leader = self.detector.leader();
+        let request = Request {
+            path,
+            content_type,
+            accept,
+            stream_id: None,
+            body,
+            long_lived: false,
+        };
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let found = tokio::select! {
+                _ = self.cancel.cancelled() => return Err(OperatorError::Cancelled),
+                found = tokio::time::timeout_at(deadline, leader.wait_for(Option::is_some)) => found,
+            };
+            let master = match found {
+                Ok(Ok(current)) => current.clone().expect("waited for Some"),
+                _ => {
+                    return Err(OperatorError::Unavailable {
+                        attempts,
+                        last: "no leading master".into(),
+                    });
+                }
+            };
+            let answer = tokio::select! {
+                _ = self.cancel.cancelled() => return Err(OperatorError::Cancelled),
+                answer = self.http.post(&master, &request, |l| self.detector.hint(l.clone())) => answer,
+            };
+            let last = match answer {
+                Ok(answer) if answer.response.status() == StatusCode::OK => {
+                    return read_limited(answer.response, self.config.max_record_bytes)
+                        .await
+                        .map_err(|_| {
+                            OperatorError::Decode(format!(
+                                "answer over {} bytes",
+                                self.config.max_record_bytes
+                            ))
+                        });
+                }
+                Ok(answer) => {
+                    let status = answer.response.status();
+                    let text = error_text(answer.response, self.http.max_error_body()).await;
+                    if !(status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED) {
+                        return Err(OperatorError::Refused {
+                            status: status.as_u16(),
+                            body: text,
+                        });
+                    }
+                    format!("{} answered {status}: {text}", answer.master)
+                }
+                Err(error @ SendError::Redirect(_)) | Err(error @ SendError::Transport(_)) => {
+                    format!("{master}: {error}")
+                }
+                Err(error @ SendError::Connect(_)) | Err(error @ SendError::Timeout) => {
+                    format!("{master}: {error}")
+                }
+            };
+            self.detector.redetect();
+            let delay = backoff.next_delay();
+            if Instant::now() + delay >= deadline {
+                return Err(OperatorError::Unavailable { attempts, last });
+            }
+            tracing::warn!(%last, retry_in = ?delay, "operator call failed; retrying");
+            tokio::select! {
+                _ = self.cancel.cancelled() => return Err(OperatorError::Cancelled),
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+}
