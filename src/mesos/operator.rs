@@ -243,17 +243,21 @@ impl OperatorClient {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let found = tokio::select! {
-                _ = self.cancel.cancelled() => return Err(OperatorError::Cancelled),
-                found = tokio::time::timeout_at(deadline, leader.wait_for(Option::is_some)) => found,
-            };
-            let master = match found {
-                Ok(Ok(current)) => current.clone().expect("waited for Some"),
-                _ => {
-                    return Err(OperatorError::Unavailable {
-                        attempts,
-                        last: "no leading master".into(),
-                    });
+            // The watch guard must not live across an await (the future
+            // would not be Send): take the address out in this block.
+            let master = {
+                let found = tokio::select! {
+                    _ = self.cancel.cancelled() => return Err(OperatorError::Cancelled),
+                    found = tokio::time::timeout_at(deadline, leader.wait_for(Option::is_some)) => found,
+                };
+                match found {
+                    Ok(Ok(current)) => current.clone().expect("waited for Some"),
+                    _ => {
+                        return Err(OperatorError::Unavailable {
+                            attempts,
+                            last: "no leading master".into(),
+                        });
+                    }
                 }
             };
             let answer = tokio::select! {

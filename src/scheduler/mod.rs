@@ -4,9 +4,16 @@
 //! - [`services`]: the desired workload (`ServiceSpec`), validation, constraints;
 //! - [`records`]: the task record persisted in ZooKeeper;
 //! - [`snapshot`]: the immutable picture published after each change;
-//! - [`commands`]: web → scheduler commands with replies, and [`SchedulerHandle`].
+//! - [`commands`]: web → scheduler commands with replies, and [`SchedulerHandle`];
+//! - [`core`]: the leader's actor for one term — events, launches, kills,
+//!   reconciliation, commands, snapshots;
+//! - [`supervisor`]: runs the core while the replica leads, a standby view
+//!   otherwise;
+//! - [`offers`], [`placement`], [`reconcile`], [`kills`], [`workload`],
+//!   [`taskinfo`]: the core's pure parts; [`config`], [`metrics`].
 
 pub mod commands;
+pub mod core;
 pub mod config;
 pub mod kills;
 pub mod metrics;
@@ -16,6 +23,7 @@ pub mod reconcile;
 pub mod records;
 pub mod services;
 pub mod snapshot;
+pub mod supervisor;
 pub mod taskinfo;
 pub mod workload;
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::records::TaskRecord;
 use super::services::ServiceSpec;
-use crate::mesos::v1::TaskState;
+use crate::mesos::v1::{TaskState, task_status};
 
 /// What one service needs.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -82,6 +82,22 @@ pub fn assess<'a>(
         .filter(|i| !covered.contains(i))
         .collect();
     out
+}
+
+/// True when a terminal update is the task's own failure, which backs off
+/// its service's restarts: it failed, erred or exited. Losses of agents,
+/// executors that were told to exit, dropped launches and kills are not the
+/// task's fault and are replaced at once.
+pub fn counts_as_failure(state: TaskState, reason: Option<task_status::Reason>) -> bool {
+    use task_status::Reason as R;
+    match state {
+        TaskState::TaskError | TaskState::TaskFinished => true,
+        TaskState::TaskFailed => !matches!(
+            reason,
+            Some(R::ExecutorTerminated | R::AgentRemoved | R::AgentRestarted | R::AgentDisconnected | R::ContainerPreempted)
+        ),
+        _ => false,
+    }
 }
 
 /// A service's restart backoff: after a task fails, the next launch waits

@@ -7,6 +7,7 @@
 //!   ([`chaos_proxy::ChaosProxy`]);
 //! - [`replicas`]: coordinator replicas on that server, a timestamped
 //!   recorder of their leadership transitions, and waits with deadlines;
+//! - [`appliance`]: in-process appliance replicas (coordinator + scheduler);
 //! - [`mesos`]: raw HTTP calls and subscription streams against a Mesos
 //!   master (the in-process `mesos-testbed`);
 //! - [`client`]: a fast configuration for the scheduler/operator clients, an
@@ -16,6 +17,7 @@
 //! used everywhere.
 #![allow(dead_code)]
 
+pub mod appliance;
 pub mod chaos_proxy;
 pub mod client;
 pub mod mesos;

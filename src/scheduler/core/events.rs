@@ -1,0 +1,403 @@
+//! Mesos events: subscription changes, offers, rescinds, agent and executor
+//! failures, and status updates (acknowledged only after their effect is
+//! stored in ZooKeeper; updates without a uuid are never acknowledged —
+//! DESIGN.md §2a, mesos-notes §4).
+
+use std::time::Instant;
+
+use super::{Core, REFUSED_RETRY, TermOutcome};
+use crate::coordination::{CoordinationError, Expect};
+use crate::mesos::client::{ClientEvent, ErrorKind, SchedulerClient, StopReason};
+use crate::mesos::is_terminal;
+use crate::mesos::v1::scheduler::{Event, event};
+use crate::mesos::v1::{self, TaskState, task_status};
+use crate::scheduler::config::OnFrameworkRemoved;
+use crate::scheduler::offers::Gone;
+use crate::scheduler::reconcile::Action;
+use crate::scheduler::snapshot::FrameworkState;
+use crate::scheduler::workload;
+use crate::util::unix_now_secs;
+
+impl Core {
+    /// Starts a Mesos client subscribing with the stored framework ID — or,
+    /// with no stored ID, after checking that no framework of our name is
+    /// already active on the master (DESIGN.md §2a: minting a new ID then
+    /// would orphan its tasks).
+    pub(crate) async fn start_client(&mut self) {
+        self.stop_client();
+        self.restart_client_at = None;
+        if self.framework_id.is_none() && self.cfg.strategy != crate::coordination::Strategy::Hard {
+            match self.operator.get_frameworks().await {
+                Ok(frameworks) => {
+                    let name = &self.cfg.framework_name;
+                    let principal = &self.cfg.principal;
+                    let clash = frameworks.active().find(|f| {
+                        f.framework_info.name == *name && f.framework_info.principal == *principal
+                    });
+                    if let Some(f) = clash {
+                        let id = crate::mesos::operator::framework_id(f).unwrap_or("?").to_string();
+                        let reason = format!(
+                            "refusing to register: framework {id} named {name:?} is active on the master and \
+                             no framework ID is stored; registering anew would orphan its tasks \
+                             (stop it, or deploy with --framework-deployment-strategy=hard)"
+                        );
+                        self.log("framework", reason.clone());
+                        self.set_state(FrameworkState::Subscribing, Some(reason));
+                        self.restart_client_at = Some(Instant::now() + REFUSED_RETRY);
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let reason = format!("cannot list frameworks on the master: {e}");
+                    self.set_state(FrameworkState::Subscribing, Some(reason));
+                    self.restart_client_at = Some(Instant::now() + std::time::Duration::from_secs(5));
+                    return;
+                }
+            }
+        }
+        let cancel = self.term_token.child_token();
+        let (client, events) = SchedulerClient::start(self.deps.client.clone(), self.framework_info(), cancel.clone());
+        self.client = Some((client, cancel));
+        self.client_events = Some(events);
+        self.set_state(FrameworkState::Subscribing, None);
+    }
+
+    pub(crate) async fn on_client_event(&mut self, event: ClientEvent) {
+        match event {
+            ClientEvent::Subscribed(sub) => self.on_subscribed(*sub).await,
+            ClientEvent::Event(event) => self.on_mesos_event(*event).await,
+            ClientEvent::Disconnected { reason } => {
+                let now = Instant::now();
+                self.subscription = None;
+                self.deps.metrics.framework_subscribed.set(0);
+                let dropped = self.offers.clear(Gone::Dropped, now);
+                self.deps.metrics.offer("dropped", dropped.len() as u64);
+                let actions = self.reconciler.cancel(now, unix_now_secs());
+                self.reconcile_actions(actions).await;
+                self.set_state(FrameworkState::Disconnected, Some(reason.to_string()));
+                self.log("disconnected", format!("subscription lost: {reason}; re-subscribing"));
+            }
+            ClientEvent::Stopped(reason) => self.on_stopped(reason).await,
+        }
+    }
+
+    async fn on_subscribed(&mut self, sub: crate::mesos::client::Subscription) {
+        let id = sub.framework_id.value.clone();
+        match &self.framework_id {
+            None => match self.deps.coordinator.store_framework_id(&id).await {
+                Ok(_) => self.framework_id = Some(id.clone()),
+                Err(CoordinationError::Mismatch { stored, .. }) => {
+                    self.outcome = Some(TermOutcome::Mismatch(format!(
+                        "the master registered us as {id} but ZooKeeper holds {stored}: another scheduler registered at the same time"
+                    )));
+                    return;
+                }
+                Err(e) => {
+                    // Not stored: keep going; the periodic check stores it.
+                    self.log("error", format!("could not store framework ID {id}: {e}"));
+                    self.framework_id = Some(id.clone());
+                }
+            },
+            Some(ours) if *ours != id => {
+                self.outcome = Some(TermOutcome::Mismatch(format!(
+                    "subscribed as {id} while our framework ID is {ours}"
+                )));
+                return;
+            }
+            Some(_) => {}
+        }
+        let now = Instant::now();
+        let dropped = self.offers.clear(Gone::Dropped, now);
+        self.deps.metrics.offer("dropped", dropped.len() as u64);
+        self.suppressed = false;
+        self.deps.metrics.framework_subscribed.set(1);
+        let master = sub.master.to_string();
+        self.subscription = Some(sub);
+        self.set_state(FrameworkState::Subscribed, None);
+        self.log("subscribed", format!("subscribed as {id} to {master}"));
+        // Reconcile every task we believe alive, after every (re-)subscription
+        // (reconciliation guide; mesos-notes §5).
+        let tasks = self.reconcilable_tasks();
+        let actions = self.reconciler.subscribed(tasks, now, unix_now_secs());
+        self.reconcile_actions(actions).await;
+        self.schedule().await;
+    }
+
+    async fn on_stopped(&mut self, reason: StopReason) {
+        self.client = None;
+        self.client_events = None;
+        self.subscription = None;
+        self.deps.metrics.framework_subscribed.set(0);
+        let now = Instant::now();
+        self.offers.clear(Gone::Dropped, now);
+        let actions = self.reconciler.cancel(now, unix_now_secs());
+        self.reconcile_actions(actions).await;
+        match reason {
+            StopReason::Cancelled | StopReason::ReceiverDropped => {}
+            StopReason::Error(ErrorKind::FailedOver) => {
+                self.log("error", "ERROR \"Framework failed over\": another scheduler took over our framework ID; stepping down".into());
+                self.set_state(FrameworkState::FailedOver, Some("another scheduler subscribed with our framework ID".into()));
+                self.outcome = Some(TermOutcome::FailedOver);
+            }
+            StopReason::Error(ErrorKind::Removed) => {
+                let id = self.framework_id.clone().unwrap_or_default();
+                let reason = format!(
+                    "the master removed framework {id} (failover timeout passed or torn down); \
+                     use the reregister action to register a new framework"
+                );
+                self.log("error", format!("ERROR \"Framework has been removed\": {reason}"));
+                self.set_state(FrameworkState::Removed, Some(reason));
+                if self.cfg.on_framework_removed == OnFrameworkRemoved::Reregister {
+                    if let Err(e) = self.reregister().await {
+                        self.log("error", format!("automatic re-registration failed: {e}"));
+                    }
+                }
+            }
+            StopReason::Error(ErrorKind::Other(message)) => {
+                let reason = format!("the master refused the subscription: {message}");
+                self.log("error", reason.clone());
+                self.set_state(FrameworkState::Disconnected, Some(reason));
+                self.restart_client_at = Some(now + REFUSED_RETRY);
+            }
+            StopReason::SubscribeRefused { status, body } => {
+                let reason = format!("SUBSCRIBE refused with {status}: {body}");
+                self.log("error", reason.clone());
+                self.set_state(FrameworkState::Disconnected, Some(reason));
+                self.restart_client_at = Some(now + REFUSED_RETRY);
+            }
+        }
+    }
+
+    async fn on_mesos_event(&mut self, event: Event) {
+        let now = Instant::now();
+        match event.r#type() {
+            event::Type::Offers => {
+                let offers = event.offers.map(|o| o.offers).unwrap_or_default();
+                self.deps.metrics.offer("received", offers.len() as u64);
+                for offer in offers {
+                    self.agent_attributes
+                        .insert(offer.agent_id.value.clone(), offer.attributes.clone());
+                    self.offers.add(offer, now, unix_now_secs());
+                }
+                self.dirty = true;
+                self.schedule().await;
+            }
+            event::Type::Rescind => {
+                if let Some(r) = event.rescind {
+                    if self.offers.remove(&r.offer_id.value, Gone::Rescinded, now).is_some() {
+                        self.deps.metrics.offer("rescinded", 1);
+                        self.dirty = true;
+                    }
+                }
+            }
+            event::Type::Update => {
+                if let Some(update) = event.update {
+                    self.on_update(update.status).await;
+                }
+            }
+            event::Type::Failure => {
+                let Some(f) = event.failure else { return };
+                let agent = f.agent_id.map(|a| a.value).unwrap_or_default();
+                match f.executor_id {
+                    None => {
+                        let dropped = self.offers.remove_agent(&agent, now);
+                        self.deps.metrics.offer("dropped", dropped.len() as u64);
+                        self.log("agent", format!("agent {agent} lost; {} offer(s) dropped", dropped.len()));
+                    }
+                    Some(executor) => {
+                        let status = f.status.unwrap_or(0);
+                        self.log(
+                            "agent",
+                            format!("executor {} on agent {agent} exited (wait status {status})", executor.value),
+                        );
+                    }
+                }
+            }
+            event::Type::Message => {
+                if let Some(m) = event.message {
+                    self.log(
+                        "message",
+                        format!(
+                            "framework message from executor {} ({} bytes)",
+                            m.executor_id.value,
+                            m.data.len()
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A status update: record it, store it, then acknowledge it.
+    pub(crate) async fn on_update(&mut self, status: v1::TaskStatus) {
+        let task_id = status.task_id.value.clone();
+        let state = status.state();
+        let now = Instant::now();
+        let at = unix_now_secs();
+        let name = |s: Option<&str>| s.unwrap_or("none").to_string();
+        self.deps
+            .metrics
+            .status_updates
+            .get_or_create(&crate::scheduler::metrics::UpdateLabels {
+                state: state.as_str_name().into(),
+                source: name(status.source.and_then(|s| task_status::Source::try_from(s).ok()).map(|s| s.as_str_name())),
+                reason: name(status.reason.and_then(|r| task_status::Reason::try_from(r).ok()).map(|r| r.as_str_name())),
+            })
+            .inc();
+        let reconciliation = status.reason == Some(task_status::Reason::Reconciliation as i32);
+        self.reconciler.on_update(&task_id, reconciliation);
+
+        let Some(entry) = self.tasks.get(&task_id).cloned() else {
+            // Not ours: a terminal one is acknowledged and ignored; a live one
+            // is killed (unless still staging: it may be a launch whose record
+            // write we have not seen succeed).
+            if !is_terminal(state) && state != TaskState::TaskStaging {
+                let agent = status.agent_id.as_ref().map(|a| a.value.clone());
+                if self.kills.request(&task_id, agent, "unknown to the scheduler", std::time::Duration::from_secs(5), now) {
+                    self.log("kill", format!("task {task_id} is unknown to the scheduler ({}); killing it", state.as_str_name()));
+                }
+            } else if is_terminal(state) {
+                self.kills.done(&task_id);
+            }
+            self.acknowledge(&status).await;
+            self.kill_due().await;
+            return;
+        };
+
+        let mut record = (*entry.record).clone();
+        let was_running = record.task_state() == TaskState::TaskRunning;
+        record.apply(&status, at);
+        match self.task_store.put(&task_id, &record, Expect::Version(entry.version)).await {
+            Ok(version) => {
+                self.note_transition(&record, was_running, now);
+                self.put_task(record, version);
+                self.acknowledge(&status).await;
+            }
+            Err(e) => {
+                // Not acknowledged: the agent re-sends it and we try again.
+                self.log(
+                    "error",
+                    format!("could not store the {} update of {task_id}: {e}; not acknowledged", state.as_str_name()),
+                );
+                if matches!(e, CoordinationError::VersionConflict { .. }) {
+                    self.reload_task(&task_id).await;
+                }
+                return;
+            }
+        }
+        self.schedule().await;
+    }
+
+    /// Bookkeeping after a stored update: kills done, restart backoff.
+    fn note_transition(&mut self, record: &crate::scheduler::records::TaskRecord, was_running: bool, now: Instant) {
+        let state = record.task_state();
+        let spec = self.services.get(&record.service).cloned();
+        if state == TaskState::TaskRunning && !was_running {
+            self.backoff.entry(record.service.clone()).or_default().running();
+        }
+        if is_terminal(state) {
+            let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
+            if !wanted_dead {
+                let reason = record
+                    .timeline
+                    .last()
+                    .and_then(|e| e.reason.as_deref())
+                    .and_then(task_status::Reason::from_str_name);
+                if let Some(spec) = spec.filter(|_| workload::counts_as_failure(state, reason)) {
+                    self.backoff.entry(record.service.clone()).or_default().failed(&spec, now);
+                }
+                self.log(
+                    "task",
+                    format!(
+                        "task {} is {}{}",
+                        record.task_id,
+                        state.as_str_name(),
+                        record
+                            .timeline
+                            .last()
+                            .and_then(|e| e.message.as_ref())
+                            .map(|m| format!(": {m}"))
+                            .unwrap_or_default()
+                    ),
+                );
+            }
+        }
+    }
+
+    async fn reload_task(&mut self, task_id: &str) {
+        if let Ok(Some(v)) = self.task_store.get(task_id).await {
+            self.put_task(v.value, v.version);
+        }
+    }
+
+    /// Acknowledges an update that carries a uuid (only those need it).
+    pub(crate) async fn acknowledge(&mut self, status: &v1::TaskStatus) {
+        let (Some(uuid), Some(agent)) = (&status.uuid, &status.agent_id) else {
+            return;
+        };
+        let Some(client) = self.client().cloned() else { return };
+        if let Err(e) = client
+            .acknowledge(agent.clone(), status.task_id.clone(), uuid.clone())
+            .await
+        {
+            tracing::warn!(task_id = %status.task_id.value, error = %e, "acknowledge failed; the agent will re-send");
+        }
+    }
+
+    /// Non-terminal tasks with their agents, for explicit reconciliation.
+    pub(crate) fn reconcilable_tasks(&self) -> Vec<(String, Option<String>)> {
+        self.tasks
+            .values()
+            .filter(|e| !e.record.is_terminal())
+            .map(|e| {
+                let agent = (!e.record.agent_id.is_empty()).then(|| e.record.agent_id.clone());
+                (e.record.task_id.clone(), agent)
+            })
+            .collect()
+    }
+
+    /// Carries out the reconciler's actions.
+    pub(crate) async fn reconcile_actions(&mut self, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Send(tasks) => {
+                    let Some(client) = self.client().cloned() else { continue };
+                    let list = tasks
+                        .into_iter()
+                        .map(|(t, a)| (v1::TaskId { value: t }, a.map(|value| v1::AgentId { value })))
+                        .collect();
+                    if let Err(e) = client.reconcile(list).await {
+                        tracing::warn!(error = %e, "RECONCILE failed; retried with the run's backoff");
+                    }
+                }
+                Action::Finished(run) => {
+                    let kind = format!("{:?}", run.kind).to_lowercase();
+                    self.deps
+                        .metrics
+                        .reconciliations
+                        .get_or_create(&crate::scheduler::metrics::ReconcileLabels {
+                            kind: kind.clone(),
+                            outcome: run.outcome.clone(),
+                        })
+                        .inc();
+                    if let Some(end) = run.finished_at {
+                        self.deps.metrics.reconciliation_seconds.observe(end - run.started_at);
+                    }
+                    let detail = if run.unanswered.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; unanswered: {}", run.unanswered.join(", "))
+                    };
+                    self.log(
+                        "reconcile",
+                        format!(
+                            "{kind} reconciliation ({}) {}: {} asked, {} answered, {} call(s){detail}",
+                            run.trigger, run.outcome, run.asked, run.answered, run.calls
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The supervisor runs on every replica: while the replica leads it runs the
+//! core for the term; otherwise it publishes a *standby* snapshot (leader
+//! identity from the election, framework ID, services and tasks read from
+//! ZooKeeper) and answers commands with [`CommandError::NotLeader`].
+//!
+//! Term outcomes: abdication rejoins the election at the back; "framework
+//! failed over" and a framework-ID mismatch back off, then abdicate, so this
+//! replica never fights the scheduler that took over (DESIGN.md §2a).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::commands::{Command, CommandError, SchedulerHandle};
+use super::config::CoreConfig;
+use super::core::{CoreDeps, TermOutcome, run_term};
+use super::records::TaskRecord;
+use super::services::ServiceSpec;
+use super::snapshot::{FrameworkState, Snapshot};
+use crate::coordination::{Leadership, RecordKind, RecordStore};
+use crate::util::unix_now_secs;
+
+/// How often a standby replica refreshes its view from ZooKeeper.
+const STANDBY_REFRESH: Duration = Duration::from_secs(3);
+/// Pause after "failed over" or a mismatch before stepping down, so two
+/// schedulers cannot ping-pong the framework ID.
+const STEP_DOWN_BACKOFF: Duration = Duration::from_secs(10);
+/// Queue of commands from the web layer.
+const COMMAND_QUEUE: usize = 64;
+
+/// Starts the supervisor; returns the web layer's handle and the task, which
+/// ends when `shutdown` is cancelled.
+pub fn start(cfg: CoreConfig, deps: CoreDeps, shutdown: CancellationToken) -> (SchedulerHandle, JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+    let handle = SchedulerHandle::new(tx, deps.snapshots.subscribe());
+    let task = tokio::spawn(supervise(cfg, deps, rx, shutdown));
+    (handle, task)
+}
+
+/// A snapshot channel holding an empty standby snapshot for this replica.
+pub fn snapshot_channel(cfg: &CoreConfig, deps_replica: crate::coordination::ReplicaInfo) -> watch::Sender<Arc<Snapshot>> {
+    let snapshot = Snapshot::standby(deps_replica, &cfg.framework_name, &cfg.role, cfg.strategy);
+    watch::Sender::new(Arc::new(snapshot))
+}
+
+async fn supervise(cfg: CoreConfig, deps: CoreDeps, mut commands: mpsc::Receiver<Command>, shutdown: CancellationToken) {
+    let coordinator = deps.coordinator.clone();
+    let mut leadership = coordinator.leadership();
+    loop {
+        if shutdown.is_cancelled() {
+            return;
+        }
+        let current = leadership.borrow_and_update().clone();
+        if let Leadership::Leader { term } = current {
+            let token = CancellationToken::new();
+            let link = {
+                let (term_token, shutdown, token) = (coordinator.term_token(term), shutdown.clone(), token.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = term_token.cancelled() => {}
+                        _ = shutdown.cancelled() => {}
+                    }
+                    token.cancel();
+                })
+            };
+            let outcome = run_term(&cfg, &deps, term, token.clone(), &mut commands).await;
+            token.cancel();
+            link.abort();
+            match outcome {
+                TermOutcome::LeadershipLost => {}
+                TermOutcome::Abdicated => abdicate(&deps).await,
+                TermOutcome::FailedOver | TermOutcome::Mismatch(_) => {
+                    if let TermOutcome::Mismatch(why) = &outcome {
+                        tracing::error!("framework ID mismatch: {why}; stepping down");
+                    }
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(STEP_DOWN_BACKOFF) => {}
+                    }
+                    abdicate(&deps).await;
+                }
+                TermOutcome::StoreUnavailable(why) => {
+                    tracing::error!("cannot read the stores: {why}; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    }
+                }
+            }
+            continue;
+        }
+        publish_standby(&cfg, &deps).await;
+        let refresh = tokio::time::sleep(STANDBY_REFRESH);
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = leadership.changed() => {}
+            command = commands.recv() => match command {
+                Some(command) => refuse(command, &deps),
+                None => return,
+            },
+            _ = refresh => {}
+        }
+    }
+}
+
+async fn abdicate(deps: &CoreDeps) {
+    if let Err(e) = deps.coordinator.abdicate().await {
+        tracing::warn!(error = %e, "abdication failed");
+    }
+}
+
+/// Answers a command on a replica that does not lead.
+fn refuse(command: Command, deps: &CoreDeps) {
+    let leader_url = deps.snapshots.borrow().leader_url();
+    let error = || CommandError::NotLeader {
+        leader_url: leader_url.clone(),
+    };
+    match command {
+        Command::Reconcile { reply, .. } => drop(reply.send(Err(error()))),
+        Command::Kamikaze { reply } => drop(reply.send(Err(error()))),
+        Command::Teardown { reply } => drop(reply.send(Err(error()))),
+        Command::Abdicate { reply } => drop(reply.send(Err(error()))),
+        Command::Reregister { reply } => drop(reply.send(Err(error()))),
+        Command::PutService { reply, .. } => drop(reply.send(Err(error()))),
+        Command::DeleteService { reply, .. } => drop(reply.send(Err(error()))),
+    }
+}
+
+/// Publishes what a replica that does not lead can know.
+async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps) {
+    let coordinator = &deps.coordinator;
+    let mut snapshot = Snapshot::standby(coordinator.replica().clone(), &cfg.framework_name, &cfg.role, cfg.strategy);
+    snapshot.leadership = coordinator.leadership().borrow().clone();
+    snapshot.framework.state = FrameworkState::Standby;
+    snapshot.framework.failover_timeout_seconds = cfg.failover_timeout.as_secs_f64();
+    if let Ok(Some(id)) = coordinator.framework_id().await {
+        snapshot.framework.id = Some(id.value);
+    }
+    snapshot.deployment = coordinator.watch_deployment().borrow().clone().map(|d| d.value);
+    let services = RecordStore::<ServiceSpec>::new(coordinator.clone(), RecordKind::Services);
+    if let Ok(list) = services.list().await {
+        snapshot.services = list
+            .records
+            .into_iter()
+            .map(|(_, v)| super::snapshot::ServiceStatus {
+                spec: v.value,
+                running: 0,
+                starting: 0,
+                killing: 0,
+                consecutive_failures: 0,
+                next_launch_after: None,
+            })
+            .collect();
+    }
+    let tasks = RecordStore::<TaskRecord>::new(coordinator.clone(), RecordKind::Tasks);
+    if let Ok(list) = tasks.list().await {
+        snapshot.tasks = list.records.into_iter().map(|(_, v)| Arc::new(v.value)).collect();
+        for service in &mut snapshot.services {
+            let a = super::workload::assess(&service.spec, snapshot.tasks.iter().map(|t| t.as_ref()));
+            service.running = a.running;
+            service.starting = a.starting;
+            service.killing = a.killing;
+        }
+    }
+    // Keep the leader's recent events when this replica just lost leadership.
+    snapshot.events = deps.snapshots.borrow().events.clone();
+    snapshot.at = unix_now_secs();
+    deps.snapshots.send_replace(Arc::new(snapshot));
+}

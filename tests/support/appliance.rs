@@ -1,0 +1,133 @@
+//! In-process appliance replicas for tests: a ZooKeeper coordinator joined to
+//! the election, the scheduler supervisor with short timers, against a
+//! testbed master. Stopping one is a failover stop (SIGTERM): the
+//! supervisor ends and the coordinator leaves the election at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mesos_appliance::coordination::Coordinator;
+use mesos_appliance::coordination::url::ZkUrl;
+use mesos_appliance::coordination::zookeeper::{ZkConfig, ZkCoordinator};
+use mesos_appliance::mesos::client::ClientConfig;
+use mesos_appliance::mesos::detector::MasterSpec;
+use mesos_appliance::scheduler::config::CoreConfig;
+use mesos_appliance::scheduler::core::CoreDeps;
+use mesos_appliance::scheduler::metrics::Metrics;
+use mesos_appliance::scheduler::{SchedulerHandle, ServiceSpec, Snapshot, supervisor};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::replicas;
+
+/// Core settings for tests: short offer TTL, reconciliation and kill timers.
+pub fn core_config() -> CoreConfig {
+    let mut c = CoreConfig::default();
+    c.framework_name = "appliance-test".into();
+    c.user = "root".into();
+    c.failover_timeout = Duration::from_secs(60);
+    c.offer_ttl = Duration::from_secs(2);
+    c.decline_refuse_seconds = 5.0;
+    c.reconcile.interval = Duration::from_secs(600);
+    c.reconcile.initial_delay = Duration::from_secs(600);
+    c.reconcile.cooldown = Duration::from_millis(500);
+    c.reconcile.explicit_max_backoff = Duration::from_secs(2);
+    c.reconcile.explicit_abort_timeout = Duration::from_secs(10);
+    c.reconcile.implicit_window = Duration::from_secs(1);
+    c.framework_id_refresh_interval = Duration::from_secs(2);
+    c.kill_retry_min = Duration::from_secs(1);
+    c.kill_retry_max = Duration::from_secs(4);
+    c.snapshot_interval = Duration::from_millis(50);
+    c.executor_url = Some("http://appliance.test/executor/mesos-appliance-executor".into());
+    c
+}
+
+/// Parses a list of services written as JSON.
+pub fn services(json: serde_json::Value) -> Vec<ServiceSpec> {
+    serde_json::from_value(json).expect("test services")
+}
+
+/// One in-process replica.
+pub struct Replica {
+    pub name: String,
+    pub handle: SchedulerHandle,
+    pub coordinator: Arc<ZkCoordinator>,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Replica {
+    /// Starts replica `name` with root `/appliance` on `zk` (host:port),
+    /// subscribing to `master` (a URL).
+    pub async fn start(zk: &str, name: &str, master: &str, services: Vec<ServiceSpec>, core: CoreConfig) -> Replica {
+        super::mesos::init();
+        let url = ZkUrl::parse(&format!("zk://{zk}/appliance"), "unused").expect("zk url");
+        let mut zk_config = ZkConfig::new(url, replicas::replica(name)).with_session_timeout(replicas::SESSION);
+        zk_config.hold_off = replicas::HOLD_OFF;
+        let coordinator = Arc::new(ZkCoordinator::start(zk_config).await.expect("coordinator"));
+        let mut registry = prometheus_client::registry::Registry::default();
+        let deps = CoreDeps {
+            coordinator: coordinator.clone(),
+            client: ClientConfig::new(MasterSpec::parse(master).expect("master url")),
+            metrics: Metrics::register(&mut registry),
+            snapshots: supervisor::snapshot_channel(&core, coordinator.replica().clone()),
+            initial_services: services,
+        };
+        let shutdown = CancellationToken::new();
+        let (handle, task) = supervisor::start(core, deps, shutdown.clone());
+        Replica { name: name.into(), handle, coordinator, shutdown, task: Some(task) }
+    }
+
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.handle.snapshot()
+    }
+
+    /// Waits (at most `within`) until a snapshot satisfies `pred`.
+    pub async fn wait_for(&self, what: &str, within: Duration, pred: impl Fn(&Snapshot) -> bool) -> Arc<Snapshot> {
+        let mut rx = self.handle.subscribe();
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let current = rx.borrow_and_update().clone();
+            if pred(&current) {
+                return current;
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
+                let s = self.snapshot();
+                panic!(
+                    "{}: {what} not reached within {within:?}; framework {:?} ({:?}), tasks {:?}, events {:?}",
+                    self.name,
+                    s.framework.state,
+                    s.framework.reason,
+                    s.task_counts(),
+                    s.events.iter().rev().take(8).map(|e| &e.message).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+
+    /// A failover stop (SIGTERM): the scheduler stops, the replica leaves the
+    /// election at once and keeps all ZooKeeper state.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        self.coordinator.close().await;
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Running tasks per service in a snapshot.
+pub fn running(s: &Snapshot, service: &str) -> usize {
+    s.tasks
+        .iter()
+        .filter(|t| t.service == service && t.state == "TASK_RUNNING" && t.kill.is_none())
+        .count()
+}
