@@ -33,21 +33,54 @@ fn all_running(s: &mesos_appliance::scheduler::Snapshot) -> bool {
 async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(5)).await.unwrap();
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), three_services(), core_config()).await;
+    let replica = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        three_services(),
+        core_config(),
+    )
+    .await;
 
-    let s = replica.wait_for("20 tasks running", WAIT, all_running).await;
+    let s = replica
+        .wait_for("20 tasks running", WAIT, all_running)
+        .await;
     assert_eq!(s.framework.state, FrameworkState::Subscribed);
     let fid = s.framework.id.clone().expect("framework ID");
     assert_eq!(
-        replica.coordinator.framework_id().await.unwrap().unwrap().value, fid,
+        replica
+            .coordinator
+            .framework_id()
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        fid,
         "the framework ID is stored"
     );
-    let running_on_master = tb.tasks().iter().filter(|t| t.state.as_str_name() == "TASK_RUNNING").count();
+    let running_on_master = tb
+        .tasks()
+        .iter()
+        .filter(|t| t.state.as_str_name() == "TASK_RUNNING")
+        .count();
     assert_eq!(running_on_master, 20);
-    let db_hosts: HashSet<&str> = s.tasks.iter().filter(|t| t.service == "db").map(|t| t.hostname.as_str()).collect();
+    let db_hosts: HashSet<&str> = s
+        .tasks
+        .iter()
+        .filter(|t| t.service == "db")
+        .map(|t| t.hostname.as_str())
+        .collect();
     assert_eq!(db_hosts.len(), 4, "hostname:UNIQUE");
-    assert!(s.tasks.iter().all(|t| t.task_id.starts_with(&format!("{}.{}.", t.service, t.instance))));
-    let web_ports: HashSet<u64> = s.tasks.iter().filter(|t| t.service == "web").map(|t| t.ports[0]).collect();
+    assert!(s.tasks.iter().all(|t| {
+        t.task_id
+            .starts_with(&format!("{}.{}.", t.service, t.instance))
+    }));
+    let web_ports: HashSet<u64> = s
+        .tasks
+        .iter()
+        .filter(|t| t.service == "web")
+        .map(|t| t.ports[0])
+        .collect();
     assert!(web_ports.len() >= 2 && web_ports.iter().all(|p| (31000..=32000).contains(p)));
 
     // Lose the agent with the most tasks: its tasks are replaced elsewhere.
@@ -56,28 +89,50 @@ async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
         .into_iter()
         .max_by_key(|a| tb.tasks().iter().filter(|t| t.agent_id == a.id).count())
         .unwrap();
-    let lost: HashSet<String> = s.tasks.iter().filter(|t| t.agent_id == busiest.id).map(|t| t.task_id.clone()).collect();
+    let lost: HashSet<String> = s
+        .tasks
+        .iter()
+        .filter(|t| t.agent_id == busiest.id)
+        .map(|t| t.task_id.clone())
+        .collect();
     assert!(!lost.is_empty());
     assert!(tb.make_agent_unreachable(&busiest.id));
     let s = replica
         .wait_for("lost tasks replaced", WAIT, |s| {
-            all_running(s) && s.tasks.iter().filter(|t| t.state == "TASK_RUNNING").all(|t| t.agent_id != busiest.id)
+            all_running(s)
+                && s.tasks
+                    .iter()
+                    .filter(|t| t.state == "TASK_RUNNING")
+                    .all(|t| t.agent_id != busiest.id)
         })
         .await;
     for id in &lost {
-        let t = s.tasks.iter().find(|t| &t.task_id == id).expect("lost record kept");
+        let t = s
+            .tasks
+            .iter()
+            .find(|t| &t.task_id == id)
+            .expect("lost record kept");
         assert_eq!(t.state, "TASK_LOST");
     }
 
     // Kamikaze: every executor of ours exits; its tasks are replaced.
-    let web_before: HashSet<String> = s.tasks.iter().filter(|t| t.service == "web" && t.state == "TASK_RUNNING").map(|t| t.task_id.clone()).collect();
+    let web_before: HashSet<String> = s
+        .tasks
+        .iter()
+        .filter(|t| t.service == "web" && t.state == "TASK_RUNNING")
+        .map(|t| t.task_id.clone())
+        .collect();
     let results = replica
         .handle
         .request(Duration::from_secs(10), |reply| Command::Kamikaze { reply })
         .await
         .expect("kamikaze accepted");
     assert_eq!(results.len(), 8, "one executor per web task: {results:?}");
-    assert!(results.iter().all(|r| r.accepted && r.executor_id.starts_with("mesos-appliance-executor.web.")));
+    assert!(
+        results
+            .iter()
+            .all(|r| r.accepted && r.executor_id.starts_with("mesos-appliance-executor.web."))
+    );
     let s = replica
         .wait_for("web tasks replaced", WAIT, |s| {
             all_running(s)
@@ -90,7 +145,10 @@ async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
     for id in &web_before {
         let t = s.tasks.iter().find(|t| &t.task_id == id).unwrap();
         assert_eq!(t.state, "TASK_FAILED");
-        assert_eq!(t.timeline.last().unwrap().reason.as_deref(), Some("REASON_EXECUTOR_TERMINATED"));
+        assert_eq!(
+            t.timeline.last().unwrap().reason.as_deref(),
+            Some("REASON_EXECUTOR_TERMINATED")
+        );
     }
     let kills = tb.scheduler_calls("KILL");
     assert!(kills.is_empty(), "nothing needed killing: {kills:?}");

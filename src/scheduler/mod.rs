@@ -13,8 +13,8 @@
 //!   [`taskinfo`]: the core's pure parts; [`config`], [`metrics`].
 
 pub mod commands;
-pub mod core;
 pub mod config;
+pub mod core;
 pub mod kills;
 pub mod metrics;
 pub mod offers;

@@ -33,7 +33,11 @@ const COMMAND_QUEUE: usize = 64;
 
 /// Starts the supervisor; returns the web layer's handle and the task, which
 /// ends when `shutdown` is cancelled.
-pub fn start(cfg: CoreConfig, deps: CoreDeps, shutdown: CancellationToken) -> (SchedulerHandle, JoinHandle<()>) {
+pub fn start(
+    cfg: CoreConfig,
+    deps: CoreDeps,
+    shutdown: CancellationToken,
+) -> (SchedulerHandle, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
     let handle = SchedulerHandle::new(tx, deps.snapshots.subscribe());
     let task = tokio::spawn(supervise(cfg, deps, rx, shutdown));
@@ -41,12 +45,20 @@ pub fn start(cfg: CoreConfig, deps: CoreDeps, shutdown: CancellationToken) -> (S
 }
 
 /// A snapshot channel holding an empty standby snapshot for this replica.
-pub fn snapshot_channel(cfg: &CoreConfig, deps_replica: crate::coordination::ReplicaInfo) -> watch::Sender<Arc<Snapshot>> {
+pub fn snapshot_channel(
+    cfg: &CoreConfig,
+    deps_replica: crate::coordination::ReplicaInfo,
+) -> watch::Sender<Arc<Snapshot>> {
     let snapshot = Snapshot::standby(deps_replica, &cfg.framework_name, &cfg.role, cfg.strategy);
     watch::Sender::new(Arc::new(snapshot))
 }
 
-async fn supervise(cfg: CoreConfig, deps: CoreDeps, mut commands: mpsc::Receiver<Command>, shutdown: CancellationToken) {
+async fn supervise(
+    cfg: CoreConfig,
+    deps: CoreDeps,
+    mut commands: mpsc::Receiver<Command>,
+    shutdown: CancellationToken,
+) {
     let coordinator = deps.coordinator.clone();
     let mut leadership = coordinator.leadership();
     loop {
@@ -57,7 +69,11 @@ async fn supervise(cfg: CoreConfig, deps: CoreDeps, mut commands: mpsc::Receiver
         if let Leadership::Leader { term } = current {
             let token = CancellationToken::new();
             let link = {
-                let (term_token, shutdown, token) = (coordinator.term_token(term), shutdown.clone(), token.clone());
+                let (term_token, shutdown, token) = (
+                    coordinator.term_token(term),
+                    shutdown.clone(),
+                    token.clone(),
+                );
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = term_token.cancelled() => {}
@@ -132,14 +148,23 @@ fn refuse(command: Command, deps: &CoreDeps) {
 /// Publishes what a replica that does not lead can know.
 async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps) {
     let coordinator = &deps.coordinator;
-    let mut snapshot = Snapshot::standby(coordinator.replica().clone(), &cfg.framework_name, &cfg.role, cfg.strategy);
+    let mut snapshot = Snapshot::standby(
+        coordinator.replica().clone(),
+        &cfg.framework_name,
+        &cfg.role,
+        cfg.strategy,
+    );
     snapshot.leadership = coordinator.leadership().borrow().clone();
     snapshot.framework.state = FrameworkState::Standby;
     snapshot.framework.failover_timeout_seconds = cfg.failover_timeout.as_secs_f64();
     if let Ok(Some(id)) = coordinator.framework_id().await {
         snapshot.framework.id = Some(id.value);
     }
-    snapshot.deployment = coordinator.watch_deployment().borrow().clone().map(|d| d.value);
+    snapshot.deployment = coordinator
+        .watch_deployment()
+        .borrow()
+        .clone()
+        .map(|d| d.value);
     let services = RecordStore::<ServiceSpec>::new(coordinator.clone(), RecordKind::Services);
     if let Ok(list) = services.list().await {
         snapshot.services = list
@@ -157,9 +182,14 @@ async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps) {
     }
     let tasks = RecordStore::<TaskRecord>::new(coordinator.clone(), RecordKind::Tasks);
     if let Ok(list) = tasks.list().await {
-        snapshot.tasks = list.records.into_iter().map(|(_, v)| Arc::new(v.value)).collect();
+        snapshot.tasks = list
+            .records
+            .into_iter()
+            .map(|(_, v)| Arc::new(v.value))
+            .collect();
         for service in &mut snapshot.services {
-            let a = super::workload::assess(&service.spec, snapshot.tasks.iter().map(|t| t.as_ref()));
+            let a =
+                super::workload::assess(&service.spec, snapshot.tasks.iter().map(|t| t.as_ref()));
             service.running = a.running;
             service.starting = a.starting;
             service.killing = a.killing;

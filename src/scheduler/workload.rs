@@ -94,7 +94,13 @@ pub fn counts_as_failure(state: TaskState, reason: Option<task_status::Reason>) 
         TaskState::TaskError | TaskState::TaskFinished => true,
         TaskState::TaskFailed => !matches!(
             reason,
-            Some(R::ExecutorTerminated | R::AgentRemoved | R::AgentRestarted | R::AgentDisconnected | R::ContainerPreempted)
+            Some(
+                R::ExecutorTerminated
+                    | R::AgentRemoved
+                    | R::AgentRestarted
+                    | R::AgentDisconnected
+                    | R::ContainerPreempted
+            )
         ),
         _ => false,
     }

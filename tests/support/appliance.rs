@@ -59,10 +59,17 @@ pub struct Replica {
 impl Replica {
     /// Starts replica `name` with root `/appliance` on `zk` (host:port),
     /// subscribing to `master` (a URL).
-    pub async fn start(zk: &str, name: &str, master: &str, services: Vec<ServiceSpec>, core: CoreConfig) -> Replica {
+    pub async fn start(
+        zk: &str,
+        name: &str,
+        master: &str,
+        services: Vec<ServiceSpec>,
+        core: CoreConfig,
+    ) -> Replica {
         super::mesos::init();
         let url = ZkUrl::parse(&format!("zk://{zk}/appliance"), "unused").expect("zk url");
-        let mut zk_config = ZkConfig::new(url, replicas::replica(name)).with_session_timeout(replicas::SESSION);
+        let mut zk_config =
+            ZkConfig::new(url, replicas::replica(name)).with_session_timeout(replicas::SESSION);
         zk_config.hold_off = replicas::HOLD_OFF;
         let coordinator = Arc::new(ZkCoordinator::start(zk_config).await.expect("coordinator"));
         let mut registry = prometheus_client::registry::Registry::default();
@@ -75,7 +82,13 @@ impl Replica {
         };
         let shutdown = CancellationToken::new();
         let (handle, task) = supervisor::start(core, deps, shutdown.clone());
-        Replica { name: name.into(), handle, coordinator, shutdown, task: Some(task) }
+        Replica {
+            name: name.into(),
+            handle,
+            coordinator,
+            shutdown,
+            task: Some(task),
+        }
     }
 
     /// The latest snapshot.
@@ -84,7 +97,12 @@ impl Replica {
     }
 
     /// Waits (at most `within`) until a snapshot satisfies `pred`.
-    pub async fn wait_for(&self, what: &str, within: Duration, pred: impl Fn(&Snapshot) -> bool) -> Arc<Snapshot> {
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&Snapshot) -> bool,
+    ) -> Arc<Snapshot> {
         let mut rx = self.handle.subscribe();
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -101,7 +119,12 @@ impl Replica {
                     s.framework.state,
                     s.framework.reason,
                     s.task_counts(),
-                    s.events.iter().rev().take(8).map(|e| &e.message).collect::<Vec<_>>()
+                    s.events
+                        .iter()
+                        .rev()
+                        .take(8)
+                        .map(|e| &e.message)
+                        .collect::<Vec<_>>()
                 );
             }
         }

@@ -59,10 +59,13 @@ impl Core {
     async fn reconcile_now(&mut self, kind: ReconcileKind) -> Result<ReconcileRun, CommandError> {
         self.require_subscribed()?;
         let tasks = self.reconcilable_tasks();
-        let (run, actions) = self
-            .reconciler
-            .request(kind, "manual", || tasks, Instant::now(), unix_now_secs());
-        self.log("action", format!("{kind:?} reconciliation requested ({})", run.outcome).to_lowercase());
+        let (run, actions) =
+            self.reconciler
+                .request(kind, "manual", || tasks, Instant::now(), unix_now_secs());
+        self.log(
+            "action",
+            format!("{kind:?} reconciliation requested ({})", run.outcome).to_lowercase(),
+        );
         self.reconcile_actions(actions).await;
         self.dirty = true;
         Ok(run)
@@ -88,8 +91,12 @@ impl Core {
         for (agent_id, executor_id, hostname) in executors {
             let outcome = client
                 .message(
-                    v1::AgentId { value: agent_id.clone() },
-                    v1::ExecutorId { value: executor_id.clone() },
+                    v1::AgentId {
+                        value: agent_id.clone(),
+                    },
+                    v1::ExecutorId {
+                        value: executor_id.clone(),
+                    },
                     KAMIKAZE.to_vec(),
                 )
                 .await;
@@ -104,7 +111,10 @@ impl Core {
         let accepted = results.iter().filter(|r| r.accepted).count();
         self.log(
             "action",
-            format!("kamikaze sent to {} executor(s), {accepted} accepted", results.len()),
+            format!(
+                "kamikaze sent to {} executor(s), {accepted} accepted",
+                results.len()
+            ),
         );
         Ok(results)
     }
@@ -124,10 +134,15 @@ impl Core {
         self.offers.clear(Gone::Dropped, Instant::now());
         self.kills.clear();
         let tasks = self.forget_framework().await?;
-        let reason = format!("torn down by an operator (framework {framework_id}, {tasks} task record(s) deleted)");
+        let reason = format!(
+            "torn down by an operator (framework {framework_id}, {tasks} task record(s) deleted)"
+        );
         self.log("action", reason.clone());
         self.set_state(FrameworkState::Removed, Some(reason));
-        Ok(TeardownResult { framework_id, tasks })
+        Ok(TeardownResult {
+            framework_id,
+            tasks,
+        })
     }
 
     /// Deletes the stored framework ID and every task record.
@@ -162,13 +177,18 @@ impl Core {
         let tasks = self.forget_framework().await?;
         self.log(
             "action",
-            format!("registering a new framework (old {old}, {tasks} stale task record(s) deleted)"),
+            format!(
+                "registering a new framework (old {old}, {tasks} stale task record(s) deleted)"
+            ),
         );
         self.start_client().await;
         Ok(())
     }
 
-    async fn put_service(&mut self, spec: crate::scheduler::ServiceSpec) -> Result<bool, CommandError> {
+    async fn put_service(
+        &mut self,
+        spec: crate::scheduler::ServiceSpec,
+    ) -> Result<bool, CommandError> {
         let errors = spec.validate();
         if !errors.is_empty() {
             return Err(CommandError::Invalid(errors));
@@ -177,10 +197,18 @@ impl Core {
             .put(&spec.name, &spec, Expect::Any)
             .await
             .map_err(|e| CommandError::Store(e.to_string()))?;
-        let replaced = self.services.insert(spec.name.clone(), spec.clone()).is_some();
+        let replaced = self
+            .services
+            .insert(spec.name.clone(), spec.clone())
+            .is_some();
         self.log(
             "action",
-            format!("service {} {} ({} instance(s))", spec.name, if replaced { "updated" } else { "created" }, spec.instances),
+            format!(
+                "service {} {} ({} instance(s))",
+                spec.name,
+                if replaced { "updated" } else { "created" },
+                spec.instances
+            ),
         );
         self.schedule().await;
         Ok(replaced)
@@ -195,7 +223,10 @@ impl Core {
             .await
             .map_err(|e| CommandError::Store(e.to_string()))?;
         self.services.remove(name);
-        self.log("action", format!("service {name} deleted; its tasks are killed"));
+        self.log(
+            "action",
+            format!("service {name} deleted; its tasks are killed"),
+        );
         self.schedule().await;
         Ok(true)
     }

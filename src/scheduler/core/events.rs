@@ -35,7 +35,9 @@ impl Core {
                         f.framework_info.name == *name && f.framework_info.principal == *principal
                     });
                     if let Some(f) = clash {
-                        let id = crate::mesos::operator::framework_id(f).unwrap_or("?").to_string();
+                        let id = crate::mesos::operator::framework_id(f)
+                            .unwrap_or("?")
+                            .to_string();
                         let reason = format!(
                             "refusing to register: framework {id} named {name:?} is active on the master and \
                              no framework ID is stored; registering anew would orphan its tasks \
@@ -50,13 +52,18 @@ impl Core {
                 Err(e) => {
                     let reason = format!("cannot list frameworks on the master: {e}");
                     self.set_state(FrameworkState::Subscribing, Some(reason));
-                    self.restart_client_at = Some(Instant::now() + std::time::Duration::from_secs(5));
+                    self.restart_client_at =
+                        Some(Instant::now() + std::time::Duration::from_secs(5));
                     return;
                 }
             }
         }
         let cancel = self.term_token.child_token();
-        let (client, events) = SchedulerClient::start(self.deps.client.clone(), self.framework_info(), cancel.clone());
+        let (client, events) = SchedulerClient::start(
+            self.deps.client.clone(),
+            self.framework_info(),
+            cancel.clone(),
+        );
         self.client = Some((client, cancel));
         self.client_events = Some(events);
         self.set_state(FrameworkState::Subscribing, None);
@@ -75,7 +82,10 @@ impl Core {
                 let actions = self.reconciler.cancel(now, unix_now_secs());
                 self.reconcile_actions(actions).await;
                 self.set_state(FrameworkState::Disconnected, Some(reason.to_string()));
-                self.log("disconnected", format!("subscription lost: {reason}; re-subscribing"));
+                self.log(
+                    "disconnected",
+                    format!("subscription lost: {reason}; re-subscribing"),
+                );
             }
             ClientEvent::Stopped(reason) => self.on_stopped(reason).await,
         }
@@ -136,7 +146,10 @@ impl Core {
             StopReason::Cancelled | StopReason::ReceiverDropped => {}
             StopReason::Error(ErrorKind::FailedOver) => {
                 self.log("error", "ERROR \"Framework failed over\": another scheduler took over our framework ID; stepping down".into());
-                self.set_state(FrameworkState::FailedOver, Some("another scheduler subscribed with our framework ID".into()));
+                self.set_state(
+                    FrameworkState::FailedOver,
+                    Some("another scheduler subscribed with our framework ID".into()),
+                );
                 self.outcome = Some(TermOutcome::FailedOver);
             }
             StopReason::Error(ErrorKind::Removed) => {
@@ -145,7 +158,10 @@ impl Core {
                     "the master removed framework {id} (failover timeout passed or torn down); \
                      use the reregister action to register a new framework"
                 );
-                self.log("error", format!("ERROR \"Framework has been removed\": {reason}"));
+                self.log(
+                    "error",
+                    format!("ERROR \"Framework has been removed\": {reason}"),
+                );
                 self.set_state(FrameworkState::Removed, Some(reason));
                 if self.cfg.on_framework_removed == OnFrameworkRemoved::Reregister {
                     if let Err(e) = self.reregister().await {
@@ -184,7 +200,11 @@ impl Core {
             }
             event::Type::Rescind => {
                 if let Some(r) = event.rescind {
-                    if self.offers.remove(&r.offer_id.value, Gone::Rescinded, now).is_some() {
+                    if self
+                        .offers
+                        .remove(&r.offer_id.value, Gone::Rescinded, now)
+                        .is_some()
+                    {
                         self.deps.metrics.offer("rescinded", 1);
                         self.dirty = true;
                     }
@@ -202,13 +222,19 @@ impl Core {
                     None => {
                         let dropped = self.offers.remove_agent(&agent, now);
                         self.deps.metrics.offer("dropped", dropped.len() as u64);
-                        self.log("agent", format!("agent {agent} lost; {} offer(s) dropped", dropped.len()));
+                        self.log(
+                            "agent",
+                            format!("agent {agent} lost; {} offer(s) dropped", dropped.len()),
+                        );
                     }
                     Some(executor) => {
                         let status = f.status.unwrap_or(0);
                         self.log(
                             "agent",
-                            format!("executor {} on agent {agent} exited (wait status {status})", executor.value),
+                            format!(
+                                "executor {} on agent {agent} exited (wait status {status})",
+                                executor.value
+                            ),
                         );
                     }
                 }
@@ -241,8 +267,18 @@ impl Core {
             .status_updates
             .get_or_create(&crate::scheduler::metrics::UpdateLabels {
                 state: state.as_str_name().into(),
-                source: name(status.source.and_then(|s| task_status::Source::try_from(s).ok()).map(|s| s.as_str_name())),
-                reason: name(status.reason.and_then(|r| task_status::Reason::try_from(r).ok()).map(|r| r.as_str_name())),
+                source: name(
+                    status
+                        .source
+                        .and_then(|s| task_status::Source::try_from(s).ok())
+                        .map(|s| s.as_str_name()),
+                ),
+                reason: name(
+                    status
+                        .reason
+                        .and_then(|r| task_status::Reason::try_from(r).ok())
+                        .map(|r| r.as_str_name()),
+                ),
             })
             .inc();
         let reconciliation = status.reason == Some(task_status::Reason::Reconciliation as i32);
@@ -254,8 +290,20 @@ impl Core {
             // write we have not seen succeed).
             if !is_terminal(state) && state != TaskState::TaskStaging {
                 let agent = status.agent_id.as_ref().map(|a| a.value.clone());
-                if self.kills.request(&task_id, agent, "unknown to the scheduler", std::time::Duration::from_secs(5), now) {
-                    self.log("kill", format!("task {task_id} is unknown to the scheduler ({}); killing it", state.as_str_name()));
+                if self.kills.request(
+                    &task_id,
+                    agent,
+                    "unknown to the scheduler",
+                    std::time::Duration::from_secs(5),
+                    now,
+                ) {
+                    self.log(
+                        "kill",
+                        format!(
+                            "task {task_id} is unknown to the scheduler ({}); killing it",
+                            state.as_str_name()
+                        ),
+                    );
                 }
             } else if is_terminal(state) {
                 self.kills.done(&task_id);
@@ -268,7 +316,11 @@ impl Core {
         let mut record = (*entry.record).clone();
         let was_running = record.task_state() == TaskState::TaskRunning;
         record.apply(&status, at);
-        match self.task_store.put(&task_id, &record, Expect::Version(entry.version)).await {
+        match self
+            .task_store
+            .put(&task_id, &record, Expect::Version(entry.version))
+            .await
+        {
             Ok(version) => {
                 self.note_transition(&record, was_running, now);
                 self.put_task(record, version);
@@ -278,7 +330,10 @@ impl Core {
                 // Not acknowledged: the agent re-sends it and we try again.
                 self.log(
                     "error",
-                    format!("could not store the {} update of {task_id}: {e}; not acknowledged", state.as_str_name()),
+                    format!(
+                        "could not store the {} update of {task_id}: {e}; not acknowledged",
+                        state.as_str_name()
+                    ),
                 );
                 if matches!(e, CoordinationError::VersionConflict { .. }) {
                     self.reload_task(&task_id).await;
@@ -290,11 +345,19 @@ impl Core {
     }
 
     /// Bookkeeping after a stored update: kills done, restart backoff.
-    fn note_transition(&mut self, record: &crate::scheduler::records::TaskRecord, was_running: bool, now: Instant) {
+    fn note_transition(
+        &mut self,
+        record: &crate::scheduler::records::TaskRecord,
+        was_running: bool,
+        now: Instant,
+    ) {
         let state = record.task_state();
         let spec = self.services.get(&record.service).cloned();
         if state == TaskState::TaskRunning && !was_running {
-            self.backoff.entry(record.service.clone()).or_default().running();
+            self.backoff
+                .entry(record.service.clone())
+                .or_default()
+                .running();
         }
         if is_terminal(state) {
             let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
@@ -305,7 +368,10 @@ impl Core {
                     .and_then(|e| e.reason.as_deref())
                     .and_then(task_status::Reason::from_str_name);
                 if let Some(spec) = spec.filter(|_| workload::counts_as_failure(state, reason)) {
-                    self.backoff.entry(record.service.clone()).or_default().failed(&spec, now);
+                    self.backoff
+                        .entry(record.service.clone())
+                        .or_default()
+                        .failed(&spec, now);
                 }
                 self.log(
                     "task",
@@ -336,7 +402,9 @@ impl Core {
         let (Some(uuid), Some(agent)) = (&status.uuid, &status.agent_id) else {
             return;
         };
-        let Some(client) = self.client().cloned() else { return };
+        let Some(client) = self.client().cloned() else {
+            return;
+        };
         if let Err(e) = client
             .acknowledge(agent.clone(), status.task_id.clone(), uuid.clone())
             .await
@@ -362,10 +430,17 @@ impl Core {
         for action in actions {
             match action {
                 Action::Send(tasks) => {
-                    let Some(client) = self.client().cloned() else { continue };
+                    let Some(client) = self.client().cloned() else {
+                        continue;
+                    };
                     let list = tasks
                         .into_iter()
-                        .map(|(t, a)| (v1::TaskId { value: t }, a.map(|value| v1::AgentId { value })))
+                        .map(|(t, a)| {
+                            (
+                                v1::TaskId { value: t },
+                                a.map(|value| v1::AgentId { value }),
+                            )
+                        })
                         .collect();
                     if let Err(e) = client.reconcile(list).await {
                         tracing::warn!(error = %e, "RECONCILE failed; retried with the run's backoff");
@@ -382,7 +457,10 @@ impl Core {
                         })
                         .inc();
                     if let Some(end) = run.finished_at {
-                        self.deps.metrics.reconciliation_seconds.observe(end - run.started_at);
+                        self.deps
+                            .metrics
+                            .reconciliation_seconds
+                            .observe(end - run.started_at);
                     }
                     let detail = if run.unanswered.is_empty() {
                         String::new()

@@ -40,7 +40,9 @@ impl Core {
 
     /// Asks for a task's death: marks its record (stored) and queues KILLs.
     pub(crate) async fn request_kill(&mut self, task_id: &str, reason: &str) {
-        let Some(entry) = self.tasks.get(task_id).cloned() else { return };
+        let Some(entry) = self.tasks.get(task_id).cloned() else {
+            return;
+        };
         let grace = self
             .services
             .get(&entry.record.service)
@@ -53,17 +55,25 @@ impl Core {
                 requested_at: unix_now_secs(),
                 attempts: 0,
             });
-            match self.task_store.put(task_id, &record, Expect::Version(entry.version)).await {
+            match self
+                .task_store
+                .put(task_id, &record, Expect::Version(entry.version))
+                .await
+            {
                 Ok(version) => self.put_task(record, version),
                 Err(e) => {
-                    self.log("error", format!("could not mark {task_id} for killing: {e}"));
+                    self.log(
+                        "error",
+                        format!("could not mark {task_id} for killing: {e}"),
+                    );
                     return;
                 }
             }
             self.log("kill", format!("killing {task_id}: {reason}"));
         }
         let agent = (!entry.record.agent_id.is_empty()).then(|| entry.record.agent_id.clone());
-        self.kills.request(task_id, agent, reason, grace, Instant::now());
+        self.kills
+            .request(task_id, agent, reason, grace, Instant::now());
     }
 
     /// Sends the KILLs that are due.
@@ -71,12 +81,16 @@ impl Core {
         if self.state != FrameworkState::Subscribed {
             return;
         }
-        let Some(client) = self.client().cloned() else { return };
+        let Some(client) = self.client().cloned() else {
+            return;
+        };
         for (task_id, kill) in self.kills.due(Instant::now()) {
             let call = Call {
                 r#type: Some(call::Type::Kill as i32),
                 kill: Some(call::Kill {
-                    task_id: v1::TaskId { value: task_id.clone() },
+                    task_id: v1::TaskId {
+                        value: task_id.clone(),
+                    },
                     agent_id: kill.agent_id.clone().map(|value| v1::AgentId { value }),
                     kill_policy: Some(v1::KillPolicy {
                         grace_period: Some(v1::DurationInfo {
@@ -131,16 +145,26 @@ impl Core {
                 .map(|e| (e.record.agent_id.clone(), e.record.hostname.clone()))
                 .collect();
             let executor_resources = match spec.executor {
-                ExecutorKind::Appliance => self.executor_source().map(|s| s.resources()).unwrap_or_default(),
+                ExecutorKind::Appliance => self
+                    .executor_source()
+                    .map(|s| s.resources())
+                    .unwrap_or_default(),
                 ExecutorKind::Command => Default::default(),
             };
-            demands_data.push((spec.clone(), assessment.missing, occupied, executor_resources));
+            demands_data.push((
+                spec.clone(),
+                assessment.missing,
+                occupied,
+                executor_resources,
+            ));
         }
         // Services removed from the desired workload: their tasks go.
         let orphans: Vec<String> = self
             .tasks
             .values()
-            .filter(|e| workload::is_live(&e.record) && !self.services.contains_key(&e.record.service))
+            .filter(|e| {
+                workload::is_live(&e.record) && !self.services.contains_key(&e.record.service)
+            })
             .map(|e| e.record.task_id.clone())
             .collect();
         for task_id in orphans {
@@ -161,16 +185,13 @@ impl Core {
             })
             .collect();
         let planned = placement::plan(&demands, &mut self.offers, &self.agent_attributes);
-        let all_placed = demands
-            .iter()
-            .map(|d| d.missing.len())
-            .sum::<usize>()
-            == planned.len();
+        let all_placed = demands.iter().map(|d| d.missing.len()).sum::<usize>() == planned.len();
         drop(demands);
         if !planned.is_empty() {
             self.launch(planned, !all_placed || pending_work).await;
         }
-        self.settle_offers(pending_work && !all_placed || self.missing_anything()).await;
+        self.settle_offers(pending_work && !all_placed || self.missing_anything())
+            .await;
     }
 
     fn missing_anything(&self) -> bool {
@@ -183,13 +204,19 @@ impl Core {
 
     /// Writes the records, then ACCEPTs each used offer with its tasks.
     async fn launch(&mut self, planned: Vec<placement::Planned>, more_pending: bool) {
-        let Some(framework_id) = self.framework_id.clone() else { return };
-        let Some(client) = self.client().cloned() else { return };
+        let Some(framework_id) = self.framework_id.clone() else {
+            return;
+        };
+        let Some(client) = self.client().cloned() else {
+            return;
+        };
         let executor = self.executor_source();
         let now = unix_now_secs();
         let mut by_offer: BTreeMap<String, Vec<(v1::TaskInfo, TaskRecord)>> = BTreeMap::new();
         for p in planned {
-            let Some(spec) = self.services.get(&p.service) else { continue };
+            let Some(spec) = self.services.get(&p.service) else {
+                continue;
+            };
             let task_id = taskinfo::new_task_id(&spec.name, p.instance);
             let info = taskinfo::task_info(spec, &p, &task_id, &framework_id, executor.as_ref());
             let executor_id = info
@@ -204,7 +231,11 @@ impl Core {
                 fingerprint: spec.fingerprint(),
                 agent_id: p.agent_id.clone(),
                 hostname: p.hostname.clone(),
-                executor: if info.executor.is_some() { ExecutorKind::Appliance } else { ExecutorKind::Command },
+                executor: if info.executor.is_some() {
+                    ExecutorKind::Appliance
+                } else {
+                    ExecutorKind::Command
+                },
                 executor_id,
                 ports: p.ports.clone(),
                 state: TaskState::TaskStaging.as_str_name().into(),
@@ -229,7 +260,13 @@ impl Core {
                         infos.push(info);
                         self.put_task(record, version);
                     }
-                    Err(e) => self.log("error", format!("not launching {}: storing its record failed: {e}", record.task_id)),
+                    Err(e) => self.log(
+                        "error",
+                        format!(
+                            "not launching {}: storing its record failed: {e}",
+                            record.task_id
+                        ),
+                    ),
                 }
             }
             self.offers.remove(&offer_id, Gone::Used, Instant::now());
@@ -243,17 +280,32 @@ impl Core {
                     ..Default::default()
                 }]
             };
-            let refuse = if more_pending { ACCEPT_REFUSE_SECONDS } else { self.cfg.decline_refuse_seconds };
-            let filters = Some(v1::Filters { refuse_seconds: Some(refuse) });
+            let refuse = if more_pending {
+                ACCEPT_REFUSE_SECONDS
+            } else {
+                self.cfg.decline_refuse_seconds
+            };
+            let filters = Some(v1::Filters {
+                refuse_seconds: Some(refuse),
+            });
             let result = client
-                .accept(vec![v1::OfferId { value: offer_id.clone() }], operations, filters)
+                .accept(
+                    vec![v1::OfferId {
+                        value: offer_id.clone(),
+                    }],
+                    operations,
+                    filters,
+                )
                 .await;
             match result {
                 Ok(()) => {
                     self.deps.metrics.offer("used", 1);
                     self.deps.metrics.launches.inc_by(count as u64);
                     if count > 0 {
-                        self.log("launch", format!("launched {count} task(s) on offer {offer_id}"));
+                        self.log(
+                            "launch",
+                            format!("launched {count} task(s) on offer {offer_id}"),
+                        );
                     }
                 }
                 // The records stay: reconciliation finds out what happened.
@@ -266,7 +318,9 @@ impl Core {
     /// the long filter and SUPPRESS; with work pending, REVIVE if suppressed
     /// and keep offers (they expire after the offer TTL).
     async fn settle_offers(&mut self, pending: bool) {
-        let Some(client) = self.client().cloned() else { return };
+        let Some(client) = self.client().cloned() else {
+            return;
+        };
         if pending {
             if self.suppressed {
                 if client.revive(Vec::new()).await.is_ok() {
@@ -304,7 +358,10 @@ impl Core {
         }
         self.deps.metrics.offer("expired", expired.len() as u64);
         if let Some(client) = self.client().cloned() {
-            let ids = expired.into_iter().map(|value| v1::OfferId { value }).collect();
+            let ids = expired
+                .into_iter()
+                .map(|value| v1::OfferId { value })
+                .collect();
             // The default filter (5 s): the resources come back if still needed.
             let _ = client.decline(ids, None).await;
         }
@@ -343,7 +400,9 @@ impl Core {
     /// The stored framework ID must still be ours (DESIGN.md §3): another
     /// deployment, `hard` or `uninstall` may have replaced or removed it.
     async fn check_framework_id(&mut self) {
-        let Some(ours) = self.framework_id.clone() else { return };
+        let Some(ours) = self.framework_id.clone() else {
+            return;
+        };
         match self.deps.coordinator.framework_id().await {
             Ok(Some(stored)) if stored.value == ours => {}
             Ok(Some(stored)) => {
@@ -354,7 +413,10 @@ impl Core {
             }
             Ok(None) => match self.deps.coordinator.store_framework_id(&ours).await {
                 Ok(_) => {}
-                Err(e) => self.log("error", format!("framework ID {ours} is not stored and storing it failed: {e}")),
+                Err(e) => self.log(
+                    "error",
+                    format!("framework ID {ours} is not stored and storing it failed: {e}"),
+                ),
             },
             Err(e) => tracing::warn!(error = %e, "could not re-read the framework ID"),
         }
@@ -372,12 +434,21 @@ impl Core {
             .tasks
             .values()
             .filter(|e| e.record.kill.is_none())
-            .filter(|e| matches!(e.record.task_state(), TaskState::TaskStaging | TaskState::TaskStarting))
+            .filter(|e| {
+                matches!(
+                    e.record.task_state(),
+                    TaskState::TaskStaging | TaskState::TaskStarting
+                )
+            })
             .filter(|e| now - e.record.updated_at > limit)
             .map(|e| (e.record.task_id.clone(), e.record.state.clone()))
             .collect();
         for (task_id, state) in stuck {
-            self.request_kill(&task_id, &format!("stuck in {state} for more than {limit:.0} s")).await;
+            self.request_kill(
+                &task_id,
+                &format!("stuck in {state} for more than {limit:.0} s"),
+            )
+            .await;
         }
     }
 
@@ -392,7 +463,12 @@ impl Core {
             .map(|e| (e.record.task_id.clone(), e.version))
             .collect();
         for (task_id, version) in old {
-            if self.task_store.delete(&task_id, Expect::Version(version)).await.is_ok() {
+            if self
+                .task_store
+                .delete(&task_id, Expect::Version(version))
+                .await
+                .is_ok()
+            {
                 self.tasks.remove(&task_id);
                 self.dirty = true;
             }

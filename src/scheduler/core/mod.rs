@@ -150,10 +150,15 @@ pub async fn run_term(
 
 impl Core {
     /// Reads the framework ID, services and tasks from the stores.
-    async fn load(cfg: CoreConfig, deps: CoreDeps, term_token: CancellationToken) -> Result<Core, String> {
+    async fn load(
+        cfg: CoreConfig,
+        deps: CoreDeps,
+        term_token: CancellationToken,
+    ) -> Result<Core, String> {
         let coordinator = deps.coordinator.clone();
         let task_store = RecordStore::<TaskRecord>::new(coordinator.clone(), RecordKind::Tasks);
-        let service_store = RecordStore::<ServiceSpec>::new(coordinator.clone(), RecordKind::Services);
+        let service_store =
+            RecordStore::<ServiceSpec>::new(coordinator.clone(), RecordKind::Services);
         let framework_id = coordinator
             .framework_id()
             .await
@@ -257,7 +262,10 @@ impl Core {
         v1::FrameworkInfo {
             user: self.cfg.user.clone(),
             name: self.cfg.framework_name.clone(),
-            id: self.framework_id.as_ref().map(|id| v1::FrameworkId { value: id.clone() }),
+            id: self
+                .framework_id
+                .as_ref()
+                .map(|id| v1::FrameworkId { value: id.clone() }),
             failover_timeout: Some(self.cfg.failover_timeout.as_secs_f64()),
             checkpoint: Some(true),
             #[allow(deprecated)]

@@ -32,7 +32,9 @@ impl Core {
         let coordinator = &self.deps.coordinator;
         let sub = self.subscription.as_ref();
         let client = self.client();
-        let last_event_at = client.and_then(|c| c.last_event_at()).map(|t| now_secs - now.duration_since(t).as_secs_f64());
+        let last_event_at = client
+            .and_then(|c| c.last_event_at())
+            .map(|t| now_secs - now.duration_since(t).as_secs_f64());
         let framework = FrameworkStatus {
             id: self.framework_id.clone(),
             name: self.cfg.framework_name.clone(),
@@ -41,7 +43,9 @@ impl Core {
             reason: self.reason.clone(),
             failover_timeout_seconds: self.cfg.failover_timeout.as_secs_f64(),
             master: sub.map(|s| s.master.to_string()),
-            master_version: sub.and_then(|s| s.master_info.as_ref()).and_then(|m| m.version.clone()),
+            master_version: sub
+                .and_then(|s| s.master_info.as_ref())
+                .and_then(|m| m.version.clone()),
             subscribed_at: sub.map(|s| now_secs - now.duration_since(s.since).as_secs_f64()),
             last_event_at,
             heartbeat_interval_seconds: sub.map(|s| s.heartbeat_interval.as_secs_f64()),
