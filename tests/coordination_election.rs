@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use mesos_appliance::coordination::{Coordinator, Expect, Leadership};
 use support::chaos_proxy::ChaosProxy;
 use support::replicas::{
-    HOLD_OFF, Recorder, SESSION, start, wait_follower_of, wait_leader, wait_one_leader,
+    Recorder, SESSION, start, wait_follower_of, wait_leader, wait_one_leader,
 };
 use support::zookeeper::{ZkServer, expire_session};
 
@@ -23,6 +23,8 @@ async fn three_contenders_elect_exactly_one_leader() {
     let a = start(&zk.connect_string(), "a").await;
     wait_leader(a.as_ref(), T).await;
     let b = start(&zk.connect_string(), "b").await;
+    // Joining is asynchronous: b's member node must exist before c joins.
+    wait_follower_of(b.as_ref(), "a", T).await;
     let c = start(&zk.connect_string(), "c").await;
     let all = [a.clone(), b.clone(), c.clone()];
     let leader = wait_one_leader(&all, T).await;
@@ -174,41 +176,21 @@ async fn flapping_link_is_rate_limited() {
     let proxy = ChaosProxy::start(zk.addr()).await;
     let a = start(&proxy.connect_string(), "a").await;
     wait_leader(a.as_ref(), T).await;
+    // Flap the link for 5 s: cut for 30 ms, up for 70 ms. Without a hold-off
+    // a new term starts at most restores (about 3 a second, measured: 11 in
+    // 3 s); with it the wait doubles after each short term (200, 400, 800,
+    // 1600, 3200 ms), so at most 6 fit. The exact doubling is unit-tested in
+    // `coordination::signal`.
     let t0 = Instant::now();
-    let rec = Recorder::start(a.as_ref());
-    let mut rx = a.leadership();
-    // Three short cuts in a row, each right after leadership came back.
-    for expected_term in 2..=4 {
+    while t0.elapsed() < Duration::from_secs(5) {
         proxy.break_link();
-        support::wait_for(&mut rx, T, "suspended", |l| *l == Leadership::Suspended).await;
+        tokio::time::sleep(Duration::from_millis(30)).await;
         proxy.restore();
-        let term = wait_leader(a.as_ref(), T).await;
-        assert_eq!(term, expected_term);
+        tokio::time::sleep(Duration::from_millis(70)).await;
     }
-    // Gaps between suspension and the next term grow with the short terms
-    // before them: terms 2 and 3 certainly ended short, so the third gap is
-    // at least 2× the base (term 1 may count as stable on a slow machine;
-    // the exact doubling is unit-tested in `coordination::signal`).
-    rec.wait_first_after(t0, |l| *l == Leadership::Leader { term: 4 }, T)
-        .await;
-    let log = rec.log();
-    let mut gaps = Vec::new();
-    let mut suspended_at = None;
-    for (t, l) in log {
-        match l {
-            Leadership::Suspended => suspended_at = Some(t),
-            Leadership::Leader { .. } => {
-                if let Some(s) = suspended_at.take() {
-                    gaps.push(t - s);
-                }
-            }
-            _ => {}
-        }
-    }
-    assert_eq!(gaps.len(), 3, "{gaps:?}");
-    for (gap, factor) in gaps.iter().zip([1, 1, 2]) {
-        assert!(*gap >= HOLD_OFF * factor, "gaps {gaps:?}");
-    }
+    let term = wait_leader(a.as_ref(), T).await;
+    assert!(term >= 2, "the flapping ended at least one term");
+    assert!(term <= 8, "{term} terms in 5 s of flapping: no rate limit?");
     a.close().await;
 }
 
