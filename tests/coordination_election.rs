@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use mesos_appliance::coordination::{Coordinator, Expect, Leadership};
 use support::chaos_proxy::ChaosProxy;
-use support::replicas::{
-    Recorder, SESSION, start, wait_follower_of, wait_leader, wait_one_leader,
-};
+use support::replicas::{Recorder, SESSION, start, wait_follower_of, wait_leader, wait_one_leader};
 use support::zookeeper::{ZkServer, expire_session};
 
 const T: Duration = Duration::from_secs(10);

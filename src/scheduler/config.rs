@@ -38,6 +38,13 @@ pub struct CoreConfig {
     pub webui_url: String,
     /// The deployment strategy (DESIGN.md §2).
     pub strategy: Strategy,
+    /// This replica's deployment ID (`--deployment-id`).
+    pub deployment_id: String,
+    /// Make the `--services` file authoritative: each new leader writes its
+    /// specs over the stored ones and deletes stored services it does not
+    /// list (`upgrade` and `hard`). Otherwise the file only seeds an empty
+    /// store (`failover`).
+    pub replace_services: bool,
     /// Behaviour when the framework was removed.
     pub on_framework_removed: OnFrameworkRemoved,
     /// Unused offers are declined after this long (`--offer-ttl`).
@@ -83,6 +90,8 @@ impl Default for CoreConfig {
             hostname: "localhost".into(),
             webui_url: String::new(),
             strategy: Strategy::Failover,
+            deployment_id: String::new(),
+            replace_services: false,
             on_framework_removed: OnFrameworkRemoved::Wait,
             offer_ttl: Duration::from_secs(10),
             offer_linger: Duration::from_secs(120),

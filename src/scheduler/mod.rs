@@ -7,6 +7,7 @@
 //! - [`commands`]: web → scheduler commands with replies, and [`SchedulerHandle`];
 //! - [`core`]: the leader's actor for one term — events, launches, kills,
 //!   reconciliation, commands, snapshots;
+//! - [`deployment`]: deployment registration and fencing (DESIGN.md §2);
 //! - [`supervisor`]: runs the core while the replica leads, a standby view
 //!   otherwise;
 //! - [`offers`], [`placement`], [`reconcile`], [`kills`], [`workload`],
@@ -15,6 +16,7 @@
 pub mod commands;
 pub mod config;
 pub mod core;
+pub mod deployment;
 pub mod kills;
 pub mod metrics;
 pub mod offers;

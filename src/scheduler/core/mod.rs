@@ -17,6 +17,7 @@
 mod commands;
 mod events;
 mod launch;
+mod startup;
 mod view;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -159,6 +160,10 @@ impl Core {
         let task_store = RecordStore::<TaskRecord>::new(coordinator.clone(), RecordKind::Tasks);
         let service_store =
             RecordStore::<ServiceSpec>::new(coordinator.clone(), RecordKind::Services);
+        let operator = OperatorClient::start(&deps.client, term_token.child_token());
+        if cfg.strategy == crate::coordination::Strategy::Hard {
+            startup::hard_teardown(coordinator.as_ref(), &operator, &cfg).await?;
+        }
         let framework_id = coordinator
             .framework_id()
             .await
@@ -174,14 +179,10 @@ impl Core {
                 services.insert(name, spec.value);
             }
         }
-        if services.is_empty() && listed.malformed.is_empty() {
-            for spec in &deps.initial_services {
-                service_store
-                    .put(&spec.name, spec, crate::coordination::Expect::Any)
-                    .await
-                    .map_err(|e| format!("storing service {}: {e}", spec.name))?;
-                services.insert(spec.name.clone(), spec.clone());
-            }
+        let seed = services.is_empty() && listed.malformed.is_empty();
+        if seed || (cfg.replace_services && !deps.initial_services.is_empty()) {
+            startup::apply_services_file(&service_store, &mut services, &deps.initial_services)
+                .await?;
         }
         let mut tasks = BTreeMap::new();
         let listed = task_store
@@ -198,7 +199,6 @@ impl Core {
             );
         }
         let now = Instant::now();
-        let operator = OperatorClient::start(&deps.client, term_token.child_token());
         Ok(Core {
             kills: KillQueue::new(cfg.kill_retry_min, cfg.kill_retry_max),
             offers: OfferRegistry::new(cfg.offer_ttl, cfg.offer_linger),

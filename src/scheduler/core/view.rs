@@ -89,7 +89,11 @@ impl Core {
             replica: coordinator.replica().clone(),
             leadership: coordinator.leadership().borrow().clone(),
             framework,
-            deployment: None,
+            deployment: coordinator
+                .watch_deployment()
+                .borrow()
+                .clone()
+                .map(|v| v.value),
             services,
             tasks: self.tasks.values().map(|e| e.record.clone()).collect(),
             offers,

@@ -1,0 +1,136 @@
+//! `mesos-appliance serve`: one replica. It registers its deployment (and
+//! fences older ones under `upgrade` and `hard`), joins the election, runs
+//! the scheduler while it leads, serves the dashboard, and on SIGTERM or
+//! Ctrl-C performs a failover stop: the subscription closes, the replica
+//! leaves the election at once, ZooKeeper state is kept, no TEARDOWN is sent.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::cli::{CommonArgs, exit};
+use super::{ConfigError, client_config, core_config, deployment_id, executor_binary, load_services, replica_info, start_replica, stop_signal};
+use crate::coordination::memory::MemoryCoordinator;
+use crate::coordination::url::ZkUrl;
+use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
+use crate::coordination::Coordinator;
+use crate::scheduler::deployment;
+use crate::web::WebConfig;
+
+/// Runs a replica until a stop signal or a fence; returns the exit code.
+pub async fn run(common: CommonArgs) -> ExitCode {
+    match run_inner(common).await {
+        Ok(code) => ExitCode::from(code),
+        Err(Failure::Config(e)) => {
+            eprintln!("mesos-appliance: {e}");
+            ExitCode::from(exit::USAGE)
+        }
+        Err(Failure::Runtime(e)) => {
+            eprintln!("mesos-appliance: {e}");
+            ExitCode::from(exit::FAILURE)
+        }
+    }
+}
+
+enum Failure {
+    Config(String),
+    Runtime(String),
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Self {
+        Failure::Config(e.0)
+    }
+}
+
+/// The web layer's settings from the flags.
+pub fn web_config(common: &CommonArgs, advertised_url: &str) -> Result<WebConfig, ConfigError> {
+    let mut web = WebConfig::new(common.listen, advertised_url);
+    if let Some(path) = &common.admin_token_file {
+        web.admin_token = Some(
+            WebConfig::read_admin_token_file(path)
+                .map_err(|e| ConfigError(format!("--admin-token-file {}: {e}", path.display())))?,
+        );
+    }
+    web.insecure_actions = common.insecure_actions;
+    web.handler_timeout = common.http_handler_timeout;
+    web.executor_binary = executor_binary(common);
+    if !web.actions_protected_on(common.listen) {
+        return Err(ConfigError(format!(
+            "--listen {} is not a loopback address and actions would be unprotected: \
+             give --admin-token-file (or, knowingly, --insecure-actions)",
+            common.listen
+        )));
+    }
+    Ok(web)
+}
+
+async fn run_inner(common: CommonArgs) -> Result<u8, Failure> {
+    let master = common
+        .master
+        .clone()
+        .ok_or_else(|| ConfigError("--master is required (http://host:port or zk://host:port/mesos)".into()))?;
+    let services = load_services(common.services.as_deref())?;
+    let advertised = common.advertised_url();
+    let web = web_config(&common, &advertised)?;
+    let client = client_config(&common, &master)?;
+    let deployment = deployment_id(&common, &services);
+    let mut core = core_config(&common, &advertised, web.executor_binary.is_some());
+    core.deployment_id.clone_from(&deployment);
+    let replica = replica_info(&advertised, &deployment);
+    tracing::info!(replica = %replica.replica_id, %deployment, strategy = ?core.strategy, "starting replica");
+
+    let coordinator: Arc<dyn Coordinator> = match &common.zk {
+        None => {
+            tracing::warn!("no --zk: in-memory state, one replica only; state is lost on exit");
+            Arc::new(MemoryCoordinator::new(replica))
+        }
+        Some(url) => {
+            let url = ZkUrl::parse(url, &common.framework_name).map_err(|e| ConfigError(format!("--zk: {e}")))?;
+            let mut config = ZkConfig::new(url, replica).with_session_timeout(common.zk_session_timeout);
+            config.private_acl = common.zk_private_acl;
+            Arc::new(
+                ZkCoordinator::start(config)
+                    .await
+                    .map_err(|e| Failure::Runtime(format!("ZooKeeper: {e}")))?,
+            )
+        }
+    };
+
+    let shutdown = CancellationToken::new();
+    let fenced = CancellationToken::new();
+    let observed = deployment::register(coordinator.as_ref(), &deployment, core.strategy)
+        .await
+        .map_err(|e| Failure::Runtime(format!("registering deployment {deployment}: {e}")))?;
+    let fence = tokio::spawn(deployment::watch_fence(
+        coordinator.clone(),
+        observed,
+        deployment.clone(),
+        fenced.clone(),
+    ));
+    // upgrade and hard: this deployment's services file is authoritative.
+    core.replace_services = core.strategy != crate::coordination::Strategy::Failover;
+    let running = start_replica(core, client, coordinator.clone(), services, web, shutdown.clone())
+        .await
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    println!("mesos-appliance: dashboard on http://{}", running.web_addr);
+
+    let code = tokio::select! {
+        _ = stop_signal() => {
+            tracing::info!("stop requested: failover stop (the next replica takes over; no TEARDOWN)");
+            exit::OK
+        }
+        _ = fenced.cancelled() => {
+            tracing::error!("fenced: a newer deployment took over; exiting with code {}", exit::FENCED);
+            exit::FENCED
+        }
+    };
+    shutdown.cancel();
+    fence.abort();
+    let _ = tokio::time::timeout(Duration::from_secs(10), running.supervisor).await;
+    coordinator.close().await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), running.web).await;
+    Ok(code)
+}
