@@ -1,0 +1,97 @@
+//! `mesos-appliance demo`: the appliance on an embedded default — an
+//! in-process `mesos-testbed` with a few agents, the in-memory coordinator,
+//! two sample services and the dashboard on `--listen`. When
+//! `mesos-appliance-executor` sits next to the binary, the testbed runs it
+//! for real for the `web` service (so kamikaze kills real processes);
+//! otherwise it simulates it.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::cli::{CommonArgs, DemoArgs, exit};
+use super::serve::web_config;
+use super::{core_config, executor_binary, load_services, replica_info, start_replica, stop_signal};
+use crate::coordination::memory::MemoryCoordinator;
+use crate::mesos::client::ClientConfig;
+use crate::mesos::detector::MasterSpec;
+use crate::scheduler::ServiceSpec;
+use crate::testbed::{AgentSpec, DEFAULT_AGENT_RESOURCES, Testbed, TestbedConfig};
+
+/// The demo's services when `--services` is not given.
+pub fn sample_services() -> Vec<ServiceSpec> {
+    serde_json::from_value(serde_json::json!([
+        {
+            "name": "web",
+            "command": "while true; do echo \"$(date) $APPLIANCE_SERVICE.$APPLIANCE_INSTANCE serving on port $PORT0\"; sleep 5; done",
+            "cpus": 0.1, "mem": 32, "ports": 1, "instances": 3,
+            "executor": "appliance", "kill_grace_period": "2s"
+        },
+        {
+            "name": "worker",
+            "command": ["sleep", "3600"],
+            "cpus": 0.25, "mem": 64, "instances": 2,
+            "constraints": ["hostname:UNIQUE"]
+        }
+    ]))
+    .expect("sample services are valid")
+}
+
+/// Runs the demo until Ctrl-C or SIGTERM.
+pub async fn run(common: CommonArgs, args: DemoArgs) -> ExitCode {
+    match demo(common, args).await {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err((code, message)) => {
+            eprintln!("mesos-appliance demo: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
+    let services = match &common.services {
+        Some(path) => load_services(Some(path)).map_err(|e| (exit::USAGE, e.0))?,
+        None => sample_services(),
+    };
+    let executor = executor_binary(&common);
+    let mut testbed = TestbedConfig::default();
+    testbed.listen = "127.0.0.1:0".parse().expect("literal address");
+    testbed.agents = (0..args.agents.max(1))
+        .map(|i| AgentSpec::new(&format!("agent-{i}"), DEFAULT_AGENT_RESOURCES).with_attributes(&format!("rack:r{}", i % 2)))
+        .collect();
+    testbed.heartbeat_interval = Duration::from_secs(5);
+    testbed.status_update_retry_min = Duration::from_secs(2);
+    testbed.status_update_retry_max = Duration::from_secs(30);
+    testbed.run_executors.clone_from(&executor);
+    let testbed = Testbed::start(testbed)
+        .await
+        .map_err(|e| (exit::FAILURE, format!("starting the embedded testbed: {e}")))?;
+
+    let advertised = common.advertised_url();
+    let web = web_config(&common, &advertised).map_err(|e| (exit::USAGE, e.0))?;
+    let mut core = core_config(&common, &advertised, true);
+    core.framework_name.clone_from(&common.framework_name);
+    core.failover_timeout = Duration::from_secs(3600);
+    core.reconcile.initial_delay = Duration::from_secs(30);
+    core.reconcile.interval = Duration::from_secs(300);
+    core.decline_refuse_seconds = 10.0;
+    let client = ClientConfig::new(MasterSpec::parse(&testbed.url()).map_err(|e| (exit::FAILURE, e.to_string()))?);
+    let coordinator = Arc::new(MemoryCoordinator::new(replica_info(&advertised, "demo")));
+    let shutdown = CancellationToken::new();
+    let running = start_replica(core, client, coordinator.clone(), services, web, shutdown.clone())
+        .await
+        .map_err(|e| (exit::FAILURE, e.to_string()))?;
+    println!("mesos-appliance demo");
+    println!("  dashboard:     http://{}", running.web_addr);
+    println!("  mesos-testbed: {} ({} agents{})", testbed.url(), args.agents.max(1), if executor.is_some() { ", real executors" } else { "" });
+    println!("  Ctrl-C stops.");
+    stop_signal().await;
+    println!("stopping");
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), running.supervisor).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), running.web).await;
+    testbed.shutdown().await;
+    Ok(())
+}

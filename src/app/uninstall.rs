@@ -1,0 +1,215 @@
+//! `mesos-appliance uninstall`: a one-shot job that removes the framework
+//! for good (DESIGN.md §2). It never subscribes. In order:
+//!
+//! 1. lists frameworks on the master (the stored ID, plus active or inactive
+//!    frameworks of the same name and role) — `--dry-run` stops here and
+//!    prints the plan;
+//! 2. fences every replica by writing a newer deployment epoch (they step
+//!    down and exit with code 3), and waits until no replica is in the
+//!    election;
+//! 3. tears every framework down through the operator API and waits until
+//!    the master lists them as completed (or no longer knows them);
+//! 4. deletes the whole ZooKeeper subtree, root included.
+//!
+//! Any failure before step 4 exits with code 4 and deletes nothing. A second
+//! run finds nothing to tear down and exits 0.
+
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::cli::{CommonArgs, UninstallArgs, exit};
+use super::{client_config, replica_info};
+use crate::coordination::url::ZkUrl;
+use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
+use crate::coordination::{Coordinator, DeploymentRecord, Expect, Strategy};
+use crate::mesos::operator::{self, OperatorClient};
+
+/// Runs the job; prints what it does on stdout.
+pub async fn run(common: CommonArgs, args: UninstallArgs) -> ExitCode {
+    match uninstall(&common, &args).await {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(Error::Usage(e)) => {
+            eprintln!("mesos-appliance uninstall: {e}");
+            ExitCode::from(exit::USAGE)
+        }
+        Err(Error::Failed(e)) => {
+            eprintln!("mesos-appliance uninstall: {e}; nothing was deleted from ZooKeeper");
+            ExitCode::from(exit::UNINSTALL_FAILED)
+        }
+    }
+}
+
+enum Error {
+    Usage(String),
+    Failed(String),
+}
+
+async fn uninstall(common: &CommonArgs, args: &UninstallArgs) -> Result<(), Error> {
+    let master = common
+        .master
+        .as_deref()
+        .ok_or_else(|| Error::Usage("--master is required".into()))?;
+    let client = client_config(common, master).map_err(|e| Error::Usage(e.0))?;
+    let cancel = CancellationToken::new();
+    let operator = OperatorClient::start(&client, cancel.clone());
+
+    let coordinator = match &common.zk {
+        None => None,
+        Some(url) => {
+            let url = ZkUrl::parse(url, &common.framework_name).map_err(|e| Error::Usage(format!("--zk: {e}")))?;
+            let root = url.root.clone();
+            let mut config = ZkConfig::new(url, replica_info("uninstall", "uninstall"))
+                .with_session_timeout(common.zk_session_timeout);
+            config.join_election = false;
+            config.private_acl = common.zk_private_acl;
+            let c = ZkCoordinator::start(config)
+                .await
+                .map_err(|e| Error::Failed(format!("ZooKeeper: {e}")))?;
+            Some((Arc::new(c), root))
+        }
+    };
+
+    // 1. The plan.
+    let stored = match &coordinator {
+        Some((c, _)) => c
+            .framework_id()
+            .await
+            .map_err(|e| Error::Failed(format!("reading the framework ID: {e}")))?
+            .map(|v| v.value),
+        None => None,
+    };
+    let frameworks = operator
+        .get_frameworks()
+        .await
+        .map_err(|e| Error::Failed(format!("listing frameworks on the master: {e}")))?;
+    let mut targets = BTreeSet::new();
+    if let Some(id) = &stored
+        && !frameworks.is_completed(id)
+        && frameworks.get(id).is_some()
+    {
+        targets.insert(id.clone());
+    }
+    for f in frameworks.active().chain(frameworks.inactive()) {
+        #[allow(deprecated)]
+        let role = f.framework_info.role.as_deref().unwrap_or("*") == common.framework_role
+            || f.framework_info.roles.iter().any(|r| *r == common.framework_role);
+        if f.framework_info.name == common.framework_name
+            && role
+            && let Some(id) = operator::framework_id(f)
+        {
+            targets.insert(id.to_string());
+        }
+    }
+    println!("uninstall plan for framework name {:?}:", common.framework_name);
+    match &stored {
+        Some(id) => println!("  stored framework ID: {id}"),
+        None => println!("  stored framework ID: none"),
+    }
+    if targets.is_empty() {
+        println!("  frameworks to tear down: none");
+    }
+    for id in &targets {
+        println!("  tear down framework {id}");
+    }
+    match &coordinator {
+        Some((_, root)) => println!("  fence every replica, then delete ZooKeeper subtree {root}"),
+        None => println!("  no --zk: nothing stored to delete"),
+    }
+    if args.dry_run {
+        println!("dry run: nothing changed");
+        return Ok(());
+    }
+
+    // 2. Fence every replica.
+    if let Some((c, _)) = &coordinator {
+        fence(c.as_ref()).await?;
+        let deadline = Instant::now() + args.wait;
+        loop {
+            let members = c
+                .members()
+                .await
+                .map_err(|e| Error::Failed(format!("listing replicas: {e}")))?;
+            if members.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let urls: Vec<String> = members.iter().map(|m| m.info.advertised_url.clone()).collect();
+                return Err(Error::Failed(format!(
+                    "{} replica(s) still in the election after {:?}: {}",
+                    members.len(),
+                    args.wait,
+                    urls.join(", ")
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        println!("fenced: no replica is running");
+    }
+
+    // 3. Tear down and wait until the master lists them as completed.
+    for id in &targets {
+        match operator.teardown(id).await {
+            Ok(()) => println!("tore down framework {id}"),
+            Err(e) if e.is_no_such_framework() => println!("framework {id} was already gone"),
+            Err(e) => return Err(Error::Failed(format!("tearing down {id}: {e}"))),
+        }
+    }
+    let deadline = Instant::now() + args.wait;
+    loop {
+        let now = operator
+            .get_frameworks()
+            .await
+            .map_err(|e| Error::Failed(format!("listing frameworks on the master: {e}")))?;
+        let left: Vec<&String> = targets.iter().filter(|id| now.get(id).is_some()).collect();
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Failed(format!("the master still lists {left:?} as running after {:?}", args.wait)));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // 4. Delete the subtree.
+    if let Some((c, root)) = &coordinator {
+        c.delete_all()
+            .await
+            .map_err(|e| Error::Failed(format!("deleting {root}: {e}")))?;
+        c.close().await;
+        println!("deleted ZooKeeper subtree {root}");
+    }
+    cancel.cancel();
+    println!("uninstalled: {} framework(s) torn down", targets.len());
+    Ok(())
+}
+
+/// Writes a newer deployment epoch under an ID of its own: every replica
+/// sees itself superseded and exits.
+async fn fence(c: &dyn Coordinator) -> Result<(), Error> {
+    for _ in 0..20 {
+        let current = c
+            .deployment()
+            .await
+            .map_err(|e| Error::Failed(format!("reading the deployment: {e}")))?;
+        let (epoch, expect) = match &current {
+            Some(v) => (v.value.epoch + 1, Expect::Version(v.version)),
+            None => (1, Expect::Absent),
+        };
+        let record = DeploymentRecord {
+            deployment_id: format!("uninstall-{}", uuid::Uuid::new_v4()),
+            epoch,
+            strategy: Strategy::Hard,
+            teardown_done: false,
+        };
+        match c.write_deployment(&record, expect).await {
+            Ok(_) => return Ok(()),
+            Err(crate::coordination::CoordinationError::VersionConflict { .. }) => continue,
+            Err(e) => return Err(Error::Failed(format!("fencing replicas: {e}"))),
+        }
+    }
+    Err(Error::Failed("the deployment record kept changing".into()))
+}
