@@ -7,6 +7,8 @@
 //!   ([`chaos_proxy::ChaosProxy`]);
 //! - [`replicas`]: coordinator replicas on that server, a timestamped
 //!   recorder of their leadership transitions, and waits with deadlines;
+//! - [`executor`]: launching tasks on the real `mesos-appliance-executor`
+//!   through the testbed's process mode, and `/proc` inspection;
 //! - [`mesos`]: raw HTTP calls and subscription streams against a Mesos
 //!   master (the in-process `mesos-testbed`).
 //!
@@ -15,6 +17,7 @@
 #![allow(dead_code)]
 
 pub mod chaos_proxy;
+pub mod executor;
 pub mod mesos;
 pub mod replicas;
 pub mod zookeeper;
