@@ -265,9 +265,9 @@ pub struct TestbedArgs {
     pub zk_session_timeout: Duration,
     /// Process mode: run `mesos-appliance-executor` for real for tasks that
     /// use it. Without a value, the binary next to `mesos-testbed` is used.
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "",
-          env = "MESOS_TESTBED_RUN_EXECUTORS")]
-    pub run_executors: Option<PathBuf>,
+    #[arg(long, value_name = "PATH", num_args = 0..=1, env = "MESOS_TESTBED_RUN_EXECUTORS")]
+    #[allow(clippy::option_option)] // absent / without a value / with a path
+    pub run_executors: Option<Option<PathBuf>>,
     /// Process mode: directory for the executors' sandboxes [default: a
     /// temporary directory removed on exit].
     #[arg(long, env = "MESOS_TESTBED_WORK_DIR")]
@@ -305,8 +305,9 @@ impl TestbedArgs {
             return Err("--allocation-interval and --heartbeat-interval must be positive".into());
         }
         let run_executors = match self.run_executors {
-            Some(path) if path.as_os_str().is_empty() => Some(sibling_executor()?),
-            other => other,
+            Some(None) => Some(sibling_executor()?),
+            Some(Some(path)) => Some(path),
+            None => None,
         };
         if let Some(path) = &run_executors
             && !path.is_file()
@@ -342,4 +343,50 @@ impl TestbedArgs {
 fn sibling_executor() -> Result<PathBuf, String> {
     let me = std::env::current_exe().map_err(|e| format!("--run-executors: {e}"))?;
     Ok(me.with_file_name(crate::executor::info::EXECUTOR_BINARY))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> TestbedArgs {
+        TestbedArgs::try_parse_from(std::iter::once("mesos-testbed").chain(args.iter().copied()))
+            .expect("arguments parse")
+    }
+
+    #[test]
+    fn run_executors_takes_an_optional_path() {
+        assert_eq!(parse(&[]).run_executors, None);
+        assert_eq!(parse(&["--run-executors"]).run_executors, Some(None));
+        assert_eq!(
+            parse(&["--run-executors", "--port", "0"]).run_executors,
+            Some(None)
+        );
+        assert_eq!(
+            parse(&["--run-executors", "/bin/true"]).run_executors,
+            Some(Some(PathBuf::from("/bin/true")))
+        );
+        let config = parse(&[
+            "--run-executors=/bin/true",
+            "--executor-registration-timeout",
+            "2s",
+        ])
+        .into_config()
+        .unwrap();
+        assert_eq!(config.run_executors, Some(PathBuf::from("/bin/true")));
+        assert_eq!(config.executor_registration_timeout, Duration::from_secs(2));
+        let error = parse(&["--run-executors", "/no/such/file"])
+            .into_config()
+            .unwrap_err();
+        assert!(error.contains("is not a file"), "{error}");
+        // Without a value: the binary next to this one.
+        let sibling = parse(&["--run-executors"]).into_config();
+        let expected = std::env::current_exe()
+            .unwrap()
+            .with_file_name("mesos-appliance-executor");
+        match sibling {
+            Ok(config) => assert_eq!(config.run_executors, Some(expected)),
+            Err(error) => assert!(error.contains("is not a file"), "{error}"),
+        }
+    }
 }
