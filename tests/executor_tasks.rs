@@ -122,16 +122,19 @@ async fn a_task_ignoring_sigterm_is_sigkilled_after_the_kill_grace_period() {
 async fn a_task_writes_into_its_sandbox() {
     let tb = process_testbed().await;
     let (mut sub, fid) = connected(&tb.url(), "sandbox", 60.0).await;
-    launch_command(
-        &tb,
-        &mut sub,
+    let offer = sub.next_offer().await;
+    let mut task = task_info(
         &fid,
+        &offer["agent_id"],
         "writer",
         "exec-3",
         "echo hello > greeting.txt && pwd > cwd.txt && echo \"$MESOS_SANDBOX $MESOS_TASK_ID\" > env.txt",
         None,
-    )
-    .await;
+    );
+    // This executor talks JSON to the agent (the others protobuf).
+    use_json(&mut task);
+    let answer = call(&tb.url(), &sub.stream_id, accept(&fid, &offer, vec![task])).await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
     expect_running(&tb, &mut sub, &fid, "writer").await;
     let executor = any_executor(&tb, "exec-3");
     let finished = expect_state(&mut sub, "writer", "TASK_FINISHED").await;

@@ -47,7 +47,8 @@ pub async fn run(cfg: ExecutorConfig) -> u8 {
         }
     };
     tracing::info!(url = client.url(), executor_id = %cfg.executor_id,
-        framework_id = %cfg.framework_id, checkpoint = cfg.checkpoint, "starting");
+        framework_id = %cfg.framework_id, checkpoint = cfg.checkpoint,
+        encoding = cfg.encoding.media_type(), "starting");
     let mut rt = Runtime::new(cfg, client);
     let mut backoff = Backoff::new(if rt.cfg.checkpoint {
         rt.cfg.subscription_backoff_max

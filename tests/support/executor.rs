@@ -15,9 +15,17 @@ use super::mesos::*;
 /// The executor binary Cargo built for this test run.
 pub const EXECUTOR: &str = env!("CARGO_BIN_EXE_mesos-appliance-executor");
 
+/// The executor the tests run: [`EXECUTOR`], or the binary named by
+/// `MESOS_APPLIANCE_TEST_EXECUTOR` (e.g. a release or musl build, to measure it).
+pub fn executor_binary() -> std::path::PathBuf {
+    std::env::var_os("MESOS_APPLIANCE_TEST_EXECUTOR")
+        .map(Into::into)
+        .unwrap_or_else(|| EXECUTOR.into())
+}
+
 /// A testbed with one agent in process mode.
 pub async fn process_testbed() -> Testbed {
-    process_testbed_with(TestbedConfig::for_tests_with_executor(1, EXECUTOR)).await
+    process_testbed_with(TestbedConfig::for_tests_with_executor(1, executor_binary())).await
 }
 
 /// A testbed from `config`.
@@ -30,6 +38,13 @@ pub async fn process_testbed_with(config: TestbedConfig) -> Testbed {
 pub fn framework(name: &str, checkpoint: bool) -> Value {
     json!({"type": "SUBSCRIBE", "subscribe": {"framework_info": {
         "user": "root", "name": name, "failover_timeout": 60.0, "checkpoint": checkpoint}}})
+}
+
+/// Makes the executor of a TaskInfo (from [`task_info`]) talk JSON to the
+/// agent instead of protobuf.
+pub fn use_json(task: &mut Value) {
+    task["executor"]["command"]["environment"] = json!({"variables": [
+        {"name": "MESOS_APPLIANCE_EXECUTOR_ENCODING", "value": "json"}]});
 }
 
 /// A TaskInfo (Mesos JSON) running shell `command` under our executor
