@@ -27,7 +27,8 @@ RUN target="$(uname -m)-unknown-linux-musl" \
  && mkdir /out \
  && cp "target/$target/release/mesos-appliance" \
        "target/$target/release/mesos-appliance-executor" \
-       "target/$target/release/mesos-testbed" /out/
+       "target/$target/release/mesos-testbed" /out/ \
+ && strip /out/*
 
 FROM gcr.io/distroless/static-debian12:nonroot
 # The appliance serves the executor binary that sits next to it
