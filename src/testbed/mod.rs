@@ -19,8 +19,8 @@
 //!   non-leading testbed redirects (307) or answers 503 `No leader elected`;
 //! - with `run_executors` (process mode), real `mesos-appliance-executor`
 //!   processes for tasks that use it, each agent serving
-//!   `POST /api/v1/executor` on a port of its own ([`executors`],
-//!   [`executor_api`], [`executor_events`], [`agent_restart`]).
+//!   `POST /api/v1/executor` on a port of its own (`executors.rs`,
+//!   `executor_api.rs`, `executor_events.rs`, `agent_restart.rs`).
 //!
 //! Tests start it in-process with [`Testbed::start`] on `127.0.0.1:0`.
 
@@ -267,7 +267,7 @@ impl Testbed {
     }
 
     /// Process mode: the agent dies (executor streams cut, endpoint refusing
-    /// connections) and is back after `down` (see [`agent_restart`]); false
+    /// connections) and is back after `down` (see `agent_restart.rs`); false
     /// for an unknown agent or without process mode.
     pub fn restart_agent(&self, agent_id: &str, down: Duration) -> bool {
         let mut master = self.app.lock();
