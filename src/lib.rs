@@ -3,6 +3,8 @@
 //!
 //! Modules, by layer:
 //! - [`mesos`]: the wire — protobuf model, JSON mapping, RecordIO, resources.
+//! - [`executor`]: `mesos-appliance-executor`, our Mesos executor, and the
+//!   `ExecutorInfo` helper schedulers use to launch tasks under it.
 //! - [`coordination`]: leader election, deployment fence, framework-ID, service and
 //!   task stores, on ZooKeeper or in memory.
 //! - [`scheduler`]: the leader's core actor and the snapshot / command types
@@ -12,6 +14,7 @@
 //! - [`util`]: small shared helpers (clocks).
 
 pub mod coordination;
+pub mod executor;
 pub mod mesos;
 pub mod scheduler;
 pub mod testbed;

@@ -2,6 +2,7 @@
 //! `mesos-testbed` command line that builds it.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
@@ -82,6 +83,27 @@ pub struct TestbedConfig {
     pub stream_queue_limit: usize,
     /// Largest request body accepted, in bytes.
     pub max_request_bytes: usize,
+    /// Process mode: the `mesos-appliance-executor` binary to run for tasks
+    /// whose `ExecutorInfo` is CUSTOM with a command ending in
+    /// `mesos-appliance-executor` (the URIs are not fetched). `None`: every
+    /// executor is simulated. Each agent then serves the executor API on a
+    /// port of its own (see `testbed::executor_api`).
+    pub run_executors: Option<PathBuf>,
+    /// Process mode: root of the executors' sandboxes; `None` makes a
+    /// temporary directory that is removed when the testbed stops.
+    pub work_dir: Option<PathBuf>,
+    /// Agent `--executor_registration_timeout` (1 min): an executor that has
+    /// not subscribed by then is destroyed.
+    pub executor_registration_timeout: Duration,
+    /// Agent `--executor_shutdown_grace_period` (5 s), unless the
+    /// `ExecutorInfo` sets `shutdown_grace_period`.
+    pub executor_shutdown_grace_period: Duration,
+    /// Agent `--executor_reregistration_timeout` (2 s): how long a restarted
+    /// agent waits for executors to re-subscribe; also their
+    /// `MESOS_SUBSCRIPTION_BACKOFF_MAX`.
+    pub executor_reregistration_timeout: Duration,
+    /// Agent `--recovery_timeout` (15 min), passed as `MESOS_RECOVERY_TIMEOUT`.
+    pub recovery_timeout: Duration,
 }
 
 impl Default for TestbedConfig {
@@ -102,6 +124,12 @@ impl Default for TestbedConfig {
             version: "1.12.0".to_string(),
             stream_queue_limit: 65_536,
             max_request_bytes: 16 * 1024 * 1024,
+            run_executors: None,
+            work_dir: None,
+            executor_registration_timeout: Duration::from_secs(60),
+            executor_shutdown_grace_period: Duration::from_secs(5),
+            executor_reregistration_timeout: Duration::from_secs(2),
+            recovery_timeout: Duration::from_secs(15 * 60),
         }
     }
 }
@@ -122,6 +150,21 @@ impl TestbedConfig {
             status_update_retry_max: Duration::from_secs(8),
             launch_delay: Duration::from_millis(5),
             ..Self::default()
+        }
+    }
+
+    /// [`TestbedConfig::for_tests`] in process mode: tasks for our executor
+    /// run `executor` for real; registration timeout 10 s, shutdown grace
+    /// 3 s, re-registration timeout (and executors' backoff cap) 1 s,
+    /// recovery timeout 20 s.
+    pub fn for_tests_with_executor(agents: usize, executor: impl Into<PathBuf>) -> Self {
+        Self {
+            run_executors: Some(executor.into()),
+            executor_registration_timeout: Duration::from_secs(10),
+            executor_shutdown_grace_period: Duration::from_secs(3),
+            executor_reregistration_timeout: Duration::from_secs(1),
+            recovery_timeout: Duration::from_secs(20),
+            ..Self::for_tests(agents)
         }
     }
 }
@@ -146,6 +189,14 @@ Fault injection and inspection (JSON; not part of Mesos):
   POST /testbed/faults/hold-staging         body {\"task_id_prefix\": ...}
   POST /testbed/faults/clear
   POST /testbed/master/failover             body {\"reregister_delay_ms\": 1000}
+  GET  /testbed/executors                   executor processes (--run-executors)
+  POST /testbed/agents/{id}/restart         body {\"down_ms\": 1000}: the agent dies and
+                                            restarts (--run-executors)
+
+Process mode (--run-executors): tasks whose ExecutorInfo command ends with
+mesos-appliance-executor run that binary for real, one process per executor,
+in a sandbox under --work-dir. Each agent serves POST /api/v1/executor on a
+port of its own (MESOS_AGENT_ENDPOINT; the port in offers' URLs).
 
 Example:
   mesos-testbed --port 5050 --agents 3
@@ -212,6 +263,27 @@ pub struct TestbedArgs {
     /// ZooKeeper session timeout (Mesos `--zk_session_timeout`).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub zk_session_timeout: Duration,
+    /// Process mode: run `mesos-appliance-executor` for real for tasks that
+    /// use it. Without a value, the binary next to `mesos-testbed` is used.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, env = "MESOS_TESTBED_RUN_EXECUTORS")]
+    #[allow(clippy::option_option)] // absent / without a value / with a path
+    pub run_executors: Option<Option<PathBuf>>,
+    /// Process mode: directory for the executors' sandboxes [default: a
+    /// temporary directory removed on exit].
+    #[arg(long, env = "MESOS_TESTBED_WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Agent `--executor_registration_timeout`.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    pub executor_registration_timeout: Duration,
+    /// Agent `--executor_shutdown_grace_period`.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub executor_shutdown_grace_period: Duration,
+    /// Agent `--executor_reregistration_timeout` (executors' re-subscription backoff cap).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub executor_reregistration_timeout: Duration,
+    /// Agent `--recovery_timeout` (how long executors retry after losing the agent).
+    #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
+    pub recovery_timeout: Duration,
 }
 
 impl TestbedArgs {
@@ -232,6 +304,16 @@ impl TestbedArgs {
         if self.allocation_interval.is_zero() || self.heartbeat_interval.is_zero() {
             return Err("--allocation-interval and --heartbeat-interval must be positive".into());
         }
+        let run_executors = match self.run_executors {
+            Some(None) => Some(sibling_executor()?),
+            Some(Some(path)) => Some(path),
+            None => None,
+        };
+        if let Some(path) = &run_executors
+            && !path.is_file()
+        {
+            return Err(format!("--run-executors: {} is not a file", path.display()));
+        }
         Ok(TestbedConfig {
             listen: SocketAddr::new(self.ip, self.port),
             hostname: self.hostname,
@@ -246,7 +328,65 @@ impl TestbedArgs {
             max_completed_frameworks: self.max_completed_frameworks,
             zk: self.zk,
             zk_session_timeout: self.zk_session_timeout,
+            run_executors,
+            work_dir: self.work_dir,
+            executor_registration_timeout: self.executor_registration_timeout,
+            executor_shutdown_grace_period: self.executor_shutdown_grace_period,
+            executor_reregistration_timeout: self.executor_reregistration_timeout,
+            recovery_timeout: self.recovery_timeout,
             ..TestbedConfig::default()
         })
+    }
+}
+
+/// `mesos-appliance-executor` in the directory of the running binary.
+fn sibling_executor() -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| format!("--run-executors: {e}"))?;
+    Ok(me.with_file_name(crate::executor::info::EXECUTOR_BINARY))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> TestbedArgs {
+        TestbedArgs::try_parse_from(std::iter::once("mesos-testbed").chain(args.iter().copied()))
+            .expect("arguments parse")
+    }
+
+    #[test]
+    fn run_executors_takes_an_optional_path() {
+        assert_eq!(parse(&[]).run_executors, None);
+        assert_eq!(parse(&["--run-executors"]).run_executors, Some(None));
+        assert_eq!(
+            parse(&["--run-executors", "--port", "0"]).run_executors,
+            Some(None)
+        );
+        assert_eq!(
+            parse(&["--run-executors", "/bin/true"]).run_executors,
+            Some(Some(PathBuf::from("/bin/true")))
+        );
+        let config = parse(&[
+            "--run-executors=/bin/true",
+            "--executor-registration-timeout",
+            "2s",
+        ])
+        .into_config()
+        .unwrap();
+        assert_eq!(config.run_executors, Some(PathBuf::from("/bin/true")));
+        assert_eq!(config.executor_registration_timeout, Duration::from_secs(2));
+        let error = parse(&["--run-executors", "/no/such/file"])
+            .into_config()
+            .unwrap_err();
+        assert!(error.contains("is not a file"), "{error}");
+        // Without a value: the binary next to this one.
+        let sibling = parse(&["--run-executors"]).into_config();
+        let expected = std::env::current_exe()
+            .unwrap()
+            .with_file_name("mesos-appliance-executor");
+        match sibling {
+            Ok(config) => assert_eq!(config.run_executors, Some(expected)),
+            Err(error) => assert!(error.contains("is not a file"), "{error}"),
+        }
     }
 }

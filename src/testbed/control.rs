@@ -16,6 +16,8 @@
 //! | `POST /testbed/faults/hold-staging` `{"task_id_prefix": "…"}` | matching tasks stay in TASK_STAGING |
 //! | `POST /testbed/faults/clear` | forget ignore-kill, hold-staging and stopped heartbeats |
 //! | `POST /testbed/master/failover` `{"reregister_delay_ms": 1000}` | simulate a master failover (new master ID, streams cut, agents re-register after the delay) |
+//! | `GET /testbed/executors` | `{"executors": [ExecutorView…]}`: executor processes (process mode) |
+//! | `POST /testbed/agents/{agent_id}/restart` `{"down_ms": 1000}` | process mode: the agent dies and comes back after `down_ms` (see `agent_restart`) |
 //!
 //! Unknown agents or frameworks answer 404.
 
@@ -51,6 +53,33 @@ pub(crate) fn routes() -> Router<App> {
         .route("/testbed/faults/hold-staging", post(hold_staging))
         .route("/testbed/faults/clear", post(clear_faults))
         .route("/testbed/master/failover", post(failover))
+        .route("/testbed/executors", get(executors))
+        .route("/testbed/agents/{agent_id}/restart", post(restart_agent))
+}
+
+async fn executors(State(app): State<App>) -> Response {
+    Json(json!({"executors": app.lock().executor_views()})).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct RestartBody {
+    #[serde(default = "default_reregister_delay_ms")]
+    down_ms: u64,
+}
+
+async fn restart_agent(
+    State(app): State<App>,
+    Path(agent_id): Path<String>,
+    body: Option<Json<RestartBody>>,
+) -> Response {
+    let down = body
+        .map(|Json(b)| b.down_ms)
+        .unwrap_or_else(default_reregister_delay_ms);
+    let mut master = app.lock();
+    let found = master
+        .agent_index(&agent_id)
+        .is_some_and(|index| master.restart_agent(index, Duration::from_millis(down)));
+    done(found)
 }
 
 fn done(found: bool) -> Response {

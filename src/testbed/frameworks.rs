@@ -172,6 +172,7 @@ impl Master {
         };
         framework.sub = None;
         self.remove_offers_of(framework_id);
+        self.process_framework_removed(framework_id);
         let keys: Vec<_> = self
             .tasks
             .keys()

@@ -163,6 +163,9 @@ impl Master {
             tracing::info!(%task_id, "fault: task held in TASK_STAGING");
             return;
         }
+        if self.process_launch(framework_id, agent_index, &task_id) {
+            return;
+        }
         self.schedule(
             self.cfg.launch_delay,
             Timer::AgentLaunch {

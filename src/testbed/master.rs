@@ -86,6 +86,8 @@ pub(crate) enum Timer {
     },
     /// An agent re-registers after a simulated master failover.
     AgentReregister { agent_id: String, epoch: u64 },
+    /// Process mode: executor registration, shutdown and agent restarts.
+    Executor(super::executors::ExecutorTimer),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -282,6 +284,8 @@ pub(crate) struct Master {
     pub recovery_infos: HashMap<String, v1::FrameworkInfo>,
     pub(crate) next_framework: u64,
     pub(crate) next_offer: u64,
+    /// Process mode: real executor processes and the agents' endpoints.
+    pub(crate) processes: super::executors::Processes,
     timers: BinaryHeap<Reverse<TimerEntry>>,
     timer_seq: u64,
     pub wake: Arc<Notify>,
@@ -331,6 +335,7 @@ impl Master {
             recovery_infos: HashMap::new(),
             next_framework: 0,
             next_offer: 0,
+            processes: Default::default(),
             timers: BinaryHeap::new(),
             timer_seq: 0,
             wake: Arc::new(Notify::new()),
@@ -427,6 +432,7 @@ impl Master {
                     self.agent_reregisters(&agent_id);
                 }
             }
+            Timer::Executor(timer) => self.fire_executor_timer(timer),
         }
     }
 

@@ -16,16 +16,24 @@
 //!   `/master/redirect` ([`operator_api`]);
 //! - `/testbed/…` — fault injection and inspection ([`control`]);
 //! - with `zk`, master election through ZooKeeper ([`election`]); a
-//!   non-leading testbed redirects (307) or answers 503 `No leader elected`.
+//!   non-leading testbed redirects (307) or answers 503 `No leader elected`;
+//! - with `run_executors` (process mode), real `mesos-appliance-executor`
+//!   processes for tasks that use it, each agent serving
+//!   `POST /api/v1/executor` on a port of its own (`executors.rs`,
+//!   `executor_api.rs`, `executor_events.rs`, `agent_restart.rs`).
 //!
 //! Tests start it in-process with [`Testbed::start`] on `127.0.0.1:0`.
 
+mod agent_restart;
 mod agents;
 mod allocator;
 mod calls;
 mod config;
 mod control;
 mod election;
+mod executor_api;
+mod executor_events;
+mod executors;
 mod frameworks;
 mod http;
 mod launch;
@@ -50,6 +58,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use calls::CallRecord;
 pub use config::{AgentSpec, DEFAULT_AGENT_RESOURCES, TestbedArgs, TestbedConfig};
+pub use executors::{ExecutorView, ProcessState};
 pub use tasks::KAMIKAZE;
 pub use views::{AgentView, FrameworkView, TaskView};
 
@@ -105,6 +114,7 @@ impl Testbed {
         }
         let app = App(shared.clone());
         let stop = CancellationToken::new();
+        start_process_mode(&app, addr, &stop)?;
         let router = router(app.clone()).layer(DefaultBodyLimit::max(body_limit));
 
         let mut tasks = Vec::new();
@@ -243,6 +253,30 @@ impl Testbed {
         self.app.lock().faults = Default::default();
     }
 
+    /// Process mode: the executor processes, live ones first, then the
+    /// recently exited ones with their wait status.
+    pub fn executors(&self) -> Vec<ExecutorView> {
+        self.app.lock().executor_views()
+    }
+
+    /// Process mode: the agent's executor endpoint (`MESOS_AGENT_ENDPOINT`).
+    pub fn agent_endpoint(&self, agent_id: &str) -> Option<SocketAddr> {
+        let master = self.app.lock();
+        let index = master.agent_index(agent_id)?;
+        master.processes.endpoints.get(index).map(|e| e.addr)
+    }
+
+    /// Process mode: the agent dies (executor streams cut, endpoint refusing
+    /// connections) and is back after `down` (see `agent_restart.rs`); false
+    /// for an unknown agent or without process mode.
+    pub fn restart_agent(&self, agent_id: &str, down: Duration) -> bool {
+        let mut master = self.app.lock();
+        match master.agent_index(agent_id) {
+            Some(index) => master.restart_agent(index, down),
+            None => false,
+        }
+    }
+
     /// Simulates a master failover; agents re-register after `reregister_delay`.
     pub fn simulate_master_failover(&self, reregister_delay: Duration) {
         self.app.lock().simulate_failover(reregister_delay);
@@ -265,6 +299,7 @@ impl Testbed {
     fn stop_now(&self) {
         {
             let mut master = self.app.lock();
+            master.kill_all_processes();
             let ids: Vec<String> = master.frameworks.keys().cloned().collect();
             for id in ids {
                 if let Some(sub) = master.frameworks.get_mut(&id).and_then(|f| f.sub.take()) {
@@ -303,6 +338,50 @@ fn router(app: App) -> Router {
         .route("/version", get(operator_api::version))
         .merge(control::routes())
         .with_state(app)
+}
+
+/// Process mode: a sandbox root, and one executor endpoint per agent on the
+/// testbed's IP (loopback if it listens on all addresses); the agents'
+/// advertised ports become those of their endpoints.
+fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> anyhow::Result<()> {
+    let mut master = app.lock();
+    if master.cfg.run_executors.is_none() {
+        return Ok(());
+    }
+    let (work_dir, remove) = match master.cfg.work_dir.clone() {
+        Some(dir) => (dir, false),
+        None => (
+            std::env::temp_dir().join(format!("mesos-testbed-{}", uuid::Uuid::new_v4())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&work_dir)?;
+    master.processes.work_dir = work_dir;
+    master.processes.remove_work_dir = remove;
+    master.processes.stop = stop.child_token();
+    let ip = if addr.ip().is_unspecified() {
+        std::net::IpAddr::from([127, 0, 0, 1])
+    } else {
+        addr.ip()
+    };
+    for index in 0..master.agents.len() {
+        let endpoint_stop = master.processes.stop.child_token();
+        let bound = executor_api::serve_agent(
+            app.clone(),
+            index,
+            SocketAddr::new(ip, 0),
+            endpoint_stop.clone(),
+        )?;
+        master.agents[index].port = bound.port();
+        master.processes.endpoints.push(executors::AgentEndpoint {
+            addr: bound,
+            up: true,
+            recovering: false,
+            stop: endpoint_stop,
+            epoch: 0,
+        });
+    }
+    Ok(())
 }
 
 /// Runs due timers until `stop`; sleeps until the next deadline or a new timer.

@@ -36,6 +36,9 @@ impl Master {
             return;
         }
         let task = task.clone();
+        if self.process_kill(framework_id, &task, kill) {
+            return;
+        }
         let task_id = &kill.task_id.value;
         if task.state == TaskState::TaskStaging && task.pending.is_empty() {
             // slave.cpp killTask for a task not yet delivered to its executor.
@@ -181,6 +184,9 @@ impl Master {
         if self.agents[index].state != AgentState::Registered {
             return;
         }
+        if self.process_message(framework_id, index, message) {
+            return;
+        }
         let key = (framework_id.to_string(), message.executor_id.value.clone());
         let Some(executor) = self.agents[index].executors.get_mut(&key) else {
             return;
@@ -208,6 +214,32 @@ impl Master {
         executor_id: &str,
         wait_status: i32,
     ) {
+        self.executor_terminated(
+            framework_id,
+            agent_index,
+            executor_id,
+            Some(wait_status),
+            TaskState::TaskFailed,
+            task_status::Reason::ExecutorTerminated,
+            "Executor terminated",
+        );
+    }
+
+    /// [`Master::executor_exits`] with the container's termination: `state`,
+    /// `reason` and `message` of the tasks' updates (registration timeout,
+    /// launch failure, …), and no `status` in FAILURE when the process never
+    /// ran (slave.cpp sendExecutorTerminatedStatusUpdate).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn executor_terminated(
+        &mut self,
+        framework_id: &str,
+        agent_index: usize,
+        executor_id: &str,
+        wait_status: Option<i32>,
+        state: TaskState,
+        reason: task_status::Reason,
+        message: &str,
+    ) {
         let key = (framework_id.to_string(), executor_id.to_string());
         let Some(executor) = self.agents[agent_index].executors.remove(&key) else {
             return;
@@ -222,7 +254,7 @@ impl Master {
                     executor_id: Some(v1::ExecutorId {
                         value: executor_id.to_string(),
                     }),
-                    status: Some(wait_status),
+                    status: wait_status,
                 }),
                 ..Default::default()
             };
@@ -237,12 +269,7 @@ impl Master {
             if is_terminal(last_queued) {
                 continue;
             }
-            let status = self.agent_status(
-                task,
-                TaskState::TaskFailed,
-                task_status::Reason::ExecutorTerminated,
-                "Executor terminated",
-            );
+            let status = self.agent_status(task, state, reason, message);
             self.agent_update(framework_id, &task_id, status);
         }
     }
@@ -254,6 +281,9 @@ impl Master {
             return;
         };
         if self.agents[index].state != AgentState::Registered {
+            return;
+        }
+        if self.process_shutdown(framework_id, index, &shutdown.executor_id.value) {
             return;
         }
         let key = (framework_id.to_string(), shutdown.executor_id.value.clone());

@@ -8,6 +8,8 @@
 //! - [`replicas`]: coordinator replicas on that server, a timestamped
 //!   recorder of their leadership transitions, and waits with deadlines;
 //! - [`appliance`]: in-process appliance replicas (coordinator + scheduler);
+//! - [`executor`]: launching tasks on the real `mesos-appliance-executor`
+//!   through the testbed's process mode, and `/proc` inspection;
 //! - [`mesos`]: raw HTTP calls and subscription streams against a Mesos
 //!   master (the in-process `mesos-testbed`);
 //! - [`client`]: a fast configuration for the scheduler/operator clients, an
@@ -20,6 +22,7 @@
 pub mod appliance;
 pub mod chaos_proxy;
 pub mod client;
+pub mod executor;
 pub mod mesos;
 pub mod replicas;
 pub mod zookeeper;

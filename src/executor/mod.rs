@@ -1,0 +1,44 @@
+//! `mesos-appliance-executor`: a Mesos v1 HTTP executor
+//! (`docs/executor-http-api.md`, mesos-notes §8) that runs each task's
+//! command as a child process group and obeys the appliance's framework
+//! messages.
+//!
+//! Modules:
+//! - [`config`]: the environment the agent sets (`MESOS_FRAMEWORK_ID`,
+//!   `MESOS_AGENT_ENDPOINT`, `MESOS_CHECKPOINT`, stout durations, …);
+//! - [`connection`]: SUBSCRIBE and its RecordIO event stream, UPDATE calls,
+//!   the re-subscription backoff;
+//! - [`tasks`]: task processes, kills with a grace period (SIGTERM, then
+//!   SIGKILL to the process group);
+//! - [`runtime`]: the main loop — subscription, reconnection, signals —
+//!   driving the state in `state.rs` (events and task exits);
+//! - [`info`]: the `ExecutorInfo` a scheduler puts into its tasks to have
+//!   them run by this executor.
+//!
+//! Behaviour per event:
+//!
+//! | event | what the executor does |
+//! |---|---|
+//! | SUBSCRIBED | remembers the agent ID and whether the framework wants TASK_KILLING |
+//! | LAUNCH | TASK_STARTING, starts the command (from `TaskInfo.command` or a `CommandInfo` in `TaskInfo.data`), TASK_RUNNING — or TASK_FAILED if it cannot start |
+//! | process exit | TASK_FINISHED (status 0), TASK_FAILED (other status or signal), TASK_KILLED (after a kill) |
+//! | KILL | (TASK_KILLING if the framework has TASK_KILLING_STATE), SIGTERM to the task's process group, SIGKILL after the kill policy's grace period (event's, else task's, else `MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD`) |
+//! | ACKNOWLEDGED | forgets that update (the agent has it) |
+//! | MESSAGE `kamikaze` | kills every task (grace as on SHUTDOWN), sends no updates, exits 1 — the agent reports each task TASK_FAILED / REASON_EXECUTOR_TERMINATED and the scheduler gets FAILURE status 256 |
+//! | other MESSAGE | logged and ignored |
+//! | SHUTDOWN, SIGTERM | kills every task with a grace shorter than the shutdown grace period, reports TASK_KILLED, exits 0 once they are acknowledged (or when the grace period is over) |
+//! | ERROR | treated as a lost subscription |
+//! | stream lost | checkpointing: re-subscribe with the unacknowledged updates and tasks for up to `MESOS_RECOVERY_TIMEOUT`; otherwise kill the tasks and exit 1 |
+//!
+//! When its last task has ended and the agent has acknowledged every update,
+//! the executor exits 0, as Mesos' default executor does.
+
+pub mod config;
+pub mod connection;
+pub mod info;
+pub mod runtime;
+mod state;
+pub mod tasks;
+
+pub use config::{ConfigError, ExecutorConfig};
+pub use runtime::{KAMIKAZE, run};

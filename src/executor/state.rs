@@ -1,0 +1,386 @@
+//! The executor's state and how each agent event and task exit changes it
+//! (the table in [`super`]); the loop that drives it is [`super::runtime`].
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::config::ExecutorConfig;
+use super::connection::AgentClient;
+use super::tasks::{Exit, Exited, TaskProcess, task_command};
+use crate::mesos::v1::executor::{Call, Event, call, event};
+use crate::mesos::v1::{self, TaskState, task_status};
+
+/// Framework message that makes the executor kill its tasks and exit 1.
+pub const KAMIKAZE: &[u8] = b"kamikaze";
+/// Most updates kept for re-sending; older ones are dropped (logged).
+const MAX_UNACKNOWLEDGED: usize = 10_000;
+/// Longest framework message text logged.
+const MAX_LOGGED_MESSAGE: usize = 200;
+
+/// Why the executor is stopping its tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// SHUTDOWN event or SIGTERM: report TASK_KILLED, exit 0.
+    Shutdown,
+    /// `kamikaze`: no updates (the agent reports the tasks), exit 1.
+    Kamikaze,
+}
+
+/// What the loop does next.
+pub(super) enum Flow {
+    /// The subscription ended.
+    Disconnected,
+    /// Exit with this code.
+    Exit(u8),
+}
+
+pub(super) struct Task {
+    pub(super) info: v1::TaskInfo,
+    pub(super) process: Option<TaskProcess>,
+    /// Set once a KILL (or shutdown) asked this task to stop.
+    pub(super) killed: bool,
+}
+
+/// The executor's state.
+pub(super) struct Runtime {
+    pub(super) cfg: ExecutorConfig,
+    pub(super) client: AgentClient,
+    /// Launched tasks whose process has not ended.
+    pub(super) tasks: HashMap<String, Task>,
+    /// Updates the agent has not acknowledged, oldest first.
+    pub(super) unacked_updates: Vec<call::Update>,
+    /// Launched tasks none of whose updates the agent acknowledged.
+    pub(super) unacked_tasks: HashMap<String, v1::TaskInfo>,
+    pub(super) exits_tx: mpsc::UnboundedSender<Exited>,
+    pub(super) exits_rx: mpsc::UnboundedReceiver<Exited>,
+    /// Calls to send in order on the current subscription.
+    pub(super) outbox: Option<mpsc::UnboundedSender<Call>>,
+    pub(super) agent_id: Option<String>,
+    pub(super) killing_state: bool,
+    pub(super) subscribed_once: bool,
+    pub(super) had_tasks: bool,
+    pub(super) stop: Option<(Stop, Instant)>,
+}
+
+impl Runtime {
+    /// A fresh executor: no tasks yet, not subscribed.
+    pub(super) fn new(cfg: ExecutorConfig, client: AgentClient) -> Self {
+        let (exits_tx, exits_rx) = mpsc::unbounded_channel();
+        Runtime {
+            client,
+            tasks: HashMap::new(),
+            unacked_updates: Vec::new(),
+            unacked_tasks: HashMap::new(),
+            exits_tx,
+            exits_rx,
+            outbox: None,
+            agent_id: cfg.agent_id.clone(),
+            killing_state: false,
+            subscribed_once: false,
+            had_tasks: false,
+            stop: None,
+            cfg,
+        }
+    }
+
+    /// SUBSCRIBE with the updates and tasks the agent has not acknowledged.
+    pub(super) fn subscribe_call(&self) -> Call {
+        let mut call = self.call(call::Type::Subscribe);
+        call.subscribe = Some(call::Subscribe {
+            unacknowledged_tasks: self.unacked_tasks.values().cloned().collect(),
+            unacknowledged_updates: self.unacked_updates.clone(),
+        });
+        call
+    }
+
+    /// A call of `kind` from this executor.
+    pub(super) fn call(&self, kind: call::Type) -> Call {
+        Call {
+            executor_id: v1::ExecutorId {
+                value: self.cfg.executor_id.clone(),
+            },
+            framework_id: v1::FrameworkId {
+                value: self.cfg.framework_id.clone(),
+            },
+            r#type: Some(kind as i32),
+            ..Default::default()
+        }
+    }
+
+    /// Handles one event; `Some` ends the subscription.
+    pub(super) fn on_event(&mut self, event: Event) -> Option<Flow> {
+        use event::Type;
+        match event.r#type() {
+            Type::Subscribed => {
+                let subscribed = event.subscribed?;
+                if let Some(id) = subscribed.agent_info.id {
+                    self.agent_id = Some(id.value);
+                }
+                use v1::framework_info::capability::Type as Cap;
+                self.killing_state = subscribed
+                    .framework_info
+                    .capabilities
+                    .iter()
+                    .any(|c| c.r#type() == Cap::TaskKillingState);
+                self.subscribed_once = true;
+                tracing::info!(agent = %subscribed.agent_info.hostname, "subscribed");
+            }
+            Type::Launch => {
+                if let Some(launch) = event.launch {
+                    self.launch(launch.task);
+                }
+            }
+            Type::LaunchGroup => {
+                for task in event
+                    .launch_group
+                    .map(|g| g.task_group.tasks)
+                    .unwrap_or_default()
+                {
+                    self.unacked_tasks
+                        .insert(task.task_id.value.clone(), task.clone());
+                    self.update(
+                        &task.task_id.value,
+                        TaskState::TaskFailed,
+                        "LAUNCH_GROUP is not supported by mesos-appliance-executor",
+                    );
+                }
+            }
+            Type::Kill => {
+                if let Some(kill) = event.kill {
+                    self.kill(&kill.task_id.value, kill.kill_policy.as_ref());
+                }
+            }
+            Type::Acknowledged => {
+                let ack = event.acknowledged?;
+                self.unacked_updates
+                    .retain(|u| u.status.uuid.as_deref() != Some(ack.uuid.as_slice()));
+                self.unacked_tasks.remove(&ack.task_id.value);
+            }
+            Type::Message => {
+                let data = event.message.map(|m| m.data).unwrap_or_default();
+                if data == KAMIKAZE {
+                    tracing::warn!(
+                        tasks = self.tasks.len(),
+                        "kamikaze: killing every task and exiting 1"
+                    );
+                    self.begin_stop(Stop::Kamikaze);
+                } else {
+                    let text = String::from_utf8_lossy(&data[..data.len().min(MAX_LOGGED_MESSAGE)])
+                        .into_owned();
+                    tracing::info!(message = %text, bytes = data.len(), "unknown framework message ignored");
+                }
+            }
+            Type::Shutdown => {
+                tracing::info!("SHUTDOWN: killing every task");
+                self.begin_stop(Stop::Shutdown);
+            }
+            Type::Error => {
+                let message = event.error.map(|e| e.message).unwrap_or_default();
+                // docs/executor-http-api.md: abort and retry subscription.
+                tracing::error!(%message, "ERROR event from the agent");
+                return Some(Flow::Disconnected);
+            }
+            Type::Heartbeat => {}
+            Type::Unknown => tracing::warn!("UNKNOWN event ignored"),
+        }
+        None
+    }
+
+    pub(super) fn launch(&mut self, task: v1::TaskInfo) {
+        let task_id = task.task_id.value.clone();
+        if self.tasks.contains_key(&task_id) {
+            tracing::warn!(%task_id, "duplicate LAUNCH ignored");
+            return;
+        }
+        self.had_tasks = true;
+        self.unacked_tasks.insert(task_id.clone(), task.clone());
+        if self.stop.is_some() {
+            self.update(&task_id, TaskState::TaskFailed, "Executor is shutting down");
+            return;
+        }
+        self.update(&task_id, TaskState::TaskStarting, "");
+        let spawned = task_command(&task).and_then(|command| {
+            TaskProcess::spawn(&task_id, &command, &self.cfg.sandbox, self.exits_tx.clone())
+        });
+        match spawned {
+            Ok(process) => {
+                tracing::info!(%task_id, pid = process.pid, "task started");
+                self.tasks.insert(
+                    task_id.clone(),
+                    Task {
+                        info: task,
+                        process: Some(process),
+                        killed: false,
+                    },
+                );
+                self.update(&task_id, TaskState::TaskRunning, "");
+            }
+            Err(message) => {
+                tracing::warn!(%task_id, %message, "task failed to start");
+                self.update(&task_id, TaskState::TaskFailed, &message);
+            }
+        }
+    }
+
+    /// KILL: SIGTERM now, SIGKILL after the grace period of the event's kill
+    /// policy, else the task's, else the executor's shutdown grace period.
+    pub(super) fn kill(&mut self, task_id: &str, policy: Option<&v1::KillPolicy>) {
+        let default = self.cfg.shutdown_grace_period;
+        let killing_state = self.killing_state;
+        let Some(task) = self.tasks.get_mut(task_id) else {
+            tracing::warn!(%task_id, "KILL of an unknown or finished task ignored");
+            return;
+        };
+        let grace = grace_of(policy)
+            .or_else(|| grace_of(task.info.kill_policy.as_ref()))
+            .unwrap_or(default);
+        let first = !task.killed;
+        task.killed = true;
+        if let Some(process) = task.process.as_mut() {
+            tracing::info!(%task_id, ?grace, "killing task");
+            process.kill(grace);
+        }
+        if first && killing_state {
+            self.update(task_id, TaskState::TaskKilling, "");
+        }
+    }
+
+    /// Starts stopping every task for `why`; the executor exits once they
+    /// are gone (see [`Runtime::finished`]) or at the agent's deadline.
+    pub(super) fn begin_stop(&mut self, why: Stop) {
+        if matches!(self.stop, Some((Stop::Kamikaze, _))) || self.stop.map(|(w, _)| w) == Some(why)
+        {
+            return;
+        }
+        let grace_total = self.cfg.shutdown_grace_period;
+        self.stop = Some((why, Instant::now() + grace_total));
+        let grace = stop_grace(grace_total);
+        for (task_id, task) in &mut self.tasks {
+            task.killed = true;
+            let grace = grace_of(task.info.kill_policy.as_ref()).map_or(grace, |g| g.min(grace));
+            if let Some(process) = task.process.as_mut() {
+                tracing::info!(%task_id, ?grace, ?why, "stopping task");
+                process.kill(grace);
+            }
+        }
+    }
+
+    /// A task process ended: report it (except under kamikaze, whose tasks
+    /// the agent reports as TASK_FAILED / REASON_EXECUTOR_TERMINATED).
+    pub(super) fn on_exit(&mut self, exited: Exited) {
+        let Some(mut task) = self.tasks.remove(&exited.task_id) else {
+            return;
+        };
+        if let Some(process) = task.process.as_mut() {
+            process.reaped();
+        }
+        let description = exited.exit.describe();
+        tracing::info!(task_id = %exited.task_id, exit = %description, "task ended");
+        if matches!(self.stop, Some((Stop::Kamikaze, _))) {
+            return;
+        }
+        let state = match (task.killed, exited.exit) {
+            (true, _) => TaskState::TaskKilled,
+            (false, Exit::Code(0)) => TaskState::TaskFinished,
+            (false, _) => TaskState::TaskFailed,
+        };
+        self.update(&exited.task_id, state, &description);
+    }
+
+    /// `Some(exit code)` when there is nothing left to do: stopping and all
+    /// tasks gone (and, unless kamikaze, their updates acknowledged); or,
+    /// like the default executor (`src/launcher/default_executor.cpp`), every
+    /// task ended and every update was acknowledged by the agent.
+    pub(super) fn finished(&self) -> Option<u8> {
+        if !self.tasks.is_empty() {
+            return None;
+        }
+        match self.stop {
+            Some((Stop::Kamikaze, _)) => Some(1),
+            Some((Stop::Shutdown, _)) if self.unacked_updates.is_empty() => Some(0),
+            None if self.had_tasks && self.unacked_updates.is_empty() => {
+                tracing::info!("no tasks left and every update acknowledged; exiting");
+                Some(0)
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn exit_code(&self) -> u8 {
+        match self.stop {
+            Some((Stop::Kamikaze, _)) => 1,
+            _ => 0,
+        }
+    }
+
+    /// Sends a status update (queued while disconnected) and keeps it until
+    /// the agent acknowledges it.
+    pub(super) fn update(&mut self, task_id: &str, state: TaskState, message: &str) {
+        let status = v1::TaskStatus {
+            task_id: v1::TaskId {
+                value: task_id.to_string(),
+            },
+            state: state as i32,
+            message: (!message.is_empty()).then(|| message.to_string()),
+            source: Some(task_status::Source::Executor as i32),
+            agent_id: self.agent_id.clone().map(|value| v1::AgentId { value }),
+            executor_id: Some(v1::ExecutorId {
+                value: self.cfg.executor_id.clone(),
+            }),
+            timestamp: Some(crate::util::unix_now_secs()),
+            uuid: Some(uuid::Uuid::new_v4().as_bytes().to_vec()),
+            ..Default::default()
+        };
+        let update = call::Update { status };
+        if self.unacked_updates.len() >= MAX_UNACKNOWLEDGED {
+            let dropped = self.unacked_updates.remove(0);
+            tracing::error!(task_id = %dropped.status.task_id.value, "too many unacknowledged updates; dropped the oldest");
+        }
+        self.unacked_updates.push(update.clone());
+        let mut call = self.call(call::Type::Update);
+        call.update = Some(update);
+        if let Some(outbox) = &self.outbox {
+            let _ = outbox.send(call);
+        }
+    }
+}
+
+/// A KillPolicy's grace period, if it has one.
+fn grace_of(policy: Option<&v1::KillPolicy>) -> Option<Duration> {
+    let nanos = policy?.grace_period.as_ref()?.nanoseconds;
+    Some(Duration::from_nanos(u64::try_from(nanos).unwrap_or(0)))
+}
+
+/// The kill grace used when stopping everything: shorter than the agent's
+/// shutdown grace period so tasks are gone before the agent destroys the
+/// container (the idea of `src/slave/utils.hpp` adjustShutdownTimeout).
+fn stop_grace(shutdown_grace: Duration) -> Duration {
+    shutdown_grace
+        .saturating_sub(Duration::from_secs(1))
+        .max(shutdown_grace / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_grace_leaves_room_before_the_agent_destroys_us() {
+        assert_eq!(stop_grace(Duration::from_secs(5)), Duration::from_secs(4));
+        assert_eq!(
+            stop_grace(Duration::from_secs(1)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(stop_grace(Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn kill_policy_grace() {
+        let policy = crate::executor::info::kill_policy(Duration::from_millis(300));
+        assert_eq!(grace_of(Some(&policy)), Some(Duration::from_millis(300)));
+        assert_eq!(grace_of(None), None);
+        assert_eq!(grace_of(Some(&v1::KillPolicy::default())), None);
+    }
+}

@@ -1,0 +1,516 @@
+//! Process mode (`TestbedConfig::run_executors`, `--run-executors`): a task
+//! whose `ExecutorInfo` is CUSTOM and whose command ends with
+//! `mesos-appliance-executor` is run by a real executor process that the
+//! simulated agent starts, instead of a simulated executor. This file is the
+//! agent's containerizer and executor bookkeeping; the HTTP side is
+//! [`super::executor_api`], the per-event handling [`super::executor_events`].
+//!
+//! What the agent does, and where Mesos does it:
+//! - launch: one process per executor, in its own session (the posix
+//!   launcher's `setsid`), cwd = a fresh sandbox
+//!   `<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<id>/runs/<container>`
+//!   with `stdout` / `stderr` files, and the agent's environment
+//!   (`src/slave/slave.cpp` executorEnvironment, mesos-notes §8);
+//! - registration timeout (`--executor_registration_timeout`, 1 min): an
+//!   executor that never subscribes is destroyed, its tasks TASK_FAILED /
+//!   REASON_EXECUTOR_REGISTRATION_TIMEOUT (slave.cpp registerExecutorTimeout);
+//! - destroy: SIGKILL to every process of the session (posix launcher
+//!   `destroy` → `os::killtree(pid, SIGKILL, groups, sessions)`);
+//! - exit: the real wait status goes to the scheduler as
+//!   `FAILURE{status}` and the unfinished tasks become TASK_FAILED /
+//!   REASON_EXECUTOR_TERMINATED (slave.cpp executorTerminated, via
+//!   [`Master::executor_terminated`]);
+//! - SHUTDOWN: the executor gets the event and `shutdown_grace_period` to
+//!   exit, then is destroyed (slave.cpp shutdownExecutor / shutdownExecutorTimeout);
+//! - agent restart (`POST /testbed/agents/{id}/restart`): see
+//!   [`Master::restart_agent`].
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::executor_api::ExecutorStream;
+use super::master::{Master, Timer};
+use crate::executor::config::format_duration;
+use crate::mesos::v1::{self, TaskState, task_status};
+
+/// Finished executors remembered for [`Master::executor_views`].
+const MAX_FINISHED: usize = 100;
+
+/// Where an executor process stands with its agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessState {
+    /// Started, not subscribed yet: LAUNCHes are queued.
+    Registering,
+    /// Subscribed; events flow.
+    Subscribed,
+    /// Its subscription broke (agent restart); it may re-subscribe.
+    Disconnected,
+    /// Told to shut down; destroyed after its grace period.
+    Terminating,
+    /// The process has exited.
+    Exited,
+}
+
+/// What the scheduler is told about the tasks of an executor the agent
+/// destroyed on purpose.
+#[derive(Debug, Clone)]
+pub(crate) struct Termination {
+    pub state: TaskState,
+    pub reason: task_status::Reason,
+    pub message: String,
+}
+
+/// A real executor process.
+#[derive(Debug)]
+pub(crate) struct ExecutorProcess {
+    pub agent_index: usize,
+    pub framework_id: String,
+    pub executor_id: String,
+    pub container_id: String,
+    pub pid: u32,
+    pub sandbox: PathBuf,
+    pub state: ProcessState,
+    pub stream: Option<ExecutorStream>,
+    pub next_token: u64,
+    /// Tasks launched before the executor subscribed.
+    pub queued: Vec<v1::TaskInfo>,
+    /// UUIDs of the updates received from it (the status update manager
+    /// ignores duplicates), most recent last.
+    pub received: VecDeque<Vec<u8>>,
+    pub info: v1::ExecutorInfo,
+    pub framework_info: v1::FrameworkInfo,
+    pub termination: Option<Termination>,
+}
+
+/// Process-mode state of the master.
+#[derive(Debug, Default)]
+pub(crate) struct Processes {
+    /// Live executor processes by container ID.
+    pub live: HashMap<String, ExecutorProcess>,
+    /// Per agent: its executor endpoint.
+    pub endpoints: Vec<AgentEndpoint>,
+    /// Exited executors, for views and tests.
+    pub finished: VecDeque<ExecutorView>,
+    /// Root of the sandboxes.
+    pub work_dir: PathBuf,
+    /// The work dir was created by the testbed and is removed at shutdown.
+    pub remove_work_dir: bool,
+    /// Cancelled when the testbed stops; endpoints hang off it.
+    pub stop: CancellationToken,
+}
+
+/// One agent's executor endpoint.
+#[derive(Debug)]
+pub(crate) struct AgentEndpoint {
+    pub addr: std::net::SocketAddr,
+    pub up: bool,
+    /// Restarted and waiting for checkpointed executors to re-subscribe.
+    pub recovering: bool,
+    pub stop: CancellationToken,
+    /// Bumped by each restart, so stale timers are ignored.
+    pub epoch: u64,
+}
+
+/// Timers of process mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ExecutorTimer {
+    /// The executor must have subscribed by now.
+    Registration { container_id: String },
+    /// The executor had its shutdown grace period.
+    ShutdownGrace { container_id: String },
+    /// A restarted agent comes back up.
+    AgentUp { agent_index: usize, epoch: u64 },
+    /// A restarted agent stops waiting for executors to re-subscribe.
+    Reregistration { agent_index: usize, epoch: u64 },
+}
+
+/// An executor process as tests and `GET /testbed/executors` see it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExecutorView {
+    /// Framework ID.
+    pub framework_id: String,
+    /// Executor ID.
+    pub executor_id: String,
+    /// Agent ID.
+    pub agent_id: String,
+    /// Container ID (the `runs/` directory name).
+    pub container_id: String,
+    /// Process ID (also its session ID).
+    pub pid: u32,
+    /// Sandbox directory (`MESOS_SANDBOX`).
+    pub sandbox: PathBuf,
+    /// Where it stands.
+    pub state: ProcessState,
+    /// Raw wait status once exited (`256` = exit code 1).
+    pub wait_status: Option<i32>,
+}
+
+impl ExecutorProcess {
+    fn view(&self, agent_id: &str, wait_status: Option<i32>) -> ExecutorView {
+        ExecutorView {
+            framework_id: self.framework_id.clone(),
+            executor_id: self.executor_id.clone(),
+            agent_id: agent_id.to_string(),
+            container_id: self.container_id.clone(),
+            pid: self.pid,
+            sandbox: self.sandbox.clone(),
+            state: self.state,
+            wait_status,
+        }
+    }
+}
+
+/// True for an `ExecutorInfo` that process mode runs: CUSTOM (or untyped
+/// with a command) and a command ending with `mesos-appliance-executor`.
+pub(crate) fn runs_our_executor(info: &v1::ExecutorInfo) -> bool {
+    info.r#type() != v1::executor_info::Type::Default
+        && info
+            .command
+            .as_ref()
+            .and_then(|c| c.value.as_deref())
+            .is_some_and(|v| {
+                v.trim_end()
+                    .ends_with(crate::executor::info::EXECUTOR_BINARY)
+            })
+}
+
+impl Master {
+    /// The live process of an executor, by container ID.
+    pub(crate) fn find_process(
+        &self,
+        agent_index: usize,
+        framework_id: &str,
+        executor_id: &str,
+    ) -> Option<String> {
+        self.processes
+            .live
+            .values()
+            .find(|p| {
+                p.agent_index == agent_index
+                    && p.framework_id == framework_id
+                    && p.executor_id == executor_id
+            })
+            .map(|p| p.container_id.clone())
+    }
+
+    /// The agent runs some executor process of this framework.
+    pub(crate) fn agent_knows_framework(&self, agent_index: usize, framework_id: &str) -> bool {
+        self.processes
+            .live
+            .values()
+            .any(|p| p.agent_index == agent_index && p.framework_id == framework_id)
+    }
+
+    /// A restarted agent still waiting for its executors.
+    pub(crate) fn agent_recovering(&self, agent_index: usize) -> bool {
+        self.processes
+            .endpoints
+            .get(agent_index)
+            .is_some_and(|e| e.recovering)
+    }
+
+    /// Starts the executor process for a task's `ExecutorInfo` on an agent.
+    /// Returns its container ID, or the launch error.
+    pub(crate) fn spawn_executor(
+        &mut self,
+        agent_index: usize,
+        framework_id: &str,
+        info: &v1::ExecutorInfo,
+    ) -> Result<String, String> {
+        let binary = self
+            .cfg
+            .run_executors
+            .clone()
+            .ok_or("process mode is off")?;
+        let endpoint = self
+            .processes
+            .endpoints
+            .get(agent_index)
+            .ok_or("agent has no executor endpoint")?;
+        let agent_addr = endpoint.addr;
+        let agent_id = self.agents[agent_index].id.clone();
+        let framework_info = self
+            .frameworks
+            .get(framework_id)
+            .map(|f| f.info.clone())
+            .or_else(|| self.recovery_infos.get(framework_id).cloned())
+            .unwrap_or_default();
+        let checkpoint = framework_info.checkpoint.unwrap_or(false);
+        let container_id = uuid::Uuid::new_v4().to_string();
+        let executor_id = info.executor_id.value.clone();
+        let sandbox = self
+            .processes
+            .work_dir
+            .join("slaves")
+            .join(&agent_id)
+            .join("frameworks")
+            .join(framework_id)
+            .join("executors")
+            .join(&executor_id)
+            .join("runs")
+            .join(&container_id);
+        std::fs::create_dir_all(&sandbox).map_err(|e| format!("Failed to create sandbox: {e}"))?;
+        let stdout = std::fs::File::create(sandbox.join("stdout")).map_err(|e| e.to_string())?;
+        let stderr = std::fs::File::create(sandbox.join("stderr")).map_err(|e| e.to_string())?;
+        let grace = info
+            .shutdown_grace_period
+            .as_ref()
+            .map(|d| Duration::from_nanos(u64::try_from(d.nanoseconds).unwrap_or(0)))
+            .unwrap_or(self.cfg.executor_shutdown_grace_period);
+        let mut command = tokio::process::Command::new(&binary);
+        command
+            .current_dir(&sandbox)
+            .stdin(std::process::Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .kill_on_drop(false)
+            .env("MESOS_FRAMEWORK_ID", framework_id)
+            .env("MESOS_EXECUTOR_ID", &executor_id)
+            .env("MESOS_AGENT_ENDPOINT", agent_addr.to_string())
+            .env("MESOS_SLAVE_PID", format!("slave(1)@{agent_addr}"))
+            .env("MESOS_SLAVE_ID", &agent_id)
+            .env("MESOS_DIRECTORY", &sandbox)
+            .env("MESOS_SANDBOX", &sandbox)
+            .env("MESOS_CHECKPOINT", if checkpoint { "1" } else { "0" })
+            .env("MESOS_HTTP_COMMAND_EXECUTOR", "0")
+            .env(
+                "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD",
+                format_duration(grace),
+            )
+            .env("LIBPROCESS_PORT", "0");
+        if checkpoint {
+            command
+                .env(
+                    "MESOS_RECOVERY_TIMEOUT",
+                    format_duration(self.cfg.recovery_timeout),
+                )
+                .env(
+                    "MESOS_SUBSCRIPTION_BACKOFF_MAX",
+                    format_duration(self.cfg.executor_reregistration_timeout),
+                );
+        }
+        let variables = info
+            .command
+            .iter()
+            .flat_map(|c| c.environment.iter())
+            .flat_map(|e| e.variables.iter());
+        for variable in variables {
+            command.env(&variable.name, variable.value.as_deref().unwrap_or(""));
+        }
+        // SAFETY: setsid(2) is async-signal-safe and touches no memory of
+        // the parent; it runs in the child between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setsid() == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("Failed to launch executor '{}': {e}", binary.display()))?;
+        let pid = child.id().ok_or("executor vanished at launch")?;
+        tracing::info!(%executor_id, %container_id, pid, sandbox = %sandbox.display(), "started executor process");
+        let master = self.this.clone();
+        let waited_container = container_id.clone();
+        tokio::spawn(async move {
+            use std::os::unix::process::ExitStatusExt;
+            let raw = match child.wait().await {
+                Ok(status) => status.into_raw(),
+                Err(error) => {
+                    tracing::error!(%error, "waiting for an executor failed");
+                    -1
+                }
+            };
+            if let Some(master) = master.upgrade() {
+                let mut master = master.lock().unwrap_or_else(|p| p.into_inner());
+                master.executor_process_exited(&waited_container, raw);
+            }
+        });
+        self.processes.live.insert(
+            container_id.clone(),
+            ExecutorProcess {
+                agent_index,
+                framework_id: framework_id.to_string(),
+                executor_id,
+                container_id: container_id.clone(),
+                pid,
+                sandbox,
+                state: ProcessState::Registering,
+                stream: None,
+                next_token: 0,
+                queued: Vec::new(),
+                received: VecDeque::new(),
+                info: info.clone(),
+                framework_info,
+                termination: None,
+            },
+        );
+        self.schedule(
+            self.cfg.executor_registration_timeout,
+            Timer::Executor(ExecutorTimer::Registration {
+                container_id: container_id.clone(),
+            }),
+        );
+        Ok(container_id)
+    }
+
+    /// Kills every process of the executor's session (its tasks included);
+    /// the exit is reported when the wait on the process returns.
+    pub(crate) fn destroy_container(
+        &mut self,
+        container_id: &str,
+        termination: Option<Termination>,
+    ) {
+        let Some(process) = self.processes.live.get_mut(container_id) else {
+            return;
+        };
+        if process.termination.is_none() {
+            process.termination = termination;
+        }
+        if let Some(stream) = process.stream.take() {
+            stream.abort();
+        }
+        tracing::info!(
+            container_id,
+            pid = process.pid,
+            "destroying executor container"
+        );
+        kill_session(process.pid);
+    }
+
+    /// The executor process ended with raw wait status `raw`: its session is
+    /// destroyed, and the scheduler learns of it like from a real agent.
+    pub(crate) fn executor_process_exited(&mut self, container_id: &str, raw: i32) {
+        let Some(mut process) = self.processes.live.remove(container_id) else {
+            return;
+        };
+        kill_session(process.pid);
+        if let Some(stream) = process.stream.take() {
+            stream.abort();
+        }
+        tracing::info!(executor_id = %process.executor_id, wait_status = raw, "executor process exited");
+        process.state = ProcessState::Exited;
+        let agent_id = self.agents[process.agent_index].id.clone();
+        let view = process.view(&agent_id, Some(raw));
+        super::master::push_bounded(&mut self.processes.finished, view, MAX_FINISHED);
+        let termination = process.termination.unwrap_or(Termination {
+            state: TaskState::TaskFailed,
+            reason: task_status::Reason::ExecutorTerminated,
+            message: "Executor terminated".into(),
+        });
+        self.executor_terminated(
+            &process.framework_id,
+            process.agent_index,
+            &process.executor_id,
+            Some(raw),
+            termination.state,
+            termination.reason,
+            &termination.message,
+        );
+    }
+
+    /// Runs a process-mode timer.
+    pub(crate) fn fire_executor_timer(&mut self, timer: ExecutorTimer) {
+        match timer {
+            ExecutorTimer::Registration { container_id } => {
+                let registering = self
+                    .processes
+                    .live
+                    .get(&container_id)
+                    .is_some_and(|p| p.state == ProcessState::Registering);
+                if registering {
+                    let timeout = format_duration(self.cfg.executor_registration_timeout);
+                    tracing::warn!(%container_id, "executor did not register in time");
+                    self.destroy_container(
+                        &container_id,
+                        Some(Termination {
+                            state: TaskState::TaskFailed,
+                            reason: task_status::Reason::ExecutorRegistrationTimeout,
+                            message: format!("Executor did not register within {timeout}"),
+                        }),
+                    );
+                }
+            }
+            ExecutorTimer::ShutdownGrace { container_id } => {
+                if self.processes.live.contains_key(&container_id) {
+                    tracing::warn!(%container_id, "executor did not exit within its shutdown grace period");
+                    self.destroy_container(&container_id, None);
+                }
+            }
+            ExecutorTimer::AgentUp { agent_index, epoch } => self.agent_up(agent_index, epoch),
+            ExecutorTimer::Reregistration { agent_index, epoch } => {
+                self.reregistration_timeout(agent_index, epoch)
+            }
+        }
+    }
+
+    /// SIGKILLs every executor session (testbed shutdown): nothing outlives
+    /// the testbed.
+    pub(crate) fn kill_all_processes(&mut self) {
+        for process in self.processes.live.values() {
+            kill_session(process.pid);
+        }
+        for endpoint in &self.processes.endpoints {
+            endpoint.stop.cancel();
+        }
+        if self.processes.remove_work_dir {
+            let _ = std::fs::remove_dir_all(&self.processes.work_dir);
+        }
+    }
+
+    /// Live and recently exited executor processes.
+    pub fn executor_views(&self) -> Vec<ExecutorView> {
+        let mut out: Vec<ExecutorView> = self
+            .processes
+            .live
+            .values()
+            .map(|p| p.view(&self.agents[p.agent_index].id, None))
+            .collect();
+        out.sort_by(|a, b| a.container_id.cmp(&b.container_id));
+        out.extend(self.processes.finished.iter().cloned());
+        out
+    }
+}
+
+/// SIGKILLs the session `sid` (the executor was started with `setsid`, so
+/// `sid` is its pid): its own process group, then every process whose
+/// session is `sid` — the task groups it created inside the session.
+pub(crate) fn kill_session(sid: u32) {
+    crate::executor::tasks::signal_group(sid, libc::SIGKILL);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name `(…)`: state ppid pgrp session …
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let session = rest
+            .split_whitespace()
+            .nth(3)
+            .and_then(|s| s.parse::<u32>().ok());
+        if session == Some(sid) && pid > 1 {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
