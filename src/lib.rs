@@ -9,6 +9,9 @@
 //!   the web layer uses.
 //! - [`testbed`]: `mesos-testbed`, a stand-in Mesos master with simulated agents
 //!   and fault injection.
+//! - [`web`]: the dashboard and JSON API (axum, askama templates in
+//!   `templates/`, assets in `static/`), health, readiness and metrics; it
+//!   reads scheduler snapshots and sends commands.
 //! - [`util`]: small shared helpers (clocks).
 
 pub mod coordination;
@@ -16,3 +19,4 @@ pub mod mesos;
 pub mod scheduler;
 pub mod testbed;
 pub mod util;
+pub mod web;

@@ -8,15 +8,20 @@
 //! - [`replicas`]: coordinator replicas on that server, a timestamped
 //!   recorder of their leadership transitions, and waits with deadlines;
 //! - [`mesos`]: raw HTTP calls and subscription streams against a Mesos
-//!   master (the in-process `mesos-testbed`).
+//!   master (the in-process `mesos-testbed`);
+//! - [`web`]: the web layer over a scripted core and sample snapshots, and
+//!   request helpers for `oneshot`;
+//! - [`browser`]: headless Chromium through chromedriver and fantoccini.
 //!
 //! Every test binary compiles this module on its own, so not every helper is
 //! used everywhere.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod chaos_proxy;
 pub mod mesos;
 pub mod replicas;
+pub mod web;
 pub mod zookeeper;
 
 use std::time::Duration;
