@@ -41,7 +41,9 @@ pub fn ago(at: f64, now: f64) -> String {
         return "—".to_string();
     }
     let delta = now - at;
-    if delta >= 0.0 {
+    if delta.abs() < 1.0 {
+        "just now".to_string()
+    } else if delta >= 0.0 {
         format!("{} ago", duration(delta.max(0.0)))
     } else {
         format!("in {}", duration(-delta))
@@ -88,6 +90,8 @@ mod tests {
         assert_eq!(duration(3600.0 + 5.0), "1h");
         assert_eq!(duration(2.0 * 86_400.0 + 3.0 * 3600.0), "2d 3h");
         assert_eq!(ago(100.0, 112.0), "12s ago");
+        assert_eq!(ago(100.0, 100.5), "just now");
+        assert_eq!(ago(100.0, 90.0), "in 10s");
         assert_eq!(time(0.0), "—");
         assert_eq!(time(1_700_000_000.0), "2023-11-14 22:13:20Z");
     }

@@ -33,7 +33,7 @@ pub const FRAMEWORK_ID: &str = "7c1f3a9e-52b4-4d0e-9f3c-2a8b6e1d4c70-0000";
 pub const FRAMEWORK_NAME: &str = "mesos-appliance";
 /// The admin token of token-mode tests.
 pub const TOKEN: &str = "test-admin-token-0123456789";
-/// A fixed "now" for the sample snapshots (2026-11-29 10:00:00Z).
+/// A fixed "now" for the sample snapshots (2026-11-28 10:00:00Z).
 pub const NOW: f64 = 1_795_860_000.0;
 
 /// Replica info for `url`.
