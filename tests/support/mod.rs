@@ -13,18 +13,23 @@
 //! - [`mesos`]: raw HTTP calls and subscription streams against a Mesos
 //!   master (the in-process `mesos-testbed`);
 //! - [`client`]: a fast configuration for the scheduler/operator clients, an
-//!   event receiver with deadlines, and call-log summaries.
+//!   event receiver with deadlines, and call-log summaries;
+//! - [`web`]: the web layer over a scripted core and sample snapshots, and
+//!   request helpers for `oneshot`;
+//! - [`browser`]: headless Chromium through chromedriver and fantoccini.
 //!
 //! Every test binary compiles this module on its own, so not every helper is
 //! used everywhere.
 #![allow(dead_code)]
 
 pub mod appliance;
+pub mod browser;
 pub mod chaos_proxy;
 pub mod client;
 pub mod executor;
 pub mod mesos;
 pub mod replicas;
+pub mod web;
 pub mod zookeeper;
 
 use std::time::Duration;

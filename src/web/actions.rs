@@ -1,0 +1,406 @@
+//! Actions: reconcile (explicit, implicit), kamikaze, teardown, abdicate,
+//! reregister. Each is one [`Command`] to the core, answered within
+//! [`WebConfig::handler_timeout`](super::WebConfig::handler_timeout) or 503.
+//!
+//! API: `POST /api/v1/actions/{action}` (leader only; a follower answers
+//! 503 with the leader's URL in `Location` and in the body):
+//!
+//! | action | body | success |
+//! |---|---|---|
+//! | `reconcile` | `{"kind":"explicit"\|"implicit"}` (empty: explicit) | 202, the run |
+//! | `kamikaze` | none | 200, one result per executor |
+//! | `teardown` | none, or `{"framework_id": "<id>"}` to refuse (409) if another framework is registered by now | 200 |
+//! | `abdicate` | none | 200 |
+//! | `reregister` | none (only in state `removed`, else 409) | 200 |
+//!
+//! Errors: 400 bad body, 401 token missing or wrong, 403 cross-origin or
+//! actions disabled, 404 unknown action, 409 conflict, 415 body not JSON,
+//! 502 Mesos refused, 503 not leader / timeout / ZooKeeper failed.
+//!
+//! Every outcome (API or browser) is kept in a small in-memory log and shown
+//! at `/actions/results/{id}` (browser flows redirect there: post /
+//! redirect / get); see [`super::forms`] for the browser side.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::api::{bad_path, guard_api, json_body};
+use super::auth;
+use super::error::AppError;
+use super::views::Blast;
+use crate::scheduler::{
+    Command, CommandError, FieldError, FrameworkState, KamikazeResult, ReconcileKind, ReconcileRun,
+    ReconciliationStatus, Snapshot, TeardownResult,
+};
+
+/// Results kept for the result pages.
+pub const RESULTS_KEPT: usize = 100;
+
+/// One action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Start a reconciliation.
+    Reconcile(ReconcileKind),
+    /// Tell every executor of ours to kill its tasks and exit.
+    Kamikaze,
+    /// Tear the framework down; delete the stored ID and task records.
+    Teardown,
+    /// Step down as leader.
+    Abdicate,
+    /// In state `removed`: register as a new framework.
+    Reregister,
+}
+
+impl Action {
+    /// The action's name in URLs and records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Reconcile(_) => "reconcile",
+            Action::Kamikaze => "kamikaze",
+            Action::Teardown => "teardown",
+            Action::Abdicate => "abdicate",
+            Action::Reregister => "reregister",
+        }
+    }
+}
+
+/// The outcome of one action, as the result page and the API show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActionRecord {
+    /// Random ID (the result page is `/actions/results/{id}`).
+    pub id: String,
+    /// `reconcile`, `kamikaze`, `teardown`, `abdicate`, `reregister`.
+    pub action: &'static str,
+    /// `explicit` / `implicit` for reconcile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ReconcileKind>,
+    /// When it was asked for.
+    pub at: f64,
+    /// `api` or `browser`.
+    pub via: &'static str,
+    /// Whether the core carried it out.
+    pub ok: bool,
+    /// The HTTP status of the outcome.
+    pub status: u16,
+    /// One line saying what happened.
+    pub summary: String,
+    /// The framework at the time.
+    pub framework_id: Option<String>,
+    /// Reconcile: the run started (or joined).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconcile: Option<ReconcileRun>,
+    /// Kamikaze: one result per executor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executors: Option<Vec<KamikazeResult>>,
+    /// Teardown: what was removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub teardown: Option<TeardownResult>,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The leader, when this replica turned out not to lead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader_url: Option<String>,
+}
+
+/// The last [`RESULTS_KEPT`] action outcomes, in memory.
+#[derive(Default)]
+pub struct ResultLog {
+    records: Mutex<VecDeque<Arc<ActionRecord>>>,
+}
+
+impl ResultLog {
+    fn push(&self, record: ActionRecord) -> Arc<ActionRecord> {
+        let record = Arc::new(record);
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        if records.len() == RESULTS_KEPT {
+            records.pop_front();
+        }
+        records.push_back(record.clone());
+        record
+    }
+
+    /// The outcome `id`.
+    pub fn get(&self, id: &str) -> Option<Arc<ActionRecord>> {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        records.iter().find(|r| r.id == id).cloned()
+    }
+
+    /// The newest `n` outcomes, newest first.
+    pub fn recent(&self, n: usize) -> Vec<Arc<ActionRecord>> {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        records.iter().rev().take(n).cloned().collect()
+    }
+}
+
+/// `/api/v1/actions` and the actions page.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActionsView {
+    /// Whether this replica leads (actions run only on the leader).
+    pub leading: bool,
+    /// The leader's URL (where to act from a follower).
+    pub leader_url: Option<String>,
+    /// `framework.state`.
+    pub framework_state: &'static str,
+    /// What teardown and kamikaze would hit.
+    pub blast: Blast,
+    /// Reregister applies (state `removed`).
+    pub can_reregister: bool,
+    /// `token`, `loopback`, `insecure` or `disabled` (see [`auth`]).
+    pub access: &'static str,
+    /// Whether this client may act now (token presented or session held,
+    /// or no token needed).
+    pub authorized: bool,
+    /// Reconciliation runs.
+    pub reconciliation: ReconciliationStatus,
+    /// Recent action outcomes on this replica, newest first.
+    pub recent: Vec<Arc<ActionRecord>>,
+}
+
+impl ActionsView {
+    /// The view for a client sending `headers`.
+    pub fn new(state: &AppState, s: &Snapshot, headers: &HeaderMap) -> ActionsView {
+        ActionsView {
+            leading: s.leadership.is_leader(),
+            leader_url: s.leader_url(),
+            framework_state: s.framework.state.as_str(),
+            blast: Blast::new(s),
+            can_reregister: s.framework.state == FrameworkState::Removed,
+            access: state.access.as_str(),
+            authorized: auth::check_access(state.access, &state.keys, headers, true).is_ok(),
+            reconciliation: s.reconciliation.clone(),
+            recent: state.results.recent(10),
+        }
+    }
+}
+
+/// 503 with the leader's URL unless the latest snapshot says this replica
+/// leads (the core double-checks: it answers `NotLeader` too).
+pub(crate) fn leader_precheck(state: &AppState, path: &str) -> Result<(), AppError> {
+    let s = state.handle.snapshot();
+    if s.leadership.is_leader() {
+        Ok(())
+    } else {
+        Err(AppError::not_leader(s.leader_url(), path))
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// Sends `action` to the core, waits at most the handler timeout, and keeps
+/// the outcome. Returns the record and, when it failed, the error to
+/// answer (`path` is the request path, for a not-leader `Location`).
+pub(crate) async fn execute(
+    state: &AppState,
+    action: Action,
+    path: &str,
+    via: &'static str,
+) -> (Arc<ActionRecord>, Option<AppError>) {
+    let s = state.handle.snapshot();
+    let timeout = state.config.handler_timeout;
+    let handle = &state.handle;
+    let mut record = ActionRecord {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        action: action.name(),
+        kind: None,
+        at: crate::util::unix_now_secs(),
+        via,
+        ok: true,
+        status: 200,
+        summary: String::new(),
+        framework_id: s.framework.id.clone(),
+        reconcile: None,
+        executors: None,
+        teardown: None,
+        error: None,
+        leader_url: None,
+    };
+    let outcome: Result<(), CommandError> = match action {
+        Action::Reconcile(kind) => {
+            record.kind = Some(kind);
+            record.status = 202;
+            match handle
+                .request(timeout, |reply| Command::Reconcile { kind, reply })
+                .await
+            {
+                Ok(run) => {
+                    record.summary = format!(
+                        "{} reconciliation {} (trigger {}, {} asked)",
+                        if kind == ReconcileKind::Explicit {
+                            "explicit"
+                        } else {
+                            "implicit"
+                        },
+                        run.outcome,
+                        run.trigger,
+                        plural(run.asked, "task")
+                    );
+                    record.reconcile = Some(run);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Action::Kamikaze => match handle
+            .request(timeout, |reply| Command::Kamikaze { reply })
+            .await
+        {
+            Ok(results) => {
+                let accepted = results.iter().filter(|r| r.accepted).count();
+                record.summary = format!(
+                    "kamikaze sent to {}: {} accepted by the master, {} refused",
+                    plural(results.len(), "executor"),
+                    accepted,
+                    results.len() - accepted
+                );
+                record.ok = accepted == results.len();
+                record.executors = Some(results);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
+        Action::Teardown => match handle
+            .request(timeout, |reply| Command::Teardown { reply })
+            .await
+        {
+            Ok(result) => {
+                record.summary = format!(
+                    "framework {} torn down; stored framework ID and {} deleted",
+                    result.framework_id,
+                    plural(result.tasks, "task record")
+                );
+                record.teardown = Some(result);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
+        Action::Abdicate => handle
+            .request(timeout, |reply| Command::Abdicate { reply })
+            .await
+            .map(|()| {
+                record.summary =
+                    "stepped down; another replica (or this one again) will lead".into()
+            }),
+        Action::Reregister => handle
+            .request(timeout, |reply| Command::Reregister { reply })
+            .await
+            .map(|()| {
+                record.summary = "stale framework ID and task records cleared; subscribing as a \
+                                  new framework"
+                    .into()
+            }),
+    };
+    let error = match outcome {
+        Ok(()) => None,
+        Err(e) => {
+            let error = AppError::from_command(e, path);
+            record.ok = false;
+            record.status = error.status.as_u16();
+            record.summary = format!("{} failed: {}", action.name(), error.title);
+            record.error = Some(error.detail.clone());
+            record.leader_url = error.leader_url.clone();
+            Some(error)
+        }
+    };
+    tracing::info!(
+        action = record.action,
+        via,
+        ok = record.ok,
+        status = record.status,
+        summary = %record.summary,
+        "action"
+    );
+    (state.results.push(record), error)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReconcileBody {
+    kind: ReconcileKind,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TeardownBody {
+    framework_id: Option<String>,
+}
+
+fn body_error(field: &str, e: serde_json::Error) -> AppError {
+    AppError::invalid(vec![FieldError {
+        field: field.to_string(),
+        message: e.to_string(),
+    }])
+}
+
+/// `POST /api/v1/actions/{action}`: see the module doc for bodies and
+/// statuses. Checks, in order: known action (404), `Origin` (403), token
+/// or loopback rule (401/403), leadership (503), body (400/415).
+pub async fn api_action(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let Path(name) = name.map_err(bad_path)?;
+    let known = [
+        "reconcile",
+        "kamikaze",
+        "teardown",
+        "abdicate",
+        "reregister",
+    ];
+    if !known.contains(&name.as_str()) {
+        return Err(AppError::not_found(format!(
+            "no action {name:?}; actions are {}",
+            known.join(", ")
+        )));
+    }
+    guard_api(&state, &headers, uri.path())?;
+    let body = json_body(&headers, body)?;
+    let action = match name.as_str() {
+        "reconcile" => match body {
+            None => Action::Reconcile(ReconcileKind::Explicit),
+            Some(v) => {
+                let b: ReconcileBody =
+                    serde_json::from_value(v).map_err(|e| body_error("kind", e))?;
+                Action::Reconcile(b.kind)
+            }
+        },
+        "teardown" => {
+            if let Some(v) = body {
+                let b: TeardownBody =
+                    serde_json::from_value(v).map_err(|e| body_error("framework_id", e))?;
+                let current = state.handle.snapshot().framework.id.clone();
+                if b.framework_id.is_some() && b.framework_id != current {
+                    return Err(AppError::conflict(format!(
+                        "framework_id {:?} is not the registered framework ({})",
+                        b.framework_id.unwrap_or_default(),
+                        current.as_deref().unwrap_or("none")
+                    )));
+                }
+            }
+            Action::Teardown
+        }
+        "kamikaze" => Action::Kamikaze,
+        "abdicate" => Action::Abdicate,
+        _ => Action::Reregister,
+    };
+    let (record, error) = execute(&state, action, uri.path(), "api").await;
+    if let Some(error) = error {
+        return Err(error);
+    }
+    let status = StatusCode::from_u16(record.status).unwrap_or(StatusCode::OK);
+    Ok((status, Json(&*record)).into_response())
+}

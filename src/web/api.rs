@@ -1,0 +1,325 @@
+//! The JSON API (`/api/v1/...`), health, readiness and metrics
+//! (DESIGN.md §5). Read endpoints answer from the latest snapshot and are
+//! open; service changes need the same rights as actions ([`super::auth`]).
+//!
+//! | method | path | answers |
+//! |---|---|---|
+//! | GET | `/api/v1/state` | 200 [`StateView`] |
+//! | GET | `/api/v1/tasks` | 200 [`TasksView`]; 400 bad query ([`TaskQuery`]) |
+//! | GET | `/api/v1/tasks/{id}` | 200 [`TaskDetailView`]; 404 |
+//! | GET | `/api/v1/offers` | 200 [`OffersView`] |
+//! | GET | `/api/v1/replicas` | 200 [`ReplicasView`] |
+//! | GET | `/api/v1/events` | 200 [`EventsView`]; 400 bad query |
+//! | GET | `/api/v1/services`, `/api/v1/services/{name}` | 200 [`ServicesView`] / [`ServiceRow`]; 404 |
+//! | PUT | `/api/v1/services/{name}` | 201 created, 200 replaced; 400 field errors; 401; 403; 415; 503 |
+//! | DELETE | `/api/v1/services/{name}` | 200; 404; 401; 403; 503 |
+//! | GET | `/healthz` | 200 `ok` while the process serves |
+//! | GET | `/readyz` | 200 / 503 with [`Readiness`] |
+//! | GET | `/metrics` | 200 OpenMetrics text |
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::AppState;
+use super::actions::{ActionsView, leader_precheck};
+use super::auth;
+use super::error::AppError;
+use super::views::{
+    EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
+    StateView, TaskDetailView, TaskQuery, TasksView, readiness,
+};
+use crate::scheduler::{Command, FieldError, ServiceSpec, Snapshot};
+
+/// The problem for a query string that does not parse.
+fn bad_query(e: QueryRejection) -> AppError {
+    AppError::bad_request(e.body_text())
+}
+
+/// The problem for a path that does not decode.
+pub(crate) fn bad_path(e: PathRejection) -> AppError {
+    AppError::bad_request(e.body_text())
+}
+
+/// `GET /api/v1/state`.
+pub async fn state(State(state): State<AppState>) -> Json<StateView> {
+    Json(StateView::new(&state.handle.snapshot()))
+}
+
+/// `GET /api/v1/tasks`: filters and paging as [`TaskQuery`].
+pub async fn tasks(
+    State(state): State<AppState>,
+    query: Result<Query<TaskQuery>, QueryRejection>,
+) -> Result<Json<TasksView>, AppError> {
+    let Query(query) = query.map_err(bad_query)?;
+    Ok(Json(TasksView::new(&state.handle.snapshot(), &query)?))
+}
+
+/// `GET /api/v1/tasks/{id}`.
+pub async fn task(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<TaskDetailView>, AppError> {
+    let Path(id) = id.map_err(bad_path)?;
+    Ok(Json(TaskDetailView::new(&state.handle.snapshot(), &id)?))
+}
+
+/// `GET /api/v1/offers`.
+pub async fn offers(State(state): State<AppState>) -> Json<OffersView> {
+    Json(OffersView::new(&state.handle.snapshot()))
+}
+
+/// The replicas view: election members from the coordinator, read within
+/// the handler timeout (else the rows this replica knows, with `error`).
+pub async fn replicas_view(state: &AppState, s: &Snapshot) -> ReplicasView {
+    let timeout = state.config.handler_timeout;
+    let members = match tokio::time::timeout(timeout, state.coordinator.members()).await {
+        Ok(Ok(members)) => Ok(members),
+        Ok(Err(e)) => Err(format!("cannot list election members: {e}")),
+        Err(_) => Err(format!(
+            "cannot list election members: no answer within {timeout:?}"
+        )),
+    };
+    ReplicasView::new(s, members)
+}
+
+/// `GET /api/v1/replicas`.
+pub async fn replicas(State(state): State<AppState>) -> Json<ReplicasView> {
+    let s = state.handle.snapshot();
+    Json(replicas_view(&state, &s).await)
+}
+
+/// `GET /api/v1/events`: `kind`, `limit` as [`EventQuery`].
+pub async fn events(
+    State(state): State<AppState>,
+    query: Result<Query<EventQuery>, QueryRejection>,
+) -> Result<Json<EventsView>, AppError> {
+    let Query(query) = query.map_err(bad_query)?;
+    Ok(Json(EventsView::new(&state.handle.snapshot(), &query)?))
+}
+
+/// `GET /api/v1/services`.
+pub async fn services(State(state): State<AppState>) -> Json<ServicesView> {
+    Json(ServicesView::new(&state.handle.snapshot()))
+}
+
+/// `GET /api/v1/services/{name}`.
+pub async fn service(
+    State(state): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<ServiceRow>, AppError> {
+    let Path(name) = name.map_err(bad_path)?;
+    ServicesView::new(&state.handle.snapshot())
+        .services
+        .into_iter()
+        .find(|s| s.name == name)
+        .map(Json)
+        .ok_or_else(|| AppError::not_found(format!("no service {name:?}")))
+}
+
+/// The checks every mutating API call passes first: Origin, then the
+/// token (or loopback rule), then leadership.
+pub(crate) fn guard_api(state: &AppState, headers: &HeaderMap, path: &str) -> Result<(), AppError> {
+    auth::check_origin(headers, &state.config.advertised_url, false)?;
+    auth::check_access(state.access, &state.keys, headers, false)?;
+    leader_precheck(state, path)
+}
+
+/// A JSON request body: empty is `None`; otherwise it must be declared
+/// `application/json` (415) and parse (400).
+pub(crate) fn json_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Option<serde_json::Value>, AppError> {
+    let body = body
+        .map_err(|e| AppError::new(e.status(), "body", "Unreadable request body", e.body_text()))?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| {
+            let t = t.trim().to_ascii_lowercase();
+            t == "application/json" || (t.starts_with("application/") && t.ends_with("+json"))
+        });
+    if !json_type {
+        return Err(AppError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Unsupported media type",
+            "send the body as Content-Type: application/json",
+        ));
+    }
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| AppError::bad_request(format!("the body is not JSON: {e}")))
+}
+
+/// What a service change answers.
+#[derive(Debug, Serialize)]
+pub struct ServiceChange {
+    /// The service.
+    pub name: String,
+    /// `created`, `replaced` or `deleted`.
+    pub outcome: &'static str,
+}
+
+/// `PUT /api/v1/services/{name}`: create or replace a service. The body is
+/// a service spec (DESIGN.md §5 `--services` format); `name` may be left
+/// out (taken from the path) but must match it when given. 201 when
+/// created, 200 when replaced, 400 with field-level `errors`.
+pub async fn put_service(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let Path(name) = name.map_err(bad_path)?;
+    guard_api(&state, &headers, uri.path())?;
+    let mut value = json_body(&headers, body)?
+        .ok_or_else(|| AppError::bad_request("the body must be a service spec (JSON object)"))?;
+    let Some(object) = value.as_object_mut() else {
+        return Err(AppError::bad_request("the body must be a JSON object"));
+    };
+    let named = object
+        .entry("name")
+        .or_insert_with(|| serde_json::Value::String(name.clone()));
+    if named.as_str() != Some(name.as_str()) {
+        return Err(AppError::invalid(vec![FieldError {
+            field: "name".into(),
+            message: format!("must equal the name in the path ({name:?})"),
+        }]));
+    }
+    let spec: ServiceSpec = serde_json::from_value(value).map_err(|e| {
+        AppError::invalid(vec![FieldError {
+            field: "body".into(),
+            message: e.to_string(),
+        }])
+    })?;
+    let errors = spec.validate();
+    if !errors.is_empty() {
+        return Err(AppError::invalid(errors));
+    }
+    let replaced = state
+        .handle
+        .request(state.config.handler_timeout, |reply| Command::PutService {
+            spec,
+            reply,
+        })
+        .await
+        .map_err(|e| AppError::from_command(e, uri.path()))?;
+    let (status, outcome) = if replaced {
+        (StatusCode::OK, "replaced")
+    } else {
+        (StatusCode::CREATED, "created")
+    };
+    Ok((status, Json(ServiceChange { name, outcome })).into_response())
+}
+
+/// `DELETE /api/v1/services/{name}`: delete a service (its tasks are
+/// killed). 404 when there is no such service.
+pub async fn delete_service(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<ServiceChange>, AppError> {
+    let Path(name) = name.map_err(bad_path)?;
+    guard_api(&state, &headers, uri.path())?;
+    let target = name.clone();
+    let deleted = state
+        .handle
+        .request(state.config.handler_timeout, |reply| {
+            Command::DeleteService {
+                name: target,
+                reply,
+            }
+        })
+        .await
+        .map_err(|e| AppError::from_command(e, uri.path()))?;
+    if !deleted {
+        return Err(AppError::not_found(format!("no service {name:?}")));
+    }
+    Ok(Json(ServiceChange {
+        name,
+        outcome: "deleted",
+    }))
+}
+
+/// `GET /api/v1/actions`: the JSON twin of the actions page.
+pub async fn actions(State(state): State<AppState>, headers: HeaderMap) -> Json<ActionsView> {
+    let s = state.handle.snapshot();
+    Json(ActionsView::new(&state, &s, &headers))
+}
+
+/// `GET /api/v1/actions/results/{id}`: the JSON twin of a result page.
+pub async fn action_result(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, AppError> {
+    let Path(id) = id.map_err(bad_path)?;
+    let record = state.results.get(&id).ok_or_else(|| {
+        AppError::not_found(format!(
+            "no action result {id:?} (results are kept in memory, the latest 100)"
+        ))
+    })?;
+    Ok(Json(&*record).into_response())
+}
+
+/// `GET /healthz`: liveness — 200 `ok` while the process serves HTTP.
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// What `/readyz` answers.
+#[derive(Debug, Serialize)]
+struct ReadyBody<'a> {
+    #[serde(flatten)]
+    readiness: &'a Readiness,
+    role: &'static str,
+    state: &'static str,
+}
+
+/// `GET /readyz`: 200 when ready (leader and subscribed, or follower of a
+/// live leader), else 503; the body says why either way.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let s = state.handle.snapshot();
+    let r = readiness(&s);
+    let status = if r.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = ReadyBody {
+        readiness: &r,
+        role: s.leadership.role(),
+        state: s.framework.state.as_str(),
+    };
+    (status, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
+}
+
+/// `GET /metrics`: the core's registry, then the web layer's HTTP metrics,
+/// in the OpenMetrics text format.
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, AppError> {
+    use prometheus_client::encoding::text::{encode_eof, encode_registry};
+    let mut out = String::new();
+    encode_registry(&mut out, &state.registry)
+        .and_then(|_| encode_registry(&mut out, &state.http_metrics.registry))
+        .and_then(|_| encode_eof(&mut out))
+        .map_err(|e| AppError::internal(format!("cannot encode metrics: {e}")))?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response())
+}

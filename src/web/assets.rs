@@ -1,0 +1,66 @@
+//! CSS and JS from `static/`, compiled into the binary so it serves them
+//! from any working directory. With
+//! [`WebConfig::static_dir`](super::WebConfig::static_dir) set, files there
+//! win (tower-http `ServeDir`), for editing without rebuilding. Pages link
+//! them with `?v=<hash>`, so they can be cached for a day.
+
+use std::sync::OnceLock;
+
+use axum::Router;
+use axum::extract::Path;
+use axum::handler::HandlerWithoutStateExt;
+use axum::http::{Uri, header};
+use axum::response::{IntoResponse, Response};
+use tower_http::services::ServeDir;
+
+use super::AppState;
+use super::error::AppError;
+
+const CSS: &str = include_str!("../../static/app.css");
+const JS: &str = include_str!("../../static/app.js");
+
+/// A short hash of the compiled-in assets, for cache-busting URLs.
+pub fn version() -> &'static str {
+    static VERSION: OnceLock<String> = OnceLock::new();
+    VERSION.get_or_init(|| {
+        let hash = CSS
+            .bytes()
+            .chain(JS.bytes())
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        format!("{:08x}", hash as u32)
+    })
+}
+
+fn embedded(name: &str) -> Response {
+    let (content_type, body) = match name {
+        "app.css" => ("text/css; charset=utf-8", CSS),
+        "app.js" => ("text/javascript; charset=utf-8", JS),
+        _ => {
+            return AppError::not_found(format!("no asset {name:?}")).into_response();
+        }
+    };
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /static/{file}`: a compiled-in asset.
+pub async fn asset(Path(file): Path<String>) -> Response {
+    embedded(&file)
+}
+
+async fn asset_by_uri(uri: Uri) -> Response {
+    embedded(uri.path().trim_start_matches('/'))
+}
+
+/// `/static` served from `dir`, falling back to the compiled-in assets.
+pub fn with_override(dir: &std::path::Path) -> Router<AppState> {
+    Router::new().fallback_service(ServeDir::new(dir).fallback(asset_by_uri.into_service()))
+}

@@ -1,0 +1,434 @@
+//! Who may run actions, and proof that a browser post is really ours.
+//!
+//! **Access** ([`Access`], fixed at start from [`WebConfig`]):
+//! - `--admin-token-file` given: API clients send `Authorization: Bearer
+//!   <token>` (missing → 401, wrong → 401 `invalid_token`); browsers log in
+//!   once at `/login` and get an admin session cookie.
+//! - no token, listening on loopback: anyone who can reach the loopback
+//!   address may act (that is: local users).
+//! - no token, not loopback, `--insecure-actions`: anyone may act.
+//! - otherwise actions are disabled (403); [`serve`](super::serve) refuses
+//!   to start in that configuration anyway.
+//!
+//! **Origin** ([`check_origin`]): a mutating request that carries `Origin`
+//! (browsers always send it on POST) must come from an allowed origin: the
+//! advertised URL's origin, or `http(s)://<Host>` when the `Host` header
+//! names an IP literal or `localhost` (a DNS-rebinding page has a domain
+//! name as host, so it never matches). `Sec-Fetch-Site: cross-site` is
+//! refused too. Browser form posts must carry `Origin` (or a `Referer` from
+//! an allowed origin); API clients without `Origin` (curl) are not browsers
+//! and pass.
+//!
+//! **CSRF** ([`Keys::new_csrf`], [`Keys::check_csrf`]): a signed
+//! double-submit token. The token is `nonce.mac` with a random 128-bit nonce
+//! and `mac` = HMAC-SHA256(per-process secret, "csrf" ‖ nonce). Pages with
+//! forms set it as the `ma_csrf` cookie (HttpOnly, SameSite=Strict) and
+//! embed it in a hidden `csrf` field; a post is accepted only if the field
+//! equals the cookie and the MAC verifies. The secret lives only in memory,
+//! so tokens die with the process (a reload of the form gets a fresh one).
+//!
+//! **Admin session** ([`Keys::new_session`]): `expiry.nonce.mac` with the
+//! MAC over "admin" ‖ expiry ‖ nonce, in the `ma_admin` cookie (HttpOnly,
+//! SameSite=Strict, 8 hours). Token comparisons go through HMAC verify, so
+//! they take constant time. The token itself is never logged or stored in a
+//! cookie.
+
+use axum::http::{HeaderMap, HeaderValue, header};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+
+use super::WebConfig;
+use super::error::AppError;
+
+/// Name of the CSRF cookie (and, as `csrf`, of the form field).
+pub const CSRF_COOKIE: &str = "ma_csrf";
+/// Name of the admin session cookie.
+pub const SESSION_COOKIE: &str = "ma_admin";
+/// Lifetime of an admin session, seconds.
+pub const SESSION_SECONDS: u64 = 8 * 3600;
+
+/// Who may run actions; see the module doc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// The admin token is required.
+    Token,
+    /// No token; listening on loopback only.
+    Loopback,
+    /// No token; `--insecure-actions`.
+    Insecure,
+    /// No token on a non-loopback address without `--insecure-actions`.
+    Disabled,
+}
+
+impl Access {
+    /// The rule for `config` (from `admin_token`, `listen`, `insecure_actions`).
+    pub fn from_config(config: &WebConfig) -> Access {
+        if config.admin_token.is_some() {
+            Access::Token
+        } else if config.listen.ip().is_loopback() {
+            Access::Loopback
+        } else if config.insecure_actions {
+            Access::Insecure
+        } else {
+            Access::Disabled
+        }
+    }
+
+    /// `token`, `loopback`, `insecure` or `disabled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Token => "token",
+            Access::Loopback => "loopback",
+            Access::Insecure => "insecure",
+            Access::Disabled => "disabled",
+        }
+    }
+}
+
+/// The per-process secret and what is derived from it.
+pub struct Keys {
+    key: hmac::Key,
+    rng: SystemRandom,
+    /// HMAC of the admin token (compared with HMAC verify: constant time).
+    admin_tag: Option<hmac::Tag>,
+}
+
+impl Keys {
+    /// A fresh random secret; `admin_token` is kept only as its HMAC.
+    pub fn generate(admin_token: Option<&str>) -> Keys {
+        let rng = SystemRandom::new();
+        let key = hmac::Key::generate(hmac::HMAC_SHA256, &rng)
+            .expect("the system random generator works");
+        let admin_tag = admin_token.map(|t| hmac::sign(&key, t.as_bytes()));
+        Keys {
+            key,
+            rng,
+            admin_tag,
+        }
+    }
+
+    fn nonce(&self) -> String {
+        let mut bytes = [0u8; 16];
+        self.rng
+            .fill(&mut bytes)
+            .expect("the system random generator works");
+        URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    fn mac(&self, parts: &[&str]) -> String {
+        let mut ctx = hmac::Context::with_key(&self.key);
+        for part in parts {
+            ctx.update(part.as_bytes());
+            ctx.update(b"\0");
+        }
+        URL_SAFE_NO_PAD.encode(ctx.sign().as_ref())
+    }
+
+    fn verify(&self, parts: &[&str], mac: &str) -> bool {
+        let Ok(tag) = URL_SAFE_NO_PAD.decode(mac) else {
+            return false;
+        };
+        let mut data = Vec::new();
+        for part in parts {
+            data.extend_from_slice(part.as_bytes());
+            data.push(0);
+        }
+        hmac::verify(&self.key, &data, &tag).is_ok()
+    }
+
+    /// Whether `token` is the admin token (`false` when none is configured).
+    pub fn is_admin_token(&self, token: &str) -> bool {
+        match &self.admin_tag {
+            Some(tag) => hmac::verify(&self.key, token.as_bytes(), tag.as_ref()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// A new CSRF token.
+    pub fn new_csrf(&self) -> String {
+        let nonce = self.nonce();
+        let mac = self.mac(&["csrf", &nonce]);
+        format!("{nonce}.{mac}")
+    }
+
+    /// Whether `token` is a CSRF token we issued.
+    pub fn csrf_valid(&self, token: &str) -> bool {
+        match token.split_once('.') {
+            Some((nonce, mac)) => self.verify(&["csrf", nonce], mac),
+            None => false,
+        }
+    }
+
+    /// Checks a form post's CSRF field against the cookie: equal and ours.
+    pub fn check_csrf(&self, headers: &HeaderMap, field: &str) -> Result<(), AppError> {
+        let cookie = cookie(headers, CSRF_COOKIE).unwrap_or_default();
+        if cookie.is_empty() || field.is_empty() {
+            return Err(AppError::forbidden(
+                "csrf",
+                "the form's CSRF token is missing (cookies must be enabled); reload the form",
+            ));
+        }
+        if !ct_eq(cookie.as_bytes(), field.as_bytes()) || !self.csrf_valid(field) {
+            return Err(AppError::forbidden(
+                "csrf",
+                "the form's CSRF token is not valid (the server may have restarted); reload the form",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The CSRF token of this browser: the cookie's if valid, else a new one
+    /// with the `Set-Cookie` value that installs it.
+    pub fn csrf_for(&self, headers: &HeaderMap, secure: bool) -> (String, Option<HeaderValue>) {
+        if let Some(token) = cookie(headers, CSRF_COOKIE)
+            && self.csrf_valid(token)
+        {
+            return (token.to_string(), None);
+        }
+        let token = self.new_csrf();
+        let set = set_cookie(CSRF_COOKIE, &token, None, secure);
+        (token, Some(set))
+    }
+
+    /// A new admin session cookie value, valid [`SESSION_SECONDS`].
+    pub fn new_session(&self) -> String {
+        let expiry = (crate::util::unix_now_secs() as u64 + SESSION_SECONDS).to_string();
+        let nonce = self.nonce();
+        let mac = self.mac(&["admin", &expiry, &nonce]);
+        format!("{expiry}.{nonce}.{mac}")
+    }
+
+    /// Whether the request carries a valid, unexpired admin session.
+    pub fn has_session(&self, headers: &HeaderMap) -> bool {
+        let Some(value) = cookie(headers, SESSION_COOKIE) else {
+            return false;
+        };
+        let mut parts = value.splitn(3, '.');
+        let (Some(expiry), Some(nonce), Some(mac)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        let fresh = expiry
+            .parse::<u64>()
+            .is_ok_and(|e| (e as f64) > crate::util::unix_now_secs());
+        fresh && self.verify(&["admin", expiry, nonce], mac)
+    }
+}
+
+/// Constant-time equality of two byte strings of public length.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+}
+
+/// A `Set-Cookie` value: HttpOnly, SameSite=Strict, Path=/, `Secure` on
+/// https; `max_age` seconds (`Some(0)` deletes), session cookie when `None`.
+pub fn set_cookie(name: &str, value: &str, max_age: Option<u64>, secure: bool) -> HeaderValue {
+    let mut text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict");
+    if let Some(age) = max_age {
+        text.push_str(&format!("; Max-Age={age}"));
+    }
+    if secure {
+        text.push_str("; Secure");
+    }
+    HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// The origin (`scheme://host[:port]`) of a URL, lowercased, without path.
+pub fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit('@').next()?;
+    if authority.is_empty() {
+        return None;
+    }
+    let scheme = scheme.to_ascii_lowercase();
+    let mut authority = authority.to_ascii_lowercase();
+    // Default ports are implied in browser `Origin` headers.
+    for (s, port) in [("http", ":80"), ("https", ":443")] {
+        if scheme == s && authority.ends_with(port) && !authority.ends_with("]") {
+            authority.truncate(authority.len() - port.len());
+        }
+    }
+    Some(format!("{scheme}://{authority}"))
+}
+
+/// Whether `host` (a `Host` header: name or IP, optional port) is an IP
+/// literal or `localhost`: names a DNS-rebinding page cannot take over.
+fn host_is_literal(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        return rest
+            .split(']')
+            .next()
+            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok());
+    } else {
+        host.rsplit_once(':').map_or(host, |(n, _)| n)
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
+}
+
+/// Whether `origin` may post to us, given the request's `Host` header and
+/// the advertised URL (see the module doc).
+pub fn origin_allowed(origin: &str, host: Option<&str>, advertised_url: &str) -> bool {
+    let Some(origin) = origin_of(origin) else {
+        return false;
+    };
+    if origin_of(advertised_url).is_some_and(|a| a == origin) {
+        return true;
+    }
+    let Some(host) = host.filter(|h| host_is_literal(h)) else {
+        return false;
+    };
+    ["http", "https"]
+        .iter()
+        .filter_map(|scheme| origin_of(&format!("{scheme}://{host}")))
+        .any(|o| o == origin)
+}
+
+/// The Origin rule for a mutating request. `browser_form`: a form post,
+/// which must prove its origin (via `Origin`, else `Referer`).
+pub fn check_origin(
+    headers: &HeaderMap,
+    advertised_url: &str,
+    browser_form: bool,
+) -> Result<(), AppError> {
+    let header_str = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    let host = header_str(header::HOST);
+    if header_str(header::HeaderName::from_static("sec-fetch-site")) == Some("cross-site") {
+        return Err(AppError::forbidden(
+            "cross-origin",
+            "cross-site requests may not change anything",
+        ));
+    }
+    let claimed = match header_str(header::ORIGIN) {
+        Some(origin) => Some(origin),
+        None if browser_form => header_str(header::REFERER),
+        None => None,
+    };
+    match claimed {
+        Some(origin) if origin_allowed(origin, host, advertised_url) => Ok(()),
+        Some(origin) => Err(AppError::forbidden(
+            "cross-origin",
+            format!("requests from origin {origin:?} may not change anything here"),
+        )),
+        None if browser_form => Err(AppError::forbidden(
+            "cross-origin",
+            "the browser sent neither Origin nor Referer; cannot tell where this post comes from",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The bearer token of an `Authorization` header, if any.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// May this request act? `session_ok`: browsers may use the admin session
+/// cookie instead of a bearer token.
+pub fn check_access(
+    access: Access,
+    keys: &Keys,
+    headers: &HeaderMap,
+    session_ok: bool,
+) -> Result<(), AppError> {
+    match access {
+        Access::Loopback | Access::Insecure => Ok(()),
+        Access::Disabled => Err(AppError::forbidden(
+            "actions-disabled",
+            "actions are disabled: no admin token is configured and the server does not listen on loopback",
+        )),
+        Access::Token => match bearer(headers) {
+            Some(token) if keys.is_admin_token(token) => Ok(()),
+            Some(_) => Err(AppError::unauthorized(true)),
+            None if session_ok && keys.has_session(headers) => Ok(()),
+            None => Err(AppError::unauthorized(false)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_compare_without_default_ports() {
+        assert_eq!(origin_of("http://A:80/x").as_deref(), Some("http://a"));
+        assert_eq!(
+            origin_of("https://h:8443/p?q").as_deref(),
+            Some("https://h:8443")
+        );
+        assert_eq!(origin_of("nonsense"), None);
+    }
+
+    #[test]
+    fn origin_rule() {
+        let adv = "http://sched.example:8080";
+        assert!(origin_allowed("http://sched.example:8080", Some("x"), adv));
+        assert!(origin_allowed(
+            "http://127.0.0.1:5000",
+            Some("127.0.0.1:5000"),
+            adv
+        ));
+        assert!(origin_allowed("http://[::1]:5000", Some("[::1]:5000"), adv));
+        assert!(origin_allowed(
+            "http://localhost:1",
+            Some("localhost:1"),
+            adv
+        ));
+        // DNS rebinding: the page's origin matches Host, but Host is a name.
+        assert!(!origin_allowed(
+            "http://evil.test:8080",
+            Some("evil.test:8080"),
+            adv
+        ));
+        assert!(!origin_allowed(
+            "http://evil.test",
+            Some("127.0.0.1:5000"),
+            adv
+        ));
+        assert!(!origin_allowed("null", Some("127.0.0.1:5000"), adv));
+    }
+
+    #[test]
+    fn csrf_tokens_are_signed() {
+        let keys = Keys::generate(None);
+        let token = keys.new_csrf();
+        assert!(keys.csrf_valid(&token));
+        let other = Keys::generate(None);
+        assert!(!other.csrf_valid(&token));
+        assert!(!keys.csrf_valid("abc.def"));
+        assert!(!keys.csrf_valid(""));
+    }
+
+    #[test]
+    fn sessions_and_tokens() {
+        let keys = Keys::generate(Some("s3cret"));
+        assert!(keys.is_admin_token("s3cret"));
+        assert!(!keys.is_admin_token("s3cre"));
+        let mut headers = HeaderMap::new();
+        let cookie = format!("a=b; {SESSION_COOKIE}={}", keys.new_session());
+        headers.insert(header::COOKIE, HeaderValue::try_from(cookie).unwrap());
+        assert!(keys.has_session(&headers));
+        assert!(!Keys::generate(Some("s3cret")).has_session(&headers));
+    }
+}

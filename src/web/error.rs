@@ -1,0 +1,327 @@
+//! [`AppError`]: the one error type at the HTTP edge.
+//!
+//! API errors are RFC 9457 problem documents (`application/problem+json`):
+//!
+//! ```json
+//! {"type": "urn:mesos-appliance:problem:not-leader", "title": "Not the leader",
+//!  "status": 503, "detail": "this replica does not lead; the leader is http://b:8080",
+//!  "leader_url": "http://b:8080"}
+//! ```
+//!
+//! with `errors: [{"field", "message"}]` for field-level validation
+//! failures. Page handlers mark their errors [`AppError::html`] and get an
+//! HTML error page with the same status instead.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::scheduler::{CommandError, FieldError};
+
+/// An error answered to an HTTP client.
+#[derive(Debug, Clone)]
+pub struct AppError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// Problem type slug, e.g. `not-leader` (the `type` URI ends with it).
+    pub kind: &'static str,
+    /// Short, fixed summary of the kind.
+    pub title: &'static str,
+    /// What happened this time.
+    pub detail: String,
+    /// The leader's URL (not-leader answers).
+    pub leader_url: Option<String>,
+    /// `Location` header value (not-leader answers: the same path on the
+    /// leader).
+    pub location: Option<String>,
+    /// Field-level problems (invalid service specs, forms).
+    pub errors: Vec<FieldError>,
+    /// `WWW-Authenticate` header value (401 answers).
+    pub challenge: Option<&'static str>,
+    /// Answer with an HTML page instead of JSON.
+    pub html: bool,
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    leader_url: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    errors: &'a [FieldError],
+}
+
+impl AppError {
+    /// An error of `status`, kind `kind` (slug), with `title` and `detail`.
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> AppError {
+        AppError {
+            status,
+            kind,
+            title,
+            detail: detail.into(),
+            leader_url: None,
+            location: None,
+            errors: Vec::new(),
+            challenge: None,
+            html: false,
+        }
+    }
+
+    /// Render as an HTML page (for page handlers).
+    pub fn html(mut self) -> AppError {
+        self.html = true;
+        self
+    }
+
+    /// 400: the request cannot be understood.
+    pub fn bad_request(detail: impl Into<String>) -> AppError {
+        AppError::new(
+            StatusCode::BAD_REQUEST,
+            "bad-request",
+            "Bad request",
+            detail,
+        )
+    }
+
+    /// 400 with field-level errors.
+    pub fn invalid(errors: Vec<FieldError>) -> AppError {
+        let detail = errors
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut e = AppError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "Invalid request",
+            detail,
+        );
+        e.errors = errors;
+        e
+    }
+
+    /// 404.
+    pub fn not_found(detail: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::NOT_FOUND, "not-found", "Not found", detail)
+    }
+
+    /// 409: the action does not apply in the current state.
+    pub fn conflict(detail: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
+    }
+
+    /// 401: no credentials. `invalid` when some were given but are wrong
+    /// (RFC 6750 `error="invalid_token"`).
+    pub fn unauthorized(invalid: bool) -> AppError {
+        let (detail, challenge) = if invalid {
+            (
+                "the admin token is wrong",
+                r#"Bearer realm="mesos-appliance", error="invalid_token""#,
+            )
+        } else {
+            (
+                "this action needs the admin token (Authorization: Bearer <token>, or log in)",
+                r#"Bearer realm="mesos-appliance""#,
+            )
+        };
+        let mut e = AppError::new(
+            StatusCode::UNAUTHORIZED,
+            if invalid {
+                "invalid-token"
+            } else {
+                "unauthorized"
+            },
+            "Unauthorized",
+            detail,
+        );
+        e.challenge = Some(challenge);
+        e
+    }
+
+    /// 403 of kind `kind` (`cross-origin`, `csrf`, `actions-disabled`, …).
+    pub fn forbidden(kind: &'static str, detail: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::FORBIDDEN, kind, "Forbidden", detail)
+    }
+
+    /// 503 from a replica that does not lead, pointing at the leader: the
+    /// body carries `leader_url` and `Location` is `path` on the leader.
+    pub fn not_leader(leader_url: Option<String>, path: &str) -> AppError {
+        let detail = match &leader_url {
+            Some(url) => format!("this replica does not lead; the leader is {url}"),
+            None => "this replica does not lead and no leader is known right now".to_string(),
+        };
+        let mut e = AppError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not-leader",
+            "Not the leader",
+            detail,
+        );
+        e.location = leader_url
+            .as_ref()
+            .map(|u| format!("{}{}", u.trim_end_matches('/'), path));
+        e.leader_url = leader_url;
+        e
+    }
+
+    /// The answer to a command the core refused or did not answer; `path`
+    /// is the request path (for the not-leader `Location`).
+    pub fn from_command(err: CommandError, path: &str) -> AppError {
+        let detail = err.to_string();
+        match err {
+            CommandError::NotLeader { leader_url } => AppError::not_leader(leader_url, path),
+            CommandError::Conflict(_) => AppError::conflict(detail),
+            CommandError::Invalid(errors) => AppError::invalid(errors),
+            CommandError::NotFound(_) => AppError::not_found(detail),
+            CommandError::Mesos(_) => AppError::new(
+                StatusCode::BAD_GATEWAY,
+                "mesos",
+                "Mesos refused or is unreachable",
+                detail,
+            ),
+            CommandError::Store(_) => AppError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store",
+                "ZooKeeper failed",
+                detail,
+            ),
+            CommandError::Timeout(_) => AppError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "timeout",
+                "The scheduler did not answer in time",
+                detail,
+            ),
+        }
+    }
+
+    /// 500 for a bug on our side (never an input problem).
+    pub fn internal(detail: impl Into<String>) -> AppError {
+        AppError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal error",
+            detail,
+        )
+    }
+
+    /// The `type` URI of the problem document.
+    pub fn type_uri(&self) -> String {
+        format!("urn:mesos-appliance:problem:{}", self.kind)
+    }
+}
+
+impl std::fmt::Display for AppError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.title,
+            self.detail
+        )
+    }
+}
+
+impl std::error::Error for AppError {}
+
+/// The HTML error page (standalone: it does not need a snapshot).
+#[derive(Template, WebTemplate)]
+#[template(path = "error.html")]
+struct ErrorPage<'a> {
+    status: u16,
+    title: &'a str,
+    detail: &'a str,
+    leader_url: Option<&'a str>,
+    location: Option<&'a str>,
+    errors: &'a [FieldError],
+    login: bool,
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() && self.kind == "internal" {
+            tracing::error!(detail = %self.detail, "internal error answered");
+        }
+        let mut response = if self.html {
+            ErrorPage {
+                status: self.status.as_u16(),
+                title: self.title,
+                detail: &self.detail,
+                leader_url: self.leader_url.as_deref(),
+                location: self.location.as_deref(),
+                errors: &self.errors,
+                login: self.status == StatusCode::UNAUTHORIZED,
+            }
+            .into_response()
+        } else {
+            let problem = Problem {
+                kind: self.type_uri(),
+                title: self.title,
+                status: self.status.as_u16(),
+                detail: &self.detail,
+                leader_url: self.leader_url.as_deref(),
+                errors: &self.errors,
+            };
+            let body = serde_json::to_vec(&problem).unwrap_or_default();
+            (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/problem+json"),
+                )],
+                body,
+            )
+                .into_response()
+        };
+        *response.status_mut() = self.status;
+        let headers = response.headers_mut();
+        if let Some(location) = self.location.and_then(|l| HeaderValue::try_from(l).ok()) {
+            headers.insert(header::LOCATION, location);
+        }
+        if let Some(challenge) = self.challenge {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+        }
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        response
+    }
+}
+
+/// Whether a request for `uri` wants JSON errors: everything under `/api/`
+/// and the machine endpoints.
+pub fn wants_json(uri: &Uri) -> bool {
+    let path = uri.path();
+    path.starts_with("/api/") || matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
+/// Fallback for unknown routes: 404 as an HTML page, or a JSON problem
+/// under `/api/`.
+pub async fn not_found(uri: Uri) -> AppError {
+    let e = AppError::not_found(format!("no such page or endpoint: {}", uri.path()));
+    if wants_json(&uri) { e } else { e.html() }
+}
+
+/// Fallback for a known path with the wrong method: 405.
+pub async fn method_not_allowed(method: Method, uri: Uri) -> AppError {
+    let e = AppError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "Method not allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    );
+    if wants_json(&uri) { e } else { e.html() }
+}

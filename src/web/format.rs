@@ -1,0 +1,98 @@
+//! How the dashboard writes times, durations and states.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+/// `2026-11-29 12:03:04Z` for seconds since the UNIX epoch (`—` for 0 or
+/// nonsense).
+pub fn time(at: f64) -> String {
+    if !(at.is_finite() && at > 0.0) {
+        return "—".to_string();
+    }
+    let t = UNIX_EPOCH + Duration::from_secs_f64(at);
+    humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .replace('T', " ")
+}
+
+/// A compact duration: `250ms`, `45s`, `3m 20s`, `2h 5m`, `7d`, `2d 3h`.
+pub fn duration(seconds: f64) -> String {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return "—".to_string();
+    }
+    if seconds < 1.0 {
+        return format!("{}ms", (seconds * 1000.0).round() as u64);
+    }
+    let s = seconds.round() as u64;
+    let (d, h, m, sec) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    let parts: [(u64, &str); 4] = [(d, "d"), (h, "h"), (m, "m"), (sec, "s")];
+    let first = parts.iter().position(|(n, _)| *n > 0).unwrap_or(3);
+    parts[first..]
+        .iter()
+        .take(2)
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, u)| format!("{n}{u}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `12s ago` for a time `at` seen from `now` (`in 5s` for the future).
+pub fn ago(at: f64, now: f64) -> String {
+    if !(at.is_finite() && at > 0.0) {
+        return "—".to_string();
+    }
+    let delta = now - at;
+    if delta.abs() < 1.0 {
+        "just now".to_string()
+    } else if delta >= 0.0 {
+        format!("{} ago", duration(delta.max(0.0)))
+    } else {
+        format!("in {}", duration(-delta))
+    }
+}
+
+/// The CSS class of a Mesos task state (or framework state) badge.
+pub fn state_class(state: &str) -> &'static str {
+    match state {
+        "TASK_RUNNING" | "subscribed" | "leader" => "ok",
+        "TASK_STAGING" | "TASK_STARTING" | "subscribing" | "follower" | "standby" => "info",
+        "TASK_KILLING" | "TASK_UNREACHABLE" | "TASK_UNKNOWN" | "disconnected" | "candidate" => {
+            "warn"
+        }
+        "TASK_FAILED"
+        | "TASK_LOST"
+        | "TASK_ERROR"
+        | "TASK_DROPPED"
+        | "TASK_GONE"
+        | "TASK_GONE_BY_OPERATOR"
+        | "removed"
+        | "failed_over"
+        | "fenced"
+        | "suspended" => "bad",
+        _ => "muted",
+    }
+}
+
+/// `TASK_RUNNING` → `RUNNING` (the badge text; the title keeps the full name).
+pub fn short_state(state: &str) -> &str {
+    state.strip_prefix("TASK_").unwrap_or(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(0.25), "250ms");
+        assert_eq!(duration(45.0), "45s");
+        assert_eq!(duration(200.0), "3m 20s");
+        assert_eq!(duration(7.0 * 86_400.0), "7d");
+        assert_eq!(duration(3600.0 + 5.0), "1h");
+        assert_eq!(duration(2.0 * 86_400.0 + 3.0 * 3600.0), "2d 3h");
+        assert_eq!(ago(100.0, 112.0), "12s ago");
+        assert_eq!(ago(100.0, 100.5), "just now");
+        assert_eq!(ago(100.0, 90.0), "in 10s");
+        assert_eq!(time(0.0), "—");
+        assert_eq!(time(1_700_000_000.0), "2023-11-14 22:13:20Z");
+    }
+}

@@ -1,0 +1,331 @@
+//! The browser side of actions: confirmation pages, form posts, result
+//! pages, login and logout.
+//!
+//! A destructive action (teardown, kamikaze) is never a GET: `GET
+//! /actions/teardown` shows a confirmation page naming the framework ID and
+//! the number of tasks that will die, asks for the framework name typed in,
+//! and carries a CSRF token; `POST /actions/teardown` checks, in order,
+//! `Origin` (403), CSRF (403), the admin session or loopback rule (401/403),
+//! leadership (503, with a link to the leader), that the framework is still
+//! the one confirmed (409) and the typed name (422, the page again), then
+//! runs the action and redirects (303) to `/actions/results/{id}`.
+//! Reconcile, abdicate and reregister are one-button forms with the same
+//! checks minus the typed name.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Form;
+use axum::extract::rejection::{FormRejection, PathRejection};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::AppState;
+use super::actions::{Action, ActionRecord, execute, leader_precheck};
+use super::api::bad_path;
+use super::auth::{self, Access, SESSION_COOKIE, SESSION_SECONDS};
+use super::error::AppError;
+use super::pages::{Chrome, LoginPage, safe_next, with_cookie};
+use super::views::Blast;
+use crate::scheduler::ReconcileKind;
+
+/// Fields of the confirmation forms.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ConfirmForm {
+    /// The CSRF token.
+    pub csrf: String,
+    /// The framework ID the page showed.
+    pub framework_id: String,
+    /// The framework name as typed by the operator.
+    pub confirm_name: String,
+}
+
+/// Fields of the one-button forms.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ButtonForm {
+    /// The CSRF token.
+    pub csrf: String,
+    /// Reconcile: `explicit` or `implicit`.
+    pub kind: String,
+}
+
+/// Fields of the login form.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct LoginForm {
+    /// The CSRF token.
+    pub csrf: String,
+    /// The admin token.
+    pub token: String,
+    /// Where to go afterwards.
+    pub next: String,
+}
+
+fn form_error(e: FormRejection) -> AppError {
+    AppError::new(e.status(), "form", "Unusable form post", e.body_text()).html()
+}
+
+/// Origin, CSRF, access and leadership checks of a browser post.
+fn guard_form(
+    state: &AppState,
+    headers: &HeaderMap,
+    csrf: &str,
+    path: &str,
+) -> Result<(), AppError> {
+    auth::check_origin(headers, &state.config.advertised_url, true).map_err(AppError::html)?;
+    state
+        .keys
+        .check_csrf(headers, csrf)
+        .map_err(AppError::html)?;
+    auth::check_access(state.access, &state.keys, headers, true).map_err(AppError::html)?;
+    leader_precheck(state, path).map_err(AppError::html)
+}
+
+fn to_result(record: &ActionRecord) -> Response {
+    Redirect::to(&format!("/actions/results/{}", record.id)).into_response()
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "confirm.html")]
+struct ConfirmPage {
+    chrome: Chrome,
+    action: &'static str,
+    blast: Blast,
+    csrf: String,
+    leading: bool,
+    leader_url: Option<String>,
+    access: &'static str,
+    error: Option<String>,
+}
+
+fn confirm_page(
+    state: &AppState,
+    headers: &HeaderMap,
+    action: &'static str,
+    error: Option<String>,
+) -> Response {
+    let s = state.handle.snapshot();
+    let needs_login = state.access == Access::Token && !state.keys.has_session(headers);
+    if needs_login {
+        return Redirect::to(&format!("/login?next=/actions/{action}")).into_response();
+    }
+    let (csrf, cookie) = state.keys.csrf_for(headers, state.secure_cookies());
+    let title = format!("Confirm {action}");
+    let page = ConfirmPage {
+        chrome: Chrome::new(state, &s, headers, "actions", title, "/api/v1/actions").still(),
+        action,
+        blast: Blast::new(&s),
+        csrf,
+        leading: s.leadership.is_leader(),
+        leader_url: s.leader_url(),
+        access: state.access.as_str(),
+        error,
+    };
+    with_cookie(page.into_response(), cookie)
+}
+
+/// `GET /actions/teardown`: the confirmation page.
+pub async fn confirm_teardown(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    confirm_page(&state, &headers, "teardown", None)
+}
+
+/// `GET /actions/kamikaze`: the confirmation page, listing executors.
+pub async fn confirm_kamikaze(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    confirm_page(&state, &headers, "kamikaze", None)
+}
+
+async fn post_confirmed(
+    state: AppState,
+    uri: Uri,
+    headers: HeaderMap,
+    form: Result<Form<ConfirmForm>, FormRejection>,
+    action: Action,
+) -> Result<Response, AppError> {
+    let Form(form) = form.map_err(form_error)?;
+    guard_form(&state, &headers, &form.csrf, uri.path())?;
+    let s = state.handle.snapshot();
+    let Some(id) = s.framework.id.as_deref() else {
+        return Err(AppError::conflict("no framework is registered; nothing to do").html());
+    };
+    if form.framework_id != id {
+        return Err(AppError::conflict(format!(
+            "the confirmation page showed framework {:?}, but {id} is registered now; review \
+             the confirmation page again",
+            form.framework_id
+        ))
+        .html());
+    }
+    if form.confirm_name.trim() != s.framework.name {
+        let error = format!(
+            "the typed name {:?} is not the framework name; nothing was done",
+            form.confirm_name.trim()
+        );
+        let mut page = confirm_page(&state, &headers, action.name(), Some(error));
+        *page.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+        return Ok(page);
+    }
+    let (record, _) = execute(&state, action, uri.path(), "browser").await;
+    Ok(to_result(&record))
+}
+
+/// `POST /actions/teardown`.
+pub async fn post_teardown(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    form: Result<Form<ConfirmForm>, FormRejection>,
+) -> Result<Response, AppError> {
+    post_confirmed(state, uri, headers, form, Action::Teardown).await
+}
+
+/// `POST /actions/kamikaze`.
+pub async fn post_kamikaze(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    form: Result<Form<ConfirmForm>, FormRejection>,
+) -> Result<Response, AppError> {
+    post_confirmed(state, uri, headers, form, Action::Kamikaze).await
+}
+
+async fn post_button(
+    state: AppState,
+    uri: Uri,
+    headers: HeaderMap,
+    form: Result<Form<ButtonForm>, FormRejection>,
+    make: impl FnOnce(&ButtonForm) -> Result<Action, AppError>,
+) -> Result<Response, AppError> {
+    let Form(form) = form.map_err(form_error)?;
+    guard_form(&state, &headers, &form.csrf, uri.path())?;
+    let action = make(&form).map_err(AppError::html)?;
+    let (record, _) = execute(&state, action, uri.path(), "browser").await;
+    Ok(to_result(&record))
+}
+
+/// `POST /actions/reconcile` (`kind` = `explicit` or `implicit`).
+pub async fn post_reconcile(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    form: Result<Form<ButtonForm>, FormRejection>,
+) -> Result<Response, AppError> {
+    post_button(state, uri, headers, form, |f| match f.kind.as_str() {
+        "" | "explicit" => Ok(Action::Reconcile(ReconcileKind::Explicit)),
+        "implicit" => Ok(Action::Reconcile(ReconcileKind::Implicit)),
+        other => Err(AppError::bad_request(format!(
+            "kind must be explicit or implicit, not {other:?}"
+        ))),
+    })
+    .await
+}
+
+/// `POST /actions/abdicate`.
+pub async fn post_abdicate(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    form: Result<Form<ButtonForm>, FormRejection>,
+) -> Result<Response, AppError> {
+    post_button(state, uri, headers, form, |_| Ok(Action::Abdicate)).await
+}
+
+/// `POST /actions/reregister`.
+pub async fn post_reregister(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    form: Result<Form<ButtonForm>, FormRejection>,
+) -> Result<Response, AppError> {
+    post_button(state, uri, headers, form, |_| Ok(Action::Reregister)).await
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "result.html")]
+struct ResultPage {
+    chrome: Chrome,
+    record: std::sync::Arc<ActionRecord>,
+}
+
+/// `GET /actions/results/{id}`: the outcome of an action, per executor /
+/// per call.
+pub async fn result_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, AppError> {
+    let Path(id) = id.map_err(|e| bad_path(e).html())?;
+    let record = state.results.get(&id).ok_or_else(|| {
+        AppError::not_found(format!(
+            "no action result {id:?} (results are kept in memory, the latest 100)"
+        ))
+        .html()
+    })?;
+    let s = state.handle.snapshot();
+    let title = format!("Result: {}", record.action);
+    let json = format!("/api/v1/actions/results/{}", record.id);
+    Ok(ResultPage {
+        chrome: Chrome::new(&state, &s, &headers, "actions", title, json).still(),
+        record,
+    }
+    .into_response())
+}
+
+/// `POST /login`: checks the admin token and sets the session cookie.
+/// Checks `Origin` and CSRF first; a wrong token gets the form again (401)
+/// after a short delay.
+pub async fn post_login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    form: Result<Form<LoginForm>, FormRejection>,
+) -> Result<Response, AppError> {
+    let Form(form) = form.map_err(form_error)?;
+    auth::check_origin(&headers, &state.config.advertised_url, true).map_err(AppError::html)?;
+    state
+        .keys
+        .check_csrf(&headers, &form.csrf)
+        .map_err(AppError::html)?;
+    let next = safe_next(Some(&form.next));
+    if state.access != Access::Token {
+        return Ok(Redirect::to(&next).into_response());
+    }
+    if state.keys.is_admin_token(form.token.trim()) {
+        let cookie = auth::set_cookie(
+            SESSION_COOKIE,
+            &state.keys.new_session(),
+            Some(SESSION_SECONDS),
+            state.secure_cookies(),
+        );
+        tracing::info!("admin session started");
+        return Ok(with_cookie(
+            Redirect::to(&next).into_response(),
+            Some(cookie),
+        ));
+    }
+    tracing::warn!("login with a wrong admin token");
+    // Slows down guessing; the token should be long anyway.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let s = state.handle.snapshot();
+    let mut page = LoginPage {
+        chrome: Chrome::new(&state, &s, &headers, "actions", "Log in", "").still(),
+        csrf: form.csrf,
+        next,
+        error: Some("That is not the admin token.".into()),
+        enabled: true,
+    }
+    .into_response();
+    *page.status_mut() = StatusCode::UNAUTHORIZED;
+    Ok(page)
+}
+
+/// `POST /logout`: ends the admin session (Origin-checked).
+pub async fn post_logout(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    auth::check_origin(&headers, &state.config.advertised_url, true).map_err(AppError::html)?;
+    let cookie = auth::set_cookie(SESSION_COOKIE, "", Some(0), state.secure_cookies());
+    Ok(with_cookie(Redirect::to("/").into_response(), Some(cookie)))
+}

@@ -1,0 +1,58 @@
+//! Live pages: `GET /api/v1/stream` is a server-sent-event stream with one
+//! `snapshot` event per new scheduler snapshot (at most one per
+//! [`MIN_INTERVAL`]), data `{"at", "role", "state", "tasks"}`. `app.js`
+//! re-fetches the page it shows on each event and swaps its `#live` part;
+//! when the stream breaks it shows "scheduler unreachable" and reconnects
+//! with back-off. The stream ends when the server shuts down.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::{Stream, StreamExt};
+use serde::Serialize;
+
+use super::AppState;
+
+/// Shortest time between two events on one stream.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Serialize)]
+struct Pulse<'a> {
+    at: f64,
+    role: &'a str,
+    state: &'a str,
+    tasks: usize,
+}
+
+/// `GET /api/v1/stream`: see the module doc.
+pub async fn stream(
+    State(state): State<AppState>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let rx = state.handle.subscribe();
+    let events = futures::stream::unfold((rx, true), |(mut rx, first)| async move {
+        if !first {
+            tokio::time::sleep(MIN_INTERVAL).await;
+            if rx.changed().await.is_err() {
+                // The core is gone: keep the stream (and its keep-alives)
+                // open; the page still shows the last snapshot.
+                futures::future::pending::<()>().await;
+            }
+        }
+        let s = rx.borrow_and_update().clone();
+        let pulse = Pulse {
+            at: s.at,
+            role: s.leadership.role(),
+            state: s.framework.state.as_str(),
+            tasks: s.tasks.len(),
+        };
+        let event = Event::default()
+            .event("snapshot")
+            .json_data(&pulse)
+            .unwrap_or_else(|_| Event::default().event("snapshot"));
+        Some((Ok(event), (rx, false)))
+    })
+    .take_until(state.shutdown.clone().cancelled_owned());
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

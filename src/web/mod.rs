@@ -1,0 +1,409 @@
+//! The web layer: dashboard pages, the JSON API, actions, health and metrics
+//! (DESIGN.md §5).
+//!
+//! It needs only a [`SchedulerHandle`] (snapshots to read, commands to send),
+//! a [`Coordinator`] (election members for the replicas page), a
+//! `prometheus_client` registry and a [`WebConfig`]. It holds no scheduler
+//! state of its own: every read handler renders the latest
+//! [`Snapshot`](crate::scheduler::Snapshot), and every action is a
+//! [`Command`](crate::scheduler::Command) answered by the core within
+//! [`WebConfig::handler_timeout`] (or 503).
+//!
+//! Modules:
+//! - [`views`]: view models built from a snapshot; a page and its JSON twin
+//!   under `/api/v1/...` serialize / render the same struct;
+//! - [`pages`]: server-rendered askama templates (`templates/`), usable
+//!   without JavaScript;
+//! - [`api`]: the JSON API, health, readiness and metrics;
+//! - [`actions`]: reconcile, kamikaze, teardown, abdicate, reregister — one
+//!   command each, the API endpoint and the in-memory log of outcomes;
+//! - [`forms`]: the same actions from the browser: confirmation pages, CSRF,
+//!   post-redirect-get to a result page; login and logout;
+//! - [`auth`]: bearer token, loopback rule, `Origin` check, CSRF tokens and
+//!   the admin session cookie;
+//! - [`error`]: [`AppError`], the one error type at the HTTP edge (JSON
+//!   problem bodies, HTML error pages);
+//! - [`live`]: the server-sent-event stream that keeps pages live;
+//! - [`assets`]: CSS and JS from `static/`, compiled in (a directory may
+//!   override them during development).
+//!
+//! ## Who may act
+//!
+//! Read endpoints are open. Actions and service changes are allowed when
+//! the caller presents the admin token (`Authorization: Bearer`, or for a
+//! browser the session cookie from `/login`) or, without a token file, when
+//! the server listens on loopback only; [`serve`] refuses to start on any
+//! other address with actions unprotected unless
+//! [`WebConfig::insecure_actions`] is set. See [`auth`] for the details.
+
+pub mod actions;
+pub mod api;
+pub mod assets;
+pub mod auth;
+pub mod error;
+pub mod format;
+pub mod forms;
+pub mod live;
+pub mod metrics;
+pub mod pages;
+pub mod views;
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::coordination::Coordinator;
+use crate::scheduler::SchedulerHandle;
+
+pub use error::AppError;
+
+/// Largest request body accepted anywhere (service specs, forms): 64 KiB.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Default for [`WebConfig::handler_timeout`].
+pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How the web layer is exposed. Built by the caller from the CLI flags
+/// (`--listen`, `--advertised-url`, `--admin-token-file`,
+/// `--insecure-actions`, `--http-handler-timeout`).
+#[derive(Clone)]
+pub struct WebConfig {
+    /// Address to listen on (`--listen`).
+    pub listen: SocketAddr,
+    /// URL users and other replicas reach this replica at
+    /// (`--advertised-url`), e.g. `http://10.0.0.5:8080`. Its origin is the
+    /// one browser posts must come from (besides loopback and IP-literal
+    /// hosts, see [`auth`]).
+    pub advertised_url: String,
+    /// The admin token, read from `--admin-token-file` by the caller. Never
+    /// logged ([`fmt::Debug`] redacts it).
+    pub admin_token: Option<String>,
+    /// Allow unauthenticated actions on a non-loopback address
+    /// (`--insecure-actions`).
+    pub insecure_actions: bool,
+    /// How long an action handler waits for the core before answering 503
+    /// (`--http-handler-timeout`). Also bounds the replicas page's
+    /// ZooKeeper read.
+    pub handler_timeout: Duration,
+    /// The `mesos-appliance-executor` binary served at
+    /// `/executor/mesos-appliance-executor` for the Mesos fetcher; 404 when
+    /// `None`.
+    pub executor_binary: Option<PathBuf>,
+    /// A directory whose files override the compiled-in `static/` assets
+    /// (for editing CSS/JS without rebuilding). `None`: compiled-in only.
+    pub static_dir: Option<PathBuf>,
+}
+
+impl WebConfig {
+    /// A config listening on `listen`, advertised as `advertised_url`, with
+    /// no admin token, actions protected, a
+    /// [`DEFAULT_HANDLER_TIMEOUT`] and no executor binary.
+    pub fn new(listen: SocketAddr, advertised_url: impl Into<String>) -> WebConfig {
+        WebConfig {
+            listen,
+            advertised_url: advertised_url.into(),
+            admin_token: None,
+            insecure_actions: false,
+            handler_timeout: DEFAULT_HANDLER_TIMEOUT,
+            executor_binary: None,
+            static_dir: None,
+        }
+    }
+
+    /// Reads `--admin-token-file`: the token is the file's content without
+    /// surrounding whitespace. Errors when unreadable or empty (an empty
+    /// token would protect nothing).
+    pub fn read_admin_token_file(path: &Path) -> std::io::Result<String> {
+        let text = std::fs::read_to_string(path)?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: the admin token file is empty", path.display()),
+            ));
+        }
+        Ok(token.to_string())
+    }
+
+    /// Whether actions would be protected when serving on `addr`: a token
+    /// is configured, or `addr` is loopback, or the operator said
+    /// `--insecure-actions`.
+    pub fn actions_protected_on(&self, addr: SocketAddr) -> bool {
+        self.admin_token.is_some() || addr.ip().is_loopback() || self.insecure_actions
+    }
+}
+
+impl fmt::Debug for WebConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebConfig")
+            .field("listen", &self.listen)
+            .field("advertised_url", &self.advertised_url)
+            .field(
+                "admin_token",
+                &self.admin_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("insecure_actions", &self.insecure_actions)
+            .field("handler_timeout", &self.handler_timeout)
+            .field("executor_binary", &self.executor_binary)
+            .field("static_dir", &self.static_dir)
+            .finish()
+    }
+}
+
+/// What the handlers share. Cheap to clone (one `Arc`).
+#[derive(Clone)]
+pub struct AppState(Arc<App>);
+
+impl std::ops::Deref for AppState {
+    type Target = App;
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
+
+/// The shared state behind [`AppState`].
+pub struct App {
+    /// The configuration.
+    pub config: WebConfig,
+    /// Snapshots to read, commands to send.
+    pub handle: SchedulerHandle,
+    /// Election members for the replicas page.
+    pub coordinator: Arc<dyn Coordinator>,
+    /// The core's metrics, encoded by `/metrics`.
+    pub registry: Arc<Registry>,
+    /// The web layer's own metrics (HTTP requests), encoded after `registry`.
+    pub(crate) http_metrics: metrics::HttpMetrics,
+    /// The per-process secret behind CSRF tokens and admin sessions.
+    pub(crate) keys: auth::Keys,
+    /// Who may act (from the config, fixed at start).
+    pub(crate) access: auth::Access,
+    /// Outcomes of recent actions, for the result pages.
+    pub(crate) results: actions::ResultLog,
+    /// Cancelled when the server shuts down: ends the live streams so the
+    /// graceful shutdown does not wait for them.
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl AppState {
+    /// The state for a web layer over `handle` and `coordinator`, encoding
+    /// `registry` at `/metrics`.
+    pub fn new(
+        config: WebConfig,
+        handle: SchedulerHandle,
+        coordinator: Arc<dyn Coordinator>,
+        registry: Arc<Registry>,
+    ) -> AppState {
+        let keys = auth::Keys::generate(config.admin_token.as_deref());
+        let access = auth::Access::from_config(&config);
+        AppState(Arc::new(App {
+            config,
+            handle,
+            coordinator,
+            registry,
+            http_metrics: metrics::HttpMetrics::new(),
+            keys,
+            access,
+            results: actions::ResultLog::default(),
+            shutdown: CancellationToken::new(),
+        }))
+    }
+}
+
+impl App {
+    /// Whether cookies get the `Secure` attribute (advertised over https).
+    pub fn secure_cookies(&self) -> bool {
+        self.config
+            .advertised_url
+            .to_ascii_lowercase()
+            .starts_with("https://")
+    }
+}
+
+/// Every route of the web layer (see the table in the crate README and
+/// [`api`] / [`pages`] / [`actions`]). Unknown routes answer 404, as an
+/// HTML page or, under `/api/`, a JSON problem.
+pub fn router(state: AppState) -> Router {
+    let mut app = Router::new()
+        // Pages.
+        .route("/", get(pages::overview))
+        .route("/replicas", get(pages::replicas))
+        .route("/tasks", get(pages::tasks))
+        .route("/tasks/{id}", get(pages::task))
+        .route("/offers", get(pages::offers))
+        .route("/services", get(pages::services))
+        .route("/events", get(pages::events))
+        .route("/actions", get(pages::actions))
+        .route(
+            "/actions/teardown",
+            get(forms::confirm_teardown).post(forms::post_teardown),
+        )
+        .route(
+            "/actions/kamikaze",
+            get(forms::confirm_kamikaze).post(forms::post_kamikaze),
+        )
+        .route("/actions/reconcile", post(forms::post_reconcile))
+        .route("/actions/abdicate", post(forms::post_abdicate))
+        .route("/actions/reregister", post(forms::post_reregister))
+        .route("/actions/results/{id}", get(forms::result_page))
+        .route("/login", get(pages::login).post(forms::post_login))
+        .route("/logout", post(forms::post_logout))
+        // JSON twins and the API.
+        .route("/api/v1/state", get(api::state))
+        .route("/api/v1/tasks", get(api::tasks))
+        .route("/api/v1/tasks/{id}", get(api::task))
+        .route("/api/v1/offers", get(api::offers))
+        .route("/api/v1/replicas", get(api::replicas))
+        .route("/api/v1/events", get(api::events))
+        .route("/api/v1/services", get(api::services))
+        .route(
+            "/api/v1/services/{name}",
+            get(api::service)
+                .put(api::put_service)
+                .delete(api::delete_service),
+        )
+        .route("/api/v1/actions", get(api::actions))
+        .route("/api/v1/actions/results/{id}", get(api::action_result))
+        .route("/api/v1/actions/{action}", post(actions::api_action))
+        .route("/api/v1/stream", get(live::stream))
+        .route("/healthz", get(api::healthz))
+        .route("/readyz", get(api::readyz))
+        .route("/metrics", get(api::metrics));
+    app = match &state.config.static_dir {
+        Some(dir) => app.nest("/static", assets::with_override(dir)),
+        None => app.route("/static/{file}", get(assets::asset)),
+    };
+    if let Some(binary) = &state.config.executor_binary {
+        app = app.route_service(
+            "/executor/mesos-appliance-executor",
+            tower_http::services::ServeFile::new(binary),
+        );
+    }
+    app.route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        metrics::track,
+    ))
+    .fallback(error::not_found)
+    .method_not_allowed_fallback(error::method_not_allowed)
+    .layer(axum::middleware::map_response(security_headers))
+    .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+    .layer(tower_http::trace::TraceLayer::new_for_http())
+    .with_state(state)
+}
+
+/// Headers on every response: no framing (the action forms must not be
+/// clickjacked), no MIME sniffing, same-origin referrers (the `Referer`
+/// fallback of the Origin check), scripts and styles from this origin only.
+async fn security_headers(mut response: axum::response::Response) -> axum::response::Response {
+    use axum::http::{HeaderValue, header};
+    let headers = response.headers_mut();
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; \
+             form-action 'self'; base-uri 'none'",
+        ),
+    );
+    response
+}
+
+/// Why [`serve`] did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Actions would be open to anyone who can reach a non-loopback
+    /// address: give `--admin-token-file`, listen on loopback, or say
+    /// `--insecure-actions`.
+    #[error(
+        "refusing to serve on {0}: actions would be unprotected; give --admin-token-file, \
+         listen on a loopback address, or pass --insecure-actions"
+    )]
+    Unprotected(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A running web server.
+#[derive(Debug)]
+pub struct Server {
+    /// The bound address (the real port when `--listen` said port 0).
+    pub addr: SocketAddr,
+    /// Ends when the server stopped (after `shutdown` resolved and open
+    /// requests finished; live streams end at once).
+    pub task: JoinHandle<std::io::Result<()>>,
+}
+
+/// Binds [`WebConfig::listen`] and serves [`router`] until `shutdown`
+/// resolves. Refuses with [`ServeError::Unprotected`] when actions would be
+/// unprotected on that address (DESIGN.md §5, `--admin-token-file`).
+pub async fn serve(
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Server, ServeError> {
+    let addr = state.config.listen;
+    if !state.config.actions_protected_on(addr) {
+        return Err(ServeError::Unprotected(addr));
+    }
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    serve_on(listener, state, shutdown).await
+}
+
+/// Like [`serve`], on a listener the caller bound (tests bind port 0).
+pub async fn serve_on(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Server, ServeError> {
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: state.config.listen,
+        source,
+    })?;
+    // The access rule was derived from `config.listen`; the socket really
+    // bound must not be more exposed than that.
+    if !state.config.actions_protected_on(addr)
+        || (state.access == auth::Access::Loopback && !addr.ip().is_loopback())
+    {
+        return Err(ServeError::Unprotected(addr));
+    }
+    if state.config.insecure_actions && state.config.admin_token.is_none() {
+        tracing::warn!(%addr, "--insecure-actions: anyone who can reach this address may run actions");
+    }
+    let token = state.shutdown.clone();
+    let app = router(state);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                token.cancel();
+            })
+            .await
+    });
+    tracing::info!(%addr, "web layer listening");
+    Ok(Server { addr, task })
+}

@@ -1,0 +1,513 @@
+//! Server-rendered pages (askama templates in `templates/`). Each page is
+//! built from the same view model as its JSON twin (linked in its header)
+//! and works without JavaScript; `static/app.js` only refreshes the part
+//! marked `#live` when a new snapshot arrives.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+
+use super::actions::ActionsView;
+use super::error::AppError;
+use super::views::{
+    EventQuery, EventsView, OffersView, ReplicasView, ServicesView, StateView, TaskDetailView,
+    TaskQuery, TasksView,
+};
+use super::{AppState, assets, auth, format};
+use crate::coordination::Leadership;
+use crate::scheduler::{EventEntry, ExecutorKind, FrameworkState, ReconcileKind, Snapshot};
+
+/// A notice across the top of every page.
+#[derive(Debug, Clone)]
+pub struct Banner {
+    /// `bad` (red) or `warn` (amber).
+    pub level: &'static str,
+    /// The headline, e.g. `standby`.
+    pub head: &'static str,
+    /// The rest of the sentence.
+    pub text: String,
+    /// A link to follow.
+    pub link: Option<Link>,
+}
+
+/// A link in a banner.
+#[derive(Debug, Clone)]
+pub struct Link {
+    /// Where to.
+    pub href: String,
+    /// The text.
+    pub label: String,
+}
+
+fn link(href: impl Into<String>, label: impl Into<String>) -> Option<Link> {
+    Some(Link {
+        href: href.into(),
+        label: label.into(),
+    })
+}
+
+/// The banners `s` calls for: standby (with the leader), suspended,
+/// framework removed / failed over / fenced / disconnected.
+pub fn banners(s: &Snapshot) -> Vec<Banner> {
+    let mut out = Vec::new();
+    match &s.leadership {
+        Leadership::Leader { .. } => {}
+        Leadership::Follower { leader: Some(l) } => out.push(Banner {
+            level: "warn",
+            head: "standby",
+            text: format!("— leader is {}", l.advertised_url),
+            link: link(l.advertised_url.clone(), "open the leader's dashboard"),
+        }),
+        Leadership::Follower { leader: None } => out.push(Banner {
+            level: "warn",
+            head: "standby",
+            text: "— the leader's election node is unreadable; its URL is unknown".into(),
+            link: None,
+        }),
+        Leadership::Candidate => out.push(Banner {
+            level: "warn",
+            head: "standby",
+            text: "— not in the leader election yet (connecting to ZooKeeper)".into(),
+            link: None,
+        }),
+        Leadership::Suspended => out.push(Banner {
+            level: "bad",
+            head: "suspended",
+            text: "— the ZooKeeper session is disconnected; this replica stopped every Mesos \
+                   call until it reconnects or the session expires"
+                .into(),
+            link: None,
+        }),
+    }
+    let fw = &s.framework;
+    let reason = fw
+        .reason
+        .as_ref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    let id = fw.id.as_deref().unwrap_or("(unknown)");
+    match fw.state {
+        FrameworkState::Removed => out.push(Banner {
+            level: "bad",
+            head: "framework removed",
+            text: format!(
+                "— the master removed framework {id}{reason}. Its tasks are gone. \
+                 Register as a new framework to start again."
+            ),
+            link: link("/actions#reregister", "register as a new framework"),
+        }),
+        FrameworkState::FailedOver => out.push(Banner {
+            level: "bad",
+            head: "failed over",
+            text: format!(
+                "— another scheduler took over framework {id}{reason}; this replica stepped back"
+            ),
+            link: None,
+        }),
+        FrameworkState::Fenced => out.push(Banner {
+            level: "bad",
+            head: "fenced",
+            text: format!("— a newer deployment took over{reason}; this replica is stopping"),
+            link: None,
+        }),
+        FrameworkState::Disconnected => out.push(Banner {
+            level: "warn",
+            head: "disconnected",
+            text: format!("— the subscription to the master broke{reason}; re-subscribing"),
+            link: None,
+        }),
+        _ => {}
+    }
+    out
+}
+
+/// A value a template passes as itself or through references (askama
+/// binds loop and `if let` variables by reference, sometimes twice).
+pub trait Val<T> {
+    /// The value.
+    fn val(&self) -> T;
+}
+
+macro_rules! val {
+    ($($t:ty),*) => {$(
+        impl Val<$t> for $t { fn val(&self) -> $t { *self } }
+        impl Val<$t> for &$t { fn val(&self) -> $t { **self } }
+        impl Val<$t> for &&$t { fn val(&self) -> $t { ***self } }
+    )*};
+}
+val!(f64, Option<f64>, ReconcileKind, ExecutorKind);
+
+/// What every page shows around its content (header, navigation, banners),
+/// and the formatting helpers templates call.
+pub struct Chrome {
+    /// The snapshot time, the "now" of relative times.
+    pub now: f64,
+    /// The active navigation entry.
+    pub page: &'static str,
+    /// The page title.
+    pub title: String,
+    /// The JSON twin's URL.
+    pub json: String,
+    /// Framework name.
+    pub framework_name: String,
+    /// Framework ID.
+    pub framework_id: Option<String>,
+    /// `framework.state`.
+    pub state: &'static str,
+    /// `leadership.role`.
+    pub role: &'static str,
+    /// This replica's URL.
+    pub replica_url: String,
+    /// Banners.
+    pub banners: Vec<Banner>,
+    /// Whether `app.js` should keep the page live.
+    pub live: bool,
+    /// Actions need a login (admin token configured).
+    pub token_mode: bool,
+    /// The browser holds an admin session.
+    pub logged_in: bool,
+    /// Cache-busting version of the assets.
+    pub asset_version: &'static str,
+}
+
+impl Chrome {
+    /// The chrome of page `page` titled `title`, with JSON twin `json`.
+    pub fn new(
+        state: &AppState,
+        s: &Snapshot,
+        headers: &HeaderMap,
+        page: &'static str,
+        title: impl Into<String>,
+        json: impl Into<String>,
+    ) -> Chrome {
+        Chrome {
+            now: s.at,
+            page,
+            title: title.into(),
+            json: json.into(),
+            framework_name: s.framework.name.clone(),
+            framework_id: s.framework.id.clone(),
+            state: s.framework.state.as_str(),
+            role: s.leadership.role(),
+            replica_url: s.replica.advertised_url.clone(),
+            banners: banners(s),
+            live: true,
+            token_mode: state.access == auth::Access::Token,
+            logged_in: state.keys.has_session(headers),
+            asset_version: assets::version(),
+        }
+    }
+
+    /// Turns live refresh off (pages with forms the user fills in).
+    pub fn still(mut self) -> Chrome {
+        self.live = false;
+        self
+    }
+
+    /// An absolute time, `2026-11-29 12:03:04Z`.
+    pub fn time(&self, at: impl Val<f64>) -> String {
+        format::time(at.val())
+    }
+
+    /// A time relative to the snapshot, `12s ago`.
+    pub fn ago(&self, at: impl Val<f64>) -> String {
+        format::ago(at.val(), self.now)
+    }
+
+    /// An optional relative time.
+    pub fn ago_opt(&self, at: impl Val<Option<f64>>) -> String {
+        at.val()
+            .map_or_else(|| "—".to_string(), |t| format::ago(t, self.now))
+    }
+
+    /// A duration in seconds, `7d`, `3m 20s`.
+    pub fn secs(&self, seconds: impl Val<f64>) -> String {
+        format::duration(seconds.val())
+    }
+
+    /// `explicit` or `implicit`.
+    pub fn reconcile_kind(&self, kind: impl Val<ReconcileKind>) -> &'static str {
+        match kind.val() {
+            ReconcileKind::Explicit => "explicit",
+            ReconcileKind::Implicit => "implicit",
+        }
+    }
+
+    /// `command` or `appliance`.
+    pub fn executor(&self, kind: impl Val<ExecutorKind>) -> &'static str {
+        match kind.val() {
+            ExecutorKind::Command => "command",
+            ExecutorKind::Appliance => "appliance",
+        }
+    }
+
+    /// The badge class of a state.
+    pub fn class(&self, state: &str) -> &'static str {
+        format::state_class(state)
+    }
+
+    /// A task state without the `TASK_` prefix.
+    pub fn short<'a>(&self, state: &'a str) -> &'a str {
+        format::short_state(state)
+    }
+
+    /// `class="on"` for the active navigation entry.
+    pub fn nav(&self, page: &str) -> &'static str {
+        if self.page == page { "on" } else { "" }
+    }
+
+    /// Percent-encodes a path segment (task IDs in links).
+    pub fn seg(&self, text: &str) -> String {
+        text.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "overview.html")]
+struct OverviewPage {
+    chrome: Chrome,
+    view: StateView,
+    services: ServicesView,
+    events: Vec<EventEntry>,
+}
+
+/// `GET /`: the overview.
+pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    let s = state.handle.snapshot();
+    OverviewPage {
+        chrome: Chrome::new(
+            &state,
+            &s,
+            &headers,
+            "overview",
+            "Overview",
+            "/api/v1/state",
+        ),
+        view: StateView::new(&s),
+        services: ServicesView::new(&s),
+        events: s.events.iter().rev().take(8).cloned().collect(),
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "replicas.html")]
+struct ReplicasPage {
+    chrome: Chrome,
+    view: ReplicasView,
+}
+
+/// `GET /replicas`: one row per election member, the leader first.
+pub async fn replicas(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    let s = state.handle.snapshot();
+    let view = super::api::replicas_view(&state, &s).await;
+    ReplicasPage {
+        chrome: Chrome::new(
+            &state,
+            &s,
+            &headers,
+            "replicas",
+            "Replicas",
+            "/api/v1/replicas",
+        ),
+        view,
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "tasks.html")]
+struct TasksPage {
+    chrome: Chrome,
+    view: TasksView,
+}
+
+/// `GET /tasks`: sortable, filterable, paged (see [`TaskQuery`]).
+pub async fn tasks(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<TaskQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, AppError> {
+    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
+    let s = state.handle.snapshot();
+    let view = TasksView::new(&s, &query).map_err(AppError::html)?;
+    let json = format!("/api/v1/tasks{}", view.query(&[]));
+    Ok(TasksPage {
+        chrome: Chrome::new(&state, &s, &headers, "tasks", "Tasks", json),
+        view,
+    }
+    .into_response())
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "task.html")]
+struct TaskPage {
+    chrome: Chrome,
+    view: TaskDetailView,
+}
+
+/// `GET /tasks/{id}`: one task and its status-update timeline.
+pub async fn task(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, AppError> {
+    let s = state.handle.snapshot();
+    let view = TaskDetailView::new(&s, &id).map_err(AppError::html)?;
+    let mut chrome = Chrome::new(&state, &s, &headers, "tasks", format!("Task {id}"), "");
+    chrome.json = format!("/api/v1/tasks/{}", chrome.seg(&id));
+    Ok(TaskPage { chrome, view }.into_response())
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "offers.html")]
+struct OffersPage {
+    chrome: Chrome,
+    view: OffersView,
+}
+
+/// `GET /offers`: offers the leader holds.
+pub async fn offers(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    let s = state.handle.snapshot();
+    OffersPage {
+        chrome: Chrome::new(&state, &s, &headers, "offers", "Offers", "/api/v1/offers"),
+        view: OffersView::new(&s),
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "services.html")]
+struct ServicesPage {
+    chrome: Chrome,
+    view: ServicesView,
+}
+
+/// `GET /services`: desired workload with running counts.
+pub async fn services(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    let s = state.handle.snapshot();
+    ServicesPage {
+        chrome: Chrome::new(
+            &state,
+            &s,
+            &headers,
+            "services",
+            "Services",
+            "/api/v1/services",
+        ),
+        view: ServicesView::new(&s),
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "events.html")]
+struct EventsPage {
+    chrome: Chrome,
+    view: EventsView,
+}
+
+/// `GET /events`: recent ERRORs, failovers, leadership changes, actions.
+pub async fn events(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<EventQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, AppError> {
+    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
+    let s = state.handle.snapshot();
+    let view = EventsView::new(&s, &query).map_err(AppError::html)?;
+    let json = match &view.kind {
+        Some(k) => format!(
+            "/api/v1/events?{}",
+            serde_urlencoded::to_string([("kind", k)]).unwrap_or_default()
+        ),
+        None => "/api/v1/events".to_string(),
+    };
+    Ok(EventsPage {
+        chrome: Chrome::new(&state, &s, &headers, "events", "Events", json),
+        view,
+    }
+    .into_response())
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "actions.html")]
+struct ActionsPage {
+    chrome: Chrome,
+    view: ActionsView,
+    csrf: String,
+}
+
+/// `GET /actions`: the actions, with forms on the leader and links to the
+/// leader on a follower.
+pub async fn actions(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let s = state.handle.snapshot();
+    let view = ActionsView::new(&state, &s, &headers);
+    let (csrf, cookie) = state.keys.csrf_for(&headers, state.secure_cookies());
+    let page = ActionsPage {
+        chrome: Chrome::new(
+            &state,
+            &s,
+            &headers,
+            "actions",
+            "Actions",
+            "/api/v1/actions",
+        ),
+        view,
+        csrf,
+    };
+    with_cookie(page.into_response(), cookie)
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "login.html")]
+pub(crate) struct LoginPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) csrf: String,
+    pub(crate) next: String,
+    pub(crate) error: Option<String>,
+    pub(crate) enabled: bool,
+}
+
+/// `GET /login?next=/actions`: the admin-token form (token mode only).
+pub async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let s = state.handle.snapshot();
+    let (csrf, cookie) = state.keys.csrf_for(&headers, state.secure_cookies());
+    let next = safe_next(query.get("next").map(String::as_str));
+    let page = LoginPage {
+        chrome: Chrome::new(&state, &s, &headers, "actions", "Log in", "").still(),
+        csrf,
+        next,
+        error: None,
+        enabled: state.access == auth::Access::Token,
+    };
+    with_cookie(page.into_response(), cookie)
+}
+
+/// A local path to return to after logging in (`/actions` unless `next`
+/// is a plain absolute path on this server).
+pub fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
+        _ => "/actions".to_string(),
+    }
+}
+
+/// Adds a `Set-Cookie` header when there is one.
+pub fn with_cookie(mut response: Response, cookie: Option<axum::http::HeaderValue>) -> Response {
+    if let Some(cookie) = cookie {
+        response
+            .headers_mut()
+            .append(axum::http::header::SET_COOKIE, cookie);
+    }
+    response
+}

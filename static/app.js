@@ -1,0 +1,104 @@
+// mesos-appliance dashboard: keeps server-rendered pages live.
+// Pages work without this script. With it, each new scheduler snapshot
+// (server-sent events from /api/v1/stream) re-fetches the current page and
+// swaps its #live part, the header and the banners. When the stream breaks,
+// a "scheduler unreachable" notice shows and reconnects back off (1 s, 2 s,
+// 4 s ... 30 s). Without EventSource it polls the page every 5 s.
+(function () {
+  "use strict";
+
+  // Confirmation pages: enable the button once the typed name matches.
+  // (The server checks again.)
+  var form = document.getElementById("confirm-form");
+  if (form) {
+    var input = document.getElementById("confirm-name");
+    var submit = document.getElementById("confirm-submit");
+    var expect = form.getAttribute("data-expect");
+    var check = function () { submit.disabled = input.value.trim() !== expect; };
+    input.addEventListener("input", check);
+    check();
+  }
+  // Filter selects submit on change.
+  var filters = document.getElementById("task-filters");
+  if (filters) {
+    filters.querySelectorAll("select").forEach(function (s) {
+      s.addEventListener("change", function () { filters.submit(); });
+    });
+  }
+
+  if (document.body.getAttribute("data-live") !== "on") return;
+
+  var notice = document.getElementById("notice");
+  var noticeText = document.getElementById("notice-text");
+  var status = document.getElementById("live-status");
+  var backoff = 1000, MAX_BACKOFF = 30000, MIN_GAP = 2000;
+  var lastRefresh = 0, pending = null, source = null, retryTimer = null;
+
+  function unreachable(why) {
+    notice.hidden = false;
+    noticeText.textContent = why + "; retrying in " + Math.round(backoff / 1000) + " s (the page shows the last data received)";
+    if (status) status.textContent = "not live";
+  }
+  function reachable() {
+    notice.hidden = true;
+    backoff = 1000;
+    if (status) status.textContent = "live";
+  }
+  function busy() {
+    var a = document.activeElement;
+    var live = document.getElementById("live");
+    return a && live && live.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName);
+  }
+  function swap(doc, id) {
+    var now = document.getElementById(id), next = doc.getElementById(id);
+    if (now && next) now.replaceWith(next);
+  }
+  function refresh() {
+    pending = null;
+    if (busy()) { schedule(); return; }
+    lastRefresh = Date.now();
+    fetch(location.href, { headers: { "Accept": "text/html" }, cache: "no-store", credentials: "same-origin" })
+      .then(function (r) {
+        if (!r.ok && r.status >= 500 && r.status !== 503) throw new Error("HTTP " + r.status);
+        return r.text();
+      })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        ["top", "banners", "live"].forEach(function (id) { swap(doc, id); });
+        reachable();
+      })
+      .catch(function () { unreachable("cannot load this page"); });
+  }
+  function schedule() {
+    if (pending) return;
+    var wait = Math.max(0, MIN_GAP - (Date.now() - lastRefresh));
+    pending = setTimeout(refresh, wait);
+  }
+  function retry(why) {
+    if (source) { source.close(); source = null; }
+    unreachable(why);
+    clearTimeout(retryTimer);
+    retryTimer = setTimeout(connect, backoff);
+    backoff = Math.min(backoff * 2, MAX_BACKOFF);
+  }
+  // The snapshot time the page shows; a newer one triggers a refresh.
+  var shownAt = parseFloat(document.body.getAttribute("data-at")) || 0;
+  function connect() {
+    if (!window.EventSource) { poll(); return; }
+    source = new EventSource("/api/v1/stream");
+    source.addEventListener("open", reachable);
+    source.addEventListener("snapshot", function (e) {
+      var at = 0;
+      try { at = JSON.parse(e.data).at; } catch (_) { /* refresh anyway */ }
+      if (!at || at !== shownAt) { shownAt = at; schedule(); }
+    });
+    source.addEventListener("error", function () { retry("lost the live stream"); });
+  }
+  function poll() {
+    setTimeout(function () {
+      fetch(location.href, { cache: "no-store" }).then(function () { refresh(); poll(); })
+        .catch(function () { unreachable("cannot reach the server"); backoff = Math.min(backoff * 2, MAX_BACKOFF); poll(); });
+    }, Math.max(5000, backoff));
+  }
+  connect();
+})();

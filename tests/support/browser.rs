@@ -1,0 +1,210 @@
+//! Headless Chromium driven through chromedriver and fantoccini
+//! (STACK.md §4): chromedriver runs as a child on a free port and is killed
+//! when the [`Browser`] drops; each browser gets a fresh profile directory.
+//! Screenshots go to `$CARGO_TARGET_DIR/screenshots` (default
+//! `target/screenshots`).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+
+/// chromedriver from Debian's `chromium-driver`.
+pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// Chromium from Debian's `chromium`.
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// A WebDriver session on a headless Chromium.
+pub struct Browser {
+    /// The WebDriver client.
+    pub client: Client,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium (1280×900).
+    pub async fn start() -> Browser {
+        let port = free_port();
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start {CHROMEDRIVER} (apt-get install chromium-driver): {e}")
+            });
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not listen on {port}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let profile = tempfile::tempdir().expect("profile dir");
+        let caps = serde_json::json!({
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", "--no-first-run", "--window-size=1280,900",
+                    "--hide-scrollbars",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }
+        });
+        let caps = match caps {
+            serde_json::Value::Object(map) => map,
+            _ => unreachable!(),
+        };
+        let mut driver = driver;
+        let client =
+            match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                .capabilities(caps)
+                .connect(&format!("http://127.0.0.1:{port}"))
+                .await
+            {
+                Ok(client) => client,
+                Err(e) => {
+                    let _ = driver.kill();
+                    panic!("WebDriver session: {e}");
+                }
+            };
+        Browser {
+            client,
+            driver,
+            _profile: profile,
+        }
+    }
+
+    /// Opens `url`.
+    pub async fn goto(&self, url: &str) {
+        self.client.goto(url).await.expect("goto");
+    }
+
+    /// The text of the first element matching `css`.
+    pub async fn text(&self, css: &str) -> String {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
+            .text()
+            .await
+            .expect("text")
+    }
+
+    /// Clicks the first element matching `css`.
+    pub async fn click(&self, css: &str) {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
+            .click()
+            .await
+            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+    }
+
+    /// Types `text` into the first element matching `css`.
+    pub async fn type_into(&self, css: &str, text: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
+            .send_keys(text)
+            .await
+            .expect("send keys");
+    }
+
+    /// How many elements match `css`.
+    pub async fn count(&self, css: &str) -> usize {
+        self.client
+            .find_all(Locator::Css(css))
+            .await
+            .map(|v| v.len())
+            .unwrap_or(0)
+    }
+
+    /// The current URL.
+    pub async fn url(&self) -> String {
+        self.client.current_url().await.expect("url").to_string()
+    }
+
+    /// Waits until the page at `path` (a URL suffix) has loaded.
+    pub async fn wait_for_path(&self, path: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let url = self.url().await;
+            if url.contains(path) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "still at {url}, expected {path}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the text of `css` contains `needle` (live updates).
+    pub async fn wait_for_text(&self, css: &str, needle: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let text = match self.client.find(Locator::Css(css)).await {
+                Ok(e) => e.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{css} never contained {needle:?}; last: {text:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Saves a screenshot of the viewport as `<screenshots>/<name>.png`.
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        let dir = screenshot_dir();
+        std::fs::create_dir_all(&dir).expect("screenshot dir");
+        let png = self.client.screenshot().await.expect("screenshot");
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).expect("write screenshot");
+        path
+    }
+
+    /// Ends the session (the child is killed on drop either way).
+    pub async fn close(self) {
+        let _ = self.client.clone().close().await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Where screenshots go.
+pub fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    target.join("screenshots")
+}

@@ -1,0 +1,642 @@
+//! The web layer in isolation: a router over a snapshot channel the test
+//! publishes into, a [`MemoryCoordinator`], and a small scripted core
+//! ([`TestCore`]) answering commands from the `mpsc` receiver — success
+//! with plausible effects, a chosen error, or never (to hit the handler
+//! timeout). This tests the web layer only; it imitates neither ZooKeeper
+//! nor Mesos.
+//!
+//! Also: sample snapshots (a leader with tasks, a follower), and request
+//! helpers for `tower::ServiceExt::oneshot`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use mesos_appliance::coordination::memory::MemoryCoordinator;
+use mesos_appliance::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
+use mesos_appliance::scheduler::{
+    Command, CommandError, CommandSpec, EventEntry, ExecutorKind, FrameworkState, FrameworkStatus,
+    KamikazeResult, OfferSummary, ReconcileKind, ReconcileRun, ReconciliationStatus,
+    SchedulerHandle, ServiceSpec, ServiceStatus, Snapshot, StatusEntry, TaskRecord, TeardownResult,
+};
+use mesos_appliance::web::{AppState, WebConfig, router};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::sync::{mpsc, watch};
+use tower::ServiceExt;
+
+/// The framework ID of the sample snapshots.
+pub const FRAMEWORK_ID: &str = "7c1f3a9e-52b4-4d0e-9f3c-2a8b6e1d4c70-0000";
+/// The framework name of the sample snapshots.
+pub const FRAMEWORK_NAME: &str = "mesos-appliance";
+/// The admin token of token-mode tests.
+pub const TOKEN: &str = "test-admin-token-0123456789";
+/// A fixed "now" for the sample snapshots (2026-11-28 10:00:00Z).
+pub const NOW: f64 = 1_795_860_000.0;
+
+/// Replica info for `url`.
+pub fn replica_info(id: &str, url: &str) -> ReplicaInfo {
+    ReplicaInfo {
+        replica_id: id.to_string(),
+        advertised_url: url.to_string(),
+        deployment_id: "dep-3f9a1c".to_string(),
+        version: "0.1.0".to_string(),
+        started_at: (NOW - 3.0 * 3600.0) as u64,
+    }
+}
+
+fn spec(name: &str, command: &str, instances: u32, executor: ExecutorKind) -> ServiceSpec {
+    serde_json::from_value(serde_json::json!({
+        "name": name, "command": command, "cpus": 0.1, "mem": 64, "instances": instances,
+        "ports": if executor == ExecutorKind::Appliance { 1 } else { 0 },
+        "executor": if executor == ExecutorKind::Appliance { "appliance" } else { "command" },
+        "constraints": if name == "web" { vec!["hostname:UNIQUE"] } else { vec![] },
+    }))
+    .expect("sample spec")
+}
+
+/// Task `i` of the samples: services `web` (appliance executor) and
+/// `batch` (command executor); mostly running, some staging or failed.
+pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
+    let (service, executor) = if i % 4 == 3 {
+        ("batch", ExecutorKind::Command)
+    } else {
+        ("web", ExecutorKind::Appliance)
+    };
+    let uuid = uuid::Uuid::from_u128(
+        (i as u128 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
+            ^ u128::from(generation) << 64,
+    );
+    let task_id = format!("{service}.{i}.{uuid}");
+    let agent = i % 8;
+    let launched = NOW - 3000.0 + i as f64 * 7.0 + f64::from(generation) * 100.0;
+    let state = match (generation, i % 20) {
+        (0, 5) => "TASK_STAGING",
+        (0, 13) => "TASK_FAILED",
+        _ => "TASK_RUNNING",
+    };
+    let mut timeline = vec![StatusEntry {
+        at: launched + 0.4,
+        state: "TASK_STARTING".into(),
+        source: "SOURCE_EXECUTOR".into(),
+        reason: None,
+        message: None,
+    }];
+    if state != "TASK_STAGING" {
+        timeline.push(StatusEntry {
+            at: launched + 1.2,
+            state: "TASK_RUNNING".into(),
+            source: "SOURCE_EXECUTOR".into(),
+            reason: None,
+            message: None,
+        });
+    }
+    if state == "TASK_FAILED" {
+        timeline.push(StatusEntry {
+            at: launched + 60.0,
+            state: "TASK_FAILED".into(),
+            source: "SOURCE_EXECUTOR".into(),
+            reason: Some("REASON_COMMAND_EXECUTOR_FAILED".into()),
+            message: Some("Command exited with status 1".into()),
+        });
+    }
+    TaskRecord {
+        task_id: task_id.clone(),
+        service: service.into(),
+        instance: i as u32,
+        fingerprint: "9d2b7c1e4f0a3b65".into(),
+        agent_id: format!("b2a4e6c8-0d1f-4a3b-8c5d-7e9f1a2b3c4d-S{agent}"),
+        hostname: format!("agent-{agent}.cluster.test"),
+        executor,
+        executor_id: match executor {
+            ExecutorKind::Appliance => {
+                format!("mesos-appliance-executor.{service}.{agent}.g{generation}")
+            }
+            ExecutorKind::Command => task_id,
+        },
+        ports: if executor == ExecutorKind::Appliance {
+            vec![31000 + i as u64]
+        } else {
+            vec![]
+        },
+        state: state.into(),
+        launched_at: launched,
+        updated_at: timeline.last().map_or(launched, |e| e.at),
+        kill: None,
+        timeline,
+    }
+}
+
+/// A leader's snapshot at `url` with `tasks` sample tasks, subscribed.
+pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
+    let replica = replica_info("replica-a", url);
+    let mut s = Snapshot::standby(replica, FRAMEWORK_NAME, "*", Strategy::Failover);
+    s.at = NOW;
+    s.leadership = Leadership::Leader { term: 3 };
+    s.framework = FrameworkStatus {
+        id: Some(FRAMEWORK_ID.into()),
+        name: FRAMEWORK_NAME.into(),
+        role: "*".into(),
+        state: FrameworkState::Subscribed,
+        reason: None,
+        failover_timeout_seconds: 604_800.0,
+        master: Some("http://master-1.cluster.test:5050".into()),
+        master_version: Some("1.11.0".into()),
+        subscribed_at: Some(NOW - 2.5 * 3600.0),
+        last_event_at: Some(NOW - 4.0),
+        heartbeat_interval_seconds: Some(15.0),
+        strategy: Strategy::Failover,
+    };
+    s.deployment = Some(DeploymentRecord {
+        deployment_id: "dep-3f9a1c".into(),
+        epoch: 2,
+        strategy: Strategy::Failover,
+        teardown_done: false,
+    });
+    let mut records: Vec<TaskRecord> = (0..tasks).map(|i| sample_task(i, 0)).collect();
+    records.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+    let web = records.iter().filter(|t| t.service == "web").count() as u32;
+    let batch = records.len() as u32 - web;
+    let running = |svc: &str| {
+        records
+            .iter()
+            .filter(|t| t.service == svc && t.state == "TASK_RUNNING")
+            .count() as u32
+    };
+    s.services = vec![
+        ServiceStatus {
+            spec: spec(
+                "web",
+                "python3 -m http.server $PORT0",
+                web,
+                ExecutorKind::Appliance,
+            ),
+            running: running("web"),
+            starting: 0,
+            killing: 0,
+            consecutive_failures: 0,
+            next_launch_after: None,
+        },
+        ServiceStatus {
+            spec: spec(
+                "batch",
+                "./run-batch.sh --shard $MESOS_TASK_ID",
+                batch,
+                ExecutorKind::Command,
+            ),
+            running: running("batch"),
+            starting: 0,
+            killing: 0,
+            consecutive_failures: 1,
+            next_launch_after: Some(NOW + 20.0),
+        },
+    ];
+    s.tasks = records.into_iter().map(Arc::new).collect();
+    s.offers = (0..2)
+        .map(|i| OfferSummary {
+            id: format!("b2a4e6c8-0d1f-4a3b-8c5d-7e9f1a2b3c4d-O{}", 812 + i),
+            agent_id: format!("b2a4e6c8-0d1f-4a3b-8c5d-7e9f1a2b3c4d-S{i}"),
+            hostname: format!("agent-{i}.cluster.test"),
+            cpus: 3.5,
+            mem: 14_848.0,
+            disk: 90_000.0,
+            ports: "[31100-32000]".into(),
+            received_at: NOW - 3.0,
+            expires_at: NOW + 7.0,
+        })
+        .collect();
+    s.reconciliation = ReconciliationStatus {
+        running: None,
+        history: vec![ReconcileRun {
+            kind: ReconcileKind::Explicit,
+            trigger: "subscribed".into(),
+            started_at: NOW - 2.5 * 3600.0,
+            finished_at: Some(NOW - 2.5 * 3600.0 + 1.5),
+            asked: tasks,
+            answered: tasks,
+            unanswered: vec![],
+            calls: 1,
+            outcome: "converged".into(),
+        }],
+    };
+    s.events = vec![
+        event(NOW - 3.0 * 3600.0, "leadership", "became leader (term 3)"),
+        event(
+            NOW - 2.5 * 3600.0,
+            "subscribed",
+            &format!("SUBSCRIBED as {FRAMEWORK_ID}, heartbeat 15s"),
+        ),
+        event(
+            NOW - 2.5 * 3600.0 + 1.5,
+            "reconcile",
+            "explicit reconciliation converged",
+        ),
+        event(
+            NOW - 600.0,
+            "error",
+            "TASK_FAILED batch.13: Command exited with status 1",
+        ),
+    ];
+    s
+}
+
+/// An event entry.
+pub fn event(at: f64, kind: &str, message: &str) -> EventEntry {
+    EventEntry {
+        at,
+        kind: kind.into(),
+        message: message.into(),
+    }
+}
+
+/// A follower's snapshot at `url`, following `leader_url`: framework ID
+/// and tasks from the stores, state `standby`.
+pub fn follower_snapshot(url: &str, leader_url: &str, tasks: usize) -> Snapshot {
+    let mut s = leader_snapshot(url, tasks);
+    s.replica = replica_info("replica-b", url);
+    s.leadership = Leadership::Follower {
+        leader: Some(replica_info("replica-a", leader_url)),
+    };
+    s.framework.state = FrameworkState::Standby;
+    s.framework.master = None;
+    s.framework.subscribed_at = None;
+    s.framework.last_event_at = None;
+    s.offers.clear();
+    s
+}
+
+/// How the test core answers.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Carry the command out (with plausible effects on the snapshot).
+    Succeed,
+    /// Answer every command with this error.
+    Fail(CommandError),
+    /// Never answer (the handler times out).
+    Silent,
+}
+
+/// The scripted core: answers commands per [`Mode`], logs their names.
+#[derive(Clone)]
+pub struct TestCore {
+    mode: Arc<Mutex<Mode>>,
+    log: Arc<Mutex<Vec<&'static str>>>,
+    snapshots: watch::Sender<Arc<Snapshot>>,
+}
+
+impl TestCore {
+    /// Sets how the following commands are answered.
+    pub fn set_mode(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+
+    /// Names of the commands received so far.
+    pub fn received(&self) -> Vec<&'static str> {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn run(self, mut rx: mpsc::Receiver<Command>) {
+        tokio::spawn(async move {
+            // Replies of `Silent` commands, kept so they never resolve.
+            let mut parked: Vec<Command> = Vec::new();
+            while let Some(command) = rx.recv().await {
+                let name = match &command {
+                    Command::Reconcile { .. } => "reconcile",
+                    Command::Kamikaze { .. } => "kamikaze",
+                    Command::Teardown { .. } => "teardown",
+                    Command::Abdicate { .. } => "abdicate",
+                    Command::Reregister { .. } => "reregister",
+                    Command::PutService { .. } => "put_service",
+                    Command::DeleteService { .. } => "delete_service",
+                };
+                self.log.lock().unwrap().push(name);
+                let mode = self.mode.lock().unwrap().clone();
+                match mode {
+                    Mode::Silent => parked.push(command),
+                    Mode::Fail(e) => fail(command, e),
+                    Mode::Succeed => self.succeed(command),
+                }
+            }
+        });
+    }
+
+    fn succeed(&self, command: Command) {
+        let mut s = (**self.snapshots.borrow()).clone();
+        s.at += 1.0;
+        match command {
+            Command::Reconcile { kind, reply } => {
+                let active = s.tasks.iter().filter(|t| !t.is_terminal()).count();
+                let run = ReconcileRun {
+                    kind,
+                    trigger: "manual".into(),
+                    started_at: s.at,
+                    finished_at: None,
+                    asked: if kind == ReconcileKind::Explicit {
+                        active
+                    } else {
+                        0
+                    },
+                    answered: 0,
+                    unanswered: vec![],
+                    calls: 1,
+                    outcome: "running".into(),
+                };
+                s.reconciliation.running = Some(run.clone());
+                s.events
+                    .push(event(s.at, "action", "manual reconciliation started"));
+                let _ = reply.send(Ok(run));
+            }
+            Command::Kamikaze { reply } => {
+                let blast = mesos_appliance::web::views::Blast::new(&s);
+                let results = blast
+                    .executors
+                    .iter()
+                    .map(|e| KamikazeResult {
+                        agent_id: e.agent_id.clone(),
+                        hostname: e.hostname.clone(),
+                        executor_id: e.executor_id.clone(),
+                        accepted: true,
+                        error: None,
+                    })
+                    .collect();
+                // The appliance executors' tasks die and are replaced.
+                let mut tasks: Vec<TaskRecord> = Vec::new();
+                for t in &s.tasks {
+                    if t.executor == ExecutorKind::Appliance && !t.is_terminal() {
+                        let mut dead = (**t).clone();
+                        dead.state = "TASK_KILLED".into();
+                        dead.updated_at = s.at;
+                        tasks.push(dead);
+                        let mut fresh = sample_task(t.instance as usize, 1);
+                        fresh.launched_at = s.at;
+                        fresh.updated_at = s.at;
+                        tasks.push(fresh);
+                    } else {
+                        tasks.push((**t).clone());
+                    }
+                }
+                tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+                s.tasks = tasks.into_iter().map(Arc::new).collect();
+                s.events.push(event(s.at, "action", "kamikaze sent"));
+                let _ = reply.send(Ok(results));
+            }
+            Command::Teardown { reply } => {
+                let result = TeardownResult {
+                    framework_id: s.framework.id.clone().unwrap_or_default(),
+                    tasks: s.tasks.len(),
+                };
+                s.framework.id = None;
+                s.tasks.clear();
+                s.framework.state = FrameworkState::Subscribing;
+                let _ = reply.send(Ok(result));
+            }
+            Command::Abdicate { reply } => {
+                let _ = reply.send(Ok(()));
+            }
+            Command::Reregister { reply } => {
+                if s.framework.state == FrameworkState::Removed {
+                    s.framework.state = FrameworkState::Subscribing;
+                    let _ = reply.send(Ok(()));
+                } else {
+                    let _ = reply.send(Err(CommandError::Conflict(format!(
+                        "reregister applies in state removed, not {}",
+                        s.framework.state.as_str()
+                    ))));
+                }
+            }
+            Command::PutService { spec, reply } => {
+                let existing = s.services.iter_mut().find(|x| x.spec.name == spec.name);
+                let replaced = existing.is_some();
+                match existing {
+                    Some(x) => x.spec = spec,
+                    None => s.services.push(ServiceStatus {
+                        spec,
+                        running: 0,
+                        starting: 0,
+                        killing: 0,
+                        consecutive_failures: 0,
+                        next_launch_after: None,
+                    }),
+                }
+                let _ = reply.send(Ok(replaced));
+            }
+            Command::DeleteService { name, reply } => {
+                let before = s.services.len();
+                s.services.retain(|x| x.spec.name != name);
+                let _ = reply.send(Ok(s.services.len() != before));
+            }
+        }
+        self.snapshots.send_replace(Arc::new(s));
+    }
+}
+
+fn fail(command: Command, e: CommandError) {
+    match command {
+        Command::Reconcile { reply, .. } => drop(reply.send(Err(e))),
+        Command::Kamikaze { reply } => drop(reply.send(Err(e))),
+        Command::Teardown { reply } => drop(reply.send(Err(e))),
+        Command::Abdicate { reply } => drop(reply.send(Err(e))),
+        Command::Reregister { reply } => drop(reply.send(Err(e))),
+        Command::PutService { reply, .. } => drop(reply.send(Err(e))),
+        Command::DeleteService { reply, .. } => drop(reply.send(Err(e))),
+    }
+}
+
+/// A web layer under test.
+pub struct TestWeb {
+    /// The state handed to the router.
+    pub state: AppState,
+    /// The scripted core.
+    pub core: TestCore,
+    /// Publishes snapshots.
+    pub snapshots: watch::Sender<Arc<Snapshot>>,
+}
+
+/// The default test config: loopback (actions allowed without a token),
+/// advertised as `http://127.0.0.1:8080`, 2 s handler timeout.
+pub fn test_config() -> WebConfig {
+    let mut config = WebConfig::new("127.0.0.1:8080".parse().unwrap(), "http://127.0.0.1:8080");
+    config.handler_timeout = Duration::from_secs(2);
+    config
+}
+
+/// A token-mode config (non-loopback listen address, admin token set).
+pub fn token_config() -> WebConfig {
+    let mut config = WebConfig::new(
+        "10.0.0.5:8080".parse().unwrap(),
+        "http://sched-a.cluster.test:8080",
+    );
+    config.admin_token = Some(TOKEN.to_string());
+    config.handler_timeout = Duration::from_secs(2);
+    config
+}
+
+impl TestWeb {
+    /// A web layer with `config` showing `snapshot`, its core succeeding.
+    /// Must run inside a tokio runtime (it spawns the core).
+    pub fn new(config: WebConfig, snapshot: Snapshot) -> TestWeb {
+        let coordinator = Arc::new(MemoryCoordinator::new(snapshot.replica.clone()));
+        let (snapshots, rx) = watch::channel(Arc::new(snapshot));
+        let (commands, command_rx) = mpsc::channel(16);
+        let core = TestCore {
+            mode: Arc::new(Mutex::new(Mode::Succeed)),
+            log: Arc::new(Mutex::new(Vec::new())),
+            snapshots: snapshots.clone(),
+        };
+        core.clone().run(command_rx);
+        let mut registry = Registry::default();
+        let subscribed = Gauge::<i64>::default();
+        subscribed.set(1);
+        registry.register(
+            "framework_subscribed",
+            "1 while this replica is subscribed",
+            subscribed,
+        );
+        let state = AppState::new(
+            config,
+            SchedulerHandle::new(commands, rx),
+            coordinator,
+            Arc::new(registry),
+        );
+        TestWeb {
+            state,
+            core,
+            snapshots,
+        }
+    }
+
+    /// A leader with 120 tasks on the default config.
+    pub fn leader() -> TestWeb {
+        TestWeb::new(test_config(), leader_snapshot("http://127.0.0.1:8080", 120))
+    }
+
+    /// The router.
+    pub fn router(&self) -> Router {
+        router(self.state.clone())
+    }
+
+    /// Publishes a new snapshot.
+    pub fn publish(&self, s: Snapshot) {
+        self.snapshots.send_replace(Arc::new(s));
+    }
+
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> Snapshot {
+        (**self.snapshots.borrow()).clone()
+    }
+
+    /// Sends one request through a fresh router.
+    pub async fn send(&self, request: Request<Body>) -> TestResponse {
+        send(self.router(), request).await
+    }
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl TestResponse {
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON (panics with the body when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// `name=value` of the `Set-Cookie` for `name`.
+    pub fn cookie(&self, name: &str) -> Option<String> {
+        self.headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(|v| v.split(';').next())
+            .find(|kv| kv.starts_with(&format!("{name}=")))
+            .map(str::to_string)
+    }
+
+    /// The value of the hidden `csrf` field in an HTML form.
+    pub fn csrf_field(&self) -> Option<String> {
+        let text = self.text();
+        let marker = r#"name="csrf" value=""#;
+        let start = text.find(marker)? + marker.len();
+        let end = text[start..].find('"')?;
+        Some(text[start..start + end].to_string())
+    }
+}
+
+/// Sends `request` to `router`.
+pub async fn send(router: Router, request: Request<Body>) -> TestResponse {
+    let response = router.oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), 16 << 20)
+        .await
+        .expect("body")
+        .to_vec();
+    TestResponse {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// `GET path`.
+pub fn get(path: &str) -> Request<Body> {
+    Request::get(path).body(Body::empty()).unwrap()
+}
+
+/// A request builder for `method path`.
+pub fn request(method: Method, path: &str) -> axum::http::request::Builder {
+    Request::builder().method(method).uri(path)
+}
+
+/// `method path` with a JSON body.
+pub fn json_request(method: Method, path: &str, body: &serde_json::Value) -> Request<Body> {
+    request(method, path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// A browser form post from `origin` with `cookies` (`a=b; c=d`).
+pub fn form_post(
+    path: &str,
+    origin: Option<&str>,
+    cookies: &str,
+    fields: &[(&str, &str)],
+) -> Request<Body> {
+    let mut b = request(Method::POST, path)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::HOST, "127.0.0.1:8080");
+    if let Some(origin) = origin {
+        b = b.header(header::ORIGIN, origin);
+    }
+    if !cookies.is_empty() {
+        b = b.header(header::COOKIE, cookies);
+    }
+    b.body(Body::from(serde_urlencoded::to_string(fields).unwrap()))
+        .unwrap()
+}
+
+/// The shell command of a sample service (for assertions).
+pub fn command_text(spec: &ServiceSpec) -> String {
+    match &spec.command {
+        CommandSpec::Shell(s) => s.clone(),
+        CommandSpec::Argv(a) => a.join(" "),
+    }
+}

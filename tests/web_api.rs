@@ -1,0 +1,887 @@
+//! The JSON API with `oneshot`: every endpoint's answers, and the status
+//! codes of the rules (token missing or wrong, cross-origin, follower,
+//! timeout, bounded bodies, unknown routes).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode, header};
+use mesos_appliance::coordination::Leadership;
+use mesos_appliance::scheduler::{CommandError, FrameworkState};
+use serde_json::json;
+use support::web::*;
+
+fn action(path: &str) -> axum::http::request::Builder {
+    request(Method::POST, path)
+}
+
+#[tokio::test]
+async fn state_names_the_framework_and_the_leader() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/api/v1/state")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let v = r.json();
+    assert_eq!(v["framework"]["id"], FRAMEWORK_ID);
+    assert_eq!(v["framework"]["name"], FRAMEWORK_NAME);
+    assert_eq!(v["framework"]["state"], "subscribed");
+    assert_eq!(v["framework"]["failover_timeout_seconds"], 604_800.0);
+    assert_eq!(
+        v["framework"]["master"],
+        "http://master-1.cluster.test:5050"
+    );
+    assert_eq!(v["framework"]["heartbeat_age_seconds"], 4.0);
+    assert_eq!(v["leadership"]["role"], "leader");
+    assert_eq!(v["leadership"]["leader_url"], "http://127.0.0.1:8080");
+    assert_eq!(v["deployment"]["epoch"], 2);
+    assert_eq!(v["counts"]["tasks"], 120);
+    assert_eq!(v["counts"]["tasks_by_state"]["TASK_FAILED"], 6);
+    assert_eq!(v["counts"]["active_tasks"], 114);
+    assert_eq!(v["readiness"]["ready"], true);
+}
+
+#[tokio::test]
+async fn follower_state_names_the_leader() {
+    let web = TestWeb::new(
+        test_config(),
+        follower_snapshot("http://127.0.0.1:8080", "http://sched-a.test:8080", 10),
+    );
+    let v = web.send(get("/api/v1/state")).await.json();
+    assert_eq!(v["leadership"]["role"], "follower");
+    assert_eq!(v["leadership"]["leader_url"], "http://sched-a.test:8080");
+    assert_eq!(v["framework"]["state"], "standby");
+    assert_eq!(v["framework"]["id"], FRAMEWORK_ID);
+}
+
+#[tokio::test]
+async fn tasks_are_paged_filtered_and_sorted() {
+    let web = TestWeb::leader();
+    let v = web.send(get("/api/v1/tasks")).await.json();
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 50);
+    assert_eq!(
+        (v["total"].clone(), v["pages"].clone()),
+        (json!(120), json!(3))
+    );
+    let first = &v["tasks"][0];
+    for key in ["id", "service", "state", "agent_id", "hostname", "updated"] {
+        assert!(!first[key].is_null(), "{key} missing in {first}");
+    }
+
+    let v = web.send(get("/api/v1/tasks?page=3")).await.json();
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 20);
+
+    let v = web
+        .send(get(
+            "/api/v1/tasks?service=batch&state=TASK_RUNNING&per_page=1000",
+        ))
+        .await
+        .json();
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(v["matched"], tasks.len());
+    assert!(!tasks.is_empty());
+    assert!(
+        tasks
+            .iter()
+            .all(|t| t["service"] == "batch" && t["state"] == "TASK_RUNNING")
+    );
+
+    let v = web.send(get("/api/v1/tasks?state=terminal")).await.json();
+    assert_eq!(v["matched"], 6);
+
+    let v = web
+        .send(get("/api/v1/tasks?q=agent-3.&per_page=500"))
+        .await
+        .json();
+    assert_eq!(v["matched"], 15);
+
+    let v = web
+        .send(get("/api/v1/tasks?sort=updated&order=desc&per_page=10000"))
+        .await
+        .json();
+    let updated: Vec<f64> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["updated"].as_f64().unwrap())
+        .collect();
+    assert!(updated.windows(2).all(|w| w[0] >= w[1]));
+
+    let r = web
+        .send(get("/api/v1/tasks?sort=colour&per_page=0&state=RUNNING"))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let fields: Vec<String> = r.json()["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(fields, ["state", "sort", "per_page"]);
+}
+
+#[tokio::test]
+async fn one_task_with_its_timeline() {
+    let web = TestWeb::leader();
+    let id = web.snapshot().tasks[0].task_id.clone();
+    let v = web.send(get(&format!("/api/v1/tasks/{id}"))).await.json();
+    assert_eq!(v["task"]["id"], id.as_str());
+    let timeline = v["timeline"].as_array().unwrap();
+    assert!(timeline.len() >= 2);
+    assert!(
+        timeline[0]["at"].as_f64() > timeline[1]["at"].as_f64(),
+        "newest first"
+    );
+    let r = web.send(get("/api/v1/tasks/nope")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:not-found");
+}
+
+#[tokio::test]
+async fn offers_replicas_events_services() {
+    let web = TestWeb::leader();
+    let v = web.send(get("/api/v1/offers")).await.json();
+    assert_eq!(v["offers"].as_array().unwrap().len(), 2);
+    assert_eq!(v["leading"], true);
+
+    let v = web.send(get("/api/v1/replicas")).await.json();
+    let replicas = v["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 1);
+    assert_eq!(replicas[0]["leader"], true);
+    assert_eq!(replicas[0]["this"], true);
+    assert_eq!(replicas[0]["subscription"], "subscribed");
+    assert_eq!(replicas[0]["advertised_url"], "http://127.0.0.1:8080");
+    assert!(v["error"].is_null());
+
+    let v = web.send(get("/api/v1/events")).await.json();
+    let events = v["events"].as_array().unwrap();
+    assert_eq!(events.len(), 4);
+    assert_eq!(events[0]["kind"], "error", "newest first");
+    let v = web.send(get("/api/v1/events?kind=leadership")).await.json();
+    assert_eq!(v["events"].as_array().unwrap().len(), 1);
+    let r = web.send(get("/api/v1/events?limit=x")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+
+    let v = web.send(get("/api/v1/services")).await.json();
+    let names: Vec<&str> = v["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["batch", "web"]);
+    assert_eq!(v["services"][1]["spec"]["instances"], 90);
+    let r = web.send(get("/api/v1/services/web")).await;
+    assert_eq!(r.json()["running"], 78);
+    assert_eq!(
+        web.send(get("/api/v1/services/nope")).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn services_are_created_replaced_and_deleted() {
+    let web = TestWeb::leader();
+    let spec = json!({"command": "sleep 100", "cpus": 0.1, "mem": 32, "instances": 2});
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/sleeper", &spec))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    assert_eq!(r.json(), json!({"name": "sleeper", "outcome": "created"}));
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/sleeper", &spec))
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["outcome"], "replaced");
+
+    let bad =
+        json!({"command": "", "cpus": 0, "mem": 32, "instances": 1, "constraints": ["x:NEAR"]});
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/sleeper", &bad))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let v = r.json();
+    let fields: Vec<&str> = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["command", "cpus", "constraints[0]"]);
+
+    let renamed = json!({"name": "other", "command": "x", "cpus": 1, "mem": 1, "instances": 1});
+    let r = web
+        .send(json_request(
+            Method::PUT,
+            "/api/v1/services/sleeper",
+            &renamed,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json()["errors"][0]["field"], "name");
+
+    let typo = json!({"command": "x", "cpus": 1, "mem": 1, "instnaces": 1});
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/sleeper", &typo))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.json()["detail"].as_str().unwrap().contains("instnaces"));
+
+    let r = web
+        .send(
+            request(Method::PUT, "/api/v1/services/sleeper")
+                .header(header::CONTENT_TYPE, "text/plain")
+                .body(Body::from(spec.to_string()))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    let r = web
+        .send(
+            request(Method::PUT, "/api/v1/services/big")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(vec![b' '; 100 * 1024]))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+
+    let r = web
+        .send(
+            request(Method::DELETE, "/api/v1/services/sleeper")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = web
+        .send(
+            request(Method::DELETE, "/api/v1/services/sleeper")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        web.core.received(),
+        [
+            "put_service",
+            "put_service",
+            "delete_service",
+            "delete_service"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn actions_run_on_the_leader() {
+    let web = TestWeb::leader();
+    let r = web
+        .send(
+            action("/api/v1/actions/reconcile")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["action"], "reconcile");
+    assert_eq!(v["kind"], "explicit");
+    assert_eq!(v["reconcile"]["asked"], 114);
+    assert_eq!(v["ok"], true);
+
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/actions/reconcile",
+            &json!({"kind": "implicit"}),
+        ))
+        .await;
+    assert_eq!(r.json()["kind"], "implicit");
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/actions/reconcile",
+            &json!({"kind": "sideways"}),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json()["errors"][0]["field"], "kind");
+
+    let r = web
+        .send(
+            action("/api/v1/actions/kamikaze")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let v = r.json();
+    // 6 agents with a web (appliance) executor, 30 command-executor tasks.
+    assert_eq!(v["executors"].as_array().unwrap().len(), 6 + 30);
+    let id = v["id"].as_str().unwrap();
+    let again = web
+        .send(get(&format!("/api/v1/actions/results/{id}")))
+        .await;
+    assert_eq!(again.json()["action"], "kamikaze");
+
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/actions/teardown",
+            &json!({"framework_id": "someone-else"}),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    let r = web
+        .send(
+            action("/api/v1/actions/abdicate")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = web
+        .send(
+            action("/api/v1/actions/reregister")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "not in state removed");
+    let records = web.snapshot().tasks.len();
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/actions/teardown",
+            &json!({"framework_id": FRAMEWORK_ID}),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["teardown"]["tasks"], records);
+    assert_eq!(
+        web.core.received(),
+        [
+            "reconcile",
+            "reconcile",
+            "kamikaze",
+            "abdicate",
+            "reregister",
+            "teardown"
+        ]
+    );
+
+    let r = web
+        .send(
+            action("/api/v1/actions/explode")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = web.send(get("/api/v1/actions/teardown")).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "never a GET");
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+
+    let v = web.send(get("/api/v1/actions")).await.json();
+    assert_eq!(v["recent"].as_array().unwrap().len(), 6);
+    assert_eq!(v["access"], "loopback");
+}
+
+#[tokio::test]
+async fn reregister_in_state_removed() {
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 3);
+    s.framework.state = FrameworkState::Removed;
+    s.framework.reason = Some("Framework has been removed".into());
+    let web = TestWeb::new(test_config(), s);
+    let r = web
+        .send(
+            action("/api/v1/actions/reregister")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(web.snapshot().framework.state, FrameworkState::Subscribing);
+}
+
+#[tokio::test]
+async fn a_follower_points_at_the_leader() {
+    let web = TestWeb::new(
+        test_config(),
+        follower_snapshot("http://127.0.0.1:8080", "http://sched-a.test:8080", 10),
+    );
+    for path in [
+        "/api/v1/actions/reconcile",
+        "/api/v1/actions/kamikaze",
+        "/api/v1/actions/teardown",
+    ] {
+        let r = web.send(action(path).body(Body::empty()).unwrap()).await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            r.header("location"),
+            Some(format!("http://sched-a.test:8080{path}").as_str())
+        );
+        assert_eq!(r.json()["leader_url"], "http://sched-a.test:8080");
+        assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:not-leader");
+    }
+    let r = web
+        .send(json_request(
+            Method::PUT,
+            "/api/v1/services/x",
+            &json!({"command": "x", "cpus": 1, "mem": 1, "instances": 1}),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        web.core.received().is_empty(),
+        "a follower sends no command"
+    );
+
+    // No leader known: 503 without Location.
+    let mut s = web.snapshot();
+    s.leadership = Leadership::Candidate;
+    web.publish(s);
+    let r = web
+        .send(
+            action("/api/v1/actions/abdicate")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.header("location"), None);
+    assert!(r.json()["leader_url"].is_null());
+}
+
+#[tokio::test]
+async fn core_errors_map_to_statuses() {
+    let web = TestWeb::leader();
+    let cases = [
+        (
+            CommandError::NotLeader {
+                leader_url: Some("http://sched-c.test:8080".into()),
+            },
+            StatusCode::SERVICE_UNAVAILABLE,
+        ),
+        (
+            CommandError::Mesos("403 Forbidden".into()),
+            StatusCode::BAD_GATEWAY,
+        ),
+        (
+            CommandError::Store("connection loss".into()),
+            StatusCode::SERVICE_UNAVAILABLE,
+        ),
+        (CommandError::Conflict("busy".into()), StatusCode::CONFLICT),
+    ];
+    for (error, status) in cases {
+        web.core.set_mode(Mode::Fail(error.clone()));
+        let r = web
+            .send(
+                action("/api/v1/actions/kamikaze")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(r.status, status, "{error:?}");
+        assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    }
+    web.core.set_mode(Mode::Fail(CommandError::NotLeader {
+        leader_url: Some("http://sched-c.test:8080".into()),
+    }));
+    let r = web
+        .send(
+            action("/api/v1/actions/abdicate")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(
+        r.header("location"),
+        Some("http://sched-c.test:8080/api/v1/actions/abdicate")
+    );
+}
+
+#[tokio::test]
+async fn a_silent_core_times_out_with_503() {
+    let mut config = test_config();
+    config.handler_timeout = Duration::from_millis(300);
+    let web = TestWeb::new(config, leader_snapshot("http://127.0.0.1:8080", 5));
+    web.core.set_mode(Mode::Silent);
+    let start = Instant::now();
+    let r = web
+        .send(
+            action("/api/v1/actions/reconcile")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    let took = start.elapsed();
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:timeout");
+    assert!(r.header("retry-after").is_some());
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    // The outcome is kept for the result page.
+    let recent = web.send(get("/api/v1/actions")).await.json();
+    assert_eq!(recent["recent"][0]["status"], 503);
+}
+
+#[tokio::test]
+async fn token_rules() {
+    let web = TestWeb::new(
+        token_config(),
+        leader_snapshot("http://sched-a.cluster.test:8080", 5),
+    );
+    let r = web
+        .send(
+            action("/api/v1/actions/reconcile")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some(r#"Bearer realm="mesos-appliance""#)
+    );
+
+    let r = web
+        .send(
+            action("/api/v1/actions/reconcile")
+                .header(header::AUTHORIZATION, "Bearer wrong")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        r.header("www-authenticate")
+            .unwrap()
+            .contains("invalid_token")
+    );
+    assert!(!r.text().contains(TOKEN));
+
+    let r = web
+        .send(
+            action("/api/v1/actions/reconcile")
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+
+    // A browser on another origin cannot use it even with the token.
+    let r = web
+        .send(
+            action("/api/v1/actions/reconcile")
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .header(header::ORIGIN, "http://evil.test")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:cross-origin");
+
+    // The advertised origin may.
+    let r = web
+        .send(
+            action("/api/v1/actions/reconcile")
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .header(header::ORIGIN, "http://sched-a.cluster.test:8080")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+
+    // Service changes need the token too.
+    let spec = json!({"command": "x", "cpus": 1, "mem": 1, "instances": 1});
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/x", &spec))
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = web
+        .send(
+            request(Method::DELETE, "/api/v1/services/web")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(web.core.received(), ["reconcile", "reconcile"]);
+}
+
+#[tokio::test]
+async fn cross_origin_posts_are_refused_on_loopback() {
+    let web = TestWeb::leader();
+    let evil = action("/api/v1/actions/teardown")
+        .header(header::ORIGIN, "http://evil.test")
+        .header(header::HOST, "127.0.0.1:8080")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(web.send(evil).await.status, StatusCode::FORBIDDEN);
+    // DNS rebinding: Origin and Host agree, but Host is a name.
+    let rebound = action("/api/v1/actions/teardown")
+        .header(header::ORIGIN, "http://rebind.test:8080")
+        .header(header::HOST, "rebind.test:8080")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(web.send(rebound).await.status, StatusCode::FORBIDDEN);
+    let fetch_meta = action("/api/v1/actions/teardown")
+        .header("sec-fetch-site", "cross-site")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(web.send(fetch_meta).await.status, StatusCode::FORBIDDEN);
+    // A text/plain body (what a cross-site form could send) is refused too.
+    let plain = action("/api/v1/actions/reconcile")
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from(r#"{"kind":"implicit"}"#))
+        .unwrap();
+    assert_eq!(
+        web.send(plain).await.status,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE
+    );
+    assert!(web.core.received().is_empty());
+
+    let same = action("/api/v1/actions/abdicate")
+        .header(header::ORIGIN, "http://127.0.0.1:8080")
+        .header(header::HOST, "127.0.0.1:8080")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(web.send(same).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn unprotected_actions_are_disabled() {
+    let mut config = test_config();
+    config.listen = "0.0.0.0:8080".parse().unwrap();
+    let web = TestWeb::new(config.clone(), leader_snapshot("http://10.0.0.5:8080", 1));
+    let r = web
+        .send(
+            action("/api/v1/actions/abdicate")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        r.json()["type"],
+        "urn:mesos-appliance:problem:actions-disabled"
+    );
+
+    config.insecure_actions = true;
+    let web = TestWeb::new(config, leader_snapshot("http://10.0.0.5:8080", 1));
+    let r = web
+        .send(
+            action("/api/v1/actions/abdicate")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/healthz")).await;
+    assert_eq!((r.status, r.text().as_str()), (StatusCode::OK, "ok\n"));
+    let r = web.send(get("/readyz")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["ready"], true);
+
+    let mut s = web.snapshot();
+    s.framework.state = FrameworkState::Removed;
+    s.framework.reason = Some("Framework has been removed".into());
+    web.publish(s.clone());
+    let r = web.send(get("/readyz")).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    let v = r.json();
+    assert_eq!(v["state"], "removed");
+    assert!(v["reason"].as_str().unwrap().contains("removed"), "{v}");
+
+    let follower = follower_snapshot("http://127.0.0.1:8080", "http://sched-a.test:8080", 1);
+    web.publish(follower.clone());
+    assert_eq!(web.send(get("/readyz")).await.status, StatusCode::OK);
+
+    let mut candidate = follower;
+    candidate.leadership = Leadership::Candidate;
+    web.publish(candidate);
+    assert_eq!(
+        web.send(get("/readyz")).await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    // Liveness does not depend on any of that.
+    assert_eq!(web.send(get("/healthz")).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn metrics_in_openmetrics_text() {
+    let web = TestWeb::leader();
+    let router = web.router();
+    send(router.clone(), get("/api/v1/state")).await;
+    let r = send(router, get("/metrics")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    let text = r.text();
+    assert!(text.contains("framework_subscribed 1"), "{text}");
+    assert!(
+        text.contains(r#"http_requests_total{method="GET",route="/api/v1/state",status="200"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains("http_request_duration_seconds_bucket"));
+    assert!(text.ends_with("# EOF\n"));
+    assert_eq!(text.matches("# EOF").count(), 1);
+}
+
+#[tokio::test]
+async fn unknown_routes_are_404_in_html_and_json() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/no/such/page")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    assert!(r.text().contains("no such page"));
+    let r = web.send(get("/api/v1/nothing")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(r.json()["status"], 404);
+    let r = web.send(get("/static/nothing.js")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn assets_and_security_headers() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/static/app.css")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.header("content-type"), Some("text/css; charset=utf-8"));
+    let r = web.send(get("/static/app.js")).await;
+    assert!(r.text().contains("EventSource"));
+    let r = web.send(get("/")).await;
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    assert!(
+        r.header("content-security-policy")
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+}
+
+#[tokio::test]
+async fn static_dir_overrides_compiled_in_assets() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.css"), "body{color:red}").unwrap();
+    let mut config = test_config();
+    config.static_dir = Some(dir.path().to_path_buf());
+    let web = TestWeb::new(config, leader_snapshot("http://127.0.0.1:8080", 1));
+    assert_eq!(
+        web.send(get("/static/app.css")).await.text(),
+        "body{color:red}"
+    );
+    assert!(
+        web.send(get("/static/app.js"))
+            .await
+            .text()
+            .contains("EventSource")
+    );
+}
+
+#[tokio::test]
+async fn the_executor_binary_is_served_when_configured() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/executor/mesos-appliance-executor")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(file.path(), &bytes).unwrap();
+    let mut config = test_config();
+    config.executor_binary = Some(file.path().to_path_buf());
+    let web = TestWeb::new(config, leader_snapshot("http://127.0.0.1:8080", 1));
+    let r = web.send(get("/executor/mesos-appliance-executor")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body, bytes);
+    assert_eq!(r.header("content-length"), Some("300000"));
+}
+
+#[tokio::test]
+async fn serve_refuses_unprotected_addresses() {
+    use mesos_appliance::web::{ServeError, serve};
+    let mut config = test_config();
+    config.listen = "0.0.0.0:0".parse().unwrap();
+    let web = TestWeb::new(config.clone(), leader_snapshot("http://x", 1));
+    let err = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServeError::Unprotected(_)), "{err}");
+    assert!(err.to_string().contains("--admin-token-file"));
+
+    // Loopback serves, and stops on shutdown even with a live stream open.
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = serve(web.state.clone(), async {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    let base = format!("http://{}", server.addr);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let health = client.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let mut stream = client
+        .get(format!("{base}/api/v1/stream"))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    use futures::StreamExt;
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server.task)
+        .await
+        .expect("server stops")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_live_stream_sends_new_snapshots() {
+    use futures::StreamExt;
+    let web = TestWeb::leader();
+    let response = tower::ServiceExt::oneshot(web.router(), get("/api/v1/stream"))
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body().into_data_stream();
+    let first = body.next().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains(r#""tasks":120"#));
+    let mut s = web.snapshot();
+    s.tasks.truncate(7);
+    s.at += 5.0;
+    web.publish(s);
+    let next = tokio::time::timeout(Duration::from_secs(5), body.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&next).contains(r#""tasks":7"#));
+}

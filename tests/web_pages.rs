@@ -1,0 +1,445 @@
+//! Dashboard pages and browser flows with `oneshot`: what each page shows,
+//! the standby banner, the confirmation pages, CSRF and Origin on form
+//! posts, login in token mode, post-redirect-get to result pages, escaping.
+
+mod support;
+
+use axum::http::{StatusCode, header};
+use mesos_appliance::scheduler::{CommandError, FrameworkState};
+use support::web::*;
+
+const ORIGIN: Option<&str> = Some("http://127.0.0.1:8080");
+
+/// GETs `path` and returns (csrf cookie, csrf field) from its form.
+async fn csrf(web: &TestWeb, path: &str) -> (String, String) {
+    let r = web.send(get(path)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let cookie = r.cookie("ma_csrf").expect("csrf cookie");
+    let field = r.csrf_field().expect("csrf field");
+    (cookie, field)
+}
+
+#[tokio::test]
+async fn overview_shows_framework_id_leader_and_counts() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    let html = r.text();
+    assert!(html.contains(FRAMEWORK_ID));
+    assert!(html.contains(r#"id="leader"><a class="mono" href="http://127.0.0.1:8080">"#));
+    assert!(html.contains("http://master-1.cluster.test:5050"));
+    assert!(html.contains("7d"), "failover timeout");
+    assert!(html.contains("converged"), "last reconciliation");
+    assert!(!html.contains("standby"), "no banner on the leader");
+    assert!(
+        html.contains(r#"href="/api/v1/state""#),
+        "links its JSON twin"
+    );
+}
+
+#[tokio::test]
+async fn follower_pages_show_the_standby_banner() {
+    let web = TestWeb::new(
+        test_config(),
+        follower_snapshot("http://127.0.0.1:8080", "http://sched-a.test:8080", 10),
+    );
+    for path in ["/", "/tasks", "/replicas", "/actions"] {
+        let html = web.send(get(path)).await.text();
+        assert!(
+            html.contains("<strong>standby</strong> — leader is http://sched-a.test:8080"),
+            "{path}: {html}"
+        );
+    }
+    // The actions page links to the leader instead of posting here.
+    let html = web.send(get("/actions")).await.text();
+    assert!(html.contains(r#"href="http://sched-a.test:8080/actions""#));
+    assert!(!html.contains(r#"<form method="post" action="/actions/"#));
+    let html = web.send(get("/actions/teardown")).await.text();
+    assert!(html.contains(r#"href="http://sched-a.test:8080/actions/teardown""#));
+    assert!(!html.contains("confirm_name"));
+}
+
+#[tokio::test]
+async fn removed_framework_shows_a_red_banner() {
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 3);
+    s.framework.state = FrameworkState::Removed;
+    s.framework.reason = Some("Framework has been removed".into());
+    let web = TestWeb::new(test_config(), s);
+    let html = web.send(get("/")).await.text();
+    assert!(html.contains(r#"<div class="banner bad"><strong>framework removed</strong>"#));
+    assert!(html.contains("not ready"));
+    let html = web.send(get("/actions")).await.text();
+    assert!(html.contains(r#"id="reregister-button""#));
+}
+
+#[tokio::test]
+async fn tasks_page_is_paged_sortable_and_filterable() {
+    let web = TestWeb::leader();
+    let html = web.send(get("/tasks")).await.text();
+    assert_eq!(html.matches(r#"<tr class="task">"#).count(), 50);
+    assert!(html.contains("Tasks 1–50 of 120."));
+    assert!(html.contains("page 1 of 3"));
+    assert!(html.contains(r#"href="/tasks?page=2" rel="next""#));
+    assert!(html.contains(r#"href="/tasks?sort=state">State"#));
+    assert!(html.contains(r#"href="/api/v1/tasks""#));
+
+    let html = web
+        .send(get("/tasks?service=batch&sort=state&order=desc&page=1"))
+        .await
+        .text();
+    assert_eq!(html.matches(r#"<tr class="task">"#).count(), 30);
+    assert!(html.contains(r#"<option value="batch" selected>"#));
+    assert!(html.contains("State ▼"));
+    assert!(
+        html.contains(r#"href="/api/v1/tasks?service=batch&#38;sort=state&#38;order=desc""#),
+        "JSON twin keeps the query"
+    );
+    let r = web.send(get("/tasks?page=zero")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    assert!(r.text().contains("page"));
+}
+
+#[tokio::test]
+async fn task_page_shows_the_timeline() {
+    let web = TestWeb::leader();
+    let failed = web
+        .snapshot()
+        .tasks
+        .iter()
+        .find(|t| t.state == "TASK_FAILED")
+        .unwrap()
+        .task_id
+        .clone();
+    let html = web.send(get(&format!("/tasks/{failed}"))).await.text();
+    assert!(html.contains("REASON_COMMAND_EXECUTOR_FAILED"));
+    assert!(html.contains("Command exited with status 1"));
+    let rows = html.split(r#"id="timeline""#).nth(1).unwrap();
+    let first_state = rows.find("FAILED").unwrap();
+    let running = rows.find("RUNNING").unwrap();
+    assert!(first_state < running, "newest first");
+    let r = web.send(get("/tasks/unknown-task")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.text().contains("unknown-task"));
+}
+
+#[tokio::test]
+async fn other_pages_render() {
+    let web = TestWeb::leader();
+    for (path, needle) in [
+        ("/offers", "[31100-32000]"),
+        ("/services", "python3 -m http.server $PORT0"),
+        ("/replicas", "replica-a"),
+        ("/events", "TASK_FAILED batch.13"),
+        ("/events?kind=leadership", "became leader"),
+        ("/actions", "Reconcile explicitly"),
+    ] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}");
+        assert!(r.text().contains(needle), "{path} lacks {needle}");
+    }
+    let html = web.send(get("/events?kind=leadership")).await.text();
+    assert!(!html.contains("TASK_FAILED batch.13"));
+}
+
+#[tokio::test]
+async fn text_from_the_cluster_is_escaped() {
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 2);
+    s.events.push(event(
+        NOW,
+        "error",
+        "<script>alert('x')</script> & \"quoted\"",
+    ));
+    s.framework.reason = Some("<img src=x onerror=alert(1)>".into());
+    let web = TestWeb::new(test_config(), s);
+    for path in ["/", "/events"] {
+        let html = web.send(get(path)).await.text();
+        assert!(!html.contains("<script>alert"), "{path}");
+        assert!(!html.contains("<img src=x"), "{path}");
+        assert!(html.contains("&#60;script&#62;"), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn get_never_acts_and_the_confirmation_names_the_blast() {
+    let web = TestWeb::leader();
+    let html = web.send(get("/actions/teardown")).await.text();
+    assert!(html.contains(&format!(r#"id="confirm-framework-id">{FRAMEWORK_ID}<"#)));
+    assert!(html.contains(r#"id="confirm-tasks">114<"#));
+    assert!(html.contains(r#"name="confirm_name""#));
+    let html = web.send(get("/actions/kamikaze")).await.text();
+    assert!(html.contains(r#"id="confirm-tasks">84<"#));
+    assert_eq!(
+        html.matches("<tr><td class=\"mono\">").count(),
+        36,
+        "one row per executor"
+    );
+    assert!(web.core.received().is_empty());
+}
+
+#[tokio::test]
+async fn teardown_through_its_confirmation_page() {
+    let web = TestWeb::leader();
+    let (cookie, token) = csrf(&web, "/actions/teardown").await;
+    let fields = |name: &'static str| {
+        vec![
+            ("csrf", token.clone()),
+            ("framework_id", FRAMEWORK_ID.to_string()),
+            ("confirm_name", name.to_string()),
+        ]
+    };
+    let post =
+        |fields: Vec<(&'static str, String)>, origin: Option<&'static str>, cookie: String| {
+            let f: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            form_post("/actions/teardown", origin, &cookie, &f)
+        };
+
+    // Wrong name: the page again, nothing done.
+    let r = web
+        .send(post(fields("mesos-app"), ORIGIN, cookie.clone()))
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().contains(r#"id="confirm-error""#));
+    // No Origin (nor Referer), foreign Origin, no cookie, forged token.
+    let r = web
+        .send(post(fields(FRAMEWORK_NAME), None, cookie.clone()))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = web
+        .send(post(
+            fields(FRAMEWORK_NAME),
+            Some("http://evil.test"),
+            cookie.clone(),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    let r = web
+        .send(post(fields(FRAMEWORK_NAME), ORIGIN, String::new()))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let forged = "ma_csrf=AAAAAAAAAAAAAAAAAAAAAA.BBBB".to_string();
+    let mut f = fields(FRAMEWORK_NAME);
+    f[0].1 = "AAAAAAAAAAAAAAAAAAAAAA.BBBB".into();
+    let r = web.send(post(f, ORIGIN, forged)).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // A page confirming another framework.
+    let mut f = fields(FRAMEWORK_NAME);
+    f[1].1 = "older-framework-0001".into();
+    let r = web.send(post(f, ORIGIN, cookie.clone())).await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert!(web.core.received().is_empty());
+
+    // The real thing: 303 to the result page.
+    let r = web
+        .send(post(fields(FRAMEWORK_NAME), ORIGIN, cookie.clone()))
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let location = r.header("location").unwrap().to_string();
+    assert!(location.starts_with("/actions/results/"));
+    assert_eq!(web.core.received(), ["teardown"]);
+    let html = web.send(get(&location)).await.text();
+    assert!(html.contains(r#"<span class="badge ok" id="result-outcome">ok</span>"#));
+    assert!(html.contains(&format!("framework {FRAMEWORK_ID} torn down")));
+    assert!(html.contains("120 task records"));
+
+    // A Referer from our origin stands in for a missing Origin.
+    let web2 = TestWeb::leader();
+    let (cookie, token) = csrf(&web2, "/actions").await;
+    let mut req = form_post(
+        "/actions/reconcile",
+        None,
+        &cookie,
+        &[("csrf", &token), ("kind", "implicit")],
+    );
+    req.headers_mut().insert(
+        header::REFERER,
+        "http://127.0.0.1:8080/actions".parse().unwrap(),
+    );
+    let r = web2.send(req).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text());
+}
+
+#[tokio::test]
+async fn kamikaze_result_lists_each_executor() {
+    let web = TestWeb::leader();
+    let (cookie, token) = csrf(&web, "/actions/kamikaze").await;
+    let r = web
+        .send(form_post(
+            "/actions/kamikaze",
+            ORIGIN,
+            &cookie,
+            &[
+                ("csrf", &token),
+                ("framework_id", FRAMEWORK_ID),
+                ("confirm_name", FRAMEWORK_NAME),
+            ],
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text());
+    let html = web.send(get(r.header("location").unwrap())).await.text();
+    let table = html.split(r#"id="result-executors""#).nth(1).unwrap();
+    assert_eq!(
+        table
+            .matches(r#"<span class="badge ok">yes</span>"#)
+            .count(),
+        36
+    );
+    // The tasks page shows the replacements.
+    let html = web.send(get("/tasks?state=TASK_KILLED")).await.text();
+    assert!(html.contains("Tasks 1–50 of 84 matching"));
+}
+
+#[tokio::test]
+async fn one_button_actions_and_their_failures() {
+    let web = TestWeb::leader();
+    let (cookie, token) = csrf(&web, "/actions").await;
+    for (path, kind) in [
+        ("/actions/reconcile", "explicit"),
+        ("/actions/reconcile", "implicit"),
+        ("/actions/abdicate", ""),
+    ] {
+        let r = web
+            .send(form_post(
+                path,
+                ORIGIN,
+                &cookie,
+                &[("csrf", &token), ("kind", kind)],
+            ))
+            .await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{path}: {}", r.text());
+    }
+    let r = web
+        .send(form_post(
+            "/actions/reconcile",
+            ORIGIN,
+            &cookie,
+            &[("csrf", &token), ("kind", "sideways")],
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(web.core.received(), ["reconcile", "reconcile", "abdicate"]);
+
+    // A failure still redirects to a result page that says so.
+    web.core
+        .set_mode(Mode::Fail(CommandError::Mesos("master unreachable".into())));
+    let r = web
+        .send(form_post(
+            "/actions/reconcile",
+            ORIGIN,
+            &cookie,
+            &[("csrf", &token)],
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let html = web.send(get(r.header("location").unwrap())).await.text();
+    assert!(html.contains("failed (502)"));
+    assert!(html.contains("master unreachable"));
+    // The actions page lists them.
+    let html = web.send(get("/actions")).await.text();
+    assert_eq!(html.matches("/actions/results/").count(), 4);
+}
+
+#[tokio::test]
+async fn follower_form_posts_point_at_the_leader() {
+    // The form was loaded while this replica led; then it stepped down.
+    let web = TestWeb::leader();
+    let (cookie, token) = csrf(&web, "/actions").await;
+    web.publish(follower_snapshot(
+        "http://127.0.0.1:8080",
+        "http://sched-a.test:8080",
+        10,
+    ));
+    let r = web
+        .send(form_post(
+            "/actions/reconcile",
+            ORIGIN,
+            &cookie,
+            &[("csrf", &token)],
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        r.header("location"),
+        Some("http://sched-a.test:8080/actions/reconcile")
+    );
+    assert!(r.text().contains(r#"id="leader-link""#));
+    assert!(web.core.received().is_empty());
+}
+
+#[tokio::test]
+async fn token_mode_browsers_log_in_first() {
+    let web = TestWeb::new(
+        token_config(),
+        leader_snapshot("http://sched-a.cluster.test:8080", 5),
+    );
+    let origin = Some("http://sched-a.cluster.test:8080");
+    // The confirmation page sends an anonymous browser to log in.
+    let r = web.send(get("/actions/teardown")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.header("location"), Some("/login?next=/actions/teardown"));
+    let html = web.send(get("/actions")).await.text();
+    assert!(html.contains("Actions need the admin token"));
+
+    let (cookie, token) = csrf(&web, "/login?next=/actions/teardown").await;
+    let login = |secret: &str| {
+        let mut req = form_post(
+            "/login",
+            origin,
+            &cookie,
+            &[
+                ("csrf", &token),
+                ("token", secret),
+                ("next", "/actions/teardown"),
+            ],
+        );
+        req.headers_mut()
+            .insert(header::HOST, "sched-a.cluster.test:8080".parse().unwrap());
+        req
+    };
+    let r = web.send(login("guess")).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(r.cookie("ma_admin").is_none());
+    let r = web.send(login(TOKEN)).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.header("location"), Some("/actions/teardown"));
+    let session = r.cookie("ma_admin").expect("session cookie");
+    assert!(!session.contains(TOKEN));
+    let set = r.header("set-cookie").unwrap();
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"));
+
+    // Posting without the session is refused; with it, it works.
+    let fields = [
+        ("csrf", token.as_str()),
+        ("framework_id", FRAMEWORK_ID),
+        ("confirm_name", FRAMEWORK_NAME),
+    ];
+    let r = web
+        .send(form_post("/actions/teardown", origin, &cookie, &fields))
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let both = format!("{cookie}; {session}");
+    let page = web
+        .send(
+            axum::http::Request::get("/actions/teardown")
+                .header(header::COOKIE, &both)
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    let r = web
+        .send(form_post("/actions/teardown", origin, &both, &fields))
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text());
+    assert_eq!(web.core.received(), ["teardown"]);
+}
+
+#[tokio::test]
+async fn login_refuses_foreign_next_urls() {
+    let web = TestWeb::leader();
+    let html = web.send(get("/login?next=//evil.test/")).await.text();
+    assert!(html.contains(r#"href="/actions""#));
+    assert!(!html.contains("evil.test"));
+}
