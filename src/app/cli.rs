@@ -184,6 +184,10 @@ pub struct CommonArgs {
     /// An explicit reconciliation gives up (listing the unanswered tasks) after this long.
     #[arg(long, global = true, default_value = "5m", value_parser = duration, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_ABORT_TIMEOUT")]
     pub explicit_reconcile_abort_timeout: Duration,
+    /// Rolling replacement of tasks whose service spec changed: at most this
+    /// many desired instances down at a time.
+    #[arg(long, global = true, default_value_t = 1, env = "MESOS_APPLIANCE_UPGRADE_MAX_UNAVAILABLE")]
+    pub upgrade_max_unavailable: u32,
     /// Unused offers are declined after this long.
     #[arg(long, global = true, default_value = "10s", value_parser = duration, env = "MESOS_APPLIANCE_OFFER_TTL")]
     pub offer_ttl: Duration,

@@ -70,6 +70,7 @@ pub fn core_config(common: &CommonArgs, advertised_url: &str, executor_available
     c.webui_url = advertised_url.to_string();
     c.strategy = common.framework_deployment_strategy.into();
     c.on_framework_removed = common.on_framework_removed;
+    c.upgrade_max_unavailable = common.upgrade_max_unavailable.max(1);
     c.offer_ttl = common.offer_ttl;
     c.offer_linger = common.offer_linger_ttl;
     c.decline_refuse_seconds = common.decline_refuse_seconds;

@@ -47,6 +47,10 @@ pub struct CoreConfig {
     pub replace_services: bool,
     /// Behaviour when the framework was removed.
     pub on_framework_removed: OnFrameworkRemoved,
+    /// Tasks whose service spec changed are replaced one by one, with at most
+    /// this many desired instances not running at a time
+    /// (`--upgrade-max-unavailable`).
+    pub upgrade_max_unavailable: u32,
     /// Unused offers are declined after this long (`--offer-ttl`).
     pub offer_ttl: Duration,
     /// Gone offers are remembered this long (`--offer-linger-ttl`).
@@ -93,6 +97,7 @@ impl Default for CoreConfig {
             deployment_id: String::new(),
             replace_services: false,
             on_framework_removed: OnFrameworkRemoved::Wait,
+            upgrade_max_unavailable: 1,
             offer_ttl: Duration::from_secs(10),
             offer_linger: Duration::from_secs(120),
             decline_refuse_seconds: 120.0,

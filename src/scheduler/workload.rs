@@ -84,6 +84,33 @@ pub fn assess<'a>(
     out
 }
 
+/// The next task of `spec` to replace in a rolling update, if any: a live
+/// task launched from an older spec (its fingerprint differs), taken only
+/// while fewer than `max_unavailable` of the desired instances are not
+/// running — so each replacement is RUNNING before the next task goes.
+/// Lowest instance first.
+pub fn upgrade_step<'a>(
+    spec: &ServiceSpec,
+    tasks: impl IntoIterator<Item = &'a TaskRecord> + Clone,
+    max_unavailable: u32,
+) -> Option<String> {
+    let fingerprint = spec.fingerprint();
+    let running = tasks
+        .clone()
+        .into_iter()
+        .filter(|t| t.service == spec.name && is_live(t) && t.task_state() == TaskState::TaskRunning && t.instance < spec.instances)
+        .count() as u32;
+    let unavailable = spec.instances.saturating_sub(running);
+    if unavailable >= max_unavailable.max(1) {
+        return None;
+    }
+    tasks
+        .into_iter()
+        .filter(|t| t.service == spec.name && is_live(t) && t.fingerprint != fingerprint)
+        .min_by_key(|t| t.instance)
+        .map(|t| t.task_id.clone())
+}
+
 /// True when a terminal update is the task's own failure, which backs off
 /// its service's restarts: it failed, erred or exited. Losses of agents,
 /// executors that were told to exit, dropped launches and kills are not the
@@ -221,6 +248,26 @@ mod tests {
         ];
         let a = assess(&spec(1), &tasks);
         assert_eq!(a.surplus[0].0, "new");
+    }
+
+    #[test]
+    fn rolling_upgrade_replaces_one_task_at_a_time() {
+        let s = spec(3);
+        let fp = s.fingerprint();
+        let mut tasks: Vec<TaskRecord> = (0..3).map(|i| task(&format!("old{i}"), i, "TASK_RUNNING", 0.0)).collect();
+        assert_eq!(upgrade_step(&s, &tasks, 1).as_deref(), Some("old0"));
+        // old0 is being killed: one instance is down, so nothing else goes.
+        tasks[0].kill = Some(crate::scheduler::KillRequest { reason: "upgrade".into(), requested_at: 0.0, attempts: 1 });
+        assert_eq!(upgrade_step(&s, &tasks, 1), None);
+        // Its replacement is starting: still down.
+        let mut new0 = task("new0", 0, "TASK_STARTING", 1.0);
+        new0.fingerprint = fp.clone();
+        tasks.push(new0);
+        assert_eq!(upgrade_step(&s, &tasks, 1), None);
+        // Running: the next old task goes.
+        tasks[3].state = "TASK_RUNNING".into();
+        assert_eq!(upgrade_step(&s, &tasks, 1).as_deref(), Some("old1"));
+        assert_eq!(upgrade_step(&s, &tasks, 2).as_deref(), Some("old1"));
     }
 
     #[test]

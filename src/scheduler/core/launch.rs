@@ -173,6 +173,19 @@ impl Core {
         for (task_id, reason) in surplus {
             self.request_kill(&task_id, &reason).await;
         }
+        // Rolling replacement of tasks launched from an older spec.
+        for spec in &specs {
+            while let Some(task_id) = workload::upgrade_step(
+                spec,
+                self.tasks.values().map(|e| e.record.as_ref()),
+                self.cfg.upgrade_max_unavailable,
+            ) {
+                self.request_kill(&task_id, "replaced by a newer service spec").await;
+                if self.tasks.get(&task_id).is_none_or(|e| e.record.kill.is_none()) {
+                    break; // the kill could not be recorded; try again next pass
+                }
+            }
+        }
         self.kill_due().await;
 
         let demands: Vec<Demand<'_>> = demands_data
