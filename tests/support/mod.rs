@@ -28,6 +28,7 @@ pub mod chaos_proxy;
 pub mod client;
 pub mod executor;
 pub mod mesos;
+pub mod processes;
 pub mod replicas;
 pub mod web;
 pub mod zookeeper;

@@ -1,0 +1,240 @@
+//! Real `mesos-appliance` processes for the deployment tests: spawn one with
+//! flags, read its JSON API, send it SIGTERM or SIGKILL, wait for its exit.
+//! Output goes to a log file that failing assertions print.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::zookeeper::free_port;
+
+/// How long tests wait for a replica to reach a state.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// A `mesos-appliance` child process.
+pub struct Appliance {
+    /// A name for messages.
+    pub name: String,
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    child: Option<Child>,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// Flags every test replica gets: ZooKeeper, master, fast timers.
+pub fn base_args(zk: &str, master: &str, framework: &str) -> Vec<String> {
+    [
+        "--zk",
+        &format!("zk://{zk}/appliance"),
+        "--zk-session-timeout",
+        "2s",
+        "--master",
+        master,
+        "--framework-name",
+        framework,
+        "--framework-user",
+        "root",
+        "--failover-timeout",
+        "60s",
+        "--offer-ttl",
+        "2s",
+        "--decline-refuse-seconds",
+        "5",
+        "--reconcile-initial-delay",
+        "10m",
+        "--reconcile-cooldown",
+        "500ms",
+        "--explicit-reconcile-max-backoff",
+        "2s",
+        "--explicit-reconcile-abort-timeout",
+        "20s",
+        "--framework-id-refresh-interval",
+        "2s",
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect()
+}
+
+/// Applies `--flag value` pairs from `extra`, replacing flags already in
+/// `args` (clap refuses repeated flags); a flag followed by another flag or
+/// nothing is added alone.
+pub fn with_flags(mut args: Vec<String>, extra: &[&str]) -> Vec<String> {
+    let mut i = 0;
+    while i < extra.len() {
+        let flag = extra[i];
+        let value = extra.get(i + 1).filter(|v| !v.starts_with("--"));
+        if let Some(pos) = args.iter().position(|a| a == flag) {
+            let has_value = args.get(pos + 1).is_some_and(|v| !v.starts_with("--"));
+            args.drain(pos..pos + if has_value { 2 } else { 1 });
+        }
+        args.push(flag.to_string());
+        if let Some(v) = value {
+            args.push(v.to_string());
+            i += 1;
+        }
+        i += 1;
+    }
+    args
+}
+
+/// Writes `services` (JSON) to a file in `dir`; returns its path.
+pub fn services_file(dir: &Path, name: &str, services: &Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_vec_pretty(services).unwrap()).unwrap();
+    path
+}
+
+impl Appliance {
+    /// Spawns `mesos-appliance <args> --listen 127.0.0.1:<free port>`.
+    pub fn spawn(name: &str, args: &[String]) -> Appliance {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let log = dir.path().join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_mesos-appliance"))
+            .args(args)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("RUST_LOG", "info,zookeeper_client=warn")
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("spawn mesos-appliance");
+        Appliance {
+            name: name.to_string(),
+            url: format!("http://127.0.0.1:{port}"),
+            child: Some(child),
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// The process's output so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// `GET <path>` as JSON, `None` while the server does not answer.
+    pub async fn get(&self, path: &str) -> Option<(u16, Value)> {
+        let response = super::mesos::client()
+            .get(format!("{}{path}", self.url))
+            .timeout(Duration::from_secs(3))
+            .send()
+            .await
+            .ok()?;
+        let status = response.status().as_u16();
+        let body = response.json().await.unwrap_or(Value::Null);
+        Some((status, body))
+    }
+
+    /// `POST <path>` with a JSON body; status and JSON answer.
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = super::mesos::client()
+            .post(format!("{}{path}", self.url))
+            .json(&body)
+            .timeout(Duration::from_secs(15))
+            .send()
+            .await
+            .expect("POST sent");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `/api/v1/state`.
+    pub async fn state(&self) -> Option<Value> {
+        self.get("/api/v1/state").await.map(|(_, v)| v)
+    }
+
+    /// Waits until `/api/v1/state` satisfies `pred`; panics with the log otherwise.
+    pub async fn wait_state(&self, what: &str, within: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(state) = self.state().await
+                && pred(&state)
+            {
+                return state;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{}: {what} not reached within {within:?}; state: {}\n--- log ---\n{}",
+                    self.name,
+                    self.state().await.unwrap_or(Value::Null),
+                    tail(&self.log(), 60)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Sends a signal (`libc::SIGTERM`, `libc::SIGKILL`, …).
+    pub fn signal(&self, signal: i32) {
+        let pid = self.pid() as i32;
+        if pid > 0 {
+            // SAFETY: kill(2) on our own child's PID has no memory effects.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+
+    /// Waits for the process to exit; panics with the log after `within`.
+    pub async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                panic!("{}: did not exit within {within:?}\n--- log ---\n{}", self.name, tail(&self.log(), 60));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// True while the process runs.
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+impl Drop for Appliance {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// `framework.state` of a state document.
+pub fn framework_state(state: &Value) -> &str {
+    state["framework"]["state"].as_str().unwrap_or("")
+}
+
+/// `framework.id` of a state document.
+pub fn framework_id(state: &Value) -> Option<String> {
+    state["framework"]["id"].as_str().map(str::to_string)
+}
+
+/// Running tasks per the state's counts.
+pub fn running_count(state: &Value) -> u64 {
+    state["counts"]["tasks_by_state"]["TASK_RUNNING"].as_u64().unwrap_or(0)
+}
