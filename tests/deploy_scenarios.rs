@@ -40,7 +40,12 @@ impl Setup {
     fn args(&self, deployment: &str, extra: &[&str]) -> Vec<String> {
         let mut args = base_args(&self.zk.connect_string(), &self.tb.url(), "scenario");
         let file = services_file(self.dir.path(), "services.json", &services());
-        args.extend(["--services".into(), file.display().to_string(), "--deployment-id".into(), deployment.into()]);
+        args.extend([
+            "--services".into(),
+            file.display().to_string(),
+            "--deployment-id".into(),
+            deployment.into(),
+        ]);
         with_flags(args, extra)
     }
 
@@ -66,18 +71,29 @@ async fn scenario_1_clean_start_and_2_a_second_deployment_waits() {
     let b = Appliance::spawn("b", &s.args("d2", &[]));
     let standby = b
         .wait_state("b follows a", WAIT, |st| {
-            st["leadership"]["role"] == "follower" && st["leadership"]["leader_url"] == a.url.as_str()
+            st["leadership"]["role"] == "follower"
+                && st["leadership"]["leader_url"] == a.url.as_str()
         })
         .await;
     assert_eq!(framework_state(&standby), "standby");
-    assert_eq!(framework_id(&standby).as_deref(), Some(fid.as_str()), "followers read the ID from ZooKeeper");
-    assert_eq!(b.get("/readyz").await.unwrap().0, 200, "a follower of a live leader is ready");
+    assert_eq!(
+        framework_id(&standby).as_deref(),
+        Some(fid.as_str()),
+        "followers read the ID from ZooKeeper"
+    );
+    assert_eq!(
+        b.get("/readyz").await.unwrap().0,
+        200,
+        "a follower of a live leader is ready"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(s.subscribes(), 1, "no ping-pong: only a subscribed, once");
     let still = a.state().await.unwrap();
     assert!(all_running(&still));
     // Actions on the follower point at the leader.
-    let (status, body) = b.post("/api/v1/actions/reconcile", json!({"kind": "explicit"})).await;
+    let (status, body) = b
+        .post("/api/v1/actions/reconcile", json!({"kind": "explicit"}))
+        .await;
     assert_eq!(status, 503);
     assert_eq!(body["leader_url"], a.url.as_str(), "{body}");
 }
@@ -102,11 +118,21 @@ async fn scenario_3_killed_scheduler_is_replaced_with_the_same_framework_id() {
         .await;
     assert_eq!(framework_id(&state).as_deref(), Some(fid.as_str()));
     let calls = &s.tb.calls()[mark..];
-    let subscribe: Vec<_> = calls.iter().filter(|c| c.call_type == "SUBSCRIBE").collect();
+    let subscribe: Vec<_> = calls
+        .iter()
+        .filter(|c| c.call_type == "SUBSCRIBE")
+        .collect();
     assert_eq!(subscribe.len(), 1);
-    assert_eq!(subscribe[0].framework_id.as_deref(), Some(fid.as_str()), "re-subscribed with the stored ID");
+    assert_eq!(
+        subscribe[0].framework_id.as_deref(),
+        Some(fid.as_str()),
+        "re-subscribed with the stored ID"
+    );
     assert!(calls.iter().all(|c| c.call_type != "KILL"), "zero kills");
-    assert!(calls.iter().all(|c| c.launched_task_ids().is_empty()), "zero launches");
+    assert!(
+        calls.iter().all(|c| c.launched_task_ids().is_empty()),
+        "zero launches"
+    );
     let mut after: Vec<String> = s.tb.tasks().into_iter().map(|t| t.task_id).collect();
     after.sort();
     let mut before = tasks_before;
@@ -121,18 +147,35 @@ async fn scenario_4_removed_framework_waits_then_reregisters() {
     let state = a.wait_state("services running", WAIT, all_running).await;
     let old = framework_id(&state).unwrap();
     a.signal(libc::SIGTERM);
-    assert!(a.wait_exit(Duration::from_secs(10)).await.success(), "a failover stop exits 0");
+    assert!(
+        a.wait_exit(Duration::from_secs(10)).await.success(),
+        "a failover stop exits 0"
+    );
     // The master removes the framework after its 1 s failover timeout.
     let deadline = std::time::Instant::now() + WAIT;
     while !s.tb.frameworks().iter().any(|f| f.id == old && f.completed) {
-        assert!(std::time::Instant::now() < deadline, "the master never removed the framework");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the master never removed the framework"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(s.tb.calls().iter().all(|c| c.call_type != "TEARDOWN"), "a failover stop never tears down");
+    assert!(
+        s.tb.calls().iter().all(|c| c.call_type != "TEARDOWN"),
+        "a failover stop never tears down"
+    );
 
     let b = Appliance::spawn("b", &s.args("d2", &["--failover-timeout", "60s"]));
-    let state = b.wait_state("state removed", WAIT, |st| framework_state(st) == "removed").await;
-    assert!(state["framework"]["reason"].as_str().unwrap().contains("removed"), "{state}");
+    let state = b
+        .wait_state("state removed", WAIT, |st| framework_state(st) == "removed")
+        .await;
+    assert!(
+        state["framework"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("removed"),
+        "{state}"
+    );
     let (status, ready) = b.get("/readyz").await.unwrap();
     assert_eq!(status, 503);
     assert!(ready.to_string().contains("removed"), "{ready}");
@@ -141,8 +184,13 @@ async fn scenario_4_removed_framework_waits_then_reregisters() {
     assert_eq!(s.subscribes(), subscribes, "no restart loop");
 
     let (status, body) = b.post("/api/v1/actions/reregister", json!({})).await;
-    assert!(status == 200 || status == 202, "reregister answered {status}: {body}");
-    let state = b.wait_state("a fresh framework runs the services", WAIT, all_running).await;
+    assert!(
+        status == 200 || status == 202,
+        "reregister answered {status}: {body}"
+    );
+    let state = b
+        .wait_state("a fresh framework runs the services", WAIT, all_running)
+        .await;
     let new = framework_id(&state).unwrap();
     assert_ne!(new, old);
     assert_eq!(b.get("/readyz").await.unwrap().0, 200);
@@ -160,7 +208,12 @@ async fn scenario_4_with_automatic_reregistration() {
         assert!(std::time::Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let b = Appliance::spawn("b", &s.args("d2", &["--on-framework-removed", "reregister"]));
-    let state = b.wait_state("re-registered on its own", WAIT, all_running).await;
+    let b = Appliance::spawn(
+        "b",
+        &s.args("d2", &["--on-framework-removed", "reregister"]),
+    );
+    let state = b
+        .wait_state("re-registered on its own", WAIT, all_running)
+        .await;
     assert_ne!(framework_id(&state).unwrap(), old);
 }

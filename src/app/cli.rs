@@ -127,10 +127,20 @@ pub struct CommonArgs {
     #[arg(long, global = true, env = "MESOS_APPLIANCE_ZK_PRIVATE_ACL")]
     pub zk_private_acl: bool,
     /// Framework name (FrameworkInfo.name).
-    #[arg(long, global = true, default_value = "mesos-appliance", env = "MESOS_APPLIANCE_FRAMEWORK_NAME")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "mesos-appliance",
+        env = "MESOS_APPLIANCE_FRAMEWORK_NAME"
+    )]
     pub framework_name: String,
     /// Framework role (FrameworkInfo.role).
-    #[arg(long, global = true, default_value = "*", env = "MESOS_APPLIANCE_FRAMEWORK_ROLE")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "*",
+        env = "MESOS_APPLIANCE_FRAMEWORK_ROLE"
+    )]
     pub framework_role: String,
     /// Unix user tasks run as on the agents (FrameworkInfo.user) [default: $USER, else root].
     #[arg(long, global = true, env = "MESOS_APPLIANCE_FRAMEWORK_USER")]
@@ -145,16 +155,33 @@ pub struct CommonArgs {
     #[arg(long, global = true, default_value = "1week", value_parser = duration, env = "MESOS_APPLIANCE_FAILOVER_TIMEOUT")]
     pub failover_timeout: Duration,
     /// What a new deployment does to an old one: failover, upgrade or hard (see below).
-    #[arg(long, global = true, value_enum, default_value = "failover", env = "MESOS_APPLIANCE_FRAMEWORK_DEPLOYMENT_STRATEGY")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "failover",
+        env = "MESOS_APPLIANCE_FRAMEWORK_DEPLOYMENT_STRATEGY"
+    )]
     pub framework_deployment_strategy: StrategyArg,
     /// Deployment identity [default: a hash of the version and the effective configuration].
     #[arg(long, global = true, env = "MESOS_APPLIANCE_DEPLOYMENT_ID")]
     pub deployment_id: Option<String>,
     /// When Mesos says the framework was removed: wait for the operator, or reregister.
-    #[arg(long, global = true, value_enum, default_value = "wait", env = "MESOS_APPLIANCE_ON_FRAMEWORK_REMOVED")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "wait",
+        env = "MESOS_APPLIANCE_ON_FRAMEWORK_REMOVED"
+    )]
     pub on_framework_removed: OnFrameworkRemoved,
     /// Dashboard and API address.
-    #[arg(long, global = true, default_value = "127.0.0.1:8080", env = "MESOS_APPLIANCE_LISTEN")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "127.0.0.1:8080",
+        env = "MESOS_APPLIANCE_LISTEN"
+    )]
     pub listen: SocketAddr,
     /// URL other replicas, users and the Mesos fetcher reach this replica at [default: from --listen].
     #[arg(long, global = true, env = "MESOS_APPLIANCE_ADVERTISED_URL")]
@@ -186,7 +213,12 @@ pub struct CommonArgs {
     pub explicit_reconcile_abort_timeout: Duration,
     /// Rolling replacement of tasks whose service spec changed: at most this
     /// many desired instances down at a time.
-    #[arg(long, global = true, default_value_t = 1, env = "MESOS_APPLIANCE_UPGRADE_MAX_UNAVAILABLE")]
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 1,
+        env = "MESOS_APPLIANCE_UPGRADE_MAX_UNAVAILABLE"
+    )]
     pub upgrade_max_unavailable: u32,
     /// Unused offers are declined after this long.
     #[arg(long, global = true, default_value = "10s", value_parser = duration, env = "MESOS_APPLIANCE_OFFER_TTL")]
@@ -195,7 +227,12 @@ pub struct CommonArgs {
     #[arg(long, global = true, default_value = "2m", value_parser = duration, env = "MESOS_APPLIANCE_OFFER_LINGER_TTL")]
     pub offer_linger_ttl: Duration,
     /// Filter (seconds) sent with declines when no work is pending.
-    #[arg(long, global = true, default_value_t = 120.0, env = "MESOS_APPLIANCE_DECLINE_REFUSE_SECONDS")]
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 120.0,
+        env = "MESOS_APPLIANCE_DECLINE_REFUSE_SECONDS"
+    )]
     pub decline_refuse_seconds: f64,
     /// How often the stored framework ID is re-read and compared with ours.
     #[arg(long, global = true, default_value = "30s", value_parser = duration, env = "MESOS_APPLIANCE_FRAMEWORK_ID_REFRESH_INTERVAL")]

@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::cli::{CommonArgs, DemoArgs, exit};
 use super::serve::web_config;
-use super::{core_config, executor_binary, load_services, replica_info, start_replica, stop_signal};
+use super::{
+    core_config, executor_binary, load_services, replica_info, start_replica, stop_signal,
+};
 use crate::coordination::memory::MemoryCoordinator;
 use crate::mesos::client::ClientConfig;
 use crate::mesos::detector::MasterSpec;
@@ -59,7 +61,10 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
     let mut testbed = TestbedConfig::default();
     testbed.listen = "127.0.0.1:0".parse().expect("literal address");
     testbed.agents = (0..args.agents.max(1))
-        .map(|i| AgentSpec::new(&format!("agent-{i}"), DEFAULT_AGENT_RESOURCES).with_attributes(&format!("rack:r{}", i % 2)))
+        .map(|i| {
+            AgentSpec::new(&format!("agent-{i}"), DEFAULT_AGENT_RESOURCES)
+                .with_attributes(&format!("rack:r{}", i % 2))
+        })
         .collect();
     testbed.heartbeat_interval = Duration::from_secs(5);
     testbed.status_update_retry_min = Duration::from_secs(2);
@@ -77,15 +82,33 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
     core.reconcile.initial_delay = Duration::from_secs(30);
     core.reconcile.interval = Duration::from_secs(300);
     core.decline_refuse_seconds = 10.0;
-    let client = ClientConfig::new(MasterSpec::parse(&testbed.url()).map_err(|e| (exit::FAILURE, e.to_string()))?);
+    let client = ClientConfig::new(
+        MasterSpec::parse(&testbed.url()).map_err(|e| (exit::FAILURE, e.to_string()))?,
+    );
     let coordinator = Arc::new(MemoryCoordinator::new(replica_info(&advertised, "demo")));
     let shutdown = CancellationToken::new();
-    let running = start_replica(core, client, coordinator.clone(), services, web, shutdown.clone())
-        .await
-        .map_err(|e| (exit::FAILURE, e.to_string()))?;
+    let running = start_replica(
+        core,
+        client,
+        coordinator.clone(),
+        services,
+        web,
+        shutdown.clone(),
+    )
+    .await
+    .map_err(|e| (exit::FAILURE, e.to_string()))?;
     println!("mesos-appliance demo");
     println!("  dashboard:     http://{}", running.web_addr);
-    println!("  mesos-testbed: {} ({} agents{})", testbed.url(), args.agents.max(1), if executor.is_some() { ", real executors" } else { "" });
+    println!(
+        "  mesos-testbed: {} ({} agents{})",
+        testbed.url(),
+        args.agents.max(1),
+        if executor.is_some() {
+            ", real executors"
+        } else {
+            ""
+        }
+    );
     println!("  Ctrl-C stops.");
     stop_signal().await;
     println!("stopping");

@@ -32,10 +32,13 @@ pub struct ConfigError(pub String);
 
 /// Reads and validates `--services`.
 pub fn load_services(path: Option<&Path>) -> Result<Vec<ServiceSpec>, ConfigError> {
-    let Some(path) = path else { return Ok(Vec::new()) };
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("--services {}: {e}", path.display())))?;
-    parse_services_file(&text).map_err(|e| ConfigError(format!("--services {}: {e}", path.display())))
+    parse_services_file(&text)
+        .map_err(|e| ConfigError(format!("--services {}: {e}", path.display())))
 }
 
 /// The Mesos client settings from the flags (`--master`, `--principal`, `--secret-file`).
@@ -57,7 +60,11 @@ pub fn client_config(common: &CommonArgs, master: &str) -> Result<ClientConfig, 
 }
 
 /// The core's settings from the flags.
-pub fn core_config(common: &CommonArgs, advertised_url: &str, executor_available: bool) -> CoreConfig {
+pub fn core_config(
+    common: &CommonArgs,
+    advertised_url: &str,
+    executor_available: bool,
+) -> CoreConfig {
     let mut c = CoreConfig::default();
     c.framework_name.clone_from(&common.framework_name);
     c.role.clone_from(&common.framework_role);
@@ -80,7 +87,12 @@ pub fn core_config(common: &CommonArgs, advertised_url: &str, executor_available
     c.reconcile.explicit_max_backoff = common.explicit_reconcile_max_backoff;
     c.reconcile.explicit_abort_timeout = common.explicit_reconcile_abort_timeout;
     c.framework_id_refresh_interval = common.framework_id_refresh_interval;
-    c.executor_url = executor_available.then(|| format!("{advertised_url}/executor/{}", crate::scheduler::taskinfo::EXECUTOR_BINARY));
+    c.executor_url = executor_available.then(|| {
+        format!(
+            "{advertised_url}/executor/{}",
+            crate::scheduler::taskinfo::EXECUTOR_BINARY
+        )
+    });
     c
 }
 

@@ -11,11 +11,14 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::cli::{CommonArgs, exit};
-use super::{ConfigError, client_config, core_config, deployment_id, executor_binary, load_services, replica_info, start_replica, stop_signal};
+use super::{
+    ConfigError, client_config, core_config, deployment_id, executor_binary, load_services,
+    replica_info, start_replica, stop_signal,
+};
+use crate::coordination::Coordinator;
 use crate::coordination::memory::MemoryCoordinator;
 use crate::coordination::url::ZkUrl;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
-use crate::coordination::Coordinator;
 use crate::scheduler::deployment;
 use crate::web::WebConfig;
 
@@ -68,10 +71,9 @@ pub fn web_config(common: &CommonArgs, advertised_url: &str) -> Result<WebConfig
 }
 
 async fn run_inner(common: CommonArgs) -> Result<u8, Failure> {
-    let master = common
-        .master
-        .clone()
-        .ok_or_else(|| ConfigError("--master is required (http://host:port or zk://host:port/mesos)".into()))?;
+    let master = common.master.clone().ok_or_else(|| {
+        ConfigError("--master is required (http://host:port or zk://host:port/mesos)".into())
+    })?;
     let services = load_services(common.services.as_deref())?;
     let advertised = common.advertised_url();
     let web = web_config(&common, &advertised)?;
@@ -88,8 +90,10 @@ async fn run_inner(common: CommonArgs) -> Result<u8, Failure> {
             Arc::new(MemoryCoordinator::new(replica))
         }
         Some(url) => {
-            let url = ZkUrl::parse(url, &common.framework_name).map_err(|e| ConfigError(format!("--zk: {e}")))?;
-            let mut config = ZkConfig::new(url, replica).with_session_timeout(common.zk_session_timeout);
+            let url = ZkUrl::parse(url, &common.framework_name)
+                .map_err(|e| ConfigError(format!("--zk: {e}")))?;
+            let mut config =
+                ZkConfig::new(url, replica).with_session_timeout(common.zk_session_timeout);
             config.private_acl = common.zk_private_acl;
             Arc::new(
                 ZkCoordinator::start(config)
@@ -112,9 +116,16 @@ async fn run_inner(common: CommonArgs) -> Result<u8, Failure> {
     ));
     // upgrade and hard: this deployment's services file is authoritative.
     core.replace_services = core.strategy != crate::coordination::Strategy::Failover;
-    let running = start_replica(core, client, coordinator.clone(), services, web, shutdown.clone())
-        .await
-        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    let running = start_replica(
+        core,
+        client,
+        coordinator.clone(),
+        services,
+        web,
+        shutdown.clone(),
+    )
+    .await
+    .map_err(|e| Failure::Runtime(e.to_string()))?;
     println!("mesos-appliance: dashboard on http://{}", running.web_addr);
 
     let code = tokio::select! {

@@ -53,14 +53,17 @@ async fn uninstall(common: &CommonArgs, args: &UninstallArgs) -> Result<(), Erro
         .master
         .as_deref()
         .ok_or_else(|| Error::Usage("--master is required".into()))?;
-    let client = client_config(common, master).map_err(|e| Error::Usage(e.0))?;
+    let mut client = client_config(common, master).map_err(|e| Error::Usage(e.0))?;
+    // An unreachable master fails the job within --wait, not the default minute.
+    client.operator_retry_for = args.wait;
     let cancel = CancellationToken::new();
     let operator = OperatorClient::start(&client, cancel.clone());
 
     let coordinator = match &common.zk {
         None => None,
         Some(url) => {
-            let url = ZkUrl::parse(url, &common.framework_name).map_err(|e| Error::Usage(format!("--zk: {e}")))?;
+            let url = ZkUrl::parse(url, &common.framework_name)
+                .map_err(|e| Error::Usage(format!("--zk: {e}")))?;
             let root = url.root.clone();
             let mut config = ZkConfig::new(url, replica_info("uninstall", "uninstall"))
                 .with_session_timeout(common.zk_session_timeout);
@@ -96,7 +99,10 @@ async fn uninstall(common: &CommonArgs, args: &UninstallArgs) -> Result<(), Erro
     for f in frameworks.active().chain(frameworks.inactive()) {
         #[allow(deprecated)]
         let role = f.framework_info.role.as_deref().unwrap_or("*") == common.framework_role
-            || f.framework_info.roles.iter().any(|r| *r == common.framework_role);
+            || f.framework_info
+                .roles
+                .iter()
+                .any(|r| *r == common.framework_role);
         if f.framework_info.name == common.framework_name
             && role
             && let Some(id) = operator::framework_id(f)
@@ -104,7 +110,10 @@ async fn uninstall(common: &CommonArgs, args: &UninstallArgs) -> Result<(), Erro
             targets.insert(id.to_string());
         }
     }
-    println!("uninstall plan for framework name {:?}:", common.framework_name);
+    println!(
+        "uninstall plan for framework name {:?}:",
+        common.framework_name
+    );
     match &stored {
         Some(id) => println!("  stored framework ID: {id}"),
         None => println!("  stored framework ID: none"),
@@ -137,7 +146,10 @@ async fn uninstall(common: &CommonArgs, args: &UninstallArgs) -> Result<(), Erro
                 break;
             }
             if Instant::now() >= deadline {
-                let urls: Vec<String> = members.iter().map(|m| m.info.advertised_url.clone()).collect();
+                let urls: Vec<String> = members
+                    .iter()
+                    .map(|m| m.info.advertised_url.clone())
+                    .collect();
                 return Err(Error::Failed(format!(
                     "{} replica(s) still in the election after {:?}: {}",
                     members.len(),
@@ -169,7 +181,10 @@ async fn uninstall(common: &CommonArgs, args: &UninstallArgs) -> Result<(), Erro
             break;
         }
         if Instant::now() >= deadline {
-            return Err(Error::Failed(format!("the master still lists {left:?} as running after {:?}", args.wait)));
+            return Err(Error::Failed(format!(
+                "the master still lists {left:?} as running after {:?}",
+                args.wait
+            )));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

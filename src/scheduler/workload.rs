@@ -98,7 +98,12 @@ pub fn upgrade_step<'a>(
     let running = tasks
         .clone()
         .into_iter()
-        .filter(|t| t.service == spec.name && is_live(t) && t.task_state() == TaskState::TaskRunning && t.instance < spec.instances)
+        .filter(|t| {
+            t.service == spec.name
+                && is_live(t)
+                && t.task_state() == TaskState::TaskRunning
+                && t.instance < spec.instances
+        })
         .count() as u32;
     let unavailable = spec.instances.saturating_sub(running);
     if unavailable >= max_unavailable.max(1) {
@@ -254,10 +259,16 @@ mod tests {
     fn rolling_upgrade_replaces_one_task_at_a_time() {
         let s = spec(3);
         let fp = s.fingerprint();
-        let mut tasks: Vec<TaskRecord> = (0..3).map(|i| task(&format!("old{i}"), i, "TASK_RUNNING", 0.0)).collect();
+        let mut tasks: Vec<TaskRecord> = (0..3)
+            .map(|i| task(&format!("old{i}"), i, "TASK_RUNNING", 0.0))
+            .collect();
         assert_eq!(upgrade_step(&s, &tasks, 1).as_deref(), Some("old0"));
         // old0 is being killed: one instance is down, so nothing else goes.
-        tasks[0].kill = Some(crate::scheduler::KillRequest { reason: "upgrade".into(), requested_at: 0.0, attempts: 1 });
+        tasks[0].kill = Some(crate::scheduler::KillRequest {
+            reason: "upgrade".into(),
+            requested_at: 0.0,
+            attempts: 1,
+        });
         assert_eq!(upgrade_step(&s, &tasks, 1), None);
         // Its replacement is starting: still down.
         let mut new0 = task("new0", 0, "TASK_STARTING", 1.0);

@@ -156,7 +156,12 @@ impl Appliance {
     }
 
     /// Waits until `/api/v1/state` satisfies `pred`; panics with the log otherwise.
-    pub async fn wait_state(&self, what: &str, within: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+    pub async fn wait_state(
+        &self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + within;
         loop {
             if let Some(state) = self.state().await
@@ -197,7 +202,11 @@ impl Appliance {
                 return status;
             }
             if Instant::now() >= deadline {
-                panic!("{}: did not exit within {within:?}\n--- log ---\n{}", self.name, tail(&self.log(), 60));
+                panic!(
+                    "{}: did not exit within {within:?}\n--- log ---\n{}",
+                    self.name,
+                    tail(&self.log(), 60)
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -205,7 +214,9 @@ impl Appliance {
 
     /// True while the process runs.
     pub fn running(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 }
 
@@ -236,5 +247,7 @@ pub fn framework_id(state: &Value) -> Option<String> {
 
 /// Running tasks per the state's counts.
 pub fn running_count(state: &Value) -> u64 {
-    state["counts"]["tasks_by_state"]["TASK_RUNNING"].as_u64().unwrap_or(0)
+    state["counts"]["tasks_by_state"]["TASK_RUNNING"]
+        .as_u64()
+        .unwrap_or(0)
 }

@@ -180,8 +180,13 @@ impl Core {
                 self.tasks.values().map(|e| e.record.as_ref()),
                 self.cfg.upgrade_max_unavailable,
             ) {
-                self.request_kill(&task_id, "replaced by a newer service spec").await;
-                if self.tasks.get(&task_id).is_none_or(|e| e.record.kill.is_none()) {
+                self.request_kill(&task_id, "replaced by a newer service spec")
+                    .await;
+                if self
+                    .tasks
+                    .get(&task_id)
+                    .is_none_or(|e| e.record.kill.is_none())
+                {
                     break; // the kill could not be recorded; try again next pass
                 }
             }

@@ -1,0 +1,316 @@
+//! The `hard` and `upgrade` strategies with real processes, ZooKeeper and the
+//! testbed: `hard` fences the old deployment, tears its framework down once
+//! and registers afresh (also when Mesos already removed it); `upgrade`
+//! fences the old deployment, keeps the framework ID and replaces changed
+//! tasks one at a time. And a leader SIGKILLed in the middle of launching
+//! 50 tasks loses and duplicates nothing.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use serde_json::{Value, json};
+use support::processes::*;
+use support::zookeeper::ZkServer;
+
+struct Setup {
+    zk: ZkServer,
+    tb: Testbed,
+    dir: tempfile::TempDir,
+}
+
+async fn setup(agents: usize) -> Setup {
+    support::mesos::init();
+    Setup {
+        zk: ZkServer::start(),
+        tb: Testbed::start(TestbedConfig::for_tests(agents))
+            .await
+            .unwrap(),
+        dir: tempfile::tempdir().unwrap(),
+    }
+}
+
+impl Setup {
+    fn args(&self, deployment: &str, services: &Value, extra: &[&str]) -> Vec<String> {
+        let mut args = base_args(&self.zk.connect_string(), &self.tb.url(), "strategy");
+        let file = services_file(self.dir.path(), &format!("{deployment}.json"), services);
+        args.extend([
+            "--services".into(),
+            file.display().to_string(),
+            "--deployment-id".into(),
+            deployment.into(),
+        ]);
+        with_flags(args, extra)
+    }
+
+    /// Running tasks on the master, per service (from the task ID prefix).
+    fn running_per_service(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for t in self.tb.tasks() {
+            if t.state.as_str_name() == "TASK_RUNNING" {
+                let service = t.task_id.split('.').next().unwrap_or_default().to_string();
+                out.entry(service).or_default().push(t.task_id);
+            }
+        }
+        out
+    }
+}
+
+fn web(command: &str, instances: u32) -> Value {
+    json!([{"name": "web", "command": command, "cpus": 0.1, "mem": 32, "instances": instances}])
+}
+
+fn running(n: u64) -> impl Fn(&Value) -> bool {
+    move |s: &Value| framework_state(s) == "subscribed" && running_count(s) == n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_fences_the_live_deployment_and_registers_a_fresh_framework() {
+    let s = setup(2).await;
+    let mut a = Appliance::spawn("a", &s.args("d1", &web("v1", 2), &[]));
+    let old = framework_id(&a.wait_state("running", WAIT, running(2)).await).unwrap();
+    let old_tasks: BTreeSet<String> = s.tb.tasks().into_iter().map(|t| t.task_id).collect();
+
+    let b = Appliance::spawn(
+        "b",
+        &s.args(
+            "d2",
+            &web("v1", 2),
+            &["--framework-deployment-strategy", "hard"],
+        ),
+    );
+    let status = a.wait_exit(WAIT).await;
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "fenced replicas exit with code 3\n{}",
+        tail(&a.log(), 20)
+    );
+    assert!(a.log().contains("fenced"), "{}", tail(&a.log(), 20));
+    let state = b
+        .wait_state("fresh framework running", WAIT, running(2))
+        .await;
+    let new = framework_id(&state).unwrap();
+    assert_ne!(new, old, "a fresh framework");
+    let teardowns: Vec<_> =
+        s.tb.calls()
+            .into_iter()
+            .filter(|c| c.api == "operator" && c.call_type == "TEARDOWN")
+            .collect();
+    assert_eq!(teardowns.len(), 1, "the old framework is torn down once");
+    assert_eq!(teardowns[0].framework_id.as_deref(), Some(old.as_str()));
+    assert!(s.tb.frameworks().iter().any(|f| f.id == old && f.completed));
+    let now: BTreeSet<String> = s.tb.tasks().into_iter().map(|t| t.task_id).collect();
+    assert!(
+        now.is_disjoint(&old_tasks),
+        "the old framework's tasks died with it"
+    );
+    assert_eq!(state["deployment"]["teardown_done"], true, "{state}");
+
+    // A restart of the hard deployment does not tear down again.
+    drop(b);
+    let c = Appliance::spawn(
+        "c",
+        &s.args(
+            "d2",
+            &web("v1", 2),
+            &["--framework-deployment-strategy", "hard"],
+        ),
+    );
+    let state = c
+        .wait_state("same framework adopted", WAIT, running(2))
+        .await;
+    assert_eq!(framework_id(&state).unwrap(), new);
+    let teardowns =
+        s.tb.calls()
+            .into_iter()
+            .filter(|c| c.api == "operator" && c.call_type == "TEARDOWN")
+            .count();
+    assert_eq!(teardowns, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_against_a_removed_framework_registers_without_entering_removed() {
+    let s = setup(1).await;
+    let mut a = Appliance::spawn(
+        "a",
+        &s.args("d1", &web("v1", 1), &["--failover-timeout", "1s"]),
+    );
+    let old = framework_id(&a.wait_state("running", WAIT, running(1)).await).unwrap();
+    a.signal(libc::SIGTERM);
+    a.wait_exit(WAIT).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while !s.tb.frameworks().iter().any(|f| f.id == old && f.completed) {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let b = Appliance::spawn(
+        "b",
+        &s.args(
+            "d2",
+            &web("v1", 1),
+            &["--framework-deployment-strategy", "hard"],
+        ),
+    );
+    let state = b
+        .wait_state("fresh framework running", WAIT, running(1))
+        .await;
+    assert_ne!(framework_id(&state).unwrap(), old);
+    let subscribes: Vec<_> =
+        s.tb.scheduler_calls("SUBSCRIBE")
+            .into_iter()
+            .filter(|c| c.framework_id.as_deref() == Some(old.as_str()))
+            .collect();
+    assert!(
+        subscribes.len() <= 1,
+        "the removed ID is not retried in a loop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_keeps_the_framework_and_rolls_changed_tasks_one_at_a_time() {
+    let s = setup(2).await;
+    let mut a = Appliance::spawn("a", &s.args("d1", &web("echo v1", 3), &[]));
+    let fid = framework_id(&a.wait_state("running", WAIT, running(3)).await).unwrap();
+    let old: BTreeSet<String> = s.tb.tasks().into_iter().map(|t| t.task_id).collect();
+
+    let b = Appliance::spawn(
+        "b",
+        &s.args(
+            "d2",
+            &web("echo v2", 3),
+            &["--framework-deployment-strategy", "upgrade"],
+        ),
+    );
+    assert_eq!(
+        a.wait_exit(WAIT).await.code(),
+        Some(3),
+        "the old deployment is fenced"
+    );
+    // Watch the master while the upgrade rolls: never more than one of the
+    // three instances down.
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut lowest = 3;
+    loop {
+        let running = s.running_per_service().remove("web").unwrap_or_default();
+        lowest = lowest.min(running.len());
+        if running.len() == 3 && running.iter().all(|t| !old.contains(t)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "upgrade did not finish; running {running:?}\n{}",
+            tail(&b.log(), 30)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        lowest >= 2,
+        "at most one instance down at a time (saw {lowest} running)"
+    );
+    let state = b.wait_state("subscribed", WAIT, running(3)).await;
+    assert_eq!(
+        framework_id(&state).unwrap(),
+        fid,
+        "upgrade keeps the framework ID"
+    );
+    let kills = s.tb.scheduler_calls("KILL");
+    let killed: BTreeSet<String> = kills
+        .iter()
+        .map(|c| {
+            c.call["kill"]["task_id"]["value"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(killed, old, "exactly the old tasks were replaced");
+    let launched: Vec<Value> =
+        s.tb.scheduler_calls("ACCEPT")
+            .iter()
+            .filter(|c| c.launched_task_ids().iter().any(|t| !old.contains(t)))
+            .flat_map(|c| {
+                c.call["accept"]["operations"][0]["launch"]["task_infos"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect();
+    assert_eq!(launched.len(), 3);
+    assert!(launched.iter().all(|t| t["command"]["value"] == "echo v2"));
+    // One at a time: each KILL comes after the previous replacement's launch.
+    let kill_seq: Vec<u64> = kills.iter().map(|c| c.seq).collect();
+    let launch_seq: Vec<u64> =
+        s.tb.scheduler_calls("ACCEPT")
+            .iter()
+            .filter(|c| c.launched_task_ids().iter().any(|t| !old.contains(t)))
+            .map(|c| c.seq)
+            .collect();
+    assert!(
+        kill_seq[1] > launch_seq[0] && kill_seq[2] > launch_seq[1],
+        "kills {kill_seq:?}, launches {launch_seq:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_in_the_middle_of_launching_fifty_tasks_loses_and_duplicates_nothing() {
+    let s = setup(5).await;
+    let services = json!([
+        {"name": "s0", "command": "x", "cpus": 0.1, "mem": 16, "instances": 10},
+        {"name": "s1", "command": "x", "cpus": 0.1, "mem": 16, "instances": 10},
+        {"name": "s2", "command": "x", "cpus": 0.1, "mem": 16, "instances": 10},
+        {"name": "s3", "command": "x", "cpus": 0.1, "mem": 16, "instances": 10},
+        {"name": "s4", "command": "x", "cpus": 0.1, "mem": 16, "instances": 10}
+    ]);
+    let follower_args = s.args("d1", &services, &[]);
+    let a = Appliance::spawn("a", &s.args("d1", &services, &[]));
+    // Kill a as soon as its first launch reached the master.
+    let deadline = std::time::Instant::now() + WAIT;
+    while !s
+        .tb
+        .scheduler_calls("ACCEPT")
+        .iter()
+        .any(|c| !c.launched_task_ids().is_empty())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no launch\n{}",
+            tail(&a.log(), 30)
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    a.signal(libc::SIGKILL);
+    let running_at_kill: usize = s.running_per_service().values().map(Vec::len).sum();
+    let launched_at_kill: usize =
+        s.tb.scheduler_calls("ACCEPT")
+            .iter()
+            .map(|c| c.launched_task_ids().len())
+            .sum();
+    assert!(
+        running_at_kill < 50,
+        "killed in the middle of launching ({launched_at_kill} launched, {running_at_kill} running)"
+    );
+    println!("killed with {launched_at_kill} tasks launched and {running_at_kill} running");
+    let b = Appliance::spawn("b", &follower_args);
+    b.wait_state("50 running", Duration::from_secs(60), running(50))
+        .await;
+    let per_service = s.running_per_service();
+    for svc in ["s0", "s1", "s2", "s3", "s4"] {
+        let tasks = per_service.get(svc).cloned().unwrap_or_default();
+        assert_eq!(tasks.len(), 10, "{svc}: {tasks:?}");
+        let instances: BTreeSet<&str> =
+            tasks.iter().map(|t| t.split('.').nth(1).unwrap()).collect();
+        assert_eq!(instances.len(), 10, "{svc}: one task per instance");
+    }
+    let on_master =
+        s.tb.tasks()
+            .into_iter()
+            .filter(|t| t.state.as_str_name() == "TASK_RUNNING")
+            .count();
+    assert_eq!(
+        on_master, 50,
+        "no stray duplicates (running at the kill: {running_at_kill})"
+    );
+}

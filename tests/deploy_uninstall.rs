@@ -1,0 +1,166 @@
+//! `mesos-appliance uninstall` with real processes, ZooKeeper and the
+//! testbed: `--dry-run` changes nothing; the job fences both replicas, tears
+//! the framework down, deletes the ZooKeeper subtree and exits 0; a second
+//! run finds nothing and exits 0; an unreachable master fails it (exit 4)
+//! with nothing deleted.
+
+mod support;
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use serde_json::json;
+use support::processes::*;
+use support::zookeeper::ZkServer;
+use zookeeper_client as zk;
+
+fn uninstall(zk: &str, master: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mesos-appliance"))
+        .args([
+            "--zk",
+            &format!("zk://{zk}/appliance"),
+            "--zk-session-timeout",
+            "2s",
+            "--master",
+            master,
+        ])
+        .args(["--framework-name", "gone", "uninstall", "--wait", "15s"])
+        .args(extra)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run uninstall")
+}
+
+async fn root_exists(zk: &str) -> bool {
+    let client = zk::Client::connect(zk).await.unwrap();
+    client.check_stat("/appliance").await.unwrap().is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_fences_tears_down_and_deletes_everything_once() {
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = services_file(
+        dir.path(),
+        "s.json",
+        &json!([{"name": "web", "command": "x", "cpus": 0.1, "mem": 32, "instances": 2}]),
+    );
+    let mut args = base_args(&zk.connect_string(), &tb.url(), "gone");
+    args.extend([
+        "--services".into(),
+        file.display().to_string(),
+        "--deployment-id".into(),
+        "d1".into(),
+    ]);
+    let mut a = Appliance::spawn("a", &args);
+    let state = a
+        .wait_state("running", WAIT, |s| running_count(s) == 2)
+        .await;
+    let fid = framework_id(&state).unwrap();
+    let mut b = Appliance::spawn("b", &args);
+    b.wait_state("b follows", WAIT, |s| s["leadership"]["role"] == "follower")
+        .await;
+
+    let dry = uninstall(&zk.connect_string(), &tb.url(), &["--dry-run"]);
+    let out = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        dry.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    assert!(out.contains(&format!("tear down framework {fid}")), "{out}");
+    assert!(out.contains("dry run: nothing changed"), "{out}");
+    assert!(a.running() && b.running());
+    assert!(root_exists(&zk.connect_string()).await);
+    assert!(tb.frameworks().iter().any(|f| f.id == fid && !f.completed));
+
+    let run = tokio::task::spawn_blocking({
+        let (zk, master) = (zk.connect_string(), tb.url());
+        move || uninstall(&zk, &master, &[])
+    })
+    .await
+    .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(a.wait_exit(Duration::from_secs(10)).await.code(), Some(3));
+    assert_eq!(b.wait_exit(Duration::from_secs(10)).await.code(), Some(3));
+    assert!(
+        out.contains("uninstalled: 1 framework(s) torn down"),
+        "{out}"
+    );
+    assert!(
+        tb.frameworks().iter().any(|f| f.id == fid && f.completed),
+        "the master lists it as completed"
+    );
+    assert!(tb.tasks().is_empty());
+    assert!(
+        !root_exists(&zk.connect_string()).await,
+        "the subtree is gone"
+    );
+
+    let again = uninstall(&zk.connect_string(), &tb.url(), &[]);
+    let out = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(out.contains("frameworks to tear down: none"), "{out}");
+    assert!(!root_exists(&zk.connect_string()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_with_the_master_unreachable_deletes_nothing() {
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let client = zk::Client::connect(&zk.connect_string()).await.unwrap();
+    client
+        .mkdir(
+            "/appliance/tasks",
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    let dead = format!("http://127.0.0.1:{}", support::zookeeper::free_port());
+    let run = tokio::task::spawn_blocking({
+        let zk = zk.connect_string();
+        move || {
+            Command::new(env!("CARGO_BIN_EXE_mesos-appliance"))
+                .args([
+                    "--zk",
+                    &format!("zk://{zk}/appliance"),
+                    "--master",
+                    &dead,
+                    "--framework-name",
+                    "gone",
+                ])
+                .args(["uninstall", "--wait", "2s"])
+                .env("RUST_BACKTRACE", "0")
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(String::from_utf8_lossy(&run.stderr).contains("nothing was deleted"));
+    assert!(
+        client
+            .check_stat("/appliance/tasks")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
