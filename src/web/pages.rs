@@ -57,8 +57,8 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
         Leadership::Follower { leader: Some(l) } => out.push(Banner {
             level: "warn",
             head: "standby",
-            text: format!("— leader is {}", l.advertised_url),
-            link: link(l.advertised_url.clone(), "open the leader's dashboard"),
+            text: "— leader is".into(),
+            link: link(l.advertised_url.clone(), l.advertised_url.clone()),
         }),
         Leadership::Follower { leader: None } => out.push(Banner {
             level: "warn",
@@ -93,8 +93,7 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
             level: "bad",
             head: "framework removed",
             text: format!(
-                "— the master removed framework {id}{reason}. Its tasks are gone. \
-                 Register as a new framework to start again."
+                "— the master removed framework {id}{reason}; its tasks are gone. Next step:"
             ),
             link: link("/actions#reregister", "register as a new framework"),
         }),
@@ -220,6 +219,11 @@ impl Chrome {
     pub fn ago_opt(&self, at: impl Val<Option<f64>>) -> String {
         at.val()
             .map_or_else(|| "—".to_string(), |t| format::ago(t, self.now))
+    }
+
+    /// Whether `at` is after the snapshot time.
+    pub fn is_future(&self, at: impl Val<f64>) -> bool {
+        at.val() > self.now
     }
 
     /// A duration in seconds, `7d`, `3m 20s`.

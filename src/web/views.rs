@@ -893,9 +893,18 @@ impl Blast {
 
     /// Executors that obey kamikaze.
     pub fn kamikaze_executors(&self) -> usize {
+        self.kamikaze_rows().count()
+    }
+
+    /// The executors that obey kamikaze.
+    pub fn kamikaze_rows(&self) -> impl Iterator<Item = &ExecutorRow> {
         self.executors
             .iter()
             .filter(|e| e.executor == ExecutorKind::Appliance)
-            .count()
+    }
+
+    /// Active tasks on the Mesos command executor (kamikaze spares them).
+    pub fn command_tasks(&self) -> usize {
+        self.active_tasks - self.kamikaze_tasks
     }
 }
