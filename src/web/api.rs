@@ -47,7 +47,8 @@ pub(crate) fn bad_path(e: PathRejection) -> AppError {
 
 /// `GET /api/v1/state`.
 pub async fn state(State(state): State<AppState>) -> Json<StateView> {
-    Json(StateView::new(&state.handle.snapshot()))
+    let s = state.handle.snapshot();
+    Json(StateView::new(&s, &state.derived(&s)))
 }
 
 /// `GET /api/v1/tasks`: filters and paging as [`TaskQuery`].
@@ -56,7 +57,8 @@ pub async fn tasks(
     query: Result<Query<TaskQuery>, QueryRejection>,
 ) -> Result<Json<TasksView>, AppError> {
     let Query(query) = query.map_err(bad_query)?;
-    Ok(Json(TasksView::new(&state.handle.snapshot(), &query)?))
+    let s = state.handle.snapshot();
+    Ok(Json(TasksView::new(&s, &state.derived(&s), &query)?))
 }
 
 /// `GET /api/v1/tasks/{id}`.

@@ -64,7 +64,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::Coordinator;
-use crate::scheduler::SchedulerHandle;
+use crate::scheduler::{SchedulerHandle, Snapshot};
 
 pub use error::AppError;
 
@@ -193,6 +193,8 @@ pub struct App {
     /// Cancelled when the server shuts down: ends the live streams so the
     /// graceful shutdown does not wait for them.
     pub(crate) shutdown: CancellationToken,
+    /// The aggregates of the latest snapshot seen (see [`App::derived`]).
+    derived: std::sync::Mutex<Option<(Arc<Snapshot>, Arc<views::Derived>)>>,
 }
 
 impl AppState {
@@ -216,11 +218,26 @@ impl AppState {
             access,
             results: actions::ResultLog::default(),
             shutdown: CancellationToken::new(),
+            derived: std::sync::Mutex::new(None),
         }))
     }
 }
 
 impl App {
+    /// The aggregates of snapshot `s`, computed on the first request that
+    /// sees it and shared by the requests after it.
+    pub fn derived(&self, s: &Arc<Snapshot>) -> Arc<views::Derived> {
+        let mut cache = self.derived.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((cached, derived)) = &*cache
+            && Arc::ptr_eq(cached, s)
+        {
+            return derived.clone();
+        }
+        let derived = Arc::new(views::Derived::new(s));
+        *cache = Some((s.clone(), derived.clone()));
+        derived
+    }
+
     /// Whether cookies get the `Secure` attribute (advertised over https).
     pub fn secure_cookies(&self) -> bool {
         self.config

@@ -296,7 +296,7 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> impl
             "Overview",
             "/api/v1/state",
         ),
-        view: StateView::new(&s),
+        view: StateView::new(&s, &state.derived(&s)),
         services: ServicesView::new(&s),
         events: s.events.iter().rev().take(8).cloned().collect(),
     }
@@ -341,7 +341,7 @@ pub async fn tasks(
 ) -> Result<Response, AppError> {
     let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
     let s = state.handle.snapshot();
-    let view = TasksView::new(&s, &query).map_err(AppError::html)?;
+    let view = TasksView::new(&s, &state.derived(&s), &query).map_err(AppError::html)?;
     let json = format!("/api/v1/tasks{}", view.query(&[]));
     Ok(TasksPage {
         chrome: Chrome::new(&state, &s, &headers, "tasks", "Tasks", json),

@@ -23,6 +23,38 @@ pub const MAX_PER_PAGE: usize = 10_000;
 /// Events listed unless `limit` says otherwise.
 pub const DEFAULT_EVENTS: usize = 200;
 
+/// Aggregates over all tasks of one snapshot, computed once per snapshot
+/// (see [`App::derived`](super::App::derived)): with 10,000 tasks, counting
+/// them per request cost more than rendering a page.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    /// Task records per Mesos state name, sorted by name.
+    pub task_counts: Vec<(String, usize)>,
+    /// Task records not in a terminal state.
+    pub active_tasks: usize,
+    /// Service names from the specs and the task records, sorted.
+    pub service_names: Vec<String>,
+}
+
+impl Derived {
+    /// The aggregates of `s`.
+    pub fn new(s: &Snapshot) -> Derived {
+        let mut names: BTreeSet<&str> = s.services.iter().map(|x| x.spec.name.as_str()).collect();
+        let mut last = "";
+        for t in &s.tasks {
+            if t.service != last {
+                names.insert(&t.service);
+                last = &t.service;
+            }
+        }
+        Derived {
+            task_counts: s.task_counts(),
+            active_tasks: s.tasks.iter().filter(|t| !t.is_terminal()).count(),
+            service_names: names.into_iter().map(str::to_string).collect(),
+        }
+    }
+}
+
 /// `framework` in `/api/v1/state`.
 #[derive(Debug, Clone, Serialize)]
 pub struct FrameworkView {
@@ -171,15 +203,14 @@ impl FrameworkView {
 }
 
 impl StateView {
-    /// The view of `s`.
-    pub fn new(s: &Snapshot) -> StateView {
+    /// The view of `s`, whose aggregates are `d`.
+    pub fn new(s: &Snapshot, d: &Derived) -> StateView {
         let fw = &s.framework;
         let leader = match &s.leadership {
             Leadership::Leader { .. } => Some(&s.replica),
             Leadership::Follower { leader } => leader.as_ref(),
             _ => None,
         };
-        let active_tasks = s.tasks.iter().filter(|t| !t.is_terminal()).count();
         StateView {
             framework: FrameworkView {
                 id: fw.id.clone(),
@@ -205,8 +236,8 @@ impl StateView {
             deployment: s.deployment.clone(),
             counts: Counts {
                 tasks: s.tasks.len(),
-                active_tasks,
-                tasks_by_state: s.task_counts().into_iter().collect(),
+                active_tasks: d.active_tasks,
+                tasks_by_state: d.task_counts.iter().cloned().collect(),
                 services: s.services.len(),
                 desired_instances: s.services.iter().map(|x| u64::from(x.spec.instances)).sum(),
                 offers: s.offers.len(),
@@ -374,8 +405,9 @@ fn parse_number(
 }
 
 impl TasksView {
-    /// The view of `s` under `query`; 400 with field errors for bad values.
-    pub fn new(s: &Snapshot, query: &TaskQuery) -> Result<TasksView, AppError> {
+    /// The view of `s` (aggregates `d`) under `query`; 400 with field
+    /// errors for bad values.
+    pub fn new(s: &Snapshot, d: &Derived, query: &TaskQuery) -> Result<TasksView, AppError> {
         let mut errors = Vec::new();
         let filter = TaskFilter {
             service: non_empty(&query.service),
@@ -419,6 +451,41 @@ impl TasksView {
         }
 
         let needle = filter.q.as_deref();
+        let unfiltered = filter.service.is_none() && filter.state.is_none() && needle.is_none();
+        let start = (page - 1).saturating_mul(per_page);
+        // The snapshot holds tasks sorted by ID: the default view is a slice.
+        if unfiltered && sort == "id" {
+            let n = s.tasks.len();
+            let rows: Vec<TaskRow> = if order == "asc" {
+                s.tasks
+                    .iter()
+                    .skip(start)
+                    .take(per_page)
+                    .map(|t| TaskRow::new(t))
+                    .collect()
+            } else {
+                s.tasks
+                    .iter()
+                    .rev()
+                    .skip(start)
+                    .take(per_page)
+                    .map(|t| TaskRow::new(t))
+                    .collect()
+            };
+            return Ok(TasksView {
+                tasks: rows,
+                total: n,
+                matched: n,
+                page,
+                per_page,
+                pages: n.div_ceil(per_page).max(1),
+                sort,
+                order,
+                filter,
+                service_names: d.service_names.clone(),
+                state_counts: d.task_counts.clone(),
+            });
+        }
         let mut matched: Vec<&Arc<TaskRecord>> = s
             .tasks
             .iter()
@@ -435,8 +502,7 @@ impl TasksView {
                 })
             })
             .collect();
-        // The snapshot holds tasks sorted by ID; the other keys sort stably
-        // and fall back on that order.
+        // Other keys sort stably and fall back on the ID order.
         match sort {
             "service" => {
                 matched.sort_by(|a, b| (&a.service, a.instance).cmp(&(&b.service, b.instance)))
@@ -451,21 +517,12 @@ impl TasksView {
             matched.reverse();
         }
         let pages = matched.len().div_ceil(per_page).max(1);
-        let start = (page - 1).saturating_mul(per_page);
         let tasks = matched
             .iter()
             .skip(start)
             .take(per_page)
             .map(|t| TaskRow::new(t))
             .collect();
-        let mut names: BTreeSet<&str> = s.services.iter().map(|x| x.spec.name.as_str()).collect();
-        let mut last = "";
-        for t in &s.tasks {
-            if t.service != last {
-                names.insert(&t.service);
-                last = &t.service;
-            }
-        }
         Ok(TasksView {
             tasks,
             total: s.tasks.len(),
@@ -476,8 +533,8 @@ impl TasksView {
             sort,
             order,
             filter,
-            service_names: names.into_iter().map(str::to_string).collect(),
-            state_counts: s.task_counts(),
+            service_names: d.service_names.clone(),
+            state_counts: d.task_counts.clone(),
         })
     }
 
