@@ -27,6 +27,29 @@
 //! - [`assets`]: CSS and JS from `static/`, compiled in (a directory may
 //!   override them during development).
 //!
+//! ## Routes
+//!
+//! | method | path | who | answers |
+//! |---|---|---|---|
+//! | GET | `/`, `/tasks`, `/tasks/{id}`, `/services`, `/offers`, `/replicas`, `/events`, `/actions` | anyone | 200 HTML (400 bad query, 404 unknown task) |
+//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}` | anyone | 200 JSON twins of the pages (400, 404 as problems) |
+//! | GET | `/api/v1/stream` | anyone | server-sent events, one per snapshot |
+//! | PUT, DELETE | `/api/v1/services/{name}` | admin | 201/200; 400 field errors, 401, 403, 404, 413, 415, 503 |
+//! | POST | `/api/v1/actions/{reconcile,kamikaze,teardown,abdicate,reregister}` | admin | 202/200; 400, 401, 403, 404, 409, 415, 502, 503 (+`Location` on a follower) |
+//! | GET | `/actions/teardown`, `/actions/kamikaze` | anyone (login first in token mode: 303) | confirmation page |
+//! | POST | `/actions/{teardown,kamikaze,reconcile,abdicate,reregister}` | admin session or loopback rule; `Origin` + CSRF | 303 to `/actions/results/{id}`; 401, 403, 409, 422, 503 |
+//! | GET | `/actions/results/{id}` | anyone | 200 result page, 404 |
+//! | GET, POST | `/login`; POST `/logout` | anyone (`Origin` + CSRF) | 303 with the session cookie, 401 wrong token |
+//! | GET | `/healthz` | anyone | 200 `ok` |
+//! | GET | `/readyz` | anyone | 200 / 503 with the reason |
+//! | GET | `/metrics` | anyone | OpenMetrics text |
+//! | GET | `/executor/mesos-appliance-executor` | anyone | the executor binary (404 unless configured) |
+//! | GET | `/static/{file}` | anyone | CSS / JS |
+//!
+//! Anything else: 404, an HTML page or (under `/api/`) a JSON problem; a
+//! known path with the wrong method: 405 with `Allow`. Bodies are limited
+//! to [`MAX_BODY_BYTES`] (413).
+//!
 //! ## Who may act
 //!
 //! Read endpoints are open. Actions and service changes are allowed when

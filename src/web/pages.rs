@@ -361,8 +361,9 @@ struct TaskPage {
 pub async fn task(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, AppError> {
+    let Path(id) = id.map_err(|e| super::api::bad_path(e).html())?;
     let s = state.handle.snapshot();
     let view = TaskDetailView::new(&s, &id).map_err(AppError::html)?;
     let mut chrome = Chrome::new(&state, &s, &headers, "tasks", format!("Task {id}"), "");
