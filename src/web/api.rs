@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::AppState;
-use super::actions::{ActionsView, leader_precheck};
+use super::actions::{ActionsView, ask, leader_precheck};
 use super::auth;
 use super::error::AppError;
 use super::views::{
@@ -209,12 +209,7 @@ pub async fn put_service(
     if !errors.is_empty() {
         return Err(AppError::invalid(errors));
     }
-    let replaced = state
-        .handle
-        .request(state.config.handler_timeout, |reply| Command::PutService {
-            spec,
-            reply,
-        })
+    let replaced = ask(&state, |reply| Command::PutService { spec, reply })
         .await
         .map_err(|e| AppError::from_command(e, uri.path()))?;
     let (status, outcome) = if replaced {
@@ -236,16 +231,12 @@ pub async fn delete_service(
     let Path(name) = name.map_err(bad_path)?;
     guard_api(&state, &headers, uri.path())?;
     let target = name.clone();
-    let deleted = state
-        .handle
-        .request(state.config.handler_timeout, |reply| {
-            Command::DeleteService {
-                name: target,
-                reply,
-            }
-        })
-        .await
-        .map_err(|e| AppError::from_command(e, uri.path()))?;
+    let deleted = ask(&state, |reply| Command::DeleteService {
+        name: target,
+        reply,
+    })
+    .await
+    .map_err(|e| AppError::from_command(e, uri.path()))?;
     if !deleted {
         return Err(AppError::not_found(format!("no service {name:?}")));
     }

@@ -266,6 +266,7 @@ struct ErrorPage<'a> {
     location: Option<&'a str>,
     errors: &'a [FieldError],
     login: bool,
+    asset_version: &'a str,
 }
 
 impl IntoResponse for AppError {
@@ -289,6 +290,7 @@ impl IntoResponse for ErrorDetail {
                 location: self.location.as_deref(),
                 errors: &self.errors,
                 login: self.status == StatusCode::UNAUTHORIZED,
+                asset_version: super::assets::version(),
             }
             .into_response()
         } else {

@@ -356,6 +356,10 @@ async fn security_headers(mut response: axum::response::Response) -> axum::respo
         header::REFERRER_POLICY,
         HeaderValue::from_static("same-origin"),
     );
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        // Live data and per-browser CSRF tokens: nothing for shared caches.
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
