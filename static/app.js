@@ -3,7 +3,8 @@
 // (server-sent events from /api/v1/stream) re-fetches the current page and
 // swaps its #live part, the header and the banners. When the stream breaks,
 // a "scheduler unreachable" notice shows and reconnects back off (1 s, 2 s,
-// 4 s ... 30 s). Without EventSource it polls the page every 5 s.
+// 4 s ... 30 s). Without EventSource it polls the page every 5 s. Hidden
+// pages hold no stream.
 (function () {
   "use strict";
 
@@ -36,11 +37,13 @@
 
   function unreachable(why) {
     notice.hidden = false;
+    document.body.classList.add("stale");
     noticeText.textContent = why + "; retrying in " + Math.round(backoff / 1000) + " s (the page shows the last data received)";
     if (status) status.textContent = "not live";
   }
   function reachable() {
     notice.hidden = true;
+    document.body.classList.remove("stale");
     backoff = 1000;
     if (status) status.textContent = "live";
   }
@@ -94,6 +97,18 @@
     });
     source.addEventListener("error", function () { retry("lost the live stream"); });
   }
+  // A browser keeps at most six HTTP/1.1 connections per server: a stream
+  // left open by a page in the back/forward cache or a hidden tab would
+  // starve navigation. Close it when the page is hidden, reopen when shown.
+  function disconnect() {
+    clearTimeout(retryTimer);
+    if (source) { source.close(); source = null; }
+  }
+  window.addEventListener("pagehide", disconnect);
+  window.addEventListener("pageshow", function (e) { if (e.persisted && !source) connect(); });
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) disconnect(); else if (!source) connect();
+  });
   function poll() {
     setTimeout(function () {
       fetch(location.href, { cache: "no-store" }).then(function () { refresh(); poll(); })

@@ -1,21 +1,17 @@
-//! The JSON API with `oneshot`: every endpoint's answers, and the status
-//! codes of the rules (token missing or wrong, cross-origin, follower,
-//! timeout, bounded bodies, unknown routes).
+//! The JSON API's read side with `oneshot`: state, tasks, offers, replicas,
+//! events, services, health, readiness, metrics, the live stream, assets,
+//! the executor binary, unknown routes; `serve`'s refusal to run with
+//! unprotected actions. Actions and service changes: `web_actions.rs`.
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Method, StatusCode, header};
+use axum::http::StatusCode;
 use mesos_appliance::coordination::Leadership;
-use mesos_appliance::scheduler::{CommandError, FrameworkState};
+use mesos_appliance::scheduler::FrameworkState;
 use serde_json::json;
 use support::web::*;
-
-fn action(path: &str) -> axum::http::request::Builder {
-    request(Method::POST, path)
-}
 
 #[tokio::test]
 async fn state_names_the_framework_and_the_leader() {
@@ -178,515 +174,6 @@ async fn offers_replicas_events_services() {
         web.send(get("/api/v1/services/nope")).await.status,
         StatusCode::NOT_FOUND
     );
-}
-
-#[tokio::test]
-async fn services_are_created_replaced_and_deleted() {
-    let web = TestWeb::leader();
-    let spec = json!({"command": "sleep 100", "cpus": 0.1, "mem": 32, "instances": 2});
-    let r = web
-        .send(json_request(Method::PUT, "/api/v1/services/sleeper", &spec))
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
-    assert_eq!(r.json(), json!({"name": "sleeper", "outcome": "created"}));
-    let r = web
-        .send(json_request(Method::PUT, "/api/v1/services/sleeper", &spec))
-        .await;
-    assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.json()["outcome"], "replaced");
-
-    let bad =
-        json!({"command": "", "cpus": 0, "mem": 32, "instances": 1, "constraints": ["x:NEAR"]});
-    let r = web
-        .send(json_request(Method::PUT, "/api/v1/services/sleeper", &bad))
-        .await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    let v = r.json();
-    let fields: Vec<&str> = v["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
-    assert_eq!(fields, ["command", "cpus", "constraints[0]"]);
-
-    let renamed = json!({"name": "other", "command": "x", "cpus": 1, "mem": 1, "instances": 1});
-    let r = web
-        .send(json_request(
-            Method::PUT,
-            "/api/v1/services/sleeper",
-            &renamed,
-        ))
-        .await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    assert_eq!(r.json()["errors"][0]["field"], "name");
-
-    let typo = json!({"command": "x", "cpus": 1, "mem": 1, "instnaces": 1});
-    let r = web
-        .send(json_request(Method::PUT, "/api/v1/services/sleeper", &typo))
-        .await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    assert!(r.json()["detail"].as_str().unwrap().contains("instnaces"));
-
-    let r = web
-        .send(
-            request(Method::PUT, "/api/v1/services/sleeper")
-                .header(header::CONTENT_TYPE, "text/plain")
-                .body(Body::from(spec.to_string()))
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-
-    let r = web
-        .send(
-            request(Method::PUT, "/api/v1/services/big")
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(vec![b' '; 100 * 1024]))
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(r.header("content-type"), Some("application/problem+json"));
-
-    let r = web
-        .send(
-            request(Method::DELETE, "/api/v1/services/sleeper")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK);
-    let r = web
-        .send(
-            request(Method::DELETE, "/api/v1/services/sleeper")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND);
-    assert_eq!(
-        web.core.received(),
-        [
-            "put_service",
-            "put_service",
-            "delete_service",
-            "delete_service"
-        ]
-    );
-}
-
-#[tokio::test]
-async fn actions_run_on_the_leader() {
-    let web = TestWeb::leader();
-    let r = web
-        .send(
-            action("/api/v1/actions/reconcile")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
-    let v = r.json();
-    assert_eq!(v["action"], "reconcile");
-    assert_eq!(v["kind"], "explicit");
-    assert_eq!(v["reconcile"]["asked"], 114);
-    assert_eq!(v["ok"], true);
-
-    let r = web
-        .send(json_request(
-            Method::POST,
-            "/api/v1/actions/reconcile",
-            &json!({"kind": "implicit"}),
-        ))
-        .await;
-    assert_eq!(r.json()["kind"], "implicit");
-    let r = web
-        .send(json_request(
-            Method::POST,
-            "/api/v1/actions/reconcile",
-            &json!({"kind": "sideways"}),
-        ))
-        .await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    assert_eq!(r.json()["errors"][0]["field"], "kind");
-
-    let r = web
-        .send(
-            action("/api/v1/actions/kamikaze")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK);
-    let v = r.json();
-    // 6 agents with a web (appliance) executor, 30 command-executor tasks.
-    assert_eq!(v["executors"].as_array().unwrap().len(), 6 + 30);
-    let id = v["id"].as_str().unwrap();
-    let again = web
-        .send(get(&format!("/api/v1/actions/results/{id}")))
-        .await;
-    assert_eq!(again.json()["action"], "kamikaze");
-
-    let r = web
-        .send(json_request(
-            Method::POST,
-            "/api/v1/actions/teardown",
-            &json!({"framework_id": "someone-else"}),
-        ))
-        .await;
-    assert_eq!(r.status, StatusCode::CONFLICT);
-    let r = web
-        .send(
-            action("/api/v1/actions/abdicate")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK);
-    let r = web
-        .send(
-            action("/api/v1/actions/reregister")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "not in state removed");
-    let records = web.snapshot().tasks.len();
-    let r = web
-        .send(json_request(
-            Method::POST,
-            "/api/v1/actions/teardown",
-            &json!({"framework_id": FRAMEWORK_ID}),
-        ))
-        .await;
-    assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.json()["teardown"]["tasks"], records);
-    assert_eq!(
-        web.core.received(),
-        [
-            "reconcile",
-            "reconcile",
-            "kamikaze",
-            "abdicate",
-            "reregister",
-            "teardown"
-        ]
-    );
-
-    let r = web
-        .send(
-            action("/api/v1/actions/explode")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND);
-    let r = web.send(get("/api/v1/actions/teardown")).await;
-    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "never a GET");
-    assert_eq!(r.header("content-type"), Some("application/problem+json"));
-
-    let v = web.send(get("/api/v1/actions")).await.json();
-    assert_eq!(v["recent"].as_array().unwrap().len(), 6);
-    assert_eq!(v["access"], "loopback");
-}
-
-#[tokio::test]
-async fn reregister_in_state_removed() {
-    let mut s = leader_snapshot("http://127.0.0.1:8080", 3);
-    s.framework.state = FrameworkState::Removed;
-    s.framework.reason = Some("Framework has been removed".into());
-    let web = TestWeb::new(test_config(), s);
-    let r = web
-        .send(
-            action("/api/v1/actions/reregister")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    assert_eq!(web.snapshot().framework.state, FrameworkState::Subscribing);
-}
-
-#[tokio::test]
-async fn a_follower_points_at_the_leader() {
-    let web = TestWeb::new(
-        test_config(),
-        follower_snapshot("http://127.0.0.1:8080", "http://sched-a.test:8080", 10),
-    );
-    for path in [
-        "/api/v1/actions/reconcile",
-        "/api/v1/actions/kamikaze",
-        "/api/v1/actions/teardown",
-    ] {
-        let r = web.send(action(path).body(Body::empty()).unwrap()).await;
-        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(
-            r.header("location"),
-            Some(format!("http://sched-a.test:8080{path}").as_str())
-        );
-        assert_eq!(r.json()["leader_url"], "http://sched-a.test:8080");
-        assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:not-leader");
-    }
-    let r = web
-        .send(json_request(
-            Method::PUT,
-            "/api/v1/services/x",
-            &json!({"command": "x", "cpus": 1, "mem": 1, "instances": 1}),
-        ))
-        .await;
-    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(
-        web.core.received().is_empty(),
-        "a follower sends no command"
-    );
-
-    // No leader known: 503 without Location.
-    let mut s = web.snapshot();
-    s.leadership = Leadership::Candidate;
-    web.publish(s);
-    let r = web
-        .send(
-            action("/api/v1/actions/abdicate")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(r.header("location"), None);
-    assert!(r.json()["leader_url"].is_null());
-}
-
-#[tokio::test]
-async fn core_errors_map_to_statuses() {
-    let web = TestWeb::leader();
-    let cases = [
-        (
-            CommandError::NotLeader {
-                leader_url: Some("http://sched-c.test:8080".into()),
-            },
-            StatusCode::SERVICE_UNAVAILABLE,
-        ),
-        (
-            CommandError::Mesos("403 Forbidden".into()),
-            StatusCode::BAD_GATEWAY,
-        ),
-        (
-            CommandError::Store("connection loss".into()),
-            StatusCode::SERVICE_UNAVAILABLE,
-        ),
-        (CommandError::Conflict("busy".into()), StatusCode::CONFLICT),
-    ];
-    for (error, status) in cases {
-        web.core.set_mode(Mode::Fail(error.clone()));
-        let r = web
-            .send(
-                action("/api/v1/actions/kamikaze")
-                    .body(Body::empty())
-                    .unwrap(),
-            )
-            .await;
-        assert_eq!(r.status, status, "{error:?}");
-        assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    }
-    web.core.set_mode(Mode::Fail(CommandError::NotLeader {
-        leader_url: Some("http://sched-c.test:8080".into()),
-    }));
-    let r = web
-        .send(
-            action("/api/v1/actions/abdicate")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(
-        r.header("location"),
-        Some("http://sched-c.test:8080/api/v1/actions/abdicate")
-    );
-}
-
-#[tokio::test]
-async fn a_silent_core_times_out_with_503() {
-    let mut config = test_config();
-    config.handler_timeout = Duration::from_millis(300);
-    let web = TestWeb::new(config, leader_snapshot("http://127.0.0.1:8080", 5));
-    web.core.set_mode(Mode::Silent);
-    let start = Instant::now();
-    let r = web
-        .send(
-            action("/api/v1/actions/reconcile")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    let took = start.elapsed();
-    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:timeout");
-    assert!(r.header("retry-after").is_some());
-    assert!(
-        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
-        "{took:?}"
-    );
-    // The outcome is kept for the result page.
-    let recent = web.send(get("/api/v1/actions")).await.json();
-    assert_eq!(recent["recent"][0]["status"], 503);
-}
-
-#[tokio::test]
-async fn token_rules() {
-    let web = TestWeb::new(
-        token_config(),
-        leader_snapshot("http://sched-a.cluster.test:8080", 5),
-    );
-    let r = web
-        .send(
-            action("/api/v1/actions/reconcile")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        r.header("www-authenticate"),
-        Some(r#"Bearer realm="mesos-appliance""#)
-    );
-
-    let r = web
-        .send(
-            action("/api/v1/actions/reconcile")
-                .header(header::AUTHORIZATION, "Bearer wrong")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
-    assert!(
-        r.header("www-authenticate")
-            .unwrap()
-            .contains("invalid_token")
-    );
-    assert!(!r.text().contains(TOKEN));
-
-    let r = web
-        .send(
-            action("/api/v1/actions/reconcile")
-                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED);
-
-    // A browser on another origin cannot use it even with the token.
-    let r = web
-        .send(
-            action("/api/v1/actions/reconcile")
-                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
-                .header(header::ORIGIN, "http://evil.test")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN);
-    assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:cross-origin");
-
-    // The advertised origin may.
-    let r = web
-        .send(
-            action("/api/v1/actions/reconcile")
-                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
-                .header(header::ORIGIN, "http://sched-a.cluster.test:8080")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED);
-
-    // Service changes need the token too.
-    let spec = json!({"command": "x", "cpus": 1, "mem": 1, "instances": 1});
-    let r = web
-        .send(json_request(Method::PUT, "/api/v1/services/x", &spec))
-        .await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
-    let r = web
-        .send(
-            request(Method::DELETE, "/api/v1/services/web")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
-    assert_eq!(web.core.received(), ["reconcile", "reconcile"]);
-}
-
-#[tokio::test]
-async fn cross_origin_posts_are_refused_on_loopback() {
-    let web = TestWeb::leader();
-    let evil = action("/api/v1/actions/teardown")
-        .header(header::ORIGIN, "http://evil.test")
-        .header(header::HOST, "127.0.0.1:8080")
-        .body(Body::empty())
-        .unwrap();
-    assert_eq!(web.send(evil).await.status, StatusCode::FORBIDDEN);
-    // DNS rebinding: Origin and Host agree, but Host is a name.
-    let rebound = action("/api/v1/actions/teardown")
-        .header(header::ORIGIN, "http://rebind.test:8080")
-        .header(header::HOST, "rebind.test:8080")
-        .body(Body::empty())
-        .unwrap();
-    assert_eq!(web.send(rebound).await.status, StatusCode::FORBIDDEN);
-    let fetch_meta = action("/api/v1/actions/teardown")
-        .header("sec-fetch-site", "cross-site")
-        .body(Body::empty())
-        .unwrap();
-    assert_eq!(web.send(fetch_meta).await.status, StatusCode::FORBIDDEN);
-    // A text/plain body (what a cross-site form could send) is refused too.
-    let plain = action("/api/v1/actions/reconcile")
-        .header(header::CONTENT_TYPE, "text/plain")
-        .body(Body::from(r#"{"kind":"implicit"}"#))
-        .unwrap();
-    assert_eq!(
-        web.send(plain).await.status,
-        StatusCode::UNSUPPORTED_MEDIA_TYPE
-    );
-    assert!(web.core.received().is_empty());
-
-    let same = action("/api/v1/actions/abdicate")
-        .header(header::ORIGIN, "http://127.0.0.1:8080")
-        .header(header::HOST, "127.0.0.1:8080")
-        .body(Body::empty())
-        .unwrap();
-    assert_eq!(web.send(same).await.status, StatusCode::OK);
-}
-
-#[tokio::test]
-async fn unprotected_actions_are_disabled() {
-    let mut config = test_config();
-    config.listen = "0.0.0.0:8080".parse().unwrap();
-    let web = TestWeb::new(config.clone(), leader_snapshot("http://10.0.0.5:8080", 1));
-    let r = web
-        .send(
-            action("/api/v1/actions/abdicate")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN);
-    assert_eq!(
-        r.json()["type"],
-        "urn:mesos-appliance:problem:actions-disabled"
-    );
-
-    config.insecure_actions = true;
-    let web = TestWeb::new(config, leader_snapshot("http://10.0.0.5:8080", 1));
-    let r = web
-        .send(
-            action("/api/v1/actions/abdicate")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -884,4 +371,44 @@ async fn the_live_stream_sends_new_snapshots() {
         .unwrap()
         .unwrap();
     assert!(String::from_utf8_lossy(&next).contains(r#""tasks":7"#));
+}
+
+#[tokio::test]
+async fn replicas_fall_back_to_what_this_replica_knows() {
+    let web = TestWeb::new(
+        test_config(),
+        follower_snapshot("http://127.0.0.1:8080", "http://sched-a.test:8080", 1),
+    );
+    // The in-memory coordinator lists nobody once closed.
+    web.state.coordinator.close().await;
+    let v = web.send(get("/api/v1/replicas")).await.json();
+    assert!(v["error"].as_str().unwrap().contains("not in the election"));
+    let urls: Vec<&str> = v["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["advertised_url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, ["http://sched-a.test:8080", "http://127.0.0.1:8080"]);
+    assert_eq!(v["replicas"][0]["leader"], true);
+    let html = web.send(get("/replicas")).await.text();
+    assert!(html.contains("<strong>incomplete</strong>"));
+}
+
+#[tokio::test]
+async fn undecodable_paths_are_400_not_panics() {
+    let web = TestWeb::leader();
+    for path in [
+        "/tasks/%FF%FE",
+        "/api/v1/tasks/%FF",
+        "/api/v1/services/%C3%28",
+        "/static/%FF",
+    ] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(
+            !r.header("content-type").unwrap().starts_with("text/plain"),
+            "{path}"
+        );
+    }
 }

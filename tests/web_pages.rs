@@ -47,7 +47,9 @@ async fn follower_pages_show_the_standby_banner() {
     for path in ["/", "/tasks", "/replicas", "/actions"] {
         let html = web.send(get(path)).await.text();
         assert!(
-            html.contains("<strong>standby</strong> — leader is http://sched-a.test:8080"),
+            html.contains(
+                r#"<strong>standby</strong> — leader is <a href="http://sched-a.test:8080">"#
+            ),
             "{path}: {html}"
         );
     }
@@ -172,9 +174,10 @@ async fn get_never_acts_and_the_confirmation_names_the_blast() {
     assert!(html.contains(r#"id="confirm-tasks">84<"#));
     assert_eq!(
         html.matches("<tr><td class=\"mono\">").count(),
-        36,
-        "one row per executor"
+        6,
+        "one row per executor that obeys"
     );
+    assert!(html.contains("30 tasks on the Mesos command executor"));
     assert!(web.core.received().is_empty());
 }
 

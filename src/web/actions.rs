@@ -39,7 +39,7 @@ use super::error::AppError;
 use super::views::Blast;
 use crate::scheduler::{
     Command, CommandError, FieldError, FrameworkState, KamikazeResult, ReconcileKind, ReconcileRun,
-    ReconciliationStatus, Snapshot, TeardownResult,
+    ReconciliationStatus, Reply, Snapshot, TeardownResult,
 };
 
 /// Results kept for the result pages.
@@ -198,6 +198,19 @@ fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
+/// Sends a command built by `make` and waits for its answer at most the
+/// handler timeout in all (`SchedulerHandle::request` bounds the send and
+/// the wait for the reply each by it, which could add up to twice that).
+pub(crate) async fn ask<T>(
+    state: &AppState,
+    make: impl FnOnce(Reply<T>) -> Command,
+) -> Result<T, CommandError> {
+    let timeout = state.config.handler_timeout;
+    tokio::time::timeout(timeout, state.handle.request(timeout, make))
+        .await
+        .unwrap_or(Err(CommandError::Timeout(timeout)))
+}
+
 /// Sends `action` to the core, waits at most the handler timeout, and keeps
 /// the outcome. Returns the record and, when it failed, the error to
 /// answer (`path` is the request path, for a not-leader `Location`).
@@ -208,8 +221,6 @@ pub(crate) async fn execute(
     via: &'static str,
 ) -> (Arc<ActionRecord>, Option<AppError>) {
     let s = state.handle.snapshot();
-    let timeout = state.config.handler_timeout;
-    let handle = &state.handle;
     let mut record = ActionRecord {
         id: uuid::Uuid::new_v4().simple().to_string(),
         action: action.name(),
@@ -230,10 +241,7 @@ pub(crate) async fn execute(
         Action::Reconcile(kind) => {
             record.kind = Some(kind);
             record.status = 202;
-            match handle
-                .request(timeout, |reply| Command::Reconcile { kind, reply })
-                .await
-            {
+            match ask(state, |reply| Command::Reconcile { kind, reply }).await {
                 Ok(run) => {
                     record.summary = format!(
                         "{} reconciliation {} (trigger {}, {} asked)",
@@ -252,10 +260,7 @@ pub(crate) async fn execute(
                 Err(e) => Err(e),
             }
         }
-        Action::Kamikaze => match handle
-            .request(timeout, |reply| Command::Kamikaze { reply })
-            .await
-        {
+        Action::Kamikaze => match ask(state, |reply| Command::Kamikaze { reply }).await {
             Ok(results) => {
                 let accepted = results.iter().filter(|r| r.accepted).count();
                 record.summary = format!(
@@ -270,10 +275,7 @@ pub(crate) async fn execute(
             }
             Err(e) => Err(e),
         },
-        Action::Teardown => match handle
-            .request(timeout, |reply| Command::Teardown { reply })
-            .await
-        {
+        Action::Teardown => match ask(state, |reply| Command::Teardown { reply }).await {
             Ok(result) => {
                 record.summary = format!(
                     "framework {} torn down; stored framework ID and {} deleted",
@@ -285,15 +287,13 @@ pub(crate) async fn execute(
             }
             Err(e) => Err(e),
         },
-        Action::Abdicate => handle
-            .request(timeout, |reply| Command::Abdicate { reply })
+        Action::Abdicate => ask(state, |reply| Command::Abdicate { reply })
             .await
             .map(|()| {
                 record.summary =
                     "stepped down; another replica (or this one again) will lead".into()
             }),
-        Action::Reregister => handle
-            .request(timeout, |reply| Command::Reregister { reply })
+        Action::Reregister => ask(state, |reply| Command::Reregister { reply })
             .await
             .map(|()| {
                 record.summary = "stale framework ID and task records cleared; subscribing as a \

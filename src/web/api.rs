@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::AppState;
-use super::actions::{ActionsView, leader_precheck};
+use super::actions::{ActionsView, ask, leader_precheck};
 use super::auth;
 use super::error::AppError;
 use super::views::{
@@ -47,7 +47,8 @@ pub(crate) fn bad_path(e: PathRejection) -> AppError {
 
 /// `GET /api/v1/state`.
 pub async fn state(State(state): State<AppState>) -> Json<StateView> {
-    Json(StateView::new(&state.handle.snapshot()))
+    let s = state.handle.snapshot();
+    Json(StateView::new(&s, &state.derived(&s)))
 }
 
 /// `GET /api/v1/tasks`: filters and paging as [`TaskQuery`].
@@ -56,7 +57,8 @@ pub async fn tasks(
     query: Result<Query<TaskQuery>, QueryRejection>,
 ) -> Result<Json<TasksView>, AppError> {
     let Query(query) = query.map_err(bad_query)?;
-    Ok(Json(TasksView::new(&state.handle.snapshot(), &query)?))
+    let s = state.handle.snapshot();
+    Ok(Json(TasksView::new(&s, &state.derived(&s), &query)?))
 }
 
 /// `GET /api/v1/tasks/{id}`.
@@ -207,12 +209,7 @@ pub async fn put_service(
     if !errors.is_empty() {
         return Err(AppError::invalid(errors));
     }
-    let replaced = state
-        .handle
-        .request(state.config.handler_timeout, |reply| Command::PutService {
-            spec,
-            reply,
-        })
+    let replaced = ask(&state, |reply| Command::PutService { spec, reply })
         .await
         .map_err(|e| AppError::from_command(e, uri.path()))?;
     let (status, outcome) = if replaced {
@@ -234,16 +231,12 @@ pub async fn delete_service(
     let Path(name) = name.map_err(bad_path)?;
     guard_api(&state, &headers, uri.path())?;
     let target = name.clone();
-    let deleted = state
-        .handle
-        .request(state.config.handler_timeout, |reply| {
-            Command::DeleteService {
-                name: target,
-                reply,
-            }
-        })
-        .await
-        .map_err(|e| AppError::from_command(e, uri.path()))?;
+    let deleted = ask(&state, |reply| Command::DeleteService {
+        name: target,
+        reply,
+    })
+    .await
+    .map_err(|e| AppError::from_command(e, uri.path()))?;
     if !deleted {
         return Err(AppError::not_found(format!("no service {name:?}")));
     }

@@ -52,8 +52,13 @@ fn embedded(name: &str) -> Response {
 }
 
 /// `GET /static/{file}`: a compiled-in asset.
-pub async fn asset(Path(file): Path<String>) -> Response {
-    embedded(&file)
+pub async fn asset(
+    file: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Response {
+    match file {
+        Ok(Path(file)) => embedded(&file),
+        Err(e) => AppError::bad_request(e.body_text()).into_response(),
+    }
 }
 
 async fn asset_by_uri(uri: Uri) -> Response {

@@ -20,9 +20,28 @@ use serde::Serialize;
 
 use crate::scheduler::{CommandError, FieldError};
 
-/// An error answered to an HTTP client.
+/// An error answered to an HTTP client. Boxed: handlers return it in
+/// `Result`s, and it carries several strings. Its fields are read through
+/// [`ErrorDetail`].
 #[derive(Debug, Clone)]
-pub struct AppError {
+pub struct AppError(Box<ErrorDetail>);
+
+impl std::ops::Deref for AppError {
+    type Target = ErrorDetail;
+    fn deref(&self) -> &ErrorDetail {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for AppError {
+    fn deref_mut(&mut self) -> &mut ErrorDetail {
+        &mut self.0
+    }
+}
+
+/// What an [`AppError`] says.
+#[derive(Debug, Clone)]
+pub struct ErrorDetail {
     /// The HTTP status.
     pub status: StatusCode,
     /// Problem type slug, e.g. `not-leader` (the `type` URI ends with it).
@@ -65,7 +84,7 @@ impl AppError {
         title: &'static str,
         detail: impl Into<String>,
     ) -> AppError {
-        AppError {
+        AppError(Box::new(ErrorDetail {
             status,
             kind,
             title,
@@ -75,7 +94,7 @@ impl AppError {
             errors: Vec::new(),
             challenge: None,
             html: false,
-        }
+        }))
     }
 
     /// Render as an HTML page (for page handlers).
@@ -213,7 +232,9 @@ impl AppError {
             detail,
         )
     }
+}
 
+impl ErrorDetail {
     /// The `type` URI of the problem document.
     pub fn type_uri(&self) -> String {
         format!("urn:mesos-appliance:problem:{}", self.kind)
@@ -245,9 +266,17 @@ struct ErrorPage<'a> {
     location: Option<&'a str>,
     errors: &'a [FieldError],
     login: bool,
+    asset_version: &'a str,
 }
 
 impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let this = *self.0;
+        this.into_response()
+    }
+}
+
+impl IntoResponse for ErrorDetail {
     fn into_response(self) -> Response {
         if self.status.is_server_error() && self.kind == "internal" {
             tracing::error!(detail = %self.detail, "internal error answered");
@@ -261,6 +290,7 @@ impl IntoResponse for AppError {
                 location: self.location.as_deref(),
                 errors: &self.errors,
                 login: self.status == StatusCode::UNAUTHORIZED,
+                asset_version: super::assets::version(),
             }
             .into_response()
         } else {

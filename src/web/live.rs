@@ -29,7 +29,10 @@ struct Pulse<'a> {
 /// `GET /api/v1/stream`: see the module doc.
 pub async fn stream(
     State(state): State<AppState>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> (
+    [(&'static str, &'static str); 1],
+    Sse<impl Stream<Item = Result<Event, Infallible>>>,
+) {
     let rx = state.handle.subscribe();
     let events = futures::stream::unfold((rx, true), |(mut rx, first)| async move {
         if !first {
@@ -54,5 +57,9 @@ pub async fn stream(
         Some((Ok(event), (rx, false)))
     })
     .take_until(state.shutdown.clone().cancelled_owned());
-    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    // Proxies such as nginx would buffer the stream otherwise.
+    (
+        [("x-accel-buffering", "no")],
+        Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))),
+    )
 }

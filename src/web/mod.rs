@@ -27,6 +27,29 @@
 //! - [`assets`]: CSS and JS from `static/`, compiled in (a directory may
 //!   override them during development).
 //!
+//! ## Routes
+//!
+//! | method | path | who | answers |
+//! |---|---|---|---|
+//! | GET | `/`, `/tasks`, `/tasks/{id}`, `/services`, `/offers`, `/replicas`, `/events`, `/actions` | anyone | 200 HTML (400 bad query, 404 unknown task) |
+//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}` | anyone | 200 JSON twins of the pages (400, 404 as problems) |
+//! | GET | `/api/v1/stream` | anyone | server-sent events, one per snapshot |
+//! | PUT, DELETE | `/api/v1/services/{name}` | admin | 201/200; 400 field errors, 401, 403, 404, 413, 415, 503 |
+//! | POST | `/api/v1/actions/{reconcile,kamikaze,teardown,abdicate,reregister}` | admin | 202/200; 400, 401, 403, 404, 409, 415, 502, 503 (+`Location` on a follower) |
+//! | GET | `/actions/teardown`, `/actions/kamikaze` | anyone (login first in token mode: 303) | confirmation page |
+//! | POST | `/actions/{teardown,kamikaze,reconcile,abdicate,reregister}` | admin session or loopback rule; `Origin` + CSRF | 303 to `/actions/results/{id}`; 401, 403, 409, 422, 503 |
+//! | GET | `/actions/results/{id}` | anyone | 200 result page, 404 |
+//! | GET, POST | `/login`; POST `/logout` | anyone (`Origin` + CSRF) | 303 with the session cookie, 401 wrong token |
+//! | GET | `/healthz` | anyone | 200 `ok` |
+//! | GET | `/readyz` | anyone | 200 / 503 with the reason |
+//! | GET | `/metrics` | anyone | OpenMetrics text |
+//! | GET | `/executor/mesos-appliance-executor` | anyone | the executor binary (404 unless configured) |
+//! | GET | `/static/{file}` | anyone | CSS / JS |
+//!
+//! Anything else: 404, an HTML page or (under `/api/`) a JSON problem; a
+//! known path with the wrong method: 405 with `Allow`. Bodies are limited
+//! to [`MAX_BODY_BYTES`] (413).
+//!
 //! ## Who may act
 //!
 //! Read endpoints are open. Actions and service changes are allowed when
@@ -64,7 +87,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::Coordinator;
-use crate::scheduler::SchedulerHandle;
+use crate::scheduler::{SchedulerHandle, Snapshot};
 
 pub use error::AppError;
 
@@ -193,6 +216,8 @@ pub struct App {
     /// Cancelled when the server shuts down: ends the live streams so the
     /// graceful shutdown does not wait for them.
     pub(crate) shutdown: CancellationToken,
+    /// The aggregates of the latest snapshot seen (see [`App::derived`]).
+    derived: std::sync::Mutex<Option<(Arc<Snapshot>, Arc<views::Derived>)>>,
 }
 
 impl AppState {
@@ -216,11 +241,26 @@ impl AppState {
             access,
             results: actions::ResultLog::default(),
             shutdown: CancellationToken::new(),
+            derived: std::sync::Mutex::new(None),
         }))
     }
 }
 
 impl App {
+    /// The aggregates of snapshot `s`, computed on the first request that
+    /// sees it and shared by the requests after it.
+    pub fn derived(&self, s: &Arc<Snapshot>) -> Arc<views::Derived> {
+        let mut cache = self.derived.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((cached, derived)) = &*cache
+            && Arc::ptr_eq(cached, s)
+        {
+            return derived.clone();
+        }
+        let derived = Arc::new(views::Derived::new(s));
+        *cache = Some((s.clone(), derived.clone()));
+        derived
+    }
+
     /// Whether cookies get the `Secure` attribute (advertised over https).
     pub fn secure_cookies(&self) -> bool {
         self.config
@@ -316,6 +356,10 @@ async fn security_headers(mut response: axum::response::Response) -> axum::respo
         header::REFERRER_POLICY,
         HeaderValue::from_static("same-origin"),
     );
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        // Live data and per-browser CSRF tokens: nothing for shared caches.
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(

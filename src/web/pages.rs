@@ -57,8 +57,8 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
         Leadership::Follower { leader: Some(l) } => out.push(Banner {
             level: "warn",
             head: "standby",
-            text: format!("— leader is {}", l.advertised_url),
-            link: link(l.advertised_url.clone(), "open the leader's dashboard"),
+            text: "— leader is".into(),
+            link: link(l.advertised_url.clone(), l.advertised_url.clone()),
         }),
         Leadership::Follower { leader: None } => out.push(Banner {
             level: "warn",
@@ -93,8 +93,7 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
             level: "bad",
             head: "framework removed",
             text: format!(
-                "— the master removed framework {id}{reason}. Its tasks are gone. \
-                 Register as a new framework to start again."
+                "— the master removed framework {id}{reason}; its tasks are gone. Next step:"
             ),
             link: link("/actions#reregister", "register as a new framework"),
         }),
@@ -222,6 +221,11 @@ impl Chrome {
             .map_or_else(|| "—".to_string(), |t| format::ago(t, self.now))
     }
 
+    /// Whether `at` is after the snapshot time.
+    pub fn is_future(&self, at: impl Val<f64>) -> bool {
+        at.val() > self.now
+    }
+
     /// A duration in seconds, `7d`, `3m 20s`.
     pub fn secs(&self, seconds: impl Val<f64>) -> String {
         format::duration(seconds.val())
@@ -292,7 +296,7 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> impl
             "Overview",
             "/api/v1/state",
         ),
-        view: StateView::new(&s),
+        view: StateView::new(&s, &state.derived(&s)),
         services: ServicesView::new(&s),
         events: s.events.iter().rev().take(8).cloned().collect(),
     }
@@ -337,7 +341,7 @@ pub async fn tasks(
 ) -> Result<Response, AppError> {
     let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
     let s = state.handle.snapshot();
-    let view = TasksView::new(&s, &query).map_err(AppError::html)?;
+    let view = TasksView::new(&s, &state.derived(&s), &query).map_err(AppError::html)?;
     let json = format!("/api/v1/tasks{}", view.query(&[]));
     Ok(TasksPage {
         chrome: Chrome::new(&state, &s, &headers, "tasks", "Tasks", json),
@@ -357,8 +361,9 @@ struct TaskPage {
 pub async fn task(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, AppError> {
+    let Path(id) = id.map_err(|e| super::api::bad_path(e).html())?;
     let s = state.handle.snapshot();
     let view = TaskDetailView::new(&s, &id).map_err(AppError::html)?;
     let mut chrome = Chrome::new(&state, &s, &headers, "tasks", format!("Task {id}"), "");

@@ -1,0 +1,310 @@
+//! The smaller views: offers, events, services, replicas, and what the
+//! destructive actions would hit.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{DEFAULT_EVENTS, non_empty, parse_number};
+use crate::coordination::{Leadership, Member, ReplicaInfo};
+use crate::scheduler::{EventEntry, ExecutorKind, OfferSummary, ServiceStatus, Snapshot};
+use crate::web::error::AppError;
+
+/// `/api/v1/offers` and the offers page.
+#[derive(Debug, Clone, Serialize)]
+pub struct OffersView {
+    /// Offers held by the leader (none on followers).
+    pub offers: Vec<OfferSummary>,
+    /// Whether this replica leads (followers hold no offers).
+    pub leading: bool,
+}
+
+impl OffersView {
+    /// The view of `s`.
+    pub fn new(s: &Snapshot) -> OffersView {
+        OffersView {
+            offers: s.offers.clone(),
+            leading: s.leadership.is_leader(),
+        }
+    }
+}
+
+/// Query of `/events` and `/api/v1/events`: `kind` (exact) and `limit`
+/// (1–1000, default 200).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct EventQuery {
+    pub kind: Option<String>,
+    pub limit: Option<String>,
+}
+
+/// `/api/v1/events` and the events page.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventsView {
+    /// Recent events, newest first.
+    pub events: Vec<EventEntry>,
+    /// The kind filter in effect.
+    pub kind: Option<String>,
+    /// Kinds present (page only).
+    #[serde(skip)]
+    pub kinds: Vec<String>,
+}
+
+impl EventsView {
+    /// The view of `s` under `query`.
+    pub fn new(s: &Snapshot, query: &EventQuery) -> Result<EventsView, AppError> {
+        let mut errors = Vec::new();
+        let limit = parse_number("limit", &query.limit, DEFAULT_EVENTS, 1000, &mut errors);
+        if !errors.is_empty() {
+            return Err(AppError::invalid(errors));
+        }
+        let kind = non_empty(&query.kind);
+        let events = s
+            .events
+            .iter()
+            .rev()
+            .filter(|e| kind.as_ref().is_none_or(|k| &e.kind == k))
+            .take(limit)
+            .cloned()
+            .collect();
+        let kinds: BTreeSet<&str> = s.events.iter().map(|e| e.kind.as_str()).collect();
+        Ok(EventsView {
+            events,
+            kind,
+            kinds: kinds.into_iter().map(str::to_string).collect(),
+        })
+    }
+}
+
+/// One service in `/api/v1/services`: `name`, `spec`, and the counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceRow {
+    /// The service name.
+    pub name: String,
+    /// Spec and counts.
+    #[serde(flatten)]
+    pub status: ServiceStatus,
+}
+
+impl ServiceRow {
+    /// The command as one line.
+    pub fn command_text(&self) -> String {
+        match &self.status.spec.command {
+            crate::scheduler::CommandSpec::Shell(line) => line.clone(),
+            crate::scheduler::CommandSpec::Argv(argv) => {
+                serde_json::to_string(argv).unwrap_or_default()
+            }
+        }
+    }
+}
+
+/// `/api/v1/services` and the services page.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServicesView {
+    /// Services, sorted by name.
+    pub services: Vec<ServiceRow>,
+}
+
+impl ServicesView {
+    /// The view of `s`.
+    pub fn new(s: &Snapshot) -> ServicesView {
+        let mut services: Vec<ServiceRow> = s
+            .services
+            .iter()
+            .map(|x| ServiceRow {
+                name: x.spec.name.clone(),
+                status: x.clone(),
+            })
+            .collect();
+        services.sort_by(|a, b| a.name.cmp(&b.name));
+        ServicesView { services }
+    }
+}
+
+/// One election member in `/api/v1/replicas`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicaRow {
+    /// Replica ID.
+    pub replica_id: String,
+    /// Its dashboard and API.
+    pub advertised_url: String,
+    /// Its deployment.
+    pub deployment_id: String,
+    /// Its version.
+    pub version: String,
+    /// Start time.
+    pub started_at: u64,
+    /// Seconds since then.
+    pub uptime_seconds: u64,
+    /// Its election sequence number (`null` when not read from ZooKeeper).
+    pub sequence: Option<u64>,
+    /// Whether it leads.
+    pub leader: bool,
+    /// Whether it is the replica answering this request.
+    pub this: bool,
+    /// Its ZooKeeper session as far as known: `alive` (its member node
+    /// exists), or for this replica its own view (`leading`, `following`,
+    /// `suspended`, `connecting`).
+    pub session: String,
+    /// Its Mesos subscription (`framework.state`), known for this replica.
+    pub subscription: Option<&'static str>,
+}
+
+/// `/api/v1/replicas` and the replicas page.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicasView {
+    /// Election members, the leader first.
+    pub replicas: Vec<ReplicaRow>,
+    /// Why the list is incomplete (ZooKeeper unreachable); then the rows
+    /// come from this replica's snapshot.
+    pub error: Option<String>,
+}
+
+impl ReplicasView {
+    /// Rows from the election `members` (sorted by sequence, the lowest
+    /// leads), or from the snapshot alone after `error`.
+    pub fn new(s: &Snapshot, members: Result<Vec<Member>, String>) -> ReplicasView {
+        let now = s.at as u64;
+        let me = &s.replica;
+        let own_session = match &s.leadership {
+            Leadership::Leader { .. } => "leading",
+            Leadership::Follower { .. } => "following",
+            Leadership::Suspended => "suspended",
+            Leadership::Candidate => "connecting",
+        };
+        let row = |info: &ReplicaInfo, sequence: Option<u64>, leader: bool| {
+            let this = info.replica_id == me.replica_id;
+            ReplicaRow {
+                replica_id: info.replica_id.clone(),
+                advertised_url: info.advertised_url.clone(),
+                deployment_id: info.deployment_id.clone(),
+                version: info.version.clone(),
+                started_at: info.started_at,
+                uptime_seconds: now.saturating_sub(info.started_at),
+                sequence,
+                leader,
+                this,
+                session: if this { own_session } else { "alive" }.to_string(),
+                subscription: this.then(|| s.framework.state.as_str()),
+            }
+        };
+        let members = members.and_then(|m| {
+            if m.is_empty() {
+                Err("no election members listed: this replica is not in the election".to_string())
+            } else {
+                Ok(m)
+            }
+        });
+        match members {
+            Ok(mut members) => {
+                members.sort_by_key(|m| m.sequence);
+                let replicas = members
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| row(&m.info, Some(m.sequence), i == 0))
+                    .collect();
+                ReplicasView {
+                    replicas,
+                    error: None,
+                }
+            }
+            Err(error) => {
+                let mut replicas = Vec::new();
+                match &s.leadership {
+                    Leadership::Leader { .. } => replicas.push(row(me, None, true)),
+                    Leadership::Follower { leader: Some(l) } => {
+                        replicas.push(row(l, None, true));
+                        replicas.push(row(me, None, false));
+                    }
+                    _ => replicas.push(row(me, None, false)),
+                }
+                ReplicasView {
+                    replicas,
+                    error: Some(error),
+                }
+            }
+        }
+    }
+}
+
+/// One executor that kamikaze would address.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecutorRow {
+    /// Agent ID.
+    pub agent_id: String,
+    /// Agent hostname.
+    pub hostname: String,
+    /// Executor ID.
+    pub executor_id: String,
+    /// `appliance` executors obey kamikaze; the Mesos `command` executor
+    /// ignores framework messages.
+    pub executor: ExecutorKind,
+    /// Its active tasks.
+    pub tasks: usize,
+}
+
+/// What the destructive actions would hit, for the actions page and the
+/// confirmation pages.
+#[derive(Debug, Clone, Serialize)]
+pub struct Blast {
+    /// The framework ID teardown would remove.
+    pub framework_id: Option<String>,
+    /// The framework name to type in.
+    pub framework_name: String,
+    /// Active (non-terminal) tasks: all die on teardown.
+    pub active_tasks: usize,
+    /// Executors of active tasks.
+    pub executors: Vec<ExecutorRow>,
+    /// Active tasks on executors that obey kamikaze (they die).
+    pub kamikaze_tasks: usize,
+}
+
+impl Blast {
+    /// What teardown and kamikaze would hit in `s`.
+    pub fn new(s: &Snapshot) -> Blast {
+        let mut executors: BTreeMap<(&str, &str), ExecutorRow> = BTreeMap::new();
+        let mut active_tasks = 0;
+        for t in s.tasks.iter().filter(|t| !t.is_terminal()) {
+            active_tasks += 1;
+            executors
+                .entry((&t.agent_id, &t.executor_id))
+                .or_insert_with(|| ExecutorRow {
+                    agent_id: t.agent_id.clone(),
+                    hostname: t.hostname.clone(),
+                    executor_id: t.executor_id.clone(),
+                    executor: t.executor,
+                    tasks: 0,
+                })
+                .tasks += 1;
+        }
+        let executors: Vec<ExecutorRow> = executors.into_values().collect();
+        let kamikaze_tasks = executors
+            .iter()
+            .filter(|e| e.executor == ExecutorKind::Appliance)
+            .map(|e| e.tasks)
+            .sum();
+        Blast {
+            framework_id: s.framework.id.clone(),
+            framework_name: s.framework.name.clone(),
+            active_tasks,
+            executors,
+            kamikaze_tasks,
+        }
+    }
+
+    /// Executors that obey kamikaze.
+    pub fn kamikaze_executors(&self) -> usize {
+        self.kamikaze_rows().count()
+    }
+
+    /// The executors that obey kamikaze.
+    pub fn kamikaze_rows(&self) -> impl Iterator<Item = &ExecutorRow> {
+        self.executors
+            .iter()
+            .filter(|e| e.executor == ExecutorKind::Appliance)
+    }
+
+    /// Active tasks on the Mesos command executor (kamikaze spares them).
+    pub fn command_tasks(&self) -> usize {
+        self.active_tasks - self.kamikaze_tasks
+    }
+}

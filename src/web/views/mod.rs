@@ -1,0 +1,291 @@
+//! View models: what a page shows and its JSON twin returns, built from one
+//! [`Snapshot`]. Each `*View` serializes to the JSON of DESIGN.md §5 (keys in
+//! snake_case, times in seconds since the UNIX epoch) and is also the data
+//! of the page's template, so the two never disagree.
+//!
+//! [`tasks`] holds the tasks views, [`lists`] the smaller ones; both are
+//! re-exported here.
+
+pub mod lists;
+pub mod tasks;
+
+pub use lists::*;
+pub use tasks::*;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
+use crate::scheduler::{FieldError, FrameworkState, ReconcileRun, Snapshot};
+
+/// Tasks per page unless `per_page` says otherwise.
+pub const DEFAULT_PER_PAGE: usize = 50;
+/// Largest `per_page` (enough for every task of a service at
+/// [`MAX_INSTANCES`](crate::scheduler::services::MAX_INSTANCES)).
+pub const MAX_PER_PAGE: usize = 10_000;
+/// Events listed unless `limit` says otherwise.
+pub const DEFAULT_EVENTS: usize = 200;
+
+/// Aggregates over all tasks of one snapshot, computed once per snapshot
+/// (see [`App::derived`](super::App::derived)): with 10,000 tasks, counting
+/// them per request cost more than rendering a page.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    /// Task records per Mesos state name, sorted by name.
+    pub task_counts: Vec<(String, usize)>,
+    /// Task records not in a terminal state.
+    pub active_tasks: usize,
+    /// Service names from the specs and the task records, sorted.
+    pub service_names: Vec<String>,
+}
+
+impl Derived {
+    /// The aggregates of `s`.
+    pub fn new(s: &Snapshot) -> Derived {
+        let mut names: BTreeSet<&str> = s.services.iter().map(|x| x.spec.name.as_str()).collect();
+        let mut last = "";
+        for t in &s.tasks {
+            if t.service != last {
+                names.insert(&t.service);
+                last = &t.service;
+            }
+        }
+        Derived {
+            task_counts: s.task_counts(),
+            active_tasks: s.tasks.iter().filter(|t| !t.is_terminal()).count(),
+            service_names: names.into_iter().map(str::to_string).collect(),
+        }
+    }
+}
+
+/// `framework` in `/api/v1/state`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FrameworkView {
+    /// The framework ID, `null` before the first SUBSCRIBED.
+    pub id: Option<String>,
+    /// `FrameworkInfo.name`.
+    pub name: String,
+    /// `FrameworkInfo.role`.
+    pub role: String,
+    /// `standby`, `subscribing`, `subscribed`, `disconnected`, `removed`,
+    /// `failed_over` or `fenced`.
+    pub state: &'static str,
+    /// Why, for the states that need one.
+    pub reason: Option<String>,
+    /// `FrameworkInfo.failover_timeout`, seconds.
+    pub failover_timeout_seconds: f64,
+    /// The leading Mesos master's base URL.
+    pub master: Option<String>,
+    /// Its version.
+    pub master_version: Option<String>,
+    /// When the current subscription began.
+    pub subscribed_at: Option<f64>,
+    /// When the last event (heartbeats included) arrived.
+    pub last_event_at: Option<f64>,
+    /// Seconds since then, as of the snapshot.
+    pub heartbeat_age_seconds: Option<f64>,
+    /// The master's heartbeat interval, seconds.
+    pub heartbeat_interval_seconds: Option<f64>,
+    /// The deployment strategy.
+    pub strategy: Strategy,
+}
+
+/// `leadership` in `/api/v1/state`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeadershipView {
+    /// `leader`, `follower`, `candidate` or `suspended`.
+    pub role: &'static str,
+    /// The leader's advertised URL (this replica's when it leads), when known.
+    pub leader_url: Option<String>,
+    /// The leader's replica ID, when known.
+    pub leader_replica_id: Option<String>,
+    /// The leadership term, when this replica leads.
+    pub term: Option<u64>,
+}
+
+/// `counts` in `/api/v1/state`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Counts {
+    /// Task records.
+    pub tasks: usize,
+    /// Task records not in a terminal state.
+    pub active_tasks: usize,
+    /// Task records per Mesos state name.
+    pub tasks_by_state: BTreeMap<String, usize>,
+    /// Services.
+    pub services: usize,
+    /// Desired instances over all services.
+    pub desired_instances: u64,
+    /// Offers held.
+    pub offers: usize,
+}
+
+/// Readiness, as `/readyz` answers it and the overview shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Readiness {
+    /// Leader and subscribed, or follower of a known (live) leader.
+    pub ready: bool,
+    /// Why (not) ready, in an operator's words.
+    pub reason: String,
+}
+
+/// The last and the running reconciliation.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReconcileSummary {
+    /// The run in progress.
+    pub running: Option<ReconcileRun>,
+    /// The newest finished run.
+    pub last: Option<ReconcileRun>,
+}
+
+/// `/api/v1/state` and the overview page.
+#[derive(Debug, Clone, Serialize)]
+pub struct StateView {
+    /// The framework.
+    pub framework: FrameworkView,
+    /// This replica's place in the election.
+    pub leadership: LeadershipView,
+    /// The deployment record, when known.
+    pub deployment: Option<DeploymentRecord>,
+    /// Counts.
+    pub counts: Counts,
+    /// This replica.
+    pub replica: ReplicaInfo,
+    /// Reconciliation.
+    pub reconciliation: ReconcileSummary,
+    /// Readiness (as `/readyz`).
+    pub readiness: Readiness,
+    /// When the snapshot was made.
+    pub snapshot_at: f64,
+}
+
+/// Whether `s` passes `/readyz`: the invariant "leader ⇔ subscribed" holds,
+/// and a follower follows a live leader (its election node exists).
+pub fn readiness(s: &Snapshot) -> Readiness {
+    let fw = &s.framework;
+    let (ready, reason) = match &s.leadership {
+        Leadership::Leader { .. } if fw.state == FrameworkState::Subscribed => {
+            (true, "leader, subscribed to the master".to_string())
+        }
+        Leadership::Leader { .. } => (
+            false,
+            format!(
+                "leader, but the framework is {}{}",
+                fw.state.as_str(),
+                fw.reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+        ),
+        Leadership::Follower { leader: Some(l) } => {
+            (true, format!("standby, following {}", l.advertised_url))
+        }
+        Leadership::Follower { leader: None } => (
+            false,
+            "standby, but the leader's identity is unreadable".to_string(),
+        ),
+        Leadership::Candidate => (false, "not in the leader election yet".to_string()),
+        Leadership::Suspended => (
+            false,
+            "ZooKeeper session suspended: not acting until it reconnects".to_string(),
+        ),
+    };
+    Readiness { ready, reason }
+}
+
+impl FrameworkView {
+    /// The strategy's name (`failover`, `upgrade`, `hard`).
+    pub fn strategy_name(&self) -> &'static str {
+        match self.strategy {
+            Strategy::Failover => "failover",
+            Strategy::Upgrade => "upgrade",
+            Strategy::Hard => "hard",
+        }
+    }
+}
+
+impl StateView {
+    /// The view of `s`, whose aggregates are `d`.
+    pub fn new(s: &Snapshot, d: &Derived) -> StateView {
+        let fw = &s.framework;
+        let leader = match &s.leadership {
+            Leadership::Leader { .. } => Some(&s.replica),
+            Leadership::Follower { leader } => leader.as_ref(),
+            _ => None,
+        };
+        StateView {
+            framework: FrameworkView {
+                id: fw.id.clone(),
+                name: fw.name.clone(),
+                role: fw.role.clone(),
+                state: fw.state.as_str(),
+                reason: fw.reason.clone(),
+                failover_timeout_seconds: fw.failover_timeout_seconds,
+                master: fw.master.clone(),
+                master_version: fw.master_version.clone(),
+                subscribed_at: fw.subscribed_at,
+                last_event_at: fw.last_event_at,
+                heartbeat_age_seconds: fw.last_event_at.map(|t| (s.at - t).max(0.0)),
+                heartbeat_interval_seconds: fw.heartbeat_interval_seconds,
+                strategy: fw.strategy,
+            },
+            leadership: LeadershipView {
+                role: s.leadership.role(),
+                leader_url: leader.map(|l| l.advertised_url.clone()),
+                leader_replica_id: leader.map(|l| l.replica_id.clone()),
+                term: s.leadership.term(),
+            },
+            deployment: s.deployment.clone(),
+            counts: Counts {
+                tasks: s.tasks.len(),
+                active_tasks: d.active_tasks,
+                tasks_by_state: d.task_counts.iter().cloned().collect(),
+                services: s.services.len(),
+                desired_instances: s.services.iter().map(|x| u64::from(x.spec.instances)).sum(),
+                offers: s.offers.len(),
+            },
+            replica: s.replica.clone(),
+            reconciliation: ReconcileSummary {
+                running: s.reconciliation.running.clone(),
+                last: s.reconciliation.history.last().cloned(),
+            },
+            readiness: readiness(s),
+            snapshot_at: s.at,
+        }
+    }
+}
+
+fn non_empty(v: &Option<String>) -> Option<String> {
+    v.as_ref()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+fn field(field: &str, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+fn parse_number(
+    name: &str,
+    value: &Option<String>,
+    default: usize,
+    max: usize,
+    errors: &mut Vec<FieldError>,
+) -> usize {
+    match non_empty(value) {
+        None => default,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=max).contains(&n) => n,
+            _ => {
+                errors.push(field(name, format!("must be a number from 1 to {max}")));
+                default
+            }
+        },
+    }
+}

@@ -1,0 +1,398 @@
+//! The tasks page and its JSON twins: one page of task rows (filters,
+//! sorting, paging) and one task with its status-update timeline.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::{DEFAULT_PER_PAGE, Derived, MAX_PER_PAGE, field, non_empty, parse_number};
+use crate::scheduler::{ExecutorKind, KillRequest, Snapshot, StatusEntry, TaskRecord};
+use crate::web::error::AppError;
+
+/// One task in `/api/v1/tasks` and on the tasks page.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskRow {
+    /// The task ID.
+    pub id: String,
+    /// Its service.
+    pub service: String,
+    /// Its instance number.
+    pub instance: u32,
+    /// Mesos state name, e.g. `TASK_RUNNING`.
+    pub state: String,
+    /// Agent ID.
+    pub agent_id: String,
+    /// Agent hostname.
+    pub hostname: String,
+    /// `command` or `appliance`.
+    pub executor: ExecutorKind,
+    /// Executor ID.
+    pub executor_id: String,
+    /// Host ports.
+    pub ports: Vec<u64>,
+    /// Launch time.
+    pub launched: f64,
+    /// Time of the latest status update.
+    pub updated: f64,
+    /// Set while the scheduler is killing it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kill: Option<KillRequest>,
+}
+
+impl TaskRow {
+    fn new(t: &TaskRecord) -> TaskRow {
+        TaskRow {
+            id: t.task_id.clone(),
+            service: t.service.clone(),
+            instance: t.instance,
+            state: t.state.clone(),
+            agent_id: t.agent_id.clone(),
+            hostname: t.hostname.clone(),
+            executor: t.executor,
+            executor_id: t.executor_id.clone(),
+            ports: t.ports.clone(),
+            launched: t.launched_at,
+            updated: t.updated_at,
+            kill: t.kill.clone(),
+        }
+    }
+
+    /// The ports as `31000,31001` (empty when none).
+    pub fn ports_text(&self) -> String {
+        self.ports
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Query parameters of `/tasks` and `/api/v1/tasks`, all optional:
+/// - `service`: exact service name;
+/// - `state`: a Mesos state name (`TASK_RUNNING`), `active` (not terminal)
+///   or `terminal`;
+/// - `q`: substring of the task ID, agent ID or hostname;
+/// - `sort`: `id` (default), `service`, `state`, `host`, `updated`, `launched`;
+/// - `order`: `asc` (default) or `desc`;
+/// - `page`: from 1; `per_page`: 1–10000, default 50.
+///
+/// Empty values count as absent (HTML forms send them).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TaskQuery {
+    pub service: Option<String>,
+    pub state: Option<String>,
+    pub q: Option<String>,
+    pub sort: Option<String>,
+    pub order: Option<String>,
+    pub page: Option<String>,
+    pub per_page: Option<String>,
+}
+
+/// The filters in effect, echoed in `/api/v1/tasks`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TaskFilter {
+    pub service: Option<String>,
+    pub state: Option<String>,
+    pub q: Option<String>,
+}
+
+/// `/api/v1/tasks` and the tasks page.
+#[derive(Debug, Clone, Serialize)]
+pub struct TasksView {
+    /// This page of matching tasks.
+    pub tasks: Vec<TaskRow>,
+    /// All task records.
+    pub total: usize,
+    /// Records matching the filters.
+    pub matched: usize,
+    /// This page, from 1.
+    pub page: usize,
+    /// Page size.
+    pub per_page: usize,
+    /// Number of pages (at least 1).
+    pub pages: usize,
+    /// Sort key.
+    pub sort: &'static str,
+    /// `asc` or `desc`.
+    pub order: &'static str,
+    /// Filters in effect.
+    pub filter: TaskFilter,
+    /// Service names to filter by (page only).
+    #[serde(skip)]
+    pub service_names: Vec<String>,
+    /// Task counts per state (page only).
+    #[serde(skip)]
+    pub state_counts: Vec<(String, usize)>,
+}
+
+const SORT_KEYS: [&str; 6] = ["id", "service", "state", "host", "updated", "launched"];
+
+impl TasksView {
+    /// The view of `s` (aggregates `d`) under `query`; 400 with field
+    /// errors for bad values.
+    pub fn new(s: &Snapshot, d: &Derived, query: &TaskQuery) -> Result<TasksView, AppError> {
+        let mut errors = Vec::new();
+        let filter = TaskFilter {
+            service: non_empty(&query.service),
+            state: non_empty(&query.state),
+            q: non_empty(&query.q),
+        };
+        if let Some(state) = &filter.state
+            && !(state == "active" || state == "terminal" || state.starts_with("TASK_"))
+        {
+            errors.push(field("state", "a Mesos state name, active or terminal"));
+        }
+        let sort = match non_empty(&query.sort) {
+            None => "id",
+            Some(k) => SORT_KEYS
+                .iter()
+                .copied()
+                .find(|s| *s == k)
+                .unwrap_or_else(|| {
+                    errors.push(field("sort", format!("one of {}", SORT_KEYS.join(", "))));
+                    "id"
+                }),
+        };
+        let order = match non_empty(&query.order).as_deref() {
+            None | Some("asc") => "asc",
+            Some("desc") => "desc",
+            Some(_) => {
+                errors.push(field("order", "asc or desc"));
+                "asc"
+            }
+        };
+        let page = parse_number("page", &query.page, 1, usize::MAX, &mut errors);
+        let per_page = parse_number(
+            "per_page",
+            &query.per_page,
+            DEFAULT_PER_PAGE,
+            MAX_PER_PAGE,
+            &mut errors,
+        );
+        if !errors.is_empty() {
+            return Err(AppError::invalid(errors));
+        }
+
+        let needle = filter.q.as_deref();
+        let unfiltered = filter.service.is_none() && filter.state.is_none() && needle.is_none();
+        let start = (page - 1).saturating_mul(per_page);
+        // The snapshot holds tasks sorted by ID: the default view is a slice.
+        if unfiltered && sort == "id" {
+            let n = s.tasks.len();
+            let rows: Vec<TaskRow> = if order == "asc" {
+                s.tasks
+                    .iter()
+                    .skip(start)
+                    .take(per_page)
+                    .map(|t| TaskRow::new(t))
+                    .collect()
+            } else {
+                s.tasks
+                    .iter()
+                    .rev()
+                    .skip(start)
+                    .take(per_page)
+                    .map(|t| TaskRow::new(t))
+                    .collect()
+            };
+            return Ok(TasksView {
+                tasks: rows,
+                total: n,
+                matched: n,
+                page,
+                per_page,
+                pages: n.div_ceil(per_page).max(1),
+                sort,
+                order,
+                filter,
+                service_names: d.service_names.clone(),
+                state_counts: d.task_counts.clone(),
+            });
+        }
+        let mut matched: Vec<&Arc<TaskRecord>> = s
+            .tasks
+            .iter()
+            .filter(|t| filter.service.as_ref().is_none_or(|x| &t.service == x))
+            .filter(|t| match filter.state.as_deref() {
+                None => true,
+                Some("active") => !t.is_terminal(),
+                Some("terminal") => t.is_terminal(),
+                Some(state) => t.state == state,
+            })
+            .filter(|t| {
+                needle.is_none_or(|n| {
+                    t.task_id.contains(n) || t.hostname.contains(n) || t.agent_id.contains(n)
+                })
+            })
+            .collect();
+        // Other keys sort stably and fall back on the ID order.
+        match sort {
+            "service" => {
+                matched.sort_by(|a, b| (&a.service, a.instance).cmp(&(&b.service, b.instance)))
+            }
+            "state" => matched.sort_by(|a, b| a.state.cmp(&b.state)),
+            "host" => matched.sort_by(|a, b| a.hostname.cmp(&b.hostname)),
+            "updated" => matched.sort_by(|a, b| a.updated_at.total_cmp(&b.updated_at)),
+            "launched" => matched.sort_by(|a, b| a.launched_at.total_cmp(&b.launched_at)),
+            _ => {}
+        }
+        if order == "desc" {
+            matched.reverse();
+        }
+        let pages = matched.len().div_ceil(per_page).max(1);
+        let tasks = matched
+            .iter()
+            .skip(start)
+            .take(per_page)
+            .map(|t| TaskRow::new(t))
+            .collect();
+        Ok(TasksView {
+            tasks,
+            total: s.tasks.len(),
+            matched: matched.len(),
+            page,
+            per_page,
+            pages,
+            sort,
+            order,
+            filter,
+            service_names: d.service_names.clone(),
+            state_counts: d.task_counts.clone(),
+        })
+    }
+
+    /// The query string of this view with `changes` applied (`""` removes a
+    /// key); defaults are left out. Starts with `?` unless empty.
+    pub fn query(&self, changes: &[(&str, &str)]) -> String {
+        let page = self.page.to_string();
+        let per_page = self.per_page.to_string();
+        let mut pairs: Vec<(&str, &str)> = vec![
+            ("service", self.filter.service.as_deref().unwrap_or("")),
+            ("state", self.filter.state.as_deref().unwrap_or("")),
+            ("q", self.filter.q.as_deref().unwrap_or("")),
+            ("sort", if self.sort == "id" { "" } else { self.sort }),
+            ("order", if self.order == "asc" { "" } else { self.order }),
+            ("page", if self.page == 1 { "" } else { &page }),
+            (
+                "per_page",
+                if self.per_page == DEFAULT_PER_PAGE {
+                    ""
+                } else {
+                    &per_page
+                },
+            ),
+        ];
+        for (k, v) in changes {
+            if let Some(pair) = pairs.iter_mut().find(|(key, _)| key == k) {
+                pair.1 = v;
+            }
+        }
+        pairs.retain(|(_, v)| !v.is_empty());
+        if pairs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "?{}",
+                serde_urlencoded::to_string(&pairs).unwrap_or_default()
+            )
+        }
+    }
+
+    /// Link to sort by `key`: toggles the order when already sorted by it.
+    pub fn sort_link(&self, key: &str) -> String {
+        let order = if self.sort == key && self.order == "asc" {
+            "desc"
+        } else {
+            ""
+        };
+        let key = if key == "id" { "" } else { key };
+        format!(
+            "/tasks{}",
+            self.query(&[("sort", key), ("order", order), ("page", "")])
+        )
+    }
+
+    /// `▲`/`▼` after the column this view is sorted by.
+    pub fn sort_mark(&self, key: &str) -> &'static str {
+        match (self.sort == key, self.order) {
+            (true, "asc") => "▲",
+            (true, _) => "▼",
+            _ => "",
+        }
+    }
+
+    /// Link to page `page`.
+    pub fn page_link(&self, page: impl std::borrow::Borrow<usize>) -> String {
+        let page = *page.borrow();
+        let page = if page <= 1 {
+            String::new()
+        } else {
+            page.to_string()
+        };
+        format!("/tasks{}", self.query(&[("page", &page)]))
+    }
+
+    /// Link to the tasks in `state` (other filters kept, page reset).
+    pub fn state_link(&self, state: &str) -> String {
+        format!("/tasks{}", self.query(&[("state", state), ("page", "")]))
+    }
+
+    /// Whether `name` is the service filtered by.
+    pub fn service_selected(&self, name: &str) -> bool {
+        self.filter.service.as_deref() == Some(name)
+    }
+
+    /// Whether `state` is the state filtered by.
+    pub fn state_selected(&self, state: &str) -> bool {
+        self.filter.state.as_deref() == Some(state)
+    }
+
+    /// The text filter (empty when none).
+    pub fn q(&self) -> &str {
+        self.filter.q.as_deref().unwrap_or("")
+    }
+
+    /// Index (from 1) of the first task on this page.
+    pub fn first_index(&self) -> usize {
+        if self.tasks.is_empty() {
+            0
+        } else {
+            (self.page - 1) * self.per_page + 1
+        }
+    }
+
+    /// Index of the last task on this page.
+    pub fn last_index(&self) -> usize {
+        self.first_index() + self.tasks.len().saturating_sub(1)
+    }
+}
+
+/// `/api/v1/tasks/{id}` and the task page.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskDetailView {
+    /// The task.
+    pub task: TaskRow,
+    /// Fingerprint of the spec it was launched from.
+    pub fingerprint: String,
+    /// Its recent status updates, newest first.
+    pub timeline: Vec<StatusEntry>,
+}
+
+impl TaskDetailView {
+    /// The task `id` of `s`; 404 when unknown.
+    pub fn new(s: &Snapshot, id: &str) -> Result<TaskDetailView, AppError> {
+        let found = s
+            .tasks
+            .binary_search_by(|t| t.task_id.as_str().cmp(id))
+            .ok()
+            .map(|i| &s.tasks[i])
+            // Tolerate a snapshot that is not sorted after all.
+            .or_else(|| s.tasks.iter().find(|t| t.task_id == id));
+        let t = found.ok_or_else(|| AppError::not_found(format!("no task {id:?}")))?;
+        Ok(TaskDetailView {
+            task: TaskRow::new(t),
+            fingerprint: t.fingerprint.clone(),
+            timeline: t.timeline.iter().rev().cloned().collect(),
+        })
+    }
+}
