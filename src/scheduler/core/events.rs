@@ -6,16 +6,14 @@
 use std::time::Instant;
 
 use super::{Core, REFUSED_RETRY, TermOutcome};
-use crate::coordination::{CoordinationError, Expect};
+use crate::coordination::CoordinationError;
 use crate::mesos::client::{ClientEvent, ErrorKind, SchedulerClient, StopReason};
-use crate::mesos::is_terminal;
 use crate::mesos::v1::scheduler::{Event, event};
-use crate::mesos::v1::{self, TaskState, task_status};
+use crate::mesos::v1::{self};
 use crate::scheduler::config::OnFrameworkRemoved;
 use crate::scheduler::offers::Gone;
 use crate::scheduler::reconcile::Action;
 use crate::scheduler::snapshot::FrameworkState;
-use crate::scheduler::workload;
 use crate::util::unix_now_secs;
 
 impl Core {
@@ -196,7 +194,7 @@ impl Core {
                     self.offers.add(offer, now, unix_now_secs());
                 }
                 self.dirty = true;
-                self.schedule().await;
+                self.needs_schedule = true;
             }
             event::Type::Rescind => {
                 if let Some(r) = event.rescind {
@@ -212,7 +210,7 @@ impl Core {
             }
             event::Type::Update => {
                 if let Some(update) = event.update {
-                    self.on_update(update.status).await;
+                    self.on_updates(vec![update.status]).await;
                 }
             }
             event::Type::Failure => {
@@ -252,164 +250,6 @@ impl Core {
                 }
             }
             _ => {}
-        }
-    }
-
-    /// A status update: record it, store it, then acknowledge it.
-    pub(crate) async fn on_update(&mut self, status: v1::TaskStatus) {
-        let task_id = status.task_id.value.clone();
-        let state = status.state();
-        let now = Instant::now();
-        let at = unix_now_secs();
-        let name = |s: Option<&str>| s.unwrap_or("none").to_string();
-        self.deps
-            .metrics
-            .status_updates
-            .get_or_create(&crate::scheduler::metrics::UpdateLabels {
-                state: state.as_str_name().into(),
-                source: name(
-                    status
-                        .source
-                        .and_then(|s| task_status::Source::try_from(s).ok())
-                        .map(|s| s.as_str_name()),
-                ),
-                reason: name(
-                    status
-                        .reason
-                        .and_then(|r| task_status::Reason::try_from(r).ok())
-                        .map(|r| r.as_str_name()),
-                ),
-            })
-            .inc();
-        let reconciliation = status.reason == Some(task_status::Reason::Reconciliation as i32);
-        self.reconciler.on_update(&task_id, reconciliation);
-
-        let Some(entry) = self.tasks.get(&task_id).cloned() else {
-            // Not ours: a terminal one is acknowledged and ignored; a live one
-            // is killed (unless still staging: it may be a launch whose record
-            // write we have not seen succeed).
-            if !is_terminal(state) && state != TaskState::TaskStaging {
-                let agent = status.agent_id.as_ref().map(|a| a.value.clone());
-                if self.kills.request(
-                    &task_id,
-                    agent,
-                    "unknown to the scheduler",
-                    std::time::Duration::from_secs(5),
-                    now,
-                ) {
-                    self.log(
-                        "kill",
-                        format!(
-                            "task {task_id} is unknown to the scheduler ({}); killing it",
-                            state.as_str_name()
-                        ),
-                    );
-                }
-            } else if is_terminal(state) {
-                self.kills.done(&task_id);
-            }
-            self.acknowledge(&status).await;
-            self.kill_due().await;
-            return;
-        };
-
-        let mut record = (*entry.record).clone();
-        let was_running = record.task_state() == TaskState::TaskRunning;
-        record.apply(&status, at);
-        match self
-            .task_store
-            .put(&task_id, &record, Expect::Version(entry.version))
-            .await
-        {
-            Ok(version) => {
-                self.note_transition(&record, was_running, now);
-                self.put_task(record, version);
-                self.acknowledge(&status).await;
-            }
-            Err(e) => {
-                // Not acknowledged: the agent re-sends it and we try again.
-                self.log(
-                    "error",
-                    format!(
-                        "could not store the {} update of {task_id}: {e}; not acknowledged",
-                        state.as_str_name()
-                    ),
-                );
-                if matches!(e, CoordinationError::VersionConflict { .. }) {
-                    self.reload_task(&task_id).await;
-                }
-                return;
-            }
-        }
-        self.schedule().await;
-    }
-
-    /// Bookkeeping after a stored update: kills done, restart backoff.
-    fn note_transition(
-        &mut self,
-        record: &crate::scheduler::records::TaskRecord,
-        was_running: bool,
-        now: Instant,
-    ) {
-        let state = record.task_state();
-        let spec = self.services.get(&record.service).cloned();
-        if state == TaskState::TaskRunning && !was_running {
-            self.backoff
-                .entry(record.service.clone())
-                .or_default()
-                .running();
-        }
-        if is_terminal(state) {
-            let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
-            if !wanted_dead {
-                let reason = record
-                    .timeline
-                    .last()
-                    .and_then(|e| e.reason.as_deref())
-                    .and_then(task_status::Reason::from_str_name);
-                if let Some(spec) = spec.filter(|_| workload::counts_as_failure(state, reason)) {
-                    self.backoff
-                        .entry(record.service.clone())
-                        .or_default()
-                        .failed(&spec, now);
-                }
-                self.log(
-                    "task",
-                    format!(
-                        "task {} is {}{}",
-                        record.task_id,
-                        state.as_str_name(),
-                        record
-                            .timeline
-                            .last()
-                            .and_then(|e| e.message.as_ref())
-                            .map(|m| format!(": {m}"))
-                            .unwrap_or_default()
-                    ),
-                );
-            }
-        }
-    }
-
-    async fn reload_task(&mut self, task_id: &str) {
-        if let Ok(Some(v)) = self.task_store.get(task_id).await {
-            self.put_task(v.value, v.version);
-        }
-    }
-
-    /// Acknowledges an update that carries a uuid (only those need it).
-    pub(crate) async fn acknowledge(&mut self, status: &v1::TaskStatus) {
-        let (Some(uuid), Some(agent)) = (&status.uuid, &status.agent_id) else {
-            return;
-        };
-        let Some(client) = self.client().cloned() else {
-            return;
-        };
-        if let Err(e) = client
-            .acknowledge(agent.clone(), status.task_id.clone(), uuid.clone())
-            .await
-        {
-            tracing::warn!(task_id = %status.task_id.value, error = %e, "acknowledge failed; the agent will re-send");
         }
     }
 

@@ -7,7 +7,7 @@
 //! leader reconciles (the master answers TASK_LOST for a task it never saw)
 //! rather than a task nobody knows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -114,82 +114,54 @@ impl Core {
         }
     }
 
-    /// One scheduling pass: kill surplus tasks, place missing instances on
-    /// held offers and launch them, then decline or keep the rest and
-    /// suppress or revive offers.
+    /// One scheduling pass: kill surplus tasks, replace outdated ones (rolling),
+    /// place missing instances on held offers and launch them, then decline or
+    /// keep the rest and suppress or revive offers. One pass over the task
+    /// records (grouped by service), however many there are.
     pub(crate) async fn schedule(&mut self) {
         if self.state != FrameworkState::Subscribed || self.client.is_none() {
             return;
         }
         let now = Instant::now();
-        let specs: Vec<_> = self.services.values().cloned().collect();
+        let mut by_service: HashMap<&str, Vec<&TaskRecord>> = HashMap::new();
+        let mut kills = Vec::new();
+        for e in self.tasks.values() {
+            if self.services.contains_key(&e.record.service) {
+                by_service.entry(e.record.service.as_str()).or_default().push(e.record.as_ref());
+            } else if workload::is_live(&e.record) {
+                kills.push((e.record.task_id.clone(), "service deleted".to_string()));
+            }
+        }
         let mut demands_data = Vec::new();
-        let mut pending_work = false;
-        let mut surplus = Vec::new();
-        for spec in &specs {
-            let tasks = self.tasks.values().map(|e| e.record.as_ref());
-            let assessment = assess(spec, tasks);
-            surplus.extend(assessment.surplus.clone());
+        let mut missing_total = 0;
+        for spec in self.services.values() {
+            let tasks = by_service.get(spec.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            let assessment = assess(spec, tasks.iter().copied());
+            kills.extend(assessment.surplus.iter().cloned());
+            if let Some(task_id) = workload::upgrade_step(spec, tasks.iter().copied(), self.cfg.upgrade_max_unavailable) {
+                kills.push((task_id, "replaced by a newer service spec".into()));
+            }
             if assessment.missing.is_empty() {
                 continue;
             }
-            pending_work = true;
-            let ready = self.backoff.get(&spec.name).is_none_or(|b| b.ready(now));
-            if !ready {
+            missing_total += assessment.missing.len();
+            if !self.backoff.get(&spec.name).is_none_or(|b| b.ready(now)) {
                 continue;
             }
-            let occupied: Vec<(String, String)> = self
-                .tasks
-                .values()
-                .filter(|e| e.record.service == spec.name && workload::is_live(&e.record))
-                .map(|e| (e.record.agent_id.clone(), e.record.hostname.clone()))
+            let occupied: Vec<(String, String)> = tasks
+                .iter()
+                .filter(|t| workload::is_live(t))
+                .map(|t| (t.agent_id.clone(), t.hostname.clone()))
                 .collect();
             let executor_resources = match spec.executor {
-                ExecutorKind::Appliance => self
-                    .executor_source()
-                    .map(|s| s.resources())
-                    .unwrap_or_default(),
+                ExecutorKind::Appliance => self.executor_source().map(|s| s.resources()).unwrap_or_default(),
                 ExecutorKind::Command => Default::default(),
             };
-            demands_data.push((
-                spec.clone(),
-                assessment.missing,
-                occupied,
-                executor_resources,
-            ));
+            demands_data.push((spec.clone(), assessment.missing, occupied, executor_resources));
         }
-        // Services removed from the desired workload: their tasks go.
-        let orphans: Vec<String> = self
-            .tasks
-            .values()
-            .filter(|e| {
-                workload::is_live(&e.record) && !self.services.contains_key(&e.record.service)
-            })
-            .map(|e| e.record.task_id.clone())
-            .collect();
-        for task_id in orphans {
-            self.request_kill(&task_id, "service deleted").await;
-        }
-        for (task_id, reason) in surplus {
+        drop(by_service);
+        for (task_id, reason) in kills {
             self.request_kill(&task_id, &reason).await;
-        }
-        // Rolling replacement of tasks launched from an older spec.
-        for spec in &specs {
-            while let Some(task_id) = workload::upgrade_step(
-                spec,
-                self.tasks.values().map(|e| e.record.as_ref()),
-                self.cfg.upgrade_max_unavailable,
-            ) {
-                self.request_kill(&task_id, "replaced by a newer service spec")
-                    .await;
-                if self
-                    .tasks
-                    .get(&task_id)
-                    .is_none_or(|e| e.record.kill.is_none())
-                {
-                    break; // the kill could not be recorded; try again next pass
-                }
-            }
         }
         self.kill_due().await;
 
@@ -203,21 +175,12 @@ impl Core {
             })
             .collect();
         let planned = placement::plan(&demands, &mut self.offers, &self.agent_attributes);
-        let all_placed = demands.iter().map(|d| d.missing.len()).sum::<usize>() == planned.len();
         drop(demands);
+        let unplaced = missing_total.saturating_sub(planned.len());
         if !planned.is_empty() {
-            self.launch(planned, !all_placed || pending_work).await;
+            self.launch(planned, unplaced > 0).await;
         }
-        self.settle_offers(pending_work && !all_placed || self.missing_anything())
-            .await;
-    }
-
-    fn missing_anything(&self) -> bool {
-        self.services.values().any(|spec| {
-            !assess(spec, self.tasks.values().map(|e| e.record.as_ref()))
-                .missing
-                .is_empty()
-        })
+        self.settle_offers(unplaced > 0).await;
     }
 
     /// Writes the records, then ACCEPTs each used offer with its tasks.

@@ -18,6 +18,7 @@ mod commands;
 mod events;
 mod launch;
 mod startup;
+mod updates;
 mod view;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -116,6 +117,8 @@ pub(crate) struct Core {
     pub next_fid_check: Instant,
     pub next_housekeeping: Instant,
     pub dirty: bool,
+    /// A scheduling pass is due after the current batch of events.
+    pub needs_schedule: bool,
     pub last_publish: Option<Instant>,
     pub task_store: RecordStore<TaskRecord>,
     pub service_store: RecordStore<ServiceSpec>,
@@ -224,6 +227,7 @@ impl Core {
             suppressed: false,
             events_log: VecDeque::new(),
             dirty: true,
+            needs_schedule: false,
             last_publish: None,
             task_store,
             service_store,
@@ -244,7 +248,7 @@ impl Core {
                 biased;
                 _ = self.term_token.cancelled() => return TermOutcome::LeadershipLost,
                 event = recv_event(&mut self.client_events) => match event {
-                    Some(event) => self.on_client_event(event).await,
+                    Some(event) => self.on_event_batch(event).await,
                     None => self.client_events = None,
                 },
                 command = commands.recv() => match command {
@@ -254,6 +258,42 @@ impl Core {
                 },
                 _ = sleep => self.on_timers().await,
             }
+        }
+    }
+
+    /// Handles `first` and whatever else is already queued (up to a limit),
+    /// keeping stream order: consecutive status updates are handled as one
+    /// batch; then one scheduling pass if anything asked for it.
+    async fn on_event_batch(&mut self, first: ClientEvent) {
+        const BATCH: usize = 1024;
+        let mut updates = Vec::new();
+        let mut next = Some(first);
+        let mut handled = 0;
+        while let Some(event) = next.take() {
+            handled += 1;
+            match event {
+                ClientEvent::Event(e) if e.r#type() == crate::mesos::v1::scheduler::event::Type::Update => {
+                    if let Some(update) = e.update {
+                        updates.push(update.status);
+                    }
+                }
+                other => {
+                    if !updates.is_empty() {
+                        self.on_updates(std::mem::take(&mut updates)).await;
+                    }
+                    self.on_client_event(other).await;
+                }
+            }
+            if handled < BATCH && self.outcome.is_none() {
+                next = self.client_events.as_mut().and_then(|rx| rx.try_recv().ok());
+            }
+        }
+        if !updates.is_empty() {
+            self.on_updates(updates).await;
+        }
+        if self.needs_schedule && self.outcome.is_none() {
+            self.needs_schedule = false;
+            self.schedule().await;
         }
     }
 
