@@ -39,25 +39,54 @@ struct Replica {
 fn spawn(zk: &str, master: &str, services: &str) -> Replica {
     let port = free_port();
     let child = Command::new(binary())
-        .args(["--zk", &format!("zk://{zk}/bench"), "--zk-session-timeout", "4s", "--master", master])
-        .args(["--framework-name", "failover-bench", "--framework-user", "root", "--deployment-id", "d1"])
-        .args(["--services", services, "--listen", &format!("127.0.0.1:{port}")])
+        .args([
+            "--zk",
+            &format!("zk://{zk}/bench"),
+            "--zk-session-timeout",
+            "4s",
+            "--master",
+            master,
+        ])
+        .args([
+            "--framework-name",
+            "failover-bench",
+            "--framework-user",
+            "root",
+            "--deployment-id",
+            "d1",
+        ])
+        .args([
+            "--services",
+            services,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn mesos-appliance (build it: cargo build --release)");
-    Replica { child, url: format!("http://127.0.0.1:{port}") }
+    Replica {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
 }
 
 async fn role(client: &reqwest::Client, r: &Replica) -> String {
-    let state: Option<serde_json::Value> = match client.get(format!("{}/api/v1/state", r.url)).send().await {
-        Ok(resp) => resp.json().await.ok(),
-        Err(_) => None,
-    };
+    let state: Option<serde_json::Value> =
+        match client.get(format!("{}/api/v1/state", r.url)).send().await {
+            Ok(resp) => resp.json().await.ok(),
+            Err(_) => None,
+        };
     state
-        .map(|s| format!("{}/{}", s["leadership"]["role"].as_str().unwrap_or(""), s["framework"]["state"].as_str().unwrap_or("")))
+        .map(|s| {
+            format!(
+                "{}/{}",
+                s["leadership"]["role"].as_str().unwrap_or(""),
+                s["framework"]["state"].as_str().unwrap_or("")
+            )
+        })
         .unwrap_or_default()
 }
 
@@ -80,7 +109,10 @@ fn stats(name: &str, mut samples: Vec<f64>) {
         median / t,
         max * 1000.0,
         max / t,
-        samples.iter().map(|s| (s * 1000.0).round() as u64).collect::<Vec<_>>()
+        samples
+            .iter()
+            .map(|s| (s * 1000.0).round() as u64)
+            .collect::<Vec<_>>()
     );
 }
 
@@ -91,7 +123,12 @@ async fn main() {
     let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let services = dir.path().join("services.json");
-    std::fs::write(&services, json!([{"name": "web", "command": "x", "cpus": 0.1, "mem": 32, "instances": 4}]).to_string()).unwrap();
+    std::fs::write(
+        &services,
+        json!([{"name": "web", "command": "x", "cpus": 0.1, "mem": 32, "instances": 4}])
+            .to_string(),
+    )
+    .unwrap();
     let services = services.display().to_string();
     let client = reqwest::Client::new();
 
@@ -108,7 +145,12 @@ async fn main() {
             unsafe { libc::kill(leader.child.id() as i32, signal) };
             let deadline = Instant::now() + Duration::from_secs(60);
             let at = loop {
-                if let Some(c) = tb.scheduler_calls("SUBSCRIBE").into_iter().skip(before).find(|c| c.status == 200) {
+                if let Some(c) = tb
+                    .scheduler_calls("SUBSCRIBE")
+                    .into_iter()
+                    .skip(before)
+                    .find(|c| c.status == 200)
+                {
                     break c.at;
                 }
                 assert!(Instant::now() < deadline, "no SUBSCRIBE after {name}");

@@ -127,7 +127,10 @@ impl Core {
         let mut kills = Vec::new();
         for e in self.tasks.values() {
             if self.services.contains_key(&e.record.service) {
-                by_service.entry(e.record.service.as_str()).or_default().push(e.record.as_ref());
+                by_service
+                    .entry(e.record.service.as_str())
+                    .or_default()
+                    .push(e.record.as_ref());
             } else if workload::is_live(&e.record) {
                 kills.push((e.record.task_id.clone(), "service deleted".to_string()));
             }
@@ -135,10 +138,17 @@ impl Core {
         let mut demands_data = Vec::new();
         let mut missing_total = 0;
         for spec in self.services.values() {
-            let tasks = by_service.get(spec.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            let tasks = by_service
+                .get(spec.name.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
             let assessment = assess(spec, tasks.iter().copied());
             kills.extend(assessment.surplus.iter().cloned());
-            if let Some(task_id) = workload::upgrade_step(spec, tasks.iter().copied(), self.cfg.upgrade_max_unavailable) {
+            if let Some(task_id) = workload::upgrade_step(
+                spec,
+                tasks.iter().copied(),
+                self.cfg.upgrade_max_unavailable,
+            ) {
                 kills.push((task_id, "replaced by a newer service spec".into()));
             }
             if assessment.missing.is_empty() {
@@ -154,10 +164,18 @@ impl Core {
                 .map(|t| (t.agent_id.clone(), t.hostname.clone()))
                 .collect();
             let executor_resources = match spec.executor {
-                ExecutorKind::Appliance => self.executor_source().map(|s| s.resources()).unwrap_or_default(),
+                ExecutorKind::Appliance => self
+                    .executor_source()
+                    .map(|s| s.resources())
+                    .unwrap_or_default(),
                 ExecutorKind::Command => Default::default(),
             };
-            demands_data.push((spec.clone(), assessment.missing, occupied, executor_resources));
+            demands_data.push((
+                spec.clone(),
+                assessment.missing,
+                occupied,
+                executor_resources,
+            ));
         }
         drop(by_service);
         for (task_id, reason) in kills {

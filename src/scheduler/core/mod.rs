@@ -272,7 +272,9 @@ impl Core {
         while let Some(event) = next.take() {
             handled += 1;
             match event {
-                ClientEvent::Event(e) if e.r#type() == crate::mesos::v1::scheduler::event::Type::Update => {
+                ClientEvent::Event(e)
+                    if e.r#type() == crate::mesos::v1::scheduler::event::Type::Update =>
+                {
                     if let Some(update) = e.update {
                         updates.push(update.status);
                     }
@@ -285,7 +287,10 @@ impl Core {
                 }
             }
             if handled < BATCH && self.outcome.is_none() {
-                next = self.client_events.as_mut().and_then(|rx| rx.try_recv().ok());
+                next = self
+                    .client_events
+                    .as_mut()
+                    .and_then(|rx| rx.try_recv().ok());
             }
         }
         if !updates.is_empty() {

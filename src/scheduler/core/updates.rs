@@ -63,10 +63,19 @@ impl Core {
                 // whose record write we have not seen succeed).
                 if !is_terminal(state) && state != TaskState::TaskStaging {
                     let agent = status.agent_id.as_ref().map(|a| a.value.clone());
-                    if self.kills.request(&task_id, agent, "unknown to the scheduler", Duration::from_secs(5), now) {
+                    if self.kills.request(
+                        &task_id,
+                        agent,
+                        "unknown to the scheduler",
+                        Duration::from_secs(5),
+                        now,
+                    ) {
                         self.log(
                             "kill",
-                            format!("task {task_id} is unknown to the scheduler ({}); killing it", state.as_str_name()),
+                            format!(
+                                "task {task_id} is unknown to the scheduler ({}); killing it",
+                                state.as_str_name()
+                            ),
                         );
                         rogue = true;
                     }
@@ -85,11 +94,10 @@ impl Core {
         // Store every record (concurrently), then acknowledge what was stored.
         let mut stored = Vec::with_capacity(writes.len());
         for chunk in writes.chunks(CONCURRENCY) {
-            let results = join_all(
-                chunk
-                    .iter()
-                    .map(|(_, record, version, _)| self.task_store.put(&record.task_id, record, Expect::Version(*version))),
-            )
+            let results = join_all(chunk.iter().map(|(_, record, version, _)| {
+                self.task_store
+                    .put(&record.task_id, record, Expect::Version(*version))
+            }))
             .await;
             stored.extend(results);
         }
@@ -128,8 +136,18 @@ impl Core {
             .status_updates
             .get_or_create(&UpdateLabels {
                 state: status.state().as_str_name().into(),
-                source: name(status.source.and_then(|s| task_status::Source::try_from(s).ok()).map(|s| s.as_str_name())),
-                reason: name(status.reason.and_then(|r| task_status::Reason::try_from(r).ok()).map(|r| r.as_str_name())),
+                source: name(
+                    status
+                        .source
+                        .and_then(|s| task_status::Source::try_from(s).ok())
+                        .map(|s| s.as_str_name()),
+                ),
+                reason: name(
+                    status
+                        .reason
+                        .and_then(|r| task_status::Reason::try_from(r).ok())
+                        .map(|r| r.as_str_name()),
+                ),
             })
             .inc();
     }
@@ -138,7 +156,10 @@ impl Core {
     fn note_transition(&mut self, record: &TaskRecord, was_running: bool, now: Instant) {
         let state = record.task_state();
         if state == TaskState::TaskRunning && !was_running {
-            self.backoff.entry(record.service.clone()).or_default().running();
+            self.backoff
+                .entry(record.service.clone())
+                .or_default()
+                .running();
         }
         if !is_terminal(state) {
             return;
@@ -148,12 +169,28 @@ impl Core {
             return;
         }
         let last = record.timeline.last();
-        let reason = last.and_then(|e| e.reason.as_deref()).and_then(task_status::Reason::from_str_name);
-        if let Some(spec) = self.services.get(&record.service).cloned().filter(|_| workload::counts_as_failure(state, reason)) {
-            self.backoff.entry(record.service.clone()).or_default().failed(&spec, now);
+        let reason = last
+            .and_then(|e| e.reason.as_deref())
+            .and_then(task_status::Reason::from_str_name);
+        if let Some(spec) = self
+            .services
+            .get(&record.service)
+            .cloned()
+            .filter(|_| workload::counts_as_failure(state, reason))
+        {
+            self.backoff
+                .entry(record.service.clone())
+                .or_default()
+                .failed(&spec, now);
         }
-        let detail = last.and_then(|e| e.message.as_ref()).map(|m| format!(": {m}")).unwrap_or_default();
-        self.log("task", format!("task {} is {}{detail}", record.task_id, state.as_str_name()));
+        let detail = last
+            .and_then(|e| e.message.as_ref())
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        self.log(
+            "task",
+            format!("task {} is {}{detail}", record.task_id, state.as_str_name()),
+        );
     }
 
     async fn reload_task(&mut self, task_id: &str) {
@@ -165,17 +202,17 @@ impl Core {
     /// Acknowledges the updates that carry a uuid (only those need it),
     /// concurrently.
     pub(crate) async fn acknowledge_all(&mut self, statuses: Vec<v1::TaskStatus>) {
-        let Some(client) = self.client().cloned() else { return };
+        let Some(client) = self.client().cloned() else {
+            return;
+        };
         let acks: Vec<_> = statuses
             .into_iter()
             .filter_map(|s| Some((s.agent_id?, s.task_id, s.uuid?)))
             .collect();
         for chunk in acks.chunks(CONCURRENCY) {
-            let results = join_all(
-                chunk
-                    .iter()
-                    .map(|(agent, task, uuid)| client.acknowledge(agent.clone(), task.clone(), uuid.clone())),
-            )
+            let results = join_all(chunk.iter().map(|(agent, task, uuid)| {
+                client.acknowledge(agent.clone(), task.clone(), uuid.clone())
+            }))
             .await;
             for ((_, task, _), result) in chunk.iter().zip(results) {
                 if let Err(e) = result {
