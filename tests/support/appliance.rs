@@ -52,6 +52,8 @@ pub struct Replica {
     pub name: String,
     pub handle: SchedulerHandle,
     pub coordinator: Arc<ZkCoordinator>,
+    /// The replica's metrics registry.
+    pub registry: Arc<prometheus_client::registry::Registry>,
     shutdown: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
@@ -86,6 +88,7 @@ impl Replica {
             name: name.into(),
             handle,
             coordinator,
+            registry: Arc::new(registry),
             shutdown,
             task: Some(task),
         }
