@@ -10,7 +10,7 @@
 //! builds them).
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 use std::path::PathBuf;

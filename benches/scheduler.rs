@@ -9,7 +9,7 @@
 //! The testbed runs in the same process, so RSS includes it.
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 use std::collections::HashMap;
@@ -151,6 +151,7 @@ async fn main() {
     );
     replica.stop().await;
     let _ = testbed.kill();
+    let _ = testbed.wait();
 
     // Placement alone: 100 offers of 16 CPUs, 1,600 instances pending.
     let spec: mesos_appliance::scheduler::ServiceSpec = serde_json::from_value(

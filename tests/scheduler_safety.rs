@@ -25,15 +25,31 @@ async fn stuck_staging_task_is_killed_and_replaced() {
     tb.hold_staging("stuck.0.");
     let mut core = core_config();
     core.transient_timeout = Duration::from_secs(2);
-    let specs = services(json!([{"name": "stuck", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let specs = services(
+        json!([{"name": "stuck", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]),
+    );
     let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core).await;
-    let s = replica.wait_for("the task is staging", WAIT, |s| s.tasks.iter().any(|t| t.state == "TASK_STAGING")).await;
+    let s = replica
+        .wait_for("the task is staging", WAIT, |s| {
+            s.tasks.iter().any(|t| t.state == "TASK_STAGING")
+        })
+        .await;
     let first = s.tasks[0].task_id.clone();
     tb.clear_faults();
-    let s = replica.wait_for("replaced", WAIT, |s| running(s, "stuck") == 1).await;
+    let s = replica
+        .wait_for("replaced", WAIT, |s| running(s, "stuck") == 1)
+        .await;
     let old = s.tasks.iter().find(|t| t.task_id == first).unwrap();
     assert_eq!(old.state, "TASK_KILLED");
-    assert!(old.kill.as_ref().unwrap().reason.contains("stuck in TASK_STAGING"), "{:?}", old.kill);
+    assert!(
+        old.kill
+            .as_ref()
+            .unwrap()
+            .reason
+            .contains("stuck in TASK_STAGING"),
+        "{:?}",
+        old.kill
+    );
     replica.stop().await;
 }
 
@@ -41,25 +57,46 @@ async fn stuck_staging_task_is_killed_and_replaced() {
 async fn ignored_kill_is_retried_with_backoff() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs = services(json!([{"name": "many", "command": "x", "cpus": 0.1, "mem": 32, "instances": 2}]));
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs.clone(), core_config()).await;
-    replica.wait_for("2 running", WAIT, |s| running(s, "many") == 2).await;
+    let specs =
+        services(json!([{"name": "many", "command": "x", "cpus": 0.1, "mem": 32, "instances": 2}]));
+    let replica = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        specs.clone(),
+        core_config(),
+    )
+    .await;
+    replica
+        .wait_for("2 running", WAIT, |s| running(s, "many") == 2)
+        .await;
     tb.ignore_kill("many.1.");
     // Scale down: instance 1 must go, but its executor ignores KILL.
     let mut spec = specs[0].clone();
     spec.instances = 1;
     let replaced = replica
         .handle
-        .request(Duration::from_secs(5), |reply| Command::PutService { spec, reply })
+        .request(Duration::from_secs(5), |reply| Command::PutService {
+            spec,
+            reply,
+        })
         .await
         .unwrap();
     assert!(replaced);
     let s = replica
         .wait_for("kill pending (3)", WAIT, |s| {
-            s.tasks.iter().any(|t| t.instance == 1 && t.kill.as_ref().is_some_and(|k| k.attempts >= 3))
+            s.tasks
+                .iter()
+                .any(|t| t.instance == 1 && t.kill.as_ref().is_some_and(|k| k.attempts >= 3))
         })
         .await;
-    let victim = s.tasks.iter().find(|t| t.instance == 1).unwrap().task_id.clone();
+    let victim = s
+        .tasks
+        .iter()
+        .find(|t| t.instance == 1)
+        .unwrap()
+        .task_id
+        .clone();
     let kills: Vec<f64> = tb
         .scheduler_calls("KILL")
         .into_iter()
@@ -67,10 +104,17 @@ async fn ignored_kill_is_retried_with_backoff() {
         .map(|c| c.at)
         .collect();
     assert!(kills.len() >= 3);
-    assert!(kills[2] - kills[1] > kills[1] - kills[0] + 0.5, "backoff grows: {kills:?}");
+    assert!(
+        kills[2] - kills[1] > kills[1] - kills[0] + 0.5,
+        "backoff grows: {kills:?}"
+    );
     tb.clear_faults();
     replica
-        .wait_for("killed", WAIT, |s| s.tasks.iter().any(|t| t.task_id == victim && t.state == "TASK_KILLED"))
+        .wait_for("killed", WAIT, |s| {
+            s.tasks
+                .iter()
+                .any(|t| t.task_id == victim && t.state == "TASK_KILLED")
+        })
         .await;
     assert_eq!(running(&replica.snapshot(), "many"), 1);
     replica.stop().await;
@@ -80,16 +124,26 @@ async fn ignored_kill_is_retried_with_backoff() {
 async fn a_replaced_framework_id_makes_the_leader_step_down() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs = services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let specs =
+        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
     let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
-    replica.wait_for("running", WAIT, |s| running(s, "one") == 1).await;
+    replica
+        .wait_for("running", WAIT, |s| running(s, "one") == 1)
+        .await;
     let client = zk::Client::connect(&zk.connect_string()).await.unwrap();
-    client.set_data("/appliance/framework-id", b"someone-else-0000", None).await.unwrap();
+    client
+        .set_data("/appliance/framework-id", b"someone-else-0000", None)
+        .await
+        .unwrap();
     let s = replica
-        .wait_for("stepped down", WAIT, |s| s.framework.state == FrameworkState::Standby)
+        .wait_for("stepped down", WAIT, |s| {
+            s.framework.state == FrameworkState::Standby
+        })
         .await;
     assert!(
-        s.events.iter().any(|e| e.message.contains("someone-else-0000")),
+        s.events
+            .iter()
+            .any(|e| e.message.contains("someone-else-0000")),
         "the mismatch is logged: {:?}",
         s.events
     );
@@ -103,11 +157,23 @@ async fn a_replaced_framework_id_makes_the_leader_step_down() {
 async fn subscription_gauge_sums_to_one_over_replicas() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs = services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
-    let a = Replica::start(&zk.connect_string(), "a", &tb.url(), specs.clone(), core_config()).await;
-    a.wait_for("running", WAIT, |s| running(s, "one") == 1).await;
+    let specs =
+        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let a = Replica::start(
+        &zk.connect_string(),
+        "a",
+        &tb.url(),
+        specs.clone(),
+        core_config(),
+    )
+    .await;
+    a.wait_for("running", WAIT, |s| running(s, "one") == 1)
+        .await;
     let b = Replica::start(&zk.connect_string(), "b", &tb.url(), specs, core_config()).await;
-    b.wait_for("follows", WAIT, |s| s.leader_url().is_some() && s.framework.state == FrameworkState::Standby).await;
+    b.wait_for("follows", WAIT, |s| {
+        s.leader_url().is_some() && s.framework.state == FrameworkState::Standby
+    })
+    .await;
     let text = |r: &Replica| {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &r.registry).unwrap();
@@ -118,7 +184,10 @@ async fn subscription_gauge_sums_to_one_over_replicas() {
     assert!(text(&a).contains("leader 1") && text(&b).contains("leader 0"));
     assert!(text(&a).contains("status_updates_total{state=\"TASK_RUNNING\",source=\"SOURCE_EXECUTOR\",reason=\"none\"} 1"), "{}", text(&a));
     a.stop().await;
-    b.wait_for("b leads", WAIT, |s| s.framework.state == FrameworkState::Subscribed).await;
+    b.wait_for("b leads", WAIT, |s| {
+        s.framework.state == FrameworkState::Subscribed
+    })
+    .await;
     assert!(text(&b).contains("framework_subscribed 1"));
     b.stop().await;
 }

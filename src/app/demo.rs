@@ -58,18 +58,20 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
         None => sample_services(),
     };
     let executor = executor_binary(&common);
-    let mut testbed = TestbedConfig::default();
-    testbed.listen = "127.0.0.1:0".parse().expect("literal address");
-    testbed.agents = (0..args.agents.max(1))
-        .map(|i| {
-            AgentSpec::new(&format!("agent-{i}"), DEFAULT_AGENT_RESOURCES)
-                .with_attributes(&format!("rack:r{}", i % 2))
-        })
-        .collect();
-    testbed.heartbeat_interval = Duration::from_secs(5);
-    testbed.status_update_retry_min = Duration::from_secs(2);
-    testbed.status_update_retry_max = Duration::from_secs(30);
-    testbed.run_executors.clone_from(&executor);
+    let testbed = TestbedConfig {
+        listen: "127.0.0.1:0".parse().expect("literal address"),
+        agents: (0..args.agents.max(1))
+            .map(|i| {
+                AgentSpec::new(&format!("agent-{i}"), DEFAULT_AGENT_RESOURCES)
+                    .with_attributes(&format!("rack:r{}", i % 2))
+            })
+            .collect(),
+        heartbeat_interval: Duration::from_secs(5),
+        status_update_retry_min: Duration::from_secs(2),
+        status_update_retry_max: Duration::from_secs(30),
+        run_executors: executor.clone(),
+        ..TestbedConfig::default()
+    };
     let testbed = Testbed::start(testbed)
         .await
         .map_err(|e| (exit::FAILURE, format!("starting the embedded testbed: {e}")))?;

@@ -97,14 +97,7 @@ async fn uninstall(common: &CommonArgs, args: &UninstallArgs) -> Result<(), Erro
         targets.insert(id.clone());
     }
     for f in frameworks.active().chain(frameworks.inactive()) {
-        #[allow(deprecated)]
-        let role = f.framework_info.role.as_deref().unwrap_or("*") == common.framework_role
-            || f.framework_info
-                .roles
-                .iter()
-                .any(|r| *r == common.framework_role);
-        if f.framework_info.name == common.framework_name
-            && role
+        if operator::same_name_and_role(f, &common.framework_name, &common.framework_role)
             && let Some(id) = operator::framework_id(f)
         {
             targets.insert(id.to_string());

@@ -105,6 +105,16 @@ pub fn framework_id(framework: &Framework) -> Option<&str> {
         .map(|id| id.value.as_str())
 }
 
+/// True when `framework` is named `name` and runs in `role` (its
+/// `FrameworkInfo.role`, default `*`, or one of its `roles`): the frameworks
+/// the `hard` strategy and `uninstall` tear down (DESIGN.md §2).
+#[allow(deprecated)] // FrameworkInfo.role is what non-MULTI_ROLE frameworks set
+pub fn same_name_and_role(framework: &Framework, name: &str, role: &str) -> bool {
+    let info = &framework.framework_info;
+    info.name == name
+        && (info.role.as_deref().unwrap_or("*") == role || info.roles.iter().any(|r| r == role))
+}
+
 /// A client of the master's operator API. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct OperatorClient {

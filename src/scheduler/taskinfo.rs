@@ -8,15 +8,13 @@
 //! `ExecutorInfo` runs `./mesos-appliance-executor`, fetched from the
 //! appliance (`CommandInfo.URI` with `executable` and `cache`).
 
-use prost::Message;
-
 use super::placement::{Planned, task_resources};
 use super::services::{CommandSpec, ExecutorKind, ServiceSpec};
+use crate::executor::info::{self as executor, ExecutorResources};
 use crate::mesos::resources::Resources;
-use crate::mesos::v1::{self, command_info, environment, executor_info};
+use crate::mesos::v1::{self, command_info, environment};
 
-/// Name of our executor binary, as fetched into the sandbox.
-pub const EXECUTOR_BINARY: &str = "mesos-appliance-executor";
+pub use crate::executor::info::EXECUTOR_BINARY;
 
 /// A task ID: `<service>.<instance>.<uuid>`.
 pub fn new_task_id(service: &str, instance: u32) -> String {
@@ -135,41 +133,23 @@ pub fn task_info(
         },
         resources: resources.to_protos(None),
         labels: Some(labels),
-        kill_policy: Some(v1::KillPolicy {
-            grace_period: Some(v1::DurationInfo {
-                nanoseconds: spec.kill_grace_period.as_nanos() as i64,
-            }),
-        }),
+        kill_policy: Some(executor::kill_policy(spec.kill_grace_period)),
         ..Default::default()
     };
     match (spec.executor, executor) {
         (ExecutorKind::Appliance, Some(source)) => {
-            info.data = Some(command.encode_to_vec());
-            info.executor = Some(v1::ExecutorInfo {
-                executor_id: v1::ExecutorId {
-                    value: executor_id(task_id),
-                },
-                r#type: Some(executor_info::Type::Custom as i32),
-                name: Some(EXECUTOR_BINARY.into()),
-                framework_id: Some(v1::FrameworkId {
-                    value: framework_id.to_string(),
-                }),
-                command: Some(v1::CommandInfo {
-                    uris: vec![command_info::Uri {
-                        value: source.url.clone(),
-                        executable: Some(true),
-                        extract: Some(false),
-                        cache: Some(true),
-                        output_file: Some(EXECUTOR_BINARY.into()),
-                    }],
-                    value: Some(format!("./{EXECUTOR_BINARY}")),
-                    shell: Some(false),
-                    arguments: vec![format!("./{EXECUTOR_BINARY}")],
-                    ..Default::default()
-                }),
-                resources: source.resources().to_protos(None),
-                ..Default::default()
-            });
+            info.data = Some(executor::task_data(&command));
+            let resources = ExecutorResources {
+                cpus: source.cpus,
+                mem: source.mem,
+                ..ExecutorResources::default()
+            };
+            info.executor = Some(executor::executor_info(
+                &executor_id(task_id),
+                framework_id,
+                &source.url,
+                &resources,
+            ));
         }
         _ => info.command = Some(command),
     }
@@ -258,7 +238,8 @@ mod tests {
         assert_eq!(executor.framework_id.unwrap().value, "fw-1");
         let fetch = &executor.command.as_ref().unwrap().uris[0];
         assert_eq!((fetch.executable, fetch.cache), (Some(true), Some(true)));
-        let cmd = v1::CommandInfo::decode(info.data.unwrap().as_slice()).unwrap();
+        let cmd =
+            <v1::CommandInfo as prost::Message>::decode(info.data.unwrap().as_slice()).unwrap();
         assert_eq!(
             (cmd.shell, cmd.arguments),
             (Some(false), vec!["sleep".to_string(), "100".to_string()])

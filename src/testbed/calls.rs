@@ -63,6 +63,29 @@ impl CallLog {
         }
     }
 
+    /// Records a call answered with `status`: `call_type` is the call's type
+    /// name (`-` when the body did not parse) and `call` its Mesos JSON.
+    pub fn record<M: prost::Message + prost::Name>(
+        &mut self,
+        api: &str,
+        call_type: Option<&str>,
+        framework_id: Option<String>,
+        stream_id: Option<String>,
+        status: u16,
+        call: Option<&M>,
+    ) {
+        self.push(CallRecord {
+            seq: 0,
+            at: crate::util::unix_now_secs(),
+            api: api.to_string(),
+            call_type: call_type.unwrap_or("-").to_string(),
+            framework_id,
+            stream_id,
+            status,
+            call: call.map(crate::mesos::json::to_value).unwrap_or_default(),
+        });
+    }
+
     /// All records, oldest first.
     pub fn all(&self) -> Vec<CallRecord> {
         self.records.iter().cloned().collect()

@@ -11,58 +11,8 @@ use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
 use super::master::{Leadership, Shared, now_secs};
+use crate::coordination::url::ZkUrl;
 use crate::mesos::json;
-
-/// `zk://[user:pass@]host:port[,host:port]/path` split into its parts.
-#[derive(Clone)]
-pub(crate) struct ZkTarget {
-    pub hosts: String,
-    pub path: String,
-    pub credentials: Option<String>,
-}
-
-impl std::fmt::Debug for ZkTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZkTarget")
-            .field("hosts", &self.hosts)
-            .field("path", &self.path)
-            .field(
-                "credentials",
-                &self.credentials.as_ref().map(|_| "<redacted>"),
-            )
-            .finish()
-    }
-}
-
-/// Parses a Mesos ZooKeeper URL (`include/mesos/zookeeper/url.hpp`): the path
-/// is everything from the first `/` after the authority (default `/`); text
-/// before the last `@` of the authority is `user:pass` for digest auth.
-pub(crate) fn parse_zk_url(url: &str) -> Result<ZkTarget, String> {
-    let rest = url
-        .strip_prefix("zk://")
-        .ok_or_else(|| format!("expected a zk:// URL, got {url:?}"))?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let (credentials, hosts) = match authority.rfind('@') {
-        Some(i) => (Some(authority[..i].to_string()), &authority[i + 1..]),
-        None => (None, authority),
-    };
-    if hosts.is_empty() {
-        return Err(format!("no ZooKeeper hosts in {url:?}"));
-    }
-    let path = path.trim_end_matches('/');
-    Ok(ZkTarget {
-        hosts: hosts.to_string(),
-        path: if path.is_empty() {
-            "/".into()
-        } else {
-            path.to_string()
-        },
-        credentials,
-    })
-}
 
 /// The sequence number of a master znode name (`json.info_0000000007` → 7;
 /// legacy `info_7` and bare `7` too); `None` for other children.
@@ -73,20 +23,21 @@ pub(crate) fn sequence_of(name: &str) -> Option<u64> {
 /// Runs the election until `stop` is cancelled; on session expiry it marks
 /// the master leaderless, cuts every stream and cancels `stop`.
 pub(crate) async fn run(
-    target: ZkTarget,
+    target: ZkUrl,
     session_timeout: Duration,
     master: Shared,
     stop: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(100);
+    let hosts = target.connect_string();
     let client = loop {
         let mut connector = zk::Client::connector().with_session_timeout(session_timeout);
         if let Some(credentials) = &target.credentials {
-            connector = connector.with_auth("digest", credentials.as_bytes());
+            connector = connector.with_auth("digest", &credentials.digest_auth());
         }
         tokio::select! {
             _ = stop.cancelled() => return,
-            result = connector.connect(&target.hosts) => match result {
+            result = connector.connect(&hosts) => match result {
                 Ok(client) => break client,
                 Err(error) => {
                     tracing::warn!(%error, "testbed: cannot reach ZooKeeper; retrying");
@@ -112,7 +63,7 @@ pub(crate) async fn run(
 
 async fn contend(
     client: &zk::Client,
-    target: &ZkTarget,
+    target: &ZkUrl,
     master: &Shared,
     stop: &CancellationToken,
 ) -> Result<(), zk::Error> {
@@ -125,9 +76,9 @@ async fn contend(
     } else {
         zk::Acls::anyone_all()
     };
-    if target.path != "/" {
+    if target.root != "/" {
         match client
-            .mkdir(&target.path, &zk::CreateMode::Persistent.with_acls(acls))
+            .mkdir(&target.root, &zk::CreateMode::Persistent.with_acls(acls))
             .await
         {
             Ok(()) | Err(zk::Error::NodeExists) => {}
@@ -141,7 +92,7 @@ async fn contend(
         .clone();
     // serde_json maps are ordered by key: the sorted-key JSON a master writes.
     let data = serde_json::to_vec(&json::to_value(&info)).unwrap_or_default();
-    let prefix = format!("{}/json.info_", target.path.trim_end_matches('/'));
+    let prefix = format!("{}/json.info_", target.root.trim_end_matches('/'));
     let (_, sequence) = client
         .create(
             &prefix,
@@ -152,7 +103,7 @@ async fn contend(
     let mine = sequence.into_i64() as u64;
     let mut state = client.state_watcher();
     loop {
-        let (children, watcher) = client.list_and_watch_children(&target.path).await?;
+        let (children, watcher) = client.list_and_watch_children(&target.root).await?;
         let leader = children
             .iter()
             .filter_map(|c| sequence_of(c).map(|s| (s, c)))
@@ -161,7 +112,7 @@ async fn contend(
             None => Leadership::NoLeader,
             Some((seq, _)) if seq == mine => Leadership::Leading,
             Some((_, name)) => {
-                let path = format!("{}/{}", target.path.trim_end_matches('/'), name);
+                let path = format!("{}/{}", target.root.trim_end_matches('/'), name);
                 match client.get_data(&path).await {
                     Ok((data, _)) => match leader_address(&data) {
                         Some(leader) => Leadership::Following { leader },
@@ -221,17 +172,6 @@ pub(crate) fn leader_address(data: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_mesos_zk_urls() {
-        let t = parse_zk_url("zk://u:p@h1:2181,h2:2181/mesos").unwrap();
-        assert_eq!(t.hosts, "h1:2181,h2:2181");
-        assert_eq!(t.path, "/mesos");
-        assert_eq!(t.credentials.as_deref(), Some("u:p"));
-        assert!(!format!("{t:?}").contains("u:p"));
-        assert_eq!(parse_zk_url("zk://h1:2181").unwrap().path, "/");
-        assert!(parse_zk_url("http://h1").is_err());
-    }
 
     #[test]
     fn sequence_numbers_and_addresses() {

@@ -15,9 +15,7 @@
 //! UPDATE and MESSAGE → 202, UNKNOWN → 501. mesos-notes §8.
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::{Mutex, Weak};
-use std::task::{Context, Poll};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -25,19 +23,13 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use futures::Stream;
-use prost::Message;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::App;
-use super::calls::CallRecord;
 use super::http::{self, empty, text};
-use super::master::{Master, now_secs};
-use super::stream::StreamItem;
-use crate::mesos::json;
+use super::master::Master;
+use super::stream::{RecordSender, RecordStream, record_stream};
 use crate::mesos::media::Encoding;
-use crate::mesos::recordio::encode_record;
 use crate::mesos::v1::executor::{Call, Event, call};
 use crate::mesos::v1::{TaskState, task_status};
 
@@ -86,86 +78,37 @@ pub(crate) fn serve_agent(
 pub(crate) struct ExecutorStream {
     /// Identifies this subscription among the executor's successive ones.
     pub token: u64,
-    encoding: Encoding,
-    tx: mpsc::Sender<StreamItem>,
+    sender: RecordSender,
 }
 
 impl ExecutorStream {
     /// Encodes and queues `event`; false when the stream is gone or full.
     pub fn send(&self, event: &Event) -> bool {
-        let payload = match self.encoding {
-            Encoding::Json => json::to_vec(event),
-            Encoding::Protobuf => event.encode_to_vec(),
-        };
-        self.tx
-            .try_send(StreamItem::Record(encode_record(&payload)))
-            .is_ok()
+        self.sender.send(event)
     }
 
     /// Cuts the connection without the terminating chunk (an agent that died).
     pub fn abort(&self) {
-        let _ = self.tx.try_send(StreamItem::Abort);
+        self.sender.abort();
     }
 }
 
-/// The response body of an executor's SUBSCRIBE; tells the master when the
-/// executor hangs up.
-pub(crate) struct ExecutorEventStream {
-    rx: mpsc::Receiver<StreamItem>,
-    master: Weak<Mutex<Master>>,
-    container_id: String,
-    token: u64,
-}
-
-/// A new stream for the executor in `container_id`.
+/// A new stream for the executor in `container_id`; the master hears of its
+/// end through `executor_stream_closed`.
 pub(crate) fn open_stream(
     master: Weak<Mutex<Master>>,
     container_id: &str,
     token: u64,
     encoding: Encoding,
-) -> (ExecutorStream, ExecutorEventStream) {
-    let (tx, rx) = mpsc::channel(EXECUTOR_QUEUE_LIMIT);
-    (
-        ExecutorStream {
-            token,
-            encoding,
-            tx,
-        },
-        ExecutorEventStream {
-            rx,
-            master,
-            container_id: container_id.to_string(),
-            token,
-        },
-    )
-}
-
-impl Stream for ExecutorEventStream {
-    type Item = Result<Bytes, std::io::Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(StreamItem::Record(b))) => Poll::Ready(Some(Ok(b))),
-            Poll::Ready(Some(StreamItem::Abort)) => {
-                self.rx.close();
-                Poll::Ready(Some(Err(std::io::Error::new(
-                    std::io::ErrorKind::ConnectionAborted,
-                    "testbed: agent went away",
-                ))))
-            }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl Drop for ExecutorEventStream {
-    fn drop(&mut self) {
-        if let Some(master) = self.master.upgrade() {
+) -> (ExecutorStream, RecordStream) {
+    let container_id = container_id.to_string();
+    let (sender, body) = record_stream(encoding, EXECUTOR_QUEUE_LIMIT, move || {
+        if let Some(master) = master.upgrade() {
             let mut master = master.lock().unwrap_or_else(|p| p.into_inner());
-            master.executor_stream_closed(&self.container_id, self.token);
+            master.executor_stream_closed(&container_id, token);
         }
-    }
+    });
+    (ExecutorStream { token, sender }, body)
 }
 
 /// `POST /api/v1/executor`; every call is recorded with `api: "executor"`.
@@ -177,19 +120,14 @@ async fn executor(
 ) -> Response {
     let mut master = state.app.lock();
     let (response, call) = handle(&mut master, state.agent_index, &method, &headers, &body);
-    master.calls.push(CallRecord {
-        seq: 0,
-        at: now_secs(),
-        api: "executor".into(),
-        call_type: call
-            .as_ref()
-            .map(|c| c.r#type().as_str_name().to_string())
-            .unwrap_or_else(|| "-".into()),
-        framework_id: call.as_ref().map(|c| c.framework_id.value.clone()),
-        stream_id: None,
-        status: response.status().as_u16(),
-        call: call.as_ref().map(json::to_value).unwrap_or_default(),
-    });
+    master.calls.record(
+        "executor",
+        call.as_ref().map(|c| c.r#type().as_str_name()),
+        call.as_ref().map(|c| c.framework_id.value.clone()),
+        None,
+        response.status().as_u16(),
+        call.as_ref(),
+    );
     response
 }
 

@@ -7,9 +7,10 @@
 
 use std::time::Duration;
 
-use super::executor_api::{ExecutorEventStream, open_stream};
+use super::executor_api::open_stream;
 use super::executors::{ExecutorTimer, ProcessState, runs_our_executor};
 use super::master::{Master, Timer, push_bounded};
+use super::stream::RecordStream;
 use super::tasks::{KAMIKAZE, Task};
 use crate::mesos::media::Encoding;
 use crate::mesos::v1::executor::{Event, call as exec_call, event};
@@ -281,7 +282,7 @@ impl Master {
         container_id: &str,
         subscribe: exec_call::Subscribe,
         encoding: Encoding,
-    ) -> ExecutorEventStream {
+    ) -> RecordStream {
         let this = self.this.clone();
         let Some(process) = self.processes.live.get_mut(container_id) else {
             return open_stream(this, container_id, 0, encoding).1;

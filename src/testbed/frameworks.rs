@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::master::{
     AgentState, Framework, Master, Timer, error_event, master_info, now_secs, push_bounded,
 };
-use super::stream::{self, EventStream};
+use super::stream::{self, RecordStream};
 use crate::mesos::media::Encoding;
 use crate::mesos::v1;
 use crate::mesos::v1::scheduler::{Event, call, event};
@@ -23,7 +23,7 @@ impl Master {
         &mut self,
         subscribe: call::Subscribe,
         encoding: Encoding,
-    ) -> (String, EventStream) {
+    ) -> (String, RecordStream) {
         let stream_id = uuid::Uuid::new_v4().to_string();
         let mut info = subscribe.framework_info;
         let requested = info.id.as_ref().map(|id| id.value.clone());

@@ -94,9 +94,9 @@ impl Testbed {
         let zk = config
             .zk
             .as_deref()
-            .map(election::parse_zk_url)
+            .map(crate::coordination::url::ZkUrl::parse_mesos)
             .transpose()
-            .map_err(anyhow::Error::msg)?;
+            .map_err(|e| anyhow::anyhow!("--zk: {e}"))?;
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
         let body_limit = config.max_request_bytes;

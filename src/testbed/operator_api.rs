@@ -14,9 +14,8 @@ use axum::response::{IntoResponse, Response};
 use prost::Message;
 
 use super::App;
-use super::calls::CallRecord;
 use super::http::{self, empty, text};
-use super::master::{Leadership, Master, now_secs};
+use super::master::{Leadership, Master};
 use crate::mesos::json;
 use crate::mesos::media::Encoding;
 use crate::mesos::v1::master::{Call, Response as OperatorResponse, call, response};
@@ -31,22 +30,16 @@ pub(crate) async fn operator(
 ) -> Response {
     let mut master = app.lock();
     let (response, call) = handle(&mut master, &method, &headers, uri.path(), &body);
-    master.calls.push(CallRecord {
-        seq: 0,
-        at: now_secs(),
-        api: "operator".into(),
-        call_type: call
-            .as_ref()
-            .map(|c| c.r#type().as_str_name().to_string())
-            .unwrap_or_else(|| "-".into()),
-        framework_id: call
-            .as_ref()
+    master.calls.record(
+        "operator",
+        call.as_ref().map(|c| c.r#type().as_str_name()),
+        call.as_ref()
             .and_then(|c| c.teardown.as_ref())
             .map(|t| t.framework_id.value.clone()),
-        stream_id: None,
-        status: response.status().as_u16(),
-        call: call.as_ref().map(json::to_value).unwrap_or_default(),
-    });
+        None,
+        response.status().as_u16(),
+        call.as_ref(),
+    );
     response
 }
 
@@ -154,16 +147,14 @@ pub(crate) async fn legacy_teardown(
         ),
         Some(id) => teardown_framework(&mut master, id),
     };
-    master.calls.push(CallRecord {
-        seq: 0,
-        at: now_secs(),
-        api: "teardown".into(),
-        call_type: "TEARDOWN".into(),
+    master.calls.record::<Call>(
+        "teardown",
+        Some("TEARDOWN"),
         framework_id,
-        stream_id: None,
-        status: response.status().as_u16(),
-        call: serde_json::Value::Null,
-    });
+        None,
+        response.status().as_u16(),
+        None,
+    );
     response
 }
 

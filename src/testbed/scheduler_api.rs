@@ -9,10 +9,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::App;
-use super::calls::CallRecord;
 use super::http::{self, empty, text};
-use super::master::{Master, now_secs};
-use crate::mesos::json;
+use super::master::Master;
 use crate::mesos::media::STREAM_ID_HEADER;
 use crate::mesos::v1::scheduler::{Call, call};
 
@@ -30,22 +28,16 @@ pub(crate) async fn scheduler(
         .get(STREAM_ID_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    master.calls.push(CallRecord {
-        seq: 0,
-        at: now_secs(),
-        api: "scheduler".into(),
-        call_type: call
-            .as_ref()
-            .map(|c| c.r#type().as_str_name().to_string())
-            .unwrap_or_else(|| "-".into()),
-        framework_id: call
-            .as_ref()
+    master.calls.record(
+        "scheduler",
+        call.as_ref().map(|c| c.r#type().as_str_name()),
+        call.as_ref()
             .and_then(|c| c.framework_id.as_ref())
             .map(|f| f.value.clone()),
         stream_id,
-        status: response.status().as_u16(),
-        call: call.as_ref().map(json::to_value).unwrap_or_default(),
-    });
+        response.status().as_u16(),
+        call.as_ref(),
+    );
     response
 }
 

@@ -1,8 +1,9 @@
-//! A subscription's event stream: the master pushes encoded RecordIO records
-//! into a bounded queue; the HTTP response body drains it, one record per
-//! chunk as a real master sends them (mesos-notes §12, "One record per chunk").
-//! When the body is dropped — the scheduler hung up — the master is told, so
-//! it can mark the framework disconnected (master.cpp `Master::exited`).
+//! Streaming responses (a scheduler's or an executor's subscription): the
+//! master pushes encoded RecordIO records into a bounded queue; the HTTP
+//! response body drains it, one record per chunk as a real master sends
+//! them (mesos-notes §12, "One record per chunk"). When the body is dropped
+//! — the peer hung up — a callback tells the master, so it can mark the
+//! framework disconnected (master.cpp `Master::exited`) or the executor gone.
 
 use std::pin::Pin;
 use std::sync::{Mutex, Weak};
@@ -10,7 +11,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures::Stream;
-use prost::Message;
+use prost::{Message, Name};
 use tokio::sync::mpsc;
 
 use super::master::Master;
@@ -25,75 +26,61 @@ pub(crate) enum StreamItem {
     /// One RecordIO record, sent as one HTTP chunk.
     Record(Bytes),
     /// Cut the connection without the terminating chunk (a network failure,
-    /// or a master that died).
+    /// or a master or agent that died).
     Abort,
 }
 
-/// The master's end of one subscription.
+/// The master's end of a streaming response.
 #[derive(Debug, Clone)]
-pub(crate) struct Subscription {
-    /// The `Mesos-Stream-Id` issued for this subscription.
-    pub stream_id: String,
-    /// The encoding chosen from the SUBSCRIBE's `Accept` header.
-    pub encoding: Encoding,
+pub(crate) struct RecordSender {
+    encoding: Encoding,
     tx: mpsc::Sender<StreamItem>,
 }
 
-impl Subscription {
-    /// Encodes and queues `event`. Returns false when the stream is gone or its
-    /// queue is full (the caller treats the scheduler as disconnected).
-    pub fn send(&self, event: &Event) -> bool {
+impl RecordSender {
+    /// Encodes and queues `message`. Returns false when the stream is gone or
+    /// its queue is full (the caller treats the peer as disconnected).
+    pub fn send<M: Message + Name>(&self, message: &M) -> bool {
         let payload = match self.encoding {
-            Encoding::Json => json::to_vec(event),
-            Encoding::Protobuf => event.encode_to_vec(),
+            Encoding::Json => json::to_vec(message),
+            Encoding::Protobuf => message.encode_to_vec(),
         };
         self.tx
             .try_send(StreamItem::Record(encode_record(&payload)))
             .is_ok()
     }
 
-    /// Cuts the connection abruptly. The master forgets the subscription after
-    /// calling this; dropping the last sender ends a clean stream instead.
+    /// Cuts the connection abruptly; dropping every sender ends the stream
+    /// cleanly instead.
     pub fn abort(&self) {
         let _ = self.tx.try_send(StreamItem::Abort);
     }
 }
 
-/// Builds a subscription and the body stream that serves it. `closed` is
-/// called with the stream ID once the body is dropped.
-pub(crate) fn open(
-    stream_id: String,
+/// The response body of a streaming call.
+pub(crate) struct RecordStream {
+    rx: mpsc::Receiver<StreamItem>,
+    on_close: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// A stream in `encoding` queueing at most `limit` records; `on_close` runs
+/// when the body is dropped.
+pub(crate) fn record_stream(
     encoding: Encoding,
-    queue_limit: usize,
-    master: Weak<Mutex<Master>>,
-    framework_id: String,
-) -> (Subscription, EventStream) {
-    let (tx, rx) = mpsc::channel(queue_limit.max(1));
-    let body = EventStream {
-        rx,
-        _guard: DisconnectGuard {
-            master,
-            framework_id,
-            stream_id: stream_id.clone(),
-        },
-    };
+    limit: usize,
+    on_close: impl FnOnce() + Send + 'static,
+) -> (RecordSender, RecordStream) {
+    let (tx, rx) = mpsc::channel(limit.max(1));
     (
-        Subscription {
-            stream_id,
-            encoding,
-            tx,
+        RecordSender { encoding, tx },
+        RecordStream {
+            rx,
+            on_close: Some(Box::new(on_close)),
         },
-        body,
     )
 }
 
-/// The response body of a SUBSCRIBE.
-pub(crate) struct EventStream {
-    rx: mpsc::Receiver<StreamItem>,
-    _guard: DisconnectGuard,
-}
-
-impl Stream for EventStream {
+impl Stream for RecordStream {
     type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -103,7 +90,7 @@ impl Stream for EventStream {
                 self.rx.close();
                 Poll::Ready(Some(Err(std::io::Error::new(
                     std::io::ErrorKind::ConnectionAborted,
-                    "testbed: subscription cut",
+                    "testbed: stream cut",
                 ))))
             }
             Poll::Ready(None) => Poll::Ready(None),
@@ -112,17 +99,49 @@ impl Stream for EventStream {
     }
 }
 
-struct DisconnectGuard {
-    master: Weak<Mutex<Master>>,
-    framework_id: String,
-    stream_id: String,
-}
-
-impl Drop for DisconnectGuard {
+impl Drop for RecordStream {
     fn drop(&mut self) {
-        if let Some(master) = self.master.upgrade() {
-            let mut master = master.lock().unwrap_or_else(|p| p.into_inner());
-            master.stream_closed(&self.framework_id, &self.stream_id);
+        if let Some(on_close) = self.on_close.take() {
+            on_close();
         }
     }
+}
+
+/// The master's end of one scheduler subscription.
+#[derive(Debug, Clone)]
+pub(crate) struct Subscription {
+    /// The `Mesos-Stream-Id` issued for this subscription.
+    pub stream_id: String,
+    sender: RecordSender,
+}
+
+impl Subscription {
+    /// Queues `event`; false when the stream is gone or full.
+    pub fn send(&self, event: &Event) -> bool {
+        self.sender.send(event)
+    }
+
+    /// Cuts the connection abruptly.
+    pub fn abort(&self) {
+        self.sender.abort();
+    }
+}
+
+/// Builds a scheduler subscription and the body that serves it; the master
+/// hears of the body's end through `stream_closed`.
+pub(crate) fn open(
+    stream_id: String,
+    encoding: Encoding,
+    queue_limit: usize,
+    master: Weak<Mutex<Master>>,
+    framework_id: String,
+) -> (Subscription, RecordStream) {
+    let closed_id = stream_id.clone();
+    let (sender, body) = record_stream(encoding, queue_limit, move || {
+        if let Some(master) = master.upgrade() {
+            let mut master = master.lock().unwrap_or_else(|p| p.into_inner());
+            master.stream_closed(&framework_id, &closed_id);
+        }
+    });
+    (Subscription { stream_id, sender }, body)
 }

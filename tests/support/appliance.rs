@@ -14,6 +14,7 @@ use mesos_appliance::mesos::detector::MasterSpec;
 use mesos_appliance::scheduler::config::CoreConfig;
 use mesos_appliance::scheduler::core::CoreDeps;
 use mesos_appliance::scheduler::metrics::Metrics;
+use mesos_appliance::scheduler::reconcile::ReconcilerConfig;
 use mesos_appliance::scheduler::{SchedulerHandle, ServiceSpec, Snapshot, supervisor};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -22,24 +23,28 @@ use super::replicas;
 
 /// Core settings for tests: short offer TTL, reconciliation and kill timers.
 pub fn core_config() -> CoreConfig {
-    let mut c = CoreConfig::default();
-    c.framework_name = "appliance-test".into();
-    c.user = "root".into();
-    c.failover_timeout = Duration::from_secs(60);
-    c.offer_ttl = Duration::from_secs(2);
-    c.decline_refuse_seconds = 5.0;
-    c.reconcile.interval = Duration::from_secs(600);
-    c.reconcile.initial_delay = Duration::from_secs(600);
-    c.reconcile.cooldown = Duration::from_millis(500);
-    c.reconcile.explicit_max_backoff = Duration::from_secs(2);
-    c.reconcile.explicit_abort_timeout = Duration::from_secs(10);
-    c.reconcile.implicit_window = Duration::from_secs(1);
-    c.framework_id_refresh_interval = Duration::from_secs(2);
-    c.kill_retry_min = Duration::from_secs(1);
-    c.kill_retry_max = Duration::from_secs(4);
-    c.snapshot_interval = Duration::from_millis(50);
-    c.executor_url = Some("http://appliance.test/executor/mesos-appliance-executor".into());
-    c
+    let defaults = CoreConfig::default();
+    CoreConfig {
+        framework_name: "appliance-test".into(),
+        user: "root".into(),
+        failover_timeout: Duration::from_secs(60),
+        offer_ttl: Duration::from_secs(2),
+        decline_refuse_seconds: 5.0,
+        reconcile: ReconcilerConfig {
+            interval: Duration::from_secs(600),
+            initial_delay: Duration::from_secs(600),
+            cooldown: Duration::from_millis(500),
+            explicit_max_backoff: Duration::from_secs(2),
+            explicit_abort_timeout: Duration::from_secs(10),
+            implicit_window: Duration::from_secs(1),
+        },
+        framework_id_refresh_interval: Duration::from_secs(2),
+        kill_retry_min: Duration::from_secs(1),
+        kill_retry_max: Duration::from_secs(4),
+        snapshot_interval: Duration::from_millis(50),
+        executor_url: Some("http://appliance.test/executor/mesos-appliance-executor".into()),
+        ..defaults
+    }
 }
 
 /// Parses a list of services written as JSON.

@@ -161,10 +161,10 @@ impl Core {
                     format!("ERROR \"Framework has been removed\": {reason}"),
                 );
                 self.set_state(FrameworkState::Removed, Some(reason));
-                if self.cfg.on_framework_removed == OnFrameworkRemoved::Reregister {
-                    if let Err(e) = self.reregister().await {
-                        self.log("error", format!("automatic re-registration failed: {e}"));
-                    }
+                if self.cfg.on_framework_removed == OnFrameworkRemoved::Reregister
+                    && let Err(e) = self.reregister().await
+                {
+                    self.log("error", format!("automatic re-registration failed: {e}"));
                 }
             }
             StopReason::Error(ErrorKind::Other(message)) => {
@@ -197,15 +197,14 @@ impl Core {
                 self.needs_schedule = true;
             }
             event::Type::Rescind => {
-                if let Some(r) = event.rescind {
-                    if self
+                if let Some(r) = event.rescind
+                    && self
                         .offers
                         .remove(&r.offer_id.value, Gone::Rescinded, now)
                         .is_some()
-                    {
-                        self.deps.metrics.offer("rescinded", 1);
-                        self.dirty = true;
-                    }
+                {
+                    self.deps.metrics.offer("rescinded", 1);
+                    self.dirty = true;
                 }
             }
             event::Type::Update => {

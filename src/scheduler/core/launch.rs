@@ -321,11 +321,9 @@ impl Core {
             return;
         };
         if pending {
-            if self.suppressed {
-                if client.revive(Vec::new()).await.is_ok() {
-                    self.suppressed = false;
-                    self.log("offers", "work pending: REVIVE".into());
-                }
+            if self.suppressed && client.revive(Vec::new()).await.is_ok() {
+                self.suppressed = false;
+                self.log("offers", "work pending: REVIVE".into());
             }
             return;
         }

@@ -45,13 +45,10 @@ pub(super) async fn hard_teardown(
         .await
         .map_err(|e| format!("hard deployment: listing frameworks on the master: {e}"))?;
     for f in frameworks.active().chain(frameworks.inactive()) {
-        #[allow(deprecated)]
-        let role_matches = f.framework_info.role.as_deref().unwrap_or("*") == cfg.role
-            || f.framework_info.roles.iter().any(|r| *r == cfg.role);
-        if f.framework_info.name == cfg.framework_name && role_matches {
-            if let Some(id) = operator::framework_id(f) {
-                ids.insert(id.to_string());
-            }
+        if operator::same_name_and_role(f, &cfg.framework_name, &cfg.role)
+            && let Some(id) = operator::framework_id(f)
+        {
+            ids.insert(id.to_string());
         }
     }
     for id in &ids {
