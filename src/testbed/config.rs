@@ -83,6 +83,11 @@ pub struct TestbedConfig {
     pub stream_queue_limit: usize,
     /// Largest request body accepted, in bytes.
     pub max_request_bytes: usize,
+    /// HTTP basic-auth credentials `(principal, secret)`. When set, the
+    /// scheduler and operator APIs require them, as a master started with
+    /// `--authenticate_http_frameworks --authenticate_http_readwrite
+    /// --credentials=…` does.
+    pub credentials: Option<Vec<(String, String)>>,
     /// Process mode: the `mesos-appliance-executor` binary to run for tasks
     /// whose `ExecutorInfo` is CUSTOM with a command ending in
     /// `mesos-appliance-executor` (the URIs are not fetched). `None`: every
@@ -124,6 +129,7 @@ impl Default for TestbedConfig {
             version: "1.12.0".to_string(),
             stream_queue_limit: 65_536,
             max_request_bytes: 16 * 1024 * 1024,
+            credentials: None,
             run_executors: None,
             work_dir: None,
             executor_registration_timeout: Duration::from_secs(60),
@@ -263,6 +269,12 @@ pub struct TestbedArgs {
     /// ZooKeeper session timeout (Mesos `--zk_session_timeout`).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub zk_session_timeout: Duration,
+    /// Require HTTP basic authentication on the scheduler and operator APIs
+    /// with these credentials: Mesos' credentials file, JSON
+    /// (`{"credentials":[{"principal":"p","secret":"s"}]}`) or one
+    /// `principal secret` pair per line.
+    #[arg(long, value_name = "FILE", env = "MESOS_TESTBED_CREDENTIALS")]
+    pub credentials: Option<std::path::PathBuf>,
     /// Process mode: run `mesos-appliance-executor` for real for tasks that
     /// use it. Without a value, the binary next to `mesos-testbed` is used.
     #[arg(long, value_name = "PATH", num_args = 0..=1, env = "MESOS_TESTBED_RUN_EXECUTORS")]
@@ -328,6 +340,11 @@ impl TestbedArgs {
             max_completed_frameworks: self.max_completed_frameworks,
             zk: self.zk,
             zk_session_timeout: self.zk_session_timeout,
+            credentials: self
+                .credentials
+                .as_deref()
+                .map(read_credentials)
+                .transpose()?,
             run_executors,
             work_dir: self.work_dir,
             executor_registration_timeout: self.executor_registration_timeout,
@@ -389,4 +406,44 @@ mod tests {
             Err(error) => assert!(error.contains("is not a file"), "{error}"),
         }
     }
+}
+
+/// Reads a Mesos credentials file (`--credentials`): JSON
+/// `{"credentials":[{"principal":…,"secret":…}]}`, or text with one
+/// `principal secret` pair per line.
+pub fn read_credentials(path: &std::path::Path) -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--credentials {}: {e}", path.display()))?;
+    if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
+        let list = json["credentials"].as_array().ok_or_else(|| {
+            format!(
+                "--credentials {}: expected {{\"credentials\": [...]}}",
+                path.display()
+            )
+        })?;
+        return list
+            .iter()
+            .map(|c| match (c["principal"].as_str(), c["secret"].as_str()) {
+                (Some(p), Some(s)) => Ok((p.to_string(), s.to_string())),
+                _ => Err(format!(
+                    "--credentials {}: each entry needs principal and secret",
+                    path.display()
+                )),
+            })
+            .collect();
+    }
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            l.split_once(char::is_whitespace)
+                .map(|(p, s)| (p.to_string(), s.trim().to_string()))
+                .ok_or_else(|| {
+                    format!(
+                        "--credentials {}: expected `principal secret` lines",
+                        path.display()
+                    )
+                })
+        })
+        .collect()
 }

@@ -84,6 +84,46 @@ impl IntoResponse for Refusal {
     }
 }
 
+/// HTTP basic authentication as libprocess' basic authenticator does it
+/// (`--authenticate_http_frameworks`, `--authenticate_http_readwrite`):
+/// `Ok(None)` when the testbed has no credentials, `Ok(Some(principal))`
+/// for valid ones, else 401 with `WWW-Authenticate: Basic realm="<realm>"`
+/// (realms `mesos-master-scheduler`, `mesos-master-readwrite`; mesos-notes §1).
+pub(crate) fn authenticate(
+    master: &Master,
+    headers: &axum::http::HeaderMap,
+    realm: &str,
+) -> Result<Option<String>, Response> {
+    use base64::Engine;
+    let Some(credentials) = &master.cfg.credentials else {
+        return Ok(None);
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .ok()
+        })
+        .and_then(|b| String::from_utf8(b).ok());
+    if let Some((principal, secret)) = given.as_deref().and_then(|g| g.split_once(':'))
+        && credentials
+            .iter()
+            .any(|(p, s)| p == principal && s == secret)
+    {
+        return Ok(Some(principal.to_string()));
+    }
+    let mut response = empty(StatusCode::UNAUTHORIZED);
+    if let Ok(value) = HeaderValue::from_str(&format!("Basic realm=\"{realm}\"")) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    Err(response)
+}
+
 /// Request encoding from `Content-Type`, or the master's 400 / 415.
 pub(crate) fn request_encoding(headers: &axum::http::HeaderMap) -> Result<Encoding, Refusal> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {

@@ -50,6 +50,9 @@ fn handle(
     path: &str,
     body: &[u8],
 ) -> (Response, Option<Call>) {
+    if let Err(response) = http::authenticate(master, headers, "mesos-master-readwrite") {
+        return (response, None);
+    }
     if let Some(response) = http::leader_gate(master, path) {
         return (response, None);
     }
@@ -128,10 +131,14 @@ fn teardown_framework(master: &mut Master, framework_id: &str) -> Response {
 pub(crate) async fn legacy_teardown(
     State(app): State<App>,
     method: Method,
+    headers: HeaderMap,
     OriginalUri(uri): OriginalUri,
     body: Bytes,
 ) -> Response {
     let mut master = app.lock();
+    if let Err(response) = http::authenticate(&master, &headers, "mesos-master-readwrite") {
+        return response;
+    }
     if let Some(response) = http::leader_gate(&master, uri.path()) {
         return response;
     }

@@ -48,6 +48,10 @@ fn handle(
     path: &str,
     body: &[u8],
 ) -> (Response, Option<Call>) {
+    let principal = match http::authenticate(master, headers, "mesos-master-scheduler") {
+        Ok(principal) => principal,
+        Err(response) => return (response, None),
+    };
     if let Some(response) = http::leader_gate(master, path) {
         return (response, None);
     }
@@ -62,7 +66,7 @@ fn handle(
         Ok(call) => call,
         Err(refusal) => return (refusal.into_response(), None),
     };
-    if let Err(reason) = validate(&call) {
+    if let Err(reason) = validate(&call, principal.as_deref()) {
         let response = text(
             StatusCode::BAD_REQUEST,
             format!("Failed to validate scheduler::Call: {reason}"),
@@ -78,7 +82,7 @@ fn handle(
 }
 
 /// `scheduler::call::validate` (validation.cpp), returning the reason text.
-fn validate(call: &Call) -> Result<(), String> {
+fn validate(call: &Call, principal: Option<&str>) -> Result<(), String> {
     use call::Type as T;
     if call.r#type.is_none() {
         return Err("Expecting 'type' to be present".into());
@@ -89,6 +93,14 @@ fn validate(call: &Call) -> Result<(), String> {
         };
         if subscribe.framework_info.id != call.framework_id {
             return Err("'framework_id' differs from 'subscribe.framework_info.id'".into());
+        }
+        if let (Some(authenticated), Some(declared)) =
+            (principal, &subscribe.framework_info.principal)
+            && authenticated != declared
+        {
+            return Err(format!(
+                "Authenticated principal '{authenticated}' does not match principal '{declared}' set in `FrameworkInfo`"
+            ));
         }
         return Ok(());
     }
