@@ -362,6 +362,46 @@ fn sibling_executor() -> Result<PathBuf, String> {
     Ok(me.with_file_name(crate::executor::info::EXECUTOR_BINARY))
 }
 
+/// Reads a Mesos credentials file (`--credentials`): JSON
+/// `{"credentials":[{"principal":…,"secret":…}]}`, or text with one
+/// `principal secret` pair per line.
+pub fn read_credentials(path: &std::path::Path) -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--credentials {}: {e}", path.display()))?;
+    if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
+        let list = json["credentials"].as_array().ok_or_else(|| {
+            format!(
+                "--credentials {}: expected {{\"credentials\": [...]}}",
+                path.display()
+            )
+        })?;
+        return list
+            .iter()
+            .map(|c| match (c["principal"].as_str(), c["secret"].as_str()) {
+                (Some(p), Some(s)) => Ok((p.to_string(), s.to_string())),
+                _ => Err(format!(
+                    "--credentials {}: each entry needs principal and secret",
+                    path.display()
+                )),
+            })
+            .collect();
+    }
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            l.split_once(char::is_whitespace)
+                .map(|(p, s)| (p.to_string(), s.trim().to_string()))
+                .ok_or_else(|| {
+                    format!(
+                        "--credentials {}: expected `principal secret` lines",
+                        path.display()
+                    )
+                })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,44 +446,4 @@ mod tests {
             Err(error) => assert!(error.contains("is not a file"), "{error}"),
         }
     }
-}
-
-/// Reads a Mesos credentials file (`--credentials`): JSON
-/// `{"credentials":[{"principal":…,"secret":…}]}`, or text with one
-/// `principal secret` pair per line.
-pub fn read_credentials(path: &std::path::Path) -> Result<Vec<(String, String)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--credentials {}: {e}", path.display()))?;
-    if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
-        let list = json["credentials"].as_array().ok_or_else(|| {
-            format!(
-                "--credentials {}: expected {{\"credentials\": [...]}}",
-                path.display()
-            )
-        })?;
-        return list
-            .iter()
-            .map(|c| match (c["principal"].as_str(), c["secret"].as_str()) {
-                (Some(p), Some(s)) => Ok((p.to_string(), s.to_string())),
-                _ => Err(format!(
-                    "--credentials {}: each entry needs principal and secret",
-                    path.display()
-                )),
-            })
-            .collect();
-    }
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            l.split_once(char::is_whitespace)
-                .map(|(p, s)| (p.to_string(), s.trim().to_string()))
-                .ok_or_else(|| {
-                    format!(
-                        "--credentials {}: expected `principal secret` lines",
-                        path.display()
-                    )
-                })
-        })
-        .collect()
 }

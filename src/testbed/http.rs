@@ -92,8 +92,8 @@ impl IntoResponse for Refusal {
 pub(crate) fn authenticate(
     master: &Master,
     headers: &axum::http::HeaderMap,
-    realm: &str,
-) -> Result<Option<String>, Response> {
+    realm: &'static str,
+) -> Result<Option<String>, Unauthorized> {
     use base64::Engine;
     let Some(credentials) = &master.cfg.credentials else {
         return Ok(None);
@@ -115,13 +115,23 @@ pub(crate) fn authenticate(
     {
         return Ok(Some(principal.to_string()));
     }
-    let mut response = empty(StatusCode::UNAUTHORIZED);
-    if let Ok(value) = HeaderValue::from_str(&format!("Basic realm=\"{realm}\"")) {
+    Err(Unauthorized(realm))
+}
+
+/// A 401 challenging for basic credentials in a realm.
+#[derive(Debug)]
+pub(crate) struct Unauthorized(pub &'static str);
+
+impl IntoResponse for Unauthorized {
+    fn into_response(self) -> Response {
+        let mut response = empty(StatusCode::UNAUTHORIZED);
+        if let Ok(value) = HeaderValue::from_str(&format!("Basic realm=\"{}\"", self.0)) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
         response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
     }
-    Err(response)
 }
 
 /// Request encoding from `Content-Type`, or the master's 400 / 415.

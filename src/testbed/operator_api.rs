@@ -50,8 +50,8 @@ fn handle(
     path: &str,
     body: &[u8],
 ) -> (Response, Option<Call>) {
-    if let Err(response) = http::authenticate(master, headers, "mesos-master-readwrite") {
-        return (response, None);
+    if let Err(refusal) = http::authenticate(master, headers, "mesos-master-readwrite") {
+        return (refusal.into_response(), None);
     }
     if let Some(response) = http::leader_gate(master, path) {
         return (response, None);
@@ -136,8 +136,8 @@ pub(crate) async fn legacy_teardown(
     body: Bytes,
 ) -> Response {
     let mut master = app.lock();
-    if let Err(response) = http::authenticate(&master, &headers, "mesos-master-readwrite") {
-        return response;
+    if let Err(refusal) = http::authenticate(&master, &headers, "mesos-master-readwrite") {
+        return refusal.into_response();
     }
     if let Some(response) = http::leader_gate(&master, uri.path()) {
         return response;

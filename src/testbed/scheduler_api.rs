@@ -50,7 +50,7 @@ fn handle(
 ) -> (Response, Option<Call>) {
     let principal = match http::authenticate(master, headers, "mesos-master-scheduler") {
         Ok(principal) => principal,
-        Err(response) => return (response, None),
+        Err(refusal) => return (refusal.into_response(), None),
     };
     if let Some(response) = http::leader_gate(master, path) {
         return (response, None);
