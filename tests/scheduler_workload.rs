@@ -154,3 +154,56 @@ async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
     assert!(kills.is_empty(), "nothing needed killing: {kills:?}");
     replica.stop().await;
 }
+
+/// A command that exits at once still reaches TASK_RUNNING under our
+/// executor (RUNNING is sent when the command starts), so the restart
+/// backoff must keep doubling through such a crash loop instead of being
+/// forgiven by each short-lived RUNNING.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_loop_backs_off_although_each_task_reaches_running() {
+    let zk = ZkServer::start();
+    let tb = support::executor::process_testbed().await;
+    let specs = services(json!([{"name": "crash", "command": "sleep 0.2; exit 3",
+        "cpus": 0.1, "mem": 8, "instances": 1, "executor": "appliance",
+        "restart_backoff": "1s", "restart_backoff_max": "4s"}]));
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+
+    let failures = |s: &mesos_appliance::scheduler::Snapshot| {
+        s.services
+            .iter()
+            .find(|x| x.spec.name == "crash")
+            .map_or(0, |x| x.consecutive_failures)
+    };
+    let s = replica
+        .wait_for("three consecutive failures", WAIT, |s| failures(s) >= 3)
+        .await;
+    let reached_running = s
+        .tasks
+        .iter()
+        .filter(|t| t.service == "crash" && t.timeline.iter().any(|e| e.state == "TASK_RUNNING"))
+        .count();
+    assert!(
+        reached_running >= 3,
+        "each crashed task had reached TASK_RUNNING: {reached_running}"
+    );
+    // After the third failure the service waits 4 s: the fourth launch
+    // comes at least that long after the third (a lower bound, not a timing).
+    let s = replica
+        .wait_for("a fourth launch", WAIT, |s| {
+            s.tasks.iter().filter(|t| t.service == "crash").count() >= 4
+        })
+        .await;
+    let mut launches: Vec<f64> = s
+        .tasks
+        .iter()
+        .filter(|t| t.service == "crash")
+        .map(|t| t.launched_at)
+        .collect();
+    launches.sort_by(f64::total_cmp);
+    let gaps: Vec<f64> = launches.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps[0] >= 1.0 && gaps[1] >= 2.0 && gaps[2] >= 4.0,
+        "{gaps:?}"
+    );
+    replica.stop().await;
+}

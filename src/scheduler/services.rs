@@ -140,7 +140,9 @@ pub struct ServiceSpec {
     #[serde(default)]
     pub constraints: Vec<String>,
     /// First delay before restarting a failed task of this service; doubles
-    /// per consecutive failure up to `restart_backoff_max`.
+    /// per consecutive failure up to `restart_backoff_max`. The count resets
+    /// once a task has stayed TASK_RUNNING for `restart_backoff_max` (at
+    /// least 10 seconds; see [`crate::scheduler::workload::Backoff`]).
     #[serde(default = "default_backoff", with = "humantime_serde")]
     pub restart_backoff: Duration,
     /// Cap of the restart backoff.

@@ -2,7 +2,7 @@
 //! instances are missing, which tasks are surplus, and each service's
 //! restart backoff. Pure functions over task records.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use super::records::TaskRecord;
@@ -139,19 +139,44 @@ pub fn counts_as_failure(state: TaskState, reason: Option<task_status::Reason>) 
 }
 
 /// A service's restart backoff: after a task fails, the next launch waits
-/// `restart_backoff × 2^(failures-1)`, capped at `restart_backoff_max`; a task
-/// that reaches TASK_RUNNING resets it.
+/// `restart_backoff × 2^(failures-1)`, capped at `restart_backoff_max`.
+///
+/// Failures are forgiven only once a task of the service has *stayed*
+/// TASK_RUNNING for `restart_backoff_max` (at least [`MIN_STABLE_RUN`]):
+/// reaching RUNNING alone proves nothing, since an executor reports RUNNING
+/// as soon as the command starts, before a crash-looping command exits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Backoff {
     /// Consecutive failed tasks.
     pub failures: u32,
     /// No launch before this.
     pub not_before: Option<Instant>,
+    /// Tasks of the service now TASK_RUNNING, by task ID, with the time each
+    /// became RUNNING.
+    running_since: HashMap<String, Instant>,
 }
 
+/// The shortest run that forgives a service's failures, whatever its
+/// `restart_backoff_max`.
+pub const MIN_STABLE_RUN: Duration = Duration::from_secs(10);
+
 impl Backoff {
-    /// A task of the service failed at `now`.
-    pub fn failed(&mut self, spec: &ServiceSpec, now: Instant) {
+    /// The task `task_id` of the service is TASK_RUNNING at `now`. Repeated
+    /// RUNNING updates (reconciliation, a new leader adopting the task) keep
+    /// the first time seen.
+    pub fn running(&mut self, task_id: &str, now: Instant) {
+        self.running_since.entry(task_id.to_string()).or_insert(now);
+    }
+
+    /// The task `task_id` of the service reached a terminal state at `now`;
+    /// `failed` says whether it was the task's own failure (see
+    /// [`counts_as_failure`]), which lengthens the backoff.
+    pub fn terminal(&mut self, spec: &ServiceSpec, task_id: &str, failed: bool, now: Instant) {
+        self.forgive_stable(spec, now);
+        self.running_since.remove(task_id);
+        if !failed {
+            return;
+        }
         self.failures = self.failures.saturating_add(1);
         let factor = 1u32 << (self.failures - 1).min(16);
         let delay = spec
@@ -161,10 +186,13 @@ impl Backoff {
         self.not_before = Some(now + delay);
     }
 
-    /// A task of the service is running: failures are forgiven.
-    pub fn running(&mut self) {
-        self.failures = 0;
-        self.not_before = None;
+    /// Consecutive failures as of `now`: zero once a task has run stably.
+    pub fn failures_at(&self, spec: &ServiceSpec, now: Instant) -> u32 {
+        if self.has_stable_run(spec, now) {
+            0
+        } else {
+            self.failures
+        }
     }
 
     /// May the service launch at `now`?
@@ -177,6 +205,20 @@ impl Backoff {
         self.not_before
             .map(|t| t.saturating_duration_since(now))
             .unwrap_or_default()
+    }
+
+    fn has_stable_run(&self, spec: &ServiceSpec, now: Instant) -> bool {
+        let stable = spec.restart_backoff_max.max(MIN_STABLE_RUN);
+        self.running_since
+            .values()
+            .any(|since| now.saturating_duration_since(*since) >= stable)
+    }
+
+    fn forgive_stable(&mut self, spec: &ServiceSpec, now: Instant) {
+        if self.has_stable_run(spec, now) {
+            self.failures = 0;
+            self.not_before = None;
+        }
     }
 }
 
@@ -282,20 +324,56 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_to_its_cap_and_resets_when_running() {
+    fn backoff_doubles_to_its_cap() {
         let s = spec(1);
         let t0 = Instant::now();
         let mut b = Backoff::default();
         assert!(b.ready(t0));
         let delays: Vec<u64> = (0..5)
-            .map(|_| {
-                b.failed(&s, t0);
+            .map(|i| {
+                b.terminal(&s, &format!("t{i}"), true, t0);
                 b.remaining(t0).as_secs()
             })
             .collect();
         assert_eq!(delays, [1, 2, 4, 5, 5]);
         assert!(!b.ready(t0));
-        b.running();
-        assert!(b.ready(t0) && b.failures == 0);
+        b.terminal(&s, "killed", false, t0);
+        assert_eq!(b.failures, 5, "kills and losses are not failures");
+    }
+
+    #[test]
+    fn a_crash_loop_that_reports_running_keeps_backing_off() {
+        let s = spec(1);
+        let t0 = Instant::now();
+        let mut b = Backoff::default();
+        let mut at = t0;
+        let mut delays = vec![];
+        for i in 0..4 {
+            let id = format!("t{i}");
+            b.running(&id, at);
+            at += Duration::from_millis(200);
+            b.terminal(&s, &id, true, at);
+            delays.push(b.remaining(at).as_secs());
+            at += b.remaining(at);
+        }
+        assert_eq!(delays, [1, 2, 4, 5]);
+        assert_eq!(b.failures_at(&s, at), 4);
+    }
+
+    #[test]
+    fn a_stable_run_forgives_failures() {
+        let s = spec(1); // restart_backoff_max 5s, so MIN_STABLE_RUN (10s) rules
+        let t0 = Instant::now();
+        let mut b = Backoff::default();
+        b.terminal(&s, "a", true, t0);
+        b.terminal(&s, "b", true, t0);
+        b.running("c", t0);
+        let early = t0 + Duration::from_secs(9);
+        assert_eq!(b.failures_at(&s, early), 2);
+        let late = t0 + MIN_STABLE_RUN;
+        assert_eq!(b.failures_at(&s, late), 0);
+        b.terminal(&s, "c", true, late);
+        assert_eq!(b.failures, 1, "the long run reset the count first");
+        assert_eq!(b.remaining(late).as_secs(), 1);
     }
 }

@@ -86,25 +86,24 @@ impl Core {
                 continue;
             };
             let mut record = (*entry.record).clone();
-            let was_running = record.task_state() == TaskState::TaskRunning;
             record.apply(&status, at);
-            writes.push((status, record, entry.version, was_running));
+            writes.push((status, record, entry.version));
         }
 
         // Store every record (concurrently), then acknowledge what was stored.
         let mut stored = Vec::with_capacity(writes.len());
         for chunk in writes.chunks(CONCURRENCY) {
-            let results = join_all(chunk.iter().map(|(_, record, version, _)| {
+            let results = join_all(chunk.iter().map(|(_, record, version)| {
                 self.task_store
                     .put(&record.task_id, record, Expect::Version(*version))
             }))
             .await;
             stored.extend(results);
         }
-        for ((status, record, _, was_running), result) in writes.into_iter().zip(stored) {
+        for ((status, record, _), result) in writes.into_iter().zip(stored) {
             match result {
                 Ok(version) => {
-                    self.note_transition(&record, was_running, now);
+                    self.note_transition(&record, now);
                     self.put_task(record, version);
                     acks.push(status);
                 }
@@ -153,35 +152,31 @@ impl Core {
     }
 
     /// Bookkeeping after a stored update: kills done, restart backoff, events.
-    fn note_transition(&mut self, record: &TaskRecord, was_running: bool, now: Instant) {
+    fn note_transition(&mut self, record: &TaskRecord, now: Instant) {
         let state = record.task_state();
-        if state == TaskState::TaskRunning && !was_running {
+        if state == TaskState::TaskRunning {
             self.backoff
                 .entry(record.service.clone())
                 .or_default()
-                .running();
+                .running(&record.task_id, now);
         }
         if !is_terminal(state) {
             return;
         }
         let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
-        if wanted_dead {
-            return;
-        }
         let last = record.timeline.last();
         let reason = last
             .and_then(|e| e.reason.as_deref())
             .and_then(task_status::Reason::from_str_name);
-        if let Some(spec) = self
-            .services
-            .get(&record.service)
-            .cloned()
-            .filter(|_| workload::counts_as_failure(state, reason))
-        {
+        if let Some(spec) = self.services.get(&record.service).cloned() {
+            let failed = !wanted_dead && workload::counts_as_failure(state, reason);
             self.backoff
                 .entry(record.service.clone())
                 .or_default()
-                .failed(&spec, now);
+                .terminal(&spec, &record.task_id, failed, now);
+        }
+        if wanted_dead {
+            return;
         }
         let detail = last
             .and_then(|e| e.message.as_ref())

@@ -62,7 +62,7 @@ impl Core {
                     running: a.running,
                     starting: a.starting,
                     killing: a.killing,
-                    consecutive_failures: backoff.map(|b| b.failures).unwrap_or(0),
+                    consecutive_failures: backoff.map(|b| b.failures_at(spec, now)).unwrap_or(0),
                     next_launch_after: backoff
                         .filter(|b| !b.ready(now))
                         .map(|b| now_secs + b.remaining(now).as_secs_f64()),
