@@ -34,6 +34,10 @@ pub enum CommandSpec {
 }
 
 /// A file the Mesos fetcher downloads into the sandbox (`CommandInfo.URI`).
+///
+/// In a service: an object `{"value": URL, "executable": false, "extract":
+/// true, "cache": false}` (all but `value` optional, defaults as shown, as in
+/// Mesos' `CommandInfo.URI`) or a bare URL string, which takes the defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UriSpec {
@@ -52,6 +56,23 @@ pub struct UriSpec {
 
 fn yes() -> bool {
     true
+}
+
+/// Deserializes `uris`, each a URL string or a [`UriSpec`] object.
+fn uris_or_urls<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<UriSpec>, D::Error> {
+    let items = Vec::<serde_json::Value>::deserialize(d)?;
+    items
+        .into_iter()
+        .map(|item| match item {
+            serde_json::Value::String(value) => Ok(UriSpec {
+                value,
+                executable: false,
+                extract: true,
+                cache: false,
+            }),
+            object => serde_json::from_value(object).map_err(serde::de::Error::custom),
+        })
+        .collect()
 }
 
 /// Which executor runs the service's tasks.
@@ -133,8 +154,8 @@ pub struct ServiceSpec {
     /// Environment variables for the task.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Files to fetch into the sandbox.
-    #[serde(default)]
+    /// Files to fetch into the sandbox: URL strings or [`UriSpec`] objects.
+    #[serde(default, deserialize_with = "uris_or_urls")]
     pub uris: Vec<UriSpec>,
     /// Placement constraints (see [`Constraint::parse`]).
     #[serde(default)]
@@ -305,6 +326,22 @@ mod tests {
 
     fn spec(json: serde_json::Value) -> ServiceSpec {
         serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn uris_are_urls_or_objects() {
+        let s: ServiceSpec = serde_json::from_value(serde_json::json!({
+            "name": "a", "command": "x", "cpus": 1, "mem": 1, "instances": 1,
+            "uris": ["http://h/f.tgz", {"value": "http://h/run", "executable": true}]}))
+        .unwrap();
+        assert_eq!(s.uris[0].value, "http://h/f.tgz");
+        assert!(s.uris[0].extract && !s.uris[0].executable && !s.uris[0].cache);
+        assert!(s.uris[1].executable && s.uris[1].extract);
+        let err = serde_json::from_value::<ServiceSpec>(serde_json::json!({
+            "name": "a", "command": "x", "cpus": 1, "mem": 1, "instances": 1,
+            "uris": [{"value": "http://h/f", "exec": true}]}))
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown field `exec`"), "{err}");
     }
 
     #[test]
