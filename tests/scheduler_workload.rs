@@ -207,3 +207,46 @@ async fn a_crash_loop_backs_off_although_each_task_reaches_running() {
     );
     replica.stop().await;
 }
+
+/// A service larger than every agent is accepted, waits, and says why: the
+/// resource no offer has enough of and the largest amount offered, on the
+/// services status and once in the events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_no_agent_can_hold_says_why_it_waits() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let specs = services(json!([
+        {"name": "small", "command": "x", "cpus": 0.5, "mem": 64, "instances": 1},
+        {"name": "huge", "command": "x", "cpus": 64, "mem": 64, "instances": 2}
+    ]));
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let waiting = |s: &mesos_appliance::scheduler::Snapshot, name: &str| {
+        s.services
+            .iter()
+            .find(|x| x.spec.name == name)
+            .and_then(|x| x.waiting.clone())
+    };
+    let s = replica
+        .wait_for("huge waits for cpus", WAIT, |s| {
+            running(s, "small") == 1
+                && waiting(s, "huge").is_some_and(|w| w.contains("needs cpus 64"))
+        })
+        .await;
+    let why = waiting(&s, "huge").unwrap();
+    assert!(
+        why.contains("(largest offer: 4)") || why.contains("(largest offer: 3.5)"),
+        "{why}"
+    );
+    assert_eq!(waiting(&s, "small"), None);
+    // Offers are declined, expire and come back: still stuck, said once.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let s = replica.snapshot();
+    assert!(waiting(&s, "huge").is_some_and(|w| w.contains("needs cpus 64")));
+    let said: Vec<_> = s
+        .events
+        .iter()
+        .filter(|e| e.message.starts_with("service huge waits"))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    replica.stop().await;
+}

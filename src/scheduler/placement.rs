@@ -172,6 +172,128 @@ pub fn plan(
     planned
 }
 
+/// Why no held offer takes one more instance of a service (see [`shortfall`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shortfall {
+    /// No offers are held: normal while Mesos has not offered yet.
+    NoOffers,
+    /// No held offer has enough of some resources: each named with the
+    /// amount one task needs and the largest amount offered.
+    Resources {
+        /// Offers held.
+        offers: usize,
+        /// `(resource, needed, largest offered)`; ports as a count.
+        short: Vec<(&'static str, f64, f64)>,
+    },
+    /// Some offers have room but the service's constraints exclude them.
+    Constraints {
+        /// Offers held.
+        offers: usize,
+        /// The constraints as written.
+        constraints: Vec<String>,
+    },
+    /// Other tasks took the room in this pass.
+    Taken {
+        /// Offers held.
+        offers: usize,
+    },
+}
+
+impl Shortfall {
+    /// True when waiting for more offers will not help by itself: no offer
+    /// the cluster makes is large enough, or the constraints rule them out.
+    pub fn is_stuck(&self) -> bool {
+        matches!(
+            self,
+            Shortfall::Resources { .. } | Shortfall::Constraints { .. }
+        )
+    }
+}
+
+impl std::fmt::Display for Shortfall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shortfall::NoOffers => {
+                write!(f, "no offers held; waiting for Mesos to offer resources")
+            }
+            Shortfall::Resources { offers, short } => {
+                write!(f, "no offer of the {offers} held has enough: needs ")?;
+                for (i, (name, needed, largest)) in short.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(
+                        f,
+                        "{sep}{name} {} (largest offer: {})",
+                        amount(*needed),
+                        amount(*largest)
+                    )?;
+                }
+                Ok(())
+            }
+            Shortfall::Constraints {
+                offers,
+                constraints,
+            } => write!(
+                f,
+                "constraints {} exclude every one of the {offers} offers held with room",
+                constraints.join(", ")
+            ),
+            Shortfall::Taken { offers } => write!(
+                f,
+                "the {offers} offers held are taken by other tasks; waiting for more"
+            ),
+        }
+    }
+}
+
+/// Why no held offer takes one more instance of `demand`, for operators.
+/// Called after [`plan`], on the offers' remaining resources.
+pub fn shortfall(demand: &Demand<'_>, offers: &OfferRegistry) -> Shortfall {
+    if offers.is_empty() {
+        return Shortfall::NoOffers;
+    }
+    let mut need = task_resources(demand.spec);
+    need.add(&demand.executor_resources);
+    let largest = |amount: &dyn Fn(&Resources) -> f64| {
+        offers
+            .iter()
+            .map(|o| amount(&o.remaining))
+            .fold(0.0, f64::max)
+    };
+    let mut short = Vec::new();
+    for name in ["cpus", "mem", "disk"] {
+        let most = largest(&|r| r.scalar(name));
+        if need.scalar(name) > most {
+            short.push((name, need.scalar(name), most));
+        }
+    }
+    let most_ports = largest(&|r| port_count(r.ranges("ports")) as f64);
+    if f64::from(demand.spec.ports) > most_ports {
+        short.push(("ports", f64::from(demand.spec.ports), most_ports));
+    }
+    let offers = offers.len();
+    if !short.is_empty() {
+        Shortfall::Resources { offers, short }
+    } else if !demand.spec.constraints.is_empty() {
+        Shortfall::Constraints {
+            offers,
+            constraints: demand.spec.constraints.clone(),
+        }
+    } else {
+        Shortfall::Taken { offers }
+    }
+}
+
+/// A resource amount for people: at most three decimals, no trailing zeros
+/// (0.1 + 0.2 shows as 0.3).
+fn amount(value: f64) -> String {
+    let text = format!("{value:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn port_count(ranges: &[(u64, u64)]) -> u64 {
+    ranges.iter().map(|(lo, hi)| hi - lo + 1).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
@@ -311,5 +433,32 @@ mod tests {
         assert!(plan(&[demand(&s, &[0])], &mut offers, &HashMap::new()).is_empty());
         assert_eq!(take_ports(&[(1, 2)], 3), None);
         assert_eq!(take_ports(&[], 0), Some(vec![]));
+    }
+
+    #[test]
+    fn shortfall_names_the_missing_resource_or_the_constraint() {
+        let big = spec(
+            serde_json::json!({"name": "big", "command": "x", "cpus": 8, "mem": 10, "ports": 2, "instances": 1}),
+        );
+        let empty = OfferRegistry::new(Duration::from_secs(60), Duration::from_secs(60));
+        assert_eq!(shortfall(&demand(&big, &[0]), &empty), Shortfall::NoOffers);
+        let offers = registry(&[
+            ("o1", "a1", "h1", "cpus:4;mem:1000;ports:[31000-31000]", ""),
+            ("o2", "a2", "h2", "cpus:2;mem:1000", ""),
+        ]);
+        assert_eq!(amount(0.1 + 0.2), "0.3");
+        assert_eq!(amount(4.0), "4");
+        assert_eq!(
+            shortfall(&demand(&big, &[0]), &offers).to_string(),
+            "no offer of the 2 held has enough: needs cpus 8 (largest offer: 4), \
+             ports 2 (largest offer: 1)"
+        );
+        let picky = spec(
+            serde_json::json!({"name": "p", "command": "x", "cpus": 1, "mem": 10, "instances": 1, "constraints": ["rack:LIKE:r9"]}),
+        );
+        assert_eq!(
+            shortfall(&demand(&picky, &[0]), &offers).to_string(),
+            "constraints rack:LIKE:r9 exclude every one of the 2 offers held with room"
+        );
     }
 }

@@ -21,6 +21,11 @@ use serde::{Deserialize, Serialize};
 pub const MAX_NAME_LEN: usize = 63;
 /// Most instances of one service.
 pub const MAX_INSTANCES: u32 = 10_000;
+/// Largest `cpus`, `mem` or `disk` (MB) one task may ask for: far above any
+/// agent, low enough that an amount is never an absurd float. A task larger
+/// than every agent is accepted and reported as waiting, with the largest
+/// offer, on the services page.
+pub const MAX_SCALAR: f64 = 1_000_000.0;
 
 /// What a task runs: a shell command line (`/bin/sh -c`), or an argv array
 /// executed directly (Mesos `CommandInfo.shell` = false).
@@ -232,14 +237,14 @@ impl ServiceSpec {
             }
             _ => {}
         }
-        if !(self.cpus.is_finite() && self.cpus >= 0.01) {
-            errors.push(problem("cpus", "must be at least 0.01"));
+        if !(self.cpus >= 0.01 && self.cpus <= MAX_SCALAR) {
+            errors.push(problem("cpus", format!("must be 0.01 to {MAX_SCALAR}")));
         }
-        if !(self.mem.is_finite() && self.mem >= 1.0) {
-            errors.push(problem("mem", "must be at least 1 (MB)"));
+        if !(self.mem >= 1.0 && self.mem <= MAX_SCALAR) {
+            errors.push(problem("mem", format!("must be 1 to {MAX_SCALAR} (MB)")));
         }
-        if !(self.disk.is_finite() && self.disk >= 0.0) {
-            errors.push(problem("disk", "must be 0 or more (MB)"));
+        if !(self.disk >= 0.0 && self.disk <= MAX_SCALAR) {
+            errors.push(problem("disk", format!("must be 0 to {MAX_SCALAR} (MB)")));
         }
         if self.ports > 100 {
             errors.push(problem("ports", "at most 100 ports per task"));

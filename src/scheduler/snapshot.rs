@@ -101,6 +101,11 @@ pub struct ServiceStatus {
     pub consecutive_failures: u32,
     /// No new task is launched before this time (restart backoff).
     pub next_launch_after: Option<f64>,
+    /// Why missing instances found no offer in the last scheduling pass, for
+    /// operators (e.g. "no offer of the 3 held has enough: needs cpus 64
+    /// (largest offer: 4)"); absent when nothing waits.
+    #[serde(default)]
+    pub waiting: Option<String>,
 }
 
 /// An offer the leader holds.

@@ -177,6 +177,7 @@ async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps) {
                 killing: 0,
                 consecutive_failures: 0,
                 next_launch_after: None,
+                waiting: None,
             })
             .collect();
     }

@@ -178,6 +178,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             killing: 0,
             consecutive_failures: 0,
             next_launch_after: None,
+            waiting: None,
         },
         ServiceStatus {
             spec: spec(
@@ -191,6 +192,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             killing: 0,
             consecutive_failures: 1,
             next_launch_after: Some(NOW + 20.0),
+            waiting: None,
         },
     ];
     s.tasks = records.into_iter().map(Arc::new).collect();
@@ -418,6 +420,7 @@ impl TestCore {
                         killing: 0,
                         consecutive_failures: 0,
                         next_launch_after: None,
+                        waiting: None,
                     }),
                 }
                 let _ = reply.send(Ok(replaced));

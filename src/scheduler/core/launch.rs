@@ -193,12 +193,42 @@ impl Core {
             })
             .collect();
         let planned = placement::plan(&demands, &mut self.offers, &self.agent_attributes);
+        let waiting: HashMap<String, placement::Shortfall> = demands
+            .iter()
+            .filter(|d| {
+                let placed = planned.iter().filter(|p| p.service == d.spec.name).count();
+                placed < d.missing.len()
+            })
+            .map(|d| (d.spec.name.clone(), placement::shortfall(d, &self.offers)))
+            .collect();
         drop(demands);
+        self.note_waiting(waiting);
         let unplaced = missing_total.saturating_sub(planned.len());
         if !planned.is_empty() {
             self.launch(planned, unplaced > 0).await;
         }
         self.settle_offers(unplaced > 0).await;
+    }
+
+    /// Keeps why services wait for offers; an event when a service becomes
+    /// stuck (no offer large enough, or constraints exclude them all), not
+    /// while offers merely have not arrived yet. A stuck service stays stuck
+    /// while no offers are held (declined offers come back no larger).
+    fn note_waiting(&mut self, mut waiting: HashMap<String, placement::Shortfall>) {
+        for (service, why) in waiting.iter_mut() {
+            let before = self.waiting.get(service).filter(|w| w.is_stuck());
+            match before {
+                Some(stuck) if *why == placement::Shortfall::NoOffers => *why = stuck.clone(),
+                None if why.is_stuck() => {
+                    self.log("service", format!("service {service} waits: {why}"));
+                }
+                _ => {}
+            }
+        }
+        if waiting != self.waiting {
+            self.waiting = waiting;
+            self.dirty = true;
+        }
     }
 
     /// Writes the records, then ACCEPTs each used offer with its tasks.

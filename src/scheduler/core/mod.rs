@@ -107,6 +107,9 @@ pub(crate) struct Core {
     pub subscription: Option<Subscription>,
     pub services: BTreeMap<String, ServiceSpec>,
     pub backoff: HashMap<String, Backoff>,
+    /// Services with instances that found no offer in the last pass, and
+    /// why (see [`crate::scheduler::placement::shortfall`]).
+    pub waiting: HashMap<String, crate::scheduler::placement::Shortfall>,
     pub tasks: BTreeMap<String, TaskEntry>,
     pub kills: KillQueue,
     pub offers: OfferRegistry,
@@ -222,6 +225,7 @@ impl Core {
             subscription: None,
             services,
             backoff: HashMap::new(),
+            waiting: HashMap::new(),
             tasks,
             agent_attributes: HashMap::new(),
             suppressed: false,

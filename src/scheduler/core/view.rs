@@ -66,6 +66,7 @@ impl Core {
                     next_launch_after: backoff
                         .filter(|b| !b.ready(now))
                         .map(|b| now_secs + b.remaining(now).as_secs_f64()),
+                    waiting: self.waiting.get(&spec.name).map(ToString::to_string),
                 }
             })
             .collect();
