@@ -10,9 +10,9 @@
 //! After each change the core publishes an immutable [`Snapshot`] (throttled
 //! to `snapshot_interval`); web handlers never touch its state.
 //!
-//! Parts: [`events`] (SUBSCRIBED, OFFERS, UPDATE, …), [`launch`] (placement,
-//! launches, kills, suppress/revive, timers), [`commands`] (actions from the
-//! web layer), [`view`] (snapshots).
+//! Parts: `events` (SUBSCRIBED, OFFERS, UPDATE, …), `launch` (placement,
+//! launches, kills, suppress/revive, timers), `commands` (actions from the
+//! web layer), `view` (snapshots).
 
 mod commands;
 mod events;
