@@ -1,5 +1,6 @@
 //! The binaries at their command lines: `mesos-testbed` refuses bad flag
-//! values with exit code 2 and names the address or directory it cannot use.
+//! values with exit code 2 and names the address or directory it cannot use;
+//! the executor answers `--help` and `--version`.
 
 mod support;
 
@@ -90,4 +91,35 @@ fn testbed_start_failures_name_the_address_or_the_directory() {
         "colour codes: {}",
         stderr(&output)
     );
+}
+
+#[test]
+fn the_executor_answers_help_and_version() {
+    let help = run(EXECUTOR, &["--help"]);
+    assert_eq!(help.status.code(), Some(0), "{}", stderr(&help));
+    let text = String::from_utf8_lossy(&help.stdout);
+    // Every variable the executor reads is documented.
+    let config = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/executor/config.rs"),
+    )
+    .unwrap();
+    let config = config.split("#[cfg(test)]").next().unwrap();
+    let read = regex::Regex::new(r#"lookup\("([A-Z_]+)"\)|"(MESOS_[A-Z_]+)""#).unwrap();
+    let mut names = 0;
+    for found in read.captures_iter(config) {
+        let name = found.get(1).or(found.get(2)).unwrap().as_str();
+        assert!(text.contains(name), "{name} missing from --help:\n{text}");
+        names += 1;
+    }
+    assert!(names >= 10, "only {names} variables found in config.rs");
+    let version = run(EXECUTOR, &["--version"]);
+    assert_eq!(version.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("mesos-appliance-executor {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_exit(&run(EXECUTOR, &["--bogus"]), 2, &["--bogus"], "--bogus");
+    // Without the agent's environment: the C++ library's message, exit 1.
+    let bare = Command::new(EXECUTOR).env_clear().output().unwrap();
+    assert_exit(&bare, 1, &[], "Expecting 'MESOS_FRAMEWORK_ID'");
 }
