@@ -1,11 +1,18 @@
-//! The binaries at their command lines: `mesos-testbed` refuses bad flag
-//! values with exit code 2 and names the address or directory it cannot use;
-//! the executor answers `--help` and `--version`.
+//! The binaries at their command lines: bad flag values are refused with
+//! exit code 2 and a message naming the flag; start-up failures name the
+//! address or directory; a replica that cannot listen never leads; `demo`
+//! honours the flags its `--help` lists; the executor answers `--help` and
+//! `--version`.
 
 mod support;
 
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
+use support::processes::*;
+use support::zookeeper::free_port;
+
+const APPLIANCE: &str = env!("CARGO_BIN_EXE_mesos-appliance");
 const TESTBED: &str = env!("CARGO_BIN_EXE_mesos-testbed");
 const EXECUTOR: &str = env!("CARGO_BIN_EXE_mesos-appliance-executor");
 
@@ -122,4 +129,86 @@ fn the_executor_answers_help_and_version() {
     // Without the agent's environment: the C++ library's message, exit 1.
     let bare = Command::new(EXECUTOR).env_clear().output().unwrap();
     assert_exit(&bare, 1, &[], "Expecting 'MESOS_FRAMEWORK_ID'");
+}
+
+#[test]
+fn the_appliance_refuses_bad_flag_values() {
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--decline-refuse-seconds", "NaN"],
+            "--decline-refuse-seconds",
+        ),
+        (&["--decline-refuse-seconds=-5"], "--decline-refuse-seconds"),
+        (&["--framework-role", ""], "--framework-role"),
+        (&["--framework-role", "a b"], "--framework-role"),
+        (&["--framework-name", ""], "--framework-name"),
+        (&["--advertised-url", "not a url"], "--advertised-url"),
+        (
+            &["--upgrade-max-unavailable", "0"],
+            "--upgrade-max-unavailable",
+        ),
+        (&["demo", "--agents", "0"], "--agents"),
+        (&["demo", "--master", "http://m:5050"], "--master"),
+        (
+            &["--zk", "zk://z:2181/x", "demo"],
+            "--zk does not apply to demo",
+        ),
+        // Checked at start-up, before anything is bound or joined.
+        (
+            &[
+                "--master",
+                &dead,
+                "--executor-binary",
+                "/nonexistent/executor",
+            ],
+            "/nonexistent/executor",
+        ),
+        (
+            &["--master", &dead, "--executor-binary", "/"],
+            "--executor-binary /: not a file",
+        ),
+    ];
+    for (args, names) in cases {
+        assert_exit(&run(APPLIANCE, args), 2, args, names);
+    }
+}
+
+#[test]
+fn a_replica_that_cannot_listen_never_leads() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let args = ["--master", &dead, "--listen", &addr];
+    let output = run(APPLIANCE, &args);
+    assert_exit(&output, 1, &args, &format!("cannot listen on {addr}"));
+    assert!(
+        !stderr(&output).contains("became leader"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_honours_its_flags_and_counts_agents_right() {
+    let mut demo = Appliance::spawn(
+        "demo",
+        &["demo", "--agents", "1", "--failover-timeout", "2h"].map(String::from),
+    );
+    let state = demo
+        .wait_state("demo subscribed", WAIT, |s| {
+            framework_state(s) == "subscribed"
+        })
+        .await;
+    assert_eq!(state["framework"]["failover_timeout_seconds"], 7200.0);
+    let log = demo.log();
+    assert!(
+        log.contains("(1 agent") && !log.contains("1 agents"),
+        "{log}"
+    );
+    demo.signal(libc::SIGTERM);
+    assert_eq!(
+        demo.wait_exit(Duration::from_secs(20)).await.code(),
+        Some(0)
+    );
 }
