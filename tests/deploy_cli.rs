@@ -1,14 +1,16 @@
 //! The binaries at their command lines: bad flag values are refused with
 //! exit code 2 and a message naming the flag; start-up failures name the
-//! address or directory; a replica that cannot listen never leads; `demo`
-//! honours the flags its `--help` lists; the executor answers `--help` and
-//! `--version`.
+//! address or directory; a replica that cannot listen never leads; logs
+//! written to a file carry no colour codes and name the leading master once;
+//! `demo` honours the flags its `--help` lists; the executor answers
+//! `--help` and `--version`.
 
 mod support;
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use support::processes::*;
 use support::zookeeper::free_port;
 
@@ -210,5 +212,32 @@ async fn demo_honours_its_flags_and_counts_agents_right() {
     assert_eq!(
         demo.wait_exit(Duration::from_secs(20)).await.code(),
         Some(0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_in_a_file_are_plain_and_name_the_leading_master_once() {
+    support::mesos::init();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let a = Appliance::spawn(
+        "plain",
+        &[
+            "--master".into(),
+            tb.url(),
+            "--framework-user".into(),
+            "root".into(),
+        ],
+    );
+    a.wait_state("subscribed", WAIT, |s| framework_state(s) == "subscribed")
+        .await;
+    let log = a.log();
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a log file:\n{log}"
+    );
+    assert_eq!(
+        log.matches("leading Mesos master").count(),
+        1,
+        "the leader is logged once:\n{log}"
     );
 }
