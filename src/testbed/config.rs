@@ -198,6 +198,7 @@ Fault injection and inspection (JSON; not part of Mesos):
   GET  /testbed/executors                   executor processes (--run-executors)
   POST /testbed/agents/{id}/restart         body {\"down_ms\": 1000}: the agent dies and
                                             restarts (--run-executors)
+  Delays (reregister_delay_ms, down_ms) are at most 3600000 (one hour).
 
 Process mode (--run-executors): tasks whose ExecutorInfo command ends with
 mesos-appliance-executor run that binary for real, one process per executor,
