@@ -1,27 +1,29 @@
 //! `mesos-appliance`: a highly available Apache Mesos framework scheduler.
 //! See `mesos-appliance --help`, README and `mesos_appliance::app`.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
-use mesos_appliance::app::cli::{Cli, Command};
+use mesos_appliance::app::cli::{Cli, Job};
 use mesos_appliance::app::{demo, serve, uninstall};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let job = Cli::job_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,zookeeper_client=warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not in log files.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     // reqwest is built with rustls and no default crypto provider (STACK.md §1).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    match cli.command {
-        None | Some(Command::Serve) => serve::run(cli.common).await,
-        Some(Command::Uninstall(args)) => uninstall::run(cli.common, args).await,
-        Some(Command::Demo(args)) => demo::run(cli.common, args).await,
+    match job {
+        Job::Serve(common, cluster) => serve::run(common, cluster).await,
+        Job::Uninstall(common, cluster, args) => uninstall::run(common, cluster, args).await,
+        Job::Demo(common, args) => demo::run(common, args).await,
     }
 }

@@ -281,6 +281,44 @@ async fn master_failover_keeps_tasks_and_recovers_frameworks_from_agents() {
 }
 
 #[tokio::test]
+async fn fault_delays_beyond_an_hour_are_refused() {
+    let tb = testbed(1).await;
+    let old_master = tb.master_id();
+    let agent = tb.agents()[0].id.clone();
+    for (path, field) in [
+        (
+            "/testbed/master/failover".to_string(),
+            "reregister_delay_ms",
+        ),
+        (format!("/testbed/agents/{agent}/restart"), "down_ms"),
+    ] {
+        for too_long in [u64::MAX, 3_600_001] {
+            let answer = post(
+                &format!("{}{path}", tb.url()),
+                &[("Content-Type", "application/json")],
+                json!({ field: too_long }).to_string(),
+            )
+            .await;
+            assert_eq!(answer.status, 400, "{path} {too_long}: {}", answer.body);
+            assert!(answer.body.contains(field), "{}", answer.body);
+            assert!(answer.body.contains("one hour"), "{}", answer.body);
+        }
+    }
+    // Nothing happened: same master, the agent still there.
+    assert_eq!(tb.master_id(), old_master);
+    assert_eq!(tb.agents().len(), 1);
+    // An hour exactly is allowed.
+    let answer = post(
+        &format!("{}/testbed/master/failover", tb.url()),
+        &[("Content-Type", "application/json")],
+        json!({"reregister_delay_ms": 3_600_000}).to_string(),
+    )
+    .await;
+    assert_eq!(answer.status, 200);
+    assert_ne!(tb.master_id(), old_master);
+}
+
+#[tokio::test]
 async fn recovered_framework_is_listed_inactive_after_master_failover() {
     let tb = testbed(1).await;
     let (mut sub, fid) = connected(&tb.url(), "rf", 60.0).await;

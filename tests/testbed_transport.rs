@@ -243,3 +243,27 @@ async fn every_call_is_in_the_call_log() {
         .unwrap();
     assert_eq!(log["calls"][1]["call_type"], "REVIVE");
 }
+
+#[tokio::test]
+async fn a_huge_malformed_body_is_not_echoed_back() {
+    let tb = testbed().await;
+    let (_sub, _fid) = connected(&tb.url(), "big", 60.0).await;
+    // 8 MB on one line after the error position; the real master would
+    // echo all of it after "near: ".
+    let body = format!("{{\"type\": {}", "x".repeat(8 * 1024 * 1024));
+    let answer = post(
+        &format!("{}/api/v1/scheduler", tb.url()),
+        &[("Content-Type", "application/json")],
+        body,
+    )
+    .await;
+    assert_eq!(answer.status, 400);
+    let prefix = "Failed to parse body into JSON: syntax error at line 1 near: ";
+    assert!(answer.body.starts_with(prefix), "{}", answer.body);
+    assert!(
+        answer.body.len() <= prefix.len() + 100,
+        "{} bytes echoed",
+        answer.body.len()
+    );
+    assert!(answer.body[prefix.len()..].chars().all(|c| c == 'x'));
+}

@@ -1,12 +1,16 @@
 //! The `mesos-appliance` command line (DESIGN.md §5). Every flag can also be
 //! given as an environment variable `MESOS_APPLIANCE_<FLAG>` (upper case,
-//! `-` as `_`).
+//! `-` as `_`). The cluster flags ([`ClusterArgs`]: `--master`, `--zk`, …)
+//! belong to `serve` and `uninstall`, before or after the subcommand; `demo`
+//! runs its own testbed and refuses them. [`Cli::job_from`] resolves a
+//! command line into the [`Job`] to run.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::coordination::Strategy;
 use crate::scheduler::config::OnFrameworkRemoved;
@@ -30,6 +34,82 @@ fn duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| e.to_string())
 }
 
+/// `--decline-refuse-seconds`: a finite number of seconds, zero or more
+/// (Mesos `Filters.refuse_seconds`).
+fn refuse_seconds(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number of seconds".to_string())?;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err("expected a finite number of seconds, 0 or more".into());
+    }
+    Ok(seconds)
+}
+
+/// `--framework-name`: not empty, no control characters.
+fn framework_name(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("the framework name cannot be empty".into());
+    }
+    if text.chars().any(char::is_control) {
+        return Err("the framework name cannot contain control characters".into());
+    }
+    Ok(text.to_string())
+}
+
+/// `--framework-role`: a Mesos role name (Mesos `roles::validate`, docs
+/// "Roles"): `*`, or `/`-separated components, none of them empty, `.`,
+/// `..` or `*`, none starting with `-`, without whitespace or control
+/// characters (Mesos forbids ASCII whitespace and DEL).
+pub fn role(text: &str) -> Result<String, String> {
+    if text == "*" {
+        return Ok(text.to_string());
+    }
+    if text.is_empty() {
+        return Err("the role cannot be empty (the default role is `*`)".into());
+    }
+    if text.starts_with('/') || text.ends_with('/') {
+        return Err("a role cannot start or end with a slash".into());
+    }
+    for component in text.split('/') {
+        let problem = match component {
+            "" => Some("cannot contain two adjacent slashes".to_string()),
+            "." | ".." | "*" => Some(format!("cannot have {component:?} as a component")),
+            c if c.starts_with('-') => Some(format!("component {c:?} starts with '-'")),
+            c if c.chars().any(|ch| ch.is_whitespace() || ch.is_control()) => Some(format!(
+                "component {c:?} contains whitespace or a control character"
+            )),
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            return Err(format!("a role {problem}"));
+        }
+    }
+    Ok(text.to_string())
+}
+
+/// `--advertised-url`: an absolute `http(s)://host[:port][/path]` URL
+/// without credentials, query or fragment; returned normalised, without a
+/// trailing slash (paths are appended to it).
+pub fn advertised_url(text: &str) -> Result<String, String> {
+    const EXPECTED: &str = "expected an absolute URL, http(s)://host[:port]";
+    let url = reqwest::Url::parse(text).map_err(|e| format!("{e}; {EXPECTED}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("the scheme must be http or https; {EXPECTED}"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("no host; {EXPECTED}"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("credentials do not belong in a URL others see".into());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("a query or fragment cannot be a base URL".into());
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
 /// A highly available Apache Mesos framework scheduler with a dashboard.
 ///
 /// Replicas elect one leader through ZooKeeper; only the leader subscribes to
@@ -43,6 +123,9 @@ pub struct Cli {
     /// What to run (default: serve).
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// The cluster, when given before the subcommand (or without one).
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Settings shared by every subcommand.
     #[command(flatten)]
     pub common: CommonArgs,
@@ -81,12 +164,13 @@ Exit codes:
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a replica of the scheduler (the default).
-    Serve,
+    Serve(ClusterArgs),
     /// One-shot job: fence all replicas, tear down every framework of this
     /// name, delete the ZooKeeper subtree, print a summary.
     Uninstall(UninstallArgs),
     /// Run the appliance against an embedded mesos-testbed with sample
-    /// services, in-memory state and the dashboard on --listen.
+    /// services, in-memory state and the dashboard on --listen. The cluster
+    /// flags (--master, --zk, --principal, …) do not apply.
     Demo(DemoArgs),
 }
 
@@ -99,61 +183,136 @@ pub struct UninstallArgs {
     /// How long to wait for the master to list the torn-down frameworks as completed.
     #[arg(long, default_value = "60s", value_parser = duration)]
     pub wait: Duration,
+    /// The cluster, when given after `uninstall`.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
+
+/// Largest `demo --agents`.
+pub const MAX_DEMO_AGENTS: u16 = 100;
 
 /// Flags of `demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Simulated agents of the embedded testbed.
-    #[arg(long, default_value_t = 3)]
-    pub agents: usize,
+    /// Simulated agents of the embedded testbed (1 to 100).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_DEMO_AGENTS)))]
+    pub agents: u16,
+}
+
+/// ZooKeeper session timeout unless `--zk-session-timeout` says otherwise.
+pub const DEFAULT_ZK_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The Mesos cluster and the ZooKeeper ensemble a replica works in, for
+/// `serve` and `uninstall` (the demo brings its own). Accepted before the
+/// subcommand and after it; after it wins (see [`ClusterArgs::or`]).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterArgs {
+    /// Mesos master: `http(s)://host:port[,host:port…]` or `zk://[user:pass@]host:port,…/mesos`.
+    #[arg(long, env = "MESOS_APPLIANCE_MASTER")]
+    pub master: Option<String>,
+    /// Coordination root: `zk://[user:pass@]h1:2181,h2:2181/path` (without a
+    /// path: /mesos-appliance/<framework-name>). Without --zk: in-memory
+    /// state, one replica only.
+    #[arg(long, env = "MESOS_APPLIANCE_ZK")]
+    pub zk: Option<String>,
+    /// ZooKeeper session timeout; bounds failover after a crash [default: 10s].
+    #[arg(long, value_parser = duration, env = "MESOS_APPLIANCE_ZK_SESSION_TIMEOUT")]
+    pub zk_session_timeout: Option<Duration>,
+    /// With zk:// credentials: create znodes readable only by them (default: world-readable).
+    #[arg(long, env = "MESOS_APPLIANCE_ZK_PRIVATE_ACL")]
+    pub zk_private_acl: bool,
+    /// Principal for HTTP authentication to the master (also FrameworkInfo.principal).
+    #[arg(long, env = "MESOS_APPLIANCE_PRINCIPAL")]
+    pub principal: Option<String>,
+    /// File holding the secret for --principal (first line; never logged).
+    #[arg(long, env = "MESOS_APPLIANCE_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// Deployment identity [default: a hash of the version and the effective configuration].
+    #[arg(long, env = "MESOS_APPLIANCE_DEPLOYMENT_ID")]
+    pub deployment_id: Option<String>,
+}
+
+impl ClusterArgs {
+    /// These flags (given after the subcommand) over `outer` (given before it).
+    pub fn or(self, outer: ClusterArgs) -> ClusterArgs {
+        ClusterArgs {
+            master: self.master.or(outer.master),
+            zk: self.zk.or(outer.zk),
+            zk_session_timeout: self.zk_session_timeout.or(outer.zk_session_timeout),
+            zk_private_acl: self.zk_private_acl || outer.zk_private_acl,
+            principal: self.principal.or(outer.principal),
+            secret_file: self.secret_file.or(outer.secret_file),
+            deployment_id: self.deployment_id.or(outer.deployment_id),
+        }
+    }
+
+    /// `--zk-session-timeout`, else [`DEFAULT_ZK_SESSION_TIMEOUT`].
+    pub fn zk_session_timeout(&self) -> Duration {
+        self.zk_session_timeout
+            .unwrap_or(DEFAULT_ZK_SESSION_TIMEOUT)
+    }
+}
+
+/// Defaults of the flags whose default depends on the subcommand: a replica
+/// in a real cluster wants long timers, the demo short ones. A value given
+/// on the command line or in the environment always wins.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Defaults {
+    /// `--failover-timeout`.
+    pub failover_timeout: Duration,
+    /// `--reconcile-interval`.
+    pub reconcile_interval: Duration,
+    /// `--reconcile-initial-delay`.
+    pub reconcile_initial_delay: Duration,
+    /// `--decline-refuse-seconds`, in seconds.
+    pub decline_refuse_seconds: f64,
+}
+
+impl Defaults {
+    /// `serve` (and the deployment ID's hash): one week, 15 min, 1 min, 120 s.
+    pub const SERVE: Defaults = Defaults {
+        failover_timeout: Duration::from_secs(7 * 86_400),
+        reconcile_interval: Duration::from_secs(15 * 60),
+        reconcile_initial_delay: Duration::from_secs(60),
+        decline_refuse_seconds: 120.0,
+    };
+    /// `demo`: one hour, 5 min, 30 s, 10 s.
+    pub const DEMO: Defaults = Defaults {
+        failover_timeout: Duration::from_secs(3600),
+        reconcile_interval: Duration::from_secs(300),
+        reconcile_initial_delay: Duration::from_secs(30),
+        decline_refuse_seconds: 10.0,
+    };
 }
 
 /// Settings shared by every subcommand.
 #[derive(Debug, Args)]
 pub struct CommonArgs {
-    /// Mesos master: `http(s)://host:port[,host:port…]` or `zk://[user:pass@]host:port,…/mesos`.
-    #[arg(long, global = true, env = "MESOS_APPLIANCE_MASTER")]
-    pub master: Option<String>,
-    /// Coordination root: `zk://[user:pass@]h1:2181,h2:2181/path` (without a
-    /// path: /mesos-appliance/<framework-name>). Without --zk: in-memory
-    /// state, one replica only.
-    #[arg(long, global = true, env = "MESOS_APPLIANCE_ZK")]
-    pub zk: Option<String>,
-    /// ZooKeeper session timeout; bounds failover after a crash.
-    #[arg(long, global = true, default_value = "10s", value_parser = duration, env = "MESOS_APPLIANCE_ZK_SESSION_TIMEOUT")]
-    pub zk_session_timeout: Duration,
-    /// With zk:// credentials: create znodes readable only by them (default: world-readable).
-    #[arg(long, global = true, env = "MESOS_APPLIANCE_ZK_PRIVATE_ACL")]
-    pub zk_private_acl: bool,
     /// Framework name (FrameworkInfo.name).
     #[arg(
         long,
         global = true,
         default_value = "mesos-appliance",
+        value_parser = framework_name,
         env = "MESOS_APPLIANCE_FRAMEWORK_NAME"
     )]
     pub framework_name: String,
-    /// Framework role (FrameworkInfo.role).
+    /// Framework role (FrameworkInfo.role): `*` or a Mesos role name such as `web/prod`.
     #[arg(
         long,
         global = true,
         default_value = "*",
+        value_parser = role,
         env = "MESOS_APPLIANCE_FRAMEWORK_ROLE"
     )]
     pub framework_role: String,
     /// Unix user tasks run as on the agents (FrameworkInfo.user) [default: $USER, else root].
     #[arg(long, global = true, env = "MESOS_APPLIANCE_FRAMEWORK_USER")]
     pub framework_user: Option<String>,
-    /// Principal for HTTP authentication to the master (also FrameworkInfo.principal).
-    #[arg(long, global = true, env = "MESOS_APPLIANCE_PRINCIPAL")]
-    pub principal: Option<String>,
-    /// File holding the secret for --principal (first line; never logged).
-    #[arg(long, global = true, env = "MESOS_APPLIANCE_SECRET_FILE")]
-    pub secret_file: Option<PathBuf>,
-    /// How long Mesos keeps the framework and its tasks after the scheduler disconnects.
-    #[arg(long, global = true, default_value = "1week", value_parser = duration, env = "MESOS_APPLIANCE_FAILOVER_TIMEOUT")]
-    pub failover_timeout: Duration,
+    /// How long Mesos keeps the framework and its tasks after the scheduler
+    /// disconnects [default: 1week; demo: 1h].
+    #[arg(long, global = true, value_parser = duration, env = "MESOS_APPLIANCE_FAILOVER_TIMEOUT")]
+    pub failover_timeout: Option<Duration>,
     /// What a new deployment does to an old one: failover, upgrade or hard (see below).
     #[arg(
         long,
@@ -163,9 +322,6 @@ pub struct CommonArgs {
         env = "MESOS_APPLIANCE_FRAMEWORK_DEPLOYMENT_STRATEGY"
     )]
     pub framework_deployment_strategy: StrategyArg,
-    /// Deployment identity [default: a hash of the version and the effective configuration].
-    #[arg(long, global = true, env = "MESOS_APPLIANCE_DEPLOYMENT_ID")]
-    pub deployment_id: Option<String>,
     /// When Mesos says the framework was removed: wait for the operator, or reregister.
     #[arg(
         long,
@@ -183,8 +339,10 @@ pub struct CommonArgs {
         env = "MESOS_APPLIANCE_LISTEN"
     )]
     pub listen: SocketAddr,
-    /// URL other replicas, users and the Mesos fetcher reach this replica at [default: from --listen].
-    #[arg(long, global = true, env = "MESOS_APPLIANCE_ADVERTISED_URL")]
+    /// URL other replicas, users and the Mesos fetcher reach this replica at,
+    /// `http(s)://host:port` [default: from --listen; this host's name when
+    /// --listen is 0.0.0.0 or [::]].
+    #[arg(long, global = true, value_parser = advertised_url, env = "MESOS_APPLIANCE_ADVERTISED_URL")]
     pub advertised_url: Option<String>,
     /// File holding the admin token for actions (`Authorization: Bearer …`).
     /// Without it, actions are allowed only when listening on loopback.
@@ -196,12 +354,12 @@ pub struct CommonArgs {
     /// JSON file of services, stored in ZooKeeper when it holds none.
     #[arg(long, global = true, env = "MESOS_APPLIANCE_SERVICES")]
     pub services: Option<PathBuf>,
-    /// Implicit reconciliation period (Mesos reconciliation guide).
-    #[arg(long, global = true, default_value = "15m", value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_INTERVAL")]
-    pub reconcile_interval: Duration,
-    /// Delay before the first periodic reconciliation.
-    #[arg(long, global = true, default_value = "1m", value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_INITIAL_DELAY")]
-    pub reconcile_initial_delay: Duration,
+    /// Implicit reconciliation period (Mesos reconciliation guide) [default: 15m; demo: 5m].
+    #[arg(long, global = true, value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_INTERVAL")]
+    pub reconcile_interval: Option<Duration>,
+    /// Delay before the first periodic reconciliation [default: 1m; demo: 30s].
+    #[arg(long, global = true, value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_INITIAL_DELAY")]
+    pub reconcile_initial_delay: Option<Duration>,
     /// Minimum pause between two reconciliation runs.
     #[arg(long, global = true, default_value = "30s", value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_COOLDOWN")]
     pub reconcile_cooldown: Duration,
@@ -212,11 +370,12 @@ pub struct CommonArgs {
     #[arg(long, global = true, default_value = "5m", value_parser = duration, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_ABORT_TIMEOUT")]
     pub explicit_reconcile_abort_timeout: Duration,
     /// Rolling replacement of tasks whose service spec changed: at most this
-    /// many desired instances down at a time.
+    /// many desired instances down at a time (1 or more).
     #[arg(
         long,
         global = true,
         default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..),
         env = "MESOS_APPLIANCE_UPGRADE_MAX_UNAVAILABLE"
     )]
     pub upgrade_max_unavailable: u32,
@@ -226,14 +385,10 @@ pub struct CommonArgs {
     /// Offers that left are remembered this long (late RESCINDs, duplicates).
     #[arg(long, global = true, default_value = "2m", value_parser = duration, env = "MESOS_APPLIANCE_OFFER_LINGER_TTL")]
     pub offer_linger_ttl: Duration,
-    /// Filter (seconds) sent with declines when no work is pending.
-    #[arg(
-        long,
-        global = true,
-        default_value_t = 120.0,
-        env = "MESOS_APPLIANCE_DECLINE_REFUSE_SECONDS"
-    )]
-    pub decline_refuse_seconds: f64,
+    /// Filter sent with declines when no work is pending, in seconds (finite,
+    /// 0 or more) [default: 120; demo: 10].
+    #[arg(long, global = true, value_parser = refuse_seconds, env = "MESOS_APPLIANCE_DECLINE_REFUSE_SECONDS")]
+    pub decline_refuse_seconds: Option<f64>,
     /// How often the stored framework ID is re-read and compared with ours.
     #[arg(long, global = true, default_value = "30s", value_parser = duration, env = "MESOS_APPLIANCE_FRAMEWORK_ID_REFRESH_INTERVAL")]
     pub framework_id_refresh_interval: Duration,
@@ -268,17 +423,367 @@ impl From<StrategyArg> for Strategy {
 }
 
 impl CommonArgs {
-    /// `--advertised-url`, or `http://<listen>` (with `localhost` for an
-    /// unspecified address, which other hosts cannot use — set the flag then).
-    pub fn advertised_url(&self) -> String {
+    /// `--advertised-url`, or `http://<listen>` (IPv6 in brackets); for an
+    /// unspecified address (`0.0.0.0`, `[::]`) `hostname` names this
+    /// machine instead, as other hosts cannot use the address itself.
+    pub fn advertised_url(&self, hostname: impl FnOnce() -> Option<String>) -> String {
         if let Some(url) = &self.advertised_url {
-            return url.trim_end_matches('/').to_string();
+            return url.clone();
         }
-        let host = if self.listen.ip().is_unspecified() {
-            "localhost".to_string()
-        } else {
-            self.listen.ip().to_string()
+        if self.listen.ip().is_unspecified() {
+            let host = hostname().unwrap_or_else(|| "localhost".to_string());
+            return format!("http://{host}:{}", self.listen.port());
+        }
+        format!("http://{}", self.listen)
+    }
+}
+
+/// What to run, with its effective settings.
+#[derive(Debug)]
+pub enum Job {
+    /// A replica (`serve`, or no subcommand).
+    Serve(CommonArgs, ClusterArgs),
+    /// `uninstall`.
+    Uninstall(CommonArgs, ClusterArgs, UninstallArgs),
+    /// `demo`.
+    Demo(CommonArgs, DemoArgs),
+}
+
+impl Cli {
+    /// Parses `args` (the program name first) into the job to run. Cluster
+    /// flags given after `serve` / `uninstall` win over those before it;
+    /// given on the command line before `demo`, they are refused.
+    ///
+    /// # Errors
+    /// clap's usage errors (exit code 2, or 0 for `--help` and `--version`).
+    pub fn job_from<I, T>(args: I) -> Result<Job, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let cli = Cli::from_arg_matches(&matches)?;
+        Ok(match cli.command {
+            None => Job::Serve(cli.common, cli.cluster),
+            Some(Command::Serve(cluster)) => Job::Serve(cli.common, cluster.or(cli.cluster)),
+            Some(Command::Uninstall(mut args)) => {
+                let cluster = std::mem::take(&mut args.cluster).or(cli.cluster);
+                Job::Uninstall(cli.common, cluster, args)
+            }
+            Some(Command::Demo(args)) => {
+                if let Some(flag) = cluster_flag_on_command_line(&matches) {
+                    return Err(Cli::command().error(
+                        clap::error::ErrorKind::ArgumentConflict,
+                        format!(
+                            "--{flag} does not apply to demo: it runs an embedded \
+                             mesos-testbed with in-memory state"
+                        ),
+                    ));
+                }
+                Job::Demo(cli.common, args)
+            }
+        })
+    }
+}
+
+/// The first [`ClusterArgs`] flag given on the command line (not from the
+/// environment) before the subcommand.
+fn cluster_flag_on_command_line(matches: &ArgMatches) -> Option<String> {
+    let flags = ClusterArgs::augment_args(clap::Command::new("cluster"));
+    flags
+        .get_arguments()
+        .find(|arg| matches.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine))
+        .and_then(|arg| arg.get_long().map(str::to_string))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+
+    fn job(args: &[&str]) -> Result<Job, clap::Error> {
+        Cli::job_from(std::iter::once("mesos-appliance").chain(args.iter().copied()))
+    }
+
+    fn refused(args: &[&str]) -> clap::Error {
+        match job(args) {
+            Ok(job) => panic!("{args:?} accepted: {job:?}"),
+            Err(e) => {
+                assert_eq!(e.exit_code(), i32::from(exit::USAGE), "{e}");
+                e
+            }
+        }
+    }
+
+    fn serve(args: &[&str]) -> (CommonArgs, ClusterArgs) {
+        match job(args).unwrap() {
+            Job::Serve(common, cluster) => (common, cluster),
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decline_refuse_seconds_must_be_finite_and_not_negative() {
+        for bad in ["NaN", "nan", "inf", "-inf", "-5", "-0.5", "soon", ""] {
+            let e = refused(&[&format!("--decline-refuse-seconds={bad}")]);
+            assert!(e.to_string().contains("--decline-refuse-seconds"), "{e}");
+        }
+        for (good, seconds) in [("0", 0.0), ("5", 5.0), ("2.5", 2.5), ("86400", 86400.0)] {
+            let (common, _) = serve(&["--decline-refuse-seconds", good]);
+            assert_eq!(common.decline_refuse_seconds, Some(seconds));
+        }
+        assert_eq!(serve(&[]).0.decline_refuse_seconds, None);
+    }
+
+    #[test]
+    fn roles_follow_the_mesos_naming_rules() {
+        for good in [
+            "*",
+            "web",
+            "web/prod",
+            "a.b",
+            "a-b",
+            "a_b",
+            "..a",
+            "team/web.x",
+        ] {
+            assert_eq!(role(good).as_deref(), Ok(good), "{good:?}");
+        }
+        for bad in [
+            "", ".", "..", "-x", "a/-x", "/a", "a/", "a//b", "a/./b", "a/../b", "a/*", "*/a",
+            "a b", "a\tb", "a\nb", "a\u{7f}b", "a\u{1}b",
+        ] {
+            assert!(role(bad).is_err(), "{bad:?} accepted");
+        }
+        let e = refused(&["--framework-role", ""]);
+        assert!(e.to_string().contains("cannot be empty"), "{e}");
+        refused(&["--framework-role=-x"]);
+        refused(&["--framework-role", ".."]);
+        assert_eq!(serve(&[]).0.framework_role, "*");
+    }
+
+    #[test]
+    fn the_framework_name_cannot_be_empty() {
+        for bad in ["", "  ", "a\u{0}b"] {
+            refused(&["--framework-name", bad]);
+        }
+        assert_eq!(serve(&[]).0.framework_name, "mesos-appliance");
+        assert_eq!(serve(&["--framework-name", "web"]).0.framework_name, "web");
+    }
+
+    #[test]
+    fn the_advertised_url_is_an_absolute_http_url() {
+        for bad in [
+            "not a url",
+            "localhost:8080",
+            "/path",
+            "ftp://host:21",
+            "http://",
+            "http://user:secret@host:8080",
+            "http://host:8080/?a=b",
+            "http://host:8080/#top",
+        ] {
+            let e = refused(&["--advertised-url", bad]);
+            assert!(e.to_string().contains("--advertised-url"), "{e}");
+        }
+        for (given, used) in [
+            ("http://host:8080", "http://host:8080"),
+            ("http://host:8080/", "http://host:8080"),
+            (
+                "https://Host.example/appliance/",
+                "https://host.example/appliance",
+            ),
+            ("http://[::1]:8080", "http://[::1]:8080"),
+        ] {
+            let (common, _) = serve(&["--advertised-url", given]);
+            assert_eq!(common.advertised_url(|| None), used);
+        }
+    }
+
+    #[test]
+    fn the_default_advertised_url_is_reachable_from_other_hosts() {
+        let url = |listen: &str, host: Option<&str>| {
+            serve(&["--listen", listen])
+                .0
+                .advertised_url(|| host.map(str::to_string))
         };
-        format!("http://{host}:{}", self.listen.port())
+        assert_eq!(url("127.0.0.1:8080", Some("box")), "http://127.0.0.1:8080");
+        assert_eq!(url("[::1]:18181", Some("box")), "http://[::1]:18181");
+        assert_eq!(url("0.0.0.0:18181", Some("box")), "http://box:18181");
+        assert_eq!(url("[::]:18181", Some("box")), "http://box:18181");
+        assert_eq!(url("0.0.0.0:18181", None), "http://localhost:18181");
+    }
+
+    #[test]
+    fn upgrade_max_unavailable_zero_is_refused() {
+        let e = refused(&["--upgrade-max-unavailable", "0"]);
+        assert!(e.to_string().contains("--upgrade-max-unavailable"), "{e}");
+        assert_eq!(serve(&[]).0.upgrade_max_unavailable, 1);
+        assert_eq!(
+            serve(&["--upgrade-max-unavailable", "3"])
+                .0
+                .upgrade_max_unavailable,
+            3
+        );
+    }
+
+    #[test]
+    fn cluster_flags_go_before_or_after_serve_and_uninstall() {
+        let (_, cluster) = serve(&["--master", "http://m:5050", "--zk-session-timeout", "3s"]);
+        assert_eq!(cluster.master.as_deref(), Some("http://m:5050"));
+        assert_eq!(cluster.zk_session_timeout(), Duration::from_secs(3));
+        let (_, cluster) = serve(&["serve", "--master", "http://m:5050"]);
+        assert_eq!(cluster.master.as_deref(), Some("http://m:5050"));
+        assert_eq!(cluster.zk_session_timeout(), DEFAULT_ZK_SESSION_TIMEOUT);
+        let (_, cluster) = serve(&[
+            "--master",
+            "http://a:1",
+            "--zk-private-acl",
+            "serve",
+            "--master",
+            "http://b:1",
+        ]);
+        assert_eq!(
+            cluster.master.as_deref(),
+            Some("http://b:1"),
+            "after the subcommand wins"
+        );
+        assert!(cluster.zk_private_acl);
+        for args in [
+            &["--zk", "zk://z:2181/a", "uninstall", "--wait", "2s"][..],
+            &["uninstall", "--zk", "zk://z:2181/a", "--wait", "2s"][..],
+        ] {
+            match job(args).unwrap() {
+                Job::Uninstall(_, cluster, uninstall) => {
+                    assert_eq!(cluster.zk.as_deref(), Some("zk://z:2181/a"));
+                    assert_eq!(uninstall.wait, Duration::from_secs(2));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn demo_refuses_the_cluster_flags_and_lists_only_what_it_honours() {
+        let e = refused(&["demo", "--master", "http://m:5050"]);
+        assert_eq!(e.kind(), ErrorKind::UnknownArgument, "{e}");
+        let e = refused(&["--zk", "zk://z:2181/a", "demo"]);
+        assert!(e.to_string().contains("--zk does not apply to demo"), "{e}");
+        let help = refused_help(&["demo", "--help"]);
+        for honoured in [
+            "--agents",
+            "--listen",
+            "--failover-timeout",
+            "--services",
+            "--framework-name",
+        ] {
+            assert!(
+                help.contains(honoured),
+                "{honoured} missing from demo --help"
+            );
+        }
+        for ignored in [
+            "--master",
+            "--zk",
+            "--zk-session-timeout",
+            "--principal",
+            "--secret-file",
+            "--deployment-id",
+        ] {
+            assert!(
+                !help.contains(&format!("{ignored} ")),
+                "{ignored} listed in demo --help"
+            );
+        }
+        let serve_help = refused_help(&["--help"]);
+        for flag in [
+            "--master",
+            "--zk",
+            "--principal",
+            "--deployment-id",
+            "--failover-timeout",
+        ] {
+            assert!(serve_help.contains(flag), "{flag} missing from --help");
+        }
+    }
+
+    fn refused_help(args: &[&str]) -> String {
+        match job(args) {
+            Err(e) if e.kind() == ErrorKind::DisplayHelp => e.to_string(),
+            other => panic!("no help: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn demo_agents_are_one_or_more() {
+        refused(&["demo", "--agents", "0"]);
+        refused(&["demo", "--agents", "101"]);
+        for (given, agents) in [(None, 3), (Some("1"), 1), (Some("100"), 100)] {
+            let args: Vec<&str> = match given {
+                Some(n) => vec!["demo", "--agents", n],
+                None => vec!["demo"],
+            };
+            match job(&args).unwrap() {
+                Job::Demo(_, demo) => assert_eq!(demo.agents, agents),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn demo_keeps_explicit_timing_flags() {
+        match job(&[
+            "demo",
+            "--failover-timeout",
+            "2h",
+            "--decline-refuse-seconds",
+            "0",
+        ])
+        .unwrap()
+        {
+            Job::Demo(common, _) => {
+                assert_eq!(common.failover_timeout, Some(Duration::from_secs(7200)));
+                assert_eq!(common.decline_refuse_seconds, Some(0.0));
+                assert_eq!(common.reconcile_interval, None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn help_states_the_defaults_in_force() {
+        let help = refused_help(&["--help"]);
+        let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (text, serve, demo) in [
+            (
+                "[default: 1week; demo: 1h]",
+                Defaults::SERVE.failover_timeout,
+                Defaults::DEMO.failover_timeout,
+            ),
+            (
+                "[default: 15m; demo: 5m]",
+                Defaults::SERVE.reconcile_interval,
+                Defaults::DEMO.reconcile_interval,
+            ),
+            (
+                "[default: 1m; demo: 30s]",
+                Defaults::SERVE.reconcile_initial_delay,
+                Defaults::DEMO.reconcile_initial_delay,
+            ),
+        ] {
+            assert!(flat.contains(text), "{text} missing from --help");
+            let (s, d) = text
+                .trim_matches(['[', ']'])
+                .trim_start_matches("default: ")
+                .split_once("; demo: ")
+                .unwrap();
+            assert_eq!(humantime::parse_duration(s).unwrap(), serve, "{text}");
+            assert_eq!(humantime::parse_duration(d).unwrap(), demo, "{text}");
+        }
+        assert!(flat.contains("[default: 120; demo: 10]"));
+        assert_eq!(Defaults::SERVE.decline_refuse_seconds, 120.0);
+        assert_eq!(Defaults::DEMO.decline_refuse_seconds, 10.0);
+        assert!(flat.contains("[default: 10s]"));
+        assert_eq!(DEFAULT_ZK_SESSION_TIMEOUT, Duration::from_secs(10));
     }
 }

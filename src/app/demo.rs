@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::cli::{CommonArgs, DemoArgs, exit};
+use super::cli::{CommonArgs, Defaults, DemoArgs, exit};
 use super::serve::web_config;
 use super::{
-    core_config, executor_binary, load_services, replica_info, start_replica, stop_signal,
+    advertised_url, bind, core_config, load_services, replica_info, start_replica_on, stop_signal,
 };
 use crate::coordination::memory::MemoryCoordinator;
 use crate::mesos::client::ClientConfig;
@@ -57,10 +57,15 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
         Some(path) => load_services(Some(path)).map_err(|e| (exit::USAGE, e.0))?,
         None => sample_services(),
     };
-    let executor = executor_binary(&common);
+    let advertised = advertised_url(&common);
+    let web = web_config(&common, &advertised).map_err(|e| (exit::USAGE, e.0))?;
+    let executor = web.executor_binary.clone();
+    let listener = bind(web.listen)
+        .await
+        .map_err(|e| (exit::FAILURE, e.to_string()))?;
     let testbed = TestbedConfig {
         listen: "127.0.0.1:0".parse().expect("literal address"),
-        agents: (0..args.agents.max(1))
+        agents: (0..args.agents)
             .map(|i| {
                 AgentSpec::new(&format!("agent-{i}"), DEFAULT_AGENT_RESOURCES)
                     .with_attributes(&format!("rack:r{}", i % 2))
@@ -72,24 +77,21 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
         run_executors: executor.clone(),
         ..TestbedConfig::default()
     };
-    let testbed = Testbed::start(testbed)
-        .await
-        .map_err(|e| (exit::FAILURE, format!("starting the embedded testbed: {e}")))?;
+    let testbed = Testbed::start(testbed).await.map_err(|e| {
+        (
+            exit::FAILURE,
+            format!("starting the embedded testbed: {e:#}"),
+        )
+    })?;
 
-    let advertised = common.advertised_url();
-    let web = web_config(&common, &advertised).map_err(|e| (exit::USAGE, e.0))?;
-    let mut core = core_config(&common, &advertised, true);
-    core.framework_name.clone_from(&common.framework_name);
-    core.failover_timeout = Duration::from_secs(3600);
-    core.reconcile.initial_delay = Duration::from_secs(30);
-    core.reconcile.interval = Duration::from_secs(300);
-    core.decline_refuse_seconds = 10.0;
+    let core = core_config(&common, &Defaults::DEMO, &advertised, true);
     let client = ClientConfig::new(
         MasterSpec::parse(&testbed.url()).map_err(|e| (exit::FAILURE, e.to_string()))?,
     );
     let coordinator = Arc::new(MemoryCoordinator::new(replica_info(&advertised, "demo")));
     let shutdown = CancellationToken::new();
-    let running = start_replica(
+    let running = start_replica_on(
+        listener,
         core,
         client,
         coordinator.clone(),
@@ -102,9 +104,10 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
     println!("mesos-appliance demo");
     println!("  dashboard:     http://{}", running.web_addr);
     println!(
-        "  mesos-testbed: {} ({} agents{})",
+        "  mesos-testbed: {} ({} agent{}{})",
         testbed.url(),
-        args.agents.max(1),
+        args.agents,
+        if args.agents == 1 { "" } else { "s" },
         if executor.is_some() {
             ", real executors"
         } else {

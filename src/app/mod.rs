@@ -8,10 +8,12 @@ pub mod demo;
 pub mod serve;
 pub mod uninstall;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::{Coordinator, ReplicaInfo};
@@ -23,7 +25,7 @@ use crate::scheduler::metrics::Metrics;
 use crate::scheduler::services::{ServiceSpec, parse_services_file};
 use crate::scheduler::{SchedulerHandle, supervisor};
 use crate::web::{self, AppState, WebConfig};
-use cli::CommonArgs;
+use cli::{ClusterArgs, CommonArgs, Defaults};
 
 /// A configuration problem, reported with exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -42,11 +44,11 @@ pub fn load_services(path: Option<&Path>) -> Result<Vec<ServiceSpec>, ConfigErro
 }
 
 /// The Mesos client settings from the flags (`--master`, `--principal`, `--secret-file`).
-pub fn client_config(common: &CommonArgs, master: &str) -> Result<ClientConfig, ConfigError> {
+pub fn client_config(cluster: &ClusterArgs, master: &str) -> Result<ClientConfig, ConfigError> {
     let spec = MasterSpec::parse(master).map_err(|e| ConfigError(format!("--master: {e}")))?;
     let mut config = ClientConfig::new(spec);
-    config.zk_session_timeout = common.zk_session_timeout;
-    match (&common.principal, &common.secret_file) {
+    config.zk_session_timeout = cluster.zk_session_timeout();
+    match (&cluster.principal, &cluster.secret_file) {
         (Some(principal), Some(file)) => {
             config.credentials = Some(
                 Credentials::from_secret_file(principal.clone(), file)
@@ -59,9 +61,11 @@ pub fn client_config(common: &CommonArgs, master: &str) -> Result<ClientConfig, 
     Ok(config)
 }
 
-/// The core's settings from the flags.
+/// The core's settings from the flags; `defaults` fill in the timing flags
+/// that were not given ([`Defaults::SERVE`] or [`Defaults::DEMO`]).
 pub fn core_config(
     common: &CommonArgs,
+    defaults: &Defaults,
     advertised_url: &str,
     executor_available: bool,
 ) -> CoreConfig {
@@ -71,18 +75,23 @@ pub fn core_config(
     if let Some(user) = &common.framework_user {
         c.user.clone_from(user);
     }
-    c.principal.clone_from(&common.principal);
-    c.failover_timeout = common.failover_timeout;
+    c.failover_timeout = common.failover_timeout.unwrap_or(defaults.failover_timeout);
     c.hostname = hostname_of(advertised_url);
     c.webui_url = advertised_url.to_string();
     c.strategy = common.framework_deployment_strategy.into();
     c.on_framework_removed = common.on_framework_removed;
-    c.upgrade_max_unavailable = common.upgrade_max_unavailable.max(1);
+    c.upgrade_max_unavailable = common.upgrade_max_unavailable;
     c.offer_ttl = common.offer_ttl;
     c.offer_linger = common.offer_linger_ttl;
-    c.decline_refuse_seconds = common.decline_refuse_seconds;
-    c.reconcile.interval = common.reconcile_interval;
-    c.reconcile.initial_delay = common.reconcile_initial_delay;
+    c.decline_refuse_seconds = common
+        .decline_refuse_seconds
+        .unwrap_or(defaults.decline_refuse_seconds);
+    c.reconcile.interval = common
+        .reconcile_interval
+        .unwrap_or(defaults.reconcile_interval);
+    c.reconcile.initial_delay = common
+        .reconcile_initial_delay
+        .unwrap_or(defaults.reconcile_initial_delay);
     c.reconcile.cooldown = common.reconcile_cooldown;
     c.reconcile.explicit_max_backoff = common.explicit_reconcile_max_backoff;
     c.reconcile.explicit_abort_timeout = common.explicit_reconcile_abort_timeout;
@@ -96,38 +105,75 @@ pub fn core_config(
     c
 }
 
+/// The host of `url` for `FrameworkInfo.hostname`: an IPv6 address without
+/// its brackets; `localhost` if the URL has none.
 fn hostname_of(url: &str) -> String {
-    url.split("://")
-        .nth(1)
-        .and_then(|rest| rest.split(['/', ':']).next())
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
         .filter(|h| !h.is_empty())
-        .unwrap_or("localhost")
-        .to_string()
+        .unwrap_or_else(|| "localhost".to_string())
 }
 
-/// `--executor-binary`, or `mesos-appliance-executor` next to this binary.
-pub fn executor_binary(common: &CommonArgs) -> Option<PathBuf> {
+/// The URL this replica advertises (see [`CommonArgs::advertised_url`]),
+/// with a warning when it had to be guessed from this machine's name.
+pub fn advertised_url(common: &CommonArgs) -> String {
+    let url = common.advertised_url(crate::util::hostname);
+    if common.advertised_url.is_none() && common.listen.ip().is_unspecified() {
+        tracing::warn!(
+            listen = %common.listen,
+            advertised = %url,
+            "--listen is a wildcard address: advertising this host's name; set --advertised-url \
+             to the URL agents, users and other replicas reach this replica at"
+        );
+    }
+    url
+}
+
+/// `--executor-binary` (which must be a file), or
+/// `mesos-appliance-executor` next to this binary if it is there.
+///
+/// # Errors
+/// `--executor-binary` names something that is not a file.
+pub fn executor_binary(common: &CommonArgs) -> Result<Option<PathBuf>, ConfigError> {
     if let Some(path) = &common.executor_binary {
-        return Some(path.clone());
+        return match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => Ok(Some(path.clone())),
+            Ok(_) => Err(ConfigError(format!(
+                "--executor-binary {}: not a file",
+                path.display()
+            ))),
+            Err(e) => Err(ConfigError(format!(
+                "--executor-binary {}: {e}",
+                path.display()
+            ))),
+        };
     }
     let sibling = std::env::current_exe()
-        .ok()?
-        .with_file_name(crate::scheduler::taskinfo::EXECUTOR_BINARY);
-    sibling.is_file().then_some(sibling)
+        .ok()
+        .map(|exe| exe.with_file_name(crate::scheduler::taskinfo::EXECUTOR_BINARY));
+    Ok(sibling.filter(|path| path.is_file()))
 }
 
 /// The deployment ID: `--deployment-id`, or a hash of the version and the
 /// settings that shape the workload (DESIGN.md §2a).
-pub fn deployment_id(common: &CommonArgs, services: &[ServiceSpec]) -> String {
-    if let Some(id) = &common.deployment_id {
+pub fn deployment_id(
+    common: &CommonArgs,
+    cluster: &ClusterArgs,
+    services: &[ServiceSpec],
+) -> String {
+    if let Some(id) = &cluster.deployment_id {
         return id.clone();
     }
+    let failover_timeout = common
+        .failover_timeout
+        .unwrap_or(Defaults::SERVE.failover_timeout);
     let identity = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "framework": common.framework_name,
         "role": common.framework_role,
         "strategy": format!("{:?}", common.framework_deployment_strategy),
-        "failover_timeout": common.failover_timeout.as_secs(),
+        "failover_timeout": failover_timeout.as_secs(),
         "services": services,
     });
     let text = identity.to_string();
@@ -149,10 +195,44 @@ pub struct Running {
     pub web: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-/// Starts the supervisor and the web layer on `coordinator`; both stop when
-/// `shutdown` is cancelled.
-#[allow(clippy::too_many_arguments)]
+/// Binds the dashboard's address. Replicas bind before they join the
+/// election, so that one that cannot serve never leads.
+///
+/// # Errors
+/// [`web::ServeError::Bind`], naming the address.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, web::ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| web::ServeError::Bind { addr, source })
+}
+
+/// Binds `web_config.listen`, then starts the supervisor and the web layer
+/// on `coordinator` as [`start_replica_on`] does.
 pub async fn start_replica(
+    core: CoreConfig,
+    client: ClientConfig,
+    coordinator: Arc<dyn Coordinator>,
+    services: Vec<ServiceSpec>,
+    web_config: WebConfig,
+    shutdown: CancellationToken,
+) -> Result<Running, web::ServeError> {
+    let listener = bind(web_config.listen).await?;
+    start_replica_on(
+        listener,
+        core,
+        client,
+        coordinator,
+        services,
+        web_config,
+        shutdown,
+    )
+    .await
+}
+
+/// Starts the supervisor and the web layer (on `listener`) on
+/// `coordinator`; both stop when `shutdown` is cancelled.
+pub async fn start_replica_on(
+    listener: TcpListener,
     core: CoreConfig,
     client: ClientConfig,
     coordinator: Arc<dyn Coordinator>,
@@ -172,7 +252,7 @@ pub async fn start_replica(
     let (handle, supervisor_task) = supervisor::start(core, deps, shutdown.clone());
     let state = AppState::new(web_config, handle.clone(), coordinator, Arc::new(registry));
     let stop = shutdown.clone();
-    let server = match web::serve(state, async move { stop.cancelled().await }).await {
+    let server = match web::serve_on(listener, state, async move { stop.cancelled().await }).await {
         Ok(server) => server,
         Err(e) => {
             shutdown.cancel();
@@ -205,5 +285,78 @@ pub async fn stop_signal() {
     tokio::select! {
         _ = term => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use cli::{Cli, Job};
+
+    fn common(args: &[&str]) -> CommonArgs {
+        match Cli::job_from(std::iter::once("mesos-appliance").chain(args.iter().copied())) {
+            Ok(Job::Serve(common, _) | Job::Demo(common, _)) => common,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn framework_hostname_comes_from_the_advertised_url() {
+        assert_eq!(hostname_of("http://box:18181"), "box");
+        assert_eq!(hostname_of("https://box.example/appliance"), "box.example");
+        assert_eq!(hostname_of("http://[::1]:18181"), "::1");
+        assert_eq!(hostname_of("http://10.0.0.5:80"), "10.0.0.5");
+    }
+
+    #[test]
+    fn timing_flags_fall_back_to_the_subcommand_defaults() {
+        let c = core_config(&common(&[]), &Defaults::SERVE, "http://h:1", false);
+        assert_eq!(c.failover_timeout, Defaults::SERVE.failover_timeout);
+        assert_eq!(c.decline_refuse_seconds, 120.0);
+        let c = core_config(&common(&["demo"]), &Defaults::DEMO, "http://h:1", true);
+        assert_eq!(c.failover_timeout, Duration::from_secs(3600));
+        assert_eq!(c.reconcile.interval, Defaults::DEMO.reconcile_interval);
+        assert_eq!(
+            c.reconcile.initial_delay,
+            Defaults::DEMO.reconcile_initial_delay
+        );
+        assert_eq!(c.decline_refuse_seconds, 10.0);
+        let given = common(&[
+            "demo",
+            "--failover-timeout",
+            "2h",
+            "--reconcile-interval",
+            "1m",
+            "--reconcile-initial-delay",
+            "5s",
+            "--decline-refuse-seconds",
+            "1.5",
+        ]);
+        let c = core_config(&given, &Defaults::DEMO, "http://h:1", true);
+        assert_eq!(c.failover_timeout, Duration::from_secs(7200));
+        assert_eq!(c.reconcile.interval, Duration::from_secs(60));
+        assert_eq!(c.reconcile.initial_delay, Duration::from_secs(5));
+        assert_eq!(c.decline_refuse_seconds, 1.5);
+    }
+
+    #[test]
+    fn a_missing_executor_binary_is_a_configuration_error() {
+        let e =
+            executor_binary(&common(&["--executor-binary", "/nonexistent/executor"])).unwrap_err();
+        assert!(
+            e.0.contains("--executor-binary /nonexistent/executor"),
+            "{}",
+            e.0
+        );
+        let e = executor_binary(&common(&["--executor-binary", "/"])).unwrap_err();
+        assert!(e.0.contains("not a file"), "{}", e.0);
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let path = file.path().to_str().unwrap();
+        assert_eq!(
+            executor_binary(&common(&["--executor-binary", path])).unwrap(),
+            Some(PathBuf::from(path))
+        );
     }
 }

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::cli::{CommonArgs, exit};
+use super::cli::{ClusterArgs, CommonArgs, Defaults, exit};
 use super::{
-    ConfigError, client_config, core_config, deployment_id, executor_binary, load_services,
-    replica_info, start_replica, stop_signal,
+    ConfigError, advertised_url, bind, client_config, core_config, deployment_id, executor_binary,
+    load_services, replica_info, start_replica_on, stop_signal,
 };
 use crate::coordination::Coordinator;
 use crate::coordination::memory::MemoryCoordinator;
@@ -23,8 +23,8 @@ use crate::scheduler::deployment;
 use crate::web::WebConfig;
 
 /// Runs a replica until a stop signal or a fence; returns the exit code.
-pub async fn run(common: CommonArgs) -> ExitCode {
-    match run_inner(common).await {
+pub async fn run(common: CommonArgs, cluster: ClusterArgs) -> ExitCode {
+    match run_inner(common, cluster).await {
         Ok(code) => ExitCode::from(code),
         Err(Failure::Config(e)) => {
             eprintln!("mesos-appliance: {e}");
@@ -59,7 +59,7 @@ pub fn web_config(common: &CommonArgs, advertised_url: &str) -> Result<WebConfig
     }
     web.insecure_actions = common.insecure_actions;
     web.handler_timeout = common.http_handler_timeout;
-    web.executor_binary = executor_binary(common);
+    web.executor_binary = executor_binary(common)?;
     if !web.actions_protected_on(common.listen) {
         return Err(ConfigError(format!(
             "--listen {} is not a loopback address and actions would be unprotected: \
@@ -70,31 +70,45 @@ pub fn web_config(common: &CommonArgs, advertised_url: &str) -> Result<WebConfig
     Ok(web)
 }
 
-async fn run_inner(common: CommonArgs) -> Result<u8, Failure> {
-    let master = common.master.clone().ok_or_else(|| {
+async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failure> {
+    let master = cluster.master.clone().ok_or_else(|| {
         ConfigError("--master is required (http://host:port or zk://host:port/mesos)".into())
     })?;
+    let zk = cluster
+        .zk
+        .as_deref()
+        .map(|url| ZkUrl::parse(url, &common.framework_name))
+        .transpose()
+        .map_err(|e| ConfigError(format!("--zk: {e}")))?;
     let services = load_services(common.services.as_deref())?;
-    let advertised = common.advertised_url();
+    let advertised = advertised_url(&common);
     let web = web_config(&common, &advertised)?;
-    let client = client_config(&common, &master)?;
-    let deployment = deployment_id(&common, &services);
-    let mut core = core_config(&common, &advertised, web.executor_binary.is_some());
+    let client = client_config(&cluster, &master)?;
+    let deployment = deployment_id(&common, &cluster, &services);
+    let mut core = core_config(
+        &common,
+        &Defaults::SERVE,
+        &advertised,
+        web.executor_binary.is_some(),
+    );
+    core.principal.clone_from(&cluster.principal);
     core.deployment_id.clone_from(&deployment);
     let replica = replica_info(&advertised, &deployment);
     tracing::info!(replica = %replica.replica_id, %deployment, strategy = ?core.strategy, "starting replica");
+    // Before the election: a replica that cannot serve must never lead.
+    let listener = bind(web.listen)
+        .await
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
 
-    let coordinator: Arc<dyn Coordinator> = match &common.zk {
+    let coordinator: Arc<dyn Coordinator> = match zk {
         None => {
             tracing::warn!("no --zk: in-memory state, one replica only; state is lost on exit");
             Arc::new(MemoryCoordinator::new(replica))
         }
         Some(url) => {
-            let url = ZkUrl::parse(url, &common.framework_name)
-                .map_err(|e| ConfigError(format!("--zk: {e}")))?;
             let mut config =
-                ZkConfig::new(url, replica).with_session_timeout(common.zk_session_timeout);
-            config.private_acl = common.zk_private_acl;
+                ZkConfig::new(url, replica).with_session_timeout(cluster.zk_session_timeout());
+            config.private_acl = cluster.zk_private_acl;
             Arc::new(
                 ZkCoordinator::start(config)
                     .await
@@ -116,7 +130,8 @@ async fn run_inner(common: CommonArgs) -> Result<u8, Failure> {
     ));
     // upgrade and hard: this deployment's services file is authoritative.
     core.replace_services = core.strategy != crate::coordination::Strategy::Failover;
-    let running = start_replica(
+    let running = start_replica_on(
+        listener,
         core,
         client,
         coordinator.clone(),

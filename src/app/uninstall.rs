@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::cli::{CommonArgs, UninstallArgs, exit};
+use super::cli::{ClusterArgs, CommonArgs, UninstallArgs, exit};
 use super::{client_config, replica_info};
 use crate::coordination::url::ZkUrl;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
@@ -29,8 +29,8 @@ use crate::coordination::{Coordinator, DeploymentRecord, Expect, Strategy};
 use crate::mesos::operator::{self, OperatorClient};
 
 /// Runs the job; prints what it does on stdout.
-pub async fn run(common: CommonArgs, args: UninstallArgs) -> ExitCode {
-    match uninstall(&common, &args).await {
+pub async fn run(common: CommonArgs, cluster: ClusterArgs, args: UninstallArgs) -> ExitCode {
+    match uninstall(&common, &cluster, &args).await {
         Ok(()) => ExitCode::from(exit::OK),
         Err(Error::Usage(e)) => {
             eprintln!("mesos-appliance uninstall: {e}");
@@ -48,27 +48,31 @@ enum Error {
     Failed(String),
 }
 
-async fn uninstall(common: &CommonArgs, args: &UninstallArgs) -> Result<(), Error> {
-    let master = common
+async fn uninstall(
+    common: &CommonArgs,
+    cluster: &ClusterArgs,
+    args: &UninstallArgs,
+) -> Result<(), Error> {
+    let master = cluster
         .master
         .as_deref()
         .ok_or_else(|| Error::Usage("--master is required".into()))?;
-    let mut client = client_config(common, master).map_err(|e| Error::Usage(e.0))?;
+    let mut client = client_config(cluster, master).map_err(|e| Error::Usage(e.0))?;
     // An unreachable master fails the job within --wait, not the default minute.
     client.operator_retry_for = args.wait;
     let cancel = CancellationToken::new();
     let operator = OperatorClient::start(&client, cancel.clone());
 
-    let coordinator = match &common.zk {
+    let coordinator = match &cluster.zk {
         None => None,
         Some(url) => {
             let url = ZkUrl::parse(url, &common.framework_name)
                 .map_err(|e| Error::Usage(format!("--zk: {e}")))?;
             let root = url.root.clone();
             let mut config = ZkConfig::new(url, replica_info("uninstall", "uninstall"))
-                .with_session_timeout(common.zk_session_timeout);
+                .with_session_timeout(cluster.zk_session_timeout());
             config.join_election = false;
-            config.private_acl = common.zk_private_acl;
+            config.private_acl = cluster.zk_private_acl;
             let c = ZkCoordinator::start(config)
                 .await
                 .map_err(|e| Error::Failed(format!("ZooKeeper: {e}")))?;

@@ -1,6 +1,8 @@
 //! `mesos-testbed`: a stand-in Apache Mesos master with simulated agents and
 //! fault injection. See `mesos-testbed --help` and README.
 
+use std::io::IsTerminal;
+
 use clap::Parser;
 use mesos_appliance::testbed::{Testbed, TestbedArgs};
 
@@ -11,6 +13,8 @@ async fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not in log files.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let args = TestbedArgs::parse();
     let config = match args.into_config() {

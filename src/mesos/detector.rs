@@ -22,7 +22,7 @@ mod zookeeper;
 pub use spec::{DEFAULT_MASTER_PORT, MasterAddress, MasterSpec, MasterSpecError, Scheme};
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use reqwest::header::LOCATION;
@@ -157,10 +157,27 @@ fn publish(tx: &watch::Sender<Option<MasterAddress>>, leader: Option<MasterAddre
         if *current == leader {
             return false;
         }
-        tracing::info!(leader = ?leader, previous = ?current, "leading Mesos master");
+        log_leader(&leader);
         *current = leader;
         true
     });
+}
+
+/// The leader last logged by any detector of this process.
+static LOGGED_LEADER: Mutex<Option<MasterAddress>> = Mutex::new(None);
+
+/// Logs a detected leader when it differs from the last one logged. A
+/// replica runs several detectors (the scheduler client's, the operator
+/// client's, a new one per re-subscription), each starting from "none
+/// known": the change is one line, not one per detector.
+fn log_leader(leader: &Option<MasterAddress>) {
+    let mut logged = LOGGED_LEADER.lock().unwrap_or_else(PoisonError::into_inner);
+    if *logged == *leader {
+        tracing::debug!(leader = ?leader, "leading Mesos master (unchanged)");
+        return;
+    }
+    tracing::info!(leader = ?leader, previous = ?*logged, "leading Mesos master");
+    logged.clone_from(leader);
 }
 
 /// Probes the list until a leader is found, then waits for a redetect request.

@@ -198,6 +198,7 @@ Fault injection and inspection (JSON; not part of Mesos):
   GET  /testbed/executors                   executor processes (--run-executors)
   POST /testbed/agents/{id}/restart         body {\"down_ms\": 1000}: the agent dies and
                                             restarts (--run-executors)
+  Delays (reregister_delay_ms, down_ms) are at most 3600000 (one hour).
 
 Process mode (--run-executors): tasks whose ExecutorInfo command ends with
 mesos-appliance-executor run that binary for real, one process per executor,
@@ -251,10 +252,10 @@ pub struct TestbedArgs {
     /// Interval of HEARTBEAT events (Mesos: fixed 15 s); shorten for tests.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub heartbeat_interval: Duration,
-    /// First retry of an unacknowledged status update (Mesos: 10 s); doubles up to the maximum.
+    /// First retry of an unacknowledged status update, above zero (Mesos: 10 s); doubles up to the maximum.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub status_update_retry_min: Duration,
-    /// Maximum interval between status update retries (Mesos: 10 min).
+    /// Maximum interval between status update retries, at least the first (Mesos: 10 min).
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub status_update_retry_max: Duration,
     /// Time from an accepted LAUNCH to TASK_STARTING.
@@ -316,6 +317,20 @@ impl TestbedArgs {
         if self.allocation_interval.is_zero() || self.heartbeat_interval.is_zero() {
             return Err("--allocation-interval and --heartbeat-interval must be positive".into());
         }
+        // A zero retry would resend unacknowledged updates in a busy loop.
+        if self.status_update_retry_min.is_zero() {
+            return Err("--status-update-retry-min must be positive".into());
+        }
+        if self.status_update_retry_max < self.status_update_retry_min {
+            return Err(format!(
+                "--status-update-retry-max ({}) must be at least --status-update-retry-min ({})",
+                humantime::format_duration(self.status_update_retry_max),
+                humantime::format_duration(self.status_update_retry_min)
+            ));
+        }
+        if let Some(zk) = &self.zk {
+            crate::coordination::url::ZkUrl::parse_mesos(zk).map_err(|e| format!("--zk: {e}"))?;
+        }
         let run_executors = match self.run_executors {
             Some(None) => Some(sibling_executor()?),
             Some(Some(path)) => Some(path),
@@ -333,9 +348,7 @@ impl TestbedArgs {
             allocation_interval: self.allocation_interval,
             heartbeat_interval: self.heartbeat_interval,
             status_update_retry_min: self.status_update_retry_min,
-            status_update_retry_max: self
-                .status_update_retry_max
-                .max(self.status_update_retry_min),
+            status_update_retry_max: self.status_update_retry_max,
             launch_delay: self.launch_delay,
             max_completed_frameworks: self.max_completed_frameworks,
             zk: self.zk,
@@ -409,6 +422,54 @@ mod tests {
     fn parse(args: &[&str]) -> TestbedArgs {
         TestbedArgs::try_parse_from(std::iter::once("mesos-testbed").chain(args.iter().copied()))
             .expect("arguments parse")
+    }
+
+    #[test]
+    fn status_update_retries_must_be_positive_and_ordered() {
+        for args in [
+            &["--status-update-retry-min", "0s"][..],
+            &[
+                "--status-update-retry-min",
+                "0s",
+                "--status-update-retry-max",
+                "0s",
+            ][..],
+            &[
+                "--status-update-retry-min",
+                "10s",
+                "--status-update-retry-max",
+                "5s",
+            ][..],
+        ] {
+            let error = parse(args).into_config().unwrap_err();
+            assert!(
+                error.contains("--status-update-retry-m"),
+                "{args:?}: {error}"
+            );
+        }
+        let config = parse(&[
+            "--status-update-retry-min",
+            "1s",
+            "--status-update-retry-max",
+            "1s",
+        ])
+        .into_config()
+        .unwrap();
+        assert_eq!(config.status_update_retry_min, Duration::from_secs(1));
+        assert_eq!(config.status_update_retry_max, Duration::from_secs(1));
+        let defaults = parse(&[]).into_config().unwrap();
+        assert_eq!(defaults.status_update_retry_min, Duration::from_secs(10));
+        assert_eq!(defaults.status_update_retry_max, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn a_zk_flag_that_is_no_zk_url_is_a_usage_error() {
+        let error = parse(&["--zk", "nope"]).into_config().unwrap_err();
+        assert!(error.starts_with("--zk: "), "{error}");
+        let config = parse(&["--zk", "zk://127.0.0.1:2181/mesos"])
+            .into_config()
+            .unwrap();
+        assert_eq!(config.zk.as_deref(), Some("zk://127.0.0.1:2181/mesos"));
     }
 
     #[test]

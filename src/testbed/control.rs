@@ -19,7 +19,8 @@
 //! | `GET /testbed/executors` | `{"executors": [ExecutorView…]}`: executor processes (process mode) |
 //! | `POST /testbed/agents/{agent_id}/restart` `{"down_ms": 1000}` | process mode: the agent dies and comes back after `down_ms` (see `agent_restart`) |
 //!
-//! Unknown agents or frameworks answer 404.
+//! Unknown agents or frameworks answer 404; delays (`reregister_delay_ms`,
+//! `down_ms`) above one hour answer 400 with `{"error": "…"}`.
 
 use std::time::Duration;
 
@@ -75,11 +76,33 @@ async fn restart_agent(
     let down = body
         .map(|Json(b)| b.down_ms)
         .unwrap_or_else(default_reregister_delay_ms);
+    let down = match bounded_delay("down_ms", down) {
+        Ok(down) => down,
+        Err(error) => return bad_request(error),
+    };
     let mut master = app.lock();
     let found = master
         .agent_index(&agent_id)
-        .is_some_and(|index| master.restart_agent(index, Duration::from_millis(down)));
+        .is_some_and(|index| master.restart_agent(index, down));
     done(found)
+}
+
+/// The longest delay a fault may ask for: one hour, in milliseconds. Longer
+/// is a typo, and far beyond any test; near `u64::MAX` the timer overflows.
+const MAX_DELAY_MS: u64 = 3_600_000;
+
+/// `ms` as a delay, or the 400 to answer when it exceeds [`MAX_DELAY_MS`].
+fn bounded_delay(field: &str, ms: u64) -> Result<Duration, String> {
+    if ms > MAX_DELAY_MS {
+        return Err(format!(
+            "{field} must be at most {MAX_DELAY_MS} (one hour), got {ms}"
+        ));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+fn bad_request(error: String) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({ "error": error }))).into_response()
 }
 
 fn done(found: bool) -> Response {
@@ -181,6 +204,11 @@ async fn failover(State(app): State<App>, body: Option<Json<FailoverBody>>) -> R
     let delay = body
         .map(|Json(b)| b.reregister_delay_ms)
         .unwrap_or_else(default_reregister_delay_ms);
-    app.lock().simulate_failover(Duration::from_millis(delay));
-    done(true)
+    match bounded_delay("reregister_delay_ms", delay) {
+        Ok(delay) => {
+            app.lock().simulate_failover(delay);
+            done(true)
+        }
+        Err(error) => bad_request(error),
+    }
 }

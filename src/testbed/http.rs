@@ -185,11 +185,12 @@ pub(crate) fn parse_error(
         (Encoding::Protobuf, _) | (_, None) => format!("Failed to parse body into {name} protobuf"),
         (Encoding::Json, Some(JsonError::Syntax { line, column, .. })) => {
             // picojson (used by stout) reports the line and the input from the
-            // error position to the end of that line.
+            // error position to the end of that line; we cut that excerpt
+            // short, so that a huge body is not echoed back.
             let near = body
                 .split(|b| *b == b'\n')
                 .nth(line.saturating_sub(1))
-                .map(|l| String::from_utf8_lossy(l.get(column..).unwrap_or(&[])).into_owned())
+                .map(|l| excerpt(l.get(column..).unwrap_or(&[]), NEAR_LIMIT))
                 .unwrap_or_default();
             format!("Failed to parse body into JSON: syntax error at line {line} near: {near}")
         }
@@ -198,6 +199,23 @@ pub(crate) fn parse_error(
         }
     };
     Refusal(StatusCode::BAD_REQUEST, message)
+}
+
+/// Longest excerpt of the input after "near: " in a JSON syntax error, in bytes.
+pub(crate) const NEAR_LIMIT: usize = 100;
+
+/// At most `limit` bytes of `bytes` as text, cut at a character boundary
+/// (invalid UTF-8 shows as U+FFFD).
+fn excerpt(bytes: &[u8], limit: usize) -> String {
+    let mut cut = &bytes[..bytes.len().min(limit)];
+    if cut.len() < bytes.len()
+        && let Err(e) = std::str::from_utf8(cut)
+        && e.error_len().is_none()
+    {
+        // The limit fell inside a character: leave it out.
+        cut = &cut[..e.valid_up_to()];
+    }
+    String::from_utf8_lossy(cut).into_owned()
 }
 
 /// Decodes a call body: protobuf (a message missing `required` fields does
@@ -213,5 +231,42 @@ pub(crate) fn decode<M: prost::Message + prost::Name + Default>(
         },
         Encoding::Json => crate::mesos::json::from_slice(body)
             .map_err(|e| parse_error("Call", encoding, body, Some(e))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_are_bounded_and_cut_between_characters() {
+        assert_eq!(excerpt(b"", 100), "");
+        assert_eq!(excerpt(b"abc", 100), "abc");
+        assert_eq!(excerpt(&[b'x'; 500], 100), "x".repeat(100));
+        // 'é' is two bytes: the 100th byte would split the 50th one.
+        let text = format!("a{}", "é".repeat(100));
+        let cut = excerpt(text.as_bytes(), 100);
+        assert_eq!(cut, format!("a{}", "é".repeat(49)));
+        assert!(cut.len() <= 100);
+        // Invalid bytes inside the excerpt still show.
+        assert_eq!(excerpt(b"a\xffb", 100), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn a_huge_malformed_body_is_not_echoed() {
+        let body = format!("{{\"type\": {}", "x".repeat(1_000_000));
+        let error =
+            crate::mesos::json::from_slice::<crate::mesos::v1::scheduler::Call>(body.as_bytes())
+                .unwrap_err();
+        let Refusal(status, text) =
+            parse_error("Call", Encoding::Json, body.as_bytes(), Some(error));
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let prefix = "Failed to parse body into JSON: syntax error at line 1 near: ";
+        assert!(text.starts_with(prefix), "{text}");
+        assert!(
+            text.len() <= prefix.len() + NEAR_LIMIT,
+            "{} bytes",
+            text.len()
+        );
     }
 }

@@ -50,6 +50,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{any, get};
@@ -97,7 +98,9 @@ impl Testbed {
             .map(crate::coordination::url::ZkUrl::parse_mesos)
             .transpose()
             .map_err(|e| anyhow::anyhow!("--zk: {e}"))?;
-        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
         let body_limit = config.max_request_bytes;
         let session_timeout = config.zk_session_timeout;
@@ -355,7 +358,8 @@ fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> 
             true,
         ),
     };
-    std::fs::create_dir_all(&work_dir)?;
+    std::fs::create_dir_all(&work_dir)
+        .with_context(|| format!("creating the work directory {}", work_dir.display()))?;
     master.processes.work_dir = work_dir;
     master.processes.remove_work_dir = remove;
     master.processes.stop = stop.child_token();

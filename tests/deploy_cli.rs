@@ -1,0 +1,243 @@
+//! The binaries at their command lines: bad flag values are refused with
+//! exit code 2 and a message naming the flag; start-up failures name the
+//! address or directory; a replica that cannot listen never leads; logs
+//! written to a file carry no colour codes and name the leading master once;
+//! `demo` honours the flags its `--help` lists; the executor answers
+//! `--help` and `--version`.
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use support::processes::*;
+use support::zookeeper::free_port;
+
+const APPLIANCE: &str = env!("CARGO_BIN_EXE_mesos-appliance");
+const TESTBED: &str = env!("CARGO_BIN_EXE_mesos-testbed");
+const EXECUTOR: &str = env!("CARGO_BIN_EXE_mesos-appliance-executor");
+
+/// Runs `program args…` to completion (it must not need more than a few
+/// seconds), output captured.
+fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the binary")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn assert_exit(output: &Output, code: i32, args: &[&str], names: &str) {
+    let text = stderr(output);
+    assert_eq!(output.status.code(), Some(code), "{args:?}: {text}");
+    assert!(text.contains(names), "{args:?}: {names:?} not in {text}");
+}
+
+#[test]
+fn the_testbed_refuses_bad_flags_with_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--zk", "nope"], "--zk"),
+        (
+            &[
+                "--status-update-retry-min",
+                "0s",
+                "--status-update-retry-max",
+                "0s",
+            ],
+            "--status-update-retry-min",
+        ),
+        (
+            &[
+                "--status-update-retry-min",
+                "10s",
+                "--status-update-retry-max",
+                "1s",
+            ],
+            "--status-update-retry-max",
+        ),
+        (&["--allocation-interval", "0s"], "--allocation-interval"),
+    ];
+    for (args, names) in cases {
+        assert_exit(
+            &run(TESTBED, &[&["--port", "0"], *args].concat()),
+            2,
+            args,
+            names,
+        );
+    }
+}
+
+#[test]
+fn testbed_start_failures_name_the_address_or_the_directory() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let args = ["--port", &port];
+    assert_exit(
+        &run(TESTBED, &args),
+        1,
+        &args,
+        &format!("cannot listen on 127.0.0.1:{port}"),
+    );
+    let args = [
+        "--port",
+        "0",
+        "--run-executors",
+        EXECUTOR,
+        "--work-dir",
+        "/proc/nope",
+    ];
+    let output = run(TESTBED, &args);
+    assert_exit(&output, 1, &args, "/proc/nope");
+    assert!(
+        !stderr(&output).contains('\u{1b}'),
+        "colour codes: {}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn the_executor_answers_help_and_version() {
+    let help = run(EXECUTOR, &["--help"]);
+    assert_eq!(help.status.code(), Some(0), "{}", stderr(&help));
+    let text = String::from_utf8_lossy(&help.stdout);
+    // Every variable the executor reads is documented.
+    let config = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/executor/config.rs"),
+    )
+    .unwrap();
+    let config = config.split("#[cfg(test)]").next().unwrap();
+    let read = regex::Regex::new(r#"lookup\("([A-Z_]+)"\)|"(MESOS_[A-Z_]+)""#).unwrap();
+    let mut names = 0;
+    for found in read.captures_iter(config) {
+        let name = found.get(1).or(found.get(2)).unwrap().as_str();
+        assert!(text.contains(name), "{name} missing from --help:\n{text}");
+        names += 1;
+    }
+    assert!(names >= 10, "only {names} variables found in config.rs");
+    let version = run(EXECUTOR, &["--version"]);
+    assert_eq!(version.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("mesos-appliance-executor {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_exit(&run(EXECUTOR, &["--bogus"]), 2, &["--bogus"], "--bogus");
+    // Without the agent's environment: the C++ library's message, exit 1.
+    let bare = Command::new(EXECUTOR).env_clear().output().unwrap();
+    assert_exit(&bare, 1, &[], "Expecting 'MESOS_FRAMEWORK_ID'");
+}
+
+#[test]
+fn the_appliance_refuses_bad_flag_values() {
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--decline-refuse-seconds", "NaN"],
+            "--decline-refuse-seconds",
+        ),
+        (&["--decline-refuse-seconds=-5"], "--decline-refuse-seconds"),
+        (&["--framework-role", ""], "--framework-role"),
+        (&["--framework-role", "a b"], "--framework-role"),
+        (&["--framework-name", ""], "--framework-name"),
+        (&["--advertised-url", "not a url"], "--advertised-url"),
+        (
+            &["--upgrade-max-unavailable", "0"],
+            "--upgrade-max-unavailable",
+        ),
+        (&["demo", "--agents", "0"], "--agents"),
+        (&["demo", "--master", "http://m:5050"], "--master"),
+        (
+            &["--zk", "zk://z:2181/x", "demo"],
+            "--zk does not apply to demo",
+        ),
+        // Checked at start-up, before anything is bound or joined.
+        (
+            &[
+                "--master",
+                &dead,
+                "--executor-binary",
+                "/nonexistent/executor",
+            ],
+            "/nonexistent/executor",
+        ),
+        (
+            &["--master", &dead, "--executor-binary", "/"],
+            "--executor-binary /: not a file",
+        ),
+    ];
+    for (args, names) in cases {
+        assert_exit(&run(APPLIANCE, args), 2, args, names);
+    }
+}
+
+#[test]
+fn a_replica_that_cannot_listen_never_leads() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let args = ["--master", &dead, "--listen", &addr];
+    let output = run(APPLIANCE, &args);
+    assert_exit(&output, 1, &args, &format!("cannot listen on {addr}"));
+    assert!(
+        !stderr(&output).contains("became leader"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_honours_its_flags_and_counts_agents_right() {
+    let mut demo = Appliance::spawn(
+        "demo",
+        &["demo", "--agents", "1", "--failover-timeout", "2h"].map(String::from),
+    );
+    let state = demo
+        .wait_state("demo subscribed", WAIT, |s| {
+            framework_state(s) == "subscribed"
+        })
+        .await;
+    assert_eq!(state["framework"]["failover_timeout_seconds"], 7200.0);
+    let log = demo.log();
+    assert!(
+        log.contains("(1 agent") && !log.contains("1 agents"),
+        "{log}"
+    );
+    demo.signal(libc::SIGTERM);
+    assert_eq!(
+        demo.wait_exit(Duration::from_secs(20)).await.code(),
+        Some(0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_in_a_file_are_plain_and_name_the_leading_master_once() {
+    support::mesos::init();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let a = Appliance::spawn(
+        "plain",
+        &[
+            "--master".into(),
+            tb.url(),
+            "--framework-user".into(),
+            "root".into(),
+        ],
+    );
+    a.wait_state("subscribed", WAIT, |s| framework_state(s) == "subscribed")
+        .await;
+    let log = a.log();
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a log file:\n{log}"
+    );
+    assert_eq!(
+        log.matches("leading Mesos master").count(),
+        1,
+        "the leader is logged once:\n{log}"
+    );
+}
