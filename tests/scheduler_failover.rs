@@ -312,3 +312,73 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
     );
     second.stop().await;
 }
+
+/// A Mesos master failover under a running appliance (mesos-notes §7; the
+/// reconciliation guide: reconcile after every re-registration). The stream
+/// breaks, the leader re-subscribes with the same framework ID, and its
+/// explicit reconciliation goes unanswered until the agents re-register
+/// with the new master; then every task answers TASK_RUNNING. Nothing is
+/// launched or killed on the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mesos_master_failover_loses_no_task() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(3)).await.unwrap();
+    let specs =
+        services(json!([{"name": "svc", "command": "x", "cpus": 0.1, "mem": 32, "instances": 6}]));
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let s = replica
+        .wait_for("6 running", WAIT, |s| running(s, "svc") == 6)
+        .await;
+    let fid = s.framework.id.clone().unwrap();
+    let mut before: Vec<String> = s.tasks.iter().map(|t| t.task_id.clone()).collect();
+    before.sort();
+    let subscribed_runs = |s: &mesos_appliance::scheduler::Snapshot| {
+        s.reconciliation
+            .history
+            .iter()
+            .filter(|r| r.trigger == "subscribed")
+            .count()
+    };
+    let runs_before = subscribed_runs(&s);
+    let mark = tb.calls().len();
+
+    tb.simulate_master_failover(Duration::from_secs(2));
+    let s = replica
+        .wait_for("re-subscribed and reconciled", WAIT, |s| {
+            s.framework.state == FrameworkState::Subscribed
+                && subscribed_runs(s) > runs_before
+                && s.reconciliation
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|r| r.trigger == "subscribed")
+                    .is_some_and(|r| r.outcome == "converged" && r.answered == 6)
+        })
+        .await;
+    assert_eq!(
+        s.framework.id.as_deref(),
+        Some(fid.as_str()),
+        "same framework ID"
+    );
+    assert_eq!(running(&s, "svc"), 6);
+    let mut after: Vec<String> = s.tasks.iter().map(|t| t.task_id.clone()).collect();
+    after.sort();
+    assert_eq!(after, before, "the same tasks");
+
+    let calls = &tb.calls()[mark..];
+    let subscribe = calls
+        .iter()
+        .position(|c| c.call_type == "SUBSCRIBE")
+        .expect("re-subscribed");
+    assert_eq!(calls[subscribe].framework_id.as_deref(), Some(fid.as_str()));
+    assert!(
+        calls[subscribe..]
+            .iter()
+            .any(|c| c.call_type == "RECONCILE"),
+        "explicit reconciliation after re-subscribing"
+    );
+    assert!(calls.iter().all(|c| c.call_type != "KILL"), "no KILL");
+    let launched: Vec<String> = calls.iter().flat_map(|c| c.launched_task_ids()).collect();
+    assert!(launched.is_empty(), "no launches: {launched:?}");
+    replica.stop().await;
+}

@@ -150,6 +150,12 @@ impl OperatorClient {
         Self::new(config, detector, cancel)
     }
 
+    /// The leader detection this client follows, to share with a
+    /// [`crate::mesos::client::SchedulerClient::start_with_detector`].
+    pub fn detector(&self) -> &MasterDetector {
+        &self.detector
+    }
+
     /// Lists active, inactive and completed frameworks.
     ///
     /// # Errors

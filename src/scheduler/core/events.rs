@@ -57,8 +57,10 @@ impl Core {
             }
         }
         let cancel = self.term_token.child_token();
-        let (client, events) = SchedulerClient::start(
+        // One leader detection per term: the operator client's.
+        let (client, events) = SchedulerClient::start_with_detector(
             self.deps.client.clone(),
+            self.operator.detector().clone(),
             self.framework_info(),
             cancel.clone(),
         );
