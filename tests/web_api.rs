@@ -27,7 +27,11 @@ async fn state_names_the_framework_and_the_leader() {
         v["framework"]["master"],
         "http://master-1.cluster.test:5050"
     );
-    assert_eq!(v["framework"]["heartbeat_age_seconds"], 4.0);
+    // The sample's last event was 4 s before `now()`; ages are measured at
+    // request time, a moment later.
+    let age = v["framework"]["heartbeat_age_seconds"].as_f64().unwrap();
+    assert!((4.0..10.0).contains(&age), "{age}");
+    assert_eq!(v["framework"]["heartbeat_timeout_seconds"], 75.0);
     assert_eq!(v["leadership"]["role"], "leader");
     assert_eq!(v["leadership"]["leader_url"], "http://127.0.0.1:8080");
     assert_eq!(v["deployment"]["epoch"], 2);
@@ -208,6 +212,34 @@ async fn health_and_readiness() {
     );
     // Liveness does not depend on any of that.
     assert_eq!(web.send(get("/healthz")).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn ages_are_measured_at_request_time_not_snapshot_time() {
+    // Nothing changed for 100 s, so the latest snapshot is 100 s old and
+    // was made right after the last event from the master: the master has
+    // been silent since, longer than the heartbeat timeout (75 s).
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 3);
+    s.at = now() - 100.0;
+    s.framework.last_event_at = Some(now() - 100.0);
+    let web = TestWeb::new(test_config(), s.clone());
+    let v = web.send(get("/api/v1/state")).await.json();
+    let age = v["framework"]["heartbeat_age_seconds"].as_f64().unwrap();
+    assert!((100.0..110.0).contains(&age), "{age}");
+    assert_eq!(v["readiness"]["ready"], false, "{v}");
+    let r = web.send(get("/readyz")).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    let reason = r.json()["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("heartbeat timeout of 1m 15s"), "{reason}");
+    let html = web.send(get("/")).await.text();
+    assert!(html.contains("<dt>Last event</dt><dd>1m 4"), "{html}");
+    assert!(html.contains("not ready"));
+
+    // Silent for 60 s: late, but within the heartbeat timeout.
+    s.framework.last_event_at = Some(now() - 60.0);
+    web.publish(s);
+    let r = web.send(get("/readyz")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 }
 
 #[tokio::test]

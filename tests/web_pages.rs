@@ -149,7 +149,7 @@ async fn other_pages_render() {
 async fn text_from_the_cluster_is_escaped() {
     let mut s = leader_snapshot("http://127.0.0.1:8080", 2);
     s.events.push(event(
-        NOW,
+        now(),
         "error",
         "<script>alert('x')</script> & \"quoted\"",
     ));

@@ -82,6 +82,12 @@ pub struct FrameworkStatus {
     pub last_event_at: Option<f64>,
     /// The master's heartbeat interval in seconds.
     pub heartbeat_interval_seconds: Option<f64>,
+    /// The silence (no event of any kind) after which the Mesos client
+    /// declares the subscription dead, seconds: `k ×` the heartbeat interval
+    /// ([`ClientConfig::heartbeat_timeout`](crate::mesos::client::ClientConfig::heartbeat_timeout)).
+    /// Readiness fails past it.
+    #[serde(default)]
+    pub heartbeat_timeout_seconds: Option<f64>,
     /// The deployment strategy this replica runs with.
     pub strategy: Strategy,
 }
@@ -236,6 +242,7 @@ impl Snapshot {
                 subscribed_at: None,
                 last_event_at: None,
                 heartbeat_interval_seconds: None,
+                heartbeat_timeout_seconds: None,
                 strategy,
             },
             deployment: None,

@@ -34,6 +34,7 @@ use super::views::{
     StateView, TaskDetailView, TaskQuery, TasksView, readiness,
 };
 use crate::scheduler::{Command, FieldError, ServiceSpec, Snapshot};
+use crate::util::unix_now_secs;
 
 /// The problem for a query string that does not parse.
 fn bad_query(e: QueryRejection) -> AppError {
@@ -48,7 +49,7 @@ pub(crate) fn bad_path(e: PathRejection) -> AppError {
 /// `GET /api/v1/state`.
 pub async fn state(State(state): State<AppState>) -> Json<StateView> {
     let s = state.handle.snapshot();
-    Json(StateView::new(&s, &state.derived(&s)))
+    Json(StateView::new(&s, &state.derived(&s), unix_now_secs()))
 }
 
 /// `GET /api/v1/tasks`: filters and paging as [`TaskQuery`].
@@ -86,7 +87,7 @@ pub async fn replicas_view(state: &AppState, s: &Snapshot) -> ReplicasView {
             "cannot list election members: no answer within {timeout:?}"
         )),
     };
-    ReplicasView::new(s, members)
+    ReplicasView::new(s, members, unix_now_secs())
 }
 
 /// `GET /api/v1/replicas`.
@@ -280,11 +281,12 @@ struct ReadyBody<'a> {
     state: &'static str,
 }
 
-/// `GET /readyz`: 200 when ready (leader and subscribed, or follower of a
-/// live leader), else 503; the body says why either way.
+/// `GET /readyz`: 200 when ready (leader and subscribed, events arriving
+/// within the heartbeat timeout as of now; or follower of a live leader),
+/// else 503; the body says why either way.
 pub async fn readyz(State(state): State<AppState>) -> Response {
     let s = state.handle.snapshot();
-    let r = readiness(&s);
+    let r = readiness(&s, unix_now_secs());
     let status = if r.ready {
         StatusCode::OK
     } else {

@@ -141,7 +141,11 @@ val!(f64, Option<f64>, ReconcileKind, ExecutorKind);
 /// What every page shows around its content (header, navigation, banners),
 /// and the formatting helpers templates call.
 pub struct Chrome {
-    /// The snapshot time, the "now" of relative times.
+    /// When the snapshot shown was made (`app.js` refreshes the page when
+    /// a newer one is announced).
+    pub snapshot_at: f64,
+    /// The request's time, the "now" of relative times (the snapshot may
+    /// be older: it is republished only when something changes).
     pub now: f64,
     /// The active navigation entry.
     pub page: &'static str,
@@ -182,7 +186,8 @@ impl Chrome {
         json: impl Into<String>,
     ) -> Chrome {
         Chrome {
-            now: s.at,
+            snapshot_at: s.at,
+            now: crate::util::unix_now_secs(),
             page,
             title: title.into(),
             json: json.into(),
@@ -210,7 +215,7 @@ impl Chrome {
         format::time(at.val())
     }
 
-    /// A time relative to the snapshot, `12s ago`.
+    /// A time relative to now, `12s ago`.
     pub fn ago(&self, at: impl Val<f64>) -> String {
         format::ago(at.val(), self.now)
     }
@@ -221,7 +226,7 @@ impl Chrome {
             .map_or_else(|| "—".to_string(), |t| format::ago(t, self.now))
     }
 
-    /// Whether `at` is after the snapshot time.
+    /// Whether `at` is in the future.
     pub fn is_future(&self, at: impl Val<f64>) -> bool {
         at.val() > self.now
     }
@@ -287,16 +292,17 @@ struct OverviewPage {
 /// `GET /`: the overview.
 pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
     let s = state.handle.snapshot();
+    let chrome = Chrome::new(
+        &state,
+        &s,
+        &headers,
+        "overview",
+        "Overview",
+        "/api/v1/state",
+    );
     OverviewPage {
-        chrome: Chrome::new(
-            &state,
-            &s,
-            &headers,
-            "overview",
-            "Overview",
-            "/api/v1/state",
-        ),
-        view: StateView::new(&s, &state.derived(&s)),
+        view: StateView::new(&s, &state.derived(&s), chrome.now),
+        chrome,
         services: ServicesView::new(&s),
         events: s.events.iter().rev().take(8).cloned().collect(),
     }

@@ -8,7 +8,7 @@
 //! Also: sample snapshots (a leader with tasks, a follower), and request
 //! helpers for `tower::ServiceExt::oneshot`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -33,8 +33,14 @@ pub const FRAMEWORK_ID: &str = "7c1f3a9e-52b4-4d0e-9f3c-2a8b6e1d4c70-0000";
 pub const FRAMEWORK_NAME: &str = "mesos-appliance";
 /// The admin token of token-mode tests.
 pub const TOKEN: &str = "test-admin-token-0123456789";
-/// A fixed "now" for the sample snapshots (2026-11-28 10:00:00Z).
-pub const NOW: f64 = 1_795_860_000.0;
+/// "Now" for the sample snapshots: the wall clock when first asked, in
+/// whole seconds, fixed for the rest of the test binary. The web layer
+/// measures ages against the request's time, so samples must be recent for
+/// their ages (heartbeat age, readiness) to mean what the tests expect.
+pub fn now() -> f64 {
+    static NOW: OnceLock<f64> = OnceLock::new();
+    *NOW.get_or_init(|| mesos_appliance::util::unix_now_secs().floor())
+}
 
 /// Replica info for `url`.
 pub fn replica_info(id: &str, url: &str) -> ReplicaInfo {
@@ -43,7 +49,7 @@ pub fn replica_info(id: &str, url: &str) -> ReplicaInfo {
         advertised_url: url.to_string(),
         deployment_id: "dep-3f9a1c".to_string(),
         version: "0.1.0".to_string(),
-        started_at: (NOW - 3.0 * 3600.0) as u64,
+        started_at: (now() - 3.0 * 3600.0) as u64,
     }
 }
 
@@ -71,7 +77,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
     );
     let task_id = format!("{service}.{i}.{uuid}");
     let agent = i % 8;
-    let launched = NOW - 3000.0 + i as f64 * 7.0 + f64::from(generation) * 100.0;
+    let launched = now() - 3000.0 + i as f64 * 7.0 + f64::from(generation) * 100.0;
     let state = match (generation, i % 20) {
         (0, 5) => "TASK_STAGING",
         (0, 13) => "TASK_FAILED",
@@ -133,7 +139,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
 pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
     let replica = replica_info("replica-a", url);
     let mut s = Snapshot::standby(replica, FRAMEWORK_NAME, "*", Strategy::Failover);
-    s.at = NOW;
+    s.at = now();
     s.leadership = Leadership::Leader { term: 3 };
     s.framework = FrameworkStatus {
         id: Some(FRAMEWORK_ID.into()),
@@ -144,9 +150,10 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
         failover_timeout_seconds: 604_800.0,
         master: Some("http://master-1.cluster.test:5050".into()),
         master_version: Some("1.11.0".into()),
-        subscribed_at: Some(NOW - 2.5 * 3600.0),
-        last_event_at: Some(NOW - 4.0),
+        subscribed_at: Some(now() - 2.5 * 3600.0),
+        last_event_at: Some(now() - 4.0),
         heartbeat_interval_seconds: Some(15.0),
+        heartbeat_timeout_seconds: Some(75.0),
         strategy: Strategy::Failover,
     };
     s.deployment = Some(DeploymentRecord {
@@ -191,7 +198,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             starting: 0,
             killing: 0,
             consecutive_failures: 1,
-            next_launch_after: Some(NOW + 20.0),
+            next_launch_after: Some(now() + 20.0),
             waiting: None,
         },
     ];
@@ -205,8 +212,8 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             mem: 14_848.0,
             disk: 90_000.0,
             ports: "[31100-32000]".into(),
-            received_at: NOW - 3.0,
-            expires_at: NOW + 7.0,
+            received_at: now() - 3.0,
+            expires_at: now() + 7.0,
         })
         .collect();
     s.reconciliation = ReconciliationStatus {
@@ -214,8 +221,8 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
         history: vec![ReconcileRun {
             kind: ReconcileKind::Explicit,
             trigger: "subscribed".into(),
-            started_at: NOW - 2.5 * 3600.0,
-            finished_at: Some(NOW - 2.5 * 3600.0 + 1.5),
+            started_at: now() - 2.5 * 3600.0,
+            finished_at: Some(now() - 2.5 * 3600.0 + 1.5),
             asked: tasks,
             answered: tasks,
             unanswered: vec![],
@@ -224,19 +231,19 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
         }],
     };
     s.events = vec![
-        event(NOW - 3.0 * 3600.0, "leadership", "became leader (term 3)"),
+        event(now() - 3.0 * 3600.0, "leadership", "became leader (term 3)"),
         event(
-            NOW - 2.5 * 3600.0,
+            now() - 2.5 * 3600.0,
             "subscribed",
             &format!("SUBSCRIBED as {FRAMEWORK_ID}, heartbeat 15s"),
         ),
         event(
-            NOW - 2.5 * 3600.0 + 1.5,
+            now() - 2.5 * 3600.0 + 1.5,
             "reconcile",
             "explicit reconciliation converged",
         ),
         event(
-            NOW - 600.0,
+            now() - 600.0,
             "error",
             "TASK_FAILED batch.13: Command exited with status 1",
         ),
@@ -265,6 +272,8 @@ pub fn follower_snapshot(url: &str, leader_url: &str, tasks: usize) -> Snapshot 
     s.framework.master = None;
     s.framework.subscribed_at = None;
     s.framework.last_event_at = None;
+    s.framework.heartbeat_interval_seconds = None;
+    s.framework.heartbeat_timeout_seconds = None;
     s.offers.clear();
     s
 }

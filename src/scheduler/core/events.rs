@@ -57,9 +57,14 @@ impl Core {
             }
         }
         let cancel = self.term_token.child_token();
+        // Heartbeats come through too: each one republishes the snapshot, so
+        // its `last_event_at` (heartbeat age, readiness) stays current while
+        // nothing else changes.
+        let mut config = self.deps.client.clone();
+        config.forward_heartbeats = true;
         // One leader detection per term: the operator client's.
         let (client, events) = SchedulerClient::start_with_detector(
-            self.deps.client.clone(),
+            config,
             self.operator.detector().clone(),
             self.framework_info(),
             cancel.clone(),
@@ -238,6 +243,8 @@ impl Core {
                     }
                 }
             }
+            // Only `last_event_at` changed; see `start_client`.
+            event::Type::Heartbeat => self.dirty = true,
             event::Type::Message => {
                 if let Some(m) = event.message {
                     self.log(

@@ -49,6 +49,12 @@ impl Core {
             subscribed_at: sub.map(|s| now_secs - now.duration_since(s.since).as_secs_f64()),
             last_event_at,
             heartbeat_interval_seconds: sub.map(|s| s.heartbeat_interval.as_secs_f64()),
+            heartbeat_timeout_seconds: sub.map(|s| {
+                self.deps
+                    .client
+                    .heartbeat_timeout(s.heartbeat_interval)
+                    .as_secs_f64()
+            }),
             strategy: self.cfg.strategy,
         };
         let services = self

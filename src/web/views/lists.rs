@@ -161,9 +161,9 @@ pub struct ReplicasView {
 
 impl ReplicasView {
     /// Rows from the election `members` (sorted by sequence, the lowest
-    /// leads), or from the snapshot alone after `error`.
-    pub fn new(s: &Snapshot, members: Result<Vec<Member>, String>) -> ReplicasView {
-        let now = s.at as u64;
+    /// leads), or from the snapshot alone after `error`; uptimes as of `now`.
+    pub fn new(s: &Snapshot, members: Result<Vec<Member>, String>, now: f64) -> ReplicasView {
+        let now = now as u64;
         let me = &s.replica;
         let own_session = match &s.leadership {
             Leadership::Leader { .. } => "leading",

@@ -3,6 +3,10 @@
 //! snake_case, times in seconds since the UNIX epoch) and is also the data
 //! of the page's template, so the two never disagree.
 //!
+//! Ages (heartbeat age, uptimes, readiness's silence check, "3s ago" on the
+//! pages) are measured against the request's time, never the snapshot's: a
+//! snapshot is republished only when something changes, so it may be old.
+//!
 //! [`tasks`] holds the tasks views, [`lists`] the smaller ones; both are
 //! re-exported here.
 
@@ -16,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::format;
 use crate::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
 use crate::scheduler::{FieldError, FrameworkState, ReconcileRun, Snapshot};
 
@@ -83,10 +88,13 @@ pub struct FrameworkView {
     pub subscribed_at: Option<f64>,
     /// When the last event (heartbeats included) arrived.
     pub last_event_at: Option<f64>,
-    /// Seconds since then, as of the snapshot.
+    /// Seconds since then, as of this request.
     pub heartbeat_age_seconds: Option<f64>,
     /// The master's heartbeat interval, seconds.
     pub heartbeat_interval_seconds: Option<f64>,
+    /// The silence after which the subscription counts as dead, seconds
+    /// (readiness fails past it).
+    pub heartbeat_timeout_seconds: Option<f64>,
     /// The deployment strategy.
     pub strategy: Strategy,
 }
@@ -124,7 +132,8 @@ pub struct Counts {
 /// Readiness, as `/readyz` answers it and the overview shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Readiness {
-    /// Leader and subscribed, or follower of a known (live) leader.
+    /// Leader and subscribed (with events arriving), or follower of a known
+    /// (live) leader.
     pub ready: bool,
     /// Why (not) ready, in an operator's words.
     pub reason: String,
@@ -160,14 +169,34 @@ pub struct StateView {
     pub snapshot_at: f64,
 }
 
-/// Whether `s` passes `/readyz`: the invariant "leader ⇔ subscribed" holds,
-/// and a follower follows a live leader (its election node exists).
-pub fn readiness(s: &Snapshot) -> Readiness {
+/// Seconds from `last_event_at` to `now` (a request's time), never negative.
+pub fn event_age(last_event_at: Option<f64>, now: f64) -> Option<f64> {
+    last_event_at.map(|t| (now - t).max(0.0))
+}
+
+/// Whether `s` passes `/readyz` at time `now`: the invariant "leader ⇔
+/// subscribed" holds, the subscription has not been silent (no event, not
+/// even a heartbeat) for longer than the heartbeat timeout — after which
+/// the Mesos client itself treats the connection as dead — and a follower
+/// follows a live leader (its election node exists).
+pub fn readiness(s: &Snapshot, now: f64) -> Readiness {
     let fw = &s.framework;
+    let silence = event_age(fw.last_event_at, now)
+        .zip(fw.heartbeat_timeout_seconds)
+        .filter(|(age, timeout)| age > timeout);
     let (ready, reason) = match &s.leadership {
-        Leadership::Leader { .. } if fw.state == FrameworkState::Subscribed => {
-            (true, "leader, subscribed to the master".to_string())
-        }
+        Leadership::Leader { .. } if fw.state == FrameworkState::Subscribed => match silence {
+            None => (true, "leader, subscribed to the master".to_string()),
+            Some((age, timeout)) => (
+                false,
+                format!(
+                    "leader, but the master has sent nothing (not even a heartbeat) for {}, \
+                     longer than the heartbeat timeout of {}",
+                    format::duration(age),
+                    format::duration(timeout)
+                ),
+            ),
+        },
         Leadership::Leader { .. } => (
             false,
             format!(
@@ -207,8 +236,9 @@ impl FrameworkView {
 }
 
 impl StateView {
-    /// The view of `s`, whose aggregates are `d`.
-    pub fn new(s: &Snapshot, d: &Derived) -> StateView {
+    /// The view of `s`, whose aggregates are `d`, with ages as of `now`
+    /// (the request's time: the snapshot may be older).
+    pub fn new(s: &Snapshot, d: &Derived, now: f64) -> StateView {
         let fw = &s.framework;
         let leader = match &s.leadership {
             Leadership::Leader { .. } => Some(&s.replica),
@@ -227,8 +257,9 @@ impl StateView {
                 master_version: fw.master_version.clone(),
                 subscribed_at: fw.subscribed_at,
                 last_event_at: fw.last_event_at,
-                heartbeat_age_seconds: fw.last_event_at.map(|t| (s.at - t).max(0.0)),
+                heartbeat_age_seconds: event_age(fw.last_event_at, now),
                 heartbeat_interval_seconds: fw.heartbeat_interval_seconds,
+                heartbeat_timeout_seconds: fw.heartbeat_timeout_seconds,
                 strategy: fw.strategy,
             },
             leadership: LeadershipView {
@@ -251,7 +282,7 @@ impl StateView {
                 running: s.reconciliation.running.clone(),
                 last: s.reconciliation.history.last().cloned(),
             },
-            readiness: readiness(s),
+            readiness: readiness(s, now),
             snapshot_at: s.at,
         }
     }
