@@ -497,6 +497,72 @@ async fn cross_origin_posts_are_refused_on_loopback() {
 }
 
 #[tokio::test]
+async fn cross_site_referers_and_form_types_never_drive_the_api() {
+    let web = TestWeb::leader();
+    // What a form on another site posts from a browser that sends no
+    // Origin: a Referer naming that site.
+    for path in ["/api/v1/actions/abdicate", "/api/v1/actions/teardown"] {
+        let r = web
+            .send(
+                action(path)
+                    .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .header(header::REFERER, "http://evil.example/")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{path}: {}", r.text());
+        assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:cross-origin");
+    }
+    let r = web
+        .send(
+            action("/api/v1/actions/teardown")
+                .header(header::REFERER, "http://evil.example/page")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // Without Origin or Referer, the content types a plain form can send
+    // are refused even with an empty body.
+    for content_type in [
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=xyz",
+        "text/plain;charset=UTF-8",
+    ] {
+        let r = web
+            .send(
+                action("/api/v1/actions/abdicate")
+                    .header(header::CONTENT_TYPE, content_type)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type}: {}",
+            r.text()
+        );
+    }
+    assert!(web.core.received().is_empty(), "{:?}", web.core.received());
+
+    // A Referer from this origin, and an empty JSON post, are fine.
+    let r = web
+        .send(
+            action("/api/v1/actions/abdicate")
+                .header(header::REFERER, "http://127.0.0.1:8080/actions")
+                .header(header::HOST, "127.0.0.1:8080")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(web.core.received(), ["abdicate"]);
+}
+
+#[tokio::test]
 async fn unprotected_actions_are_disabled() {
     let mut config = test_config();
     config.listen = "0.0.0.0:8080".parse().unwrap();

@@ -13,9 +13,11 @@
 //! | `abdicate` | none | 200 |
 //! | `reregister` | none (only in state `removed`, else 409) | 200 |
 //!
-//! Errors: 400 bad body, 401 token missing or wrong, 403 cross-origin or
-//! actions disabled, 404 unknown action, 409 conflict, 415 body not JSON,
-//! 502 Mesos refused, 503 not leader / timeout / ZooKeeper failed.
+//! Errors: 400 bad body, 401 token missing or wrong, 403 cross-origin
+//! (`Origin`, else `Referer`) or actions disabled, 404 unknown action, 409
+//! conflict, 415 a body not declared JSON or any declared form or text
+//! content type (even with an empty body), 502 Mesos refused, 503 not
+//! leader / timeout / ZooKeeper failed.
 //!
 //! Every outcome (API or browser) is kept in a small in-memory log and shown
 //! at `/actions/results/{id}` (browser flows redirect there: post /
@@ -344,7 +346,7 @@ fn body_error(field: &str, e: serde_json::Error) -> AppError {
 }
 
 /// `POST /api/v1/actions/{action}`: see the module doc for bodies and
-/// statuses. Checks, in order: known action (404), `Origin` (403), token
+/// statuses. Checks, in order: known action (404), origin (403), token
 /// or loopback rule (401/403), leadership (503), body (400/415).
 pub async fn api_action(
     State(state): State<AppState>,

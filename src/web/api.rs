@@ -132,36 +132,53 @@ pub(crate) fn guard_api(state: &AppState, headers: &HeaderMap, path: &str) -> Re
     leader_precheck(state, path)
 }
 
-/// A JSON request body: empty is `None`; otherwise it must be declared
-/// `application/json` (415) and parse (400).
+/// A JSON request body: empty is `None`; otherwise it must parse (400).
+/// A declared `Content-Type` must be JSON (415), even on an empty body: a
+/// plain HTML form on another site can only send
+/// `application/x-www-form-urlencoded`, `multipart/form-data` or
+/// `text/plain`, and must never drive the API. A body needs a declared
+/// JSON type.
 pub(crate) fn json_body(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Option<serde_json::Value>, AppError> {
     let body = body
         .map_err(|e| AppError::new(e.status(), "body", "Unreadable request body", e.body_text()))?;
+    let json_type = headers.get(header::CONTENT_TYPE).map(|v| {
+        v.to_str()
+            .ok()
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|t| {
+                let t = t.trim().to_ascii_lowercase();
+                t == "application/json" || (t.starts_with("application/") && t.ends_with("+json"))
+            })
+    });
+    if json_type == Some(false) {
+        return Err(unsupported_media_type(
+            "the API accepts only Content-Type: application/json (form and text types are \
+             refused even with an empty body)",
+        ));
+    }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let json_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|t| {
-            let t = t.trim().to_ascii_lowercase();
-            t == "application/json" || (t.starts_with("application/") && t.ends_with("+json"))
-        });
-    if !json_type {
-        return Err(AppError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "Unsupported media type",
+    if json_type.is_none() {
+        return Err(unsupported_media_type(
             "send the body as Content-Type: application/json",
         ));
     }
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(|e| AppError::bad_request(format!("the body is not JSON: {e}")))
+}
+
+fn unsupported_media_type(detail: &str) -> AppError {
+    AppError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported-media-type",
+        "Unsupported media type",
+        detail,
+    )
 }
 
 /// What a service change answers.

@@ -10,14 +10,18 @@
 //! - otherwise actions are disabled (403); [`serve`](super::serve) refuses
 //!   to start in that configuration anyway.
 //!
-//! **Origin** ([`check_origin`]): a mutating request that carries `Origin`
-//! (browsers always send it on POST) must come from an allowed origin: the
-//! advertised URL's origin, or `http(s)://<Host>` when the `Host` header
+//! **Origin** ([`check_origin`], the one place for it, for form posts and
+//! the API alike): a mutating request must come from an allowed origin —
+//! the advertised URL's origin, or `http(s)://<Host>` when the `Host` header
 //! names an IP literal or `localhost` (a DNS-rebinding page has a domain
-//! name as host, so it never matches). `Sec-Fetch-Site: cross-site` is
-//! refused too. Browser form posts must carry `Origin` (or a `Referer` from
-//! an allowed origin); API clients without `Origin` (curl) are not browsers
-//! and pass.
+//! name as host, so it never matches). The origin claimed is `Origin` when
+//! present (browsers send it on POST), else `Referer` when present (older
+//! browsers, some privacy settings); either from another origin is refused,
+//! and so is `Sec-Fetch-Site: cross-site`. Browser form posts must carry
+//! one of the two; API clients with neither (curl) are not browsers and
+//! pass. The JSON API also refuses form and text content types (see
+//! [`json_body`](super::api::json_body)), the only ones a plain HTML form
+//! on another site can send.
 //!
 //! **CSRF** ([`Keys::new_csrf`], [`Keys::check_csrf`]): a signed
 //! double-submit token. The token is `nonce.mac` with a random 128-bit nonce
@@ -298,8 +302,9 @@ pub fn origin_allowed(origin: &str, host: Option<&str>, advertised_url: &str) ->
         .any(|o| o == origin)
 }
 
-/// The Origin rule for a mutating request. `browser_form`: a form post,
-/// which must prove its origin (via `Origin`, else `Referer`).
+/// The Origin rule for a mutating request (see the module doc): the origin
+/// claimed by `Origin`, else by `Referer`, must be allowed. `browser_form`:
+/// a form post, which must claim one; other requests may claim none.
 pub fn check_origin(
     headers: &HeaderMap,
     advertised_url: &str,
@@ -317,11 +322,7 @@ pub fn check_origin(
             "cross-site requests may not change anything",
         ));
     }
-    let claimed = match header_str(header::ORIGIN) {
-        Some(origin) => Some(origin),
-        None if browser_form => header_str(header::REFERER),
-        None => None,
-    };
+    let claimed = header_str(header::ORIGIN).or_else(|| header_str(header::REFERER));
     match claimed {
         Some(origin) if origin_allowed(origin, host, advertised_url) => Ok(()),
         Some(origin) => Err(AppError::forbidden(
