@@ -383,6 +383,92 @@ async fn serve_refuses_unprotected_addresses() {
 }
 
 #[tokio::test]
+async fn clients_that_never_finish_their_headers_are_cut_off() {
+    use mesos_appliance::web::serve;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.header_read_timeout = Duration::from_secs(1);
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let server = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap();
+    // A live stream is past its headers: the timeout does not touch it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut live = reqwest::Client::new()
+        .get(format!("http://{}/api/v1/stream", server.addr))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    use futures::StreamExt;
+    let first = live.next().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+
+    let started = std::time::Instant::now();
+    // Half a request whose headers never end, and a connection that says
+    // nothing at all.
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut silent = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    for (name, conn) in [("slow", &mut slow), ("silent", &mut silent)] {
+        let mut rest = Vec::new();
+        // Closed (EOF or reset), whatever was written before.
+        let closed =
+            tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "the {name} connection is still open");
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        (Duration::from_millis(900)..Duration::from_secs(4)).contains(&elapsed),
+        "{elapsed:?}"
+    );
+
+    let mut s = web.snapshot();
+    s.tasks.clear();
+    s.at += 1.0;
+    web.publish(s);
+    let next = tokio::time::timeout(Duration::from_secs(5), live.next())
+        .await
+        .expect("the live stream outlives the header timeout")
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&next).contains(r#""tasks":0"#));
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_wait_their_turn() {
+    use mesos_appliance::web::serve;
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.header_read_timeout = Duration::from_secs(1);
+    config.max_connections = 1;
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let server = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap();
+    let _hog = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let health = reqwest::Client::new()
+        .get(format!("http://{}/healthz", server.addr))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    // Served once the silent connection was cut off.
+    assert!(
+        started.elapsed() >= Duration::from_millis(700),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn the_live_stream_sends_new_snapshots() {
     use futures::StreamExt;
     let web = TestWeb::leader();

@@ -25,7 +25,9 @@
 //!   problem bodies, HTML error pages);
 //! - [`live`]: the server-sent-event stream that keeps pages live;
 //! - [`assets`]: CSS and JS from `static/`, compiled in (a directory may
-//!   override them during development).
+//!   override them during development);
+//! - `server`: the accept loop — HTTP/1.1 with a header read timeout, a
+//!   connection cap and graceful shutdown.
 //!
 //! ## Routes
 //!
@@ -69,6 +71,7 @@ pub mod forms;
 pub mod live;
 pub mod metrics;
 pub mod pages;
+mod server;
 pub mod views;
 
 use std::fmt;
@@ -96,6 +99,12 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// Default for [`WebConfig::handler_timeout`].
 pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default for [`WebConfig::header_read_timeout`].
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Default for [`WebConfig::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
 /// How the web layer is exposed. Built by the caller from the CLI flags
 /// (`--listen`, `--advertised-url`, `--admin-token-file`,
@@ -126,12 +135,20 @@ pub struct WebConfig {
     /// A directory whose files override the compiled-in `static/` assets
     /// (for editing CSS/JS without rebuilding). `None`: compiled-in only.
     pub static_dir: Option<PathBuf>,
+    /// How long a client may take to send a request's headers, counted
+    /// from when the server starts waiting for them (on a new connection,
+    /// or on a keep-alive one between requests); then the connection is
+    /// closed. Bounds clients that trickle headers or never send them.
+    pub header_read_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog until
+    /// one closes (at least 1).
+    pub max_connections: usize,
 }
 
 impl WebConfig {
     /// A config listening on `listen`, advertised as `advertised_url`, with
-    /// no admin token, actions protected, a
-    /// [`DEFAULT_HANDLER_TIMEOUT`] and no executor binary.
+    /// no admin token, actions protected, the default timeouts and
+    /// connection cap, and no executor binary.
     pub fn new(listen: SocketAddr, advertised_url: impl Into<String>) -> WebConfig {
         WebConfig {
             listen,
@@ -141,6 +158,8 @@ impl WebConfig {
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,
             executor_binary: None,
             static_dir: None,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 
@@ -180,6 +199,8 @@ impl fmt::Debug for WebConfig {
             .field("handler_timeout", &self.handler_timeout)
             .field("executor_binary", &self.executor_binary)
             .field("static_dir", &self.static_dir)
+            .field("header_read_timeout", &self.header_read_timeout)
+            .field("max_connections", &self.max_connections)
             .finish()
     }
 }
@@ -439,14 +460,15 @@ pub async fn serve_on(
         tracing::warn!(%addr, "--insecure-actions: anyone who can reach this address may run actions");
     }
     let token = state.shutdown.clone();
+    let config = state.config.clone();
     let app = router(state);
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                token.cancel();
-            })
-            .await
+        server::run(listener, app, &config, async move {
+            shutdown.await;
+            token.cancel();
+        })
+        .await;
+        Ok(())
     });
     tracing::info!(%addr, "web layer listening");
     Ok(Server { addr, task })

@@ -1,0 +1,88 @@
+//! The accept loop behind [`serve`](super::serve): HTTP/1.1 connections
+//! served by hyper, with
+//! - a header read timeout ([`WebConfig::header_read_timeout`]): a client
+//!   that opens a connection and never finishes its request headers (or
+//!   idles on a keep-alive connection) is cut off, instead of holding a
+//!   file descriptor forever; responses being written (live streams) are
+//!   not affected;
+//! - a cap on open connections ([`WebConfig::max_connections`]): past it,
+//!   new connections wait in the listen backlog until one closes;
+//! - a graceful shutdown: on the signal, stop accepting, close idle
+//!   connections, let requests in flight finish.
+//!
+//! (`axum::serve` offers neither the timeout nor the cap.)
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::WebConfig;
+
+/// Serves `app` on `listener` until `shutdown` resolves, then waits for
+/// the open connections to finish (see the module doc).
+pub(crate) async fn run(
+    listener: TcpListener,
+    app: Router,
+    config: &WebConfig,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout);
+    let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// After a failed `accept`: a connection that died in the backlog is
+/// nothing; anything else (out of file descriptors, …) is logged and
+/// waited out briefly instead of spinning.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::warn!(error = %e, "accepting an HTTP connection failed; retrying in 1s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
