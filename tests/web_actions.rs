@@ -457,6 +457,52 @@ async fn token_rules() {
 }
 
 #[tokio::test]
+async fn wrong_admin_tokens_are_throttled_per_client() {
+    use axum::extract::ConnectInfo;
+    let web = TestWeb::new(
+        token_config(),
+        leader_snapshot("http://sched-a.cluster.test:8080", 5),
+    );
+    let from = |client: &str, token: &str| {
+        let mut request = action("/api/v1/actions/reconcile")
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Body::empty())
+            .unwrap();
+        let addr: std::net::SocketAddr = format!("{client}:40000").parse().unwrap();
+        request.extensions_mut().insert(ConnectInfo(addr));
+        request
+    };
+    for _ in 0..5 {
+        let r = web.send(from("192.0.2.1", "guess")).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    }
+    // Now even the right token is refused from that client for a while.
+    let r = web.send(from("192.0.2.1", TOKEN)).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text());
+    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    assert_eq!(
+        r.json()["type"],
+        "urn:mesos-appliance:problem:too-many-attempts"
+    );
+    assert!(!r.text().contains(TOKEN) && !r.text().contains("guess"));
+    // Reading the actions view with a token is no way around it.
+    let mut read = request(Method::GET, "/api/v1/actions")
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .body(Body::empty())
+        .unwrap();
+    read.extensions_mut()
+        .insert(ConnectInfo::<std::net::SocketAddr>(
+            "192.0.2.1:1".parse().unwrap(),
+        ));
+    assert_eq!(web.send(read).await.json()["authorized"], false);
+    // Another client is not affected.
+    let r = web.send(from("192.0.2.2", TOKEN)).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    assert_eq!(web.core.received(), ["reconcile"]);
+}
+
+#[tokio::test]
 async fn cross_origin_posts_are_refused_on_loopback() {
     let web = TestWeb::leader();
     let evil = action("/api/v1/actions/teardown")

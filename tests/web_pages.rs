@@ -440,6 +440,71 @@ async fn token_mode_browsers_log_in_first() {
 }
 
 #[tokio::test]
+async fn logging_out_ends_the_session_for_every_copy_of_the_cookie() {
+    let web = TestWeb::new(
+        token_config(),
+        leader_snapshot("http://sched-a.cluster.test:8080", 5),
+    );
+    let origin = Some("http://sched-a.cluster.test:8080");
+    let (cookie, token) = csrf(&web, "/login").await;
+    let login = |secret: &str| {
+        form_post(
+            "/login",
+            origin,
+            &cookie,
+            &[("csrf", &token), ("token", secret), ("next", "/actions")],
+        )
+    };
+    let r = web.send(login(TOKEN)).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let session = r.cookie("ma_admin").expect("session cookie");
+    let both = format!("{cookie}; {session}");
+    let reconcile = |cookies: &str| {
+        form_post(
+            "/actions/reconcile",
+            origin,
+            cookies,
+            &[("csrf", &token), ("kind", "explicit")],
+        )
+    };
+    assert_eq!(
+        web.send(reconcile(&both)).await.status,
+        StatusCode::SEE_OTHER
+    );
+    // Someone copied the cookie before the operator logged out.
+    let copied = both.clone();
+    let r = web.send(form_post("/logout", origin, &both, &[])).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.cookie("ma_admin").as_deref(), Some("ma_admin="));
+    let r = web.send(reconcile(&copied)).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.text());
+    let page = web
+        .send(
+            axum::http::Request::get("/actions")
+                .header(header::COOKIE, &copied)
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .text();
+    assert!(page.contains("Actions need the admin token"));
+    assert_eq!(web.core.received(), ["reconcile"]);
+
+    // Wrong tokens at the login form count too; then it answers 429.
+    for _ in 0..5 {
+        assert_eq!(
+            web.send(login("guess")).await.status,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    let r = web.send(login(TOKEN)).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    assert!(r.header("retry-after").is_some());
+    assert!(r.cookie("ma_admin").is_none());
+}
+
+#[tokio::test]
 async fn login_refuses_foreign_next_urls() {
     let web = TestWeb::leader();
     let html = web.send(get("/login?next=//evil.test/")).await.text();

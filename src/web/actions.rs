@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::api::{bad_path, guard_api, json_body};
-use super::auth;
+use super::auth::{self, Peer};
 use super::error::AppError;
 use super::views::Blast;
 use crate::scheduler::{
@@ -169,8 +169,8 @@ pub struct ActionsView {
 }
 
 impl ActionsView {
-    /// The view for a client sending `headers`.
-    pub fn new(state: &AppState, s: &Snapshot, headers: &HeaderMap) -> ActionsView {
+    /// The view for client `peer` sending `headers`.
+    pub fn new(state: &AppState, s: &Snapshot, headers: &HeaderMap, peer: Peer) -> ActionsView {
         ActionsView {
             leading: s.leadership.is_leader(),
             leader_url: s.leader_url(),
@@ -178,7 +178,7 @@ impl ActionsView {
             blast: Blast::new(s),
             can_reregister: s.framework.state == FrameworkState::Removed,
             access: state.access.as_str(),
-            authorized: auth::check_access(state.access, &state.keys, headers, true).is_ok(),
+            authorized: auth::check_access(state.access, &state.keys, headers, peer, true).is_ok(),
             reconciliation: s.reconciliation.clone(),
             recent: state.results.recent(10),
         }
@@ -352,6 +352,7 @@ pub async fn api_action(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     name: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
@@ -369,7 +370,7 @@ pub async fn api_action(
             known.join(", ")
         )));
     }
-    guard_api(&state, &headers, uri.path())?;
+    guard_api(&state, &headers, peer, uri.path())?;
     let body = json_body(&headers, body)?;
     let action = match name.as_str() {
         "reconcile" => match body {

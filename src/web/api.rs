@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use super::AppState;
 use super::actions::{ActionsView, ask, leader_precheck};
-use super::auth;
+use super::auth::{self, Peer};
 use super::error::AppError;
 use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
@@ -126,9 +126,14 @@ pub async fn service(
 
 /// The checks every mutating API call passes first: Origin, then the
 /// token (or loopback rule), then leadership.
-pub(crate) fn guard_api(state: &AppState, headers: &HeaderMap, path: &str) -> Result<(), AppError> {
+pub(crate) fn guard_api(
+    state: &AppState,
+    headers: &HeaderMap,
+    peer: Peer,
+    path: &str,
+) -> Result<(), AppError> {
     auth::check_origin(headers, &state.config.advertised_url, false)?;
-    auth::check_access(state.access, &state.keys, headers, false)?;
+    auth::check_access(state.access, &state.keys, headers, peer, false)?;
     leader_precheck(state, path)
 }
 
@@ -198,11 +203,12 @@ pub async fn put_service(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     name: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
     let Path(name) = name.map_err(bad_path)?;
-    guard_api(&state, &headers, uri.path())?;
+    guard_api(&state, &headers, peer, uri.path())?;
     let mut value = json_body(&headers, body)?
         .ok_or_else(|| AppError::bad_request("the body must be a service spec (JSON object)"))?;
     let Some(object) = value.as_object_mut() else {
@@ -244,10 +250,11 @@ pub async fn delete_service(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     name: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ServiceChange>, AppError> {
     let Path(name) = name.map_err(bad_path)?;
-    guard_api(&state, &headers, uri.path())?;
+    guard_api(&state, &headers, peer, uri.path())?;
     let target = name.clone();
     let deleted = ask(&state, |reply| Command::DeleteService {
         name: target,
@@ -265,9 +272,13 @@ pub async fn delete_service(
 }
 
 /// `GET /api/v1/actions`: the JSON twin of the actions page.
-pub async fn actions(State(state): State<AppState>, headers: HeaderMap) -> Json<ActionsView> {
+pub async fn actions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    peer: Peer,
+) -> Json<ActionsView> {
     let s = state.handle.snapshot();
-    Json(ActionsView::new(&state, &s, &headers))
+    Json(ActionsView::new(&state, &s, &headers, peer))
 }
 
 /// `GET /api/v1/actions/results/{id}`: the JSON twin of a result page.

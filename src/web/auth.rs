@@ -19,9 +19,9 @@
 //! browsers, some privacy settings); either from another origin is refused,
 //! and so is `Sec-Fetch-Site: cross-site`. Browser form posts must carry
 //! one of the two; API clients with neither (curl) are not browsers and
-//! pass. The JSON API also refuses form and text content types (see
-//! [`json_body`](super::api::json_body)), the only ones a plain HTML form
-//! on another site can send.
+//! pass. The JSON API also refuses form and text content types (`415`,
+//! even with an empty body), the only ones a plain HTML form on another
+//! site can send.
 //!
 //! **CSRF** ([`Keys::new_csrf`], [`Keys::check_csrf`]): a signed
 //! double-submit token. The token is `nonce.mac` with a random 128-bit nonce
@@ -33,10 +33,29 @@
 //!
 //! **Admin session** ([`Keys::new_session`]): `expiry.nonce.mac` with the
 //! MAC over "admin" ‖ expiry ‖ nonce, in the `ma_admin` cookie (HttpOnly,
-//! SameSite=Strict, 8 hours). Token comparisons go through HMAC verify, so
-//! they take constant time. The token itself is never logged or stored in a
-//! cookie.
+//! SameSite=Strict, 8 hours). The nonce also names the session in a
+//! per-process table of live sessions: logging out removes it
+//! ([`Keys::end_session`]), so a copy of the cookie taken before stops
+//! working at once. The table holds at most [`MAX_SESSIONS`]; past that
+//! the oldest session ends (its browser logs in again). Token comparisons
+//! go through HMAC verify, so they take constant time. The token itself is
+//! never logged or stored in a cookie.
+//!
+//! **Throttle** ([`Keys::check_admin_token`]): a client (by IP address; all
+//! clients without a known address share one count) that presented
+//! [`MAX_TOKEN_FAILURES`] wrong admin tokens within [`THROTTLE_WINDOW`]
+//! gets 429 with `Retry-After` for every token it presents until the
+//! window ends — the right one too, or the answers would still tell a good
+//! guess from a bad one.
 
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -52,6 +71,47 @@ pub const CSRF_COOKIE: &str = "ma_csrf";
 pub const SESSION_COOKIE: &str = "ma_admin";
 /// Lifetime of an admin session, seconds.
 pub const SESSION_SECONDS: u64 = 8 * 3600;
+/// Admin sessions held at once; past it the oldest ends.
+pub const MAX_SESSIONS: usize = 1000;
+/// Wrong admin tokens a client may present within [`THROTTLE_WINDOW`]
+/// before its attempts are refused (429) until the window ends.
+pub const MAX_TOKEN_FAILURES: u32 = 5;
+/// The window of [`MAX_TOKEN_FAILURES`], from a client's first wrong token.
+pub const THROTTLE_WINDOW: Duration = Duration::from_secs(60);
+/// Clients whose wrong tokens are counted at once; past it the count that
+/// started longest ago is dropped.
+const THROTTLED_CLIENTS: usize = 4096;
+
+/// The client's IP address, for the throttle: from the connection the
+/// request came on (`None` when served without one, e.g. in tests). Behind
+/// a reverse proxy every client has the proxy's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Peer(pub Option<IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Peer, Infallible> {
+        Ok(Peer(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(addr)| addr.ip()),
+        ))
+    }
+}
+
+/// What presenting an admin token came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenCheck {
+    /// It is the admin token.
+    Valid,
+    /// It is not (or none is configured); counted against the client.
+    Wrong,
+    /// The client presented too many wrong tokens lately: not checked;
+    /// try again after this long.
+    Throttled(Duration),
+}
 
 /// Who may run actions; see the module doc.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,12 +151,17 @@ impl Access {
     }
 }
 
-/// The per-process secret and what is derived from it.
+/// The per-process secret and what is derived from it, the live admin
+/// sessions and the wrong-token counts.
 pub struct Keys {
     key: hmac::Key,
     rng: SystemRandom,
     /// HMAC of the admin token (compared with HMAC verify: constant time).
     admin_tag: Option<hmac::Tag>,
+    /// Live admin sessions: nonce → expiry (seconds since the UNIX epoch).
+    sessions: Mutex<HashMap<String, u64>>,
+    /// Wrong admin tokens per client: (first in the window, count).
+    failures: Mutex<HashMap<Peer, (Instant, u32)>>,
 }
 
 impl Keys {
@@ -110,6 +175,8 @@ impl Keys {
             key,
             rng,
             admin_tag,
+            sessions: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
         }
     }
 
@@ -143,11 +210,38 @@ impl Keys {
     }
 
     /// Whether `token` is the admin token (`false` when none is configured).
-    pub fn is_admin_token(&self, token: &str) -> bool {
+    fn is_admin_token(&self, token: &str) -> bool {
         match &self.admin_tag {
             Some(tag) => hmac::verify(&self.key, token.as_bytes(), tag.as_ref()).is_ok(),
             None => false,
         }
+    }
+
+    /// Checks an admin token presented by client `peer`, under the
+    /// throttle (see the module doc): a wrong one counts against `peer`.
+    pub fn check_admin_token(&self, token: &str, peer: Peer) -> TokenCheck {
+        let now = Instant::now();
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&(since, count)) = failures.get(&peer) {
+            let left = THROTTLE_WINDOW.saturating_sub(now.duration_since(since));
+            if left.is_zero() {
+                failures.remove(&peer);
+            } else if count >= MAX_TOKEN_FAILURES {
+                return TokenCheck::Throttled(left);
+            }
+        }
+        if self.is_admin_token(token) {
+            return TokenCheck::Valid;
+        }
+        if failures.len() >= THROTTLED_CLIENTS && !failures.contains_key(&peer) {
+            failures.retain(|_, (since, _)| now.duration_since(*since) < THROTTLE_WINDOW);
+            let oldest = failures.iter().min_by_key(|(_, (since, _))| *since);
+            if let Some(oldest) = oldest.map(|(p, _)| *p) {
+                failures.remove(&oldest);
+            }
+        }
+        failures.entry(peer).or_insert((now, 0)).1 += 1;
+        TokenCheck::Wrong
     }
 
     /// A new CSRF token.
@@ -196,28 +290,67 @@ impl Keys {
         (token, Some(set))
     }
 
-    /// A new admin session cookie value, valid [`SESSION_SECONDS`].
+    /// A new admin session cookie value, valid [`SESSION_SECONDS`] or
+    /// until [`Keys::end_session`].
     pub fn new_session(&self) -> String {
-        let expiry = (crate::util::unix_now_secs() as u64 + SESSION_SECONDS).to_string();
+        let now = crate::util::unix_now_secs() as u64;
+        let expiry = now + SESSION_SECONDS;
         let nonce = self.nonce();
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if sessions.len() >= MAX_SESSIONS {
+            sessions.retain(|_, e| *e > now);
+        }
+        if sessions.len() >= MAX_SESSIONS {
+            let oldest = sessions
+                .iter()
+                .min_by_key(|(_, e)| **e)
+                .map(|(n, _)| n.clone());
+            if let Some(oldest) = oldest {
+                sessions.remove(&oldest);
+            }
+        }
+        sessions.insert(nonce.clone(), expiry);
+        let expiry = expiry.to_string();
         let mac = self.mac(&["admin", &expiry, &nonce]);
         format!("{expiry}.{nonce}.{mac}")
     }
 
-    /// Whether the request carries a valid, unexpired admin session.
-    pub fn has_session(&self, headers: &HeaderMap) -> bool {
-        let Some(value) = cookie(headers, SESSION_COOKIE) else {
-            return false;
-        };
+    /// The nonce of the request's admin session cookie, when it is ours
+    /// and unexpired (whether or not it is still live).
+    fn session_nonce<'a>(&self, headers: &'a HeaderMap) -> Option<&'a str> {
+        let value = cookie(headers, SESSION_COOKIE)?;
         let mut parts = value.splitn(3, '.');
         let (Some(expiry), Some(nonce), Some(mac)) = (parts.next(), parts.next(), parts.next())
         else {
-            return false;
+            return None;
         };
         let fresh = expiry
             .parse::<u64>()
             .is_ok_and(|e| (e as f64) > crate::util::unix_now_secs());
-        fresh && self.verify(&["admin", expiry, nonce], mac)
+        (fresh && self.verify(&["admin", expiry, nonce], mac)).then_some(nonce)
+    }
+
+    /// Whether the request carries a live admin session: issued by this
+    /// process, unexpired, not ended.
+    pub fn has_session(&self, headers: &HeaderMap) -> bool {
+        self.session_nonce(headers).is_some_and(|nonce| {
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(nonce)
+        })
+    }
+
+    /// Ends the request's admin session (logout): the cookie, and any copy
+    /// of it, no longer counts. Whether there was one.
+    pub fn end_session(&self, headers: &HeaderMap) -> bool {
+        self.session_nonce(headers).is_some_and(|nonce| {
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(nonce)
+                .is_some()
+        })
     }
 }
 
@@ -344,12 +477,14 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// May this request act? `session_ok`: browsers may use the admin session
-/// cookie instead of a bearer token.
+/// May this request, from client `peer`, act? `session_ok`: browsers may
+/// use the admin session cookie instead of a bearer token. A bearer token
+/// goes through the throttle ([`Keys::check_admin_token`]; 429).
 pub fn check_access(
     access: Access,
     keys: &Keys,
     headers: &HeaderMap,
+    peer: Peer,
     session_ok: bool,
 ) -> Result<(), AppError> {
     match access {
@@ -358,9 +493,10 @@ pub fn check_access(
             "actions-disabled",
             "actions are disabled: no admin token is configured and the server does not listen on loopback",
         )),
-        Access::Token => match bearer(headers) {
-            Some(token) if keys.is_admin_token(token) => Ok(()),
-            Some(_) => Err(AppError::unauthorized(true)),
+        Access::Token => match bearer(headers).map(|t| keys.check_admin_token(t, peer)) {
+            Some(TokenCheck::Valid) => Ok(()),
+            Some(TokenCheck::Wrong) => Err(AppError::unauthorized(true)),
+            Some(TokenCheck::Throttled(left)) => Err(AppError::too_many_attempts(left)),
             None if session_ok && keys.has_session(headers) => Ok(()),
             None => Err(AppError::unauthorized(false)),
         },
@@ -431,5 +567,43 @@ mod tests {
         headers.insert(header::COOKIE, HeaderValue::try_from(cookie).unwrap());
         assert!(keys.has_session(&headers));
         assert!(!Keys::generate(Some("s3cret")).has_session(&headers));
+        assert!(keys.end_session(&headers));
+        assert!(!keys.has_session(&headers));
+        assert!(!keys.end_session(&headers));
+    }
+
+    #[test]
+    fn sessions_are_capped() {
+        let keys = Keys::generate(Some("s3cret"));
+        let with = |value: String| {
+            let mut headers = HeaderMap::new();
+            let cookie = format!("{SESSION_COOKIE}={value}");
+            headers.insert(header::COOKIE, HeaderValue::try_from(cookie).unwrap());
+            headers
+        };
+        let first = with(keys.new_session());
+        for _ in 1..MAX_SESSIONS {
+            keys.new_session();
+        }
+        assert!(keys.has_session(&first));
+        let last = with(keys.new_session());
+        assert!(keys.has_session(&last));
+        let live = keys.sessions.lock().unwrap().len();
+        assert_eq!(live, MAX_SESSIONS);
+    }
+
+    #[test]
+    fn wrong_tokens_are_throttled_per_client() {
+        let keys = Keys::generate(Some("s3cret"));
+        let a = Peer(Some("192.0.2.1".parse().unwrap()));
+        let b = Peer(Some("192.0.2.2".parse().unwrap()));
+        for _ in 0..MAX_TOKEN_FAILURES {
+            assert_eq!(keys.check_admin_token("guess", a), TokenCheck::Wrong);
+        }
+        assert!(matches!(
+            keys.check_admin_token("s3cret", a),
+            TokenCheck::Throttled(left) if left <= THROTTLE_WINDOW
+        ));
+        assert_eq!(keys.check_admin_token("s3cret", b), TokenCheck::Valid);
     }
 }

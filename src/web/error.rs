@@ -59,6 +59,8 @@ pub struct ErrorDetail {
     pub errors: Vec<FieldError>,
     /// `WWW-Authenticate` header value (401 answers).
     pub challenge: Option<&'static str>,
+    /// `Retry-After` in seconds (429 answers; 503 answers say 2 without).
+    pub retry_after: Option<u64>,
     /// Answer with an HTML page instead of JSON.
     pub html: bool,
 }
@@ -93,6 +95,7 @@ impl AppError {
             location: None,
             errors: Vec::new(),
             challenge: None,
+            retry_after: None,
             html: false,
         }))
     }
@@ -165,6 +168,20 @@ impl AppError {
             detail,
         );
         e.challenge = Some(challenge);
+        e
+    }
+
+    /// 429: too many wrong admin tokens from this client lately; try again
+    /// after `left` (see [`Keys::check_admin_token`](super::auth::Keys::check_admin_token)).
+    pub fn too_many_attempts(left: std::time::Duration) -> AppError {
+        let secs = left.as_secs_f64().ceil().max(1.0) as u64;
+        let mut e = AppError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-attempts",
+            "Too many attempts",
+            format!("too many wrong admin tokens from this client; try again in {secs}s"),
+        );
+        e.retry_after = Some(secs);
         e
     }
 
@@ -323,8 +340,14 @@ impl IntoResponse for ErrorDetail {
                 HeaderValue::from_static(challenge),
             );
         }
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+        match self.retry_after {
+            Some(secs) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            None if self.status == StatusCode::SERVICE_UNAVAILABLE => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+            }
+            None => {}
         }
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         response

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use super::AppState;
 use super::actions::{Action, ActionRecord, execute, leader_precheck};
 use super::api::bad_path;
-use super::auth::{self, Access, SESSION_COOKIE, SESSION_SECONDS};
+use super::auth::{self, Access, Peer, SESSION_COOKIE, SESSION_SECONDS, TokenCheck};
 use super::error::AppError;
 use super::pages::{Chrome, LoginPage, safe_next, with_cookie};
 use super::views::Blast;
@@ -72,6 +72,7 @@ fn form_error(e: FormRejection) -> AppError {
 fn guard_form(
     state: &AppState,
     headers: &HeaderMap,
+    peer: Peer,
     csrf: &str,
     path: &str,
 ) -> Result<(), AppError> {
@@ -80,7 +81,7 @@ fn guard_form(
         .keys
         .check_csrf(headers, csrf)
         .map_err(AppError::html)?;
-    auth::check_access(state.access, &state.keys, headers, true).map_err(AppError::html)?;
+    auth::check_access(state.access, &state.keys, headers, peer, true).map_err(AppError::html)?;
     leader_precheck(state, path).map_err(AppError::html)
 }
 
@@ -141,11 +142,12 @@ async fn post_confirmed(
     state: AppState,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     form: Result<Form<ConfirmForm>, FormRejection>,
     action: Action,
 ) -> Result<Response, AppError> {
     let Form(form) = form.map_err(form_error)?;
-    guard_form(&state, &headers, &form.csrf, uri.path())?;
+    guard_form(&state, &headers, peer, &form.csrf, uri.path())?;
     let s = state.handle.snapshot();
     let Some(id) = s.framework.id.as_deref() else {
         return Err(AppError::conflict("no framework is registered; nothing to do").html());
@@ -176,9 +178,10 @@ pub async fn post_teardown(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     form: Result<Form<ConfirmForm>, FormRejection>,
 ) -> Result<Response, AppError> {
-    post_confirmed(state, uri, headers, form, Action::Teardown).await
+    post_confirmed(state, uri, headers, peer, form, Action::Teardown).await
 }
 
 /// `POST /actions/kamikaze`.
@@ -186,20 +189,22 @@ pub async fn post_kamikaze(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     form: Result<Form<ConfirmForm>, FormRejection>,
 ) -> Result<Response, AppError> {
-    post_confirmed(state, uri, headers, form, Action::Kamikaze).await
+    post_confirmed(state, uri, headers, peer, form, Action::Kamikaze).await
 }
 
 async fn post_button(
     state: AppState,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     form: Result<Form<ButtonForm>, FormRejection>,
     make: impl FnOnce(&ButtonForm) -> Result<Action, AppError>,
 ) -> Result<Response, AppError> {
     let Form(form) = form.map_err(form_error)?;
-    guard_form(&state, &headers, &form.csrf, uri.path())?;
+    guard_form(&state, &headers, peer, &form.csrf, uri.path())?;
     let action = make(&form).map_err(AppError::html)?;
     let (record, _) = execute(&state, action, uri.path(), "browser").await;
     Ok(to_result(&record))
@@ -210,9 +215,10 @@ pub async fn post_reconcile(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     form: Result<Form<ButtonForm>, FormRejection>,
 ) -> Result<Response, AppError> {
-    post_button(state, uri, headers, form, |f| match f.kind.as_str() {
+    post_button(state, uri, headers, peer, form, |f| match f.kind.as_str() {
         "" | "explicit" => Ok(Action::Reconcile(ReconcileKind::Explicit)),
         "implicit" => Ok(Action::Reconcile(ReconcileKind::Implicit)),
         other => Err(AppError::bad_request(format!(
@@ -227,9 +233,10 @@ pub async fn post_abdicate(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     form: Result<Form<ButtonForm>, FormRejection>,
 ) -> Result<Response, AppError> {
-    post_button(state, uri, headers, form, |_| Ok(Action::Abdicate)).await
+    post_button(state, uri, headers, peer, form, |_| Ok(Action::Abdicate)).await
 }
 
 /// `POST /actions/reregister`.
@@ -237,9 +244,10 @@ pub async fn post_reregister(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
+    peer: Peer,
     form: Result<Form<ButtonForm>, FormRejection>,
 ) -> Result<Response, AppError> {
-    post_button(state, uri, headers, form, |_| Ok(Action::Reregister)).await
+    post_button(state, uri, headers, peer, form, |_| Ok(Action::Reregister)).await
 }
 
 #[derive(Template, WebTemplate)]
@@ -275,10 +283,12 @@ pub async fn result_page(
 
 /// `POST /login`: checks the admin token and sets the session cookie.
 /// Checks `Origin` and CSRF first; a wrong token gets the form again (401)
-/// after a short delay.
+/// after a short delay; too many wrong ones from this client lately, 429
+/// (see [`auth::Keys::check_admin_token`]).
 pub async fn post_login(
     State(state): State<AppState>,
     headers: HeaderMap,
+    peer: Peer,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Result<Response, AppError> {
     let Form(form) = form.map_err(form_error)?;
@@ -291,41 +301,60 @@ pub async fn post_login(
     if state.access != Access::Token {
         return Ok(Redirect::to(&next).into_response());
     }
-    if state.keys.is_admin_token(form.token.trim()) {
-        let cookie = auth::set_cookie(
-            SESSION_COOKIE,
-            &state.keys.new_session(),
-            Some(SESSION_SECONDS),
-            state.secure_cookies(),
-        );
-        tracing::info!("admin session started");
-        return Ok(with_cookie(
-            Redirect::to(&next).into_response(),
-            Some(cookie),
-        ));
+    match state.keys.check_admin_token(form.token.trim(), peer) {
+        TokenCheck::Valid => {}
+        TokenCheck::Wrong => return Ok(wrong_token(&state, &headers, form.csrf, next).await),
+        TokenCheck::Throttled(left) => {
+            tracing::warn!(?peer, "login refused: too many wrong admin tokens lately");
+            return Err(AppError::too_many_attempts(left).html());
+        }
     }
+    let cookie = auth::set_cookie(
+        SESSION_COOKIE,
+        &state.keys.new_session(),
+        Some(SESSION_SECONDS),
+        state.secure_cookies(),
+    );
+    tracing::info!("admin session started");
+    Ok(with_cookie(
+        Redirect::to(&next).into_response(),
+        Some(cookie),
+    ))
+}
+
+/// The login form again (401), after a short delay.
+async fn wrong_token(
+    state: &AppState,
+    headers: &HeaderMap,
+    csrf: String,
+    next: String,
+) -> Response {
     tracing::warn!("login with a wrong admin token");
     // Slows down guessing; the token should be long anyway.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let s = state.handle.snapshot();
     let mut page = LoginPage {
-        chrome: Chrome::new(&state, &s, &headers, "actions", "Log in", "").still(),
-        csrf: form.csrf,
+        chrome: Chrome::new(state, &s, headers, "actions", "Log in", "").still(),
+        csrf,
         next,
         error: Some("That is not the admin token.".into()),
         enabled: true,
     }
     .into_response();
     *page.status_mut() = StatusCode::UNAUTHORIZED;
-    Ok(page)
+    page
 }
 
-/// `POST /logout`: ends the admin session (Origin-checked).
+/// `POST /logout`: ends the admin session on the server, so copies of the
+/// cookie stop working too, and deletes the cookie (Origin-checked).
 pub async fn post_logout(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     auth::check_origin(&headers, &state.config.advertised_url, true).map_err(AppError::html)?;
+    if state.keys.end_session(&headers) {
+        tracing::info!("admin session ended");
+    }
     let cookie = auth::set_cookie(SESSION_COOKIE, "", Some(0), state.secure_cookies());
     Ok(with_cookie(Redirect::to("/").into_response(), Some(cookie)))
 }

@@ -5,7 +5,7 @@
 //! a [`Coordinator`] (election members for the replicas page), a
 //! `prometheus_client` registry and a [`WebConfig`]. It holds no scheduler
 //! state of its own: every read handler renders the latest
-//! [`Snapshot`](crate::scheduler::Snapshot), and every action is a
+//! [`Snapshot`], and every action is a
 //! [`Command`](crate::scheduler::Command) answered by the core within
 //! [`WebConfig::handler_timeout`] (or 503).
 //!
@@ -41,7 +41,7 @@
 //! | GET | `/actions/teardown`, `/actions/kamikaze` | anyone (login first in token mode: 303) | confirmation page |
 //! | POST | `/actions/{teardown,kamikaze,reconcile,abdicate,reregister}` | admin session or loopback rule; `Origin` + CSRF | 303 to `/actions/results/{id}`; 401, 403, 409, 422, 503 |
 //! | GET | `/actions/results/{id}` | anyone | 200 result page, 404 |
-//! | GET, POST | `/login`; POST `/logout` | anyone (`Origin` + CSRF) | 303 with the session cookie, 401 wrong token |
+//! | GET, POST | `/login`; POST `/logout` | anyone (`Origin` + CSRF) | 303 with the session cookie, 401 wrong token, 429 too many wrong tokens |
 //! | GET | `/healthz` | anyone | 200 `ok` |
 //! | GET | `/readyz` | anyone | 200 / 503 with the reason |
 //! | GET | `/metrics` | anyone | OpenMetrics text |
@@ -59,7 +59,9 @@
 //! browser the session cookie from `/login`) or, without a token file, when
 //! the server listens on loopback only; [`serve`] refuses to start on any
 //! other address with actions unprotected unless
-//! [`WebConfig::insecure_actions`] is set. See [`auth`] for the details.
+//! [`WebConfig::insecure_actions`] is set. Logging out ends the session on
+//! the server; a client that presents too many wrong tokens gets 429 for a
+//! while. See [`auth`] for the details.
 
 pub mod actions;
 pub mod api;

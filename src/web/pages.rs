@@ -456,9 +456,13 @@ struct ActionsPage {
 
 /// `GET /actions`: the actions, with forms on the leader and links to the
 /// leader on a follower.
-pub async fn actions(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub async fn actions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    peer: auth::Peer,
+) -> Response {
     let s = state.handle.snapshot();
-    let view = ActionsView::new(&state, &s, &headers);
+    let view = ActionsView::new(&state, &s, &headers, peer);
     let (csrf, cookie) = state.keys.csrf_for(&headers, state.secure_cookies());
     let page = ActionsPage {
         chrome: Chrome::new(

@@ -8,7 +8,9 @@
 //! - a cap on open connections ([`WebConfig::max_connections`]): past it,
 //!   new connections wait in the listen backlog until one closes;
 //! - a graceful shutdown: on the signal, stop accepting, close idle
-//!   connections, let requests in flight finish.
+//!   connections, let requests in flight finish;
+//! - the client's address in each request (`ConnectInfo<SocketAddr>`, read
+//!   as [`Peer`](super::auth::Peer)).
 //!
 //! (`axum::serve` offers neither the timeout nor the cap.)
 
@@ -17,12 +19,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tower::ServiceExt;
 
 use super::WebConfig;
 
@@ -59,7 +63,13 @@ pub(crate) async fn run(
             },
             () = &mut shutdown => break,
         };
-        let service = TowerToHyperService::new(app.clone());
+        // The client's address, for the wrong-token throttle (`auth::Peer`).
+        let service = TowerToHyperService::new(app.clone().map_request(
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request
+            },
+        ));
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
