@@ -505,6 +505,61 @@ async fn logging_out_ends_the_session_for_every_copy_of_the_cookie() {
 }
 
 #[tokio::test]
+async fn error_pages_link_back_without_script() {
+    let web = TestWeb::leader();
+    let from = |path: &str, referer: Option<&str>| {
+        let mut b = axum::http::Request::get(path).header(header::HOST, "127.0.0.1:8080");
+        if let Some(referer) = referer {
+            b = b.header(header::REFERER, referer);
+        }
+        b.body(axum::body::Body::empty()).unwrap()
+    };
+    // From a page of this server: "Back" returns there.
+    let r = web
+        .send(from(
+            "/tasks?sort=colour",
+            Some("http://127.0.0.1:8080/tasks?state=active#top"),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let html = r.text();
+    assert!(!html.contains("javascript:"), "{html}");
+    assert!(
+        html.contains(r#"<a id="error-back" href="/tasks?state=active">Back</a>"#),
+        "{html}"
+    );
+    let r = web
+        .send(from(
+            "/no/such/page",
+            Some("http://127.0.0.1:8080/services"),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.text().contains(r#"href="/services">Back</a>"#));
+    // A form post refused: back to the form.
+    let mut post = form_post("/actions/abdicate", ORIGIN, "", &[("csrf", "x")]);
+    post.headers_mut().insert(
+        header::REFERER,
+        "http://127.0.0.1:8080/actions".parse().unwrap(),
+    );
+    let r = web.send(post).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(r.text().contains(r#"href="/actions">Back</a>"#));
+    // From another site, from nowhere, or from the failing page itself: no
+    // "Back", the overview link only.
+    for referer in [
+        Some("http://evil.example/tasks"),
+        None,
+        Some("http://127.0.0.1:8080/tasks?sort=colour"),
+    ] {
+        let html = web.send(from("/tasks?sort=colour", referer)).await.text();
+        assert!(!html.contains("error-back"), "{referer:?}");
+        assert!(!html.contains("evil.example"));
+        assert!(html.contains(r#"<a href="/">Overview</a>"#));
+    }
+}
+
+#[tokio::test]
 async fn login_refuses_foreign_next_urls() {
     let web = TestWeb::leader();
     let html = web.send(get("/login?next=//evil.test/")).await.text();

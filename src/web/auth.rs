@@ -384,6 +384,27 @@ pub fn set_cookie(name: &str, value: &str, max_age: Option<u64>, secure: bool) -
     HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
+/// `path` when it is a plain absolute path on this server (`/tasks?x=1`):
+/// no scheme, no `//host`, no backslash — safe to redirect or link to.
+pub fn local_path(path: &str) -> Option<&str> {
+    (path.starts_with('/') && !path.starts_with("//") && !path.contains('\\')).then_some(path)
+}
+
+/// The page a request came from, as a local path: its `Referer` when that
+/// is a page of an allowed origin (see [`origin_allowed`]; our
+/// `Referrer-Policy` sends it only within the origin anyway), without its
+/// fragment.
+pub fn referring_page<'a>(headers: &'a HeaderMap, advertised_url: &str) -> Option<&'a str> {
+    let referer = headers.get(header::REFERER)?.to_str().ok()?;
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    if !origin_allowed(referer, host, advertised_url) {
+        return None;
+    }
+    let (_, rest) = referer.split_once("://")?;
+    let path = &rest[rest.find(['/', '?', '#'])?..];
+    local_path(path.split('#').next().unwrap_or(path))
+}
+
 /// The origin (`scheme://host[:port]`) of a URL, lowercased, without path.
 pub fn origin_of(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
@@ -544,6 +565,32 @@ mod tests {
             adv
         ));
         assert!(!origin_allowed("null", Some("127.0.0.1:5000"), adv));
+    }
+
+    #[test]
+    fn referring_pages_are_local_paths_of_allowed_origins() {
+        let adv = "http://sched.example:8080";
+        let with = |referer: &str, host: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::REFERER, HeaderValue::try_from(referer).unwrap());
+            headers.insert(header::HOST, HeaderValue::try_from(host).unwrap());
+            headers
+        };
+        let page = |referer: &str, host: &str| {
+            referring_page(&with(referer, host), adv).map(str::to_string)
+        };
+        assert_eq!(
+            page("http://sched.example:8080/tasks?q=a#f", "x").as_deref(),
+            Some("/tasks?q=a")
+        );
+        assert_eq!(
+            page("http://127.0.0.1:5000/", "127.0.0.1:5000").as_deref(),
+            Some("/")
+        );
+        assert_eq!(page("http://127.0.0.1:5000", "127.0.0.1:5000"), None);
+        assert_eq!(page("http://evil.test/tasks", "127.0.0.1:5000"), None);
+        assert_eq!(page("http://sched.example:8080//evil.test/", "x"), None);
+        assert_eq!(local_path("/a\\b"), None);
     }
 
     #[test]

@@ -10,14 +10,19 @@
 //!
 //! with `errors: [{"field", "message"}]` for field-level validation
 //! failures. Page handlers mark their errors [`AppError::html`] and get an
-//! HTML error page with the same status instead.
+//! HTML error page with the same status instead. Its "Back" link is a plain
+//! link (the pages' CSP allows no inline script): to the page the user came
+//! from when that is a page of this server ([`back_links`]), else none.
 
 use askama::Template;
 use askama_web::WebTemplate;
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use super::{AppState, auth};
 use crate::scheduler::{CommandError, FieldError};
 
 /// An error answered to an HTTP client. Boxed: handlers return it in
@@ -283,7 +288,48 @@ struct ErrorPage<'a> {
     location: Option<&'a str>,
     errors: &'a [FieldError],
     login: bool,
+    /// Where "Back" goes; `/` (the overview, linked anyway) shows none.
+    back: &'a str,
     asset_version: &'a str,
+}
+
+impl ErrorDetail {
+    /// The HTML error page, its "Back" link to `back`.
+    fn page(&self, back: &str) -> Response {
+        ErrorPage {
+            status: self.status.as_u16(),
+            title: self.title,
+            detail: &self.detail,
+            leader_url: self.leader_url.as_deref(),
+            location: self.location.as_deref(),
+            errors: &self.errors,
+            login: self.status == StatusCode::UNAUTHORIZED,
+            back,
+            asset_version: super::assets::version(),
+        }
+        .into_response()
+    }
+}
+
+/// Marks a response as an HTML error page, with what it says, so that
+/// [`back_links`] can point its "Back" link at the page the user came from.
+#[derive(Clone)]
+struct HtmlError(ErrorDetail);
+
+/// Middleware: an HTML error page's "Back" link goes to the page the user
+/// came from — its `Referer`, when that is a page of this server other
+/// than the one that failed ([`auth::referring_page`]).
+pub async fn back_links(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let this = request.uri().path_and_query().map(|p| p.as_str());
+    let back = auth::referring_page(request.headers(), &state.config.advertised_url)
+        .filter(|&page| Some(page) != this)
+        .map(str::to_string);
+    let mut response = next.run(request).await;
+    let error = response.extensions_mut().remove::<HtmlError>();
+    if let (Some(back), Some(HtmlError(detail))) = (back, error) {
+        *response.body_mut() = detail.page(&back).into_body();
+    }
+    response
 }
 
 impl IntoResponse for AppError {
@@ -299,17 +345,9 @@ impl IntoResponse for ErrorDetail {
             tracing::error!(detail = %self.detail, "internal error answered");
         }
         let mut response = if self.html {
-            ErrorPage {
-                status: self.status.as_u16(),
-                title: self.title,
-                detail: &self.detail,
-                leader_url: self.leader_url.as_deref(),
-                location: self.location.as_deref(),
-                errors: &self.errors,
-                login: self.status == StatusCode::UNAUTHORIZED,
-                asset_version: super::assets::version(),
-            }
-            .into_response()
+            let mut page = self.page("/");
+            page.extensions_mut().insert(HtmlError(self.clone()));
+            page
         } else {
             let problem = Problem {
                 kind: self.type_uri(),

@@ -358,6 +358,10 @@ pub fn router(state: AppState) -> Router {
     ))
     .fallback(error::not_found)
     .method_not_allowed_fallback(error::method_not_allowed)
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        error::back_links,
+    ))
     .layer(axum::middleware::map_response(security_headers))
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
     .layer(tower_http::trace::TraceLayer::new_for_http())

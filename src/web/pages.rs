@@ -511,10 +511,9 @@ pub async fn login(
 /// A local path to return to after logging in (`/actions` unless `next`
 /// is a plain absolute path on this server).
 pub fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
-        _ => "/actions".to_string(),
-    }
+    next.and_then(auth::local_path)
+        .unwrap_or("/actions")
+        .to_string()
 }
 
 /// Adds a `Set-Cookie` header when there is one.
