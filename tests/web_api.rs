@@ -276,8 +276,10 @@ async fn unknown_routes_are_404_in_html_and_json() {
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
     assert_eq!(r.json()["status"], 404);
+    // Like every page outside /api/, a missing asset is an HTML page.
     let r = web.send(get("/static/nothing.js")).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
 }
 
 #[tokio::test]
@@ -314,6 +316,9 @@ async fn static_dir_overrides_compiled_in_assets() {
             .text()
             .contains("EventSource")
     );
+    let r = web.send(get("/static/nothing.css")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
 }
 
 #[tokio::test]

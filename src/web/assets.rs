@@ -38,7 +38,9 @@ fn embedded(name: &str) -> Response {
         "app.css" => ("text/css; charset=utf-8", CSS),
         "app.js" => ("text/javascript; charset=utf-8", JS),
         _ => {
-            return AppError::not_found(format!("no asset {name:?}")).into_response();
+            return AppError::not_found(format!("no asset {name:?}"))
+                .html()
+                .into_response();
         }
     };
     (
@@ -51,13 +53,14 @@ fn embedded(name: &str) -> Response {
         .into_response()
 }
 
-/// `GET /static/{file}`: a compiled-in asset.
+/// `GET /static/{file}`: a compiled-in asset; 404 (an HTML page, like every
+/// page outside `/api/`) for anything else.
 pub async fn asset(
     file: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Response {
     match file {
         Ok(Path(file)) => embedded(&file),
-        Err(e) => AppError::bad_request(e.body_text()).into_response(),
+        Err(e) => AppError::bad_request(e.body_text()).html().into_response(),
     }
 }
 
