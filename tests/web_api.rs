@@ -108,7 +108,7 @@ async fn tasks_are_paged_filtered_and_sorted() {
     assert!(updated.windows(2).all(|w| w[0] >= w[1]));
 
     let r = web
-        .send(get("/api/v1/tasks?sort=colour&per_page=0&state=RUNNING"))
+        .send(get("/api/v1/tasks?sort=colour&per_page=0&state=RUNNIN"))
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
@@ -119,6 +119,43 @@ async fn tasks_are_paged_filtered_and_sorted() {
         .map(|e| e["field"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(fields, ["state", "sort", "per_page"]);
+}
+
+#[tokio::test]
+async fn state_filters_take_mesos_names_with_or_without_prefix() {
+    let web = TestWeb::leader();
+    let matched = |v: serde_json::Value| (v["matched"].clone(), v["filter"]["state"].clone());
+    let full = web
+        .send(get("/api/v1/tasks?state=TASK_RUNNING"))
+        .await
+        .json();
+    assert_eq!(matched(full.clone()).1, "TASK_RUNNING");
+    for name in ["running", "RUNNING", "Task_Running"] {
+        let r = web.send(get(&format!("/api/v1/tasks?state={name}"))).await;
+        assert_eq!(r.status, StatusCode::OK, "{name}: {}", r.text());
+        assert_eq!(matched(r.json()), matched(full.clone()), "{name}");
+    }
+    let r = web.send(get("/api/v1/tasks?state=ACTIVE")).await;
+    assert_eq!(r.json()["filter"]["state"], "active");
+    // Unknown names are refused, naming the states, on the API and the page.
+    for name in ["TASK_BOGUS", "bogus", "TASK_"] {
+        let r = web.send(get(&format!("/api/v1/tasks?state={name}"))).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{name}");
+        let detail = r.json()["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            detail.contains("TASK_RUNNING") && detail.contains("TASK_GONE_BY_OPERATOR"),
+            "{detail}"
+        );
+        let r = web.send(get(&format!("/tasks?state={name}"))).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{name}");
+        assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    }
+    let r = web.send(get("/tasks?state=killed")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.text().contains(r#"<option value="TASK_FAILED""#));
 }
 
 #[tokio::test]

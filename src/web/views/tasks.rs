@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{DEFAULT_PER_PAGE, Derived, MAX_PER_PAGE, field, non_empty, parse_number};
+use crate::mesos::v1::TaskState;
 use crate::scheduler::{ExecutorKind, KillRequest, Snapshot, StatusEntry, TaskRecord};
 use crate::web::error::AppError;
 
@@ -69,8 +70,9 @@ impl TaskRow {
 
 /// Query parameters of `/tasks` and `/api/v1/tasks`, all optional:
 /// - `service`: exact service name;
-/// - `state`: a Mesos state name (`TASK_RUNNING`), `active` (not terminal)
-///   or `terminal`;
+/// - `state`: a Mesos task state, with or without its `TASK_` prefix, in
+///   any case (`TASK_RUNNING`, `running`), `active` (not terminal) or
+///   `terminal`; anything else is 400, listing the states;
 /// - `q`: substring of the task ID, agent ID or hostname;
 /// - `sort`: `id` (default), `service`, `state`, `host`, `updated`, `launched`;
 /// - `order`: `asc` (default) or `desc`;
@@ -92,6 +94,7 @@ pub struct TaskQuery {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TaskFilter {
     pub service: Option<String>,
+    /// `active`, `terminal` or a Mesos task state's full name.
     pub state: Option<String>,
     pub q: Option<String>,
 }
@@ -127,21 +130,55 @@ pub struct TasksView {
 
 const SORT_KEYS: [&str; 6] = ["id", "service", "state", "host", "updated", "launched"];
 
+/// Every Mesos task state's name, in the protobuf enum's order (prost
+/// generates no list, so the enum's values are tried).
+fn task_states() -> impl Iterator<Item = &'static str> {
+    (0..=i32::from(u8::MAX))
+        .filter_map(|n| TaskState::try_from(n).ok())
+        .map(|s| s.as_str_name())
+}
+
+/// The `state` filter `name` stands for: `active`, `terminal`, or a Mesos
+/// task state's full name (from `TASK_RUNNING` or `running`, any case).
+fn state_filter(name: &str) -> Option<&'static str> {
+    let upper = name.trim().to_ascii_uppercase();
+    match upper.as_str() {
+        "ACTIVE" => return Some("active"),
+        "TERMINAL" => return Some("terminal"),
+        _ => {}
+    }
+    let full = if upper.starts_with("TASK_") {
+        upper
+    } else {
+        format!("TASK_{upper}")
+    };
+    TaskState::from_str_name(&full).map(|s| s.as_str_name())
+}
+
 impl TasksView {
     /// The view of `s` (aggregates `d`) under `query`; 400 with field
     /// errors for bad values.
     pub fn new(s: &Snapshot, d: &Derived, query: &TaskQuery) -> Result<TasksView, AppError> {
         let mut errors = Vec::new();
+        let state = non_empty(&query.state).and_then(|name| {
+            let state = state_filter(&name);
+            if state.is_none() {
+                errors.push(field(
+                    "state",
+                    format!(
+                        "no state {name:?}: active, terminal or a Mesos task state (the TASK_ \
+                         prefix and case are optional): {}",
+                        task_states().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+            state.map(str::to_string)
+        });
         let filter = TaskFilter {
             service: non_empty(&query.service),
-            state: non_empty(&query.state),
+            state,
             q: non_empty(&query.q),
         };
-        if let Some(state) = &filter.state
-            && !(state == "active" || state == "terminal" || state.starts_with("TASK_"))
-        {
-            errors.push(field("state", "a Mesos state name, active or terminal"));
-        }
         let sort = match non_empty(&query.sort) {
             None => "id",
             Some(k) => SORT_KEYS
