@@ -229,6 +229,29 @@ async fn actions_run_on_the_leader() {
 }
 
 #[tokio::test]
+async fn a_reconcile_body_without_kind_is_explicit() {
+    let web = TestWeb::leader();
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/actions/reconcile",
+            &json!({}),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    assert_eq!(r.json()["kind"], "explicit");
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/actions/reconcile",
+            &json!({"kind": null}),
+        ))
+        .await;
+    assert_eq!(r.json()["kind"], "explicit");
+    assert_eq!(web.core.received(), ["reconcile", "reconcile"]);
+}
+
+#[tokio::test]
 async fn reregister_in_state_removed() {
     let mut s = leader_snapshot("http://127.0.0.1:8080", 3);
     s.framework.state = FrameworkState::Removed;

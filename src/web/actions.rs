@@ -7,7 +7,7 @@
 //!
 //! | action | body | success |
 //! |---|---|---|
-//! | `reconcile` | `{"kind":"explicit"\|"implicit"}` (empty: explicit) | 202, the run |
+//! | `reconcile` | `{"kind":"explicit"\|"implicit"}` (no body or no `kind`: explicit) | 202, the run |
 //! | `kamikaze` | none | 200, one result per executor |
 //! | `teardown` | none, or `{"framework_id": "<id>"}` to refuse (409) if another framework is registered by now | 200 |
 //! | `abdicate` | none | 200 |
@@ -329,7 +329,8 @@ pub(crate) async fn execute(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReconcileBody {
-    kind: ReconcileKind,
+    /// `None` (left out): explicit, as with no body at all.
+    kind: Option<ReconcileKind>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -373,14 +374,17 @@ pub async fn api_action(
     guard_api(&state, &headers, peer, uri.path())?;
     let body = json_body(&headers, body)?;
     let action = match name.as_str() {
-        "reconcile" => match body {
-            None => Action::Reconcile(ReconcileKind::Explicit),
-            Some(v) => {
-                let b: ReconcileBody =
-                    serde_json::from_value(v).map_err(|e| body_error("kind", e))?;
-                Action::Reconcile(b.kind)
-            }
-        },
+        "reconcile" => {
+            let kind = match body {
+                None => None,
+                Some(v) => {
+                    let b: ReconcileBody =
+                        serde_json::from_value(v).map_err(|e| body_error("kind", e))?;
+                    b.kind
+                }
+            };
+            Action::Reconcile(kind.unwrap_or(ReconcileKind::Explicit))
+        }
         "teardown" => {
             if let Some(v) = body {
                 let b: TeardownBody =
