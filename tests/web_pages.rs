@@ -182,6 +182,45 @@ async fn get_never_acts_and_the_confirmation_names_the_blast() {
 }
 
 #[tokio::test]
+async fn confirmation_pages_name_the_tasks_that_die() {
+    let web = TestWeb::leader();
+    let s = web.snapshot();
+    let active: Vec<&str> = s
+        .tasks
+        .iter()
+        .filter(|t| !t.is_terminal())
+        .map(|t| t.task_id.as_str())
+        .collect();
+    let listed =
+        |html: &str, id: &str| html.contains(&format!(r#"<a href="/tasks/{id}">{id}</a>"#));
+    // Teardown: 114 tasks die; the first 50 are named, the rest counted.
+    let html = web.send(get("/actions/teardown")).await.text();
+    assert!(html.contains(r#"id="confirm-task-list""#), "{html}");
+    assert_eq!(active.iter().filter(|id| listed(&html, id)).count(), 50);
+    assert!(active[..50].iter().all(|id| listed(&html, id)));
+    assert!(html.contains(r#"id="confirm-more">and 64 more"#), "{html}");
+    let failed = s.tasks.iter().find(|t| t.is_terminal()).unwrap();
+    assert!(!listed(&html, &failed.task_id), "terminal tasks do not die");
+
+    // Kamikaze: each executor that obeys, with its tasks.
+    let html = web.send(get("/actions/kamikaze")).await.text();
+    for t in s.tasks.iter().filter(|t| !t.is_terminal()) {
+        let appliance = t.executor == mesos_appliance::scheduler::ExecutorKind::Appliance;
+        assert_eq!(listed(&html, &t.task_id), appliance, "{}", t.task_id);
+    }
+
+    // A few tasks: all named, nothing more.
+    let web = TestWeb::new(test_config(), leader_snapshot("http://127.0.0.1:8080", 5));
+    let html = web.send(get("/actions/teardown")).await.text();
+    for t in &web.snapshot().tasks {
+        assert!(listed(&html, &t.task_id), "{}", t.task_id);
+    }
+    assert!(!html.contains("confirm-more"));
+    let v = web.send(get("/api/v1/actions")).await.json();
+    assert_eq!(v["blast"]["task_ids"].as_array().unwrap().len(), 5);
+}
+
+#[tokio::test]
 async fn teardown_through_its_confirmation_page() {
     let web = TestWeb::leader();
     let (cookie, token) = csrf(&web, "/actions/teardown").await;

@@ -3,7 +3,9 @@
 //!
 //! A destructive action (teardown, kamikaze) is never a GET: `GET
 //! /actions/teardown` shows a confirmation page naming the framework ID and
-//! the number of tasks that will die, asks for the framework name typed in,
+//! the tasks that will die (their IDs, up to
+//! [`BLAST_TASKS_LISTED`](super::views::BLAST_TASKS_LISTED), and how many
+//! more), asks for the framework name typed in,
 //! and carries a CSRF token; `POST /actions/teardown` checks, in order,
 //! `Origin` (403), CSRF (403), the admin session or loopback rule (401/403),
 //! leadership (503, with a link to the leader), that the framework is still
@@ -128,12 +130,14 @@ fn confirm_page(
     with_cookie(page.into_response(), cookie)
 }
 
-/// `GET /actions/teardown`: the confirmation page.
+/// `GET /actions/teardown`: the confirmation page, naming the tasks that
+/// die.
 pub async fn confirm_teardown(State(state): State<AppState>, headers: HeaderMap) -> Response {
     confirm_page(&state, &headers, "teardown", None)
 }
 
-/// `GET /actions/kamikaze`: the confirmation page, listing executors.
+/// `GET /actions/kamikaze`: the confirmation page, listing the executors
+/// and, under each, the tasks that die.
 pub async fn confirm_kamikaze(State(state): State<AppState>, headers: HeaderMap) -> Response {
     confirm_page(&state, &headers, "kamikaze", None)
 }

@@ -226,6 +226,10 @@ impl ReplicasView {
     }
 }
 
+/// Task IDs a confirmation page names (per executor, and for teardown in
+/// all); the rest are counted ("and 64 more").
+pub const BLAST_TASKS_LISTED: usize = 50;
+
 /// One executor that kamikaze would address.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExecutorRow {
@@ -240,6 +244,15 @@ pub struct ExecutorRow {
     pub executor: ExecutorKind,
     /// Its active tasks.
     pub tasks: usize,
+    /// Their IDs, sorted; the first [`BLAST_TASKS_LISTED`].
+    pub task_ids: Vec<String>,
+}
+
+impl ExecutorRow {
+    /// Active tasks on it that [`ExecutorRow::task_ids`] leaves out.
+    pub fn unlisted_tasks(&self) -> usize {
+        self.tasks - self.task_ids.len()
+    }
 }
 
 /// What the destructive actions would hit, for the actions page and the
@@ -252,6 +265,8 @@ pub struct Blast {
     pub framework_name: String,
     /// Active (non-terminal) tasks: all die on teardown.
     pub active_tasks: usize,
+    /// Their IDs, sorted; the first [`BLAST_TASKS_LISTED`].
+    pub task_ids: Vec<String>,
     /// Executors of active tasks.
     pub executors: Vec<ExecutorRow>,
     /// Active tasks on executors that obey kamikaze (they die).
@@ -263,9 +278,14 @@ impl Blast {
     pub fn new(s: &Snapshot) -> Blast {
         let mut executors: BTreeMap<(&str, &str), ExecutorRow> = BTreeMap::new();
         let mut active_tasks = 0;
+        let mut task_ids = Vec::new();
+        // The snapshot's tasks are sorted by ID, so the lists are too.
         for t in s.tasks.iter().filter(|t| !t.is_terminal()) {
             active_tasks += 1;
-            executors
+            if task_ids.len() < BLAST_TASKS_LISTED {
+                task_ids.push(t.task_id.clone());
+            }
+            let row = executors
                 .entry((&t.agent_id, &t.executor_id))
                 .or_insert_with(|| ExecutorRow {
                     agent_id: t.agent_id.clone(),
@@ -273,8 +293,12 @@ impl Blast {
                     executor_id: t.executor_id.clone(),
                     executor: t.executor,
                     tasks: 0,
-                })
-                .tasks += 1;
+                    task_ids: Vec::new(),
+                });
+            row.tasks += 1;
+            if row.task_ids.len() < BLAST_TASKS_LISTED {
+                row.task_ids.push(t.task_id.clone());
+            }
         }
         let executors: Vec<ExecutorRow> = executors.into_values().collect();
         let kamikaze_tasks = executors
@@ -286,9 +310,15 @@ impl Blast {
             framework_id: s.framework.id.clone(),
             framework_name: s.framework.name.clone(),
             active_tasks,
+            task_ids,
             executors,
             kamikaze_tasks,
         }
+    }
+
+    /// Active tasks that [`Blast::task_ids`] leaves out.
+    pub fn unlisted_tasks(&self) -> usize {
+        self.active_tasks - self.task_ids.len()
     }
 
     /// Executors that obey kamikaze.
