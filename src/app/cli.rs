@@ -211,7 +211,7 @@ pub struct ClusterArgs {
     #[arg(long, env = "MESOS_APPLIANCE_MASTER")]
     pub master: Option<String>,
     /// Coordination root: `zk://[user:pass@]h1:2181,h2:2181/path` (without a
-    /// path: /mesos-appliance/<framework-name>). Without --zk: in-memory
+    /// path: /mesos-appliance/`<framework-name>`). Without --zk: in-memory
     /// state, one replica only.
     #[arg(long, env = "MESOS_APPLIANCE_ZK")]
     pub zk: Option<String>,
@@ -341,7 +341,7 @@ pub struct CommonArgs {
     pub listen: SocketAddr,
     /// URL other replicas, users and the Mesos fetcher reach this replica at,
     /// `http(s)://host:port` [default: from --listen; this host's name when
-    /// --listen is 0.0.0.0 or [::]].
+    /// --listen is 0.0.0.0 or `[::]`].
     #[arg(long, global = true, value_parser = advertised_url, env = "MESOS_APPLIANCE_ADVERTISED_URL")]
     pub advertised_url: Option<String>,
     /// File holding the admin token for actions (`Authorization: Bearer …`).

@@ -6,16 +6,16 @@
 //!
 //! What it serves:
 //! - `POST /api/v1/scheduler` — the v1 scheduler API in JSON and protobuf
-//!   ([`scheduler_api`]): subscription streams (RecordIO, one record per
-//!   chunk), heartbeats, offers and filters ([`allocator`]), launches, status
+//!   (`scheduler_api`): subscription streams (RecordIO, one record per
+//!   chunk), heartbeats, offers and filters (`allocator`), launches, status
 //!   updates with acknowledgements and retries, kills, reconciliation,
-//!   framework messages and executor exits ([`tasks`]), framework failover,
-//!   failover timeout and removal ([`master`]);
+//!   framework messages and executor exits (`tasks`), framework failover,
+//!   failover timeout and removal (`master`);
 //! - `POST /api/v1` — operator GET_FRAMEWORKS and TEARDOWN, and the legacy
 //!   `/master/teardown`, `/master/state`, `/master/frameworks`,
-//!   `/master/redirect` ([`operator_api`]);
-//! - `/testbed/…` — fault injection and inspection ([`control`]);
-//! - with `zk`, master election through ZooKeeper ([`election`]); a
+//!   `/master/redirect` (`operator_api`);
+//! - `/testbed/…` — fault injection and inspection (`control`);
+//! - with `zk`, master election through ZooKeeper (`election`); a
 //!   non-leading testbed redirects (307) or answers 503 `No leader elected`;
 //! - with `run_executors` (process mode), real `mesos-appliance-executor`
 //!   processes for tasks that use it, each agent serving
@@ -201,7 +201,7 @@ impl Testbed {
         self.app.lock().agent_views()
     }
 
-    /// Marks an agent unreachable (see [`control`]); false if unknown.
+    /// Marks an agent unreachable (see `control`); false if unknown.
     pub fn make_agent_unreachable(&self, agent_id: &str) -> bool {
         self.app.lock().agent_unreachable(agent_id)
     }
