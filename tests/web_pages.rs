@@ -146,6 +146,18 @@ async fn other_pages_render() {
 }
 
 #[tokio::test]
+async fn services_say_why_they_wait() {
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 2);
+    let why = "no offer of the 2 held has enough: needs cpus 64 (largest offer: 4)";
+    s.services[0].waiting = Some(why.into());
+    let web = TestWeb::new(test_config(), s);
+    let html = web.send(get("/services")).await.text();
+    assert!(html.contains(&format!(r#"<span class="badge warn">waiting</span> {why}"#)));
+    let api = web.send(get("/api/v1/services")).await.text();
+    assert!(api.contains(why), "{api}");
+}
+
+#[tokio::test]
 async fn text_from_the_cluster_is_escaped() {
     let mut s = leader_snapshot("http://127.0.0.1:8080", 2);
     s.events.push(event(
