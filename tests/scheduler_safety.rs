@@ -179,15 +179,23 @@ async fn subscription_gauge_sums_to_one_over_replicas() {
         prometheus_client::encoding::text::encode(&mut out, &r.registry).unwrap();
         out
     };
-    assert!(text(&a).contains("framework_subscribed 1"), "{}", text(&a));
-    assert!(text(&b).contains("framework_subscribed 0"), "{}", text(&b));
+    assert!(
+        text(&a).contains("mesos_appliance_framework_subscribed 1"),
+        "{}",
+        text(&a)
+    );
+    assert!(
+        text(&b).contains("mesos_appliance_framework_subscribed 0"),
+        "{}",
+        text(&b)
+    );
     assert!(text(&a).contains("leader 1") && text(&b).contains("leader 0"));
-    assert!(text(&a).contains("status_updates_total{state=\"TASK_RUNNING\",source=\"SOURCE_EXECUTOR\",reason=\"none\"} 1"), "{}", text(&a));
+    assert!(text(&a).contains("mesos_appliance_status_updates_total{state=\"TASK_RUNNING\",source=\"SOURCE_EXECUTOR\",reason=\"none\"} 1"), "{}", text(&a));
     a.stop().await;
     b.wait_for("b leads", WAIT, |s| {
         s.framework.state == FrameworkState::Subscribed
     })
     .await;
-    assert!(text(&b).contains("framework_subscribed 1"));
+    assert!(text(&b).contains("mesos_appliance_framework_subscribed 1"));
     b.stop().await;
 }

@@ -292,9 +292,12 @@ async fn metrics_in_openmetrics_text() {
             .starts_with("application/openmetrics-text")
     );
     let text = r.text();
-    assert!(text.contains("framework_subscribed 1"), "{text}");
     assert!(
-        text.contains(r#"http_requests_total{method="GET",route="/api/v1/state",status="200"} 1"#),
+        text.contains("mesos_appliance_framework_subscribed 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"mesos_appliance_http_requests_total{method="GET",route="/api/v1/state",status="200"} 1"#),
         "{text}"
     );
     assert!(text.contains("http_request_duration_seconds_bucket"));

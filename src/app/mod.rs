@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -240,7 +239,7 @@ pub async fn start_replica_on(
     web_config: WebConfig,
     shutdown: CancellationToken,
 ) -> Result<Running, web::ServeError> {
-    let mut registry = Registry::default();
+    let mut registry = crate::scheduler::metrics::registry();
     let metrics = Metrics::register(&mut registry);
     let deps = CoreDeps {
         snapshots: supervisor::snapshot_channel(&core, coordinator.replica().clone()),

@@ -9,6 +9,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+/// Prefix of every metric name the appliance exports, e.g.
+/// `mesos_appliance_offers_total` (Prometheus naming: one application prefix).
+pub const PREFIX: &str = "mesos_appliance";
+
+/// An empty registry whose metrics take [`PREFIX`].
+pub fn registry() -> Registry {
+    Registry::with_prefix(PREFIX)
+}
+
 /// Labels of a status update.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpdateLabels {

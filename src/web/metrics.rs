@@ -51,7 +51,7 @@ pub struct HttpMetrics {
 impl HttpMetrics {
     /// Fresh, registered metrics.
     pub fn new() -> HttpMetrics {
-        let mut registry = Registry::default();
+        let mut registry = crate::scheduler::metrics::registry();
         let requests = Family::<RequestLabels, Counter>::default();
         let duration = Family::<RouteLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             duration_histogram,

@@ -79,7 +79,7 @@ impl Replica {
             ZkConfig::new(url, replicas::replica(name)).with_session_timeout(replicas::SESSION);
         zk_config.hold_off = replicas::HOLD_OFF;
         let coordinator = Arc::new(ZkCoordinator::start(zk_config).await.expect("coordinator"));
-        let mut registry = prometheus_client::registry::Registry::default();
+        let mut registry = mesos_appliance::scheduler::metrics::registry();
         let deps = CoreDeps {
             coordinator: coordinator.clone(),
             client: ClientConfig::new(MasterSpec::parse(master).expect("master url")),

@@ -23,7 +23,6 @@ use mesos_appliance::scheduler::{
 };
 use mesos_appliance::web::{AppState, WebConfig, router};
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tower::ServiceExt;
 
@@ -498,7 +497,7 @@ impl TestWeb {
             snapshots: snapshots.clone(),
         };
         core.clone().run(command_rx);
-        let mut registry = Registry::default();
+        let mut registry = mesos_appliance::scheduler::metrics::registry();
         let subscribed = Gauge::<i64>::default();
         subscribed.set(1);
         registry.register(
