@@ -168,8 +168,16 @@ async fn failover_timeout_removes_the_framework_and_kills_its_tasks() {
 async fn zero_failover_timeout_removes_at_once() {
     let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (sub, fid) = connected(&tb.url(), "zero", 0.0).await;
+    let dropped_at = std::time::Instant::now();
     drop(sub);
     wait_until(|| tb.frameworks().iter().any(|f| f.id == fid && f.completed)).await;
+    // failover_timeout 0 removes the framework as soon as it disconnects
+    // (master.cpp: the failover timer is started with a zero delay).
+    let took = dropped_at.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "removed after {took:?}"
+    );
 }
 
 #[tokio::test]

@@ -110,7 +110,16 @@ async fn decline_without_filters_uses_five_seconds() {
         decline(&fid, offer_ids(&first), None),
     )
     .await;
+    let declined_at = Instant::now();
     sub.expect_none("OFFERS", Duration::from_secs(3)).await;
+    // The default filter lasts 5 s (mesos.proto Filters.refuse_seconds), not
+    // forever: the agent's resources come back within a few allocations.
+    sub.expect("OFFERS").await;
+    let back_after = declined_at.elapsed();
+    assert!(
+        (Duration::from_secs(5)..Duration::from_secs(8)).contains(&back_after),
+        "offer back after {back_after:?}"
+    );
 }
 
 #[tokio::test]

@@ -83,6 +83,19 @@ mod tests {
     }
 
     #[test]
+    fn jitter_spreads_delays_at_one_base() {
+        // Without jitter every draw at the cap would equal the cap and a
+        // fleet of clients would retry in lockstep.
+        let mut b = Backoff::new(Duration::from_secs(15), Duration::from_secs(15));
+        let draws: std::collections::BTreeSet<Duration> = (0..32).map(|_| b.next_delay()).collect();
+        assert!(
+            draws.len() > 16,
+            "only {} distinct delays: {draws:?}",
+            draws.len()
+        );
+    }
+
+    #[test]
     fn degenerate_bounds_and_many_attempts_do_not_panic() {
         let mut b = Backoff::new(Duration::ZERO, Duration::ZERO);
         assert_eq!(b.base(), Duration::from_millis(1));
