@@ -106,6 +106,9 @@ async fn heartbeat_silence_closes_the_stream_and_resubscribes_within_k_intervals
     let tb = testbed(config).await;
     let mut client_config = fast_config(&tb.url());
     client_config.heartbeat_timeout_factor = 3;
+    // Shorter than the quiet spell below: a request-wide timeout on the
+    // event stream would cut it (mesos-notes §11).
+    client_config.call_timeout = Duration::from_millis(500);
     let cancel = CancellationToken::new();
     let (_client, rx) = SchedulerClient::start(client_config, framework("hb"), cancel.clone());
     let mut events = Events::new(rx);
