@@ -120,6 +120,78 @@ async fn ignored_kill_is_retried_with_backoff() {
     replica.stop().await;
 }
 
+/// A kill the old leader asked for and never saw happen is asked for again
+/// by the next leader: the kill mark lives in the task record, the retry
+/// queue in memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_kill_survives_a_leader_failover() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let specs =
+        services(json!([{"name": "many", "command": "x", "cpus": 0.1, "mem": 32, "instances": 2}]));
+    let first = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        specs.clone(),
+        core_config(),
+    )
+    .await;
+    first
+        .wait_for("2 running", WAIT, |s| running(s, "many") == 2)
+        .await;
+    tb.ignore_kill("many.1.");
+    let mut spec = specs[0].clone();
+    spec.instances = 1;
+    first
+        .handle
+        .request(Duration::from_secs(5), |reply| Command::PutService {
+            spec,
+            reply,
+        })
+        .await
+        .unwrap();
+    let s = first
+        .wait_for("kill pending", WAIT, |s| {
+            s.tasks
+                .iter()
+                .any(|t| t.instance == 1 && t.kill.as_ref().is_some_and(|k| k.attempts >= 1))
+        })
+        .await;
+    let victim = s
+        .tasks
+        .iter()
+        .find(|t| t.instance == 1)
+        .unwrap()
+        .task_id
+        .clone();
+    let second = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, core_config()).await;
+    second
+        .wait_for("r2 follows", WAIT, |s| {
+            s.framework.state == FrameworkState::Standby
+        })
+        .await;
+    first.stop().await;
+    tb.clear_faults();
+    let mark = tb.calls().len();
+    second
+        .wait_for("the next leader killed it", WAIT, |s| {
+            s.tasks
+                .iter()
+                .any(|t| t.task_id == victim && t.state == "TASK_KILLED")
+        })
+        .await;
+    let kills_by_second = tb.calls()[mark..]
+        .iter()
+        .filter(|c| c.call_type == "KILL" && c.call["kill"]["task_id"]["value"] == victim.as_str())
+        .count();
+    assert!(
+        kills_by_second >= 1,
+        "the next leader sent KILL for {victim}"
+    );
+    second.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_framework_id_makes_the_leader_step_down() {
     let zk = ZkServer::start();

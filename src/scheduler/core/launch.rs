@@ -28,6 +28,9 @@ use crate::util::unix_now_secs;
 /// Filter for the unused part of an accepted offer while more work is
 /// pending: short, so the rest comes back soon.
 const ACCEPT_REFUSE_SECONDS: f64 = 1.0;
+/// Grace period of a KILL for a task whose service is gone (seconds, as
+/// the service default).
+pub(super) const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 
 impl Core {
     fn executor_source(&self) -> Option<ExecutorSource> {
@@ -46,8 +49,7 @@ impl Core {
         let grace = self
             .services
             .get(&entry.record.service)
-            .map(|s| s.kill_grace_period)
-            .unwrap_or(Duration::from_secs(5));
+            .map_or(DEFAULT_KILL_GRACE, |s| s.kill_grace_period);
         if entry.record.kill.is_none() {
             let mut record = (*entry.record).clone();
             record.kill = Some(KillRequest {

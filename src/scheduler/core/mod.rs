@@ -155,6 +155,31 @@ pub async fn run_term(
     outcome
 }
 
+/// The kill queue of a new term: every task a previous term marked for
+/// killing and has not seen end gets its KILL again (KILL is never
+/// acknowledged and may be lost, mesos-notes §11.18), or a replaced task
+/// would run on beside its replacement.
+fn resume_kills(
+    cfg: &CoreConfig,
+    services: &BTreeMap<String, ServiceSpec>,
+    tasks: &BTreeMap<String, TaskEntry>,
+    now: Instant,
+) -> KillQueue {
+    let mut kills = KillQueue::new(cfg.kill_retry_min, cfg.kill_retry_max);
+    for (task_id, entry) in tasks {
+        let record = &entry.record;
+        let Some(kill) = record.kill.as_ref().filter(|_| !record.is_terminal()) else {
+            continue;
+        };
+        let grace = services
+            .get(&record.service)
+            .map_or(launch::DEFAULT_KILL_GRACE, |s| s.kill_grace_period);
+        let agent = (!record.agent_id.is_empty()).then(|| record.agent_id.clone());
+        kills.request(task_id, agent, &kill.reason, grace, now);
+    }
+    kills
+}
+
 impl Core {
     /// Reads the framework ID, services and tasks from the stores.
     async fn load(
@@ -205,8 +230,9 @@ impl Core {
             );
         }
         let now = Instant::now();
+        let kills = resume_kills(&cfg, &services, &tasks, now);
         Ok(Core {
-            kills: KillQueue::new(cfg.kill_retry_min, cfg.kill_retry_max),
+            kills,
             offers: OfferRegistry::new(cfg.offer_ttl, cfg.offer_linger),
             reconciler: Reconciler::new(cfg.reconcile.clone(), now),
             next_fid_check: now + cfg.framework_id_refresh_interval,
