@@ -12,6 +12,7 @@ use mesos_appliance::scheduler::{Command, FrameworkState};
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, running, services};
+use support::mesos::{connected, existing_framework, subscribe};
 use support::zookeeper::ZkServer;
 use zookeeper_client as zk;
 
@@ -209,9 +210,14 @@ async fn a_replaced_framework_id_makes_the_leader_step_down() {
         .unwrap();
     let s = replica
         .wait_for("stepped down", WAIT, |s| {
-            s.framework.state == FrameworkState::Standby
+            s.framework.state == FrameworkState::FailedOver
         })
         .await;
+    let reason = s.framework.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("mismatch") && reason.contains("someone-else-0000"),
+        "{reason}"
+    );
     assert!(
         s.events
             .iter()
@@ -222,6 +228,121 @@ async fn a_replaced_framework_id_makes_the_leader_step_down() {
     // It did not overwrite the stored ID.
     let (data, _) = client.get_data("/appliance/framework-id").await.unwrap();
     assert_eq!(data, b"someone-else-0000");
+    replica.stop().await;
+}
+
+/// ERROR "Framework failed over" (another scheduler subscribed with our
+/// ID): the leader stops acting and says so; it does not resubscribe at once
+/// (DESIGN.md §2a).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_scheduler_taking_our_id_shows_failed_over_and_no_resubscribe() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let specs =
+        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let s = replica
+        .wait_for("running", WAIT, |s| running(s, "one") == 1)
+        .await;
+    let fid = s.framework.id.clone().unwrap();
+    let mark = tb.calls().len();
+    let _rogue = subscribe(&tb.url(), existing_framework("appliance-test", &fid, 60.0)).await;
+    let s = replica
+        .wait_for("failed over", WAIT, |s| {
+            s.framework.state == FrameworkState::FailedOver
+        })
+        .await;
+    assert!(
+        s.framework
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("another scheduler")),
+        "{:?}",
+        s.framework.reason
+    );
+    // Within the step-down pause (10 s) nothing is sent to the master.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ours: Vec<_> = tb.calls()[mark..]
+        .iter()
+        .skip(1) // the rogue's SUBSCRIBE
+        .map(|c| c.call_type.clone())
+        .collect();
+    assert!(ours.is_empty(), "calls after stepping back: {ours:?}");
+    assert_eq!(
+        replica.snapshot().framework.state,
+        FrameworkState::FailedOver
+    );
+    replica.stop().await;
+}
+
+/// `hard` registers afresh by itself when the master says the stored
+/// framework was removed, even with `--on-framework-removed=wait`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_reregisters_by_itself_when_the_framework_was_removed() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    // A framework the master removes as soon as it disconnects.
+    let (sub, removed) = connected(&tb.url(), "appliance-test", 0.0).await;
+    drop(sub);
+    let client = zk::Client::connect(&zk.connect_string()).await.unwrap();
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    client.create("/appliance", b"", &open).await.unwrap();
+    client
+        .create("/appliance/framework-id", removed.as_bytes(), &open)
+        .await
+        .unwrap();
+    let mut core = core_config();
+    core.strategy = mesos_appliance::coordination::Strategy::Hard;
+    let specs =
+        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core).await;
+    let s = replica
+        .wait_for("a fresh framework runs the service", WAIT, |s| {
+            s.framework.state == FrameworkState::Subscribed && running(s, "one") == 1
+        })
+        .await;
+    let fresh = s.framework.id.clone().unwrap();
+    assert_ne!(fresh, removed);
+    assert!(
+        s.events
+            .iter()
+            .any(|e| e.message.contains("has been removed")),
+        "{:?}",
+        s.events
+    );
+    let (stored, _) = client.get_data("/appliance/framework-id").await.unwrap();
+    assert_eq!(stored, fresh.as_bytes());
+    replica.stop().await;
+}
+
+/// A fenced leader ends its term at once and says `fenced` (the process
+/// then exits with code 3); its tasks keep running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_leader_stops_acting_and_says_fenced() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let specs =
+        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    replica
+        .wait_for("running", WAIT, |s| running(s, "one") == 1)
+        .await;
+    let mark = tb.calls().len();
+    replica.fence.cancel();
+    let s = replica
+        .wait_for("fenced", WAIT, |s| {
+            s.framework.state == FrameworkState::Fenced
+        })
+        .await;
+    assert!(s.framework.reason.is_some());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after: Vec<_> = tb.calls()[mark..]
+        .iter()
+        .map(|c| c.call_type.clone())
+        .filter(|t| t != "DECLINE")
+        .collect();
+    assert!(after.is_empty(), "calls after the fence: {after:?}");
+    assert_eq!(tb.tasks().len(), 1, "tasks keep running");
     replica.stop().await;
 }
 

@@ -146,7 +146,8 @@ Deployment strategies (--framework-deployment-strategy):
 
 Framework removed by Mesos (failover timeout passed): the replica enters state
 `removed` (/readyz fails with the reason) and waits for the dashboard's
-reregister action, unless --on-framework-removed=reregister.
+reregister action, unless --on-framework-removed=reregister or the strategy
+is hard (which always registers afresh).
 
 Jobs:
   mesos-appliance uninstall [--dry-run]   fence every replica, tear the framework(s)
@@ -322,7 +323,8 @@ pub struct CommonArgs {
         env = "MESOS_APPLIANCE_FRAMEWORK_DEPLOYMENT_STRATEGY"
     )]
     pub framework_deployment_strategy: StrategyArg,
-    /// When Mesos says the framework was removed: wait for the operator, or reregister.
+    /// When Mesos says the framework was removed: wait for the operator, or
+    /// reregister (the `hard` strategy always reregisters).
     #[arg(
         long,
         global = true,

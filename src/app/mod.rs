@@ -192,6 +192,9 @@ pub struct Running {
     pub supervisor: tokio::task::JoinHandle<()>,
     /// The web server task.
     pub web: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// Cancel when a newer deployment fences this replica: the supervisor
+    /// ends the term, shows the state `fenced` and returns.
+    pub fence: CancellationToken,
 }
 
 /// Binds the dashboard's address. Replicas bind before they join the
@@ -247,7 +250,9 @@ pub async fn start_replica_on(
         client,
         metrics,
         initial_services: services,
+        fence: CancellationToken::new(),
     };
+    let fence = deps.fence.clone();
     let (handle, supervisor_task) = supervisor::start(core, deps, shutdown.clone());
     let state = AppState::new(web_config, handle.clone(), coordinator, Arc::new(registry));
     let stop = shutdown.clone();
@@ -263,6 +268,7 @@ pub async fn start_replica_on(
         web_addr: server.addr,
         supervisor: supervisor_task,
         web: server.task,
+        fence,
     })
 }
 

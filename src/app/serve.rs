@@ -118,16 +118,9 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
     };
 
     let shutdown = CancellationToken::new();
-    let fenced = CancellationToken::new();
     let observed = deployment::register(coordinator.as_ref(), &deployment, core.strategy)
         .await
         .map_err(|e| Failure::Runtime(format!("registering deployment {deployment}: {e}")))?;
-    let fence = tokio::spawn(deployment::watch_fence(
-        coordinator.clone(),
-        observed,
-        deployment.clone(),
-        fenced.clone(),
-    ));
     // upgrade and hard: this deployment's services file is authoritative.
     core.replace_services = core.strategy != crate::coordination::Strategy::Failover;
     let running = start_replica_on(
@@ -142,20 +135,39 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
     .await
     .map_err(|e| Failure::Runtime(e.to_string()))?;
     println!("mesos-appliance: dashboard on http://{}", running.web_addr);
+    // Watching starts after registering: the watch reads the current record
+    // first, so a fence in between is not missed.
+    let fence = tokio::spawn(deployment::watch_fence(
+        coordinator.clone(),
+        observed,
+        deployment.clone(),
+        running.fence.clone(),
+    ));
 
     let code = tokio::select! {
         _ = stop_signal() => {
             tracing::info!("stop requested: failover stop (the next replica takes over; no TEARDOWN)");
             exit::OK
         }
-        _ = fenced.cancelled() => {
+        _ = running.fence.cancelled() => {
             tracing::error!("fenced: a newer deployment took over; exiting with code {}", exit::FENCED);
             exit::FENCED
         }
     };
+    // Fenced: the supervisor ends the term and publishes `fenced` before the
+    // rest stops.
+    let mut supervisor = running.supervisor;
+    let mut supervisor_done = false;
+    if code == exit::FENCED {
+        supervisor_done = tokio::time::timeout(Duration::from_secs(10), &mut supervisor)
+            .await
+            .is_ok();
+    }
     shutdown.cancel();
     fence.abort();
-    let _ = tokio::time::timeout(Duration::from_secs(10), running.supervisor).await;
+    if !supervisor_done {
+        let _ = tokio::time::timeout(Duration::from_secs(10), supervisor).await;
+    }
     coordinator.close().await;
     let _ = tokio::time::timeout(Duration::from_secs(5), running.web).await;
     Ok(code)

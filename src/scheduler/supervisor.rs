@@ -5,10 +5,16 @@
 //!
 //! Term outcomes: abdication rejoins the election at the back; "framework
 //! failed over" and a framework-ID mismatch back off, then abdicate, so this
-//! replica never fights the scheduler that took over (DESIGN.md §2a).
+//! replica never fights the scheduler that took over (DESIGN.md §2a). The
+//! back-off doubles with each such step-down in a row (10 s up to 5 min), so
+//! a replica alone in the election cannot ping-pong the framework ID with a
+//! scheduler outside it; the standby snapshot keeps saying `failed_over`
+//! and why until this replica leads again. When the deployment is fenced
+//! ([`CoreDeps::fence`]) the term ends, the state becomes `fenced` and the
+//! supervisor returns.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -26,8 +32,12 @@ use crate::util::unix_now_secs;
 /// How often a standby replica refreshes its view from ZooKeeper.
 const STANDBY_REFRESH: Duration = Duration::from_secs(3);
 /// Pause after "failed over" or a mismatch before stepping down, so two
-/// schedulers cannot ping-pong the framework ID.
+/// schedulers cannot ping-pong the framework ID; doubles per step-down in a
+/// row up to [`STEP_DOWN_BACKOFF_MAX`].
 const STEP_DOWN_BACKOFF: Duration = Duration::from_secs(10);
+/// Cap of the step-down pause; a term that lasted this long forgives the
+/// earlier step-downs.
+const STEP_DOWN_BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// Queue of commands from the web layer.
 const COMMAND_QUEUE: usize = 64;
 
@@ -61,40 +71,74 @@ async fn supervise(
 ) {
     let coordinator = deps.coordinator.clone();
     let mut leadership = coordinator.leadership();
+    // Why the last term stepped down, shown while standing by.
+    let mut held: Option<Held> = None;
+    let mut step_downs: u32 = 0;
     loop {
         if shutdown.is_cancelled() {
+            return;
+        }
+        if deps.fence.is_cancelled() {
+            let reason = "a newer deployment fenced this one; the replica exits".to_string();
+            held = Some(Held {
+                state: FrameworkState::Fenced,
+                reason,
+            });
+            publish_standby(&cfg, &deps, held.as_ref()).await;
             return;
         }
         let current = leadership.borrow_and_update().clone();
         if let Leadership::Leader { term } = current {
             let token = CancellationToken::new();
             let link = {
-                let (term_token, shutdown, token) = (
+                let (term_token, shutdown, fence, token) = (
                     coordinator.term_token(term),
                     shutdown.clone(),
+                    deps.fence.clone(),
                     token.clone(),
                 );
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = term_token.cancelled() => {}
                         _ = shutdown.cancelled() => {}
+                        _ = fence.cancelled() => {}
                     }
                     token.cancel();
                 })
             };
+            let began = Instant::now();
             let outcome = run_term(&cfg, &deps, term, token.clone(), &mut commands).await;
             token.cancel();
             link.abort();
+            if began.elapsed() >= STEP_DOWN_BACKOFF_MAX {
+                step_downs = 0;
+            }
+            held = None;
             match outcome {
                 TermOutcome::LeadershipLost => {}
                 TermOutcome::Abdicated => abdicate(&deps).await,
                 TermOutcome::FailedOver | TermOutcome::Mismatch(_) => {
-                    if let TermOutcome::Mismatch(why) = &outcome {
-                        tracing::error!("framework ID mismatch: {why}; stepping down");
-                    }
+                    let pause = step_down_pause(step_downs);
+                    step_downs = step_downs.saturating_add(1);
+                    let why = match &outcome {
+                        TermOutcome::Mismatch(why) => format!("framework ID mismatch: {why}"),
+                        _ => "another scheduler subscribed with our framework ID".to_string(),
+                    };
+                    tracing::error!(
+                        pause_seconds = pause.as_secs(),
+                        "{why}; stepping down after the pause"
+                    );
+                    held = Some(Held {
+                        state: FrameworkState::FailedOver,
+                        reason: format!(
+                            "{why}; stepped down (step-down {step_downs} in a row, paused {}s)",
+                            pause.as_secs()
+                        ),
+                    });
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(STEP_DOWN_BACKOFF) => {}
+                        _ = deps.fence.cancelled() => continue,
+                        _ = tokio::time::sleep(pause) => {}
                     }
                     abdicate(&deps).await;
                 }
@@ -108,10 +152,11 @@ async fn supervise(
             }
             continue;
         }
-        publish_standby(&cfg, &deps).await;
+        publish_standby(&cfg, &deps, held.as_ref()).await;
         let refresh = tokio::time::sleep(STANDBY_REFRESH);
         tokio::select! {
             _ = shutdown.cancelled() => return,
+            _ = deps.fence.cancelled() => {}
             _ = leadership.changed() => {}
             command = commands.recv() => match command {
                 Some(command) => refuse(command, &deps),
@@ -120,6 +165,20 @@ async fn supervise(
             _ = refresh => {}
         }
     }
+}
+
+/// A state a standby replica keeps showing after its term ended.
+struct Held {
+    state: FrameworkState,
+    reason: String,
+}
+
+/// The pause before the `n`-th step-down in a row (0-based) gives up
+/// leadership: 10 s doubling, capped at 5 min.
+fn step_down_pause(n: u32) -> Duration {
+    STEP_DOWN_BACKOFF
+        .saturating_mul(2u32.saturating_pow(n.min(16)))
+        .min(STEP_DOWN_BACKOFF_MAX)
 }
 
 async fn abdicate(deps: &CoreDeps) {
@@ -146,7 +205,7 @@ fn refuse(command: Command, deps: &CoreDeps) {
 }
 
 /// Publishes what a replica that does not lead can know.
-async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps) {
+async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps, held: Option<&Held>) {
     let coordinator = &deps.coordinator;
     let mut snapshot = Snapshot::standby(
         coordinator.replica().clone(),
@@ -155,7 +214,8 @@ async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps) {
         cfg.strategy,
     );
     snapshot.leadership = coordinator.leadership().borrow().clone();
-    snapshot.framework.state = FrameworkState::Standby;
+    snapshot.framework.state = held.map_or(FrameworkState::Standby, |h| h.state);
+    snapshot.framework.reason = held.map(|h| h.reason.clone());
     snapshot.framework.failover_timeout_seconds = cfg.failover_timeout.as_secs_f64();
     if let Ok(Some(id)) = coordinator.framework_id().await {
         snapshot.framework.id = Some(id.value);
@@ -200,4 +260,16 @@ async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps) {
     snapshot.events = deps.snapshots.borrow().events.clone();
     snapshot.at = unix_now_secs();
     deps.snapshots.send_replace(Arc::new(snapshot));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_down_pauses_double_up_to_five_minutes() {
+        let secs: Vec<u64> = (0..7).map(|n| step_down_pause(n).as_secs()).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(step_down_pause(u32::MAX), STEP_DOWN_BACKOFF_MAX);
+    }
 }

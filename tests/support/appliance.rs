@@ -59,6 +59,8 @@ pub struct Replica {
     pub coordinator: Arc<ZkCoordinator>,
     /// The replica's metrics registry.
     pub registry: Arc<prometheus_client::registry::Registry>,
+    /// Cancel to fence this replica as a newer deployment would.
+    pub fence: CancellationToken,
     shutdown: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
@@ -86,7 +88,9 @@ impl Replica {
             metrics: Metrics::register(&mut registry),
             snapshots: supervisor::snapshot_channel(&core, coordinator.replica().clone()),
             initial_services: services,
+            fence: CancellationToken::new(),
         };
+        let fence = deps.fence.clone();
         let shutdown = CancellationToken::new();
         let (handle, task) = supervisor::start(core, deps, shutdown.clone());
         Replica {
@@ -94,6 +98,7 @@ impl Replica {
             handle,
             coordinator,
             registry: Arc::new(registry),
+            fence,
             shutdown,
             task: Some(task),
         }

@@ -168,9 +168,10 @@ impl Core {
                     format!("ERROR \"Framework has been removed\": {reason}"),
                 );
                 self.set_state(FrameworkState::Removed, Some(reason));
-                if self.cfg.on_framework_removed == OnFrameworkRemoved::Reregister
-                    && let Err(e) = self.reregister().await
-                {
+                // DESIGN.md §2a: `hard` always registers afresh.
+                let reregister = self.cfg.on_framework_removed == OnFrameworkRemoved::Reregister
+                    || self.cfg.strategy == crate::coordination::Strategy::Hard;
+                if reregister && let Err(e) = self.reregister().await {
                     self.log("error", format!("automatic re-registration failed: {e}"));
                 }
             }

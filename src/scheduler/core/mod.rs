@@ -63,6 +63,9 @@ pub struct CoreDeps {
     pub snapshots: watch::Sender<Arc<Snapshot>>,
     /// Services to store when ZooKeeper holds none (`--services`).
     pub initial_services: Vec<ServiceSpec>,
+    /// Cancelled when a newer deployment fences this replica (`upgrade`,
+    /// `hard`, `uninstall`): the term ends and the state becomes `fenced`.
+    pub fence: CancellationToken,
 }
 
 /// Why a term ended.
@@ -149,7 +152,15 @@ pub async fn run_term(
     core.stop_client();
     deps.metrics.leader.set(0);
     deps.metrics.framework_subscribed.set(0);
-    core.state = FrameworkState::Standby;
+    match &outcome {
+        // on_stopped already says why.
+        TermOutcome::FailedOver => {}
+        TermOutcome::Mismatch(why) => core.set_state(
+            FrameworkState::FailedOver,
+            Some(format!("framework ID mismatch: {why}")),
+        ),
+        _ => core.set_state(FrameworkState::Standby, None),
+    }
     core.log("leadership", format!("term {term} ended: {outcome:?}"));
     core.publish(true);
     outcome

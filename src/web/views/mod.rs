@@ -185,6 +185,15 @@ pub fn readiness(s: &Snapshot, now: f64) -> Readiness {
         .zip(fw.heartbeat_timeout_seconds)
         .filter(|(age, timeout)| age > timeout);
     let (ready, reason) = match &s.leadership {
+        _ if fw.state == FrameworkState::Fenced => (
+            false,
+            format!(
+                "fenced: {}",
+                fw.reason
+                    .as_deref()
+                    .unwrap_or("a newer deployment took over")
+            ),
+        ),
         Leadership::Leader { .. } if fw.state == FrameworkState::Subscribed => match silence {
             None => (true, "leader, subscribed to the master".to_string()),
             Some((age, timeout)) => (
