@@ -266,7 +266,19 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
         .await
         .unwrap();
 
+    // The first KILLs of one unrecorded task go unheeded: the leader keeps
+    // at it, and says so.
+    tb.ignore_kill(&lost_record);
     let second = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, core_config()).await;
+    let s = second
+        .wait_for("the unheeded kill is shown", WAIT, |s| {
+            s.unrecorded_kills
+                .iter()
+                .any(|k| k.task_id == lost_record && k.attempts >= 2)
+        })
+        .await;
+    assert!(s.tasks.iter().all(|t| t.task_id != lost_record));
+    tb.clear_faults();
     let s = second
         .wait_for(
             "converged: 3 running, phantom lost, unrecorded tasks killed",
@@ -280,7 +292,10 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
                 let unrecorded_gone = !master_tasks
                     .iter()
                     .any(|t| t.task_id == lost_record || t.task_id == replaced);
-                phantom_lost && unrecorded_gone && running(s, "svc") == 3
+                phantom_lost
+                    && unrecorded_gone
+                    && running(s, "svc") == 3
+                    && s.unrecorded_kills.is_empty()
             },
         )
         .await;

@@ -158,6 +158,32 @@ async fn services_say_why_they_wait() {
 }
 
 #[tokio::test]
+async fn kills_of_tasks_without_a_record_are_shown() {
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 2);
+    let plain = web_tasks_html(&TestWeb::new(test_config(), s.clone())).await;
+    assert!(!plain.contains("unrecorded-kills"));
+    s.unrecorded_kills
+        .push(mesos_appliance::scheduler::UnrecordedKill {
+            task_id: "rogue.0.abc".into(),
+            agent_id: Some("agent-7".into()),
+            reason: "the master reports it; no record".into(),
+            attempts: 4,
+        });
+    let web = TestWeb::new(test_config(), s);
+    let html = web_tasks_html(&web).await;
+    assert!(html.contains(r#"id="unrecorded-kills""#), "{html}");
+    assert!(html.contains("rogue.0.abc") && html.contains("kill pending (4)"));
+    let api: serde_json::Value =
+        serde_json::from_str(&web.send(get("/api/v1/tasks")).await.text()).unwrap();
+    assert_eq!(api["unrecorded_kills"][0]["task_id"], "rogue.0.abc");
+    assert_eq!(api["unrecorded_kills"][0]["attempts"], 4);
+}
+
+async fn web_tasks_html(web: &TestWeb) -> String {
+    web.send(get("/tasks")).await.text()
+}
+
+#[tokio::test]
 async fn text_from_the_cluster_is_escaped() {
     let mut s = leader_snapshot("http://127.0.0.1:8080", 2);
     s.events.push(event(

@@ -67,6 +67,11 @@ impl KillQueue {
         true
     }
 
+    /// Every pending kill, by task ID.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &PendingKill)> {
+        self.pending.iter()
+    }
+
     /// The kills due at `now`, each counted as one more attempt and
     /// rescheduled after its (doubling) backoff.
     pub fn due(&mut self, now: Instant) -> Vec<(String, PendingKill)> {

@@ -34,5 +34,5 @@ pub use records::{KillRequest, StatusEntry, TaskRecord};
 pub use services::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};
 pub use snapshot::{
     EventEntry, FrameworkState, FrameworkStatus, OfferSummary, ReconcileKind, ReconcileRun,
-    ReconciliationStatus, ServiceStatus, Snapshot,
+    ReconciliationStatus, ServiceStatus, Snapshot, UnrecordedKill,
 };

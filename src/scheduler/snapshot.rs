@@ -216,6 +216,23 @@ pub struct Snapshot {
     pub reconciliation: ReconciliationStatus,
     /// Recent events, oldest first.
     pub events: Vec<EventEntry>,
+    /// Kills of tasks this framework has no record of (reported by the
+    /// master, e.g. in reconciliation), still awaiting a terminal update.
+    #[serde(default)]
+    pub unrecorded_kills: Vec<UnrecordedKill>,
+}
+
+/// A KILL the leader keeps re-sending for a task it has no record of.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnrecordedKill {
+    /// The task ID the master reported.
+    pub task_id: String,
+    /// Its agent, when the master said.
+    pub agent_id: Option<String>,
+    /// Why it is being killed.
+    pub reason: String,
+    /// KILL calls sent so far.
+    pub attempts: u32,
 }
 
 impl Snapshot {
@@ -251,6 +268,7 @@ impl Snapshot {
             offers: Vec::new(),
             reconciliation: ReconciliationStatus::default(),
             events: Vec::new(),
+            unrecorded_kills: Vec::new(),
         }
     }
 

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use super::Core;
 use crate::mesos::resources::format_ranges;
-use crate::scheduler::snapshot::{FrameworkStatus, OfferSummary, ServiceStatus, Snapshot};
+use crate::scheduler::snapshot::{
+    FrameworkStatus, OfferSummary, ServiceStatus, Snapshot, UnrecordedKill,
+};
 use crate::scheduler::workload::assess;
 use crate::util::unix_now_secs;
 
@@ -106,6 +108,17 @@ impl Core {
             offers,
             reconciliation: self.reconciler.status(),
             events: self.events_log.iter().cloned().collect(),
+            unrecorded_kills: self
+                .kills
+                .iter()
+                .filter(|(task_id, _)| !self.tasks.contains_key(*task_id))
+                .map(|(task_id, k)| UnrecordedKill {
+                    task_id: task_id.clone(),
+                    agent_id: k.agent_id.clone(),
+                    reason: k.reason.clone(),
+                    attempts: k.attempts,
+                })
+                .collect(),
         }
     }
 }

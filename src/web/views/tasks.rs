@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{DEFAULT_PER_PAGE, Derived, MAX_PER_PAGE, field, non_empty, parse_number};
 use crate::mesos::v1::TaskState;
-use crate::scheduler::{ExecutorKind, KillRequest, Snapshot, StatusEntry, TaskRecord};
+use crate::scheduler::{
+    ExecutorKind, KillRequest, Snapshot, StatusEntry, TaskRecord, UnrecordedKill,
+};
 use crate::web::error::AppError;
 
 /// One task in `/api/v1/tasks` and on the tasks page.
@@ -120,6 +122,9 @@ pub struct TasksView {
     pub order: &'static str,
     /// Filters in effect.
     pub filter: TaskFilter,
+    /// Tasks without a record that the leader is killing (rogue tasks the
+    /// master reported), whatever the filters.
+    pub unrecorded_kills: Vec<UnrecordedKill>,
     /// Service names to filter by (page only).
     #[serde(skip)]
     pub service_names: Vec<String>,
@@ -242,6 +247,7 @@ impl TasksView {
                 sort,
                 order,
                 filter,
+                unrecorded_kills: s.unrecorded_kills.clone(),
                 service_names: d.service_names.clone(),
                 state_counts: d.task_counts.clone(),
             });
@@ -293,6 +299,7 @@ impl TasksView {
             sort,
             order,
             filter,
+            unrecorded_kills: s.unrecorded_kills.clone(),
             service_names: d.service_names.clone(),
             state_counts: d.task_counts.clone(),
         })
