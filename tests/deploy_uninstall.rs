@@ -1,8 +1,9 @@
 //! `mesos-appliance uninstall` with real processes, ZooKeeper and the
 //! testbed: `--dry-run` changes nothing; the job fences both replicas, tears
 //! the framework down, deletes the ZooKeeper subtree and exits 0; a second
-//! run finds nothing and exits 0; an unreachable master fails it (exit 4)
-//! with nothing deleted.
+//! run finds nothing and exits 0; a framework of the same name that
+//! ZooKeeper does not know goes too; an unreachable or refusing (401)
+//! master fails it (exit 4) with nothing deleted.
 
 mod support;
 
@@ -63,6 +64,9 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
     let mut b = Appliance::spawn("b", &args);
     b.wait_state("b follows", WAIT, |s| s["leadership"]["role"] == "follower")
         .await;
+    // A framework of the same name and role that ZooKeeper does not know
+    // (say, from an earlier installation on another ZooKeeper path).
+    let (_stray_stream, stray) = support::mesos::connected(&tb.url(), "gone", 60.0).await;
 
     let dry = uninstall(&zk.connect_string(), &tb.url(), &["--dry-run"]);
     let out = String::from_utf8_lossy(&dry.stdout);
@@ -72,6 +76,10 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
         String::from_utf8_lossy(&dry.stderr)
     );
     assert!(out.contains(&format!("tear down framework {fid}")), "{out}");
+    assert!(
+        out.contains(&format!("tear down framework {stray}")),
+        "{out}"
+    );
     assert!(out.contains("dry run: nothing changed"), "{out}");
     assert!(a.running() && b.running());
     assert!(root_exists(&zk.connect_string()).await);
@@ -92,13 +100,15 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
     assert_eq!(a.wait_exit(Duration::from_secs(10)).await.code(), Some(3));
     assert_eq!(b.wait_exit(Duration::from_secs(10)).await.code(), Some(3));
     assert!(
-        out.contains("uninstalled: 1 framework(s) torn down"),
+        out.contains("uninstalled: 2 framework(s) torn down"),
         "{out}"
     );
-    assert!(
-        tb.frameworks().iter().any(|f| f.id == fid && f.completed),
-        "the master lists it as completed"
-    );
+    for id in [&fid, &stray] {
+        assert!(
+            tb.frameworks().iter().any(|f| &f.id == id && f.completed),
+            "the master lists {id} as completed"
+        );
+    }
     assert!(tb.tasks().is_empty());
     assert!(
         !root_exists(&zk.connect_string()).await,
@@ -156,6 +166,41 @@ async fn uninstall_with_the_master_unreachable_deletes_nothing() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(String::from_utf8_lossy(&run.stderr).contains("nothing was deleted"));
+    assert!(
+        client
+            .check_stat("/appliance/tasks")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_refused_by_the_master_deletes_nothing() {
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let mut config = TestbedConfig::for_tests(1);
+    config.credentials = Some(vec![("ops".into(), "s3cret".into())]);
+    let tb = Testbed::start(config).await.unwrap();
+    let client = zk::Client::connect(&zk.connect_string()).await.unwrap();
+    client
+        .mkdir(
+            "/appliance/tasks",
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    // No --principal: the master answers 401 to the operator calls.
+    let run = tokio::task::spawn_blocking({
+        let (zk, master) = (zk.connect_string(), tb.url());
+        move || uninstall(&zk, &master, &[])
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(4), "{err}");
+    assert!(err.contains("401"), "{err}");
+    assert!(err.contains("nothing was deleted"), "{err}");
     assert!(
         client
             .check_stat("/appliance/tasks")
