@@ -34,6 +34,28 @@ async fn three_contenders_elect_exactly_one_leader() {
     assert_eq!(ids, ["a", "b", "c"], "sorted by sequence, leader first");
     assert!(members.windows(2).all(|w| w[0].sequence < w[1].sequence));
     assert_eq!(members[0].info.advertised_url, "http://a.test:8080");
+
+    // No herd: each member node is watched by its successor (and the
+    // leader's by the leader itself), never by members further back.
+    wait_follower_of(c.as_ref(), "a", T).await;
+    let watches = zk.four_letter("wchp").expect("wchp answers");
+    let watchers = |node: &str| -> usize {
+        let path = format!("/election/member-{:010}", node_seq(&members, node));
+        let mut lines = watches.lines().skip_while(|l| !l.trim().ends_with(&path));
+        lines.next().map_or(0, |_| {
+            lines
+                .take_while(|l| l.starts_with(char::is_whitespace))
+                .count()
+        })
+    };
+    assert_eq!(watchers("a"), 2, "a (itself) and b: {watches}");
+    assert_eq!(watchers("b"), 1, "c only: {watches}");
+    assert_eq!(watchers("c"), 0, "{watches}");
+
+    // c, not next in line, learns the new leader by re-reading it.
+    a.close().await;
+    wait_leader(b.as_ref(), T).await;
+    wait_follower_of(c.as_ref(), "b", T).await;
     for c in all {
         c.close().await;
     }
@@ -275,4 +297,12 @@ async fn dropping_a_coordinator_leaves_the_election() {
     wait_leader(b.as_ref(), T).await;
     assert!(t0.elapsed() < SESSION / 2, "{:?}", t0.elapsed());
     b.close().await;
+}
+
+fn node_seq(members: &[mesos_appliance::coordination::Member], replica: &str) -> u64 {
+    members
+        .iter()
+        .find(|m| m.info.replica_id == replica)
+        .map(|m| m.sequence)
+        .expect("member")
 }

@@ -8,7 +8,7 @@
 //! `minSessionTimeout=1000`, so clients may negotiate session timeouts down
 //! to 1 s (the server default would clamp anything below 4 s). The admin
 //! server is disabled (it would take port 8080) and the four-letter-word
-//! whitelist allows `ruok`, `srvr`, `mntr` and `cons`.
+//! whitelist allows `ruok`, `srvr`, `mntr`, `cons` and `wchp` (watches by path).
 //!
 //! Helpers for the failure modes the coordination layer must survive:
 //! - [`ZkServer::restart`]: stop and start again on the same port and data
@@ -145,7 +145,7 @@ impl ZkServer {
         self.start_again();
     }
 
-    /// Sends a four-letter-word command (`ruok`, `srvr`, `mntr`, `cons`) and
+    /// Sends a four-letter-word command (`ruok`, `srvr`, `mntr`, `cons`, `wchp`) and
     /// returns the answer; `None` when the server does not answer.
     pub fn four_letter(&self, cmd: &str) -> Option<String> {
         let mut stream = TcpStream::connect_timeout(&self.addr(), Duration::from_secs(1)).ok()?;
@@ -202,7 +202,7 @@ impl ZkServer {
              maxSessionTimeout=60000\n\
              maxClientCnxns=0\n\
              admin.enableServer=false\n\
-             4lw.commands.whitelist=ruok,srvr,mntr,cons\n",
+             4lw.commands.whitelist=ruok,srvr,mntr,cons,wchp\n",
             self.dir.path().join("data").display(),
             self.port
         );

@@ -2,10 +2,10 @@
 //!
 //! Each replica holds one ephemeral sequential node `member-<seq>` carrying
 //! its [`ReplicaInfo`] as JSON. The lowest sequence leads. Every other member
-//! watches only its predecessor, so a departure wakes exactly one contender.
-//! A follower further back also keeps a watch on the leader's node, only to
-//! keep `Follower { leader }` current for redirects and the dashboard; that
-//! watch never decides the election.
+//! watches only its predecessor, so a departure wakes exactly one contender
+//! (no herd effect). A follower further back reads the leader's node without
+//! a watch and re-reads it every [`LEADER_REFRESH`], to keep
+//! `Follower { leader }` current for redirects and the dashboard.
 //!
 //! Session states (zookeeper-client reports them on a state watcher, and a
 //! pending node watch may fire with a session event instead):
@@ -30,6 +30,8 @@ const MEMBER_PREFIX: &str = "member-";
 const RETRY: Duration = Duration::from_millis(200);
 /// The same when the ACLs refuse us: that will not fix itself soon.
 const NO_AUTH_RETRY: Duration = Duration::from_secs(5);
+/// How often a follower that is not next in line re-reads who leads.
+pub(super) const LEADER_REFRESH: Duration = Duration::from_secs(2);
 
 /// What to do after one round of the election loop.
 enum Step {
@@ -121,7 +123,7 @@ async fn round(
                     inner.signal.publish(Leadership::Candidate);
                 }
                 tracing::info!(?wait, "lowest member; holding off before leading");
-                return Ok(wait_for(inner, states, None, None, Some(wait)).await);
+                return Ok(wait_for(inner, states, None, Some(wait)).await);
             }
             let term = inner.signal.begin_term();
             tracing::info!(term, node = %me, "leading");
@@ -131,7 +133,7 @@ async fn round(
         if stat.is_none() {
             return Ok(Step::Again);
         }
-        return Ok(wait_for(inner, states, Some(watch), None, None).await);
+        return Ok(wait_for(inner, states, Some(watch), None).await);
     }
 
     if inner.signal.is_leading() {
@@ -144,21 +146,18 @@ async fn round(
             Err(zk::Error::NoNode) => return Ok(Step::Again),
             r => r?,
         };
-    let (leader_data, leader_watch) = if pos == 1 {
+    let (leader_data, refresh) = if pos == 1 {
         (data, None)
     } else {
         let leader = format!("{}/{}", inner.paths.election, members[0].1);
-        match inner.timed(client.get_and_watch_data(&leader)).await {
+        match inner.timed(client.get_data(&leader)).await {
             Err(zk::Error::NoNode) => return Ok(Step::Again),
-            r => {
-                let (data, _, watch) = r?;
-                (data, Some(watch))
-            }
+            r => (r?.0, Some(LEADER_REFRESH)),
         }
     };
     let leader = serde_json::from_slice::<ReplicaInfo>(&leader_data).ok();
     inner.signal.publish(Leadership::Follower { leader });
-    Ok(wait_for(inner, states, Some(predecessor_watch), leader_watch, None).await)
+    Ok(wait_for(inner, states, Some(predecessor_watch), refresh).await)
 }
 
 /// Waits for a node watch, a session state change, a timer or shutdown.
@@ -166,8 +165,7 @@ async fn round(
 async fn wait_for(
     inner: &Inner,
     states: &mut zk::StateWatcher,
-    first: Option<zk::OneshotWatcher>,
-    second: Option<zk::OneshotWatcher>,
+    watch: Option<zk::OneshotWatcher>,
     timer: Option<Duration>,
 ) -> Step {
     async fn fire(watch: Option<zk::OneshotWatcher>) {
@@ -187,8 +185,7 @@ async fn wait_for(
     tokio::select! {
         _ = inner.shutdown.cancelled() => Step::End(SessionEnd::Shutdown),
         _ = states.changed() => Step::Again,
-        _ = fire(first) => Step::Again,
-        _ = fire(second) => Step::Again,
+        _ = fire(watch) => Step::Again,
         _ = timer => Step::Again,
     }
 }
