@@ -131,6 +131,32 @@ async fn legacy_teardown_endpoint() {
     assert_eq!(legacy, vec![(Some(id.clone()), 200), (Some(id), 400)]);
 }
 
+/// A master without the v1 operator API (404 on `/api/v1`): TEARDOWN falls
+/// back to `POST /master/teardown`.
+#[tokio::test]
+async fn teardown_falls_back_to_the_legacy_endpoint_without_the_v1_api() {
+    let tb = testbed().await;
+    let (id, _cancel, _events) = framework_on(&tb, "old-master").await;
+    tb.remove_operator_api();
+    let operator = OperatorClient::new(
+        &fast_config(&tb.url()),
+        MasterDetector::fixed(address(&tb)),
+        CancellationToken::new(),
+    );
+    operator.teardown(&id).await.unwrap();
+    let calls: Vec<_> = tb
+        .calls()
+        .into_iter()
+        .filter(|c| c.api != "scheduler")
+        .map(|c| (c.api, c.status))
+        .collect();
+    assert_eq!(
+        calls,
+        vec![("operator".to_string(), 404), ("teardown".to_string(), 200)]
+    );
+    assert!(tb.frameworks().iter().any(|f| f.id == id && f.completed));
+}
+
 #[tokio::test]
 async fn a_leaderless_master_is_retried_then_reported() {
     support::mesos::init();

@@ -193,6 +193,7 @@ Fault injection and inspection (JSON; not part of Mesos):
   POST /testbed/heartbeats/resume
   POST /testbed/faults/ignore-kill          body {\"task_id_prefix\": ...}
   POST /testbed/faults/hold-staging         body {\"task_id_prefix\": ...}
+  POST /testbed/faults/no-operator-api
   POST /testbed/faults/clear
   POST /testbed/master/failover             body {\"reregister_delay_ms\": 1000}
   GET  /testbed/executors                   executor processes (--run-executors)

@@ -14,7 +14,8 @@
 //! | `POST /testbed/heartbeats/resume` | resume them for everyone |
 //! | `POST /testbed/faults/ignore-kill` `{"task_id_prefix": "…"}` | executors ignore KILL of matching tasks |
 //! | `POST /testbed/faults/hold-staging` `{"task_id_prefix": "…"}` | matching tasks stay in TASK_STAGING |
-//! | `POST /testbed/faults/clear` | forget ignore-kill, hold-staging and stopped heartbeats |
+//! | `POST /testbed/faults/no-operator-api` | `/api/v1` answers 404, as on a master older than the v1 operator API |
+//! | `POST /testbed/faults/clear` | forget ignore-kill, hold-staging, no-operator-api and stopped heartbeats |
 //! | `POST /testbed/master/failover` `{"reregister_delay_ms": 1000}` | simulate a master failover (new master ID, streams cut, agents re-register after the delay) |
 //! | `GET /testbed/executors` | `{"executors": [ExecutorView…]}`: executor processes (process mode) |
 //! | `POST /testbed/agents/{agent_id}/restart` `{"down_ms": 1000}` | process mode: the agent dies and comes back after `down_ms` (see `agent_restart`) |
@@ -52,6 +53,7 @@ pub(crate) fn routes() -> Router<App> {
         .route("/testbed/heartbeats/resume", post(resume_heartbeats))
         .route("/testbed/faults/ignore-kill", post(ignore_kill))
         .route("/testbed/faults/hold-staging", post(hold_staging))
+        .route("/testbed/faults/no-operator-api", post(no_operator_api))
         .route("/testbed/faults/clear", post(clear_faults))
         .route("/testbed/master/failover", post(failover))
         .route("/testbed/executors", get(executors))
@@ -182,6 +184,11 @@ async fn ignore_kill(State(app): State<App>, Json(body): Json<PrefixBody>) -> Re
 
 async fn hold_staging(State(app): State<App>, Json(body): Json<PrefixBody>) -> Response {
     app.lock().faults.hold_staging.push(body.task_id_prefix);
+    done(true)
+}
+
+async fn no_operator_api(State(app): State<App>) -> Response {
+    app.lock().faults.no_operator_api = true;
     done(true)
 }
 

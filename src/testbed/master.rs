@@ -252,6 +252,9 @@ pub(crate) struct Faults {
     pub ignore_kill: Vec<String>,
     /// A task whose ID starts with one of these stays in TASK_STAGING.
     pub hold_staging: Vec<String>,
+    /// `/api/v1` answers 404, as on a master older than the v1 operator API
+    /// (Mesos 1.1); the legacy endpoints still work.
+    pub no_operator_api: bool,
 }
 
 impl Faults {

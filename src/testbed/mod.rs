@@ -251,6 +251,12 @@ impl Testbed {
         self.app.lock().faults.hold_staging.push(prefix.to_string());
     }
 
+    /// `/api/v1` answers 404 as on a master without the v1 operator API,
+    /// until [`Testbed::clear_faults`].
+    pub fn remove_operator_api(&self) {
+        self.app.lock().faults.no_operator_api = true;
+    }
+
     /// Clears every injected fault.
     pub fn clear_faults(&self) {
         self.app.lock().faults = Default::default();

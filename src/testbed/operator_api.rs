@@ -50,6 +50,11 @@ fn handle(
     path: &str,
     body: &[u8],
 ) -> (Response, Option<Call>) {
+    // An unrouted path: libprocess answers 404 before any authentication
+    // (3rdparty/libprocess/src/process.cpp, no handler for the path).
+    if master.faults.no_operator_api {
+        return (empty(StatusCode::NOT_FOUND), None);
+    }
     if let Err(refusal) = http::authenticate(master, headers, "mesos-master-readwrite") {
         return (refusal.into_response(), None);
     }
