@@ -115,11 +115,27 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
         }
     );
     println!("  Ctrl-C stops.");
-    stop_signal().await;
-    println!("stopping");
+    let mut supervisor = running.supervisor;
+    let crashed = tokio::select! {
+        _ = stop_signal() => None,
+        ended = &mut supervisor => Some(super::supervisor_end(ended)),
+    };
+    if let Some(why) = &crashed {
+        tracing::error!("the scheduler stopped unexpectedly ({why}); stopping the demo");
+    } else {
+        println!("stopping");
+    }
     shutdown.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), running.supervisor).await;
+    if crashed.is_none() {
+        let _ = tokio::time::timeout(Duration::from_secs(10), supervisor).await;
+    }
     let _ = tokio::time::timeout(Duration::from_secs(5), running.web).await;
     testbed.shutdown().await;
-    Ok(())
+    match crashed {
+        Some(why) => Err((
+            exit::FAILURE,
+            format!("the scheduler stopped unexpectedly: {why}"),
+        )),
+        None => Ok(()),
+    }
 }

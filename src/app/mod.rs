@@ -272,6 +272,24 @@ pub async fn start_replica_on(
     })
 }
 
+/// Describes how the supervisor task ended before it was asked to: a panic
+/// (with its message) or a return.
+pub(crate) fn supervisor_end(ended: Result<(), tokio::task::JoinError>) -> String {
+    match ended {
+        Ok(()) => "it returned".to_string(),
+        Err(e) if e.is_panic() => {
+            let payload = e.into_panic();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            format!("panic: {message}")
+        }
+        Err(e) => e.to_string(),
+    }
+}
+
 /// This replica's identity in the election.
 pub fn replica_info(advertised_url: &str, deployment_id: &str) -> ReplicaInfo {
     ReplicaInfo::new(advertised_url, deployment_id, env!("CARGO_PKG_VERSION"))
@@ -299,6 +317,14 @@ mod tests {
 
     use super::*;
     use cli::{Cli, Job};
+
+    #[tokio::test]
+    async fn a_crashed_supervisor_is_described_with_its_panic() {
+        let task = tokio::spawn(async { panic!("boom {}", 7) });
+        assert_eq!(supervisor_end(task.await), "panic: boom 7");
+        let task = tokio::spawn(async {});
+        assert_eq!(supervisor_end(task.await), "it returned");
+    }
 
     fn common(args: &[&str]) -> CommonArgs {
         match Cli::job_from(std::iter::once("mesos-appliance").chain(args.iter().copied())) {

@@ -144,6 +144,8 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
         running.fence.clone(),
     ));
 
+    let mut supervisor = running.supervisor;
+    let mut supervisor_done = false;
     let code = tokio::select! {
         _ = stop_signal() => {
             tracing::info!("stop requested: failover stop (the next replica takes over; no TEARDOWN)");
@@ -153,11 +155,19 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
             tracing::error!("fenced: a newer deployment took over; exiting with code {}", exit::FENCED);
             exit::FENCED
         }
+        // A crashed scheduler must not keep this replica's election node:
+        // exiting closes the session and the next replica takes over.
+        ended = &mut supervisor => {
+            supervisor_done = true;
+            tracing::error!(
+                "the scheduler stopped unexpectedly ({}); exiting so that another replica leads",
+                super::supervisor_end(ended)
+            );
+            exit::FAILURE
+        }
     };
     // Fenced: the supervisor ends the term and publishes `fenced` before the
     // rest stops.
-    let mut supervisor = running.supervisor;
-    let mut supervisor_done = false;
     if code == exit::FENCED {
         supervisor_done = tokio::time::timeout(Duration::from_secs(10), &mut supervisor)
             .await
