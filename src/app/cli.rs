@@ -19,7 +19,8 @@ use crate::scheduler::config::OnFrameworkRemoved;
 pub mod exit {
     /// Stopped on request (SIGTERM, Ctrl-C) — a failover stop; or the job succeeded.
     pub const OK: u8 = 0;
-    /// A runtime failure (ZooKeeper or the web listener could not be set up).
+    /// A runtime failure (ZooKeeper or the web listener could not be set up,
+    /// or the scheduler crashed: the process exits so another replica leads).
     pub const FAILURE: u8 = 1;
     /// Bad flags or configuration (also clap's usage errors).
     pub const USAGE: u8 = 2;
