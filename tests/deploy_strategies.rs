@@ -22,12 +22,14 @@ struct Setup {
 }
 
 async fn setup(agents: usize) -> Setup {
+    setup_with(TestbedConfig::for_tests(agents)).await
+}
+
+async fn setup_with(testbed: TestbedConfig) -> Setup {
     support::mesos::init();
     Setup {
         zk: ZkServer::start(),
-        tb: Testbed::start(TestbedConfig::for_tests(agents))
-            .await
-            .unwrap(),
+        tb: Testbed::start(testbed).await.unwrap(),
         dir: tempfile::tempdir().unwrap(),
     }
 }
@@ -43,6 +45,40 @@ impl Setup {
             deployment.into(),
         ]);
         with_flags(args, extra)
+    }
+
+    /// When the master recorded each task of `framework_id` TASK_RUNNING
+    /// (the status timestamp, from `/master/state`).
+    async fn running_since(&self, framework_id: &str) -> BTreeMap<String, f64> {
+        let state: Value = support::mesos::client()
+            .get(format!("{}/master/state", self.tb.url()))
+            .send()
+            .await
+            .expect("GET /master/state")
+            .json()
+            .await
+            .expect("state JSON");
+        let mut out = BTreeMap::new();
+        for f in state["frameworks"].as_array().into_iter().flatten() {
+            if f["id"] != framework_id {
+                continue;
+            }
+            for t in ["tasks", "completed_tasks"]
+                .iter()
+                .flat_map(|k| f[*k].as_array().cloned().unwrap_or_default())
+            {
+                let running = t["statuses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|st| st["state"] == "TASK_RUNNING")
+                    .and_then(|st| st["timestamp"].as_f64());
+                if let (Some(id), Some(at)) = (t["id"].as_str(), running) {
+                    out.insert(id.to_string(), at);
+                }
+            }
+        }
+        out
     }
 
     /// Running tasks on the master, per service (from the task ID prefix).
@@ -171,7 +207,14 @@ async fn hard_against_a_removed_framework_registers_without_entering_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_keeps_the_framework_and_rolls_changed_tasks_one_at_a_time() {
-    let s = setup(2).await;
+    // TASK_RUNNING comes a second after the launch, so "the next KILL waits
+    // for the previous replacement to run" differs from "… to be launched".
+    const LAUNCH_DELAY: Duration = Duration::from_secs(1);
+    let s = setup_with(TestbedConfig {
+        launch_delay: LAUNCH_DELAY,
+        ..TestbedConfig::for_tests(2)
+    })
+    .await;
     let mut a = Appliance::spawn("a", &s.args("d1", &web("echo v1", 3), &[]));
     let fid = framework_id(&a.wait_state("running", WAIT, running(3)).await).unwrap();
     let old: BTreeSet<String> = s.tb.tasks().into_iter().map(|t| t.task_id).collect();
@@ -240,18 +283,37 @@ async fn upgrade_keeps_the_framework_and_rolls_changed_tasks_one_at_a_time() {
             .collect();
     assert_eq!(launched.len(), 3);
     assert!(launched.iter().all(|t| t["command"]["value"] == "echo v2"));
-    // One at a time: each KILL comes after the previous replacement's launch.
+    // One at a time: each KILL comes after the previous replacement's launch
+    // and after the master saw that replacement TASK_RUNNING.
     let kill_seq: Vec<u64> = kills.iter().map(|c| c.seq).collect();
-    let launch_seq: Vec<u64> =
+    let replacements: Vec<_> =
         s.tb.scheduler_calls("ACCEPT")
-            .iter()
+            .into_iter()
             .filter(|c| c.launched_task_ids().iter().any(|t| !old.contains(t)))
-            .map(|c| c.seq)
             .collect();
+    let launch_seq: Vec<u64> = replacements.iter().map(|c| c.seq).collect();
     assert!(
         kill_seq[1] > launch_seq[0] && kill_seq[2] > launch_seq[1],
         "kills {kill_seq:?}, launches {launch_seq:?}"
     );
+    let running_at = s.running_since(&fid).await;
+    for (i, launch) in replacements.iter().enumerate().take(2) {
+        let task = &launch.launched_task_ids()[0];
+        let since = *running_at
+            .get(task)
+            .unwrap_or_else(|| panic!("{task} never TASK_RUNNING: {running_at:?}"));
+        assert!(
+            since - launch.at >= LAUNCH_DELAY.as_secs_f64() * 0.9,
+            "{task}: RUNNING {:.3} s after its ACCEPT, expected the launch delay",
+            since - launch.at
+        );
+        assert!(
+            kills[i + 1].at >= since,
+            "KILL of {} at {:.3} came before replacement {task} ran at {since:.3}",
+            kills[i + 1].call["kill"]["task_id"]["value"],
+            kills[i + 1].at,
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
