@@ -241,3 +241,232 @@ async fn logs_in_a_file_are_plain_and_name_the_leading_master_once() {
         "the leader is logged once:\n{log}"
     );
 }
+
+/// `mesos-testbed --port 0` with three agents named by a pattern: it prints
+/// the URL it listens on, and a JSON SUBSCRIBE without `Accept` gets a JSON
+/// RecordIO stream of SUBSCRIBED, HEARTBEAT, then one OFFERS event with an
+/// offer per agent, carrying the pattern's hostnames, attributes and the
+/// configured resources. SIGTERM stops it with exit 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_testbed_binary_serves_offers_of_its_named_agents() {
+    use tokio::io::AsyncBufReadExt;
+    support::mesos::init();
+    let mut child = tokio::process::Command::new(TESTBED)
+        .args([
+            "--port",
+            "0",
+            "--agents",
+            "3",
+            "--agent-hostname",
+            "node-{i}.cluster.test",
+            "--agent-attributes",
+            "rack:r{i};zone:z1",
+            "--agent-resources",
+            "cpus:2;mem:1024",
+            "--allocation-interval",
+            "100ms",
+            "--heartbeat-interval",
+            "1s",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn mesos-testbed");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("the testbed prints its address within 10 s")
+        .unwrap()
+        .expect("a line on stdout");
+    let url = first
+        .strip_prefix("mesos-testbed listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
+        .trim()
+        .to_string();
+    let port: u16 = url
+        .strip_prefix("http://127.0.0.1:")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("not a loopback URL with a port: {url}"));
+    assert_ne!(port, 0, "the real port, not the one asked for");
+
+    // JSON body, no Accept header: the master answers in JSON.
+    let body = serde_json::json!({"type": "SUBSCRIBE", "subscribe": {"framework_info": {
+        "user": "root", "name": "cli-test"}}});
+    let mut sub = support::mesos::subscribe_raw(
+        &url,
+        &[("Content-Type", "application/json")],
+        body.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(sub.status, 200, "{}", sub.body);
+    assert_eq!(sub.header_str("Content-Type"), Some("application/json"));
+    assert!(!sub.stream_id.is_empty(), "Mesos-Stream-Id is set");
+    let first = sub.next().await.expect("an event");
+    assert_eq!(first["type"], "SUBSCRIBED", "{first}");
+    assert!(first["subscribed"]["framework_id"]["value"].is_string());
+    let second = sub.next().await.expect("an event");
+    assert_eq!(second["type"], "HEARTBEAT", "{second}");
+    let offers = sub.expect("OFFERS").await;
+    let offers = offers["offers"]["offers"]
+        .as_array()
+        .expect("offers")
+        .clone();
+    assert_eq!(offers.len(), 3, "one offer per agent: {offers:?}");
+    let mut hosts = Vec::new();
+    for offer in &offers {
+        let host = offer["hostname"].as_str().expect("hostname").to_string();
+        let index = host
+            .strip_prefix("node-")
+            .and_then(|h| h.strip_suffix(".cluster.test"))
+            .unwrap_or_else(|| panic!("{host} does not follow node-{{i}}.cluster.test"));
+        let attribute = |name: &str| {
+            offer["attributes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|a| a["name"] == name)
+                .map(|a| a["text"]["value"].clone())
+        };
+        assert_eq!(
+            attribute("rack"),
+            Some(format!("r{index}").into()),
+            "{offer}"
+        );
+        assert_eq!(attribute("zone"), Some("z1".into()), "{offer}");
+        let cpus = offer["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["name"] == "cpus")
+            .and_then(|r| r["scalar"]["value"].as_f64());
+        assert_eq!(cpus, Some(2.0), "{offer}");
+        hosts.push(host);
+    }
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        [
+            "node-0.cluster.test",
+            "node-1.cluster.test",
+            "node-2.cluster.test"
+        ]
+    );
+
+    // SIGTERM: a clean stop.
+    // SAFETY: kill(2) on our own child's PID has no memory effects.
+    unsafe {
+        libc::kill(child.id().expect("running") as i32, libc::SIGTERM);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("the testbed stops within 10 s of SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+/// `mesos-testbed --help` documents every flag of its clap definition (the
+/// list comes from `TestbedArgs` itself, so a new flag is covered too).
+#[test]
+fn the_testbed_help_lists_every_flag() {
+    use clap::CommandFactory;
+    let help = run(TESTBED, &["--help"]);
+    assert_eq!(help.status.code(), Some(0), "{}", stderr(&help));
+    let text = String::from_utf8_lossy(&help.stdout);
+    let command = mesos_appliance::testbed::TestbedArgs::command();
+    let flags: Vec<String> = command
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .map(|long| format!("--{long}"))
+        .collect();
+    assert!(
+        flags.len() >= 20,
+        "only {} flags derived: {flags:?}",
+        flags.len()
+    );
+    for flag in ["--port", "--agent-hostname", "--agent-attributes"] {
+        assert!(
+            flags.iter().any(|f| f == flag),
+            "{flag} not derived: {flags:?}"
+        );
+    }
+    let listed = regex::Regex::new(r"(?m)^\s+(?:-\w, )?(--[a-z0-9-]+)").unwrap();
+    let documented: Vec<&str> = listed
+        .captures_iter(&text)
+        .map(|c| c.get(1).unwrap().as_str())
+        .collect();
+    for flag in &flags {
+        assert!(
+            documented.contains(&flag.as_str()),
+            "{flag} is not listed by --help:\n{text}"
+        );
+    }
+}
+
+/// The first command a newcomer runs: `demo` prints the dashboard URL it
+/// serves on, runs both sample services (3 × `web`, 2 × `worker`) to
+/// TASK_RUNNING as its JSON API shows, and Ctrl-C (SIGINT) stops it with
+/// exit code 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_prints_its_url_runs_both_sample_services_and_stops_on_ctrl_c() {
+    let mut demo = Appliance::spawn("demo", &["demo".to_string()]);
+    let printed = regex::Regex::new(r"(?m)^\s*dashboard:\s+(\S+)\s*$").unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let url = loop {
+        if let Some(found) = printed.captures(&demo.log()) {
+            break found[1].to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no dashboard URL printed:\n{}",
+            demo.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(url, demo.url, "the printed URL is the one it serves on");
+    let running = |services: &serde_json::Value, name: &str| {
+        services["services"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["name"] == name)
+            .and_then(|s| s["running"].as_u64())
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let services = demo.get("/api/v1/services").await.map(|(_, v)| v);
+        let done = services
+            .as_ref()
+            .is_some_and(|s| running(s, "web") == 3 && running(s, "worker") == 2);
+        if done {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sample services not running: {services:?}\n{}",
+            tail(&demo.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, tasks) = demo.get("/api/v1/tasks").await.expect("tasks answer");
+    assert_eq!(status, 200);
+    for service in ["web", "worker"] {
+        let states: Vec<&str> = tasks["tasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["service"] == service)
+            .filter_map(|t| t["state"].as_str())
+            .collect();
+        let want = if service == "web" { 3 } else { 2 };
+        assert_eq!(states, vec!["TASK_RUNNING"; want], "{service}: {tasks}");
+    }
+
+    demo.signal(libc::SIGINT);
+    let status = demo.wait_exit(Duration::from_secs(20)).await;
+    assert_eq!(status.code(), Some(0), "{}", tail(&demo.log(), 20));
+    assert!(demo.log().contains("stopping"), "{}", tail(&demo.log(), 20));
+}

@@ -217,3 +217,87 @@ async fn scenario_4_with_automatic_reregistration() {
         .await;
     assert_ne!(framework_id(&state).unwrap(), old);
 }
+
+/// DESIGN.md §2a: with no framework ID stored but a framework of the same
+/// name (and principal) active on the master, a `failover` replica refuses
+/// to register a new one — that would orphan the other's tasks — and says
+/// why; it sends no SUBSCRIBE and is not ready. `hard` is the exception: it
+/// tears the other framework down and registers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_framework_of_the_same_name_and_no_stored_id_refuses_to_register() {
+    let s = setup().await;
+    // Another scheduler of the same name and user, subscribed directly (raw
+    // JSON SUBSCRIBE); its stream stays open for the whole test.
+    let (mut foreign, foreign_id) = support::mesos::connected(&s.tb.url(), "scenario", 60.0).await;
+    let mark = s.tb.calls().last().map_or(0, |c| c.seq);
+
+    let mut a = Appliance::spawn("a", &s.args("d1", &[]));
+    let state = a
+        .wait_state("refusal shown", WAIT, |st| {
+            st["leadership"]["role"] == "leader"
+                && st["framework"]["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains(&foreign_id))
+        })
+        .await;
+    let reason = state["framework"]["reason"].as_str().unwrap();
+    assert!(reason.contains("refusing to register"), "{reason}");
+    assert_ne!(framework_state(&state), "subscribed", "{state}");
+    assert_eq!(
+        framework_id(&state),
+        None,
+        "no framework ID minted: {state}"
+    );
+    let (status, ready) = a.get("/readyz").await.unwrap();
+    assert_ne!(status, 200, "{ready}");
+    assert!(
+        ready.to_string().contains("refusing to register"),
+        "{ready}"
+    );
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ours: Vec<_> =
+        s.tb.calls()
+            .into_iter()
+            .filter(|c| c.seq > mark && c.api == "scheduler")
+            .collect();
+    assert!(
+        ours.is_empty(),
+        "the appliance made scheduler calls (SUBSCRIBE…): {:?}",
+        ours.iter().map(|c| &c.call_type).collect::<Vec<_>>()
+    );
+    assert!(
+        s.tb.frameworks()
+            .iter()
+            .any(|f| f.id == foreign_id && f.connected && !f.completed),
+        "the other framework is untouched"
+    );
+    assert_ne!(
+        a.get("/readyz").await.unwrap().0,
+        200,
+        "still not ready after waiting"
+    );
+    assert!(a.running());
+
+    // `hard` does not refuse: the other framework is torn down, a new one
+    // registered.
+    let b = Appliance::spawn(
+        "b",
+        &s.args("d2", &["--framework-deployment-strategy", "hard"]),
+    );
+    assert_eq!(a.wait_exit(WAIT).await.code(), Some(3), "a is fenced");
+    let state = b
+        .wait_state("hard registered", WAIT, |st| {
+            framework_state(st) == "subscribed"
+        })
+        .await;
+    let new = framework_id(&state).unwrap();
+    assert_ne!(new, foreign_id);
+    assert!(
+        s.tb.frameworks()
+            .iter()
+            .any(|f| f.id == foreign_id && f.completed),
+        "the other framework was torn down"
+    );
+    let _ = foreign.expect_end().await;
+}

@@ -22,12 +22,14 @@ struct Setup {
 }
 
 async fn setup(agents: usize) -> Setup {
+    setup_with(TestbedConfig::for_tests(agents)).await
+}
+
+async fn setup_with(testbed: TestbedConfig) -> Setup {
     support::mesos::init();
     Setup {
         zk: ZkServer::start(),
-        tb: Testbed::start(TestbedConfig::for_tests(agents))
-            .await
-            .unwrap(),
+        tb: Testbed::start(testbed).await.unwrap(),
         dir: tempfile::tempdir().unwrap(),
     }
 }
@@ -43,6 +45,40 @@ impl Setup {
             deployment.into(),
         ]);
         with_flags(args, extra)
+    }
+
+    /// When the master recorded each task of `framework_id` TASK_RUNNING
+    /// (the status timestamp, from `/master/state`).
+    async fn running_since(&self, framework_id: &str) -> BTreeMap<String, f64> {
+        let state: Value = support::mesos::client()
+            .get(format!("{}/master/state", self.tb.url()))
+            .send()
+            .await
+            .expect("GET /master/state")
+            .json()
+            .await
+            .expect("state JSON");
+        let mut out = BTreeMap::new();
+        for f in state["frameworks"].as_array().into_iter().flatten() {
+            if f["id"] != framework_id {
+                continue;
+            }
+            for t in ["tasks", "completed_tasks"]
+                .iter()
+                .flat_map(|k| f[*k].as_array().cloned().unwrap_or_default())
+            {
+                let running = t["statuses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|st| st["state"] == "TASK_RUNNING")
+                    .and_then(|st| st["timestamp"].as_f64());
+                if let (Some(id), Some(at)) = (t["id"].as_str(), running) {
+                    out.insert(id.to_string(), at);
+                }
+            }
+        }
+        out
     }
 
     /// Running tasks on the master, per service (from the task ID prefix).
@@ -171,7 +207,14 @@ async fn hard_against_a_removed_framework_registers_without_entering_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_keeps_the_framework_and_rolls_changed_tasks_one_at_a_time() {
-    let s = setup(2).await;
+    // TASK_RUNNING comes a second after the launch, so "the next KILL waits
+    // for the previous replacement to run" differs from "… to be launched".
+    const LAUNCH_DELAY: Duration = Duration::from_secs(1);
+    let s = setup_with(TestbedConfig {
+        launch_delay: LAUNCH_DELAY,
+        ..TestbedConfig::for_tests(2)
+    })
+    .await;
     let mut a = Appliance::spawn("a", &s.args("d1", &web("echo v1", 3), &[]));
     let fid = framework_id(&a.wait_state("running", WAIT, running(3)).await).unwrap();
     let old: BTreeSet<String> = s.tb.tasks().into_iter().map(|t| t.task_id).collect();
@@ -240,18 +283,37 @@ async fn upgrade_keeps_the_framework_and_rolls_changed_tasks_one_at_a_time() {
             .collect();
     assert_eq!(launched.len(), 3);
     assert!(launched.iter().all(|t| t["command"]["value"] == "echo v2"));
-    // One at a time: each KILL comes after the previous replacement's launch.
+    // One at a time: each KILL comes after the previous replacement's launch
+    // and after the master saw that replacement TASK_RUNNING.
     let kill_seq: Vec<u64> = kills.iter().map(|c| c.seq).collect();
-    let launch_seq: Vec<u64> =
+    let replacements: Vec<_> =
         s.tb.scheduler_calls("ACCEPT")
-            .iter()
+            .into_iter()
             .filter(|c| c.launched_task_ids().iter().any(|t| !old.contains(t)))
-            .map(|c| c.seq)
             .collect();
+    let launch_seq: Vec<u64> = replacements.iter().map(|c| c.seq).collect();
     assert!(
         kill_seq[1] > launch_seq[0] && kill_seq[2] > launch_seq[1],
         "kills {kill_seq:?}, launches {launch_seq:?}"
     );
+    let running_at = s.running_since(&fid).await;
+    for (i, launch) in replacements.iter().enumerate().take(2) {
+        let task = &launch.launched_task_ids()[0];
+        let since = *running_at
+            .get(task)
+            .unwrap_or_else(|| panic!("{task} never TASK_RUNNING: {running_at:?}"));
+        assert!(
+            since - launch.at >= LAUNCH_DELAY.as_secs_f64() * 0.9,
+            "{task}: RUNNING {:.3} s after its ACCEPT, expected the launch delay",
+            since - launch.at
+        );
+        assert!(
+            kills[i + 1].at >= since,
+            "KILL of {} at {:.3} came before replacement {task} ran at {since:.3}",
+            kills[i + 1].call["kill"]["task_id"]["value"],
+            kills[i + 1].at,
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,4 +375,141 @@ async fn sigkill_in_the_middle_of_launching_fifty_tasks_loses_and_duplicates_not
         on_master, 50,
         "no stray duplicates (running at the kill: {running_at_kill})"
     );
+}
+
+/// `(name, command, instances)` of each service the replica runs, from
+/// `/api/v1/services`.
+async fn services_of(a: &Appliance) -> BTreeSet<(String, String, u64)> {
+    let (status, body) = a.get("/api/v1/services").await.expect("services answer");
+    assert_eq!(status, 200, "{body}");
+    body["services"]
+        .as_array()
+        .expect("a list of services")
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["spec"]["command"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                s["spec"]["instances"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn service_set(list: &[(&str, &str, u64)]) -> BTreeSet<(String, String, u64)> {
+    list.iter()
+        .map(|(n, c, i)| (n.to_string(), c.to_string(), *i))
+        .collect()
+}
+
+/// Which `--services` file wins (README, "Deployment strategies"): under
+/// `failover` the file only seeds an empty ZooKeeper — a new deployment
+/// with another file keeps the stored services; under `upgrade` (and
+/// `hard`, see `CoreConfig::replace_services`) the file replaces them,
+/// services it does not list included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_services_file_seeds_under_failover_and_replaces_under_upgrade_and_hard() {
+    let s = setup(2).await;
+    let first = json!([
+        {"name": "web", "command": "echo one", "cpus": 0.1, "mem": 32, "instances": 2},
+        {"name": "worker", "command": "work", "cpus": 0.1, "mem": 32, "instances": 1}
+    ]);
+    let second = json!([
+        {"name": "web", "command": "echo two", "cpus": 0.1, "mem": 32, "instances": 1},
+        {"name": "batch", "command": "crunch", "cpus": 0.1, "mem": 32, "instances": 1}
+    ]);
+    let third = json!([
+        {"name": "solo", "command": "alone", "cpus": 0.1, "mem": 32, "instances": 1}
+    ]);
+    let from_first = service_set(&[("web", "echo one", 2), ("worker", "work", 1)]);
+    let from_second = service_set(&[("web", "echo two", 1), ("batch", "crunch", 1)]);
+
+    let mut a = Appliance::spawn("a", &s.args("d1", &first, &[]));
+    a.wait_state("first running", WAIT, running(3)).await;
+    assert_eq!(services_of(&a).await, from_first);
+    a.signal(libc::SIGTERM);
+    assert!(a.wait_exit(WAIT).await.success());
+
+    // failover, another deployment with another file: ZooKeeper wins.
+    let mut b = Appliance::spawn("b", &s.args("d2", &second, &[]));
+    b.wait_state("b subscribed", WAIT, |st| {
+        framework_state(st) == "subscribed"
+    })
+    .await;
+    assert_eq!(
+        services_of(&b).await,
+        from_first,
+        "under failover the file is ignored when ZooKeeper holds services"
+    );
+    b.wait_state("b adopted the tasks", WAIT, running(3)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(s.tb.scheduler_calls("KILL").is_empty(), "nothing replaced");
+    assert_eq!(services_of(&b).await, from_first);
+    b.signal(libc::SIGTERM);
+    assert!(b.wait_exit(WAIT).await.success());
+
+    // upgrade: the file replaces the stored services; `worker` goes.
+    let mut c = Appliance::spawn(
+        "c",
+        &s.args(
+            "d3",
+            &second,
+            &["--framework-deployment-strategy", "upgrade"],
+        ),
+    );
+    c.wait_state("c subscribed", WAIT, |st| {
+        framework_state(st) == "subscribed"
+    })
+    .await;
+    assert_eq!(services_of(&c).await, from_second);
+    // The master converges on the second file: one new `web`, one `batch`.
+    let command_of = |task: &str| {
+        s.tb.scheduler_calls("ACCEPT")
+            .iter()
+            .flat_map(|c| {
+                c.call["accept"]["operations"][0]["launch"]["task_infos"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .find(|t| t["task_id"]["value"] == task)
+            .map(|t| {
+                t["command"]["value"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let on_master = s.running_per_service();
+        let shape: BTreeMap<&str, usize> = on_master
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.len()))
+            .collect();
+        if shape == BTreeMap::from([("batch", 1), ("web", 1)])
+            && command_of(&on_master["web"][0]).as_deref() == Some("echo two")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "running {on_master:?}\n{}",
+            tail(&c.log(), 30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.signal(libc::SIGTERM);
+    assert!(c.wait_exit(WAIT).await.success());
+
+    // hard: a fresh framework with the third file's services only.
+    let d = Appliance::spawn(
+        "d",
+        &s.args("d4", &third, &["--framework-deployment-strategy", "hard"]),
+    );
+    d.wait_state("third running", WAIT, running(1)).await;
+    assert_eq!(services_of(&d).await, service_set(&[("solo", "alone", 1)]));
 }
