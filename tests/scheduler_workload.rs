@@ -208,6 +208,74 @@ async fn a_crash_loop_backs_off_although_each_task_reaches_running() {
     replica.stop().await;
 }
 
+/// A changed spec forgets the old spec's failures (a fixed command must not
+/// sit out the broken one's backoff), and deleting a service kills its
+/// tasks with the service's own grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_spec_launches_at_once_and_a_deleted_service_keeps_its_grace() {
+    let zk = ZkServer::start();
+    let tb = support::executor::process_testbed().await;
+    let broken = json!({"name": "flaky", "command": "exit 3", "cpus": 0.1, "mem": 8,
+        "instances": 1, "executor": "appliance", "kill_grace_period": "30s",
+        "restart_backoff": "10m", "restart_backoff_max": "1h"});
+    let replica = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        services(json!([broken.clone()])),
+        core_config(),
+    )
+    .await;
+    replica
+        .wait_for("backing off for 10 minutes", WAIT, |s| {
+            s.services
+                .iter()
+                .any(|x| x.spec.name == "flaky" && x.next_launch_after.is_some())
+        })
+        .await;
+    let mut fixed = broken.clone();
+    fixed["command"] = json!("sleep 600");
+    let spec = services(json!([fixed])).remove(0);
+    replica
+        .handle
+        .request(Duration::from_secs(5), |reply| Command::PutService {
+            spec,
+            reply,
+        })
+        .await
+        .unwrap();
+    replica
+        .wait_for("the fixed spec runs without waiting", WAIT, |s| {
+            running(s, "flaky") == 1
+        })
+        .await;
+
+    replica
+        .handle
+        .request(Duration::from_secs(5), |reply| Command::DeleteService {
+            name: "flaky".into(),
+            reply,
+        })
+        .await
+        .unwrap();
+    replica
+        .wait_for("killed", WAIT, |s| running(s, "flaky") == 0)
+        .await;
+    let graces: Vec<serde_json::Value> = tb
+        .scheduler_calls("KILL")
+        .into_iter()
+        .map(|c| c.call["kill"]["kill_policy"]["grace_period"]["nanoseconds"].clone())
+        .collect();
+    assert!(!graces.is_empty());
+    assert!(
+        graces
+            .iter()
+            .all(|g| g.as_i64() == Some(30_000_000_000) || g.as_str() == Some("30000000000")),
+        "{graces:?}"
+    );
+    replica.stop().await;
+}
+
 /// A service larger than every agent is accepted, waits, and says why: the
 /// resource no offer has enough of and the largest amount offered, on the
 /// services status and once in the events.

@@ -197,10 +197,13 @@ impl Core {
             .put(&spec.name, &spec, Expect::Any)
             .await
             .map_err(|e| CommandError::Store(e.to_string()))?;
-        let replaced = self
-            .services
-            .insert(spec.name.clone(), spec.clone())
-            .is_some();
+        let previous = self.services.insert(spec.name.clone(), spec.clone());
+        let replaced = previous.is_some();
+        if previous.as_ref() != Some(&spec) {
+            // A changed spec starts with a clean slate: the failures that
+            // earned the old backoff were the old spec's.
+            self.backoff.remove(&spec.name);
+        }
         self.log(
             "action",
             format!(
@@ -222,7 +225,21 @@ impl Core {
             .delete(name, Expect::Any)
             .await
             .map_err(|e| CommandError::Store(e.to_string()))?;
+        // Kill while the spec is still known, so each KILL carries the
+        // service's own grace period.
+        let live: Vec<String> = self
+            .tasks
+            .values()
+            .filter(|e| e.record.service == name && !e.record.is_terminal())
+            .map(|e| e.record.task_id.clone())
+            .collect();
+        for task_id in live {
+            self.request_kill(&task_id, &format!("service {name} deleted"))
+                .await;
+        }
         self.services.remove(name);
+        self.backoff.remove(name);
+        self.waiting.remove(name);
         self.log(
             "action",
             format!("service {name} deleted; its tasks are killed"),
