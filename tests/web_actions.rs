@@ -113,6 +113,49 @@ async fn services_are_created_replaced_and_deleted() {
     );
 }
 
+/// A reconcile result follows its run: a run that was running (or queued)
+/// when asked for shows how it ended, found by run ID.
+#[tokio::test]
+async fn a_reconcile_result_follows_its_run_to_the_end() {
+    let web = TestWeb::leader();
+    let r = web
+        .send(
+            action("/api/v1/actions/reconcile")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["reconcile"]["outcome"], "running");
+    let result_id = v["id"].as_str().unwrap().to_string();
+    let run_id = v["reconcile"]["id"].as_u64().unwrap();
+
+    let mut s = web.snapshot();
+    let mut run = s.reconciliation.running.take().unwrap();
+    assert_eq!(run.id, run_id);
+    run.outcome = "converged".into();
+    run.answered = run.asked;
+    run.finished_at = Some(run.started_at + 1.0);
+    s.reconciliation.history.push(run);
+    web.publish(s);
+
+    let v = web
+        .send(get(&format!("/api/v1/actions/results/{result_id}")))
+        .await
+        .json();
+    assert_eq!(v["reconcile"]["outcome"], "converged", "{v}");
+    assert!(v["summary"].as_str().unwrap().contains("converged"), "{v}");
+    let html = web
+        .send(get(&format!("/actions/results/{result_id}")))
+        .await
+        .text();
+    assert!(
+        html.contains("<dt>Outcome</dt><dd>converged</dd>"),
+        "{html}"
+    );
+}
+
 #[tokio::test]
 async fn actions_run_on_the_leader() {
     let web = TestWeb::leader();

@@ -11,15 +11,35 @@
 //!   knows. Run periodically (after an initial delay) and on request.
 //!
 //! At most one run at a time; requests made while one runs are coalesced
-//! into it (same kind) or queued (one slot); a cooldown separates runs,
+//! into it (same kind) or queued (one slot, which later requests join; an
+//! explicit request turns a queued implicit run explicit); every run has an
+//! ID, known from the moment it is queued; a cooldown separates runs,
 //! except the explicit run a new subscription demands. Pure state machine
 //! over `Instant`s: the core feeds it updates and ticks, and sends what
 //! [`Reconciler::tick`] asks for.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::snapshot::{ReconcileKind, ReconcileRun, ReconciliationStatus};
+
+/// Source of run IDs, unique in the process (a reconciler lives for one
+/// leadership term; results pages outlive it).
+static RUN_IDS: AtomicU64 = AtomicU64::new(1);
+
+fn next_run_id() -> u64 {
+    RUN_IDS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A run waiting to start.
+#[derive(Debug, Clone)]
+struct Queued {
+    id: u64,
+    kind: ReconcileKind,
+    trigger: String,
+    since: f64,
+}
 
 /// Runs kept in the history.
 const HISTORY: usize = 20;
@@ -56,7 +76,6 @@ pub enum Action {
 #[derive(Debug)]
 struct Running {
     view: ReconcileRun,
-    started: Instant,
     /// Explicit: task ID → agent ID.
     asked: BTreeMap<String, Option<String>>,
     answered: HashSet<String>,
@@ -70,7 +89,7 @@ struct Running {
 pub struct Reconciler {
     cfg: ReconcilerConfig,
     running: Option<Running>,
-    queued: Option<(ReconcileKind, String)>,
+    queued: Option<Queued>,
     last_end: Option<Instant>,
     next_periodic: Option<Instant>,
     history: VecDeque<ReconcileRun>,
@@ -99,16 +118,37 @@ impl Reconciler {
         now_secs: f64,
     ) -> Vec<Action> {
         let mut actions = self.finish("superseded", now, now_secs);
-        self.queued = Some((ReconcileKind::Implicit, "after explicit".into()));
-        actions.extend(self.start(ReconcileKind::Explicit, "subscribed", tasks, now, now_secs));
+        let queued = self.queued.take();
+        actions.extend(self.start(
+            next_run_id(),
+            ReconcileKind::Explicit,
+            "subscribed",
+            tasks,
+            now,
+            now_secs,
+        ));
+        // A request queued before keeps its ID and becomes the implicit run
+        // that follows (it surfaces tasks the scheduler does not know).
+        self.queued = Some(Queued {
+            id: queued.map_or_else(next_run_id, |q| q.id),
+            kind: ReconcileKind::Implicit,
+            trigger: "after explicit".into(),
+            since: now_secs,
+        });
         actions
     }
 
     /// The subscription or leadership is gone: the running run is cancelled
     /// and nothing is queued.
     pub fn cancel(&mut self, now: Instant, now_secs: f64) -> Vec<Action> {
-        self.queued = None;
-        self.finish("cancelled", now, now_secs)
+        let actions = self.finish("cancelled", now, now_secs);
+        if let Some(queued) = self.queued.take() {
+            let mut run = Self::placeholder(&queued);
+            run.outcome = "cancelled".into();
+            run.finished_at = Some(now_secs);
+            self.remember(run);
+        }
+        actions
     }
 
     /// A manual or periodic request. Returns the run it was merged into or
@@ -121,18 +161,16 @@ impl Reconciler {
         now: Instant,
         now_secs: f64,
     ) -> (ReconcileRun, Vec<Action>) {
-        if let Some(running) = &self.running {
-            if running.view.kind == kind {
-                return (running.view.clone(), Vec::new());
-            }
-            self.queue(kind, trigger);
-            return (self.placeholder(kind, trigger, now_secs), Vec::new());
+        if let Some(running) = &self.running
+            && running.view.kind == kind
+        {
+            return (running.view.clone(), Vec::new());
         }
-        if self.in_cooldown(now) {
-            self.queue(kind, trigger);
-            return (self.placeholder(kind, trigger, now_secs), Vec::new());
+        if self.running.is_some() || self.in_cooldown(now) {
+            let queued = self.queue(kind, trigger, now_secs);
+            return (Self::placeholder(queued), Vec::new());
         }
-        let actions = self.start(kind, trigger, tasks(), now, now_secs);
+        let actions = self.start(next_run_id(), kind, trigger, tasks(), now, now_secs);
         let view = self.running.as_ref().map(|r| r.view.clone());
         (
             view.unwrap_or_else(|| self.history.back().cloned().expect("a run just ended")),
@@ -140,18 +178,29 @@ impl Reconciler {
         )
     }
 
-    fn queue(&mut self, kind: ReconcileKind, trigger: &str) {
-        // Explicit is the stronger request: it is never replaced by implicit.
-        if !matches!(self.queued, Some((ReconcileKind::Explicit, _))) {
-            self.queued = Some((kind, trigger.to_string()));
-        }
-    }
-
-    fn placeholder(&self, kind: ReconcileKind, trigger: &str, now_secs: f64) -> ReconcileRun {
-        ReconcileRun {
+    /// Joins the queued run, or queues a new one. Explicit is the stronger
+    /// request (it re-asks about every task): it turns a queued implicit run
+    /// explicit and is never turned back.
+    fn queue(&mut self, kind: ReconcileKind, trigger: &str, now_secs: f64) -> &Queued {
+        let queued = self.queued.get_or_insert_with(|| Queued {
+            id: next_run_id(),
             kind,
             trigger: trigger.to_string(),
-            started_at: now_secs,
+            since: now_secs,
+        });
+        if kind == ReconcileKind::Explicit && queued.kind == ReconcileKind::Implicit {
+            queued.kind = kind;
+            queued.trigger = trigger.to_string();
+        }
+        queued
+    }
+
+    fn placeholder(queued: &Queued) -> ReconcileRun {
+        ReconcileRun {
+            id: queued.id,
+            kind: queued.kind,
+            trigger: queued.trigger.clone(),
+            started_at: queued.since,
             finished_at: None,
             asked: 0,
             answered: 0,
@@ -230,18 +279,23 @@ impl Reconciler {
         if self.running.is_none() && !self.in_cooldown(now) {
             let periodic_due = self.next_periodic.is_some_and(|at| now >= at);
             let next = self.queued.take().or_else(|| {
-                periodic_due.then(|| (ReconcileKind::Implicit, "periodic".to_string()))
+                periodic_due.then(|| Queued {
+                    id: next_run_id(),
+                    kind: ReconcileKind::Implicit,
+                    trigger: "periodic".to_string(),
+                    since: now_secs,
+                })
             });
-            if let Some((kind, trigger)) = next {
-                if trigger == "periodic" || periodic_due {
+            if let Some(next) = next {
+                if next.trigger == "periodic" || periodic_due {
                     self.next_periodic = Some(now + self.cfg.interval);
                 }
-                let list = if kind == ReconcileKind::Explicit {
+                let list = if next.kind == ReconcileKind::Explicit {
                     tasks()
                 } else {
                     Vec::new()
                 };
-                actions.extend(self.start(kind, &trigger, list, now, now_secs));
+                actions.extend(self.start(next.id, next.kind, &next.trigger, list, now, now_secs));
             }
         }
         actions
@@ -249,6 +303,7 @@ impl Reconciler {
 
     fn start(
         &mut self,
+        id: u64,
         kind: ReconcileKind,
         trigger: &str,
         tasks: Vec<(String, Option<String>)>,
@@ -258,6 +313,7 @@ impl Reconciler {
         let asked: BTreeMap<String, Option<String>> = tasks.into_iter().collect();
         let mut running = Running {
             view: ReconcileRun {
+                id,
                 kind,
                 trigger: trigger.to_string(),
                 started_at: now_secs,
@@ -268,7 +324,6 @@ impl Reconciler {
                 calls: 1,
                 outcome: "running".into(),
             },
-            started: now,
             backoff: FIRST_BACKOFF.min(self.cfg.explicit_max_backoff),
             next_send: now + FIRST_BACKOFF.min(self.cfg.explicit_max_backoff),
             deadline: now
@@ -302,13 +357,16 @@ impl Reconciler {
         };
         running.view.outcome = outcome.to_string();
         running.view.finished_at = Some(now_secs);
-        let _ = running.started;
         self.last_end = Some(now);
-        self.history.push_back(running.view.clone());
+        self.remember(running.view.clone());
+        vec![Action::Finished(running.view)]
+    }
+
+    fn remember(&mut self, run: ReconcileRun) {
+        self.history.push_back(run);
         while self.history.len() > HISTORY {
             self.history.pop_front();
         }
-        vec![Action::Finished(running.view)]
     }
 
     /// When [`tick`](Self::tick) next has something to do.
@@ -336,6 +394,7 @@ impl Reconciler {
     pub fn status(&self) -> ReconciliationStatus {
         ReconciliationStatus {
             running: self.running.as_ref().map(|r| r.view.clone()),
+            queued: self.queued.as_ref().map(Self::placeholder),
             history: self.history.iter().cloned().collect(),
         }
     }
@@ -461,11 +520,20 @@ mod tests {
         let (merged, actions) = r.request(ReconcileKind::Implicit, "manual", Vec::new, t0, 0.0);
         assert!(actions.is_empty());
         assert_eq!(merged.started_at, run.started_at);
+        assert_eq!(merged.id, run.id);
+        // Requests of another kind share one queued run, known by its ID;
+        // an explicit request makes a queued implicit run explicit.
         let (queued, _) = r.request(ReconcileKind::Explicit, "manual", || tasks(&["a"]), t0, 0.0);
         assert_eq!(queued.outcome, "queued");
+        assert_ne!(queued.id, run.id);
         r.tick(t0 + Duration::from_secs(3), 3.0, Vec::new);
+        let (again, _) = r.request(ReconcileKind::Implicit, "manual", Vec::new, t0, 3.0);
+        assert_eq!((again.id, again.kind), (queued.id, ReconcileKind::Explicit));
+        assert_eq!(r.status().queued.map(|q| q.id), Some(queued.id));
         let started = r.tick(t0 + Duration::from_secs(8), 8.0, || tasks(&["a"]));
         assert_eq!(sent(&started), [vec!["a"]]);
+        assert_eq!(r.status().running.map(|q| q.id), Some(queued.id));
+        assert!(r.status().queued.is_none());
         // The periodic run is due at 30 s; it waits for the explicit one.
         r.on_update("a", false);
         r.tick(t0 + Duration::from_secs(9), 9.0, Vec::new);
@@ -479,8 +547,15 @@ mod tests {
         let t0 = Instant::now();
         let mut r = Reconciler::new(cfg(), t0);
         r.subscribed(tasks(&["a"]), t0, 0.0);
+        let follow_up = r.status().queued.unwrap().id;
         assert_eq!(outcome(&r.cancel(t0, 0.0)).as_deref(), Some("cancelled"));
         assert!(r.status().running.is_none());
+        let history = r.status().history;
+        let dropped = history.iter().find(|h| h.id == follow_up).unwrap();
+        assert_eq!(
+            dropped.outcome, "cancelled",
+            "the queued run is reported, not lost"
+        );
         assert!(
             r.tick(t0 + Duration::from_secs(6), 6.0, Vec::new)
                 .is_empty(),

@@ -150,6 +150,10 @@ pub enum ReconcileKind {
 /// One reconciliation run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReconcileRun {
+    /// Run number, unique in this process; a queued request carries the
+    /// number its run will have, so its result can be followed.
+    #[serde(default)]
+    pub id: u64,
     /// Explicit or implicit.
     pub kind: ReconcileKind,
     /// Why it ran: `subscribed`, `periodic`, `manual`.
@@ -166,8 +170,9 @@ pub struct ReconcileRun {
     pub unanswered: Vec<String>,
     /// RECONCILE calls sent (retries included).
     pub calls: u32,
-    /// `running`, `converged`, `aborted` (gave up after the abort timeout),
-    /// `superseded` or `cancelled` (leadership or subscription lost).
+    /// `queued`, `running`, `converged`, `aborted` (gave up after the abort
+    /// timeout), `superseded` or `cancelled` (leadership or subscription
+    /// lost; a queued run that never started is `cancelled` too).
     pub outcome: String,
 }
 
@@ -176,6 +181,9 @@ pub struct ReconcileRun {
 pub struct ReconciliationStatus {
     /// The run in progress.
     pub running: Option<ReconcileRun>,
+    /// The run waiting for the current one or the cooldown.
+    #[serde(default)]
+    pub queued: Option<ReconcileRun>,
     /// Recent finished runs, newest last.
     pub history: Vec<ReconcileRun>,
 }

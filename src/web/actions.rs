@@ -114,6 +114,61 @@ pub struct ActionRecord {
     pub leader_url: Option<String>,
 }
 
+impl ActionRecord {
+    /// Whether the outcome may still change (a reconciliation run that is
+    /// queued or running).
+    pub fn in_progress(&self) -> bool {
+        self.reconcile
+            .as_ref()
+            .is_some_and(|r| r.finished_at.is_none())
+    }
+
+    /// This record with its reconciliation run brought up to date from the
+    /// snapshot `s`, found by run ID (queued, running or finished). A run
+    /// this replica no longer knows (leadership moved) is left as it was.
+    pub fn current(self: Arc<Self>, s: &Snapshot) -> Arc<ActionRecord> {
+        let Some(id) = self
+            .reconcile
+            .as_ref()
+            .filter(|_| self.in_progress())
+            .map(|r| r.id)
+        else {
+            return self;
+        };
+        let status = &s.reconciliation;
+        let found = status
+            .running
+            .iter()
+            .chain(status.queued.iter())
+            .chain(status.history.iter())
+            .find(|r| r.id == id);
+        match found {
+            Some(run) => {
+                let mut record = (*self).clone();
+                record.summary = reconcile_summary(run);
+                record.reconcile = Some(run.clone());
+                Arc::new(record)
+            }
+            None => self,
+        }
+    }
+}
+
+/// `explicit reconciliation converged (trigger manual, 3 tasks asked)`.
+fn reconcile_summary(run: &ReconcileRun) -> String {
+    format!(
+        "{} reconciliation {} (trigger {}, {} asked)",
+        if run.kind == ReconcileKind::Explicit {
+            "explicit"
+        } else {
+            "implicit"
+        },
+        run.outcome,
+        run.trigger,
+        plural(run.asked, "task")
+    )
+}
+
 /// The last [`RESULTS_KEPT`] action outcomes, in memory.
 #[derive(Default)]
 pub struct ResultLog {
@@ -245,17 +300,7 @@ pub(crate) async fn execute(
             record.status = 202;
             match ask(state, |reply| Command::Reconcile { kind, reply }).await {
                 Ok(run) => {
-                    record.summary = format!(
-                        "{} reconciliation {} (trigger {}, {} asked)",
-                        if kind == ReconcileKind::Explicit {
-                            "explicit"
-                        } else {
-                            "implicit"
-                        },
-                        run.outcome,
-                        run.trigger,
-                        plural(run.asked, "task")
-                    );
+                    record.summary = reconcile_summary(&run);
                     record.reconcile = Some(run);
                     Ok(())
                 }

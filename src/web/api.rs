@@ -292,6 +292,7 @@ pub async fn action_result(
             "no action result {id:?} (results are kept in memory, the latest 100)"
         ))
     })?;
+    let record = record.current(&state.handle.snapshot());
     Ok(Json(&*record).into_response())
 }
 

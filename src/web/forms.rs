@@ -276,13 +276,17 @@ pub async fn result_page(
         .html()
     })?;
     let s = state.handle.snapshot();
+    let record = record.current(&s);
     let title = format!("Result: {}", record.action);
     let json = format!("/api/v1/actions/results/{}", record.id);
-    Ok(ResultPage {
-        chrome: Chrome::new(&state, &s, &headers, "actions", title, json).still(),
-        record,
-    }
-    .into_response())
+    let chrome = Chrome::new(&state, &s, &headers, "actions", title, json);
+    // Live while a queued or running reconciliation may still change.
+    let chrome = if record.in_progress() {
+        chrome
+    } else {
+        chrome.still()
+    };
+    Ok(ResultPage { chrome, record }.into_response())
 }
 
 /// `POST /login`: checks the admin token and sets the session cookie.

@@ -217,7 +217,9 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
         .collect();
     s.reconciliation = ReconciliationStatus {
         running: None,
+        queued: None,
         history: vec![ReconcileRun {
+            id: 1,
             kind: ReconcileKind::Explicit,
             trigger: "subscribed".into(),
             started_at: now() - 2.5 * 3600.0,
@@ -339,6 +341,7 @@ impl TestCore {
             Command::Reconcile { kind, reply } => {
                 let active = s.tasks.iter().filter(|t| !t.is_terminal()).count();
                 let run = ReconcileRun {
+                    id: 2,
                     kind,
                     trigger: "manual".into(),
                     started_at: s.at,
