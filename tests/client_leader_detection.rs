@@ -173,6 +173,36 @@ async fn pointed_at_the_non_leader_the_client_follows_its_307_and_remembers_the_
     )
     .await;
     assert_eq!(found, Some(address(&leader)));
+    assert_eq!(listed.problem(), None);
+    cancel.cancel();
+}
+
+/// With no master reachable, "no leader" is a state with a reason naming
+/// each master and what went wrong (shown on the dashboard).
+#[tokio::test]
+async fn with_every_master_down_the_detector_says_why() {
+    support::mesos::init();
+    let (a, b) = (
+        support::zookeeper::free_port(),
+        support::zookeeper::free_port(),
+    );
+    let spec = MasterSpec::parse(&format!("http://127.0.0.1:{a},http://127.0.0.1:{b}")).unwrap();
+    let cancel = CancellationToken::new();
+    let detector = MasterDetector::start(spec, DetectorOptions::default(), cancel.clone());
+    let deadline = std::time::Instant::now() + WAIT;
+    let problem = loop {
+        if let Some(p) = detector.problem() {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "no problem reported");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(
+        problem.contains(&format!("127.0.0.1:{a}: cannot connect"))
+            && problem.contains(&format!("127.0.0.1:{b}: cannot connect")),
+        "{problem}"
+    );
+    assert_eq!(detector.current(), None);
     cancel.cancel();
 }
 

@@ -69,6 +69,8 @@ pub struct MasterDetector {
 struct Inner {
     leader: watch::Sender<Option<MasterAddress>>,
     redetect: Notify,
+    /// Why the last detection found no leader (`http(s)` lists).
+    problem: std::sync::Mutex<Option<String>>,
 }
 
 impl MasterDetector {
@@ -81,6 +83,7 @@ impl MasterDetector {
         let inner = Arc::new(Inner {
             leader,
             redetect: Notify::new(),
+            problem: std::sync::Mutex::new(None),
         });
         let task_inner = inner.clone();
         match spec {
@@ -114,6 +117,7 @@ impl MasterDetector {
             inner: Arc::new(Inner {
                 leader,
                 redetect: Notify::new(),
+                problem: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -126,6 +130,21 @@ impl MasterDetector {
     /// The leader known right now.
     pub fn current(&self) -> Option<MasterAddress> {
         self.inner.leader.borrow().clone()
+    }
+
+    /// Why no leader is known, when the last detection of an `http(s)` list
+    /// failed: each master and what it answered, e.g.
+    /// `http://m1:5050: connection refused; http://m2:5050: answered 503`.
+    /// `None` while a leader is known, and for ZooKeeper detection.
+    pub fn problem(&self) -> Option<String> {
+        if self.current().is_some() {
+            return None;
+        }
+        self.inner
+            .problem
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Asks for a fresh detection (after a 503, a refused connection or a
@@ -207,12 +226,14 @@ async fn probe_loop(
             found = probe_all(&http, &masters) => found,
         };
         let wait = match found {
-            Some(leader) => {
+            Ok(leader) => {
                 backoff.reset();
+                set_problem(&inner, None);
                 publish(&inner.leader, Some(leader));
                 None
             }
-            None => {
+            Err(why) => {
+                set_problem(&inner, Some(why));
                 publish(&inner.leader, None);
                 Some(backoff.next_delay())
             }
@@ -231,11 +252,25 @@ async fn probe_loop(
     }
 }
 
-/// Asks each master `GET /master/redirect`; the first `307` names the leader.
+/// Records why detection fails; logs it when it changes (not on every
+/// retry).
+fn set_problem(inner: &Inner, problem: Option<String>) {
+    let mut current = inner.problem.lock().unwrap_or_else(|e| e.into_inner());
+    if *current != problem {
+        if let Some(why) = &problem {
+            tracing::warn!("no leading Mesos master found: {why}");
+        }
+        *current = problem;
+    }
+}
+
+/// Asks each master `GET /master/redirect`; the first `307` names the
+/// leader. Otherwise, what each master did, joined by `; `.
 pub(crate) async fn probe_all(
     http: &reqwest::Client,
     masters: &[MasterAddress],
-) -> Option<MasterAddress> {
+) -> Result<MasterAddress, String> {
+    let mut failures = Vec::new();
     for master in masters {
         let url = master.endpoint("/master/redirect");
         match http.get(url.clone()).send().await {
@@ -247,17 +282,41 @@ pub(crate) async fn probe_all(
                     .and_then(|location| MasterAddress::follow(&url, location))
                     .and_then(|target| MasterAddress::of_url(&target));
                 match leader {
-                    Some(leader) => return Some(leader),
-                    None => {
-                        tracing::warn!(%master, "307 from /master/redirect without a usable Location")
-                    }
+                    Some(leader) => return Ok(leader),
+                    None => failures.push(format!(
+                        "{master}: 307 from /master/redirect without a usable Location"
+                    )),
                 }
             }
-            Ok(response) => {
-                tracing::debug!(%master, status = %response.status(), "master knows no leader")
-            }
-            Err(error) => tracing::debug!(%master, %error, "master unreachable"),
+            Ok(response) => failures.push(format!(
+                "{master}: answered {} (no leader known)",
+                response.status()
+            )),
+            Err(error) => failures.push(format!("{master}: {}", describe(&error))),
         }
     }
-    None
+    Err(failures.join("; "))
+}
+
+/// A transport error with its innermost cause (reqwest's own text is only
+/// "error sending request").
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = if error.is_timeout() {
+        "timed out".to_string()
+    } else if error.is_connect() {
+        "cannot connect".to_string()
+    } else {
+        error.to_string()
+    };
+    let mut source = std::error::Error::source(error);
+    let mut last = None;
+    while let Some(s) = source {
+        last = Some(s.to_string());
+        source = s.source();
+    }
+    if let Some(last) = last {
+        text.push_str(": ");
+        text.push_str(&last);
+    }
+    text
 }

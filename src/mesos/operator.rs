@@ -269,10 +269,11 @@ impl OperatorClient {
                 match found {
                     Ok(Ok(current)) => current.clone().expect("waited for Some"),
                     _ => {
-                        return Err(OperatorError::Unavailable {
-                            attempts,
-                            last: "no leading master".into(),
-                        });
+                        let last = match self.detector.problem() {
+                            Some(why) => format!("no leading master: {why}"),
+                            None => "no leading master".into(),
+                        };
+                        return Err(OperatorError::Unavailable { attempts, last });
                     }
                 }
             };

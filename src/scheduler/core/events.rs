@@ -16,6 +16,10 @@ use crate::scheduler::reconcile::Action;
 use crate::scheduler::snapshot::FrameworkState;
 use crate::util::unix_now_secs;
 
+/// How long a leader without a stored framework ID waits for the master's
+/// list of frameworks before it retries (the actor waits meanwhile).
+const FRAMEWORK_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Core {
     /// Starts a Mesos client subscribing with the stored framework ID — or,
     /// with no stored ID, after checking that no framework of our name is
@@ -25,7 +29,32 @@ impl Core {
         self.stop_client();
         self.restart_client_at = None;
         if self.framework_id.is_none() && self.cfg.strategy != crate::coordination::Strategy::Hard {
-            match self.operator.get_frameworks().await {
+            // Say what the actor waits for: with the master unreachable the
+            // operator call retries for a while.
+            self.set_state(
+                FrameworkState::Subscribing,
+                Some(format!(
+                    "asking the master for active frameworks named {:?} before registering",
+                    self.cfg.framework_name
+                )),
+            );
+            self.publish(true);
+            let listed =
+                match tokio::time::timeout(FRAMEWORK_LIST_WAIT, self.operator.get_frameworks())
+                    .await
+                {
+                    Ok(answer) => answer.map_err(|e| e.to_string()),
+                    Err(_) => Err(format!(
+                        "no answer within {} s{}",
+                        FRAMEWORK_LIST_WAIT.as_secs(),
+                        self.operator
+                            .detector()
+                            .problem()
+                            .map(|why| format!(" (no leading master: {why})"))
+                            .unwrap_or_default()
+                    )),
+                };
+            match listed {
                 Ok(frameworks) => {
                     let name = &self.cfg.framework_name;
                     let principal = &self.cfg.principal;
@@ -46,6 +75,7 @@ impl Core {
                         self.restart_client_at = Some(Instant::now() + REFUSED_RETRY);
                         return;
                     }
+                    self.set_state(FrameworkState::Subscribing, None);
                 }
                 Err(e) => {
                     let reason = format!("cannot list frameworks on the master: {e}");

@@ -418,6 +418,10 @@ impl Core {
         }
         if now >= self.next_housekeeping {
             self.next_housekeeping = now + Duration::from_secs(1);
+            if self.state == FrameworkState::Subscribing {
+                // The reason may change without an event (master detection).
+                self.dirty = true;
+            }
             self.expire_offers(now).await;
             self.offers.forget_lingering(now);
             self.kill_stuck_tasks().await;

@@ -147,6 +147,7 @@ pub async fn run_term(
     };
     deps.metrics.leader.set(1);
     core.log("leadership", format!("became leader (term {term})"));
+    core.publish(true);
     core.start_client().await;
     let outcome = core.run(commands).await;
     core.stop_client();

@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::Core;
 use crate::mesos::resources::format_ranges;
 use crate::scheduler::snapshot::{
-    FrameworkStatus, OfferSummary, ServiceStatus, Snapshot, UnrecordedKill,
+    FrameworkState, FrameworkStatus, OfferSummary, ServiceStatus, Snapshot, UnrecordedKill,
 };
 use crate::scheduler::workload::assess;
 use crate::util::unix_now_secs;
@@ -42,7 +42,13 @@ impl Core {
             name: self.cfg.framework_name.clone(),
             role: self.cfg.role.clone(),
             state: self.state,
-            reason: self.reason.clone(),
+            reason: self.reason.clone().or_else(|| {
+                // Waiting for a leading master: say why none is known.
+                (self.state == FrameworkState::Subscribing)
+                    .then(|| self.operator.detector().problem())
+                    .flatten()
+                    .map(|why| format!("no leading Mesos master: {why}"))
+            }),
             failover_timeout_seconds: self.cfg.failover_timeout.as_secs_f64(),
             master: sub.map(|s| s.master.to_string()),
             master_version: sub
