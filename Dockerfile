@@ -36,7 +36,7 @@ RUN target="$(uname -m)-unknown-linux-musl" \
 
 FROM gcr.io/distroless/static-debian12:nonroot
 # The appliance serves the executor binary that sits next to it
-# (GET /executor/mesos-appliance-executor).
+# (GET /executor/<version>/mesos-appliance-executor).
 COPY --from=build /out/ /usr/local/bin/
 USER nonroot
 EXPOSE 8080

@@ -37,7 +37,7 @@ pub fn executor_id(task_id: &str) -> String {
 /// Where and what our executor is: the fetch URL and its resources.
 #[derive(Debug, Clone)]
 pub struct ExecutorSource {
-    /// URL of the binary (`<advertised URL>/executor/mesos-appliance-executor`).
+    /// URL of the binary (`<advertised URL>/executor/<version>/mesos-appliance-executor`).
     pub url: String,
     /// CPUs of one executor.
     pub cpus: f64,
@@ -240,7 +240,7 @@ mod tests {
             "instances": 1, "executor": "appliance"}),
         );
         let source = ExecutorSource {
-            url: "http://h:8080/executor/mesos-appliance-executor".into(),
+            url: "http://h:8080/executor/0.1.0-ab/mesos-appliance-executor".into(),
             cpus: 0.05,
             mem: 32.0,
         };
@@ -271,7 +271,7 @@ mod tests {
                      {"value": "http://files/serve", "executable": true, "extract": false, "cache": true}]}),
         );
         let source = ExecutorSource {
-            url: "http://h:8080/executor/v/mesos-appliance-executor".into(),
+            url: "http://h:8080/executor/0.1.0-ab/mesos-appliance-executor".into(),
             cpus: 0.05,
             mem: 32.0,
         };
