@@ -48,6 +48,35 @@ fn the_dockerfile_builds_with_the_readme_profile_and_ships_the_executor() {
     assert!(compose.contains("./deploy:/etc/mesos-appliance:ro"));
 }
 
+/// The lines of one service of docker-compose.yml: its `  name:` line and
+/// the more deeply indented lines after it.
+fn compose_service(compose: &str, name: &str) -> String {
+    let header = format!("  {name}:");
+    let mut lines = compose.lines().skip_while(|l| !l.starts_with(&header));
+    let head = lines.next().unwrap_or_else(|| panic!("service {name}"));
+    let body = lines.take_while(|l| l.is_empty() || l.starts_with("   "));
+    std::iter::once(head)
+        .chain(body)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn compose_never_restarts_a_fenced_replica_and_waits_for_zookeeper() {
+    let compose = read("docker-compose.yml");
+    // appliance-2 inherits from appliance-1 (`<<: *appliance`).
+    let replica = compose_service(&compose, "appliance-1");
+    assert!(replica.contains("hostname: appliance-1"), "{replica}");
+    assert!(replica.contains("restart: \"no\""), "{replica}");
+    assert!(!replica.contains("on-failure"), "{replica}");
+    assert!(replica.contains("condition: service_healthy"), "{replica}");
+    assert!(compose_service(&compose, "appliance-2").contains("<<: *appliance"));
+    assert!(compose_service(&compose, "zookeeper").contains("healthcheck:"));
+    // The exit code Compose must not undo is the one README documents.
+    assert!(read("README.md").contains("| 3 | fenced by a newer deployment"));
+    assert!(read("README.md").contains("docker-compose run --rm appliance-1 uninstall"));
+}
+
 // --- What the build stage must copy --------------------------------------
 //
 // The list is derived from the repository, not written down here: Cargo's
