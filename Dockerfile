@@ -21,6 +21,10 @@ COPY Cargo.toml Cargo.lock build.rs ./
 COPY proto proto
 COPY benches benches
 COPY src src
+# Read at compile time: askama templates and the dashboard's CSS/JS
+# (include_str!). tests/deploy_files.rs checks this list against the sources.
+COPY templates templates
+COPY static static
 RUN target="$(uname -m)-unknown-linux-musl" \
  && cargo build --release --locked --target "$target" \
       --bin mesos-appliance --bin mesos-appliance-executor --bin mesos-testbed \
@@ -32,7 +36,7 @@ RUN target="$(uname -m)-unknown-linux-musl" \
 
 FROM gcr.io/distroless/static-debian12:nonroot
 # The appliance serves the executor binary that sits next to it
-# (GET /executor/mesos-appliance-executor).
+# (GET /executor/<version>/mesos-appliance-executor).
 COPY --from=build /out/ /usr/local/bin/
 USER nonroot
 EXPOSE 8080

@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -207,6 +208,21 @@ async fn demo_honours_its_flags_and_counts_agents_right() {
     assert!(
         log.contains("(1 agent") && !log.contains("1 agents"),
         "{log}"
+    );
+    // The executor next to the binary is served at a URL naming its
+    // content, so agents' fetcher caches never keep an old build.
+    let served = mesos_appliance::executor::info::ServedExecutor::open(Path::new(EXECUTOR))
+        .expect("the executor binary");
+    let binary = support::mesos::client()
+        .get(format!("{}{}", demo.url, served.url_path()))
+        .send()
+        .await
+        .expect("GET the executor");
+    assert_eq!(binary.status(), 200);
+    let bytes = binary.bytes().await.unwrap();
+    assert_eq!(
+        bytes.len() as u64,
+        std::fs::metadata(EXECUTOR).unwrap().len()
     );
     demo.signal(libc::SIGTERM);
     assert_eq!(

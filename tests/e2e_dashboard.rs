@@ -152,6 +152,20 @@ async fn operator_steers_the_real_scheduler_from_the_dashboard() {
         now.len() == 3 && now.iter().all(|t| !before.contains(t))
     })
     .await;
+    // Each executor reported its own task before exiting: that update is
+    // the terminal one, and it does not count against the service's restart
+    // backoff (the replacements came at once).
+    let snapshot = leader.running.handle.snapshot();
+    for id in &before {
+        let task = snapshot.tasks.iter().find(|t| &t.task_id == id).unwrap();
+        let last = task.timeline.last().unwrap();
+        assert_eq!(
+            (task.state.as_str(), last.source.as_str()),
+            ("TASK_FAILED", "SOURCE_EXECUTOR"),
+            "{task:?}"
+        );
+        assert!(last.message.as_deref().unwrap_or("").contains("kamikaze"));
+    }
     b.goto(&format!(
         "{}/tasks?service=web&state=TASK_FAILED",
         leader.url

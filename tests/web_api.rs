@@ -362,7 +362,8 @@ async fn static_dir_overrides_compiled_in_assets() {
 }
 
 #[tokio::test]
-async fn the_executor_binary_is_served_when_configured() {
+async fn the_executor_binary_is_served_at_a_versioned_url_when_configured() {
+    use mesos_appliance::executor::info::ServedExecutor;
     let web = TestWeb::leader();
     let r = web.send(get("/executor/mesos-appliance-executor")).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
@@ -370,13 +371,26 @@ async fn the_executor_binary_is_served_when_configured() {
     let file = tempfile::NamedTempFile::new().unwrap();
     let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(file.path(), &bytes).unwrap();
+    let served = ServedExecutor::open(file.path()).unwrap();
     let mut config = test_config();
-    config.executor_binary = Some(file.path().to_path_buf());
+    config.executor_binary = Some(served.clone());
     let web = TestWeb::new(config, leader_snapshot("http://127.0.0.1:8080", 1));
-    let r = web.send(get("/executor/mesos-appliance-executor")).await;
+    let path = format!("/executor/{}/mesos-appliance-executor", served.version);
+    let r = web.send(get(&path)).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.body, bytes);
     assert_eq!(r.header("content-length"), Some("300000"));
+    assert!(r.header("cache-control").unwrap().contains("immutable"));
+    // The unversioned path of older releases still serves the binary.
+    let r = web.send(get("/executor/mesos-appliance-executor")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body, bytes);
+    // Another version is not this binary: no fetcher cache entry may map
+    // its URL to these bytes.
+    let r = web
+        .send(get("/executor/0.0.1-000000000000/mesos-appliance-executor"))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]

@@ -59,7 +59,7 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
     };
     let advertised = advertised_url(&common);
     let web = web_config(&common, &advertised).map_err(|e| (exit::USAGE, e.0))?;
-    let executor = web.executor_binary.clone();
+    let executor = web.executor_binary.as_ref().map(|e| e.path.clone());
     let listener = bind(web.listen)
         .await
         .map_err(|e| (exit::FAILURE, e.to_string()))?;
@@ -84,7 +84,13 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
         )
     })?;
 
-    let core = core_config(&common, &Defaults::DEMO, &advertised, true);
+    // Without the binary the testbed simulates the executor and fetches
+    // nothing; the URL still names this build's version.
+    let version = web.executor_binary.as_ref().map_or_else(
+        || env!("CARGO_PKG_VERSION").to_string(),
+        |e| e.version.clone(),
+    );
+    let core = core_config(&common, &Defaults::DEMO, &advertised, Some(&version));
     let client = ClientConfig::new(
         MasterSpec::parse(&testbed.url()).map_err(|e| (exit::FAILURE, e.to_string()))?,
     );

@@ -9,13 +9,14 @@ pub mod serve;
 pub mod uninstall;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::{Coordinator, ReplicaInfo};
+use crate::executor::info::ServedExecutor;
 use crate::mesos::client::{ClientConfig, Credentials};
 use crate::mesos::detector::MasterSpec;
 use crate::scheduler::config::CoreConfig;
@@ -66,7 +67,7 @@ pub fn core_config(
     common: &CommonArgs,
     defaults: &Defaults,
     advertised_url: &str,
-    executor_available: bool,
+    executor_version: Option<&str>,
 ) -> CoreConfig {
     let mut c = CoreConfig::default();
     c.framework_name.clone_from(&common.framework_name);
@@ -95,10 +96,10 @@ pub fn core_config(
     c.reconcile.explicit_max_backoff = common.explicit_reconcile_max_backoff;
     c.reconcile.explicit_abort_timeout = common.explicit_reconcile_abort_timeout;
     c.framework_id_refresh_interval = common.framework_id_refresh_interval;
-    c.executor_url = executor_available.then(|| {
+    c.executor_url = executor_version.map(|version| {
         format!(
-            "{advertised_url}/executor/{}",
-            crate::scheduler::taskinfo::EXECUTOR_BINARY
+            "{advertised_url}{}",
+            crate::executor::info::binary_path(version)
         )
     });
     c
@@ -130,14 +131,19 @@ pub fn advertised_url(common: &CommonArgs) -> String {
 }
 
 /// `--executor-binary` (which must be a file), or
-/// `mesos-appliance-executor` next to this binary if it is there.
+/// `mesos-appliance-executor` next to this binary if it is there; hashed
+/// once for its versioned URL ([`ServedExecutor`]).
 ///
 /// # Errors
-/// `--executor-binary` names something that is not a file.
-pub fn executor_binary(common: &CommonArgs) -> Result<Option<PathBuf>, ConfigError> {
+/// `--executor-binary` names something that is not a readable file.
+pub fn executor_binary(common: &CommonArgs) -> Result<Option<ServedExecutor>, ConfigError> {
+    let open = |path: &Path| {
+        ServedExecutor::open(path)
+            .map_err(|e| ConfigError(format!("--executor-binary {}: {e}", path.display())))
+    };
     if let Some(path) = &common.executor_binary {
         return match std::fs::metadata(path) {
-            Ok(meta) if meta.is_file() => Ok(Some(path.clone())),
+            Ok(meta) if meta.is_file() => open(path).map(Some),
             Ok(_) => Err(ConfigError(format!(
                 "--executor-binary {}: not a file",
                 path.display()
@@ -151,7 +157,10 @@ pub fn executor_binary(common: &CommonArgs) -> Result<Option<PathBuf>, ConfigErr
     let sibling = std::env::current_exe()
         .ok()
         .map(|exe| exe.with_file_name(crate::scheduler::taskinfo::EXECUTOR_BINARY));
-    Ok(sibling.filter(|path| path.is_file()))
+    match sibling.filter(|path| path.is_file()) {
+        Some(path) => open(&path).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// The deployment ID: `--deployment-id`, or a hash of the version and the
@@ -343,10 +352,20 @@ mod tests {
 
     #[test]
     fn timing_flags_fall_back_to_the_subcommand_defaults() {
-        let c = core_config(&common(&[]), &Defaults::SERVE, "http://h:1", false);
+        let c = core_config(&common(&[]), &Defaults::SERVE, "http://h:1", None);
+        assert_eq!(c.executor_url, None);
         assert_eq!(c.failover_timeout, Defaults::SERVE.failover_timeout);
         assert_eq!(c.decline_refuse_seconds, 120.0);
-        let c = core_config(&common(&["demo"]), &Defaults::DEMO, "http://h:1", true);
+        let c = core_config(
+            &common(&["demo"]),
+            &Defaults::DEMO,
+            "http://h:1",
+            Some("0.1.0-ab"),
+        );
+        assert_eq!(
+            c.executor_url.as_deref(),
+            Some("http://h:1/executor/0.1.0-ab/mesos-appliance-executor")
+        );
         assert_eq!(c.failover_timeout, Duration::from_secs(3600));
         assert_eq!(c.reconcile.interval, Defaults::DEMO.reconcile_interval);
         assert_eq!(
@@ -365,7 +384,7 @@ mod tests {
             "--decline-refuse-seconds",
             "1.5",
         ]);
-        let c = core_config(&given, &Defaults::DEMO, "http://h:1", true);
+        let c = core_config(&given, &Defaults::DEMO, "http://h:1", None);
         assert_eq!(c.failover_timeout, Duration::from_secs(7200));
         assert_eq!(c.reconcile.interval, Duration::from_secs(60));
         assert_eq!(c.reconcile.initial_delay, Duration::from_secs(5));
@@ -385,9 +404,10 @@ mod tests {
         assert!(e.0.contains("not a file"), "{}", e.0);
         let file = tempfile::NamedTempFile::new().unwrap();
         let path = file.path().to_str().unwrap();
-        assert_eq!(
-            executor_binary(&common(&["--executor-binary", path])).unwrap(),
-            Some(PathBuf::from(path))
-        );
+        let served = executor_binary(&common(&["--executor-binary", path]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(served.path, std::path::PathBuf::from(path));
+        assert!(served.version.starts_with(env!("CARGO_PKG_VERSION")));
     }
 }

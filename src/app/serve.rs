@@ -89,7 +89,7 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
         &common,
         &Defaults::SERVE,
         &advertised,
-        web.executor_binary.is_some(),
+        web.executor_binary.as_ref().map(|e| e.version.as_str()),
     );
     core.principal.clone_from(&cluster.principal);
     core.deployment_id.clone_from(&deployment);

@@ -2,11 +2,17 @@
 //! task under `mesos-appliance-executor`.
 //!
 //! The agent's fetcher downloads the executor binary from the appliance
-//! (`GET /executor/mesos-appliance-executor`, served by the web layer) into
-//! the sandbox: a `CommandInfo.URI` with `executable = true` (so it can run)
-//! and `cache = true` (one download per agent and URL, `docs/fetcher.md`),
-//! `extract = false` (it is no archive). The executor's command is then
-//! `./mesos-appliance-executor`, run by the agent's shell in the sandbox.
+//! (`GET /executor/<version>/mesos-appliance-executor`, served by the web
+//! layer) into the sandbox: a `CommandInfo.URI` with `executable = true` (so
+//! it can run) and `cache = true` (one download per agent and URL,
+//! `docs/fetcher.md`), `extract = false` (it is no archive). The executor's
+//! command is then `./mesos-appliance-executor`, run by the agent's shell in
+//! the sandbox.
+//!
+//! Because the fetcher cache is keyed by the URL, the URL names the binary's
+//! version ([`ServedExecutor`]): the crate version plus a hash of the file,
+//! so an upgraded appliance — or a rebuilt one with the same crate version —
+//! makes agents fetch the new binary instead of running a cached old one.
 //!
 //! A task that names an executor cannot also carry `TaskInfo.command` (the
 //! master wants exactly one of the two, `src/master/validation.cpp`), so the
@@ -21,7 +27,7 @@
 //! let info = executor_info(
 //!     "web-exec-1",
 //!     "fw-0001",
-//!     "http://appliance.example:8080/executor/mesos-appliance-executor",
+//!     "http://appliance.example:8080/executor/0.1.0-0123456789ab/mesos-appliance-executor",
 //!     &ExecutorResources::default(),
 //! );
 //! assert_eq!(info.command.as_ref().unwrap().value.as_deref(), Some("./mesos-appliance-executor"));
@@ -29,6 +35,8 @@
 //! assert!(!data.is_empty());
 //! ```
 
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use prost::Message;
@@ -41,6 +49,62 @@ pub const EXECUTOR_BINARY: &str = "mesos-appliance-executor";
 /// agent's `/bin/sh -c`. The testbed's process mode recognises executors by
 /// this suffix.
 pub const EXECUTOR_COMMAND: &str = "./mesos-appliance-executor";
+
+/// The executor binary a replica serves to the fetcher, and the version
+/// that goes into its URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedExecutor {
+    /// The file.
+    pub path: PathBuf,
+    /// `<crate version>-<first 12 hex digits of the file's SHA-256>`.
+    pub version: String,
+}
+
+impl ServedExecutor {
+    /// Reads and hashes `path` once (at startup; the file is expected not to
+    /// change while the replica runs).
+    ///
+    /// # Errors
+    /// When the file cannot be read.
+    pub fn open(path: &Path) -> std::io::Result<ServedExecutor> {
+        let mut file = std::fs::File::open(path)?;
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut buffer = vec![0u8; 1 << 16];
+        loop {
+            let n = file.read(&mut buffer)?;
+            if n == 0 {
+                break;
+            }
+            digest.update(&buffer[..n]);
+        }
+        let hash: String = digest
+            .finish()
+            .as_ref()
+            .iter()
+            .take(6)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(ServedExecutor {
+            path: path.to_path_buf(),
+            version: format!("{}-{hash}", env!("CARGO_PKG_VERSION")),
+        })
+    }
+
+    /// The path it is served at: [`binary_path`] of its version.
+    pub fn url_path(&self) -> String {
+        binary_path(&self.version)
+    }
+}
+
+/// `/executor/<version>/mesos-appliance-executor`: a new URL for every
+/// version, and the basename the fetcher names the file by stays
+/// [`EXECUTOR_BINARY`].
+pub fn binary_path(version: &str) -> String {
+    format!("/executor/{version}/{EXECUTOR_BINARY}")
+}
+
+/// The unversioned path older appliances advertised, still served.
+pub const LEGACY_BINARY_PATH: &str = "/executor/mesos-appliance-executor";
 
 /// Resources of the executor itself, on top of its tasks' (the agent
 /// accounts them while the executor runs).
@@ -189,6 +253,27 @@ mod tests {
         );
         // Mesos JSON has every required field.
         assert!(crate::mesos::json::missing_required_fields(&info).is_empty());
+    }
+
+    #[test]
+    fn the_url_changes_with_the_binary_and_keeps_the_basename() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(EXECUTOR_BINARY);
+        std::fs::write(&path, b"build one").unwrap();
+        let one = ServedExecutor::open(&path).unwrap();
+        std::fs::write(&path, b"build two").unwrap();
+        let two = ServedExecutor::open(&path).unwrap();
+        assert_ne!(one.version, two.version);
+        let prefix = concat!(env!("CARGO_PKG_VERSION"), "-");
+        assert!(one.version.starts_with(prefix), "{}", one.version);
+        assert_eq!(one.version.len(), prefix.len() + 12);
+        assert_eq!(
+            one.url_path(),
+            format!("/executor/{}/mesos-appliance-executor", one.version)
+        );
+        assert!(one.url_path().ends_with(&format!("/{EXECUTOR_BINARY}")));
+        assert_eq!(ServedExecutor::open(&path).unwrap(), two);
+        assert!(ServedExecutor::open(&dir.path().join("missing")).is_err());
     }
 
     #[test]

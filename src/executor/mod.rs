@@ -24,7 +24,7 @@
 //! | process exit | TASK_FINISHED (status 0), TASK_FAILED (other status or signal), TASK_KILLED (after a kill) |
 //! | KILL | (TASK_KILLING if the framework has TASK_KILLING_STATE), SIGTERM to the task's process group, SIGKILL after the kill policy's grace period (event's, else task's, else `MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD`) |
 //! | ACKNOWLEDGED | forgets that update (the agent has it) |
-//! | MESSAGE `kamikaze` | kills every task (grace as on SHUTDOWN), sends no updates, exits 1 — the agent reports each task TASK_FAILED / REASON_EXECUTOR_TERMINATED and the scheduler gets FAILURE status 256 |
+//! | MESSAGE `kamikaze` | SIGKILLs every task's process group, reports each TASK_FAILED (SOURCE_EXECUTOR, REASON_EXECUTOR_TERMINATED, a message naming kamikaze), waits up to 2 s for the agent's ACKNOWLEDGED, exits 1 — the scheduler gets those updates and FAILURE status 256; the agent itself fails only tasks whose update it did not get |
 //! | other MESSAGE | logged and ignored |
 //! | SHUTDOWN, SIGTERM | kills every task with a grace shorter than the shutdown grace period, reports TASK_KILLED, exits 0 once they are acknowledged (or when the grace period is over) |
 //! | ERROR | treated as a lost subscription |

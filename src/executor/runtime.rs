@@ -69,6 +69,11 @@ pub async fn run(cfg: ExecutorConfig) -> u8 {
                 rt.outbox = None;
                 match flow {
                     Flow::Exit(code) => return code,
+                    // Its tasks are dead and reported (or the agent reports
+                    // them when we are gone): nothing to reconnect for.
+                    Flow::Disconnected if rt.stop.is_some_and(|(why, _)| why == Stop::Kamikaze) => {
+                        return rt.abandon("lost the agent during kamikaze", 1).await;
+                    }
                     Flow::Disconnected if rt.subscribed_once => {
                         backoff.reset();
                         lost_at.get_or_insert_with(Instant::now);

@@ -12,8 +12,15 @@ use super::tasks::{Exit, Exited, TaskProcess, task_command};
 use crate::mesos::v1::executor::{Call, Event, call, event};
 use crate::mesos::v1::{self, TaskState, task_status};
 
-/// Framework message that makes the executor kill its tasks and exit 1.
+/// Framework message that makes the executor kill its tasks, report them
+/// and exit 1.
 pub const KAMIKAZE: &[u8] = b"kamikaze";
+/// The message of the TASK_FAILED a kamikaze sends for each task.
+pub const KAMIKAZE_MESSAGE: &str =
+    "Killed by kamikaze: the scheduler told its executor to kill every task and exit";
+/// How long a kamikaze waits for the agent to acknowledge its updates (and
+/// for the killed processes to be reaped) before the executor exits anyway.
+pub const KAMIKAZE_ACK_WAIT: Duration = Duration::from_secs(2);
 /// Most updates kept for re-sending; older ones are dropped (logged).
 const MAX_UNACKNOWLEDGED: usize = 10_000;
 /// Longest framework message text logged.
@@ -24,7 +31,7 @@ const MAX_LOGGED_MESSAGE: usize = 200;
 pub(super) enum Stop {
     /// SHUTDOWN event or SIGTERM: report TASK_KILLED, exit 0.
     Shutdown,
-    /// `kamikaze`: no updates (the agent reports the tasks), exit 1.
+    /// `kamikaze`: SIGKILL, TASK_FAILED for each task, exit 1.
     Kamikaze,
 }
 
@@ -163,7 +170,7 @@ impl Runtime {
                 if data == KAMIKAZE {
                     tracing::warn!(
                         tasks = self.tasks.len(),
-                        "kamikaze: killing every task and exiting 1"
+                        "kamikaze: killing every task, reporting them and exiting 1"
                     );
                     self.begin_stop(Stop::Kamikaze);
                 } else {
@@ -248,10 +255,15 @@ impl Runtime {
     }
 
     /// Starts stopping every task for `why`; the executor exits once they
-    /// are gone (see [`Runtime::finished`]) or at the agent's deadline.
+    /// are gone and reported (see [`Runtime::finished`]) or at the deadline.
+    /// A kamikaze overrides a shutdown in progress, never the reverse.
     pub(super) fn begin_stop(&mut self, why: Stop) {
         if matches!(self.stop, Some((Stop::Kamikaze, _))) || self.stop.map(|(w, _)| w) == Some(why)
         {
+            return;
+        }
+        if why == Stop::Kamikaze {
+            self.kamikaze();
             return;
         }
         let grace_total = self.cfg.shutdown_grace_period;
@@ -267,8 +279,38 @@ impl Runtime {
         }
     }
 
-    /// A task process ended: report it (except under kamikaze, whose tasks
-    /// the agent reports as TASK_FAILED / REASON_EXECUTOR_TERMINATED).
+    /// Kamikaze: every task's process group is SIGKILLed (no grace: the
+    /// point is to die now) and reported TASK_FAILED at once; the executor
+    /// then waits up to [`KAMIKAZE_ACK_WAIT`] for the agent's ACKNOWLEDGED
+    /// and exits 1. Reporting the tasks ourselves makes our update the
+    /// terminal one: an agent only fails the tasks of an exited executor
+    /// that are not terminal yet (`src/slave/slave.cpp` executorTerminated),
+    /// so the agent's TASK_FAILED / REASON_EXECUTOR_TERMINATED remains only
+    /// for tasks whose update it never received. The reason is the same, so
+    /// the scheduler treats the task as not at fault either way.
+    fn kamikaze(&mut self) {
+        self.stop = Some((Stop::Kamikaze, Instant::now() + KAMIKAZE_ACK_WAIT));
+        let mut ids: Vec<String> = self.tasks.keys().cloned().collect();
+        ids.sort();
+        for task_id in ids {
+            if let Some(task) = self.tasks.get_mut(&task_id) {
+                task.killed = true;
+                if let Some(process) = task.process.as_mut() {
+                    tracing::info!(%task_id, "kamikaze: SIGKILL");
+                    process.kill(Duration::ZERO);
+                }
+            }
+            self.send_update(
+                &task_id,
+                TaskState::TaskFailed,
+                KAMIKAZE_MESSAGE,
+                Some(task_status::Reason::ExecutorTerminated),
+            );
+        }
+    }
+
+    /// A task process ended: report it (under kamikaze it was reported
+    /// when it was killed).
     pub(super) fn on_exit(&mut self, exited: Exited) {
         let Some(mut task) = self.tasks.remove(&exited.task_id) else {
             return;
@@ -289,8 +331,8 @@ impl Runtime {
         self.update(&exited.task_id, state, &description);
     }
 
-    /// `Some(exit code)` when there is nothing left to do: stopping and all
-    /// tasks gone (and, unless kamikaze, their updates acknowledged); or,
+    /// `Some(exit code)` when there is nothing left to do: stopping, all
+    /// tasks gone and their updates acknowledged; or,
     /// like the default executor (`src/launcher/default_executor.cpp`), every
     /// task ended and every update was acknowledged by the agent.
     pub(super) fn finished(&self) -> Option<u8> {
@@ -298,7 +340,7 @@ impl Runtime {
             return None;
         }
         match self.stop {
-            Some((Stop::Kamikaze, _)) => Some(1),
+            Some((Stop::Kamikaze, _)) if self.unacked_updates.is_empty() => Some(1),
             Some((Stop::Shutdown, _)) if self.unacked_updates.is_empty() => Some(0),
             None if self.had_tasks && self.unacked_updates.is_empty() => {
                 tracing::info!("no tasks left and every update acknowledged; exiting");
@@ -318,6 +360,17 @@ impl Runtime {
     /// Sends a status update (queued while disconnected) and keeps it until
     /// the agent acknowledges it.
     pub(super) fn update(&mut self, task_id: &str, state: TaskState, message: &str) {
+        self.send_update(task_id, state, message, None);
+    }
+
+    /// [`Runtime::update`] with a reason.
+    fn send_update(
+        &mut self,
+        task_id: &str,
+        state: TaskState,
+        message: &str,
+        reason: Option<task_status::Reason>,
+    ) {
         let status = v1::TaskStatus {
             task_id: v1::TaskId {
                 value: task_id.to_string(),
@@ -325,6 +378,7 @@ impl Runtime {
             state: state as i32,
             message: (!message.is_empty()).then(|| message.to_string()),
             source: Some(task_status::Source::Executor as i32),
+            reason: reason.map(|r| r as i32),
             agent_id: self.agent_id.clone().map(|value| v1::AgentId { value }),
             executor_id: Some(v1::ExecutorId {
                 value: self.cfg.executor_id.clone(),
@@ -374,6 +428,117 @@ mod tests {
             Duration::from_millis(500)
         );
         assert_eq!(stop_grace(Duration::ZERO), Duration::ZERO);
+    }
+
+    fn runtime(sandbox: &std::path::Path) -> (Runtime, mpsc::UnboundedReceiver<Call>) {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let sandbox = sandbox.to_str().unwrap().to_string();
+        let cfg = ExecutorConfig::from_lookup(|name| match name {
+            "MESOS_FRAMEWORK_ID" => Some("fw".into()),
+            "MESOS_EXECUTOR_ID" => Some("ex".into()),
+            "MESOS_AGENT_ENDPOINT" => Some("127.0.0.1:1".into()),
+            "MESOS_SANDBOX" => Some(sandbox.clone()),
+            _ => None,
+        })
+        .unwrap();
+        let client = AgentClient::new(&cfg).unwrap();
+        let mut rt = Runtime::new(cfg, client);
+        let (tx, rx) = mpsc::unbounded_channel();
+        rt.outbox = Some(tx);
+        (rt, rx)
+    }
+
+    fn event(kind: event::Type) -> Event {
+        Event {
+            r#type: Some(kind as i32),
+            ..Default::default()
+        }
+    }
+
+    fn launch(task_id: &str) -> Event {
+        let mut launch = event(event::Type::Launch);
+        launch.launch = Some(event::Launch {
+            task: v1::TaskInfo {
+                name: task_id.into(),
+                task_id: v1::TaskId {
+                    value: task_id.into(),
+                },
+                command: Some(v1::CommandInfo {
+                    value: Some("sleep 100".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        });
+        launch
+    }
+
+    fn updates(rx: &mut mpsc::UnboundedReceiver<Call>) -> Vec<v1::TaskStatus> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|call| call.update.map(|u| u.status))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn kamikaze_kills_reports_each_task_and_exits_1_once_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut rt, mut calls) = runtime(dir.path());
+        for id in ["t1", "t2"] {
+            assert!(rt.on_event(launch(id)).is_none());
+        }
+        let pids: Vec<u32> = rt
+            .tasks
+            .values()
+            .map(|t| t.process.as_ref().unwrap().pid)
+            .collect();
+        assert_eq!(updates(&mut calls).len(), 4, "STARTING and RUNNING each");
+        let mut message = event(event::Type::Message);
+        message.message = Some(event::Message {
+            data: KAMIKAZE.to_vec(),
+        });
+        let before = Instant::now();
+        assert!(rt.on_event(message).is_none());
+
+        let failed = updates(&mut calls);
+        let ids: Vec<&str> = failed.iter().map(|s| s.task_id.value.as_str()).collect();
+        assert_eq!(ids, ["t1", "t2"]);
+        for status in &failed {
+            assert_eq!(status.state(), TaskState::TaskFailed);
+            assert_eq!(status.source(), task_status::Source::Executor);
+            assert_eq!(status.reason(), task_status::Reason::ExecutorTerminated);
+            assert!(status.message().contains("kamikaze"), "{status:?}");
+            assert_eq!(status.uuid.as_ref().map(Vec::len), Some(16));
+        }
+        let (why, deadline) = rt.stop.unwrap();
+        assert_eq!(why, Stop::Kamikaze);
+        assert!(deadline <= before + Duration::from_secs(2) + Duration::from_millis(50));
+
+        // SIGKILLed: both processes end at once; their exits add no update.
+        for _ in 0..2 {
+            let exited = tokio::time::timeout(Duration::from_secs(5), rt.exits_rx.recv())
+                .await
+                .expect("killed task reaped")
+                .unwrap();
+            assert_eq!(exited.exit, Exit::Signal(libc::SIGKILL));
+            rt.on_exit(exited);
+        }
+        assert!(updates(&mut calls).is_empty());
+        for pid in pids {
+            // SAFETY: kill(2) with signal 0 only checks for existence.
+            assert_ne!(unsafe { libc::kill(pid as i32, 0) }, 0, "{pid} is gone");
+        }
+        // Exit only once the agent has every update (or at the deadline).
+        assert_eq!(rt.finished(), None);
+        for update in rt.unacked_updates.clone() {
+            let mut ack = event(event::Type::Acknowledged);
+            ack.acknowledged = Some(event::Acknowledged {
+                task_id: update.status.task_id.clone(),
+                uuid: update.status.uuid.clone().unwrap(),
+            });
+            rt.on_event(ack);
+        }
+        assert_eq!(rt.finished(), Some(1));
+        assert_eq!(rt.exit_code(), 1);
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub struct CoreConfig {
     /// Terminal task records are deleted from ZooKeeper after this long.
     pub terminal_retention: Duration,
     /// URL the Mesos fetcher downloads `mesos-appliance-executor` from
-    /// (`<advertised URL>/executor/mesos-appliance-executor`).
+    /// (`<advertised URL>/executor/<version>/mesos-appliance-executor`).
     pub executor_url: Option<String>,
     /// Resources of one `mesos-appliance-executor` (one per task).
     pub executor_cpus: f64,

@@ -264,6 +264,18 @@ impl ServiceSpec {
             if uri.value.trim().is_empty() {
                 errors.push(problem(format!("uris[{i}]"), "must not be empty"));
             }
+            // Fetched next to the executor binary (see `taskinfo`): a file of
+            // the same name would replace it in the sandbox.
+            let path = uri.value.split(['?', '#']).next().unwrap_or("");
+            let basename = path.trim_end_matches('/').rsplit('/').next();
+            if self.executor == ExecutorKind::Appliance
+                && basename == Some(crate::executor::info::EXECUTOR_BINARY)
+            {
+                errors.push(problem(
+                    format!("uris[{i}]"),
+                    "its file name would replace mesos-appliance-executor in the sandbox",
+                ));
+            }
         }
         for (i, text) in self.constraints.iter().enumerate() {
             if let Err(e) = Constraint::parse(text) {
@@ -347,6 +359,16 @@ mod tests {
             "uris": [{"value": "http://h/f", "exec": true}]}))
         .unwrap_err();
         assert!(err.to_string().contains("unknown field `exec`"), "{err}");
+        let clash = spec(serde_json::json!({
+            "name": "a", "command": "x", "cpus": 1, "mem": 1, "instances": 1,
+            "executor": "appliance", "uris": ["http://h/bin/mesos-appliance-executor?v=2"]}));
+        assert!(
+            clash.validate()[0]
+                .to_string()
+                .contains("replace mesos-appliance-executor"),
+            "{:?}",
+            clash.validate()
+        );
     }
 
     #[test]

@@ -7,6 +7,14 @@
 //! task's `CommandInfo` travels protobuf-encoded in `TaskInfo.data`, and the
 //! `ExecutorInfo` runs `./mesos-appliance-executor`, fetched from the
 //! appliance (`CommandInfo.URI` with `executable` and `cache`).
+//!
+//! The agent's fetcher only downloads the URIs of the command it launches
+//! (`ExecutorInfo.command`; `docs/fetcher.md`,
+//! `src/slave/containerizer/fetcher.cpp`); it never
+//! looks into `TaskInfo.data`, and our executor fetches nothing. So with our
+//! executor the service's `uris` go into `ExecutorInfo.command.uris`, after
+//! the binary — one executor per task, so they are the task's own — and
+//! the command in `data` carries none.
 
 use super::placement::{Planned, task_resources};
 use super::services::{CommandSpec, ExecutorKind, ServiceSpec};
@@ -29,7 +37,7 @@ pub fn executor_id(task_id: &str) -> String {
 /// Where and what our executor is: the fetch URL and its resources.
 #[derive(Debug, Clone)]
 pub struct ExecutorSource {
-    /// URL of the binary (`<advertised URL>/executor/mesos-appliance-executor`).
+    /// URL of the binary (`<advertised URL>/executor/<version>/mesos-appliance-executor`).
     pub url: String,
     /// CPUs of one executor.
     pub cpus: f64,
@@ -138,18 +146,26 @@ pub fn task_info(
     };
     match (spec.executor, executor) {
         (ExecutorKind::Appliance, Some(source)) => {
-            info.data = Some(executor::task_data(&command));
+            let v1::CommandInfo { uris, .. } = &command;
             let resources = ExecutorResources {
                 cpus: source.cpus,
                 mem: source.mem,
                 ..ExecutorResources::default()
             };
-            info.executor = Some(executor::executor_info(
+            let mut executor_info = executor::executor_info(
                 &executor_id(task_id),
                 framework_id,
                 &source.url,
                 &resources,
-            ));
+            );
+            if let Some(fetched) = executor_info.command.as_mut() {
+                fetched.uris.extend(uris.iter().cloned());
+            }
+            info.executor = Some(executor_info);
+            info.data = Some(executor::task_data(&v1::CommandInfo {
+                uris: Vec::new(),
+                ..command
+            }));
         }
         _ => info.command = Some(command),
     }
@@ -224,7 +240,7 @@ mod tests {
             "instances": 1, "executor": "appliance"}),
         );
         let source = ExecutorSource {
-            url: "http://h:8080/executor/mesos-appliance-executor".into(),
+            url: "http://h:8080/executor/0.1.0-ab/mesos-appliance-executor".into(),
             cpus: 0.05,
             mem: 32.0,
         };
@@ -244,5 +260,54 @@ mod tests {
             (cmd.shell, cmd.arguments),
             (Some(false), vec!["sleep".to_string(), "100".to_string()])
         );
+    }
+
+    #[test]
+    fn appliance_tasks_have_the_fetcher_bring_the_service_uris() {
+        let s = spec(
+            serde_json::json!({"name": "web", "command": "./site/serve", "cpus": 0.1,
+            "mem": 32, "instances": 1, "executor": "appliance",
+            "uris": ["http://files/site.tgz",
+                     {"value": "http://files/serve", "executable": true, "extract": false, "cache": true}]}),
+        );
+        let source = ExecutorSource {
+            url: "http://h:8080/executor/0.1.0-ab/mesos-appliance-executor".into(),
+            cpus: 0.05,
+            mem: 32.0,
+        };
+        let info = task_info(&s, &planned(), "web.2.x", "fw-1", Some(&source));
+        let uris = &info.executor.unwrap().command.unwrap().uris;
+        let fetched: Vec<_> = uris
+            .iter()
+            .map(|u| (u.value.as_str(), u.executable, u.extract, u.cache))
+            .collect();
+        assert_eq!(
+            fetched,
+            [
+                (source.url.as_str(), Some(true), Some(false), Some(true)),
+                (
+                    "http://files/site.tgz",
+                    Some(false),
+                    Some(true),
+                    Some(false)
+                ),
+                ("http://files/serve", Some(true), Some(false), Some(true)),
+            ]
+        );
+        // Only the executor binary is renamed; the service's files keep the
+        // fetcher's own naming (the URI's basename).
+        assert!(uris[1..].iter().all(|u| u.output_file.is_none()));
+        // The executor never fetches: the command it runs lists no URIs.
+        let cmd =
+            <v1::CommandInfo as prost::Message>::decode(info.data.unwrap().as_slice()).unwrap();
+        assert!(cmd.uris.is_empty());
+        assert_eq!(cmd.value.as_deref(), Some("./site/serve"));
+        // The command executor fetches the task's own command URIs.
+        let s = spec(
+            serde_json::json!({"name": "web", "command": "true", "cpus": 0.1,
+            "mem": 32, "instances": 1, "uris": ["http://files/site.tgz"]}),
+        );
+        let info = task_info(&s, &planned(), "web.2.y", "fw-1", None);
+        assert_eq!(info.command.unwrap().uris[0].value, "http://files/site.tgz");
     }
 }

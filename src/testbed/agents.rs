@@ -1,6 +1,13 @@
 //! Agents becoming unreachable and coming back (captures q and s): offers
 //! rescinded, tasks lost (not final), FAILURE{agent_id}, and TASK_RUNNING
 //! again when the agent re-registers.
+//!
+//! Sources: `src/master/master.cpp` (the agent observer's missed pings
+//! marking an agent unreachable, `markUnreachable`, and an unreachable
+//! agent's re-registration), the ping defaults in `src/master/constants.hpp`
+//! (`DEFAULT_AGENT_PING_TIMEOUT`, `DEFAULT_MAX_AGENT_PING_TIMEOUTS`) and
+//! `docs/high-availability-framework-guide.md` (TASK_LOST is not final for a
+//! framework that is not PARTITION_AWARE).
 
 use super::master::{AgentState, Master, Timer, now_nanos, update_event};
 use super::tasks::container_status;

@@ -2,7 +2,9 @@
 //! and the offer half of ACCEPT.
 //!
 //! Sources: `src/master/allocator/mesos/hierarchical.cpp` (batch allocation
-//! every `--allocation_interval`, refused-resources filters, suppression),
+//! every `--allocation_interval`; `recoverResources` for the
+//! refused-resources filter of a DECLINE; `suppressOffers`/`reviveOffers`),
+//! `include/mesos/v1/mesos.proto` (`Filters.refuse_seconds`, default 5),
 //! master.cpp (`accept`, `decline`, `removeOffer`, `rescindOffer`),
 //! mesos-notes §3 (Filters), §9 (defaults), §12 and capture p (DECLINE with
 //! refuse_seconds 3 → the same resources after ≈3 s; SUPPRESS → no offers;
@@ -15,9 +17,10 @@ use crate::mesos::resources::Resources;
 use crate::mesos::v1::scheduler::{Event, event};
 use crate::mesos::v1::{self, resource};
 
-/// Default `Filters.refuse_seconds` (mesos.proto).
+/// Default `Filters.refuse_seconds` (`include/mesos/v1/mesos.proto`).
 pub(crate) const DEFAULT_REFUSE_SECONDS: f64 = 5.0;
-/// Longest filter the master honours: 365 days (master.cpp caps larger values).
+/// Longest filter honoured: 365 days (the hierarchical allocator,
+/// `src/master/allocator/mesos/hierarchical.cpp`, caps larger values).
 const MAX_REFUSE_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
 /// Smallest offerable amounts (`MIN_CPUS` 0.01, `MIN_MEM` 32 MB in
 /// `src/master/constants.hpp`): an agent with less free is not offered.
@@ -34,7 +37,9 @@ pub(crate) struct OfferRecord {
 }
 
 /// The duration of a filter from `Filters.refuse_seconds`: absent → 5 s,
-/// negative or NaN → 5 s, above a year → a year.
+/// negative or NaN → 5 s (the allocator's `recoverResources` falls back to
+/// the default for an invalid or negative value), above a year → a year,
+/// zero → no filter (`hierarchical.cpp`).
 pub(crate) fn refuse_duration(filters: Option<&v1::Filters>) -> Duration {
     let seconds = filters
         .and_then(|f| f.refuse_seconds)
@@ -213,7 +218,9 @@ impl Master {
     }
 
     /// DECLINE: each named offer of this framework is removed and its
-    /// resources filtered for `refuse_seconds`; unknown IDs are ignored.
+    /// resources filtered for `refuse_seconds`; unknown IDs are ignored
+    /// (`src/master/master.cpp` `decline`, then the allocator's
+    /// `recoverResources` in `hierarchical.cpp`).
     pub fn decline(
         &mut self,
         framework_id: &str,
@@ -255,7 +262,8 @@ impl Master {
         }
     }
 
-    /// SUPPRESS: no offers until REVIVE (capture p: none for 6 s).
+    /// SUPPRESS: no offers until REVIVE (`suppressOffers` in
+    /// `hierarchical.cpp`; capture p: none for 6 s).
     pub fn suppress(&mut self, framework_id: &str) {
         if let Some(f) = self.frameworks.get_mut(framework_id) {
             f.suppressed = true;
@@ -263,7 +271,8 @@ impl Master {
     }
 
     /// REVIVE: clears suppression and every decline filter, and allocates at
-    /// once (capture p: an offer within ≈50 ms).
+    /// once (`reviveOffers` in `hierarchical.cpp`; capture p: an offer within
+    /// ≈50 ms).
     pub fn revive(&mut self, framework_id: &str) {
         if let Some(f) = self.frameworks.get_mut(framework_id) {
             f.suppressed = false;

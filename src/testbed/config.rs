@@ -48,6 +48,11 @@ impl AgentSpec {
 /// Everything a testbed master needs. [`TestbedConfig::default`] follows the
 /// Mesos 1.12 defaults (mesos-notes §9); [`TestbedConfig::for_tests`] shortens
 /// the timers so integration tests run in seconds.
+///
+/// Where the defaults come from: master flags in `src/master/flags.cpp` with
+/// their constants in `src/master/constants.hpp`; agent flags in
+/// `src/slave/flags.cpp` with their constants in `src/slave/constants.hpp`.
+/// Each field names its flag or constant.
 #[derive(Debug, Clone)]
 pub struct TestbedConfig {
     /// Address to listen on; port 0 picks a free one.
@@ -57,24 +62,32 @@ pub struct TestbedConfig {
     pub hostname: Option<String>,
     /// The simulated agents.
     pub agents: Vec<AgentSpec>,
-    /// How often the allocator makes offers (`--allocation_interval`, 1 s).
+    /// How often the allocator makes offers (master `--allocation_interval`,
+    /// `DEFAULT_ALLOCATION_INTERVAL` 1 s in `src/master/constants.hpp`).
     pub allocation_interval: Duration,
-    /// Interval of scheduler HEARTBEAT events (`DEFAULT_HEARTBEAT_INTERVAL`, 15 s).
+    /// Interval of scheduler HEARTBEAT events (`DEFAULT_HEARTBEAT_INTERVAL`,
+    /// 15 s, `src/master/constants.hpp`).
     pub heartbeat_interval: Duration,
     /// First retry of an unacknowledged status update
-    /// (`STATUS_UPDATE_RETRY_INTERVAL_MIN`, 10 s); doubles on each retry.
+    /// (`STATUS_UPDATE_RETRY_INTERVAL_MIN`, 10 s, `src/slave/constants.hpp`);
+    /// doubles on each retry.
     pub status_update_retry_min: Duration,
-    /// Cap of the status update retry backoff (`STATUS_UPDATE_RETRY_INTERVAL_MAX`, 10 min).
+    /// Cap of the status update retry backoff
+    /// (`STATUS_UPDATE_RETRY_INTERVAL_MAX`, 10 min, `src/slave/constants.hpp`).
     pub status_update_retry_max: Duration,
     /// Time from an accepted LAUNCH to the executor's TASK_STARTING.
     pub launch_delay: Duration,
-    /// Completed frameworks kept (`--max_completed_frameworks`, 50).
+    /// Completed frameworks kept (master `--max_completed_frameworks`,
+    /// `DEFAULT_MAX_COMPLETED_FRAMEWORKS` 50 in `src/master/constants.hpp`).
     pub max_completed_frameworks: usize,
-    /// Completed tasks kept per framework (`--max_completed_tasks_per_framework`, 1000).
+    /// Completed tasks kept per framework (master
+    /// `--max_completed_tasks_per_framework`,
+    /// `DEFAULT_MAX_COMPLETED_TASKS_PER_FRAMEWORK` 1000 in `src/master/constants.hpp`).
     pub max_completed_tasks_per_framework: usize,
     /// `zk://host:port[,host:port]/path` to take part in master election.
     pub zk: Option<String>,
-    /// ZooKeeper session timeout (`--zk_session_timeout`, 10 s).
+    /// ZooKeeper session timeout (master `--zk_session_timeout`,
+    /// `ZOOKEEPER_SESSION_TIMEOUT` 10 s in `src/master/constants.hpp`).
     pub zk_session_timeout: Duration,
     /// Version string reported in `MasterInfo.version` and `/master/state`.
     pub version: String,
@@ -97,17 +110,22 @@ pub struct TestbedConfig {
     /// Process mode: root of the executors' sandboxes; `None` makes a
     /// temporary directory that is removed when the testbed stops.
     pub work_dir: Option<PathBuf>,
-    /// Agent `--executor_registration_timeout` (1 min): an executor that has
+    /// Agent `--executor_registration_timeout` (`EXECUTOR_REGISTRATION_TIMEOUT`,
+    /// 1 min, `src/slave/constants.hpp`): an executor that has
     /// not subscribed by then is destroyed.
     pub executor_registration_timeout: Duration,
-    /// Agent `--executor_shutdown_grace_period` (5 s), unless the
+    /// Agent `--executor_shutdown_grace_period`
+    /// (`DEFAULT_EXECUTOR_SHUTDOWN_GRACE_PERIOD`, 5 s, `src/slave/constants.hpp`),
+    /// unless the
     /// `ExecutorInfo` sets `shutdown_grace_period`.
     pub executor_shutdown_grace_period: Duration,
-    /// Agent `--executor_reregistration_timeout` (2 s): how long a restarted
+    /// Agent `--executor_reregistration_timeout` (`EXECUTOR_REREGISTRATION_TIMEOUT`,
+    /// 2 s, `src/slave/constants.hpp`): how long a restarted
     /// agent waits for executors to re-subscribe; also their
     /// `MESOS_SUBSCRIPTION_BACKOFF_MAX`.
     pub executor_reregistration_timeout: Duration,
-    /// Agent `--recovery_timeout` (15 min), passed as `MESOS_RECOVERY_TIMEOUT`.
+    /// Agent `--recovery_timeout` (`RECOVERY_TIMEOUT`, 15 min,
+    /// `src/slave/constants.hpp`), passed as `MESOS_RECOVERY_TIMEOUT`.
     pub recovery_timeout: Duration,
 }
 

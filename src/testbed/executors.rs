@@ -7,21 +7,29 @@
 //!
 //! What the agent does, and where Mesos does it:
 //! - launch: one process per executor, in its own session (the posix
-//!   launcher's `setsid`), cwd = a fresh sandbox
+//!   launcher's `setsid`, `src/slave/containerizer/mesos/launcher.cpp`),
+//!   cwd = a fresh sandbox
 //!   `<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<id>/runs/<container>`
+//!   (the run directory of `src/slave/paths.cpp`)
 //!   with `stdout` / `stderr` files, and the agent's environment
-//!   (`src/slave/slave.cpp` executorEnvironment, mesos-notes §8);
+//!   (`src/slave/slave.cpp` executorEnvironment, mesos-notes §8); no fetcher
+//!   runs: the configured binary is started directly and the command's URIs
+//!   are not downloaded;
 //! - registration timeout (`--executor_registration_timeout`, 1 min): an
 //!   executor that never subscribes is destroyed, its tasks TASK_FAILED /
-//!   REASON_EXECUTOR_REGISTRATION_TIMEOUT (slave.cpp registerExecutorTimeout);
+//!   REASON_EXECUTOR_REGISTRATION_TIMEOUT (`src/slave/slave.cpp`
+//!   registerExecutorTimeout);
 //! - destroy: SIGKILL to every process of the session (posix launcher
-//!   `destroy` → `os::killtree(pid, SIGKILL, groups, sessions)`);
+//!   `destroy` → `os::killtree(pid, SIGKILL, groups, sessions)`,
+//!   `3rdparty/stout/include/stout/os/posix/killtree.hpp`);
 //! - exit: the real wait status goes to the scheduler as
-//!   `FAILURE{status}` and the unfinished tasks become TASK_FAILED /
-//!   REASON_EXECUTOR_TERMINATED (slave.cpp executorTerminated, via
+//!   `FAILURE{status}` and the tasks not yet terminal become TASK_FAILED /
+//!   REASON_EXECUTOR_TERMINATED; a terminal update the executor sent before
+//!   exiting stands (`src/slave/slave.cpp` executorTerminated, via
 //!   [`Master::executor_terminated`]);
 //! - SHUTDOWN: the executor gets the event and `shutdown_grace_period` to
-//!   exit, then is destroyed (slave.cpp shutdownExecutor / shutdownExecutorTimeout);
+//!   exit, then is destroyed (`src/slave/slave.cpp` shutdownExecutor /
+//!   shutdownExecutorTimeout);
 //! - agent restart (`POST /testbed/agents/{id}/restart`): see
 //!   [`Master::restart_agent`].
 

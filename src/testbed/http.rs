@@ -2,6 +2,12 @@
 //! byte for byte where it matters (mesos-notes §12): error bodies are
 //! `text/plain; charset=utf-8`; accepted calls are `202` with
 //! `Content-Length: 0` and no `Content-Type`; redirects are protocol-relative.
+//!
+//! Sources in the Mesos tree: `src/master/http.cpp` (`Master::Http::scheduler`
+//! and `Master::Http::api` for the 400/405/406/415 checks and texts,
+//! `Master::Http::redirect` for 307 and 503), libprocess'
+//! `3rdparty/libprocess/include/process/http.hpp` (response types and the
+//! 405 body) and `3rdparty/libprocess/src/authenticator.cpp` (basic auth).
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -11,7 +17,9 @@ use super::master::{Leadership, Master};
 use crate::mesos::json::JsonError;
 use crate::mesos::media::{self, Encoding};
 
-/// A plain-text answer, as libprocess writes error responses.
+/// A plain-text answer, as libprocess writes error responses (the
+/// `BadRequest`, `NotAcceptable`, … types of
+/// `3rdparty/libprocess/include/process/http.hpp`).
 pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response {
     (
         status,
@@ -30,7 +38,9 @@ pub(crate) fn empty(status: StatusCode) -> Response {
         .expect("static response parts are valid")
 }
 
-/// `405` with `Allow: POST` and libprocess' text.
+/// `405` with `Allow: POST` and libprocess' text: the `MethodNotAllowed`
+/// response of `3rdparty/libprocess/include/process/http.hpp` builds the
+/// body from the allowed methods and the one received.
 pub(crate) fn method_not_allowed(method: &Method) -> Response {
     let mut response = text(
         StatusCode::METHOD_NOT_ALLOWED,
@@ -42,7 +52,8 @@ pub(crate) fn method_not_allowed(method: &Method) -> Response {
     response
 }
 
-/// `307` to a protocol-relative location (`//host:port/path`).
+/// `307` to a protocol-relative location (`//host:port/path`), as
+/// `Master::Http::redirect` (`src/master/http.cpp`) answers.
 pub(crate) fn redirect(location: &str) -> Response {
     let mut response = empty(StatusCode::TEMPORARY_REDIRECT);
     if let Ok(value) = HeaderValue::from_str(location) {
@@ -63,7 +74,8 @@ fn delegate_path(path: &str) -> String {
 }
 
 /// `None` when this master leads; otherwise the 307 to the leader or the
-/// 503 `No leader elected` that a non-leading master answers.
+/// 503 `No leader elected` that a non-leading master answers
+/// (`Master::Http::redirect` in `src/master/http.cpp`; capture k).
 pub(crate) fn leader_gate(master: &Master, path: &str) -> Option<Response> {
     match &master.leadership {
         Leadership::Leading => None,
@@ -85,10 +97,13 @@ impl IntoResponse for Refusal {
 }
 
 /// HTTP basic authentication as libprocess' basic authenticator does it
-/// (`--authenticate_http_frameworks`, `--authenticate_http_readwrite`):
+/// (`BasicAuthenticatorProcess::authenticate` in
+/// `3rdparty/libprocess/src/authenticator.cpp`; enabled by the master flags
+/// `--authenticate_http_frameworks`, `--authenticate_http_readwrite`):
 /// `Ok(None)` when the testbed has no credentials, `Ok(Some(principal))`
 /// for valid ones, else 401 with `WWW-Authenticate: Basic realm="<realm>"`
-/// (realms `mesos-master-scheduler`, `mesos-master-readwrite`; mesos-notes §1).
+/// (realms `mesos-master-scheduler`, `mesos-master-readwrite`, named in
+/// `src/master/constants.hpp`; mesos-notes §1).
 pub(crate) fn authenticate(
     master: &Master,
     headers: &axum::http::HeaderMap,
@@ -134,7 +149,8 @@ impl IntoResponse for Unauthorized {
     }
 }
 
-/// Request encoding from `Content-Type`, or the master's 400 / 415.
+/// Request encoding from `Content-Type`, or the master's 400 / 415
+/// (`Master::Http::scheduler`, `src/master/http.cpp`).
 pub(crate) fn request_encoding(headers: &axum::http::HeaderMap) -> Result<Encoding, Refusal> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Err(Refusal(
@@ -158,7 +174,8 @@ pub(crate) fn request_encoding(headers: &axum::http::HeaderMap) -> Result<Encodi
         })
 }
 
-/// Response encoding from `Accept`, or the master's 406.
+/// Response encoding from `Accept`, or the master's 406
+/// (`Master::Http::scheduler`, `src/master/http.cpp`).
 pub(crate) fn response_encoding(headers: &axum::http::HeaderMap) -> Result<Encoding, Refusal> {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     Encoding::negotiate(accept).ok_or_else(|| {
@@ -174,7 +191,9 @@ pub(crate) fn response_encoding(headers: &axum::http::HeaderMap) -> Result<Encod
 }
 
 /// The 400 body for a request that did not parse into message `name`
-/// (`Call` for both APIs), in the master's words.
+/// (`Call` for both APIs), in the master's words (`src/master/http.cpp`;
+/// the JSON syntax error text comes from stout's `JSON::parse`,
+/// `3rdparty/stout/include/stout/json.hpp`).
 pub(crate) fn parse_error(
     name: &str,
     encoding: Encoding,

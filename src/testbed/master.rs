@@ -7,9 +7,10 @@
 //! heartbeats, agents' progress, status update retries, failover timeouts) is
 //! data in a timer heap, driven by one task in `mod.rs`.
 //!
-//! Sources: master.cpp (`subscribe`, `_subscribe`, `failoverFramework`,
-//! `exited`, `frameworkFailoverTimeout`, `removeFramework`), mesos-notes §2 and
-//! the real-master captures d, g, h, m, n (mesos-notes §12).
+//! Sources: `src/master/master.cpp` (`subscribe`, `_subscribe`,
+//! `failoverFramework`, `exited`, `frameworkFailoverTimeout`,
+//! `removeFramework`), mesos-notes §2 and the real-master captures d, g, h,
+//! m, n (mesos-notes §12).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -459,6 +460,12 @@ impl Master {
         false
     }
 
+    /// One HEARTBEAT on the framework's current stream, then the next one
+    /// an interval later — the master's per-subscription heartbeater
+    /// (`src/common/heartbeater.hpp`, started by `Framework::heartbeat` in
+    /// `src/master/framework.cpp` with `DEFAULT_HEARTBEAT_INTERVAL` from
+    /// `src/master/constants.hpp`). A timer
+    /// for a stream that was replaced or closed ends the series.
     pub(crate) fn heartbeat(&mut self, framework_id: &str, stream_id: &str) {
         let current = self
             .frameworks

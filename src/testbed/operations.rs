@@ -265,6 +265,9 @@ impl Master {
             let Some(task) = self.tasks.get(&key) else {
                 continue;
             };
+            // A terminal update the agent already holds (e.g. the executor's
+            // own, sent before it exited) wins: slave.cpp executorTerminated
+            // transitions only tasks whose state is not terminal.
             let last_queued = task.pending.back().map(|s| s.state()).unwrap_or(task.state);
             if is_terminal(last_queued) {
                 continue;

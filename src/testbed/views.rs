@@ -2,6 +2,12 @@
 //! response, the legacy `/master/state` and `/master/frameworks` JSON
 //! (plain-string IDs, seconds as floats: mesos-notes §6, §11.22, capture i),
 //! and the typed views the testbed's library API and control API return.
+//!
+//! Sources in the Mesos tree: `src/master/readonly_handler.cpp` (the
+//! `/state` and `/frameworks` handlers and their framework and agent
+//! writers), `src/common/http.cpp` (the JSON of tasks, resources and
+//! attributes), `src/master/http.cpp` (`getFrameworks` for GET_FRAMEWORKS)
+//! and `include/mesos/v1/master/master.proto` (`Response.GetFrameworks`).
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -154,7 +160,9 @@ impl Master {
         (used, offered)
     }
 
-    /// `GET_FRAMEWORKS` (operator API v1).
+    /// `GET_FRAMEWORKS` (operator API v1; `src/master/http.cpp`
+    /// `getFrameworks`, message `Response.GetFrameworks` in
+    /// `include/mesos/v1/master/master.proto`).
     pub fn get_frameworks(&self) -> response::GetFrameworks {
         let time = |secs: f64| v1::TimeInfo {
             nanoseconds: (secs * 1e9) as i64,
@@ -296,7 +304,8 @@ impl Master {
         out
     }
 
-    /// `GET /master/frameworks[?framework_id=ID]`.
+    /// `GET /master/frameworks[?framework_id=ID]` (`src/master/readonly_handler.cpp`;
+    /// each framework as its full framework writer renders it).
     pub fn frameworks_json(&self, only: Option<&str>) -> Value {
         let keep = |f: &&Framework| only.is_none_or(|id| f.id == id);
         let mut active: Vec<&Framework> = self.frameworks.values().filter(keep).collect();
@@ -308,7 +317,8 @@ impl Master {
         })
     }
 
-    /// `GET /master/state`.
+    /// `GET /master/state` (`src/master/readonly_handler.cpp`: agents as its
+    /// agent writer renders them, frameworks as for `/master/frameworks`).
     pub fn state_json(&self) -> Value {
         let slaves: Vec<Value> = self
             .agents

@@ -45,7 +45,8 @@
 //! | GET | `/healthz` | anyone | 200 `ok` |
 //! | GET | `/readyz` | anyone | 200 / 503 with the reason |
 //! | GET | `/metrics` | anyone | OpenMetrics text |
-//! | GET | `/executor/mesos-appliance-executor` | anyone | the executor binary (404 unless configured) |
+//! | GET | `/executor/<version>/mesos-appliance-executor` | anyone | the executor binary, for the Mesos fetcher (404 unless configured, or for another version) |
+//! | GET | `/executor/mesos-appliance-executor` | anyone | the same binary at the unversioned path older releases advertised |
 //! | GET | `/static/{file}` | anyone | CSS / JS |
 //!
 //! Anything else: 404, an HTML page or (under `/api/`) a JSON problem; a
@@ -92,6 +93,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::Coordinator;
+use crate::executor::info::ServedExecutor;
 use crate::scheduler::{SchedulerHandle, Snapshot};
 
 pub use error::AppError;
@@ -131,9 +133,9 @@ pub struct WebConfig {
     /// ZooKeeper read.
     pub handler_timeout: Duration,
     /// The `mesos-appliance-executor` binary served at
-    /// `/executor/mesos-appliance-executor` for the Mesos fetcher; 404 when
-    /// `None`.
-    pub executor_binary: Option<PathBuf>,
+    /// `/executor/<version>/mesos-appliance-executor` (and the old
+    /// unversioned path) for the Mesos fetcher; 404 when `None`.
+    pub executor_binary: Option<ServedExecutor>,
     /// A directory whose files override the compiled-in `static/` assets
     /// (for editing CSS/JS without rebuilding). `None`: compiled-in only.
     pub static_dir: Option<PathBuf>,
@@ -347,9 +349,16 @@ pub fn router(state: AppState) -> Router {
         None => app.route("/static/{file}", get(assets::asset)),
     };
     if let Some(binary) = &state.config.executor_binary {
-        app = app.route_service(
-            "/executor/mesos-appliance-executor",
-            tower_http::services::ServeFile::new(binary),
+        // A versioned URL never changes its content: cacheable for good.
+        let versioned = Router::new()
+            .route_service(
+                &binary.url_path(),
+                tower_http::services::ServeFile::new(&binary.path),
+            )
+            .layer(axum::middleware::map_response(immutable));
+        app = app.merge(versioned).route_service(
+            crate::executor::info::LEGACY_BINARY_PATH,
+            tower_http::services::ServeFile::new(&binary.path),
         );
     }
     app.route_layer(axum::middleware::from_fn_with_state(
@@ -366,6 +375,17 @@ pub fn router(state: AppState) -> Router {
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
     .layer(tower_http::trace::TraceLayer::new_for_http())
     .with_state(state)
+}
+
+async fn immutable(mut response: axum::response::Response) -> axum::response::Response {
+    use axum::http::{HeaderValue, header};
+    if response.status().is_success() {
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=31536000, immutable"),
+        );
+    }
+    response
 }
 
 /// Headers on every response: no framing (the action forms must not be

@@ -42,7 +42,9 @@ pub fn core_config() -> CoreConfig {
         kill_retry_min: Duration::from_secs(1),
         kill_retry_max: Duration::from_secs(4),
         snapshot_interval: Duration::from_millis(50),
-        executor_url: Some("http://appliance.test/executor/mesos-appliance-executor".into()),
+        executor_url: Some(
+            "http://appliance.test/executor/0.1.0-000000000000/mesos-appliance-executor".into(),
+        ),
         ..defaults
     }
 }

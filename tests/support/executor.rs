@@ -75,7 +75,7 @@ pub fn task_info(
         executor: Some(executor_info(
             executor_id,
             framework_id,
-            "http://127.0.0.1:8080/executor/mesos-appliance-executor",
+            "http://127.0.0.1:8080/executor/0.1.0-000000000000/mesos-appliance-executor",
             &ExecutorResources::default(),
         )),
         data: Some(task_data(&v1::CommandInfo {
