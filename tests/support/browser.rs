@@ -95,30 +95,48 @@ impl Browser {
         self.client.goto(url).await.expect("goto");
     }
 
-    /// The text of the first element matching `css`.
+    /// The text of the first element matching `css` (looked up again when
+    /// a live page swapped it meanwhile).
     pub async fn text(&self, css: &str) -> String {
-        self.client
-            .wait()
-            .at_most(Duration::from_secs(10))
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
-            .text()
-            .await
-            .expect("text")
+        for attempt in 1.. {
+            let element = self
+                .client
+                .wait()
+                .at_most(Duration::from_secs(10))
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no element {css}: {e}"));
+            match element.text().await {
+                Ok(text) => return text,
+                Err(e) if attempt < 5 && is_stale(&e) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("text of {css}: {e}"),
+            }
+        }
+        unreachable!()
     }
 
-    /// Clicks the first element matching `css`.
+    /// Clicks the first element matching `css`. Live pages swap their
+    /// content every few seconds, so an element found may be replaced
+    /// before the click lands: a stale element is looked up again.
     pub async fn click(&self, css: &str) {
-        self.client
-            .wait()
-            .at_most(Duration::from_secs(10))
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+        for attempt in 1.. {
+            let element = self
+                .client
+                .wait()
+                .at_most(Duration::from_secs(10))
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no element {css}: {e}"));
+            match element.click().await {
+                Ok(()) => return,
+                Err(e) if attempt < 5 && is_stale(&e) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("click {css}: {e}"),
+            }
+        }
     }
 
     /// Types `text` into the first element matching `css`.
@@ -207,4 +225,13 @@ pub fn screenshot_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
     target.join("screenshots")
+}
+
+/// A WebDriver error saying the element left the page (a live swap).
+fn is_stale(e: &fantoccini::error::CmdError) -> bool {
+    matches!(
+        e,
+        fantoccini::error::CmdError::Standard(w)
+            if w.error == fantoccini::error::ErrorStatus::StaleElementReference
+    )
 }
