@@ -177,6 +177,34 @@ fn the_appliance_refuses_bad_flag_values() {
 }
 
 #[test]
+fn durations_are_refused_when_negative_absurd_or_zero_where_zero_means_nothing() {
+    // Negative ones are named as such (not as unknown flags); absurd ones
+    // are refused before anything starts.
+    for (args, says) in [
+        (
+            &["--failover-timeout", "-5s"][..],
+            "negative durations are not allowed",
+        ),
+        (&["--offer-ttl", "-1"], "negative durations are not allowed"),
+        (
+            &["--failover-timeout", "500000000000years"],
+            "at most 365 days",
+        ),
+        (
+            &["--reconcile-initial-delay", "500000000000years"],
+            "at most 365 days",
+        ),
+        (&["--zk-session-timeout", "0s"], "at least 1s"),
+        (&["--offer-ttl", "0s"], "more than 0"),
+        (&["--decline-refuse-seconds", "1e12"], "365 days"),
+    ] {
+        let out = run(APPLIANCE, args);
+        assert_exit(&out, 2, args, args[0]);
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
 fn a_replica_that_cannot_listen_never_leads() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();

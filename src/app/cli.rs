@@ -30,19 +30,49 @@ pub mod exit {
     pub const UNINSTALL_FAILED: u8 = 4;
 }
 
+/// A duration flag: [`crate::util::parse_duration`] (not negative, at most
+/// 365 days). clap names the flag in its error. Duration flags take values
+/// starting with `-` (`allow_hyphen_values`), so that `-5s` is refused by
+/// this parser, not mistaken for a flag.
 fn duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| e.to_string())
+    crate::util::parse_duration(text)
 }
 
-/// `--decline-refuse-seconds`: a finite number of seconds, zero or more
-/// (Mesos `Filters.refuse_seconds`).
+/// A duration flag where zero means nothing sensible (a timer that fires
+/// all the time, a timeout that always expires).
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d.is_zero() {
+        return Err(format!("{:?}: must be more than 0", text.trim()));
+    }
+    Ok(d)
+}
+
+/// Shortest `--zk-session-timeout`: ZooKeeper servers refuse (or round up)
+/// anything near zero, and the client pings every third of it.
+pub const MIN_ZK_SESSION_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// `--zk-session-timeout`: at least [`MIN_ZK_SESSION_TIMEOUT`].
+fn zk_session_timeout(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d < MIN_ZK_SESSION_TIMEOUT {
+        return Err(format!("{:?}: must be at least 1s", text.trim()));
+    }
+    Ok(d)
+}
+
+/// `--decline-refuse-seconds`: a finite number of seconds, from 0 to 365
+/// days (Mesos `Filters.refuse_seconds`).
 fn refuse_seconds(text: &str) -> Result<f64, String> {
     let seconds: f64 = text
         .trim()
         .parse()
         .map_err(|_| "expected a number of seconds".to_string())?;
-    if !seconds.is_finite() || seconds < 0.0 {
-        return Err("expected a finite number of seconds, 0 or more".into());
+    let max = crate::util::MAX_DURATION.as_secs_f64();
+    if !seconds.is_finite() || seconds < 0.0 || seconds > max {
+        return Err(format!(
+            "expected a finite number of seconds, from 0 to {max} (365 days)"
+        ));
     }
     Ok(seconds)
 }
@@ -154,6 +184,8 @@ Jobs:
                                           down, delete the ZooKeeper subtree
   mesos-appliance demo                    embedded mesos-testbed + dashboard
 
+Durations: 500ms, 30s, 5m, 2h, 7days, 1h 30m; at most 365 days, never negative.
+
 Exit codes:
   0  stopped on request (a failover stop), or the job succeeded
   1  runtime failure
@@ -182,7 +214,7 @@ pub struct UninstallArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// How long to wait for the master to list the torn-down frameworks as completed.
-    #[arg(long, default_value = "60s", value_parser = duration)]
+    #[arg(long, default_value = "60s", value_parser = duration, allow_hyphen_values = true)]
     pub wait: Duration,
     /// The cluster, when given after `uninstall`.
     #[command(flatten)]
@@ -216,8 +248,8 @@ pub struct ClusterArgs {
     /// state, one replica only.
     #[arg(long, env = "MESOS_APPLIANCE_ZK")]
     pub zk: Option<String>,
-    /// ZooKeeper session timeout; bounds failover after a crash [default: 10s].
-    #[arg(long, value_parser = duration, env = "MESOS_APPLIANCE_ZK_SESSION_TIMEOUT")]
+    /// ZooKeeper session timeout, at least 1s; bounds failover after a crash [default: 10s].
+    #[arg(long, value_parser = zk_session_timeout, allow_hyphen_values = true, env = "MESOS_APPLIANCE_ZK_SESSION_TIMEOUT")]
     pub zk_session_timeout: Option<Duration>,
     /// With zk:// credentials: create znodes readable only by them (default: world-readable).
     #[arg(long, env = "MESOS_APPLIANCE_ZK_PRIVATE_ACL")]
@@ -312,7 +344,7 @@ pub struct CommonArgs {
     pub framework_user: Option<String>,
     /// How long Mesos keeps the framework and its tasks after the scheduler
     /// disconnects [default: 1week; demo: 1h].
-    #[arg(long, global = true, value_parser = duration, env = "MESOS_APPLIANCE_FAILOVER_TIMEOUT")]
+    #[arg(long, global = true, value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_FAILOVER_TIMEOUT")]
     pub failover_timeout: Option<Duration>,
     /// What a new deployment does to an old one: failover, upgrade or hard (see below).
     #[arg(
@@ -357,19 +389,19 @@ pub struct CommonArgs {
     #[arg(long, global = true, env = "MESOS_APPLIANCE_SERVICES")]
     pub services: Option<PathBuf>,
     /// Implicit reconciliation period (Mesos reconciliation guide) [default: 15m; demo: 5m].
-    #[arg(long, global = true, value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_INTERVAL")]
+    #[arg(long, global = true, value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_RECONCILE_INTERVAL")]
     pub reconcile_interval: Option<Duration>,
     /// Delay before the first periodic reconciliation [default: 1m; demo: 30s].
-    #[arg(long, global = true, value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_INITIAL_DELAY")]
+    #[arg(long, global = true, value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_RECONCILE_INITIAL_DELAY")]
     pub reconcile_initial_delay: Option<Duration>,
     /// Minimum pause between two reconciliation runs.
-    #[arg(long, global = true, default_value = "30s", value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_COOLDOWN")]
+    #[arg(long, global = true, default_value = "30s", value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_RECONCILE_COOLDOWN")]
     pub reconcile_cooldown: Duration,
     /// Cap of the backoff between explicit RECONCILE calls.
-    #[arg(long, global = true, default_value = "1m", value_parser = duration, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_MAX_BACKOFF")]
+    #[arg(long, global = true, default_value = "1m", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_MAX_BACKOFF")]
     pub explicit_reconcile_max_backoff: Duration,
     /// An explicit reconciliation gives up (listing the unanswered tasks) after this long.
-    #[arg(long, global = true, default_value = "5m", value_parser = duration, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_ABORT_TIMEOUT")]
+    #[arg(long, global = true, default_value = "5m", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_ABORT_TIMEOUT")]
     pub explicit_reconcile_abort_timeout: Duration,
     /// Rolling replacement of tasks whose service spec changed: at most this
     /// many desired instances down at a time (1 or more).
@@ -381,21 +413,21 @@ pub struct CommonArgs {
         env = "MESOS_APPLIANCE_UPGRADE_MAX_UNAVAILABLE"
     )]
     pub upgrade_max_unavailable: u32,
-    /// Unused offers are declined after this long.
-    #[arg(long, global = true, default_value = "10s", value_parser = duration, env = "MESOS_APPLIANCE_OFFER_TTL")]
+    /// Unused offers are declined after this long (more than 0).
+    #[arg(long, global = true, default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_OFFER_TTL")]
     pub offer_ttl: Duration,
     /// Offers that left are remembered this long (late RESCINDs, duplicates).
-    #[arg(long, global = true, default_value = "2m", value_parser = duration, env = "MESOS_APPLIANCE_OFFER_LINGER_TTL")]
+    #[arg(long, global = true, default_value = "2m", value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_OFFER_LINGER_TTL")]
     pub offer_linger_ttl: Duration,
     /// Filter sent with declines when no work is pending, in seconds (finite,
     /// 0 or more) [default: 120; demo: 10].
-    #[arg(long, global = true, value_parser = refuse_seconds, env = "MESOS_APPLIANCE_DECLINE_REFUSE_SECONDS")]
+    #[arg(long, global = true, value_parser = refuse_seconds, allow_hyphen_values = true, env = "MESOS_APPLIANCE_DECLINE_REFUSE_SECONDS")]
     pub decline_refuse_seconds: Option<f64>,
     /// How often the stored framework ID is re-read and compared with ours.
-    #[arg(long, global = true, default_value = "30s", value_parser = duration, env = "MESOS_APPLIANCE_FRAMEWORK_ID_REFRESH_INTERVAL")]
+    #[arg(long, global = true, default_value = "30s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_FRAMEWORK_ID_REFRESH_INTERVAL")]
     pub framework_id_refresh_interval: Duration,
     /// How long an action's HTTP handler waits for the scheduler (then 503).
-    #[arg(long, global = true, default_value = "10s", value_parser = duration, env = "MESOS_APPLIANCE_HTTP_HANDLER_TIMEOUT")]
+    #[arg(long, global = true, default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_HTTP_HANDLER_TIMEOUT")]
     pub http_handler_timeout: Duration,
     /// The mesos-appliance-executor binary served to the Mesos fetcher
     /// [default: next to this binary].
@@ -535,6 +567,86 @@ mod tests {
             assert_eq!(common.decline_refuse_seconds, Some(seconds));
         }
         assert_eq!(serve(&[]).0.decline_refuse_seconds, None);
+    }
+
+    /// Every duration flag, with the subcommand it belongs to.
+    const DURATION_FLAGS: [&str; 13] = [
+        "--failover-timeout",
+        "--reconcile-interval",
+        "--reconcile-initial-delay",
+        "--reconcile-cooldown",
+        "--explicit-reconcile-max-backoff",
+        "--explicit-reconcile-abort-timeout",
+        "--offer-ttl",
+        "--offer-linger-ttl",
+        "--framework-id-refresh-interval",
+        "--http-handler-timeout",
+        "--zk-session-timeout",
+        "uninstall --wait",
+        "demo --failover-timeout",
+    ];
+
+    fn with_value(flag: &str, value: &str) -> Vec<String> {
+        let mut args: Vec<String> = flag.split(' ').map(str::to_string).collect();
+        args.push(value.to_string());
+        args
+    }
+
+    #[test]
+    fn durations_are_bounded_for_every_flag() {
+        for flag in DURATION_FLAGS {
+            let name = flag.rsplit(' ').next().unwrap();
+            for (value, says) in [
+                ("500000000000years", "at most 365 days"),
+                ("366days", "at most 365 days"),
+                ("-5s", "negative durations are not allowed"),
+                ("-5", "negative durations are not allowed"),
+            ] {
+                let args = with_value(flag, value);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let e = refused(&args).to_string();
+                assert!(e.contains(name) && e.contains(says), "{args:?}: {e}");
+            }
+            let args = with_value(flag, "365days");
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            job(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn zero_is_refused_where_it_means_nothing() {
+        for flag in [
+            "--offer-ttl",
+            "--reconcile-interval",
+            "--explicit-reconcile-max-backoff",
+            "--explicit-reconcile-abort-timeout",
+            "--framework-id-refresh-interval",
+            "--http-handler-timeout",
+        ] {
+            let e = refused(&[flag, "0s"]).to_string();
+            assert!(e.contains(flag) && e.contains("more than 0"), "{e}");
+        }
+        for short in ["0s", "999ms"] {
+            let e = refused(&["--zk-session-timeout", short]).to_string();
+            assert!(e.contains("at least 1s"), "{e}");
+        }
+        let (_, cluster) = serve(&["--zk-session-timeout", "1s"]);
+        assert_eq!(cluster.zk_session_timeout(), MIN_ZK_SESSION_TIMEOUT);
+        // Zero is meaningful here: Mesos removes the framework at once.
+        assert_eq!(
+            serve(&["--failover-timeout", "0s"]).0.failover_timeout,
+            Some(Duration::ZERO)
+        );
+        let e = refused(&["--decline-refuse-seconds", "31536001"]).to_string();
+        assert!(e.contains("365 days"), "{e}");
+        let e = refused(&["--decline-refuse-seconds", "-5"]).to_string();
+        assert!(e.contains("0 or more") || e.contains("from 0"), "{e}");
+        assert_eq!(
+            serve(&["--decline-refuse-seconds", "31536000"])
+                .0
+                .decline_refuse_seconds,
+            Some(31_536_000.0)
+        );
     }
 
     #[test]

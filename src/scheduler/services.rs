@@ -169,17 +169,43 @@ pub struct ServiceSpec {
     /// per consecutive failure up to `restart_backoff_max`. The count resets
     /// once a task has stayed TASK_RUNNING for `restart_backoff_max` (at
     /// least 10 seconds; see [`crate::scheduler::workload::Backoff`]).
-    #[serde(default = "default_backoff", with = "humantime_serde")]
+    #[serde(
+        default = "default_backoff",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "restart_backoff"
+    )]
     pub restart_backoff: Duration,
     /// Cap of the restart backoff.
-    #[serde(default = "default_backoff_max", with = "humantime_serde")]
+    #[serde(
+        default = "default_backoff_max",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "restart_backoff_max"
+    )]
     pub restart_backoff_max: Duration,
     /// Time between SIGTERM and SIGKILL when a task is killed (Mesos `KillPolicy`).
-    #[serde(default = "default_grace", with = "humantime_serde")]
+    #[serde(
+        default = "default_grace",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "kill_grace_period"
+    )]
     pub kill_grace_period: Duration,
     /// Which executor runs the tasks.
     #[serde(default)]
     pub executor: ExecutorKind,
+}
+
+// Durations go through the one bounded parser ([`crate::util::parse_duration`]);
+// each field's wrapper names it in errors.
+fn restart_backoff<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    crate::util::deserialize_duration(d, "restart_backoff")
+}
+
+fn restart_backoff_max<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    crate::util::deserialize_duration(d, "restart_backoff_max")
+}
+
+fn kill_grace_period<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    crate::util::deserialize_duration(d, "kill_grace_period")
 }
 
 fn default_backoff() -> Duration {
@@ -379,6 +405,38 @@ mod tests {
                 "constraints[2]"
             ]
         );
+    }
+
+    #[test]
+    fn durations_are_bounded_and_name_their_field() {
+        for field in [
+            "restart_backoff",
+            "restart_backoff_max",
+            "kill_grace_period",
+        ] {
+            for (value, says) in [
+                ("500000000000years", "at most 365 days"),
+                ("-5s", "negative durations are not allowed"),
+                ("soon", "expected a duration"),
+            ] {
+                let mut json = serde_json::json!({"name": "a", "command": "x", "cpus": 1,
+                    "mem": 1, "instances": 1});
+                json[field] = value.into();
+                let err = serde_json::from_value::<ServiceSpec>(json).unwrap_err();
+                let err = err.to_string();
+                assert!(err.starts_with(&format!("{field}: ")), "{err}");
+                assert!(err.contains(says), "{err}");
+            }
+        }
+        let s = spec(
+            serde_json::json!({"name": "a", "command": "x", "cpus": 1, "mem": 1,
+            "instances": 1, "restart_backoff": "2s", "restart_backoff_max": "365days",
+            "kill_grace_period": "1m 30s"}),
+        );
+        assert_eq!(s.restart_backoff_max, crate::util::MAX_DURATION);
+        assert_eq!(s.kill_grace_period, Duration::from_secs(90));
+        let back: ServiceSpec = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
     }
 
     #[test]
