@@ -483,6 +483,70 @@ async fn clients_that_never_finish_their_headers_are_cut_off() {
     assert!(String::from_utf8_lossy(&next).contains(r#""tasks":0"#));
 }
 
+/// Sends `request` on a new connection to `addr`; the answer until the
+/// server closes the connection (at most 5 s), and how long it took.
+async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8]) -> (String, Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = std::time::Instant::now();
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut answer)).await;
+    (
+        String::from_utf8_lossy(&answer).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[tokio::test]
+async fn oversized_and_stalled_bodies_are_answered_not_waited_for() {
+    use mesos_appliance::web::serve;
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.header_read_timeout = Duration::from_secs(2);
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let server = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap();
+    // A declared length far above the limit, one byte sent: 413 at once,
+    // whatever the route and method.
+    for head in [
+        "POST /api/v1/services/zz",
+        "PUT /api/v1/services/zz",
+        "POST /actions/kamikaze",
+    ] {
+        let request = format!(
+            "{head} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: 99999999999\r\n\r\n{{"
+        );
+        let (answer, elapsed) = raw_exchange(server.addr, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{head}: {answer:?}");
+        assert!(elapsed < Duration::from_secs(1), "{head}: {elapsed:?}");
+    }
+    // A body that stops coming: 408 once the timeout has passed.
+    let (answer, elapsed) = raw_exchange(
+        server.addr,
+        b"PUT /api/v1/services/zz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+          Content-Length: 10\r\n\r\n{",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    assert!(answer.contains("problem+json"), "{answer:?}");
+    assert!(
+        (Duration::from_millis(1900)..Duration::from_secs(4)).contains(&elapsed),
+        "{elapsed:?}"
+    );
+    // A whole body within the limit still goes through.
+    let body = r#"{"command":"sleep 1","cpus":0.1,"mem":32,"instances":1}"#;
+    let request = format!(
+        "PUT /api/v1/services/zz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (answer, _) = raw_exchange(server.addr, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer:?}");
+}
+
 #[tokio::test]
 async fn connections_past_the_cap_wait_their_turn() {
     use mesos_appliance::web::serve;
