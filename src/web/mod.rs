@@ -100,6 +100,9 @@ pub use error::AppError;
 /// Largest request body accepted anywhere (service specs, forms): 64 KiB.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// Admin tokens shorter than this are accepted with a warning: easy to guess.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
+
 /// Default for [`WebConfig::handler_timeout`].
 pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -177,7 +180,7 @@ impl WebConfig {
         if token.is_empty() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("{}: the admin token file is empty", path.display()),
+                "the admin token file is empty",
             ));
         }
         Ok(token.to_string())
