@@ -122,6 +122,55 @@ async fn tasks_are_paged_filtered_and_sorted() {
 }
 
 #[tokio::test]
+async fn query_errors_say_what_is_expected_and_paging_past_the_end_is_empty() {
+    let web = TestWeb::leader();
+    let problem = |v: serde_json::Value| {
+        (
+            v["errors"][0]["field"].as_str().unwrap().to_string(),
+            v["errors"][0]["message"].as_str().unwrap().to_string(),
+        )
+    };
+    for query in ["page=-1", "page=0", "page=x", "page=1.5"] {
+        let r = web.send(get(&format!("/api/v1/tasks?{query}"))).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{query}");
+        let (field, message) = problem(r.json());
+        assert_eq!(field, "page");
+        assert_eq!(message, "must be a whole number ≥ 1", "{query}");
+    }
+    let r = web.send(get("/api/v1/tasks?per_page=0")).await;
+    assert_eq!(
+        problem(r.json()),
+        (
+            "per_page".into(),
+            "must be a whole number from 1 to 10000".into()
+        )
+    );
+    // Past the last page: no rows, the true page count.
+    for (query, pages) in [("page=99", 3), ("page=4&state=terminal", 1)] {
+        let r = web.send(get(&format!("/api/v1/tasks?{query}"))).await;
+        assert_eq!(r.status, StatusCode::OK, "{query}");
+        let v = r.json();
+        assert_eq!(v["tasks"].as_array().unwrap().len(), 0, "{query}");
+        assert_eq!(v["pages"], pages, "{query}");
+    }
+    // Unknown event kinds are refused, listing the known ones; a known
+    // kind with no events is just empty.
+    let r = web.send(get("/api/v1/events?kind=garbage")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let (field, message) = problem(r.json());
+    assert_eq!(field, "kind");
+    assert!(
+        message.contains("\"garbage\"") && message.contains("leadership, message"),
+        "{message}"
+    );
+    let r = web.send(get("/api/v1/events?kind=launch")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["events"].as_array().unwrap().len(), 0);
+    let r = web.send(get("/events?kind=garbage")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "the page too");
+}
+
+#[tokio::test]
 async fn state_filters_take_mesos_names_with_or_without_prefix() {
     let web = TestWeb::leader();
     let matched = |v: serde_json::Value| (v["matched"].clone(), v["filter"]["state"].clone());
