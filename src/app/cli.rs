@@ -346,7 +346,8 @@ pub struct CommonArgs {
     /// disconnects [default: 1week; demo: 1h].
     #[arg(long, global = true, value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_FAILOVER_TIMEOUT")]
     pub failover_timeout: Option<Duration>,
-    /// What a new deployment does to an old one: failover, upgrade or hard (see below).
+    /// What a new deployment does to an old one: failover, upgrade or hard
+    /// (details: `mesos-appliance --help`).
     #[arg(
         long,
         global = true,
@@ -385,7 +386,8 @@ pub struct CommonArgs {
     /// Allow unauthenticated actions on a non-loopback address (dangerous).
     #[arg(long, global = true, env = "MESOS_APPLIANCE_INSECURE_ACTIONS")]
     pub insecure_actions: bool,
-    /// JSON file of services, stored in ZooKeeper when it holds none.
+    /// JSON file of services, stored in ZooKeeper (in memory without --zk)
+    /// when it holds none.
     #[arg(long, global = true, env = "MESOS_APPLIANCE_SERVICES")]
     pub services: Option<PathBuf>,
     /// Implicit reconciliation period (Mesos reconciliation guide) [default: 15m; demo: 5m].
@@ -438,11 +440,11 @@ pub struct CommonArgs {
 /// `--framework-deployment-strategy` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StrategyArg {
-    /// See the strategies section below.
+    /// Join the election; the leader adopts the stored framework ID and its tasks.
     Failover,
-    /// See the strategies section below.
+    /// Fence older deployments, keep the framework ID, roll changed services.
     Upgrade,
-    /// See the strategies section below.
+    /// Fence older deployments, tear down earlier frameworks of this name, register afresh.
     Hard,
 }
 
@@ -495,7 +497,7 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let matches = Cli::command().try_get_matches_from(args)?;
+        let matches = Cli::clap_command().try_get_matches_from(args)?;
         let cli = Cli::from_arg_matches(&matches)?;
         Ok(match cli.command {
             None => Job::Serve(cli.common, cli.cluster),
@@ -516,6 +518,48 @@ impl Cli {
                 }
                 Job::Demo(cli.common, args)
             }
+        })
+    }
+}
+
+/// The [`CommonArgs`] `uninstall` uses: it finds the frameworks to remove
+/// by name and role. The others are accepted (replicas' environment
+/// variables may be set where it runs) but left out of `uninstall --help`,
+/// as is `--deployment-id`.
+const UNINSTALL_USES: [&str; 2] = ["framework_name", "framework_role"];
+
+/// `demo --help` on `--services`: the demo has no ZooKeeper.
+const DEMO_SERVICES_HELP: &str =
+    "JSON file of services to run instead of the sample ones (kept in memory)";
+
+impl Cli {
+    /// The clap command: [`Cli::command`] with the settings `uninstall`
+    /// ignores hidden from its help, and `--services` described for the
+    /// demo in `demo --help`. (Each subcommand gets its own copy of a
+    /// global flag; giving it one first, clap copies nothing over it.)
+    pub fn clap_command() -> clap::Command {
+        let command = Cli::command();
+        let globals: Vec<clap::Arg> = command
+            .get_arguments()
+            .filter(|arg| arg.is_global_set())
+            .cloned()
+            .collect();
+        command.mut_subcommands(|sub| match sub.get_name() {
+            "uninstall" => globals
+                .iter()
+                .filter(|arg| !UNINSTALL_USES.contains(&arg.get_id().as_str()))
+                .fold(sub, |sub, arg| sub.arg(arg.clone().hide(true)))
+                .mut_arg("deployment_id", |arg| arg.hide(true)),
+            "demo" => match globals.iter().find(|arg| arg.get_id() == "services") {
+                Some(services) => sub.arg(
+                    services
+                        .clone()
+                        .help(DEMO_SERVICES_HELP)
+                        .long_help(DEMO_SERVICES_HELP),
+                ),
+                None => sub,
+            },
+            _ => sub,
         })
     }
 }
@@ -825,6 +869,66 @@ mod tests {
         match job(args) {
             Err(e) if e.kind() == ErrorKind::DisplayHelp => e.to_string(),
             other => panic!("no help: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_subcommand_help_stands_alone_and_lists_what_applies() {
+        for args in [
+            &["--help"][..],
+            &["serve", "--help"],
+            &["demo", "--help"],
+            &["uninstall", "--help"],
+        ] {
+            let help = refused_help(args);
+            assert!(!help.contains("below"), "{args:?}: {help}");
+        }
+        let demo = refused_help(&["demo", "--help"]);
+        let services = demo
+            .split("--services")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").nth(0))
+            .unwrap();
+        assert!(
+            services.contains("instead of the sample ones"),
+            "{services}"
+        );
+        assert!(!services.contains("ZooKeeper"), "{services}");
+        assert!(refused_help(&["--help"]).contains("stored in ZooKeeper"));
+        let uninstall = refused_help(&["uninstall", "--help"]);
+        for applies in [
+            "--dry-run",
+            "--wait",
+            "--master",
+            "--zk ",
+            "--principal",
+            "--framework-name",
+            "--framework-role",
+        ] {
+            assert!(
+                uninstall.contains(applies),
+                "{applies} missing: {uninstall}"
+            );
+        }
+        for ignored in [
+            "--listen",
+            "--admin-token-file",
+            "--offer-ttl",
+            "--services",
+            "--failover-timeout",
+            "--reconcile-interval",
+            "--executor-binary",
+            "--deployment-id",
+        ] {
+            assert!(
+                !uninstall.contains(ignored),
+                "{ignored} listed: {uninstall}"
+            );
+        }
+        // Hidden, still accepted (a replica's environment may set them).
+        match job(&["uninstall", "--listen", "127.0.0.1:1", "--offer-ttl", "5s"]).unwrap() {
+            Job::Uninstall(common, _, _) => assert_eq!(common.offer_ttl, Duration::from_secs(5)),
+            other => panic!("{other:?}"),
         }
     }
 
