@@ -887,7 +887,7 @@ mod tests {
         let services = demo
             .split("--services")
             .nth(1)
-            .and_then(|rest| rest.split("\n\n").nth(0))
+            .and_then(|rest| rest.split("\n\n").next())
             .unwrap();
         assert!(
             services.contains("instead of the sample ones"),
