@@ -58,6 +58,40 @@ async fn services_are_created_replaced_and_deleted() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.json()["errors"][0]["field"], "name");
 
+    // URIs the fetcher cannot take, and absurd durations: field errors.
+    let bad_uri = json!({"command": "x", "cpus": 1, "mem": 1, "instances": 1,
+        "uris": ["http://h/ok.tgz", "not a url at all"]});
+    let r = web
+        .send(json_request(
+            Method::PUT,
+            "/api/v1/services/sleeper",
+            &bad_uri,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json()["errors"][0]["field"], "uris[1]", "{}", r.text());
+    for field in [
+        "restart_backoff",
+        "restart_backoff_max",
+        "kill_grace_period",
+    ] {
+        let mut long = json!({"command": "x", "cpus": 1, "mem": 1, "instances": 1});
+        long[field] = "500000000000years".into();
+        let r = web
+            .send(json_request(Method::PUT, "/api/v1/services/sleeper", &long))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        let v = r.json();
+        assert_eq!(v["errors"][0]["field"], field, "{v}");
+        assert!(
+            v["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("at most 365 days"),
+            "{v}"
+        );
+    }
+
     let typo = json!({"command": "x", "cpus": 1, "mem": 1, "instnaces": 1});
     let r = web
         .send(json_request(Method::PUT, "/api/v1/services/sleeper", &typo))

@@ -80,6 +80,52 @@ fn uris_or_urls<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<UriSpec>, 
         .collect()
 }
 
+/// URL schemes the Mesos fetcher downloads (`src/launcher/fetcher.cpp`:
+/// curl's, the Hadoop client's, and local files).
+pub const URI_SCHEMES: [&str; 9] = [
+    "http", "https", "ftp", "ftps", "hdfs", "s3", "s3n", "s3a", "file",
+];
+
+/// A `uris` value: an absolute URL with a scheme of [`URI_SCHEMES`] (and a
+/// host, but for `file`), or an absolute path, which the fetcher copies
+/// from the agent's file system.
+fn check_uri(value: &str) -> Result<(), String> {
+    let expected = || {
+        format!(
+            "{value:?}: expected an absolute URL ({}) or an absolute path",
+            URI_SCHEMES.join(", ")
+        )
+    };
+    if value.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    if value != value.trim() || value.chars().any(char::is_control) {
+        return Err(format!(
+            "{value:?}: no surrounding spaces or control characters"
+        ));
+    }
+    if value.starts_with('/') {
+        return Ok(());
+    }
+    let url = reqwest::Url::parse(value).map_err(|_| expected())?;
+    if !URI_SCHEMES.contains(&url.scheme()) {
+        return Err(format!(
+            "{value:?}: the Mesos fetcher does not fetch {}: URLs; expected {} or an absolute path",
+            url.scheme(),
+            URI_SCHEMES.join(", ")
+        ));
+    }
+    let located = if url.scheme() == "file" {
+        url.path().len() > 1
+    } else {
+        url.host_str().is_some_and(|h| !h.is_empty())
+    };
+    if !located {
+        return Err(expected());
+    }
+    Ok(())
+}
+
 /// Which executor runs the service's tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -194,6 +240,14 @@ pub struct ServiceSpec {
     pub executor: ExecutorKind,
 }
 
+/// The duration fields of a spec. Their deserialization errors start with
+/// the field's name and `: `.
+pub const DURATION_FIELDS: [&str; 3] = [
+    "restart_backoff",
+    "restart_backoff_max",
+    "kill_grace_period",
+];
+
 // Durations go through the one bounded parser ([`crate::util::parse_duration`]);
 // each field's wrapper names it in errors.
 fn restart_backoff<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -287,8 +341,8 @@ impl ServiceSpec {
             }
         }
         for (i, uri) in self.uris.iter().enumerate() {
-            if uri.value.trim().is_empty() {
-                errors.push(problem(format!("uris[{i}]"), "must not be empty"));
+            if let Err(e) = check_uri(&uri.value) {
+                errors.push(problem(format!("uris[{i}]"), e));
             }
         }
         for (i, text) in self.constraints.iter().enumerate() {
@@ -373,6 +427,61 @@ mod tests {
             "uris": [{"value": "http://h/f", "exec": true}]}))
         .unwrap_err();
         assert!(err.to_string().contains("unknown field `exec`"), "{err}");
+    }
+
+    #[test]
+    fn uris_are_urls_the_fetcher_takes_or_absolute_paths() {
+        let with = |uris: serde_json::Value| {
+            spec(
+                serde_json::json!({"name": "a", "command": "x", "cpus": 1, "mem": 1,
+                "instances": 1, "uris": uris}),
+            )
+            .validate()
+        };
+        let good = serde_json::json!([
+            "http://h/f.tgz",
+            "https://h:8443/a/b?x=1",
+            "ftp://h/f",
+            "ftps://h/f",
+            "hdfs://namenode:8020/apps/f.jar",
+            "s3://bucket/key",
+            "s3n://bucket/key",
+            "s3a://bucket/key",
+            "file:///opt/f.tgz",
+            "/opt/local/f.tgz",
+            {"value": "HTTP://H/F", "extract": false},
+        ]);
+        assert_eq!(with(good), []);
+        let bad = serde_json::json!([
+            "not a url at all",
+            "",
+            "relative/path.tgz",
+            "gopher://h/f",
+            "javascript:alert(1)",
+            "http://",
+            "file://",
+            " http://h/f",
+            "http://h/f\n",
+        ]);
+        let errors = with(bad);
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "uris[0]", "uris[1]", "uris[2]", "uris[3]", "uris[4]", "uris[5]", "uris[6]",
+                "uris[7]", "uris[8]"
+            ]
+        );
+        assert!(
+            errors[0].message.contains("absolute URL"),
+            "{}",
+            errors[0].message
+        );
+        assert!(
+            errors[3].message.contains("does not fetch gopher"),
+            "{}",
+            errors[3].message
+        );
     }
 
     #[test]
