@@ -1,6 +1,52 @@
-//! Small helpers shared across layers: clocks, the host name.
+//! Small helpers shared across layers: clocks, the host name, durations.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The longest duration any flag or service field takes: 365 days. Longer
+/// ones are mistakes, and would overflow the clock arithmetic (`Instant +
+/// d`) they end up in.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+
+/// Parses a human-readable duration (`500ms`, `30s`, `5m`, `2h`, `1week`,
+/// `1h 30m`): the one parser of every duration flag (`--offer-ttl`, …) and
+/// service field (`restart_backoff`, …). Refuses negative values and
+/// anything longer than [`MAX_DURATION`]. The caller names the flag or
+/// field in its error.
+///
+/// # Errors
+/// What is wrong with `text`, in words.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Some(rest) = text.strip_prefix('-') {
+        return Err(
+            if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+                format!("{text:?}: negative durations are not allowed")
+            } else {
+                format!("{text:?} is not a duration (a missing value?)")
+            },
+        );
+    }
+    let duration = humantime::parse_duration(text).map_err(|e| {
+        format!("{text:?}: {e}; expected a duration such as 500ms, 30s, 5m, 2h or 7days")
+    })?;
+    if duration > MAX_DURATION {
+        return Err(format!(
+            "{text:?} is too long: at most 365 days (8760h) is accepted"
+        ));
+    }
+    Ok(duration)
+}
+
+/// Deserializes a duration written as [`parse_duration`] reads it; errors
+/// name `field`. For `#[serde(deserialize_with)]` wrappers of each field.
+pub fn deserialize_duration<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+    field: &str,
+) -> Result<Duration, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(deserializer)
+        .map_err(|e| serde::de::Error::custom(format!("{field}: {e}")))?;
+    parse_duration(&text).map_err(|e| serde::de::Error::custom(format!("{field}: {e}")))
+}
 
 /// Now, in seconds since the UNIX epoch, as Mesos writes timestamps.
 pub fn unix_now_secs() -> f64 {
@@ -38,6 +84,31 @@ pub fn hostname() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_bounded_and_not_negative() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration(" 1h 30m "), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("365days"), Ok(MAX_DURATION));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        for long in ["366days", "500000000000years", "1000000000000000000000s"] {
+            let e = parse_duration(long).unwrap_err();
+            assert!(
+                e.contains("at most 365 days") || e.contains("too large"),
+                "{long}: {e}"
+            );
+        }
+        let e = parse_duration("500000000000years").unwrap_err();
+        assert!(e.contains("at most 365 days"), "{e}");
+        for negative in ["-5s", "-1", " -0s"] {
+            let e = parse_duration(negative).unwrap_err();
+            assert!(e.contains("negative durations are not allowed"), "{e}");
+        }
+        let e = parse_duration("--offer-ttl").unwrap_err();
+        assert!(e.contains("not a duration"), "{e}");
+        let e = parse_duration("soon").unwrap_err();
+        assert!(e.contains("expected a duration"), "{e}");
+    }
 
     #[test]
     fn hostname_matches_the_kernel() {

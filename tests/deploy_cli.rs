@@ -178,6 +178,93 @@ fn the_appliance_refuses_bad_flag_values() {
 }
 
 #[test]
+fn flag_errors_say_each_thing_once_and_never_show_a_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty-token");
+    std::fs::write(&empty, "\n").unwrap();
+    let empty = empty.to_str().unwrap();
+    let short = dir.path().join("short-token");
+    std::fs::write(&short, "abc\n").unwrap();
+    let short = short.to_str().unwrap();
+
+    for master in [
+        "http://user:hunter2@127.0.0.1:1",
+        "http://127.0.0.1:2,https://user:hunter2@127.0.0.1:1",
+        "ftp://user:hunter2@127.0.0.1:1",
+    ] {
+        for args in [
+            &["serve", "--master", master][..],
+            &["uninstall", "--master", master],
+        ] {
+            let out = run(APPLIANCE, args);
+            assert_exit(&out, 2, args, "user:***@127.0.0.1:1");
+            assert!(
+                !stderr(&out).contains("hunter2"),
+                "{args:?}: {}",
+                stderr(&out)
+            );
+        }
+    }
+    let out = run(APPLIANCE, &["--master", "zk://"]);
+    assert_exit(
+        &out,
+        2,
+        &["--master", "zk://"],
+        "--master: no ZooKeeper host",
+    );
+    assert_eq!(
+        stderr(&out).matches("--master").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+
+    let args = [
+        "--master",
+        "http://127.0.0.1:1",
+        "--admin-token-file",
+        empty,
+    ];
+    let out = run(APPLIANCE, &args);
+    assert_exit(&out, 2, &args, "the admin token file is empty");
+    assert_eq!(stderr(&out).matches(empty).count(), 1, "{}", stderr(&out));
+
+    // A short token is a warning, not an error: this run fails on --master.
+    let args = ["--admin-token-file", short, "--master", "zk://"];
+    let out = run(APPLIANCE, &args);
+    assert_exit(&out, 2, &args, "shorter than 16 characters");
+    assert!(stderr(&out).contains("WARN"), "{}", stderr(&out));
+}
+
+#[test]
+fn durations_are_refused_when_negative_absurd_or_zero_where_zero_means_nothing() {
+    // Negative ones are named as such (not as unknown flags); absurd ones
+    // are refused before anything starts.
+    for (args, says) in [
+        (
+            &["--failover-timeout", "-5s"][..],
+            "negative durations are not allowed",
+        ),
+        (&["--offer-ttl", "-1"], "negative durations are not allowed"),
+        (
+            &["--failover-timeout", "500000000000years"],
+            "at most 365 days",
+        ),
+        (
+            &["--reconcile-initial-delay", "500000000000years"],
+            "at most 365 days",
+        ),
+        (&["--zk-session-timeout", "0s"], "at least 1s"),
+        (&["--offer-ttl", "0s"], "more than 0"),
+        (&["--decline-refuse-seconds", "1e12"], "365 days"),
+    ] {
+        let out = run(APPLIANCE, args);
+        assert_exit(&out, 2, args, args[0]);
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
 fn a_replica_that_cannot_listen_never_leads() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();

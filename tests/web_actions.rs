@@ -58,6 +58,40 @@ async fn services_are_created_replaced_and_deleted() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.json()["errors"][0]["field"], "name");
 
+    // URIs the fetcher cannot take, and absurd durations: field errors.
+    let bad_uri = json!({"command": "x", "cpus": 1, "mem": 1, "instances": 1,
+        "uris": ["http://h/ok.tgz", "not a url at all"]});
+    let r = web
+        .send(json_request(
+            Method::PUT,
+            "/api/v1/services/sleeper",
+            &bad_uri,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json()["errors"][0]["field"], "uris[1]", "{}", r.text());
+    for field in [
+        "restart_backoff",
+        "restart_backoff_max",
+        "kill_grace_period",
+    ] {
+        let mut long = json!({"command": "x", "cpus": 1, "mem": 1, "instances": 1});
+        long[field] = "500000000000years".into();
+        let r = web
+            .send(json_request(Method::PUT, "/api/v1/services/sleeper", &long))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        let v = r.json();
+        assert_eq!(v["errors"][0]["field"], field, "{v}");
+        assert!(
+            v["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("at most 365 days"),
+            "{v}"
+        );
+    }
+
     let typo = json!({"command": "x", "cpus": 1, "mem": 1, "instnaces": 1});
     let r = web
         .send(json_request(Method::PUT, "/api/v1/services/sleeper", &typo))
@@ -292,6 +326,69 @@ async fn a_reconcile_body_without_kind_is_explicit() {
         .await;
     assert_eq!(r.json()["kind"], "explicit");
     assert_eq!(web.core.received(), ["reconcile", "reconcile"]);
+}
+
+#[tokio::test]
+async fn action_bodies_are_checked_field_by_field() {
+    let web = TestWeb::leader();
+    let post = |path: &str, body: serde_json::Value| {
+        json_request(Method::POST, &format!("/api/v1/actions/{path}"), &body)
+    };
+    // Kamikaze has teardown's framework_id guard.
+    let r = web
+        .send(post("kamikaze", json!({"framework_id": "wrong-id"})))
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text());
+    assert!(r.json()["detail"].as_str().unwrap().contains("wrong-id"));
+    // Unknown fields are refused by every action, each named.
+    for (path, body, field) in [
+        ("kamikaze", json!({"bogus": 1}), "bogus"),
+        (
+            "teardown",
+            json!({"framework_id": FRAMEWORK_ID, "force": true}),
+            "force",
+        ),
+        ("abdicate", json!({"bogus": 1}), "bogus"),
+        ("reregister", json!({"bogus": 1}), "bogus"),
+        (
+            "reconcile",
+            json!({"kind": "implicit", "extra": 1}),
+            "extra",
+        ),
+    ] {
+        let r = web.send(post(path, body)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}: {}", r.text());
+        let v = r.json();
+        assert_eq!(v["errors"][0]["field"], field, "{path}: {v}");
+        assert_eq!(v["errors"].as_array().unwrap().len(), 1, "{path}: {v}");
+    }
+    // Not an object: no Rust type names in the answer.
+    for (path, body) in [
+        ("reconcile", json!(1)),
+        ("reconcile", json!(["implicit"])),
+        ("kamikaze", json!("x")),
+        ("abdicate", json!([])),
+    ] {
+        let r = web.send(post(path, body)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}");
+        let text = r.text();
+        assert!(text.contains("must be a JSON object"), "{text}");
+        assert!(!text.contains("struct"), "{text}");
+    }
+    let r = web.send(post("kamikaze", json!({"framework_id": 7}))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json()["errors"][0]["field"], "framework_id");
+    assert!(web.core.received().is_empty(), "{:?}", web.core.received());
+    // The right ID, and empty objects, go through.
+    for (path, body) in [
+        ("kamikaze", json!({"framework_id": FRAMEWORK_ID})),
+        ("kamikaze", json!({})),
+        ("abdicate", json!({})),
+    ] {
+        let r = web.send(post(path, body)).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.text());
+    }
+    assert_eq!(web.core.received(), ["kamikaze", "kamikaze", "abdicate"]);
 }
 
 #[tokio::test]

@@ -122,6 +122,55 @@ async fn tasks_are_paged_filtered_and_sorted() {
 }
 
 #[tokio::test]
+async fn query_errors_say_what_is_expected_and_paging_past_the_end_is_empty() {
+    let web = TestWeb::leader();
+    let problem = |v: serde_json::Value| {
+        (
+            v["errors"][0]["field"].as_str().unwrap().to_string(),
+            v["errors"][0]["message"].as_str().unwrap().to_string(),
+        )
+    };
+    for query in ["page=-1", "page=0", "page=x", "page=1.5"] {
+        let r = web.send(get(&format!("/api/v1/tasks?{query}"))).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{query}");
+        let (field, message) = problem(r.json());
+        assert_eq!(field, "page");
+        assert_eq!(message, "must be a whole number ≥ 1", "{query}");
+    }
+    let r = web.send(get("/api/v1/tasks?per_page=0")).await;
+    assert_eq!(
+        problem(r.json()),
+        (
+            "per_page".into(),
+            "must be a whole number from 1 to 10000".into()
+        )
+    );
+    // Past the last page: no rows, the true page count.
+    for (query, pages) in [("page=99", 3), ("page=4&state=terminal", 1)] {
+        let r = web.send(get(&format!("/api/v1/tasks?{query}"))).await;
+        assert_eq!(r.status, StatusCode::OK, "{query}");
+        let v = r.json();
+        assert_eq!(v["tasks"].as_array().unwrap().len(), 0, "{query}");
+        assert_eq!(v["pages"], pages, "{query}");
+    }
+    // Unknown event kinds are refused, listing the known ones; a known
+    // kind with no events is just empty.
+    let r = web.send(get("/api/v1/events?kind=garbage")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let (field, message) = problem(r.json());
+    assert_eq!(field, "kind");
+    assert!(
+        message.contains("\"garbage\"") && message.contains("leadership, message"),
+        "{message}"
+    );
+    let r = web.send(get("/api/v1/events?kind=launch")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["events"].as_array().unwrap().len(), 0);
+    let r = web.send(get("/events?kind=garbage")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "the page too");
+}
+
+#[tokio::test]
 async fn state_filters_take_mesos_names_with_or_without_prefix() {
     let web = TestWeb::leader();
     let matched = |v: serde_json::Value| (v["matched"].clone(), v["filter"]["state"].clone());
@@ -495,6 +544,70 @@ async fn clients_that_never_finish_their_headers_are_cut_off() {
         .unwrap()
         .unwrap();
     assert!(String::from_utf8_lossy(&next).contains(r#""tasks":0"#));
+}
+
+/// Sends `request` on a new connection to `addr`; the answer until the
+/// server closes the connection (at most 5 s), and how long it took.
+async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8]) -> (String, Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = std::time::Instant::now();
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut answer)).await;
+    (
+        String::from_utf8_lossy(&answer).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[tokio::test]
+async fn oversized_and_stalled_bodies_are_answered_not_waited_for() {
+    use mesos_appliance::web::serve;
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.header_read_timeout = Duration::from_secs(2);
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let server = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap();
+    // A declared length far above the limit, one byte sent: 413 at once,
+    // whatever the route and method.
+    for head in [
+        "POST /api/v1/services/zz",
+        "PUT /api/v1/services/zz",
+        "POST /actions/kamikaze",
+    ] {
+        let request = format!(
+            "{head} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: 99999999999\r\n\r\n{{"
+        );
+        let (answer, elapsed) = raw_exchange(server.addr, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{head}: {answer:?}");
+        assert!(elapsed < Duration::from_secs(1), "{head}: {elapsed:?}");
+    }
+    // A body that stops coming: 408 once the timeout has passed.
+    let (answer, elapsed) = raw_exchange(
+        server.addr,
+        b"PUT /api/v1/services/zz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+          Content-Length: 10\r\n\r\n{",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    assert!(answer.contains("problem+json"), "{answer:?}");
+    assert!(
+        (Duration::from_millis(1900)..Duration::from_secs(4)).contains(&elapsed),
+        "{elapsed:?}"
+    );
+    // A whole body within the limit still goes through.
+    let body = r#"{"command":"sleep 1","cpus":0.1,"mem":32,"instances":1}"#;
+    let request = format!(
+        "PUT /api/v1/services/zz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (answer, _) = raw_exchange(server.addr, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer:?}");
 }
 
 #[tokio::test]

@@ -637,6 +637,40 @@ async fn error_pages_link_back_without_script() {
 }
 
 #[tokio::test]
+async fn csrf_refusals_say_which_part_is_missing_or_wrong() {
+    let web = TestWeb::leader();
+    let (cookie, token) = csrf(&web, "/actions").await;
+    let other = TestWeb::leader();
+    let (foreign_cookie, foreign_token) = csrf(&other, "/actions").await;
+    for (cookie, field, says) in [
+        ("", "", "CSRF field and the CSRF cookie are both missing"),
+        ("", "garbage", "the CSRF cookie is missing"),
+        ("", token.as_str(), "the CSRF cookie is missing"),
+        (cookie.as_str(), "", "CSRF field is missing"),
+        (cookie.as_str(), "garbage", "does not match the CSRF cookie"),
+        (
+            foreign_cookie.as_str(),
+            foreign_token.as_str(),
+            "not one this server issued",
+        ),
+    ] {
+        let r = web
+            .send(form_post(
+                "/actions/abdicate",
+                ORIGIN,
+                cookie,
+                &[("csrf", field)],
+            ))
+            .await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{cookie:?} {field:?}");
+        let html = r.text();
+        assert!(html.contains(says), "{cookie:?} {field:?}: {html}");
+        assert!(html.contains("reload the form"));
+    }
+    assert!(web.core.received().is_empty());
+}
+
+#[tokio::test]
 async fn login_refuses_foreign_next_urls() {
     let web = TestWeb::leader();
     let html = web.send(get("/login?next=//evil.test/")).await.text();

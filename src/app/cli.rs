@@ -31,19 +31,49 @@ pub mod exit {
     pub const UNINSTALL_FAILED: u8 = 4;
 }
 
+/// A duration flag: [`crate::util::parse_duration`] (not negative, at most
+/// 365 days). clap names the flag in its error. Duration flags take values
+/// starting with `-` (`allow_hyphen_values`), so that `-5s` is refused by
+/// this parser, not mistaken for a flag.
 fn duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| e.to_string())
+    crate::util::parse_duration(text)
 }
 
-/// `--decline-refuse-seconds`: a finite number of seconds, zero or more
-/// (Mesos `Filters.refuse_seconds`).
+/// A duration flag where zero means nothing sensible (a timer that fires
+/// all the time, a timeout that always expires).
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d.is_zero() {
+        return Err(format!("{:?}: must be more than 0", text.trim()));
+    }
+    Ok(d)
+}
+
+/// Shortest `--zk-session-timeout`: ZooKeeper servers refuse (or round up)
+/// anything near zero, and the client pings every third of it.
+pub const MIN_ZK_SESSION_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// `--zk-session-timeout`: at least [`MIN_ZK_SESSION_TIMEOUT`].
+fn zk_session_timeout(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d < MIN_ZK_SESSION_TIMEOUT {
+        return Err(format!("{:?}: must be at least 1s", text.trim()));
+    }
+    Ok(d)
+}
+
+/// `--decline-refuse-seconds`: a finite number of seconds, from 0 to 365
+/// days (Mesos `Filters.refuse_seconds`).
 fn refuse_seconds(text: &str) -> Result<f64, String> {
     let seconds: f64 = text
         .trim()
         .parse()
         .map_err(|_| "expected a number of seconds".to_string())?;
-    if !seconds.is_finite() || seconds < 0.0 {
-        return Err("expected a finite number of seconds, 0 or more".into());
+    let max = crate::util::MAX_DURATION.as_secs_f64();
+    if !seconds.is_finite() || seconds < 0.0 || seconds > max {
+        return Err(format!(
+            "expected a finite number of seconds, from 0 to {max} (365 days)"
+        ));
     }
     Ok(seconds)
 }
@@ -155,6 +185,8 @@ Jobs:
                                           down, delete the ZooKeeper subtree
   mesos-appliance demo                    embedded mesos-testbed + dashboard
 
+Durations: 500ms, 30s, 5m, 2h, 7days, 1h 30m; at most 365 days, never negative.
+
 Exit codes:
   0  stopped on request (a failover stop), or the job succeeded
   1  runtime failure
@@ -183,7 +215,7 @@ pub struct UninstallArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// How long to wait for the master to list the torn-down frameworks as completed.
-    #[arg(long, default_value = "60s", value_parser = duration)]
+    #[arg(long, default_value = "60s", value_parser = duration, allow_hyphen_values = true)]
     pub wait: Duration,
     /// The cluster, when given after `uninstall`.
     #[command(flatten)]
@@ -217,8 +249,8 @@ pub struct ClusterArgs {
     /// state, one replica only.
     #[arg(long, env = "MESOS_APPLIANCE_ZK")]
     pub zk: Option<String>,
-    /// ZooKeeper session timeout; bounds failover after a crash [default: 10s].
-    #[arg(long, value_parser = duration, env = "MESOS_APPLIANCE_ZK_SESSION_TIMEOUT")]
+    /// ZooKeeper session timeout, at least 1s; bounds failover after a crash [default: 10s].
+    #[arg(long, value_parser = zk_session_timeout, allow_hyphen_values = true, env = "MESOS_APPLIANCE_ZK_SESSION_TIMEOUT")]
     pub zk_session_timeout: Option<Duration>,
     /// With zk:// credentials: create znodes readable only by them (default: world-readable).
     #[arg(long, env = "MESOS_APPLIANCE_ZK_PRIVATE_ACL")]
@@ -313,9 +345,10 @@ pub struct CommonArgs {
     pub framework_user: Option<String>,
     /// How long Mesos keeps the framework and its tasks after the scheduler
     /// disconnects [default: 1week; demo: 1h].
-    #[arg(long, global = true, value_parser = duration, env = "MESOS_APPLIANCE_FAILOVER_TIMEOUT")]
+    #[arg(long, global = true, value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_FAILOVER_TIMEOUT")]
     pub failover_timeout: Option<Duration>,
-    /// What a new deployment does to an old one: failover, upgrade or hard (see below).
+    /// What a new deployment does to an old one: failover, upgrade or hard
+    /// (details: `mesos-appliance --help`).
     #[arg(
         long,
         global = true,
@@ -354,23 +387,24 @@ pub struct CommonArgs {
     /// Allow unauthenticated actions on a non-loopback address (dangerous).
     #[arg(long, global = true, env = "MESOS_APPLIANCE_INSECURE_ACTIONS")]
     pub insecure_actions: bool,
-    /// JSON file of services, stored in ZooKeeper when it holds none.
+    /// JSON file of services, stored in ZooKeeper (in memory without --zk)
+    /// when it holds none.
     #[arg(long, global = true, env = "MESOS_APPLIANCE_SERVICES")]
     pub services: Option<PathBuf>,
     /// Implicit reconciliation period (Mesos reconciliation guide) [default: 15m; demo: 5m].
-    #[arg(long, global = true, value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_INTERVAL")]
+    #[arg(long, global = true, value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_RECONCILE_INTERVAL")]
     pub reconcile_interval: Option<Duration>,
     /// Delay before the first periodic reconciliation [default: 1m; demo: 30s].
-    #[arg(long, global = true, value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_INITIAL_DELAY")]
+    #[arg(long, global = true, value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_RECONCILE_INITIAL_DELAY")]
     pub reconcile_initial_delay: Option<Duration>,
     /// Minimum pause between two reconciliation runs.
-    #[arg(long, global = true, default_value = "30s", value_parser = duration, env = "MESOS_APPLIANCE_RECONCILE_COOLDOWN")]
+    #[arg(long, global = true, default_value = "30s", value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_RECONCILE_COOLDOWN")]
     pub reconcile_cooldown: Duration,
     /// Cap of the backoff between explicit RECONCILE calls.
-    #[arg(long, global = true, default_value = "1m", value_parser = duration, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_MAX_BACKOFF")]
+    #[arg(long, global = true, default_value = "1m", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_MAX_BACKOFF")]
     pub explicit_reconcile_max_backoff: Duration,
     /// An explicit reconciliation gives up (listing the unanswered tasks) after this long.
-    #[arg(long, global = true, default_value = "5m", value_parser = duration, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_ABORT_TIMEOUT")]
+    #[arg(long, global = true, default_value = "5m", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_EXPLICIT_RECONCILE_ABORT_TIMEOUT")]
     pub explicit_reconcile_abort_timeout: Duration,
     /// Rolling replacement of tasks whose service spec changed: at most this
     /// many desired instances down at a time (1 or more).
@@ -382,21 +416,21 @@ pub struct CommonArgs {
         env = "MESOS_APPLIANCE_UPGRADE_MAX_UNAVAILABLE"
     )]
     pub upgrade_max_unavailable: u32,
-    /// Unused offers are declined after this long.
-    #[arg(long, global = true, default_value = "10s", value_parser = duration, env = "MESOS_APPLIANCE_OFFER_TTL")]
+    /// Unused offers are declined after this long (more than 0).
+    #[arg(long, global = true, default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_OFFER_TTL")]
     pub offer_ttl: Duration,
     /// Offers that left are remembered this long (late RESCINDs, duplicates).
-    #[arg(long, global = true, default_value = "2m", value_parser = duration, env = "MESOS_APPLIANCE_OFFER_LINGER_TTL")]
+    #[arg(long, global = true, default_value = "2m", value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_OFFER_LINGER_TTL")]
     pub offer_linger_ttl: Duration,
     /// Filter sent with declines when no work is pending, in seconds (finite,
     /// 0 or more) [default: 120; demo: 10].
-    #[arg(long, global = true, value_parser = refuse_seconds, env = "MESOS_APPLIANCE_DECLINE_REFUSE_SECONDS")]
+    #[arg(long, global = true, value_parser = refuse_seconds, allow_hyphen_values = true, env = "MESOS_APPLIANCE_DECLINE_REFUSE_SECONDS")]
     pub decline_refuse_seconds: Option<f64>,
     /// How often the stored framework ID is re-read and compared with ours.
-    #[arg(long, global = true, default_value = "30s", value_parser = duration, env = "MESOS_APPLIANCE_FRAMEWORK_ID_REFRESH_INTERVAL")]
+    #[arg(long, global = true, default_value = "30s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_FRAMEWORK_ID_REFRESH_INTERVAL")]
     pub framework_id_refresh_interval: Duration,
     /// How long an action's HTTP handler waits for the scheduler (then 503).
-    #[arg(long, global = true, default_value = "10s", value_parser = duration, env = "MESOS_APPLIANCE_HTTP_HANDLER_TIMEOUT")]
+    #[arg(long, global = true, default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_HTTP_HANDLER_TIMEOUT")]
     pub http_handler_timeout: Duration,
     /// The mesos-appliance-executor binary served to the Mesos fetcher
     /// [default: next to this binary].
@@ -407,11 +441,11 @@ pub struct CommonArgs {
 /// `--framework-deployment-strategy` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StrategyArg {
-    /// See the strategies section below.
+    /// Join the election; the leader adopts the stored framework ID and its tasks.
     Failover,
-    /// See the strategies section below.
+    /// Fence older deployments, keep the framework ID, roll changed services.
     Upgrade,
-    /// See the strategies section below.
+    /// Fence older deployments, tear down earlier frameworks of this name, register afresh.
     Hard,
 }
 
@@ -464,7 +498,7 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let matches = Cli::command().try_get_matches_from(args)?;
+        let matches = Cli::clap_command().try_get_matches_from(args)?;
         let cli = Cli::from_arg_matches(&matches)?;
         Ok(match cli.command {
             None => Job::Serve(cli.common, cli.cluster),
@@ -485,6 +519,48 @@ impl Cli {
                 }
                 Job::Demo(cli.common, args)
             }
+        })
+    }
+}
+
+/// The [`CommonArgs`] `uninstall` uses: it finds the frameworks to remove
+/// by name and role. The others are accepted (replicas' environment
+/// variables may be set where it runs) but left out of `uninstall --help`,
+/// as is `--deployment-id`.
+const UNINSTALL_USES: [&str; 2] = ["framework_name", "framework_role"];
+
+/// `demo --help` on `--services`: the demo has no ZooKeeper.
+const DEMO_SERVICES_HELP: &str =
+    "JSON file of services to run instead of the sample ones (kept in memory)";
+
+impl Cli {
+    /// The clap command: [`Cli::command`] with the settings `uninstall`
+    /// ignores hidden from its help, and `--services` described for the
+    /// demo in `demo --help`. (Each subcommand gets its own copy of a
+    /// global flag; giving it one first, clap copies nothing over it.)
+    pub fn clap_command() -> clap::Command {
+        let command = Cli::command();
+        let globals: Vec<clap::Arg> = command
+            .get_arguments()
+            .filter(|arg| arg.is_global_set())
+            .cloned()
+            .collect();
+        command.mut_subcommands(|sub| match sub.get_name() {
+            "uninstall" => globals
+                .iter()
+                .filter(|arg| !UNINSTALL_USES.contains(&arg.get_id().as_str()))
+                .fold(sub, |sub, arg| sub.arg(arg.clone().hide(true)))
+                .mut_arg("deployment_id", |arg| arg.hide(true)),
+            "demo" => match globals.iter().find(|arg| arg.get_id() == "services") {
+                Some(services) => sub.arg(
+                    services
+                        .clone()
+                        .help(DEMO_SERVICES_HELP)
+                        .long_help(DEMO_SERVICES_HELP),
+                ),
+                None => sub,
+            },
+            _ => sub,
         })
     }
 }
@@ -536,6 +612,86 @@ mod tests {
             assert_eq!(common.decline_refuse_seconds, Some(seconds));
         }
         assert_eq!(serve(&[]).0.decline_refuse_seconds, None);
+    }
+
+    /// Every duration flag, with the subcommand it belongs to.
+    const DURATION_FLAGS: [&str; 13] = [
+        "--failover-timeout",
+        "--reconcile-interval",
+        "--reconcile-initial-delay",
+        "--reconcile-cooldown",
+        "--explicit-reconcile-max-backoff",
+        "--explicit-reconcile-abort-timeout",
+        "--offer-ttl",
+        "--offer-linger-ttl",
+        "--framework-id-refresh-interval",
+        "--http-handler-timeout",
+        "--zk-session-timeout",
+        "uninstall --wait",
+        "demo --failover-timeout",
+    ];
+
+    fn with_value(flag: &str, value: &str) -> Vec<String> {
+        let mut args: Vec<String> = flag.split(' ').map(str::to_string).collect();
+        args.push(value.to_string());
+        args
+    }
+
+    #[test]
+    fn durations_are_bounded_for_every_flag() {
+        for flag in DURATION_FLAGS {
+            let name = flag.rsplit(' ').next().unwrap();
+            for (value, says) in [
+                ("500000000000years", "at most 365 days"),
+                ("366days", "at most 365 days"),
+                ("-5s", "negative durations are not allowed"),
+                ("-5", "negative durations are not allowed"),
+            ] {
+                let args = with_value(flag, value);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let e = refused(&args).to_string();
+                assert!(e.contains(name) && e.contains(says), "{args:?}: {e}");
+            }
+            let args = with_value(flag, "365days");
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            job(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn zero_is_refused_where_it_means_nothing() {
+        for flag in [
+            "--offer-ttl",
+            "--reconcile-interval",
+            "--explicit-reconcile-max-backoff",
+            "--explicit-reconcile-abort-timeout",
+            "--framework-id-refresh-interval",
+            "--http-handler-timeout",
+        ] {
+            let e = refused(&[flag, "0s"]).to_string();
+            assert!(e.contains(flag) && e.contains("more than 0"), "{e}");
+        }
+        for short in ["0s", "999ms"] {
+            let e = refused(&["--zk-session-timeout", short]).to_string();
+            assert!(e.contains("at least 1s"), "{e}");
+        }
+        let (_, cluster) = serve(&["--zk-session-timeout", "1s"]);
+        assert_eq!(cluster.zk_session_timeout(), MIN_ZK_SESSION_TIMEOUT);
+        // Zero is meaningful here: Mesos removes the framework at once.
+        assert_eq!(
+            serve(&["--failover-timeout", "0s"]).0.failover_timeout,
+            Some(Duration::ZERO)
+        );
+        let e = refused(&["--decline-refuse-seconds", "31536001"]).to_string();
+        assert!(e.contains("365 days"), "{e}");
+        let e = refused(&["--decline-refuse-seconds", "-5"]).to_string();
+        assert!(e.contains("0 or more") || e.contains("from 0"), "{e}");
+        assert_eq!(
+            serve(&["--decline-refuse-seconds", "31536000"])
+                .0
+                .decline_refuse_seconds,
+            Some(31_536_000.0)
+        );
     }
 
     #[test]
@@ -714,6 +870,66 @@ mod tests {
         match job(args) {
             Err(e) if e.kind() == ErrorKind::DisplayHelp => e.to_string(),
             other => panic!("no help: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_subcommand_help_stands_alone_and_lists_what_applies() {
+        for args in [
+            &["--help"][..],
+            &["serve", "--help"],
+            &["demo", "--help"],
+            &["uninstall", "--help"],
+        ] {
+            let help = refused_help(args);
+            assert!(!help.contains("below"), "{args:?}: {help}");
+        }
+        let demo = refused_help(&["demo", "--help"]);
+        let services = demo
+            .split("--services")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .unwrap();
+        assert!(
+            services.contains("instead of the sample ones"),
+            "{services}"
+        );
+        assert!(!services.contains("ZooKeeper"), "{services}");
+        assert!(refused_help(&["--help"]).contains("stored in ZooKeeper"));
+        let uninstall = refused_help(&["uninstall", "--help"]);
+        for applies in [
+            "--dry-run",
+            "--wait",
+            "--master",
+            "--zk ",
+            "--principal",
+            "--framework-name",
+            "--framework-role",
+        ] {
+            assert!(
+                uninstall.contains(applies),
+                "{applies} missing: {uninstall}"
+            );
+        }
+        for ignored in [
+            "--listen",
+            "--admin-token-file",
+            "--offer-ttl",
+            "--services",
+            "--failover-timeout",
+            "--reconcile-interval",
+            "--executor-binary",
+            "--deployment-id",
+        ] {
+            assert!(
+                !uninstall.contains(ignored),
+                "{ignored} listed: {uninstall}"
+            );
+        }
+        // Hidden, still accepted (a replica's environment may set them).
+        match job(&["uninstall", "--listen", "127.0.0.1:1", "--offer-ttl", "5s"]).unwrap() {
+            Job::Uninstall(common, _, _) => assert_eq!(common.offer_ttl, Duration::from_secs(5)),
+            other => panic!("{other:?}"),
         }
     }
 

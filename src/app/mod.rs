@@ -45,7 +45,8 @@ pub fn load_services(path: Option<&Path>) -> Result<Vec<ServiceSpec>, ConfigErro
 
 /// The Mesos client settings from the flags (`--master`, `--principal`, `--secret-file`).
 pub fn client_config(cluster: &ClusterArgs, master: &str) -> Result<ClientConfig, ConfigError> {
-    let spec = MasterSpec::parse(master).map_err(|e| ConfigError(format!("--master: {e}")))?;
+    // MasterSpecError names --master (and hides passwords) itself.
+    let spec = MasterSpec::parse(master).map_err(|e| ConfigError(e.to_string()))?;
     let mut config = ClientConfig::new(spec);
     config.zk_session_timeout = cluster.zk_session_timeout();
     match (&cluster.principal, &cluster.secret_file) {

@@ -5,8 +5,56 @@
 //! `/mesos-appliance/<framework-name>`. `user:pass` are ZooKeeper digest
 //! credentials; `%XX` escapes are decoded in them so a password may contain
 //! `@`, `:` or `/`. The password never appears in `Debug` or `Display`.
+//!
+//! [`redact_password`] hides the password of any URL (`zk://`, `http://`,
+//! …) echoed as text: in errors, logs and pages.
 
 use std::fmt;
+
+/// What a password is shown as.
+pub const REDACTED: &str = "***";
+
+/// `text` with the password of every URL in it hidden: `scheme://user:pw@host`
+/// becomes `scheme://user:***@host`, as [`ZkUrl`] shows itself; works on
+/// lists (`http://u:p@a:1,http://b:2`, `zk://u:p@h1:1,h2:2/path`) and on
+/// URLs inside longer messages. A URL runs to the next whitespace or quote
+/// (or the `,` before the next `scheme://`), and its user information to
+/// the last `@` in it: a password holding `/`, `@` or `:` is hidden whole.
+/// Hides too much rather than too little (an `@` in a path hides the part
+/// before it).
+pub fn redact_password(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let mut end = tail
+            .find(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+            .unwrap_or(tail.len());
+        // A list: this URL ends at the ',' before the next scheme.
+        if let Some(next) = tail[..end].find("://") {
+            end = tail[..next].rfind(',').unwrap_or(next);
+        }
+        let url = &tail[..end];
+        match url.rfind('@') {
+            Some(at) => {
+                let userinfo = &url[..at];
+                match userinfo.find(':') {
+                    Some(colon) => {
+                        out.push_str(&userinfo[..=colon]);
+                        out.push_str(REDACTED);
+                    }
+                    None => out.push_str(userinfo),
+                }
+                out.push_str(&url[at..]);
+            }
+            None => out.push_str(url),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
 
 /// Errors parsing a `zk://` URL. Messages never contain the password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -141,7 +189,7 @@ impl fmt::Display for ZkUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("zk://")?;
         if let Some(c) = &self.credentials {
-            write!(f, "{}:***@", c.user)?;
+            write!(f, "{}:{REDACTED}@", c.user)?;
         }
         write!(f, "{}{}", self.connect_string(), self.root)
     }
@@ -234,6 +282,40 @@ mod tests {
         assert!(shown.contains("zk://bob:***@h:2181/r"), "{shown}");
         let err = ZkUrl::parse("zk://bob:hunter2@h:0/r", "x").unwrap_err();
         assert!(!err.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn passwords_in_echoed_urls_are_hidden() {
+        let cases = [
+            (
+                "http://user:hunter2@127.0.0.1:1",
+                "http://user:***@127.0.0.1:1",
+            ),
+            (
+                "--master entry \"https://u:hunter2@m:5050/\": bad",
+                "--master entry \"https://u:***@m:5050/\": bad",
+            ),
+            (
+                "http://a:1,http://u:hunter2@b:2,https://v:hunter2@c:3",
+                "http://a:1,http://u:***@b:2,https://v:***@c:3",
+            ),
+            (
+                "zk://bob:hun@ter/2@z1:2181,z2:2181/mesos",
+                "zk://bob:***@z1:2181,z2:2181/mesos",
+            ),
+            ("zk://bob@z:2181/a", "zk://bob@z:2181/a"),
+            (
+                "http://m:5050 and zk://z:1/x",
+                "http://m:5050 and zk://z:1/x",
+            ),
+            ("no url here: a:b@c", "no url here: a:b@c"),
+        ];
+        for (given, shown) in cases {
+            assert_eq!(redact_password(given), shown, "{given}");
+        }
+        // The same form as a parsed URL shows.
+        let u = ZkUrl::parse("zk://bob:hunter2@h:2181/r", "x").unwrap();
+        assert_eq!(redact_password("zk://bob:hunter2@h:2181/r"), u.to_string());
     }
 
     #[test]

@@ -33,6 +33,6 @@ pub use commands::{Command, CommandError, KamikazeResult, Reply, SchedulerHandle
 pub use records::{KillRequest, StatusEntry, TaskRecord};
 pub use services::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};
 pub use snapshot::{
-    EventEntry, FrameworkState, FrameworkStatus, OfferSummary, ReconcileKind, ReconcileRun,
-    ReconciliationStatus, ServiceStatus, Snapshot, UnrecordedKill,
+    EVENT_KINDS, EventEntry, FrameworkState, FrameworkStatus, OfferSummary, ReconcileKind,
+    ReconcileRun, ReconciliationStatus, ServiceStatus, Snapshot, UnrecordedKill,
 };

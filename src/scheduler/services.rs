@@ -80,6 +80,52 @@ fn uris_or_urls<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<UriSpec>, 
         .collect()
 }
 
+/// URL schemes the Mesos fetcher downloads (`src/launcher/fetcher.cpp`:
+/// curl's, the Hadoop client's, and local files).
+pub const URI_SCHEMES: [&str; 9] = [
+    "http", "https", "ftp", "ftps", "hdfs", "s3", "s3n", "s3a", "file",
+];
+
+/// A `uris` value: an absolute URL with a scheme of [`URI_SCHEMES`] (and a
+/// host, but for `file`), or an absolute path, which the fetcher copies
+/// from the agent's file system.
+fn check_uri(value: &str) -> Result<(), String> {
+    let expected = || {
+        format!(
+            "{value:?}: expected an absolute URL ({}) or an absolute path",
+            URI_SCHEMES.join(", ")
+        )
+    };
+    if value.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    if value != value.trim() || value.chars().any(char::is_control) {
+        return Err(format!(
+            "{value:?}: no surrounding spaces or control characters"
+        ));
+    }
+    if value.starts_with('/') {
+        return Ok(());
+    }
+    let url = reqwest::Url::parse(value).map_err(|_| expected())?;
+    if !URI_SCHEMES.contains(&url.scheme()) {
+        return Err(format!(
+            "{value:?}: the Mesos fetcher does not fetch {}: URLs; expected {} or an absolute path",
+            url.scheme(),
+            URI_SCHEMES.join(", ")
+        ));
+    }
+    let located = if url.scheme() == "file" {
+        url.path().len() > 1
+    } else {
+        url.host_str().is_some_and(|h| !h.is_empty())
+    };
+    if !located {
+        return Err(expected());
+    }
+    Ok(())
+}
+
 /// Which executor runs the service's tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -169,17 +215,51 @@ pub struct ServiceSpec {
     /// per consecutive failure up to `restart_backoff_max`. The count resets
     /// once a task has stayed TASK_RUNNING for `restart_backoff_max` (at
     /// least 10 seconds; see [`crate::scheduler::workload::Backoff`]).
-    #[serde(default = "default_backoff", with = "humantime_serde")]
+    #[serde(
+        default = "default_backoff",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "restart_backoff"
+    )]
     pub restart_backoff: Duration,
     /// Cap of the restart backoff.
-    #[serde(default = "default_backoff_max", with = "humantime_serde")]
+    #[serde(
+        default = "default_backoff_max",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "restart_backoff_max"
+    )]
     pub restart_backoff_max: Duration,
     /// Time between SIGTERM and SIGKILL when a task is killed (Mesos `KillPolicy`).
-    #[serde(default = "default_grace", with = "humantime_serde")]
+    #[serde(
+        default = "default_grace",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "kill_grace_period"
+    )]
     pub kill_grace_period: Duration,
     /// Which executor runs the tasks.
     #[serde(default)]
     pub executor: ExecutorKind,
+}
+
+/// The duration fields of a spec. Their deserialization errors start with
+/// the field's name and `: `.
+pub const DURATION_FIELDS: [&str; 3] = [
+    "restart_backoff",
+    "restart_backoff_max",
+    "kill_grace_period",
+];
+
+// Durations go through the one bounded parser ([`crate::util::parse_duration`]);
+// each field's wrapper names it in errors.
+fn restart_backoff<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    crate::util::deserialize_duration(d, "restart_backoff")
+}
+
+fn restart_backoff_max<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    crate::util::deserialize_duration(d, "restart_backoff_max")
+}
+
+fn kill_grace_period<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    crate::util::deserialize_duration(d, "kill_grace_period")
 }
 
 fn default_backoff() -> Duration {
@@ -261,8 +341,8 @@ impl ServiceSpec {
             }
         }
         for (i, uri) in self.uris.iter().enumerate() {
-            if uri.value.trim().is_empty() {
-                errors.push(problem(format!("uris[{i}]"), "must not be empty"));
+            if let Err(e) = check_uri(&uri.value) {
+                errors.push(problem(format!("uris[{i}]"), e));
             }
             // Fetched next to the executor binary (see `taskinfo`): a file of
             // the same name would replace it in the sandbox.
@@ -372,6 +452,61 @@ mod tests {
     }
 
     #[test]
+    fn uris_are_urls_the_fetcher_takes_or_absolute_paths() {
+        let with = |uris: serde_json::Value| {
+            spec(
+                serde_json::json!({"name": "a", "command": "x", "cpus": 1, "mem": 1,
+                "instances": 1, "uris": uris}),
+            )
+            .validate()
+        };
+        let good = serde_json::json!([
+            "http://h/f.tgz",
+            "https://h:8443/a/b?x=1",
+            "ftp://h/f",
+            "ftps://h/f",
+            "hdfs://namenode:8020/apps/f.jar",
+            "s3://bucket/key",
+            "s3n://bucket/key",
+            "s3a://bucket/key",
+            "file:///opt/f.tgz",
+            "/opt/local/f.tgz",
+            {"value": "HTTP://H/F", "extract": false},
+        ]);
+        assert_eq!(with(good), []);
+        let bad = serde_json::json!([
+            "not a url at all",
+            "",
+            "relative/path.tgz",
+            "gopher://h/f",
+            "javascript:alert(1)",
+            "http://",
+            "file://",
+            " http://h/f",
+            "http://h/f\n",
+        ]);
+        let errors = with(bad);
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "uris[0]", "uris[1]", "uris[2]", "uris[3]", "uris[4]", "uris[5]", "uris[6]",
+                "uris[7]", "uris[8]"
+            ]
+        );
+        assert!(
+            errors[0].message.contains("absolute URL"),
+            "{}",
+            errors[0].message
+        );
+        assert!(
+            errors[3].message.contains("does not fetch gopher"),
+            "{}",
+            errors[3].message
+        );
+    }
+
+    #[test]
     fn minimal_spec_gets_defaults() {
         let s = spec(
             serde_json::json!({"name": "web", "command": "sleep 1", "cpus": 0.1, "mem": 32, "instances": 2}),
@@ -401,6 +536,38 @@ mod tests {
                 "constraints[2]"
             ]
         );
+    }
+
+    #[test]
+    fn durations_are_bounded_and_name_their_field() {
+        for field in [
+            "restart_backoff",
+            "restart_backoff_max",
+            "kill_grace_period",
+        ] {
+            for (value, says) in [
+                ("500000000000years", "at most 365 days"),
+                ("-5s", "negative durations are not allowed"),
+                ("soon", "expected a duration"),
+            ] {
+                let mut json = serde_json::json!({"name": "a", "command": "x", "cpus": 1,
+                    "mem": 1, "instances": 1});
+                json[field] = value.into();
+                let err = serde_json::from_value::<ServiceSpec>(json).unwrap_err();
+                let err = err.to_string();
+                assert!(err.starts_with(&format!("{field}: ")), "{err}");
+                assert!(err.contains(says), "{err}");
+            }
+        }
+        let s = spec(
+            serde_json::json!({"name": "a", "command": "x", "cpus": 1, "mem": 1,
+            "instances": 1, "restart_backoff": "2s", "restart_backoff_max": "365days",
+            "kill_grace_period": "1m 30s"}),
+        );
+        assert_eq!(s.restart_backoff_max, crate::util::MAX_DURATION);
+        assert_eq!(s.kill_grace_period, Duration::from_secs(90));
+        let back: ServiceSpec = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
     }
 
     #[test]

@@ -188,14 +188,32 @@ pub struct ReconciliationStatus {
     pub history: Vec<ReconcileRun>,
 }
 
+/// Every [`EventEntry::kind`] the core writes (a test checks the core's
+/// source against it): what `/api/v1/events?kind=` accepts.
+pub const EVENT_KINDS: [&str; 14] = [
+    "action",
+    "agent",
+    "disconnected",
+    "error",
+    "framework",
+    "kill",
+    "launch",
+    "leadership",
+    "message",
+    "offers",
+    "reconcile",
+    "service",
+    "subscribed",
+    "task",
+];
+
 /// Something worth showing on the events page: ERRORs, failovers,
 /// leadership changes, actions, subscriptions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventEntry {
     /// When, seconds since the UNIX epoch.
     pub at: f64,
-    /// A short kind: `error`, `subscribed`, `disconnected`, `leadership`,
-    /// `action`, `reconcile`, `kill`, `launch`, `agent`, `framework`.
+    /// A short kind, one of [`EVENT_KINDS`].
     pub kind: String,
     /// What happened, in an operator's words.
     pub message: String,
@@ -300,5 +318,40 @@ impl Snapshot {
             Leadership::Follower { leader } => leader.as_ref().map(|l| l.advertised_url.clone()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EVENT_KINDS;
+
+    /// The kinds in the core's `.log("kind", …)` calls.
+    fn kinds_logged_by_the_core() -> Vec<String> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scheduler/core");
+        let mut kinds = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("the core's sources") {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for (i, _) in text.match_indices(".log(") {
+                let rest = text[i + ".log(".len()..].trim_start();
+                if let Some(literal) = rest.strip_prefix('"') {
+                    let end = literal.find('"').unwrap();
+                    kinds.push(literal[..end].to_string());
+                }
+            }
+        }
+        kinds
+    }
+
+    #[test]
+    fn every_kind_the_core_logs_is_listed() {
+        let kinds = kinds_logged_by_the_core();
+        assert!(kinds.len() > 20, "{kinds:?}");
+        for kind in &kinds {
+            assert!(
+                EVENT_KINDS.contains(&kind.as_str()),
+                "{kind:?} not in EVENT_KINDS"
+            );
+        }
+        assert!(EVENT_KINDS.windows(2).all(|w| w[0] < w[1]), "sorted");
     }
 }

@@ -8,12 +8,13 @@
 //! | action | body | success |
 //! |---|---|---|
 //! | `reconcile` | `{"kind":"explicit"\|"implicit"}` (no body or no `kind`: explicit) | 202, the run |
-//! | `kamikaze` | none | 200, one result per executor |
-//! | `teardown` | none, or `{"framework_id": "<id>"}` to refuse (409) if another framework is registered by now | 200 |
-//! | `abdicate` | none | 200 |
-//! | `reregister` | none (only in state `removed`, else 409) | 200 |
+//! | `kamikaze` | none, or `{"framework_id": "<id>"}` to refuse (409) if another framework is registered by now | 200, one result per executor |
+//! | `teardown` | none, or `{"framework_id": "<id>"}` as for kamikaze | 200 |
+//! | `abdicate` | none (or `{}`) | 200 |
+//! | `reregister` | none (or `{}`; only in state `removed`, else 409) | 200 |
 //!
-//! Errors: 400 bad body, 401 token missing or wrong, 403 cross-origin
+//! A body is a JSON object with only the fields above: anything else is
+//! 400, each unknown field named. Errors: 400 bad body, 401 token missing or wrong, 403 cross-origin
 //! (`Origin`, else `Referer`) or actions disabled, 404 unknown action, 409
 //! conflict, 415 a body not declared JSON or any declared form or text
 //! content type (even with an empty body), 502 Mesos refused, 503 not
@@ -32,7 +33,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::AppState;
 use super::api::{bad_path, guard_api, json_body};
@@ -371,24 +372,83 @@ pub(crate) async fn execute(
     (state.results.push(record), error)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReconcileBody {
-    /// `None` (left out): explicit, as with no body at all.
-    kind: Option<ReconcileKind>,
+/// The fields of an action's body: none without a body; 400 unless it is
+/// a JSON object holding only `allowed` fields (each unknown one named).
+fn body_fields(
+    action: &str,
+    body: Option<serde_json::Value>,
+    allowed: &[&str],
+) -> Result<serde_json::Map<String, serde_json::Value>, AppError> {
+    let object = match body {
+        None => return Ok(serde_json::Map::new()),
+        Some(serde_json::Value::Object(object)) => object,
+        Some(_) => {
+            return Err(AppError::bad_request(format!(
+                "the body of {action} must be a JSON object (or left out)"
+            )));
+        }
+    };
+    let takes = if allowed.is_empty() {
+        format!("{action} takes no fields")
+    } else {
+        format!("{action} takes only {}", allowed.join(", "))
+    };
+    let unknown: Vec<FieldError> = object
+        .keys()
+        .filter(|key| !allowed.contains(&key.as_str()))
+        .map(|key| FieldError {
+            field: key.clone(),
+            message: format!("unknown field; {takes}"),
+        })
+        .collect();
+    if unknown.is_empty() {
+        Ok(object)
+    } else {
+        Err(AppError::invalid(unknown))
+    }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TeardownBody {
-    framework_id: Option<String>,
-}
-
-fn body_error(field: &str, e: serde_json::Error) -> AppError {
+fn field_error(field: &str, message: &str) -> AppError {
     AppError::invalid(vec![FieldError {
         field: field.to_string(),
-        message: e.to_string(),
+        message: message.to_string(),
     }])
+}
+
+/// `kind` of a reconcile body: left out (or null) is explicit.
+fn reconcile_kind(
+    fields: &serde_json::Map<String, serde_json::Value>,
+) -> Result<ReconcileKind, AppError> {
+    match fields.get("kind") {
+        None | Some(serde_json::Value::Null) => Ok(ReconcileKind::Explicit),
+        Some(kind) => match kind.as_str() {
+            Some("explicit") => Ok(ReconcileKind::Explicit),
+            Some("implicit") => Ok(ReconcileKind::Implicit),
+            _ => Err(field_error("kind", r#"must be "explicit" or "implicit""#)),
+        },
+    }
+}
+
+/// The `framework_id` guard of teardown and kamikaze: when given, it must
+/// name the registered framework (409 otherwise), so that a request meant
+/// for one framework never hits the one registered since.
+fn check_framework_id(
+    state: &AppState,
+    fields: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), AppError> {
+    let wanted = match fields.get("framework_id") {
+        None | Some(serde_json::Value::Null) => return Ok(()),
+        Some(serde_json::Value::String(id)) => id,
+        Some(_) => return Err(field_error("framework_id", "must be a string")),
+    };
+    let current = state.handle.snapshot().framework.id.clone();
+    if current.as_ref() != Some(wanted) {
+        return Err(AppError::conflict(format!(
+            "framework_id {wanted:?} is not the registered framework ({})",
+            current.as_deref().unwrap_or("none")
+        )));
+    }
+    Ok(())
 }
 
 /// `POST /api/v1/actions/{action}`: see the module doc for bodies and
@@ -420,34 +480,26 @@ pub async fn api_action(
     let body = json_body(&headers, body)?;
     let action = match name.as_str() {
         "reconcile" => {
-            let kind = match body {
-                None => None,
-                Some(v) => {
-                    let b: ReconcileBody =
-                        serde_json::from_value(v).map_err(|e| body_error("kind", e))?;
-                    b.kind
-                }
-            };
-            Action::Reconcile(kind.unwrap_or(ReconcileKind::Explicit))
+            let fields = body_fields(&name, body, &["kind"])?;
+            Action::Reconcile(reconcile_kind(&fields)?)
         }
-        "teardown" => {
-            if let Some(v) = body {
-                let b: TeardownBody =
-                    serde_json::from_value(v).map_err(|e| body_error("framework_id", e))?;
-                let current = state.handle.snapshot().framework.id.clone();
-                if b.framework_id.is_some() && b.framework_id != current {
-                    return Err(AppError::conflict(format!(
-                        "framework_id {:?} is not the registered framework ({})",
-                        b.framework_id.unwrap_or_default(),
-                        current.as_deref().unwrap_or("none")
-                    )));
-                }
+        "teardown" | "kamikaze" => {
+            let fields = body_fields(&name, body, &["framework_id"])?;
+            check_framework_id(&state, &fields)?;
+            if name == "teardown" {
+                Action::Teardown
+            } else {
+                Action::Kamikaze
             }
-            Action::Teardown
         }
-        "kamikaze" => Action::Kamikaze,
-        "abdicate" => Action::Abdicate,
-        _ => Action::Reregister,
+        "abdicate" => {
+            body_fields(&name, body, &[])?;
+            Action::Abdicate
+        }
+        _ => {
+            body_fields(&name, body, &[])?;
+            Action::Reregister
+        }
     };
     let (record, error) = execute(&state, action, uri.path(), "api").await;
     if let Some(error) = error {

@@ -33,6 +33,7 @@ use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
     StateView, TaskDetailView, TaskQuery, TasksView, readiness,
 };
+use crate::scheduler::services::DURATION_FIELDS;
 use crate::scheduler::{Command, FieldError, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
 
@@ -224,10 +225,16 @@ pub async fn put_service(
         }]));
     }
     let spec: ServiceSpec = serde_json::from_value(value).map_err(|e| {
-        AppError::invalid(vec![FieldError {
-            field: "body".into(),
-            message: e.to_string(),
-        }])
+        let message = e.to_string();
+        // A duration field's error names it first.
+        let (field, message) = DURATION_FIELDS
+            .iter()
+            .find_map(|f| {
+                let rest = message.strip_prefix(f)?.strip_prefix(": ")?;
+                Some((f.to_string(), rest.to_string()))
+            })
+            .unwrap_or_else(|| ("body".to_string(), message.clone()));
+        AppError::invalid(vec![FieldError { field, message }])
     })?;
     let errors = spec.validate();
     if !errors.is_empty() {

@@ -260,21 +260,34 @@ impl Keys {
     }
 
     /// Checks a form post's CSRF field against the cookie: equal and ours.
+    /// The 403 says which part is missing or wrong.
     pub fn check_csrf(&self, headers: &HeaderMap, field: &str) -> Result<(), AppError> {
         let cookie = cookie(headers, CSRF_COOKIE).unwrap_or_default();
-        if cookie.is_empty() || field.is_empty() {
-            return Err(AppError::forbidden(
+        let problem = match (cookie.is_empty(), field.is_empty()) {
+            (true, true) => Some(
+                "the form's CSRF field and the CSRF cookie are both missing (cookies must be \
+                 enabled)",
+            ),
+            (true, false) => Some(
+                "the CSRF cookie is missing (cookies must be enabled for this site); the \
+                 form's CSRF field alone is not enough",
+            ),
+            (false, true) => Some("the form's CSRF field is missing"),
+            (false, false) if !ct_eq(cookie.as_bytes(), field.as_bytes()) => {
+                Some("the form's CSRF field does not match the CSRF cookie (an old form?)")
+            }
+            (false, false) if !self.csrf_valid(field) => {
+                Some("the CSRF token is not one this server issued (it may have restarted)")
+            }
+            (false, false) => None,
+        };
+        match problem {
+            Some(problem) => Err(AppError::forbidden(
                 "csrf",
-                "the form's CSRF token is missing (cookies must be enabled); reload the form",
-            ));
+                format!("{problem}; reload the form"),
+            )),
+            None => Ok(()),
         }
-        if !ct_eq(cookie.as_bytes(), field.as_bytes()) || !self.csrf_valid(field) {
-            return Err(AppError::forbidden(
-                "csrf",
-                "the form's CSRF token is not valid (the server may have restarted); reload the form",
-            ));
-        }
-        Ok(())
     }
 
     /// The CSRF token of this browser: the cookie's if valid, else a new one

@@ -51,7 +51,8 @@
 //!
 //! Anything else: 404, an HTML page or (under `/api/`) a JSON problem; a
 //! known path with the wrong method: 405 with `Allow`. Bodies are limited
-//! to [`MAX_BODY_BYTES`] (413).
+//! to [`MAX_BODY_BYTES`] (413 at once when `Content-Length` declares more)
+//! and must arrive within [`WebConfig::header_read_timeout`] (else 408).
 //!
 //! ## Who may act
 //!
@@ -101,6 +102,9 @@ pub use error::AppError;
 /// Largest request body accepted anywhere (service specs, forms): 64 KiB.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// Admin tokens shorter than this are accepted with a warning: easy to guess.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
+
 /// Default for [`WebConfig::handler_timeout`].
 pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -143,6 +147,8 @@ pub struct WebConfig {
     /// from when the server starts waiting for them (on a new connection,
     /// or on a keep-alive one between requests); then the connection is
     /// closed. Bounds clients that trickle headers or never send them.
+    /// A request's body must arrive within it too, counted from the end of
+    /// the headers (else 408).
     pub header_read_timeout: Duration,
     /// Connections served at once; more wait in the listen backlog until
     /// one closes (at least 1).
@@ -176,7 +182,7 @@ impl WebConfig {
         if token.is_empty() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("{}: the admin token file is empty", path.display()),
+                "the admin token file is empty",
             ));
         }
         Ok(token.to_string())
@@ -371,6 +377,10 @@ pub fn router(state: AppState) -> Router {
         state.clone(),
         error::back_links,
     ))
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        bounded_body,
+    ))
     .layer(axum::middleware::map_response(security_headers))
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
     .layer(tower_http::trace::TraceLayer::new_for_http())
@@ -386,6 +396,82 @@ async fn immutable(mut response: axum::response::Response) -> axum::response::Re
         );
     }
     response
+}
+
+/// Middleware: reads a request's body before any handler sees it, at most
+/// [`MAX_BODY_BYTES`] and within [`WebConfig::header_read_timeout`]. A
+/// declared `Content-Length` above the limit is 413 at once, without
+/// waiting for a body that may never come; a body that does not arrive in
+/// time is 408. Either way the connection is closed after the answer.
+async fn bounded_body(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::body::{Body, HttpBody};
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    use futures::StreamExt;
+
+    let json = error::wants_json(request.uri());
+    let refuse = |e: AppError| {
+        let mut response = if json { e } else { e.html() }.into_response();
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        response
+    };
+    let too_large = || {
+        refuse(AppError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too-large",
+            "Request body too large",
+            format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+        ))
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return too_large();
+    }
+    if request.body().is_end_stream() {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let timeout = state.config.header_read_timeout;
+    let read = async {
+        let mut data = body.into_data_stream();
+        let mut buffer = Vec::new();
+        while let Some(chunk) = data.next().await {
+            let chunk = chunk.map_err(|_| None)?;
+            if buffer.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(Some(()));
+            }
+            buffer.extend_from_slice(&chunk);
+        }
+        Ok(buffer)
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(buffer)) => {
+            let request = axum::extract::Request::from_parts(parts, Body::from(buffer));
+            next.run(request).await
+        }
+        Ok(Err(Some(()))) => too_large(),
+        Ok(Err(None)) => refuse(AppError::bad_request("the request body could not be read")),
+        Err(_) => refuse(AppError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body-timeout",
+            "Request timeout",
+            format!(
+                "the request body did not arrive within {}s",
+                timeout.as_secs_f64()
+            ),
+        )),
+    }
 }
 
 /// Headers on every response: no framing (the action forms must not be

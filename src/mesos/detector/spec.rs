@@ -4,7 +4,7 @@ use std::fmt;
 
 use reqwest::Url;
 
-use crate::coordination::url::{ZkUrl, ZkUrlError};
+use crate::coordination::url::{ZkUrl, ZkUrlError, redact_password};
 
 /// The port a Mesos master listens on unless told otherwise (`MasterInfo.port`).
 pub const DEFAULT_MASTER_PORT: u16 = 5050;
@@ -134,7 +134,8 @@ pub enum MasterSpecError {
         "--master is empty: expected http(s)://host:port[,host:port…] or zk://host:port,…/path"
     )]
     Empty,
-    /// A scheme other than http, https or zk.
+    /// A scheme other than http, https or zk. (Every echoed value has its
+    /// password hidden.)
     #[error("--master {0:?}: expected http://, https:// or zk://")]
     Scheme(String),
     /// A list entry that is not `host[:port]`.
@@ -142,6 +143,11 @@ pub enum MasterSpecError {
         "--master entry {0:?}: expected host:port (port 1-65535, default 5050), no path or credentials"
     )]
     Host(String),
+    /// An http(s) entry with user information.
+    #[error(
+        "--master entry {0:?}: credentials do not belong in the URL; give --principal and --secret-file"
+    )]
+    Credentials(String),
     /// A malformed ZooKeeper URL.
     #[error("--master: {0}")]
     Zk(#[from] ZkUrlError),
@@ -169,7 +175,7 @@ impl MasterSpec {
         if let Some((scheme, _)) = value.split_once("://")
             && !matches!(scheme, "http" | "https")
         {
-            return Err(MasterSpecError::Scheme(value.to_string()));
+            return Err(MasterSpecError::Scheme(redact_password(value)));
         }
         let mut scheme = Scheme::Http;
         let mut masters = Vec::new();
@@ -181,9 +187,12 @@ impl MasterSpec {
                 (scheme, rest) = (Scheme::Https, r);
             }
             let authority = rest.strip_suffix('/').unwrap_or(rest);
+            if authority.contains('@') {
+                return Err(MasterSpecError::Credentials(redact_password(entry)));
+            }
             masters.push(
                 parse_authority(scheme, authority)
-                    .ok_or_else(|| MasterSpecError::Host(entry.to_string()))?,
+                    .ok_or_else(|| MasterSpecError::Host(redact_password(entry)))?,
             );
         }
         Ok(MasterSpec::Urls(masters))
@@ -258,7 +267,11 @@ mod tests {
             ),
             (
                 "http://u:p@m:5050",
-                MasterSpecError::Host("http://u:p@m:5050".into()),
+                MasterSpecError::Credentials("http://u:***@m:5050".into()),
+            ),
+            (
+                "ftp://u:p@m:1",
+                MasterSpecError::Scheme("ftp://u:***@m:1".into()),
             ),
             ("http://m:1,,n:2", MasterSpecError::Host("".into())),
             ("zk://", MasterSpecError::Zk(ZkUrlError::NoHosts)),
@@ -266,12 +279,16 @@ mod tests {
         for (spec, want) in cases {
             assert_eq!(MasterSpec::parse(spec), Err(want), "{spec}");
         }
-        assert!(
-            !MasterSpec::parse("zk://u:hunter2@z:0/m")
-                .unwrap_err()
-                .to_string()
-                .contains("hunter2")
-        );
+        for spec in [
+            "zk://u:hunter2@z:0/m",
+            "http://user:hunter2@127.0.0.1:1",
+            "http://m:1,https://user:hunter2@m:2",
+            "http://user:hunter2@m:1/path",
+            "ftp://user:hunter2@m:1",
+        ] {
+            let e = MasterSpec::parse(spec).unwrap_err().to_string();
+            assert!(!e.contains("hunter2"), "{e}");
+        }
     }
 
     #[test]

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{DEFAULT_EVENTS, non_empty, parse_number};
 use crate::coordination::{Leadership, Member, ReplicaInfo};
-use crate::scheduler::{EventEntry, ExecutorKind, OfferSummary, ServiceStatus, Snapshot};
+use crate::scheduler::{
+    EVENT_KINDS, EventEntry, ExecutorKind, FieldError, OfferSummary, ServiceStatus, Snapshot,
+};
 use crate::web::error::AppError;
 
 /// `/api/v1/offers` and the offers page.
@@ -29,8 +31,8 @@ impl OffersView {
     }
 }
 
-/// Query of `/events` and `/api/v1/events`: `kind` (exact) and `limit`
-/// (1–1000, default 200).
+/// Query of `/events` and `/api/v1/events`: `kind` (exact, one of
+/// [`EVENT_KINDS`]; anything else is 400) and `limit` (1–1000, default 200).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct EventQuery {
     pub kind: Option<String>,
@@ -54,10 +56,19 @@ impl EventsView {
     pub fn new(s: &Snapshot, query: &EventQuery) -> Result<EventsView, AppError> {
         let mut errors = Vec::new();
         let limit = parse_number("limit", &query.limit, DEFAULT_EVENTS, 1000, &mut errors);
+        let kind = non_empty(&query.kind);
+        if let Some(k) = &kind
+            && !EVENT_KINDS.contains(&k.as_str())
+            && !s.events.iter().any(|e| &e.kind == k)
+        {
+            errors.push(FieldError {
+                field: "kind".into(),
+                message: format!("no event kind {k:?}; kinds are {}", EVENT_KINDS.join(", ")),
+            });
+        }
         if !errors.is_empty() {
             return Err(AppError::invalid(errors));
         }
-        let kind = non_empty(&query.kind);
         let events = s
             .events
             .iter()

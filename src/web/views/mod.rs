@@ -323,7 +323,12 @@ fn parse_number(
         Some(text) => match text.parse::<usize>() {
             Ok(n) if (1..=max).contains(&n) => n,
             _ => {
-                errors.push(field(name, format!("must be a number from 1 to {max}")));
+                let range = if max == usize::MAX {
+                    "≥ 1".to_string()
+                } else {
+                    format!("from 1 to {max}")
+                };
+                errors.push(field(name, format!("must be a whole number {range}")));
                 default
             }
         },
