@@ -155,11 +155,18 @@ fn report(label: &str, phase: &Phase, which: Option<usize>) {
         .map(|(_, d)| *d)
         .collect();
     lat.sort();
-    let rate = phase.latencies.len() as f64 / phase.wall.as_secs_f64();
+    // A part of a mixed phase has no rate of its own.
+    let rate = match which {
+        None => format!(
+            "{:.0}",
+            phase.latencies.len() as f64 / phase.wall.as_secs_f64()
+        ),
+        Some(_) => "-".to_string(),
+    };
     println!(
-        "{label:<58} {:>7} {:>9.0} {:>8} {:>8} {:>8} {:>6}",
+        "{label:<58} {:>7} {:>9} {:>8} {:>8} {:>8} {:>6}",
         lat.len(),
-        if which.is_none() { rate } else { f64::NAN },
+        rate,
         ms(pct(&lat, 0.50)),
         ms(pct(&lat, 0.99)),
         ms(lat.last().copied().unwrap_or_default()),
