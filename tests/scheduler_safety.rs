@@ -272,6 +272,23 @@ async fn another_scheduler_taking_our_id_shows_failed_over_and_no_resubscribe() 
         replica.snapshot().framework.state,
         FrameworkState::FailedOver
     );
+    // After the pause it gives up leadership; alone in the election it leads
+    // again, sees the framework connected through the other scheduler and
+    // does not take it back.
+    let s = replica
+        .wait_for("leads again but keeps off", WAIT, |s| {
+            s.framework
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("connected to the master through another scheduler"))
+        })
+        .await;
+    assert_eq!(s.framework.state, FrameworkState::FailedOver);
+    let subscribes = tb.calls()[mark..]
+        .iter()
+        .filter(|c| c.call_type == "SUBSCRIBE")
+        .count();
+    assert_eq!(subscribes, 1, "only the other scheduler's SUBSCRIBE");
     replica.stop().await;
 }
 
@@ -343,6 +360,68 @@ async fn a_fenced_leader_stops_acting_and_says_fenced() {
         .collect();
     assert!(after.is_empty(), "calls after the fence: {after:?}");
     assert_eq!(tb.tasks().len(), 1, "tasks keep running");
+    replica.stop().await;
+}
+
+/// A disconnected framework of the same name keeps its tasks until its
+/// failover timeout passes: with no stored ID, registering anew would
+/// orphan them, so the leader refuses (DESIGN.md §2a).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inactive_framework_of_the_same_name_also_blocks_registration() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let (sub, other) = connected(&tb.url(), "appliance-test", 600.0).await;
+    drop(sub);
+    let specs =
+        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let s = replica
+        .wait_for("refuses", WAIT, |s| {
+            s.framework
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("refusing to register"))
+        })
+        .await;
+    let reason = s.framework.reason.clone().unwrap();
+    assert!(
+        reason.contains(&other) && reason.contains("inactive"),
+        "{reason}"
+    );
+    assert!(
+        tb.scheduler_calls("SUBSCRIBE").len() == 1,
+        "only the other framework subscribed"
+    );
+    replica.stop().await;
+}
+
+/// Wrong or missing credentials are not a silent retry loop: the reason and
+/// an error event name the flags to check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_name_the_flags_to_check() {
+    let zk = ZkServer::start();
+    let mut config = TestbedConfig::for_tests(1);
+    config.credentials = Some(vec![("ops".into(), "s3cret".into())]);
+    let tb = Testbed::start(config).await.unwrap();
+    let specs =
+        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    // The harness sends no credentials.
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let s = replica
+        .wait_for("says why", WAIT, |s| {
+            s.framework
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("check --principal and --secret-file"))
+        })
+        .await;
+    assert!(
+        s.events
+            .iter()
+            .any(|e| e.kind == "error" && e.message.contains("refused our credentials (401")),
+        "{:?}",
+        s.events
+    );
     replica.stop().await;
 }
 

@@ -11,9 +11,9 @@
 //!   knows. Run periodically (after an initial delay) and on request.
 //!
 //! At most one run at a time; requests made while one runs are coalesced
-//! into it (same kind) or queued (one slot, which later requests join; an
-//! explicit request turns a queued implicit run explicit); every run has an
-//! ID, known from the moment it is queued; a cooldown separates runs,
+//! into it (same kind) or queued (one slot per kind, which later requests of
+//! that kind join; a queued explicit run goes first); every run has an ID,
+//! known from the moment it is queued; a cooldown separates runs,
 //! except the explicit run a new subscription demands. Pure state machine
 //! over `Instant`s: the core feeds it updates and ticks, and sends what
 //! [`Reconciler::tick`] asks for.
@@ -89,7 +89,8 @@ struct Running {
 pub struct Reconciler {
     cfg: ReconcilerConfig,
     running: Option<Running>,
-    queued: Option<Queued>,
+    /// At most one per kind.
+    queued: Vec<Queued>,
     last_end: Option<Instant>,
     next_periodic: Option<Instant>,
     history: VecDeque<ReconcileRun>,
@@ -102,7 +103,7 @@ impl Reconciler {
         Reconciler {
             cfg,
             running: None,
-            queued: None,
+            queued: Vec::new(),
             last_end: None,
             next_periodic,
             history: VecDeque::new(),
@@ -118,31 +119,29 @@ impl Reconciler {
         now_secs: f64,
     ) -> Vec<Action> {
         let mut actions = self.finish("superseded", now, now_secs);
-        let queued = self.queued.take();
+        // The subscription's explicit run answers a queued explicit request.
+        let id = self
+            .take_queued(ReconcileKind::Explicit)
+            .map_or_else(next_run_id, |q| q.id);
         actions.extend(self.start(
-            next_run_id(),
+            id,
             ReconcileKind::Explicit,
             "subscribed",
             tasks,
             now,
             now_secs,
         ));
-        // A request queued before keeps its ID and becomes the implicit run
-        // that follows (it surfaces tasks the scheduler does not know).
-        self.queued = Some(Queued {
-            id: queued.map_or_else(next_run_id, |q| q.id),
-            kind: ReconcileKind::Implicit,
-            trigger: "after explicit".into(),
-            since: now_secs,
-        });
+        // Then an implicit run surfaces tasks the scheduler does not know; a
+        // queued implicit request is that run.
+        self.queue(ReconcileKind::Implicit, "after explicit", now_secs);
         actions
     }
 
-    /// The subscription or leadership is gone: the running run is cancelled
-    /// and nothing is queued.
+    /// The subscription or leadership is gone: the running run and the
+    /// queued ones are cancelled (and recorded as such).
     pub fn cancel(&mut self, now: Instant, now_secs: f64) -> Vec<Action> {
         let actions = self.finish("cancelled", now, now_secs);
-        if let Some(queued) = self.queued.take() {
+        for queued in std::mem::take(&mut self.queued) {
             let mut run = Self::placeholder(&queued);
             run.outcome = "cancelled".into();
             run.finished_at = Some(now_secs);
@@ -153,6 +152,8 @@ impl Reconciler {
 
     /// A manual or periodic request. Returns the run it was merged into or
     /// the run started; a queued request is reported with outcome `queued`.
+    /// An implicit run sends an empty RECONCILE: `tasks` is only asked for
+    /// explicit runs.
     pub fn request(
         &mut self,
         kind: ReconcileKind,
@@ -170,7 +171,11 @@ impl Reconciler {
             let queued = self.queue(kind, trigger, now_secs);
             return (Self::placeholder(queued), Vec::new());
         }
-        let actions = self.start(next_run_id(), kind, trigger, tasks(), now, now_secs);
+        let list = match kind {
+            ReconcileKind::Explicit => tasks(),
+            ReconcileKind::Implicit => Vec::new(),
+        };
+        let actions = self.start(next_run_id(), kind, trigger, list, now, now_secs);
         let view = self.running.as_ref().map(|r| r.view.clone());
         (
             view.unwrap_or_else(|| self.history.back().cloned().expect("a run just ended")),
@@ -178,21 +183,33 @@ impl Reconciler {
         )
     }
 
-    /// Joins the queued run, or queues a new one. Explicit is the stronger
-    /// request (it re-asks about every task): it turns a queued implicit run
-    /// explicit and is never turned back.
+    /// Joins the queued run of `kind`, or queues one.
     fn queue(&mut self, kind: ReconcileKind, trigger: &str, now_secs: f64) -> &Queued {
-        let queued = self.queued.get_or_insert_with(|| Queued {
-            id: next_run_id(),
-            kind,
-            trigger: trigger.to_string(),
-            since: now_secs,
-        });
-        if kind == ReconcileKind::Explicit && queued.kind == ReconcileKind::Implicit {
-            queued.kind = kind;
-            queued.trigger = trigger.to_string();
-        }
-        queued
+        let at = match self.queued.iter().position(|q| q.kind == kind) {
+            Some(at) => at,
+            None => {
+                self.queued.push(Queued {
+                    id: next_run_id(),
+                    kind,
+                    trigger: trigger.to_string(),
+                    since: now_secs,
+                });
+                self.queued.len() - 1
+            }
+        };
+        &self.queued[at]
+    }
+
+    /// Removes the queued run of `kind`, if any.
+    fn take_queued(&mut self, kind: ReconcileKind) -> Option<Queued> {
+        let at = self.queued.iter().position(|q| q.kind == kind)?;
+        Some(self.queued.remove(at))
+    }
+
+    /// The next queued run: explicit before implicit.
+    fn next_queued(&mut self) -> Option<Queued> {
+        self.take_queued(ReconcileKind::Explicit)
+            .or_else(|| self.take_queued(ReconcileKind::Implicit))
     }
 
     fn placeholder(queued: &Queued) -> ReconcileRun {
@@ -278,7 +295,7 @@ impl Reconciler {
         }
         if self.running.is_none() && !self.in_cooldown(now) {
             let periodic_due = self.next_periodic.is_some_and(|at| now >= at);
-            let next = self.queued.take().or_else(|| {
+            let next = self.next_queued().or_else(|| {
                 periodic_due.then(|| Queued {
                     id: next_run_id(),
                     kind: ReconcileKind::Implicit,
@@ -376,7 +393,7 @@ impl Reconciler {
             ReconcileKind::Implicit => r.deadline,
         });
         let cooldown_end = self.last_end.map(|e| e + self.cfg.cooldown);
-        let waiting = if self.queued.is_some() {
+        let waiting = if !self.queued.is_empty() {
             cooldown_end
         } else {
             match (self.next_periodic, cooldown_end) {
@@ -394,7 +411,7 @@ impl Reconciler {
     pub fn status(&self) -> ReconciliationStatus {
         ReconciliationStatus {
             running: self.running.as_ref().map(|r| r.view.clone()),
-            queued: self.queued.as_ref().map(Self::placeholder),
+            queued: self.queued.iter().map(Self::placeholder).collect(),
             history: self.history.iter().cloned().collect(),
         }
     }
@@ -521,19 +538,20 @@ mod tests {
         assert!(actions.is_empty());
         assert_eq!(merged.started_at, run.started_at);
         assert_eq!(merged.id, run.id);
-        // Requests of another kind share one queued run, known by its ID;
-        // an explicit request makes a queued implicit run explicit.
+        // Requests of another kind queue one run per kind, known by its
+        // ID; an implicit request never becomes explicit nor the reverse.
         let (queued, _) = r.request(ReconcileKind::Explicit, "manual", || tasks(&["a"]), t0, 0.0);
         assert_eq!(queued.outcome, "queued");
         assert_ne!(queued.id, run.id);
         r.tick(t0 + Duration::from_secs(3), 3.0, Vec::new);
-        let (again, _) = r.request(ReconcileKind::Implicit, "manual", Vec::new, t0, 3.0);
-        assert_eq!((again.id, again.kind), (queued.id, ReconcileKind::Explicit));
-        assert_eq!(r.status().queued.map(|q| q.id), Some(queued.id));
+        let (again, _) = r.request(ReconcileKind::Explicit, "manual", Vec::new, t0, 3.0);
+        assert_eq!(again.id, queued.id, "joins the queued explicit run");
+        let ids: Vec<u64> = r.status().queued.iter().map(|q| q.id).collect();
+        assert_eq!(ids, [queued.id]);
         let started = r.tick(t0 + Duration::from_secs(8), 8.0, || tasks(&["a"]));
         assert_eq!(sent(&started), [vec!["a"]]);
         assert_eq!(r.status().running.map(|q| q.id), Some(queued.id));
-        assert!(r.status().queued.is_none());
+        assert!(r.status().queued.is_empty());
         // The periodic run is due at 30 s; it waits for the explicit one.
         r.on_update("a", false);
         r.tick(t0 + Duration::from_secs(9), 9.0, Vec::new);
@@ -543,11 +561,33 @@ mod tests {
     }
 
     #[test]
+    fn a_manual_implicit_run_asks_about_no_task_and_is_not_turned_explicit() {
+        let t0 = Instant::now();
+        let mut r = Reconciler::new(cfg(), t0);
+        let (run, actions) = r.request(
+            ReconcileKind::Implicit,
+            "manual",
+            || tasks(&["a", "b"]),
+            t0,
+            0.0,
+        );
+        assert_eq!(run.kind, ReconcileKind::Implicit);
+        assert_eq!(sent(&actions), [Vec::<String>::new()], "an empty RECONCILE");
+        // After a subscription the implicit follow-up stays implicit even
+        // when an explicit request arrives meanwhile.
+        r.subscribed(tasks(&["a"]), t0, 1.0);
+        let (explicit, _) = r.request(ReconcileKind::Explicit, "manual", || tasks(&["a"]), t0, 1.0);
+        assert_eq!(explicit.outcome, "running", "joins the subscription's run");
+        let kinds: Vec<ReconcileKind> = r.status().queued.iter().map(|q| q.kind).collect();
+        assert_eq!(kinds, [ReconcileKind::Implicit]);
+    }
+
+    #[test]
     fn cancel_ends_the_run_and_clears_the_queue() {
         let t0 = Instant::now();
         let mut r = Reconciler::new(cfg(), t0);
         r.subscribed(tasks(&["a"]), t0, 0.0);
-        let follow_up = r.status().queued.unwrap().id;
+        let follow_up = r.status().queued[0].id;
         assert_eq!(outcome(&r.cancel(t0, 0.0)).as_deref(), Some("cancelled"));
         assert!(r.status().running.is_none());
         let history = r.status().history;

@@ -181,9 +181,10 @@ pub struct ReconcileRun {
 pub struct ReconciliationStatus {
     /// The run in progress.
     pub running: Option<ReconcileRun>,
-    /// The run waiting for the current one or the cooldown.
+    /// Runs waiting for the current one or the cooldown (at most one per
+    /// kind; explicit goes first).
     #[serde(default)]
-    pub queued: Option<ReconcileRun>,
+    pub queued: Vec<ReconcileRun>,
     /// Recent finished runs, newest last.
     pub history: Vec<ReconcileRun>,
 }

@@ -107,7 +107,10 @@ async fn supervise(
                 })
             };
             let began = Instant::now();
-            let outcome = run_term(&cfg, &deps, term, token.clone(), &mut commands).await;
+            let wary = held
+                .as_ref()
+                .is_some_and(|h| h.state == FrameworkState::FailedOver);
+            let outcome = run_term(&cfg, &deps, term, token.clone(), &mut commands, wary).await;
             token.cancel();
             link.abort();
             if began.elapsed() >= STEP_DOWN_BACKOFF_MAX {

@@ -236,7 +236,12 @@ impl ActionsView {
             access: state.access.as_str(),
             authorized: auth::check_access(state.access, &state.keys, headers, peer, true).is_ok(),
             reconciliation: s.reconciliation.clone(),
-            recent: state.results.recent(10),
+            recent: state
+                .results
+                .recent(10)
+                .into_iter()
+                .map(|r| r.current(s))
+                .collect(),
         }
     }
 }

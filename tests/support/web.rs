@@ -217,7 +217,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
         .collect();
     s.reconciliation = ReconciliationStatus {
         running: None,
-        queued: None,
+        queued: Vec::new(),
         history: vec![ReconcileRun {
             id: 1,
             kind: ReconcileKind::Explicit,

@@ -20,6 +20,26 @@ use crate::util::unix_now_secs;
 /// list of frameworks before it retries (the actor waits meanwhile).
 const FRAMEWORK_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// An operator call's failure in an operator's words: a refusal of our
+/// credentials names the flags to check.
+fn operator_failure(e: &crate::mesos::operator::OperatorError) -> String {
+    use crate::mesos::operator::OperatorError;
+    match e {
+        OperatorError::Refused {
+            status: status @ (401 | 403),
+            body,
+        } => format!(
+            "the master refused our credentials ({status}{}): check --principal and --secret-file",
+            if body.is_empty() {
+                String::new()
+            } else {
+                format!(": {body}")
+            }
+        ),
+        other => other.to_string(),
+    }
+}
+
 impl Core {
     /// Starts a Mesos client subscribing with the stored framework ID — or,
     /// with no stored ID, after checking that no framework of our name is
@@ -43,7 +63,7 @@ impl Core {
                 match tokio::time::timeout(FRAMEWORK_LIST_WAIT, self.operator.get_frameworks())
                     .await
                 {
-                    Ok(answer) => answer.map_err(|e| e.to_string()),
+                    Ok(answer) => answer.map_err(|e| operator_failure(&e)),
                     Err(_) => Err(format!(
                         "no answer within {} s{}",
                         FRAMEWORK_LIST_WAIT.as_secs(),
@@ -58,17 +78,25 @@ impl Core {
                 Ok(frameworks) => {
                     let name = &self.cfg.framework_name;
                     let principal = &self.cfg.principal;
-                    let clash = frameworks.active().find(|f| {
+                    // Inactive ones count too: a disconnected framework keeps
+                    // its tasks until its failover timeout passes.
+                    let clash = frameworks.active().chain(frameworks.inactive()).find(|f| {
                         f.framework_info.name == *name && f.framework_info.principal == *principal
                     });
                     if let Some(f) = clash {
                         let id = crate::mesos::operator::framework_id(f)
                             .unwrap_or("?")
                             .to_string();
+                        let how = if f.active {
+                            "active"
+                        } else {
+                            "inactive (disconnected, within its failover timeout)"
+                        };
                         let reason = format!(
-                            "refusing to register: framework {id} named {name:?} is active on the master and \
+                            "refusing to register: framework {id} named {name:?} is {how} on the master and \
                              no framework ID is stored; registering anew would orphan its tasks \
-                             (stop it, or deploy with --framework-deployment-strategy=hard)"
+                             (tear it down with `mesos-appliance uninstall` or the operator API, \
+                             or deploy with --framework-deployment-strategy=hard, which does)"
                         );
                         self.log("framework", reason.clone());
                         self.set_state(FrameworkState::Subscribing, Some(reason));
@@ -79,12 +107,18 @@ impl Core {
                 }
                 Err(e) => {
                     let reason = format!("cannot list frameworks on the master: {e}");
+                    if self.reason.as_deref() != Some(reason.as_str()) {
+                        self.log("error", reason.clone());
+                    }
                     self.set_state(FrameworkState::Subscribing, Some(reason));
                     self.restart_client_at =
                         Some(Instant::now() + std::time::Duration::from_secs(5));
                     return;
                 }
             }
+        }
+        if self.wary && !self.nobody_else_drives_our_framework().await {
+            return;
         }
         let cancel = self.term_token.child_token();
         // Heartbeats come through too: each one republishes the snapshot, so
@@ -168,6 +202,41 @@ impl Core {
         self.schedule().await;
     }
 
+    /// After "framework failed over" (DESIGN.md §2a: never fight): true when
+    /// the master lists our framework as not connected (or not at all), so
+    /// subscribing takes nothing from anyone. Otherwise stays `failed_over`
+    /// with the reason and retries later.
+    async fn nobody_else_drives_our_framework(&mut self) -> bool {
+        let Some(id) = self.framework_id.clone() else {
+            self.wary = false;
+            return true;
+        };
+        let listed =
+            tokio::time::timeout(FRAMEWORK_LIST_WAIT, self.operator.get_frameworks()).await;
+        let reason = match listed {
+            Ok(Ok(frameworks)) => match frameworks.get(&id) {
+                Some(f) if f.connected => format!(
+                    "framework {id} is connected to the master through another scheduler; \
+                     not taking it back (checking again in {} s)",
+                    REFUSED_RETRY.as_secs()
+                ),
+                _ => {
+                    self.wary = false;
+                    return true;
+                }
+            },
+            Ok(Err(e)) => format!("cannot check who drives framework {id}: {e}"),
+            Err(_) => format!(
+                "cannot check who drives framework {id}: no answer within {} s",
+                FRAMEWORK_LIST_WAIT.as_secs()
+            ),
+        };
+        self.log("framework", reason.clone());
+        self.set_state(FrameworkState::FailedOver, Some(reason));
+        self.restart_client_at = Some(Instant::now() + REFUSED_RETRY);
+        false
+    }
+
     async fn on_stopped(&mut self, reason: StopReason) {
         self.client = None;
         self.client_events = None;
@@ -212,7 +281,12 @@ impl Core {
                 self.restart_client_at = Some(now + REFUSED_RETRY);
             }
             StopReason::SubscribeRefused { status, body } => {
-                let reason = format!("SUBSCRIBE refused with {status}: {body}");
+                let hint = if matches!(status, 401 | 403) {
+                    " (check --principal and --secret-file)"
+                } else {
+                    ""
+                };
+                let reason = format!("SUBSCRIBE refused with {status}: {body}{hint}");
                 self.log("error", reason.clone());
                 self.set_state(FrameworkState::Disconnected, Some(reason));
                 self.restart_client_at = Some(now + REFUSED_RETRY);

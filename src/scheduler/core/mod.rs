@@ -85,6 +85,20 @@ pub enum TermOutcome {
     StoreUnavailable(String),
 }
 
+impl std::fmt::Display for TermOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TermOutcome::LeadershipLost => f.write_str("leadership lost"),
+            TermOutcome::Abdicated => f.write_str("abdicated"),
+            TermOutcome::FailedOver => {
+                f.write_str("another scheduler subscribed with our framework ID")
+            }
+            TermOutcome::Mismatch(why) => write!(f, "framework ID mismatch: {why}"),
+            TermOutcome::StoreUnavailable(why) => write!(f, "ZooKeeper stores unreadable: {why}"),
+        }
+    }
+}
+
 /// One known task: its record (shared with snapshots) and ZooKeeper version.
 #[derive(Debug, Clone)]
 pub(crate) struct TaskEntry {
@@ -130,21 +144,28 @@ pub(crate) struct Core {
     pub service_store: RecordStore<ServiceSpec>,
     /// Set when the term must end with this outcome.
     pub outcome: Option<TermOutcome>,
+    /// The previous term ended because another scheduler took our framework
+    /// ID: before subscribing, check that nobody drives it now.
+    pub wary: bool,
 }
 
 /// Runs the core for leadership `term` until it ends. `commands` is lent
-/// for the term and handed back when it returns.
+/// for the term and handed back when it returns. `wary`: this replica's
+/// previous term ended because another scheduler took the framework ID, so
+/// this one first checks on the master that nobody drives it now.
 pub async fn run_term(
     cfg: &CoreConfig,
     deps: &CoreDeps,
     term: u64,
     term_token: CancellationToken,
     commands: &mut mpsc::Receiver<Command>,
+    wary: bool,
 ) -> TermOutcome {
     let mut core = match Core::load(cfg.clone(), deps.clone(), term_token.clone()).await {
         Ok(core) => core,
         Err(e) => return TermOutcome::StoreUnavailable(e),
     };
+    core.wary = wary;
     deps.metrics.leader.set(1);
     core.log("leadership", format!("became leader (term {term})"));
     core.publish(true);
@@ -162,7 +183,7 @@ pub async fn run_term(
         ),
         _ => core.set_state(FrameworkState::Standby, None),
     }
-    core.log("leadership", format!("term {term} ended: {outcome:?}"));
+    core.log("leadership", format!("term {term} ended: {outcome}"));
     core.publish(true);
     outcome
 }
@@ -274,6 +295,7 @@ impl Core {
             task_store,
             service_store,
             outcome: None,
+            wary: false,
         })
     }
 
@@ -383,7 +405,11 @@ impl Core {
 
     /// Appends to the events page (and the log).
     pub fn log(&mut self, kind: &str, message: String) {
-        tracing::info!(kind, "{message}");
+        if kind == "error" {
+            tracing::warn!(kind, "{message}");
+        } else {
+            tracing::info!(kind, "{message}");
+        }
         self.events_log.push_back(EventEntry {
             at: unix_now_secs(),
             kind: kind.to_string(),
