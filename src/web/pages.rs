@@ -101,7 +101,7 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
             level: "bad",
             head: "failed over",
             text: format!(
-                "— another scheduler took over framework {id}{reason}; this replica stepped back"
+                "— this replica stepped back from framework {id}{reason}"
             ),
             link: None,
         }),

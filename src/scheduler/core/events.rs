@@ -65,7 +65,7 @@ impl Core {
                 {
                     Ok(answer) => answer.map_err(|e| operator_failure(&e)),
                     Err(_) => Err(format!(
-                        "no answer within {} s{}",
+                        "gave up after {} s{}",
                         FRAMEWORK_LIST_WAIT.as_secs(),
                         self.operator
                             .detector()
