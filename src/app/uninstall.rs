@@ -32,6 +32,9 @@ use crate::mesos::operator::{self, OperatorClient};
 
 /// Runs the job; prints what it does on stdout.
 pub async fn run(common: CommonArgs, cluster: ClusterArgs, args: UninstallArgs) -> ExitCode {
+    for flag in &args.ignored {
+        eprintln!("mesos-appliance uninstall: warning: {flag} is ignored by uninstall");
+    }
     match uninstall(&common, &cluster, &args).await {
         Ok(()) => ExitCode::from(exit::OK),
         Err(Error::Usage(e)) => {
