@@ -191,6 +191,8 @@ fn flag_errors_say_each_thing_once_and_never_show_a_password() {
         "http://user:hunter2@127.0.0.1:1",
         "http://127.0.0.1:2,https://user:hunter2@127.0.0.1:1",
         "ftp://user:hunter2@127.0.0.1:1",
+        "user:hunter2@127.0.0.1:1",
+        "http://127.0.0.1:2,user:hunter2@127.0.0.1:1",
     ] {
         for args in [
             &["serve", "--master", master][..],

@@ -81,6 +81,9 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
         "{out}"
     );
     assert!(out.contains("dry run: nothing changed"), "{out}");
+    assert!(out.contains("replicas in the election: 2"), "{out}");
+    assert!(out.contains("task records: 2"), "{out}");
+    assert!(out.contains("(named \"gone\" on the master)"), "{out}");
     assert!(a.running() && b.running());
     assert!(root_exists(&zk.connect_string()).await);
     assert!(tb.frameworks().iter().any(|f| f.id == fid && !f.completed));
@@ -103,6 +106,10 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
         out.contains("uninstalled: 2 framework(s) torn down"),
         "{out}"
     );
+    assert!(
+        out.contains("fenced: 2 replica(s) in the election stepped down"),
+        "{out}"
+    );
     for id in [&fid, &stray] {
         assert!(
             tb.frameworks().iter().any(|f| &f.id == id && f.completed),
@@ -123,7 +130,44 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
         String::from_utf8_lossy(&again.stderr)
     );
     assert!(out.contains("frameworks to tear down: none"), "{out}");
+    assert!(out.contains("nothing to delete"), "{out}");
+    assert!(!out.contains("deleted ZooKeeper subtree"), "{out}");
     assert!(!root_exists(&zk.connect_string()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_stopped_partway_says_so() {
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let client = zk::Client::connect(&zk.connect_string()).await.unwrap();
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    for path in ["/appliance/services/s1", "/appliance/tasks/t1"] {
+        client.mkdir(path, &open).await.unwrap();
+    }
+    // tasks/ read-only: its child cannot be deleted, services/s1 can.
+    client
+        .set_acl("/appliance/tasks", &zk::Acls::anyone_read(), None)
+        .await
+        .unwrap();
+    let run = tokio::task::spawn_blocking({
+        let (zk, master) = (zk.connect_string(), tb.url());
+        move || uninstall(&zk, &master, &[])
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(4), "{err}");
+    assert!(err.contains("stopped partway"), "{err}");
+    assert!(err.contains("run uninstall again"), "{err}");
+    assert!(!err.contains("nothing was deleted"), "{err}");
+    assert!(
+        client
+            .check_stat("/appliance/services/s1")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

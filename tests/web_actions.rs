@@ -800,3 +800,33 @@ async fn unprotected_actions_are_disabled() {
         .await;
     assert_eq!(r.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn uri_passwords_are_hidden_in_answers_but_kept_in_the_spec() {
+    let web = TestWeb::leader();
+    let spec = json!({"command": "x", "cpus": 0.1, "mem": 32, "instances": 1,
+        "uris": ["http://u:pw9secret@h/x"]});
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/fetcher", &spec))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    for path in ["/api/v1/services", "/api/v1/services/fetcher", "/services"] {
+        let text = web.send(get(path)).await.text();
+        assert!(!text.contains("pw9secret"), "{path}: {text}");
+    }
+    let v = web.send(get("/api/v1/services/fetcher")).await.json();
+    assert_eq!(v["spec"]["uris"][0]["value"], "http://u:***@h/x");
+    let stored = web.snapshot();
+    let stored = stored.services.iter().find(|s| s.spec.name == "fetcher");
+    assert_eq!(stored.unwrap().spec.uris[0].value, "http://u:pw9secret@h/x");
+
+    let bad = json!({"command": "x", "cpus": 0.1, "mem": 32, "instances": 1,
+        "uris": ["gopher://u:pw9secret@h/x", "http://u:pw9secret@/x"]});
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/fetcher", &bad))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let text = r.text();
+    assert!(!text.contains("pw9secret"), "{text}");
+    assert!(text.contains("u:***@"), "{text}");
+}

@@ -220,6 +220,10 @@ pub struct UninstallArgs {
     /// The cluster, when given after `uninstall`.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// Flags given on the command line that `uninstall` ignores (e.g.
+    /// `--services`): it warns about each.
+    #[arg(skip)]
+    pub ignored: Vec<String>,
 }
 
 /// Largest `demo --agents`.
@@ -504,6 +508,16 @@ impl Cli {
             None => Job::Serve(cli.common, cli.cluster),
             Some(Command::Serve(cluster)) => Job::Serve(cli.common, cluster.or(cli.cluster)),
             Some(Command::Uninstall(mut args)) => {
+                let sub = matches.subcommand_matches("uninstall");
+                for (id, flag) in UNINSTALL_WARNS {
+                    let given = |m: &ArgMatches| {
+                        m.try_get_raw(id).is_ok_and(|v| v.is_some())
+                            && m.value_source(id) == Some(ValueSource::CommandLine)
+                    };
+                    if given(&matches) || sub.is_some_and(given) {
+                        args.ignored.push(flag.to_string());
+                    }
+                }
                 let cluster = std::mem::take(&mut args.cluster).or(cli.cluster);
                 Job::Uninstall(cli.common, cluster, args)
             }
@@ -529,6 +543,22 @@ impl Cli {
 /// as is `--deployment-id`.
 const UNINSTALL_USES: [&str; 2] = ["framework_name", "framework_role"];
 
+/// Flags `uninstall` ignores with a warning when given on the command line:
+/// they look like they would change what it does.
+const UNINSTALL_WARNS: [(&str, &str); 2] = [
+    ("services", "--services"),
+    (
+        "framework_deployment_strategy",
+        "--framework-deployment-strategy",
+    ),
+];
+
+/// `uninstall --help` on `--zk`.
+const UNINSTALL_ZK_HELP: &str = "Coordination root of the replicas to remove: \
+     `zk://[user:pass@]h1:2181,h2:2181/path` (without a path: \
+     /mesos-appliance/<framework-name>); they are fenced and the whole subtree is \
+     deleted. Without --zk: only the frameworks on the master are torn down";
+
 /// `demo --help` on `--services`: the demo has no ZooKeeper.
 const DEMO_SERVICES_HELP: &str =
     "JSON file of services to run instead of the sample ones (kept in memory)";
@@ -550,7 +580,10 @@ impl Cli {
                 .iter()
                 .filter(|arg| !UNINSTALL_USES.contains(&arg.get_id().as_str()))
                 .fold(sub, |sub, arg| sub.arg(arg.clone().hide(true)))
-                .mut_arg("deployment_id", |arg| arg.hide(true)),
+                .mut_arg("deployment_id", |arg| arg.hide(true))
+                .mut_arg("zk", |arg| {
+                    arg.help(UNINSTALL_ZK_HELP).long_help(UNINSTALL_ZK_HELP)
+                }),
             "demo" => match globals.iter().find(|arg| arg.get_id() == "services") {
                 Some(services) => sub.arg(
                     services
@@ -816,10 +849,42 @@ mod tests {
                 Job::Uninstall(_, cluster, uninstall) => {
                     assert_eq!(cluster.zk.as_deref(), Some("zk://z:2181/a"));
                     assert_eq!(uninstall.wait, Duration::from_secs(2));
+                    assert!(uninstall.ignored.is_empty());
                 }
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn uninstall_notes_the_flags_it_ignores_and_describes_its_own_zk() {
+        for args in [
+            &["--services", "/s.json", "uninstall"][..],
+            &[
+                "uninstall",
+                "--framework-deployment-strategy",
+                "hard",
+                "--services",
+                "/s.json",
+            ],
+        ] {
+            match job(args).unwrap() {
+                Job::Uninstall(_, _, uninstall) => {
+                    assert!(
+                        uninstall.ignored.contains(&"--services".to_string()),
+                        "{args:?}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let help = Cli::clap_command()
+            .find_subcommand_mut("uninstall")
+            .unwrap()
+            .render_help()
+            .to_string();
+        assert!(help.contains("subtree is deleted"), "{help}");
+        assert!(!help.contains("in-memory"), "{help}");
     }
 
     #[test]

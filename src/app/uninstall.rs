@@ -11,8 +11,10 @@
 //!    the master lists them as completed (or no longer knows them);
 //! 4. deletes the whole ZooKeeper subtree, root included.
 //!
-//! Any failure before step 4 exits with code 4 and deletes nothing. A second
-//! run finds nothing to tear down and exits 0.
+//! Any failure before step 4 exits with code 4 and deletes nothing; a
+//! failure during step 4 exits with code 4 too, saying that the deletion
+//! stopped partway. A second run finds nothing to tear down or delete and
+//! exits 0.
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -25,11 +27,14 @@ use super::cli::{ClusterArgs, CommonArgs, UninstallArgs, exit};
 use super::{client_config, replica_info};
 use crate::coordination::url::ZkUrl;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
-use crate::coordination::{Coordinator, DeploymentRecord, Expect, Strategy};
+use crate::coordination::{Coordinator, DeploymentRecord, Expect, RecordKind, Strategy};
 use crate::mesos::operator::{self, OperatorClient};
 
 /// Runs the job; prints what it does on stdout.
 pub async fn run(common: CommonArgs, cluster: ClusterArgs, args: UninstallArgs) -> ExitCode {
+    for flag in &args.ignored {
+        eprintln!("mesos-appliance uninstall: warning: {flag} is ignored by uninstall");
+    }
     match uninstall(&common, &cluster, &args).await {
         Ok(()) => ExitCode::from(exit::OK),
         Err(Error::Usage(e)) => {
@@ -40,12 +45,19 @@ pub async fn run(common: CommonArgs, cluster: ClusterArgs, args: UninstallArgs) 
             eprintln!("mesos-appliance uninstall: {e}; nothing was deleted from ZooKeeper");
             ExitCode::from(exit::UNINSTALL_FAILED)
         }
+        Err(Error::Partway(e)) => {
+            eprintln!("mesos-appliance uninstall: {e}");
+            ExitCode::from(exit::UNINSTALL_FAILED)
+        }
     }
 }
 
 enum Error {
     Usage(String),
+    /// Before anything was deleted.
     Failed(String),
+    /// While deleting the subtree, after some nodes were deleted.
+    Partway(String),
 }
 
 async fn uninstall(
@@ -81,6 +93,22 @@ async fn uninstall(
     };
 
     // 1. The plan.
+    let members = match &coordinator {
+        Some((c, _)) => c
+            .members()
+            .await
+            .map_err(|e| Error::Failed(format!("listing replicas: {e}")))?,
+        None => Vec::new(),
+    };
+    let task_records = match &coordinator {
+        Some((c, _)) => c
+            .list_records(RecordKind::Tasks)
+            .await
+            .map_err(|e| Error::Failed(format!("listing task records: {e}")))?
+            .records
+            .len(),
+        None => 0,
+    };
     let stored = match &coordinator {
         Some((c, _)) => c
             .framework_id()
@@ -118,11 +146,33 @@ async fn uninstall(
     if targets.is_empty() {
         println!("  frameworks to tear down: none");
     }
+    let name_on_master = |id: &str| {
+        frameworks
+            .get(id)
+            .map(|f| f.framework_info.name.clone())
+            .unwrap_or_default()
+    };
     for id in &targets {
-        println!("  tear down framework {id}");
+        let name = name_on_master(id);
+        println!("  tear down framework {id} (named {name:?} on the master)");
+        if stored.as_deref() == Some(id.as_str()) && name != common.framework_name {
+            println!(
+                "  warning: the stored framework {id} is named {name:?} on the master, not \
+                 {:?} (--framework-name); it is torn down all the same: its ID is the one \
+                 stored under this --zk root",
+                common.framework_name
+            );
+        }
     }
     match &coordinator {
-        Some((_, root)) => println!("  fence every replica, then delete ZooKeeper subtree {root}"),
+        Some((_, root)) => {
+            println!("  replicas in the election: {}", members.len());
+            for m in &members {
+                println!("    {} at {}", m.info.replica_id, m.info.advertised_url);
+            }
+            println!("  task records: {task_records}");
+            println!("  fence every replica, then delete ZooKeeper subtree {root}");
+        }
         None => println!("  no --zk: nothing stored to delete"),
     }
     if args.dry_run {
@@ -156,7 +206,10 @@ async fn uninstall(
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        println!("fenced: no replica is running");
+        match members.len() {
+            0 => println!("fenced: no replica was in the election"),
+            n => println!("fenced: {n} replica(s) in the election stepped down"),
+        }
     }
 
     // 3. Tear down and wait until the master lists them as completed.
@@ -188,11 +241,26 @@ async fn uninstall(
 
     // 4. Delete the subtree.
     if let Some((c, root)) = &coordinator {
-        c.delete_all()
-            .await
-            .map_err(|e| Error::Failed(format!("deleting {root}: {e}")))?;
+        let (deleted, result) = c.delete_tree().await;
+        match result {
+            Err(e) if deleted == 0 => {
+                return Err(Error::Failed(format!("deleting {root}: {e}")));
+            }
+            Err(e) => {
+                return Err(Error::Partway(format!(
+                    "deleting ZooKeeper subtree {root} stopped partway: {e}; {deleted} node(s) \
+                     were deleted, what remains is still under {root}; run uninstall again \
+                     after fixing the cause of that error"
+                )));
+            }
+            Ok(()) => {}
+        }
         c.close().await;
-        println!("deleted ZooKeeper subtree {root}");
+        if c.root_existed() {
+            println!("deleted ZooKeeper subtree {root}");
+        } else {
+            println!("ZooKeeper subtree {root}: nothing to delete (it did not exist)");
+        }
     }
     cancel.cancel();
     println!("uninstalled: {} framework(s) torn down", targets.len());

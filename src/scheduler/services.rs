@@ -90,9 +90,11 @@ pub const URI_SCHEMES: [&str; 9] = [
 /// host, but for `file`), or an absolute path, which the fetcher copies
 /// from the agent's file system.
 fn check_uri(value: &str) -> Result<(), String> {
+    // Messages show the URI with its password hidden.
+    let shown = crate::coordination::url::redact_password(value);
     let expected = || {
         format!(
-            "{value:?}: expected an absolute URL ({}) or an absolute path",
+            "{shown:?}: expected an absolute URL ({}) or an absolute path",
             URI_SCHEMES.join(", ")
         )
     };
@@ -101,7 +103,7 @@ fn check_uri(value: &str) -> Result<(), String> {
     }
     if value != value.trim() || value.chars().any(char::is_control) {
         return Err(format!(
-            "{value:?}: no surrounding spaces or control characters"
+            "{shown:?}: no surrounding spaces or control characters"
         ));
     }
     if value.starts_with('/') {
@@ -110,7 +112,7 @@ fn check_uri(value: &str) -> Result<(), String> {
     let url = reqwest::Url::parse(value).map_err(|_| expected())?;
     if !URI_SCHEMES.contains(&url.scheme()) {
         return Err(format!(
-            "{value:?}: the Mesos fetcher does not fetch {}: URLs; expected {} or an absolute path",
+            "{shown:?}: the Mesos fetcher does not fetch {}: URLs; expected {} or an absolute path",
             url.scheme(),
             URI_SCHEMES.join(", ")
         ));

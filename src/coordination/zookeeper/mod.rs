@@ -216,6 +216,7 @@ pub(crate) fn map_zk(err: zk::Error, path: &str) -> CoordinationError {
 pub struct ZkCoordinator {
     inner: Arc<Inner>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    root_existed: bool,
 }
 
 impl ZkCoordinator {
@@ -249,7 +250,7 @@ impl ZkCoordinator {
             config,
         });
         let client = session::connect(&inner).await?;
-        session::ensure_paths(&inner, &client).await?;
+        let root_existed = session::ensure_paths(&inner, &client).await?;
         inner.client.send_replace(Some(client.clone()));
         let tasks = vec![
             tokio::spawn(session::run(inner.clone(), client)),
@@ -258,7 +259,22 @@ impl ZkCoordinator {
         Ok(ZkCoordinator {
             inner,
             tasks: Mutex::new(tasks),
+            root_existed,
         })
+    }
+
+    /// Whether the root existed before [`ZkCoordinator::start`] created it.
+    pub fn root_existed(&self) -> bool {
+        self.root_existed
+    }
+
+    /// Deletes the whole subtree, root included, like
+    /// [`Coordinator::delete_all`], and tells how many nodes it deleted,
+    /// also when it failed partway.
+    pub async fn delete_tree(&self) -> (usize, Result<()>) {
+        let mut deleted = 0;
+        let result = stores::delete_all_counting(&self.inner, &mut deleted).await;
+        (deleted, result)
     }
 
     /// The live session, if any: its ID is what the dashboard shows, and

@@ -54,8 +54,14 @@ pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
 
 /// Creates the root (ancestors open, the root with our ACLs) and the
 /// `election`, `services` and `tasks` directories if absent.
-pub(super) async fn ensure_paths(inner: &Inner, client: &zk::Client) -> Result<()> {
+/// Whether the root existed before is the answer.
+pub(super) async fn ensure_paths(inner: &Inner, client: &zk::Client) -> Result<bool> {
     let root = &inner.paths.root;
+    let root_existed = inner
+        .timed(client.check_stat(root))
+        .await
+        .map_err(|e| map_zk(e, root))?
+        .is_some();
     if let Some((parent, _)) = root.rsplit_once('/')
         && !parent.is_empty()
     {
@@ -85,7 +91,7 @@ pub(super) async fn ensure_paths(inner: &Inner, client: &zk::Client) -> Result<(
             Err(e) => return Err(map_zk(e, dir)),
         }
     }
-    Ok(())
+    Ok(root_existed)
 }
 
 /// The background task: one session after another until shutdown.

@@ -234,6 +234,11 @@ pub(super) async fn delete_records(inner: &Inner, kind: RecordKind) -> Result<us
 /// level's deletes in flight together. Retries when a concurrent create
 /// makes a node non-empty.
 pub(super) async fn delete_all(inner: &Inner) -> Result<()> {
+    delete_all_counting(inner, &mut 0).await
+}
+
+/// [`delete_all`], counting the nodes deleted in `deleted`.
+pub(super) async fn delete_all_counting(inner: &Inner, deleted: &mut usize) -> Result<()> {
     let client = inner.client()?;
     let root = &inner.paths.root;
     let mut attempt = 0;
@@ -263,12 +268,17 @@ pub(super) async fn delete_all(inner: &Inner) -> Result<()> {
                 let client = &client;
                 async move { (inner.timed(client.delete(path, None)).await, path) }
             });
+            let mut failed = None;
             for (result, path) in futures::future::join_all(deletes).await {
                 match result {
-                    Ok(()) | Err(zk::Error::NoNode) => {}
+                    Ok(()) => *deleted += 1,
+                    Err(zk::Error::NoNode) => {}
                     Err(zk::Error::NotEmpty) if attempt < 3 => retry = true,
-                    Err(e) => return Err(map_zk(e, path)),
+                    Err(e) => failed = failed.or(Some(map_zk(e, path))),
                 }
+            }
+            if let Some(e) = failed {
+                return Err(e);
             }
             if retry {
                 break;

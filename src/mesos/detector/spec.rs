@@ -188,15 +188,27 @@ impl MasterSpec {
             }
             let authority = rest.strip_suffix('/').unwrap_or(rest);
             if authority.contains('@') {
-                return Err(MasterSpecError::Credentials(redact_password(entry)));
+                return Err(MasterSpecError::Credentials(redact_entry(entry)));
             }
             masters.push(
                 parse_authority(scheme, authority)
-                    .ok_or_else(|| MasterSpecError::Host(redact_password(entry)))?,
+                    .ok_or_else(|| MasterSpecError::Host(redact_entry(entry)))?,
             );
         }
         Ok(MasterSpec::Urls(masters))
     }
+}
+
+/// A `--master` list entry as shown in errors: the password hidden, also in
+/// a scheme-less `user:pass@host:port` entry.
+fn redact_entry(entry: &str) -> String {
+    if entry.contains("://") {
+        return redact_password(entry);
+    }
+    let shown = redact_password(&format!("http://{entry}"));
+    shown
+        .strip_prefix("http://")
+        .map_or(shown.clone(), str::to_owned)
 }
 
 fn parse_authority(scheme: Scheme, authority: &str) -> Option<MasterAddress> {
@@ -274,6 +286,14 @@ mod tests {
                 MasterSpecError::Scheme("ftp://u:***@m:1".into()),
             ),
             ("http://m:1,,n:2", MasterSpecError::Host("".into())),
+            (
+                "u:p@m:5050",
+                MasterSpecError::Credentials("u:***@m:5050".into()),
+            ),
+            (
+                "http://n:1,u:p@m:5050",
+                MasterSpecError::Credentials("u:***@m:5050".into()),
+            ),
             ("zk://", MasterSpecError::Zk(ZkUrlError::NoHosts)),
         ];
         for (spec, want) in cases {
@@ -285,6 +305,9 @@ mod tests {
             "http://m:1,https://user:hunter2@m:2",
             "http://user:hunter2@m:1/path",
             "ftp://user:hunter2@m:1",
+            "user:hunter2@m:1",
+            "http://m:1,user:hunter2@m:2",
+            "user:hunter2@m:1/x",
         ] {
             let e = MasterSpec::parse(spec).unwrap_err().to_string();
             assert!(!e.contains("hunter2"), "{e}");

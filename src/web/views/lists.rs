@@ -121,9 +121,16 @@ impl ServicesView {
         let mut services: Vec<ServiceRow> = s
             .services
             .iter()
-            .map(|x| ServiceRow {
-                name: x.spec.name.clone(),
-                status: x.clone(),
+            .map(|x| {
+                let mut status = x.clone();
+                // Unauthenticated readers: the fetcher's credentials stay hidden.
+                for uri in &mut status.spec.uris {
+                    uri.value = crate::coordination::url::redact_password(&uri.value);
+                }
+                ServiceRow {
+                    name: x.spec.name.clone(),
+                    status,
+                }
             })
             .collect();
         services.sort_by(|a, b| a.name.cmp(&b.name));
