@@ -253,3 +253,22 @@ async fn uninstall_refused_by_the_master_deletes_nothing() {
             .is_some()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_on_an_empty_zookeeper_leaves_it_empty() {
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let dry = tokio::task::spawn_blocking({
+        let (zk, master) = (zk.connect_string(), tb.url());
+        move || uninstall(&zk, &master, &["--dry-run"])
+    })
+    .await
+    .unwrap();
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    assert!(!root_exists(&zk.connect_string()).await, "nothing created");
+}

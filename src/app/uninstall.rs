@@ -176,6 +176,13 @@ async fn uninstall(
         None => println!("  no --zk: nothing stored to delete"),
     }
     if args.dry_run {
+        // Connecting created the empty layout to read it: take it away again.
+        if let Some((c, _)) = &coordinator
+            && !c.root_existed()
+            && let (_, Err(e)) = c.delete_tree().await
+        {
+            tracing::warn!("could not remove the empty layout the dry run created: {e}");
+        }
         println!("dry run: nothing changed");
         return Ok(());
     }

@@ -383,7 +383,12 @@ pub fn router(state: AppState) -> Router {
     ))
     .layer(axum::middleware::map_response(security_headers))
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-    .layer(tower_http::trace::TraceLayer::new_for_http())
+    // 5xx answers are mostly deliberate (a follower's 503 with the leader's
+    // Location, a handler timeout): WARN, not ERROR.
+    .layer(
+        tower_http::trace::TraceLayer::new_for_http()
+            .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::WARN)),
+    )
     .with_state(state)
 }
 

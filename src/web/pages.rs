@@ -100,9 +100,7 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
         FrameworkState::FailedOver => out.push(Banner {
             level: "bad",
             head: "failed over",
-            text: format!(
-                "— this replica stepped back from framework {id}{reason}"
-            ),
+            text: format!("— this replica stepped back from framework {id}{reason}"),
             link: None,
         }),
         FrameworkState::Fenced => out.push(Banner {
