@@ -92,9 +92,16 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
         FrameworkState::Removed => out.push(Banner {
             level: "bad",
             head: "framework removed",
-            text: format!(
-                "— the master removed framework {id}{reason}; its tasks are gone. Next step:"
-            ),
+            text: match fw.id.as_deref() {
+                Some(id) => format!(
+                    "— the master removed framework {id}{reason}; its tasks are gone. Next step:"
+                ),
+                // The appliance's own teardown forgets the ID; the reason
+                // names it.
+                None => {
+                    format!("— the framework was removed{reason}; its tasks are gone. Next step:")
+                }
+            },
             link: link("/actions#reregister", "register as a new framework"),
         }),
         FrameworkState::FailedOver => out.push(Banner {
