@@ -18,6 +18,13 @@ use zookeeper_client as zk;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// One service `name` of `instances` tiny tasks.
+fn service(name: &str, instances: u32) -> Vec<mesos_appliance::scheduler::ServiceSpec> {
+    services(
+        json!([{"name": name, "command": "x", "cpus": 0.1, "mem": 32, "instances": instances}]),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stuck_staging_task_is_killed_and_replaced() {
     let zk = ZkServer::start();
@@ -58,8 +65,7 @@ async fn stuck_staging_task_is_killed_and_replaced() {
 async fn ignored_kill_is_retried_with_backoff() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs =
-        services(json!([{"name": "many", "command": "x", "cpus": 0.1, "mem": 32, "instances": 2}]));
+    let specs = service("many", 2);
     let replica = Replica::start(
         &zk.connect_string(),
         "r1",
@@ -128,8 +134,7 @@ async fn ignored_kill_is_retried_with_backoff() {
 async fn a_pending_kill_survives_a_leader_failover() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs =
-        services(json!([{"name": "many", "command": "x", "cpus": 0.1, "mem": 32, "instances": 2}]));
+    let specs = service("many", 2);
     let first = Replica::start(
         &zk.connect_string(),
         "r1",
@@ -197,8 +202,7 @@ async fn a_pending_kill_survives_a_leader_failover() {
 async fn a_replaced_framework_id_makes_the_leader_step_down() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs =
-        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let specs = service("one", 1);
     let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
     replica
         .wait_for("running", WAIT, |s| running(s, "one") == 1)
@@ -238,8 +242,7 @@ async fn a_replaced_framework_id_makes_the_leader_step_down() {
 async fn another_scheduler_taking_our_id_shows_failed_over_and_no_resubscribe() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs =
-        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let specs = service("one", 1);
     let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
     let s = replica
         .wait_for("running", WAIT, |s| running(s, "one") == 1)
@@ -310,8 +313,7 @@ async fn hard_reregisters_by_itself_when_the_framework_was_removed() {
         .unwrap();
     let mut core = core_config();
     core.strategy = mesos_appliance::coordination::Strategy::Hard;
-    let specs =
-        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let specs = service("one", 1);
     let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core).await;
     let s = replica
         .wait_for("a fresh framework runs the service", WAIT, |s| {
@@ -338,8 +340,7 @@ async fn hard_reregisters_by_itself_when_the_framework_was_removed() {
 async fn a_fenced_leader_stops_acting_and_says_fenced() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs =
-        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let specs = service("one", 1);
     let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
     replica
         .wait_for("running", WAIT, |s| running(s, "one") == 1)
@@ -372,8 +373,7 @@ async fn an_inactive_framework_of_the_same_name_also_blocks_registration() {
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
     let (sub, other) = connected(&tb.url(), "appliance-test", 600.0).await;
     drop(sub);
-    let specs =
-        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let specs = service("one", 1);
     let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
     let s = replica
         .wait_for("refuses", WAIT, |s| {
@@ -403,8 +403,7 @@ async fn refused_credentials_name_the_flags_to_check() {
     let mut config = TestbedConfig::for_tests(1);
     config.credentials = Some(vec![("ops".into(), "s3cret".into())]);
     let tb = Testbed::start(config).await.unwrap();
-    let specs =
-        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let specs = service("one", 1);
     // The harness sends no credentials.
     let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
     let s = replica
@@ -429,8 +428,7 @@ async fn refused_credentials_name_the_flags_to_check() {
 async fn subscription_gauge_sums_to_one_over_replicas() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs =
-        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let specs = service("one", 1);
     let a = Replica::start(
         &zk.connect_string(),
         "a",

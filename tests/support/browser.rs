@@ -95,10 +95,16 @@ impl Browser {
         self.client.goto(url).await.expect("goto");
     }
 
-    /// The text of the first element matching `css` (looked up again when
-    /// a live page swapped it meanwhile).
-    pub async fn text(&self, css: &str) -> String {
-        for attempt in 1.. {
+    /// Runs `op` on the first element matching `css`. Live pages swap their
+    /// content every few seconds, so an element found may be replaced before
+    /// `op` lands: a stale element is looked up again (up to 5 times).
+    async fn on_element<T, F, Fut>(&self, css: &str, what: &str, op: F) -> T
+    where
+        F: Fn(fantoccini::elements::Element) -> Fut,
+        Fut: std::future::Future<Output = Result<T, fantoccini::error::CmdError>>,
+    {
+        let mut attempt = 1;
+        loop {
             let element = self
                 .client
                 .wait()
@@ -106,37 +112,27 @@ impl Browser {
                 .for_element(Locator::Css(css))
                 .await
                 .unwrap_or_else(|e| panic!("no element {css}: {e}"));
-            match element.text().await {
-                Ok(text) => return text,
+            match op(element).await {
+                Ok(out) => return out,
                 Err(e) if attempt < 5 && is_stale(&e) => {
+                    attempt += 1;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                Err(e) => panic!("text of {css}: {e}"),
+                Err(e) => panic!("{what} {css}: {e}"),
             }
         }
-        unreachable!()
     }
 
-    /// Clicks the first element matching `css`. Live pages swap their
-    /// content every few seconds, so an element found may be replaced
-    /// before the click lands: a stale element is looked up again.
+    /// The text of the first element matching `css`.
+    pub async fn text(&self, css: &str) -> String {
+        self.on_element(css, "text of", |e| async move { e.text().await })
+            .await
+    }
+
+    /// Clicks the first element matching `css`.
     pub async fn click(&self, css: &str) {
-        for attempt in 1.. {
-            let element = self
-                .client
-                .wait()
-                .at_most(Duration::from_secs(10))
-                .for_element(Locator::Css(css))
-                .await
-                .unwrap_or_else(|e| panic!("no element {css}: {e}"));
-            match element.click().await {
-                Ok(()) => return,
-                Err(e) if attempt < 5 && is_stale(&e) => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("click {css}: {e}"),
-            }
-        }
+        self.on_element(css, "click", |e| async move { e.click().await })
+            .await
     }
 
     /// Types `text` into the first element matching `css`.
