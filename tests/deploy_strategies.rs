@@ -50,14 +50,7 @@ impl Setup {
     /// When the master recorded each task of `framework_id` TASK_RUNNING
     /// (the status timestamp, from `/master/state`).
     async fn running_since(&self, framework_id: &str) -> BTreeMap<String, f64> {
-        let state: Value = support::mesos::client()
-            .get(format!("{}/master/state", self.tb.url()))
-            .send()
-            .await
-            .expect("GET /master/state")
-            .json()
-            .await
-            .expect("state JSON");
+        let state = support::mesos::master_state(&self.tb.url()).await;
         let mut out = BTreeMap::new();
         for f in state["frameworks"].as_array().into_iter().flatten() {
             if f["id"] != framework_id {

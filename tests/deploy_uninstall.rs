@@ -16,7 +16,16 @@ use support::processes::*;
 use support::zookeeper::ZkServer;
 use zookeeper_client as zk;
 
-fn uninstall(zk: &str, master: &str, extra: &[&str]) -> Output {
+/// Runs `mesos-appliance uninstall` (off the async workers) and waits.
+async fn uninstall(zk: &str, master: &str, extra: &[&str]) -> Output {
+    let (zk, master) = (zk.to_string(), master.to_string());
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || uninstall_blocking(&zk, &master, &extra))
+        .await
+        .expect("uninstall thread")
+}
+
+fn uninstall_blocking(zk: &str, master: &str, extra: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mesos-appliance"))
         .args([
             "--zk",
@@ -68,7 +77,7 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
     // (say, from an earlier installation on another ZooKeeper path).
     let (_stray_stream, stray) = support::mesos::connected(&tb.url(), "gone", 60.0).await;
 
-    let dry = uninstall(&zk.connect_string(), &tb.url(), &["--dry-run"]);
+    let dry = uninstall(&zk.connect_string(), &tb.url(), &["--dry-run"]).await;
     let out = String::from_utf8_lossy(&dry.stdout);
     assert!(
         dry.status.success(),
@@ -88,12 +97,7 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
     assert!(root_exists(&zk.connect_string()).await);
     assert!(tb.frameworks().iter().any(|f| f.id == fid && !f.completed));
 
-    let run = tokio::task::spawn_blocking({
-        let (zk, master) = (zk.connect_string(), tb.url());
-        move || uninstall(&zk, &master, &[])
-    })
-    .await
-    .unwrap();
+    let run = uninstall(&zk.connect_string(), &tb.url(), &[]).await;
     let out = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success(),
@@ -122,7 +126,7 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
         "the subtree is gone"
     );
 
-    let again = uninstall(&zk.connect_string(), &tb.url(), &[]);
+    let again = uninstall(&zk.connect_string(), &tb.url(), &[]).await;
     let out = String::from_utf8_lossy(&again.stdout);
     assert!(
         again.status.success(),
@@ -150,12 +154,7 @@ async fn uninstall_stopped_partway_says_so() {
         .set_acl("/appliance/tasks", &zk::Acls::anyone_read(), None)
         .await
         .unwrap();
-    let run = tokio::task::spawn_blocking({
-        let (zk, master) = (zk.connect_string(), tb.url());
-        move || uninstall(&zk, &master, &[])
-    })
-    .await
-    .unwrap();
+    let run = uninstall(&zk.connect_string(), &tb.url(), &[]).await;
     let err = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(4), "{err}");
     assert!(err.contains("stopped partway"), "{err}");
@@ -235,12 +234,7 @@ async fn uninstall_refused_by_the_master_deletes_nothing() {
         .await
         .unwrap();
     // No --principal: the master answers 401 to the operator calls.
-    let run = tokio::task::spawn_blocking({
-        let (zk, master) = (zk.connect_string(), tb.url());
-        move || uninstall(&zk, &master, &[])
-    })
-    .await
-    .unwrap();
+    let run = uninstall(&zk.connect_string(), &tb.url(), &[]).await;
     let err = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(4), "{err}");
     assert!(err.contains("401"), "{err}");
@@ -259,12 +253,7 @@ async fn a_dry_run_on_an_empty_zookeeper_leaves_it_empty() {
     support::mesos::init();
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let dry = tokio::task::spawn_blocking({
-        let (zk, master) = (zk.connect_string(), tb.url());
-        move || uninstall(&zk, &master, &["--dry-run"])
-    })
-    .await
-    .unwrap();
+    let dry = uninstall(&zk.connect_string(), &tb.url(), &["--dry-run"]).await;
     assert!(
         dry.status.success(),
         "{}",

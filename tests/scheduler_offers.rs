@@ -266,14 +266,7 @@ async fn a_rescinded_offer_is_never_accepted() {
     let fid = s.framework.id.clone().unwrap();
     // The master's outstanding offers on the agent about to go: those are
     // what it rescinds (nothing else takes them meanwhile: they are held).
-    let state: serde_json::Value = support::mesos::client()
-        .get(format!("{}/master/state", tb.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state = support::mesos::master_state(&tb.url()).await;
     let rescinded: BTreeSet<String> = state["frameworks"]
         .as_array()
         .unwrap()

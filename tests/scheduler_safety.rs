@@ -61,10 +61,12 @@ async fn stuck_staging_task_is_killed_and_replaced() {
     replica.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ignored_kill_is_retried_with_backoff() {
-    let zk = ZkServer::start();
-    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+/// Starts replica "r1" running `many` × 2, then scales it to 1 while the
+/// executor of instance 1 ignores KILL. Returns the replica and the specs.
+async fn scale_down_past_an_ignored_kill(
+    zk: &ZkServer,
+    tb: &Testbed,
+) -> (Replica, Vec<mesos_appliance::scheduler::ServiceSpec>) {
     let specs = service("many", 2);
     let replica = Replica::start(
         &zk.connect_string(),
@@ -78,7 +80,6 @@ async fn ignored_kill_is_retried_with_backoff() {
         .wait_for("2 running", WAIT, |s| running(s, "many") == 2)
         .await;
     tb.ignore_kill("many.1.");
-    // Scale down: instance 1 must go, but its executor ignores KILL.
     let mut spec = specs[0].clone();
     spec.instances = 1;
     let replaced = replica
@@ -90,6 +91,15 @@ async fn ignored_kill_is_retried_with_backoff() {
         .await
         .unwrap();
     assert!(replaced);
+    (replica, specs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignored_kill_is_retried_with_backoff() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    // Scale down: instance 1 must go, but its executor ignores KILL.
+    let (replica, _) = scale_down_past_an_ignored_kill(&zk, &tb).await;
     let s = replica
         .wait_for("kill pending (3)", WAIT, |s| {
             s.tasks
@@ -134,29 +144,7 @@ async fn ignored_kill_is_retried_with_backoff() {
 async fn a_pending_kill_survives_a_leader_failover() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let specs = service("many", 2);
-    let first = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        specs.clone(),
-        core_config(),
-    )
-    .await;
-    first
-        .wait_for("2 running", WAIT, |s| running(s, "many") == 2)
-        .await;
-    tb.ignore_kill("many.1.");
-    let mut spec = specs[0].clone();
-    spec.instances = 1;
-    first
-        .handle
-        .request(Duration::from_secs(5), |reply| Command::PutService {
-            spec,
-            reply,
-        })
-        .await
-        .unwrap();
+    let (first, specs) = scale_down_past_an_ignored_kill(&zk, &tb).await;
     let s = first
         .wait_for("kill pending", WAIT, |s| {
             s.tasks

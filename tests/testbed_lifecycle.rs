@@ -135,14 +135,7 @@ async fn failover_timeout_removes_the_framework_and_kills_its_tasks() {
         tb.tasks()
     );
     // Recorded as TASK_KILLED in the master's state.
-    let state: serde_json::Value = client()
-        .get(format!("{}/master/state", tb.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state = master_state(&tb.url()).await;
     let done = &state["completed_frameworks"][0];
     assert_eq!(done["id"], fid.as_str());
     assert_eq!(done["active"], false);

@@ -175,14 +175,7 @@ async fn master_state_and_frameworks_use_plain_string_ids() {
     )
     .await;
     sub.expect_update("t5").await;
-    let state: Value = client()
-        .get(format!("{}/master/state", tb.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state = master_state(&tb.url()).await;
     for key in [
         "version",
         "id",

@@ -34,6 +34,18 @@ pub fn client() -> reqwest::Client {
         .expect("client builds")
 }
 
+/// The master's `GET /master/state` JSON (`master` is its base URL).
+pub async fn master_state(master: &str) -> Value {
+    client()
+        .get(format!("{master}/master/state"))
+        .send()
+        .await
+        .expect("GET /master/state")
+        .json()
+        .await
+        .expect("state JSON")
+}
+
 /// An HTTP answer: status, headers and body text.
 #[derive(Debug)]
 pub struct Answer {
