@@ -64,7 +64,10 @@ impl Master {
             .values_mut()
             .filter(|f| f.connected() && !f.suppressed)
             .map(|f| {
-                f.filters.retain(|filter| filter.until > now);
+                f.filters.retain(|_, filters| {
+                    filters.retain(|filter| filter.until > now);
+                    !filters.is_empty()
+                });
                 f.id.clone()
             })
             .collect();
@@ -88,9 +91,9 @@ impl Master {
             let agent_id = agent.id.clone();
             let taker = eligible.iter().find(|fid| {
                 self.frameworks.get(*fid).is_some_and(|f| {
-                    !f.filters.iter().any(|filter| {
-                        filter.agent_id == agent_id && filter.resources.contains(&free)
-                    })
+                    !f.filters
+                        .get(&agent_id)
+                        .is_some_and(|filters| filters.iter().any(|x| x.resources.contains(&free)))
                 })
             });
             let Some(framework_id) = taker.cloned() else {
@@ -132,9 +135,8 @@ impl Master {
         }
         let executor_ids = agent
             .executors
-            .iter()
-            .filter(|((f, _), e)| f == framework_id && e.info.is_some())
-            .map(|((_, e), _)| v1::ExecutorId { value: e.clone() })
+            .custom_of(framework_id)
+            .map(|e| v1::ExecutorId { value: e.clone() })
             .collect();
         let proto = v1::Offer {
             id: v1::OfferId { value: id.clone() },
@@ -176,8 +178,8 @@ impl Master {
     /// Removes an offer and returns its resources to the agent's free pool.
     pub fn remove_offer(&mut self, offer_id: &str) -> Option<OfferRecord> {
         let record = self.offers.remove(offer_id)?;
-        if let Some(agent) = self.agents.iter_mut().find(|a| a.id == record.agent_id) {
-            agent.offered.subtract(&record.resources);
+        if let Some(index) = self.agent_index(&record.agent_id) {
+            self.agents[index].offered.subtract(&record.resources);
         }
         Some(record)
     }
@@ -254,11 +256,14 @@ impl Master {
             return;
         }
         if let Some(framework) = self.frameworks.get_mut(framework_id) {
-            framework.filters.push(OfferFilter {
-                agent_id: agent_id.to_string(),
-                resources,
-                until: Instant::now() + refuse,
-            });
+            framework
+                .filters
+                .entry(agent_id.to_string())
+                .or_default()
+                .push(OfferFilter {
+                    resources,
+                    until: Instant::now() + refuse,
+                });
         }
     }
 
@@ -331,9 +336,7 @@ impl Master {
         }
         let agent_id = agent_id.expect("set for a non-empty valid offer list");
         let index = self
-            .agents
-            .iter()
-            .position(|a| a.id == agent_id)
+            .agent_index(&agent_id)
             .expect("offers name known agents");
         Ok((index, offered))
     }

@@ -35,7 +35,7 @@ impl Master {
         let (sub, body) = stream::open(
             stream_id.clone(),
             encoding,
-            self.cfg.stream_queue_limit,
+            self.cfg.stream_queue_bytes,
             self.this.clone(),
             framework_id.clone(),
         );
@@ -261,7 +261,10 @@ impl Master {
     /// An agent re-registers with a new master: frameworks with tasks there
     /// become known again as recovered and inactive (capture o).
     pub(crate) fn agent_reregisters(&mut self, agent_id: &str) {
-        let Some(agent) = self.agents.iter_mut().find(|a| a.id == agent_id) else {
+        let Some(agent) = self
+            .agent_index(agent_id)
+            .map(|index| &mut self.agents[index])
+        else {
             return;
         };
         if agent.state != AgentState::Recovering {

@@ -3,8 +3,6 @@
 //! task::validate; mesos-notes §3, capture p), and valid tasks start on their
 //! simulated executor: TASK_STARTING, then TASK_RUNNING (capture b).
 
-use std::collections::VecDeque;
-
 use super::allocator::refuse_duration;
 use super::master::{AgentState, Executor, Faults, Master, Timer, update_event};
 use super::tasks::{Task, pseudo_pid};
@@ -116,18 +114,17 @@ impl Master {
         };
         remaining.subtract(&total);
         let task_id = info.task_id.value.clone();
-        let custom = info.executor.is_some();
         let executor_id = info
             .executor
             .as_ref()
             .map(|e| e.executor_id.value.clone())
             .unwrap_or_else(|| task_id.clone());
+        let retry = self.cfg.status_update_retry_min;
         let agent = &mut self.agents[agent_index];
         agent.used.add(&total);
-        let executor = agent
-            .executors
-            .entry((framework_id.to_string(), executor_id.clone()))
-            .or_insert_with(|| Executor {
+        let executor = agent.executors.get_or_insert_with(
+            (framework_id.to_string(), executor_id.clone()),
+            || Executor {
                 info: info.executor.clone(),
                 resources: info
                     .executor
@@ -138,25 +135,17 @@ impl Master {
                 container_id: uuid::Uuid::new_v4().to_string(),
                 pid: pseudo_pid(),
                 messages: Vec::new(),
-            });
+            },
+        );
         executor.tasks.push(task_id.clone());
-        let task = Task {
-            framework_id: framework_id.to_string(),
-            agent_id: agent.id.clone(),
-            executor_id,
-            custom_executor: custom,
-            state: TaskState::TaskStaging,
-            last_status: None,
-            statuses: VecDeque::new(),
-            pending: VecDeque::new(),
-            retry: self.cfg.status_update_retry_min,
-            resources: Resources::from_protos(&info.resources),
-            released: false,
-            container_id: executor.container_id.clone(),
-            executor_pid: executor.pid,
-            unreachable_since: None,
-            info,
-        };
+        let task = Task::new(
+            framework_id,
+            &info,
+            &agent.id,
+            executor.container_id.clone(),
+            executor.pid,
+            retry,
+        );
         self.tasks
             .insert((framework_id.to_string(), task_id.clone()), task);
         if Faults::matches(&self.faults.hold_staging, &task_id) {

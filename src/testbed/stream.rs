@@ -1,12 +1,20 @@
 //! Streaming responses (a scheduler's or an executor's subscription): the
-//! master pushes encoded RecordIO records into a bounded queue; the HTTP
-//! response body drains it, one record per chunk as a real master sends
-//! them (mesos-notes §12, "One record per chunk"). When the body is dropped
-//! — the peer hung up — a callback tells the master, so it can mark the
+//! master pushes encoded RecordIO records into a queue; the HTTP response
+//! body drains it, one record per chunk as a real master sends them
+//! (mesos-notes §12, "One record per chunk"). When the body is dropped —
+//! the peer hung up — a callback tells the master, so it can mark the
 //! framework disconnected (master.cpp `Master::exited`) or the executor gone.
+//!
+//! A real master queues without limit (libprocess keeps every message for
+//! a socket until it is written). The testbed bounds each queue by the
+//! bytes it holds, so a peer that stops reading cannot exhaust its memory,
+//! and a slow one is not cut off just for the number of small events it
+//! is behind on (tens of thousands of tasks, each with an update and its
+//! retries queued, are well within the bound).
 
 use std::pin::Pin;
-use std::sync::{Mutex, Weak};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -34,47 +42,68 @@ pub(crate) enum StreamItem {
 #[derive(Debug, Clone)]
 pub(crate) struct RecordSender {
     encoding: Encoding,
-    tx: mpsc::Sender<StreamItem>,
+    tx: mpsc::UnboundedSender<StreamItem>,
+    /// Bytes queued and not yet taken by the response body.
+    queued: Arc<AtomicUsize>,
+    /// Most bytes queued at once.
+    limit: usize,
 }
 
 impl RecordSender {
     /// Encodes and queues `message`. Returns false when the stream is gone or
-    /// its queue is full (the caller treats the peer as disconnected).
+    /// its queue would exceed its byte limit (the caller treats the peer as
+    /// disconnected).
     pub fn send<M: Message + Name>(&self, message: &M) -> bool {
         let payload = match self.encoding {
             Encoding::Json => json::to_vec(message),
             Encoding::Protobuf => message.encode_to_vec(),
         };
-        self.tx
-            .try_send(StreamItem::Record(encode_record(&payload)))
-            .is_ok()
+        let record = encode_record(&payload);
+        let size = record.len();
+        if self.queued.fetch_add(size, Ordering::AcqRel) + size > self.limit {
+            self.queued.fetch_sub(size, Ordering::AcqRel);
+            return false;
+        }
+        if self.tx.send(StreamItem::Record(record)).is_err() {
+            self.queued.fetch_sub(size, Ordering::AcqRel);
+            return false;
+        }
+        true
     }
 
-    /// Cuts the connection abruptly; dropping every sender ends the stream
-    /// cleanly instead.
+    /// Cuts the connection abruptly (after what is queued); dropping every
+    /// sender ends the stream cleanly instead.
     pub fn abort(&self) {
-        let _ = self.tx.try_send(StreamItem::Abort);
+        let _ = self.tx.send(StreamItem::Abort);
     }
 }
 
 /// The response body of a streaming call.
 pub(crate) struct RecordStream {
-    rx: mpsc::Receiver<StreamItem>,
+    rx: mpsc::UnboundedReceiver<StreamItem>,
+    queued: Arc<AtomicUsize>,
     on_close: Option<Box<dyn FnOnce() + Send>>,
 }
 
-/// A stream in `encoding` queueing at most `limit` records; `on_close` runs
-/// when the body is dropped.
+/// A stream in `encoding` holding at most `limit_bytes` of records not yet
+/// sent; `on_close` runs when the body is dropped.
 pub(crate) fn record_stream(
     encoding: Encoding,
-    limit: usize,
+    limit_bytes: usize,
     on_close: impl FnOnce() + Send + 'static,
 ) -> (RecordSender, RecordStream) {
-    let (tx, rx) = mpsc::channel(limit.max(1));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queued = Arc::new(AtomicUsize::new(0));
     (
-        RecordSender { encoding, tx },
+        RecordSender {
+            encoding,
+            tx,
+            queued: queued.clone(),
+            limit: limit_bytes,
+        },
         RecordStream {
             rx,
+            queued,
             on_close: Some(Box::new(on_close)),
         },
     )
@@ -85,7 +114,10 @@ impl Stream for RecordStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(StreamItem::Record(b))) => Poll::Ready(Some(Ok(b))),
+            Poll::Ready(Some(StreamItem::Record(b))) => {
+                self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+                Poll::Ready(Some(Ok(b)))
+            }
             Poll::Ready(Some(StreamItem::Abort)) => {
                 self.rx.close();
                 Poll::Ready(Some(Err(std::io::Error::new(
@@ -127,21 +159,57 @@ impl Subscription {
     }
 }
 
-/// Builds a scheduler subscription and the body that serves it; the master
-/// hears of the body's end through `stream_closed`.
+/// Builds a scheduler subscription and the body that serves it (queueing at
+/// most `queue_bytes`); the master hears of the body's end through
+/// `stream_closed`.
 pub(crate) fn open(
     stream_id: String,
     encoding: Encoding,
-    queue_limit: usize,
+    queue_bytes: usize,
     master: Weak<Mutex<Master>>,
     framework_id: String,
 ) -> (Subscription, RecordStream) {
     let closed_id = stream_id.clone();
-    let (sender, body) = record_stream(encoding, queue_limit, move || {
+    let (sender, body) = record_stream(encoding, queue_bytes, move || {
         if let Some(master) = master.upgrade() {
             let mut master = master.lock().unwrap_or_else(|p| p.into_inner());
             master.stream_closed(&framework_id, &closed_id);
         }
     });
     (Subscription { stream_id, sender }, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::mesos::v1::scheduler::event;
+
+    #[tokio::test]
+    async fn the_queue_is_bounded_by_bytes_and_drains() {
+        let heartbeat = Event {
+            r#type: Some(event::Type::Heartbeat as i32),
+            ..Default::default()
+        };
+        let size = encode_record(&heartbeat.encode_to_vec()).len();
+        let (sender, mut body) = record_stream(Encoding::Protobuf, 3 * size, || {});
+        assert!(sender.send(&heartbeat));
+        assert!(sender.send(&heartbeat));
+        assert!(sender.send(&heartbeat));
+        assert!(
+            !sender.send(&heartbeat),
+            "a fourth record exceeds the bound"
+        );
+        let first = body.next().await.unwrap().unwrap();
+        assert_eq!(first.len(), size);
+        assert!(sender.send(&heartbeat), "room again once one is taken");
+        assert!(!sender.send(&heartbeat));
+        // An abort passes even when the queue is full, after what is queued.
+        sender.abort();
+        for _ in 0..3 {
+            assert!(body.next().await.unwrap().is_ok());
+        }
+        assert!(body.next().await.unwrap().is_err());
+    }
 }
