@@ -20,6 +20,7 @@ use crate::coordination::memory::MemoryCoordinator;
 use crate::coordination::url::ZkUrl;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
 use crate::scheduler::deployment;
+use crate::web::tokens::read_token_file;
 use crate::web::{MIN_ADMIN_TOKEN_CHARS, WebConfig};
 
 /// Runs a replica until a stop signal or a fence; returns the exit code.
@@ -52,16 +53,20 @@ impl From<ConfigError> for Failure {
 pub fn web_config(common: &CommonArgs, advertised_url: &str) -> Result<WebConfig, ConfigError> {
     let mut web = WebConfig::new(common.listen, advertised_url);
     if let Some(path) = &common.admin_token_file {
-        let token = WebConfig::read_admin_token_file(path)
+        let tokens = read_token_file(path)
             .map_err(|e| ConfigError(format!("--admin-token-file {}: {e}", path.display())))?;
-        if token.chars().count() < MIN_ADMIN_TOKEN_CHARS {
+        for token in tokens
+            .iter()
+            .filter(|t| t.token.chars().count() < MIN_ADMIN_TOKEN_CHARS)
+        {
             tracing::warn!(
                 file = %path.display(),
-                "the admin token is shorter than {MIN_ADMIN_TOKEN_CHARS} characters: easy to \
+                name = %token.name,
+                "an admin token is shorter than {MIN_ADMIN_TOKEN_CHARS} characters: easy to \
                  guess; use a long random one (e.g. `openssl rand -hex 32`)"
             );
         }
-        web.admin_token = Some(token);
+        web.admin_tokens = tokens;
     }
     web.insecure_actions = common.insecure_actions;
     web.handler_timeout = common.http_handler_timeout;

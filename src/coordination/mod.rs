@@ -19,6 +19,7 @@
 //! | `framework-id` | persistent | the framework ID, plain UTF-8 |
 //! | `services/<name>` | persistent | a service record, JSON ([`RecordKind::Services`]) |
 //! | `tasks/<task-id>` | persistent | a task record, JSON ([`RecordKind::Tasks`]) |
+//! | `audit/entry-<seq>` | persistent sequential | one audit entry, JSON; the last [`AUDIT_KEPT`] are kept |
 //!
 //! ## Leadership
 //!
@@ -251,6 +252,14 @@ pub enum CoordinationError {
     Unexpected(String),
 }
 
+/// Audit entries kept by [`Coordinator::append_audit`]; older ones are
+/// pruned.
+pub const AUDIT_KEPT: usize = 1000;
+
+/// Largest audit entry accepted by [`Coordinator::append_audit`], bytes
+/// of JSON (the web layer bounds every field well below it).
+pub const MAX_AUDIT_ENTRY_BYTES: usize = 16 * 1024;
+
 /// Result alias of this module.
 pub type Result<T, E = CoordinationError> = std::result::Result<T, E>;
 
@@ -347,6 +356,20 @@ pub trait Coordinator: Send + Sync + 'static {
     /// Deletes every record of a kind (fenced); returns how many.
     async fn delete_records(&self, kind: RecordKind) -> Result<usize>;
 
+    /// Appends `entry` to the audit log, an append-only log shared by every
+    /// replica (`audit/entry-<seq>`, sequential znodes), and prunes it to
+    /// the newest [`AUDIT_KEPT`]. Not fenced: a replica records what it did
+    /// even when it lost leadership meanwhile. Returns the entry's
+    /// sequence number (grows by at least one per entry).
+    /// [`CoordinationError::Invalid`] for an entry above
+    /// [`MAX_AUDIT_ENTRY_BYTES`].
+    async fn append_audit(&self, entry: &serde_json::Value) -> Result<u64>;
+
+    /// The newest `limit` audit entries (at most [`AUDIT_KEPT`]), oldest
+    /// first, each with its sequence number. Entries that are not JSON are
+    /// skipped (and logged).
+    async fn audit_log(&self, limit: usize) -> Result<Vec<(u64, serde_json::Value)>>;
+
     /// Deletes the whole state: the root znode and everything under it,
     /// including other replicas' member nodes (`uninstall`). Not fenced;
     /// deleting nothing is success.
@@ -366,6 +389,18 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The JSON of an audit entry, refused when above [`MAX_AUDIT_ENTRY_BYTES`].
+pub(crate) fn audit_bytes(entry: &serde_json::Value) -> Result<Vec<u8>> {
+    let bytes = serde_json::to_vec(entry).unwrap_or_default();
+    if bytes.len() > MAX_AUDIT_ENTRY_BYTES {
+        return Err(CoordinationError::Invalid(format!(
+            "an audit entry of {} bytes is above the limit of {MAX_AUDIT_ENTRY_BYTES}",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
 }
 
 pub(crate) fn unix_now() -> u64 {

@@ -68,6 +68,7 @@
 pub mod actions;
 pub mod api;
 pub mod assets;
+pub mod audit;
 pub mod auth;
 pub mod error;
 pub mod format;
@@ -76,12 +77,13 @@ pub mod live;
 pub mod metrics;
 pub mod pages;
 mod server;
+pub mod tokens;
 pub mod views;
 
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -126,9 +128,10 @@ pub struct WebConfig {
     /// one browser posts must come from (besides loopback and IP-literal
     /// hosts, see [`auth`]).
     pub advertised_url: String,
-    /// The admin token, read from `--admin-token-file` by the caller. Never
-    /// logged ([`fmt::Debug`] redacts it).
-    pub admin_token: Option<String>,
+    /// The admin tokens, read from `--admin-token-file` by the caller
+    /// ([`tokens::read_token_file`]); empty without one. Never logged
+    /// ([`fmt::Debug`] shows only the names).
+    pub admin_tokens: Vec<tokens::AdminToken>,
     /// Allow unauthenticated actions on a non-loopback address
     /// (`--insecure-actions`).
     pub insecure_actions: bool,
@@ -163,7 +166,7 @@ impl WebConfig {
         WebConfig {
             listen,
             advertised_url: advertised_url.into(),
-            admin_token: None,
+            admin_tokens: Vec::new(),
             insecure_actions: false,
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,
             executor_binary: None,
@@ -173,26 +176,11 @@ impl WebConfig {
         }
     }
 
-    /// Reads `--admin-token-file`: the token is the file's content without
-    /// surrounding whitespace. Errors when unreadable or empty (an empty
-    /// token would protect nothing).
-    pub fn read_admin_token_file(path: &Path) -> std::io::Result<String> {
-        let text = std::fs::read_to_string(path)?;
-        let token = text.trim();
-        if token.is_empty() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "the admin token file is empty",
-            ));
-        }
-        Ok(token.to_string())
-    }
-
     /// Whether actions would be protected when serving on `addr`: a token
     /// is configured, or `addr` is loopback, or the operator said
     /// `--insecure-actions`.
     pub fn actions_protected_on(&self, addr: SocketAddr) -> bool {
-        self.admin_token.is_some() || addr.ip().is_loopback() || self.insecure_actions
+        !self.admin_tokens.is_empty() || addr.ip().is_loopback() || self.insecure_actions
     }
 }
 
@@ -201,10 +189,7 @@ impl fmt::Debug for WebConfig {
         f.debug_struct("WebConfig")
             .field("listen", &self.listen)
             .field("advertised_url", &self.advertised_url)
-            .field(
-                "admin_token",
-                &self.admin_token.as_ref().map(|_| "<redacted>"),
-            )
+            .field("admin_tokens", &self.admin_tokens)
             .field("insecure_actions", &self.insecure_actions)
             .field("handler_timeout", &self.handler_timeout)
             .field("executor_binary", &self.executor_binary)
@@ -260,7 +245,7 @@ impl AppState {
         coordinator: Arc<dyn Coordinator>,
         registry: Arc<Registry>,
     ) -> AppState {
-        let keys = auth::Keys::generate(config.admin_token.as_deref());
+        let keys = auth::Keys::generate(&config.admin_tokens);
         let access = auth::Access::from_config(&config);
         AppState(Arc::new(App {
             config,
@@ -327,6 +312,7 @@ pub fn router(state: AppState) -> Router {
         .route("/actions/abdicate", post(forms::post_abdicate))
         .route("/actions/reregister", post(forms::post_reregister))
         .route("/actions/results/{id}", get(forms::result_page))
+        .route("/audit", get(pages::audit))
         .route("/login", get(pages::login).post(forms::post_login))
         .route("/logout", post(forms::post_logout))
         // JSON twins and the API.
@@ -346,6 +332,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/actions", get(api::actions))
         .route("/api/v1/actions/results/{id}", get(api::action_result))
         .route("/api/v1/actions/{action}", post(actions::api_action))
+        .route("/api/v1/audit", get(audit::api))
         .route("/api/v1/stream", get(live::stream))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
@@ -573,7 +560,7 @@ pub async fn serve_on(
     {
         return Err(ServeError::Unprotected(addr));
     }
-    if state.config.insecure_actions && state.config.admin_token.is_none() {
+    if state.config.insecure_actions && state.config.admin_tokens.is_empty() {
         tracing::warn!(%addr, "--insecure-actions: anyone who can reach this address may run actions");
     }
     let token = state.shutdown.clone();

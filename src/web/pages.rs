@@ -272,17 +272,33 @@ impl Chrome {
         if self.page == page { "on" } else { "" }
     }
 
-    /// Percent-encodes a path segment (task IDs in links).
+    /// Percent-encodes a path segment (task IDs in links): everything but
+    /// the RFC 3986 unreserved characters.
     pub fn seg(&self, text: &str) -> String {
-        text.bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect()
+        segment(text)
     }
+
+    /// `text` cut to `max` characters, with `…` when cut.
+    pub fn clip(&self, text: &str, max: usize) -> String {
+        if text.chars().count() <= max {
+            return text.to_string();
+        }
+        let mut cut: String = text.chars().take(max).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// Everything but the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes `text` as one URL path segment or query value.
+pub fn segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
 }
 
 #[derive(Template, WebTemplate)]
@@ -482,6 +498,32 @@ pub async fn actions(
         csrf,
     };
     with_cookie(page.into_response(), cookie)
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "audit.html")]
+struct AuditPage {
+    chrome: Chrome,
+    view: super::audit::AuditView,
+}
+
+/// `GET /audit`: the audit trail, with filters (see [`super::audit`]).
+pub async fn audit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<super::audit::AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, AppError> {
+    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
+    let view = super::audit::AuditView::load(&state, query)
+        .await
+        .map_err(AppError::html)?;
+    let s = state.handle.snapshot();
+    let json = format!("/api/v1/audit{}", view.query_string());
+    Ok(AuditPage {
+        chrome: Chrome::new(&state, &s, &headers, "audit", "Audit", json),
+        view,
+    }
+    .into_response())
 }
 
 #[derive(Template, WebTemplate)]

@@ -6,6 +6,7 @@
 //!   re-enters the election. A second task keeps the `deployment` watch.
 //! - `election`: `election/member-<seq>` nodes, predecessor watches,
 //!   suspension, hold-off, abdication.
+//! - `audit`: the audit log (sequential znodes, pruned to the newest entries);
 //! - `stores`: deployment record, framework ID, services and tasks, with
 //!   fenced multi-op writes.
 //!
@@ -20,6 +21,7 @@
 //! (e.g. `/mesos-appliance`) are created open so other frameworks can share
 //! them.
 
+mod audit;
 mod election;
 mod session;
 mod stores;
@@ -109,6 +111,7 @@ pub(crate) struct Paths {
     framework_id: String,
     services: String,
     tasks: String,
+    audit: String,
 }
 
 impl Paths {
@@ -120,6 +123,7 @@ impl Paths {
             framework_id: format!("{root}/framework-id"),
             services: format!("{root}/services"),
             tasks: format!("{root}/tasks"),
+            audit: format!("{root}/audit"),
         }
     }
 
@@ -399,6 +403,14 @@ impl Coordinator for ZkCoordinator {
 
     async fn delete_records(&self, kind: RecordKind) -> Result<usize> {
         stores::delete_records(&self.inner, kind).await
+    }
+
+    async fn append_audit(&self, entry: &serde_json::Value) -> Result<u64> {
+        audit::append(&self.inner, entry).await
+    }
+
+    async fn audit_log(&self, limit: usize) -> Result<Vec<(u64, serde_json::Value)>> {
+        audit::log(&self.inner, limit).await
     }
 
     async fn delete_all(&self) -> Result<()> {
