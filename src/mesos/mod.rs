@@ -9,6 +9,7 @@
 //! - [`detector`]: leading-master detection from `--master` (URL list or `zk://`).
 //! - [`client`]: the scheduler client — subscription driver, calls, typed errors.
 //! - [`operator`]: the operator client — GET_FRAMEWORKS and TEARDOWN.
+//! - [`sandbox`]: task sandbox files (`stdout`, `stderr`) through the agents' files API.
 
 pub mod backoff;
 pub mod client;
@@ -19,6 +20,7 @@ pub mod operator;
 pub mod proto;
 pub mod recordio;
 pub mod resources;
+pub mod sandbox;
 
 pub use proto::v1;
 

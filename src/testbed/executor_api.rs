@@ -58,11 +58,13 @@ pub(crate) fn serve_agent(
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let bound = listener.local_addr()?;
+    let files = super::sandboxes::routes(app.clone(), agent_index);
     let state = AgentApp { app, agent_index };
     let router = Router::new()
         .route("/api/v1/executor", any(executor))
         .route("/slave(1)/api/v1/executor", any(executor))
-        .with_state(state);
+        .with_state(state)
+        .merge(files);
     tokio::spawn(async move {
         let server = axum::serve(listener, router)
             .with_graceful_shutdown(async move { stop.cancelled().await });

@@ -20,7 +20,10 @@
 //! - with `run_executors` (process mode), real `mesos-appliance-executor`
 //!   processes for tasks that use it, each agent serving
 //!   `POST /api/v1/executor` on a port of its own (`executors.rs`,
-//!   `executor_api.rs`, `executor_events.rs`, `agent_restart.rs`).
+//!   `executor_api.rs`, `executor_events.rs`, `agent_restart.rs`);
+//! - on every agent's port, the agent's `/state` and files API
+//!   (`/files/read`) over real sandboxes in process mode and generated
+//!   logs for simulated tasks (`sandboxes.rs`).
 //!
 //! Tests start it in-process with [`Testbed::start`] on `127.0.0.1:0`.
 
@@ -40,6 +43,7 @@ mod launch;
 mod master;
 mod operations;
 mod operator_api;
+mod sandboxes;
 mod scheduler_api;
 mod stream;
 mod tasks;
@@ -351,12 +355,18 @@ fn router(app: App) -> Router {
 
 /// Process mode: a sandbox root, and one executor endpoint per agent on the
 /// testbed's IP (loopback if it listens on all addresses); the agents'
-/// advertised ports become those of their endpoints.
+/// advertised ports become those of their endpoints. Simulated mode: one
+/// endpoint per agent for its `/state` and files API only.
 fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> anyhow::Result<()> {
-    let mut master = app.lock();
-    if master.cfg.run_executors.is_none() {
-        return Ok(());
+    let ip = if addr.ip().is_unspecified() {
+        std::net::IpAddr::from([127, 0, 0, 1])
+    } else {
+        addr.ip()
+    };
+    if app.lock().cfg.run_executors.is_none() {
+        return sandboxes::serve_simulated(app, ip, stop);
     }
+    let mut master = app.lock();
     let (work_dir, remove) = match master.cfg.work_dir.clone() {
         Some(dir) => (dir, false),
         None => (
@@ -369,11 +379,6 @@ fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> 
     master.processes.work_dir = work_dir;
     master.processes.remove_work_dir = remove;
     master.processes.stop = stop.child_token();
-    let ip = if addr.ip().is_unspecified() {
-        std::net::IpAddr::from([127, 0, 0, 1])
-    } else {
-        addr.ip()
-    };
     for index in 0..master.agents.len() {
         let endpoint_stop = master.processes.stop.child_token();
         let bound = executor_api::serve_agent(

@@ -73,7 +73,9 @@ pub mod auth;
 pub mod error;
 pub mod format;
 pub mod forms;
+pub mod leader;
 pub mod live;
+pub mod logs;
 pub mod metrics;
 pub mod pages;
 mod server;
@@ -112,6 +114,9 @@ pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default for [`WebConfig::header_read_timeout`].
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Default for [`WebConfig::agent_timeout`].
+pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Default for [`WebConfig::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
@@ -156,6 +161,9 @@ pub struct WebConfig {
     /// Connections served at once; more wait in the listen backlog until
     /// one closes (at least 1).
     pub max_connections: usize,
+    /// How long one call to a Mesos agent or master for a task's log may
+    /// take, body included ([`logs`]).
+    pub agent_timeout: Duration,
 }
 
 impl WebConfig {
@@ -173,6 +181,7 @@ impl WebConfig {
             static_dir: None,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            agent_timeout: DEFAULT_AGENT_TIMEOUT,
         }
     }
 
@@ -196,6 +205,7 @@ impl fmt::Debug for WebConfig {
             .field("static_dir", &self.static_dir)
             .field("header_read_timeout", &self.header_read_timeout)
             .field("max_connections", &self.max_connections)
+            .field("agent_timeout", &self.agent_timeout)
             .finish()
     }
 }
@@ -229,6 +239,10 @@ pub struct App {
     pub(crate) access: auth::Access,
     /// Outcomes of recent actions, for the result pages.
     pub(crate) results: actions::ResultLog,
+    /// Reads task logs from the agents.
+    pub(crate) sandboxes: crate::mesos::sandbox::SandboxClient,
+    /// Calls to the leader's JSON API (a follower's charts and logs).
+    pub(crate) http: reqwest::Client,
     /// Cancelled when the server shuts down: ends the live streams so the
     /// graceful shutdown does not wait for them.
     pub(crate) shutdown: CancellationToken,
@@ -247,6 +261,8 @@ impl AppState {
     ) -> AppState {
         let keys = auth::Keys::generate(&config.admin_tokens);
         let access = auth::Access::from_config(&config);
+        let sandboxes = crate::mesos::sandbox::SandboxClient::new(config.agent_timeout);
+        let http = leader_client(config.handler_timeout);
         AppState(Arc::new(App {
             config,
             handle,
@@ -256,10 +272,22 @@ impl AppState {
             keys,
             access,
             results: actions::ResultLog::default(),
+            sandboxes,
+            http,
             shutdown: CancellationToken::new(),
             derived: std::sync::Mutex::new(None),
         }))
     }
+}
+
+/// The client of [`leader::get_json`]: no redirects, connect timeout.
+fn leader_client(timeout: Duration) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default()
 }
 
 impl App {
@@ -296,6 +324,7 @@ pub fn router(state: AppState) -> Router {
         .route("/replicas", get(pages::replicas))
         .route("/tasks", get(pages::tasks))
         .route("/tasks/{id}", get(pages::task))
+        .route("/tasks/{id}/logs/{file}", get(logs::page))
         .route("/offers", get(pages::offers))
         .route("/services", get(pages::services))
         .route("/events", get(pages::events))
@@ -319,6 +348,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/state", get(api::state))
         .route("/api/v1/tasks", get(api::tasks))
         .route("/api/v1/tasks/{id}", get(api::task))
+        .route("/api/v1/tasks/{id}/logs/{file}", get(logs::api))
         .route("/api/v1/offers", get(api::offers))
         .route("/api/v1/replicas", get(api::replicas))
         .route("/api/v1/events", get(api::events))
