@@ -72,7 +72,9 @@ pub mod audit;
 pub mod auth;
 pub mod error;
 pub mod format;
+pub mod charts;
 pub mod forms;
+pub mod history;
 pub mod leader;
 pub mod live;
 pub mod logs;
@@ -243,6 +245,11 @@ pub struct App {
     pub(crate) sandboxes: crate::mesos::sandbox::SandboxClient,
     /// Calls to the leader's JSON API (a follower's charts and logs).
     pub(crate) http: reqwest::Client,
+    /// This replica's samples over time (fed by [`history::spawn_sampler`]).
+    pub history: Arc<history::History>,
+    /// The leader's history last read, for a few seconds (a follower's
+    /// live overview would read it every second otherwise).
+    leader_history: std::sync::Mutex<Option<LeaderHistory>>,
     /// Cancelled when the server shuts down: ends the live streams so the
     /// graceful shutdown does not wait for them.
     pub(crate) shutdown: CancellationToken,
@@ -274,10 +281,23 @@ impl AppState {
             results: actions::ResultLog::default(),
             sandboxes,
             http,
+            history: Arc::new(history::History::new()),
+            leader_history: std::sync::Mutex::new(None),
             shutdown: CancellationToken::new(),
             derived: std::sync::Mutex::new(None),
         }))
     }
+}
+
+/// How long a follower reuses the leader's history.
+const LEADER_HISTORY_FOR: Duration = Duration::from_secs(3);
+
+/// The leader's history as last read.
+struct LeaderHistory {
+    at: std::time::Instant,
+    leader: String,
+    window: history::Window,
+    view: history::HistoryView,
 }
 
 /// The client of [`leader::get_json`]: no redirects, connect timeout.
@@ -303,6 +323,41 @@ impl App {
         let derived = Arc::new(views::Derived::new(s));
         *cache = Some((s.clone(), derived.clone()));
         derived
+    }
+
+    /// The leader's history for `window` if read from `leader` lately.
+    pub(crate) fn leader_history(
+        &self,
+        leader: &str,
+        window: history::Window,
+    ) -> Option<history::HistoryView> {
+        let cache = self
+            .leader_history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        cache
+            .as_ref()
+            .filter(|c| c.leader == leader && c.window == window)
+            .filter(|c| c.at.elapsed() < LEADER_HISTORY_FOR)
+            .map(|c| c.view.clone())
+    }
+
+    /// Keeps the leader's history just read.
+    pub(crate) fn remember_leader_history(
+        &self,
+        leader: &str,
+        window: history::Window,
+        view: &history::HistoryView,
+    ) {
+        *self
+            .leader_history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(LeaderHistory {
+            at: std::time::Instant::now(),
+            leader: leader.to_string(),
+            window,
+            view: view.clone(),
+        });
     }
 
     /// Whether cookies get the `Secure` attribute (advertised over https).
@@ -363,6 +418,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/actions/results/{id}", get(api::action_result))
         .route("/api/v1/actions/{action}", post(actions::api_action))
         .route("/api/v1/audit", get(audit::api))
+        .route("/api/v1/history", get(history::api))
         .route("/api/v1/stream", get(live::stream))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))

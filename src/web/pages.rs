@@ -30,6 +30,8 @@ pub struct Banner {
     pub text: String,
     /// A link to follow.
     pub link: Option<Link>,
+    /// Words after the link.
+    pub after: String,
 }
 
 /// A link in a banner.
@@ -59,18 +61,24 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
             head: "standby",
             text: "— leader is".into(),
             link: link(l.advertised_url.clone(), l.advertised_url.clone()),
+            after: "· this replica follows: its pages show the tasks and services stored in \
+                    ZooKeeper, the charts and the audit trail are the leader's, and actions run \
+                    on the leader"
+                .into(),
         }),
         Leadership::Follower { leader: None } => out.push(Banner {
             level: "warn",
             head: "standby",
             text: "— the leader's election node is unreadable; its URL is unknown".into(),
             link: None,
+            after: String::new(),
         }),
         Leadership::Candidate => out.push(Banner {
             level: "warn",
             head: "standby",
             text: "— not in the leader election yet (connecting to ZooKeeper)".into(),
             link: None,
+            after: String::new(),
         }),
         Leadership::Suspended => out.push(Banner {
             level: "bad",
@@ -79,6 +87,7 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
                    call until it reconnects or the session expires"
                 .into(),
             link: None,
+            after: String::new(),
         }),
     }
     let fw = &s.framework;
@@ -103,24 +112,28 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
                 }
             },
             link: link("/actions#reregister", "register as a new framework"),
+            after: String::new(),
         }),
         FrameworkState::FailedOver => out.push(Banner {
             level: "bad",
             head: "failed over",
             text: format!("— this replica stepped back from framework {id}{reason}"),
             link: None,
+            after: String::new(),
         }),
         FrameworkState::Fenced => out.push(Banner {
             level: "bad",
             head: "fenced",
             text: format!("— a newer deployment took over{reason}; this replica is stopping"),
             link: None,
+            after: String::new(),
         }),
         FrameworkState::Disconnected => out.push(Banner {
             level: "warn",
             head: "disconnected",
             text: format!("— the subscription to the master broke{reason}; re-subscribing"),
             link: None,
+            after: String::new(),
         }),
         _ => {}
     }
@@ -308,10 +321,19 @@ struct OverviewPage {
     view: StateView,
     services: ServicesView,
     events: Vec<EventEntry>,
+    charts: super::charts::Charts,
 }
 
-/// `GET /`: the overview.
-pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+/// `GET /[?window=15m|1h|6h]`: the overview, with the charts of the
+/// window (the leader's history on a follower, see [`super::history`]).
+pub async fn overview(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<super::history::HistoryQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, AppError> {
+    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
+    let window = super::history::Window::parse(query.window.as_deref()).map_err(AppError::html)?;
+    let (history, note) = super::history::shown(&state, window).await;
     let s = state.handle.snapshot();
     let chrome = Chrome::new(
         &state,
@@ -321,12 +343,14 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> impl
         "Overview",
         "/api/v1/state",
     );
-    OverviewPage {
+    Ok(OverviewPage {
         view: StateView::new(&s, &state.derived(&s), chrome.now),
         chrome,
         services: ServicesView::new(&s),
         events: s.events.iter().rev().take(8).cloned().collect(),
+        charts: super::charts::Charts::new(&history, window, note),
     }
+    .into_response())
 }
 
 #[derive(Template, WebTemplate)]
