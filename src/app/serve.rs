@@ -70,6 +70,16 @@ pub fn web_config(common: &CommonArgs, advertised_url: &str) -> Result<WebConfig
     }
     web.insecure_actions = common.insecure_actions;
     web.handler_timeout = common.http_handler_timeout;
+    web.agent_timeout = common.agent_timeout;
+    if let (Some(cert), Some(key)) = (&common.tls_cert, &common.tls_key) {
+        let files = crate::web::tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        };
+        // Refuse to start with a pair that does not load.
+        crate::web::tls::load(&files).map_err(ConfigError)?;
+        web.tls = Some(files);
+    }
     web.executor_binary = executor_binary(common)?;
     if !web.actions_protected_on(common.listen) {
         return Err(ConfigError(format!(
@@ -145,7 +155,15 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
     )
     .await
     .map_err(|e| Failure::Runtime(e.to_string()))?;
-    println!("mesos-appliance: dashboard on http://{}", running.web_addr);
+    let scheme = if common.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    println!(
+        "mesos-appliance: dashboard on {scheme}://{}",
+        running.web_addr
+    );
     // Watching starts after registering: the watch reads the current record
     // first, so a fence in between is not missed.
     let fence = tokio::spawn(deployment::watch_fence(

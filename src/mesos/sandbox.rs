@@ -183,7 +183,12 @@ impl SandboxClient {
 
     /// GETs `url` and returns its status and body, at most `limit` bytes,
     /// within [`SandboxClient::timeout`].
-    async fn get(&self, what: &str, url: &str, limit: usize) -> Result<(u16, Vec<u8>), SandboxError> {
+    async fn get(
+        &self,
+        what: &str,
+        url: &str,
+        limit: usize,
+    ) -> Result<(u16, Vec<u8>), SandboxError> {
         let unreachable = |reason: String| SandboxError::Unreachable {
             what: format!("{what} ({url})"),
             reason,
@@ -311,9 +316,8 @@ impl SandboxClient {
         let directory = self.directory(&agent, sandbox).await?;
         let path = format!("{}/{}", directory.trim_end_matches('/'), file.name());
         let files = format!("{agent}/files/read");
-        let read = |offset: i64, length: u64| {
-            self.read_at(&files, &path, &agent, sandbox, offset, length)
-        };
+        let read =
+            |offset: i64, length: u64| self.read_at(&files, &path, &agent, sandbox, offset, length);
         let (size, _) = read(-1, 0).await?;
         let start = match offset {
             Some(offset) => offset,
@@ -389,11 +393,20 @@ impl SandboxClient {
 /// the next read may repeat a byte or two but never skips any).
 fn raw_len(text: &str) -> u64 {
     text.chars()
-        .map(|c| if c == '\u{FFFD}' { 1 } else { c.len_utf8() as u64 })
+        .map(|c| {
+            if c == '\u{FFFD}' {
+                1
+            } else {
+                c.len_utf8() as u64
+            }
+        })
         .sum()
 }
 
-fn cached<K: std::hash::Hash + Eq>(cache: &Mutex<HashMap<K, (Instant, String)>>, key: &K) -> Option<String> {
+fn cached<K: std::hash::Hash + Eq>(
+    cache: &Mutex<HashMap<K, (Instant, String)>>,
+    key: &K,
+) -> Option<String> {
     let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
     cache
         .get(key)
@@ -401,7 +414,11 @@ fn cached<K: std::hash::Hash + Eq>(cache: &Mutex<HashMap<K, (Instant, String)>>,
         .map(|(_, v)| v.clone())
 }
 
-fn remember<K: std::hash::Hash + Eq>(cache: &Mutex<HashMap<K, (Instant, String)>>, key: K, value: String) {
+fn remember<K: std::hash::Hash + Eq>(
+    cache: &Mutex<HashMap<K, (Instant, String)>>,
+    key: K,
+    value: String,
+) {
     let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() >= CACHE_ENTRIES {
         cache.clear();

@@ -271,7 +271,10 @@ async fn read(
     Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
     let Some(path) = query.get("path").filter(|p| !p.is_empty()) else {
-        return text(StatusCode::BAD_REQUEST, "Expecting 'path=value' in query.\n");
+        return text(
+            StatusCode::BAD_REQUEST,
+            "Expecting 'path=value' in query.\n",
+        );
     };
     let offset = match number("offset", query.get("offset")) {
         Ok(n) => n.unwrap_or(-1),
@@ -295,11 +298,9 @@ async fn read(
             launched,
             lines,
         } => Ok(lines_slice(&task_id, launched, lines, offset, length)),
-        Target::File(path) => {
-            tokio::task::spawn_blocking(move || read_file(&path, offset, length))
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-        }
+        Target::File(path) => tokio::task::spawn_blocking(move || read_file(&path, offset, length))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e))),
     };
     match read {
         Ok((at, data)) => (
@@ -307,9 +308,7 @@ async fn read(
             body(at, &data),
         )
             .into_response(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            StatusCode::NOT_FOUND.into_response()
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StatusCode::NOT_FOUND.into_response(),
         Err(e) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("Failed to read file: {e}.\n"),
@@ -466,7 +465,10 @@ mod tests {
     #[test]
     fn bodies_escape_like_rapidjson_and_keep_other_bytes() {
         let out = body(7, b"a\"b\\\n\x01<\xff");
-        assert_eq!(out, b"{\"data\":\"a\\\"b\\\\\\n\\u0001<\xff\",\"offset\":7}".to_vec());
+        assert_eq!(
+            out,
+            b"{\"data\":\"a\\\"b\\\\\\n\\u0001<\xff\",\"offset\":7}".to_vec()
+        );
     }
 
     #[test]
@@ -490,7 +492,12 @@ mod tests {
             .flat_map(|n| simulated_line("t1", at, n).into_bytes())
             .collect();
         assert_eq!(lines_slice("t1", at, 5, -1, None).0, whole.len() as u64);
-        for (offset, length) in [(0, None), (3, Some(50)), (70, Some(1)), (whole.len() as i64 - 2, None)] {
+        for (offset, length) in [
+            (0, None),
+            (3, Some(50)),
+            (70, Some(1)),
+            (whole.len() as i64 - 2, None),
+        ] {
             let (at_, data) = lines_slice("t1", at, 5, offset, length);
             assert_eq!(at_, offset as u64);
             assert_eq!(data, slice(&whole, offset, length).1, "{offset} {length:?}");

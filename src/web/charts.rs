@@ -135,7 +135,11 @@ fn frame_svg(out: &mut String, f: &Frame, view: &HistoryView, label: &str) {
             WIDTH - RIGHT,
             LEFT - 4.0,
             y + 4.0,
-            if v.fract() == 0.0 { format!("{v:.0}") } else { format!("{v:.1}") }
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.1}")
+            }
         );
     }
     let _ = write!(
@@ -222,7 +226,12 @@ fn offers_chart(view: &HistoryView) -> String {
         max: nice_max(f64::from(max)),
     };
     let mut out = String::new();
-    frame_svg(&mut out, &f, view, "offers received and declined per minute");
+    frame_svg(
+        &mut out,
+        &f,
+        view,
+        "offers received and declined per minute",
+    );
     let minute = (f.x(view.from + 60.0) - f.x(view.from)).max(1.0);
     let bar = (minute / 2.0 - 0.5).max(0.5);
     let base = f.y(0.0);
@@ -267,7 +276,11 @@ impl Charts {
             Chart {
                 id: "chart-starting",
                 title: "Staging and starting tasks",
-                svg: lines_chart(view, &view.starting, "staging and starting tasks per service"),
+                svg: lines_chart(
+                    view,
+                    &view.starting,
+                    "staging and starting tasks per service",
+                ),
             },
             Chart {
                 id: "chart-failed",

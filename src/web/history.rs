@@ -41,8 +41,8 @@ use tokio_util::sync::CancellationToken;
 use super::AppState;
 use super::error::AppError;
 use crate::coordination::Leadership;
-use crate::scheduler::metrics::OfferLabels;
 use crate::scheduler::Snapshot;
+use crate::scheduler::metrics::OfferLabels;
 
 /// Time between two samples.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
@@ -290,7 +290,12 @@ impl History {
             starting: series(1),
             failed: series(2),
             offers,
-            marks: ring.marks.iter().filter(|m| m.at >= from).cloned().collect(),
+            marks: ring
+                .marks
+                .iter()
+                .filter(|m| m.at >= from)
+                .cloned()
+                .collect(),
         }
     }
 }
@@ -410,8 +415,12 @@ impl Seen {
             }
             self.role = Some(role);
         }
+        // The core recomputes `subscribed_at` from a monotonic clock: it
+        // wobbles by microseconds between snapshots of one subscription.
         if let Some(at) = s.framework.subscribed_at
-            && self.subscribed_at != Some(at)
+            && self
+                .subscribed_at
+                .is_none_or(|seen| (seen - at).abs() > 1.0)
         {
             let id = s.framework.id.as_deref().unwrap_or("(new framework)");
             history.mark(at, "subscribed", format!("subscribed as {id}"));
@@ -425,7 +434,11 @@ impl Seen {
             }
             self.master = Some(master.clone());
         }
-        let runs = s.reconciliation.running.iter().chain(&s.reconciliation.history);
+        let runs = s
+            .reconciliation
+            .running
+            .iter()
+            .chain(&s.reconciliation.history);
         let mut newest = self.reconcile;
         for run in runs.filter(|r| r.id > self.reconcile) {
             let kind = match run.kind {
@@ -535,7 +548,10 @@ pub async fn shown(state: &AppState, window: Window) -> (HistoryView, Option<Str
                 state.remember_leader_history(&leader, window, &view);
                 (view, None)
             }
-            Err(e) => (own(), Some(format!("the leader's history does not parse: {e}"))),
+            Err(e) => (
+                own(),
+                Some(format!("the leader's history does not parse: {e}")),
+            ),
         },
         Ok((status, _)) => (
             own(),

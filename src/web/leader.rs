@@ -54,8 +54,8 @@ pub async fn get_json(
             .send()
             .await
             .map_err(|e| bad(format!("cannot reach the leader at {url}: {e}")))?;
-        let status = StatusCode::from_u16(response.status().as_u16())
-            .unwrap_or(StatusCode::BAD_GATEWAY);
+        let status =
+            StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
         let mut body = Vec::new();
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
@@ -72,14 +72,16 @@ pub async fn get_json(
         Ok((status, value))
     };
     let timeout = state.config.handler_timeout;
-    tokio::time::timeout(timeout, call).await.unwrap_or_else(|_| {
-        Err(AppError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "leader-timeout",
-            "The leader did not answer in time",
-            format!("{url} did not answer within {}s", timeout.as_secs_f64()),
-        ))
-    })
+    tokio::time::timeout(timeout, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(AppError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "leader-timeout",
+                "The leader did not answer in time",
+                format!("{url} did not answer within {}s", timeout.as_secs_f64()),
+            ))
+        })
 }
 
 /// A problem document from the leader as an [`AppError`] of its status.
@@ -88,5 +90,10 @@ pub fn problem(status: StatusCode, body: &serde_json::Value) -> AppError {
         .as_str()
         .unwrap_or("the leader refused")
         .to_string();
-    AppError::new(status, "leader-answer", "The leader answered an error", detail)
+    AppError::new(
+        status,
+        "leader-answer",
+        "The leader answered an error",
+        detail,
+    )
 }

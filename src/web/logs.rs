@@ -148,7 +148,9 @@ pub async fn load(
         .cloned()
         .ok_or_else(|| AppError::not_found(format!("no task {id:?}")))?;
     let file = LogFile::parse(file).ok_or_else(|| {
-        AppError::not_found(format!("no log file {file:?}; the logs are stdout and stderr"))
+        AppError::not_found(format!(
+            "no log file {file:?}; the logs are stdout and stderr"
+        ))
     })?;
     let length = query.length.unwrap_or(DEFAULT_LENGTH);
     if length == 0 || length > MAX_READ {

@@ -70,9 +70,9 @@ pub mod api;
 pub mod assets;
 pub mod audit;
 pub mod auth;
+pub mod charts;
 pub mod error;
 pub mod format;
-pub mod charts;
 pub mod forms;
 pub mod history;
 pub mod leader;
@@ -81,6 +81,7 @@ pub mod logs;
 pub mod metrics;
 pub mod pages;
 mod server;
+pub mod tls;
 pub mod tokens;
 pub mod views;
 
@@ -166,6 +167,9 @@ pub struct WebConfig {
     /// How long one call to a Mesos agent or master for a task's log may
     /// take, body included ([`logs`]).
     pub agent_timeout: Duration,
+    /// Serve HTTPS with this certificate and key (`--tls-cert`,
+    /// `--tls-key`), reloaded on SIGHUP; plain HTTP when `None`.
+    pub tls: Option<tls::TlsFiles>,
 }
 
 impl WebConfig {
@@ -184,6 +188,7 @@ impl WebConfig {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             agent_timeout: DEFAULT_AGENT_TIMEOUT,
+            tls: None,
         }
     }
 
@@ -208,6 +213,7 @@ impl fmt::Debug for WebConfig {
             .field("header_read_timeout", &self.header_read_timeout)
             .field("max_connections", &self.max_connections)
             .field("agent_timeout", &self.agent_timeout)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -360,12 +366,15 @@ impl App {
         });
     }
 
-    /// Whether cookies get the `Secure` attribute (advertised over https).
+    /// Whether cookies get the `Secure` attribute: served over TLS, or
+    /// advertised over https (TLS ended by a proxy in front).
     pub fn secure_cookies(&self) -> bool {
-        self.config
-            .advertised_url
-            .to_ascii_lowercase()
-            .starts_with("https://")
+        self.config.tls.is_some()
+            || self
+                .config
+                .advertised_url
+                .to_ascii_lowercase()
+                .starts_with("https://")
     }
 }
 
@@ -592,6 +601,9 @@ pub enum ServeError {
          listen on a loopback address, or pass --insecure-actions"
     )]
     Unprotected(SocketAddr),
+    /// `--tls-cert` / `--tls-key` do not load.
+    #[error("{0}")]
+    Tls(String),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -649,17 +661,34 @@ pub async fn serve_on(
     if state.config.insecure_actions && state.config.admin_tokens.is_empty() {
         tracing::warn!(%addr, "--insecure-actions: anyone who can reach this address may run actions");
     }
+    let tls = match &state.config.tls {
+        Some(files) => {
+            let tls = tls::TlsState::new(files.clone()).map_err(ServeError::Tls)?;
+            tls::spawn_reload(tls.clone(), state.shutdown.clone());
+            Some(tls)
+        }
+        None => None,
+    };
+    if tls.is_none() && !state.config.admin_tokens.is_empty() && !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "admin tokens are accepted over plain HTTP on a non-loopback address: tokens and \
+             session cookies cross the network in clear text; give --tls-cert and --tls-key, \
+             or put a TLS proxy in front"
+        );
+    }
     let token = state.shutdown.clone();
     let config = state.config.clone();
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let app = router(state);
     let task = tokio::spawn(async move {
-        server::run(listener, app, &config, async move {
+        server::run(listener, app, &config, tls, async move {
             shutdown.await;
             token.cancel();
         })
         .await;
         Ok(())
     });
-    tracing::info!(%addr, "web layer listening");
+    tracing::info!(%addr, scheme, "web layer listening");
     Ok(Server { addr, task })
 }
