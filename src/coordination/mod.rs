@@ -1,5 +1,6 @@
 //! Coordination: leader election, the deployment fence, and the stores for
-//! the framework ID, services and tasks (DESIGN.md §2, §2a, §3).
+//! the framework ID, services and tasks
+//! (`docs/deployment-strategies.md#zookeeper-layout`, `#fencing`).
 //!
 //! Everything the scheduler and the web layer need from ZooKeeper goes
 //! through one trait, [`Coordinator`], held as `Arc<dyn Coordinator>`. Two
@@ -10,7 +11,7 @@
 //!   and by unit tests of the layers above. It is never used to test the
 //!   ZooKeeper implementation, which is tested against a real server.
 //!
-//! ## Layout under the root znode (DESIGN.md §3)
+//! ## Layout under the root znode (`docs/deployment-strategies.md#zookeeper-layout`)
 //!
 //! | znode | kind | content |
 //! |---|---|---|
@@ -65,7 +66,8 @@ pub struct ReplicaInfo {
     pub replica_id: String,
     /// URL other replicas and users reach this replica's dashboard and API at.
     pub advertised_url: String,
-    /// The deployment this replica belongs to (DESIGN.md §2a).
+    /// The deployment this replica belongs to
+    /// (`docs/deployment-strategies.md#deployment-identity`).
     pub deployment_id: String,
     /// The appliance version (`CARGO_PKG_VERSION` or build info).
     pub version: String,
@@ -99,7 +101,8 @@ pub struct Member {
 ///
 /// Serialized with a `role` tag: `{"role":"leader","term":3}`,
 /// `{"role":"follower","leader":{…}}`, `{"role":"candidate"}`,
-/// `{"role":"suspended"}` (the names DESIGN.md §5 uses in `/api/v1/state`).
+/// `{"role":"suspended"}` (the names `/api/v1/state` uses,
+/// `docs/architecture.md#http-api`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Leadership {
@@ -144,7 +147,8 @@ impl Leadership {
     }
 }
 
-/// `--framework-deployment-strategy` (DESIGN.md §2). Serialized lowercase.
+/// `--framework-deployment-strategy` (`docs/deployment-strategies.md#strategies`).
+/// Serialized lowercase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
@@ -219,7 +223,8 @@ pub enum CoordinationError {
     #[error("version conflict at {path}")]
     VersionConflict { path: String },
     /// The stored framework ID differs from the one being written
-    /// (DESIGN.md §3: two schedulers registered at once; the caller aborts).
+    /// (`docs/deployment-strategies.md#framework-id-mismatch`: two schedulers
+    /// registered at once; the caller aborts).
     #[error("framework ID mismatch: stored {stored:?}, ours {ours:?}")]
     Mismatch { stored: String, ours: String },
     /// A fenced write was attempted by a replica that does not lead (or

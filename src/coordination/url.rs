@@ -1,4 +1,4 @@
-//! `--zk zk://[user:pass@]h1:p1,h2:p2/path` (DESIGN.md §3).
+//! `--zk zk://[user:pass@]h1:p1,h2:p2/path` (`docs/deployment-strategies.md#zookeeper-layout`).
 //!
 //! The path names the root znode of this framework's state; nothing is
 //! appended to it. Without a path, or with `/`, the root is
@@ -123,7 +123,8 @@ impl ZkUrl {
     }
 
     /// Parses a Mesos master `zk://` URL (agent/scheduler `--master`,
-    /// `include/mesos/zookeeper/url.hpp`, mesos-notes §7): the same syntax,
+    /// `include/mesos/zookeeper/url.hpp`,
+    /// `docs/mesos-protocol.md#zookeeper-master-detection`): the same syntax,
     /// but without a path (or with `/`) the masters' group is the ZooKeeper
     /// root `/` itself, as Mesos defaults it.
     pub fn parse_mesos(url: &str) -> Result<ZkUrl, ZkUrlError> {
