@@ -109,12 +109,18 @@ pub enum Leadership {
     /// Not (yet) in the election: connecting, joining, waiting out the
     /// hold-off after losing leadership, or closed.
     Candidate,
-    /// In the election behind another member. `leader` is that member's
-    /// info, `None` when its node carries no readable [`ReplicaInfo`].
-    Follower { leader: Option<ReplicaInfo> },
-    /// This replica leads. `term` counts from 1 and grows each time this
-    /// replica becomes leader (resuming after `Suspended` is a new term).
-    Leader { term: u64 },
+    /// In the election behind another member.
+    Follower {
+        /// The leading member's info, `None` when its node carries no
+        /// readable [`ReplicaInfo`].
+        leader: Option<ReplicaInfo>,
+    },
+    /// This replica leads.
+    Leader {
+        /// Counts from 1 and grows each time this replica becomes leader
+        /// (resuming after `Suspended` is a new term).
+        term: u64,
+    },
     /// The leader's ZooKeeper session is disconnected but not yet expired.
     /// The term has ended: stop every Mesos call. If the session comes back
     /// in time the replica leads again under a new term; if it expires it
@@ -180,7 +186,9 @@ pub struct DeploymentRecord {
 /// created, +1 per write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Versioned<T> {
+    /// The decoded content of the znode.
     pub value: T,
+    /// The znode's `dataVersion` when this value was read or written.
     pub version: i32,
 }
 
@@ -221,12 +229,20 @@ pub enum CoordinationError {
     /// it exists when [`Expect::Absent`] was asked, or it is gone when a
     /// version was expected. Re-read and decide again.
     #[error("version conflict at {path}")]
-    VersionConflict { path: String },
+    VersionConflict {
+        /// The znode whose version did not match.
+        path: String,
+    },
     /// The stored framework ID differs from the one being written
     /// (`docs/deployment-strategies.md#framework-id-mismatch`: two schedulers
     /// registered at once; the caller aborts).
     #[error("framework ID mismatch: stored {stored:?}, ours {ours:?}")]
-    Mismatch { stored: String, ours: String },
+    Mismatch {
+        /// The framework ID in ZooKeeper.
+        stored: String,
+        /// The one this replica tried to write.
+        ours: String,
+    },
     /// A fenced write was attempted by a replica that does not lead (or
     /// whose member node is gone: it was deposed).
     #[error("not the leader")]
@@ -244,7 +260,12 @@ pub enum CoordinationError {
     /// A stored record cannot be decoded. Listing skips such records and
     /// reports them; a single-record read returns this error.
     #[error("malformed record at {path}: {reason}")]
-    Malformed { path: String, reason: String },
+    Malformed {
+        /// The znode holding the record.
+        path: String,
+        /// Why it does not decode (the JSON parser's message).
+        reason: String,
+    },
     /// The caller passed something unusable (e.g. a record key with `/`).
     #[error("invalid argument: {0}")]
     Invalid(String),
