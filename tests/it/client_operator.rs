@@ -4,6 +4,7 @@
 //! (mesos-notes §6, capture h).
 
 use crate::support;
+use crate::support::testbed;
 
 use std::time::Duration;
 
@@ -15,11 +16,6 @@ use mesos_appliance::mesos::operator::{
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use support::client::*;
 use tokio_util::sync::CancellationToken;
-
-async fn testbed() -> Testbed {
-    support::mesos::init();
-    Testbed::start(TestbedConfig::for_tests(1)).await.unwrap()
-}
 
 /// Subscribes a framework named `name`; returns its ID, the token that
 /// disconnects it, and its events (dropping them would stop the client).
@@ -41,7 +37,7 @@ fn refused_400() -> OperatorError {
 
 #[tokio::test]
 async fn teardown_of_a_known_an_unknown_and_an_already_removed_framework() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (known, _cancel, _events) = framework_on(&tb, "known").await;
     let operator = OperatorClient::start(&fast_config(&tb.url()), CancellationToken::new());
 
@@ -83,7 +79,7 @@ async fn teardown_of_a_known_an_unknown_and_an_already_removed_framework() {
 
 #[tokio::test]
 async fn get_frameworks_tells_active_inactive_and_completed_apart() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (active, _c1, _e1) = framework_on(&tb, "active").await;
     let (inactive, disconnect, _e2) = framework_on(&tb, "inactive").await;
     let (removed, _c3, _e3) = framework_on(&tb, "removed").await;
@@ -110,7 +106,7 @@ async fn get_frameworks_tells_active_inactive_and_completed_apart() {
 
 #[tokio::test]
 async fn legacy_teardown_endpoint() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (id, _cancel, _events) = framework_on(&tb, "legacy").await;
     let operator = OperatorClient::new(
         &fast_config(&tb.url()),
@@ -135,7 +131,7 @@ async fn legacy_teardown_endpoint() {
 /// back to `POST /master/teardown`.
 #[tokio::test]
 async fn teardown_falls_back_to_the_legacy_endpoint_without_the_v1_api() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (id, _cancel, _events) = framework_on(&tb, "old-master").await;
     tb.remove_operator_api();
     let operator = OperatorClient::new(

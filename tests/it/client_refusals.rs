@@ -3,6 +3,7 @@
 //! captures d, g, m); a 503 from a leaderless master is retried with backoff.
 
 use crate::support;
+use crate::support::testbed;
 
 use std::time::Duration;
 
@@ -12,14 +13,9 @@ use mesos_appliance::mesos::client::{
 };
 use mesos_appliance::mesos::detector::MasterDetector;
 use mesos_appliance::mesos::operator::OperatorClient;
-use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use mesos_appliance::testbed::TestbedConfig;
 use support::client::*;
 use tokio_util::sync::CancellationToken;
-
-async fn testbed(config: TestbedConfig) -> Testbed {
-    support::mesos::init();
-    Testbed::start(config).await.unwrap()
-}
 
 /// Long enough for several retries if the client (wrongly) retried: its
 /// backoff is 50–400 ms.

@@ -3,6 +3,7 @@
 //! a cut stream, heartbeat supervision and cancellation (mesos-notes §1, §2).
 
 use crate::support;
+use crate::support::testbed;
 
 use std::time::{Duration, Instant};
 
@@ -12,14 +13,9 @@ use mesos_appliance::mesos::client::{
 use mesos_appliance::mesos::detector::{MasterAddress, MasterDetector};
 use mesos_appliance::mesos::v1;
 use mesos_appliance::mesos::v1::scheduler::{Call, call};
-use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use mesos_appliance::testbed::TestbedConfig;
 use support::client::*;
 use tokio_util::sync::CancellationToken;
-
-async fn testbed(config: TestbedConfig) -> Testbed {
-    support::mesos::init();
-    Testbed::start(config).await.unwrap()
-}
 
 #[tokio::test]
 async fn subscribes_declines_and_resubscribes_with_a_new_stream_id_after_the_stream_is_cut() {

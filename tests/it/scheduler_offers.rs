@@ -15,7 +15,6 @@ use mesos_appliance::testbed::{CallRecord, Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, running, services};
 use support::client::eventually;
-use support::zookeeper::ZkServer;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -90,16 +89,8 @@ async fn wait_for_call(tb: &Testbed, kind: &str, after: u64) -> CallRecord {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suppress_at_instance_count_and_revive_before_new_launches() {
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(3)).await.unwrap();
-    let replica = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        vec![web(2)],
-        config(),
-    )
-    .await;
+    let replica = Replica::in_memory("r1", &tb.url(), vec![web(2)], config()).await;
     let s = replica
         .wait_for("2 web running", WAIT, subscribed_with("web", 2))
         .await;
@@ -183,13 +174,12 @@ async fn suppress_at_instance_count_and_revive_before_new_launches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unused_offers_are_declined_with_the_configured_refuse_seconds() {
     const REFUSE: f64 = 42.5;
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(3)).await.unwrap();
     let cfg = CoreConfig {
         decline_refuse_seconds: REFUSE,
         ..config()
     };
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), vec![web(1)], cfg).await;
+    let replica = Replica::in_memory("r1", &tb.url(), vec![web(1)], cfg).await;
     let s = replica
         .wait_for("1 web running", WAIT, subscribed_with("web", 1))
         .await;
@@ -247,13 +237,12 @@ async fn unused_offers_are_declined_with_the_configured_refuse_seconds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rescinded_offer_is_never_accepted() {
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
     // `huge` never fits, so work stays pending and every offer is held.
     let specs = services(json!([
         {"name": "huge", "command": "x", "cpus": 64, "mem": 16, "instances": 1}
     ]));
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, config()).await;
+    let replica = Replica::in_memory("r1", &tb.url(), specs, config()).await;
     let agents = tb.agents();
     let (lost, kept) = (agents[0].id.clone(), agents[1].id.clone());
     let s = replica
@@ -366,16 +355,8 @@ async fn offer_launch_and_kill_counters_follow_the_calls() {
     const USED: &str = "mesos_appliance_offers_total{event=\"used\"}";
     const LAUNCHES: &str = "mesos_appliance_task_launches_total";
     const KILLS: &str = "mesos_appliance_task_kills_total";
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(3)).await.unwrap();
-    let replica = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        vec![web(2)],
-        config(),
-    )
-    .await;
+    let replica = Replica::in_memory("r1", &tb.url(), vec![web(2)], config()).await;
     let s = replica
         .wait_for("2 web running", WAIT, subscribed_with("web", 2))
         .await;

@@ -27,7 +27,6 @@ fn service(name: &str, instances: u32) -> Vec<mesos_appliance::scheduler::Servic
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stuck_staging_task_is_killed_and_replaced() {
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
     // The first launch of instance 0 sticks in TASK_STAGING.
     tb.hold_staging("stuck.0.");
@@ -36,7 +35,7 @@ async fn stuck_staging_task_is_killed_and_replaced() {
     let specs = services(
         json!([{"name": "stuck", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]),
     );
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core).await;
+    let replica = Replica::in_memory("r1", &tb.url(), specs, core).await;
     let s = replica
         .wait_for("the task is staging", WAIT, |s| {
             s.tasks.iter().any(|t| t.state == "TASK_STAGING")
@@ -63,19 +62,25 @@ async fn stuck_staging_task_is_killed_and_replaced() {
 
 /// Starts replica "r1" running `many` × 2, then scales it to 1 while the
 /// executor of instance 1 ignores KILL. Returns the replica and the specs.
+/// On `zk` when given, else on the in-memory coordinator.
 async fn scale_down_past_an_ignored_kill(
-    zk: &ZkServer,
+    zk: Option<&ZkServer>,
     tb: &Testbed,
 ) -> (Replica, Vec<mesos_appliance::scheduler::ServiceSpec>) {
     let specs = service("many", 2);
-    let replica = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        specs.clone(),
-        core_config(),
-    )
-    .await;
+    let replica = match zk {
+        Some(zk) => {
+            Replica::start(
+                &zk.connect_string(),
+                "r1",
+                &tb.url(),
+                specs.clone(),
+                core_config(),
+            )
+            .await
+        }
+        None => Replica::in_memory("r1", &tb.url(), specs.clone(), core_config()).await,
+    };
     replica
         .wait_for("2 running", WAIT, |s| running(s, "many") == 2)
         .await;
@@ -96,10 +101,9 @@ async fn scale_down_past_an_ignored_kill(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignored_kill_is_retried_with_backoff() {
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
     // Scale down: instance 1 must go, but its executor ignores KILL.
-    let (replica, _) = scale_down_past_an_ignored_kill(&zk, &tb).await;
+    let (replica, _) = scale_down_past_an_ignored_kill(None, &tb).await;
     let s = replica
         .wait_for("kill pending (3)", WAIT, |s| {
             s.tasks
@@ -144,7 +148,7 @@ async fn ignored_kill_is_retried_with_backoff() {
 async fn a_pending_kill_survives_a_leader_failover() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
-    let (first, specs) = scale_down_past_an_ignored_kill(&zk, &tb).await;
+    let (first, specs) = scale_down_past_an_ignored_kill(Some(&zk), &tb).await;
     let s = first
         .wait_for("kill pending", WAIT, |s| {
             s.tasks
@@ -326,10 +330,9 @@ async fn hard_reregisters_by_itself_when_the_framework_was_removed() {
 /// then exits with code 3); its tasks keep running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_leader_stops_acting_and_says_fenced() {
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
     let specs = service("one", 1);
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let replica = Replica::in_memory("r1", &tb.url(), specs, core_config()).await;
     replica
         .wait_for("running", WAIT, |s| running(s, "one") == 1)
         .await;
@@ -357,12 +360,11 @@ async fn a_fenced_leader_stops_acting_and_says_fenced() {
 /// orphan them, so the leader refuses (DESIGN.md §2a).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inactive_framework_of_the_same_name_also_blocks_registration() {
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
     let (sub, other) = connected(&tb.url(), "appliance-test", 600.0).await;
     drop(sub);
     let specs = service("one", 1);
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let replica = Replica::in_memory("r1", &tb.url(), specs, core_config()).await;
     let s = replica
         .wait_for("refuses", WAIT, |s| {
             s.framework
@@ -387,13 +389,12 @@ async fn an_inactive_framework_of_the_same_name_also_blocks_registration() {
 /// an error event name the flags to check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_credentials_name_the_flags_to_check() {
-    let zk = ZkServer::start();
     let mut config = TestbedConfig::for_tests(1);
     config.credentials = Some(vec![("ops".into(), "s3cret".into())]);
     let tb = Testbed::start(config).await.unwrap();
     let specs = service("one", 1);
     // The harness sends no credentials.
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let replica = Replica::in_memory("r1", &tb.url(), specs, core_config()).await;
     let s = replica
         .wait_for("says why", WAIT, |s| {
             s.framework

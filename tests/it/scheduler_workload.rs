@@ -8,12 +8,10 @@ use crate::support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use mesos_appliance::coordination::Coordinator;
 use mesos_appliance::scheduler::{Command, FrameworkState};
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, running, services};
-use support::zookeeper::ZkServer;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -31,16 +29,8 @@ fn all_running(s: &mesos_appliance::scheduler::Snapshot) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(5)).await.unwrap();
-    let replica = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        three_services(),
-        core_config(),
-    )
-    .await;
+    let replica = Replica::in_memory("r1", &tb.url(), three_services(), core_config()).await;
 
     let s = replica
         .wait_for("20 tasks running", WAIT, all_running)
@@ -161,12 +151,11 @@ async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
 /// forgiven by each short-lived RUNNING.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_loop_backs_off_although_each_task_reaches_running() {
-    let zk = ZkServer::start();
     let tb = support::executor::process_testbed().await;
     let specs = services(json!([{"name": "crash", "command": "sleep 0.2; exit 3",
         "cpus": 0.1, "mem": 8, "instances": 1, "executor": "appliance",
         "restart_backoff": "1s", "restart_backoff_max": "4s"}]));
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let replica = Replica::in_memory("r1", &tb.url(), specs, core_config()).await;
 
     let failures = |s: &mesos_appliance::scheduler::Snapshot| {
         s.services
@@ -213,13 +202,11 @@ async fn a_crash_loop_backs_off_although_each_task_reaches_running() {
 /// tasks with the service's own grace period.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_spec_launches_at_once_and_a_deleted_service_keeps_its_grace() {
-    let zk = ZkServer::start();
     let tb = support::executor::process_testbed().await;
     let broken = json!({"name": "flaky", "command": "exit 3", "cpus": 0.1, "mem": 8,
         "instances": 1, "executor": "appliance", "kill_grace_period": "30s",
         "restart_backoff": "10m", "restart_backoff_max": "1h"});
-    let replica = Replica::start(
-        &zk.connect_string(),
+    let replica = Replica::in_memory(
         "r1",
         &tb.url(),
         services(json!([broken.clone()])),
@@ -281,13 +268,12 @@ async fn a_fixed_spec_launches_at_once_and_a_deleted_service_keeps_its_grace() {
 /// services status and once in the events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_no_agent_can_hold_says_why_it_waits() {
-    let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
     let specs = services(json!([
         {"name": "small", "command": "x", "cpus": 0.5, "mem": 64, "instances": 1},
         {"name": "huge", "command": "x", "cpus": 64, "mem": 64, "instances": 2}
     ]));
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let replica = Replica::in_memory("r1", &tb.url(), specs, core_config()).await;
     let waiting = |s: &mesos_appliance::scheduler::Snapshot, name: &str| {
         s.services
             .iter()

@@ -3,19 +3,13 @@
 //! simulated master failover (capture o).
 
 use crate::support;
+use crate::support::testbed;
 
 use std::time::Duration;
 
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::{Value, json};
 use support::mesos::*;
-
-async fn testbed(agents: usize) -> Testbed {
-    init();
-    Testbed::start(TestbedConfig::for_tests(agents))
-        .await
-        .unwrap()
-}
 
 /// Launches `task` on the first offer and acknowledges STARTING and RUNNING.
 async fn running_task(tb: &Testbed, sub: &mut Subscription, fid: &str, task: &str) -> Value {
@@ -41,7 +35,7 @@ fn reconcile(fid: &str, task: &str, agent: &Value) -> Value {
 
 #[tokio::test]
 async fn unreachable_agent_loses_its_tasks_until_it_comes_back() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "ua", 60.0).await;
     let offer = running_task(&tb, &mut sub, &fid, "t1").await;
     let agent = offer["agent_id"]["value"].as_str().unwrap().to_string();
@@ -122,7 +116,7 @@ async fn unreachable_agent_loses_its_tasks_until_it_comes_back() {
 
 #[tokio::test]
 async fn held_task_stays_staging_and_can_be_killed() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     tb.hold_staging("held.");
     let (mut sub, fid) = connected(&tb.url(), "hs", 60.0).await;
     let event = sub.expect("OFFERS").await;
@@ -151,7 +145,7 @@ async fn held_task_stays_staging_and_can_be_killed() {
 
 #[tokio::test]
 async fn ignored_kill_leaves_the_task_running() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "ik", 60.0).await;
     running_task(&tb, &mut sub, &fid, "stubborn.1").await;
     let answer = post(
@@ -173,7 +167,7 @@ async fn ignored_kill_leaves_the_task_running() {
 
 #[tokio::test]
 async fn heartbeats_stop_and_resume() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "hb", 60.0).await;
     sub.expect("HEARTBEAT").await;
     // Stop offers too, so the stream goes silent.
@@ -204,7 +198,7 @@ async fn heartbeats_stop_and_resume() {
 
 #[tokio::test]
 async fn dropped_stream_is_cut_and_the_framework_disconnected() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "ds", 60.0).await;
     let answer = post(
         &format!("{}/testbed/frameworks/{fid}/drop-stream", tb.url()),
@@ -231,7 +225,7 @@ async fn dropped_stream_is_cut_and_the_framework_disconnected() {
 
 #[tokio::test]
 async fn master_failover_keeps_tasks_and_recovers_frameworks_from_agents() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let old_master = tb.master_id();
     let (mut sub, fid) = connected(&tb.url(), "mf", 60.0).await;
     let offer = running_task(&tb, &mut sub, &fid, "t1").await;
@@ -282,7 +276,7 @@ async fn master_failover_keeps_tasks_and_recovers_frameworks_from_agents() {
 
 #[tokio::test]
 async fn fault_delays_beyond_an_hour_are_refused() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let old_master = tb.master_id();
     let agent = tb.agents()[0].id.clone();
     for (path, field) in [
@@ -320,7 +314,7 @@ async fn fault_delays_beyond_an_hour_are_refused() {
 
 #[tokio::test]
 async fn recovered_framework_is_listed_inactive_after_master_failover() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "rf", 60.0).await;
     running_task(&tb, &mut sub, &fid, "t1").await;
     tb.simulate_master_failover(Duration::from_millis(100));

@@ -3,17 +3,13 @@
 //! (mesos-notes §2, captures d, g, m).
 
 use crate::support;
+use crate::support::testbed;
 
 use std::time::Duration;
 
-use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use mesos_appliance::testbed::TestbedConfig;
 use serde_json::json;
 use support::mesos::*;
-
-async fn testbed(config: TestbedConfig) -> Testbed {
-    init();
-    Testbed::start(config).await.unwrap()
-}
 
 fn reconcile(fid: &str) -> serde_json::Value {
     json!({"framework_id": {"value": fid}, "type": "RECONCILE", "reconcile": {"tasks": []}})

@@ -2,19 +2,13 @@
 //! REVIVE, unused ACCEPT resources, RESCIND (mesos-notes §3, §9, capture p).
 
 use crate::support;
+use crate::support::testbed;
 
 use std::time::{Duration, Instant};
 
 use mesos_appliance::testbed::{AgentSpec, Testbed, TestbedConfig};
 use serde_json::{Value, json};
 use support::mesos::*;
-
-async fn testbed(agents: usize) -> Testbed {
-    init();
-    Testbed::start(TestbedConfig::for_tests(agents))
-        .await
-        .unwrap()
-}
 
 fn offer_ids(event: &Value) -> Vec<Value> {
     event["offers"]["offers"]
@@ -72,7 +66,7 @@ async fn one_offer_per_agent_with_hostnames_and_attributes() {
 
 #[tokio::test]
 async fn declined_resources_return_after_refuse_seconds() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "d", 60.0).await;
     let first = sub.expect("OFFERS").await;
     let declined_at = Instant::now();
@@ -101,7 +95,7 @@ async fn declined_resources_return_after_refuse_seconds() {
 
 #[tokio::test]
 async fn decline_without_filters_uses_five_seconds() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "d5", 60.0).await;
     let first = sub.expect("OFFERS").await;
     call(
@@ -124,7 +118,7 @@ async fn decline_without_filters_uses_five_seconds() {
 
 #[tokio::test]
 async fn suppress_stops_offers_and_revive_brings_them_back_at_once() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "s", 60.0).await;
     let first = sub.expect("OFFERS").await;
     call(
@@ -158,7 +152,7 @@ async fn suppress_stops_offers_and_revive_brings_them_back_at_once() {
 
 #[tokio::test]
 async fn revive_clears_decline_filters() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "r", 60.0).await;
     let first = sub.expect("OFFERS").await;
     call(
@@ -179,7 +173,7 @@ async fn revive_clears_decline_filters() {
 
 #[tokio::test]
 async fn unused_accept_resources_are_reoffered_and_used_ones_are_not() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "u", 60.0).await;
     let event = sub.expect("OFFERS").await;
     let offer = &event["offers"]["offers"][0];
@@ -204,7 +198,7 @@ async fn unused_accept_resources_are_reoffered_and_used_ones_are_not() {
 
 #[tokio::test]
 async fn unreachable_agent_rescinds_its_offers() {
-    let tb = testbed(2).await;
+    let tb = testbed(TestbedConfig::for_tests(2)).await;
     let (mut sub, _) = connected(&tb.url(), "rs", 60.0).await;
     let event = sub.expect("OFFERS").await;
     let agent = tb.agents()[0].id.clone();
@@ -228,7 +222,7 @@ async fn unreachable_agent_rescinds_its_offers() {
 
 #[tokio::test]
 async fn multi_role_frameworks_see_allocation_info() {
-    let tb = testbed(1).await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let mut body = new_framework("mr", 60.0);
     body["subscribe"]["framework_info"]["roles"] = json!(["*"]);
     body["subscribe"]["framework_info"]["capabilities"] = json!([{"type": "MULTI_ROLE"}]);

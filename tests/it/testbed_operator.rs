@@ -3,17 +3,13 @@
 //! `/master/state`, `/master/frameworks`, `/master/redirect`.
 
 use crate::support;
+use crate::support::testbed;
 
 use mesos_appliance::mesos::v1::master::{Call, Response, call, response};
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use prost::Message;
 use serde_json::{Value, json};
 use support::mesos::*;
-
-async fn testbed() -> Testbed {
-    init();
-    Testbed::start(TestbedConfig::for_tests(1)).await.unwrap()
-}
 
 async fn operator(tb: &Testbed, body: Value) -> Answer {
     post(
@@ -29,7 +25,7 @@ async fn operator(tb: &Testbed, body: Value) -> Answer {
 
 #[tokio::test]
 async fn get_frameworks_lists_active_inactive_and_completed() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut live, live_id) = connected(&tb.url(), "live", 60.0).await;
     live.expect("OFFERS").await;
     let (gone, gone_id) = connected(&tb.url(), "gone", 60.0).await;
@@ -102,7 +98,7 @@ async fn get_frameworks_lists_active_inactive_and_completed() {
 
 #[tokio::test]
 async fn operator_teardown_known_unknown_and_repeated() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "op", 60.0).await;
     let teardown =
         |id: &str| json!({"type": "TEARDOWN", "teardown": {"framework_id": {"value": id}}});
@@ -136,7 +132,7 @@ async fn operator_teardown_known_unknown_and_repeated() {
 
 #[tokio::test]
 async fn legacy_teardown_endpoint() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (_sub, fid) = connected(&tb.url(), "legacy", 60.0).await;
     let url = format!("{}/master/teardown", tb.url());
     let form = [("Content-Type", "application/x-www-form-urlencoded")];
@@ -165,7 +161,7 @@ async fn legacy_teardown_endpoint() {
 
 #[tokio::test]
 async fn master_state_and_frameworks_use_plain_string_ids() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "state", 60.0).await;
     let offers = sub.expect("OFFERS").await;
     call(
@@ -218,7 +214,7 @@ async fn master_state_and_frameworks_use_plain_string_ids() {
 
 #[tokio::test]
 async fn redirect_points_at_the_leader_even_on_the_leader() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     for path in ["/master/redirect", "/redirect"] {
         let response = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())

@@ -3,17 +3,13 @@
 //! (mesos-notes §3–§5, §8, captures b, c, e, f, executor/).
 
 use crate::support;
+use crate::support::testbed;
 
 use std::time::{Duration, Instant};
 
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::{Value, json};
 use support::mesos::*;
-
-async fn testbed() -> Testbed {
-    init();
-    Testbed::start(TestbedConfig::for_tests(1)).await.unwrap()
-}
 
 /// A framework with task `t1` launched; returns the stream, the framework ID
 /// and the first offer.
@@ -48,7 +44,7 @@ async fn run(tb: &Testbed, sub: &mut Subscription, fid: &str, task: &str) -> Val
 
 #[tokio::test]
 async fn launch_gives_starting_then_running_only_after_the_ack() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid, offer) = with_task(&tb, new_framework("l", 60.0), "t1").await;
     let starting = sub.expect_update("t1").await;
     assert_eq!(starting["state"], "TASK_STARTING");
@@ -86,7 +82,7 @@ fn base64_len(value: &Value) -> usize {
 
 #[tokio::test]
 async fn unacknowledged_update_is_redelivered_with_backoff() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid, _) = with_task(&tb, new_framework("r", 60.0), "t1").await;
     let first = sub.expect_update("t1").await;
     let t0 = Instant::now();
@@ -111,7 +107,7 @@ async fn unacknowledged_update_is_redelivered_with_backoff() {
 
 #[tokio::test]
 async fn invalid_tasks_get_task_error_from_the_master() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "e", 60.0).await;
     let event = sub.expect("OFFERS").await;
     let offer = &event["offers"]["offers"][0];
@@ -153,7 +149,7 @@ async fn invalid_tasks_get_task_error_from_the_master() {
 
 #[tokio::test]
 async fn kill_running_task_and_kill_unknown_task() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid, offer) = with_task(&tb, new_framework("k", 60.0), "t1").await;
     run(&tb, &mut sub, &fid, "t1").await;
     let kill = |task: &str, agent: Option<&Value>| {
@@ -205,7 +201,7 @@ async fn kill_running_task_and_kill_unknown_task() {
 
 #[tokio::test]
 async fn task_killing_state_frameworks_get_killing_first() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let mut body = new_framework("ks", 60.0);
     body["subscribe"]["framework_info"]["capabilities"] = json!([{"type": "TASK_KILLING_STATE"}]);
     let (mut sub, fid, _) = with_task(&tb, body, "t2").await;
@@ -219,7 +215,7 @@ async fn task_killing_state_frameworks_get_killing_first() {
 
 #[tokio::test]
 async fn reconciliation_answers_every_case_like_the_real_master() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid, offer) = with_task(&tb, new_framework("rc", 60.0), "t1").await;
     run(&tb, &mut sub, &fid, "t1").await;
     let agent = offer["agent_id"].clone();
@@ -268,7 +264,7 @@ async fn reconciliation_answers_every_case_like_the_real_master() {
 
 #[tokio::test]
 async fn partition_aware_frameworks_get_unknown_and_gone() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let mut body = new_framework("pa", 60.0);
     body["subscribe"]["framework_info"]["capabilities"] = json!([{"type": "PARTITION_AWARE"}]);
     let mut sub = subscribe(&tb.url(), body).await;
@@ -302,7 +298,7 @@ fn launch_with_executor(fid: &str, offer: &Value, task: &str, executor: &str) ->
 
 #[tokio::test]
 async fn kamikaze_message_makes_a_custom_executor_exit_and_fail_its_tasks() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "kz", 60.0).await;
     let event = sub.expect("OFFERS").await;
     let offer = event["offers"]["offers"][0].clone();
@@ -366,7 +362,7 @@ async fn kamikaze_message_makes_a_custom_executor_exit_and_fail_its_tasks() {
 
 #[tokio::test]
 async fn command_executor_ignores_kamikaze() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid, offer) = with_task(&tb, new_framework("ck", 60.0), "t1").await;
     run(&tb, &mut sub, &fid, "t1").await;
     call(
@@ -382,7 +378,7 @@ async fn command_executor_ignores_kamikaze() {
 
 #[tokio::test]
 async fn shutdown_kills_the_executors_tasks_then_it_exits_cleanly() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "sd", 60.0).await;
     let event = sub.expect("OFFERS").await;
     let offer = event["offers"]["offers"][0].clone();

@@ -3,23 +3,19 @@
 //! (mesos-notes §1, §12, captures a, l, n).
 
 use crate::support;
+use crate::support::testbed;
 
 use mesos_appliance::mesos::json;
 use mesos_appliance::mesos::v1;
 use mesos_appliance::mesos::v1::scheduler::{Call, call};
-use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use mesos_appliance::testbed::TestbedConfig;
 use prost::Message;
 use serde_json::json;
 use support::mesos::*;
 
-async fn testbed() -> Testbed {
-    init();
-    Testbed::start(TestbedConfig::for_tests(1)).await.unwrap()
-}
-
 #[tokio::test]
 async fn subscribe_streams_subscribed_heartbeat_and_offers_in_json() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let mut sub = subscribe(&tb.url(), new_framework("t", 60.0)).await;
     assert_eq!(sub.status, 200);
     assert_eq!(sub.header_str("content-type"), Some("application/json"));
@@ -70,7 +66,7 @@ async fn subscribe_streams_subscribed_heartbeat_and_offers_in_json() {
 
 #[tokio::test]
 async fn subscribe_in_protobuf_streams_protobuf_records() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let call = Call {
         r#type: Some(call::Type::Subscribe as i32),
         subscribe: Some(call::Subscribe {
@@ -104,7 +100,7 @@ async fn subscribe_in_protobuf_streams_protobuf_records() {
 
 #[tokio::test]
 async fn protobuf_body_without_accept_gets_json() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let call: Call = json::from_value(new_framework("x", 1.0)).unwrap();
     let sub = subscribe_raw(
         &tb.url(),
@@ -118,7 +114,7 @@ async fn protobuf_body_without_accept_gets_json() {
 
 #[tokio::test]
 async fn request_validation_texts_match_the_real_master() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let url = format!("{}/api/v1/scheduler", tb.url());
     let (mut sub, fid) = connected(&tb.url(), "v", 60.0).await;
     let reconcile =
@@ -204,7 +200,7 @@ async fn request_validation_texts_match_the_real_master() {
 
 #[tokio::test]
 async fn subscribe_with_a_never_seen_id_creates_that_framework() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let mut sub = subscribe(
         &tb.url(),
         existing_framework("n", "never-seen-fw-id-2", 60.0),
@@ -216,7 +212,7 @@ async fn subscribe_with_a_never_seen_id_creates_that_framework() {
 
 #[tokio::test]
 async fn every_call_is_in_the_call_log() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (sub, fid) = connected(&tb.url(), "log", 60.0).await;
     call(
         &tb.url(),
@@ -246,7 +242,7 @@ async fn every_call_is_in_the_call_log() {
 
 #[tokio::test]
 async fn a_huge_malformed_body_is_not_echoed_back() {
-    let tb = testbed().await;
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (_sub, _fid) = connected(&tb.url(), "big", 60.0).await;
     // 8 MB on one line after the error position; the real master would
     // echo all of it after "near: ".
