@@ -86,8 +86,12 @@ async fn scenario_1_clean_start_and_2_a_second_deployment_waits() {
         200,
         "a follower of a live leader is ready"
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(s.subscribes(), 1, "no ping-pong: only a subscribed, once");
+    support::client::holds_for(
+        "no ping-pong: only a subscribed, once",
+        Duration::from_secs(3),
+        || s.subscribes() == 1,
+    )
+    .await;
     let still = a.state().await.unwrap();
     assert!(all_running(&still));
     // Actions on the follower point at the leader.
@@ -180,8 +184,10 @@ async fn scenario_4_removed_framework_waits_then_reregisters() {
     assert_eq!(status, 503);
     assert!(ready.to_string().contains("removed"), "{ready}");
     let subscribes = s.subscribes();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(s.subscribes(), subscribes, "no restart loop");
+    support::client::holds_for("no restart loop", Duration::from_secs(3), || {
+        s.subscribes() == subscribes
+    })
+    .await;
 
     let (status, body) = b.post("/api/v1/actions/reregister", json!({})).await;
     assert!(
@@ -255,17 +261,19 @@ async fn a_live_framework_of_the_same_name_and_no_stored_id_refuses_to_register(
         "{ready}"
     );
 
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let ours: Vec<_> =
+    let ours = || -> Vec<String> {
         s.tb.calls()
             .into_iter()
             .filter(|c| c.seq > mark && c.api == "scheduler")
-            .collect();
-    assert!(
-        ours.is_empty(),
-        "the appliance made scheduler calls (SUBSCRIBE…): {:?}",
-        ours.iter().map(|c| &c.call_type).collect::<Vec<_>>()
-    );
+            .map(|c| c.call_type)
+            .collect()
+    };
+    support::client::holds_for(
+        "the appliance makes no scheduler call (SUBSCRIBE…)",
+        Duration::from_secs(3),
+        || ours().is_empty(),
+    )
+    .await;
     assert!(
         s.tb.frameworks()
             .iter()

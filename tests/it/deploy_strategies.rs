@@ -438,8 +438,10 @@ async fn the_services_file_seeds_under_failover_and_replaces_under_upgrade_and_h
         "under failover the file is ignored when ZooKeeper holds services"
     );
     b.wait_state("b adopted the tasks", WAIT, running(3)).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(s.tb.scheduler_calls("KILL").is_empty(), "nothing replaced");
+    support::client::holds_for("nothing replaced", Duration::from_secs(2), || {
+        s.tb.scheduler_calls("KILL").is_empty()
+    })
+    .await;
     assert_eq!(services_of(&b).await, from_first);
     b.signal(libc::SIGTERM);
     assert!(b.wait_exit(WAIT).await.success());

@@ -17,15 +17,16 @@ async fn after_an_agent_restart_the_executor_resubscribes_and_resends_its_update
     let tb = process_testbed().await;
     let mut sub = subscribe(&tb.url(), framework("restart", true)).await;
     let fid = sub.subscribed().await;
-    // The task ends while the agent is down; its TASK_FINISHED waits in the
-    // executor and travels in the next SUBSCRIBE.
+    // The task ends while the agent is down (when the test creates `go` in
+    // its sandbox); its TASK_FINISHED waits in the executor and travels in
+    // the next SUBSCRIBE.
     launch_command(
         &tb,
         &mut sub,
         &fid,
         "r-0",
         "exec-r",
-        "sleep 1.5; echo done > done.txt",
+        "while [ ! -e go ]; do sleep 0.05; done; echo done > done.txt",
         None,
     )
     .await;
@@ -42,6 +43,7 @@ async fn after_an_agent_restart_the_executor_resubscribes_and_resends_its_update
         tokio::net::TcpStream::connect(endpoint).await.is_err(),
         "connection refused"
     );
+    std::fs::write(executor.sandbox.join("go"), b"").unwrap();
     sub.expect_none("UPDATE", Duration::from_millis(1500)).await;
     assert!(
         alive(executor.pid),

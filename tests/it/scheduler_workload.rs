@@ -293,8 +293,12 @@ async fn a_service_no_agent_can_hold_says_why_it_waits() {
     );
     assert_eq!(waiting(&s, "small"), None);
     // Offers are declined, expire and come back: still stuck, said once.
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    let s = replica.snapshot();
+    let mark = mesos_appliance::util::unix_now_secs();
+    let s = replica
+        .wait_for("offers declined and offered again", WAIT, |s| {
+            s.offers.iter().any(|o| o.received_at > mark)
+        })
+        .await;
     assert!(waiting(&s, "huge").is_some_and(|w| w.contains("needs cpus 64")));
     let said: Vec<_> = s
         .events
