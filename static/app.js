@@ -38,8 +38,9 @@
     if (mode === "off") return;
     var src = pre.getAttribute("data-src");
     var next = mode === "tail" ? null : parseInt(pre.getAttribute("data-next"), 10);
-    var status = document.getElementById(pre.id.replace(/-log$/, "-status")) ||
-      document.getElementById("log-status");
+    // stdout-log reports in stdout-status; the log page's pre in log-status.
+    var status = document.getElementById(
+      /-log$/.test(pre.id) ? pre.id.replace(/-log$/, "-status") : "log-status");
     function say(text) { if (status) status.textContent = text; }
     function step() {
       if (document.hidden) { setTimeout(step, 2000); return; }

@@ -156,7 +156,9 @@ fn frame_svg(out: &mut String, f: &Frame, view: &HistoryView, label: &str) {
             _ => "middle",
         };
         let clock = format::time(at);
-        let hhmm = clock.get(11..16).unwrap_or(&clock);
+        // Minutes, or seconds too for spans under 10 minutes.
+        let end = if f.to - f.from < 600.0 { 19 } else { 16 };
+        let hhmm = clock.get(11..end).unwrap_or(&clock);
         let _ = write!(
             out,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,

@@ -234,10 +234,19 @@ impl History {
     /// per series.
     pub fn view(&self, window: Window, now: f64, points: usize, replica: &str) -> HistoryView {
         let ring = self.lock();
-        let from = now - window.seconds();
+        // A ring younger than the window is drawn from its first entry, so
+        // a replica that just started shows its minutes across the chart.
+        let earliest = ring
+            .samples
+            .front()
+            .map(|s| s.at)
+            .into_iter()
+            .chain(ring.marks.front().map(|m| m.at))
+            .fold(now, f64::min);
+        let from = (now - window.seconds()).max(earliest - SAMPLE_INTERVAL.as_secs_f64());
         let inside: Vec<&Sample> = ring.samples.iter().filter(|s| s.at >= from).collect();
         let points = points.clamp(1, MAX_POINTS);
-        let slice = window.seconds() / points as f64;
+        let slice = (now - from).max(1.0) / points as f64;
         let mut reduced: Vec<&Sample> = Vec::new();
         for s in &inside {
             let bucket = ((s.at - from) / slice) as i64;
@@ -262,7 +271,7 @@ impl History {
                 })
                 .collect()
         };
-        let minutes = (window.seconds() / 60.0).ceil() as usize;
+        let minutes = ((now - from) / 60.0).ceil() as usize;
         let start = (from / 60.0).floor() * 60.0;
         let mut offers: Vec<OfferMinute> = (0..=minutes)
             .map(|m| OfferMinute {
@@ -365,7 +374,8 @@ pub struct HistoryView {
     pub replica: String,
     /// `15m`, `1h` or `6h`.
     pub window: String,
-    /// Start of the window, seconds since the UNIX epoch.
+    /// Start of the window, seconds since the UNIX epoch (later than
+    /// `to` minus the window when the ring holds less than that).
     pub from: f64,
     /// End of the window (the time of the request).
     pub to: f64,
