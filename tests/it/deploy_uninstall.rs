@@ -76,6 +76,14 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
     // A framework of the same name and role that ZooKeeper does not know
     // (say, from an earlier installation on another ZooKeeper path).
     let (_stray_stream, stray) = support::mesos::connected(&tb.url(), "gone", 60.0).await;
+    // One audited action, which uninstall shows before deleting it.
+    let (status, _) = a
+        .post(
+            "/api/v1/actions/reconcile",
+            json!({"reason": "last check before removal"}),
+        )
+        .await;
+    assert_eq!(status, 202);
 
     let dry = uninstall(&zk.connect_string(), &tb.url(), &["--dry-run"]).await;
     let out = String::from_utf8_lossy(&dry.stdout);
@@ -93,6 +101,14 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
     assert!(out.contains("replicas in the election: 2"), "{out}");
     assert!(out.contains("task records: 2"), "{out}");
     assert!(out.contains("(named \"gone\" on the master)"), "{out}");
+    assert!(
+        out.contains("audit trail: 1 entry (deleted with the rest)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("reconcile ok") && out.contains("reason: \"last check before removal\""),
+        "{out}"
+    );
     assert!(a.running() && b.running());
     assert!(root_exists(&zk.connect_string()).await);
     assert!(tb.frameworks().iter().any(|f| f.id == fid && !f.completed));
@@ -110,6 +126,7 @@ async fn uninstall_fences_tears_down_and_deletes_everything_once() {
         out.contains("uninstalled: 2 framework(s) torn down"),
         "{out}"
     );
+    assert!(out.contains("last check before removal"), "{out}");
     assert!(
         out.contains("fenced: 2 replica(s) in the election stepped down"),
         "{out}"

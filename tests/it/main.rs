@@ -58,4 +58,5 @@ mod web_console;
 mod web_liveness;
 mod web_logs;
 mod web_pages;
+mod web_tls;
 mod wire_vectors;

@@ -13,7 +13,10 @@ use support::web::{
     FRAMEWORK_ID, TestWeb, form_post, get, json_request, leader_snapshot, request, token_config,
 };
 
-fn with_token(mut r: axum::http::Request<axum::body::Body>, token: &str) -> axum::http::Request<axum::body::Body> {
+fn with_token(
+    mut r: axum::http::Request<axum::body::Body>,
+    token: &str,
+) -> axum::http::Request<axum::body::Body> {
     r.headers_mut().insert(
         header::AUTHORIZATION,
         format!("Bearer {token}").parse().unwrap(),
@@ -34,7 +37,10 @@ async fn each_action_is_audited_with_who_why_and_the_outcome() {
         AdminToken::new("alice", "alice-token-0123456789"),
         AdminToken::new("bob", "bob-token-0123456789abc"),
     ];
-    let web = TestWeb::new(config, leader_snapshot("http://sched-a.cluster.test:8080", 20));
+    let web = TestWeb::new(
+        config,
+        leader_snapshot("http://sched-a.cluster.test:8080", 20),
+    );
 
     let body = json!({"kind": "implicit", "reason": "agents back from maintenance"});
     let r = web
@@ -50,7 +56,11 @@ async fn each_action_is_audited_with_who_why_and_the_outcome() {
     let spec = json!({"command": "sleep 60", "cpus": 0.1, "mem": 32, "instances": 2});
     let r = web
         .send(with_token(
-            json_request(Method::PUT, "/api/v1/services/cache?reason=more%20capacity", &spec),
+            json_request(
+                Method::PUT,
+                "/api/v1/services/cache?reason=more%20capacity",
+                &spec,
+            ),
             "alice-token-0123456789",
         ))
         .await;
@@ -145,9 +155,12 @@ async fn oversized_reasons_are_refused_before_anything_runs() {
     // client's): 400 naming `reason`.
     let r = web
         .send(
-            request(Method::DELETE, &format!("/api/v1/services/web?reason={}", "z".repeat(3000)))
-                .body(axum::body::Body::empty())
-                .unwrap(),
+            request(
+                Method::DELETE,
+                &format!("/api/v1/services/web?reason={}", "z".repeat(3000)),
+            )
+            .body(axum::body::Body::empty())
+            .unwrap(),
         )
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());

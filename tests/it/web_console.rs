@@ -76,7 +76,10 @@ async fn a_task_log_is_followed_live_and_shown_safely() {
     let first = b.wait_for_text("#stdout-log", "tick 2", WAIT).await;
     // Hostile bytes arrive as text: no element was made of them, the ANSI
     // escapes are gone, the invalid byte is U+FFFD.
-    assert!(first.contains("<script>alert(1)</script> red bad:\u{FFFD} end"), "{first:?}");
+    assert!(
+        first.contains("<script>alert(1)</script> red bad:\u{FFFD} end"),
+        "{first:?}"
+    );
     assert_eq!(b.count("#stdout-log script").await, 0);
     assert!(!first.contains('\u{1b}'));
     // Followed live: later lines arrive without reloading.
@@ -97,7 +100,8 @@ async fn a_task_log_is_followed_live_and_shown_safely() {
         .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
         .max()
         .unwrap_or_else(|| panic!("no tick line in {shown:?}"));
-    b.wait_for_text("#log", &format!("tick {}", last + 2), WAIT).await;
+    b.wait_for_text("#log", &format!("tick {}", last + 2), WAIT)
+        .await;
     assert_eq!(b.count("#log script").await, 0);
     b.screenshot_committed("task-log").await;
     b.close().await;
@@ -138,7 +142,10 @@ async fn charts_and_the_audit_trail_survive_a_leader_sigkill() {
     // An action with a reason on the leader.
     browser.goto(&format!("{}/actions", a.url)).await;
     browser
-        .type_into("#reconcile-reason", "before the failover: agent r3 rebooted")
+        .type_into(
+            "#reconcile-reason",
+            "before the failover: agent r3 rebooted",
+        )
         .await;
     browser.click("#reconcile-explicit").await;
     browser.wait_for_path("/actions/results/").await;
@@ -159,7 +166,10 @@ async fn charts_and_the_audit_trail_survive_a_leader_sigkill() {
 
     browser.goto(&format!("{}/actions", b_replica.url)).await;
     browser
-        .type_into("#reconcile-reason", "after the failover: checking every task")
+        .type_into(
+            "#reconcile-reason",
+            "after the failover: checking every task",
+        )
         .await;
     browser.click("#reconcile-implicit").await;
     browser.wait_for_path("/actions/results/").await;
@@ -167,9 +177,18 @@ async fn charts_and_the_audit_trail_survive_a_leader_sigkill() {
     // The audit trail on the other replica (the restarted one).
     browser.goto(&format!("{}/audit", a2.url)).await;
     let audit = browser.text("#audit").await;
-    assert!(audit.contains("before the failover: agent r3 rebooted"), "{audit}");
-    assert!(audit.contains("after the failover: checking every task"), "{audit}");
-    assert!(audit.contains(&b_replica.url) && audit.contains(&a.url), "{audit}");
+    assert!(
+        audit.contains("before the failover: agent r3 rebooted"),
+        "{audit}"
+    );
+    assert!(
+        audit.contains("after the failover: checking every task"),
+        "{audit}"
+    );
+    assert!(
+        audit.contains(&b_replica.url) && audit.contains(&a.url),
+        "{audit}"
+    );
 
     // The charts on the new leader: samples and marks.
     browser
@@ -196,16 +215,16 @@ async fn charts_and_the_audit_trail_survive_a_leader_sigkill() {
         if points >= 6 && browser.count("#chart-running polyline").await >= 2 {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "no running-task lines");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no running-task lines"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(browser.text("#window-15m").await, "15m");
     browser
         .client
-        .execute(
-            "document.getElementById('charts').scrollIntoView()",
-            vec![],
-        )
+        .execute("document.getElementById('charts').scrollIntoView()", vec![])
         .await
         .unwrap();
     browser.screenshot_committed("overview-charts").await;
@@ -218,7 +237,10 @@ async fn charts_and_the_audit_trail_survive_a_leader_sigkill() {
         .text()
         .await
         .unwrap();
-    assert!(html.contains("<svg") && html.contains("<polyline"), "no SVG");
+    assert!(
+        html.contains("<svg") && html.contains("<polyline"),
+        "no SVG"
+    );
 
     // The follower shows the leader's charts.
     browser.goto(&format!("{}/", a2.url)).await;
