@@ -154,14 +154,19 @@ impl SandboxError {
     }
 }
 
+/// Values looked up lately, with when.
+type Cache<K> = Mutex<HashMap<K, (Instant, String)>>;
+
 /// Reads sandbox files; cheap to share (`Arc`), one per web layer.
 #[derive(Debug)]
 pub struct SandboxClient {
     http: reqwest::Client,
     /// Each call's deadline, body included.
     pub timeout: Duration,
-    agents: Mutex<HashMap<(String, String), (Instant, String)>>,
-    directories: Mutex<HashMap<(String, String, String), (Instant, String)>>,
+    /// Agent base URLs by (master, agent ID).
+    agents: Cache<(String, String)>,
+    /// Sandbox directories by (agent URL, framework ID, executor ID).
+    directories: Cache<(String, String, String)>,
 }
 
 impl SandboxClient {
@@ -403,10 +408,7 @@ fn raw_len(text: &str) -> u64 {
         .sum()
 }
 
-fn cached<K: std::hash::Hash + Eq>(
-    cache: &Mutex<HashMap<K, (Instant, String)>>,
-    key: &K,
-) -> Option<String> {
+fn cached<K: std::hash::Hash + Eq>(cache: &Cache<K>, key: &K) -> Option<String> {
     let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
     cache
         .get(key)
@@ -414,11 +416,7 @@ fn cached<K: std::hash::Hash + Eq>(
         .map(|(_, v)| v.clone())
 }
 
-fn remember<K: std::hash::Hash + Eq>(
-    cache: &Mutex<HashMap<K, (Instant, String)>>,
-    key: K,
-    value: String,
-) {
+fn remember<K: std::hash::Hash + Eq>(cache: &Cache<K>, key: K, value: String) {
     let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() >= CACHE_ENTRIES {
         cache.clear();

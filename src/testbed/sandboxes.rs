@@ -229,22 +229,18 @@ async fn state(State(files): State<AgentFiles>) -> Response {
     axum::Json(body).into_response()
 }
 
-/// An `offset` or `length` query value: an integer ≥ -1.
-fn number(name: &str, value: Option<&String>) -> Result<Option<i64>, Response> {
+/// An `offset` or `length` query value: an integer ≥ -1; the 400 body
+/// otherwise.
+fn number(name: &str, value: Option<&String>) -> Result<Option<i64>, String> {
     let Some(value) = value else {
         return Ok(None);
     };
-    let n: i64 = value.trim().parse().map_err(|_| {
-        text(
-            StatusCode::BAD_REQUEST,
-            format!("Failed to parse {name}: Failed to convert '{value}' to number.\n"),
-        )
-    })?;
+    let n: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("Failed to parse {name}: Failed to convert '{value}' to number.\n"))?;
     if n < -1 {
-        return Err(text(
-            StatusCode::BAD_REQUEST,
-            format!("Negative {name} provided: {n}.\n"),
-        ));
+        return Err(format!("Negative {name} provided: {n}.\n"));
     }
     Ok(Some(n))
 }
@@ -278,11 +274,11 @@ async fn read(
     };
     let offset = match number("offset", query.get("offset")) {
         Ok(n) => n.unwrap_or(-1),
-        Err(r) => return r,
+        Err(e) => return text(StatusCode::BAD_REQUEST, e),
     };
     let length = match number("length", query.get("length")) {
         Ok(n) => n.filter(|&n| n >= 0),
-        Err(r) => return r,
+        Err(e) => return text(StatusCode::BAD_REQUEST, e),
     };
     let target = files.app.lock().resolve(files.agent_index, path);
     let Some(target) = target else {

@@ -181,19 +181,21 @@ fn frame_svg(out: &mut String, f: &Frame, view: &HistoryView, label: &str) {
     }
 }
 
-fn lines_chart(view: &HistoryView, series: &[Vec<u32>], label: &str) -> String {
-    let max = series
-        .iter()
-        .flat_map(|s| s.iter().copied())
-        .max()
-        .unwrap_or(0);
+/// The frame of a chart whose values reach `max`, and its SVG so far.
+fn start(view: &HistoryView, max: Option<u32>, label: &str) -> (Frame, String) {
     let f = Frame {
         from: view.from,
         to: view.to,
-        max: nice_max(f64::from(max)),
+        max: nice_max(f64::from(max.unwrap_or(0))),
     };
     let mut out = String::new();
     frame_svg(&mut out, &f, view, label);
+    (f, out)
+}
+
+fn lines_chart(view: &HistoryView, series: &[Vec<u32>], label: &str) -> String {
+    let max = series.iter().flat_map(|s| s.iter().copied()).max();
+    let (f, mut out) = start(view, max, label);
     for (i, values) in series.iter().enumerate() {
         if values.iter().all(|v| *v == 0) {
             continue;
@@ -216,24 +218,8 @@ fn lines_chart(view: &HistoryView, series: &[Vec<u32>], label: &str) -> String {
 }
 
 fn offers_chart(view: &HistoryView) -> String {
-    let max = view
-        .offers
-        .iter()
-        .map(|o| o.received.max(o.declined))
-        .max()
-        .unwrap_or(0);
-    let f = Frame {
-        from: view.from,
-        to: view.to,
-        max: nice_max(f64::from(max)),
-    };
-    let mut out = String::new();
-    frame_svg(
-        &mut out,
-        &f,
-        view,
-        "offers received and declined per minute",
-    );
+    let max = view.offers.iter().map(|o| o.received.max(o.declined)).max();
+    let (f, mut out) = start(view, max, "offers received and declined per minute");
     let minute = (f.x(view.from + 60.0) - f.x(view.from)).max(1.0);
     let bar = (minute / 2.0 - 0.5).max(0.5);
     let base = f.y(0.0);
