@@ -2,9 +2,9 @@
 //!
 //! Every action ([`super::actions`]) and every service change
 //! ([`super::api`]) appends one [`AuditEntry`] to the coordinator's audit
-//! log ([`Coordinator::append_audit`]): `audit/entry-<seq>` znodes under
-//! the deployment's root, the newest
-//! [`AUDIT_KEPT`](crate::coordination::AUDIT_KEPT) kept. It is therefore
+//! log ([`Coordinator::append_audit`](crate::coordination::Coordinator::append_audit)):
+//! `audit/entry-<seq>` znodes under the deployment's root, the newest
+//! [`AUDIT_KEPT`] kept. It is therefore
 //! the same on every replica and survives failovers and restarts; the
 //! `uninstall` job prints its last entries before deleting it with the
 //! rest.

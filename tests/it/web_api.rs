@@ -32,7 +32,10 @@ async fn state_names_the_framework_and_the_leader() {
     // however long other tests ran before this one).
     let age = v["framework"]["heartbeat_age_seconds"].as_f64().unwrap();
     let since = mesos_appliance::util::unix_now_secs() - support::web::now();
-    assert!((4.0..10.0 + since).contains(&age), "{age} ({since}s since now())");
+    assert!(
+        (4.0..10.0 + since).contains(&age),
+        "{age} ({since}s since now())"
+    );
     assert_eq!(v["framework"]["heartbeat_timeout_seconds"], 75.0);
     assert_eq!(v["leadership"]["role"], "leader");
     assert_eq!(v["leadership"]["leader_url"], "http://127.0.0.1:8080");
