@@ -36,6 +36,8 @@ pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
             tracing::info!(
                 session = format_args!("{:#x}", client.session_id().0),
                 timeout_ms = client.session_timeout().as_millis() as u64,
+                connection_timeout_ms =
+                    super::connection_timeout(config.session_timeout).as_millis() as u64,
                 url = %config.url,
                 "ZooKeeper session established"
             );
