@@ -197,27 +197,36 @@ impl TestbedConfig {
 const CONTROL_HELP: &str = "\
 Mesos endpoints:
   POST /api/v1/scheduler        v1 scheduler API (also /master/api/v1/scheduler)
-  POST /api/v1                  operator API: GET_FRAMEWORKS, TEARDOWN
+  POST /api/v1                  operator API: GET_FRAMEWORKS, TEARDOWN, MARK_AGENT_GONE
   POST /master/teardown         legacy teardown (form field frameworkId)
   GET  /master/state, /master/frameworks, /master/redirect, /version
 
 Fault injection and inspection (JSON; not part of Mesos):
   GET  /testbed/calls                       every call received, in order
-  GET  /testbed/tasks | /testbed/frameworks | /testbed/agents
+  GET  /testbed/tasks                       live, unreachable and completed tasks
+  GET  /testbed/frameworks | /testbed/agents
   POST /testbed/agents/{id}/unreachable     TASK_LOST + FAILURE + RESCIND
   POST /testbed/agents/{id}/reachable       tasks come back TASK_RUNNING
+  POST /testbed/agents/{id}/gone            MARK_AGENT_GONE: TASK_GONE_BY_OPERATOR
+                                            (TASK_LOST unless PARTITION_AWARE),
+                                            RESCIND, FAILURE; never comes back
   POST /testbed/frameworks/{id}/drop-stream cut the subscription abruptly
   POST /testbed/heartbeats/stop             body {\"framework_id\": ...} optional
   POST /testbed/heartbeats/resume
   POST /testbed/faults/ignore-kill          body {\"task_id_prefix\": ...}
   POST /testbed/faults/hold-staging         body {\"task_id_prefix\": ...}
   POST /testbed/faults/no-operator-api
+  POST /testbed/faults/drop-calls           body {\"call_type\": \"ACCEPT\", \"count\": 1}:
+                                            answered 202, never acted on
+  POST /testbed/faults/latency              body {\"stream_ms\": 0, \"response_ms\": 0}:
+                                            delay stream events / call answers
   POST /testbed/faults/clear
   POST /testbed/master/failover             body {\"reregister_delay_ms\": 1000}
   GET  /testbed/executors                   executor processes (--run-executors)
   POST /testbed/agents/{id}/restart         body {\"down_ms\": 1000}: the agent dies and
                                             restarts (--run-executors)
-  Delays (reregister_delay_ms, down_ms) are at most 3600000 (one hour).
+  Delays (reregister_delay_ms, down_ms, stream_ms, response_ms) are at most
+  3600000 (one hour). The call log records the stream ID each SUBSCRIBE got.
 
 Process mode (--run-executors): tasks whose ExecutorInfo command ends with
 mesos-appliance-executor run that binary for real, one process per executor,

@@ -11,10 +11,13 @@
 //!   updates with acknowledgements and retries, kills, reconciliation,
 //!   framework messages and executor exits (`tasks`), framework failover,
 //!   failover timeout and removal (`master`);
-//! - `POST /api/v1` — operator GET_FRAMEWORKS and TEARDOWN, and the legacy
+//! - `POST /api/v1` — operator GET_FRAMEWORKS, TEARDOWN and MARK_AGENT_GONE
+//!   (`gone`), and the legacy
 //!   `/master/teardown`, `/master/state`, `/master/frameworks`,
 //!   `/master/redirect` (`operator_api`);
-//! - `/testbed/…` — fault injection and inspection (`control`);
+//! - `/testbed/…` — fault injection and inspection (`control`): agents lost,
+//!   back, restarted or gone for good (`agents`, `agent_restart`, `gone`),
+//!   streams cut, heartbeats stopped, calls lost, latency, master failover;
 //! - with `zk`, master election through ZooKeeper (`election`); a
 //!   non-leading testbed redirects (307) or answers 503 `No leader elected`;
 //! - with `run_executors` (process mode), real `mesos-appliance-executor`
@@ -35,6 +38,7 @@ mod executor_api;
 mod executor_events;
 mod executors;
 mod frameworks;
+mod gone;
 mod http;
 mod launch;
 mod master;
@@ -259,7 +263,35 @@ impl Testbed {
 
     /// Clears every injected fault.
     pub fn clear_faults(&self) {
-        self.app.lock().faults = Default::default();
+        self.app.lock().faults.clear();
+    }
+
+    /// Marks an agent gone, as the operator's MARK_AGENT_GONE (see
+    /// `gone.rs`); false if unknown.
+    pub fn mark_agent_gone(&self, agent_id: &str) -> bool {
+        self.app.lock().mark_agent_gone(agent_id)
+    }
+
+    /// The next `count` scheduler calls of `call_type` (e.g. `"ACCEPT"`, one
+    /// of the types a master answers 202) are answered 202 and not acted
+    /// on; a `count` of 0 stops dropping them.
+    ///
+    /// # Errors
+    /// The reason, for a type that cannot be lost that way (`SUBSCRIBE`,
+    /// `UPDATE_FRAMEWORK`, unknown names) or a count above a million.
+    pub fn drop_calls(&self, call_type: &str, count: u64) -> Result<(), String> {
+        self.app.lock().faults.drop_next(call_type, count)
+    }
+
+    /// Delays every event on scheduler subscription streams by `stream`
+    /// (open ones too) and every scheduler API answer by `response`.
+    pub fn set_latency(&self, stream: Duration, response: Duration) {
+        self.app.lock().faults.set_latency(stream, response);
+    }
+
+    /// Completed tasks the master keeps, with their terminal state.
+    pub fn completed_tasks(&self) -> Vec<TaskView> {
+        self.app.lock().completed_task_views()
     }
 
     /// Process mode: the executor processes, live ones first, then the

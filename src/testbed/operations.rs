@@ -163,6 +163,14 @@ impl Master {
                 });
                 Some(status)
             }
+            // master.cpp reconcile, case (5): the agent was marked gone.
+            Some(Some(AgentState::Gone)) => Some(Self::master_status(
+                &request.task_id,
+                agent_id,
+                pick(TaskState::TaskGoneByOperator),
+                Reconciliation,
+                "Reconciliation: Task is gone",
+            )),
             None if any_recovering => None,
             _ => Some(Self::master_status(
                 &request.task_id,

@@ -36,6 +36,10 @@ pub struct TaskView {
     pub unreachable: bool,
     /// Updates the agent holds that the scheduler has not acknowledged.
     pub unacknowledged_updates: usize,
+    /// The master no longer tracks the task: it ended (its terminal update
+    /// acknowledged, its framework removed or its agent gone). `state` is
+    /// its terminal state.
+    pub completed: bool,
 }
 
 fn state_name<S: serde::Serializer>(state: &TaskState, s: S) -> Result<S::Ok, S::Error> {
@@ -72,26 +76,51 @@ pub struct AgentView {
     pub executors: Vec<(String, String, usize)>,
 }
 
+fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {
+    TaskView {
+        framework_id: t.framework_id.clone(),
+        task_id: t.info.task_id.value.clone(),
+        agent_id: t.agent_id.clone(),
+        executor_id: t.executor_id.clone(),
+        state: t.state,
+        unreachable,
+        unacknowledged_updates: t.pending.len(),
+        completed,
+    }
+}
+
 impl Master {
     /// Every live and unreachable task, sorted by framework and task ID.
     pub fn task_views(&self) -> Vec<TaskView> {
-        let view = |t: &Task, unreachable: bool| TaskView {
-            framework_id: t.framework_id.clone(),
-            task_id: t.info.task_id.value.clone(),
-            agent_id: t.agent_id.clone(),
-            executor_id: t.executor_id.clone(),
-            state: t.state,
-            unreachable,
-            unacknowledged_updates: t.pending.len(),
-        };
         let mut out: Vec<TaskView> = self
             .tasks
             .values()
-            .map(|t| view(t, false))
-            .chain(self.unreachable_tasks.values().map(|t| view(t, true)))
+            .map(|t| task_view(t, false, false))
+            .chain(
+                self.unreachable_tasks
+                    .values()
+                    .map(|t| task_view(t, true, false)),
+            )
             .collect();
         out.sort_by(|a, b| (&a.framework_id, &a.task_id).cmp(&(&b.framework_id, &b.task_id)));
         out
+    }
+
+    /// The completed tasks the master keeps (up to
+    /// `max_completed_tasks_per_framework` per framework, removed frameworks
+    /// included), oldest first per framework, frameworks sorted by ID.
+    pub fn completed_task_views(&self) -> Vec<TaskView> {
+        let mut frameworks: Vec<&Framework> = self
+            .frameworks
+            .values()
+            .chain(self.completed.iter())
+            .collect();
+        frameworks.sort_by(|a, b| a.id.cmp(&b.id));
+        frameworks
+            .into_iter()
+            .flat_map(|f| f.completed_tasks.iter())
+            .map(|t| task_view(t, false, true))
+            .collect()
     }
 
     /// Active, inactive and completed frameworks.
@@ -122,6 +151,7 @@ impl Master {
                     AgentState::Registered => "registered",
                     AgentState::Unreachable { .. } => "unreachable",
                     AgentState::Recovering => "recovering",
+                    AgentState::Gone => "gone",
                 }
                 .into(),
                 executors: a
