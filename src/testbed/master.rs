@@ -89,6 +89,11 @@ pub(crate) enum Timer {
     AgentReregister { agent_id: String, epoch: u64 },
     /// Process mode: executor registration, shutdown and agent restarts.
     Executor(super::executors::ExecutorTimer),
+    /// A simulated executor's next health check of a task.
+    HealthCheck {
+        framework_id: String,
+        task_id: String,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -256,6 +261,8 @@ pub(crate) struct Faults {
     /// `/api/v1` answers 404, as on a master older than the v1 operator API
     /// (Mesos 1.1); the legacy endpoints still work.
     pub no_operator_api: bool,
+    /// Results of simulated health checks, the last matching rule winning.
+    pub health: Vec<super::health::HealthRule>,
 }
 
 impl Faults {
@@ -437,6 +444,10 @@ impl Master {
                 }
             }
             Timer::Executor(timer) => self.fire_executor_timer(timer),
+            Timer::HealthCheck {
+                framework_id,
+                task_id,
+            } => self.simulated_check(&framework_id, &task_id),
         }
     }
 

@@ -29,12 +29,14 @@ mod agents;
 mod allocator;
 mod calls;
 mod config;
+mod containerizers;
 mod control;
 mod election;
 mod executor_api;
 mod executor_events;
 mod executors;
 mod frameworks;
+mod health;
 mod http;
 mod launch;
 mod master;
@@ -59,7 +61,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use calls::CallRecord;
 pub use config::{AgentSpec, DEFAULT_AGENT_RESOURCES, TestbedArgs, TestbedConfig};
+pub use containerizers::{Containerizer, ImageProvider};
 pub use executors::{ExecutorView, ProcessState};
+pub use health::SimulatedHealth;
 pub use tasks::KAMIKAZE;
 pub use views::{AgentView, FrameworkView, TaskView};
 
@@ -249,6 +253,17 @@ impl Testbed {
     /// Tasks whose ID starts with `prefix` stay in TASK_STAGING.
     pub fn hold_staging(&self, prefix: &str) {
         self.app.lock().faults.hold_staging.push(prefix.to_string());
+    }
+
+    /// Simulated health checks of tasks whose ID starts with `prefix` (and
+    /// that carry `label`, a `(key, value)`, if given) get `health` from now
+    /// on; the last matching call wins (see `testbed::health`).
+    pub fn set_health(&self, prefix: &str, label: Option<(&str, &str)>, health: SimulatedHealth) {
+        self.app.lock().faults.health.push(health::HealthRule {
+            task_id_prefix: prefix.to_string(),
+            label: label.map(|(k, v)| (k.to_string(), v.to_string())),
+            health,
+        });
     }
 
     /// `/api/v1` answers 404 as on a master without the v1 operator API,

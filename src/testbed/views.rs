@@ -70,6 +70,10 @@ pub struct AgentView {
     pub state: String,
     /// Executors running there: `(framework ID, executor ID, framework messages received)`.
     pub executors: Vec<(String, String, usize)>,
+    /// Its containerizers (agent `--containerizers`).
+    pub containerizers: Vec<super::Containerizer>,
+    /// Its Mesos containerizer's image providers (agent `--image_providers`).
+    pub image_providers: Vec<super::ImageProvider>,
 }
 
 impl Master {
@@ -124,6 +128,8 @@ impl Master {
                     AgentState::Recovering => "recovering",
                 }
                 .into(),
+                containerizers: a.spec.containerizers.clone(),
+                image_providers: a.spec.image_providers.clone(),
                 executors: a
                     .executors
                     .iter()
