@@ -36,6 +36,8 @@ pub struct TaskView {
     pub unreachable: bool,
     /// Updates the agent holds that the scheduler has not acknowledged.
     pub unacknowledged_updates: usize,
+    /// `healthy` of the latest status the master has seen, if set.
+    pub healthy: Option<bool>,
 }
 
 fn state_name<S: serde::Serializer>(state: &TaskState, s: S) -> Result<S::Ok, S::Error> {
@@ -87,6 +89,7 @@ impl Master {
             state: t.state,
             unreachable,
             unacknowledged_updates: t.pending.len(),
+            healthy: t.last_status.as_ref().and_then(|s| s.healthy),
         };
         let mut out: Vec<TaskView> = self
             .tasks
@@ -211,6 +214,10 @@ impl Master {
                 let mut v = json!({"state": s.state().as_str_name(), "timestamp": s.timestamp.unwrap_or(0.0)});
                 if let Some(cs) = &s.container_status {
                     v["container_status"] = crate::mesos::json::to_value(cs);
+                }
+                // src/common/http.cpp: the task status model shows `healthy` when set.
+                if let Some(healthy) = s.healthy {
+                    v["healthy"] = healthy.into();
                 }
                 v
             })

@@ -5,7 +5,7 @@
 //! agent does; in process mode our executor runs real checks and notes in
 //! its sandbox that it runs on the host.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -50,10 +50,7 @@ fn tcp_check(failures: u32) -> Value {
         "consecutive_failures": failures}})
 }
 
-async fn testbed(config: TestbedConfig) -> Testbed {
-    init();
-    Testbed::start(config).await.unwrap()
-}
+use support::testbed;
 
 #[tokio::test]
 async fn an_unhealthy_task_is_reported_at_each_failure_then_killed() {
