@@ -56,4 +56,5 @@ mod web_api;
 mod web_browser;
 mod web_liveness;
 mod web_pages;
+mod wire_health_container;
 mod wire_vectors;
