@@ -249,12 +249,13 @@ pub struct ServiceSpec {
     /// Which executor runs the tasks.
     #[serde(default)]
     pub executor: ExecutorKind,
-    /// The tasks' health check, run by their executor.
+    /// The tasks' health check, run by their executor (boxed: most
+    /// services have none, and specs travel in commands).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health_check: Option<HealthCheckSpec>,
-    /// The image the tasks run in.
+    pub health_check: Option<Box<HealthCheckSpec>>,
+    /// The image the tasks run in (boxed as `health_check`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<ContainerSpec>,
+    pub container: Option<Box<ContainerSpec>>,
 }
 
 /// The duration fields of a spec, nested ones with their path. Their

@@ -129,10 +129,7 @@ pub(crate) fn launch_failure(
         match (containerizer, container) {
             (Containerizer::Mesos, None) => return None,
             (Containerizer::Mesos, Some(c)) if c.r#type() == container_info::Type::Mesos => {
-                let image = c.mesos.as_ref().and_then(|m| m.image.as_ref());
-                let Some(image) = image else {
-                    return None;
-                };
+                let image = c.mesos.as_ref().and_then(|m| m.image.as_ref())?;
                 let provider = match image.r#type() {
                     image::Type::Docker => ImageProvider::Docker,
                     image::Type::Appc => ImageProvider::Appc,

@@ -15,6 +15,9 @@
 //!   `/master/teardown`, `/master/state`, `/master/frameworks`,
 //!   `/master/redirect` (`operator_api`);
 //! - `/testbed/…` — fault injection and inspection (`control`);
+//! - agents with containerizers and image providers that launch only the
+//!   containers a real agent so configured would (`containerizers`), and
+//!   simulated executors that run tasks' health checks (`health`);
 //! - with `zk`, master election through ZooKeeper (`election`); a
 //!   non-leading testbed redirects (307) or answers 503 `No leader elected`;
 //! - with `run_executors` (process mode), real `mesos-appliance-executor`

@@ -212,7 +212,7 @@ fn an_http_health_check_is_encoded_as_mesos_reads_it() {
     // Inside the TaskInfo, as field 8.
     assert_eq!(
         field_payloads(&info.encode_to_vec(), mesos::task_info::HEALTH_CHECK),
-        [expected.clone()]
+        std::slice::from_ref(&expected)
     );
     assert_eq!(v1::HealthCheck::decode(expected.as_slice()).unwrap(), check);
     // Mesos JSON: proto field names, the enum by name, seconds as numbers.
@@ -307,7 +307,7 @@ fn an_image_container_is_encoded_as_mesos_reads_it() {
     assert_eq!(container.encode_to_vec(), expected);
     assert_eq!(
         field_payloads(&info.encode_to_vec(), mesos::task_info::CONTAINER),
-        [expected.clone()]
+        std::slice::from_ref(&expected)
     );
     let mesos_json = json!({"type": "MESOS",
         "volumes": [{"container_path": "/data", "host_path": "/srv/web", "mode": "RO"}],
