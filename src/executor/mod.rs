@@ -1,5 +1,5 @@
 //! `mesos-appliance-executor`: a Mesos v1 HTTP executor
-//! (`docs/executor-http-api.md`, mesos-notes §8) that runs each task's
+//! (`docs/executor-http-api.md`, `docs/mesos-protocol.md#executor-api`) that runs each task's
 //! command as a child process group and obeys the appliance's framework
 //! messages.
 //!

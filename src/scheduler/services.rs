@@ -153,11 +153,24 @@ pub enum ExecutorKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Constraint {
     /// At most one instance per distinct value of the field.
-    Unique { field: String },
+    Unique {
+        /// `hostname` or an attribute name.
+        field: String,
+    },
     /// The field's value matches the regex entirely.
-    Like { field: String, regex: String },
+    Like {
+        /// `hostname` or an attribute name.
+        field: String,
+        /// The regex as written; it is anchored at both ends when matched.
+        regex: String,
+    },
     /// The field's value does not match the regex entirely.
-    Unlike { field: String, regex: String },
+    Unlike {
+        /// `hostname` or an attribute name.
+        field: String,
+        /// The regex as written; it is anchored at both ends when matched.
+        regex: String,
+    },
 }
 
 impl Constraint {

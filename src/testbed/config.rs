@@ -67,7 +67,7 @@ impl AgentSpec {
 }
 
 /// Everything a testbed master needs. [`TestbedConfig::default`] follows the
-/// Mesos 1.12 defaults (mesos-notes §9); [`TestbedConfig::for_tests`] shortens
+/// Mesos 1.12 defaults (`docs/mesos-protocol.md#defaults`); [`TestbedConfig::for_tests`] shortens
 /// the timers so integration tests run in seconds.
 ///
 /// Where the defaults come from: master flags in `src/master/flags.cpp` with

@@ -12,7 +12,8 @@
 //!   `<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<id>/runs/<container>`
 //!   (the run directory of `src/slave/paths.cpp`)
 //!   with `stdout` / `stderr` files, and the agent's environment
-//!   (`src/slave/slave.cpp` executorEnvironment, mesos-notes §8); no fetcher
+//!   (`src/slave/slave.cpp` executorEnvironment,
+//!   `docs/mesos-protocol.md#executor-environment`); no fetcher
 //!   runs: the configured binary is started directly and the command's URIs
 //!   are not downloaded;
 //! - registration timeout (`--executor_registration_timeout`, 1 min): an

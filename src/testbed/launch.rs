@@ -1,6 +1,7 @@
 //! ACCEPT with LAUNCH operations: offers are taken, each task is validated
 //! against what is left of them in the master's words (`src/master/validation.cpp`
-//! task::validate; mesos-notes §3, capture p), and valid tasks start on their
+//! task::validate; `docs/mesos-protocol.md#taskinfo-and-commandinfo`, capture p), and valid
+//! tasks start on their
 //! simulated executor: TASK_STARTING, then TASK_RUNNING (capture b).
 
 use std::collections::VecDeque;

@@ -9,8 +9,8 @@
 //!
 //! Sources: `src/master/master.cpp` (`subscribe`, `_subscribe`,
 //! `failoverFramework`, `exited`, `frameworkFailoverTimeout`,
-//! `removeFramework`), mesos-notes §2 and the real-master captures d, g, h,
-//! m, n (mesos-notes §12).
+//! `removeFramework`), `docs/mesos-protocol.md#subscribe-and-the-framework-lifecycle`
+//! and the real-master captures d, g, h, m, n.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -115,7 +115,7 @@ impl PartialOrd for TimerEntry {
     }
 }
 
-/// Whether this master may serve the APIs (mesos-notes §1, §7).
+/// Whether this master may serve the APIs (`docs/mesos-protocol.md#leader-redirects`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Leadership {
     /// Serves every call.
@@ -180,7 +180,8 @@ impl Framework {
     }
 
     /// PARTITION_AWARE frameworks get TASK_UNREACHABLE / GONE / UNKNOWN / DROPPED
-    /// where others get TASK_LOST (mesos-notes §3, §5).
+    /// where others get TASK_LOST (`docs/mesos-protocol.md#task-states`,
+    /// `#explicit-reconciliation`).
     pub fn partition_aware(&self) -> bool {
         self.has_capability(v1::framework_info::capability::Type::PartitionAware)
     }

@@ -2,7 +2,9 @@
 //! fault injection. The integration tests and `mesos-appliance demo` run
 //! against it, so its fidelity to a real master is a product property: every
 //! behaviour it imitates cites the Mesos source or doc it follows, and the
-//! captures of a real Mesos 1.12 master (mesos-notes §12) are its reference.
+//! captures of a real Mesos 1.12 master
+//! (`docs/mesos-protocol.md#captures-from-a-real-master`) are its reference.
+//! What it imitates, its fault API and its gaps: `docs/testbed.md`.
 //!
 //! What it serves:
 //! - `POST /api/v1/scheduler` — the v1 scheduler API in JSON and protobuf

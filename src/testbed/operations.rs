@@ -1,7 +1,7 @@
 //! KILL, RECONCILE, MESSAGE and SHUTDOWN, and what happens when an executor
 //! exits (`kamikaze`). Sources: master.cpp (`kill`, `reconcile`, `message`),
-//! slave.cpp (`killTask`, `executorTerminated`), mesos-notes §5, §8 and
-//! captures c, e, f and executor/.
+//! slave.cpp (`killTask`, `executorTerminated`), `docs/mesos-protocol.md#kills`,
+//! `#reconciliation`, `#framework-messages`, and captures c, e, f and executor/.
 
 use super::master::{AgentState, Faults, Master, update_event};
 use super::tasks::{KAMIKAZE, Task, container_status, is_terminal};
@@ -79,7 +79,7 @@ impl Master {
         self.agent_update(framework_id, task_id, killed);
     }
 
-    /// RECONCILE (mesos-notes §5, capture c). Empty `tasks`: implicit, one
+    /// RECONCILE (`docs/mesos-protocol.md#reconciliation`, capture c). Empty `tasks`: implicit, one
     /// update per live task. Otherwise explicit, one answer per task; tasks
     /// on agents not yet re-registered after a master failover get none.
     pub fn reconcile(&mut self, framework_id: &str, tasks: &[call::reconcile::Task]) {
@@ -188,7 +188,8 @@ impl Master {
     }
 
     /// MESSAGE: delivered to a running executor of a registered agent, dropped
-    /// otherwise (mesos-notes §8). The command executor ignores messages; a
+    /// otherwise (`docs/mesos-protocol.md#framework-messages`). The command executor
+    /// ignores messages; a
     /// custom executor receiving `kamikaze` exits with status 1.
     pub fn message(&mut self, framework_id: &str, message: &call::Message) {
         let Some(index) = self.agent_index(&message.agent_id.value) else {

@@ -1,6 +1,7 @@
 //! Read-only views of the master: the operator API's `GET_FRAMEWORKS`
 //! response, the legacy `/master/state` and `/master/frameworks` JSON
-//! (plain-string IDs, seconds as floats: mesos-notes §6, §11.22, capture i),
+//! (plain-string IDs, seconds as floats: `docs/mesos-protocol.md#legacy-endpoints`,
+//! capture i),
 //! and the typed views the testbed's library API and control API return.
 //!
 //! Sources in the Mesos tree: `src/master/readonly_handler.cpp` (the

@@ -1,5 +1,6 @@
 //! Leading-master detection with two testbed masters elected through a real
-//! ZooKeeper (mesos-notes §7, captures j, k, o): the client follows the
+//! ZooKeeper (`docs/mesos-protocol.md#zookeeper-master-detection`, captures j, k, o):
+//! the client follows the
 //! leader when the leading master stops, follows a non-leader's 307, and the
 //! detector reads Mesos' group znodes, legacy ones included.
 

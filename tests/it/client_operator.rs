@@ -1,7 +1,7 @@
 //! The operator client against the testbed: GET_FRAMEWORKS (active, inactive
 //! and completed frameworks) and TEARDOWN of a known, an unknown and an
 //! already removed framework, over the v1 API and the legacy endpoint
-//! (mesos-notes §6, capture h).
+//! (`docs/mesos-protocol.md#operator-api`, capture h).
 
 use crate::support;
 use crate::support::testbed;

@@ -1,5 +1,6 @@
 //! Terminal refusals: a removed framework and a failed-over framework stop
-//! the client with typed errors and no retry loop (mesos-notes §2, §11;
+//! the client with typed errors and no retry loop
+//! (`docs/mesos-protocol.md#refusals-arrive-on-a-200-stream`;
 //! captures d, g, m); a 503 from a leaderless master is retried with backoff.
 
 use crate::support;

@@ -1,6 +1,7 @@
 //! The scheduler client's subscription against the in-process testbed:
 //! subscribe, offers, calls with the current stream ID, re-subscription after
-//! a cut stream, heartbeat supervision and cancellation (mesos-notes §1, §2).
+//! a cut stream, heartbeat supervision and cancellation
+//! (`docs/mesos-protocol.md#scheduler-api-transport`).
 
 use crate::support;
 use crate::support::testbed;
@@ -103,7 +104,8 @@ async fn heartbeat_silence_closes_the_stream_and_resubscribes_within_k_intervals
     let mut client_config = fast_config(&tb.url());
     client_config.heartbeat_timeout_factor = 3;
     // Shorter than the quiet spell below: a request-wide timeout on the
-    // event stream would cut it (mesos-notes §11).
+    // event stream would cut it
+    // (`docs/mesos-protocol.md#a-whole-request-timeout-kills-the-event-stream`).
     client_config.call_timeout = Duration::from_millis(500);
     let cancel = CancellationToken::new();
     let (_client, rx) = SchedulerClient::start(client_config, framework("hb"), cancel.clone());

@@ -130,7 +130,8 @@ async fn framework_id_is_written_once_and_a_different_id_is_a_mismatch() {
         .await
         .unwrap();
     assert_eq!(replaced.version, 1);
-    // The value is plain UTF-8 (DESIGN.md §3), readable by other tools.
+    // The value is plain UTF-8 (`docs/deployment-strategies.md#zookeeper-layout`),
+    // readable by other tools.
     let raw = raw_client(&zk).await;
     assert_eq!(raw.get_data("/t/framework-id").await.unwrap().0, b"fw-2");
     assert!(a.delete_framework_id(Expect::Version(1)).await.unwrap());

@@ -1,4 +1,5 @@
-//! The four deployment scenarios of DESIGN.md §1 with real `mesos-appliance`
+//! The four deployment scenarios
+//! (`docs/deployment-strategies.md#the-four-deployment-scenarios`) with real `mesos-appliance`
 //! processes, a real ZooKeeper and the testbed master: a clean start; a
 //! second deployment while the old leader lives (it waits, no ping-pong);
 //! the old scheduler killed within the failover timeout (same framework ID,
@@ -224,7 +225,8 @@ async fn scenario_4_with_automatic_reregistration() {
     assert_ne!(framework_id(&state).unwrap(), old);
 }
 
-/// DESIGN.md §2a: with no framework ID stored but a framework of the same
+/// `docs/deployment-strategies.md#a-framework-of-the-same-name`: with no
+/// framework ID stored but a framework of the same
 /// name (and principal) active on the master, a `failover` replica refuses
 /// to register a new one — that would orphan the other's tasks — and says
 /// why; it sends no SUBSCRIBE and is not ready. `hard` is the exception: it

@@ -1,5 +1,6 @@
 //! The agent side of process mode with the real executor: an agent restart
-//! with and without checkpointing (capture r, mesos-notes §8, §12), the
+//! with and without checkpointing (capture r,
+//! `docs/mesos-protocol.md#disconnections-and-agent-recovery`), the
 //! executor registration timeout, and the executor API's codes and texts
 //! (`src/slave/http.cpp` Http::executor), in JSON as well as protobuf.
 

@@ -2,7 +2,8 @@
 //! a task runs and is killed with SIGTERM, a task ignoring SIGTERM is
 //! SIGKILLed when its grace period is over, a task writes into its sandbox,
 //! `kamikaze` kills the tasks, reports them and ends the executor, SHUTDOWN,
-//! and the executor's memory footprint (mesos-notes §8, captures executor/).
+//! and the executor's memory footprint (`docs/mesos-protocol.md#executor-api`,
+//! capture executor/).
 
 use crate::support;
 

@@ -4,7 +4,8 @@
 //! acknowledges, reconciles and tears down.
 //!
 //! Needs Debian's `python3-venv` and `python3-http-parser` (installed by
-//! `.ci/run`) and PyPI for `pymesos`, `six` and `addict` (STACK.md §7): the
+//! `.ci/run`) and PyPI for `pymesos`, `six` and `addict`
+//! (`docs/testbed.md#an-independent-client-pymesos`): the
 //! venv is built once under the Cargo target dir.
 
 use crate::support;

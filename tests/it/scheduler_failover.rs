@@ -328,7 +328,8 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
     second.stop().await;
 }
 
-/// A Mesos master failover under a running appliance (mesos-notes §7; the
+/// A Mesos master failover under a running appliance
+/// (`docs/mesos-protocol.md#master-failover`; the
 /// reconciliation guide: reconcile after every re-registration). The stream
 /// breaks, the leader re-subscribes with the same framework ID, and its
 /// explicit reconciliation goes unanswered until the agents re-register

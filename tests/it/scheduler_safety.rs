@@ -229,7 +229,7 @@ async fn a_replaced_framework_id_makes_the_leader_step_down() {
 
 /// ERROR "Framework failed over" (another scheduler subscribed with our
 /// ID): the leader stops acting and says so; it does not resubscribe at once
-/// (DESIGN.md §2a).
+/// (`docs/deployment-strategies.md#failed-over`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_scheduler_taking_our_id_shows_failed_over_and_no_resubscribe() {
     let zk = ZkServer::start();
@@ -356,7 +356,8 @@ async fn a_fenced_leader_stops_acting_and_says_fenced() {
 
 /// A disconnected framework of the same name keeps its tasks until its
 /// failover timeout passes: with no stored ID, registering anew would
-/// orphan them, so the leader refuses (DESIGN.md §2a).
+/// orphan them, so the leader refuses
+/// (`docs/deployment-strategies.md#a-framework-of-the-same-name`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inactive_framework_of_the_same_name_also_blocks_registration() {
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();

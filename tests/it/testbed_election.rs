@@ -1,5 +1,6 @@
 //! Testbed masters electing a leader through a real ZooKeeper, as Mesos
-//! masters do (mesos-notes §7, captures j, k): `json.info_` znodes with
+//! masters do (`docs/mesos-protocol.md#zookeeper-master-detection`, captures j, k):
+//! `json.info_` znodes with
 //! sorted-key MasterInfo JSON, the lowest sequence leads, a non-leader
 //! redirects or answers 503, and a master whose session expires stops.
 

@@ -1,6 +1,6 @@
 //! Framework lifecycle on the testbed: scheduler failover, disconnection,
 //! failover timeout, removal, TEARDOWN and the bounded completed list
-//! (mesos-notes §2, captures d, g, m).
+//! (`docs/mesos-protocol.md#subscribe-and-the-framework-lifecycle`, captures d, g, m).
 
 use crate::support;
 use crate::support::testbed;

@@ -1,5 +1,5 @@
 //! Offers on the testbed: per-agent offers, DECLINE filters, SUPPRESS /
-//! REVIVE, unused ACCEPT resources, RESCIND (mesos-notes §3, §9, capture p).
+//! REVIVE, unused ACCEPT resources, RESCIND (`docs/mesos-protocol.md#offers`, capture p).
 
 use crate::support;
 use crate::support::testbed;

@@ -1,4 +1,4 @@
-//! The testbed's operator API and legacy endpoints (mesos-notes §6, captures
+//! The testbed's operator API and legacy endpoints (`docs/mesos-protocol.md#operator-api`, captures
 //! h, i, k): GET_FRAMEWORKS in JSON and protobuf, TEARDOWN, `/master/teardown`,
 //! `/master/state`, `/master/frameworks`, `/master/redirect`.
 

@@ -1,6 +1,7 @@
 //! Tasks on the testbed: launch, status updates and acknowledgements,
 //! redelivery, KILL, RECONCILE, MESSAGE and `kamikaze`, SHUTDOWN
-//! (mesos-notes §3–§5, §8, captures b, c, e, f, executor/).
+//! (`docs/mesos-protocol.md#tasks-and-status-updates`, `#acknowledgements`,
+//! `#reconciliation`, `#framework-messages`; captures b, c, e, f, executor/).
 
 use crate::support;
 use crate::support::testbed;

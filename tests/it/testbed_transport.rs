@@ -1,6 +1,6 @@
 //! The testbed's scheduler endpoint at the HTTP level: status codes, headers
 //! and body texts exactly as a real Mesos 1.12 master answered them
-//! (mesos-notes §1, §12, captures a, l, n).
+//! (`docs/mesos-protocol.md#scheduler-api-transport`, captures a, l, n).
 
 use crate::support;
 use crate::support::testbed;
