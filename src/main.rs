@@ -19,7 +19,8 @@ async fn main() -> ExitCode {
         // Colours only for a person at a terminal, not in log files.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    // reqwest is built with rustls and no default crypto provider (STACK.md §1).
+    // reqwest is built with rustls and no default crypto provider
+    // (`docs/architecture.md#build-notes`).
     let _ = rustls::crypto::ring::default_provider().install_default();
     match job {
         Job::Serve(common, cluster) => serve::run(common, cluster).await,

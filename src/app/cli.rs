@@ -1,4 +1,4 @@
-//! The `mesos-appliance` command line (DESIGN.md §5). Every flag can also be
+//! The `mesos-appliance` command line (`docs/architecture.md#command-line`). Every flag can also be
 //! given as an environment variable `MESOS_APPLIANCE_<FLAG>` (upper case,
 //! `-` as `_`). The cluster flags ([`ClusterArgs`]: `--master`, `--zk`, …)
 //! belong to `serve` and `uninstall`, before or after the subcommand; `demo`

@@ -165,7 +165,7 @@ pub fn executor_binary(common: &CommonArgs) -> Result<Option<ServedExecutor>, Co
 }
 
 /// The deployment ID: `--deployment-id`, or a hash of the version and the
-/// settings that shape the workload (DESIGN.md §2a).
+/// settings that shape the workload (`docs/deployment-strategies.md#deployment-identity`).
 pub fn deployment_id(
     common: &CommonArgs,
     cluster: &ClusterArgs,

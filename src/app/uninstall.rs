@@ -1,5 +1,5 @@
 //! `mesos-appliance uninstall`: a one-shot job that removes the framework
-//! for good (DESIGN.md §2). It never subscribes. In order:
+//! for good (`docs/deployment-strategies.md#uninstall`). It never subscribes. In order:
 //!
 //! 1. lists frameworks on the master (the stored ID, plus active or inactive
 //!    frameworks of the same name and role) — `--dry-run` stops here and

@@ -26,7 +26,7 @@ pub use proto::v1;
 /// (`src/common/protobuf_utils.cpp` isTerminalState): FINISHED, FAILED,
 /// KILLED, LOST, ERROR, DROPPED, GONE, GONE_BY_OPERATOR. TASK_LOST is
 /// terminal for the master, yet a task reported lost can come back RUNNING
-/// when its agent re-registers (mesos-notes §12).
+/// when its agent re-registers (`docs/mesos-protocol.md#a-lost-task-can-come-back`).
 pub fn is_terminal(state: v1::TaskState) -> bool {
     use v1::TaskState::*;
     matches!(

@@ -5,7 +5,8 @@
 //!
 //! Term outcomes: abdication rejoins the election at the back; "framework
 //! failed over" and a framework-ID mismatch back off, then abdicate, so this
-//! replica never fights the scheduler that took over (DESIGN.md §2a). The
+//! replica never fights the scheduler that took over
+//! (`docs/deployment-strategies.md#failed-over`). The
 //! back-off doubles with each such step-down in a row (10 s up to 5 min), so
 //! a replica alone in the election cannot ping-pong the framework ID with a
 //! scheduler outside it; the standby snapshot keeps saying `failed_over`

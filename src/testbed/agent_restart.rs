@@ -6,13 +6,15 @@
 //! executor stream is cut without a terminating chunk. The master notices
 //! the disconnection: tasks of frameworks that do not checkpoint are lost
 //! at once — TASK_LOST, SOURCE_MASTER, REASON_AGENT_DISCONNECTED, `Agent
-//! <host> disconnected`, no uuid (master.cpp `disconnect`, mesos-notes §3) —
+//! <host> disconnected`, no uuid (master.cpp `disconnect`,
+//! `docs/mesos-protocol.md#master-generated-updates`) —
 //! and their executors die with the agent. Checkpointing frameworks notice
 //! nothing (capture r: the scheduler saw no event): when the agent is back,
 //! their executors re-subscribe within `--executor_reregistration_timeout`
 //! with their unacknowledged updates, or are destroyed (their tasks TASK_LOST,
 //! TASK_GONE if PARTITION_AWARE, REASON_EXECUTOR_REREGISTRATION_TIMEOUT;
-//! slave.cpp reregisterExecutorTimeout, mesos-notes §8). Until then the agent
+//! slave.cpp reregisterExecutorTimeout,
+//! `docs/mesos-protocol.md#disconnections-and-agent-recovery`). Until then the agent
 //! answers executors' other calls with 503 `Agent has not finished recovery`.
 //! Status update retries of simulated tasks on that agent are not paused.
 

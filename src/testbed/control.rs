@@ -18,7 +18,8 @@
 //! | `POST /testbed/faults/no-operator-api` | `/api/v1` answers 404, as on a master older than the v1 operator API |
 //! | `POST /testbed/faults/drop-calls` `{"call_type": "ACCEPT", "count": 1}` | lose the next `count` scheduler calls of that type: each is answered 202 as usual and not acted on (`"dropped": true` in the call log) |
 //! | `POST /testbed/faults/latency` `{"stream_ms": 0, "response_ms": 0}` | delay every event on scheduler subscription streams (open ones too) and every answer of the scheduler API |
-//! | `POST /testbed/faults/clear` | forget every fault above (stopped heartbeats, ignore-kill, hold-staging, no-operator-api, dropped calls, latency) |
+//! | `POST /testbed/faults/health` `{"task_id_prefix": "…", "label": "key=value" (optional), "health": "healthy" \| "unhealthy" \| "flapping"}` | results of the simulated executors' health checks of matching tasks, from their next check (see `health.rs`); the last matching call wins |
+//! | `POST /testbed/faults/clear` | forget every fault above (stopped heartbeats, ignore-kill, hold-staging, no-operator-api, health, dropped calls, latency) |
 //! | `POST /testbed/master/failover` `{"reregister_delay_ms": 1000}` | simulate a master failover (new master ID, streams cut, agents re-register after the delay) |
 //! | `GET /testbed/executors` | `{"executors": [ExecutorView…]}`: executor processes (process mode) |
 //! | `POST /testbed/agents/{agent_id}/restart` `{"down_ms": 1000}` | process mode: the agent dies and comes back after `down_ms` (see `agent_restart`) |
@@ -76,6 +77,7 @@ pub(crate) fn routes() -> Router<App> {
         .route("/testbed/faults/no-operator-api", post(no_operator_api))
         .route("/testbed/faults/drop-calls", post(drop_calls))
         .route("/testbed/faults/latency", post(latency))
+        .route("/testbed/faults/health", post(set_health))
         .route("/testbed/faults/clear", post(clear_faults))
         .route("/testbed/master/failover", post(failover))
         .route("/testbed/executors", get(executors))
@@ -251,6 +253,29 @@ async fn ignore_kill(State(app): State<App>, Json(body): Json<PrefixBody>) -> Re
 
 async fn hold_staging(State(app): State<App>, Json(body): Json<PrefixBody>) -> Response {
     app.lock().faults.hold_staging.push(body.task_id_prefix);
+    done(true)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthBody {
+    task_id_prefix: String,
+    #[serde(default)]
+    label: Option<String>,
+    health: super::health::SimulatedHealth,
+}
+
+async fn set_health(State(app): State<App>, Json(body): Json<HealthBody>) -> Response {
+    let label = match body.label.as_deref().map(|l| l.split_once('=')) {
+        None => None,
+        Some(Some((key, value))) if !key.is_empty() => Some((key.to_string(), value.to_string())),
+        Some(_) => return bad_request("label must be key=value".into()),
+    };
+    app.lock().faults.health.push(super::health::HealthRule {
+        task_id_prefix: body.task_id_prefix,
+        label,
+        health: body.health,
+    });
     done(true)
 }
 

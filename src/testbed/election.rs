@@ -1,6 +1,7 @@
 //! Master election through ZooKeeper, as Mesos masters do it
 //! (`src/master/contender/zookeeper.cpp`, `src/master/detector/zookeeper.cpp`,
-//! mesos-notes §7 and capture j): each master creates an ephemeral sequential
+//! `docs/mesos-protocol.md#zookeeper-master-detection` and capture j): each master
+//! creates an ephemeral sequential
 //! `json.info_<seq>` child of the configured path holding its MasterInfo as
 //! JSON with sorted keys; the lowest sequence leads. A master whose session
 //! expires stops ("Lost candidacy as a leader... committing suicide!").

@@ -12,7 +12,8 @@
 //! before any lookup; 503 `Agent has not finished recovery` for other calls
 //! while recovering; 400 `Framework cannot be found` / `Executor cannot be
 //! found`; 403 `Executor is not subscribed`; then SUBSCRIBE → 200 stream,
-//! UPDATE and MESSAGE → 202, UNKNOWN → 501. mesos-notes §8.
+//! UPDATE and MESSAGE → 202, UNKNOWN → 501.
+//! `docs/mesos-protocol.md#executor-calls-and-events`.
 
 use std::net::SocketAddr;
 use std::sync::{Mutex, Weak};

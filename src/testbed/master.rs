@@ -9,8 +9,8 @@
 //!
 //! Sources: `src/master/master.cpp` (`subscribe`, `_subscribe`,
 //! `failoverFramework`, `exited`, `frameworkFailoverTimeout`,
-//! `removeFramework`), mesos-notes §2 and the real-master captures d, g, h,
-//! m, n (mesos-notes §12).
+//! `removeFramework`), `docs/mesos-protocol.md#subscribe-and-the-framework-lifecycle`
+//! and the real-master captures d, g, h, m, n.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -89,6 +89,11 @@ pub(crate) enum Timer {
     AgentReregister { agent_id: String, epoch: u64 },
     /// Process mode: executor registration, shutdown and agent restarts.
     Executor(super::executors::ExecutorTimer),
+    /// A simulated executor's next health check of a task.
+    HealthCheck {
+        framework_id: String,
+        task_id: String,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -110,7 +115,7 @@ impl PartialOrd for TimerEntry {
     }
 }
 
-/// Whether this master may serve the APIs (mesos-notes §1, §7).
+/// Whether this master may serve the APIs (`docs/mesos-protocol.md#leader-redirects`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Leadership {
     /// Serves every call.
@@ -175,7 +180,8 @@ impl Framework {
     }
 
     /// PARTITION_AWARE frameworks get TASK_UNREACHABLE / GONE / UNKNOWN / DROPPED
-    /// where others get TASK_LOST (mesos-notes §3, §5).
+    /// where others get TASK_LOST (`docs/mesos-protocol.md#task-states`,
+    /// `#explicit-reconciliation`).
     pub fn partition_aware(&self) -> bool {
         self.has_capability(v1::framework_info::capability::Type::PartitionAware)
     }
@@ -266,6 +272,8 @@ pub(crate) struct Faults {
     /// Delay of every event on scheduler subscription streams, shared with
     /// the open streams (`stream.rs`).
     pub stream_latency: super::stream::SharedDelay,
+    /// Results of simulated health checks, the last matching rule winning.
+    pub health: Vec<super::health::HealthRule>,
 }
 
 impl Faults {
@@ -505,6 +513,10 @@ impl Master {
                 }
             }
             Timer::Executor(timer) => self.fire_executor_timer(timer),
+            Timer::HealthCheck {
+                framework_id,
+                task_id,
+            } => self.simulated_check(&framework_id, &task_id),
         }
     }
 

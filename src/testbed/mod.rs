@@ -2,7 +2,9 @@
 //! fault injection. The integration tests and `mesos-appliance demo` run
 //! against it, so its fidelity to a real master is a product property: every
 //! behaviour it imitates cites the Mesos source or doc it follows, and the
-//! captures of a real Mesos 1.12 master (mesos-notes §12) are its reference.
+//! captures of a real Mesos 1.12 master
+//! (`docs/mesos-protocol.md#captures-from-a-real-master`) are its reference.
+//! What it imitates, its fault API and its gaps: `docs/testbed.md`.
 //!
 //! What it serves:
 //! - `POST /api/v1/scheduler` — the v1 scheduler API in JSON and protobuf
@@ -18,6 +20,9 @@
 //! - `/testbed/…` — fault injection and inspection (`control`): agents lost,
 //!   back, restarted or gone for good (`agents`, `agent_restart`, `gone`),
 //!   streams cut, heartbeats stopped, calls lost, latency, master failover;
+//! - agents with containerizers and image providers that launch only the
+//!   containers a real agent so configured would (`containerizers`), and
+//!   simulated executors that run tasks' health checks (`health`);
 //! - with `zk`, master election through ZooKeeper (`election`); a
 //!   non-leading testbed redirects (307) or answers 503 `No leader elected`;
 //! - with `run_executors` (process mode), real `mesos-appliance-executor`
@@ -32,6 +37,7 @@ mod agents;
 mod allocator;
 mod calls;
 mod config;
+mod containerizers;
 mod control;
 mod election;
 mod executor_api;
@@ -39,6 +45,7 @@ mod executor_events;
 mod executors;
 mod frameworks;
 mod gone;
+mod health;
 mod http;
 mod launch;
 mod master;
@@ -63,7 +70,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use calls::CallRecord;
 pub use config::{AgentSpec, DEFAULT_AGENT_RESOURCES, TestbedArgs, TestbedConfig};
+pub use containerizers::{Containerizer, ImageProvider};
 pub use executors::{ExecutorView, ProcessState};
+pub use health::SimulatedHealth;
 pub use tasks::KAMIKAZE;
 pub use views::{AgentView, FrameworkView, TaskView};
 
@@ -253,6 +262,17 @@ impl Testbed {
     /// Tasks whose ID starts with `prefix` stay in TASK_STAGING.
     pub fn hold_staging(&self, prefix: &str) {
         self.app.lock().faults.hold_staging.push(prefix.to_string());
+    }
+
+    /// Simulated health checks of tasks whose ID starts with `prefix` (and
+    /// that carry `label`, a `(key, value)`, if given) get `health` from now
+    /// on; the last matching call wins (see `testbed::health`).
+    pub fn set_health(&self, prefix: &str, label: Option<(&str, &str)>, health: SimulatedHealth) {
+        self.app.lock().faults.health.push(health::HealthRule {
+            task_id_prefix: prefix.to_string(),
+            label: label.map(|(k, v)| (k.to_string(), v.to_string())),
+            health,
+        });
     }
 
     /// `/api/v1` answers 404 as on a master without the v1 operator API,

@@ -3,8 +3,8 @@
 //! legacy endpoints `/master/teardown`, `/master/state`, `/master/frameworks`
 //! and `/master/redirect` (each also without the `/master` prefix, as the
 //! master's HTTP delegate serves them). Sources: `src/master/http.cpp`
-//! (`api`, `teardown`, `redirect`, `state`, `frameworks`), mesos-notes §6 and
-//! captures h, i, k.
+//! (`api`, `teardown`, `redirect`, `state`, `frameworks`),
+//! `docs/mesos-protocol.md#operator-api` and captures h, i, k.
 
 use std::collections::HashMap;
 
@@ -69,7 +69,8 @@ fn handle(
         Ok(e) => e,
         Err(refusal) => return (refusal.into_response(), None),
     };
-    // The operator API checks Accept for every call (mesos-notes §6).
+    // The operator API checks Accept for every call
+    // (`docs/mesos-protocol.md#v1-operator-calls`).
     let accept = match http::response_encoding(headers) {
         Ok(e) => e,
         Err(refusal) => return (refusal.into_response(), None),

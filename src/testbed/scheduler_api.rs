@@ -1,7 +1,8 @@
 //! `POST /api/v1/scheduler` (also `/master/api/v1/scheduler`): parsing,
 //! validation and dispatch of scheduler calls, in the order a real master
 //! checks them (`Master::Http::scheduler` in `src/master/http.cpp`,
-//! `src/master/validation.cpp`, mesos-notes §1 and captures l, n).
+//! `src/master/validation.cpp`,
+//! `docs/mesos-protocol.md#status-codes-of-the-scheduler-endpoint` and captures l, n).
 
 use axum::body::{Body, Bytes};
 use axum::extract::{OriginalUri, State};

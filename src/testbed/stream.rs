@@ -1,7 +1,7 @@
 //! Streaming responses (a scheduler's or an executor's subscription): the
 //! master pushes encoded RecordIO records into a bounded queue; the HTTP
 //! response body drains it, one record per chunk as a real master sends
-//! them (mesos-notes §12, "One record per chunk"). When the body is dropped
+//! them (`docs/mesos-protocol.md#capture-a-subscribe`). When the body is dropped
 //! — the peer hung up — a callback tells the master, so it can mark the
 //! framework disconnected (master.cpp `Master::exited`) or the executor gone.
 

@@ -1,6 +1,7 @@
 //! Read-only views of the master: the operator API's `GET_FRAMEWORKS`
 //! response, the legacy `/master/state` and `/master/frameworks` JSON
-//! (plain-string IDs, seconds as floats: mesos-notes §6, §11.22, capture i),
+//! (plain-string IDs, seconds as floats: `docs/mesos-protocol.md#legacy-endpoints`,
+//! capture i),
 //! and the typed views the testbed's library API and control API return.
 //!
 //! Sources in the Mesos tree: `src/master/readonly_handler.cpp` (the
@@ -36,6 +37,8 @@ pub struct TaskView {
     pub unreachable: bool,
     /// Updates the agent holds that the scheduler has not acknowledged.
     pub unacknowledged_updates: usize,
+    /// `healthy` of the latest status the master has seen, if set.
+    pub healthy: Option<bool>,
     /// The master no longer tracks the task: it ended (its terminal update
     /// acknowledged, its framework removed or its agent gone). `state` is
     /// its terminal state.
@@ -74,6 +77,10 @@ pub struct AgentView {
     pub state: String,
     /// Executors running there: `(framework ID, executor ID, framework messages received)`.
     pub executors: Vec<(String, String, usize)>,
+    /// Its containerizers (agent `--containerizers`).
+    pub containerizers: Vec<super::Containerizer>,
+    /// Its Mesos containerizer's image providers (agent `--image_providers`).
+    pub image_providers: Vec<super::ImageProvider>,
 }
 
 fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {
@@ -85,6 +92,7 @@ fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {
         state: t.state,
         unreachable,
         unacknowledged_updates: t.pending.len(),
+        healthy: t.last_status.as_ref().and_then(|s| s.healthy),
         completed,
     }
 }
@@ -154,6 +162,8 @@ impl Master {
                     AgentState::Gone => "gone",
                 }
                 .into(),
+                containerizers: a.spec.containerizers.clone(),
+                image_providers: a.spec.image_providers.clone(),
                 executors: a
                     .executors
                     .iter()
@@ -235,6 +245,10 @@ impl Master {
                 let mut v = json!({"state": s.state().as_str_name(), "timestamp": s.timestamp.unwrap_or(0.0)});
                 if let Some(cs) = &s.container_status {
                     v["container_status"] = crate::mesos::json::to_value(cs);
+                }
+                // src/common/http.cpp: the task status model shows `healthy` when set.
+                if let Some(healthy) = s.healthy {
+                    v["healthy"] = healthy.into();
                 }
                 v
             })

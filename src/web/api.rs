@@ -1,5 +1,5 @@
 //! The JSON API (`/api/v1/...`), health, readiness and metrics
-//! (DESIGN.md §5). Read endpoints answer from the latest snapshot and are
+//! (`docs/architecture.md#http-api`). Read endpoints answer from the latest snapshot and are
 //! open; service changes need the same rights as actions ([`super::auth`]).
 //!
 //! | method | path | answers |
@@ -197,7 +197,7 @@ pub struct ServiceChange {
 }
 
 /// `PUT /api/v1/services/{name}`: create or replace a service. The body is
-/// a service spec (DESIGN.md §5 `--services` format); `name` may be left
+/// a service spec (the `--services` format of the README); `name` may be left
 /// out (taken from the path) but must match it when given. 201 when
 /// created, 200 when replaced, 400 with field-level `errors`.
 pub async fn put_service(

@@ -1,5 +1,5 @@
 //! The web layer: dashboard pages, the JSON API, actions, health and metrics
-//! (DESIGN.md §5).
+//! (`docs/architecture.md#http-api`).
 //!
 //! It needs only a [`SchedulerHandle`] (snapshots to read, commands to send),
 //! a [`Coordinator`] (election members for the replicas page), a
@@ -541,7 +541,7 @@ pub struct Server {
 
 /// Binds [`WebConfig::listen`] and serves [`router`] until `shutdown`
 /// resolves. Refuses with [`ServeError::Unprotected`] when actions would be
-/// unprotected on that address (DESIGN.md §5, `--admin-token-file`).
+/// unprotected on that address (`docs/architecture.md#http-api`, `--admin-token-file`).
 pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,

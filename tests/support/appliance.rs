@@ -1,5 +1,6 @@
-//! In-process appliance replicas for tests: a ZooKeeper coordinator joined to
-//! the election, the scheduler supervisor with short timers, against a
+//! In-process appliance replicas for tests: a coordinator (a ZooKeeper one
+//! joined to the election, or the in-memory one where ZooKeeper is not what
+//! the test is about), the scheduler supervisor with short timers, against a
 //! testbed master. Stopping one is a failover stop (SIGTERM): the
 //! supervisor ends and the coordinator leaves the election at once.
 
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mesos_appliance::coordination::Coordinator;
+use mesos_appliance::coordination::memory::MemoryCoordinator;
 use mesos_appliance::coordination::url::ZkUrl;
 use mesos_appliance::coordination::zookeeper::{ZkConfig, ZkCoordinator};
 use mesos_appliance::mesos::client::ClientConfig;
@@ -69,7 +71,7 @@ pub fn services(json: serde_json::Value) -> Vec<ServiceSpec> {
 pub struct Replica {
     pub name: String,
     pub handle: SchedulerHandle,
-    pub coordinator: Arc<ZkCoordinator>,
+    pub coordinator: Arc<dyn Coordinator>,
     /// The replica's metrics registry.
     pub registry: Arc<prometheus_client::registry::Registry>,
     /// Cancel to fence this replica as a newer deployment would.
@@ -102,6 +104,30 @@ impl Replica {
         super::mesos::init();
         let name = zk_config.replica.replica_id.clone();
         let coordinator = Arc::new(ZkCoordinator::start(zk_config).await.expect("coordinator"));
+        Replica::with_coordinator(coordinator, &name, master, services, core)
+    }
+
+    /// Starts the only replica `name` on the in-memory coordinator (it leads
+    /// at once), subscribing to `master`: for tests whose subject is the
+    /// scheduler, not ZooKeeper.
+    pub async fn in_memory(
+        name: &str,
+        master: &str,
+        services: Vec<ServiceSpec>,
+        core: CoreConfig,
+    ) -> Replica {
+        super::mesos::init();
+        let coordinator = Arc::new(MemoryCoordinator::new(replicas::replica(name)));
+        Replica::with_coordinator(coordinator, name, master, services, core)
+    }
+
+    fn with_coordinator(
+        coordinator: Arc<dyn Coordinator>,
+        name: &str,
+        master: &str,
+        services: Vec<ServiceSpec>,
+        core: CoreConfig,
+    ) -> Replica {
         let mut registry = mesos_appliance::scheduler::metrics::registry();
         let deps = CoreDeps {
             coordinator: coordinator.clone(),
@@ -115,7 +141,7 @@ impl Replica {
         let shutdown = CancellationToken::new();
         let (handle, task) = supervisor::start(core, deps, shutdown.clone());
         Replica {
-            name,
+            name: name.into(),
             handle,
             coordinator,
             registry: Arc::new(registry),

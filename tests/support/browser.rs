@@ -1,5 +1,5 @@
 //! Headless Chromium driven through chromedriver and fantoccini
-//! (STACK.md §4): chromedriver runs as a child on a free port and is killed
+//! (`docs/architecture.md#build-notes`): chromedriver runs as a child on a free port and is killed
 //! when the [`Browser`] drops; each browser gets a fresh profile directory.
 //! Screenshots go to `$CARGO_TARGET_DIR/screenshots` (default
 //! `target/screenshots`).

@@ -1,4 +1,5 @@
-//! Leader election under `election/` (the ZooKeeper recipe, DESIGN.md §3).
+//! Leader election under `election/` (the ZooKeeper recipe,
+//! `docs/deployment-strategies.md#leader-election`).
 //!
 //! Each replica holds one ephemeral sequential node `member-<seq>` carrying
 //! its [`ReplicaInfo`] as JSON. The lowest sequence leads. Every other member

@@ -41,7 +41,8 @@ use super::{
     RecordList, ReplicaInfo, Result, Versioned,
 };
 
-/// Default ZooKeeper session timeout (`--zk-session-timeout`, DESIGN.md §5).
+/// Default ZooKeeper session timeout (`--zk-session-timeout`,
+/// `docs/architecture.md#command-line`).
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default base hold-off between leadership terms (see [`ZkConfig::hold_off`]).
