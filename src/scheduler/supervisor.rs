@@ -15,9 +15,9 @@
 //! supervisor returns.
 //!
 //! A replica that leads must act or let another replica lead: when a term
-//! cannot load the stores [`STORE_ATTEMPTS`] times in a row it abdicates,
-//! and a standby refresh (ZooKeeper reads, slow on a slow link) gives way
-//! as soon as leadership changes. A term that ends on suspension
+//! cannot load the stores three times in a row it abdicates, and a standby
+//! refresh (ZooKeeper reads, slow on a slow link) gives way as soon as
+//! leadership changes. A term that ends on suspension
 //! (`LeadershipLost`) needs nothing here: when the coordinator leads again
 //! under a new term, the next loop runs it and the core subscribes again.
 
