@@ -253,7 +253,8 @@ pub struct ClusterArgs {
     /// state, one replica only.
     #[arg(long, env = "MESOS_APPLIANCE_ZK")]
     pub zk: Option<String>,
-    /// ZooKeeper session timeout, at least 1s; bounds failover after a crash [default: 10s].
+    /// ZooKeeper session timeout, at least 1s; bounds failover after a crash. A leader
+    /// keeps leading through ZooKeeper round trips up to about half of it [default: 10s].
     #[arg(long, value_parser = zk_session_timeout, allow_hyphen_values = true, env = "MESOS_APPLIANCE_ZK_SESSION_TIMEOUT")]
     pub zk_session_timeout: Option<Duration>,
     /// With zk:// credentials: create znodes readable only by them (default: world-readable).

@@ -59,7 +59,7 @@ pub enum Exit {
 }
 
 impl Exit {
-    fn from_status(status: ExitStatus) -> Exit {
+    pub(crate) fn from_status(status: ExitStatus) -> Exit {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
             (Some(code), _) => Exit::Code(code),

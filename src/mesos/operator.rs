@@ -197,6 +197,7 @@ impl OperatorClient {
                     value: framework_id.to_string(),
                 },
             }),
+            ..Default::default()
         };
         match self.v1(call).await {
             Ok(_) => Ok(()),

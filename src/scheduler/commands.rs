@@ -19,6 +19,10 @@ use super::snapshot::{ReconcileKind, ReconcileRun, Snapshot};
 pub type Reply<T> = oneshot::Sender<Result<T, CommandError>>;
 
 /// What the web layer can ask of the scheduler.
+// PutService carries a whole spec (240 bytes): commands are rare (one per
+// operator action) and moved once through a channel, so boxing it would
+// only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Command {
     /// Start a reconciliation now (coalesced with a running one).

@@ -16,8 +16,10 @@
 
 pub mod commands;
 pub mod config;
+pub mod containers;
 pub mod core;
 pub mod deployment;
+pub mod health;
 pub mod kills;
 pub mod metrics;
 pub mod offers;

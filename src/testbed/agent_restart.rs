@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use super::executor_api::serve_agent;
 use super::executors::{ExecutorTimer, ProcessState, Termination};
-use super::master::{Master, Timer, push_bounded, update_event};
+use super::master::{AgentState, Master, Timer, push_bounded, update_event};
 use crate::executor::config::format_duration;
 use crate::mesos::v1::{self, TaskState, task_status};
 
@@ -31,9 +31,13 @@ const REBIND_RETRY: Duration = Duration::from_millis(100);
 
 impl Master {
     /// Restarts agent `agent_index` (process mode only): down for `down`,
-    /// then up again on the same port. Returns false for an unknown agent or
-    /// without process mode.
+    /// then up again on the same port. Returns false for an unknown or gone
+    /// agent or without process mode.
     pub fn restart_agent(&mut self, agent_index: usize, down: Duration) -> bool {
+        // A gone agent never comes back (`gone.rs`).
+        if self.agents[agent_index].state == AgentState::Gone {
+            return false;
+        }
         let Some(endpoint) = self.processes.endpoints.get_mut(agent_index) else {
             return false;
         };

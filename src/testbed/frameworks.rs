@@ -37,6 +37,7 @@ impl Master {
             stream_id.clone(),
             encoding,
             self.cfg.stream_queue_limit,
+            self.faults.stream_latency.clone(),
             self.this.clone(),
             framework_id.clone(),
         );

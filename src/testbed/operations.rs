@@ -51,18 +51,31 @@ impl Master {
             self.agent_update(framework_id, task_id, status);
             return;
         }
+        self.executor_kills(framework_id, &task, false);
+    }
+
+    /// A simulated executor kills its running task (capture e): TASK_KILLING
+    /// for TASK_KILLING_STATE frameworks, then TASK_KILLED as the command
+    /// executor words it; `unhealthy` (killed by its health check) adds
+    /// `healthy = false` to the TASK_KILLED (`src/launcher/executor.cpp`
+    /// kill and reaped).
+    pub(crate) fn executor_kills(&mut self, framework_id: &str, task: &Task, unhealthy: bool) {
+        let task_id = &task.info.task_id.value;
         let killing_state = self.framework(framework_id).is_some_and(|f| {
             f.has_capability(v1::framework_info::capability::Type::TaskKillingState)
         });
         if killing_state {
-            let killing = self.executor_status(&task, TaskState::TaskKilling, None);
+            let killing = self.executor_status(task, TaskState::TaskKilling, None);
             self.agent_update(framework_id, task_id, killing);
         }
-        let killed = self.executor_status(
-            &task,
+        let mut killed = self.executor_status(
+            task,
             TaskState::TaskKilled,
             Some("Command terminated with signal Terminated"),
         );
+        if unhealthy {
+            killed.healthy = Some(false);
+        }
         self.agent_update(framework_id, task_id, killed);
     }
 
@@ -163,6 +176,14 @@ impl Master {
                 });
                 Some(status)
             }
+            // master.cpp reconcile, case (5): the agent was marked gone.
+            Some(Some(AgentState::Gone)) => Some(Self::master_status(
+                &request.task_id,
+                agent_id,
+                pick(TaskState::TaskGoneByOperator),
+                Reconciliation,
+                "Reconciliation: Task is gone",
+            )),
             None if any_recovering => None,
             _ => Some(Self::master_status(
                 &request.task_id,

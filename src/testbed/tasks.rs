@@ -42,6 +42,8 @@ pub(crate) struct Task {
     pub executor_pid: u32,
     /// When the agent became unreachable (nanoseconds), for unreachable tasks.
     pub unreachable_since: Option<i64>,
+    /// The simulated executor's health checker (`super::health`).
+    pub checker: Option<super::health::Checker>,
 }
 
 pub(crate) use crate::mesos::is_terminal;

@@ -1,7 +1,7 @@
 //! The ZooKeeper test harness itself, checked against the real server with
 //! the bare `zookeeper-client` crate: a server starts and serves, a session
-//! can be expired on demand, the chaos proxy cuts and restores a client, and
-//! a restarted server keeps its data.
+//! can be expired on demand, the chaos proxy cuts, restores and slows down a
+//! client, and a restarted server keeps its data.
 
 use crate::support;
 
@@ -124,6 +124,40 @@ async fn proxy_break_disconnects_and_restore_reconnects() {
     wait_state(&c, zk::SessionState::SyncConnected, Duration::from_secs(5)).await;
     // Cut shorter than the session timeout: the session and its ephemeral live.
     assert!(c.check_stat("/p").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_latency_delays_each_direction_without_adding_up() {
+    let server = ZkServer::start();
+    let proxy = ChaosProxy::start(server.addr()).await;
+    let c = client(&proxy.connect_string()).await;
+    c.create(
+        "/l",
+        b"",
+        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    proxy.set_latency(Duration::from_millis(300), Duration::from_millis(200));
+    // Ten reads in flight at once take one round trip, not ten.
+    let t0 = std::time::Instant::now();
+    let reads = (0..10).map(|_| c.check_stat("/l"));
+    for read in futures::future::join_all(reads).await {
+        assert!(read.unwrap().is_some());
+    }
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_millis(1500),
+        "ten pipelined reads over a 500 ms round trip took {took:?}"
+    );
+    proxy.set_latency(Duration::ZERO, Duration::ZERO);
+    let t0 = std::time::Instant::now();
+    c.check_stat("/l").await.unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        t0.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,6 +27,64 @@ fn sample_services_are_valid_and_use_both_executors() {
     );
 }
 
+/// The sample image service runs on the Compose agents: a Docker container
+/// (the agents' containerizers include docker, with the host's Docker
+/// socket), with an HTTP health check on the container port its task port
+/// maps to, and ports that do not collide between the two agents, which
+/// share the host's Docker engine.
+#[test]
+fn the_sample_image_service_fits_the_compose_agents() {
+    use mesos_appliance::scheduler::containers::DockerNetwork;
+    use mesos_appliance::scheduler::health::HealthCheckKind;
+    let services = parse_services_file(&read("deploy/services.json")).expect("valid services");
+    let web = services
+        .iter()
+        .find(|s| s.container.is_some())
+        .expect("an image-based sample service");
+    let container = web.container.as_ref().unwrap();
+    let docker = container.docker.as_ref().expect("Docker containerizer");
+    assert_eq!(docker.network, DockerNetwork::Bridge);
+    let check = web.health_check.as_ref().expect("a health check");
+    assert_eq!(check.kind, HealthCheckKind::Http);
+    let index = check.port_index.expect("on one of its ports") as usize;
+    assert_eq!(
+        container.container_port(index),
+        Some(8080),
+        "checked where the server listens inside the container"
+    );
+    assert!(
+        matches!(&web.command, mesos_appliance::scheduler::CommandSpec::Shell(line) if line.contains("8080"))
+    );
+
+    let compose = read("docker-compose.yml");
+    assert!(compose.contains("MESOS_CONTAINERIZERS: mesos,docker"));
+    assert!(compose.contains("MESOS_DOCKER_KILL_ORPHANS: \"false\""));
+    let mut ranges = Vec::new();
+    for agent in ["mesos-agent-1", "mesos-agent-2"] {
+        let service = compose_service(&compose, agent);
+        assert!(
+            service.contains("- /var/run/docker.sock:/var/run/docker.sock"),
+            "{service}"
+        );
+        // Docker mounts sandboxes by their host path: the work directory
+        // is mounted at the same path.
+        let work_dir = service
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("MESOS_WORK_DIR: "))
+            .expect("a work directory per agent");
+        assert!(
+            service.contains(&format!("- {work_dir}:{work_dir}")),
+            "{service}"
+        );
+        let ports = service
+            .lines()
+            .find_map(|l| l.split("ports:[").nth(1))
+            .expect("a port range per agent");
+        ranges.push(ports.trim_end_matches(']').to_string());
+    }
+    assert_ne!(ranges[0], ranges[1], "host ports are shared");
+}
+
 #[test]
 fn the_dockerfile_builds_with_the_readme_profile_and_ships_the_executor() {
     let readme = read("README.md");

@@ -12,15 +12,7 @@ use serde_json::{Value, json};
 use support::mesos::*;
 
 async fn operator(tb: &Testbed, body: Value) -> Answer {
-    post(
-        &format!("{}/api/v1", tb.url()),
-        &[
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json"),
-        ],
-        body.to_string(),
-    )
-    .await
+    support::mesos::operator(&tb.url(), body).await
 }
 
 #[tokio::test]
@@ -77,7 +69,7 @@ async fn get_frameworks_lists_active_inactive_and_completed() {
     // The same in protobuf.
     let request = Call {
         r#type: Some(call::Type::GetFrameworks as i32),
-        teardown: None,
+        ..Default::default()
     };
     let response = client()
         .post(format!("{}/api/v1", tb.url()))

@@ -90,6 +90,19 @@ pub async fn call(master: &str, stream_id: &str, body: Value) -> Answer {
     .await
 }
 
+/// An operator API call (`POST /api/v1`) in JSON.
+pub async fn operator(master: &str, body: Value) -> Answer {
+    post(
+        &format!("{master}/api/v1"),
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json"),
+        ],
+        body.to_string(),
+    )
+    .await
+}
+
 /// How a subscription stream ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum End {

@@ -74,10 +74,7 @@ pub(super) async fn run(
 }
 
 async fn connect(url: &ZkUrl, session_timeout: Duration) -> Result<zk::Client, zk::Error> {
-    let mut connector = zk::Client::connector().with_session_timeout(session_timeout);
-    if let Some(credentials) = &url.credentials {
-        connector = connector.with_auth("digest", &credentials.digest_auth());
-    }
+    let connector = crate::coordination::zookeeper::connector(url, session_timeout);
     match tokio::time::timeout(
         session_timeout + Duration::from_secs(1),
         connector.connect(&url.connect_string()),
