@@ -94,7 +94,12 @@ async fn follows_the_leader_through_zookeeper_when_the_leading_master_stops() {
     assert_eq!(
         summary(&scheduler_calls(&follower)),
         vec![
-            ("SUBSCRIBE".into(), f.clone(), None, 200),
+            (
+                "SUBSCRIBE".into(),
+                f.clone(),
+                Some(second.stream_id.clone()),
+                200
+            ),
             ("DECLINE".into(), f, Some(second.stream_id.clone()), 202),
         ]
     );
@@ -139,7 +144,7 @@ async fn pointed_at_the_non_leader_the_client_follows_its_307_and_remembers_the_
     assert_eq!(
         summary(&scheduler_calls(&leader)),
         vec![
-            ("SUBSCRIBE".into(), None, None, 200),
+            ("SUBSCRIBE".into(), None, Some(sub.stream_id.clone()), 200),
             ("DECLINE".into(), fid, Some(sub.stream_id.clone()), 202),
         ]
     );

@@ -70,9 +70,10 @@ async fn subscribes_declines_and_resubscribes_with_a_new_stream_id_after_the_str
     assert_eq!(
         summary(&calls),
         vec![
-            ("SUBSCRIBE".into(), None, None, 200),
+            // A SUBSCRIBE's entry holds the stream ID its answer issued.
+            ("SUBSCRIBE".into(), None, s1.clone(), 200),
             ("DECLINE".into(), f.clone(), s1, 202),
-            ("SUBSCRIBE".into(), f.clone(), None, 200),
+            ("SUBSCRIBE".into(), f.clone(), s2.clone(), 200),
             ("DECLINE".into(), f.clone(), s2, 202),
         ]
     );

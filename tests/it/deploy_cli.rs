@@ -228,7 +228,7 @@ fn flag_errors_say_each_thing_once_and_never_show_a_password() {
         empty,
     ];
     let out = run(APPLIANCE, &args);
-    assert_exit(&out, 2, &args, "the admin token file is empty");
+    assert_exit(&out, 2, &args, "the admin token file holds no token");
     assert_eq!(stderr(&out).matches(empty).count(), 1, "{}", stderr(&out));
 
     // A short token is a warning, not an error: this run fails on --master.
