@@ -164,14 +164,19 @@ async fn leader_keeps_leading_through(one_way: Duration, window: Duration) {
     c.a.stop().await;
 }
 
+/// How long the "keeps the leader" tests watch: 1.5 session timeouts. A
+/// connection given up on shows within the connection timeout (3/5 of the
+/// session), and the old code lost the leader within the first 10 s.
+const KEEP_WINDOW: Duration = Duration::from_secs(15);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_second_round_trip_keeps_the_leader() {
-    leader_keeps_leading_through(Duration::from_secs(1), Duration::from_secs(25)).await;
+    leader_keeps_leading_through(Duration::from_secs(1), KEEP_WINDOW).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_second_round_trip_keeps_the_leader() {
-    leader_keeps_leading_through(Duration::from_millis(1500), Duration::from_secs(25)).await;
+    leader_keeps_leading_through(Duration::from_millis(1500), KEEP_WINDOW).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,7 +184,7 @@ async fn four_second_round_trip_keeps_the_leader() {
     // Before the connection timeout was set, zookeeper-client gave up on a
     // connection silent for 4 s (two fifths of the session) and could not
     // even reconnect: a's session lived on, nobody led for about 20 s.
-    leader_keeps_leading_through(Duration::from_secs(2), Duration::from_secs(25)).await;
+    leader_keeps_leading_through(Duration::from_secs(2), KEEP_WINDOW).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
