@@ -7,7 +7,8 @@
 //! - [`commands`]: web → scheduler commands with replies, and [`SchedulerHandle`];
 //! - [`core`]: the leader's actor for one term — events, launches, kills,
 //!   reconciliation, commands, snapshots;
-//! - [`deployment`]: deployment registration and fencing (DESIGN.md §2);
+//! - [`deployment`]: deployment registration and fencing
+//!   (`docs/deployment-strategies.md#fencing`);
 //! - [`supervisor`]: runs the core while the replica leads, a standby view
 //!   otherwise;
 //! - [`offers`], [`placement`], [`reconcile`], [`kills`], [`workload`],
@@ -15,8 +16,10 @@
 
 pub mod commands;
 pub mod config;
+pub mod containers;
 pub mod core;
 pub mod deployment;
+pub mod health;
 pub mod kills;
 pub mod metrics;
 pub mod offers;

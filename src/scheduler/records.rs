@@ -1,6 +1,7 @@
 //! The task record: what the scheduler knows of one task, persisted under
 //! `tasks/<task-id>` in ZooKeeper before the task is launched and after every
-//! status update (before that update is acknowledged: DESIGN.md §2a), so that
+//! status update (before that update is acknowledged:
+//! `docs/deployment-strategies.md#rules-every-strategy-keeps`), so that
 //! a new leader recovers every task it must reconcile.
 
 use serde::{Deserialize, Serialize};

@@ -30,10 +30,13 @@ pub struct CallRecord {
     pub call_type: String,
     /// `Call.framework_id` (scheduler), or the framework torn down (operator).
     pub framework_id: Option<String>,
-    /// The request's `Mesos-Stream-Id` header.
+    /// The request's `Mesos-Stream-Id` header; for a SUBSCRIBE, the stream
+    /// ID its answer issued (`None` when it was refused).
     pub stream_id: Option<String>,
     /// HTTP status of the answer.
     pub status: u16,
+    /// Answered but lost on purpose (the drop-calls fault): not acted on.
+    pub dropped: bool,
     /// The call in Mesos JSON, or `null` if the body did not parse.
     pub call: serde_json::Value,
 }
@@ -63,7 +66,7 @@ struct Body {
 
 /// One entry of the log.
 #[derive(Debug)]
-struct Entry {
+pub(crate) struct Entry {
     seq: u64,
     at: f64,
     api: &'static str,
@@ -71,6 +74,8 @@ struct Entry {
     framework_id: Option<Arc<str>>,
     stream_id: Option<Arc<str>>,
     status: u16,
+    /// See [`CallRecord::dropped`].
+    pub dropped: bool,
     body: Option<Body>,
 }
 
@@ -84,6 +89,7 @@ impl Entry {
             framework_id: self.framework_id.as_deref().map(str::to_string),
             stream_id: self.stream_id.as_deref().map(str::to_string),
             status: self.status,
+            dropped: self.dropped,
             call: self
                 .body
                 .as_ref()
@@ -125,6 +131,7 @@ impl CallLog {
 
     /// Records a call answered with `status`: `call_type` is the call's type
     /// name (`None` when the body did not parse) and `call` the message.
+    /// Returns the entry as stored.
     pub fn record<M: Message + prost::Name + Default>(
         &mut self,
         api: &'static str,
@@ -133,7 +140,7 @@ impl CallLog {
         stream_id: Option<String>,
         status: u16,
         call: Option<&M>,
-    ) {
+    ) -> &mut Entry {
         let entry = Entry {
             seq: self.next,
             at: crate::util::unix_now_secs(),
@@ -142,16 +149,18 @@ impl CallLog {
             framework_id: self.share(framework_id, |e| &e.framework_id),
             stream_id: self.share(stream_id, |e| &e.stream_id),
             status,
+            dropped: false,
             body: call.map(|m| Body {
                 encoded: m.encode_to_vec().into_boxed_slice(),
                 to_json: json_of::<M>,
             }),
         };
         self.next += 1;
-        self.records.push_back(entry);
-        if self.records.len() > MAX_CALLS {
+        if self.records.len() >= MAX_CALLS {
             self.records.pop_front();
         }
+        self.records.push_back(entry);
+        self.records.back_mut().expect("just pushed")
     }
 
     /// All records, oldest first.

@@ -65,6 +65,12 @@ impl ExecutorTable {
         self.all.iter()
     }
 
+    /// Forgets every executor.
+    pub fn clear(&mut self) {
+        self.all.clear();
+        self.custom.clear();
+    }
+
     pub fn keys(&self) -> impl Iterator<Item = &ExecutorKey> {
         self.all.keys()
     }

@@ -1,7 +1,7 @@
 //! The task model shared by the testbed's task handling: what the master
 //! knows of a task, terminal states, and how executors, agents and the master
 //! word the status updates they generate (captures b, c, q and executor/ in
-//! mesos-notes §12). The behaviour lives next door: [`super::launch`]
+//! `docs/mesos-protocol.md#captures-from-a-real-master`). The behaviour lives next door: [`super::launch`]
 //! (ACCEPT and LAUNCH), [`super::updates`] (status update streams and
 //! acknowledgements), [`super::operations`] (KILL, RECONCILE, MESSAGE,
 //! SHUTDOWN, executor exits) and [`super::agents`] (unreachable agents).
@@ -39,6 +39,8 @@ pub(crate) struct Task {
     pub custom_executor: bool,
     /// Latest state the master has seen (forwarded by the agent).
     pub state: TaskState,
+    /// `TaskStatus.healthy` of the latest status the master has seen.
+    pub healthy: Option<bool>,
     /// Recent statuses, oldest first.
     pub statuses: VecDeque<StatusRecord>,
     /// The agent's unacknowledged updates; the front one is in flight.
@@ -53,6 +55,8 @@ pub(crate) struct Task {
     pub executor_pid: u32,
     /// When the agent became unreachable (nanoseconds), for unreachable tasks.
     pub unreachable_since: Option<i64>,
+    /// The simulated executor's health checker (`super::health`).
+    pub checker: Option<super::health::Checker>,
 }
 
 /// A status the master forwarded, as `/master/state` lists it
@@ -67,6 +71,8 @@ pub(crate) struct StatusRecord {
     /// It carried a container status: the task's own (its executor's
     /// container), which [`container_status`] rebuilds.
     pub container: bool,
+    /// `TaskStatus.healthy`.
+    pub healthy: Option<bool>,
 }
 
 impl StatusRecord {
@@ -75,6 +81,7 @@ impl StatusRecord {
             state: status.state(),
             timestamp: status.timestamp.unwrap_or(0.0),
             container: status.container_status.is_some(),
+            healthy: status.healthy,
         }
     }
 }
@@ -113,6 +120,7 @@ impl Task {
                 .unwrap_or_else(|| info.task_id.value.clone()),
             custom_executor: info.executor.is_some(),
             state: TaskState::TaskStaging,
+            healthy: None,
             statuses: VecDeque::new(),
             pending: VecDeque::new(),
             retry,
@@ -121,6 +129,7 @@ impl Task {
             container_id,
             executor_pid,
             unreachable_since: None,
+            checker: None,
         }
     }
 
@@ -186,7 +195,8 @@ impl Master {
         }
     }
 
-    /// A master-generated status: SOURCE_MASTER and never a uuid (mesos-notes §4).
+    /// A master-generated status: SOURCE_MASTER and never a uuid
+    /// (`docs/mesos-protocol.md#master-generated-updates`).
     pub(crate) fn master_status(
         task_id: &v1::TaskId,
         agent_id: Option<&str>,

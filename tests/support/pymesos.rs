@@ -6,8 +6,9 @@
 //! pymesos` fails on Python 3.11 (its `http-parser` dependency no longer
 //! compiles), so the venv is made by Debian's own interpreter with system
 //! site packages (which hold the working `http_parser`) and pymesos is
-//! installed without dependency resolution. The venv is built once under
-//! the Cargo target dir and reused.
+//! installed without dependency resolution
+//! (`docs/testbed.md#an-independent-client-pymesos`). The venv is built
+//! once under the Cargo target dir and reused.
 
 use std::path::PathBuf;
 use std::process::Command;

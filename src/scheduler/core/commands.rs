@@ -120,7 +120,8 @@ impl Core {
     }
 
     /// TEARDOWN, then the stored framework ID and task records go, so a later
-    /// start registers afresh (DESIGN.md §2a). The replica stays leader in
+    /// start registers afresh (`docs/deployment-strategies.md#rules-every-strategy-keeps`).
+    /// The replica stays leader in
     /// state `removed` until the reregister action.
     async fn teardown(&mut self) -> Result<TeardownResult, CommandError> {
         self.require_subscribed()?;

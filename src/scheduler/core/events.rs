@@ -1,7 +1,8 @@
 //! Mesos events: subscription changes, offers, rescinds, agent and executor
 //! failures, and status updates (acknowledged only after their effect is
 //! stored in ZooKeeper; updates without a uuid are never acknowledged —
-//! DESIGN.md §2a, mesos-notes §4).
+//! `docs/deployment-strategies.md#rules-every-strategy-keeps`,
+//! `docs/mesos-protocol.md#acknowledgements`).
 
 use std::time::Instant;
 
@@ -43,8 +44,9 @@ fn operator_failure(e: &crate::mesos::operator::OperatorError) -> String {
 impl Core {
     /// Starts a Mesos client subscribing with the stored framework ID — or,
     /// with no stored ID, after checking that no framework of our name is
-    /// already active on the master (DESIGN.md §2a: minting a new ID then
-    /// would orphan its tasks).
+    /// active or inactive on the master
+    /// (`docs/deployment-strategies.md#a-framework-of-the-same-name`: minting a
+    /// new ID then would orphan its tasks).
     pub(crate) async fn start_client(&mut self) {
         self.stop_client();
         self.restart_client_at = None;
@@ -195,14 +197,15 @@ impl Core {
         self.set_state(FrameworkState::Subscribed, None);
         self.log("subscribed", format!("subscribed as {id} to {master}"));
         // Reconcile every task we believe alive, after every (re-)subscription
-        // (reconciliation guide; mesos-notes §5).
+        // (`docs/mesos-protocol.md#the-reconciliation-algorithm`).
         let tasks = self.reconcilable_tasks();
         let actions = self.reconciler.subscribed(tasks, now, unix_now_secs());
         self.reconcile_actions(actions).await;
         self.schedule().await;
     }
 
-    /// After "framework failed over" (DESIGN.md §2a: never fight): true when
+    /// After "framework failed over" (`docs/deployment-strategies.md#failed-over`:
+    /// never fight): true when
     /// the master lists our framework as not connected (or not at all), so
     /// subscribing takes nothing from anyone. Otherwise stays `failed_over`
     /// with the reason and retries later.
@@ -267,7 +270,7 @@ impl Core {
                     format!("ERROR \"Framework has been removed\": {reason}"),
                 );
                 self.set_state(FrameworkState::Removed, Some(reason));
-                // DESIGN.md §2a: `hard` always registers afresh.
+                // `docs/deployment-strategies.md#removed`: `hard` always registers afresh.
                 let reregister = self.cfg.on_framework_removed == OnFrameworkRemoved::Reregister
                     || self.cfg.strategy == crate::coordination::Strategy::Hard;
                 if reregister && let Err(e) = self.reregister().await {

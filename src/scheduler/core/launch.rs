@@ -430,7 +430,8 @@ impl Core {
         }
     }
 
-    /// The stored framework ID must still be ours (DESIGN.md §3): another
+    /// The stored framework ID must still be ours
+    /// (`docs/architecture.md#data-flow-of-a-framework-id`): another
     /// deployment, `hard` or `uninstall` may have replaced or removed it.
     async fn check_framework_id(&mut self) {
         let Some(ours) = self.framework_id.clone() else {

@@ -79,7 +79,7 @@ pub enum TermOutcome {
     /// failed over"): step down and back off.
     FailedOver,
     /// The stored framework ID differs from ours: two schedulers registered
-    /// at once; this one loses (DESIGN.md §3).
+    /// at once; this one loses (`docs/deployment-strategies.md#framework-id-mismatch`).
     Mismatch(String),
     /// The stores could not be read at the start of the term.
     StoreUnavailable(String),
@@ -190,7 +190,7 @@ pub async fn run_term(
 
 /// The kill queue of a new term: every task a previous term marked for
 /// killing and has not seen end gets its KILL again (KILL is never
-/// acknowledged and may be lost, mesos-notes §11.18), or a replaced task
+/// acknowledged and may be lost, `docs/mesos-protocol.md#kills`), or a replaced task
 /// would run on beside its replacement.
 fn resume_kills(
     cfg: &CoreConfig,

@@ -13,7 +13,7 @@ use crate::scheduler::services::ServiceSpec;
 /// every earlier framework of this name — the stored ID, and active or
 /// inactive frameworks of the same name and role on the master — through
 /// the operator API, delete the stored framework ID and task records, and
-/// record `teardown_done` (DESIGN.md §2). Frameworks the master already
+/// record `teardown_done` (`docs/deployment-strategies.md#hard`). Frameworks the master already
 /// removed are skipped.
 pub(super) async fn hard_teardown(
     coordinator: &dyn Coordinator,

@@ -1,10 +1,13 @@
 //! Status updates, handled in batches: each is applied to its task record,
 //! the records are written to ZooKeeper concurrently, and only the updates
-//! whose record was stored are acknowledged (DESIGN.md §2a; updates without a
-//! uuid are never acknowledged, mesos-notes §4). An update whose write fails
+//! whose record was stored are acknowledged
+//! (`docs/deployment-strategies.md#rules-every-strategy-keeps`; updates without
+//! a uuid are never acknowledged, `docs/mesos-protocol.md#acknowledgements`).
+//! An update whose write fails
 //! is not acknowledged, so the agent re-sends it.
 //!
-//! The agent keeps one update per task in flight (mesos-notes §4), so a
+//! The agent keeps one update per task in flight
+//! (`docs/mesos-protocol.md#acknowledgements`), so a
 //! batch rarely holds two for one task; when it does (a reconciliation
 //! answer next to a real update), the later one waits for the next round.
 
