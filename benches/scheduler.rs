@@ -15,13 +15,16 @@
 //! At each size N, each scheduler gets a fresh `mesos-testbed` process (the
 //! release binary; Mesos' defaults: 1 s allocation interval, agents of
 //! `cpus:4;mem:8192;disk:65536;ports:[31000-32000]`, status update retries
-//! from 10 s) with 100 agents (more above 40,000 tasks: 250 tasks per agent,
-//! as 400 is the most that fit; `BENCH_AGENTS` overrides), and launches N
+//! from 10 s) with 100 agents (more above 25,000 tasks: one per 250 tasks,
+//! where 400 would fit; `BENCH_AGENTS` overrides), and launches N
 //! tasks of `cpus` 0.01, `mem` 1, `sleep 3600` (command executor):
 //! - `floor`: a do-nothing Rust client on the crate's own Mesos client
 //!   (`harness/floor.rs`): it accepts every offer with as many tasks as fit
 //!   and acknowledges every update, 32 acknowledgements in flight. No
-//!   scheduler can beat it on this testbed: it is the limit to race.
+//!   scheduler can beat it on this testbed: it is the limit to race. It
+//!   and pymesos report their phases (subscribed, first offers, all tasks
+//!   placed, first TASK_RUNNING), printed under the table: where the time
+//!   goes.
 //! - `pymesos`: a minimal pymesos 0.3.15 scheduler, Python, no persistence
 //!   (`harness/pymesos_scheduler.py`); pymesos acknowledges every update
 //!   itself, one call at a time on one connection, in JSON.

@@ -252,6 +252,7 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
             run.outcome,
             run.finished_at - asked_at
         ),
+        phases: Vec::new(),
         memory: memory(replica.pid()).unwrap_or_default(),
         testbed_memory: testbed.memory(),
         cpu: cpu_time(replica.pid()).unwrap_or_default(),

@@ -6,7 +6,10 @@
 //! - `running`: the last of the N tasks reached TASK_RUNNING (the client
 //!   then sends one RECONCILE naming all N tasks);
 //! - `reconciled <seconds>`: the last of the N answers arrived, `<seconds>`
-//!   after the client started sending the RECONCILE call.
+//!   after the client started sending the RECONCILE call;
+//! - `phase <name> <seconds>`: a step of the launch reached, `<seconds>`
+//!   after the client's start (`subscribed`, `offers`, `accepted`,
+//!   `first-running`), shown under the table.
 //!
 //! Launch time is measured here, from spawning the process to reading
 //! `running`: interpreter or runtime start, subscription, offers, launches
@@ -91,6 +94,7 @@ pub async fn run(client: Client, tasks: usize, agents: usize) -> Result<Figures,
     };
     let mut launch = None;
     let mut reconcile = None;
+    let mut phases = Vec::new();
     while reconcile.is_none() {
         let line = match tokio::time::timeout_at(deadline, lines.next_line()).await {
             Err(_) => return Err(failed("timed out")),
@@ -100,6 +104,12 @@ pub async fn run(client: Client, tasks: usize, agents: usize) -> Result<Figures,
         };
         if line == "running" {
             launch = Some(started.elapsed());
+        } else if let Some((name, secs)) =
+            line.strip_prefix("phase ").and_then(|p| p.split_once(' '))
+        {
+            if let Ok(secs) = secs.trim().parse::<f64>() {
+                phases.push((name.to_string(), Duration::from_secs_f64(secs)));
+            }
         } else if let Some(secs) = line.strip_prefix("reconciled ") {
             reconcile = secs.trim().parse::<f64>().ok().map(Duration::from_secs_f64);
         }
@@ -108,6 +118,7 @@ pub async fn run(client: Client, tasks: usize, agents: usize) -> Result<Figures,
         launch: launch.ok_or_else(|| failed("reconciled before running"))?,
         reconcile: reconcile.expect("loop ends on it"),
         reconcile_note: String::new(),
+        phases,
         memory: memory(pid).unwrap_or_default(),
         testbed_memory: testbed.memory(),
         cpu: cpu_time(pid).unwrap_or_default(),

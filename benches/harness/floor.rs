@@ -9,7 +9,11 @@
 //!
 //! It runs as its own process (the bench binary re-executed with
 //! `--floor-client <master URL> <tasks>`), so its RSS is its own, and
-//! speaks the line protocol of [`super::clients`] on stdout.
+//! speaks the line protocol of [`super::clients`] on stdout, with the
+//! phases of its launch (`phase <name> <seconds>`, from its start):
+//! `subscribed`, `offers` (the first OFFERS event), `accepted` (the last
+//! task placed in an ACCEPT), `first-running`; they show where the floor's
+//! time goes.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -57,11 +61,20 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
+/// `phase <name> <seconds since started>`.
+fn phase(name: &str, started: Instant) {
+    say(&format!(
+        "phase {name} {:.3}",
+        started.elapsed().as_secs_f64()
+    ));
+}
+
 fn task_index(task_id: &str) -> Option<usize> {
     task_id.strip_prefix("floor-")?.parse().ok()
 }
 
 async fn run(master: &str, n: usize) -> Result<(), String> {
+    let started = Instant::now();
     let spec = MasterSpec::parse(master).map_err(|e| e.to_string())?;
     let info = v1::FrameworkInfo {
         user: "root".into(),
@@ -83,14 +96,23 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
     let mut running = 0;
     let mut answered = 0;
     let mut reconcile_started: Option<Instant> = None;
+    let mut offered = false;
     while let Some(event) = events.recv().await {
         let event = match event {
             ClientEvent::Event(event) => event,
             ClientEvent::Stopped(reason) => return Err(format!("client stopped: {reason:?}")),
-            ClientEvent::Subscribed(_) | ClientEvent::Disconnected { .. } => continue,
+            ClientEvent::Subscribed(_) => {
+                phase("subscribed", started);
+                continue;
+            }
+            ClientEvent::Disconnected { .. } => continue,
         };
         match event.r#type() {
             event::Type::Offers => {
+                if !offered {
+                    offered = true;
+                    phase("offers", started);
+                }
                 for offer in event.offers.map(|o| o.offers).unwrap_or_default() {
                     let free = Resources::from_protos(&offer.resources);
                     let fit = ((free.scalar("cpus") * 1000.0).round() as usize
@@ -122,6 +144,9 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                         *state = LAUNCHED;
                     }
                     next += fit;
+                    if next == n {
+                        phase("accepted", started);
+                    }
                     let launch = v1::offer::Operation {
                         r#type: Some(v1::offer::operation::Type::Launch as i32),
                         launch: Some(v1::offer::operation::Launch { task_infos: infos }),
@@ -166,6 +191,9 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                 } else if status.state() == TaskState::TaskRunning && tasks[i] == LAUNCHED {
                     tasks[i] = RUNNING;
                     running += 1;
+                    if running == 1 {
+                        phase("first-running", started);
+                    }
                     if running == n {
                         say("running");
                         reconcile_started = Some(Instant::now());

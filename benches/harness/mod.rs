@@ -30,6 +30,9 @@ pub struct Figures {
     pub reconcile: Duration,
     /// Anything to know about that reconciliation.
     pub reconcile_note: String,
+    /// Steps of the launch and when each was reached from the start (the
+    /// reference clients report them).
+    pub phases: Vec<(String, Duration)>,
     /// The scheduler process (the leader) after reconciling.
     pub memory: Memory,
     /// Its testbed at that time.

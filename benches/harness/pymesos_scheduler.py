@@ -7,8 +7,9 @@ as fit, lets pymesos acknowledge every update, and once all of them run asks
 an explicit reconciliation of every task (task IDs only, as pymesos sends
 them). It speaks the line protocol of benches/harness/clients.rs on stdout:
 `running` when the last task runs, `reconciled <seconds>` when the last
-answer arrives (seconds from just before the RECONCILE call), then waits to
-be killed.
+answer arrives (seconds from just before the RECONCILE call), `phase <name>
+<seconds>` (from its start) when it is subscribed, gets its first offers, has
+placed every task and sees its first TASK_RUNNING, then waits to be killed.
 """
 import logging
 import sys
@@ -21,11 +22,16 @@ from pymesos import MesosSchedulerDriver, Scheduler
 CPUS_MILLIS = 10
 MEM = 1
 COMMAND = "sleep 3600"
+STARTED = time.monotonic()
 
 
 def say(line):
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def phase(name):
+    say("phase %s %.3f" % (name, time.monotonic() - STARTED))
 
 
 def scalar(offer, name):
@@ -39,8 +45,15 @@ class Bench(Scheduler):
         self.running = set()
         self.answered = set()
         self.reconcile_started = None
+        self.offered = False
+
+    def registered(self, driver, framework_id, master_info):
+        phase("subscribed")
 
     def resourceOffers(self, driver, offers):
+        if not self.offered:
+            self.offered = True
+            phase("offers")
         for offer in offers:
             fit = min(
                 int(round(scalar(offer, "cpus") * 1000)) // CPUS_MILLIS,
@@ -64,6 +77,8 @@ class Bench(Scheduler):
                 tasks.append(task)
             self.next += fit
             driver.launchTasks(offer.id, tasks)
+            if self.next == self.n:
+                phase("accepted")
 
     def statusUpdate(self, driver, update):
         task_id = update.task_id.value
@@ -76,6 +91,8 @@ class Bench(Scheduler):
         if update.state == "TASK_RUNNING":
             if task_id not in self.running:
                 self.running.add(task_id)
+                if len(self.running) == 1:
+                    phase("first-running")
                 if len(self.running) == self.n:
                     say("running")
                     self.reconcile_started = time.monotonic()

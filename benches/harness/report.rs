@@ -78,6 +78,16 @@ pub fn print_size(r: &SizeResults) {
             ),
         }
     }
+    for (name, run) in [("floor", &r.floor), ("pymesos", &r.pymesos)] {
+        if let Some(f) = ok(run).filter(|f| !f.phases.is_empty()) {
+            let steps: Vec<String> = f
+                .phases
+                .iter()
+                .map(|(p, at)| format!("{p} {:.2} s", at.as_secs_f64()))
+                .collect();
+            println!("  {name} phases: {}", steps.join(", "));
+        }
+    }
     if let Some(a) = ok(&r.appliance) {
         for (name, peer) in [("pymesos", ok(&r.pymesos)), ("floor", ok(&r.floor))] {
             let Some(p) = peer else { continue };

@@ -304,11 +304,12 @@ impl Master {
         if offer_ids.is_empty() {
             error = Some("No offers specified".to_string());
         }
-        for (i, offer_id) in offer_ids.iter().enumerate() {
+        let mut seen = std::collections::HashSet::with_capacity(offer_ids.len());
+        for offer_id in offer_ids {
             if error.is_some() {
                 break;
             }
-            if offer_ids[..i].iter().any(|o| o.value == offer_id.value) {
+            if !seen.insert(offer_id.value.as_str()) {
                 error = Some(format!("Duplicate offer {} in offer list", offer_id.value));
                 break;
             }

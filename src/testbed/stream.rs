@@ -5,12 +5,16 @@
 //! — the peer hung up — a callback tells the master, so it can mark the
 //! framework disconnected (master.cpp `Master::exited`) or the executor gone.
 //!
-//! A real master queues without limit (libprocess keeps every message for
-//! a socket until it is written). The testbed bounds each queue by the
-//! bytes it holds, so a peer that stops reading cannot exhaust its memory,
-//! and a slow one is not cut off just for the number of small events it
-//! is behind on (tens of thousands of tasks, each with an update and its
-//! retries queued, are well within the bound).
+//! A real master queues without limit: `HttpConnection::send`
+//! (`src/master/master.hpp`) writes each encoded event to the response's
+//! `process::http::Pipe`, whose writer keeps what the reader has not taken
+//! yet in an unbounded queue (`Pipe::Writer::write` in
+//! `3rdparty/libprocess/src/http.cpp`). The testbed bounds each queue by
+//! the bytes it holds (`TestbedConfig::stream_queue_bytes`), so a peer that
+//! stops reading cannot exhaust its memory, and a slow one is not cut off
+//! for the number of small events it is behind on: tens of thousands of
+//! tasks, each with an update, its retries and a reconciliation answer
+//! queued, are well within the bound. Queueing is O(1) whatever the depth.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
