@@ -78,7 +78,7 @@ fn live_task_ids(s: &Snapshot, service: &str) -> BTreeSet<String> {
     s.tasks
         .iter()
         .filter(|t| t.service == service && !t.is_terminal())
-        .map(|t| t.task_id.clone())
+        .map(|t| t.task_id.to_string())
         .collect()
 }
 

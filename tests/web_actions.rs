@@ -168,7 +168,7 @@ async fn a_reconcile_result_follows_its_run_to_the_end() {
     let mut s = web.snapshot();
     let mut run = s.reconciliation.running.take().unwrap();
     assert_eq!(run.id, run_id);
-    run.outcome = "converged".into();
+    run.outcome = mesos_appliance::scheduler::ReconcileOutcome::Converged;
     run.answered = run.asked;
     run.finished_at = Some(run.started_at + 1.0);
     s.reconciliation.history.push(run);

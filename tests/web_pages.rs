@@ -110,7 +110,7 @@ async fn task_page_shows_the_timeline() {
         .snapshot()
         .tasks
         .iter()
-        .find(|t| t.state == "TASK_FAILED")
+        .find(|t| t.state.as_str_name() == "TASK_FAILED")
         .unwrap()
         .task_id
         .clone();

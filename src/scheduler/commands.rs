@@ -70,7 +70,7 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KamikazeResult {
     /// Agent ID.
-    pub agent_id: String,
+    pub agent_id: super::AgentId,
     /// Agent hostname.
     pub hostname: String,
     /// Executor ID.

@@ -17,6 +17,7 @@ pub mod commands;
 pub mod config;
 pub mod core;
 pub mod deployment;
+pub mod ids;
 pub mod kills;
 pub mod metrics;
 pub mod offers;
@@ -30,9 +31,11 @@ pub mod taskinfo;
 pub mod workload;
 
 pub use commands::{Command, CommandError, KamikazeResult, Reply, SchedulerHandle, TeardownResult};
+pub use ids::{AgentId, TaskId};
 pub use records::{KillRequest, StatusEntry, TaskRecord};
 pub use services::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};
 pub use snapshot::{
-    EVENT_KINDS, EventEntry, FrameworkState, FrameworkStatus, OfferSummary, ReconcileKind,
-    ReconcileRun, ReconciliationStatus, ServiceStatus, Snapshot, UnrecordedKill,
+    EventEntry, EventKind, FrameworkState, FrameworkStatus, OfferSummary, ReconcileKind,
+    ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus, ServiceStatus,
+    Snapshot, UnrecordedKill,
 };

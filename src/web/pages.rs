@@ -273,8 +273,9 @@ impl Chrome {
     }
 
     /// Percent-encodes a path segment (task IDs in links).
-    pub fn seg(&self, text: &str) -> String {
-        text.bytes()
+    pub fn seg(&self, text: impl AsRef<str>) -> String {
+        text.as_ref()
+            .bytes()
             .map(|b| match b {
                 b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
                     (b as char).to_string()

@@ -166,6 +166,8 @@ impl Drop for Replica {
 pub fn running(s: &Snapshot, service: &str) -> usize {
     s.tasks
         .iter()
-        .filter(|t| t.service == service && t.state == "TASK_RUNNING" && t.kill.is_none())
+        .filter(|t| {
+            t.service == service && t.state.as_str_name() == "TASK_RUNNING" && t.kill.is_none()
+        })
         .count()
 }

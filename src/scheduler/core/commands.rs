@@ -1,7 +1,7 @@
 //! Commands from the web layer, carried out by the leader's core.
 
 use std::collections::BTreeSet;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::{Core, TermOutcome};
 use crate::coordination::Expect;
@@ -9,7 +9,7 @@ use crate::mesos::v1;
 use crate::scheduler::commands::{Command, CommandError, KamikazeResult, TeardownResult};
 use crate::scheduler::offers::Gone;
 use crate::scheduler::services::ExecutorKind;
-use crate::scheduler::snapshot::{FrameworkState, ReconcileKind, ReconcileRun};
+use crate::scheduler::snapshot::{FrameworkState, ReconcileKind, ReconcileRun, ReconcileTrigger};
 use crate::util::unix_now_secs;
 
 /// Framework message that makes `mesos-appliance-executor` kill its tasks
@@ -59,9 +59,13 @@ impl Core {
     async fn reconcile_now(&mut self, kind: ReconcileKind) -> Result<ReconcileRun, CommandError> {
         self.require_subscribed()?;
         let tasks = self.reconcilable_tasks();
-        let (run, actions) =
-            self.reconciler
-                .request(kind, "manual", || tasks, Instant::now(), unix_now_secs());
+        let (run, actions) = self.reconciler.request(
+            kind,
+            ReconcileTrigger::Manual,
+            || tasks,
+            Instant::now(),
+            unix_now_secs(),
+        );
         self.log(
             "action",
             format!("{kind:?} reconciliation requested ({})", run.outcome).to_lowercase(),
@@ -75,7 +79,7 @@ impl Core {
     async fn kamikaze(&mut self) -> Result<Vec<KamikazeResult>, CommandError> {
         self.require_subscribed()?;
         let client = self.client().cloned().expect("subscribed");
-        let executors: BTreeSet<(String, String, String)> = self
+        let executors: BTreeSet<(crate::scheduler::AgentId, String, String)> = self
             .tasks
             .values()
             .filter(|e| e.record.executor == ExecutorKind::Appliance && !e.record.is_terminal())
@@ -91,9 +95,7 @@ impl Core {
         for (agent_id, executor_id, hostname) in executors {
             let outcome = client
                 .message(
-                    v1::AgentId {
-                        value: agent_id.clone(),
-                    },
+                    agent_id.to_proto(),
                     v1::ExecutorId {
                         value: executor_id.clone(),
                     },
@@ -227,7 +229,7 @@ impl Core {
             .map_err(|e| CommandError::Store(e.to_string()))?;
         // Kill while the spec is still known, so each KILL carries the
         // service's own grace period.
-        let live: Vec<String> = self
+        let live: Vec<crate::scheduler::TaskId> = self
             .tasks
             .values()
             .filter(|e| e.record.service == name && !e.record.is_terminal())

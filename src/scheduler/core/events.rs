@@ -3,13 +3,12 @@
 //! stored in ZooKeeper; updates without a uuid are never acknowledged —
 //! DESIGN.md §2a, mesos-notes §4).
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::{Core, REFUSED_RETRY, TermOutcome};
 use crate::coordination::CoordinationError;
 use crate::mesos::client::{ClientEvent, ErrorKind, SchedulerClient, StopReason};
 use crate::mesos::v1::scheduler::{Event, event};
-use crate::mesos::v1::{self};
 use crate::scheduler::config::OnFrameworkRemoved;
 use crate::scheduler::offers::Gone;
 use crate::scheduler::reconcile::Action;
@@ -302,7 +301,7 @@ impl Core {
                 self.deps.metrics.offer("received", offers.len() as u64);
                 for offer in offers {
                     self.agent_attributes
-                        .insert(offer.agent_id.value.clone(), offer.attributes.clone());
+                        .insert((&offer.agent_id).into(), offer.attributes.clone());
                     self.offers.add(offer, now, unix_now_secs());
                 }
                 self.dirty = true;
@@ -367,7 +366,7 @@ impl Core {
     }
 
     /// Non-terminal tasks with their agents, for explicit reconciliation.
-    pub(crate) fn reconcilable_tasks(&self) -> Vec<(String, Option<String>)> {
+    pub(crate) fn reconcilable_tasks(&self) -> crate::scheduler::reconcile::TaskList {
         self.tasks
             .values()
             .filter(|e| !e.record.is_terminal())
@@ -388,12 +387,7 @@ impl Core {
                     };
                     let list = tasks
                         .into_iter()
-                        .map(|(t, a)| {
-                            (
-                                v1::TaskId { value: t },
-                                a.map(|value| v1::AgentId { value }),
-                            )
-                        })
+                        .map(|(t, a)| (t.to_proto(), a.map(|a| a.to_proto())))
                         .collect();
                     if let Err(e) = client.reconcile(list).await {
                         tracing::warn!(error = %e, "RECONCILE failed; retried with the run's backoff");
@@ -406,7 +400,7 @@ impl Core {
                         .reconciliations
                         .get_or_create(&crate::scheduler::metrics::ReconcileLabels {
                             kind: kind.clone(),
-                            outcome: run.outcome.clone(),
+                            outcome: run.outcome.to_string(),
                         })
                         .inc();
                     if let Some(end) = run.finished_at {

@@ -8,7 +8,8 @@
 //! rather than a task nobody knows.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use futures::future::join_all;
 
@@ -16,6 +17,7 @@ use super::{Core, TermOutcome};
 use crate::coordination::Expect;
 use crate::mesos::v1::scheduler::{Call, call};
 use crate::mesos::v1::{self, TaskState, offer};
+use crate::scheduler::ids::TaskId;
 use crate::scheduler::offers::Gone;
 use crate::scheduler::placement::{self, Demand};
 use crate::scheduler::records::{KillRequest, TaskRecord};
@@ -42,7 +44,7 @@ impl Core {
     }
 
     /// Asks for a task's death: marks its record (stored) and queues KILLs.
-    pub(crate) async fn request_kill(&mut self, task_id: &str, reason: &str) {
+    pub(crate) async fn request_kill(&mut self, task_id: &TaskId, reason: &str) {
         let Some(entry) = self.tasks.get(task_id).cloned() else {
             return;
         };
@@ -59,7 +61,7 @@ impl Core {
             });
             match self
                 .task_store
-                .put(task_id, &record, Expect::Version(entry.version))
+                .put(task_id.as_str(), &record, Expect::Version(entry.version))
                 .await
             {
                 Ok(version) => self.put_task(record, version),
@@ -90,10 +92,8 @@ impl Core {
             let call = Call {
                 r#type: Some(call::Type::Kill as i32),
                 kill: Some(call::Kill {
-                    task_id: v1::TaskId {
-                        value: task_id.clone(),
-                    },
-                    agent_id: kill.agent_id.clone().map(|value| v1::AgentId { value }),
+                    task_id: task_id.to_proto(),
+                    agent_id: kill.agent_id.as_ref().map(|a| a.to_proto()),
                     kill_policy: Some(v1::KillPolicy {
                         grace_period: Some(v1::DurationInfo {
                             nanoseconds: kill.grace.as_nanos() as i64,
@@ -160,7 +160,7 @@ impl Core {
             if !self.backoff.get(&spec.name).is_none_or(|b| b.ready(now)) {
                 continue;
             }
-            let occupied: Vec<(String, String)> = tasks
+            let occupied: Vec<(crate::scheduler::AgentId, String)> = tasks
                 .iter()
                 .filter(|t| workload::is_live(t))
                 .map(|t| (t.agent_id.clone(), t.hostname.clone()))
@@ -256,7 +256,7 @@ impl Core {
                 .map(|e| e.executor_id.value.clone())
                 .unwrap_or_else(|| task_id.clone());
             let record = TaskRecord {
-                task_id: task_id.clone(),
+                task_id: task_id.as_str().into(),
                 service: spec.name.clone(),
                 instance: p.instance,
                 fingerprint: spec.fingerprint(),
@@ -269,7 +269,7 @@ impl Core {
                 },
                 executor_id,
                 ports: p.ports.clone(),
-                state: TaskState::TaskStaging.as_str_name().into(),
+                state: TaskState::TaskStaging,
                 launched_at: now,
                 updated_at: now,
                 kill: None,
@@ -282,7 +282,7 @@ impl Core {
             // not be stored is not launched.
             let writes = launches
                 .iter()
-                .map(|(_, r)| self.task_store.put(&r.task_id, r, Expect::Absent));
+                .map(|(_, r)| self.task_store.put(r.task_id.as_str(), r, Expect::Absent));
             let results = join_all(writes).await;
             let mut infos = Vec::new();
             for ((info, record), result) in launches.into_iter().zip(results) {
@@ -463,13 +463,13 @@ impl Core {
         }
         let limit = self.cfg.transient_timeout.as_secs_f64();
         let now = unix_now_secs();
-        let stuck: Vec<(String, String)> = self
+        let stuck: Vec<(TaskId, TaskState)> = self
             .tasks
             .values()
             .filter(|e| e.record.kill.is_none())
             .filter(|e| {
                 matches!(
-                    e.record.task_state(),
+                    e.record.state,
                     TaskState::TaskStaging | TaskState::TaskStarting
                 )
             })
@@ -489,7 +489,7 @@ impl Core {
     async fn forget_old_terminal_tasks(&mut self) {
         let limit = self.cfg.terminal_retention.as_secs_f64();
         let now = unix_now_secs();
-        let old: Vec<(String, i32)> = self
+        let old: Vec<(TaskId, i32)> = self
             .tasks
             .values()
             .filter(|e| e.record.is_terminal() && now - e.record.updated_at > limit)
@@ -498,7 +498,7 @@ impl Core {
         for (task_id, version) in old {
             if self
                 .task_store
-                .delete(&task_id, Expect::Version(version))
+                .delete(task_id.as_str(), Expect::Version(version))
                 .await
                 .is_ok()
             {

@@ -23,7 +23,8 @@ mod view;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -127,10 +128,10 @@ pub(crate) struct Core {
     /// Services with instances that found no offer in the last pass, and
     /// why (see [`crate::scheduler::placement::shortfall`]).
     pub waiting: HashMap<String, crate::scheduler::placement::Shortfall>,
-    pub tasks: BTreeMap<String, TaskEntry>,
+    pub tasks: BTreeMap<crate::scheduler::TaskId, TaskEntry>,
     pub kills: KillQueue,
     pub offers: OfferRegistry,
-    pub agent_attributes: HashMap<String, Vec<v1::Attribute>>,
+    pub agent_attributes: HashMap<crate::scheduler::AgentId, Vec<v1::Attribute>>,
     pub reconciler: Reconciler,
     pub suppressed: bool,
     pub events_log: VecDeque<EventEntry>,
@@ -195,7 +196,7 @@ pub async fn run_term(
 fn resume_kills(
     cfg: &CoreConfig,
     services: &BTreeMap<String, ServiceSpec>,
-    tasks: &BTreeMap<String, TaskEntry>,
+    tasks: &BTreeMap<crate::scheduler::TaskId, TaskEntry>,
     now: Instant,
 ) -> KillQueue {
     let mut kills = KillQueue::new(cfg.kill_retry_min, cfg.kill_retry_max);
@@ -255,7 +256,7 @@ impl Core {
             .map_err(|e| format!("reading task records: {e}"))?;
         for (id, record) in listed.records {
             tasks.insert(
-                id,
+                id.into(),
                 TaskEntry {
                     record: Arc::new(record.value),
                     version: record.version,
@@ -412,7 +413,8 @@ impl Core {
         }
         self.events_log.push_back(EventEntry {
             at: unix_now_secs(),
-            kind: kind.to_string(),
+            kind: crate::scheduler::EventKind::from_name(kind)
+                .unwrap_or(crate::scheduler::EventKind::Error),
             message,
         });
         while self.events_log.len() > EVENT_LOG_LEN {

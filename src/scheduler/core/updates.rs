@@ -9,7 +9,8 @@
 //! answer next to a real update), the later one waits for the next round.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use futures::future::join_all;
 
@@ -53,16 +54,19 @@ impl Core {
         let mut rogue = false;
         for status in statuses {
             self.count_update(&status);
-            let task_id = status.task_id.value.clone();
+            let task_id = crate::scheduler::TaskId::from(&status.task_id);
             let state = status.state();
             let reconciliation = status.reason == Some(task_status::Reason::Reconciliation as i32);
-            self.reconciler.on_update(&task_id, reconciliation);
+            let finished = self
+                .reconciler
+                .on_update(task_id.as_str(), reconciliation, now, at);
+            self.reconcile_actions(finished).await;
             let Some(entry) = self.tasks.get(&task_id) else {
                 // Not ours: a terminal one is acknowledged and ignored; a live
                 // one is killed (unless still staging: it may be a launch
                 // whose record write we have not seen succeed).
                 if !is_terminal(state) && state != TaskState::TaskStaging {
-                    let agent = status.agent_id.as_ref().map(|a| a.value.clone());
+                    let agent = status.agent_id.as_ref().map(Into::into);
                     if self.kills.request(
                         &task_id,
                         agent,
@@ -80,7 +84,7 @@ impl Core {
                         rogue = true;
                     }
                 } else if is_terminal(state) {
-                    self.kills.done(&task_id);
+                    self.kills.done(task_id.as_str());
                 }
                 acks.push(status);
                 continue;
@@ -95,7 +99,7 @@ impl Core {
         for chunk in writes.chunks(CONCURRENCY) {
             let results = join_all(chunk.iter().map(|(_, record, version)| {
                 self.task_store
-                    .put(&record.task_id, record, Expect::Version(*version))
+                    .put(record.task_id.as_str(), record, Expect::Version(*version))
             }))
             .await;
             stored.extend(results);
@@ -153,7 +157,7 @@ impl Core {
 
     /// Bookkeeping after a stored update: kills done, restart backoff, events.
     fn note_transition(&mut self, record: &TaskRecord, now: Instant) {
-        let state = record.task_state();
+        let state = record.state;
         if state == TaskState::TaskRunning {
             self.backoff
                 .entry(record.service.clone())
@@ -163,17 +167,16 @@ impl Core {
         if !is_terminal(state) {
             return;
         }
-        let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
+        let wanted_dead =
+            self.kills.done(record.task_id.as_str()).is_some() || record.kill.is_some();
         let last = record.timeline.last();
-        let reason = last
-            .and_then(|e| e.reason.as_deref())
-            .and_then(task_status::Reason::from_str_name);
+        let reason = last.and_then(|e| e.reason);
         if let Some(spec) = self.services.get(&record.service).cloned() {
             let failed = !wanted_dead && workload::counts_as_failure(state, reason);
             self.backoff
                 .entry(record.service.clone())
                 .or_default()
-                .terminal(&spec, &record.task_id, failed, now);
+                .terminal(&spec, record.task_id.as_str(), failed, now);
         }
         if wanted_dead {
             return;

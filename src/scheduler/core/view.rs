@@ -1,7 +1,7 @@
 //! Building and publishing the leader's snapshot.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::Core;
 use crate::mesos::resources::format_ranges;
@@ -34,9 +34,10 @@ impl Core {
         let coordinator = &self.deps.coordinator;
         let sub = self.subscription.as_ref();
         let client = self.client();
+        let std_now = std::time::Instant::now();
         let last_event_at = client
             .and_then(|c| c.last_event_at())
-            .map(|t| now_secs - now.duration_since(t).as_secs_f64());
+            .map(|t| now_secs - std_now.duration_since(t).as_secs_f64());
         let framework = FrameworkStatus {
             id: self.framework_id.clone(),
             name: self.cfg.framework_name.clone(),
@@ -54,7 +55,7 @@ impl Core {
             master_version: sub
                 .and_then(|s| s.master_info.as_ref())
                 .and_then(|m| m.version.clone()),
-            subscribed_at: sub.map(|s| now_secs - now.duration_since(s.since).as_secs_f64()),
+            subscribed_at: sub.map(|s| now_secs - std_now.duration_since(s.since).as_secs_f64()),
             last_event_at,
             heartbeat_interval_seconds: sub.map(|s| s.heartbeat_interval.as_secs_f64()),
             heartbeat_timeout_seconds: sub.map(|s| {
