@@ -45,6 +45,11 @@ async fn stuck_staging_task_is_killed_and_replaced() {
         })
         .await;
     let first = s.tasks[0].task_id.clone();
+    // The ACCEPT follows the stored record: wait until the master holds it.
+    support::client::eventually("the master holds the task", WAIT, || {
+        tb.tasks().iter().any(|t| t.task_id == first.as_str())
+    })
+    .await;
     tb.clear_faults();
     let s = replica
         .wait_for("replaced", WAIT, |s| running(s, "stuck") == 1)

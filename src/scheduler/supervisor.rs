@@ -145,8 +145,8 @@ async fn supervise(
                     }
                     abdicate(&deps).await;
                 }
-                TermOutcome::StoreUnavailable(why) => {
-                    tracing::error!("cannot read the stores: {why}; retrying");
+                TermOutcome::StartupFailed(why) => {
+                    tracing::error!("the term could not start: {why}; retrying");
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
                         _ = tokio::time::sleep(Duration::from_secs(2)) => {}

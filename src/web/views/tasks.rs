@@ -275,7 +275,7 @@ impl TasksView {
             "service" => {
                 matched.sort_by(|a, b| (&a.service, a.instance).cmp(&(&b.service, b.instance)))
             }
-            "state" => matched.sort_by(|a, b| a.state.cmp(&b.state)),
+            "state" => matched.sort_by_key(|t| t.state.as_str_name()),
             "host" => matched.sort_by(|a, b| a.hostname.cmp(&b.hostname)),
             "updated" => matched.sort_by(|a, b| a.updated_at.total_cmp(&b.updated_at)),
             "launched" => matched.sort_by(|a, b| a.launched_at.total_cmp(&b.launched_at)),
