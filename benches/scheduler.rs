@@ -178,7 +178,7 @@ async fn main() {
                         .to_protos(None),
                     ..Default::default()
                 },
-                Instant::now(),
+                tokio::time::Instant::now(),
                 0.0,
             );
         }

@@ -1,4 +1,4 @@
-//! Task and agent IDs as their own types, so neither is mistaken for the
+//! Task, agent and framework IDs as their own types, so neither is mistaken for the
 //! other (or for a service name) anywhere in the scheduler. Both are plain
 //! strings in JSON and in ZooKeeper (`#[serde(transparent)]`), read as
 //! `&str` (`Deref`), and borrow as `&str` so maps keyed by them are looked
@@ -141,6 +141,12 @@ impl FromValue for v1::TaskId {
     }
 }
 
+impl FromValue for v1::FrameworkId {
+    fn from_value(value: String) -> Self {
+        v1::FrameworkId { value }
+    }
+}
+
 impl FromValue for v1::AgentId {
     fn from_value(value: String) -> Self {
         v1::AgentId { value }
@@ -151,6 +157,12 @@ string_id!(
     /// A Mesos task ID; ours are `<service>.<instance>.<uuid>`.
     TaskId,
     v1::TaskId
+);
+
+string_id!(
+    /// A Mesos framework ID, as the master assigns it.
+    FrameworkId,
+    v1::FrameworkId
 );
 
 string_id!(

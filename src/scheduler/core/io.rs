@@ -17,7 +17,7 @@ use crate::mesos::client::{CallError, DisconnectReason, StopReason};
 use crate::mesos::operator::{Frameworks, OperatorError};
 use crate::mesos::v1;
 use crate::scheduler::commands::{CommandError, KamikazeResult, TeardownResult};
-use crate::scheduler::ids::{AgentId, TaskId};
+use crate::scheduler::ids::{AgentId, FrameworkId, TaskId};
 use crate::scheduler::reconcile::TaskList;
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::services::ServiceSpec;
@@ -108,7 +108,7 @@ pub enum Input {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubscribedInfo {
     /// The framework ID the master assigned or confirmed.
-    pub framework_id: String,
+    pub framework_id: FrameworkId,
     /// The master's base URL.
     pub master: String,
     /// Its version (`MasterInfo.version`), when given.
@@ -127,7 +127,7 @@ pub enum StoreOp {
     ReadFrameworkId,
     /// Store a new framework ID ([`StoreResult::Written`]; a different stored
     /// ID is [`CoordinationError::Mismatch`]).
-    StoreFrameworkId(String),
+    StoreFrameworkId(FrameworkId),
     /// Delete the framework ID ([`StoreResult::Written`]).
     DeleteFrameworkId,
     /// Read the deployment record ([`StoreResult::Deployment`]).
@@ -156,7 +156,7 @@ pub enum StoreOp {
 #[derive(Debug, Clone)]
 pub enum StoreResult {
     /// The framework ID, if stored.
-    FrameworkId(Result<Option<String>, CoordinationError>),
+    FrameworkId(Result<Option<FrameworkId>, CoordinationError>),
     /// The deployment record, if any.
     Deployment(Result<Option<Versioned<DeploymentRecord>>, CoordinationError>),
     /// The stored services (undecodable ones listed apart).

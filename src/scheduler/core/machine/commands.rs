@@ -95,7 +95,7 @@ impl Machine {
                     self.reply(id, Answer::Done(Err(error)));
                     return;
                 }
-                let old = self.framework.id.clone().unwrap_or_default();
+                let old = self.framework.id.clone().unwrap_or_default().to_string();
                 self.forget(Then::Reregister {
                     reply: Some(id),
                     old,

@@ -32,6 +32,7 @@ use crate::scheduler::core::io::{
     SubscribedInfo,
 };
 use crate::scheduler::core::{Mismatch, TermOutcome};
+use crate::scheduler::ids::FrameworkId;
 use crate::scheduler::offers::Gone;
 use crate::scheduler::snapshot::{EventKind, FrameworkState};
 
@@ -48,7 +49,7 @@ const LIST_RETRY: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub(super) struct Framework {
     /// The framework ID, stored or just assigned.
-    pub(super) id: Option<String>,
+    pub(super) id: Option<FrameworkId>,
     pub(super) state: FrameworkState,
     pub(super) reason: Option<String>,
     /// The live subscription.
@@ -118,13 +119,13 @@ pub(super) enum Step {
     WaryCheck,
     /// Storing the framework ID the master assigned.
     Register {
-        id: String,
+        id: FrameworkId,
     },
     /// The periodic re-read.
     Check,
     /// Storing our ID again after the re-read found none.
     Restore {
-        id: String,
+        id: FrameworkId,
     },
     /// Forgetting: the framework ID, then the task records.
     ForgetId(Then),
@@ -340,7 +341,10 @@ impl Machine {
                 );
             }
             Some(ours) if ours != id => {
-                self.mismatch(Mismatch::Subscribed { assigned: id, ours });
+                self.mismatch(Mismatch::Subscribed {
+                    assigned: id.to_string(),
+                    ours: ours.to_string(),
+                });
                 return;
             }
             Some(_) => {}
@@ -408,7 +412,7 @@ impl Machine {
                 self.end_term(TermOutcome::FailedOver);
             }
             StopReason::Error(ErrorKind::Removed) => {
-                let id = self.framework.id.clone().unwrap_or_default();
+                let id = self.framework.id.clone().unwrap_or_default().to_string();
                 let reason = format!(
                     "the master removed framework {id} (failover timeout passed or torn down); \
                      use the reregister action to register a new framework"
@@ -470,7 +474,7 @@ impl Machine {
                     Ok(_) => self.needs_schedule = true,
                     Err(CoordinationError::Mismatch { stored, .. }) => {
                         self.mismatch(Mismatch::Registered {
-                            assigned: id,
+                            assigned: id.to_string(),
                             stored,
                         });
                     }
@@ -495,7 +499,10 @@ impl Machine {
                 }
                 match read {
                     Ok(Some(stored)) if stored == ours => {}
-                    Ok(Some(stored)) => self.mismatch(Mismatch::Replaced { stored, ours }),
+                    Ok(Some(stored)) => self.mismatch(Mismatch::Replaced {
+                        stored: stored.to_string(),
+                        ours: ours.to_string(),
+                    }),
                     Ok(None) => {
                         self.store(
                             StoreOp::StoreFrameworkId(ours.clone()),
@@ -508,7 +515,10 @@ impl Machine {
             (Step::Restore { id }, StoreResult::Written(written)) => match written {
                 Ok(_) => {}
                 Err(CoordinationError::Mismatch { stored, .. }) => {
-                    self.mismatch(Mismatch::Replaced { stored, ours: id })
+                    self.mismatch(Mismatch::Replaced {
+                        stored,
+                        ours: id.to_string(),
+                    })
                 }
                 Err(e) => self.log(
                     EventKind::Error,
@@ -538,7 +548,7 @@ impl Machine {
     /// TEARDOWN was accepted: the client stops, and the framework is
     /// forgotten before the command answers.
     pub(super) fn torn_down(&mut self, reply: ReplyId, now: Instant) {
-        let framework_id = self.framework.id.clone().unwrap_or_default();
+        let framework_id = self.framework.id.clone().unwrap_or_default().to_string();
         self.stop_client();
         self.offers.clear(Gone::Dropped, now);
         self.kills.clear();

@@ -515,11 +515,7 @@ impl Machine {
         v1::FrameworkInfo {
             user: self.cfg.user.clone(),
             name: self.cfg.framework_name.clone(),
-            id: self
-                .framework
-                .id
-                .as_ref()
-                .map(|id| v1::FrameworkId { value: id.clone() }),
+            id: self.framework.id.as_ref().map(|id| id.to_proto()),
             failover_timeout: Some(self.cfg.failover_timeout.as_secs_f64()),
             checkpoint: Some(true),
             #[allow(deprecated)]

@@ -30,13 +30,14 @@ use crate::scheduler::core::io::{
     OperatorAnswer, OperatorFailure, OperatorOp, StoreOp, StoreResult,
 };
 use crate::scheduler::core::{StartupError, TermOutcome};
+use crate::scheduler::ids::FrameworkId;
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::services::ServiceSpec;
 
 /// Where the term's start stands.
 #[derive(Debug, Default)]
 pub(super) struct Startup {
-    framework_id: Option<Option<String>>,
+    framework_id: Option<Option<FrameworkId>>,
     services: Option<RecordList<ServiceSpec>>,
     /// `None` until read; not read unless `hard`.
     deployment: Option<Option<Versioned<DeploymentRecord>>>,
@@ -258,7 +259,7 @@ impl Machine {
     fn hard_teardown(&mut self, frameworks: &Frameworks) {
         let mut ids = BTreeSet::new();
         if let Some(stored) = self.framework.id.clone() {
-            ids.insert(stored);
+            ids.insert(stored.to_string());
         }
         for f in frameworks.active().chain(frameworks.inactive()) {
             if operator::same_name_and_role(f, &self.cfg.framework_name, &self.cfg.role)

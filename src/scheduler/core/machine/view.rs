@@ -19,7 +19,7 @@ impl Machine {
         let now_secs = self.unix(now);
         let sub = self.framework.subscription.as_ref();
         let framework = FrameworkStatus {
-            id: self.framework.id.clone(),
+            id: self.framework.id.as_ref().map(ToString::to_string),
             name: self.cfg.framework_name.clone(),
             role: self.cfg.role.clone(),
             state: self.framework.state,

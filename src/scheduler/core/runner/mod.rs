@@ -278,7 +278,7 @@ impl Runner<'_> {
     fn client_input(&self, event: ClientEvent) -> Input {
         match event {
             ClientEvent::Subscribed(sub) => Input::Subscribed(SubscribedInfo {
-                framework_id: sub.framework_id.value.clone(),
+                framework_id: (&sub.framework_id).into(),
                 master: sub.master.to_string(),
                 master_version: sub.master_info.as_ref().and_then(|m| m.version.clone()),
                 heartbeat_interval: sub.heartbeat_interval,

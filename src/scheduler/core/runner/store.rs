@@ -153,12 +153,15 @@ async fn run_single(
     op: StoreOp,
 ) -> StoreResult {
     match op {
-        StoreOp::ReadFrameworkId => {
-            StoreResult::FrameworkId(coordinator.framework_id().await.map(|v| v.map(|v| v.value)))
-        }
+        StoreOp::ReadFrameworkId => StoreResult::FrameworkId(
+            coordinator
+                .framework_id()
+                .await
+                .map(|v| v.map(|v| v.value.into())),
+        ),
         StoreOp::StoreFrameworkId(id) => StoreResult::Written(
             coordinator
-                .store_framework_id(&id)
+                .store_framework_id(id.as_str())
                 .await
                 .map(|v| Written::Version(v.version)),
         ),

@@ -138,14 +138,16 @@ impl Store {
     /// Performs `op` as ZooKeeper would.
     fn apply(&mut self, op: StoreOp) -> StoreResult {
         match op {
-            StoreOp::ReadFrameworkId => StoreResult::FrameworkId(Ok(self.framework_id.clone())),
+            StoreOp::ReadFrameworkId => {
+                StoreResult::FrameworkId(Ok(self.framework_id.as_deref().map(Into::into)))
+            }
             StoreOp::StoreFrameworkId(id) => StoreResult::Written(match &self.framework_id {
-                Some(stored) if *stored != id => Err(CoordinationError::Mismatch {
+                Some(stored) if *stored != id.as_str() => Err(CoordinationError::Mismatch {
                     stored: stored.clone(),
-                    ours: id,
+                    ours: id.to_string(),
                 }),
                 _ => {
-                    self.framework_id = Some(id);
+                    self.framework_id = Some(id.to_string());
                     Ok(Written::Version(0))
                 }
             }),
