@@ -1,21 +1,72 @@
 //! mesos-appliance: a highly available Apache Mesos framework scheduler, and
 //! `mesos-testbed`, the stand-in Mesos master its tests and demo run against.
 //!
-//! Modules, by layer:
-//! - [`app`]: the `mesos-appliance` process — CLI, serve, demo, uninstall.
-//! - [`mesos`]: the wire — protobuf model, JSON mapping, RecordIO, resources.
-//! - [`executor`]: `mesos-appliance-executor`, our Mesos executor, and the
-//!   `ExecutorInfo` helper schedulers use to launch tasks under it.
-//! - [`coordination`]: leader election, deployment fence, framework-ID, service and
-//!   task stores, on ZooKeeper or in memory.
-//! - [`scheduler`]: the leader's core actor and the snapshot / command types
-//!   the web layer uses.
-//! - [`testbed`]: `mesos-testbed`, a stand-in Mesos master with simulated agents
-//!   and fault injection.
-//! - [`web`]: the dashboard and JSON API (axum, askama templates in
-//!   `templates/`, assets in `static/`), health, readiness and metrics; it
-//!   reads scheduler snapshots and sends commands.
-//! - [`util`]: small shared helpers (clocks).
+//! Three binaries share this library: `mesos-appliance` (`src/main.rs`, the
+//! scheduler replica and its `uninstall` and `demo` jobs),
+//! `mesos-appliance-executor` (the executor Mesos agents run for our tasks)
+//! and `mesos-testbed`.
+//!
+//! # A tour of the layout
+//!
+//! The modules are layers; read them bottom-up.
+//!
+//! - [`mesos`] is the wire. [`mesos::proto`] holds the prost types generated
+//!   from our own `.proto` subset of the Mesos v1 API (`proto/`);
+//!   [`mesos::recordio`] frames event streams; [`mesos::json`] is Mesos' JSON
+//!   mapping. On top: [`mesos::detector`] finds the leading master,
+//!   [`mesos::client`] holds one subscription to it through disconnections
+//!   and master failovers (a driver task, heartbeat supervision, calls with
+//!   the current `Mesos-Stream-Id`), and [`mesos::operator`] lists and tears
+//!   down frameworks.
+//! - [`coordination`] is everything kept in ZooKeeper, behind one trait,
+//!   [`coordination::Coordinator`]: the leader election (a `watch` of
+//!   [`coordination::Leadership`], one cancellation token per term), the
+//!   deployment fence, and fenced, versioned stores for the framework ID,
+//!   services and task records. [`coordination::memory`] is the same
+//!   contract in memory, for one replica.
+//! - [`scheduler`] is the leader's brain. [`scheduler::supervisor`] runs on
+//!   every replica and, while it leads, runs the core actor for that term:
+//!   one task that owns all scheduler state and reacts to Mesos events,
+//!   timers and commands. It publishes an immutable
+//!   [`scheduler::Snapshot`] after each change and takes
+//!   [`scheduler::Command`]s through a [`scheduler::SchedulerHandle`]. The
+//!   decisions themselves live in small pure modules: offers, placement,
+//!   workload, reconciliation, kills.
+//! - [`web`] is the dashboard and JSON API (axum, askama templates in
+//!   `templates/`, assets in `static/`): pages and their JSON twins render
+//!   one snapshot; actions are commands to the core; plus health,
+//!   readiness, metrics and a server-sent-event stream.
+//! - [`executor`] is `mesos-appliance-executor` (its state machine, task
+//!   processes, the agent connection) and the `ExecutorInfo` that makes a
+//!   task run under it.
+//! - [`testbed`] is `mesos-testbed`: a Mesos master in one process, with
+//!   simulated agents, fault injection under `/testbed/`, optional ZooKeeper
+//!   election and real executor processes.
+//! - [`app`] wires the layers into processes: the command line, `serve`,
+//!   `uninstall`, `demo`. Start reading here to follow a replica from its
+//!   flags to its first SUBSCRIBE.
+//! - [`util`]: small shared helpers (clocks, host name).
+//!
+//! # Where the reasons are written down
+//!
+//! The design documents live in `docs/` in the repository, and comments
+//! cite them by section (`docs/mesos-protocol.md#acknowledgements`):
+//!
+//! - `docs/architecture.md`: the modules, the data flow of a framework ID
+//!   and of a status update, threads and tasks;
+//! - `docs/deployment-strategies.md`: the deployment scenarios and
+//!   strategies, the rules every strategy keeps, the ZooKeeper layout,
+//!   fencing;
+//! - `docs/mesos-protocol.md`: the Mesos facts the code relies on, each with
+//!   its source in the Apache Mesos repository, and what a real master was
+//!   seen doing ("capture *x*" in comments);
+//! - `docs/testbed.md`: what the testbed imitates, its fault API, its gaps.
+//!
+//! Paths in comments that do not exist in this repository (e.g.
+//! `docs/reconciliation.md`, `src/master/master.cpp`) are paths in the
+//! [Apache Mesos repository](https://github.com/apache/mesos), version 1.12.
+
+#![warn(missing_docs)]
 
 pub mod app;
 pub mod coordination;

@@ -4,22 +4,29 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use mesos_appliance::app::cli::{Cli, Job};
+use mesos_appliance::app::cli::{Cli, Job, LogFormat};
 use mesos_appliance::app::{demo, serve, uninstall};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let job = Cli::job_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
-    tracing_subscriber::fmt()
+    let common = match &job {
+        Job::Serve(common, _) | Job::Uninstall(common, _, _) | Job::Demo(common, _) => common,
+    };
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,zookeeper_client=warn".into()),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    match common.log_format {
+        // One JSON object per line, for log shippers.
+        LogFormat::Json => logs.json().init(),
         // Colours only for a person at a terminal, not in log files.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    // reqwest is built with rustls and no default crypto provider (STACK.md §1).
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+    // reqwest is built with rustls and no default crypto provider
+    // (`docs/architecture.md#build-notes`).
     let _ = rustls::crypto::ring::default_provider().install_default();
     match job {
         Job::Serve(common, cluster) => serve::run(common, cluster).await,

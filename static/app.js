@@ -27,6 +27,47 @@
     });
   }
 
+  // Task logs: <pre class="log" data-src="/api/v1/tasks/ID/logs/FILE"
+  // data-follow="tail|on|off" data-next="N">. "tail" loads the end of the
+  // file first; "on" continues from data-next. New bytes are then asked
+  // for from next_offset every 2 s and appended as text (never as HTML);
+  // the element keeps the last 256 KiB.
+  var MAX_LOG_CHARS = 262144;
+  document.querySelectorAll("pre.log[data-src]").forEach(function (pre) {
+    var mode = pre.getAttribute("data-follow");
+    if (mode === "off") return;
+    var src = pre.getAttribute("data-src");
+    var next = mode === "tail" ? null : parseInt(pre.getAttribute("data-next"), 10);
+    // stdout-log reports in stdout-status; the log page's pre in log-status.
+    var status = document.getElementById(
+      /-log$/.test(pre.id) ? pre.id.replace(/-log$/, "-status") : "log-status");
+    function say(text) { if (status) status.textContent = text; }
+    function step() {
+      if (document.hidden) { setTimeout(step, 2000); return; }
+      var url = src + (next === null ? "" : "?offset=" + next + "&length=65536");
+      fetch(url, { headers: { "Accept": "application/json" }, cache: "no-store", credentials: "same-origin" })
+        .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, body: j }; }); })
+        .then(function (res) {
+          if (!res.ok) {
+            say((res.body.title || "error") + ": " + (res.body.detail || ""));
+            setTimeout(step, 5000);
+            return;
+          }
+          var log = res.body;
+          var bottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+          if (log.text) {
+            pre.textContent = (pre.textContent + log.text).slice(-MAX_LOG_CHARS);
+            if (bottom) pre.scrollTop = pre.scrollHeight;
+          }
+          next = log.next_offset;
+          say("following · " + log.size + " bytes");
+          setTimeout(step, log.next_offset < log.size ? 0 : 2000);
+        })
+        .catch(function () { say("cannot reach the server"); setTimeout(step, 5000); });
+    }
+    step();
+  });
+
   if (document.body.getAttribute("data-live") !== "on") return;
 
   var notice = document.getElementById("notice");
@@ -50,7 +91,10 @@
   function busy() {
     var a = document.activeElement;
     var live = document.getElementById("live");
-    return a && live && live.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName);
+    if (a && live && live.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName)) return true;
+    // A reason typed into an action form but not sent yet.
+    return !!live && Array.prototype.some.call(live.querySelectorAll("input.reason"),
+      function (i) { return i.value !== ""; });
   }
   function swap(doc, id) {
     var now = document.getElementById(id), next = doc.getElementById(id);

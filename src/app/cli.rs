@@ -1,4 +1,4 @@
-//! The `mesos-appliance` command line (DESIGN.md §5). Every flag can also be
+//! The `mesos-appliance` command line (`docs/architecture.md#command-line`). Every flag can also be
 //! given as an environment variable `MESOS_APPLIANCE_<FLAG>` (upper case,
 //! `-` as `_`). The cluster flags ([`ClusterArgs`]: `--master`, `--zk`, …)
 //! belong to `serve` and `uninstall`, before or after the subcommand; `demo`
@@ -253,7 +253,8 @@ pub struct ClusterArgs {
     /// state, one replica only.
     #[arg(long, env = "MESOS_APPLIANCE_ZK")]
     pub zk: Option<String>,
-    /// ZooKeeper session timeout, at least 1s; bounds failover after a crash [default: 10s].
+    /// ZooKeeper session timeout, at least 1s; bounds failover after a crash. A leader
+    /// keeps leading through ZooKeeper round trips up to about half of it [default: 10s].
     #[arg(long, value_parser = zk_session_timeout, allow_hyphen_values = true, env = "MESOS_APPLIANCE_ZK_SESSION_TIMEOUT")]
     pub zk_session_timeout: Option<Duration>,
     /// With zk:// credentials: create znodes readable only by them (default: world-readable).
@@ -384,10 +385,42 @@ pub struct CommonArgs {
     /// --listen is 0.0.0.0 or `[::]`].
     #[arg(long, global = true, value_parser = advertised_url, env = "MESOS_APPLIANCE_ADVERTISED_URL")]
     pub advertised_url: Option<String>,
-    /// File holding the admin token for actions (`Authorization: Bearer …`).
-    /// Without it, actions are allowed only when listening on loopback.
+    /// File of admin tokens for actions (`Authorization: Bearer …`), one
+    /// `name:token` per line (the name is what the audit trail shows), or
+    /// a single token alone. Without it, actions are allowed only when
+    /// listening on loopback.
     #[arg(long, global = true, env = "MESOS_APPLIANCE_ADMIN_TOKEN_FILE")]
     pub admin_token_file: Option<PathBuf>,
+    /// Serve the dashboard and API over HTTPS with this PEM certificate
+    /// chain (with --tls-key); both are read again on SIGHUP.
+    #[arg(
+        long,
+        global = true,
+        requires = "tls_key",
+        env = "MESOS_APPLIANCE_TLS_CERT"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(
+        long,
+        global = true,
+        requires = "tls_cert",
+        env = "MESOS_APPLIANCE_TLS_KEY"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Log lines as human-readable text or as one JSON object per line.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "MESOS_APPLIANCE_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+    /// How long one call to a Mesos agent (or master) for a task's log may
+    /// take, body included.
+    #[arg(long, global = true, default_value = "5s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_AGENT_TIMEOUT")]
+    pub agent_timeout: Duration,
     /// Allow unauthenticated actions on a non-loopback address (dangerous).
     #[arg(long, global = true, env = "MESOS_APPLIANCE_INSECURE_ACTIONS")]
     pub insecure_actions: bool,
@@ -442,6 +475,15 @@ pub struct CommonArgs {
     pub executor_binary: Option<PathBuf>,
 }
 
+/// `--log-format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (tracing-subscriber's JSON layer).
+    Json,
+}
+
 /// `--framework-deployment-strategy` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StrategyArg {
@@ -464,18 +506,24 @@ impl From<StrategyArg> for Strategy {
 }
 
 impl CommonArgs {
-    /// `--advertised-url`, or `http://<listen>` (IPv6 in brackets); for an
-    /// unspecified address (`0.0.0.0`, `[::]`) `hostname` names this
-    /// machine instead, as other hosts cannot use the address itself.
+    /// `--advertised-url`, or `http://<listen>` (`https://` with
+    /// `--tls-cert`; IPv6 in brackets); for an unspecified address
+    /// (`0.0.0.0`, `[::]`) `hostname` names this machine instead, as other
+    /// hosts cannot use the address itself.
     pub fn advertised_url(&self, hostname: impl FnOnce() -> Option<String>) -> String {
         if let Some(url) = &self.advertised_url {
             return url.clone();
         }
+        let scheme = if self.tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         if self.listen.ip().is_unspecified() {
             let host = hostname().unwrap_or_else(|| "localhost".to_string());
-            return format!("http://{host}:{}", self.listen.port());
+            return format!("{scheme}://{host}:{}", self.listen.port());
         }
-        format!("http://{}", self.listen)
+        format!("{scheme}://{}", self.listen)
     }
 }
 

@@ -165,7 +165,7 @@ pub fn executor_binary(common: &CommonArgs) -> Result<Option<ServedExecutor>, Co
 }
 
 /// The deployment ID: `--deployment-id`, or a hash of the version and the
-/// settings that shape the workload (DESIGN.md §2a).
+/// settings that shape the workload (`docs/deployment-strategies.md#deployment-identity`).
 pub fn deployment_id(
     common: &CommonArgs,
     cluster: &ClusterArgs,
@@ -254,6 +254,7 @@ pub async fn start_replica_on(
 ) -> Result<Running, web::ServeError> {
     let mut registry = crate::scheduler::metrics::registry();
     let metrics = Metrics::register(&mut registry);
+    let offers = metrics.offers.clone();
     let deps = CoreDeps {
         snapshots: supervisor::snapshot_channel(&core, coordinator.replica().clone()),
         coordinator: coordinator.clone(),
@@ -265,6 +266,13 @@ pub async fn start_replica_on(
     let fence = deps.fence.clone();
     let (handle, supervisor_task) = supervisor::start(core, deps, shutdown.clone());
     let state = AppState::new(web_config, handle.clone(), coordinator, Arc::new(registry));
+    // The charts' history: sampled on every replica, leader or not.
+    web::history::spawn_sampler(
+        state.history.clone(),
+        handle.subscribe(),
+        Some(offers),
+        shutdown.clone(),
+    );
     let stop = shutdown.clone();
     let server = match web::serve_on(listener, state, async move { stop.cancelled().await }).await {
         Ok(server) => server,

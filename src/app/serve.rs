@@ -20,6 +20,7 @@ use crate::coordination::memory::MemoryCoordinator;
 use crate::coordination::url::ZkUrl;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
 use crate::scheduler::deployment;
+use crate::web::tokens::read_token_file;
 use crate::web::{MIN_ADMIN_TOKEN_CHARS, WebConfig};
 
 /// Runs a replica until a stop signal or a fence; returns the exit code.
@@ -52,19 +53,33 @@ impl From<ConfigError> for Failure {
 pub fn web_config(common: &CommonArgs, advertised_url: &str) -> Result<WebConfig, ConfigError> {
     let mut web = WebConfig::new(common.listen, advertised_url);
     if let Some(path) = &common.admin_token_file {
-        let token = WebConfig::read_admin_token_file(path)
+        let tokens = read_token_file(path)
             .map_err(|e| ConfigError(format!("--admin-token-file {}: {e}", path.display())))?;
-        if token.chars().count() < MIN_ADMIN_TOKEN_CHARS {
+        for token in tokens
+            .iter()
+            .filter(|t| t.token.chars().count() < MIN_ADMIN_TOKEN_CHARS)
+        {
             tracing::warn!(
                 file = %path.display(),
-                "the admin token is shorter than {MIN_ADMIN_TOKEN_CHARS} characters: easy to \
+                name = %token.name,
+                "an admin token is shorter than {MIN_ADMIN_TOKEN_CHARS} characters: easy to \
                  guess; use a long random one (e.g. `openssl rand -hex 32`)"
             );
         }
-        web.admin_token = Some(token);
+        web.admin_tokens = tokens;
     }
     web.insecure_actions = common.insecure_actions;
     web.handler_timeout = common.http_handler_timeout;
+    web.agent_timeout = common.agent_timeout;
+    if let (Some(cert), Some(key)) = (&common.tls_cert, &common.tls_key) {
+        let files = crate::web::tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        };
+        // Refuse to start with a pair that does not load.
+        crate::web::tls::load(&files).map_err(ConfigError)?;
+        web.tls = Some(files);
+    }
     web.executor_binary = executor_binary(common)?;
     if !web.actions_protected_on(common.listen) {
         return Err(ConfigError(format!(
@@ -140,7 +155,15 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
     )
     .await
     .map_err(|e| Failure::Runtime(e.to_string()))?;
-    println!("mesos-appliance: dashboard on http://{}", running.web_addr);
+    let scheme = if common.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    println!(
+        "mesos-appliance: dashboard on {scheme}://{}",
+        running.web_addr
+    );
     // Watching starts after registering: the watch reads the current record
     // first, so a fence in between is not missed.
     let fence = tokio::spawn(deployment::watch_fence(

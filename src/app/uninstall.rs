@@ -1,5 +1,5 @@
 //! `mesos-appliance uninstall`: a one-shot job that removes the framework
-//! for good (DESIGN.md §2). It never subscribes. In order:
+//! for good (`docs/deployment-strategies.md#uninstall`). It never subscribes. In order:
 //!
 //! 1. lists frameworks on the master (the stored ID, plus active or inactive
 //!    frameworks of the same name and role) — `--dry-run` stops here and
@@ -9,7 +9,8 @@
 //!    election;
 //! 3. tears every framework down through the operator API and waits until
 //!    the master lists them as completed (or no longer knows them);
-//! 4. deletes the whole ZooKeeper subtree, root included.
+//! 4. deletes the whole ZooKeeper subtree, root included — the audit trail
+//!    too, whose last [`AUDIT_SHOWN`] entries the plan prints first.
 //!
 //! Any failure before step 4 exits with code 4 and deletes nothing; a
 //! failure during step 4 exits with code 4 too, saying that the deletion
@@ -27,8 +28,11 @@ use super::cli::{ClusterArgs, CommonArgs, UninstallArgs, exit};
 use super::{client_config, replica_info};
 use crate::coordination::url::ZkUrl;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
-use crate::coordination::{Coordinator, DeploymentRecord, Expect, RecordKind, Strategy};
+use crate::coordination::{
+    AUDIT_KEPT, Coordinator, DeploymentRecord, Expect, RecordKind, Strategy,
+};
 use crate::mesos::operator::{self, OperatorClient};
+use crate::web::audit::AuditEntry;
 
 /// Runs the job; prints what it does on stdout.
 pub async fn run(common: CommonArgs, cluster: ClusterArgs, args: UninstallArgs) -> ExitCode {
@@ -109,6 +113,13 @@ async fn uninstall(
             .len(),
         None => 0,
     };
+    let audit = match &coordinator {
+        Some((c, _)) => c
+            .audit_log(AUDIT_KEPT)
+            .await
+            .map_err(|e| Error::Failed(format!("reading the audit log: {e}")))?,
+        None => Vec::new(),
+    };
     let stored = match &coordinator {
         Some((c, _)) => c
             .framework_id()
@@ -171,6 +182,7 @@ async fn uninstall(
                 println!("    {} at {}", m.info.replica_id, m.info.advertised_url);
             }
             println!("  task records: {task_records}");
+            print_audit(&audit);
             println!("  fence every replica, then delete ZooKeeper subtree {root}");
         }
         None => println!("  no --zk: nothing stored to delete"),
@@ -272,6 +284,36 @@ async fn uninstall(
     cancel.cancel();
     println!("uninstalled: {} framework(s) torn down", targets.len());
     Ok(())
+}
+
+/// Audit entries the plan prints.
+pub const AUDIT_SHOWN: usize = 20;
+
+/// The audit log's size and its last [`AUDIT_SHOWN`] entries, one line
+/// each, oldest first.
+fn print_audit(log: &[(u64, serde_json::Value)]) {
+    println!(
+        "  audit trail: {} entr{} (deleted with the rest); the last ones:",
+        log.len(),
+        if log.len() == 1 { "y" } else { "ies" }
+    );
+    for (seq, value) in &log[log.len().saturating_sub(AUDIT_SHOWN)..] {
+        match serde_json::from_value::<AuditEntry>(value.clone()) {
+            Ok(e) => println!(
+                "    #{seq} {} {} ({}) {} {}: {}{}",
+                crate::web::format::time(e.at),
+                e.who,
+                e.method,
+                e.action,
+                if e.ok { "ok" } else { "FAILED" },
+                e.outcome,
+                e.reason
+                    .map(|r| format!(" — reason: {r:?}"))
+                    .unwrap_or_default()
+            ),
+            Err(_) => println!("    #{seq} (unreadable entry)"),
+        }
+    }
 }
 
 /// Writes a newer deployment epoch under an ID of its own: every replica

@@ -35,6 +35,9 @@ struct State {
     framework_id: Option<Versioned<String>>,
     services: BTreeMap<String, Versioned<Value>>,
     tasks: BTreeMap<String, Versioned<Value>>,
+    /// The audit log, oldest first, and the next sequence number.
+    audit: std::collections::VecDeque<(u64, Value)>,
+    audit_next: u64,
 }
 
 impl State {
@@ -321,8 +324,27 @@ impl Coordinator for MemoryCoordinator {
         state.framework_id = None;
         state.services.clear();
         state.tasks.clear();
+        state.audit.clear();
         self.deployment.send_replace(None);
         Ok(())
+    }
+
+    async fn append_audit(&self, entry: &Value) -> Result<u64> {
+        super::audit_bytes(entry)?;
+        let mut state = self.open()?;
+        let seq = state.audit_next;
+        state.audit_next += 1;
+        state.audit.push_back((seq, entry.clone()));
+        while state.audit.len() > super::AUDIT_KEPT {
+            state.audit.pop_front();
+        }
+        Ok(seq)
+    }
+
+    async fn audit_log(&self, limit: usize) -> Result<Vec<(u64, Value)>> {
+        let state = self.open()?;
+        let skip = state.audit.len().saturating_sub(limit);
+        Ok(state.audit.iter().skip(skip).cloned().collect())
     }
 }
 
@@ -555,13 +577,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_audit_log_keeps_the_newest_entries_in_order() {
+        let c = coordinator();
+        for i in 0..crate::coordination::AUDIT_KEPT + 5 {
+            c.append_audit(&json!({ "i": i })).await.unwrap();
+        }
+        let log = c.audit_log(3).await.unwrap();
+        let kept = crate::coordination::AUDIT_KEPT;
+        let is: Vec<u64> = log.iter().map(|(_, v)| v["i"].as_u64().unwrap()).collect();
+        assert_eq!(is, [kept as u64 + 2, kept as u64 + 3, kept as u64 + 4]);
+        assert!(log.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(c.audit_log(usize::MAX).await.unwrap().len(), kept);
+        let huge = json!({ "reason": "x".repeat(crate::coordination::MAX_AUDIT_ENTRY_BYTES) });
+        assert!(matches!(
+            c.append_audit(&huge).await,
+            Err(CoordinationError::Invalid(_))
+        ));
+    }
+
+    #[tokio::test]
     async fn delete_all_forgets_everything() {
         let c = coordinator();
         c.store_framework_id("f").await.unwrap();
         c.put_record(RecordKind::Services, "s", &json!({}), Expect::Any)
             .await
             .unwrap();
+        c.append_audit(&json!({"action": "x"})).await.unwrap();
         c.delete_all().await.unwrap();
+        assert!(c.audit_log(10).await.unwrap().is_empty());
         assert_eq!(c.framework_id().await.unwrap(), None);
         assert!(
             c.list_records(RecordKind::Services)

@@ -1,5 +1,6 @@
 //! Coordination: leader election, the deployment fence, and the stores for
-//! the framework ID, services and tasks (DESIGN.md §2, §2a, §3).
+//! the framework ID, services and tasks
+//! (`docs/deployment-strategies.md#zookeeper-layout`, `#fencing`).
 //!
 //! Everything the scheduler and the web layer need from ZooKeeper goes
 //! through one trait, [`Coordinator`], held as `Arc<dyn Coordinator>`. Two
@@ -10,7 +11,7 @@
 //!   and by unit tests of the layers above. It is never used to test the
 //!   ZooKeeper implementation, which is tested against a real server.
 //!
-//! ## Layout under the root znode (DESIGN.md §3)
+//! ## Layout under the root znode (`docs/deployment-strategies.md#zookeeper-layout`)
 //!
 //! | znode | kind | content |
 //! |---|---|---|
@@ -19,6 +20,7 @@
 //! | `framework-id` | persistent | the framework ID, plain UTF-8 |
 //! | `services/<name>` | persistent | a service record, JSON ([`RecordKind::Services`]) |
 //! | `tasks/<task-id>` | persistent | a task record, JSON ([`RecordKind::Tasks`]) |
+//! | `audit/entry-<seq>` | persistent sequential | one audit entry, JSON; the last [`AUDIT_KEPT`] are kept |
 //!
 //! ## Leadership
 //!
@@ -65,7 +67,8 @@ pub struct ReplicaInfo {
     pub replica_id: String,
     /// URL other replicas and users reach this replica's dashboard and API at.
     pub advertised_url: String,
-    /// The deployment this replica belongs to (DESIGN.md §2a).
+    /// The deployment this replica belongs to
+    /// (`docs/deployment-strategies.md#deployment-identity`).
     pub deployment_id: String,
     /// The appliance version (`CARGO_PKG_VERSION` or build info).
     pub version: String,
@@ -99,19 +102,26 @@ pub struct Member {
 ///
 /// Serialized with a `role` tag: `{"role":"leader","term":3}`,
 /// `{"role":"follower","leader":{…}}`, `{"role":"candidate"}`,
-/// `{"role":"suspended"}` (the names DESIGN.md §5 uses in `/api/v1/state`).
+/// `{"role":"suspended"}` (the names `/api/v1/state` uses,
+/// `docs/architecture.md#http-api`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Leadership {
     /// Not (yet) in the election: connecting, joining, waiting out the
     /// hold-off after losing leadership, or closed.
     Candidate,
-    /// In the election behind another member. `leader` is that member's
-    /// info, `None` when its node carries no readable [`ReplicaInfo`].
-    Follower { leader: Option<ReplicaInfo> },
-    /// This replica leads. `term` counts from 1 and grows each time this
-    /// replica becomes leader (resuming after `Suspended` is a new term).
-    Leader { term: u64 },
+    /// In the election behind another member.
+    Follower {
+        /// The leading member's info, `None` when its node carries no
+        /// readable [`ReplicaInfo`].
+        leader: Option<ReplicaInfo>,
+    },
+    /// This replica leads.
+    Leader {
+        /// Counts from 1 and grows each time this replica becomes leader
+        /// (resuming after `Suspended` is a new term).
+        term: u64,
+    },
     /// The leader's ZooKeeper session is disconnected but not yet expired.
     /// The term has ended: stop every Mesos call. If the session comes back
     /// in time the replica leads again under a new term; if it expires it
@@ -144,7 +154,8 @@ impl Leadership {
     }
 }
 
-/// `--framework-deployment-strategy` (DESIGN.md §2). Serialized lowercase.
+/// `--framework-deployment-strategy` (`docs/deployment-strategies.md#strategies`).
+/// Serialized lowercase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
@@ -176,7 +187,9 @@ pub struct DeploymentRecord {
 /// created, +1 per write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Versioned<T> {
+    /// The decoded content of the znode.
     pub value: T,
+    /// The znode's `dataVersion` when this value was read or written.
     pub version: i32,
 }
 
@@ -270,11 +283,20 @@ pub enum CoordinationError {
     /// it exists when [`Expect::Absent`] was asked, or it is gone when a
     /// version was expected. Re-read and decide again.
     #[error("version conflict at {path}")]
-    VersionConflict { path: String },
+    VersionConflict {
+        /// The znode whose version did not match.
+        path: String,
+    },
     /// The stored framework ID differs from the one being written
-    /// (DESIGN.md §3: two schedulers registered at once; the caller aborts).
+    /// (`docs/deployment-strategies.md#framework-id-mismatch`: two schedulers
+    /// registered at once; the caller aborts).
     #[error("framework ID mismatch: stored {stored:?}, ours {ours:?}")]
-    Mismatch { stored: String, ours: String },
+    Mismatch {
+        /// The framework ID in ZooKeeper.
+        stored: String,
+        /// The one this replica tried to write.
+        ours: String,
+    },
     /// A fenced write was attempted by a replica that does not lead (or
     /// whose member node is gone: it was deposed).
     #[error("not the leader")]
@@ -292,7 +314,12 @@ pub enum CoordinationError {
     /// A stored record cannot be decoded. Listing skips such records and
     /// reports them; a single-record read returns this error.
     #[error("malformed record at {path}: {reason}")]
-    Malformed { path: String, reason: String },
+    Malformed {
+        /// The znode holding the record.
+        path: String,
+        /// Why it does not decode (the JSON parser's message).
+        reason: String,
+    },
     /// The caller passed something unusable (e.g. a record key with `/`).
     #[error("invalid argument: {0}")]
     Invalid(String),
@@ -303,6 +330,14 @@ pub enum CoordinationError {
     #[error("unexpected ZooKeeper error: {0}")]
     Unexpected(String),
 }
+
+/// Audit entries kept by [`Coordinator::append_audit`]; older ones are
+/// pruned.
+pub const AUDIT_KEPT: usize = 1000;
+
+/// Largest audit entry accepted by [`Coordinator::append_audit`], bytes
+/// of JSON (the web layer bounds every field well below it).
+pub const MAX_AUDIT_ENTRY_BYTES: usize = 16 * 1024;
 
 /// Result alias of this module.
 pub type Result<T, E = CoordinationError> = std::result::Result<T, E>;
@@ -413,6 +448,20 @@ pub trait Coordinator: Send + Sync + 'static {
         writes: Vec<RecordWrite>,
     ) -> Vec<Result<Written>>;
 
+    /// Appends `entry` to the audit log, an append-only log shared by every
+    /// replica (`audit/entry-<seq>`, sequential znodes), and prunes it to
+    /// the newest [`AUDIT_KEPT`]. Not fenced: a replica records what it did
+    /// even when it lost leadership meanwhile. Returns the entry's
+    /// sequence number (grows by at least one per entry).
+    /// [`CoordinationError::Invalid`] for an entry above
+    /// [`MAX_AUDIT_ENTRY_BYTES`].
+    async fn append_audit(&self, entry: &serde_json::Value) -> Result<u64>;
+
+    /// The newest `limit` audit entries (at most [`AUDIT_KEPT`]), oldest
+    /// first, each with its sequence number. Entries that are not JSON are
+    /// skipped (and logged).
+    async fn audit_log(&self, limit: usize) -> Result<Vec<(u64, serde_json::Value)>>;
+
     /// Deletes the whole state: the root znode and everything under it,
     /// including other replicas' member nodes (`uninstall`). Not fenced;
     /// deleting nothing is success.
@@ -432,6 +481,18 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The JSON of an audit entry, refused when above [`MAX_AUDIT_ENTRY_BYTES`].
+pub(crate) fn audit_bytes(entry: &serde_json::Value) -> Result<Vec<u8>> {
+    let bytes = serde_json::to_vec(entry).unwrap_or_default();
+    if bytes.len() > MAX_AUDIT_ENTRY_BYTES {
+        return Err(CoordinationError::Invalid(format!(
+            "an audit entry of {} bytes is above the limit of {MAX_AUDIT_ENTRY_BYTES}",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
 }
 
 pub(crate) fn unix_now() -> u64 {

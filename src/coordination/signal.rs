@@ -132,6 +132,17 @@ impl LeaderSignal {
         self.base_hold_off * factor
     }
 
+    /// Whether leadership is flapping: the last two terms (at least) ended
+    /// early, each within [`STABLE_TERMS`] base hold-offs of its start, the
+    /// last one as recently. A replica whose terms end before its scheduler
+    /// can act should let another one lead rather than hold the lock (see
+    /// the election module); one term that ends early is a blip, not this.
+    pub(crate) fn flapping(&self) -> bool {
+        let terms = self.lock();
+        let window = self.base_hold_off * STABLE_TERMS;
+        terms.short_terms >= 2 && terms.ended_at.is_some_and(|t| t.elapsed() < window)
+    }
+
     /// How long until a new term may start; `None` when it may start now.
     pub(crate) fn hold_off_remaining(&self) -> Option<Duration> {
         let ended = self.lock().ended_at?;
@@ -195,5 +206,28 @@ mod tests {
             seen.push(s.hold_off().as_millis());
         }
         assert_eq!(seen, [100, 200, 400, 800, 1600, 3200, 3200, 3200]);
+        assert!(s.flapping());
+    }
+
+    #[test]
+    fn flapping_is_a_recent_term_that_ended_early() {
+        let s = LeaderSignal::new(Leadership::Candidate, Duration::from_millis(10));
+        assert!(!s.flapping(), "never led");
+        s.begin_term();
+        s.publish(Leadership::Suspended);
+        assert!(!s.flapping(), "one term that ended early is a blip");
+        s.begin_term();
+        assert!(!s.flapping(), "leading");
+        s.publish(Leadership::Suspended);
+        assert!(
+            s.flapping(),
+            "two terms in a row lasted less than 10 hold-offs"
+        );
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(!s.flapping(), "the early end is 10 hold-offs ago");
+        s.begin_term();
+        std::thread::sleep(Duration::from_millis(120));
+        s.publish(Leadership::Suspended);
+        assert!(!s.flapping(), "a stable term resets the count");
     }
 }

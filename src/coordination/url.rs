@@ -1,4 +1,4 @@
-//! `--zk zk://[user:pass@]h1:p1,h2:p2/path` (DESIGN.md §3).
+//! `--zk zk://[user:pass@]h1:p1,h2:p2/path` (`docs/deployment-strategies.md#zookeeper-layout`).
 //!
 //! The path names the root znode of this framework's state; nothing is
 //! appended to it. Without a path, or with `/`, the root is
@@ -59,16 +59,23 @@ pub fn redact_password(text: &str) -> String {
 /// Errors parsing a `zk://` URL. Messages never contain the password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ZkUrlError {
+    /// The URL does not start with `zk://`.
     #[error("a ZooKeeper URL starts with zk://")]
     Scheme,
+    /// The host list is empty.
     #[error("no ZooKeeper host in the URL")]
     NoHosts,
+    /// A host is not `host:port` with a port from 1 to 65535 (the host as given).
     #[error("bad host {0:?}: expected host:port with a port from 1 to 65535")]
     Host(String),
+    /// The text before `@` is not `user:password` (or the user contains `:`).
     #[error("bad credentials: expected user:password before @, user without ':'")]
     Credentials,
+    /// The root path has an empty, `.` or `..` part (the path as given).
     #[error("bad root path {0:?}: expected /a/b with no empty, '.' or '..' parts")]
     Path(String),
+    /// Without a path the root is `/mesos-appliance/<framework-name>`, and this
+    /// framework name is not a valid znode name.
     #[error("bad framework name {0:?} for the default root: it must be one znode name")]
     FrameworkName(String),
 }
@@ -76,7 +83,9 @@ pub enum ZkUrlError {
 /// ZooKeeper digest credentials (`user:password`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
+    /// The user name (`%XX` escapes decoded).
     pub user: String,
+    /// The password (`%XX` escapes decoded); never printed.
     pub password: String,
 }
 
@@ -123,7 +132,8 @@ impl ZkUrl {
     }
 
     /// Parses a Mesos master `zk://` URL (agent/scheduler `--master`,
-    /// `include/mesos/zookeeper/url.hpp`, mesos-notes §7): the same syntax,
+    /// `include/mesos/zookeeper/url.hpp`,
+    /// `docs/mesos-protocol.md#zookeeper-master-detection`): the same syntax,
     /// but without a path (or with `/`) the masters' group is the ZooKeeper
     /// root `/` itself, as Mesos defaults it.
     pub fn parse_mesos(url: &str) -> Result<ZkUrl, ZkUrlError> {

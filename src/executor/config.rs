@@ -1,7 +1,7 @@
 //! The executor's configuration, read from the environment the Mesos agent
 //! sets for it (`src/slave/slave.cpp` executorEnvironment,
 //! `docs/executor-http-api.md` "Executor Environment Variables",
-//! mesos-notes §8), and stout's duration strings (`5secs`, `15mins`, `2.5secs`).
+//! `docs/mesos-protocol.md#executor-environment`), and stout's duration strings (`5secs`, `15mins`, `2.5secs`).
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! The executor's HTTP side of the v1 executor API (`docs/executor-http-api.md`,
-//! `src/slave/http.cpp` `Http::executor`, mesos-notes §8): SUBSCRIBE opens a
+//! `src/slave/http.cpp` `Http::executor`, `docs/mesos-protocol.md#executor-api`): SUBSCRIBE opens a
 //! long-lived `200` response carrying RecordIO-framed events; UPDATE and
 //! MESSAGE calls go on other connections and are answered `202`. No
 //! `Mesos-Stream-Id` on this API.
@@ -78,7 +78,7 @@ impl AgentClient {
     ///
     /// # Errors
     /// When the HTTP client cannot be built. Install the rustls crypto
-    /// provider first (see STACK.md): reqwest is built without one.
+    /// provider first (see `docs/architecture.md#build-notes`): reqwest is built without one.
     pub fn new(config: &ExecutorConfig) -> Result<Self, ConnectionError> {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)

@@ -138,6 +138,7 @@ impl Runtime {
                     }
                 },
                 Some(exited) = self.exits_rx.recv() => self.on_exit(exited),
+                Some(result) = self.checks_rx.recv() => self.on_check(result),
                 _ = sigterm.recv() => {
                     tracing::info!("SIGTERM: shutting down");
                     self.begin_stop(Stop::Shutdown);
@@ -160,6 +161,7 @@ impl Runtime {
             tokio::select! {
                 _ = sleep_until(Some(until)) => return None,
                 Some(exited) = self.exits_rx.recv() => self.on_exit(exited),
+                Some(result) = self.checks_rx.recv() => self.on_check(result),
                 _ = sigterm.recv() => return Some(self.abandon("SIGTERM while disconnected", 0).await),
             }
         }

@@ -8,6 +8,8 @@ use tokio::sync::mpsc;
 
 use super::config::ExecutorConfig;
 use super::connection::AgentClient;
+use super::health::{HealthPolicy, HealthState};
+use super::probes::{self, CheckResult, Checker};
 use super::tasks::{Exit, Exited, TaskProcess, task_command};
 use crate::mesos::v1::executor::{Call, Event, call, event};
 use crate::mesos::v1::{self, TaskState, task_status};
@@ -48,6 +50,14 @@ pub(super) struct Task {
     pub(super) process: Option<TaskProcess>,
     /// Set once a KILL (or shutdown) asked this task to stop.
     pub(super) killed: bool,
+    /// Runs the task's health check; dropped (checking stops) once the task
+    /// is being killed, as the command executor pauses its checker.
+    pub(super) checker: Option<Checker>,
+    /// The interpretation of the check's results.
+    pub(super) health: Option<HealthState>,
+    /// The health check asked for the kill: the terminal update says
+    /// `healthy = false` (`src/launcher/executor.cpp` reaped).
+    pub(super) killed_by_health_check: bool,
 }
 
 /// The executor's state.
@@ -62,6 +72,8 @@ pub(super) struct Runtime {
     pub(super) unacked_tasks: HashMap<String, v1::TaskInfo>,
     pub(super) exits_tx: mpsc::UnboundedSender<Exited>,
     pub(super) exits_rx: mpsc::UnboundedReceiver<Exited>,
+    pub(super) checks_tx: mpsc::UnboundedSender<CheckResult>,
+    pub(super) checks_rx: mpsc::UnboundedReceiver<CheckResult>,
     /// Calls to send in order on the current subscription.
     pub(super) outbox: Option<mpsc::UnboundedSender<Call>>,
     pub(super) agent_id: Option<String>,
@@ -75,6 +87,7 @@ impl Runtime {
     /// A fresh executor: no tasks yet, not subscribed.
     pub(super) fn new(cfg: ExecutorConfig, client: AgentClient) -> Self {
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
+        let (checks_tx, checks_rx) = mpsc::unbounded_channel();
         Runtime {
             client,
             tasks: HashMap::new(),
@@ -82,6 +95,8 @@ impl Runtime {
             unacked_tasks: HashMap::new(),
             exits_tx,
             exits_rx,
+            checks_tx,
+            checks_rx,
             outbox: None,
             agent_id: cfg.agent_id.clone(),
             killing_state: false,
@@ -214,12 +229,18 @@ impl Runtime {
         match spawned {
             Ok(process) => {
                 tracing::info!(%task_id, pid = process.pid, "task started");
+                // As the command executor: the checker starts with the task,
+                // before TASK_RUNNING is sent.
+                let (checker, health) = self.start_health_check(&task);
                 self.tasks.insert(
                     task_id.clone(),
                     Task {
                         info: task,
                         process: Some(process),
                         killed: false,
+                        checker,
+                        health,
+                        killed_by_health_check: false,
                     },
                 );
                 self.update(&task_id, TaskState::TaskRunning, "");
@@ -228,6 +249,69 @@ impl Runtime {
                 tracing::warn!(%task_id, %message, "task failed to start");
                 self.update(&task_id, TaskState::TaskFailed, &message);
             }
+        }
+    }
+
+    /// The task's health checker, if it has a usable health check (an
+    /// invalid one is logged and ignored, as the command executor does).
+    fn start_health_check(&self, task: &v1::TaskInfo) -> (Option<Checker>, Option<HealthState>) {
+        let task_id = &task.task_id.value;
+        let Some(check) = &task.health_check else {
+            return (None, None);
+        };
+        let started = Instant::now();
+        let policy = match HealthPolicy::from_proto(check) {
+            Ok(policy) => policy,
+            Err(error) => {
+                tracing::error!(%task_id, %error, "invalid health check; the task is not checked");
+                return (None, None);
+            }
+        };
+        let state = HealthState::new(&policy, started);
+        tracing::info!(%task_id, probe = ?policy.probe, "health checking the task");
+        match probes::start(task_id, policy, &self.cfg.sandbox, self.checks_tx.clone()) {
+            Ok(checker) => (Some(checker), Some(state)),
+            Err(error) => {
+                tracing::error!(%task_id, %error, "cannot start the health checker");
+                (None, None)
+            }
+        }
+    }
+
+    /// A health check result: reported when `healthy` changes or the check
+    /// failed (see [`HealthState`]); after too many failures in a row the
+    /// task is killed with its kill policy. Results of a task being killed
+    /// are ignored (`src/launcher/executor.cpp` taskHealthUpdated).
+    pub(super) fn on_check(&mut self, result: CheckResult) {
+        let task_id = result.task_id;
+        let Some(task) = self.tasks.get_mut(&task_id) else {
+            return;
+        };
+        if task.killed {
+            return;
+        }
+        let Some(report) = task
+            .health
+            .as_mut()
+            .and_then(|h| h.record(&result.outcome, Instant::now()))
+        else {
+            return;
+        };
+        tracing::info!(%task_id, healthy = report.healthy, failures = report.consecutive_failures, "task health changed");
+        let mut status = self.status(
+            &task_id,
+            TaskState::TaskRunning,
+            "",
+            Some(task_status::Reason::TaskHealthCheckStatusUpdated),
+        );
+        status.healthy = Some(report.healthy);
+        self.send_status(status);
+        if report.kill {
+            tracing::warn!(%task_id, failures = report.consecutive_failures, "killing the task: its health check failed too often");
+            if let Some(task) = self.tasks.get_mut(&task_id) {
+                task.killed_by_health_check = true;
+            }
+            self.kill(&task_id, None);
         }
     }
 
@@ -245,6 +329,7 @@ impl Runtime {
             .unwrap_or(default);
         let first = !task.killed;
         task.killed = true;
+        task.checker = None;
         if let Some(process) = task.process.as_mut() {
             tracing::info!(%task_id, ?grace, "killing task");
             process.kill(grace);
@@ -271,6 +356,7 @@ impl Runtime {
         let grace = stop_grace(grace_total);
         for (task_id, task) in &mut self.tasks {
             task.killed = true;
+            task.checker = None;
             let grace = grace_of(task.info.kill_policy.as_ref()).map_or(grace, |g| g.min(grace));
             if let Some(process) = task.process.as_mut() {
                 tracing::info!(%task_id, ?grace, ?why, "stopping task");
@@ -295,6 +381,7 @@ impl Runtime {
         for task_id in ids {
             if let Some(task) = self.tasks.get_mut(&task_id) {
                 task.killed = true;
+                task.checker = None;
                 if let Some(process) = task.process.as_mut() {
                     tracing::info!(%task_id, "kamikaze: SIGKILL");
                     process.kill(Duration::ZERO);
@@ -328,7 +415,13 @@ impl Runtime {
             (false, Exit::Code(0)) => TaskState::TaskFinished,
             (false, _) => TaskState::TaskFailed,
         };
-        self.update(&exited.task_id, state, &description);
+        let mut status = self.status(&exited.task_id, state, &description, None);
+        if task.killed_by_health_check {
+            // src/launcher/executor.cpp reaped: a kill by the health check
+            // is told by `healthy = false` (no reason of its own).
+            status.healthy = Some(false);
+        }
+        self.send_status(status);
     }
 
     /// `Some(exit code)` when there is nothing left to do: stopping, all
@@ -371,7 +464,19 @@ impl Runtime {
         message: &str,
         reason: Option<task_status::Reason>,
     ) {
-        let status = v1::TaskStatus {
+        let status = self.status(task_id, state, message, reason);
+        self.send_status(status);
+    }
+
+    /// A new status of this executor's: a fresh uuid and timestamp.
+    fn status(
+        &self,
+        task_id: &str,
+        state: TaskState,
+        message: &str,
+        reason: Option<task_status::Reason>,
+    ) -> v1::TaskStatus {
+        v1::TaskStatus {
             task_id: v1::TaskId {
                 value: task_id.to_string(),
             },
@@ -386,7 +491,12 @@ impl Runtime {
             timestamp: Some(crate::util::unix_now_secs()),
             uuid: Some(uuid::Uuid::new_v4().as_bytes().to_vec()),
             ..Default::default()
-        };
+        }
+    }
+
+    /// Sends a status update (queued while disconnected) and keeps it until
+    /// the agent acknowledges it.
+    fn send_status(&mut self, status: v1::TaskStatus) {
         let update = call::Update { status };
         if self.unacked_updates.len() >= MAX_UNACKNOWLEDGED {
             let dropped = self.unacked_updates.remove(0);
@@ -539,6 +649,64 @@ mod tests {
         }
         assert_eq!(rt.finished(), Some(1));
         assert_eq!(rt.exit_code(), 1);
+    }
+
+    #[tokio::test]
+    async fn failing_health_checks_are_reported_and_kill_the_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut rt, mut calls) = runtime(dir.path());
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let mut event = launch("sick");
+        let task = &mut event.launch.as_mut().unwrap().task;
+        task.health_check = Some(v1::HealthCheck {
+            r#type: Some(v1::health_check::Type::Tcp as i32),
+            tcp: Some(v1::health_check::TcpCheckInfo {
+                port: u32::from(port),
+                protocol: None,
+            }),
+            delay_seconds: Some(0.0),
+            interval_seconds: Some(0.1),
+            timeout_seconds: Some(1.0),
+            grace_period_seconds: Some(0.0),
+            consecutive_failures: Some(2),
+            ..Default::default()
+        });
+        task.kill_policy = Some(crate::executor::info::kill_policy(Duration::from_secs(3)));
+        assert!(rt.on_event(event).is_none());
+        let wait = Duration::from_secs(10);
+        for _ in 0..2 {
+            let result = tokio::time::timeout(wait, rt.checks_rx.recv())
+                .await
+                .expect("a check result")
+                .unwrap();
+            assert!(result.outcome.is_err());
+            rt.on_check(result);
+        }
+        assert!(rt.tasks["sick"].killed, "killed after 2 failures");
+        assert!(rt.tasks["sick"].checker.is_none(), "checking stopped");
+        let exited = tokio::time::timeout(wait, rt.exits_rx.recv())
+            .await
+            .expect("the task ends")
+            .unwrap();
+        assert_eq!(exited.exit, Exit::Signal(libc::SIGTERM));
+        rt.on_exit(exited);
+        let seen: Vec<(TaskState, Option<bool>, Option<task_status::Reason>)> = updates(&mut calls)
+            .iter()
+            .map(|s| (s.state(), s.healthy, s.reason.map(|_| s.reason())))
+            .collect();
+        let updated = Some(task_status::Reason::TaskHealthCheckStatusUpdated);
+        assert_eq!(
+            seen,
+            [
+                (TaskState::TaskStarting, None, None),
+                (TaskState::TaskRunning, None, None),
+                (TaskState::TaskRunning, Some(false), updated),
+                (TaskState::TaskRunning, Some(false), updated),
+                (TaskState::TaskKilled, Some(false), None),
+            ]
+        );
     }
 
     #[test]

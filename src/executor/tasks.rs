@@ -2,10 +2,11 @@
 //! pid is the group ID), so that a kill reaches everything it started: the
 //! group gets SIGTERM, then SIGKILL once the grace period is over — the
 //! KillPolicy contract (`include/mesos/v1/mesos.proto` KillPolicy,
-//! mesos-notes §3) — and whatever is left of a group after its leader exits
+//! `docs/mesos-protocol.md#kill-policy`) — and whatever is left of a group after its leader exits
 //! is SIGKILLed, so no task leaves stray processes behind.
 //!
-//! What a task runs comes from its `CommandInfo` (mesos-notes §3): `shell`
+//! What a task runs comes from its `CommandInfo`
+//! (`docs/mesos-protocol.md#taskinfo-and-commandinfo`): `shell`
 //! (default true) runs `/bin/sh -c value`; otherwise `value` is executed with
 //! `arguments` as argv (`arguments[0]` is argv\[0\]). The working directory is
 //! the sandbox; the environment is the executor's plus `MESOS_TASK_ID`,
@@ -58,7 +59,7 @@ pub enum Exit {
 }
 
 impl Exit {
-    fn from_status(status: ExitStatus) -> Exit {
+    pub(crate) fn from_status(status: ExitStatus) -> Exit {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
             (Some(code), _) => Exit::Code(code),

@@ -2,7 +2,8 @@
 //! the leading master and retrying operator calls.
 //!
 //! The Mesos scheduler HTTP API guide asks schedulers to re-subscribe "using
-//! an exponential backoff strategy" capped at about 15 s (mesos-notes §1);
+//! an exponential backoff strategy" capped at about 15 s
+//! (`docs/mesos-protocol.md#heartbeats`);
 //! jitter keeps many schedulers (or many replicas) from hammering a freshly
 //! elected master in lockstep.
 

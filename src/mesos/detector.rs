@@ -1,4 +1,5 @@
-//! Leading-master detection for `--master` (mesos-notes §1, §7, §12 capture k).
+//! Leading-master detection for `--master` (`docs/mesos-protocol.md#leader-redirects`,
+//! `#zookeeper-master-detection`, capture k).
 //!
 //! Two kinds of `--master` ([`MasterSpec::parse`]):
 //! - `http(s)://host:port[,host:port…]`: every listed master is asked
@@ -77,7 +78,7 @@ impl MasterDetector {
     /// Starts detecting the leader of `spec` in a background task.
     ///
     /// Must be called inside a tokio runtime. For `http(s)` lists the
-    /// rustls crypto provider must be installed (see `STACK.md`).
+    /// rustls crypto provider must be installed (see `docs/architecture.md#build-notes`).
     pub fn start(spec: MasterSpec, options: DetectorOptions, cancel: CancellationToken) -> Self {
         let (leader, _) = watch::channel(None);
         let inner = Arc::new(Inner {

@@ -1,7 +1,7 @@
 //! Mesos' JSON mapping of our protobuf types, both directions.
 //!
 //! Mesos converts JSON with its own mapping (`stout/protobuf.hpp`, described in
-//! `docs/scheduler-http-api.md` and mesos-notes §1, §11): field names are the
+//! `docs/scheduler-http-api.md`; `docs/mesos-protocol.md#endpoint-and-media-types`): field names are the
 //! proto names in snake_case, enums are written by name, `bytes` as standard
 //! Base64, 64-bit integers as JSON numbers, IDs as `{"value": …}` objects.
 //! Unknown keys are ignored; a missing proto2 `required` field fails the whole

@@ -1,5 +1,5 @@
 //! Media types and header names of the Mesos v1 HTTP APIs
-//! (`docs/scheduler-http-api.md`, mesos-notes §1).
+//! (`docs/scheduler-http-api.md`, `docs/mesos-protocol.md#endpoint-and-media-types`).
 
 /// `Content-Type` / `Accept` value for JSON bodies.
 pub const JSON: &str = "application/json";

@@ -10,6 +10,7 @@
 //! - [`detector`]: leading-master detection from `--master` (URL list or `zk://`).
 //! - [`client`]: the scheduler client — subscription driver, calls, typed errors.
 //! - [`operator`]: the operator client — GET_FRAMEWORKS and TEARDOWN.
+//! - [`sandbox`]: task sandbox files (`stdout`, `stderr`) through the agents' files API.
 
 pub mod backoff;
 pub mod client;
@@ -21,6 +22,7 @@ pub mod operator;
 pub mod proto;
 pub mod recordio;
 pub mod resources;
+pub mod sandbox;
 
 pub use proto::v1;
 
@@ -28,7 +30,7 @@ pub use proto::v1;
 /// (`src/common/protobuf_utils.cpp` isTerminalState): FINISHED, FAILED,
 /// KILLED, LOST, ERROR, DROPPED, GONE, GONE_BY_OPERATOR. TASK_LOST is
 /// terminal for the master, yet a task reported lost can come back RUNNING
-/// when its agent re-registers (mesos-notes §12).
+/// when its agent re-registers (`docs/mesos-protocol.md#a-lost-task-can-come-back`).
 pub fn is_terminal(state: v1::TaskState) -> bool {
     use v1::TaskState::*;
     matches!(

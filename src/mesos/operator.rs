@@ -1,6 +1,6 @@
 //! The operator client: `GET_FRAMEWORKS` and `TEARDOWN` through the v1
 //! operator API (`POST /api/v1`), with the legacy `POST /master/teardown`
-//! as fallback for masters without it (mesos-notes §6, capture h).
+//! as fallback for masters without it (`docs/mesos-protocol.md#operator-api`, capture h).
 //!
 //! Both follow 307s to the leader (remembering it in the detector); 503s,
 //! refused connections, timeouts and leaderless periods are retried with
@@ -107,7 +107,8 @@ pub fn framework_id(framework: &Framework) -> Option<&str> {
 
 /// True when `framework` is named `name` and runs in `role` (its
 /// `FrameworkInfo.role`, default `*`, or one of its `roles`): the frameworks
-/// the `hard` strategy and `uninstall` tear down (DESIGN.md §2).
+/// the `hard` strategy and `uninstall` tear down (`docs/deployment-strategies.md#hard`,
+/// `#uninstall`).
 #[allow(deprecated)] // FrameworkInfo.role is what non-MULTI_ROLE frameworks set
 pub fn same_name_and_role(framework: &Framework, name: &str, role: &str) -> bool {
     let info = &framework.framework_info;
@@ -196,6 +197,7 @@ impl OperatorClient {
                     value: framework_id.to_string(),
                 },
             }),
+            ..Default::default()
         };
         match self.v1(call).await {
             Ok(_) => Ok(()),

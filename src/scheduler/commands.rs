@@ -4,7 +4,7 @@
 //! commands. Only a leader's core acts on commands; on a replica that does
 //! not lead (or whose core is not running) a command is answered at once with
 //! [`CommandError::NotLeader`] carrying the leader's URL, so the web layer
-//! can answer 503 with it (DESIGN.md §5).
+//! can answer 503 with it (`docs/architecture.md#commands`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +21,10 @@ use crate::mesos::client::CallError;
 pub type Reply<T> = oneshot::Sender<Result<T, CommandError>>;
 
 /// What the web layer can ask of the scheduler.
+// PutService carries a whole spec (240 bytes): commands are rare (one per
+// operator action) and moved once through a channel, so boxing it would
+// only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Command {
     /// Start a reconciliation now (coalesced with a running one).
@@ -78,7 +82,7 @@ pub struct KamikazeResult {
     /// Executor ID.
     pub executor_id: String,
     /// The master accepted the MESSAGE call (202). Delivery itself is not
-    /// acknowledged by Mesos (mesos-notes §8).
+    /// acknowledged by Mesos (`docs/mesos-protocol.md#framework-messages`).
     pub accepted: bool,
     /// The refusal, when not accepted.
     pub error: Option<String>,

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::reconcile::ReconcilerConfig;
 use crate::coordination::Strategy;
 
-/// What to do when the master says the framework was removed (DESIGN.md §2a).
+/// What to do when the master says the framework was removed
+/// (`docs/deployment-strategies.md#removed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum OnFrameworkRemoved {
@@ -36,7 +37,7 @@ pub struct CoreConfig {
     pub hostname: String,
     /// `FrameworkInfo.webui_url` (this replica's advertised URL).
     pub webui_url: String,
-    /// The deployment strategy (DESIGN.md §2).
+    /// The deployment strategy (`docs/deployment-strategies.md#strategies`).
     pub strategy: Strategy,
     /// This replica's deployment ID (`--deployment-id`).
     pub deployment_id: String,

@@ -1,4 +1,5 @@
-//! Deployments: which one runs, and fencing older ones (DESIGN.md §2, §2a).
+//! Deployments: which one runs, and fencing older ones
+//! (`docs/deployment-strategies.md#strategies`, `#fencing`).
 //!
 //! The `deployment` znode holds `{deployment_id, epoch, strategy,
 //! teardown_done}`, written with compare-and-set only:

@@ -2,7 +2,7 @@
 //! call, then re-sent with exponential backoff until a terminal update for
 //! the task arrives ("kill pending (n)" on the dashboard). KILL is not
 //! acknowledged by Mesos and may be lost (a KILL naming the wrong agent is
-//! silently ignored, mesos-notes §11.18), so retrying is the only safe way.
+//! silently ignored, `docs/mesos-protocol.md#kills`), so retrying is the only safe way.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -5,9 +5,10 @@
 //! - [`records`]: the task record persisted in ZooKeeper;
 //! - [`snapshot`]: the immutable picture published after each change;
 //! - [`commands`]: web → scheduler commands with replies, and [`SchedulerHandle`];
-//! - [`core`]: the leader's actor for one term — events, launches, kills,
-//!   reconciliation, commands, snapshots;
-//! - [`deployment`]: deployment registration and fencing (DESIGN.md §2);
+//! - [`core`]: the leader's state machine for one term (events, launches,
+//!   kills, reconciliation, commands, snapshots) and the runner doing its I/O;
+//! - [`deployment`]: deployment registration and fencing
+//!   (`docs/deployment-strategies.md#fencing`);
 //! - [`supervisor`]: runs the core while the replica leads, a standby view
 //!   otherwise;
 //! - [`offers`], [`placement`], [`reconcile`], [`kills`], [`workload`],
@@ -15,8 +16,10 @@
 
 pub mod commands;
 pub mod config;
+pub mod containers;
 pub mod core;
 pub mod deployment;
+pub mod health;
 pub mod ids;
 pub mod kills;
 pub mod metrics;

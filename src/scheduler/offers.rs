@@ -4,7 +4,7 @@
 //!
 //! Offers are only valid on the subscription that received them: they are
 //! all dropped on disconnection, on leadership loss and on re-subscription
-//! (mesos-notes §2 "Master failover", §11.19), and an agent's offers are
+//! (`docs/mesos-protocol.md#offers-die-with-the-subscription`), and an agent's offers are
 //! dropped when it is lost (FAILURE{agent_id}). Pure data; the core decides
 //! what to decline, and when.
 

@@ -1,5 +1,5 @@
 //! Task reconciliation as the Mesos reconciliation guide describes it
-//! (`docs/reconciliation.md`, mesos-notes §5):
+//! (`docs/reconciliation.md`, `docs/mesos-protocol.md#reconciliation`):
 //!
 //! - **explicit**: ask about every non-terminal task (with its agent ID);
 //!   wait with truncated exponential backoff; ask again about the tasks with

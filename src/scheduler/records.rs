@@ -1,6 +1,7 @@
 //! The task record: what the scheduler knows of one task, persisted under
 //! `tasks/<task-id>` in ZooKeeper before the task is launched and after every
-//! status update (before that update is acknowledged: DESIGN.md §2a), so that
+//! status update (before that update is acknowledged:
+//! `docs/deployment-strategies.md#rules-every-strategy-keeps`), so that
 //! a new leader recovers every task it must reconcile.
 
 use serde::{Deserialize, Serialize};
@@ -118,12 +119,15 @@ impl TaskRecord {
         crate::mesos::is_terminal(self.state)
     }
 
-    /// True when `status` would change what this record stores. An update
-    /// that repeats the stored state (a reconciliation answer, an agent
-    /// re-sending an update whose acknowledgement was lost) changes nothing
-    /// and is not written again.
+    /// True when `status` would change what this record stores: a new
+    /// state, or a health check's report (the executor sends one only when
+    /// the task's health changes, `docs/health-checks.md` in apache/mesos).
+    /// An update that repeats the stored state — a reconciliation answer, an
+    /// agent re-sending an update whose acknowledgement was lost — changes
+    /// nothing and is not written again.
     pub fn changed_by(&self, status: &TaskStatus) -> bool {
         status.state() != self.state
+            || status.reason == Some(task_status::Reason::TaskHealthCheckStatusUpdated as i32)
     }
 
     /// Records an update: state, time and a timeline entry (bounded).

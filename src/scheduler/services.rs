@@ -9,13 +9,22 @@
 //!  "instances": 3, "ports": 1, "env": {"GREETING": "hi"},
 //!  "constraints": ["hostname:UNIQUE", "rack:LIKE:r[12]"],
 //!  "restart_backoff": "1s", "restart_backoff_max": "1m", "kill_grace_period": "5s",
-//!  "executor": "command"}
+//!  "executor": "command",
+//!  "health_check": {"type": "http", "port_index": 0, "path": "/"},
+//!  "container": {"image": "python:3.12-alpine"}}
 //! ```
+//!
+//! `health_check` is [`super::health::HealthCheckSpec`], `container`
+//! [`super::containers::ContainerSpec`]; both are optional and left out of
+//! the stored JSON when absent.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::containers::ContainerSpec;
+use super::health::HealthCheckSpec;
 
 /// Longest service name: names become task-ID prefixes and znode names.
 pub const MAX_NAME_LEN: usize = 63;
@@ -162,11 +171,24 @@ pub enum ExecutorKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Constraint {
     /// At most one instance per distinct value of the field.
-    Unique { field: String },
+    Unique {
+        /// `hostname` or an attribute name.
+        field: String,
+    },
     /// The field's value matches the regex entirely.
-    Like { field: String, regex: String },
+    Like {
+        /// `hostname` or an attribute name.
+        field: String,
+        /// The regex as written; it is anchored at both ends when matched.
+        regex: String,
+    },
     /// The field's value does not match the regex entirely.
-    Unlike { field: String, regex: String },
+    Unlike {
+        /// `hostname` or an attribute name.
+        field: String,
+        /// The regex as written; it is anchored at both ends when matched.
+        regex: String,
+    },
 }
 
 /// Why a constraint does not parse; each names the constraint as written.
@@ -293,14 +315,25 @@ pub struct ServiceSpec {
     /// Which executor runs the tasks.
     #[serde(default)]
     pub executor: ExecutorKind,
+    /// The tasks' health check, run by their executor (boxed: most
+    /// services have none, and specs travel in commands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<Box<HealthCheckSpec>>,
+    /// The image the tasks run in (boxed as `health_check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<Box<ContainerSpec>>,
 }
 
-/// The duration fields of a spec. Their deserialization errors start with
-/// the field's name and `: `.
-pub const DURATION_FIELDS: [&str; 3] = [
+/// The duration fields of a spec, nested ones with their path. Their
+/// deserialization errors start with the field's name and `: `.
+pub const DURATION_FIELDS: [&str; 7] = [
     "restart_backoff",
     "restart_backoff_max",
     "kill_grace_period",
+    super::health::DURATION_FIELDS[0],
+    super::health::DURATION_FIELDS[1],
+    super::health::DURATION_FIELDS[2],
+    super::health::DURATION_FIELDS[3],
 ];
 
 // Durations go through the one bounded parser ([`crate::util::parse_duration`]);
@@ -422,6 +455,12 @@ impl ServiceSpec {
                 "restart_backoff",
                 "must be positive and not above restart_backoff_max",
             ));
+        }
+        if let Some(check) = &self.health_check {
+            errors.extend(check.validate(self.ports));
+        }
+        if let Some(container) = &self.container {
+            errors.extend(container.validate(self.ports, &self.env));
         }
         errors
     }
@@ -700,6 +739,45 @@ mod tests {
         assert_eq!(a.fingerprint(), b.fingerprint());
         b.mem = 64.0;
         assert_ne!(a.fingerprint(), b.fingerprint());
+        // Specs without a health check or container keep the fingerprint
+        // they had before these fields existed: no upgrade of every task.
+        let stored = serde_json::to_value(&a).unwrap();
+        assert!(stored.get("health_check").is_none() && stored.get("container").is_none());
+        let mut c = a.clone();
+        c.health_check =
+            Some(serde_json::from_value(serde_json::json!({"type": "tcp", "port": 80})).unwrap());
+        assert_ne!(a.fingerprint(), c.fingerprint());
+    }
+
+    #[test]
+    fn health_check_and_container_are_validated_with_the_spec() {
+        let s = spec(
+            serde_json::json!({"name": "a", "command": "x", "cpus": 1, "mem": 1,
+            "instances": 1, "ports": 1, "env": {"A": "1"},
+            "health_check": {"type": "http", "port_index": 1},
+            "container": {"image": "Bad", "environment": {"A": "2"}}}),
+        );
+        let fields: Vec<String> = s.validate().into_iter().map(|e| e.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "health_check.port_index",
+                "container.image",
+                "container.environment.A"
+            ]
+        );
+        let mut json = serde_json::json!({"name": "a", "command": "x", "cpus": 1, "mem": 1,
+            "instances": 1, "health_check": {"type": "tcp", "port": 80, "timeout": "-1s"}});
+        let err = serde_json::from_value::<ServiceSpec>(json.clone()).unwrap_err();
+        assert!(
+            err.to_string().starts_with("health_check.timeout: "),
+            "{err}"
+        );
+        json["health_check"]["timeout"] = "1s".into();
+        let back: ServiceSpec = serde_json::from_value(json).unwrap();
+        let again: ServiceSpec =
+            serde_json::from_str(&serde_json::to_string(&back).unwrap()).unwrap();
+        assert_eq!(back, again);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! so handlers never lock scheduler state. Tasks are shared `Arc`s: a new
 //! snapshot copies pointers, not records.
 //!
-//! Every type here serializes to the JSON of DESIGN.md §5 (`/api/v1/state`,
+//! Every type here serializes to the JSON of `docs/architecture.md#http-api` (`/api/v1/state`,
 //! `/api/v1/tasks`, …), snake_case keys, times in seconds since the UNIX epoch.
 
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use crate::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
 use crate::mesos::v1::TaskState;
 
 /// Where the framework stands, as `framework.state` in `/api/v1/state`
-/// (DESIGN.md §5).
+/// (`docs/architecture.md#http-api`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FrameworkState {
@@ -139,7 +139,7 @@ pub struct OfferSummary {
     pub expires_at: f64,
 }
 
-/// Which reconciliation (Mesos reconciliation guide, mesos-notes §5).
+/// Which reconciliation (Mesos' `docs/reconciliation.md`, `docs/mesos-protocol.md#reconciliation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReconcileKind {

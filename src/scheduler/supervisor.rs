@@ -5,13 +5,21 @@
 //!
 //! Term outcomes: abdication rejoins the election at the back; "framework
 //! failed over" and a framework-ID mismatch back off, then abdicate, so this
-//! replica never fights the scheduler that took over (DESIGN.md §2a). The
+//! replica never fights the scheduler that took over
+//! (`docs/deployment-strategies.md#failed-over`). The
 //! back-off doubles with each such step-down in a row (10 s up to 5 min), so
 //! a replica alone in the election cannot ping-pong the framework ID with a
 //! scheduler outside it; the standby snapshot keeps saying `failed_over`
 //! and why until this replica leads again. When the deployment is fenced
 //! ([`CoreDeps::fence`]) the term ends, the state becomes `fenced` and the
 //! supervisor returns.
+//!
+//! A replica that leads must act or let another replica lead: when a term
+//! cannot load the stores three times in a row it abdicates, and a standby
+//! refresh (ZooKeeper reads, slow on a slow link) gives way as soon as
+//! leadership changes. A term that ends on suspension
+//! (`LeadershipLost`) needs nothing here: when the coordinator leads again
+//! under a new term, the next loop runs it and the core subscribes again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +46,10 @@ const STEP_DOWN_BACKOFF: Duration = Duration::from_secs(10);
 /// Cap of the step-down pause; a term that lasted this long forgives the
 /// earlier step-downs.
 const STEP_DOWN_BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Pause before a term tries again to load the stores after a failure.
+const STORE_RETRY: Duration = Duration::from_secs(2);
+/// Failed loads of the stores in one term before the replica steps down.
+const STORE_ATTEMPTS: u32 = 3;
 /// Queue of commands from the web layer.
 const COMMAND_QUEUE: usize = 64;
 
@@ -74,6 +86,8 @@ async fn supervise(
     // Why the last term stepped down, shown while standing by.
     let mut held: Option<Held> = None;
     let mut step_downs: u32 = 0;
+    // (term, failed attempts to load the stores in that term)
+    let mut store_failures: (u64, u32) = (0, 0);
     loop {
         if shutdown.is_cancelled() {
             return;
@@ -146,26 +160,52 @@ async fn supervise(
                     abdicate(&deps).await;
                 }
                 TermOutcome::StartupFailed(why) => {
-                    tracing::error!("the term could not start: {why}; retrying");
+                    store_failures = if store_failures.0 == term {
+                        (term, store_failures.1 + 1)
+                    } else {
+                        (term, 1)
+                    };
+                    if store_failures.1 >= STORE_ATTEMPTS {
+                        // Leading without acting keeps everyone else from
+                        // leading: let the next replica try (alone, this
+                        // one leads again after the hold-off).
+                        tracing::error!(
+                            "the term could not start: {why}; {STORE_ATTEMPTS} attempts in term \
+                             {term} failed, stepping down so that another replica leads"
+                        );
+                        abdicate(&deps).await;
+                    } else {
+                        tracing::error!("the term could not start: {why}; retrying");
+                    }
+                    // The end of the term (abdication) cuts the pause short.
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                        _ = leadership.changed() => {}
+                        _ = tokio::time::sleep(STORE_RETRY) => {}
                     }
                 }
             }
             continue;
         }
-        publish_standby(&cfg, &deps, held.as_ref()).await;
-        let refresh = tokio::time::sleep(STANDBY_REFRESH);
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = deps.fence.cancelled() => {}
-            _ = leadership.changed() => {}
-            command = commands.recv() => match command {
-                Some(command) => refuse(command, &deps),
-                None => return,
-            },
-            _ = refresh => {}
+        // A standby refresh reads ZooKeeper, which may be slow: a change of
+        // leadership interrupts it, so that a replica that begins to lead
+        // acts at once rather than after the refresh.
+        let refresh = async {
+            publish_standby(&cfg, &deps, held.as_ref()).await;
+            tokio::time::sleep(STANDBY_REFRESH).await;
+        };
+        tokio::pin!(refresh);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = deps.fence.cancelled() => break,
+                _ = leadership.changed() => break,
+                command = commands.recv() => match command {
+                    Some(command) => refuse(command, &deps),
+                    None => return,
+                },
+                _ = &mut refresh => break,
+            }
         }
     }
 }

@@ -15,6 +15,13 @@
 //! executor the service's `uris` go into `ExecutorInfo.command.uris`, after
 //! the binary — one executor per task, so they are the task's own — and
 //! the command in `data` carries none.
+//!
+//! A service's `health_check` becomes `TaskInfo.health_check` under both
+//! executors (both run it, `docs/health-checks.md`). Its `container` becomes
+//! `TaskInfo.container` for the command executor, and
+//! `ExecutorInfo.container` for ours: the agent containerizes a custom
+//! executor by its own `ContainerInfo` only (`src/slave/slave.cpp`
+//! getExecutorInfo builds one from `TaskInfo.container` for command tasks).
 
 use super::placement::{Planned, task_resources};
 use super::services::{CommandSpec, ExecutorKind, ServiceSpec};
@@ -55,11 +62,17 @@ impl ExecutorSource {
     }
 }
 
-/// The task's `CommandInfo`: shell or argv, environment (the service's plus
-/// `PORT0…`, `PORTS`, `APPLIANCE_SERVICE`, `APPLIANCE_INSTANCE`) and URIs.
+/// The task's `CommandInfo`: shell or argv, environment (the service's and
+/// its container's, plus `PORT0…`, `PORTS`, `APPLIANCE_SERVICE`,
+/// `APPLIANCE_INSTANCE`) and URIs.
 pub fn command_info(spec: &ServiceSpec, planned: &Planned) -> v1::CommandInfo {
-    let mut variables: Vec<environment::Variable> =
-        spec.env.iter().map(|(k, v)| variable(k, v)).collect();
+    let container_env = spec.container.iter().flat_map(|c| c.environment.iter());
+    let mut variables: Vec<environment::Variable> = spec
+        .env
+        .iter()
+        .chain(container_env)
+        .map(|(k, v)| variable(k, v))
+        .collect();
     for (i, port) in planned.ports.iter().enumerate() {
         variables.push(variable(&format!("PORT{i}"), &port.to_string()));
     }
@@ -131,6 +144,22 @@ pub fn task_info(
         })
         .collect(),
     };
+    let health_check = spec.health_check.as_ref().map(|check| {
+        let port = match (check.port_index, check.port) {
+            (Some(i), _) => {
+                let i = i as usize;
+                spec.container
+                    .as_ref()
+                    .and_then(|c| c.container_port(i))
+                    .or_else(|| planned.ports.get(i).and_then(|p| u32::try_from(*p).ok()))
+                    .unwrap_or(0)
+            }
+            (None, port) => port.unwrap_or(0),
+        };
+        let environment = command.environment.clone().unwrap_or_default();
+        check.to_proto(port, &environment)
+    });
+    let container = spec.container.as_ref().map(|c| c.to_proto(&planned.ports));
     let mut info = v1::TaskInfo {
         name: format!("{}.{}", spec.name, planned.instance),
         task_id: v1::TaskId {
@@ -140,6 +169,7 @@ pub fn task_info(
         resources: resources.to_protos(None),
         labels: Some(labels),
         kill_policy: Some(executor::kill_policy(spec.kill_grace_period)),
+        health_check,
         ..Default::default()
     };
     match (spec.executor, executor) {
@@ -159,13 +189,17 @@ pub fn task_info(
             if let Some(fetched) = executor_info.command.as_mut() {
                 fetched.uris.extend(uris.iter().cloned());
             }
+            executor_info.container = container;
             info.executor = Some(executor_info);
             info.data = Some(executor::task_data(&v1::CommandInfo {
                 uris: Vec::new(),
                 ..command
             }));
         }
-        _ => info.command = Some(command),
+        _ => {
+            info.command = Some(command);
+            info.container = container;
+        }
     }
     info
 }
@@ -307,5 +341,88 @@ mod tests {
         );
         let info = task_info(&s, &planned(), "web.2.y", "fw-1", None);
         assert_eq!(info.command.unwrap().uris[0].value, "http://files/site.tgz");
+    }
+
+    #[test]
+    fn health_checks_go_on_the_task_under_both_executors() {
+        let source = ExecutorSource {
+            url: "http://h:8080/executor/0.1.0-ab/mesos-appliance-executor".into(),
+            cpus: 0.05,
+            mem: 32.0,
+        };
+        for executor in ["command", "appliance"] {
+            let s = spec(
+                serde_json::json!({"name": "web", "command": "serve", "cpus": 0.1,
+                "mem": 32, "ports": 2, "instances": 1, "executor": executor,
+                "health_check": {"type": "http", "port_index": 1, "path": "/ready",
+                                 "interval": "2s", "consecutive_failures": 5}}),
+            );
+            assert!(s.validate().is_empty());
+            let info = task_info(&s, &planned(), "web.2.x", "fw", Some(&source));
+            let check = info.health_check.expect(executor);
+            let http = check.http.unwrap();
+            assert_eq!((http.port, http.path.as_deref()), (31001, Some("/ready")));
+            assert_eq!(
+                (check.interval_seconds, check.consecutive_failures),
+                (Some(2.0), Some(5))
+            );
+        }
+        let s = spec(
+            serde_json::json!({"name": "web", "command": "serve", "cpus": 0.1,
+            "mem": 32, "ports": 1, "instances": 1,
+            "health_check": {"type": "command", "command": "test -n \"$PORT0\""}}),
+        );
+        let check = task_info(&s, &planned(), "web.2.x", "fw", None)
+            .health_check
+            .unwrap();
+        let env = check.command.unwrap().environment.unwrap();
+        assert!(env.variables.iter().any(|v| v.name == "PORT0"), "{env:?}");
+    }
+
+    #[test]
+    fn containers_go_on_the_task_or_on_our_executor() {
+        let s = spec(
+            serde_json::json!({"name": "web", "command": "serve", "cpus": 0.1,
+            "mem": 32, "ports": 1, "instances": 1, "env": {"A": "b"},
+            "container": {"image": "team/web:1", "environment": {"LANG": "C"}}}),
+        );
+        assert!(s.validate().is_empty());
+        let info = task_info(&s, &planned(), "web.2.x", "fw", None);
+        let container = info.container.expect("on the task");
+        assert_eq!(
+            container.mesos.unwrap().image.unwrap().docker.unwrap().name,
+            "team/web:1"
+        );
+        let env = info.command.unwrap().environment.unwrap().variables;
+        assert!(
+            env.iter()
+                .any(|v| v.name == "LANG" && v.value.as_deref() == Some("C"))
+        );
+        let mut appliance = s.clone();
+        appliance.executor = ExecutorKind::Appliance;
+        let source = ExecutorSource {
+            url: "http://h:8080/executor/0.1.0-ab/mesos-appliance-executor".into(),
+            cpus: 0.05,
+            mem: 32.0,
+        };
+        let info = task_info(&appliance, &planned(), "web.2.x", "fw", Some(&source));
+        assert!(info.container.is_none());
+        assert!(
+            info.executor.unwrap().container.is_some(),
+            "on the executor"
+        );
+        // A Docker BRIDGE task is checked on the container port.
+        let s = spec(
+            serde_json::json!({"name": "web", "command": "serve", "cpus": 0.1,
+            "mem": 32, "ports": 1, "instances": 1,
+            "container": {"docker": {"image": "nginx", "network": "BRIDGE",
+                                     "port_mappings": [{"container_port": 80}]}},
+            "health_check": {"type": "tcp", "port_index": 0}}),
+        );
+        assert!(s.validate().is_empty());
+        let info = task_info(&s, &planned(), "web.2.x", "fw", None);
+        assert_eq!(info.health_check.unwrap().tcp.unwrap().port, 80);
+        let docker = info.container.unwrap().docker.unwrap();
+        assert_eq!(docker.port_mappings[0].host_port, 31000);
     }
 }

@@ -141,6 +141,32 @@ pub fn counts_as_failure(state: TaskState, reason: Option<task_status::Reason>) 
     }
 }
 
+/// [`counts_as_failure`] of a terminal task record, which also counts a
+/// task whose executor terminated before the task ever started: TASK_FAILED
+/// with REASON_EXECUTOR_TERMINATED and no TASK_STARTING or TASK_RUNNING in
+/// its timeline. Its container never ran — an agent without a
+/// containerizer for it reports exactly that ("Abnormal executor
+/// termination: unknown container", `src/slave/slave.cpp`
+/// executorTerminated), as does an executor that dies at start — so a
+/// replacement launched at once would fail the same way, in a loop. An
+/// executor that exits under a running task (`kamikaze`, a crash) is still
+/// not the task's fault.
+pub fn counts_as_failure_of(record: &TaskRecord) -> bool {
+    let last = record.timeline.last();
+    let reason = last.and_then(|e| e.reason);
+    let state = record.state;
+    if counts_as_failure(state, reason) {
+        return true;
+    }
+    let started = record
+        .timeline
+        .iter()
+        .any(|e| matches!(e.state, TaskState::TaskStarting | TaskState::TaskRunning));
+    state == TaskState::TaskFailed
+        && reason == Some(task_status::Reason::ExecutorTerminated)
+        && !started
+}
+
 /// A service's restart backoff: after a task fails, the next launch waits
 /// `restart_backoff × 2^(failures-1)`, capped at `restart_backoff_max`.
 ///
@@ -326,6 +352,39 @@ mod tests {
         tasks[3].state = TaskState::TaskRunning;
         assert_eq!(upgrade_step(&s, &tasks, 1).as_deref(), Some("old1"));
         assert_eq!(upgrade_step(&s, &tasks, 2).as_deref(), Some("old1"));
+    }
+
+    #[test]
+    fn an_executor_that_never_started_its_task_is_a_failure() {
+        use crate::scheduler::StatusEntry;
+        let entry = |state: &str, reason: Option<&str>| StatusEntry {
+            at: 0.0,
+            state: TaskState::from_str_name(state).unwrap(),
+            source: Some(task_status::Source::Agent),
+            reason: reason.and_then(task_status::Reason::from_str_name),
+            message: None,
+        };
+        let terminated = Some("REASON_EXECUTOR_TERMINATED");
+        let mut never_ran = task("a", 0, "TASK_FAILED", 0.0);
+        never_ran.timeline = vec![entry("TASK_FAILED", terminated)];
+        assert!(!counts_as_failure(
+            TaskState::TaskFailed,
+            Some(task_status::Reason::ExecutorTerminated)
+        ));
+        assert!(counts_as_failure_of(&never_ran));
+        let mut kamikaze = never_ran.clone();
+        kamikaze.timeline = vec![
+            entry("TASK_STARTING", None),
+            entry("TASK_RUNNING", None),
+            entry("TASK_FAILED", terminated),
+        ];
+        assert!(!counts_as_failure_of(&kamikaze), "it ran: not its fault");
+        let mut launch_failed = never_ran.clone();
+        launch_failed.timeline = vec![entry("TASK_FAILED", Some("REASON_CONTAINER_LAUNCH_FAILED"))];
+        assert!(counts_as_failure_of(&launch_failed));
+        let mut lost = never_ran.clone();
+        lost.timeline = vec![entry("TASK_FAILED", Some("REASON_AGENT_REMOVED"))];
+        assert!(!counts_as_failure_of(&lost));
     }
 
     #[test]

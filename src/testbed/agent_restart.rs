@@ -6,13 +6,15 @@
 //! executor stream is cut without a terminating chunk. The master notices
 //! the disconnection: tasks of frameworks that do not checkpoint are lost
 //! at once — TASK_LOST, SOURCE_MASTER, REASON_AGENT_DISCONNECTED, `Agent
-//! <host> disconnected`, no uuid (master.cpp `disconnect`, mesos-notes §3) —
+//! <host> disconnected`, no uuid (master.cpp `disconnect`,
+//! `docs/mesos-protocol.md#master-generated-updates`) —
 //! and their executors die with the agent. Checkpointing frameworks notice
 //! nothing (capture r: the scheduler saw no event): when the agent is back,
 //! their executors re-subscribe within `--executor_reregistration_timeout`
 //! with their unacknowledged updates, or are destroyed (their tasks TASK_LOST,
 //! TASK_GONE if PARTITION_AWARE, REASON_EXECUTOR_REREGISTRATION_TIMEOUT;
-//! slave.cpp reregisterExecutorTimeout, mesos-notes §8). Until then the agent
+//! slave.cpp reregisterExecutorTimeout,
+//! `docs/mesos-protocol.md#disconnections-and-agent-recovery`). Until then the agent
 //! answers executors' other calls with 503 `Agent has not finished recovery`.
 //! Status update retries of simulated tasks on that agent are not paused.
 
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use super::executor_api::serve_agent;
 use super::executors::{ExecutorTimer, ProcessState, Termination};
-use super::master::{Master, Timer, push_bounded, update_event};
+use super::master::{AgentState, Master, Timer, push_bounded, update_event};
 use crate::executor::config::format_duration;
 use crate::mesos::v1::{self, TaskState, task_status};
 
@@ -29,9 +31,13 @@ const REBIND_RETRY: Duration = Duration::from_millis(100);
 
 impl Master {
     /// Restarts agent `agent_index` (process mode only): down for `down`,
-    /// then up again on the same port. Returns false for an unknown agent or
-    /// without process mode.
+    /// then up again on the same port. Returns false for an unknown or gone
+    /// agent or without process mode.
     pub fn restart_agent(&mut self, agent_index: usize, down: Duration) -> bool {
+        // A gone agent never comes back (`gone.rs`).
+        if self.agents[agent_index].state == AgentState::Gone {
+            return false;
+        }
         let Some(endpoint) = self.processes.endpoints.get_mut(agent_index) else {
             return false;
         };

@@ -62,6 +62,13 @@ impl Master {
             self.unreachable_tasks.insert(key.clone(), task);
             self.send(&key.0, &update_event(status));
         }
+        self.notify_agent_lost(agent_id);
+        true
+    }
+
+    /// FAILURE{agent_id} to every connected framework (master.cpp
+    /// `sendSlaveLost`, at the end of removing an agent).
+    pub(crate) fn notify_agent_lost(&mut self, agent_id: &str) {
         let failure = Event {
             r#type: Some(event::Type::Failure as i32),
             failure: Some(event::Failure {
@@ -81,7 +88,6 @@ impl Master {
         for framework_id in connected {
             self.send(&framework_id, &failure);
         }
-        true
     }
 
     /// An unreachable agent re-registers with its tasks still running

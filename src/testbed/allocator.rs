@@ -6,7 +6,8 @@
 //! refused-resources filter of a DECLINE; `suppressOffers`/`reviveOffers`),
 //! `include/mesos/v1/mesos.proto` (`Filters.refuse_seconds`, default 5),
 //! master.cpp (`accept`, `decline`, `removeOffer`, `rescindOffer`),
-//! mesos-notes §3 (Filters), §9 (defaults), §12 and capture p (DECLINE with
+//! `docs/mesos-protocol.md#filters-and-declines`, `#suppress-and-revive`,
+//! `#defaults` and capture p (DECLINE with
 //! refuse_seconds 3 → the same resources after ≈3 s; SUPPRESS → no offers;
 //! REVIVE → an offer within ≈50 ms and cleared filters).
 
@@ -183,7 +184,7 @@ impl Master {
     }
 
     /// Removes every offer of a framework without telling it (disconnection,
-    /// failover, removal: mesos-notes §11.19).
+    /// failover, removal: `docs/mesos-protocol.md#offers-die-with-the-subscription`).
     pub fn remove_offers_of(&mut self, framework_id: &str) {
         let ids: Vec<String> = self
             .offers

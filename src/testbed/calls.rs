@@ -21,10 +21,13 @@ pub struct CallRecord {
     pub call_type: String,
     /// `Call.framework_id` (scheduler), or the framework torn down (operator).
     pub framework_id: Option<String>,
-    /// The request's `Mesos-Stream-Id` header.
+    /// The request's `Mesos-Stream-Id` header; for a SUBSCRIBE, the stream
+    /// ID its answer issued (`None` when it was refused).
     pub stream_id: Option<String>,
     /// HTTP status of the answer.
     pub status: u16,
+    /// Answered but lost on purpose (the drop-calls fault): not acted on.
+    pub dropped: bool,
     /// The call in Mesos JSON, or `null` if the body did not parse.
     pub call: serde_json::Value,
 }
@@ -53,18 +56,20 @@ pub(crate) struct CallLog {
 }
 
 impl CallLog {
-    /// Appends a record, assigning its sequence number.
-    pub fn push(&mut self, mut record: CallRecord) {
+    /// Appends a record, assigning its sequence number; returns it as stored.
+    pub fn push(&mut self, mut record: CallRecord) -> &mut CallRecord {
         record.seq = self.next;
         self.next += 1;
-        self.records.push_back(record);
-        if self.records.len() > MAX_CALLS {
+        if self.records.len() >= MAX_CALLS {
             self.records.pop_front();
         }
+        self.records.push_back(record);
+        self.records.back_mut().expect("just pushed")
     }
 
     /// Records a call answered with `status`: `call_type` is the call's type
     /// name (`-` when the body did not parse) and `call` its Mesos JSON.
+    /// Returns the record as stored.
     pub fn record<M: prost::Message + prost::Name>(
         &mut self,
         api: &str,
@@ -73,7 +78,7 @@ impl CallLog {
         stream_id: Option<String>,
         status: u16,
         call: Option<&M>,
-    ) {
+    ) -> &mut CallRecord {
         self.push(CallRecord {
             seq: 0,
             at: crate::util::unix_now_secs(),
@@ -82,8 +87,9 @@ impl CallLog {
             framework_id,
             stream_id,
             status,
+            dropped: false,
             call: call.map(crate::mesos::json::to_value).unwrap_or_default(),
-        });
+        })
     }
 
     /// All records, oldest first.

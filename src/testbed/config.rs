@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use super::containerizers::{Containerizer, ImageProvider, parse_list};
 use crate::mesos::resources::{self, Resources};
 use crate::mesos::v1;
 
@@ -19,6 +20,12 @@ pub struct AgentSpec {
     pub resources: Resources,
     /// Agent attributes, e.g. `rack:r1` (`Offer.attributes`).
     pub attributes: Vec<v1::Attribute>,
+    /// Agent `--containerizers`, in order (default: mesos); see
+    /// `testbed::containerizers` for what each launches.
+    pub containerizers: Vec<Containerizer>,
+    /// Agent `--image_providers` of the Mesos containerizer (default: none,
+    /// so image tasks fail as on a real agent without them).
+    pub image_providers: Vec<ImageProvider>,
 }
 
 impl AgentSpec {
@@ -32,7 +39,21 @@ impl AgentSpec {
             hostname: hostname.to_string(),
             resources: Resources::parse(resources).expect("valid resource text"),
             attributes: Vec::new(),
+            containerizers: vec![Containerizer::Mesos],
+            image_providers: Vec::new(),
         }
+    }
+
+    /// Sets the containerizers (`mesos,docker`) and image providers
+    /// (`docker` or empty), as the agent flags `--containerizers` and
+    /// `--image_providers`.
+    ///
+    /// # Panics
+    /// If a list does not parse; meant for tests with literal specs.
+    pub fn with_containerizers(mut self, containerizers: &str, image_providers: &str) -> Self {
+        self.containerizers = parse_list(containerizers).expect("valid containerizers");
+        self.image_providers = parse_list(image_providers).expect("valid image providers");
+        self
     }
 
     /// Adds attributes in Mesos text form (`rack:r1;zone:a`).
@@ -46,7 +67,7 @@ impl AgentSpec {
 }
 
 /// Everything a testbed master needs. [`TestbedConfig::default`] follows the
-/// Mesos 1.12 defaults (mesos-notes §9); [`TestbedConfig::for_tests`] shortens
+/// Mesos 1.12 defaults (`docs/mesos-protocol.md#defaults`); [`TestbedConfig::for_tests`] shortens
 /// the timers so integration tests run in seconds.
 ///
 /// Where the defaults come from: master flags in `src/master/flags.cpp` with
@@ -197,27 +218,49 @@ impl TestbedConfig {
 const CONTROL_HELP: &str = "\
 Mesos endpoints:
   POST /api/v1/scheduler        v1 scheduler API (also /master/api/v1/scheduler)
-  POST /api/v1                  operator API: GET_FRAMEWORKS, TEARDOWN
+  POST /api/v1                  operator API: GET_FRAMEWORKS, TEARDOWN, MARK_AGENT_GONE
   POST /master/teardown         legacy teardown (form field frameworkId)
   GET  /master/state, /master/frameworks, /master/redirect, /version
 
 Fault injection and inspection (JSON; not part of Mesos):
   GET  /testbed/calls                       every call received, in order
-  GET  /testbed/tasks | /testbed/frameworks | /testbed/agents
+  GET  /testbed/tasks                       live, unreachable and completed tasks
+  GET  /testbed/frameworks | /testbed/agents
   POST /testbed/agents/{id}/unreachable     TASK_LOST + FAILURE + RESCIND
   POST /testbed/agents/{id}/reachable       tasks come back TASK_RUNNING
+  POST /testbed/agents/{id}/gone            MARK_AGENT_GONE: TASK_GONE_BY_OPERATOR
+                                            (TASK_LOST unless PARTITION_AWARE),
+                                            RESCIND, FAILURE; never comes back
   POST /testbed/frameworks/{id}/drop-stream cut the subscription abruptly
   POST /testbed/heartbeats/stop             body {\"framework_id\": ...} optional
   POST /testbed/heartbeats/resume
   POST /testbed/faults/ignore-kill          body {\"task_id_prefix\": ...}
   POST /testbed/faults/hold-staging         body {\"task_id_prefix\": ...}
   POST /testbed/faults/no-operator-api
+  POST /testbed/faults/drop-calls           body {\"call_type\": \"ACCEPT\", \"count\": 1}:
+                                            answered 202, never acted on
+  POST /testbed/faults/latency              body {\"stream_ms\": 0, \"response_ms\": 0}:
+                                            delay stream events / call answers
+  POST /testbed/faults/health               body {\"task_id_prefix\": ..., \"label\": \"k=v\" (optional),
+                                            \"health\": \"healthy\" | \"unhealthy\" | \"flapping\"}:
+                                            results of the simulated executors' health checks
   POST /testbed/faults/clear
   POST /testbed/master/failover             body {\"reregister_delay_ms\": 1000}
   GET  /testbed/executors                   executor processes (--run-executors)
   POST /testbed/agents/{id}/restart         body {\"down_ms\": 1000}: the agent dies and
                                             restarts (--run-executors)
-  Delays (reregister_delay_ms, down_ms) are at most 3600000 (one hour).
+  Delays (reregister_delay_ms, down_ms, stream_ms, response_ms) are at most
+  3600000 (one hour). The call log records the stream ID each SUBSCRIBE got.
+
+Health checks: simulated executors run a task's TaskInfo.health_check on its
+timing (delay, interval, grace period) with results set by faults/health
+(default healthy), and report and kill as Mesos' command executor does; in
+process mode mesos-appliance-executor runs real checks.
+
+Containers: each agent launches only what its containerizers take
+(--agent-containerizers, --agent-image-providers); other tasks fail as on a
+real agent (TASK_FAILED, REASON_CONTAINER_LAUNCH_FAILED or
+REASON_EXECUTOR_TERMINATED). Images are never pulled.
 
 Process mode (--run-executors): tasks whose ExecutorInfo command ends with
 mesos-appliance-executor run that binary for real, one process per executor,
@@ -258,6 +301,20 @@ pub struct TestbedArgs {
     /// agent's index (e.g. `rack:r{i}`).
     #[arg(long, default_value = "", env = "MESOS_TESTBED_AGENT_ATTRIBUTES")]
     pub agent_attributes: String,
+    /// Containerizers of the agents (agent `--containerizers`): `mesos`,
+    /// `docker` or both, in order; `;` separates the lists of successive
+    /// agents, the last one going for the rest (`mesos,docker;mesos`).
+    #[arg(
+        long,
+        default_value = "mesos",
+        env = "MESOS_TESTBED_AGENT_CONTAINERIZERS"
+    )]
+    pub agent_containerizers: String,
+    /// Image providers of the agents' Mesos containerizer (agent
+    /// `--image_providers`, e.g. `docker`); empty for none; `;` per agent
+    /// as for --agent-containerizers.
+    #[arg(long, default_value = "", env = "MESOS_TESTBED_AGENT_IMAGE_PROVIDERS")]
+    pub agent_image_providers: String,
     /// Hostname pattern of the agents; `{i}` is replaced by the agent's index.
     #[arg(
         long,
@@ -326,11 +383,19 @@ impl TestbedArgs {
         let mut agents = Vec::with_capacity(self.agents);
         for i in 0..self.agents {
             let attributes = self.agent_attributes.replace("{i}", &i.to_string());
+            let containerizers = parse_list(per_agent(&self.agent_containerizers, i))
+                .map_err(|e| format!("--agent-containerizers: {e}"))?;
+            if containerizers.is_empty() {
+                return Err("--agent-containerizers: an agent needs a containerizer".into());
+            }
             agents.push(AgentSpec {
                 hostname: self.agent_hostname.replace("{i}", &i.to_string()),
                 resources: resources.clone(),
                 attributes: resources::parse_attributes(&attributes)
                     .map_err(|e| format!("--agent-attributes: {e}"))?,
+                containerizers,
+                image_providers: parse_list(per_agent(&self.agent_image_providers, i))
+                    .map_err(|e| format!("--agent-image-providers: {e}"))?,
             });
         }
         if self.allocation_interval.is_zero() || self.heartbeat_interval.is_zero() {
@@ -386,6 +451,13 @@ impl TestbedArgs {
             ..TestbedConfig::default()
         })
     }
+}
+
+/// Agent `i`'s part of a `;`-separated per-agent list: the `i`-th, or the
+/// last for agents beyond the list.
+fn per_agent(lists: &str, i: usize) -> &str {
+    let parts: Vec<&str> = lists.split(';').collect();
+    parts.get(i).or(parts.last()).copied().unwrap_or("")
 }
 
 /// `mesos-appliance-executor` in the directory of the running binary.
@@ -479,6 +551,45 @@ mod tests {
         let defaults = parse(&[]).into_config().unwrap();
         assert_eq!(defaults.status_update_retry_min, Duration::from_secs(10));
         assert_eq!(defaults.status_update_retry_max, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn containerizers_are_per_agent_and_checked() {
+        let config = parse(&[
+            "--agents",
+            "3",
+            "--agent-containerizers",
+            "mesos,docker;mesos",
+            "--agent-image-providers",
+            "docker",
+        ])
+        .into_config()
+        .unwrap();
+        let lists: Vec<(Vec<Containerizer>, Vec<ImageProvider>)> = config
+            .agents
+            .iter()
+            .map(|a| (a.containerizers.clone(), a.image_providers.clone()))
+            .collect();
+        use Containerizer::{Docker, Mesos};
+        assert_eq!(
+            lists,
+            [
+                (vec![Mesos, Docker], vec![ImageProvider::Docker]),
+                (vec![Mesos], vec![ImageProvider::Docker]),
+                (vec![Mesos], vec![ImageProvider::Docker]),
+            ]
+        );
+        let defaults = parse(&[]).into_config().unwrap();
+        assert_eq!(defaults.agents[0].containerizers, [Mesos]);
+        assert!(defaults.agents[0].image_providers.is_empty());
+        for (flag, value) in [
+            ("--agent-containerizers", "rkt"),
+            ("--agent-containerizers", ""),
+            ("--agent-image-providers", "oci"),
+        ] {
+            let error = parse(&[flag, value]).into_config().unwrap_err();
+            assert!(error.starts_with(flag), "{error}");
+        }
     }
 
     #[test]

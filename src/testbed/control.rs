@@ -4,24 +4,44 @@
 //! | method and path | effect |
 //! |---|---|
 //! | `GET /testbed/calls` | `{"calls": [CallRecord…]}`: every call received, oldest first |
-//! | `GET /testbed/tasks` | `{"tasks": [TaskView…]}` |
+//! | `GET /testbed/tasks` | `{"tasks": [TaskView…]}`: live and unreachable tasks, then completed ones (`"completed": true`) with their terminal state |
 //! | `GET /testbed/frameworks` | `{"frameworks": [FrameworkView…]}` (completed ones too) |
 //! | `GET /testbed/agents` | `{"agents": [AgentView…]}` |
 //! | `POST /testbed/agents/{agent_id}/unreachable` | the agent stops answering health checks: TASK_LOST (REASON_AGENT_REMOVED, no uuid), FAILURE{agent_id}, RESCIND of its offers |
 //! | `POST /testbed/agents/{agent_id}/reachable` | the agent re-registers with its tasks: TASK_RUNNING (REASON_AGENT_REREGISTERED) |
+//! | `POST /testbed/agents/{agent_id}/gone` | the operator's MARK_AGENT_GONE (also served on `/api/v1`): TASK_GONE_BY_OPERATOR (TASK_LOST if not PARTITION_AWARE), RESCIND, FAILURE; the agent never returns (`gone.rs`) |
 //! | `POST /testbed/frameworks/{framework_id}/drop-stream` | cut the framework's subscription without a terminating chunk |
 //! | `POST /testbed/heartbeats/stop` `{"framework_id": "…"}` (optional) | stop HEARTBEAT events (for one framework or all) |
 //! | `POST /testbed/heartbeats/resume` | resume them for everyone |
 //! | `POST /testbed/faults/ignore-kill` `{"task_id_prefix": "…"}` | executors ignore KILL of matching tasks |
 //! | `POST /testbed/faults/hold-staging` `{"task_id_prefix": "…"}` | matching tasks stay in TASK_STAGING |
 //! | `POST /testbed/faults/no-operator-api` | `/api/v1` answers 404, as on a master older than the v1 operator API |
-//! | `POST /testbed/faults/clear` | forget ignore-kill, hold-staging, no-operator-api and stopped heartbeats |
+//! | `POST /testbed/faults/drop-calls` `{"call_type": "ACCEPT", "count": 1}` | lose the next `count` scheduler calls of that type: each is answered 202 as usual and not acted on (`"dropped": true` in the call log) |
+//! | `POST /testbed/faults/latency` `{"stream_ms": 0, "response_ms": 0}` | delay every event on scheduler subscription streams (open ones too) and every answer of the scheduler API |
+//! | `POST /testbed/faults/health` `{"task_id_prefix": "…", "label": "key=value" (optional), "health": "healthy" \| "unhealthy" \| "flapping"}` | results of the simulated executors' health checks of matching tasks, from their next check (see `health.rs`); the last matching call wins |
+//! | `POST /testbed/faults/clear` | forget every fault above (stopped heartbeats, ignore-kill, hold-staging, no-operator-api, health, dropped calls, latency) |
 //! | `POST /testbed/master/failover` `{"reregister_delay_ms": 1000}` | simulate a master failover (new master ID, streams cut, agents re-register after the delay) |
 //! | `GET /testbed/executors` | `{"executors": [ExecutorView…]}`: executor processes (process mode) |
 //! | `POST /testbed/agents/{agent_id}/restart` `{"down_ms": 1000}` | process mode: the agent dies and comes back after `down_ms` (see `agent_restart`) |
 //!
 //! Unknown agents or frameworks answer 404; delays (`reregister_delay_ms`,
-//! `down_ms`) above one hour answer 400 with `{"error": "…"}`.
+//! `down_ms`, `stream_ms`, `response_ms`) above one hour answer 400 with
+//! `{"error": "…"}`, and so does a call type that cannot be dropped.
+//!
+//! Dropped calls imitate a master that accepted a call and lost it: a real
+//! master answers these calls 202 Accepted before acting on them
+//! (`Master::Http::scheduler` in `src/master/http.cpp`), so a scheduler
+//! never learns of the loss from the answer. Only calls that pass every
+//! check answered otherwise (validation, framework, stream ID) are dropped,
+//! and only the types answered 202: not SUBSCRIBE (a stream) nor
+//! UPDATE_FRAMEWORK (200 after it was applied). What a dropped call would
+//! have done does not happen: the offers of a dropped ACCEPT stay
+//! outstanding, as they do on a master without `--offer_timeout`.
+//!
+//! Latency imitates a slow link between master and scheduler: each event is
+//! stamped when the master queues it and goes out that long after (a burst
+//! is delayed once, not per event); each call is acted on at once and
+//! answered that long after.
 
 use std::time::Duration;
 
@@ -45,6 +65,7 @@ pub(crate) fn routes() -> Router<App> {
         .route("/testbed/agents", get(agents))
         .route("/testbed/agents/{agent_id}/unreachable", post(unreachable))
         .route("/testbed/agents/{agent_id}/reachable", post(reachable))
+        .route("/testbed/agents/{agent_id}/gone", post(gone))
         .route(
             "/testbed/frameworks/{framework_id}/drop-stream",
             post(drop_stream),
@@ -54,6 +75,9 @@ pub(crate) fn routes() -> Router<App> {
         .route("/testbed/faults/ignore-kill", post(ignore_kill))
         .route("/testbed/faults/hold-staging", post(hold_staging))
         .route("/testbed/faults/no-operator-api", post(no_operator_api))
+        .route("/testbed/faults/drop-calls", post(drop_calls))
+        .route("/testbed/faults/latency", post(latency))
+        .route("/testbed/faults/health", post(set_health))
         .route("/testbed/faults/clear", post(clear_faults))
         .route("/testbed/master/failover", post(failover))
         .route("/testbed/executors", get(executors))
@@ -120,7 +144,10 @@ async fn calls(State(app): State<App>) -> Response {
 }
 
 async fn tasks(State(app): State<App>) -> Response {
-    Json(json!({"tasks": app.lock().task_views()})).into_response()
+    let master = app.lock();
+    let mut tasks = master.task_views();
+    tasks.extend(master.completed_task_views());
+    Json(json!({ "tasks": tasks })).into_response()
 }
 
 async fn frameworks(State(app): State<App>) -> Response {
@@ -137,6 +164,48 @@ async fn unreachable(State(app): State<App>, Path(agent_id): Path<String>) -> Re
 
 async fn reachable(State(app): State<App>, Path(agent_id): Path<String>) -> Response {
     done(app.lock().agent_reachable(&agent_id))
+}
+
+async fn gone(State(app): State<App>, Path(agent_id): Path<String>) -> Response {
+    done(app.lock().mark_agent_gone(&agent_id))
+}
+
+#[derive(Debug, Deserialize)]
+struct DropCallsBody {
+    call_type: String,
+    #[serde(default = "one")]
+    count: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+async fn drop_calls(State(app): State<App>, Json(body): Json<DropCallsBody>) -> Response {
+    match app.lock().faults.drop_next(&body.call_type, body.count) {
+        Ok(()) => done(true),
+        Err(error) => bad_request(error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct LatencyBody {
+    #[serde(default)]
+    stream_ms: u64,
+    #[serde(default)]
+    response_ms: u64,
+}
+
+async fn latency(State(app): State<App>, Json(body): Json<LatencyBody>) -> Response {
+    let (stream, response) = match (
+        bounded_delay("stream_ms", body.stream_ms),
+        bounded_delay("response_ms", body.response_ms),
+    ) {
+        (Ok(stream), Ok(response)) => (stream, response),
+        (Err(error), _) | (_, Err(error)) => return bad_request(error),
+    };
+    app.lock().faults.set_latency(stream, response);
+    done(true)
 }
 
 async fn drop_stream(State(app): State<App>, Path(framework_id): Path<String>) -> Response {
@@ -187,13 +256,36 @@ async fn hold_staging(State(app): State<App>, Json(body): Json<PrefixBody>) -> R
     done(true)
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthBody {
+    task_id_prefix: String,
+    #[serde(default)]
+    label: Option<String>,
+    health: super::health::SimulatedHealth,
+}
+
+async fn set_health(State(app): State<App>, Json(body): Json<HealthBody>) -> Response {
+    let label = match body.label.as_deref().map(|l| l.split_once('=')) {
+        None => None,
+        Some(Some((key, value))) if !key.is_empty() => Some((key.to_string(), value.to_string())),
+        Some(_) => return bad_request("label must be key=value".into()),
+    };
+    app.lock().faults.health.push(super::health::HealthRule {
+        task_id_prefix: body.task_id_prefix,
+        label,
+        health: body.health,
+    });
+    done(true)
+}
+
 async fn no_operator_api(State(app): State<App>) -> Response {
     app.lock().faults.no_operator_api = true;
     done(true)
 }
 
 async fn clear_faults(State(app): State<App>) -> Response {
-    app.lock().faults = Default::default();
+    app.lock().faults.clear();
     done(true)
 }
 

@@ -1,6 +1,7 @@
 //! Master election through ZooKeeper, as Mesos masters do it
 //! (`src/master/contender/zookeeper.cpp`, `src/master/detector/zookeeper.cpp`,
-//! mesos-notes §7 and capture j): each master creates an ephemeral sequential
+//! `docs/mesos-protocol.md#zookeeper-master-detection` and capture j): each master
+//! creates an ephemeral sequential
 //! `json.info_<seq>` child of the configured path holding its MasterInfo as
 //! JSON with sorted keys; the lowest sequence leads. A master whose session
 //! expires stops ("Lost candidacy as a leader... committing suicide!").
@@ -31,10 +32,9 @@ pub(crate) async fn run(
     let mut backoff = Duration::from_millis(100);
     let hosts = target.connect_string();
     let client = loop {
-        let mut connector = zk::Client::connector().with_session_timeout(session_timeout);
-        if let Some(credentials) = &target.credentials {
-            connector = connector.with_auth("digest", &credentials.digest_auth());
-        }
+        // Silence tolerated like the C client a Mesos master uses (two thirds
+        // of the session timeout), as near as zookeeper-client allows.
+        let connector = crate::coordination::zookeeper::connector(&target, session_timeout);
         tokio::select! {
             _ = stop.cancelled() => return,
             result = connector.connect(&hosts) => match result {

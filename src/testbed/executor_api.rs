@@ -12,7 +12,8 @@
 //! before any lookup; 503 `Agent has not finished recovery` for other calls
 //! while recovering; 400 `Framework cannot be found` / `Executor cannot be
 //! found`; 403 `Executor is not subscribed`; then SUBSCRIBE → 200 stream,
-//! UPDATE and MESSAGE → 202, UNKNOWN → 501. mesos-notes §8.
+//! UPDATE and MESSAGE → 202, UNKNOWN → 501.
+//! `docs/mesos-protocol.md#executor-calls-and-events`.
 
 use std::net::SocketAddr;
 use std::sync::{Mutex, Weak};
@@ -58,11 +59,13 @@ pub(crate) fn serve_agent(
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let bound = listener.local_addr()?;
+    let files = super::sandboxes::routes(app.clone(), agent_index);
     let state = AgentApp { app, agent_index };
     let router = Router::new()
         .route("/api/v1/executor", any(executor))
         .route("/slave(1)/api/v1/executor", any(executor))
-        .with_state(state);
+        .with_state(state)
+        .merge(files);
     tokio::spawn(async move {
         let server = axum::serve(listener, router)
             .with_graceful_shutdown(async move { stop.cancelled().await });

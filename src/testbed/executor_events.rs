@@ -3,7 +3,8 @@
 //! calls, and survives a restart. Sources: `src/slave/slave.cpp`
 //! (`run`, `subscribe`, `statusUpdate`, `killTask`, `schedulerMessage`,
 //! `shutdownExecutor`, `reregisterExecutorTimeout`), `src/slave/http.cpp`,
-//! master.cpp (`disconnect`), mesos-notes §3 and §8, captures executor/, r.
+//! master.cpp (`disconnect`), `docs/mesos-protocol.md#executor-api`, captures
+//! executor/, r.
 
 use std::time::Duration;
 
@@ -153,7 +154,8 @@ impl Master {
     }
 
     /// MESSAGE hook: delivered only to a subscribed executor (dropped
-    /// otherwise, mesos-notes §8). False if the executor is not ours.
+    /// otherwise, `docs/mesos-protocol.md#framework-messages`). False if the
+    /// executor is not ours.
     pub(crate) fn process_message(
         &mut self,
         framework_id: &str,
@@ -202,7 +204,8 @@ impl Master {
     }
 
     /// A removed framework's executors are shut down (slave.cpp
-    /// shutdownFramework); no task updates follow (mesos-notes §8).
+    /// shutdownFramework); no task updates follow
+    /// (`docs/mesos-protocol.md#what-the-scheduler-sees-when-an-executor-exits`).
     pub(crate) fn process_framework_removed(&mut self, framework_id: &str) {
         let containers: Vec<String> = self
             .processes
@@ -352,7 +355,8 @@ impl Master {
     /// UPDATE from the executor: the agent adds its ID and the container
     /// status (slave.cpp statusUpdate), hands a new update to its status
     /// update manager ([`Master::agent_update`]) and answers ACKNOWLEDGED at
-    /// once — "the agent has it", not "the scheduler has it" (mesos-notes §8).
+    /// once — "the agent has it", not "the scheduler has it"
+    /// (`docs/mesos-protocol.md#executor-calls-and-events`).
     pub(crate) fn executor_update(&mut self, container_id: &str, mut status: v1::TaskStatus) {
         let Some(process) = self.processes.live.get_mut(container_id) else {
             return;

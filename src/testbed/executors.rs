@@ -12,7 +12,8 @@
 //!   `<work_dir>/slaves/<agent>/frameworks/<fw>/executors/<id>/runs/<container>`
 //!   (the run directory of `src/slave/paths.cpp`)
 //!   with `stdout` / `stderr` files, and the agent's environment
-//!   (`src/slave/slave.cpp` executorEnvironment, mesos-notes §8); no fetcher
+//!   (`src/slave/slave.cpp` executorEnvironment,
+//!   `docs/mesos-protocol.md#executor-environment`); no fetcher
 //!   runs: the configured binary is started directly and the command's URIs
 //!   are not downloaded;
 //! - registration timeout (`--executor_registration_timeout`, 1 min): an
@@ -264,7 +265,16 @@ impl Master {
             .join(&container_id);
         std::fs::create_dir_all(&sandbox).map_err(|e| format!("Failed to create sandbox: {e}"))?;
         let stdout = std::fs::File::create(sandbox.join("stdout")).map_err(|e| e.to_string())?;
-        let stderr = std::fs::File::create(sandbox.join("stderr")).map_err(|e| e.to_string())?;
+        let mut stderr =
+            std::fs::File::create(sandbox.join("stderr")).map_err(|e| e.to_string())?;
+        if let Some(container) = &info.container {
+            // The executor's output follows this line in the same file.
+            use std::io::Write;
+            let note = super::containerizers::process_mode_note(container);
+            stderr
+                .write_all(note.as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
         let grace = info
             .shutdown_grace_period
             .as_ref()

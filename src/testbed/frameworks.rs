@@ -2,8 +2,9 @@
 //! failover timeout, removal, and a simulated master failover.
 //!
 //! Sources: master.cpp (`subscribe`, `_subscribe`, `failoverFramework`,
-//! `exited`, `frameworkFailoverTimeout`, `removeFramework`), mesos-notes §2 and
-//! the real-master captures d, g, m, n, o (mesos-notes §12).
+//! `exited`, `frameworkFailoverTimeout`, `removeFramework`),
+//! `docs/mesos-protocol.md#subscribe-and-the-framework-lifecycle` and the
+//! real-master captures d, g, m, n, o.
 
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use crate::mesos::v1::scheduler::{Event, call, event};
 impl Master {
     /// Handles a validated SUBSCRIBE and returns the stream ID and body of
     /// the 200 response. Refusals after this point are an ERROR event on that
-    /// stream followed by its close (mesos-notes §11.1).
+    /// stream followed by its close (`docs/mesos-protocol.md#refusals-arrive-on-a-200-stream`).
     pub fn subscribe(
         &mut self,
         subscribe: call::Subscribe,
@@ -36,6 +37,7 @@ impl Master {
             stream_id.clone(),
             encoding,
             self.cfg.stream_queue_limit,
+            self.faults.stream_latency.clone(),
             self.this.clone(),
             framework_id.clone(),
         );
@@ -215,7 +217,7 @@ impl Master {
     }
 
     /// Simulates this master crashing and a new one taking over with the same
-    /// agents (mesos-notes §2 "Master failover", capture o): every stream is
+    /// agents (`docs/mesos-protocol.md#master-failover`, capture o): every stream is
     /// cut, offers vanish, frameworks and the completed list are forgotten
     /// (in-memory registry); the master gets a new ID; agents re-register after
     /// `reregister_delay`, bringing their frameworks back as "recovered".
@@ -291,7 +293,8 @@ impl Master {
 
 #[allow(deprecated)] // FrameworkInfo.role is what this check is about
 /// Validation of a SUBSCRIBE's FrameworkInfo that is answered with an ERROR
-/// event (master.cpp `validateFrameworkSubscription`, mesos-notes §2).
+/// event (master.cpp `validateFrameworkSubscription`,
+/// `docs/mesos-protocol.md#frameworkinfo-fields-the-appliance-sets`).
 fn validate_framework_info(info: &v1::FrameworkInfo) -> Option<String> {
     use v1::framework_info::capability::Type;
     let multi_role = info

@@ -1,5 +1,5 @@
 //! Response shapes shared by the testbed's endpoints, matching a real master
-//! byte for byte where it matters (mesos-notes §12): error bodies are
+//! byte for byte where it matters (`docs/mesos-protocol.md#capture-a-subscribe`): error bodies are
 //! `text/plain; charset=utf-8`; accepted calls are `202` with
 //! `Content-Length: 0` and no `Content-Type`; redirects are protocol-relative.
 //!
@@ -103,7 +103,8 @@ impl IntoResponse for Refusal {
 /// `Ok(None)` when the testbed has no credentials, `Ok(Some(principal))`
 /// for valid ones, else 401 with `WWW-Authenticate: Basic realm="<realm>"`
 /// (realms `mesos-master-scheduler`, `mesos-master-readwrite`, named in
-/// `src/master/constants.hpp`; mesos-notes §1).
+/// `src/master/constants.hpp`;
+/// `docs/mesos-protocol.md#status-codes-of-the-scheduler-endpoint`).
 pub(crate) fn authenticate(
     master: &Master,
     headers: &axum::http::HeaderMap,

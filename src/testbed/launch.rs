@@ -1,11 +1,13 @@
 //! ACCEPT with LAUNCH operations: offers are taken, each task is validated
 //! against what is left of them in the master's words (`src/master/validation.cpp`
-//! task::validate; mesos-notes §3, capture p), and valid tasks start on their
+//! task::validate; `docs/mesos-protocol.md#taskinfo-and-commandinfo`, capture p), and valid
+//! tasks start on their
 //! simulated executor: TASK_STARTING, then TASK_RUNNING (capture b).
 
 use std::collections::VecDeque;
 
 use super::allocator::refuse_duration;
+use super::containerizers::{LaunchFailure, launch_failure, validate_container_info};
 use super::master::{AgentState, Executor, Faults, Master, Timer, update_event};
 use super::tasks::{Task, pseudo_pid};
 use crate::mesos::resources::Resources;
@@ -155,6 +157,7 @@ impl Master {
             container_id: executor.container_id.clone(),
             executor_pid: executor.pid,
             unreachable_since: None,
+            checker: None,
             info,
         };
         self.tasks
@@ -163,7 +166,10 @@ impl Master {
             tracing::info!(%task_id, "fault: task held in TASK_STAGING");
             return;
         }
-        if self.process_launch(framework_id, agent_index, &task_id) {
+        // A container the agent cannot launch fails after the launch delay
+        // (executor_starts_task), in process mode too.
+        let launchable = self.launch_failure(framework_id, &task_id).is_none();
+        if launchable && self.process_launch(framework_id, agent_index, &task_id) {
             return;
         }
         self.schedule(
@@ -198,6 +204,10 @@ impl Master {
                 info.agent_id.value, agent.id
             ));
         }
+        if let Some(check) = &info.health_check {
+            crate::executor::health::validate(check)
+                .map_err(|e| format!("Task uses invalid health check: {e}"))?;
+        }
         if info.resources.is_empty() {
             return Err("Task uses no resources".into());
         }
@@ -206,10 +216,18 @@ impl Master {
                 "Task should have at least one (but not both) of CommandInfo or ExecutorInfo present".into(),
             );
         }
+        if let Some(container) = &info.container {
+            validate_container_info(container)
+                .map_err(|e| format!("Task's `ContainerInfo` is invalid: {e}"))?;
+        }
         let mut total = Resources::from_protos(&info.resources);
         if let Some(executor) = info.executor.as_mut() {
             if executor.command.is_none() {
                 return Err("'ExecutorInfo.command' must be set".into());
+            }
+            if let Some(container) = &executor.container {
+                validate_container_info(container)
+                    .map_err(|e| format!("Executor's `ContainerInfo` is invalid: {e}"))?;
             }
             // The master fills in ExecutorInfo.framework_id (validation.cpp).
             executor
@@ -248,16 +266,52 @@ impl Master {
         if task.state != TaskState::TaskStaging || !task.pending.is_empty() {
             return;
         }
-        let agent_ok = self
+        let Some(agent_index) = self
             .agent_index(&task.agent_id)
-            .is_some_and(|i| self.agents[i].state == AgentState::Registered);
-        if !agent_ok {
+            .filter(|i| self.agents[*i].state == AgentState::Registered)
+        else {
+            return;
+        };
+        if let Some(failure) = self.launch_failure(framework_id, task_id) {
+            // src/slave/slave.cpp executorLaunched / executorTerminated: the
+            // container never ran; a custom executor's exit carries -1.
+            let executor_id = task.executor_id.clone();
+            tracing::info!(%task_id, message = %failure.message, "agent cannot launch the container");
+            self.executor_terminated(
+                framework_id,
+                agent_index,
+                &executor_id,
+                Some(-1),
+                TaskState::TaskFailed,
+                failure.reason,
+                &failure.message,
+            );
             return;
         }
         let starting = self.executor_status(task, TaskState::TaskStarting, None);
         let running = self.executor_status(task, TaskState::TaskRunning, None);
         self.agent_update(framework_id, task_id, starting);
         self.agent_update(framework_id, task_id, running);
+        self.start_simulated_checks(framework_id, task_id);
+    }
+
+    /// How launching the task's executor container fails on its agent, if
+    /// it does (see `super::containerizers`): the executor's container, or
+    /// for the command executor the task's.
+    pub(crate) fn launch_failure(
+        &self,
+        framework_id: &str,
+        task_id: &str,
+    ) -> Option<LaunchFailure> {
+        let task = self
+            .tasks
+            .get(&(framework_id.to_string(), task_id.to_string()))?;
+        let agent = &self.agents[self.agent_index(&task.agent_id)?];
+        let container = match &task.info.executor {
+            Some(executor) => executor.container.as_ref(),
+            None => task.info.container.as_ref(),
+        };
+        launch_failure(&agent.spec, container)
     }
 }
 

@@ -9,8 +9,8 @@
 //!
 //! Sources: `src/master/master.cpp` (`subscribe`, `_subscribe`,
 //! `failoverFramework`, `exited`, `frameworkFailoverTimeout`,
-//! `removeFramework`), mesos-notes §2 and the real-master captures d, g, h,
-//! m, n (mesos-notes §12).
+//! `removeFramework`), `docs/mesos-protocol.md#subscribe-and-the-framework-lifecycle`
+//! and the real-master captures d, g, h, m, n.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -89,6 +89,11 @@ pub(crate) enum Timer {
     AgentReregister { agent_id: String, epoch: u64 },
     /// Process mode: executor registration, shutdown and agent restarts.
     Executor(super::executors::ExecutorTimer),
+    /// A simulated executor's next health check of a task.
+    HealthCheck {
+        framework_id: String,
+        task_id: String,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -110,7 +115,7 @@ impl PartialOrd for TimerEntry {
     }
 }
 
-/// Whether this master may serve the APIs (mesos-notes §1, §7).
+/// Whether this master may serve the APIs (`docs/mesos-protocol.md#leader-redirects`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Leadership {
     /// Serves every call.
@@ -175,7 +180,8 @@ impl Framework {
     }
 
     /// PARTITION_AWARE frameworks get TASK_UNREACHABLE / GONE / UNKNOWN / DROPPED
-    /// where others get TASK_LOST (mesos-notes §3, §5).
+    /// where others get TASK_LOST (`docs/mesos-protocol.md#task-states`,
+    /// `#explicit-reconciliation`).
     pub fn partition_aware(&self) -> bool {
         self.has_capability(v1::framework_info::capability::Type::PartitionAware)
     }
@@ -201,6 +207,8 @@ pub(crate) enum AgentState {
     /// Known from the registry after a master failover but not re-registered
     /// yet: explicit reconciliation of its tasks gets no answer.
     Recovering,
+    /// Marked gone by the operator (`gone.rs`): removed for good.
+    Gone,
 }
 
 /// A simulated executor on an agent.
@@ -256,11 +264,79 @@ pub(crate) struct Faults {
     /// `/api/v1` answers 404, as on a master older than the v1 operator API
     /// (Mesos 1.1); the legacy endpoints still work.
     pub no_operator_api: bool,
+    /// Scheduler calls still to lose, by call type name (`ACCEPT`): answered
+    /// 202 and not acted on (`control.rs`).
+    pub drop_calls: HashMap<String, u64>,
+    /// Delay of every scheduler API answer (`scheduler_api.rs`).
+    pub response_latency: Duration,
+    /// Delay of every event on scheduler subscription streams, shared with
+    /// the open streams (`stream.rs`).
+    pub stream_latency: super::stream::SharedDelay,
+    /// Results of simulated health checks, the last matching rule winning.
+    pub health: Vec<super::health::HealthRule>,
 }
 
 impl Faults {
     pub fn matches(prefixes: &[String], task_id: &str) -> bool {
         prefixes.iter().any(|p| task_id.starts_with(p.as_str()))
+    }
+
+    /// Forgets every fault; open streams lose their latency too.
+    pub fn clear(&mut self) {
+        let stream_latency = self.stream_latency.clone();
+        stream_latency.set(Duration::ZERO);
+        *self = Faults {
+            stream_latency,
+            ..Faults::default()
+        };
+    }
+
+    /// Loses the next `count` scheduler calls of `call_type` (0: none).
+    /// Errors (the 400 text) for a type a master does not answer 202 before
+    /// acting on it (`scheduler_api::LOSABLE_CALLS`) or an absurd count.
+    pub fn drop_next(&mut self, call_type: &str, count: u64) -> Result<(), String> {
+        /// More is a typo.
+        const MAX_DROPPED_CALLS: u64 = 1_000_000;
+        let losable = super::scheduler_api::LOSABLE_CALLS;
+        if !losable.iter().any(|t| t.as_str_name() == call_type) {
+            let names: Vec<&str> = losable.iter().map(|t| t.as_str_name()).collect();
+            return Err(format!(
+                "call_type {call_type:?} cannot be dropped; one of: {}",
+                names.join(", ")
+            ));
+        }
+        if count > MAX_DROPPED_CALLS {
+            return Err(format!(
+                "count must be at most {MAX_DROPPED_CALLS}, got {count}"
+            ));
+        }
+        if count == 0 {
+            self.drop_calls.remove(call_type);
+        } else {
+            self.drop_calls.insert(call_type.to_string(), count);
+        }
+        Ok(())
+    }
+
+    /// Delays scheduler stream events by `stream` (open streams too) and
+    /// scheduler API answers by `response`.
+    pub fn set_latency(&mut self, stream: Duration, response: Duration) {
+        self.stream_latency.set(stream);
+        self.response_latency = response;
+    }
+
+    /// Whether a scheduler call of `call_type` is to be lost; counts it.
+    pub fn take_dropped_call(&mut self, call_type: &str) -> bool {
+        match self.drop_calls.get_mut(call_type) {
+            Some(left) if *left > 0 => {
+                *left -= 1;
+                if *left == 0 {
+                    self.drop_calls.remove(call_type);
+                }
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -437,6 +513,10 @@ impl Master {
                 }
             }
             Timer::Executor(timer) => self.fire_executor_timer(timer),
+            Timer::HealthCheck {
+                framework_id,
+                task_id,
+            } => self.simulated_check(&framework_id, &task_id),
         }
     }
 

@@ -2,7 +2,9 @@
 //! fault injection. The integration tests and `mesos-appliance demo` run
 //! against it, so its fidelity to a real master is a product property: every
 //! behaviour it imitates cites the Mesos source or doc it follows, and the
-//! captures of a real Mesos 1.12 master (mesos-notes §12) are its reference.
+//! captures of a real Mesos 1.12 master
+//! (`docs/mesos-protocol.md#captures-from-a-real-master`) are its reference.
+//! What it imitates, its fault API and its gaps: `docs/testbed.md`.
 //!
 //! What it serves:
 //! - `POST /api/v1/scheduler` — the v1 scheduler API in JSON and protobuf
@@ -11,16 +13,25 @@
 //!   updates with acknowledgements and retries, kills, reconciliation,
 //!   framework messages and executor exits (`tasks`), framework failover,
 //!   failover timeout and removal (`master`);
-//! - `POST /api/v1` — operator GET_FRAMEWORKS and TEARDOWN, and the legacy
+//! - `POST /api/v1` — operator GET_FRAMEWORKS, TEARDOWN and MARK_AGENT_GONE
+//!   (`gone`), and the legacy
 //!   `/master/teardown`, `/master/state`, `/master/frameworks`,
 //!   `/master/redirect` (`operator_api`);
-//! - `/testbed/…` — fault injection and inspection (`control`);
+//! - `/testbed/…` — fault injection and inspection (`control`): agents lost,
+//!   back, restarted or gone for good (`agents`, `agent_restart`, `gone`),
+//!   streams cut, heartbeats stopped, calls lost, latency, master failover;
+//! - agents with containerizers and image providers that launch only the
+//!   containers a real agent so configured would (`containerizers`), and
+//!   simulated executors that run tasks' health checks (`health`);
 //! - with `zk`, master election through ZooKeeper (`election`); a
 //!   non-leading testbed redirects (307) or answers 503 `No leader elected`;
 //! - with `run_executors` (process mode), real `mesos-appliance-executor`
 //!   processes for tasks that use it, each agent serving
 //!   `POST /api/v1/executor` on a port of its own (`executors.rs`,
-//!   `executor_api.rs`, `executor_events.rs`, `agent_restart.rs`).
+//!   `executor_api.rs`, `executor_events.rs`, `agent_restart.rs`);
+//! - on every agent's port, the agent's `/state` and files API
+//!   (`/files/read`) over real sandboxes in process mode and generated
+//!   logs for simulated tasks (`sandboxes.rs`).
 //!
 //! Tests start it in-process with [`Testbed::start`] on `127.0.0.1:0`.
 
@@ -29,17 +40,21 @@ mod agents;
 mod allocator;
 mod calls;
 mod config;
+mod containerizers;
 mod control;
 mod election;
 mod executor_api;
 mod executor_events;
 mod executors;
 mod frameworks;
+mod gone;
+mod health;
 mod http;
 mod launch;
 mod master;
 mod operations;
 mod operator_api;
+mod sandboxes;
 mod scheduler_api;
 mod stream;
 mod tasks;
@@ -59,7 +74,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use calls::CallRecord;
 pub use config::{AgentSpec, DEFAULT_AGENT_RESOURCES, TestbedArgs, TestbedConfig};
+pub use containerizers::{Containerizer, ImageProvider};
 pub use executors::{ExecutorView, ProcessState};
+pub use health::SimulatedHealth;
 pub use tasks::KAMIKAZE;
 pub use views::{AgentView, FrameworkView, TaskView};
 
@@ -251,6 +268,17 @@ impl Testbed {
         self.app.lock().faults.hold_staging.push(prefix.to_string());
     }
 
+    /// Simulated health checks of tasks whose ID starts with `prefix` (and
+    /// that carry `label`, a `(key, value)`, if given) get `health` from now
+    /// on; the last matching call wins (see `testbed::health`).
+    pub fn set_health(&self, prefix: &str, label: Option<(&str, &str)>, health: SimulatedHealth) {
+        self.app.lock().faults.health.push(health::HealthRule {
+            task_id_prefix: prefix.to_string(),
+            label: label.map(|(k, v)| (k.to_string(), v.to_string())),
+            health,
+        });
+    }
+
     /// `/api/v1` answers 404 as on a master without the v1 operator API,
     /// until [`Testbed::clear_faults`].
     pub fn remove_operator_api(&self) {
@@ -259,7 +287,35 @@ impl Testbed {
 
     /// Clears every injected fault.
     pub fn clear_faults(&self) {
-        self.app.lock().faults = Default::default();
+        self.app.lock().faults.clear();
+    }
+
+    /// Marks an agent gone, as the operator's MARK_AGENT_GONE (see
+    /// `gone.rs`); false if unknown.
+    pub fn mark_agent_gone(&self, agent_id: &str) -> bool {
+        self.app.lock().mark_agent_gone(agent_id)
+    }
+
+    /// The next `count` scheduler calls of `call_type` (e.g. `"ACCEPT"`, one
+    /// of the types a master answers 202) are answered 202 and not acted
+    /// on; a `count` of 0 stops dropping them.
+    ///
+    /// # Errors
+    /// The reason, for a type that cannot be lost that way (`SUBSCRIBE`,
+    /// `UPDATE_FRAMEWORK`, unknown names) or a count above a million.
+    pub fn drop_calls(&self, call_type: &str, count: u64) -> Result<(), String> {
+        self.app.lock().faults.drop_next(call_type, count)
+    }
+
+    /// Delays every event on scheduler subscription streams by `stream`
+    /// (open ones too) and every scheduler API answer by `response`.
+    pub fn set_latency(&self, stream: Duration, response: Duration) {
+        self.app.lock().faults.set_latency(stream, response);
+    }
+
+    /// Completed tasks the master keeps, with their terminal state.
+    pub fn completed_tasks(&self) -> Vec<TaskView> {
+        self.app.lock().completed_task_views()
     }
 
     /// Process mode: the executor processes, live ones first, then the
@@ -351,12 +407,18 @@ fn router(app: App) -> Router {
 
 /// Process mode: a sandbox root, and one executor endpoint per agent on the
 /// testbed's IP (loopback if it listens on all addresses); the agents'
-/// advertised ports become those of their endpoints.
+/// advertised ports become those of their endpoints. Simulated mode: one
+/// endpoint per agent for its `/state` and files API only.
 fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> anyhow::Result<()> {
-    let mut master = app.lock();
-    if master.cfg.run_executors.is_none() {
-        return Ok(());
+    let ip = if addr.ip().is_unspecified() {
+        std::net::IpAddr::from([127, 0, 0, 1])
+    } else {
+        addr.ip()
+    };
+    if app.lock().cfg.run_executors.is_none() {
+        return sandboxes::serve_simulated(app, ip, stop);
     }
+    let mut master = app.lock();
     let (work_dir, remove) = match master.cfg.work_dir.clone() {
         Some(dir) => (dir, false),
         None => (
@@ -369,11 +431,6 @@ fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> 
     master.processes.work_dir = work_dir;
     master.processes.remove_work_dir = remove;
     master.processes.stop = stop.child_token();
-    let ip = if addr.ip().is_unspecified() {
-        std::net::IpAddr::from([127, 0, 0, 1])
-    } else {
-        addr.ip()
-    };
     for index in 0..master.agents.len() {
         let endpoint_stop = master.processes.stop.child_token();
         let bound = executor_api::serve_agent(

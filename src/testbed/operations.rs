@@ -1,7 +1,7 @@
 //! KILL, RECONCILE, MESSAGE and SHUTDOWN, and what happens when an executor
 //! exits (`kamikaze`). Sources: master.cpp (`kill`, `reconcile`, `message`),
-//! slave.cpp (`killTask`, `executorTerminated`), mesos-notes §5, §8 and
-//! captures c, e, f and executor/.
+//! slave.cpp (`killTask`, `executorTerminated`), `docs/mesos-protocol.md#kills`,
+//! `#reconciliation`, `#framework-messages`, and captures c, e, f and executor/.
 
 use super::master::{AgentState, Faults, Master, update_event};
 use super::tasks::{KAMIKAZE, Task, container_status, is_terminal};
@@ -51,22 +51,35 @@ impl Master {
             self.agent_update(framework_id, task_id, status);
             return;
         }
+        self.executor_kills(framework_id, &task, false);
+    }
+
+    /// A simulated executor kills its running task (capture e): TASK_KILLING
+    /// for TASK_KILLING_STATE frameworks, then TASK_KILLED as the command
+    /// executor words it; `unhealthy` (killed by its health check) adds
+    /// `healthy = false` to the TASK_KILLED (`src/launcher/executor.cpp`
+    /// kill and reaped).
+    pub(crate) fn executor_kills(&mut self, framework_id: &str, task: &Task, unhealthy: bool) {
+        let task_id = &task.info.task_id.value;
         let killing_state = self.framework(framework_id).is_some_and(|f| {
             f.has_capability(v1::framework_info::capability::Type::TaskKillingState)
         });
         if killing_state {
-            let killing = self.executor_status(&task, TaskState::TaskKilling, None);
+            let killing = self.executor_status(task, TaskState::TaskKilling, None);
             self.agent_update(framework_id, task_id, killing);
         }
-        let killed = self.executor_status(
-            &task,
+        let mut killed = self.executor_status(
+            task,
             TaskState::TaskKilled,
             Some("Command terminated with signal Terminated"),
         );
+        if unhealthy {
+            killed.healthy = Some(false);
+        }
         self.agent_update(framework_id, task_id, killed);
     }
 
-    /// RECONCILE (mesos-notes §5, capture c). Empty `tasks`: implicit, one
+    /// RECONCILE (`docs/mesos-protocol.md#reconciliation`, capture c). Empty `tasks`: implicit, one
     /// update per live task. Otherwise explicit, one answer per task; tasks
     /// on agents not yet re-registered after a master failover get none.
     pub fn reconcile(&mut self, framework_id: &str, tasks: &[call::reconcile::Task]) {
@@ -163,6 +176,14 @@ impl Master {
                 });
                 Some(status)
             }
+            // master.cpp reconcile, case (5): the agent was marked gone.
+            Some(Some(AgentState::Gone)) => Some(Self::master_status(
+                &request.task_id,
+                agent_id,
+                pick(TaskState::TaskGoneByOperator),
+                Reconciliation,
+                "Reconciliation: Task is gone",
+            )),
             None if any_recovering => None,
             _ => Some(Self::master_status(
                 &request.task_id,
@@ -175,7 +196,8 @@ impl Master {
     }
 
     /// MESSAGE: delivered to a running executor of a registered agent, dropped
-    /// otherwise (mesos-notes §8). The command executor ignores messages; a
+    /// otherwise (`docs/mesos-protocol.md#framework-messages`). The command executor
+    /// ignores messages; a
     /// custom executor receiving `kamikaze` exits with status 1.
     pub fn message(&mut self, framework_id: &str, message: &call::Message) {
         let Some(index) = self.agent_index(&message.agent_id.value) else {

@@ -1,9 +1,10 @@
-//! The operator API subset (`POST /api/v1`: GET_FRAMEWORKS, TEARDOWN) and the
+//! The operator API subset (`POST /api/v1`: GET_FRAMEWORKS, TEARDOWN,
+//! MARK_AGENT_GONE — the last in `gone.rs`) and the
 //! legacy endpoints `/master/teardown`, `/master/state`, `/master/frameworks`
 //! and `/master/redirect` (each also without the `/master` prefix, as the
 //! master's HTTP delegate serves them). Sources: `src/master/http.cpp`
-//! (`api`, `teardown`, `redirect`, `state`, `frameworks`), mesos-notes §6 and
-//! captures h, i, k.
+//! (`api`, `teardown`, `redirect`, `state`, `frameworks`),
+//! `docs/mesos-protocol.md#operator-api` and captures h, i, k.
 
 use std::collections::HashMap;
 
@@ -68,7 +69,8 @@ fn handle(
         Ok(e) => e,
         Err(refusal) => return (refusal.into_response(), None),
     };
-    // The operator API checks Accept for every call (mesos-notes §6).
+    // The operator API checks Accept for every call
+    // (`docs/mesos-protocol.md#v1-operator-calls`).
     let accept = match http::response_encoding(headers) {
         Ok(e) => e,
         Err(refusal) => return (refusal.into_response(), None),
@@ -110,6 +112,25 @@ fn handle(
                 "Failed to validate master::Call: Expecting 'teardown' to be present",
             ),
             Some(teardown) => teardown_framework(master, &teardown.framework_id.value),
+        },
+        call::Type::MarkAgentGone => match &call.mark_agent_gone {
+            None => text(
+                StatusCode::BAD_REQUEST,
+                "Failed to validate master::Call: Expecting 'mark_agent_gone' to be present",
+            ),
+            // http.cpp _markAgentGone: 200 OK, also when already gone; 404
+            // for an agent the master does not know.
+            Some(gone) => {
+                let agent_id = &gone.agent_id.value;
+                if master.mark_agent_gone(agent_id) {
+                    empty(StatusCode::OK)
+                } else {
+                    text(
+                        StatusCode::NOT_FOUND,
+                        format!("Agent '{agent_id}' not found"),
+                    )
+                }
+            }
         },
         _ => text(
             StatusCode::NOT_IMPLEMENTED,

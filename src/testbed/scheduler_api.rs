@@ -1,7 +1,8 @@
 //! `POST /api/v1/scheduler` (also `/master/api/v1/scheduler`): parsing,
 //! validation and dispatch of scheduler calls, in the order a real master
 //! checks them (`Master::Http::scheduler` in `src/master/http.cpp`,
-//! `src/master/validation.cpp`, mesos-notes §1 and captures l, n).
+//! `src/master/validation.cpp`,
+//! `docs/mesos-protocol.md#status-codes-of-the-scheduler-endpoint` and captures l, n).
 
 use axum::body::{Body, Bytes};
 use axum::extract::{OriginalUri, State};
@@ -14,7 +15,8 @@ use super::master::Master;
 use crate::mesos::media::STREAM_ID_HEADER;
 use crate::mesos::v1::scheduler::{Call, call};
 
-/// The handler; every call is recorded in the call log with its status.
+/// The handler; every call is recorded in the call log with its status,
+/// and answered after the response latency fault, if any.
 pub(crate) async fn scheduler(
     State(app): State<App>,
     method: Method,
@@ -22,22 +24,40 @@ pub(crate) async fn scheduler(
     OriginalUri(uri): OriginalUri,
     body: Bytes,
 ) -> Response {
-    let mut master = app.lock();
-    let (response, call) = handle(&mut master, &method, &headers, uri.path(), &body);
-    let stream_id = headers
-        .get(STREAM_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    master.calls.record(
-        "scheduler",
-        call.as_ref().map(|c| c.r#type().as_str_name()),
-        call.as_ref()
-            .and_then(|c| c.framework_id.as_ref())
-            .map(|f| f.value.clone()),
-        stream_id,
-        response.status().as_u16(),
-        call.as_ref(),
-    );
+    let (response, latency) = {
+        let mut master = app.lock();
+        let mut dropped = false;
+        let (response, call) = handle(
+            &mut master,
+            &method,
+            &headers,
+            uri.path(),
+            &body,
+            &mut dropped,
+        );
+        // A SUBSCRIBE carries no stream ID; the one its answer issued is
+        // what identifies the subscription in the log.
+        let stream_id = headers
+            .get(STREAM_ID_HEADER)
+            .or_else(|| response.headers().get(STREAM_ID_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let record = master.calls.record(
+            "scheduler",
+            call.as_ref().map(|c| c.r#type().as_str_name()),
+            call.as_ref()
+                .and_then(|c| c.framework_id.as_ref())
+                .map(|f| f.value.clone()),
+            stream_id,
+            response.status().as_u16(),
+            call.as_ref(),
+        );
+        record.dropped = dropped;
+        (response, master.faults.response_latency)
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
     response
 }
 
@@ -47,6 +67,7 @@ fn handle(
     headers: &HeaderMap,
     path: &str,
     body: &[u8],
+    dropped: &mut bool,
 ) -> (Response, Option<Call>) {
     let principal = match http::authenticate(master, headers, "mesos-master-scheduler") {
         Ok(principal) => principal,
@@ -76,10 +97,29 @@ fn handle(
     let response = if call.r#type() == call::Type::Subscribe {
         subscribe(master, headers, &call)
     } else {
-        dispatch(master, headers, &call)
+        dispatch(master, headers, &call, dropped)
     };
     (response, Some(call))
 }
+
+/// Call types a real master answers 202 before acting on them
+/// (`Master::Http::scheduler` in `src/master/http.cpp`): the ones a master
+/// can lose after answering, which the drop-calls fault imitates.
+pub(crate) const LOSABLE_CALLS: &[call::Type] = &[
+    call::Type::Teardown,
+    call::Type::Accept,
+    call::Type::Decline,
+    call::Type::AcceptInverseOffers,
+    call::Type::DeclineInverseOffers,
+    call::Type::Revive,
+    call::Type::Kill,
+    call::Type::Shutdown,
+    call::Type::Acknowledge,
+    call::Type::Reconcile,
+    call::Type::Message,
+    call::Type::Request,
+    call::Type::Suppress,
+];
 
 /// `scheduler::call::validate` (validation.cpp), returning the reason text.
 fn validate(call: &Call, principal: Option<&str>) -> Result<(), String> {
@@ -163,7 +203,7 @@ fn subscribe(master: &mut Master, headers: &HeaderMap, call: &Call) -> Response 
     response
 }
 
-fn dispatch(master: &mut Master, headers: &HeaderMap, call: &Call) -> Response {
+fn dispatch(master: &mut Master, headers: &HeaderMap, call: &Call, dropped: &mut bool) -> Response {
     let framework_id = call.framework_id.as_ref().expect("validated").value.clone();
     let Some(framework) = master.frameworks.get(&framework_id) else {
         return text(StatusCode::BAD_REQUEST, "Framework cannot be found");
@@ -189,6 +229,15 @@ fn dispatch(master: &mut Master, headers: &HeaderMap, call: &Call) -> Response {
 
     use call::Type as T;
     let fid = framework_id.as_str();
+    // Lost after the checks that answer something else than 202: the
+    // scheduler sees its call accepted and nothing happens.
+    if LOSABLE_CALLS.contains(&call.r#type())
+        && master.faults.take_dropped_call(call.r#type().as_str_name())
+    {
+        tracing::info!(call_type = call.r#type().as_str_name(), framework_id = %fid, "fault: call dropped");
+        *dropped = true;
+        return empty(StatusCode::ACCEPTED);
+    }
     match call.r#type() {
         T::Teardown => {
             master.remove_framework(fid);

@@ -1,7 +1,7 @@
 //! The task model shared by the testbed's task handling: what the master
 //! knows of a task, terminal states, and how executors, agents and the master
 //! word the status updates they generate (captures b, c, q and executor/ in
-//! mesos-notes §12). The behaviour lives next door: [`super::launch`]
+//! `docs/mesos-protocol.md#captures-from-a-real-master`). The behaviour lives next door: [`super::launch`]
 //! (ACCEPT and LAUNCH), [`super::updates`] (status update streams and
 //! acknowledgements), [`super::operations`] (KILL, RECONCILE, MESSAGE,
 //! SHUTDOWN, executor exits) and [`super::agents`] (unreachable agents).
@@ -42,6 +42,8 @@ pub(crate) struct Task {
     pub executor_pid: u32,
     /// When the agent became unreachable (nanoseconds), for unreachable tasks.
     pub unreachable_since: Option<i64>,
+    /// The simulated executor's health checker (`super::health`).
+    pub checker: Option<super::health::Checker>,
 }
 
 pub(crate) use crate::mesos::is_terminal;
@@ -110,7 +112,8 @@ impl Master {
         }
     }
 
-    /// A master-generated status: SOURCE_MASTER and never a uuid (mesos-notes §4).
+    /// A master-generated status: SOURCE_MASTER and never a uuid
+    /// (`docs/mesos-protocol.md#master-generated-updates`).
     pub(crate) fn master_status(
         task_id: &v1::TaskId,
         agent_id: Option<&str>,

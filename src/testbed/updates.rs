@@ -1,5 +1,5 @@
 //! The agents' status update streams (`src/slave/task_status_update_manager.cpp`,
-//! mesos-notes §4): per task only the oldest unacknowledged update is in
+//! `docs/mesos-protocol.md#acknowledgements`): per task only the oldest unacknowledged update is in
 //! flight; it is re-sent with a doubling backoff until acknowledged; the next
 //! one is forwarded only after that. The master records each forwarded state
 //! and frees a task's resources when a terminal state passes through.

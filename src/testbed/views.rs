@@ -1,6 +1,7 @@
 //! Read-only views of the master: the operator API's `GET_FRAMEWORKS`
 //! response, the legacy `/master/state` and `/master/frameworks` JSON
-//! (plain-string IDs, seconds as floats: mesos-notes §6, §11.22, capture i),
+//! (plain-string IDs, seconds as floats: `docs/mesos-protocol.md#legacy-endpoints`,
+//! capture i),
 //! and the typed views the testbed's library API and control API return.
 //!
 //! Sources in the Mesos tree: `src/master/readonly_handler.cpp` (the
@@ -36,6 +37,12 @@ pub struct TaskView {
     pub unreachable: bool,
     /// Updates the agent holds that the scheduler has not acknowledged.
     pub unacknowledged_updates: usize,
+    /// `healthy` of the latest status the master has seen, if set.
+    pub healthy: Option<bool>,
+    /// The master no longer tracks the task: it ended (its terminal update
+    /// acknowledged, its framework removed or its agent gone). `state` is
+    /// its terminal state.
+    pub completed: bool,
 }
 
 fn state_name<S: serde::Serializer>(state: &TaskState, s: S) -> Result<S::Ok, S::Error> {
@@ -70,28 +77,58 @@ pub struct AgentView {
     pub state: String,
     /// Executors running there: `(framework ID, executor ID, framework messages received)`.
     pub executors: Vec<(String, String, usize)>,
+    /// Its containerizers (agent `--containerizers`).
+    pub containerizers: Vec<super::Containerizer>,
+    /// Its Mesos containerizer's image providers (agent `--image_providers`).
+    pub image_providers: Vec<super::ImageProvider>,
+}
+
+fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {
+    TaskView {
+        framework_id: t.framework_id.clone(),
+        task_id: t.info.task_id.value.clone(),
+        agent_id: t.agent_id.clone(),
+        executor_id: t.executor_id.clone(),
+        state: t.state,
+        unreachable,
+        unacknowledged_updates: t.pending.len(),
+        healthy: t.last_status.as_ref().and_then(|s| s.healthy),
+        completed,
+    }
 }
 
 impl Master {
     /// Every live and unreachable task, sorted by framework and task ID.
     pub fn task_views(&self) -> Vec<TaskView> {
-        let view = |t: &Task, unreachable: bool| TaskView {
-            framework_id: t.framework_id.clone(),
-            task_id: t.info.task_id.value.clone(),
-            agent_id: t.agent_id.clone(),
-            executor_id: t.executor_id.clone(),
-            state: t.state,
-            unreachable,
-            unacknowledged_updates: t.pending.len(),
-        };
         let mut out: Vec<TaskView> = self
             .tasks
             .values()
-            .map(|t| view(t, false))
-            .chain(self.unreachable_tasks.values().map(|t| view(t, true)))
+            .map(|t| task_view(t, false, false))
+            .chain(
+                self.unreachable_tasks
+                    .values()
+                    .map(|t| task_view(t, true, false)),
+            )
             .collect();
         out.sort_by(|a, b| (&a.framework_id, &a.task_id).cmp(&(&b.framework_id, &b.task_id)));
         out
+    }
+
+    /// The completed tasks the master keeps (up to
+    /// `max_completed_tasks_per_framework` per framework, removed frameworks
+    /// included), oldest first per framework, frameworks sorted by ID.
+    pub fn completed_task_views(&self) -> Vec<TaskView> {
+        let mut frameworks: Vec<&Framework> = self
+            .frameworks
+            .values()
+            .chain(self.completed.iter())
+            .collect();
+        frameworks.sort_by(|a, b| a.id.cmp(&b.id));
+        frameworks
+            .into_iter()
+            .flat_map(|f| f.completed_tasks.iter())
+            .map(|t| task_view(t, false, true))
+            .collect()
     }
 
     /// Active, inactive and completed frameworks.
@@ -122,8 +159,11 @@ impl Master {
                     AgentState::Registered => "registered",
                     AgentState::Unreachable { .. } => "unreachable",
                     AgentState::Recovering => "recovering",
+                    AgentState::Gone => "gone",
                 }
                 .into(),
+                containerizers: a.spec.containerizers.clone(),
+                image_providers: a.spec.image_providers.clone(),
                 executors: a
                     .executors
                     .iter()
@@ -205,6 +245,10 @@ impl Master {
                 let mut v = json!({"state": s.state().as_str_name(), "timestamp": s.timestamp.unwrap_or(0.0)});
                 if let Some(cs) = &s.container_status {
                     v["container_status"] = crate::mesos::json::to_value(cs);
+                }
+                // src/common/http.cpp: the task status model shows `healthy` when set.
+                if let Some(healthy) = s.healthy {
+                    v["healthy"] = healthy.into();
                 }
                 v
             })

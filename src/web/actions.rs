@@ -13,6 +13,10 @@
 //! | `abdicate` | none (or `{}`) | 200 |
 //! | `reregister` | none (or `{}`; only in state `removed`, else 409) | 200 |
 //!
+//! Every body may also carry `"reason": "<why>"` (at most
+//! [`MAX_REASON_CHARS`](super::audit::MAX_REASON_CHARS) characters), which
+//! the audit trail records with who asked and the outcome ([`super::audit`]).
+//!
 //! A body is a JSON object with only the fields above: anything else is
 //! 400, each unknown field named. Errors: 400 bad body, 401 token missing or wrong, 403 cross-origin
 //! (`Origin`, else `Referer`) or actions disabled, 404 unknown action, 409
@@ -37,6 +41,7 @@ use serde::Serialize;
 
 use super::AppState;
 use super::api::{bad_path, guard_api, json_body};
+use super::audit::{self, Context, Outcome};
 use super::auth::{self, Peer};
 use super::error::AppError;
 use super::views::Blast;
@@ -90,6 +95,11 @@ pub struct ActionRecord {
     pub at: f64,
     /// `api` or `browser`.
     pub via: &'static str,
+    /// Who asked (the admin token's name, see [`auth::Actor`]).
+    pub by: String,
+    /// Why, as they said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Whether the core carried it out.
     pub ok: bool,
     /// The HTTP status of the outcome.
@@ -274,22 +284,26 @@ pub(crate) async fn ask<T>(
         .unwrap_or(Err(CommandError::Timeout(timeout)))
 }
 
-/// Sends `action` to the core, waits at most the handler timeout, and keeps
-/// the outcome. Returns the record and, when it failed, the error to
-/// answer (`path` is the request path, for a not-leader `Location`).
+/// Sends `action` to the core, waits at most the handler timeout, keeps
+/// the outcome and writes it to the audit trail. Returns the record and,
+/// when it failed, the error to answer (`path` is the request path, for a
+/// not-leader `Location`).
 pub(crate) async fn execute(
     state: &AppState,
     action: Action,
     path: &str,
-    via: &'static str,
+    ctx: &Context,
 ) -> (Arc<ActionRecord>, Option<AppError>) {
     let s = state.handle.snapshot();
+    let via = ctx.via;
     let mut record = ActionRecord {
         id: uuid::Uuid::new_v4().simple().to_string(),
         action: action.name(),
         kind: None,
         at: crate::util::unix_now_secs(),
         via,
+        by: ctx.actor.name.clone(),
+        reason: ctx.reason.clone(),
         ok: true,
         status: 200,
         summary: String::new(),
@@ -369,11 +383,25 @@ pub(crate) async fn execute(
     tracing::info!(
         action = record.action,
         via,
+        by = %record.by,
         ok = record.ok,
         status = record.status,
         summary = %record.summary,
         "action"
     );
+    let params = match action {
+        Action::Reconcile(kind) => serde_json::json!({ "kind": kind }),
+        Action::Kamikaze | Action::Teardown => {
+            serde_json::json!({ "framework_id": record.framework_id })
+        }
+        Action::Abdicate | Action::Reregister => serde_json::json!({}),
+    };
+    let outcome = Outcome {
+        ok: record.ok,
+        status: record.status,
+        summary: record.summary.clone(),
+    };
+    audit::record(state, ctx, action.name(), params, &outcome).await;
     (state.results.push(record), error)
 }
 
@@ -481,32 +509,32 @@ pub async fn api_action(
             known.join(", ")
         )));
     }
-    guard_api(&state, &headers, peer, uri.path())?;
+    let actor = guard_api(&state, &headers, peer, uri.path())?;
     let body = json_body(&headers, body)?;
-    let action = match name.as_str() {
+    let (action, fields) = match name.as_str() {
         "reconcile" => {
-            let fields = body_fields(&name, body, &["kind"])?;
-            Action::Reconcile(reconcile_kind(&fields)?)
+            let fields = body_fields(&name, body, &["kind", "reason"])?;
+            (Action::Reconcile(reconcile_kind(&fields)?), fields)
         }
         "teardown" | "kamikaze" => {
-            let fields = body_fields(&name, body, &["framework_id"])?;
+            let fields = body_fields(&name, body, &["framework_id", "reason"])?;
             check_framework_id(&state, &fields)?;
             if name == "teardown" {
-                Action::Teardown
+                (Action::Teardown, fields)
             } else {
-                Action::Kamikaze
+                (Action::Kamikaze, fields)
             }
         }
-        "abdicate" => {
-            body_fields(&name, body, &[])?;
-            Action::Abdicate
-        }
-        _ => {
-            body_fields(&name, body, &[])?;
-            Action::Reregister
-        }
+        "abdicate" => (Action::Abdicate, body_fields(&name, body, &["reason"])?),
+        _ => (Action::Reregister, body_fields(&name, body, &["reason"])?),
     };
-    let (record, error) = execute(&state, action, uri.path(), "api").await;
+    let reason = match fields.get("reason") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(reason)) => audit::check_reason(Some(reason))?,
+        Some(_) => return Err(field_error("reason", "must be a string")),
+    };
+    let ctx = Context::api(actor, peer, reason);
+    let (record, error) = execute(&state, action, uri.path(), &ctx).await;
     if let Some(error) = error {
         return Err(error);
     }

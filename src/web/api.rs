@@ -1,5 +1,5 @@
 //! The JSON API (`/api/v1/...`), health, readiness and metrics
-//! (DESIGN.md §5). Read endpoints answer from the latest snapshot and are
+//! (`docs/architecture.md#http-api`). Read endpoints answer from the latest snapshot and are
 //! open; service changes need the same rights as actions ([`super::auth`]).
 //!
 //! | method | path | answers |
@@ -126,16 +126,25 @@ pub async fn service(
 }
 
 /// The checks every mutating API call passes first: Origin, then the
-/// token (or loopback rule), then leadership.
+/// token (or loopback rule), then leadership. Returns who is acting.
 pub(crate) fn guard_api(
     state: &AppState,
     headers: &HeaderMap,
     peer: Peer,
     path: &str,
-) -> Result<(), AppError> {
+) -> Result<auth::Actor, AppError> {
     auth::check_origin(headers, &state.config.advertised_url, false)?;
-    auth::check_access(state.access, &state.keys, headers, peer, false)?;
-    leader_precheck(state, path)
+    let actor = auth::check_access(state.access, &state.keys, headers, peer, false)?;
+    leader_precheck(state, path)?;
+    Ok(actor)
+}
+
+/// `?reason=` of a service change (its body is the spec).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct ReasonQuery {
+    /// Why (see [`super::audit`]).
+    pub reason: Option<String>,
 }
 
 /// A JSON request body: empty is `None`; otherwise it must parse (400).
@@ -196,20 +205,24 @@ pub struct ServiceChange {
     pub outcome: &'static str,
 }
 
-/// `PUT /api/v1/services/{name}`: create or replace a service. The body is
-/// a service spec (DESIGN.md §5 `--services` format); `name` may be left
-/// out (taken from the path) but must match it when given. 201 when
-/// created, 200 when replaced, 400 with field-level `errors`.
+/// `PUT /api/v1/services/{name}[?reason=…]`: create or replace a service.
+/// The body is a service spec (the `--services` format of the README); `name` may be
+/// left out (taken from the path) but must match it when given. 201 when
+/// created, 200 when replaced, 400 with field-level `errors`. Audited.
+#[allow(clippy::too_many_arguments)]
 pub async fn put_service(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
     peer: Peer,
     name: Result<Path<String>, PathRejection>,
+    reason: Result<Query<ReasonQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
     let Path(name) = name.map_err(bad_path)?;
-    guard_api(&state, &headers, peer, uri.path())?;
+    let Query(reason) = reason.map_err(bad_query)?;
+    let actor = guard_api(&state, &headers, peer, uri.path())?;
+    let reason = super::audit::check_reason(reason.reason.as_deref())?;
     let mut value = json_body(&headers, body)?
         .ok_or_else(|| AppError::bad_request("the body must be a service spec (JSON object)"))?;
     let Some(object) = value.as_object_mut() else {
@@ -240,38 +253,97 @@ pub async fn put_service(
     if !errors.is_empty() {
         return Err(AppError::invalid(errors));
     }
-    let replaced = ask(&state, |reply| Command::PutService { spec, reply })
+    let params = serde_json::json!({
+        "name": spec.name,
+        "instances": spec.instances,
+        "cpus": spec.cpus,
+        "mem": spec.mem,
+        "command": serde_json::to_string(&spec.command)
+            .unwrap_or_default()
+            .chars()
+            .take(200)
+            .collect::<String>(),
+    });
+    let ctx = super::audit::Context::api(actor, peer, reason);
+    let result = ask(&state, |reply| Command::PutService { spec, reply })
         .await
-        .map_err(|e| AppError::from_command(e, uri.path()))?;
-    let (status, outcome) = if replaced {
-        (StatusCode::OK, "replaced")
-    } else {
-        (StatusCode::CREATED, "created")
+        .map_err(|e| AppError::from_command(e, uri.path()));
+    let (status, outcome) = match &result {
+        Ok(true) => (StatusCode::OK, "replaced"),
+        Ok(false) => (StatusCode::CREATED, "created"),
+        Err(e) => (e.status, "failed"),
     };
+    audit_change(&state, &ctx, "service.put", params, &result, status, || {
+        format!("service {name} {outcome}")
+    })
+    .await;
+    result?;
     Ok((status, Json(ServiceChange { name, outcome })).into_response())
 }
 
-/// `DELETE /api/v1/services/{name}`: delete a service (its tasks are
-/// killed). 404 when there is no such service.
+/// Writes the audit entry of a service change.
+async fn audit_change<T>(
+    state: &AppState,
+    ctx: &super::audit::Context,
+    action: &str,
+    params: serde_json::Value,
+    result: &Result<T, AppError>,
+    status: StatusCode,
+    summary: impl FnOnce() -> String,
+) {
+    let outcome = super::audit::Outcome {
+        ok: result.is_ok(),
+        status: status.as_u16(),
+        summary: match result {
+            Ok(_) => summary(),
+            Err(e) => format!("{action} failed: {}: {}", e.title, e.detail),
+        },
+    };
+    super::audit::record(state, ctx, action, params, &outcome).await;
+}
+
+/// `DELETE /api/v1/services/{name}[?reason=…]`: delete a service (its
+/// tasks are killed). 404 when there is no such service. Audited.
 pub async fn delete_service(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
     peer: Peer,
     name: Result<Path<String>, PathRejection>,
+    reason: Result<Query<ReasonQuery>, QueryRejection>,
 ) -> Result<Json<ServiceChange>, AppError> {
     let Path(name) = name.map_err(bad_path)?;
-    guard_api(&state, &headers, peer, uri.path())?;
+    let Query(reason) = reason.map_err(bad_query)?;
+    let actor = guard_api(&state, &headers, peer, uri.path())?;
+    let reason = super::audit::check_reason(reason.reason.as_deref())?;
+    let ctx = super::audit::Context::api(actor, peer, reason);
     let target = name.clone();
-    let deleted = ask(&state, |reply| Command::DeleteService {
+    let result = ask(&state, |reply| Command::DeleteService {
         name: target,
         reply,
     })
     .await
-    .map_err(|e| AppError::from_command(e, uri.path()))?;
-    if !deleted {
-        return Err(AppError::not_found(format!("no service {name:?}")));
-    }
+    .map_err(|e| AppError::from_command(e, uri.path()))
+    .and_then(|deleted| {
+        deleted
+            .then_some(())
+            .ok_or_else(|| AppError::not_found(format!("no service {name:?}")))
+    });
+    let status = result
+        .as_ref()
+        .map_or_else(|e| e.status, |_| StatusCode::OK);
+    let params = serde_json::json!({ "name": name });
+    audit_change(
+        &state,
+        &ctx,
+        "service.delete",
+        params,
+        &result,
+        status,
+        || format!("service {name} deleted"),
+    )
+    .await;
+    result?;
     Ok(Json(ServiceChange {
         name,
         outcome: "deleted",

@@ -1,9 +1,11 @@
 //! Who may run actions, and proof that a browser post is really ours.
 //!
 //! **Access** ([`Access`], fixed at start from [`WebConfig`]):
-//! - `--admin-token-file` given: API clients send `Authorization: Bearer
-//!   <token>` (missing → 401, wrong → 401 `invalid_token`); browsers log in
-//!   once at `/login` and get an admin session cookie.
+//! - `--admin-token-file` given (one or more named tokens, see
+//!   [`super::tokens`]): API clients send `Authorization: Bearer <token>`
+//!   (missing → 401, wrong → 401 `invalid_token`); browsers log in once at
+//!   `/login` and get an admin session cookie. Either way the request acts
+//!   as the token's name ([`Actor`]), which the audit trail records.
 //! - no token, listening on loopback: anyone who can reach the loopback
 //!   address may act (that is: local users).
 //! - no token, not loopback, `--insecure-actions`: anyone may act.
@@ -36,10 +38,12 @@
 //! SameSite=Strict, 8 hours). The nonce also names the session in a
 //! per-process table of live sessions: logging out removes it
 //! ([`Keys::end_session`]), so a copy of the cookie taken before stops
-//! working at once. The table holds at most [`MAX_SESSIONS`]; past that
-//! the oldest session ends (its browser logs in again). Token comparisons
-//! go through HMAC verify, so they take constant time. The token itself is
-//! never logged or stored in a cookie.
+//! working at once; it also remembers the token name the session logged in
+//! with. The table holds at most [`MAX_SESSIONS`]; past that the oldest
+//! session ends (its browser logs in again). Token comparisons go through
+//! HMAC verify, so they take constant time (every configured token is
+//! checked, whichever matches). The token itself is never logged or stored
+//! in a cookie. Cookies are parsed and written with the `cookie` crate.
 //!
 //! **Throttle** ([`Keys::check_admin_token`]): a client (by IP address; all
 //! clients without a known address share one count) that presented
@@ -50,6 +54,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -61,9 +66,12 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
 
 use super::WebConfig;
 use super::error::AppError;
+use super::tokens::AdminToken;
 
 /// Name of the CSRF cookie (and, as `csrf`, of the form field).
 pub const CSRF_COOKIE: &str = "ma_csrf";
@@ -101,11 +109,40 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
     }
 }
 
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(ip) => write!(f, "{ip}"),
+            None => f.write_str("unknown"),
+        }
+    }
+}
+
+/// Who is acting, as the audit trail records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// The token's name (token or session), `local user` (loopback rule)
+    /// or `anonymous` (`--insecure-actions`).
+    pub name: String,
+    /// `token` (bearer), `session` (browser login), `loopback` or
+    /// `insecure`.
+    pub method: String,
+}
+
+impl Actor {
+    fn new(name: &str, method: &str) -> Actor {
+        Actor {
+            name: name.to_string(),
+            method: method.to_string(),
+        }
+    }
+}
+
 /// What presenting an admin token came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenCheck {
-    /// It is the admin token.
-    Valid,
+    /// It is the admin token of this name.
+    Valid(String),
     /// It is not (or none is configured); counted against the client.
     Wrong,
     /// The client presented too many wrong tokens lately: not checked;
@@ -129,7 +166,7 @@ pub enum Access {
 impl Access {
     /// The rule for `config` (from `admin_token`, `listen`, `insecure_actions`).
     pub fn from_config(config: &WebConfig) -> Access {
-        if config.admin_token.is_some() {
+        if !config.admin_tokens.is_empty() {
             Access::Token
         } else if config.listen.ip().is_loopback() {
             Access::Loopback
@@ -156,25 +193,30 @@ impl Access {
 pub struct Keys {
     key: hmac::Key,
     rng: SystemRandom,
-    /// HMAC of the admin token (compared with HMAC verify: constant time).
-    admin_tag: Option<hmac::Tag>,
-    /// Live admin sessions: nonce → expiry (seconds since the UNIX epoch).
-    sessions: Mutex<HashMap<String, u64>>,
+    /// Name and HMAC of each admin token (compared with HMAC verify:
+    /// constant time).
+    admin_tags: Vec<(String, hmac::Tag)>,
+    /// Live admin sessions: nonce → (expiry in seconds since the UNIX
+    /// epoch, the name of the token that logged in).
+    sessions: Mutex<HashMap<String, (u64, String)>>,
     /// Wrong admin tokens per client: (first in the window, count).
     failures: Mutex<HashMap<Peer, (Instant, u32)>>,
 }
 
 impl Keys {
-    /// A fresh random secret; `admin_token` is kept only as its HMAC.
-    pub fn generate(admin_token: Option<&str>) -> Keys {
+    /// A fresh random secret; each admin token is kept only as its HMAC.
+    pub fn generate(admin_tokens: &[AdminToken]) -> Keys {
         let rng = SystemRandom::new();
         let key = hmac::Key::generate(hmac::HMAC_SHA256, &rng)
             .expect("the system random generator works");
-        let admin_tag = admin_token.map(|t| hmac::sign(&key, t.as_bytes()));
+        let admin_tags = admin_tokens
+            .iter()
+            .map(|t| (t.name.clone(), hmac::sign(&key, t.token.as_bytes())))
+            .collect();
         Keys {
             key,
             rng,
-            admin_tag,
+            admin_tags,
             sessions: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
         }
@@ -209,12 +251,16 @@ impl Keys {
         hmac::verify(&self.key, &data, &tag).is_ok()
     }
 
-    /// Whether `token` is the admin token (`false` when none is configured).
-    fn is_admin_token(&self, token: &str) -> bool {
-        match &self.admin_tag {
-            Some(tag) => hmac::verify(&self.key, token.as_bytes(), tag.as_ref()).is_ok(),
-            None => false,
+    /// The name of admin token `token`, if it is one. Every token is
+    /// checked, so the time taken does not tell which one matched.
+    fn admin_token_name(&self, token: &str) -> Option<&str> {
+        let mut found = None;
+        for (name, tag) in &self.admin_tags {
+            if hmac::verify(&self.key, token.as_bytes(), tag.as_ref()).is_ok() {
+                found = Some(name.as_str());
+            }
         }
+        found
     }
 
     /// Checks an admin token presented by client `peer`, under the
@@ -230,8 +276,8 @@ impl Keys {
                 return TokenCheck::Throttled(left);
             }
         }
-        if self.is_admin_token(token) {
-            return TokenCheck::Valid;
+        if let Some(name) = self.admin_token_name(token) {
+            return TokenCheck::Valid(name.to_string());
         }
         if failures.len() >= THROTTLED_CLIENTS && !failures.contains_key(&peer) {
             failures.retain(|_, (since, _)| now.duration_since(*since) < THROTTLE_WINDOW);
@@ -273,7 +319,7 @@ impl Keys {
                  form's CSRF field alone is not enough",
             ),
             (false, true) => Some("the form's CSRF field is missing"),
-            (false, false) if !ct_eq(cookie.as_bytes(), field.as_bytes()) => {
+            (false, false) if !bool::from(cookie.as_bytes().ct_eq(field.as_bytes())) => {
                 Some("the form's CSRF field does not match the CSRF cookie (an old form?)")
             }
             (false, false) if !self.csrf_valid(field) => {
@@ -303,26 +349,26 @@ impl Keys {
         (token, Some(set))
     }
 
-    /// A new admin session cookie value, valid [`SESSION_SECONDS`] or
-    /// until [`Keys::end_session`].
-    pub fn new_session(&self) -> String {
+    /// A new admin session cookie value for the holder of token `name`,
+    /// valid [`SESSION_SECONDS`] or until [`Keys::end_session`].
+    pub fn new_session(&self, name: &str) -> String {
         let now = crate::util::unix_now_secs() as u64;
         let expiry = now + SESSION_SECONDS;
         let nonce = self.nonce();
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if sessions.len() >= MAX_SESSIONS {
-            sessions.retain(|_, e| *e > now);
+            sessions.retain(|_, (e, _)| *e > now);
         }
         if sessions.len() >= MAX_SESSIONS {
             let oldest = sessions
                 .iter()
-                .min_by_key(|(_, e)| **e)
+                .min_by_key(|(_, (e, _))| *e)
                 .map(|(n, _)| n.clone());
             if let Some(oldest) = oldest {
                 sessions.remove(&oldest);
             }
         }
-        sessions.insert(nonce.clone(), expiry);
+        sessions.insert(nonce.clone(), (expiry, name.to_string()));
         let expiry = expiry.to_string();
         let mac = self.mac(&["admin", &expiry, &nonce]);
         format!("{expiry}.{nonce}.{mac}")
@@ -330,7 +376,7 @@ impl Keys {
 
     /// The nonce of the request's admin session cookie, when it is ours
     /// and unexpired (whether or not it is still live).
-    fn session_nonce<'a>(&self, headers: &'a HeaderMap) -> Option<&'a str> {
+    fn session_nonce(&self, headers: &HeaderMap) -> Option<String> {
         let value = cookie(headers, SESSION_COOKIE)?;
         let mut parts = value.splitn(3, '.');
         let (Some(expiry), Some(nonce), Some(mac)) = (parts.next(), parts.next(), parts.next())
@@ -340,18 +386,23 @@ impl Keys {
         let fresh = expiry
             .parse::<u64>()
             .is_ok_and(|e| (e as f64) > crate::util::unix_now_secs());
-        (fresh && self.verify(&["admin", expiry, nonce], mac)).then_some(nonce)
+        (fresh && self.verify(&["admin", expiry, nonce], mac)).then(|| nonce.to_string())
     }
 
-    /// Whether the request carries a live admin session: issued by this
-    /// process, unexpired, not ended.
+    /// The token name of the request's live admin session (issued by this
+    /// process, unexpired, not ended), if it has one.
+    pub fn session_name(&self, headers: &HeaderMap) -> Option<String> {
+        let nonce = self.session_nonce(headers)?;
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&nonce)
+            .map(|(_, name)| name.clone())
+    }
+
+    /// Whether the request carries a live admin session.
     pub fn has_session(&self, headers: &HeaderMap) -> bool {
-        self.session_nonce(headers).is_some_and(|nonce| {
-            self.sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(nonce)
-        })
+        self.session_name(headers).is_some()
     }
 
     /// Ends the request's admin session (logout): the cookie, and any copy
@@ -361,40 +412,41 @@ impl Keys {
             self.sessions
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(nonce)
+                .remove(&nonce)
                 .is_some()
         })
     }
 }
 
-/// Constant-time equality of two byte strings of public length.
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The value of cookie `name` in the request's `Cookie` headers.
+/// The value of cookie `name` in the request's `Cookie` headers (the
+/// first one, as browsers send the most specific first).
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.trim())
+        .flat_map(cookie::Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == name)
+        .and_then(|c| c.value_raw())
+        .map(str::trim)
 }
 
-/// A `Set-Cookie` value: HttpOnly, SameSite=Strict, Path=/, `Secure` on
-/// https; `max_age` seconds (`Some(0)` deletes), session cookie when `None`.
+/// A `Set-Cookie` value: HttpOnly, SameSite=Strict, Path=/, `Secure` when
+/// served over TLS or advertised as https; `max_age` seconds (`Some(0)`
+/// deletes), session cookie when `None`.
 pub fn set_cookie(name: &str, value: &str, max_age: Option<u64>, secure: bool) -> HeaderValue {
-    let mut text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict");
+    let mut built = cookie::Cookie::build((name, value))
+        .path("/")
+        .http_only(true)
+        .same_site(cookie::SameSite::Strict)
+        .secure(secure);
     if let Some(age) = max_age {
-        text.push_str(&format!("; Max-Age={age}"));
+        let age = i64::try_from(age).unwrap_or(i64::MAX);
+        built = built.max_age(cookie::time::Duration::seconds(age));
     }
-    if secure {
-        text.push_str("; Secure");
-    }
-    HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static(""))
+    HeaderValue::try_from(built.build().to_string())
+        .unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 /// `path` when it is a plain absolute path on this server (`/tasks?x=1`):
@@ -407,48 +459,40 @@ pub fn local_path(path: &str) -> Option<&str> {
 /// is a page of an allowed origin (see [`origin_allowed`]; our
 /// `Referrer-Policy` sends it only within the origin anyway), without its
 /// fragment.
-pub fn referring_page<'a>(headers: &'a HeaderMap, advertised_url: &str) -> Option<&'a str> {
+pub fn referring_page(headers: &HeaderMap, advertised_url: &str) -> Option<String> {
     let referer = headers.get(header::REFERER)?.to_str().ok()?;
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     if !origin_allowed(referer, host, advertised_url) {
         return None;
     }
+    // A referer is a page: `http://host` with no path at all is not one.
     let (_, rest) = referer.split_once("://")?;
-    let path = &rest[rest.find(['/', '?', '#'])?..];
-    local_path(path.split('#').next().unwrap_or(path))
+    rest.find(['/', '?'])?;
+    let url = url::Url::parse(referer).ok()?;
+    local_path(&url[url::Position::BeforePath..url::Position::AfterQuery]).map(str::to_string)
 }
 
-/// The origin (`scheme://host[:port]`) of a URL, lowercased, without path.
+/// The origin (`scheme://host[:port]`) of an http(s) URL, as browsers send
+/// it in `Origin`: lowercased, default port left out, no path.
 pub fn origin_of(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let authority = authority.rsplit('@').next()?;
-    if authority.is_empty() {
-        return None;
+    let url = url::Url::parse(url).ok()?;
+    match url.origin() {
+        origin @ url::Origin::Tuple(..) => Some(origin.ascii_serialization()),
+        url::Origin::Opaque(_) => None,
     }
-    let scheme = scheme.to_ascii_lowercase();
-    let mut authority = authority.to_ascii_lowercase();
-    // Default ports are implied in browser `Origin` headers.
-    for (s, port) in [("http", ":80"), ("https", ":443")] {
-        if scheme == s && authority.ends_with(port) && !authority.ends_with("]") {
-            authority.truncate(authority.len() - port.len());
-        }
-    }
-    Some(format!("{scheme}://{authority}"))
 }
 
 /// Whether `host` (a `Host` header: name or IP, optional port) is an IP
 /// literal or `localhost`: names a DNS-rebinding page cannot take over.
 fn host_is_literal(host: &str) -> bool {
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        return rest
-            .split(']')
-            .next()
-            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok());
-    } else {
-        host.rsplit_once(':').map_or(host, |(n, _)| n)
+    let Ok(url) = url::Url::parse(&format!("http://{host}/")) else {
+        return false;
     };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
+    match url.host() {
+        Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) => true,
+        Some(url::Host::Domain(name)) => name == "localhost",
+        None => false,
+    }
 }
 
 /// Whether `origin` may post to us, given the request's `Host` header and
@@ -511,28 +555,32 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// May this request, from client `peer`, act? `session_ok`: browsers may
-/// use the admin session cookie instead of a bearer token. A bearer token
-/// goes through the throttle ([`Keys::check_admin_token`]; 429).
+/// May this request, from client `peer`, act, and as whom? `session_ok`:
+/// browsers may use the admin session cookie instead of a bearer token. A
+/// bearer token goes through the throttle ([`Keys::check_admin_token`];
+/// 429).
 pub fn check_access(
     access: Access,
     keys: &Keys,
     headers: &HeaderMap,
     peer: Peer,
     session_ok: bool,
-) -> Result<(), AppError> {
+) -> Result<Actor, AppError> {
     match access {
-        Access::Loopback | Access::Insecure => Ok(()),
+        Access::Loopback => Ok(Actor::new("local user", "loopback")),
+        Access::Insecure => Ok(Actor::new("anonymous", "insecure")),
         Access::Disabled => Err(AppError::forbidden(
             "actions-disabled",
             "actions are disabled: no admin token is configured and the server does not listen on loopback",
         )),
         Access::Token => match bearer(headers).map(|t| keys.check_admin_token(t, peer)) {
-            Some(TokenCheck::Valid) => Ok(()),
+            Some(TokenCheck::Valid(name)) => Ok(Actor::new(&name, "token")),
             Some(TokenCheck::Wrong) => Err(AppError::unauthorized(true)),
             Some(TokenCheck::Throttled(left)) => Err(AppError::too_many_attempts(left)),
-            None if session_ok && keys.has_session(headers) => Ok(()),
-            None => Err(AppError::unauthorized(false)),
+            None => match keys.session_name(headers).filter(|_| session_ok) {
+                Some(name) => Ok(Actor::new(&name, "session")),
+                None => Err(AppError::unauthorized(false)),
+            },
         },
     }
 }
@@ -540,6 +588,10 @@ pub fn check_access(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn one(token: &str) -> Vec<AdminToken> {
+        vec![AdminToken::new("admin", token)]
+    }
 
     #[test]
     fn origins_compare_without_default_ports() {
@@ -589,9 +641,7 @@ mod tests {
             headers.insert(header::HOST, HeaderValue::try_from(host).unwrap());
             headers
         };
-        let page = |referer: &str, host: &str| {
-            referring_page(&with(referer, host), adv).map(str::to_string)
-        };
+        let page = |referer: &str, host: &str| referring_page(&with(referer, host), adv);
         assert_eq!(
             page("http://sched.example:8080/tasks?q=a#f", "x").as_deref(),
             Some("/tasks?q=a")
@@ -608,10 +658,10 @@ mod tests {
 
     #[test]
     fn csrf_tokens_are_signed() {
-        let keys = Keys::generate(None);
+        let keys = Keys::generate(&[]);
         let token = keys.new_csrf();
         assert!(keys.csrf_valid(&token));
-        let other = Keys::generate(None);
+        let other = Keys::generate(&[]);
         assert!(!other.csrf_valid(&token));
         assert!(!keys.csrf_valid("abc.def"));
         assert!(!keys.csrf_valid(""));
@@ -619,14 +669,15 @@ mod tests {
 
     #[test]
     fn sessions_and_tokens() {
-        let keys = Keys::generate(Some("s3cret"));
-        assert!(keys.is_admin_token("s3cret"));
-        assert!(!keys.is_admin_token("s3cre"));
+        let keys = Keys::generate(&one("s3cret"));
+        assert_eq!(keys.admin_token_name("s3cret"), Some("admin"));
+        assert_eq!(keys.admin_token_name("s3cre"), None);
         let mut headers = HeaderMap::new();
-        let cookie = format!("a=b; {SESSION_COOKIE}={}", keys.new_session());
+        let cookie = format!("a=b; {SESSION_COOKIE}={}", keys.new_session("admin"));
         headers.insert(header::COOKIE, HeaderValue::try_from(cookie).unwrap());
         assert!(keys.has_session(&headers));
-        assert!(!Keys::generate(Some("s3cret")).has_session(&headers));
+        assert_eq!(keys.session_name(&headers).as_deref(), Some("admin"));
+        assert!(!Keys::generate(&one("s3cret")).has_session(&headers));
         assert!(keys.end_session(&headers));
         assert!(!keys.has_session(&headers));
         assert!(!keys.end_session(&headers));
@@ -634,19 +685,19 @@ mod tests {
 
     #[test]
     fn sessions_are_capped() {
-        let keys = Keys::generate(Some("s3cret"));
+        let keys = Keys::generate(&one("s3cret"));
         let with = |value: String| {
             let mut headers = HeaderMap::new();
             let cookie = format!("{SESSION_COOKIE}={value}");
             headers.insert(header::COOKIE, HeaderValue::try_from(cookie).unwrap());
             headers
         };
-        let first = with(keys.new_session());
+        let first = with(keys.new_session("admin"));
         for _ in 1..MAX_SESSIONS {
-            keys.new_session();
+            keys.new_session("admin");
         }
         assert!(keys.has_session(&first));
-        let last = with(keys.new_session());
+        let last = with(keys.new_session("admin"));
         assert!(keys.has_session(&last));
         let live = keys.sessions.lock().unwrap().len();
         assert_eq!(live, MAX_SESSIONS);
@@ -654,7 +705,7 @@ mod tests {
 
     #[test]
     fn wrong_tokens_are_throttled_per_client() {
-        let keys = Keys::generate(Some("s3cret"));
+        let keys = Keys::generate(&one("s3cret"));
         let a = Peer(Some("192.0.2.1".parse().unwrap()));
         let b = Peer(Some("192.0.2.2".parse().unwrap()));
         for _ in 0..MAX_TOKEN_FAILURES {
@@ -664,6 +715,65 @@ mod tests {
             keys.check_admin_token("s3cret", a),
             TokenCheck::Throttled(left) if left <= THROTTLE_WINDOW
         ));
-        assert_eq!(keys.check_admin_token("s3cret", b), TokenCheck::Valid);
+        assert_eq!(
+            keys.check_admin_token("s3cret", b),
+            TokenCheck::Valid("admin".into())
+        );
+    }
+
+    #[test]
+    fn each_named_token_acts_as_its_name() {
+        let keys = Keys::generate(&[
+            AdminToken::new("alice", "token-of-alice"),
+            AdminToken::new("bob", "token-of-bob"),
+        ]);
+        let peer = Peer(None);
+        let with_bearer = |token: &str| {
+            let mut headers = HeaderMap::new();
+            let value = HeaderValue::try_from(format!("Bearer {token}")).unwrap();
+            headers.insert(header::AUTHORIZATION, value);
+            headers
+        };
+        let actor = check_access(
+            Access::Token,
+            &keys,
+            &with_bearer("token-of-bob"),
+            peer,
+            false,
+        )
+        .unwrap();
+        assert_eq!(actor, Actor::new("bob", "token"));
+        assert!(check_access(Access::Token, &keys, &with_bearer("nope"), peer, false).is_err());
+        let loopback = check_access(Access::Loopback, &keys, &HeaderMap::new(), peer, true);
+        assert_eq!(loopback.unwrap().method, "loopback");
+    }
+
+    #[test]
+    fn cookies_round_trip_through_the_cookie_crate() {
+        let set = set_cookie(CSRF_COOKIE, "n.m", Some(60), true);
+        let text = set.to_str().unwrap();
+        for part in [
+            "ma_csrf=n.m",
+            "Path=/",
+            "HttpOnly",
+            "SameSite=Strict",
+            "Max-Age=60",
+            "Secure",
+        ] {
+            assert!(text.contains(part), "{text}");
+        }
+        assert!(
+            !set_cookie("a", "b", None, false)
+                .to_str()
+                .unwrap()
+                .contains("Secure")
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("x=1; ma_csrf= abc.def ;y=2"),
+        );
+        assert_eq!(cookie(&headers, CSRF_COOKIE), Some("abc.def"));
+        assert_eq!(cookie(&headers, "z"), None);
     }
 }

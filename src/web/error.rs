@@ -343,8 +343,7 @@ struct HtmlError(ErrorDetail);
 pub async fn back_links(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let this = request.uri().path_and_query().map(|p| p.as_str());
     let back = auth::referring_page(request.headers(), &state.config.advertised_url)
-        .filter(|&page| Some(page) != this)
-        .map(str::to_string);
+        .filter(|page| Some(page.as_str()) != this);
     let mut response = next.run(request).await;
     let error = response.extensions_mut().remove::<HtmlError>();
     if let (Some(back), Some(HtmlError(detail))) = (back, error) {

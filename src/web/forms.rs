@@ -26,6 +26,7 @@ use serde::Deserialize;
 use super::AppState;
 use super::actions::{Action, ActionRecord, execute, leader_precheck};
 use super::api::bad_path;
+use super::audit::{self, Context};
 use super::auth::{self, Access, Peer, SESSION_COOKIE, SESSION_SECONDS, TokenCheck};
 use super::error::AppError;
 use super::pages::{Chrome, LoginPage, safe_next, with_cookie};
@@ -42,6 +43,8 @@ pub struct ConfirmForm {
     pub framework_id: String,
     /// The framework name as typed by the operator.
     pub confirm_name: String,
+    /// Why (optional; recorded in the audit trail).
+    pub reason: String,
 }
 
 /// Fields of the one-button forms.
@@ -52,6 +55,8 @@ pub struct ButtonForm {
     pub csrf: String,
     /// Reconcile: `explicit` or `implicit`.
     pub kind: String,
+    /// Why (optional; recorded in the audit trail).
+    pub reason: String,
 }
 
 /// Fields of the login form.
@@ -70,21 +75,26 @@ fn form_error(e: FormRejection) -> AppError {
     AppError::new(e.status(), "form", "Unusable form post", e.body_text()).html()
 }
 
-/// Origin, CSRF, access and leadership checks of a browser post.
+/// Origin, CSRF, access, leadership and reason checks of a browser post;
+/// the audit context of the action.
 fn guard_form(
     state: &AppState,
     headers: &HeaderMap,
     peer: Peer,
     csrf: &str,
     path: &str,
-) -> Result<(), AppError> {
+    reason: &str,
+) -> Result<Context, AppError> {
     auth::check_origin(headers, &state.config.advertised_url, true).map_err(AppError::html)?;
     state
         .keys
         .check_csrf(headers, csrf)
         .map_err(AppError::html)?;
-    auth::check_access(state.access, &state.keys, headers, peer, true).map_err(AppError::html)?;
-    leader_precheck(state, path).map_err(AppError::html)
+    let actor = auth::check_access(state.access, &state.keys, headers, peer, true)
+        .map_err(AppError::html)?;
+    leader_precheck(state, path).map_err(AppError::html)?;
+    let reason = audit::check_reason(Some(reason)).map_err(AppError::html)?;
+    Ok(Context::browser(actor, peer, headers, reason))
 }
 
 fn to_result(record: &ActionRecord) -> Response {
@@ -151,7 +161,7 @@ async fn post_confirmed(
     action: Action,
 ) -> Result<Response, AppError> {
     let Form(form) = form.map_err(form_error)?;
-    guard_form(&state, &headers, peer, &form.csrf, uri.path())?;
+    let ctx = guard_form(&state, &headers, peer, &form.csrf, uri.path(), &form.reason)?;
     let s = state.handle.snapshot();
     let Some(id) = s.framework.id.as_deref() else {
         return Err(AppError::conflict("no framework is registered; nothing to do").html());
@@ -173,7 +183,7 @@ async fn post_confirmed(
         *page.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
         return Ok(page);
     }
-    let (record, _) = execute(&state, action, uri.path(), "browser").await;
+    let (record, _) = execute(&state, action, uri.path(), &ctx).await;
     Ok(to_result(&record))
 }
 
@@ -208,9 +218,9 @@ async fn post_button(
     make: impl FnOnce(&ButtonForm) -> Result<Action, AppError>,
 ) -> Result<Response, AppError> {
     let Form(form) = form.map_err(form_error)?;
-    guard_form(&state, &headers, peer, &form.csrf, uri.path())?;
+    let ctx = guard_form(&state, &headers, peer, &form.csrf, uri.path(), &form.reason)?;
     let action = make(&form).map_err(AppError::html)?;
-    let (record, _) = execute(&state, action, uri.path(), "browser").await;
+    let (record, _) = execute(&state, action, uri.path(), &ctx).await;
     Ok(to_result(&record))
 }
 
@@ -309,21 +319,21 @@ pub async fn post_login(
     if state.access != Access::Token {
         return Ok(Redirect::to(&next).into_response());
     }
-    match state.keys.check_admin_token(form.token.trim(), peer) {
-        TokenCheck::Valid => {}
+    let name = match state.keys.check_admin_token(form.token.trim(), peer) {
+        TokenCheck::Valid(name) => name,
         TokenCheck::Wrong => return Ok(wrong_token(&state, &headers, form.csrf, next).await),
         TokenCheck::Throttled(left) => {
             tracing::warn!(?peer, "login refused: too many wrong admin tokens lately");
             return Err(AppError::too_many_attempts(left).html());
         }
-    }
+    };
     let cookie = auth::set_cookie(
         SESSION_COOKIE,
-        &state.keys.new_session(),
+        &state.keys.new_session(&name),
         Some(SESSION_SECONDS),
         state.secure_cookies(),
     );
-    tracing::info!("admin session started");
+    tracing::info!(%name, "admin session started");
     Ok(with_cookie(
         Redirect::to(&next).into_response(),
         Some(cookie),

@@ -1,5 +1,5 @@
 //! The web layer: dashboard pages, the JSON API, actions, health and metrics
-//! (DESIGN.md §5).
+//! (`docs/architecture.md#http-api`).
 //!
 //! It needs only a [`SchedulerHandle`] (snapshots to read, commands to send),
 //! a [`Coordinator`] (election members for the replicas page), a
@@ -68,20 +68,27 @@
 pub mod actions;
 pub mod api;
 pub mod assets;
+pub mod audit;
 pub mod auth;
+pub mod charts;
 pub mod error;
 pub mod format;
 pub mod forms;
+pub mod history;
+pub mod leader;
 pub mod live;
+pub mod logs;
 pub mod metrics;
 pub mod pages;
 mod server;
+pub mod tls;
+pub mod tokens;
 pub mod views;
 
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,6 +118,9 @@ pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default for [`WebConfig::header_read_timeout`].
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Default for [`WebConfig::agent_timeout`].
+pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Default for [`WebConfig::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
@@ -126,9 +136,10 @@ pub struct WebConfig {
     /// one browser posts must come from (besides loopback and IP-literal
     /// hosts, see [`auth`]).
     pub advertised_url: String,
-    /// The admin token, read from `--admin-token-file` by the caller. Never
-    /// logged ([`fmt::Debug`] redacts it).
-    pub admin_token: Option<String>,
+    /// The admin tokens, read from `--admin-token-file` by the caller
+    /// ([`tokens::read_token_file`]); empty without one. Never logged
+    /// ([`fmt::Debug`] shows only the names).
+    pub admin_tokens: Vec<tokens::AdminToken>,
     /// Allow unauthenticated actions on a non-loopback address
     /// (`--insecure-actions`).
     pub insecure_actions: bool,
@@ -153,6 +164,12 @@ pub struct WebConfig {
     /// Connections served at once; more wait in the listen backlog until
     /// one closes (at least 1).
     pub max_connections: usize,
+    /// How long one call to a Mesos agent or master for a task's log may
+    /// take, body included ([`logs`]).
+    pub agent_timeout: Duration,
+    /// Serve HTTPS with this certificate and key (`--tls-cert`,
+    /// `--tls-key`), reloaded on SIGHUP; plain HTTP when `None`.
+    pub tls: Option<tls::TlsFiles>,
 }
 
 impl WebConfig {
@@ -163,36 +180,23 @@ impl WebConfig {
         WebConfig {
             listen,
             advertised_url: advertised_url.into(),
-            admin_token: None,
+            admin_tokens: Vec::new(),
             insecure_actions: false,
             handler_timeout: DEFAULT_HANDLER_TIMEOUT,
             executor_binary: None,
             static_dir: None,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            agent_timeout: DEFAULT_AGENT_TIMEOUT,
+            tls: None,
         }
-    }
-
-    /// Reads `--admin-token-file`: the token is the file's content without
-    /// surrounding whitespace. Errors when unreadable or empty (an empty
-    /// token would protect nothing).
-    pub fn read_admin_token_file(path: &Path) -> std::io::Result<String> {
-        let text = std::fs::read_to_string(path)?;
-        let token = text.trim();
-        if token.is_empty() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "the admin token file is empty",
-            ));
-        }
-        Ok(token.to_string())
     }
 
     /// Whether actions would be protected when serving on `addr`: a token
     /// is configured, or `addr` is loopback, or the operator said
     /// `--insecure-actions`.
     pub fn actions_protected_on(&self, addr: SocketAddr) -> bool {
-        self.admin_token.is_some() || addr.ip().is_loopback() || self.insecure_actions
+        !self.admin_tokens.is_empty() || addr.ip().is_loopback() || self.insecure_actions
     }
 }
 
@@ -201,16 +205,15 @@ impl fmt::Debug for WebConfig {
         f.debug_struct("WebConfig")
             .field("listen", &self.listen)
             .field("advertised_url", &self.advertised_url)
-            .field(
-                "admin_token",
-                &self.admin_token.as_ref().map(|_| "<redacted>"),
-            )
+            .field("admin_tokens", &self.admin_tokens)
             .field("insecure_actions", &self.insecure_actions)
             .field("handler_timeout", &self.handler_timeout)
             .field("executor_binary", &self.executor_binary)
             .field("static_dir", &self.static_dir)
             .field("header_read_timeout", &self.header_read_timeout)
             .field("max_connections", &self.max_connections)
+            .field("agent_timeout", &self.agent_timeout)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -244,6 +247,15 @@ pub struct App {
     pub(crate) access: auth::Access,
     /// Outcomes of recent actions, for the result pages.
     pub(crate) results: actions::ResultLog,
+    /// Reads task logs from the agents.
+    pub(crate) sandboxes: crate::mesos::sandbox::SandboxClient,
+    /// Calls to the leader's JSON API (a follower's charts and logs).
+    pub(crate) http: reqwest::Client,
+    /// This replica's samples over time (fed by [`history::spawn_sampler`]).
+    pub history: Arc<history::History>,
+    /// The leader's history last read, for a few seconds (a follower's
+    /// live overview would read it every second otherwise).
+    leader_history: std::sync::Mutex<Option<LeaderHistory>>,
     /// Cancelled when the server shuts down: ends the live streams so the
     /// graceful shutdown does not wait for them.
     pub(crate) shutdown: CancellationToken,
@@ -260,8 +272,10 @@ impl AppState {
         coordinator: Arc<dyn Coordinator>,
         registry: Arc<Registry>,
     ) -> AppState {
-        let keys = auth::Keys::generate(config.admin_token.as_deref());
+        let keys = auth::Keys::generate(&config.admin_tokens);
         let access = auth::Access::from_config(&config);
+        let sandboxes = crate::mesos::sandbox::SandboxClient::new(config.agent_timeout);
+        let http = leader_client(config.handler_timeout);
         AppState(Arc::new(App {
             config,
             handle,
@@ -271,10 +285,35 @@ impl AppState {
             keys,
             access,
             results: actions::ResultLog::default(),
+            sandboxes,
+            http,
+            history: Arc::new(history::History::new()),
+            leader_history: std::sync::Mutex::new(None),
             shutdown: CancellationToken::new(),
             derived: std::sync::Mutex::new(None),
         }))
     }
+}
+
+/// How long a follower reuses the leader's history.
+const LEADER_HISTORY_FOR: Duration = Duration::from_secs(3);
+
+/// The leader's history as last read.
+struct LeaderHistory {
+    at: std::time::Instant,
+    leader: String,
+    window: history::Window,
+    view: history::HistoryView,
+}
+
+/// The client of [`leader::get_json`]: no redirects, connect timeout.
+fn leader_client(timeout: Duration) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default()
 }
 
 impl App {
@@ -292,12 +331,50 @@ impl App {
         derived
     }
 
-    /// Whether cookies get the `Secure` attribute (advertised over https).
+    /// The leader's history for `window` if read from `leader` lately.
+    pub(crate) fn leader_history(
+        &self,
+        leader: &str,
+        window: history::Window,
+    ) -> Option<history::HistoryView> {
+        let cache = self
+            .leader_history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        cache
+            .as_ref()
+            .filter(|c| c.leader == leader && c.window == window)
+            .filter(|c| c.at.elapsed() < LEADER_HISTORY_FOR)
+            .map(|c| c.view.clone())
+    }
+
+    /// Keeps the leader's history just read.
+    pub(crate) fn remember_leader_history(
+        &self,
+        leader: &str,
+        window: history::Window,
+        view: &history::HistoryView,
+    ) {
+        *self
+            .leader_history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(LeaderHistory {
+            at: std::time::Instant::now(),
+            leader: leader.to_string(),
+            window,
+            view: view.clone(),
+        });
+    }
+
+    /// Whether cookies get the `Secure` attribute: served over TLS, or
+    /// advertised over https (TLS ended by a proxy in front).
     pub fn secure_cookies(&self) -> bool {
-        self.config
-            .advertised_url
-            .to_ascii_lowercase()
-            .starts_with("https://")
+        self.config.tls.is_some()
+            || self
+                .config
+                .advertised_url
+                .to_ascii_lowercase()
+                .starts_with("https://")
     }
 }
 
@@ -311,6 +388,7 @@ pub fn router(state: AppState) -> Router {
         .route("/replicas", get(pages::replicas))
         .route("/tasks", get(pages::tasks))
         .route("/tasks/{id}", get(pages::task))
+        .route("/tasks/{id}/logs/{file}", get(logs::page))
         .route("/offers", get(pages::offers))
         .route("/services", get(pages::services))
         .route("/events", get(pages::events))
@@ -327,12 +405,14 @@ pub fn router(state: AppState) -> Router {
         .route("/actions/abdicate", post(forms::post_abdicate))
         .route("/actions/reregister", post(forms::post_reregister))
         .route("/actions/results/{id}", get(forms::result_page))
+        .route("/audit", get(pages::audit))
         .route("/login", get(pages::login).post(forms::post_login))
         .route("/logout", post(forms::post_logout))
         // JSON twins and the API.
         .route("/api/v1/state", get(api::state))
         .route("/api/v1/tasks", get(api::tasks))
         .route("/api/v1/tasks/{id}", get(api::task))
+        .route("/api/v1/tasks/{id}/logs/{file}", get(logs::api))
         .route("/api/v1/offers", get(api::offers))
         .route("/api/v1/replicas", get(api::replicas))
         .route("/api/v1/events", get(api::events))
@@ -346,6 +426,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/actions", get(api::actions))
         .route("/api/v1/actions/results/{id}", get(api::action_result))
         .route("/api/v1/actions/{action}", post(actions::api_action))
+        .route("/api/v1/audit", get(audit::api))
+        .route("/api/v1/history", get(history::api))
         .route("/api/v1/stream", get(live::stream))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
@@ -519,6 +601,9 @@ pub enum ServeError {
          listen on a loopback address, or pass --insecure-actions"
     )]
     Unprotected(SocketAddr),
+    /// `--tls-cert` / `--tls-key` do not load.
+    #[error("{0}")]
+    Tls(String),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -541,7 +626,7 @@ pub struct Server {
 
 /// Binds [`WebConfig::listen`] and serves [`router`] until `shutdown`
 /// resolves. Refuses with [`ServeError::Unprotected`] when actions would be
-/// unprotected on that address (DESIGN.md §5, `--admin-token-file`).
+/// unprotected on that address (`docs/architecture.md#http-api`, `--admin-token-file`).
 pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -573,20 +658,37 @@ pub async fn serve_on(
     {
         return Err(ServeError::Unprotected(addr));
     }
-    if state.config.insecure_actions && state.config.admin_token.is_none() {
+    if state.config.insecure_actions && state.config.admin_tokens.is_empty() {
         tracing::warn!(%addr, "--insecure-actions: anyone who can reach this address may run actions");
+    }
+    let tls = match &state.config.tls {
+        Some(files) => {
+            let tls = tls::TlsState::new(files.clone()).map_err(ServeError::Tls)?;
+            tls::spawn_reload(tls.clone(), state.shutdown.clone());
+            Some(tls)
+        }
+        None => None,
+    };
+    if tls.is_none() && !state.config.admin_tokens.is_empty() && !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "admin tokens are accepted over plain HTTP on a non-loopback address: tokens and \
+             session cookies cross the network in clear text; give --tls-cert and --tls-key, \
+             or put a TLS proxy in front"
+        );
     }
     let token = state.shutdown.clone();
     let config = state.config.clone();
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let app = router(state);
     let task = tokio::spawn(async move {
-        server::run(listener, app, &config, async move {
+        server::run(listener, app, &config, tls, async move {
             shutdown.await;
             token.cancel();
         })
         .await;
         Ok(())
     });
-    tracing::info!(%addr, "web layer listening");
+    tracing::info!(%addr, scheme, "web layer listening");
     Ok(Server { addr, task })
 }

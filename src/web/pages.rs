@@ -30,6 +30,8 @@ pub struct Banner {
     pub text: String,
     /// A link to follow.
     pub link: Option<Link>,
+    /// Words after the link.
+    pub after: String,
 }
 
 /// A link in a banner.
@@ -59,18 +61,24 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
             head: "standby",
             text: "— leader is".into(),
             link: link(l.advertised_url.clone(), l.advertised_url.clone()),
+            after: "· this replica follows: its pages show the tasks and services stored in \
+                    ZooKeeper, the charts and the audit trail are the leader's, and actions run \
+                    on the leader"
+                .into(),
         }),
         Leadership::Follower { leader: None } => out.push(Banner {
             level: "warn",
             head: "standby",
             text: "— the leader's election node is unreadable; its URL is unknown".into(),
             link: None,
+            after: String::new(),
         }),
         Leadership::Candidate => out.push(Banner {
             level: "warn",
             head: "standby",
             text: "— not in the leader election yet (connecting to ZooKeeper)".into(),
             link: None,
+            after: String::new(),
         }),
         Leadership::Suspended => out.push(Banner {
             level: "bad",
@@ -79,6 +87,7 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
                    call until it reconnects or the session expires"
                 .into(),
             link: None,
+            after: String::new(),
         }),
     }
     let fw = &s.framework;
@@ -103,24 +112,28 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
                 }
             },
             link: link("/actions#reregister", "register as a new framework"),
+            after: String::new(),
         }),
         FrameworkState::FailedOver => out.push(Banner {
             level: "bad",
             head: "failed over",
             text: format!("— this replica stepped back from framework {id}{reason}"),
             link: None,
+            after: String::new(),
         }),
         FrameworkState::Fenced => out.push(Banner {
             level: "bad",
             head: "fenced",
             text: format!("— a newer deployment took over{reason}; this replica is stopping"),
             link: None,
+            after: String::new(),
         }),
         FrameworkState::Disconnected => out.push(Banner {
             level: "warn",
             head: "disconnected",
             text: format!("— the subscription to the master broke{reason}; re-subscribing"),
             link: None,
+            after: String::new(),
         }),
         _ => {}
     }
@@ -272,18 +285,33 @@ impl Chrome {
         if self.page == page { "on" } else { "" }
     }
 
-    /// Percent-encodes a path segment (task IDs in links).
+    /// Percent-encodes a path segment (task IDs in links): everything but
+    /// the RFC 3986 unreserved characters.
     pub fn seg(&self, text: impl AsRef<str>) -> String {
-        text.as_ref()
-            .bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect()
+        segment(text.as_ref())
     }
+
+    /// `text` cut to `max` characters, with `…` when cut.
+    pub fn clip(&self, text: &str, max: usize) -> String {
+        if text.chars().count() <= max {
+            return text.to_string();
+        }
+        let mut cut: String = text.chars().take(max).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// Everything but the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes `text` as one URL path segment or query value.
+pub fn segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
 }
 
 #[derive(Template, WebTemplate)]
@@ -293,10 +321,19 @@ struct OverviewPage {
     view: StateView,
     services: ServicesView,
     events: Vec<EventEntry>,
+    charts: super::charts::Charts,
 }
 
-/// `GET /`: the overview.
-pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+/// `GET /[?window=15m|1h|6h]`: the overview, with the charts of the
+/// window (the leader's history on a follower, see [`super::history`]).
+pub async fn overview(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<super::history::HistoryQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, AppError> {
+    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
+    let window = super::history::Window::parse(query.window.as_deref()).map_err(AppError::html)?;
+    let (history, note) = super::history::shown(&state, window).await;
     let s = state.handle.snapshot();
     let chrome = Chrome::new(
         &state,
@@ -306,12 +343,14 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> impl
         "Overview",
         "/api/v1/state",
     );
-    OverviewPage {
+    Ok(OverviewPage {
         view: StateView::new(&s, &state.derived(&s), chrome.now),
         chrome,
         services: ServicesView::new(&s),
         events: s.events.iter().rev().take(8).cloned().collect(),
+        charts: super::charts::Charts::new(&history, window, note),
     }
+    .into_response())
 }
 
 #[derive(Template, WebTemplate)]
@@ -483,6 +522,32 @@ pub async fn actions(
         csrf,
     };
     with_cookie(page.into_response(), cookie)
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "audit.html")]
+struct AuditPage {
+    chrome: Chrome,
+    view: super::audit::AuditView,
+}
+
+/// `GET /audit`: the audit trail, with filters (see [`super::audit`]).
+pub async fn audit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<super::audit::AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, AppError> {
+    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
+    let view = super::audit::AuditView::load(&state, query)
+        .await
+        .map_err(AppError::html)?;
+    let s = state.handle.snapshot();
+    let json = format!("/api/v1/audit{}", view.query_string());
+    Ok(AuditPage {
+        chrome: Chrome::new(&state, &s, &headers, "audit", "Audit", json),
+        view,
+    }
+    .into_response())
 }
 
 #[derive(Template, WebTemplate)]

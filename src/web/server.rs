@@ -10,7 +10,9 @@
 //! - a graceful shutdown: on the signal, stop accepting, close idle
 //!   connections, let requests in flight finish;
 //! - the client's address in each request (`ConnectInfo<SocketAddr>`, read
-//!   as [`Peer`](super::auth::Peer)).
+//!   as [`Peer`](super::auth::Peer));
+//! - with TLS ([`super::tls`]), the handshake first, bounded by the header
+//!   read timeout too.
 //!
 //! (`axum::serve` offers neither the timeout nor the cap.)
 
@@ -29,6 +31,7 @@ use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use super::WebConfig;
+use super::tls::TlsState;
 
 /// Serves `app` on `listener` until `shutdown` resolves, then waits for
 /// the open connections to finish (see the module doc).
@@ -36,6 +39,7 @@ pub(crate) async fn run(
     listener: TcpListener,
     app: Router,
     config: &WebConfig,
+    tls: Option<TlsState>,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut builder = http1::Builder::new();
@@ -70,13 +74,48 @@ pub(crate) async fn run(
                 request
             },
         ));
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+        match &tls {
+            None => {
+                let connection =
+                    graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+                    }
+                    drop(slot);
+                });
             }
-            drop(slot);
-        });
+            Some(tls) => {
+                let acceptor = tls.acceptor();
+                let builder = builder.clone();
+                let handshake_timeout = config.header_read_timeout;
+                let watcher = graceful.watcher();
+                tokio::spawn(async move {
+                    let stream = match tokio::time::timeout(
+                        handshake_timeout,
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let connection =
+                        watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
+                    if let Err(e) = connection.await {
+                        tracing::debug!(%peer, error = %e, "HTTPS connection ended with an error");
+                    }
+                    drop(slot);
+                });
+            }
+        }
     }
     drop(listener);
     graceful.shutdown().await;

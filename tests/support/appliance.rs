@@ -1,5 +1,6 @@
-//! In-process appliance replicas for tests: a ZooKeeper coordinator joined to
-//! the election, the scheduler supervisor with short timers, against a
+//! In-process appliance replicas for tests: a coordinator (a ZooKeeper one
+//! joined to the election, or the in-memory one where ZooKeeper is not what
+//! the test is about), the scheduler supervisor with short timers, against a
 //! testbed master. Stopping one is a failover stop (SIGTERM): the
 //! supervisor ends and the coordinator leaves the election at once.
 
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mesos_appliance::coordination::Coordinator;
+use mesos_appliance::coordination::memory::MemoryCoordinator;
 use mesos_appliance::coordination::url::ZkUrl;
 use mesos_appliance::coordination::zookeeper::{ZkConfig, ZkCoordinator};
 use mesos_appliance::mesos::client::ClientConfig;
@@ -49,6 +51,17 @@ pub fn core_config() -> CoreConfig {
     }
 }
 
+/// The coordinator configuration of [`Replica::start`]: replica `name` with
+/// root `/appliance` on `zk` (host:port), the tests' short session
+/// ([`replicas::SESSION`]) and hold-off.
+pub fn zk_config(zk: &str, name: &str) -> ZkConfig {
+    let url = ZkUrl::parse(&format!("zk://{zk}/appliance"), "unused").expect("zk url");
+    let mut config =
+        ZkConfig::new(url, replicas::replica(name)).with_session_timeout(replicas::SESSION);
+    config.hold_off = replicas::HOLD_OFF;
+    config
+}
+
 /// Parses a list of services written as JSON.
 pub fn services(json: serde_json::Value) -> Vec<ServiceSpec> {
     serde_json::from_value(json).expect("test services")
@@ -58,7 +71,7 @@ pub fn services(json: serde_json::Value) -> Vec<ServiceSpec> {
 pub struct Replica {
     pub name: String,
     pub handle: SchedulerHandle,
-    pub coordinator: Arc<ZkCoordinator>,
+    pub coordinator: Arc<dyn Coordinator>,
     /// The replica's metrics registry.
     pub registry: Arc<prometheus_client::registry::Registry>,
     /// Cancel to fence this replica as a newer deployment would.
@@ -77,12 +90,44 @@ impl Replica {
         services: Vec<ServiceSpec>,
         core: CoreConfig,
     ) -> Replica {
+        Replica::start_with(zk_config(zk, name), master, services, core).await
+    }
+
+    /// Like [`Replica::start`] with a coordinator configuration of the
+    /// test's own (start from [`zk_config`]).
+    pub async fn start_with(
+        zk_config: ZkConfig,
+        master: &str,
+        services: Vec<ServiceSpec>,
+        core: CoreConfig,
+    ) -> Replica {
         super::mesos::init();
-        let url = ZkUrl::parse(&format!("zk://{zk}/appliance"), "unused").expect("zk url");
-        let mut zk_config =
-            ZkConfig::new(url, replicas::replica(name)).with_session_timeout(replicas::SESSION);
-        zk_config.hold_off = replicas::HOLD_OFF;
+        let name = zk_config.replica.replica_id.clone();
         let coordinator = Arc::new(ZkCoordinator::start(zk_config).await.expect("coordinator"));
+        Replica::with_coordinator(coordinator, &name, master, services, core)
+    }
+
+    /// Starts the only replica `name` on the in-memory coordinator (it leads
+    /// at once), subscribing to `master`: for tests whose subject is the
+    /// scheduler, not ZooKeeper.
+    pub async fn in_memory(
+        name: &str,
+        master: &str,
+        services: Vec<ServiceSpec>,
+        core: CoreConfig,
+    ) -> Replica {
+        super::mesos::init();
+        let coordinator = Arc::new(MemoryCoordinator::new(replicas::replica(name)));
+        Replica::with_coordinator(coordinator, name, master, services, core)
+    }
+
+    fn with_coordinator(
+        coordinator: Arc<dyn Coordinator>,
+        name: &str,
+        master: &str,
+        services: Vec<ServiceSpec>,
+        core: CoreConfig,
+    ) -> Replica {
         let mut registry = mesos_appliance::scheduler::metrics::registry();
         let deps = CoreDeps {
             coordinator: coordinator.clone(),
@@ -170,4 +215,75 @@ pub fn running(s: &Snapshot, service: &str) -> usize {
             t.service == service && t.state.as_str_name() == "TASK_RUNNING" && t.kill.is_none()
         })
         .count()
+}
+
+/// Measures how long no scheduler is subscribed to a testbed: a task samples
+/// the testbed's frameworks every [`SubscriptionClock::SAMPLE`] and adds up
+/// the time none of them has a live subscription.
+pub struct SubscriptionClock {
+    state: Arc<std::sync::Mutex<ClockState>>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct ClockState {
+    leaderless: Duration,
+    /// Longest stretch without a subscription.
+    longest: Duration,
+    /// Start of the current stretch without a subscription.
+    since: Option<std::time::Instant>,
+    /// Times a subscription appeared after a stretch without one.
+    resubscriptions: u32,
+}
+
+impl SubscriptionClock {
+    /// How often the testbed is looked at.
+    pub const SAMPLE: Duration = Duration::from_millis(20);
+
+    /// Starts measuring `tb` now.
+    pub fn start(tb: Arc<mesos_appliance::testbed::Testbed>) -> SubscriptionClock {
+        let state = Arc::new(std::sync::Mutex::new(ClockState::default()));
+        let sink = state.clone();
+        let task = tokio::spawn(async move {
+            let mut last = std::time::Instant::now();
+            loop {
+                tokio::time::sleep(Self::SAMPLE).await;
+                let connected = tb.frameworks().iter().any(|f| f.connected);
+                let now = std::time::Instant::now();
+                let mut s = sink.lock().unwrap();
+                if connected {
+                    if s.since.take().is_some() {
+                        s.resubscriptions += 1;
+                    }
+                } else {
+                    s.leaderless += now - last;
+                    let since = *s.since.get_or_insert(last);
+                    s.longest = s.longest.max(now - since);
+                }
+                last = now;
+            }
+        });
+        SubscriptionClock { state, task }
+    }
+
+    /// Total time without a subscribed scheduler so far.
+    pub fn leaderless(&self) -> Duration {
+        self.state.lock().unwrap().leaderless
+    }
+
+    /// The longest stretch without a subscribed scheduler so far.
+    pub fn longest(&self) -> Duration {
+        self.state.lock().unwrap().longest
+    }
+
+    /// How often a scheduler subscribed again after a stretch without one.
+    pub fn resubscriptions(&self) -> u32 {
+        self.state.lock().unwrap().resubscriptions
+    }
+}
+
+impl Drop for SubscriptionClock {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -1,5 +1,5 @@
 //! Headless Chromium driven through chromedriver and fantoccini
-//! (STACK.md §4): chromedriver runs as a child on a free port and is killed
+//! (`docs/architecture.md#build-notes`): chromedriver runs as a child on a free port and is killed
 //! when the [`Browser`] drops; each browser gets a fresh profile directory.
 //! Screenshots go to `$CARGO_TARGET_DIR/screenshots` (default
 //! `target/screenshots`).
@@ -137,13 +137,8 @@ impl Browser {
 
     /// Types `text` into the first element matching `css`.
     pub async fn type_into(&self, css: &str, text: &str) {
-        self.client
-            .find(Locator::Css(css))
+        self.on_element(css, "type into", |e| async move { e.send_keys(text).await })
             .await
-            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
-            .send_keys(text)
-            .await
-            .expect("send keys");
     }
 
     /// How many elements match `css`.
@@ -195,6 +190,18 @@ impl Browser {
     /// Saves a screenshot of the viewport as `<screenshots>/<name>.png`.
     pub async fn screenshot(&self, name: &str) -> PathBuf {
         let dir = screenshot_dir();
+        std::fs::create_dir_all(&dir).expect("screenshot dir");
+        let png = self.client.screenshot().await.expect("screenshot");
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).expect("write screenshot");
+        path
+    }
+
+    /// Saves a screenshot of the viewport as `tests/screenshots/<name>.png`
+    /// in the repository: the pictures the README and reviewers look at,
+    /// committed and refreshed by each run.
+    pub async fn screenshot_committed(&self, name: &str) -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/screenshots");
         std::fs::create_dir_all(&dir).expect("screenshot dir");
         let png = self.client.screenshot().await.expect("screenshot");
         let path = dir.join(format!("{name}.png"));

@@ -1,5 +1,5 @@
-//! A TCP proxy on loopback that can cut the link between a client and a
-//! server, to test what a client does when its network fails.
+//! A TCP proxy on loopback that can cut or slow the link between a client
+//! and a server, to test what a client does when its network fails.
 //!
 //! Point the client at [`ChaosProxy::addr`] instead of the server. While the
 //! link is up, bytes flow both ways unchanged. [`ChaosProxy::break_link`]
@@ -9,20 +9,42 @@
 //! (connects that never complete a handshake) rather than a quick refusal.
 //! Pattern borrowed from crates.io's `tests/util/chaosproxy.rs`.
 //!
+//! [`ChaosProxy::set_latency`] delays each direction by a fixed time, on open
+//! connections too: every chunk read is written that long after it was read,
+//! and chunks read meanwhile are in flight at the same time (a long link, not
+//! a slow one: the delay does not add up along a stream of chunks). A round
+//! trip through the proxy takes the sum of both directions.
+//!
 //! Needs a tokio runtime; dropping the proxy stops it and closes everything.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
-/// A loopback TCP proxy to one upstream address that can break and restore
-/// the link.
+/// Chunks in flight per direction and connection before the reader waits.
+const IN_FLIGHT: usize = 1024;
+
+/// The one-way delays of the link.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    /// Client to server.
+    pub to_server: Duration,
+    /// Server to client.
+    pub to_client: Duration,
+}
+
+/// A loopback TCP proxy to one upstream address that can break, restore and
+/// slow down the link.
 pub struct ChaosProxy {
     addr: SocketAddr,
     link_up: Arc<watch::Sender<bool>>,
+    latency: Arc<watch::Sender<Latency>>,
     accept: JoinHandle<()>,
 }
 
@@ -34,10 +56,17 @@ impl ChaosProxy {
             .expect("bind proxy port");
         let addr = listener.local_addr().expect("proxy address");
         let link_up = Arc::new(watch::Sender::new(true));
-        let accept = tokio::spawn(accept_loop(listener, upstream, link_up.clone()));
+        let latency = Arc::new(watch::Sender::new(Latency::default()));
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            upstream,
+            link_up.clone(),
+            latency.clone(),
+        ));
         ChaosProxy {
             addr,
             link_up,
+            latency,
             accept,
         }
     }
@@ -68,6 +97,26 @@ impl ChaosProxy {
     pub fn is_up(&self) -> bool {
         *self.link_up.borrow()
     }
+
+    /// Delays bytes by `to_server` on their way to the server and by
+    /// `to_client` on their way back, from now on and on open connections
+    /// too. Zero for both (the start) forwards at once.
+    pub fn set_latency(&self, to_server: Duration, to_client: Duration) {
+        self.latency.send_replace(Latency {
+            to_server,
+            to_client,
+        });
+    }
+
+    /// The same delay both ways: a round trip takes twice `one_way`.
+    pub fn set_symmetric_latency(&self, one_way: Duration) {
+        self.set_latency(one_way, one_way);
+    }
+
+    /// The current delays.
+    pub fn latency(&self) -> Latency {
+        *self.latency.borrow()
+    }
 }
 
 impl Drop for ChaosProxy {
@@ -82,30 +131,81 @@ async fn accept_loop(
     listener: TcpListener,
     upstream: SocketAddr,
     link_up: Arc<watch::Sender<bool>>,
+    latency: Arc<watch::Sender<Latency>>,
 ) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
             continue;
         };
         let _ = client.set_nodelay(true);
-        tokio::spawn(serve(client, upstream, link_up.subscribe()));
+        tokio::spawn(serve(
+            client,
+            upstream,
+            link_up.subscribe(),
+            latency.subscribe(),
+        ));
     }
 }
 
-async fn serve(mut client: TcpStream, upstream: SocketAddr, mut link_up: watch::Receiver<bool>) {
+async fn serve(
+    client: TcpStream,
+    upstream: SocketAddr,
+    mut link_up: watch::Receiver<bool>,
+    latency: watch::Receiver<Latency>,
+) {
     if !*link_up.borrow_and_update() {
         // Blackhole: hold the connection silently until the link is restored
         // (or the proxy dropped), then close it.
         let _ = link_up.wait_for(|up| *up).await;
         return;
     }
-    let Ok(mut server) = TcpStream::connect(upstream).await else {
+    let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
     let _ = server.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let to_server = pipe(client_read, server_write, latency.clone(), |l| l.to_server);
+    let to_client = pipe(server_read, client_write, latency, |l| l.to_client);
     tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+        _ = async { tokio::join!(to_server, to_client) } => {}
         _ = link_up.wait_for(|up| !*up) => {}
     }
-    // Dropping both streams closes them.
+    // Dropping both halves of both streams closes them.
+}
+
+/// Forwards one direction: each chunk is written `delay` after it was read;
+/// end of stream is passed on (as a write shutdown) after the last chunk.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    latency: watch::Receiver<Latency>,
+    delay: fn(&Latency) -> Duration,
+) {
+    let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
+    let read = async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let due = Instant::now() + delay(&latency.borrow());
+                    if tx.send((due, buf[..n].to_vec())).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        // Dropping `tx` tells the writer the stream ended.
+    };
+    let write = async move {
+        while let Some((due, chunk)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(read, write);
 }

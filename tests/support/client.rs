@@ -197,6 +197,26 @@ pub fn summary(calls: &[CallRecord]) -> Vec<(String, Option<String>, Option<Stri
         .collect()
 }
 
+/// Checks that `cond` holds throughout `window`, polling every 10 ms, and
+/// panics naming `what` the moment it does not: the shape of every "nothing
+/// happens" check (no retry loop, no second SUBSCRIBE, no call after a
+/// fence). Such a check can only bound the wait, so keep `window` to a few
+/// multiples of the retry period it is meant to catch.
+pub async fn holds_for(what: &str, window: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    loop {
+        assert!(
+            cond(),
+            "{what}: stopped holding after {:?}",
+            start.elapsed()
+        );
+        if start.elapsed() >= window {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Polls `cond` every 10 ms until it holds; panics naming `what` after `timeout`.
 pub async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();

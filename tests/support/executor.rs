@@ -30,8 +30,7 @@ pub async fn process_testbed() -> Testbed {
 
 /// A testbed from `config`.
 pub async fn process_testbed_with(config: TestbedConfig) -> Testbed {
-    init();
-    Testbed::start(config).await.expect("testbed starts")
+    super::testbed(config).await
 }
 
 /// A SUBSCRIBE body for a framework; `checkpoint` as given.

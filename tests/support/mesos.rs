@@ -90,6 +90,19 @@ pub async fn call(master: &str, stream_id: &str, body: Value) -> Answer {
     .await
 }
 
+/// An operator API call (`POST /api/v1`) in JSON.
+pub async fn operator(master: &str, body: Value) -> Answer {
+    post(
+        &format!("{master}/api/v1"),
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json"),
+        ],
+        body.to_string(),
+    )
+    .await
+}
+
 /// How a subscription stream ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum End {
@@ -206,6 +219,19 @@ impl Subscription {
 
     /// Asserts that no event of type `kind` arrives within `wait`.
     pub async fn expect_none(&mut self, kind: &str, wait: Duration) {
+        self.expect_none_but(kind, wait, |_| false).await
+    }
+
+    /// Asserts that no event of type `kind` arrives within `wait`, except
+    /// those `allowed` accepts (e.g. the redelivery of an update whose
+    /// ACKNOWLEDGE was still on its way: the master retries until the ack
+    /// arrives).
+    pub async fn expect_none_but(
+        &mut self,
+        kind: &str,
+        wait: Duration,
+        allowed: impl Fn(&Value) -> bool,
+    ) {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -214,7 +240,9 @@ impl Subscription {
             }
             match self.next_within(left).await {
                 None => return,
-                Some(Ok(event)) if event["type"] == kind => panic!("unexpected {kind}: {event}"),
+                Some(Ok(event)) if event["type"] == kind && !allowed(&event) => {
+                    panic!("unexpected {kind}: {event}")
+                }
                 Some(Ok(event)) => self.seen.push(event),
                 Some(Err(_)) => return,
             }

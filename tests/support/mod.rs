@@ -61,3 +61,14 @@ pub async fn wait_for<T: Clone>(
         Err(_) => panic!("{what}: not within {timeout:?}"),
     }
 }
+
+/// An in-process `mesos-testbed` started from `config` (with the crypto
+/// provider and tracing installed): the one way tests start a testbed.
+pub async fn testbed(
+    config: mesos_appliance::testbed::TestbedConfig,
+) -> mesos_appliance::testbed::Testbed {
+    mesos::init();
+    mesos_appliance::testbed::Testbed::start(config)
+        .await
+        .expect("testbed starts")
+}

@@ -485,7 +485,9 @@ pub fn token_config() -> WebConfig {
         "10.0.0.5:8080".parse().unwrap(),
         "http://sched-a.cluster.test:8080",
     );
-    config.admin_token = Some(TOKEN.to_string());
+    config.admin_tokens = vec![mesos_appliance::web::tokens::AdminToken::new(
+        "admin", TOKEN,
+    )];
     config.handler_timeout = Duration::from_secs(2);
     config
 }

@@ -1,4 +1,5 @@
-//! Leader election under `election/` (the ZooKeeper recipe, DESIGN.md §3).
+//! Leader election under `election/` (the ZooKeeper recipe,
+//! `docs/deployment-strategies.md#leader-election`).
 //!
 //! Each replica holds one ephemeral sequential node `member-<seq>` carrying
 //! its [`ReplicaInfo`] as JSON. The lowest sequence leads. Every other member
@@ -12,9 +13,25 @@
 //! - `Disconnected` while leading: the term ends and `Suspended` is published
 //!   at once; ephemeral nodes live on until the session expires.
 //! - `SyncConnected` again: re-evaluate; if still lowest, lead under a new
-//!   term once the hold-off has passed.
+//!   term once the hold-off has passed. But a replica whose last term ended
+//!   early and recently (`LeaderSignal::flapping` in `signal`) does not
+//!   lead again while others are queued: it deletes its node and queues
+//!   again, so that the next member leads at once instead of a replica
+//!   whose terms end before its scheduler can act holding the lock through
+//!   growing hold-offs.
 //! - `Expired` (or `Closed`, `AuthFailed`): the session is over; the caller
 //!   rebuilds the client and rejoins.
+//!
+//! A suspended replica keeps its node, and every reconnect attempt renews
+//! its session, so a link that lets it reconnect but not lead (a long round
+//! trip that is cut again and again) would keep everyone leaderless for
+//! good. So once suspended for longer than the session timeout — when an
+//! expired session would have let another replica lead — a replica deletes
+//! its node first thing on reconnecting, and queues again.
+//!
+//! How long the connection may be silent before it counts as lost is
+//! [`super::connection_timeout`]: three fifths of the session timeout, so
+//! latency alone does not suspend a leader.
 
 use std::time::Duration;
 
@@ -58,6 +75,7 @@ pub(super) async fn run_session(inner: &Inner, client: &zk::Client) -> SessionEn
             if inner.signal.is_leading() {
                 tracing::warn!("ZooKeeper connection lost while leading: suspended");
                 inner.signal.publish(Leadership::Suspended);
+                inner.mark_lapsed();
             }
             tokio::select! {
                 _ = inner.shutdown.cancelled() => return SessionEnd::Shutdown,
@@ -103,6 +121,24 @@ async fn round(
         Some(me) => me,
         None => join(inner, client).await?,
     };
+    if !inner.signal.is_leading()
+        && inner
+            .lapsed_for()
+            .is_some_and(|lapse| lapse >= client.session_timeout())
+    {
+        // Suspended for longer than a session timeout, yet the session
+        // lives on (every reconnect attempt renews it): while our node is
+        // the lowest nobody leads. Give it up first thing, before a slow or
+        // flapping link cuts this connection again; the delete reaches the
+        // server even if its answer does not reach us.
+        tracing::warn!(
+            node = %me,
+            "suspended for longer than the session timeout: giving up the election node \
+             so that another replica leads"
+        );
+        release(inner, client, &me).await?;
+        return Ok(Step::Again);
+    }
     let members = sorted_members(inner, client).await?;
     let my_seq = parse_sequence(me.rsplit('/').next().unwrap_or_default());
     let Some(pos) = members.iter().position(|(seq, _)| Some(*seq) == my_seq) else {
@@ -118,6 +154,19 @@ async fn round(
 
     if pos == 0 {
         if !inner.signal.is_leading() {
+            if inner.signal.flapping() && members.len() > 1 {
+                // Our last term ended before it had lasted: leading again
+                // (after a growing hold-off) would likely end the same way,
+                // with nobody acting meanwhile. Hand the lock to the next
+                // member, whose link may be better, and queue again.
+                tracing::warn!(
+                    node = %me,
+                    next = %members[1].1,
+                    "the last term ended early: handing leadership to the next member"
+                );
+                release(inner, client, &me).await?;
+                return Ok(Step::Again);
+            }
             if let Some(wait) = inner.signal.hold_off_remaining() {
                 if matches!(inner.signal.current(), Leadership::Follower { .. }) {
                     inner.signal.publish(Leadership::Candidate);
@@ -126,6 +175,7 @@ async fn round(
                 return Ok(wait_for(inner, states, None, Some(wait)).await);
             }
             let term = inner.signal.begin_term();
+            inner.end_lapse();
             tracing::info!(term, node = %me, "leading");
         }
         // Watch our own node: if someone deletes it we are deposed.
@@ -280,12 +330,20 @@ pub(super) async fn abdicate(inner: &Inner) -> Result<()> {
     }
     tracing::info!(node = %me, "abdicating");
     inner.signal.publish(Leadership::Candidate);
-    match inner.timed(client.delete(&me, None)).await {
+    release(inner, &client, &me)
+        .await
+        .map_err(|e| map_zk(e, &me))
+}
+
+/// Deletes our member node `me` (gone already is fine) and forgets it; the
+/// next round joins again at the back of the queue.
+async fn release(inner: &Inner, client: &zk::Client, me: &str) -> Result<(), zk::Error> {
+    match inner.timed(client.delete(me, None)).await {
         Ok(()) | Err(zk::Error::NoNode) => {
-            inner.clear_member_if(&me);
+            inner.clear_member_if(me);
             Ok(())
         }
-        Err(e) => Err(map_zk(e, &me)),
+        Err(e) => Err(e),
     }
 }
 
@@ -293,11 +351,7 @@ pub(super) async fn abdicate(inner: &Inner) -> Result<()> {
 /// is notified now rather than after the session is closed.
 pub(super) async fn leave(inner: &Inner, client: &zk::Client) {
     inner.signal.publish(Leadership::Candidate);
-    let me = inner
-        .member
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
+    let me = inner.take_member();
     if let Some(me) = me
         && client.state() == zk::SessionState::SyncConnected
     {

@@ -6,6 +6,7 @@
 //!   re-enters the election. A second task keeps the `deployment` watch.
 //! - `election`: `election/member-<seq>` nodes, predecessor watches,
 //!   suspension, hold-off, abdication.
+//! - `audit`: the audit log (sequential znodes, pruned to the newest entries);
 //! - `stores`: deployment record, framework ID, services and tasks, with
 //!   fenced multi-op writes.
 //!
@@ -20,6 +21,7 @@
 //! (e.g. `/mesos-appliance`) are created open so other frameworks can share
 //! them.
 
+mod audit;
 mod election;
 mod session;
 mod stores;
@@ -41,11 +43,51 @@ use super::{
     RecordList, RecordWrite, ReplicaInfo, Result, Versioned, Written,
 };
 
-/// Default ZooKeeper session timeout (`--zk-session-timeout`, DESIGN.md §5).
+/// Default ZooKeeper session timeout (`--zk-session-timeout`,
+/// `docs/architecture.md#command-line`).
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default base hold-off between leadership terms (see [`ZkConfig::hold_off`]).
 pub const DEFAULT_HOLD_OFF: Duration = Duration::from_secs(1);
+
+/// How long a client waits on a silent connection before it calls the
+/// connection lost, for a session of `session_timeout`: three fifths of it
+/// (6 s at the default 10 s).
+///
+/// A connection stays up while its round trip (plus the client's tick of an
+/// eighth of this) is below this, so the leader keeps leading under any
+/// latency up to about half the session timeout. zookeeper-client 0.11
+/// defaults to two fifths (4 s at 10 s: a 4 s round trip already cost the
+/// leadership, and a 5 s one could not even reconnect); it ignores a value
+/// above three fifths of the negotiated session timeout and then falls back
+/// to that default, so three fifths is the most it honours. (The Java
+/// client's read timeout is two thirds, the C client's — the one Mesos
+/// masters use — too.)
+///
+/// Why that is still safe: a leader suspends at most this long (plus one
+/// tick) after its last answer from the server; the server expires the
+/// session no sooner than a session timeout after it last heard from the
+/// client, which is less than half a round trip — below half this — before
+/// that answer. So the leader has stopped at least `session_timeout` − 1.5 ×
+/// this − a tick (2.5 % of the session timeout, more the shorter the round
+/// trip: 2.75 s at 1 s on a 10 s session) before anyone else may lead.
+pub fn connection_timeout(session_timeout: Duration) -> Duration {
+    // The same arithmetic as zookeeper-client's check, so that it is honoured.
+    session_timeout * 3 / 5
+}
+
+/// A zookeeper-client connector for `url`: `session_timeout`, the
+/// [`connection_timeout`] that goes with it, and digest auth when the URL
+/// has credentials. Used by every ZooKeeper client of this crate.
+pub fn connector(url: &ZkUrl, session_timeout: Duration) -> zk::Connector {
+    let mut connector = zk::Client::connector()
+        .with_session_timeout(session_timeout)
+        .with_connection_timeout(connection_timeout(session_timeout));
+    if let Some(credentials) = &url.credentials {
+        connector = connector.with_auth("digest", &credentials.digest_auth());
+    }
+    connector
+}
 
 /// `auth` (the creating identity) all + `world:anyone` read.
 static CREATOR_ALL_WORLD_READ: [zk::Acl; 2] = [
@@ -63,7 +105,9 @@ pub struct ZkConfig {
     /// Requested session timeout; the server clamps it to its
     /// `[minSessionTimeout, maxSessionTimeout]` (default 2–20 ticks). It
     /// bounds crash failover: a replica that dies without closing keeps its
-    /// member node this long. Default 10 s.
+    /// member node this long. Default 10 s. The connection timeout follows
+    /// from it ([`connection_timeout`]); if the server clamps the session
+    /// below the request, zookeeper-client falls back to two fifths of it.
     pub session_timeout: Duration,
     /// Timeout of every ZooKeeper call. Default: the session timeout.
     pub operation_timeout: Duration,
@@ -109,6 +153,7 @@ pub(crate) struct Paths {
     framework_id: String,
     services: String,
     tasks: String,
+    audit: String,
 }
 
 impl Paths {
@@ -120,6 +165,7 @@ impl Paths {
             framework_id: format!("{root}/framework-id"),
             services: format!("{root}/services"),
             tasks: format!("{root}/tasks"),
+            audit: format!("{root}/audit"),
         }
     }
 
@@ -131,6 +177,16 @@ impl Paths {
     }
 }
 
+/// Our election member node.
+#[derive(Debug, Default)]
+struct OwnNode {
+    /// Its full path; `None` before joining and after leaving.
+    path: Option<String>,
+    /// Since when it has held its place without leading after its term was
+    /// suspended (a lapse: nobody leads while it is the lowest).
+    lapsed_since: Option<std::time::Instant>,
+}
+
 /// State shared by the handle and the background tasks.
 pub(crate) struct Inner {
     config: ZkConfig,
@@ -139,8 +195,8 @@ pub(crate) struct Inner {
     signal: LeaderSignal,
     /// The live session's client; `None` between sessions.
     client: watch::Sender<Option<zk::Client>>,
-    /// Our member node's full path in the live session.
-    member: Mutex<Option<String>>,
+    /// Our member node in the live session.
+    member: Mutex<OwnNode>,
     deployment: watch::Sender<Option<Versioned<DeploymentRecord>>>,
     shutdown: CancellationToken,
 }
@@ -157,23 +213,51 @@ impl Inner {
     }
 
     fn member(&self) -> Option<String> {
-        self.member
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.own_node().path.clone()
     }
 
     fn set_member(&self, path: Option<String>) {
-        *self.member.lock().unwrap_or_else(|e| e.into_inner()) = path;
+        *self.own_node() = OwnNode {
+            path,
+            lapsed_since: None,
+        };
     }
 
     /// Forgets our member path if it is still `path` (a concurrent rejoin
     /// may already have replaced it).
     fn clear_member_if(&self, path: &str) {
-        let mut member = self.member.lock().unwrap_or_else(|e| e.into_inner());
-        if member.as_deref() == Some(path) {
-            *member = None;
+        let mut node = self.own_node();
+        if node.path.as_deref() == Some(path) {
+            *node = OwnNode::default();
         }
+    }
+
+    /// Forgets our member path and returns it.
+    fn take_member(&self) -> Option<String> {
+        std::mem::take(&mut *self.own_node()).path
+    }
+
+    /// Notes that our node's term was suspended (from now, unless already).
+    fn mark_lapsed(&self) {
+        let mut node = self.own_node();
+        if node.path.is_some() && node.lapsed_since.is_none() {
+            node.lapsed_since = Some(std::time::Instant::now());
+        }
+    }
+
+    /// Our node leads again: the lapse is over.
+    fn end_lapse(&self) {
+        self.own_node().lapsed_since = None;
+    }
+
+    /// How long our node has held its place since its term was suspended.
+    fn lapsed_for(&self) -> Option<Duration> {
+        self.own_node().lapsed_since.map(|since| since.elapsed())
+    }
+
+    fn own_node(&self) -> std::sync::MutexGuard<'_, OwnNode> {
+        // Every update is one assignment: a poisoned lock holds a valid value.
+        self.member.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Runs one ZooKeeper call under the operation timeout; a timeout is
@@ -244,7 +328,7 @@ impl ZkCoordinator {
             acls,
             signal: LeaderSignal::new(Leadership::Candidate, config.hold_off),
             client: watch::Sender::new(None),
-            member: Mutex::new(None),
+            member: Mutex::new(OwnNode::default()),
             deployment: watch::Sender::new(None),
             shutdown: CancellationToken::new(),
             config,
@@ -407,6 +491,14 @@ impl Coordinator for ZkCoordinator {
         writes: Vec<RecordWrite>,
     ) -> Vec<Result<Written>> {
         stores::write_records(&self.inner, kind, writes).await
+    }
+
+    async fn append_audit(&self, entry: &serde_json::Value) -> Result<u64> {
+        audit::append(&self.inner, entry).await
+    }
+
+    async fn audit_log(&self, limit: usize) -> Result<Vec<(u64, serde_json::Value)>> {
+        audit::log(&self.inner, limit).await
     }
 
     async fn delete_all(&self) -> Result<()> {

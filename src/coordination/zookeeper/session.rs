@@ -28,10 +28,7 @@ pub(super) enum SessionEnd {
 /// session timeout plus a second.
 pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
     let config = &inner.config;
-    let mut connector = zk::Client::connector().with_session_timeout(config.session_timeout);
-    if let Some(credentials) = &config.url.credentials {
-        connector = connector.with_auth("digest", &credentials.digest_auth());
-    }
+    let connector = super::connector(&config.url, config.session_timeout);
     let hosts = config.url.connect_string();
     let connect = connector.connect(&hosts);
     match tokio::time::timeout(config.session_timeout + Duration::from_secs(1), connect).await {
@@ -39,6 +36,8 @@ pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
             tracing::info!(
                 session = format_args!("{:#x}", client.session_id().0),
                 timeout_ms = client.session_timeout().as_millis() as u64,
+                connection_timeout_ms =
+                    super::connection_timeout(config.session_timeout).as_millis() as u64,
                 url = %config.url,
                 "ZooKeeper session established"
             );

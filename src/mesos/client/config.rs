@@ -75,7 +75,7 @@ pub struct ClientConfig {
     pub default_heartbeat_interval: Duration,
     /// First re-subscription / retry delay (before jitter). Default 500 ms.
     pub backoff_min: Duration,
-    /// Cap of the exponential backoff. Default 15 s (mesos-notes §1).
+    /// Cap of the exponential backoff. Default 15 s (`docs/mesos-protocol.md#heartbeats`).
     pub backoff_max: Duration,
     /// TCP (and TLS) connect timeout of every request. Default 5 s.
     pub connect_timeout: Duration,

@@ -1,6 +1,6 @@
 //! Event-stream decoding: HTTP body chunks → RecordIO records → protobuf
 //! `scheduler::Event`s. Chunk boundaries are unrelated to record boundaries
-//! (mesos-notes §1); the record size limit bounds memory whatever the peer
+//! (`docs/mesos-protocol.md#recordio`); the record size limit bounds memory whatever the peer
 //! announces. The benchmark `benches/event_decoding.rs` measures this path.
 
 use bytes::Bytes;

@@ -8,7 +8,8 @@ use crate::mesos::detector::MasterAddress;
 use crate::mesos::recordio::RecordIoError;
 
 /// What an `ERROR` event on the subscription stream means
-/// (master.cpp `failoverFramework`, `subscribe`; mesos-notes §2, §11).
+/// (master.cpp `failoverFramework`, `subscribe`;
+/// `docs/mesos-protocol.md#refusals-arrive-on-a-200-stream`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ErrorKind {
     /// `"Framework failed over"`: another scheduler subscribed with this

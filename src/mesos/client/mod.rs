@@ -1,6 +1,7 @@
 //! The scheduler side of the Mesos v1 HTTP API: one healthy subscription to
 //! the leading master, held through master failovers, redirects, silent
-//! half-open connections and refusals (mesos-notes §1, §2, §11, §12).
+//! half-open connections and refusals (`docs/mesos-protocol.md#scheduler-api-transport`,
+//! `#subscribe-and-the-framework-lifecycle`, `#surprises`).
 //!
 //! [`SchedulerClient::start`] spawns a *driver* task (`subscription.rs`) that
 //! detects the leader ([`crate::mesos::detector`]), subscribes with
@@ -342,7 +343,8 @@ impl SchedulerClient {
     }
 
     /// ACKNOWLEDGE a status update. Only updates carrying a `uuid` need it;
-    /// master-generated ones (no uuid) must not be acknowledged (mesos-notes §4).
+    /// master-generated ones (no uuid) must not be acknowledged
+    /// (`docs/mesos-protocol.md#acknowledgements`).
     pub async fn acknowledge(
         &self,
         agent_id: v1::AgentId,

@@ -4,7 +4,8 @@
 //!
 //! Sources: `docs/scheduler-http-api.md` (SUBSCRIBE, heartbeats, "Disconnections"),
 //! `src/scheduler/scheduler.cpp` (the C++ v1 client retries 503/404/307 and
-//! gives up on other statuses), mesos-notes §1, §2, §11, §12.
+//! gives up on other statuses), `docs/mesos-protocol.md#scheduler-api-transport`,
+//! `#subscribe-and-the-framework-lifecycle`, `#surprises`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,4 +1,5 @@
-//! Master addresses and the `--master` syntax (mesos-notes §1, §7).
+//! Master addresses and the `--master` syntax (`docs/mesos-protocol.md#leader-redirects`,
+//! `#zookeeper-master-detection`).
 
 use std::fmt;
 

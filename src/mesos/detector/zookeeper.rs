@@ -1,6 +1,6 @@
 //! The Mesos masters' ZooKeeper group, read the way Mesos' own detector does
 //! (`src/master/detector/zookeeper.cpp`, `src/zookeeper/group.cpp`,
-//! mesos-notes §7 and capture j).
+//! `docs/mesos-protocol.md#zookeeper-master-detection` and capture j).
 //!
 //! Each master holds an ephemeral sequential child of the group path:
 //! `json.info_<seq>` with `MasterInfo` as JSON (Mesos ≥ 0.24), or the legacy
@@ -74,10 +74,7 @@ pub(super) async fn run(
 }
 
 async fn connect(url: &ZkUrl, session_timeout: Duration) -> Result<zk::Client, zk::Error> {
-    let mut connector = zk::Client::connector().with_session_timeout(session_timeout);
-    if let Some(credentials) = &url.credentials {
-        connector = connector.with_auth("digest", &credentials.digest_auth());
-    }
+    let connector = crate::coordination::zookeeper::connector(url, session_timeout);
     match tokio::time::timeout(
         session_timeout + Duration::from_secs(1),
         connector.connect(&url.connect_string()),
@@ -198,7 +195,8 @@ pub(crate) fn leader_address(name: &str, data: &[u8], scheme: Scheme) -> Option<
 }
 
 /// MasterInfo JSON: `address` (hostname, else ip) and its port first, then
-/// `hostname` / decoded `ip` with `port`, then `pid` (mesos-notes §7).
+/// `hostname` / decoded `ip` with `port`, then `pid`
+/// (`docs/mesos-protocol.md#zookeeper-master-detection`).
 fn from_json(data: &[u8]) -> Option<(String, u16)> {
     let value: serde_json::Value = serde_json::from_slice(data).ok()?;
     let text = |v: &serde_json::Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
@@ -248,7 +246,8 @@ fn from_info(info: &v1::MasterInfo) -> Option<(String, u16)> {
 }
 
 /// `MasterInfo.ip`: an IPv4 address in network byte order stored in a native
-/// (little-endian on x86) integer — 127.0.0.1 is 16777343 (mesos-notes §11.16).
+/// (little-endian on x86) integer — 127.0.0.1 is 16777343
+/// (`docs/mesos-protocol.md#masterinfoip-is-in-network-byte-order`).
 fn decode_ip(ip: u32) -> Option<String> {
     (ip != 0).then(|| Ipv4Addr::from(ip.to_le_bytes()).to_string())
 }

@@ -122,7 +122,7 @@ pub enum TermOutcome {
     FailedOver,
     /// The framework ID differs from ours: two schedulers registered at
     /// once, or another deployment replaced it; this one loses
-    /// (`docs/architecture.md`).
+    /// (`docs/deployment-strategies.md#framework-id-mismatch`).
     Mismatch(Mismatch),
     /// The term could not start: a read or write at its start failed.
     StartupFailed(StartupError),

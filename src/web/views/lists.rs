@@ -36,7 +36,9 @@ impl OffersView {
 /// [`EventKind::ALL`]; anything else is 400) and `limit` (1–1000, default 200).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct EventQuery {
+    /// Only events of this kind.
     pub kind: Option<String>,
+    /// How many of the newest events to list (text: checked when parsed).
     pub limit: Option<String>,
 }
 

@@ -1,5 +1,5 @@
 //! View models: what a page shows and its JSON twin returns, built from one
-//! [`Snapshot`]. Each `*View` serializes to the JSON of DESIGN.md §5 (keys in
+//! [`Snapshot`]. Each `*View` serializes to the JSON of `docs/architecture.md#http-api` (keys in
 //! snake_case, times in seconds since the UNIX epoch) and is also the data
 //! of the page's template, so the two never disagree.
 //!

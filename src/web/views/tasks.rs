@@ -83,21 +83,30 @@ impl TaskRow {
 /// Empty values count as absent (HTML forms send them).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct TaskQuery {
+    /// Exact service name.
     pub service: Option<String>,
+    /// A task state, `active` or `terminal`.
     pub state: Option<String>,
+    /// Substring of the task ID, agent ID or hostname.
     pub q: Option<String>,
+    /// The sort key.
     pub sort: Option<String>,
+    /// `asc` or `desc`.
     pub order: Option<String>,
+    /// The page, from 1.
     pub page: Option<String>,
+    /// Tasks per page.
     pub per_page: Option<String>,
 }
 
 /// The filters in effect, echoed in `/api/v1/tasks`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TaskFilter {
+    /// The service filter, when given.
     pub service: Option<String>,
     /// `active`, `terminal` or a Mesos task state's full name.
     pub state: Option<String>,
+    /// The substring filter, when given.
     pub q: Option<String>,
 }
 

@@ -606,9 +606,8 @@ impl Machine {
         }
         let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
         let last = record.timeline.last();
-        let reason = last.and_then(|e| e.reason);
         if let Some(spec) = self.services.get(&record.service).map(|s| s.spec.clone()) {
-            let failed = !wanted_dead && workload::counts_as_failure(state, reason);
+            let failed = !wanted_dead && workload::counts_as_failure_of(record);
             self.backoff
                 .entry(record.service.clone())
                 .or_default()

@@ -79,7 +79,17 @@ async fn an_update_that_changes_nothing_is_not_written_again() {
             .confirmed_at
             .is_some()
     );
-    // A change is written.
+    // A health check's report is news, though the state is the same.
+    let report = v1::TaskStatus {
+        reason: Some(task_status::Reason::TaskHealthCheckStatusUpdated as i32),
+        healthy: Some(false),
+        ..status("web.0.stored", TaskState::TaskRunning, Some("health"))
+    };
+    h.update(report);
+    assert_eq!(h.stores.len(), 1);
+    h.answer_stores();
+    assert_eq!(acked(&h), ["again", "health"]);
+    // So is a new state.
     h.update(status("web.0.stored", TaskState::TaskFinished, Some("end")));
     assert_eq!(h.stores.len(), 1);
 }

@@ -1,0 +1,130 @@
+//! The audit log: `audit/entry-<seq>` persistent sequential znodes under
+//! the root, one JSON entry each. ZooKeeper numbers them, so every replica
+//! appends to one ordered log without coordinating; the newest
+//! [`AUDIT_KEPT`] are kept. The `audit` znode is created on first use (an
+//! older deployment's root has none).
+
+use serde_json::Value;
+use zookeeper_client as zk;
+
+use super::{Inner, map_zk};
+use crate::coordination::{AUDIT_KEPT, Result, audit_bytes};
+
+/// Prefix of the entries' znode names.
+const ENTRY_PREFIX: &str = "entry-";
+/// Reads issued at once (the client pipelines them).
+const READ_BATCH: usize = 256;
+
+/// The sequence number in an entry's znode name.
+fn sequence(name: &str) -> Option<u64> {
+    name.strip_prefix(ENTRY_PREFIX)?.parse().ok()
+}
+
+/// The entries' names, sorted by sequence number; empty when the `audit`
+/// znode does not exist yet.
+async fn entries(inner: &Inner, client: &zk::Client) -> Result<Vec<(u64, String)>> {
+    let dir = &inner.paths.audit;
+    let names = match inner.timed(client.list_children(dir)).await {
+        Ok(names) => names,
+        Err(zk::Error::NoNode) => return Ok(Vec::new()),
+        Err(e) => return Err(map_zk(e, dir)),
+    };
+    let mut entries: Vec<(u64, String)> = names
+        .into_iter()
+        .filter_map(|n| sequence(&n).map(|s| (s, n)))
+        .collect();
+    entries.sort();
+    Ok(entries)
+}
+
+pub(super) async fn append(inner: &Inner, entry: &Value) -> Result<u64> {
+    let data = audit_bytes(entry)?;
+    let client = inner.client()?;
+    let dir = &inner.paths.audit;
+    let prefix = format!("{dir}/{ENTRY_PREFIX}");
+    let sequential = zk::CreateMode::PersistentSequential.with_acls(inner.acls);
+    let created = match inner
+        .timed(client.create(&prefix, &data, &sequential))
+        .await
+    {
+        Err(zk::Error::NoNode) => {
+            let plain = zk::CreateMode::Persistent.with_acls(inner.acls);
+            match inner.timed(client.create(dir, &[], &plain)).await {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(map_zk(e, dir)),
+            }
+            inner
+                .timed(client.create(&prefix, &data, &sequential))
+                .await
+        }
+        other => other,
+    };
+    let (_, seq) = created.map_err(|e| map_zk(e, dir))?;
+    prune(inner, &client).await;
+    Ok(u64::try_from(seq.into_i64()).unwrap_or(0))
+}
+
+/// Deletes the oldest entries beyond [`AUDIT_KEPT`]. Replicas may prune
+/// at once; an entry already gone is fine. Failures are logged only: the
+/// next append prunes again.
+async fn prune(inner: &Inner, client: &zk::Client) {
+    let entries = match entries(inner, client).await {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list the audit log to prune it");
+            return;
+        }
+    };
+    let excess = entries.len().saturating_sub(AUDIT_KEPT);
+    let deletes = entries[..excess].iter().map(|(_, name)| {
+        let path = format!("{}/{name}", inner.paths.audit);
+        async move { (inner.timed(client.delete(&path, None)).await, path) }
+    });
+    for (result, path) in futures::future::join_all(deletes).await {
+        match result {
+            Ok(()) | Err(zk::Error::NoNode) => {}
+            Err(e) => tracing::warn!(node = %path, error = %e, "cannot prune an audit entry"),
+        }
+    }
+}
+
+pub(super) async fn log(inner: &Inner, limit: usize) -> Result<Vec<(u64, Value)>> {
+    let client = inner.client()?;
+    let entries = entries(inner, &client).await?;
+    let limit = limit.min(AUDIT_KEPT);
+    let newest = &entries[entries.len().saturating_sub(limit)..];
+    let mut out = Vec::with_capacity(newest.len());
+    for chunk in newest.chunks(READ_BATCH) {
+        let reads = chunk.iter().map(|(_, name)| {
+            let path = format!("{}/{name}", inner.paths.audit);
+            let client = &client;
+            async move { (inner.timed(client.get_data(&path)).await, path) }
+        });
+        for ((seq, _), (read, path)) in chunk.iter().zip(futures::future::join_all(reads).await) {
+            match read {
+                Ok((data, _)) => match serde_json::from_slice(&data) {
+                    Ok(value) => out.push((*seq, value)),
+                    Err(e) => {
+                        tracing::warn!(node = %path, error = %e, "skipping a malformed audit entry")
+                    }
+                },
+                // Pruned since the listing.
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(map_zk(e, &path)),
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sequence;
+
+    #[test]
+    fn sequence_numbers_come_from_the_znode_names() {
+        assert_eq!(sequence("entry-0000000042"), Some(42));
+        assert_eq!(sequence("entry-x"), None);
+        assert_eq!(sequence("other"), None);
+    }
+}

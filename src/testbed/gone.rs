@@ -1,0 +1,155 @@
+//! An agent removed for good: the operator's `MARK_AGENT_GONE` (operator
+//! API v1, `docs/operator-http-api.md`), which a real master serves in
+//! `Master::Http::markAgentGone` (`src/master/http.cpp`) and carries out in
+//! `Master::markGone` and `Master::__removeSlave` (`src/master/master.cpp`).
+//!
+//! What a framework sees when a registered agent is marked gone:
+//! - each of its tasks there gets TASK_GONE_BY_OPERATOR,
+//!   REASON_AGENT_REMOVED_BY_OPERATOR if the framework is PARTITION_AWARE,
+//!   TASK_LOST, REASON_AGENT_REMOVED otherwise; SOURCE_MASTER, message
+//!   `Agent has been marked gone`, no uuid (nothing to acknowledge), the
+//!   executor ID for tasks of a custom executor. The task is then completed
+//!   (`Master::removeTask`), so it is not live any more;
+//! - its offers on the agent are rescinded;
+//! - every connected framework gets FAILURE{agent_id} (`sendSlaveLost`).
+//!
+//! For an unreachable agent only the task updates are sent (FAILURE went out
+//! when it became unreachable); an agent known only from a master failover
+//! (recovering) is marked gone silently: the new master knows none of its
+//! tasks (MESOS-9739). Either way the agent is shut down and never comes back
+//! (the master refuses a gone agent's re-registration, `slaves.gone`), and
+//! explicit reconciliation of a task it had answers TASK_GONE_BY_OPERATOR
+//! (TASK_LOST if not PARTITION_AWARE), `Reconciliation: Task is gone`
+//! (`Master::reconcile` case 5). Marking it gone again is a success.
+
+use super::executors::kill_session;
+use super::master::{AgentState, Master, push_bounded, update_event};
+use super::tasks::Task;
+use crate::mesos::resources::Resources;
+use crate::mesos::v1::{self, TaskState, task_status};
+
+/// The message of the master's updates (`Master::markGone`).
+const GONE_MESSAGE: &str = "Agent has been marked gone";
+
+impl Master {
+    /// Marks agent `agent_id` gone (see the module doc). Returns false for
+    /// an unknown agent (the operator API answers 404 `Agent '…' not found`).
+    pub fn mark_agent_gone(&mut self, agent_id: &str) -> bool {
+        let Some(index) = self.agent_index(agent_id) else {
+            return false;
+        };
+        let was = self.agents[index].state;
+        if was == AgentState::Gone {
+            return true;
+        }
+        tracing::info!(%agent_id, "agent marked gone");
+        self.agents[index].state = AgentState::Gone;
+        self.shut_down_agent(index);
+        match was {
+            AgentState::Registered => {
+                let keys = task_keys_on(self.tasks.iter(), agent_id);
+                for key in keys {
+                    if let Some(task) = self.tasks.remove(&key) {
+                        self.task_gone(task);
+                    }
+                }
+                self.rescind_offers_on(agent_id);
+                self.notify_agent_lost(agent_id);
+            }
+            AgentState::Unreachable { .. } => {
+                let keys = task_keys_on(self.unreachable_tasks.iter(), agent_id);
+                for key in keys {
+                    if let Some(task) = self.unreachable_tasks.remove(&key) {
+                        self.task_gone(task);
+                    }
+                }
+            }
+            AgentState::Recovering => {
+                let keys = task_keys_on(self.tasks.iter(), agent_id);
+                for key in keys {
+                    if let Some(mut task) = self.tasks.remove(&key) {
+                        self.release_task_resources(&mut task);
+                    }
+                }
+            }
+            AgentState::Gone => {}
+        }
+        let agent = &mut self.agents[index];
+        agent.executors.clear();
+        agent.used = Resources::new();
+        true
+    }
+
+    /// One task of a gone agent: its framework hears of it (if connected) and
+    /// it joins the framework's completed tasks.
+    fn task_gone(&mut self, mut task: Task) {
+        self.release_task_resources(&mut task);
+        let framework_id = task.framework_id.clone();
+        let partition_aware = self
+            .framework(&framework_id)
+            .is_some_and(|f| f.partition_aware());
+        let (state, reason) = if partition_aware {
+            (
+                TaskState::TaskGoneByOperator,
+                task_status::Reason::AgentRemovedByOperator,
+            )
+        } else {
+            (TaskState::TaskLost, task_status::Reason::AgentRemoved)
+        };
+        let mut status = Self::master_status(
+            &task.info.task_id,
+            Some(&task.agent_id),
+            state,
+            reason,
+            GONE_MESSAGE,
+        );
+        if task.custom_executor {
+            status.executor_id = Some(v1::ExecutorId {
+                value: task.executor_id.clone(),
+            });
+        }
+        task.state = state;
+        task.pending.clear();
+        task.unreachable_since = None;
+        task.last_status = Some(status.clone());
+        self.send(&framework_id, &update_event(status));
+        let limit = self.cfg.max_completed_tasks_per_framework;
+        if let Some(framework) = self.frameworks.get_mut(&framework_id) {
+            push_bounded(&mut framework.completed_tasks, task, limit);
+        }
+    }
+
+    /// Process mode: the master's ShutdownMessage. The agent kills its
+    /// executors and stops serving for good (its restart timers are voided).
+    fn shut_down_agent(&mut self, index: usize) {
+        let Some(endpoint) = self.processes.endpoints.get_mut(index) else {
+            return;
+        };
+        endpoint.epoch += 1;
+        endpoint.up = false;
+        endpoint.recovering = false;
+        endpoint.stop.cancel();
+        for process in self.processes.live.values_mut() {
+            if process.agent_index != index {
+                continue;
+            }
+            if let Some(stream) = process.stream.take() {
+                stream.abort();
+            }
+            kill_session(process.pid);
+        }
+    }
+}
+
+/// The keys of the tasks on `agent_id`, sorted (updates go out in task order).
+fn task_keys_on<'a>(
+    tasks: impl Iterator<Item = (&'a (String, String), &'a Task)>,
+    agent_id: &str,
+) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = tasks
+        .filter(|(_, t)| t.agent_id == agent_id)
+        .map(|(k, _)| k.clone())
+        .collect();
+    keys.sort();
+    keys
+}

@@ -1,0 +1,674 @@
+//! What happened over time: an in-memory ring of samples per replica, for
+//! the overview's charts ([`super::charts`]) and `GET /api/v1/history`.
+//!
+//! Every [`SAMPLE_INTERVAL`] the sampler ([`spawn_sampler`]) counts, per
+//! service, the task records that are running, staging or starting, and
+//! failed (`TASK_FAILED`, `TASK_ERROR`), and the offers received and
+//! declined since the last sample (the core's `offers_total` counters).
+//! Between samples it watches every snapshot for *marks*: leadership
+//! changes, new subscriptions, a new leading master, and reconciliation
+//! runs. Samples older than [`KEEP`] (6 h) are dropped, so the ring holds
+//! at most `KEEP / SAMPLE_INTERVAL` samples; at most [`MAX_SERVICES`]
+//! services are told apart (the rest count as `other`) and counts are
+//! 16-bit (saturating), which bounds a sample's size. Marks are bounded by
+//! [`MAX_MARKS`]. `benches/history.rs` measures the ring at 10,000 tasks
+//! and 6 h.
+//!
+//! Every replica samples its own snapshots (a follower's come from
+//! ZooKeeper), so a new leader already has the past; a follower shows the
+//! leader's history nonetheless (read from the leader's
+//! `/api/v1/history`), so the charts are the same whichever replica is
+//! opened.
+//!
+//! `GET /api/v1/history?window=15m|1h|6h&points=N` answers [`HistoryView`]:
+//! the window's samples reduced to at most `points` (default
+//! [`DEFAULT_POINTS`], at most [`MAX_POINTS`]; each point is the last
+//! sample of its slice), offers per minute, and the marks.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::AppState;
+use super::error::AppError;
+use crate::coordination::Leadership;
+use crate::scheduler::Snapshot;
+use crate::scheduler::metrics::OfferLabels;
+
+/// Time between two samples.
+pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
+/// How far back the ring reaches.
+pub const KEEP: Duration = Duration::from_secs(6 * 3600);
+/// Services told apart; the rest are summed as [`OTHER`].
+pub const MAX_SERVICES: usize = 64;
+/// The name the services past [`MAX_SERVICES`] are summed under.
+pub const OTHER: &str = "(other)";
+/// Marks kept.
+pub const MAX_MARKS: usize = 2000;
+/// Points per series in a [`HistoryView`] unless asked otherwise.
+pub const DEFAULT_POINTS: usize = 360;
+/// Most points per series in a [`HistoryView`].
+pub const MAX_POINTS: usize = 4320;
+
+/// One sample: counts per service (index into the service names) and the
+/// offers since the previous sample.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    at: f64,
+    /// `(service, [running, starting, failed])`, services with any.
+    counts: Box<[(u16, [u16; 3])]>,
+    offers_received: u32,
+    offers_declined: u32,
+}
+
+/// A thing that happened at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mark {
+    /// When, seconds since the UNIX epoch.
+    pub at: f64,
+    /// `leadership`, `subscribed`, `master` or `reconcile`.
+    pub kind: String,
+    /// What, in words.
+    pub text: String,
+}
+
+#[derive(Debug, Default)]
+struct Ring {
+    samples: VecDeque<Sample>,
+    /// Service names by index (at most [`MAX_SERVICES`] + [`OTHER`]).
+    services: Vec<String>,
+    marks: VecDeque<Mark>,
+}
+
+/// The ring of one replica. Cheap to share (`Arc`).
+#[derive(Debug, Default)]
+pub struct History {
+    ring: Mutex<Ring>,
+}
+
+/// Task states counted as staging or starting.
+const STARTING: [&str; 2] = ["TASK_STAGING", "TASK_STARTING"];
+/// Task states counted as failed.
+const FAILED: [&str; 2] = ["TASK_FAILED", "TASK_ERROR"];
+
+impl Ring {
+    fn service_index(&mut self, name: &str) -> u16 {
+        if let Some(i) = self.services.iter().position(|s| s == name) {
+            return i as u16;
+        }
+        if self.services.len() < MAX_SERVICES {
+            self.services.push(name.to_string());
+            return (self.services.len() - 1) as u16;
+        }
+        match self.services.iter().position(|s| s == OTHER) {
+            Some(i) => i as u16,
+            None => {
+                self.services.push(OTHER.to_string());
+                (self.services.len() - 1) as u16
+            }
+        }
+    }
+
+    fn prune(&mut self, now: f64) {
+        let oldest = now - KEEP.as_secs_f64();
+        while self.samples.front().is_some_and(|s| s.at < oldest) {
+            self.samples.pop_front();
+        }
+        while self.marks.front().is_some_and(|m| m.at < oldest) || self.marks.len() > MAX_MARKS {
+            self.marks.pop_front();
+        }
+    }
+}
+
+impl History {
+    /// An empty ring.
+    pub fn new() -> History {
+        History::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ring> {
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a sample of `s` taken at `at`, with the offers received and
+    /// declined since the previous one.
+    pub fn sample(&self, s: &Snapshot, at: f64, offers_received: u32, offers_declined: u32) {
+        let mut per: Vec<(&str, [u32; 3])> = Vec::new();
+        for t in &s.tasks {
+            let state = t.state.as_str_name();
+            let slot = if state == "TASK_RUNNING" {
+                0
+            } else if STARTING.contains(&state) {
+                1
+            } else if FAILED.contains(&state) {
+                2
+            } else {
+                continue;
+            };
+            match per.last_mut() {
+                Some((name, counts)) if *name == t.service => counts[slot] += 1,
+                _ => match per.iter_mut().find(|(n, _)| *n == t.service) {
+                    Some((_, counts)) => counts[slot] += 1,
+                    None => {
+                        let mut counts = [0; 3];
+                        counts[slot] = 1;
+                        per.push((&t.service, counts));
+                    }
+                },
+            }
+        }
+        let mut ring = self.lock();
+        let mut counts: Vec<(u16, [u16; 3])> = Vec::with_capacity(per.len());
+        for (name, c) in per {
+            let index = ring.service_index(name);
+            let c = c.map(|n| u16::try_from(n).unwrap_or(u16::MAX));
+            match counts.iter_mut().find(|(i, _)| *i == index) {
+                Some((_, sum)) => {
+                    for k in 0..3 {
+                        sum[k] = sum[k].saturating_add(c[k]);
+                    }
+                }
+                None => counts.push((index, c)),
+            }
+        }
+        ring.samples.push_back(Sample {
+            at,
+            counts: counts.into_boxed_slice(),
+            offers_received,
+            offers_declined,
+        });
+        ring.prune(at);
+    }
+
+    /// Records a mark.
+    pub fn mark(&self, at: f64, kind: &str, text: impl Into<String>) {
+        let mut ring = self.lock();
+        ring.marks.push_back(Mark {
+            at,
+            kind: kind.to_string(),
+            text: text.into(),
+        });
+        ring.prune(at);
+    }
+
+    /// Samples held.
+    pub fn len(&self) -> usize {
+        self.lock().samples.len()
+    }
+
+    /// Whether no sample is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the ring holds on the heap (samples, names, marks), by
+    /// capacity.
+    pub fn heap_bytes(&self) -> usize {
+        let ring = self.lock();
+        let samples = ring.samples.capacity() * std::mem::size_of::<Sample>()
+            + ring
+                .samples
+                .iter()
+                .map(|s| std::mem::size_of_val(&*s.counts))
+                .sum::<usize>();
+        let names = ring.services.capacity() * std::mem::size_of::<String>()
+            + ring.services.iter().map(String::capacity).sum::<usize>();
+        let marks = ring.marks.capacity() * std::mem::size_of::<Mark>()
+            + ring
+                .marks
+                .iter()
+                .map(|m| m.kind.capacity() + m.text.capacity())
+                .sum::<usize>();
+        samples + names + marks
+    }
+
+    /// The last `window` before `now`, reduced to at most `points` points
+    /// per series.
+    pub fn view(&self, window: Window, now: f64, points: usize, replica: &str) -> HistoryView {
+        let ring = self.lock();
+        // A ring younger than the window is drawn from its first entry, so
+        // a replica that just started shows its minutes across the chart.
+        let earliest = ring
+            .samples
+            .front()
+            .map(|s| s.at)
+            .into_iter()
+            .chain(ring.marks.front().map(|m| m.at))
+            .fold(now, f64::min);
+        let from = (now - window.seconds()).max(earliest - SAMPLE_INTERVAL.as_secs_f64());
+        let inside: Vec<&Sample> = ring.samples.iter().filter(|s| s.at >= from).collect();
+        let points = points.clamp(1, MAX_POINTS);
+        let slice = (now - from).max(1.0) / points as f64;
+        let mut reduced: Vec<&Sample> = Vec::new();
+        for s in &inside {
+            let bucket = ((s.at - from) / slice) as i64;
+            match reduced.last_mut() {
+                Some(last) if ((last.at - from) / slice) as i64 == bucket => *last = s,
+                _ => reduced.push(s),
+            }
+        }
+        let n = ring.services.len();
+        let series = |slot: usize| -> Vec<Vec<u32>> {
+            (0..n)
+                .map(|i| {
+                    reduced
+                        .iter()
+                        .map(|s| {
+                            s.counts
+                                .iter()
+                                .find(|(k, _)| *k as usize == i)
+                                .map_or(0, |(_, c)| u32::from(c[slot]))
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        let minutes = ((now - from) / 60.0).ceil() as usize;
+        let start = (from / 60.0).floor() * 60.0;
+        let mut offers: Vec<OfferMinute> = (0..=minutes)
+            .map(|m| OfferMinute {
+                at: start + 60.0 * m as f64,
+                received: 0,
+                declined: 0,
+            })
+            .collect();
+        for s in &inside {
+            let m = ((s.at - start) / 60.0) as usize;
+            if let Some(o) = offers.get_mut(m) {
+                o.received += s.offers_received;
+                o.declined += s.offers_declined;
+            }
+        }
+        HistoryView {
+            replica: replica.to_string(),
+            window: window.name().to_string(),
+            from,
+            to: now,
+            interval_seconds: SAMPLE_INTERVAL.as_secs_f64(),
+            times: reduced.iter().map(|s| s.at).collect(),
+            services: ring.services.clone(),
+            running: series(0),
+            starting: series(1),
+            failed: series(2),
+            offers,
+            marks: ring
+                .marks
+                .iter()
+                .filter(|m| m.at >= from)
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// A chart window: 15 minutes, 1 hour or 6 hours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Window {
+    /// 15 minutes.
+    Quarter,
+    /// 1 hour (the default).
+    #[default]
+    Hour,
+    /// 6 hours.
+    Six,
+}
+
+impl Window {
+    /// Every window, shortest first.
+    pub const ALL: [Window; 3] = [Window::Quarter, Window::Hour, Window::Six];
+
+    /// `15m`, `1h` or `6h`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Window::Quarter => "15m",
+            Window::Hour => "1h",
+            Window::Six => "6h",
+        }
+    }
+
+    /// Its length in seconds.
+    pub fn seconds(self) -> f64 {
+        match self {
+            Window::Quarter => 900.0,
+            Window::Hour => 3600.0,
+            Window::Six => 21600.0,
+        }
+    }
+
+    /// Parses `15m`, `1h` or `6h`; 400 otherwise.
+    pub fn parse(text: Option<&str>) -> Result<Window, AppError> {
+        match text.map(str::trim).unwrap_or("") {
+            "" => Ok(Window::default()),
+            name => Window::ALL
+                .into_iter()
+                .find(|w| w.name() == name)
+                .ok_or_else(|| AppError::bad_request("window must be 15m, 1h or 6h")),
+        }
+    }
+}
+
+/// Offers in one minute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OfferMinute {
+    /// The minute's start, seconds since the UNIX epoch.
+    pub at: f64,
+    /// Offers received.
+    pub received: u32,
+    /// Offers declined.
+    pub declined: u32,
+}
+
+/// `/api/v1/history`: a window of the ring (see the module doc). Series
+/// are indexed like `services`, each value like `times`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryView {
+    /// The replica whose ring this is.
+    pub replica: String,
+    /// `15m`, `1h` or `6h`.
+    pub window: String,
+    /// Start of the window, seconds since the UNIX epoch (later than
+    /// `to` minus the window when the ring holds less than that).
+    pub from: f64,
+    /// End of the window (the time of the request).
+    pub to: f64,
+    /// Seconds between samples.
+    pub interval_seconds: f64,
+    /// The points' times.
+    pub times: Vec<f64>,
+    /// Service names.
+    pub services: Vec<String>,
+    /// Running tasks per service, per point.
+    pub running: Vec<Vec<u32>>,
+    /// Staging or starting tasks per service, per point.
+    pub starting: Vec<Vec<u32>>,
+    /// Failed task records per service, per point.
+    pub failed: Vec<Vec<u32>>,
+    /// Offers received and declined per minute.
+    pub offers: Vec<OfferMinute>,
+    /// Leadership changes, subscriptions, master changes, reconciliations.
+    pub marks: Vec<Mark>,
+}
+
+/// What the sampler compares between snapshots to find marks.
+#[derive(Default)]
+struct Seen {
+    role: Option<(&'static str, Option<u64>, Option<String>)>,
+    subscribed_at: Option<f64>,
+    master: Option<String>,
+    reconcile: u64,
+}
+
+impl Seen {
+    /// Marks for what changed from the previous snapshot to `s`.
+    fn update(&mut self, s: &Snapshot, history: &History) {
+        let leader = match &s.leadership {
+            Leadership::Follower { leader } => leader.as_ref().map(|l| l.advertised_url.clone()),
+            _ => None,
+        };
+        let role = (s.leadership.role(), s.leadership.term(), leader);
+        if self.role.as_ref() != Some(&role) {
+            let text = match &role {
+                ("leader", Some(term), _) => format!("this replica leads (term {term})"),
+                ("follower", _, Some(url)) => format!("follows the leader {url}"),
+                (other, _, _) => format!("this replica is {other}"),
+            };
+            if self.role.is_some() || role.0 == "leader" {
+                history.mark(s.at, "leadership", text);
+            }
+            self.role = Some(role);
+        }
+        // The core recomputes `subscribed_at` from a monotonic clock: it
+        // wobbles by microseconds between snapshots of one subscription.
+        if let Some(at) = s.framework.subscribed_at
+            && self
+                .subscribed_at
+                .is_none_or(|seen| (seen - at).abs() > 1.0)
+        {
+            let id = s.framework.id.as_deref().unwrap_or("(new framework)");
+            history.mark(at, "subscribed", format!("subscribed as {id}"));
+            self.subscribed_at = Some(at);
+        }
+        if let Some(master) = &s.framework.master
+            && self.master.as_ref() != Some(master)
+        {
+            if self.master.is_some() {
+                history.mark(s.at, "master", format!("leading master now {master}"));
+            }
+            self.master = Some(master.clone());
+        }
+        let runs = s
+            .reconciliation
+            .running
+            .iter()
+            .chain(&s.reconciliation.history);
+        let mut newest = self.reconcile;
+        for run in runs.filter(|r| r.id > self.reconcile) {
+            let kind = match run.kind {
+                crate::scheduler::ReconcileKind::Explicit => "explicit",
+                crate::scheduler::ReconcileKind::Implicit => "implicit",
+            };
+            history.mark(
+                run.started_at,
+                "reconcile",
+                format!("{kind} reconciliation ({})", run.trigger),
+            );
+            newest = newest.max(run.id);
+        }
+        self.reconcile = newest;
+    }
+}
+
+/// The sum of the `event` series of the offers counter.
+fn offers_total(offers: &Family<OfferLabels, Counter>, event: &str) -> u64 {
+    offers
+        .get_or_create(&OfferLabels {
+            event: event.to_string(),
+        })
+        .get()
+}
+
+/// Starts the sampler of `history` over the snapshots of `snapshots`
+/// (see the module doc); `offers` is the core's offer counter. Ends with
+/// `shutdown`.
+pub fn spawn_sampler(
+    history: Arc<History>,
+    mut snapshots: watch::Receiver<Arc<Snapshot>>,
+    offers: Option<Family<OfferLabels, Counter>>,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut seen = Seen::default();
+        let mut tick = tokio::time::interval(SAMPLE_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let totals = |offers: &Option<Family<OfferLabels, Counter>>| {
+            offers.as_ref().map_or((0, 0), |o| {
+                (offers_total(o, "received"), offers_total(o, "declined"))
+            })
+        };
+        let mut last = totals(&offers);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = snapshots.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let s = snapshots.borrow_and_update().clone();
+                    seen.update(&s, &history);
+                }
+                _ = tick.tick() => {
+                    let s = snapshots.borrow().clone();
+                    seen.update(&s, &history);
+                    let now = totals(&offers);
+                    let received = u32::try_from(now.0.saturating_sub(last.0)).unwrap_or(u32::MAX);
+                    let declined = u32::try_from(now.1.saturating_sub(last.1)).unwrap_or(u32::MAX);
+                    last = now;
+                    history.sample(&s, crate::util::unix_now_secs(), received, declined);
+                }
+            }
+        }
+    })
+}
+
+/// `window` and `points` of `/api/v1/history` and the overview.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub struct HistoryQuery {
+    /// `15m`, `1h` (default) or `6h`.
+    pub window: Option<String>,
+    /// Points per series, 1 to [`MAX_POINTS`].
+    pub points: Option<usize>,
+}
+
+/// The history to show on this replica: its own when it leads (or no
+/// leader is known, or the leader cannot be read — then with a note), the
+/// leader's otherwise.
+pub async fn shown(state: &AppState, window: Window) -> (HistoryView, Option<String>) {
+    let s = state.handle.snapshot();
+    let own = || {
+        state.history.view(
+            window,
+            crate::util::unix_now_secs(),
+            DEFAULT_POINTS,
+            &s.replica.advertised_url,
+        )
+    };
+    let leader = match super::leader::other_leader(state, "/api/v1/history") {
+        Ok(Some(leader)) => leader,
+        _ => return (own(), None),
+    };
+    if let Some(view) = state.leader_history(&leader, window) {
+        return (view, None);
+    }
+    let path = format!(
+        "/api/v1/history?window={}&points={DEFAULT_POINTS}",
+        window.name()
+    );
+    match super::leader::get_json(state, &leader, &path).await {
+        Ok((status, body)) if status.is_success() => match serde_json::from_value(body) {
+            Ok(view) => {
+                state.remember_leader_history(&leader, window, &view);
+                (view, None)
+            }
+            Err(e) => (
+                own(),
+                Some(format!("the leader's history does not parse: {e}")),
+            ),
+        },
+        Ok((status, _)) => (
+            own(),
+            Some(format!("the leader answered HTTP {status} for its history")),
+        ),
+        Err(e) => (own(), Some(e.detail.clone())),
+    }
+}
+
+/// `GET /api/v1/history`: this replica's ring.
+pub async fn api(
+    State(state): State<AppState>,
+    query: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Result<Json<HistoryView>, AppError> {
+    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()))?;
+    let window = Window::parse(query.window.as_deref())?;
+    let points = query.points.unwrap_or(DEFAULT_POINTS);
+    if points == 0 || points > MAX_POINTS {
+        return Err(AppError::bad_request(format!(
+            "points must be from 1 to {MAX_POINTS}"
+        )));
+    }
+    let s = state.handle.snapshot();
+    Ok(Json(state.history.view(
+        window,
+        crate::util::unix_now_secs(),
+        points,
+        &s.replica.advertised_url,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordination::ReplicaInfo;
+    use crate::scheduler::records::TaskRecord;
+
+    fn snapshot(tasks: &[(&str, &str)]) -> Snapshot {
+        let mut s = Snapshot::standby(
+            ReplicaInfo::new("http://a:1", "d", "0"),
+            "fw",
+            "*",
+            Default::default(),
+        );
+        s.tasks = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, (service, state))| {
+                let mut t: TaskRecord = serde_json::from_value(serde_json::json!({
+                    "task_id": format!("{service}.{i}"), "service": service, "instance": i,
+                    "fingerprint": "f", "agent_id": "a", "hostname": "h",
+                    "executor": "command", "executor_id": "e", "ports": [],
+                    "state": state, "launched_at": 0.0, "updated_at": 0.0,
+                }))
+                .unwrap();
+                t.state = crate::mesos::v1::TaskState::from_str_name(state).unwrap();
+                Arc::new(t)
+            })
+            .collect();
+        s
+    }
+
+    #[test]
+    fn samples_count_per_service_and_reduce_to_points() {
+        let h = History::new();
+        let s = snapshot(&[
+            ("web", "TASK_RUNNING"),
+            ("web", "TASK_RUNNING"),
+            ("web", "TASK_STAGING"),
+            ("db", "TASK_FAILED"),
+            ("db", "TASK_FINISHED"),
+        ]);
+        let now = 1_700_000_000.0;
+        for i in 0..100 {
+            h.sample(&s, now - 500.0 + 5.0 * i as f64, 2, 1);
+        }
+        h.mark(now - 100.0, "leadership", "x");
+        let v = h.view(Window::Quarter, now, 10, "http://a:1");
+        assert_eq!(v.services, ["web", "db"]);
+        assert!(v.times.len() <= 11, "{}", v.times.len());
+        assert_eq!(v.running[0].last(), Some(&2));
+        assert_eq!(v.starting[0].last(), Some(&1));
+        assert_eq!(v.failed[1].last(), Some(&1));
+        assert_eq!(v.offers.iter().map(|o| o.received).sum::<u32>(), 200);
+        assert_eq!(v.marks.len(), 1);
+        // Older than the ring: pruned.
+        h.sample(&s, now + KEEP.as_secs_f64(), 0, 0);
+        assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn services_past_the_cap_count_as_other() {
+        let h = History::new();
+        let names: Vec<String> = (0..MAX_SERVICES + 5).map(|i| format!("s{i}")).collect();
+        let tasks: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "TASK_RUNNING")).collect();
+        h.sample(&snapshot(&tasks), 1.0, 0, 0);
+        let v = h.view(Window::Quarter, 2.0, 10, "");
+        assert_eq!(v.services.len(), MAX_SERVICES + 1);
+        assert_eq!(v.services.last().map(String::as_str), Some(OTHER));
+        assert_eq!(v.running[MAX_SERVICES], [5]);
+    }
+
+    #[test]
+    fn windows_parse() {
+        assert_eq!(Window::parse(None).unwrap(), Window::Hour);
+        assert_eq!(Window::parse(Some("6h")).unwrap(), Window::Six);
+        assert!(Window::parse(Some("2h")).is_err());
+    }
+}

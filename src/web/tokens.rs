@@ -1,0 +1,159 @@
+//! Named admin tokens, read from `--admin-token-file`.
+//!
+//! The file holds one token per line as `name:token`, so that the audit
+//! trail can say *who* acted (the name; never the token). Blank lines and
+//! lines starting with `#` are skipped. A file whose only content is one
+//! line without `:` is the older single-token form; that token is named
+//! [`DEFAULT_TOKEN_NAME`]. Names are 1–64 characters of `A-Z a-z 0-9 . _ @ -`;
+//! names and tokens must be unique; surrounding whitespace is ignored.
+
+use std::fmt;
+use std::path::Path;
+
+/// The name of the token in a single-token file.
+pub const DEFAULT_TOKEN_NAME: &str = "admin";
+
+/// Longest token name accepted, characters.
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// One admin token and the name the audit trail shows for it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken {
+    /// Who holds it (shown in the audit trail).
+    pub name: String,
+    /// The secret. Never logged ([`fmt::Debug`] redacts it).
+    pub token: String,
+}
+
+impl AdminToken {
+    /// A token named `name`.
+    pub fn new(name: impl Into<String>, token: impl Into<String>) -> AdminToken {
+        AdminToken {
+            name: name.into(),
+            token: token.into(),
+        }
+    }
+}
+
+impl fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdminToken")
+            .field("name", &self.name)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'))
+}
+
+/// Parses the content of a token file (see the module doc).
+///
+/// # Errors
+/// A line that is not `name:token`, a bad or repeated name, an empty or
+/// repeated token, or no token at all; the message names the line (never
+/// the token).
+pub fn parse_token_file(text: &str) -> Result<Vec<AdminToken>, String> {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    if let [(_, only)] = lines[..]
+        && !only.contains(':')
+    {
+        return Ok(vec![AdminToken::new(DEFAULT_TOKEN_NAME, only)]);
+    }
+    let mut tokens: Vec<AdminToken> = Vec::new();
+    for (number, line) in lines {
+        let Some((name, token)) = line.split_once(':') else {
+            return Err(format!(
+                "line {number}: expected `name:token` (one token per line)"
+            ));
+        };
+        let (name, token) = (name.trim(), token.trim());
+        if !valid_name(name) {
+            return Err(format!(
+                "line {number}: the name {name:?} must be 1-{MAX_NAME_CHARS} characters of \
+                 A-Z a-z 0-9 . _ @ -"
+            ));
+        }
+        if token.is_empty() {
+            return Err(format!("line {number}: the token of {name:?} is empty"));
+        }
+        if tokens.iter().any(|t| t.name == name) {
+            return Err(format!("line {number}: the name {name:?} is given twice"));
+        }
+        if tokens.iter().any(|t| t.token == token) {
+            return Err(format!(
+                "line {number}: {name:?} has the same token as an earlier line"
+            ));
+        }
+        tokens.push(AdminToken::new(name, token));
+    }
+    if tokens.is_empty() {
+        return Err("the admin token file holds no token".into());
+    }
+    Ok(tokens)
+}
+
+/// Reads and parses `--admin-token-file`.
+///
+/// # Errors
+/// The file cannot be read, or [`parse_token_file`] refuses it.
+pub fn read_token_file(path: &Path) -> Result<Vec<AdminToken>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    parse_token_file(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_single_token_form_is_still_accepted() {
+        let tokens = parse_token_file("  0123456789abcdef0123\n\n").unwrap();
+        assert_eq!(
+            tokens,
+            vec![AdminToken::new("admin", "0123456789abcdef0123")]
+        );
+    }
+
+    #[test]
+    fn named_tokens_one_per_line() {
+        let text = "# operators\nalice: tok-a\n\nbob.ops@example:tok-b:with-colon\n";
+        let tokens = parse_token_file(text).unwrap();
+        assert_eq!(
+            tokens,
+            vec![
+                AdminToken::new("alice", "tok-a"),
+                AdminToken::new("bob.ops@example", "tok-b:with-colon"),
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_files_are_refused_without_echoing_tokens() {
+        for (text, says) in [
+            ("", "no token"),
+            ("# only a comment\n", "no token"),
+            ("alice:a\nsecret-without-name\n", "line 2: expected"),
+            ("al ice:a\n", "line 1: the name"),
+            ("alice:\n", "the token of \"alice\" is empty"),
+            ("alice:a\nalice:b\n", "given twice"),
+            ("alice:same\nbob:same\n", "same token"),
+        ] {
+            let e = parse_token_file(text).unwrap_err();
+            assert!(e.contains(says), "{text:?}: {e}");
+            assert!(!e.contains("secret") && !e.contains("same\""), "{e}");
+        }
+        let debug = format!("{:?}", AdminToken::new("a", "s3cret"));
+        assert!(!debug.contains("s3cret"), "{debug}");
+    }
+}

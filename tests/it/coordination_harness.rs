@@ -1,0 +1,177 @@
+//! The ZooKeeper test harness itself, checked against the real server with
+//! the bare `zookeeper-client` crate: a server starts and serves, a session
+//! can be expired on demand, the chaos proxy cuts, restores and slows down a
+//! client, and a restarted server keeps its data.
+
+use crate::support;
+
+use std::time::Duration;
+
+use support::chaos_proxy::ChaosProxy;
+use support::zookeeper::{ZkServer, expire_session};
+use zookeeper_client as zk;
+
+const SESSION: Duration = Duration::from_secs(2);
+
+async fn client(connect: &str) -> zk::Client {
+    zk::Client::connector()
+        .with_session_timeout(SESSION)
+        .connect(connect)
+        .await
+        .expect("connect")
+}
+
+async fn wait_state(client: &zk::Client, want: zk::SessionState, timeout: Duration) {
+    let mut sw = client.state_watcher();
+    let r = tokio::time::timeout(timeout, async {
+        loop {
+            let st = sw.state();
+            if st == want {
+                return;
+            }
+            if st.is_terminated() {
+                panic!("session ended in {st:?} while waiting for {want:?}");
+            }
+            sw.changed().await;
+        }
+    })
+    .await;
+    assert!(r.is_ok(), "state {want:?} not reached within {timeout:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_serves_and_negotiates_short_sessions() {
+    let server = ZkServer::start();
+    let srvr = server.four_letter("srvr");
+    assert!(
+        srvr.as_deref()
+            .unwrap_or_default()
+            .contains("Mode: standalone"),
+        "{srvr:?}"
+    );
+    let c = client(&server.connect_string()).await;
+    assert_eq!(
+        c.session_timeout(),
+        SESSION,
+        "server must allow a 2 s session timeout"
+    );
+    c.create(
+        "/x",
+        b"1",
+        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(c.get_data("/x").await.unwrap().0, b"1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expire_session_removes_ephemerals_and_victim_sees_expired() {
+    let server = ZkServer::start();
+    let proxy = ChaosProxy::start(server.addr()).await;
+    let victim = client(&proxy.connect_string()).await;
+    let observer = client(&server.connect_string()).await;
+    victim
+        .create(
+            "/e",
+            b"",
+            &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    let (_, _, watch) = observer.get_and_watch_data("/e").await.unwrap();
+
+    let mut victim_states = victim.state_watcher();
+    expire_session(&server.connect_string(), victim.session().clone(), &proxy).await;
+
+    let ev = tokio::time::timeout(Duration::from_secs(5), watch.changed())
+        .await
+        .expect("observer notified");
+    assert_eq!(ev.event_type, zk::EventType::NodeDeleted);
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let st = victim_states.changed().await;
+            if st.is_terminated() {
+                return st;
+            }
+        }
+    })
+    .await
+    .expect("victim learns its session ended");
+    assert_eq!(end, zk::SessionState::Expired);
+    assert_eq!(
+        victim.get_data("/").await.unwrap_err(),
+        zk::Error::SessionExpired
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_break_disconnects_and_restore_reconnects() {
+    let server = ZkServer::start();
+    let proxy = ChaosProxy::start(server.addr()).await;
+    let c = client(&proxy.connect_string()).await;
+    c.create(
+        "/p",
+        b"",
+        &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+
+    proxy.break_link();
+    wait_state(&c, zk::SessionState::Disconnected, Duration::from_secs(3)).await;
+    proxy.restore();
+    wait_state(&c, zk::SessionState::SyncConnected, Duration::from_secs(5)).await;
+    // Cut shorter than the session timeout: the session and its ephemeral live.
+    assert!(c.check_stat("/p").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_latency_delays_each_direction_without_adding_up() {
+    let server = ZkServer::start();
+    let proxy = ChaosProxy::start(server.addr()).await;
+    let c = client(&proxy.connect_string()).await;
+    c.create(
+        "/l",
+        b"",
+        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    proxy.set_latency(Duration::from_millis(300), Duration::from_millis(200));
+    // Ten reads in flight at once take one round trip, not ten.
+    let t0 = std::time::Instant::now();
+    let reads = (0..10).map(|_| c.check_stat("/l"));
+    for read in futures::future::join_all(reads).await {
+        assert!(read.unwrap().is_some());
+    }
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_millis(1500),
+        "ten pipelined reads over a 500 ms round trip took {took:?}"
+    );
+    proxy.set_latency(Duration::ZERO, Duration::ZERO);
+    let t0 = std::time::Instant::now();
+    c.check_stat("/l").await.unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_keeps_data_and_port() {
+    let mut server = ZkServer::start();
+    let c = client(&server.connect_string()).await;
+    c.create(
+        "/keep",
+        b"v",
+        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    server.restart();
+    let c2 = client(&server.connect_string()).await;
+    assert_eq!(c2.get_data("/keep").await.unwrap().0, b"v");
+}

@@ -1,0 +1,67 @@
+//! The integration tests: one binary, one module per behaviour, sharing
+//! [`support`] (compiled once).
+//!
+//! Modules are named by the part they exercise:
+//! - `client_*`: the Mesos scheduler/operator clients and leader detection
+//!   against the in-process `mesos-testbed`;
+//! - `coordination_*`: election and stores on a real ZooKeeper server;
+//! - `scheduler_*`: the scheduler core driving the testbed;
+//! - `deploy_*`: deployment strategies, scenarios, uninstall, the CLI and the
+//!   deployment files, mostly as real processes;
+//! - `executor_*`: `mesos-appliance-executor` under the testbed's process mode;
+//! - `testbed_*`: `mesos-testbed` itself, checked against real Mesos captures;
+//! - `web_*`, `e2e_dashboard`: the dashboard and JSON API, in process and in
+//!   headless Chromium;
+//! - `pymesos_client`, `wire_vectors`: clients and bytes nobody here wrote.
+//!
+//! Tests that need ZooKeeper start their own server on a free loopback port
+//! ([`support::zookeeper::ZkServer`]); the rest run on the in-memory
+//! coordinator.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod client_auth;
+mod client_leader_detection;
+mod client_operator;
+mod client_refusals;
+mod client_subscription;
+mod coordination_audit;
+mod coordination_election;
+mod coordination_harness;
+mod coordination_slow_zookeeper;
+mod coordination_stores;
+mod deploy_cli;
+mod deploy_files;
+mod deploy_scenarios;
+mod deploy_strategies;
+mod deploy_uninstall;
+mod e2e_dashboard;
+mod executor_agent;
+mod executor_tasks;
+mod pymesos_client;
+mod scheduler_failover;
+mod scheduler_health;
+mod scheduler_offers;
+mod scheduler_safety;
+mod scheduler_workload;
+mod testbed_degraded;
+mod testbed_election;
+mod testbed_faults;
+mod testbed_health;
+mod testbed_lifecycle;
+mod testbed_offers;
+mod testbed_operator;
+mod testbed_tasks;
+mod testbed_transport;
+mod web_actions;
+mod web_api;
+mod web_audit;
+mod web_browser;
+mod web_console;
+mod web_liveness;
+mod web_logs;
+mod web_pages;
+mod web_tls;
+mod wire_health_container;
+mod wire_vectors;

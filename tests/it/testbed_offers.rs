@@ -1,0 +1,246 @@
+//! Offers on the testbed: per-agent offers, DECLINE filters, SUPPRESS /
+//! REVIVE, unused ACCEPT resources, RESCIND (`docs/mesos-protocol.md#offers`, capture p).
+
+use crate::support;
+use crate::support::testbed;
+
+use std::time::{Duration, Instant};
+
+use mesos_appliance::testbed::{AgentSpec, Testbed, TestbedConfig};
+use serde_json::{Value, json};
+use support::mesos::*;
+
+fn offer_ids(event: &Value) -> Vec<Value> {
+    event["offers"]["offers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].clone())
+        .collect()
+}
+
+fn decline(fid: &str, ids: Vec<Value>, refuse_seconds: Option<f64>) -> Value {
+    let mut body =
+        json!({"framework_id": {"value": fid}, "type": "DECLINE", "decline": {"offer_ids": ids}});
+    if let Some(s) = refuse_seconds {
+        body["decline"]["filters"] = json!({"refuse_seconds": s});
+    }
+    body
+}
+
+#[tokio::test]
+async fn one_offer_per_agent_with_hostnames_and_attributes() {
+    init();
+    let mut config = TestbedConfig::for_tests(0);
+    config.agents = vec![
+        AgentSpec::new("host-a", "cpus:2;mem:1024;ports:[31000-31009]").with_attributes("rack:r1"),
+        AgentSpec::new("host-b", "cpus:1;mem:512").with_attributes("rack:r2;level:3"),
+    ];
+    let tb = Testbed::start(config).await.unwrap();
+    let (mut sub, _) = connected(&tb.url(), "o", 60.0).await;
+    let event = sub.expect("OFFERS").await;
+    let offers = event["offers"]["offers"].as_array().unwrap();
+    assert_eq!(
+        offers.len(),
+        2,
+        "one OFFERS event carries every agent's offer"
+    );
+    let mut hosts: Vec<&str> = offers
+        .iter()
+        .map(|o| o["hostname"].as_str().unwrap())
+        .collect();
+    hosts.sort();
+    assert_eq!(hosts, ["host-a", "host-b"]);
+    let a = offers.iter().find(|o| o["hostname"] == "host-a").unwrap();
+    assert_eq!(
+        a["attributes"][0],
+        json!({"name": "rack", "type": "TEXT", "text": {"value": "r1"}})
+    );
+    assert_eq!(
+        a["resources"][0]["ranges"]["range"][0],
+        json!({"begin": 31000, "end": 31009})
+    );
+    let b = offers.iter().find(|o| o["hostname"] == "host-b").unwrap();
+    assert_eq!(b["attributes"][1]["scalar"]["value"], 3.0);
+}
+
+#[tokio::test]
+async fn declined_resources_return_after_refuse_seconds() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (mut sub, fid) = connected(&tb.url(), "d", 60.0).await;
+    let first = sub.expect("OFFERS").await;
+    let declined_at = Instant::now();
+    assert_eq!(
+        call(
+            &tb.url(),
+            &sub.stream_id,
+            decline(&fid, offer_ids(&first), Some(1.0))
+        )
+        .await
+        .status,
+        202
+    );
+    let next = sub.expect("OFFERS").await;
+    let waited = declined_at.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900),
+        "filter held for {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(3),
+        "filter expired late: {waited:?}"
+    );
+    assert_ne!(offer_ids(&next), offer_ids(&first));
+}
+
+#[tokio::test]
+async fn decline_without_filters_uses_five_seconds() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (mut sub, fid) = connected(&tb.url(), "d5", 60.0).await;
+    let first = sub.expect("OFFERS").await;
+    call(
+        &tb.url(),
+        &sub.stream_id,
+        decline(&fid, offer_ids(&first), None),
+    )
+    .await;
+    let declined_at = Instant::now();
+    sub.expect_none("OFFERS", Duration::from_secs(3)).await;
+    // The default filter lasts 5 s (mesos.proto Filters.refuse_seconds), not
+    // forever: the agent's resources come back within a few allocations.
+    sub.expect("OFFERS").await;
+    let back_after = declined_at.elapsed();
+    assert!(
+        (Duration::from_secs(5)..Duration::from_secs(8)).contains(&back_after),
+        "offer back after {back_after:?}"
+    );
+}
+
+#[tokio::test]
+async fn suppress_stops_offers_and_revive_brings_them_back_at_once() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (mut sub, fid) = connected(&tb.url(), "s", 60.0).await;
+    let first = sub.expect("OFFERS").await;
+    call(
+        &tb.url(),
+        &sub.stream_id,
+        json!({"framework_id": {"value": fid}, "type": "SUPPRESS"}),
+    )
+    .await;
+    // Even a short decline filter does not bring offers back while suppressed.
+    call(
+        &tb.url(),
+        &sub.stream_id,
+        decline(&fid, offer_ids(&first), Some(0.2)),
+    )
+    .await;
+    sub.expect_none("OFFERS", Duration::from_secs(1)).await;
+    let revived_at = Instant::now();
+    call(
+        &tb.url(),
+        &sub.stream_id,
+        json!({"framework_id": {"value": fid}, "type": "REVIVE"}),
+    )
+    .await;
+    sub.expect("OFFERS").await;
+    assert!(
+        revived_at.elapsed() < Duration::from_millis(500),
+        "offer after {:?}",
+        revived_at.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn revive_clears_decline_filters() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (mut sub, fid) = connected(&tb.url(), "r", 60.0).await;
+    let first = sub.expect("OFFERS").await;
+    call(
+        &tb.url(),
+        &sub.stream_id,
+        decline(&fid, offer_ids(&first), Some(3600.0)),
+    )
+    .await;
+    sub.expect_none("OFFERS", Duration::from_millis(400)).await;
+    call(
+        &tb.url(),
+        &sub.stream_id,
+        json!({"framework_id": {"value": fid}, "type": "REVIVE"}),
+    )
+    .await;
+    sub.expect("OFFERS").await;
+}
+
+#[tokio::test]
+async fn unused_accept_resources_are_reoffered_and_used_ones_are_not() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (mut sub, fid) = connected(&tb.url(), "u", 60.0).await;
+    let event = sub.expect("OFFERS").await;
+    let offer = &event["offers"]["offers"][0];
+    let mut accept = launch(&fid, offer, &[("t1", 1.0, 1024.0)]);
+    accept["accept"]["filters"] = json!({"refuse_seconds": 0.0});
+    call(&tb.url(), &sub.stream_id, accept).await;
+    let next = sub.expect("OFFERS").await;
+    let resources = &next["offers"]["offers"][0]["resources"];
+    let scalar = |name: &str| {
+        resources
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()["scalar"]["value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(scalar("cpus"), 3.0);
+    assert_eq!(scalar("mem"), 7168.0);
+}
+
+#[tokio::test]
+async fn unreachable_agent_rescinds_its_offers() {
+    let tb = testbed(TestbedConfig::for_tests(2)).await;
+    let (mut sub, _) = connected(&tb.url(), "rs", 60.0).await;
+    let event = sub.expect("OFFERS").await;
+    let agent = tb.agents()[0].id.clone();
+    let on_agent: Vec<Value> = event["offers"]["offers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["agent_id"]["value"] == agent.as_str())
+        .map(|o| o["id"].clone())
+        .collect();
+    assert_eq!(on_agent.len(), 1);
+    assert!(tb.make_agent_unreachable(&agent));
+    let rescind = sub.expect("RESCIND").await;
+    assert_eq!(rescind["rescind"]["offer_id"], on_agent[0]);
+    let failure = sub.expect("FAILURE").await;
+    assert_eq!(
+        failure,
+        json!({"type": "FAILURE", "failure": {"agent_id": {"value": agent}}})
+    );
+}
+
+#[tokio::test]
+async fn multi_role_frameworks_see_allocation_info() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let mut body = new_framework("mr", 60.0);
+    body["subscribe"]["framework_info"]["roles"] = json!(["*"]);
+    body["subscribe"]["framework_info"]["capabilities"] = json!([{"type": "MULTI_ROLE"}]);
+    let mut sub = subscribe(&tb.url(), body).await;
+    let event = sub.expect("OFFERS").await;
+    let offer = &event["offers"]["offers"][0];
+    assert_eq!(offer["allocation_info"], json!({"role": "*"}));
+    assert_eq!(
+        offer["resources"][0]["allocation_info"],
+        json!({"role": "*"})
+    );
+    assert!(offer["resources"][0].get("role").is_none());
+    // roles without MULTI_ROLE is refused with an ERROR on the stream.
+    let mut bad = new_framework("bad", 60.0);
+    bad["subscribe"]["framework_info"]["roles"] = json!(["*"]);
+    let mut refused = subscribe(&tb.url(), bad).await;
+    assert_eq!(
+        refused.next().await.unwrap()["error"]["message"],
+        "'FrameworkInfo.roles' must not be set when the framework is not MULTI_ROLE capable"
+    );
+}

@@ -1,0 +1,709 @@
+//! The JSON API's read side with `oneshot`: state, tasks, offers, replicas,
+//! events, services, health, readiness, metrics, the live stream, assets,
+//! the executor binary, unknown routes; `serve`'s refusal to run with
+//! unprotected actions. Actions and service changes: `web_actions.rs`.
+
+use crate::support;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use mesos_appliance::coordination::Leadership;
+use mesos_appliance::scheduler::FrameworkState;
+use serde_json::json;
+use support::web::*;
+
+#[tokio::test]
+async fn state_names_the_framework_and_the_leader() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/api/v1/state")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let v = r.json();
+    assert_eq!(v["framework"]["id"], FRAMEWORK_ID);
+    assert_eq!(v["framework"]["name"], FRAMEWORK_NAME);
+    assert_eq!(v["framework"]["state"], "subscribed");
+    assert_eq!(v["framework"]["failover_timeout_seconds"], 604_800.0);
+    assert_eq!(
+        v["framework"]["master"],
+        "http://master-1.cluster.test:5050"
+    );
+    // The sample's last event was 4 s before `now()`; ages are measured at
+    // request time, later (`now()` is fixed once per test binary, so by
+    // however long other tests ran before this one).
+    let age = v["framework"]["heartbeat_age_seconds"].as_f64().unwrap();
+    let since = mesos_appliance::util::unix_now_secs() - support::web::now();
+    assert!(
+        (4.0..10.0 + since).contains(&age),
+        "{age} ({since}s since now())"
+    );
+    assert_eq!(v["framework"]["heartbeat_timeout_seconds"], 75.0);
+    assert_eq!(v["leadership"]["role"], "leader");
+    assert_eq!(v["leadership"]["leader_url"], "http://127.0.0.1:8080");
+    assert_eq!(v["deployment"]["epoch"], 2);
+    assert_eq!(v["counts"]["tasks"], 120);
+    assert_eq!(v["counts"]["tasks_by_state"]["TASK_FAILED"], 6);
+    assert_eq!(v["counts"]["active_tasks"], 114);
+    assert_eq!(v["readiness"]["ready"], true);
+}
+
+#[tokio::test]
+async fn follower_state_names_the_leader() {
+    let web = TestWeb::new(
+        test_config(),
+        follower_snapshot("http://127.0.0.1:8080", "http://sched-a.test:8080", 10),
+    );
+    let v = web.send(get("/api/v1/state")).await.json();
+    assert_eq!(v["leadership"]["role"], "follower");
+    assert_eq!(v["leadership"]["leader_url"], "http://sched-a.test:8080");
+    assert_eq!(v["framework"]["state"], "standby");
+    assert_eq!(v["framework"]["id"], FRAMEWORK_ID);
+}
+
+#[tokio::test]
+async fn tasks_are_paged_filtered_and_sorted() {
+    let web = TestWeb::leader();
+    let v = web.send(get("/api/v1/tasks")).await.json();
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 50);
+    assert_eq!(
+        (v["total"].clone(), v["pages"].clone()),
+        (json!(120), json!(3))
+    );
+    let first = &v["tasks"][0];
+    for key in ["id", "service", "state", "agent_id", "hostname", "updated"] {
+        assert!(!first[key].is_null(), "{key} missing in {first}");
+    }
+
+    let v = web.send(get("/api/v1/tasks?page=3")).await.json();
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 20);
+
+    let v = web
+        .send(get(
+            "/api/v1/tasks?service=batch&state=TASK_RUNNING&per_page=1000",
+        ))
+        .await
+        .json();
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(v["matched"], tasks.len());
+    assert!(!tasks.is_empty());
+    assert!(
+        tasks
+            .iter()
+            .all(|t| t["service"] == "batch" && t["state"] == "TASK_RUNNING")
+    );
+
+    let v = web.send(get("/api/v1/tasks?state=terminal")).await.json();
+    assert_eq!(v["matched"], 6);
+
+    let v = web
+        .send(get("/api/v1/tasks?q=agent-3.&per_page=500"))
+        .await
+        .json();
+    assert_eq!(v["matched"], 15);
+
+    let v = web
+        .send(get("/api/v1/tasks?sort=updated&order=desc&per_page=10000"))
+        .await
+        .json();
+    let updated: Vec<f64> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["updated"].as_f64().unwrap())
+        .collect();
+    assert!(updated.windows(2).all(|w| w[0] >= w[1]));
+
+    let r = web
+        .send(get("/api/v1/tasks?sort=colour&per_page=0&state=RUNNIN"))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let fields: Vec<String> = r.json()["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(fields, ["state", "sort", "per_page"]);
+}
+
+#[tokio::test]
+async fn query_errors_say_what_is_expected_and_paging_past_the_end_is_empty() {
+    let web = TestWeb::leader();
+    let problem = |v: serde_json::Value| {
+        (
+            v["errors"][0]["field"].as_str().unwrap().to_string(),
+            v["errors"][0]["message"].as_str().unwrap().to_string(),
+        )
+    };
+    for query in ["page=-1", "page=0", "page=x", "page=1.5"] {
+        let r = web.send(get(&format!("/api/v1/tasks?{query}"))).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{query}");
+        let (field, message) = problem(r.json());
+        assert_eq!(field, "page");
+        assert_eq!(message, "must be a whole number ≥ 1", "{query}");
+    }
+    let r = web.send(get("/api/v1/tasks?per_page=0")).await;
+    assert_eq!(
+        problem(r.json()),
+        (
+            "per_page".into(),
+            "must be a whole number from 1 to 10000".into()
+        )
+    );
+    // Past the last page: no rows, the true page count.
+    for (query, pages) in [("page=99", 3), ("page=4&state=terminal", 1)] {
+        let r = web.send(get(&format!("/api/v1/tasks?{query}"))).await;
+        assert_eq!(r.status, StatusCode::OK, "{query}");
+        let v = r.json();
+        assert_eq!(v["tasks"].as_array().unwrap().len(), 0, "{query}");
+        assert_eq!(v["pages"], pages, "{query}");
+    }
+    // Unknown event kinds are refused, listing the known ones; a known
+    // kind with no events is just empty.
+    let r = web.send(get("/api/v1/events?kind=garbage")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let (field, message) = problem(r.json());
+    assert_eq!(field, "kind");
+    assert!(
+        message.contains("\"garbage\"") && message.contains("leadership, message"),
+        "{message}"
+    );
+    let r = web.send(get("/api/v1/events?kind=launch")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["events"].as_array().unwrap().len(), 0);
+    let r = web.send(get("/events?kind=garbage")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "the page too");
+}
+
+#[tokio::test]
+async fn state_filters_take_mesos_names_with_or_without_prefix() {
+    let web = TestWeb::leader();
+    let matched = |v: serde_json::Value| (v["matched"].clone(), v["filter"]["state"].clone());
+    let full = web
+        .send(get("/api/v1/tasks?state=TASK_RUNNING"))
+        .await
+        .json();
+    assert_eq!(matched(full.clone()).1, "TASK_RUNNING");
+    for name in ["running", "RUNNING", "Task_Running"] {
+        let r = web.send(get(&format!("/api/v1/tasks?state={name}"))).await;
+        assert_eq!(r.status, StatusCode::OK, "{name}: {}", r.text());
+        assert_eq!(matched(r.json()), matched(full.clone()), "{name}");
+    }
+    let r = web.send(get("/api/v1/tasks?state=ACTIVE")).await;
+    assert_eq!(r.json()["filter"]["state"], "active");
+    // Unknown names are refused, naming the states, on the API and the page.
+    for name in ["TASK_BOGUS", "bogus", "TASK_"] {
+        let r = web.send(get(&format!("/api/v1/tasks?state={name}"))).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{name}");
+        let detail = r.json()["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            detail.contains("TASK_RUNNING") && detail.contains("TASK_GONE_BY_OPERATOR"),
+            "{detail}"
+        );
+        let r = web.send(get(&format!("/tasks?state={name}"))).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{name}");
+        assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    }
+    let r = web.send(get("/tasks?state=killed")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.text().contains(r#"<option value="TASK_FAILED""#));
+}
+
+#[tokio::test]
+async fn one_task_with_its_timeline() {
+    let web = TestWeb::leader();
+    let id = web.snapshot().tasks[0].task_id.clone();
+    let v = web.send(get(&format!("/api/v1/tasks/{id}"))).await.json();
+    assert_eq!(v["task"]["id"], id.as_str());
+    let timeline = v["timeline"].as_array().unwrap();
+    assert!(timeline.len() >= 2);
+    assert!(
+        timeline[0]["at"].as_f64() > timeline[1]["at"].as_f64(),
+        "newest first"
+    );
+    let r = web.send(get("/api/v1/tasks/nope")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:not-found");
+}
+
+#[tokio::test]
+async fn offers_replicas_events_services() {
+    let web = TestWeb::leader();
+    let v = web.send(get("/api/v1/offers")).await.json();
+    assert_eq!(v["offers"].as_array().unwrap().len(), 2);
+    assert_eq!(v["leading"], true);
+
+    let v = web.send(get("/api/v1/replicas")).await.json();
+    let replicas = v["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 1);
+    assert_eq!(replicas[0]["leader"], true);
+    assert_eq!(replicas[0]["this"], true);
+    assert_eq!(replicas[0]["subscription"], "subscribed");
+    assert_eq!(replicas[0]["advertised_url"], "http://127.0.0.1:8080");
+    assert!(v["error"].is_null());
+
+    let v = web.send(get("/api/v1/events")).await.json();
+    let events = v["events"].as_array().unwrap();
+    assert_eq!(events.len(), 4);
+    assert_eq!(events[0]["kind"], "error", "newest first");
+    let v = web.send(get("/api/v1/events?kind=leadership")).await.json();
+    assert_eq!(v["events"].as_array().unwrap().len(), 1);
+    let r = web.send(get("/api/v1/events?limit=x")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+
+    let v = web.send(get("/api/v1/services")).await.json();
+    let names: Vec<&str> = v["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["batch", "web"]);
+    assert_eq!(v["services"][1]["spec"]["instances"], 90);
+    let r = web.send(get("/api/v1/services/web")).await;
+    assert_eq!(r.json()["running"], 78);
+    assert_eq!(
+        web.send(get("/api/v1/services/nope")).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/healthz")).await;
+    assert_eq!((r.status, r.text().as_str()), (StatusCode::OK, "ok\n"));
+    let r = web.send(get("/readyz")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["ready"], true);
+
+    let mut s = web.snapshot();
+    s.framework.state = FrameworkState::Removed;
+    s.framework.reason = Some("Framework has been removed".into());
+    web.publish(s.clone());
+    let r = web.send(get("/readyz")).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    let v = r.json();
+    assert_eq!(v["state"], "removed");
+    assert!(v["reason"].as_str().unwrap().contains("removed"), "{v}");
+
+    let follower = follower_snapshot("http://127.0.0.1:8080", "http://sched-a.test:8080", 1);
+    web.publish(follower.clone());
+    assert_eq!(web.send(get("/readyz")).await.status, StatusCode::OK);
+
+    let mut candidate = follower;
+    candidate.leadership = Leadership::Candidate;
+    web.publish(candidate);
+    assert_eq!(
+        web.send(get("/readyz")).await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    // Liveness does not depend on any of that.
+    assert_eq!(web.send(get("/healthz")).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn ages_are_measured_at_request_time_not_snapshot_time() {
+    // Nothing changed for 100 s, so the latest snapshot is 100 s old and
+    // was made right after the last event from the master: the master has
+    // been silent since, longer than the heartbeat timeout (75 s).
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 3);
+    s.at = now() - 100.0;
+    s.framework.last_event_at = Some(now() - 100.0);
+    let web = TestWeb::new(test_config(), s.clone());
+    let v = web.send(get("/api/v1/state")).await.json();
+    let age = v["framework"]["heartbeat_age_seconds"].as_f64().unwrap();
+    assert!((100.0..110.0).contains(&age), "{age}");
+    assert_eq!(v["readiness"]["ready"], false, "{v}");
+    let r = web.send(get("/readyz")).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    let reason = r.json()["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("heartbeat timeout of 1m 15s"), "{reason}");
+    let html = web.send(get("/")).await.text();
+    assert!(html.contains("<dt>Last event</dt><dd>1m 4"), "{html}");
+    assert!(html.contains("not ready"));
+
+    // Silent for 60 s: late, but within the heartbeat timeout.
+    s.framework.last_event_at = Some(now() - 60.0);
+    web.publish(s);
+    let r = web.send(get("/readyz")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+}
+
+#[tokio::test]
+async fn metrics_in_openmetrics_text() {
+    let web = TestWeb::leader();
+    let router = web.router();
+    send(router.clone(), get("/api/v1/state")).await;
+    let r = send(router, get("/metrics")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    let text = r.text();
+    assert!(
+        text.contains("mesos_appliance_framework_subscribed 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"mesos_appliance_http_requests_total{method="GET",route="/api/v1/state",status="200"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains("http_request_duration_seconds_bucket"));
+    assert!(text.ends_with("# EOF\n"));
+    assert_eq!(text.matches("# EOF").count(), 1);
+}
+
+#[tokio::test]
+async fn unknown_routes_are_404_in_html_and_json() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/no/such/page")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    assert!(r.text().contains("no such page"));
+    let r = web.send(get("/api/v1/nothing")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(r.json()["status"], 404);
+    // Like every page outside /api/, a missing asset is an HTML page.
+    let r = web.send(get("/static/nothing.js")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+}
+
+#[tokio::test]
+async fn assets_and_security_headers() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/static/app.css")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.header("content-type"), Some("text/css; charset=utf-8"));
+    let r = web.send(get("/static/app.js")).await;
+    assert!(r.text().contains("EventSource"));
+    let r = web.send(get("/")).await;
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    assert!(
+        r.header("content-security-policy")
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+}
+
+#[tokio::test]
+async fn static_dir_overrides_compiled_in_assets() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.css"), "body{color:red}").unwrap();
+    let mut config = test_config();
+    config.static_dir = Some(dir.path().to_path_buf());
+    let web = TestWeb::new(config, leader_snapshot("http://127.0.0.1:8080", 1));
+    assert_eq!(
+        web.send(get("/static/app.css")).await.text(),
+        "body{color:red}"
+    );
+    assert!(
+        web.send(get("/static/app.js"))
+            .await
+            .text()
+            .contains("EventSource")
+    );
+    let r = web.send(get("/static/nothing.css")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+}
+
+#[tokio::test]
+async fn the_executor_binary_is_served_at_a_versioned_url_when_configured() {
+    use mesos_appliance::executor::info::ServedExecutor;
+    let web = TestWeb::leader();
+    let r = web.send(get("/executor/mesos-appliance-executor")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(file.path(), &bytes).unwrap();
+    let served = ServedExecutor::open(file.path()).unwrap();
+    let mut config = test_config();
+    config.executor_binary = Some(served.clone());
+    let web = TestWeb::new(config, leader_snapshot("http://127.0.0.1:8080", 1));
+    let path = format!("/executor/{}/mesos-appliance-executor", served.version);
+    let r = web.send(get(&path)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body, bytes);
+    assert_eq!(r.header("content-length"), Some("300000"));
+    assert!(r.header("cache-control").unwrap().contains("immutable"));
+    // The unversioned path of older releases still serves the binary.
+    let r = web.send(get("/executor/mesos-appliance-executor")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body, bytes);
+    // Another version is not this binary: no fetcher cache entry may map
+    // its URL to these bytes.
+    let r = web
+        .send(get("/executor/0.0.1-000000000000/mesos-appliance-executor"))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn serve_refuses_unprotected_addresses() {
+    use mesos_appliance::web::{ServeError, serve};
+    let mut config = test_config();
+    config.listen = "0.0.0.0:0".parse().unwrap();
+    let web = TestWeb::new(config.clone(), leader_snapshot("http://x", 1));
+    let err = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServeError::Unprotected(_)), "{err}");
+    assert!(err.to_string().contains("--admin-token-file"));
+
+    // Loopback serves, and stops on shutdown even with a live stream open.
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = serve(web.state.clone(), async {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    let base = format!("http://{}", server.addr);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let health = client.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let mut stream = client
+        .get(format!("{base}/api/v1/stream"))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    use futures::StreamExt;
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server.task)
+        .await
+        .expect("server stops")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn clients_that_never_finish_their_headers_are_cut_off() {
+    use mesos_appliance::web::serve;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.header_read_timeout = Duration::from_secs(1);
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let server = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap();
+    // A live stream is past its headers: the timeout does not touch it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut live = reqwest::Client::new()
+        .get(format!("http://{}/api/v1/stream", server.addr))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    use futures::StreamExt;
+    let first = live.next().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+
+    let started = std::time::Instant::now();
+    // Half a request whose headers never end, and a connection that says
+    // nothing at all.
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut silent = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    for (name, conn) in [("slow", &mut slow), ("silent", &mut silent)] {
+        let mut rest = Vec::new();
+        // Closed (EOF or reset), whatever was written before.
+        let closed =
+            tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "the {name} connection is still open");
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        (Duration::from_millis(900)..Duration::from_secs(4)).contains(&elapsed),
+        "{elapsed:?}"
+    );
+
+    let mut s = web.snapshot();
+    s.tasks.clear();
+    s.at += 1.0;
+    web.publish(s);
+    let next = tokio::time::timeout(Duration::from_secs(5), live.next())
+        .await
+        .expect("the live stream outlives the header timeout")
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&next).contains(r#""tasks":0"#));
+}
+
+/// Sends `request` on a new connection to `addr`; the answer until the
+/// server closes the connection (at most 5 s), and how long it took.
+async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8]) -> (String, Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = std::time::Instant::now();
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut answer)).await;
+    (
+        String::from_utf8_lossy(&answer).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[tokio::test]
+async fn oversized_and_stalled_bodies_are_answered_not_waited_for() {
+    use mesos_appliance::web::serve;
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.header_read_timeout = Duration::from_secs(2);
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let server = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap();
+    // A declared length far above the limit, one byte sent: 413 at once,
+    // whatever the route and method.
+    for head in [
+        "POST /api/v1/services/zz",
+        "PUT /api/v1/services/zz",
+        "POST /actions/kamikaze",
+    ] {
+        let request = format!(
+            "{head} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: 99999999999\r\n\r\n{{"
+        );
+        let (answer, elapsed) = raw_exchange(server.addr, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{head}: {answer:?}");
+        assert!(elapsed < Duration::from_secs(1), "{head}: {elapsed:?}");
+    }
+    // A body that stops coming: 408 once the timeout has passed.
+    let (answer, elapsed) = raw_exchange(
+        server.addr,
+        b"PUT /api/v1/services/zz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+          Content-Length: 10\r\n\r\n{",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    assert!(answer.contains("problem+json"), "{answer:?}");
+    assert!(
+        (Duration::from_millis(1900)..Duration::from_secs(4)).contains(&elapsed),
+        "{elapsed:?}"
+    );
+    // A whole body within the limit still goes through.
+    let body = r#"{"command":"sleep 1","cpus":0.1,"mem":32,"instances":1}"#;
+    let request = format!(
+        "PUT /api/v1/services/zz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (answer, _) = raw_exchange(server.addr, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer:?}");
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_wait_their_turn() {
+    use mesos_appliance::web::serve;
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.header_read_timeout = Duration::from_secs(1);
+    config.max_connections = 1;
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let server = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap();
+    let _hog = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let health = reqwest::Client::new()
+        .get(format!("http://{}/healthz", server.addr))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    // Served once the silent connection was cut off.
+    assert!(
+        started.elapsed() >= Duration::from_millis(700),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn the_live_stream_sends_new_snapshots() {
+    use futures::StreamExt;
+    let web = TestWeb::leader();
+    let response = tower::ServiceExt::oneshot(web.router(), get("/api/v1/stream"))
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body().into_data_stream();
+    let first = body.next().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains(r#""tasks":120"#));
+    let mut s = web.snapshot();
+    s.tasks.truncate(7);
+    s.at += 5.0;
+    web.publish(s);
+    let next = tokio::time::timeout(Duration::from_secs(5), body.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&next).contains(r#""tasks":7"#));
+}
+
+#[tokio::test]
+async fn replicas_fall_back_to_what_this_replica_knows() {
+    let web = TestWeb::new(
+        test_config(),
+        follower_snapshot("http://127.0.0.1:8080", "http://sched-a.test:8080", 1),
+    );
+    // The in-memory coordinator lists nobody once closed.
+    web.state.coordinator.close().await;
+    let v = web.send(get("/api/v1/replicas")).await.json();
+    assert!(v["error"].as_str().unwrap().contains("not in the election"));
+    let urls: Vec<&str> = v["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["advertised_url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, ["http://sched-a.test:8080", "http://127.0.0.1:8080"]);
+    assert_eq!(v["replicas"][0]["leader"], true);
+    let html = web.send(get("/replicas")).await.text();
+    assert!(html.contains("<strong>incomplete</strong>"));
+}
+
+#[tokio::test]
+async fn undecodable_paths_are_400_not_panics() {
+    let web = TestWeb::leader();
+    for path in [
+        "/tasks/%FF%FE",
+        "/api/v1/tasks/%FF",
+        "/api/v1/services/%C3%28",
+        "/static/%FF",
+    ] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(
+            !r.header("content-type").unwrap().starts_with("text/plain"),
+            "{path}"
+        );
+    }
+}

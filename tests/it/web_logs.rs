@@ -1,0 +1,334 @@
+//! Task logs: the testbed's agent files API (as `src/files/files.cpp`
+//! answers), and the web layer reading a log through a fake master and
+//! agent that misbehave — hostile bytes (HTML, ANSI escapes, invalid
+//! UTF-8) shown safely, a slow agent timed out, a 10 MiB answer refused,
+//! a garbage-collected sandbox and an unreachable agent each named.
+
+use crate::support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Query;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use mesos_appliance::testbed::TestbedConfig;
+use mesos_appliance::web::WebConfig;
+use serde_json::{Value, json};
+use support::mesos::{call, launch, new_framework, subscribe};
+use support::web::{TestWeb, get as get_request, leader_snapshot, test_config};
+
+const AGENT_ID: &str = "fake-agent-S0";
+
+/// A master and agent in one server: `/master/state` names the agent at
+/// this address; the agent's state lists executors `hostile`, `slow`,
+/// `huge`, `gone`, each with sandbox `/sandbox/<id>`; `/files/read`
+/// misbehaves by executor.
+async fn fake_cluster() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let master_state = json!({
+        "slaves": [{"id": AGENT_ID, "hostname": "agent.test", "pid": format!("slave(1)@{addr}")}]
+    });
+    let executors: Vec<Value> = ["hostile", "slow", "huge", "gone"]
+        .iter()
+        .map(|id| json!({"id": id, "directory": format!("/sandbox/{id}")}))
+        .collect();
+    let agent_state = json!({
+        "id": AGENT_ID,
+        "frameworks": [{"id": support::web::FRAMEWORK_ID, "executors": executors}]
+    });
+    let router = Router::new()
+        .route(
+            "/master/state",
+            get(move || async move { axum::Json(master_state) }),
+        )
+        .route(
+            "/slave(1)/state",
+            get(move || async move { axum::Json(agent_state) }),
+        )
+        .route("/files/read", get(read));
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// The bytes of the hostile log: HTML, ANSI colours, a terminal-title OSC,
+/// invalid UTF-8, a NUL.
+const HOSTILE: &[u8] =
+    b"<script>alert('x')</script> \x1b[31mred\x1b[0m \x1b]0;pwned\x07 bad:\xff\xfe end\x00\n";
+
+async fn read(Query(q): Query<std::collections::HashMap<String, String>>) -> Response {
+    let path = q.get("path").cloned().unwrap_or_default();
+    let size_only = q.get("offset").map(String::as_str) == Some("-1");
+    if path.starts_with("/sandbox/hostile/") {
+        if size_only {
+            return axum::Json(json!({"data": "", "offset": HOSTILE.len()})).into_response();
+        }
+        // Raw bytes inside the JSON string, as rapidjson writes them.
+        let mut body = b"{\"data\":\"".to_vec();
+        for &b in HOSTILE {
+            match b {
+                b'"' => body.extend_from_slice(b"\\\""),
+                b'\n' => body.extend_from_slice(b"\\n"),
+                0 => body.extend_from_slice(b"\\u0000"),
+                0x07 => body.extend_from_slice(b"\\u0007"),
+                0x1b => body.extend_from_slice(b"\\u001B"),
+                b => body.push(b),
+            }
+        }
+        body.extend_from_slice(b"\",\"offset\":0}");
+        return ([("content-type", "application/json")], body).into_response();
+    }
+    if path.starts_with("/sandbox/slow/") {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    if path.starts_with("/sandbox/huge/") {
+        // 10 MiB, streamed without a length.
+        let chunk = bytes::Bytes::from(vec![b'a'; 64 * 1024]);
+        let stream =
+            futures::stream::iter((0..160).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
+        return Body::from_stream(stream).into_response();
+    }
+    StatusCode::NOT_FOUND.into_response()
+}
+
+/// A web layer whose snapshot leads, with the fake master and one task per
+/// executor of the fake agent, reading logs with a 1 s agent timeout.
+async fn web_over(master: &str) -> TestWeb {
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 0);
+    s.framework.master = Some(master.to_string());
+    let mut task = support::web::sample_task(0, 0);
+    task.agent_id = AGENT_ID.into();
+    s.tasks = ["hostile", "slow", "huge", "gone"]
+        .iter()
+        .map(|id| {
+            let mut t = task.clone();
+            t.task_id = format!("t-{id}").into();
+            t.executor_id = id.to_string();
+            Arc::new(t)
+        })
+        .collect();
+    let mut config: WebConfig = test_config();
+    config.agent_timeout = Duration::from_secs(1);
+    TestWeb::new(config, s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_logs_are_shown_as_text_and_bad_agents_are_bounded() {
+    support::mesos::init();
+    let master = fake_cluster().await;
+    let web = web_over(&master).await;
+
+    // HTML, ANSI escapes and invalid UTF-8: JSON keeps the raw text (with
+    // U+FFFD), `text` has no escapes; the page escapes everything.
+    let r = web
+        .send(get_request("/api/v1/tasks/t-hostile/logs/stdout"))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let log = r.json();
+    let data = log["data"].as_str().unwrap();
+    assert!(
+        data.contains("<script>") && data.contains("\u{FFFD}"),
+        "{data:?}"
+    );
+    let text = log["text"].as_str().unwrap();
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains("pwned"),
+        "{text:?}"
+    );
+    assert!(
+        text.contains("red") && text.contains("bad:\u{FFFD}"),
+        "{text:?}"
+    );
+    let r = web.send(get_request("/tasks/t-hostile/logs/stdout")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let html = r.text();
+    assert!(
+        html.contains("&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62; red"),
+        "{html}"
+    );
+    assert!(!html.contains("<script>alert"), "unescaped");
+    assert!(!html.contains('\u{1b}') && !html.contains('\u{0}'));
+
+    // An agent that does not answer: cut off at the agent timeout.
+    let started = Instant::now();
+    let r = web
+        .send(get_request("/api/v1/tasks/t-slow/logs/stdout"))
+        .await;
+    assert_eq!(r.status, StatusCode::GATEWAY_TIMEOUT, "{}", r.text());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        r.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no complete answer within 1s")
+    );
+
+    // 10 MiB from the agent: refused past the read bound, not buffered.
+    let r = web
+        .send(get_request("/api/v1/tasks/t-huge/logs/stdout"))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.text());
+    assert!(
+        r.json()["detail"].as_str().unwrap().contains("more than"),
+        "{}",
+        r.text()
+    );
+
+    // A sandbox the agent no longer has: 410, said so on the page too.
+    let r = web
+        .send(get_request("/api/v1/tasks/t-gone/logs/stderr"))
+        .await;
+    assert_eq!(r.status, StatusCode::GONE, "{}", r.text());
+    assert_eq!(r.json()["title"], "Sandbox garbage-collected");
+    let r = web.send(get_request("/tasks/t-gone/logs/stderr")).await;
+    assert_eq!(r.status, StatusCode::GONE);
+    assert!(r.text().contains("garbage-collected"), "{}", r.text());
+
+    // Bounded requests; unknown files and tasks.
+    let r = web
+        .send(get_request(
+            "/api/v1/tasks/t-hostile/logs/stdout?length=70000",
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = web
+        .send(get_request("/api/v1/tasks/t-hostile/logs/passwd"))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = web
+        .send(get_request("/api/v1/tasks/nope/logs/stdout"))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    // An agent (and master) nobody answers at: unreachable, named.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let web = web_over(&format!("http://{closed}")).await;
+    let r = web
+        .send(get_request("/api/v1/tasks/t-hostile/logs/stdout"))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.text());
+    assert_eq!(r.json()["title"], "The agent is unreachable");
+}
+
+/// GETs `url` and returns the status and body.
+async fn fetch(url: &str) -> (u16, Vec<u8>) {
+    let r = support::mesos::client().get(url).send().await.unwrap();
+    (r.status().as_u16(), r.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_testbed_serves_sandboxes_like_an_agent() {
+    let tb = support::testbed(TestbedConfig::for_tests(1)).await;
+    let client = support::mesos::client();
+    let mut sub = subscribe(&tb.url(), new_framework("logs", 60.0)).await;
+    let framework = sub.subscribed().await;
+    let offer = sub.expect("OFFERS").await["offers"]["offers"][0].clone();
+    let launched = call(
+        &tb.url(),
+        &sub.stream_id,
+        launch(&framework, &offer, &[("log-task", 0.1, 32.0)]),
+    )
+    .await;
+    assert_eq!(launched.status, 202);
+    let state: Value = client
+        .get(format!("{}/master/state", tb.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // As on a real master: the agent's address, no sandbox directory.
+    let pid = state["slaves"][0]["pid"].as_str().unwrap().to_string();
+    assert!(!state.to_string().contains("\"directory\""));
+    let agent = format!("http://{}", pid.split_once('@').unwrap().1);
+    let agent_state: Value = client
+        .get(format!("{agent}/slave(1)/state"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let fw = &agent_state["frameworks"][0];
+    assert_eq!(fw["id"], framework.as_str());
+    let executor = &fw["executors"][0];
+    assert_eq!(executor["id"], "log-task");
+    let dir = executor["directory"].as_str().unwrap().to_string();
+    assert!(
+        dir.contains("/frameworks/") && dir.contains("/runs/"),
+        "{dir}"
+    );
+
+    let read = |q: String| fetch_read(agent.clone(), q);
+    let path = format!("{dir}/stdout");
+    let (status, body) = read(format!("path={path}&offset=-1")).await;
+    assert_eq!(status, 200);
+    let size0 = serde_json::from_slice::<Value>(&body).unwrap()["offset"]
+        .as_u64()
+        .unwrap();
+    assert!(size0 > 0);
+    let (_, body) = read(format!("path={path}&offset=0&length=20")).await;
+    let first: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(first["offset"], 0);
+    assert_eq!(first["data"].as_str().unwrap().len(), 20);
+    // The generated log grows: one line a second.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, body) = read(format!("path={path}&offset=-1")).await;
+        let size = serde_json::from_slice::<Value>(&body).unwrap()["offset"]
+            .as_u64()
+            .unwrap();
+        if size > size0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the log did not grow past {size0}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Past the end: empty data at the offset asked.
+    let (_, body) = read(format!("path={path}&offset=99999999")).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap(),
+        json!({"data": "", "offset": 99999999})
+    );
+    // The errors of src/files/files.cpp.
+    assert_eq!(read(format!("path={dir}/nope")).await.0, 404);
+    assert_eq!(read("path=/etc/passwd".into()).await.0, 404);
+    assert_eq!(read(format!("path={dir}/../../x")).await.0, 404);
+    let (status, body) = read(format!("path={dir}")).await;
+    assert_eq!(
+        (status, body),
+        (400, b"Cannot read a directory.\n".to_vec())
+    );
+    let (status, body) = read("offset=0".into()).await;
+    assert_eq!(
+        (status, body),
+        (400, b"Expecting 'path=value' in query.\n".to_vec())
+    );
+    let (status, body) = read(format!("path={path}&offset=-2")).await;
+    assert_eq!(
+        (status, body),
+        (400, b"Negative offset provided: -2.\n".to_vec())
+    );
+    assert_eq!(read(format!("path={path}&length=x")).await.0, 400);
+    let _ = fetch(&format!("{agent}/state")).await;
+    tb.shutdown().await;
+}
+
+async fn fetch_read(agent: String, query: String) -> (u16, Vec<u8>) {
+    fetch(&format!("{agent}/files/read?{query}")).await
+}

@@ -1,0 +1,392 @@
+//! `TaskInfo.health_check`, `ContainerInfo` and a health status update on
+//! the wire, byte for byte in protobuf and key for key in JSON, against the
+//! field numbers and enum values of Apache Mesos 1.12's
+//! `include/mesos/v1/mesos.proto` written out below (not taken from our own
+//! `.proto`), for what the scheduler actually builds from a service spec.
+
+use mesos_appliance::mesos::json;
+use mesos_appliance::mesos::v1;
+use mesos_appliance::scheduler::ServiceSpec;
+use mesos_appliance::scheduler::placement::Planned;
+use mesos_appliance::scheduler::taskinfo::task_info;
+use prost::Message;
+use serde_json::json;
+
+// Field numbers and enum values in include/mesos/v1/mesos.proto.
+mod mesos {
+    pub mod task_info {
+        pub const CONTAINER: u32 = 9;
+        pub const HEALTH_CHECK: u32 = 8;
+    }
+    pub mod health_check {
+        pub const HTTP: u32 = 1;
+        pub const DELAY_SECONDS: u32 = 2;
+        pub const INTERVAL_SECONDS: u32 = 3;
+        pub const TIMEOUT_SECONDS: u32 = 4;
+        pub const CONSECUTIVE_FAILURES: u32 = 5;
+        pub const GRACE_PERIOD_SECONDS: u32 = 6;
+        pub const COMMAND: u32 = 7;
+        pub const TYPE: u32 = 8;
+        pub const TCP: u32 = 9;
+        pub const TYPE_HTTP: u64 = 2;
+        pub const TYPE_TCP: u64 = 3;
+        pub mod http {
+            pub const PORT: u32 = 1;
+            pub const PATH: u32 = 2;
+            pub const SCHEME: u32 = 3;
+        }
+        pub mod tcp {
+            pub const PORT: u32 = 1;
+        }
+    }
+    pub mod container_info {
+        pub const TYPE: u32 = 1;
+        pub const VOLUMES: u32 = 2;
+        pub const DOCKER: u32 = 3;
+        pub const MESOS: u32 = 5;
+        pub const TYPE_DOCKER: u64 = 1;
+        pub const TYPE_MESOS: u64 = 2;
+        pub mod docker {
+            pub const IMAGE: u32 = 1;
+            pub const NETWORK: u32 = 2;
+            pub const PORT_MAPPINGS: u32 = 3;
+            pub const PARAMETERS: u32 = 5;
+            pub const FORCE_PULL_IMAGE: u32 = 6;
+            pub const NETWORK_BRIDGE: u64 = 2;
+            pub const HOST_PORT: u32 = 1;
+            pub const CONTAINER_PORT: u32 = 2;
+        }
+        pub mod mesos_info {
+            pub const IMAGE: u32 = 1;
+        }
+    }
+    pub mod image {
+        pub const TYPE: u32 = 1;
+        pub const DOCKER: u32 = 3;
+        pub const CACHED: u32 = 4;
+        pub const TYPE_DOCKER: u64 = 2;
+        pub const DOCKER_NAME: u32 = 1;
+    }
+    pub mod volume {
+        pub const CONTAINER_PATH: u32 = 1;
+        pub const HOST_PATH: u32 = 2;
+        pub const MODE: u32 = 3;
+        pub const MODE_RO: u64 = 2;
+    }
+    pub mod parameter {
+        pub const KEY: u32 = 1;
+        pub const VALUE: u32 = 2;
+    }
+    pub mod task_status {
+        pub const TASK_ID: u32 = 1;
+        pub const STATE: u32 = 2;
+        pub const HEALTHY: u32 = 8;
+        pub const REASON: u32 = 10;
+        pub const STATE_RUNNING: u64 = 1;
+        pub const REASON_TASK_HEALTH_CHECK_STATUS_UPDATED: u64 = 29;
+    }
+}
+
+// A minimal protobuf writer: fields in the order given.
+fn varint(mut value: u64, out: &mut Vec<u8>) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn uint(number: u32, value: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint(u64::from(number) << 3, &mut out);
+    varint(value, &mut out);
+    out
+}
+
+fn double(number: u32, value: f64) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint((u64::from(number) << 3) | 1, &mut out);
+    out.extend_from_slice(&value.to_le_bytes());
+    out
+}
+
+fn bytes(number: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint((u64::from(number) << 3) | 2, &mut out);
+    varint(payload.len() as u64, &mut out);
+    out.extend_from_slice(payload);
+    out
+}
+
+fn text(number: u32, value: &str) -> Vec<u8> {
+    bytes(number, value.as_bytes())
+}
+
+fn cat(parts: &[Vec<u8>]) -> Vec<u8> {
+    parts.concat()
+}
+
+/// The payloads of field `number` (length-delimited) in an encoded message.
+fn field_payloads(mut data: &[u8], number: u32) -> Vec<Vec<u8>> {
+    fn read_varint(data: &mut &[u8]) -> u64 {
+        let mut value = 0u64;
+        let mut shift = 0;
+        loop {
+            let byte = data[0];
+            *data = &data[1..];
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return value;
+            }
+            shift += 7;
+        }
+    }
+    let mut out = Vec::new();
+    while !data.is_empty() {
+        let key = read_varint(&mut data);
+        match key & 7 {
+            0 => {
+                read_varint(&mut data);
+            }
+            1 => data = &data[8..],
+            2 => {
+                let len = read_varint(&mut data) as usize;
+                if key >> 3 == u64::from(number) {
+                    out.push(data[..len].to_vec());
+                }
+                data = &data[len..];
+            }
+            5 => data = &data[4..],
+            other => panic!("wire type {other}"),
+        }
+    }
+    out
+}
+
+fn spec(json: serde_json::Value) -> ServiceSpec {
+    let spec: ServiceSpec = serde_json::from_value(json).expect("spec");
+    assert_eq!(spec.validate(), []);
+    spec
+}
+
+fn planned() -> Planned {
+    Planned {
+        service: "web".into(),
+        instance: 0,
+        offer_id: "o1".into(),
+        agent_id: "a1".into(),
+        hostname: "h1".into(),
+        ports: vec![31000],
+    }
+}
+
+#[test]
+fn an_http_health_check_is_encoded_as_mesos_reads_it() {
+    let spec = spec(
+        json!({"name": "web", "command": "serve", "cpus": 0.1, "mem": 32,
+        "ports": 1, "instances": 1,
+        "health_check": {"type": "http", "port_index": 0, "path": "/health",
+            "delay": "5s", "interval": "2s", "timeout": "1500ms", "grace_period": "30s",
+            "consecutive_failures": 4}}),
+    );
+    let info = task_info(&spec, &planned(), "web.0.x", "fw", None);
+    use mesos::health_check as hc;
+    let expected = cat(&[
+        bytes(
+            hc::HTTP,
+            &cat(&[
+                uint(hc::http::PORT, 31000),
+                text(hc::http::PATH, "/health"),
+                text(hc::http::SCHEME, "http"),
+            ]),
+        ),
+        double(hc::DELAY_SECONDS, 5.0),
+        double(hc::INTERVAL_SECONDS, 2.0),
+        double(hc::TIMEOUT_SECONDS, 1.5),
+        uint(hc::CONSECUTIVE_FAILURES, 4),
+        double(hc::GRACE_PERIOD_SECONDS, 30.0),
+        uint(hc::TYPE, hc::TYPE_HTTP),
+    ]);
+    let check = info.health_check.clone().expect("health_check");
+    assert_eq!(check.encode_to_vec(), expected);
+    // Inside the TaskInfo, as field 8.
+    assert_eq!(
+        field_payloads(&info.encode_to_vec(), mesos::task_info::HEALTH_CHECK),
+        std::slice::from_ref(&expected)
+    );
+    assert_eq!(v1::HealthCheck::decode(expected.as_slice()).unwrap(), check);
+    // Mesos JSON: proto field names, the enum by name, seconds as numbers.
+    let mesos_json = json!({"type": "HTTP",
+        "http": {"port": 31000, "path": "/health", "scheme": "http"},
+        "delay_seconds": 5.0, "interval_seconds": 2.0, "timeout_seconds": 1.5,
+        "consecutive_failures": 4, "grace_period_seconds": 30.0});
+    assert_eq!(json::to_value(&check), mesos_json);
+    let parsed: v1::HealthCheck = json::from_slice(mesos_json.to_string().as_bytes()).unwrap();
+    assert_eq!(parsed, check);
+    assert_eq!(
+        json::to_value(&info)["health_check"],
+        mesos_json,
+        "the same in the TaskInfo"
+    );
+}
+
+#[test]
+fn a_tcp_and_a_command_check_use_their_own_fields() {
+    let tcp = spec(
+        json!({"name": "db", "command": "db", "cpus": 0.1, "mem": 32,
+        "instances": 1, "executor": "appliance",
+        "health_check": {"type": "tcp", "port": 5432, "consecutive_failures": 1}}),
+    );
+    let source = mesos_appliance::scheduler::taskinfo::ExecutorSource {
+        url: "http://a/executor/0.1.0-ab/mesos-appliance-executor".into(),
+        cpus: 0.05,
+        mem: 32.0,
+    };
+    let check = task_info(&tcp, &planned(), "db.0.x", "fw", Some(&source))
+        .health_check
+        .unwrap();
+    use mesos::health_check as hc;
+    let encoded = check.encode_to_vec();
+    assert_eq!(
+        field_payloads(&encoded, hc::TCP),
+        [uint(hc::tcp::PORT, 5432)]
+    );
+    assert!(encoded.ends_with(&cat(&[
+        uint(hc::TYPE, hc::TYPE_TCP),
+        bytes(hc::TCP, &uint(hc::tcp::PORT, 5432)),
+    ])));
+    assert_eq!(json::to_value(&check)["tcp"], json!({"port": 5432}));
+
+    let command = spec(
+        json!({"name": "db", "command": "db", "cpus": 0.1, "mem": 32,
+        "instances": 1, "health_check": {"type": "command", "command": "pg_isready"}}),
+    );
+    let check = task_info(&command, &planned(), "db.0.x", "fw", None)
+        .health_check
+        .unwrap();
+    let commands = field_payloads(&check.encode_to_vec(), hc::COMMAND);
+    assert_eq!(commands.len(), 1);
+    let info = v1::CommandInfo::decode(commands[0].as_slice()).unwrap();
+    assert_eq!(info.value.as_deref(), Some("pg_isready"));
+    assert_eq!(json::to_value(&check)["type"], "COMMAND");
+    assert_eq!(json::to_value(&check)["command"]["shell"], true);
+}
+
+#[test]
+fn an_image_container_is_encoded_as_mesos_reads_it() {
+    let spec = spec(
+        json!({"name": "web", "command": "serve", "cpus": 0.1, "mem": 32,
+        "instances": 1, "container": {"image": "team/web:1.4", "force_pull": true,
+            "volumes": [{"container_path": "/data", "host_path": "/srv/web", "mode": "RO"}]}}),
+    );
+    let info = task_info(&spec, &planned(), "web.0.x", "fw", None);
+    use mesos::{container_info as ci, image, volume};
+    let expected = cat(&[
+        uint(ci::TYPE, ci::TYPE_MESOS),
+        bytes(
+            ci::VOLUMES,
+            &cat(&[
+                text(volume::CONTAINER_PATH, "/data"),
+                text(volume::HOST_PATH, "/srv/web"),
+                uint(volume::MODE, volume::MODE_RO),
+            ]),
+        ),
+        bytes(
+            ci::MESOS,
+            &bytes(
+                ci::mesos_info::IMAGE,
+                &cat(&[
+                    uint(image::TYPE, image::TYPE_DOCKER),
+                    bytes(image::DOCKER, &text(image::DOCKER_NAME, "team/web:1.4")),
+                    uint(image::CACHED, 0),
+                ]),
+            ),
+        ),
+    ]);
+    let container = info.container.clone().expect("container");
+    assert_eq!(container.encode_to_vec(), expected);
+    assert_eq!(
+        field_payloads(&info.encode_to_vec(), mesos::task_info::CONTAINER),
+        std::slice::from_ref(&expected)
+    );
+    let mesos_json = json!({"type": "MESOS",
+        "volumes": [{"container_path": "/data", "host_path": "/srv/web", "mode": "RO"}],
+        "mesos": {"image": {"type": "DOCKER", "docker": {"name": "team/web:1.4"},
+            "cached": false}}});
+    assert_eq!(json::to_value(&container), mesos_json);
+    let parsed: v1::ContainerInfo = json::from_slice(mesos_json.to_string().as_bytes()).unwrap();
+    assert_eq!(parsed, container);
+    assert!(json::missing_required_fields(&info).is_empty());
+}
+
+#[test]
+fn a_docker_container_is_encoded_as_mesos_reads_it() {
+    let spec = spec(
+        json!({"name": "web", "command": "serve", "cpus": 0.1, "mem": 32,
+        "ports": 1, "instances": 1, "container": {"docker": {"image": "nginx:1.27",
+            "network": "BRIDGE", "port_mappings": [{"container_port": 80}],
+            "parameters": [{"key": "memory-swap", "value": "-1"}]}}}),
+    );
+    let container = task_info(&spec, &planned(), "web.0.x", "fw", None)
+        .container
+        .unwrap();
+    use mesos::{container_info as ci, parameter};
+    let expected = cat(&[
+        uint(ci::TYPE, ci::TYPE_DOCKER),
+        bytes(
+            ci::DOCKER,
+            &cat(&[
+                text(ci::docker::IMAGE, "nginx:1.27"),
+                uint(ci::docker::NETWORK, ci::docker::NETWORK_BRIDGE),
+                bytes(
+                    ci::docker::PORT_MAPPINGS,
+                    &cat(&[
+                        uint(ci::docker::HOST_PORT, 31000),
+                        uint(ci::docker::CONTAINER_PORT, 80),
+                    ]),
+                ),
+                bytes(
+                    ci::docker::PARAMETERS,
+                    &cat(&[
+                        text(parameter::KEY, "memory-swap"),
+                        text(parameter::VALUE, "-1"),
+                    ]),
+                ),
+                uint(ci::docker::FORCE_PULL_IMAGE, 0),
+            ]),
+        ),
+    ]);
+    assert_eq!(container.encode_to_vec(), expected);
+    assert_eq!(
+        json::to_value(&container),
+        json!({"type": "DOCKER", "docker": {"image": "nginx:1.27", "network": "BRIDGE",
+            "port_mappings": [{"host_port": 31000, "container_port": 80}],
+            "parameters": [{"key": "memory-swap", "value": "-1"}],
+            "force_pull_image": false}})
+    );
+}
+
+#[test]
+fn a_health_status_update_decodes_from_mesos_bytes_and_json() {
+    use mesos::task_status as ts;
+    let bytes = cat(&[
+        bytes(ts::TASK_ID, &text(1, "web.0.x")),
+        uint(ts::STATE, ts::STATE_RUNNING),
+        uint(ts::HEALTHY, 0),
+        uint(ts::REASON, ts::REASON_TASK_HEALTH_CHECK_STATUS_UPDATED),
+    ]);
+    let status = v1::TaskStatus::decode(bytes.as_slice()).unwrap();
+    assert_eq!(status.state(), v1::TaskState::TaskRunning);
+    assert_eq!(status.healthy, Some(false));
+    assert_eq!(
+        status.reason(),
+        v1::task_status::Reason::TaskHealthCheckStatusUpdated
+    );
+    assert_eq!(status.encode_to_vec(), bytes);
+    let from_json: v1::TaskStatus = json::from_slice(
+        br#"{"task_id":{"value":"web.0.x"},"state":"TASK_RUNNING","healthy":false,
+            "reason":"REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"}"#,
+    )
+    .unwrap();
+    assert_eq!(from_json, status);
+}
