@@ -228,14 +228,7 @@ async fn a_fixed_spec_launches_at_once_and_a_deleted_service_keeps_its_grace() {
     let mut fixed = broken.clone();
     fixed["command"] = json!("sleep 600");
     let spec = services(json!([fixed])).remove(0);
-    replica
-        .handle
-        .request(Duration::from_secs(5), |reply| Command::PutService {
-            spec,
-            reply,
-        })
-        .await
-        .unwrap();
+    replica.put_service(spec).await.unwrap();
     replica
         .wait_for("the fixed spec runs without waiting", WAIT, |s| {
             running(s, "flaky") == 1
