@@ -17,7 +17,7 @@
 //! driven by [`Input`]s: stream events (SUBSCRIBED, OFFERS, RESCIND, batched
 //! UPDATEs, FAILURE, HEARTBEAT), the client's disconnections and stop, the
 //! results of the I/O it asked for (store results with typed
-//! [`CoordinationError`](crate::coordination::CoordinationError)s, call
+//! [`CoordinationError`]s, call
 //! results, operator answers, each by [`RequestId`]), commands (by
 //! [`ReplyId`]) and ticks. Each input returns [`Effects`]: store these
 //! records, make these calls, acknowledge these updates, publish this

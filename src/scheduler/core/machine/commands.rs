@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use tokio::time::Instant;
 
-use super::framework::Then;
+use super::forget::Then;
 use super::{Machine, Pending, ServiceEntry};
 use crate::coordination::{CoordinationError, Expect, RecordList, Written};
 use crate::executor::KAMIKAZE;

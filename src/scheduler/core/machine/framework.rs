@@ -21,15 +21,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::forget::Then;
 use super::{Machine, Pending};
 use crate::coordination::CoordinationError;
 use crate::mesos::client::{DisconnectReason, ErrorKind, StopReason};
 use crate::mesos::operator::{self, OperatorError};
-use crate::scheduler::commands::{CommandError, TeardownResult};
 use crate::scheduler::config::OnFrameworkRemoved;
 use crate::scheduler::core::io::{
-    Answer, Effect, OperatorAnswer, OperatorFailure, OperatorOp, ReplyId, StoreOp, StoreResult,
-    SubscribedInfo,
+    Effect, OperatorAnswer, OperatorFailure, OperatorOp, StoreOp, StoreResult, SubscribedInfo,
 };
 use crate::scheduler::core::{Mismatch, TermOutcome};
 use crate::scheduler::ids::FrameworkId;
@@ -70,9 +69,9 @@ pub(super) struct Framework {
     pub(super) next_check: Instant,
     checking: bool,
     /// TEARDOWN sent: the stream's end and refusals are expected.
-    tearing_down: bool,
+    pub(super) tearing_down: bool,
     /// The framework ID and task records are being deleted.
-    forgetting: bool,
+    pub(super) forgetting: bool,
 }
 
 /// A live subscription.
@@ -130,18 +129,6 @@ pub(super) enum Step {
     /// Forgetting: the framework ID, then the task records.
     ForgetId(Then),
     ForgetTasks(Then),
-}
-
-/// What follows forgetting the framework.
-#[derive(Debug)]
-pub(super) enum Then {
-    /// The teardown command answers.
-    Teardown {
-        reply: ReplyId,
-        framework_id: String,
-    },
-    /// Register anew; the reregister command answers, if it asked.
-    Reregister { reply: Option<ReplyId>, old: String },
 }
 
 /// An operator call's failure in an operator's words: a refusal of our
@@ -543,119 +530,5 @@ impl Machine {
                 self.warn(format!("unexpected answer {result:?} to {step:?}; ignored"));
             }
         }
-    }
-
-    /// TEARDOWN was accepted: the client stops, and the framework is
-    /// forgotten before the command answers.
-    pub(super) fn torn_down(&mut self, reply: ReplyId, now: Instant) {
-        let framework_id = self.framework.id.clone().unwrap_or_default().to_string();
-        self.stop_client();
-        self.offers.clear(Gone::Dropped, now);
-        self.kills.clear();
-        self.forget(Then::Teardown {
-            reply,
-            framework_id,
-        });
-    }
-
-    pub(super) fn begin_teardown(&mut self) {
-        self.framework.tearing_down = true;
-    }
-
-    pub(super) fn teardown_failed(&mut self) {
-        self.framework.tearing_down = false;
-    }
-
-    /// Deletes the stored framework ID and every task record, then `then`.
-    pub(super) fn forget(&mut self, then: Then) {
-        if self.framework.forgetting {
-            if let Some(reply) = match &then {
-                Then::Teardown { reply, .. } => Some(*reply),
-                Then::Reregister { reply, .. } => *reply,
-            } {
-                let error = CommandError::Conflict(
-                    "the framework is being forgotten already; try again shortly".into(),
-                );
-                self.reply_error(reply, &then, error);
-            }
-            return;
-        }
-        self.framework.forgetting = true;
-        self.store(
-            StoreOp::DeleteFrameworkId,
-            Pending::Framework(Step::ForgetId(then)),
-        );
-    }
-
-    fn forgotten(&mut self, then: Then, tasks: usize, now: Instant) {
-        self.framework.forgetting = false;
-        self.framework.tearing_down = false;
-        self.framework.id = None;
-        self.tasks.clear();
-        self.backoff.clear();
-        self.out.dirty = true;
-        match then {
-            Then::Teardown {
-                reply,
-                framework_id,
-            } => {
-                let reason = format!(
-                    "torn down by an operator (framework {framework_id}, {tasks} task record(s) deleted)"
-                );
-                self.log(EventKind::Action, reason.clone(), now);
-                self.set_state(FrameworkState::Removed, Some(reason));
-                self.reply(
-                    reply,
-                    Answer::Teardown(Ok(TeardownResult {
-                        framework_id,
-                        tasks,
-                    })),
-                );
-            }
-            Then::Reregister { reply, old } => {
-                self.log(
-                    EventKind::Action,
-                    format!(
-                        "registering a new framework (old {old}, {tasks} stale task record(s) deleted)"
-                    ),
-                    now,
-                );
-                self.start_client(now);
-                if let Some(reply) = reply {
-                    self.reply(reply, Answer::Done(Ok(())));
-                }
-            }
-        }
-    }
-
-    fn forget_failed(&mut self, then: Then, e: CoordinationError, now: Instant) {
-        self.framework.forgetting = false;
-        self.framework.tearing_down = false;
-        match &then {
-            Then::Reregister { reply: None, .. } => self.log(
-                EventKind::Error,
-                format!("automatic re-registration failed: {e}"),
-                now,
-            ),
-            _ => self.log(
-                EventKind::Error,
-                format!("forgetting the framework failed: {e}"),
-                now,
-            ),
-        }
-        if let Some(reply) = match &then {
-            Then::Teardown { reply, .. } => Some(*reply),
-            Then::Reregister { reply, .. } => *reply,
-        } {
-            self.reply_error(reply, &then, e.into());
-        }
-    }
-
-    fn reply_error(&mut self, reply: ReplyId, then: &Then, error: CommandError) {
-        let answer = match then {
-            Then::Teardown { .. } => Answer::Teardown(Err(error)),
-            Then::Reregister { .. } => Answer::Done(Err(error)),
-        };
-        self.reply(reply, answer);
     }
 }

@@ -15,9 +15,12 @@
 //! - `view`: the snapshot.
 
 mod commands;
+mod forget;
 mod framework;
+mod reconciliation;
 mod schedule;
 mod startup;
+mod table;
 mod tasks;
 mod view;
 
@@ -49,7 +52,7 @@ use crate::scheduler::workload::Backoff;
 
 use framework::Framework;
 use startup::Startup;
-use tasks::TaskTable;
+use table::TaskTable;
 
 /// Events kept for the events page.
 const EVENT_LOG_LEN: usize = 500;
