@@ -214,6 +214,11 @@ pub struct UninstallArgs {
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Tear down frameworks found only by name and role even when the --zk
+    /// root stores no framework ID (without it, uninstall refuses: a
+    /// mistyped --zk root must not remove someone's running framework).
+    #[arg(long)]
+    pub force: bool,
     /// How long to wait for the master to list the torn-down frameworks as completed.
     #[arg(long, default_value = "60s", value_parser = duration, allow_hyphen_values = true)]
     pub wait: Duration,
