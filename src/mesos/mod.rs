@@ -12,7 +12,6 @@
 //! - [`operator`]: the operator client — GET_FRAMEWORKS and TEARDOWN.
 //! - [`sandbox`]: task sandbox files (`stdout`, `stderr`) through the agents' files API.
 
-pub mod backoff;
 pub mod client;
 pub mod detector;
 pub mod json;
