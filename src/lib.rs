@@ -69,6 +69,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod backoff;
 pub mod coordination;
 pub mod executor;
 pub mod mesos;

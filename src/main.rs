@@ -28,6 +28,7 @@ async fn main() -> ExitCode {
     // reqwest is built with rustls and no default crypto provider
     // (`docs/architecture.md#build-notes`).
     let _ = rustls::crypto::ring::default_provider().install_default();
+    mesos_appliance::app::survive_hangup(common.tls_cert.is_some());
     match job {
         Job::Serve(common, cluster) => serve::run(common, cluster).await,
         Job::Uninstall(common, cluster, args) => uninstall::run(common, cluster, args).await,

@@ -153,7 +153,7 @@ pub fn advertised_url(text: &str) -> Result<String, String> {
 pub struct Cli {
     /// What to run (default: serve).
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub command: Option<CliCommand>,
     /// The cluster, when given before the subcommand (or without one).
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -196,7 +196,7 @@ Exit codes:
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum CliCommand {
     /// Run a replica of the scheduler (the default).
     Serve(ClusterArgs),
     /// One-shot job: fence all replicas, tear down every framework of this
@@ -214,6 +214,11 @@ pub struct UninstallArgs {
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Tear down frameworks found only by name and role even when the --zk
+    /// root stores no framework ID (without it, uninstall refuses: a
+    /// mistyped --zk root must not remove someone's running framework).
+    #[arg(long)]
+    pub force: bool,
     /// How long to wait for the master to list the torn-down frameworks as completed.
     #[arg(long, default_value = "60s", value_parser = duration, allow_hyphen_values = true)]
     pub wait: Duration,
@@ -554,8 +559,8 @@ impl Cli {
         let cli = Cli::from_arg_matches(&matches)?;
         Ok(match cli.command {
             None => Job::Serve(cli.common, cli.cluster),
-            Some(Command::Serve(cluster)) => Job::Serve(cli.common, cluster.or(cli.cluster)),
-            Some(Command::Uninstall(mut args)) => {
+            Some(CliCommand::Serve(cluster)) => Job::Serve(cli.common, cluster.or(cli.cluster)),
+            Some(CliCommand::Uninstall(mut args)) => {
                 let sub = matches.subcommand_matches("uninstall");
                 for (id, flag) in UNINSTALL_WARNS {
                     let given = |m: &ArgMatches| {
@@ -569,7 +574,7 @@ impl Cli {
                 let cluster = std::mem::take(&mut args.cluster).or(cli.cluster);
                 Job::Uninstall(cli.common, cluster, args)
             }
-            Some(Command::Demo(args)) => {
+            Some(CliCommand::Demo(args)) => {
                 if let Some(flag) = cluster_flag_on_command_line(&matches) {
                     return Err(Cli::command().error(
                         clap::error::ErrorKind::ArgumentConflict,

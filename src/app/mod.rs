@@ -313,6 +313,30 @@ pub fn replica_info(advertised_url: &str, deployment_id: &str) -> ReplicaInfo {
     ReplicaInfo::new(advertised_url, deployment_id, env!("CARGO_PKG_VERSION"))
 }
 
+/// Keeps SIGHUP from ending the process, whose default action it is.
+/// Operators and tools send it to mean "reload" (`systemctl reload`,
+/// logrotate); the only thing that reloads on it is the TLS certificate
+/// ([`crate::web::tls::spawn_reload`]). Without TLS (`reloads_tls` false)
+/// each SIGHUP is logged and otherwise ignored. Call it first thing in the
+/// runtime: a SIGHUP before the handler exists still ends the process.
+pub fn survive_hangup(reloads_tls: bool) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot handle SIGHUP: it will end this process");
+        return;
+    };
+    if reloads_tls {
+        // The handler stays installed for the life of the process (tokio
+        // never restores the default action); the TLS task logs reloads.
+        return;
+    }
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP ignored: there is no TLS certificate to reload");
+        }
+    });
+}
+
 /// Resolves on SIGTERM or SIGINT (Ctrl-C).
 pub async fn stop_signal() {
     let term = async {

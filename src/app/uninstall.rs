@@ -56,6 +56,36 @@ pub async fn run(common: CommonArgs, cluster: ClusterArgs, args: UninstallArgs) 
     }
 }
 
+/// Why the frameworks found only by name must not be torn down, if they
+/// must not: the root stores no framework ID (a mistyped `--zk` root, or
+/// none given), so nothing says they belong to this deployment — the rule
+/// the appliance keeps before registering next to a same-name framework
+/// (`docs/deployment-strategies.md`). `--force` overrides it.
+fn unconfirmed_targets(
+    stored: &Option<String>,
+    targets: &BTreeSet<String>,
+    coordinator: &Option<(Arc<ZkCoordinator>, String)>,
+    force: bool,
+) -> Option<String> {
+    if force || stored.is_some() || targets.is_empty() {
+        return None;
+    }
+    let ids: Vec<&str> = targets.iter().map(String::as_str).collect();
+    let whose = match coordinator {
+        Some((c, root)) if !c.root_existed() => {
+            format!("ZooKeeper has no {root} (is --zk right?)")
+        }
+        Some((_, root)) => format!("{root} stores no framework ID (is --zk right?)"),
+        None => "no --zk says which framework is this deployment's".to_string(),
+    };
+    Some(format!(
+        "the master runs {} framework(s) of this name and role ({}), but {whose}; \
+         pass --force to tear them down anyway",
+        ids.len(),
+        ids.join(", ")
+    ))
+}
+
 enum Error {
     Usage(String),
     /// Before anything was deleted.
@@ -175,6 +205,10 @@ async fn uninstall(
             );
         }
     }
+    let refusal = unconfirmed_targets(&stored, &targets, &coordinator, args.force);
+    if let Some(why) = &refusal {
+        println!("  refusing: {why}");
+    }
     match &coordinator {
         Some((_, root)) => {
             println!("  replicas in the election: {}", members.len());
@@ -187,13 +221,18 @@ async fn uninstall(
         }
         None => println!("  no --zk: nothing stored to delete"),
     }
-    if args.dry_run {
+    if args.dry_run || refusal.is_some() {
         // Connecting created the empty layout to read it: take it away again.
         if let Some((c, _)) = &coordinator
             && !c.root_existed()
             && let (_, Err(e)) = c.delete_tree().await
         {
-            tracing::warn!("could not remove the empty layout the dry run created: {e}");
+            tracing::warn!("could not remove the empty layout this run created: {e}");
+        }
+        if let Some(why) = refusal
+            && !args.dry_run
+        {
+            return Err(Error::Failed(why));
         }
         println!("dry run: nothing changed");
         return Ok(());

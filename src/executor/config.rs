@@ -18,7 +18,7 @@ pub const DEFAULT_SUBSCRIPTION_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// Why the environment is not usable; the text names the variable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
+pub enum EnvError {
     /// A variable the agent always sets is missing (the C++ executor library
     /// exits with "Expecting 'X' to be set in the environment").
     #[error("Expecting '{0}' to be set in the environment")]
@@ -73,7 +73,7 @@ impl ExecutorConfig {
     ///
     /// # Errors
     /// As [`ExecutorConfig::from_lookup`].
-    pub fn from_env() -> Result<Self, ConfigError> {
+    pub fn from_env() -> Result<Self, EnvError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
@@ -83,16 +83,16 @@ impl ExecutorConfig {
     ///
     /// # Errors
     /// A required variable is missing, or a value does not parse.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, EnvError> {
         let required = |name: &'static str| {
             lookup(name)
                 .filter(|v| !v.is_empty())
-                .ok_or(ConfigError::Missing(name))
+                .ok_or(EnvError::Missing(name))
         };
-        let duration = |name: &'static str| -> Result<Option<Duration>, ConfigError> {
+        let duration = |name: &'static str| -> Result<Option<Duration>, EnvError> {
             lookup(name)
                 .map(|value| {
-                    parse_duration(&value).map_err(|reason| ConfigError::Invalid {
+                    parse_duration(&value).map_err(|reason| EnvError::Invalid {
                         name,
                         value: value.clone(),
                         reason,
@@ -104,7 +104,7 @@ impl ExecutorConfig {
             None | Some("0") | Some("") => false,
             Some("1") => true,
             Some(other) => {
-                return Err(ConfigError::Invalid {
+                return Err(EnvError::Invalid {
                     name: "MESOS_CHECKPOINT",
                     value: other.to_string(),
                     reason: "expected 1 or 0".into(),
@@ -114,9 +114,9 @@ impl ExecutorConfig {
         let (recovery_timeout, subscription_backoff_max) = if checkpoint {
             (
                 duration("MESOS_RECOVERY_TIMEOUT")?
-                    .ok_or(ConfigError::Missing("MESOS_RECOVERY_TIMEOUT"))?,
+                    .ok_or(EnvError::Missing("MESOS_RECOVERY_TIMEOUT"))?,
                 duration("MESOS_SUBSCRIPTION_BACKOFF_MAX")?
-                    .ok_or(ConfigError::Missing("MESOS_SUBSCRIPTION_BACKOFF_MAX"))?,
+                    .ok_or(EnvError::Missing("MESOS_SUBSCRIPTION_BACKOFF_MAX"))?,
             )
         } else {
             (DEFAULT_RECOVERY_TIMEOUT, DEFAULT_SUBSCRIPTION_BACKOFF_MAX)
@@ -125,7 +125,7 @@ impl ExecutorConfig {
             None | Some("") | Some("protobuf") => Encoding::Protobuf,
             Some("json") => Encoding::Json,
             Some(other) => {
-                return Err(ConfigError::Invalid {
+                return Err(EnvError::Invalid {
                     name: "MESOS_APPLIANCE_EXECUTOR_ENCODING",
                     value: other.to_string(),
                     reason: "expected protobuf or json".into(),
@@ -259,7 +259,7 @@ mod tests {
         }
     }
 
-    fn config(vars: &[(&str, &str)]) -> Result<ExecutorConfig, ConfigError> {
+    fn config(vars: &[(&str, &str)]) -> Result<ExecutorConfig, EnvError> {
         let map: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -314,13 +314,13 @@ mod tests {
     fn missing_and_invalid_variables_are_named() {
         assert_eq!(
             config(&BASE[..2]),
-            Err(ConfigError::Missing("MESOS_AGENT_ENDPOINT"))
+            Err(EnvError::Missing("MESOS_AGENT_ENDPOINT"))
         );
         let mut vars = BASE.to_vec();
         vars.push(("MESOS_CHECKPOINT", "true"));
         assert!(matches!(
             config(&vars),
-            Err(ConfigError::Invalid {
+            Err(EnvError::Invalid {
                 name: "MESOS_CHECKPOINT",
                 ..
             })
@@ -329,7 +329,7 @@ mod tests {
         vars.push(("MESOS_CHECKPOINT", "1"));
         assert_eq!(
             config(&vars),
-            Err(ConfigError::Missing("MESOS_RECOVERY_TIMEOUT"))
+            Err(EnvError::Missing("MESOS_RECOVERY_TIMEOUT"))
         );
         let mut vars = BASE.to_vec();
         vars.push(("MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD", "5s"));

@@ -19,6 +19,7 @@ use tokio_util::codec::FramedRead;
 use tokio_util::io::StreamReader;
 
 use super::config::ExecutorConfig;
+use crate::backoff::Backoff;
 use crate::mesos::json;
 use crate::mesos::media::Encoding;
 use crate::mesos::recordio::{RecordIoCodec, RecordIoError};
@@ -200,31 +201,8 @@ fn decode_event(encoding: Encoding, record: &[u8]) -> Result<Event, ConnectionEr
 /// `MESOS_SUBSCRIPTION_BACKOFF_MAX` as the agent requires
 /// (`docs/executor-http-api.md`, "Backoff Strategies": a recovering agent
 /// destroys executors that do not retry within that interval).
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    /// A backoff whose intervals never exceed `max`.
-    pub fn new(max: Duration) -> Self {
-        let first = Duration::from_millis(100).min(max);
-        Backoff { max, next: first }
-    }
-
-    /// The next interval to wait.
-    pub fn next_delay(&mut self) -> Duration {
-        let base = self.next;
-        self.next = (self.next * 2).min(self.max);
-        let jitter = 0.5 + rand::random::<f64>() * 0.5;
-        base.mul_f64(jitter)
-    }
-
-    /// Starts over from the first interval (after a successful subscription).
-    pub fn reset(&mut self) {
-        self.next = Duration::from_millis(100).min(self.max);
-    }
+pub fn subscribe_backoff(max: Duration) -> Backoff {
+    Backoff::jittered(Duration::from_millis(100).min(max), max)
 }
 
 #[cfg(test)]
@@ -234,14 +212,14 @@ mod tests {
     #[test]
     fn backoff_grows_and_never_exceeds_the_maximum() {
         let max = Duration::from_secs(2);
-        let mut backoff = Backoff::new(max);
+        let mut backoff = subscribe_backoff(max);
         let delays: Vec<Duration> = (0..12).map(|_| backoff.next_delay()).collect();
         assert!(delays.iter().all(|d| *d <= max), "{delays:?}");
         assert!(delays[0] <= Duration::from_millis(100));
         assert!(delays[11] >= Duration::from_secs(1), "{delays:?}");
         backoff.reset();
         assert!(backoff.next_delay() <= Duration::from_millis(100));
-        let mut tiny = Backoff::new(Duration::from_millis(10));
+        let mut tiny = subscribe_backoff(Duration::from_millis(10));
         assert!(tiny.next_delay() <= Duration::from_millis(10));
     }
 

@@ -46,5 +46,5 @@ pub mod runtime;
 mod state;
 pub mod tasks;
 
-pub use config::{ConfigError, ExecutorConfig};
+pub use config::{EnvError, ExecutorConfig};
 pub use runtime::{KAMIKAZE, run};

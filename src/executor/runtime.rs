@@ -19,7 +19,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
 use super::config::ExecutorConfig;
-use super::connection::{AgentClient, Backoff, EventStream};
+use super::connection::{AgentClient, EventStream, subscribe_backoff};
 use super::state::{Flow, Runtime, Stop};
 use crate::mesos::v1::executor::Call;
 
@@ -50,7 +50,7 @@ pub async fn run(cfg: ExecutorConfig) -> u8 {
         framework_id = %cfg.framework_id, checkpoint = cfg.checkpoint,
         encoding = cfg.encoding.media_type(), "starting");
     let mut rt = Runtime::new(cfg, client);
-    let mut backoff = Backoff::new(if rt.cfg.checkpoint {
+    let mut backoff = subscribe_backoff(if rt.cfg.checkpoint {
         rt.cfg.subscription_backoff_max
     } else {
         Duration::from_secs(1)

@@ -30,7 +30,7 @@ use reqwest::header::LOCATION;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::Backoff;
+use crate::backoff::Backoff;
 
 /// Timeouts and retry pacing of a [`MasterDetector`].
 #[derive(Debug, Clone)]
@@ -223,7 +223,7 @@ async fn probe_loop(
             return;
         }
     };
-    let mut backoff = Backoff::new(options.backoff_min, options.backoff_max);
+    let mut backoff = Backoff::jittered(options.backoff_min, options.backoff_max);
     loop {
         let found = tokio::select! {
             _ = cancel.cancelled() => return,

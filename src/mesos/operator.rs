@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::mesos::backoff::Backoff;
+use crate::backoff::Backoff;
 use crate::mesos::client::{ClientConfig, Http, Request, SendError, error_text, read_limited};
 use crate::mesos::detector::MasterDetector;
 use crate::mesos::media::PROTOBUF;
@@ -248,7 +248,7 @@ impl OperatorClient {
         body: Bytes,
     ) -> Result<Bytes, OperatorError> {
         let deadline = Instant::now() + self.config.operator_retry_for;
-        let mut backoff = Backoff::new(self.config.backoff_min, self.config.backoff_max);
+        let mut backoff = Backoff::jittered(self.config.backoff_min, self.config.backoff_max);
         let mut leader = self.detector.leader();
         let request = Request {
             path,

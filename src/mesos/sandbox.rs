@@ -324,8 +324,10 @@ impl SandboxClient {
         let read =
             |offset: i64, length: u64| self.read_at(&files, &path, &agent, sandbox, offset, length);
         let (size, _) = read(-1, 0).await?;
+        // An offset past the end reads nothing at the end: the size stays
+        // the file's, so a follower waits for bytes that will come.
         let start = match offset {
-            Some(offset) => offset,
+            Some(offset) => offset.min(size),
             None => size.saturating_sub(length),
         };
         let (at, data) = if start >= size || length == 0 {

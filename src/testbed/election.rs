@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
 use super::master::{Leadership, Shared, now_secs};
+use crate::backoff::Backoff;
 use crate::coordination::url::ZkUrl;
 use crate::mesos::json;
 
@@ -29,7 +30,7 @@ pub(crate) async fn run(
     master: Shared,
     stop: CancellationToken,
 ) {
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = Backoff::jittered(Duration::from_millis(100), Duration::from_secs(5));
     let hosts = target.connect_string();
     let client = loop {
         // Silence tolerated like the C client a Mesos master uses (two thirds
@@ -41,8 +42,7 @@ pub(crate) async fn run(
                 Ok(client) => break client,
                 Err(error) => {
                     tracing::warn!(%error, "testbed: cannot reach ZooKeeper; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    tokio::time::sleep(backoff.next_delay()).await;
                 }
             }
         }

@@ -55,7 +55,7 @@ pub const RESULTS_KEPT: usize = 100;
 
 /// One action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub enum OperatorAction {
     /// Start a reconciliation.
     Reconcile(ReconcileKind),
     /// Tell every executor of ours to kill its tasks and exit.
@@ -68,15 +68,15 @@ pub enum Action {
     Reregister,
 }
 
-impl Action {
+impl OperatorAction {
     /// The action's name in URLs and records.
     pub fn name(self) -> &'static str {
         match self {
-            Action::Reconcile(_) => "reconcile",
-            Action::Kamikaze => "kamikaze",
-            Action::Teardown => "teardown",
-            Action::Abdicate => "abdicate",
-            Action::Reregister => "reregister",
+            OperatorAction::Reconcile(_) => "reconcile",
+            OperatorAction::Kamikaze => "kamikaze",
+            OperatorAction::Teardown => "teardown",
+            OperatorAction::Abdicate => "abdicate",
+            OperatorAction::Reregister => "reregister",
         }
     }
 }
@@ -290,7 +290,7 @@ pub(crate) async fn ask<T>(
 /// not-leader `Location`).
 pub(crate) async fn execute(
     state: &AppState,
-    action: Action,
+    action: OperatorAction,
     path: &str,
     ctx: &Context,
 ) -> (Arc<ActionRecord>, Option<AppError>) {
@@ -315,7 +315,7 @@ pub(crate) async fn execute(
         leader_url: None,
     };
     let outcome: Result<(), CommandError> = match action {
-        Action::Reconcile(kind) => {
+        OperatorAction::Reconcile(kind) => {
             record.kind = Some(kind);
             record.status = 202;
             match ask(state, |reply| Command::Reconcile { kind, reply }).await {
@@ -327,7 +327,7 @@ pub(crate) async fn execute(
                 Err(e) => Err(e),
             }
         }
-        Action::Kamikaze => match ask(state, |reply| Command::Kamikaze { reply }).await {
+        OperatorAction::Kamikaze => match ask(state, |reply| Command::Kamikaze { reply }).await {
             Ok(results) => {
                 let accepted = results.iter().filter(|r| r.accepted).count();
                 record.summary = format!(
@@ -342,7 +342,7 @@ pub(crate) async fn execute(
             }
             Err(e) => Err(e),
         },
-        Action::Teardown => match ask(state, |reply| Command::Teardown { reply }).await {
+        OperatorAction::Teardown => match ask(state, |reply| Command::Teardown { reply }).await {
             Ok(result) => {
                 record.summary = format!(
                     "framework {} torn down; stored framework ID and {} deleted",
@@ -354,19 +354,24 @@ pub(crate) async fn execute(
             }
             Err(e) => Err(e),
         },
-        Action::Abdicate => ask(state, |reply| Command::Abdicate { reply })
-            .await
-            .map(|()| {
-                record.summary =
-                    "stepped down; another replica (or this one again) will lead".into()
-            }),
-        Action::Reregister => ask(state, |reply| Command::Reregister { reply })
-            .await
-            .map(|()| {
-                record.summary = "stale framework ID and task records cleared; subscribing as a \
+        OperatorAction::Abdicate => {
+            ask(state, |reply| Command::Abdicate { reply })
+                .await
+                .map(|()| {
+                    record.summary =
+                        "stepped down; another replica (or this one again) will lead".into()
+                })
+        }
+        OperatorAction::Reregister => {
+            ask(state, |reply| Command::Reregister { reply })
+                .await
+                .map(|()| {
+                    record.summary =
+                        "stale framework ID and task records cleared; subscribing as a \
                                   new framework"
-                    .into()
-            }),
+                            .into()
+                })
+        }
     };
     let error = match outcome {
         Ok(()) => None,
@@ -390,11 +395,11 @@ pub(crate) async fn execute(
         "action"
     );
     let params = match action {
-        Action::Reconcile(kind) => serde_json::json!({ "kind": kind }),
-        Action::Kamikaze | Action::Teardown => {
+        OperatorAction::Reconcile(kind) => serde_json::json!({ "kind": kind }),
+        OperatorAction::Kamikaze | OperatorAction::Teardown => {
             serde_json::json!({ "framework_id": record.framework_id })
         }
-        Action::Abdicate | Action::Reregister => serde_json::json!({}),
+        OperatorAction::Abdicate | OperatorAction::Reregister => serde_json::json!({}),
     };
     let outcome = Outcome {
         ok: record.ok,
@@ -514,19 +519,25 @@ pub async fn api_action(
     let (action, fields) = match name.as_str() {
         "reconcile" => {
             let fields = body_fields(&name, body, &["kind", "reason"])?;
-            (Action::Reconcile(reconcile_kind(&fields)?), fields)
+            (OperatorAction::Reconcile(reconcile_kind(&fields)?), fields)
         }
         "teardown" | "kamikaze" => {
             let fields = body_fields(&name, body, &["framework_id", "reason"])?;
             check_framework_id(&state, &fields)?;
             if name == "teardown" {
-                (Action::Teardown, fields)
+                (OperatorAction::Teardown, fields)
             } else {
-                (Action::Kamikaze, fields)
+                (OperatorAction::Kamikaze, fields)
             }
         }
-        "abdicate" => (Action::Abdicate, body_fields(&name, body, &["reason"])?),
-        _ => (Action::Reregister, body_fields(&name, body, &["reason"])?),
+        "abdicate" => (
+            OperatorAction::Abdicate,
+            body_fields(&name, body, &["reason"])?,
+        ),
+        _ => (
+            OperatorAction::Reregister,
+            body_fields(&name, body, &["reason"])?,
+        ),
     };
     let reason = match fields.get("reason") {
         None | Some(serde_json::Value::Null) => None,

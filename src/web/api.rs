@@ -258,11 +258,7 @@ pub async fn put_service(
         "instances": spec.instances,
         "cpus": spec.cpus,
         "mem": spec.mem,
-        "command": serde_json::to_string(&spec.command)
-            .unwrap_or_default()
-            .chars()
-            .take(200)
-            .collect::<String>(),
+        "command": abbreviated(&spec.command),
     });
     let ctx = super::audit::Context::api(actor, peer, reason);
     let result = ask(&state, |reply| Command::PutService { spec, reply })
@@ -425,4 +421,16 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, AppError
         out,
     )
         .into_response())
+}
+
+/// A service's command for its audit entry, as the spec gives it (a string
+/// or an argv array), with each string cut at 200 characters and at most 20
+/// arguments, so that an entry stays small.
+fn abbreviated(command: &crate::scheduler::services::CommandSpec) -> serde_json::Value {
+    use crate::scheduler::services::CommandSpec;
+    let cut = |s: &String| s.chars().take(200).collect::<String>();
+    match command {
+        CommandSpec::Shell(line) => cut(line).into(),
+        CommandSpec::Argv(argv) => argv.iter().take(20).map(cut).collect::<Vec<_>>().into(),
+    }
 }

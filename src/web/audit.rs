@@ -144,7 +144,28 @@ pub fn check_reason(reason: Option<&str>) -> Result<Option<String>, AppError> {
             ),
         }]));
     }
+    // Control characters (escape sequences, NUL) and bidirectional
+    // overrides could make an entry display other than it reads; a reason
+    // is one line of plain text.
+    if let Some(c) = reason
+        .chars()
+        .find(|&c| c.is_control() || is_bidi_control(c))
+    {
+        return Err(AppError::invalid(vec![FieldError {
+            field: "reason".into(),
+            message: format!(
+                "plain text on one line: U+{:04X} is a control character; nothing was done",
+                c as u32
+            ),
+        }]));
+    }
     Ok(Some(reason.to_string()))
+}
+
+/// The Unicode bidirectional formatting characters (embeddings, overrides,
+/// isolates and marks), which reorder how the text around them displays.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// How an action went, for its entry.
@@ -374,5 +395,15 @@ mod tests {
         assert_eq!(e.status.as_u16(), 400);
         assert_eq!(e.errors[0].field, "reason");
         assert!(e.errors[0].message.contains("102400"), "{:?}", e.errors);
+        for hostile in ["a\u{0}b", "red \u{1b}[31m", "two\nlines", "\u{202E}txt.exe"] {
+            let e = check_reason(Some(hostile)).unwrap_err();
+            assert_eq!(e.status.as_u16(), 400, "{hostile:?}");
+            assert!(
+                e.errors[0].message.contains("control character"),
+                "{:?}",
+                e.errors
+            );
+        }
+        assert!(check_reason(Some("naïve café — ok ✓")).is_ok());
     }
 }

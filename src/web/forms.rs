@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::AppState;
-use super::actions::{Action, ActionRecord, execute, leader_precheck};
+use super::actions::{ActionRecord, OperatorAction, execute, leader_precheck};
 use super::api::bad_path;
 use super::audit::{self, Context};
 use super::auth::{self, Access, Peer, SESSION_COOKIE, SESSION_SECONDS, TokenCheck};
@@ -158,7 +158,7 @@ async fn post_confirmed(
     headers: HeaderMap,
     peer: Peer,
     form: Result<Form<ConfirmForm>, FormRejection>,
-    action: Action,
+    action: OperatorAction,
 ) -> Result<Response, AppError> {
     let Form(form) = form.map_err(form_error)?;
     let ctx = guard_form(&state, &headers, peer, &form.csrf, uri.path(), &form.reason)?;
@@ -195,7 +195,7 @@ pub async fn post_teardown(
     peer: Peer,
     form: Result<Form<ConfirmForm>, FormRejection>,
 ) -> Result<Response, AppError> {
-    post_confirmed(state, uri, headers, peer, form, Action::Teardown).await
+    post_confirmed(state, uri, headers, peer, form, OperatorAction::Teardown).await
 }
 
 /// `POST /actions/kamikaze`.
@@ -206,7 +206,7 @@ pub async fn post_kamikaze(
     peer: Peer,
     form: Result<Form<ConfirmForm>, FormRejection>,
 ) -> Result<Response, AppError> {
-    post_confirmed(state, uri, headers, peer, form, Action::Kamikaze).await
+    post_confirmed(state, uri, headers, peer, form, OperatorAction::Kamikaze).await
 }
 
 async fn post_button(
@@ -215,7 +215,7 @@ async fn post_button(
     headers: HeaderMap,
     peer: Peer,
     form: Result<Form<ButtonForm>, FormRejection>,
-    make: impl FnOnce(&ButtonForm) -> Result<Action, AppError>,
+    make: impl FnOnce(&ButtonForm) -> Result<OperatorAction, AppError>,
 ) -> Result<Response, AppError> {
     let Form(form) = form.map_err(form_error)?;
     let ctx = guard_form(&state, &headers, peer, &form.csrf, uri.path(), &form.reason)?;
@@ -233,8 +233,8 @@ pub async fn post_reconcile(
     form: Result<Form<ButtonForm>, FormRejection>,
 ) -> Result<Response, AppError> {
     post_button(state, uri, headers, peer, form, |f| match f.kind.as_str() {
-        "" | "explicit" => Ok(Action::Reconcile(ReconcileKind::Explicit)),
-        "implicit" => Ok(Action::Reconcile(ReconcileKind::Implicit)),
+        "" | "explicit" => Ok(OperatorAction::Reconcile(ReconcileKind::Explicit)),
+        "implicit" => Ok(OperatorAction::Reconcile(ReconcileKind::Implicit)),
         other => Err(AppError::bad_request(format!(
             "kind must be explicit or implicit, not {other:?}"
         ))),
@@ -250,7 +250,10 @@ pub async fn post_abdicate(
     peer: Peer,
     form: Result<Form<ButtonForm>, FormRejection>,
 ) -> Result<Response, AppError> {
-    post_button(state, uri, headers, peer, form, |_| Ok(Action::Abdicate)).await
+    post_button(state, uri, headers, peer, form, |_| {
+        Ok(OperatorAction::Abdicate)
+    })
+    .await
 }
 
 /// `POST /actions/reregister`.
@@ -261,7 +264,10 @@ pub async fn post_reregister(
     peer: Peer,
     form: Result<Form<ButtonForm>, FormRejection>,
 ) -> Result<Response, AppError> {
-    post_button(state, uri, headers, peer, form, |_| Ok(Action::Reregister)).await
+    post_button(state, uri, headers, peer, form, |_| {
+        Ok(OperatorAction::Reregister)
+    })
+    .await
 }
 
 #[derive(Template, WebTemplate)]

@@ -68,6 +68,27 @@ async fn scenario_1_clean_start_and_2_a_second_deployment_waits() {
     assert_eq!(a.get("/readyz").await.unwrap().0, 200);
     let fid = framework_id(&state).unwrap();
 
+    // SIGHUP (logrotate, `systemctl reload`) ends no replica: without TLS
+    // there is nothing to reload, and it is said so.
+    let mut a = a;
+    a.signal(libc::SIGHUP);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !a.log().contains("SIGHUP ignored") {
+        assert!(
+            a.running(),
+            "SIGHUP ended the replica:\n{}",
+            tail(&a.log(), 20)
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            tail(&a.log(), 20)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(a.running());
+    assert_eq!(a.get("/readyz").await.unwrap().0, 200);
+
     // Scenario 2: a new deployment while the old leader lives.
     let b = Appliance::spawn("b", &s.args("d2", &[]));
     let standby = b

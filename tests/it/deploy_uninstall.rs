@@ -265,6 +265,47 @@ async fn uninstall_refused_by_the_master_deletes_nothing() {
     );
 }
 
+/// A mistyped `--zk` root stores no framework ID: the same-name framework
+/// the master runs may be anybody's, so uninstall refuses (exit 4, nothing
+/// torn down, nothing created) until `--force` says it is to go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_refuses_same_name_frameworks_that_the_root_does_not_store() {
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let (_stream, id) = support::mesos::connected(&tb.url(), "gone", 60.0).await;
+    let live = |tb: &Testbed| tb.frameworks().iter().any(|f| f.id == id && !f.completed);
+
+    let dry = uninstall(&zk.connect_string(), &tb.url(), &["--dry-run"]).await;
+    let out = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success(), "{out}");
+    assert!(
+        out.contains("refusing: the master runs 1 framework(s) of this name and role")
+            && out.contains("ZooKeeper has no /appliance (is --zk right?)"),
+        "{out}"
+    );
+
+    let run = uninstall(&zk.connect_string(), &tb.url(), &[]).await;
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(4), "{err}");
+    assert!(err.contains("pass --force") && err.contains(&id), "{err}");
+    assert!(live(&tb), "the framework still runs");
+    assert!(!root_exists(&zk.connect_string()).await, "nothing created");
+
+    let forced = uninstall(&zk.connect_string(), &tb.url(), &["--force"]).await;
+    let out = String::from_utf8_lossy(&forced.stdout);
+    assert!(
+        forced.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&forced.stderr)
+    );
+    assert!(
+        out.contains("uninstalled: 1 framework(s) torn down"),
+        "{out}"
+    );
+    assert!(!live(&tb));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_on_an_empty_zookeeper_leaves_it_empty() {
     support::mesos::init();

@@ -106,7 +106,7 @@ async fn web_over(master: &str) -> TestWeb {
         .iter()
         .map(|id| {
             let mut t = task.clone();
-            t.task_id = format!("t-{id}");
+            t.task_id = format!("t-{id}").into();
             t.executor_id = id.to_string();
             Arc::new(t)
         })
@@ -191,6 +191,21 @@ async fn hostile_logs_are_shown_as_text_and_bad_agents_are_bounded() {
     let r = web.send(get_request("/tasks/t-gone/logs/stderr")).await;
     assert_eq!(r.status, StatusCode::GONE);
     assert!(r.text().contains("garbage-collected"), "{}", r.text());
+
+    // An offset past the end (or at u64::MAX) reads nothing and keeps the
+    // file's real size, so that following waits for bytes that will come.
+    for offset in ["1000000", "18446744073709551615"] {
+        let r = web
+            .send(get_request(&format!(
+                "/api/v1/tasks/t-hostile/logs/stdout?offset={offset}"
+            )))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        let v = r.json();
+        assert_eq!(v["size"], log["size"], "{v}");
+        assert_eq!(v["next_offset"], log["size"], "{v}");
+        assert_eq!(v["data"], "", "{v}");
+    }
 
     // Bounded requests; unknown files and tasks.
     let r = web

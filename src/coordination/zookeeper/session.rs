@@ -7,6 +7,7 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 use super::{Inner, election, map_zk, stores};
+use crate::backoff::Backoff;
 use crate::coordination::{CoordinationError, Leadership, Result};
 
 /// First and largest pause between failed connection attempts.
@@ -96,7 +97,7 @@ pub(super) async fn ensure_paths(inner: &Inner, client: &zk::Client) -> Result<b
 /// The background task: one session after another until shutdown.
 pub(super) async fn run(inner: Arc<Inner>, first: zk::Client) {
     let mut next = Some(first);
-    let mut backoff = MIN_BACKOFF;
+    let mut backoff = Backoff::jittered(MIN_BACKOFF, MAX_BACKOFF);
     loop {
         let client = match next.take() {
             Some(client) => client,
@@ -112,16 +113,16 @@ pub(super) async fn run(inner: Arc<Inner>, first: zk::Client) {
                 };
                 match result {
                     Ok(client) => {
-                        backoff = MIN_BACKOFF;
+                        backoff.reset();
                         client
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, retry_in = ?backoff, "cannot open a ZooKeeper session");
+                        let delay = backoff.next_delay();
+                        tracing::warn!(error = %e, retry_in = ?delay, "cannot open a ZooKeeper session");
                         tokio::select! {
                             _ = inner.shutdown.cancelled() => break,
-                            _ = tokio::time::sleep(backoff) => {}
+                            _ = tokio::time::sleep(delay) => {}
                         }
-                        backoff = (backoff * 2).min(MAX_BACKOFF);
                         continue;
                     }
                 }

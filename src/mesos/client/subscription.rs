@@ -23,7 +23,7 @@ use super::{
     ClientConfig, ClientEvent, ConnectionState, DisconnectReason, ErrorKind, Inner, Request,
     SCHEDULER_PATH, SendError, StopReason, Subscription, error_text,
 };
-use crate::mesos::backoff::Backoff;
+use crate::backoff::Backoff;
 use crate::mesos::detector::MasterAddress;
 use crate::mesos::media::{PROTOBUF, STREAM_ID_HEADER};
 use crate::mesos::v1;
@@ -89,7 +89,7 @@ struct Driver {
 
 impl Driver {
     async fn run(&mut self) -> StopReason {
-        let mut backoff = Backoff::new(self.config.backoff_min, self.config.backoff_max);
+        let mut backoff = Backoff::jittered(self.config.backoff_min, self.config.backoff_max);
         let mut leader = self.inner.detector.leader();
         let mut pause = None;
         loop {

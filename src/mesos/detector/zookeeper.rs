@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
 use super::{DetectorOptions, MasterAddress, Scheme, publish};
+use crate::backoff::Backoff;
 use crate::coordination::url::ZkUrl;
-use crate::mesos::backoff::Backoff;
 use crate::mesos::v1;
 
 /// Pause before retrying a read that failed on a live session.
@@ -39,7 +39,7 @@ pub(super) async fn run(
     redetect: &Notify,
     cancel: CancellationToken,
 ) {
-    let mut backoff = Backoff::new(options.backoff_min, options.backoff_max);
+    let mut backoff = Backoff::jittered(options.backoff_min, options.backoff_max);
     loop {
         let client = tokio::select! {
             _ = cancel.cancelled() => return,
