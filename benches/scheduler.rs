@@ -226,7 +226,7 @@ fn placement() {
                         .to_protos(None),
                     ..Default::default()
                 },
-                Instant::now(),
+                tokio::time::Instant::now(),
                 0.0,
             );
         }
