@@ -2,7 +2,7 @@
 //! instances are missing, which tasks are surplus, and each service's
 //! restart backoff. Pure functions over task records.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -42,7 +42,10 @@ pub fn assess<'a>(
     tasks: impl IntoIterator<Item = &'a TaskRecord>,
 ) -> Assessment {
     let mut out = Assessment::default();
-    let mut by_instance: BTreeMap<u32, Vec<&TaskRecord>> = BTreeMap::new();
+    // One sorted list rather than a list per instance: the scheduling
+    // pass assesses every service, so this runs over every record several
+    // times a second while tens of thousands of tasks launch.
+    let mut live: Vec<&TaskRecord> = Vec::new();
     for task in tasks.into_iter().filter(|t| t.service == spec.name) {
         if task.is_terminal() {
             continue;
@@ -51,30 +54,34 @@ pub fn assess<'a>(
             out.killing += 1;
             continue;
         }
-        by_instance.entry(task.instance).or_default().push(task);
+        live.push(task);
     }
-    let mut covered = std::collections::BTreeSet::new();
-    for (instance, mut tasks) in by_instance {
+    // By instance; within one, a running task before a starting one, then
+    // the oldest (a stable sort: ties keep their order).
+    live.sort_by(|a, b| {
+        let key = |t: &TaskRecord| (t.instance, t.state != TaskState::TaskRunning);
+        key(a).cmp(&key(b)).then_with(|| {
+            a.launched_at
+                .partial_cmp(&b.launched_at)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+    });
+    let mut covered = vec![false; spec.instances as usize];
+    for group in live.chunk_by(|a, b| a.instance == b.instance) {
+        let instance = group[0].instance;
         if instance >= spec.instances {
-            for t in tasks {
+            for t in group {
                 out.surplus.push((t.task_id.clone(), "scaled down".into()));
             }
             continue;
         }
-        // Keep a running task over a starting one, then the oldest.
-        tasks.sort_by(|a, b| {
-            let not_running = |t: &TaskRecord| t.state != TaskState::TaskRunning;
-            (not_running(a), a.launched_at)
-                .partial_cmp(&(not_running(b), b.launched_at))
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
-        if tasks[0].state == TaskState::TaskRunning {
+        if group[0].state == TaskState::TaskRunning {
             out.running += 1;
         } else {
             out.starting += 1;
         }
-        covered.insert(instance);
-        for t in &tasks[1..] {
+        covered[instance as usize] = true;
+        for t in &group[1..] {
             out.surplus.push((
                 t.task_id.clone(),
                 format!("duplicate of instance {instance}"),
@@ -82,7 +89,7 @@ pub fn assess<'a>(
         }
     }
     out.missing = (0..spec.instances)
-        .filter(|i| !covered.contains(i))
+        .filter(|i| !covered[*i as usize])
         .collect();
     out
 }
