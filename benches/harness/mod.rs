@@ -9,7 +9,7 @@
 //! - [`floor`]: the floor client itself;
 //! - [`appliance`]: `mesos-appliance` runs, one replica or two with a
 //!   failover;
-//! - [`report`]: tables.
+//! - [`report`] prints the tables.
 
 pub mod appliance;
 pub mod clients;
