@@ -106,6 +106,7 @@ use tokio_util::sync::CancellationToken;
 use crate::coordination::Coordinator;
 use crate::executor::info::ServedExecutor;
 use crate::scheduler::{SchedulerHandle, Snapshot};
+use actions::OperatorAction;
 
 pub use error::AppError;
 
@@ -417,9 +418,15 @@ pub fn router(state: AppState) -> Router {
             "/actions/kamikaze",
             get(forms::confirm_kamikaze).post(forms::post_kamikaze),
         )
-        .route("/actions/reconcile", post(forms::post_reconcile))
-        .route("/actions/abdicate", post(forms::post_abdicate))
-        .route("/actions/reregister", post(forms::post_reregister))
+        .route("/actions/reconcile", forms::button(forms::reconcile_action))
+        .route(
+            "/actions/abdicate",
+            forms::button(|_| Ok(OperatorAction::Abdicate)),
+        )
+        .route(
+            "/actions/reregister",
+            forms::button(|_| Ok(OperatorAction::Reregister)),
+        )
         .route("/login", get(pages::login).post(forms::post_login))
         .route("/logout", post(forms::post_logout))
         // The rest of the API.
