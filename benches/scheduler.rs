@@ -129,7 +129,7 @@ async fn main() {
                 s.reconciliation
                     .history
                     .iter()
-                    .any(|r| r.trigger == "manual" && r.outcome != "running")
+                    .any(|r| r.trigger.as_str() == "manual" && r.outcome.as_str() != "running")
             },
         )
         .await;
@@ -138,7 +138,7 @@ async fn main() {
         .history
         .iter()
         .rev()
-        .find(|r| r.trigger == "manual")
+        .find(|r| r.trigger.as_str() == "manual")
         .unwrap();
     assert_eq!(done.asked, 10_000, "{done:?}");
     let duration = done.finished_at.unwrap_or(done.started_at) - done.started_at;
@@ -178,7 +178,7 @@ async fn main() {
                         .to_protos(None),
                     ..Default::default()
                 },
-                Instant::now(),
+                tokio::time::Instant::now(),
                 0.0,
             );
         }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::signal::LeaderSignal;
 use super::{
     CoordinationError, Coordinator, DeploymentRecord, Expect, Leadership, Member, RecordKind,
-    RecordList, ReplicaInfo, Result, Versioned, check_key,
+    RecordList, RecordWrite, ReplicaInfo, Result, Versioned, Written, check_key,
 };
 
 /// A single-replica [`Coordinator`] holding its state in memory.
@@ -279,6 +279,46 @@ impl Coordinator for MemoryCoordinator {
         Ok(n)
     }
 
+    async fn write_records(
+        &self,
+        kind: RecordKind,
+        writes: Vec<RecordWrite>,
+    ) -> Vec<Result<Written>> {
+        let mut state = match self.fenced() {
+            Ok(state) => state,
+            Err(e) => return writes.iter().map(|_| Err(e.clone())).collect(),
+        };
+        let records = state.records(kind);
+        writes
+            .into_iter()
+            .map(|write| {
+                check_key(write.key())?;
+                let path = format!("{}/{}", kind.dir(), write.key());
+                match write {
+                    RecordWrite::Put { key, json, expect } => {
+                        let value: Value = serde_json::from_slice(&json).map_err(|e| {
+                            CoordinationError::Invalid(format!("{path} is not JSON: {e}"))
+                        })?;
+                        let version =
+                            next_version(&path, records.get(&key).map(|v| v.version), expect)?;
+                        records.insert(key, Versioned { value, version });
+                        Ok(Written::Version(version))
+                    }
+                    RecordWrite::Delete { key, expect } => {
+                        let gone =
+                            check_delete(&path, records.get(&key).map(|v| v.version), expect)?;
+                        records.remove(&key);
+                        Ok(if gone {
+                            Written::Deleted
+                        } else {
+                            Written::Absent
+                        })
+                    }
+                }
+            })
+            .collect()
+    }
+
     async fn delete_all(&self) -> Result<()> {
         let mut state = self.open()?;
         state.framework_id = None;
@@ -319,6 +359,47 @@ mod tests {
 
     fn coordinator() -> MemoryCoordinator {
         MemoryCoordinator::new(ReplicaInfo::new("http://127.0.0.1:8080", "d1", "0.1.0"))
+    }
+
+    #[tokio::test]
+    async fn batch_writes_succeed_or_conflict_one_by_one() {
+        let c = coordinator();
+        let put = |key: &str, expect| RecordWrite::put(key, &json!({"k": key}), expect).unwrap();
+        let first = c
+            .write_records(
+                RecordKind::Tasks,
+                vec![put("a", Expect::Absent), put("b", Expect::Absent)],
+            )
+            .await;
+        assert_eq!(first, [Ok(Written::Version(0)), Ok(Written::Version(0))]);
+        let second = c
+            .write_records(
+                RecordKind::Tasks,
+                vec![
+                    put("a", Expect::Version(0)),
+                    put("b", Expect::Version(5)),
+                    RecordWrite::Delete {
+                        key: "zz".into(),
+                        expect: Expect::Any,
+                    },
+                    RecordWrite::Delete {
+                        key: "b".into(),
+                        expect: Expect::Version(0),
+                    },
+                ],
+            )
+            .await;
+        assert_eq!(second[0], Ok(Written::Version(1)));
+        assert!(matches!(
+            second[1],
+            Err(CoordinationError::VersionConflict { .. })
+        ));
+        assert_eq!(second[2..], [Ok(Written::Absent), Ok(Written::Deleted)]);
+        c.close().await;
+        let closed = c
+            .write_records(RecordKind::Tasks, vec![put("c", Expect::Absent)])
+            .await;
+        assert_eq!(closed, [Err(CoordinationError::Closed)]);
     }
 
     #[tokio::test]

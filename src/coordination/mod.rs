@@ -223,6 +223,59 @@ impl RecordKind {
     }
 }
 
+/// One write of a batch ([`Coordinator::write_records`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordWrite {
+    /// Writes `key` under `expect`; `json` is the record's JSON text.
+    Put {
+        /// The record key (service name or task ID).
+        key: String,
+        /// The record, serialized ([`RecordWrite::put`] does it).
+        json: Vec<u8>,
+        /// The precondition.
+        expect: Expect,
+    },
+    /// Deletes `key` under `expect` ([`Expect::Version`] or [`Expect::Any`]).
+    Delete {
+        /// The record key.
+        key: String,
+        /// The precondition.
+        expect: Expect,
+    },
+}
+
+impl RecordWrite {
+    /// A put of `value` serialized as JSON. [`CoordinationError::Invalid`]
+    /// when it does not serialize.
+    pub fn put(key: &str, value: &impl Serialize, expect: Expect) -> Result<RecordWrite> {
+        let json = serde_json::to_vec(value)
+            .map_err(|e| CoordinationError::Invalid(format!("record does not serialize: {e}")))?;
+        Ok(RecordWrite::Put {
+            key: key.to_string(),
+            json,
+            expect,
+        })
+    }
+
+    /// The key written.
+    pub fn key(&self) -> &str {
+        match self {
+            RecordWrite::Put { key, .. } | RecordWrite::Delete { key, .. } => key,
+        }
+    }
+}
+
+/// What one write of a batch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// The record was written; its new version.
+    Version(i32),
+    /// The record was deleted.
+    Deleted,
+    /// A delete under [`Expect::Any`] found nothing to delete.
+    Absent,
+}
+
 /// Errors of the coordination layer. Callers branch on the kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoordinationError {
@@ -381,6 +434,19 @@ pub trait Coordinator: Send + Sync + 'static {
 
     /// Deletes every record of a kind (fenced); returns how many.
     async fn delete_records(&self, kind: RecordKind) -> Result<usize>;
+
+    /// Applies many writes of one kind (fenced), as few round trips as the
+    /// implementation can: ZooKeeper sends them as `multi` transactions of
+    /// a few hundred operations behind the leadership check. Each write
+    /// stands alone: one whose precondition fails gets its
+    /// [`CoordinationError::VersionConflict`] and does not stop the others,
+    /// and a failure of the whole batch (not leader, ZooKeeper unavailable)
+    /// is every write's error. Returns one result per write, in order.
+    async fn write_records(
+        &self,
+        kind: RecordKind,
+        writes: Vec<RecordWrite>,
+    ) -> Vec<Result<Written>>;
 
     /// Appends `entry` to the audit log, an append-only log shared by every
     /// replica (`audit/entry-<seq>`, sequential znodes), and prunes it to

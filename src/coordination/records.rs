@@ -6,7 +6,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{CoordinationError, Coordinator, Expect, RecordKind, Result, Versioned};
+use super::{
+    CoordinationError, Coordinator, Expect, RecordKind, RecordWrite, Result, Versioned, Written,
+};
 
 /// A record that could not be decoded; listed, logged, and skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,5 +129,11 @@ impl<T: Serialize + DeserializeOwned> RecordStore<T> {
     /// Deletes every record of this kind (fenced).
     pub async fn delete_all(&self) -> Result<usize> {
         self.coordinator.delete_records(self.kind).await
+    }
+
+    /// Applies many writes in as few round trips as the coordinator can
+    /// ([`Coordinator::write_records`]); one result per write, in order.
+    pub async fn write_many(&self, writes: Vec<RecordWrite>) -> Vec<Result<Written>> {
+        self.coordinator.write_records(self.kind, writes).await
     }
 }

@@ -4,6 +4,7 @@
 //! - [`json`]: Mesos' JSON mapping of those types, both directions.
 //! - [`recordio`]: the RecordIO codec used by event streams.
 //! - [`media`]: the content types and header names of the v1 HTTP APIs.
+//! - [`names`]: serde and `Display` of the Mesos enums by their Mesos names.
 //! - [`resources`]: resource and attribute arithmetic (offers, placement).
 //! - [`backoff`]: capped exponential backoff with jitter for every retry.
 //! - [`detector`]: leading-master detection from `--master` (URL list or `zk://`).
@@ -15,6 +16,7 @@ pub mod client;
 pub mod detector;
 pub mod json;
 pub mod media;
+pub mod names;
 pub mod operator;
 pub mod proto;
 pub mod recordio;

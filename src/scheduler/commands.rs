@@ -14,6 +14,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::services::{FieldError, ServiceSpec};
 use super::snapshot::{ReconcileKind, ReconcileRun, Snapshot};
+use crate::coordination::CoordinationError;
+use crate::mesos::client::CallError;
 
 /// The reply end of a command.
 pub type Reply<T> = oneshot::Sender<Result<T, CommandError>>;
@@ -74,7 +76,7 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KamikazeResult {
     /// Agent ID.
-    pub agent_id: String,
+    pub agent_id: super::AgentId,
     /// Agent hostname.
     pub hostname: String,
     /// Executor ID.
@@ -96,8 +98,7 @@ pub struct TeardownResult {
 }
 
 /// Why a command was not carried out.
-#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
-#[serde(tag = "error", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CommandError {
     /// This replica does not lead; `leader_url` is the leader's, if known.
     #[error("not the leader{}", leader_url.as_ref().map(|u| format!("; the leader is {u}")).unwrap_or_default())]
@@ -105,6 +106,11 @@ pub enum CommandError {
         /// The leader's advertised URL.
         leader_url: Option<String>,
     },
+    /// Leadership was lost while the command ran (a fenced write refused,
+    /// the term ended). [`SchedulerHandle::request`] answers it as
+    /// [`CommandError::NotLeader`] with the new leader's URL.
+    #[error("leadership was lost during the command")]
+    LeadershipLost,
     /// The command does not apply now (e.g. reregister while subscribed).
     #[error("{0}")]
     Conflict(String),
@@ -114,15 +120,27 @@ pub enum CommandError {
     /// No such thing (service).
     #[error("not found: {0}")]
     NotFound(String),
-    /// Mesos refused or could not be reached.
+    /// Mesos refused the call or could not be reached.
     #[error("Mesos: {0}")]
-    Mesos(String),
-    /// ZooKeeper failed.
-    #[error("store: {0}")]
-    Store(String),
+    Mesos(CallError),
+    /// ZooKeeper failed; the kind tells a version conflict (someone else
+    /// wrote the record) from an outage.
+    #[error("ZooKeeper: {0}")]
+    Store(CoordinationError),
     /// No answer within the handler timeout.
     #[error("the scheduler did not answer within {0:?}")]
     Timeout(Duration),
+}
+
+/// A store failure as a command's answer: losing leadership during the
+/// write is [`CommandError::LeadershipLost`]; anything else keeps its kind.
+impl From<CoordinationError> for CommandError {
+    fn from(error: CoordinationError) -> Self {
+        match error {
+            CoordinationError::NotLeader => CommandError::LeadershipLost,
+            other => CommandError::Store(other),
+        }
+    }
 }
 
 /// The web layer's way into the scheduler: snapshots to read, commands to
@@ -154,26 +172,55 @@ impl SchedulerHandle {
 
     /// Sends a command built by `make` and waits at most `timeout` for its
     /// reply. Errors: [`CommandError::Timeout`], or [`CommandError::NotLeader`]
-    /// when the scheduler is gone.
+    /// when the scheduler is gone or lost leadership during the command —
+    /// then with the new leader's URL once a snapshot names one (waiting for
+    /// it within `timeout`), so the answer is the one a follower gives.
     pub async fn request<T>(
         &self,
         timeout: Duration,
         make: impl FnOnce(Reply<T>) -> Command,
     ) -> Result<T, CommandError> {
+        let deadline = tokio::time::Instant::now() + timeout;
         let (tx, rx) = oneshot::channel();
-        let not_leader = || CommandError::NotLeader {
-            leader_url: self.snapshot().leader_url(),
-        };
         let sent = tokio::time::timeout(timeout, self.commands.send(make(tx))).await;
-        match sent {
+        let result = match sent {
             Err(_) => return Err(CommandError::Timeout(timeout)),
-            Ok(Err(_)) => return Err(not_leader()),
-            Ok(Ok(())) => {}
+            // The supervisor is gone: the process is stopping.
+            Ok(Err(_)) => Err(CommandError::NotLeader {
+                leader_url: self.snapshot().leader_url(),
+            }),
+            Ok(Ok(())) => match tokio::time::timeout_at(deadline, rx).await {
+                Err(_) => return Err(CommandError::Timeout(timeout)),
+                // The term ended with the command unanswered.
+                Ok(Err(_)) => Err(CommandError::LeadershipLost),
+                Ok(Ok(result)) => result,
+            },
+        };
+        match result {
+            Err(CommandError::LeadershipLost) => Err(CommandError::NotLeader {
+                leader_url: self.leader_url_after_loss(deadline).await,
+            }),
+            other => other,
         }
-        match tokio::time::timeout(timeout, rx).await {
-            Err(_) => Err(CommandError::Timeout(timeout)),
-            Ok(Err(_)) => Err(not_leader()),
-            Ok(Ok(result)) => result,
+    }
+
+    /// The leader's URL once this replica no longer leads and a snapshot
+    /// names another leader; `None` if none does by `deadline`.
+    async fn leader_url_after_loss(&self, deadline: tokio::time::Instant) -> Option<String> {
+        let mut rx = self.snapshots.clone();
+        let known = |s: &Snapshot| {
+            (!s.leadership.is_leader())
+                .then(|| s.leader_url())
+                .flatten()
+        };
+        loop {
+            if let Some(url) = known(&rx.borrow_and_update()) {
+                return Some(url);
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return None,
+            }
         }
     }
 }

@@ -156,24 +156,52 @@ fn problem(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     }
 }
 
+/// Why a Docker image reference was refused ([`check_image_reference`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageReferenceError {
+    /// Empty or only whitespace.
+    #[error("must not be empty")]
+    Empty,
+    /// Longer than [`MAX_IMAGE_LEN`] bytes.
+    #[error("at most {MAX_IMAGE_LEN} characters")]
+    TooLong,
+    /// Holds whitespace or a control character.
+    #[error("{0:?}: no spaces or control characters")]
+    Whitespace(String),
+    /// The repository path has capitals (only a registry host may).
+    #[error("{0:?}: the repository path must be lowercase")]
+    Uppercase(String),
+    /// Anything else the grammar refuses; `why` is the parser's word.
+    #[error(
+        "{reference:?} is not a Docker image reference ({why}); expected \
+         [registry[:port]/]name[:tag][@sha256:digest]"
+    )]
+    Grammar {
+        /// The reference as given.
+        reference: String,
+        /// The parser's explanation.
+        why: String,
+    },
+}
+
 /// Checks a Docker image reference, `[host[:port]/]path[:tag][@digest]`
 /// with a lowercase path (the grammar of Docker's distribution/reference
 /// package, as Mesos' Docker store and `docker pull` read it).
 ///
 /// # Errors
-/// What is wrong, in words.
-pub fn check_image_reference(reference: &str) -> Result<(), String> {
+/// [`ImageReferenceError`]: what is wrong, in words.
+pub fn check_image_reference(reference: &str) -> Result<(), ImageReferenceError> {
     if reference.trim().is_empty() {
-        return Err("must not be empty".into());
+        return Err(ImageReferenceError::Empty);
     }
     if reference.len() > MAX_IMAGE_LEN {
-        return Err(format!("at most {MAX_IMAGE_LEN} characters"));
+        return Err(ImageReferenceError::TooLong);
     }
     if reference
         .chars()
         .any(|c| c.is_whitespace() || c.is_control())
     {
-        return Err(format!("{reference:?}: no spaces or control characters"));
+        return Err(ImageReferenceError::Whitespace(reference.into()));
     }
     match reference.parse::<oci_spec::distribution::Reference>() {
         Ok(_) => Ok(()),
@@ -191,14 +219,12 @@ pub fn check_image_reference(reference: &str) -> Result<(), String> {
                 _ => name,
             };
             if path.chars().any(|c| c.is_ascii_uppercase()) {
-                return Err(format!(
-                    "{reference:?}: the repository path must be lowercase"
-                ));
+                return Err(ImageReferenceError::Uppercase(reference.into()));
             }
-            Err(format!(
-                "{reference:?} is not a Docker image reference ({error}); expected \
-                 [registry[:port]/]name[:tag][@sha256:digest]"
-            ))
+            Err(ImageReferenceError::Grammar {
+                reference: reference.into(),
+                why: error.to_string(),
+            })
         }
     }
 }
@@ -225,7 +251,7 @@ impl ContainerSpec {
         if let Some(reference) = &self.image
             && let Err(e) = check_image_reference(reference)
         {
-            errors.push(problem("image", e));
+            errors.push(problem("image", e.to_string()));
         }
         if self.force_pull && self.image.is_none() {
             errors.push(problem(
@@ -336,7 +362,7 @@ impl ContainerSpec {
 impl DockerSpec {
     fn validate(&self, ports: u32, errors: &mut Vec<FieldError>) {
         if let Err(e) = check_image_reference(&self.image) {
-            errors.push(problem("docker.image", e));
+            errors.push(problem("docker.image", e.to_string()));
         }
         match (&self.network, &self.network_name) {
             (DockerNetwork::User, None) => errors.push(problem(
@@ -472,7 +498,7 @@ mod tests {
             ("nginx@sha256:abc", "not a Docker image reference"),
             ("http://registry/nginx", "not a Docker image reference"),
         ] {
-            let error = check_image_reference(bad).unwrap_err();
+            let error = check_image_reference(bad).unwrap_err().to_string();
             assert!(error.contains(says), "{bad}: {error}");
         }
     }

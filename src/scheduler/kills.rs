@@ -4,14 +4,19 @@
 //! acknowledged by Mesos and may be lost (a KILL naming the wrong agent is
 //! silently ignored, `docs/mesos-protocol.md#kills`), so retrying is the only safe way.
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::ids::{AgentId, TaskId};
+use crate::backoff::Backoff;
 
 /// One wanted kill.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingKill {
     /// Agent the task is on, when known (KILL carries it).
-    pub agent_id: Option<String>,
+    pub agent_id: Option<AgentId>,
     /// Why the scheduler wants it dead.
     pub reason: String,
     /// KILL calls sent so far.
@@ -19,24 +24,25 @@ pub struct PendingKill {
     /// SIGTERM → SIGKILL grace period to send with the KILL.
     pub grace: Duration,
     next_at: Instant,
-    backoff: Duration,
+    backoff: Backoff,
 }
 
-/// The queue of wanted kills, by task ID.
+/// The queue of wanted kills, by task ID, with their retry times indexed so
+/// that finding the due ones costs O(due · log n), not O(n).
 #[derive(Debug)]
 pub struct KillQueue {
-    min_backoff: Duration,
-    max_backoff: Duration,
-    pending: BTreeMap<String, PendingKill>,
+    backoff: Backoff,
+    pending: BTreeMap<TaskId, PendingKill>,
+    schedule: BTreeSet<(Instant, TaskId)>,
 }
 
 impl KillQueue {
     /// Retries start after `min_backoff` and double up to `max_backoff`.
     pub fn new(min_backoff: Duration, max_backoff: Duration) -> Self {
         KillQueue {
-            min_backoff,
-            max_backoff: max_backoff.max(min_backoff),
+            backoff: Backoff::new(min_backoff, max_backoff),
             pending: BTreeMap::new(),
+            schedule: BTreeSet::new(),
         }
     }
 
@@ -44,8 +50,8 @@ impl KillQueue {
     /// a kill was already pending (it is left as it is).
     pub fn request(
         &mut self,
-        task_id: &str,
-        agent_id: Option<String>,
+        task_id: &TaskId,
+        agent_id: Option<AgentId>,
         reason: &str,
         grace: Duration,
         now: Instant,
@@ -54,43 +60,52 @@ impl KillQueue {
             return false;
         }
         self.pending.insert(
-            task_id.to_string(),
+            task_id.clone(),
             PendingKill {
                 agent_id,
                 reason: reason.to_string(),
                 attempts: 0,
                 grace,
                 next_at: now,
-                backoff: self.min_backoff,
+                backoff: self.backoff.clone(),
             },
         );
+        self.schedule.insert((now, task_id.clone()));
         true
     }
 
     /// Every pending kill, by task ID.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &PendingKill)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&TaskId, &PendingKill)> {
         self.pending.iter()
     }
 
     /// The kills due at `now`, each counted as one more attempt and
     /// rescheduled after its (doubling) backoff.
-    pub fn due(&mut self, now: Instant) -> Vec<(String, PendingKill)> {
-        let max = self.max_backoff;
+    pub fn due(&mut self, now: Instant) -> Vec<(TaskId, PendingKill)> {
         let mut out = Vec::new();
-        for (task_id, kill) in &mut self.pending {
-            if kill.next_at <= now {
-                kill.attempts += 1;
-                kill.next_at = now + kill.backoff;
-                kill.backoff = (kill.backoff * 2).min(max);
-                out.push((task_id.clone(), kill.clone()));
+        while let Some(first) = self.schedule.first() {
+            if first.0 > now {
+                break;
             }
+            let (_, task_id) = self.schedule.pop_first().expect("a first entry");
+            let Some(kill) = self.pending.get_mut(&task_id) else {
+                continue;
+            };
+            kill.attempts += 1;
+            kill.next_at = now + kill.backoff.next_delay();
+            out.push((task_id, kill.clone()));
+        }
+        for (task_id, kill) in &out {
+            self.schedule.insert((kill.next_at, task_id.clone()));
         }
         out
     }
 
     /// The task reached a terminal state (or is forgotten): stop killing it.
     pub fn done(&mut self, task_id: &str) -> Option<PendingKill> {
-        self.pending.remove(task_id)
+        let (task_id, kill) = self.pending.remove_entry(task_id)?;
+        self.schedule.remove(&(kill.next_at, task_id));
+        Some(kill)
     }
 
     /// The pending kill of a task.
@@ -111,11 +126,12 @@ impl KillQueue {
     /// Forgets every pending kill (leadership lost: the next leader decides).
     pub fn clear(&mut self) {
         self.pending.clear();
+        self.schedule.clear();
     }
 
     /// When the next retry is due.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.pending.values().map(|k| k.next_at).min()
+        self.schedule.first().map(|(at, _)| *at)
     }
 }
 
@@ -127,14 +143,15 @@ mod tests {
     fn kills_are_retried_with_backoff_until_done() {
         let t0 = Instant::now();
         let mut q = KillQueue::new(Duration::from_secs(5), Duration::from_secs(20));
+        let t1 = TaskId::from("t1");
         assert!(q.request(
-            "t1",
+            &t1,
             Some("a1".into()),
             "scaled down",
             Duration::from_secs(3),
             t0
         ));
-        assert!(!q.request("t1", None, "again", Duration::ZERO, t0));
+        assert!(!q.request(&t1, None, "again", Duration::ZERO, t0));
         let mut sent = Vec::new();
         for s in 0..=60 {
             let now = t0 + Duration::from_secs(s);

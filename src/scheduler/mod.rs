@@ -5,8 +5,8 @@
 //! - [`records`]: the task record persisted in ZooKeeper;
 //! - [`snapshot`]: the immutable picture published after each change;
 //! - [`commands`]: web → scheduler commands with replies, and [`SchedulerHandle`];
-//! - [`core`]: the leader's actor for one term — events, launches, kills,
-//!   reconciliation, commands, snapshots;
+//! - [`core`]: the leader's state machine for one term (events, launches,
+//!   kills, reconciliation, commands, snapshots) and the runner doing its I/O;
 //! - [`deployment`]: deployment registration and fencing
 //!   (`docs/deployment-strategies.md#fencing`);
 //! - [`supervisor`]: runs the core while the replica leads, a standby view
@@ -20,6 +20,7 @@ pub mod containers;
 pub mod core;
 pub mod deployment;
 pub mod health;
+pub mod ids;
 pub mod kills;
 pub mod metrics;
 pub mod offers;
@@ -33,9 +34,11 @@ pub mod taskinfo;
 pub mod workload;
 
 pub use commands::{Command, CommandError, KamikazeResult, Reply, SchedulerHandle, TeardownResult};
+pub use ids::{AgentId, TaskId};
 pub use records::{KillRequest, StatusEntry, TaskRecord};
 pub use services::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};
 pub use snapshot::{
-    EVENT_KINDS, EventEntry, FrameworkState, FrameworkStatus, OfferSummary, ReconcileKind,
-    ReconcileRun, ReconciliationStatus, ServiceStatus, Snapshot, UnrecordedKill,
+    EventEntry, EventKind, FrameworkState, FrameworkStatus, OfferSummary, ReconcileKind,
+    ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus, ServiceStatus,
+    Snapshot, UnrecordedKill,
 };

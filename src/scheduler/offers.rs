@@ -9,7 +9,9 @@
 //! what to decline, and when.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::mesos::resources::Resources;
 use crate::mesos::v1;

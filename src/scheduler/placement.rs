@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use super::ids::AgentId;
 use super::offers::OfferRegistry;
 use super::services::{Constraint, ServiceSpec};
 use crate::mesos::resources::{self, Resources};
@@ -18,7 +19,7 @@ pub struct Demand<'a> {
     /// Instance numbers to launch, in order.
     pub missing: Vec<u32>,
     /// Agents (ID, hostname) of the service's live tasks, for UNIQUE.
-    pub occupied: Vec<(String, String)>,
+    pub occupied: Vec<(AgentId, String)>,
     /// Extra resources each task needs for its executor (our executor runs
     /// one per task; the command executor needs none at the master).
     pub executor_resources: Resources,
@@ -34,7 +35,7 @@ pub struct Planned {
     /// The offer it goes on.
     pub offer_id: String,
     /// That offer's agent.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// That agent's hostname.
     pub hostname: String,
     /// Host ports taken from the offer's `ports` ranges.
@@ -61,8 +62,8 @@ fn satisfies(
     constraints: &[Constraint],
     hostname: &str,
     attributes: &[v1::Attribute],
-    occupied: &[(String, String)],
-    agent_attributes: &HashMap<String, Vec<v1::Attribute>>,
+    occupied: &[(AgentId, String)],
+    agent_attributes: &HashMap<AgentId, Vec<v1::Attribute>>,
 ) -> bool {
     constraints.iter().all(|c| match c {
         Constraint::Like { field, regex } => {
@@ -119,7 +120,7 @@ pub fn task_resources(spec: &ServiceSpec) -> Resources {
 pub fn plan(
     demands: &[Demand<'_>],
     offers: &mut OfferRegistry,
-    agent_attributes: &HashMap<String, Vec<v1::Attribute>>,
+    agent_attributes: &HashMap<AgentId, Vec<v1::Attribute>>,
 ) -> Vec<Planned> {
     let mut planned = Vec::new();
     let order: Vec<String> = offers.iter().map(|o| o.id().to_string()).collect();
@@ -137,7 +138,7 @@ pub fn plan(
                     continue;
                 }
                 let hostname = offer.offer.hostname.clone();
-                let agent_id = offer.agent_id().to_string();
+                let agent_id = AgentId::from(offer.agent_id());
                 if !satisfies(
                     &constraints,
                     &hostname,
@@ -296,7 +297,9 @@ fn port_count(ranges: &[(u64, u64)]) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
+
+    use tokio::time::Instant;
 
     use super::*;
 
@@ -412,7 +415,7 @@ mod tests {
         ]);
         let mut attrs = HashMap::new();
         attrs.insert(
-            "a2".to_string(),
+            AgentId::from("a2"),
             resources::parse_attributes("zone:a").unwrap(),
         );
         let mut d = demand(&s, &[1]);

@@ -20,9 +20,15 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::snapshot::{ReconcileKind, ReconcileRun, ReconciliationStatus};
+use tokio::time::Instant;
+
+use super::ids::{AgentId, TaskId};
+use super::snapshot::{
+    ReconcileKind, ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus,
+};
+use crate::backoff::Backoff;
 
 /// Source of run IDs, unique in the process (a reconciler lives for one
 /// leadership term; results pages outlive it).
@@ -32,12 +38,15 @@ fn next_run_id() -> u64 {
     RUN_IDS.fetch_add(1, Ordering::Relaxed)
 }
 
+/// The `(task, agent)` pairs an explicit run asks about.
+pub type TaskList = Vec<(TaskId, Option<AgentId>)>;
+
 /// A run waiting to start.
 #[derive(Debug, Clone)]
 struct Queued {
     id: u64,
     kind: ReconcileKind,
-    trigger: String,
+    trigger: ReconcileTrigger,
     since: f64,
 }
 
@@ -68,7 +77,7 @@ pub struct ReconcilerConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Send RECONCILE with these `(task ID, agent ID)` pairs; empty = implicit.
-    Send(Vec<(String, Option<String>)>),
+    Send(TaskList),
     /// A run ended (converged, aborted) — for events and metrics.
     Finished(ReconcileRun),
 }
@@ -77,9 +86,9 @@ pub enum Action {
 struct Running {
     view: ReconcileRun,
     /// Explicit: task ID → agent ID.
-    asked: BTreeMap<String, Option<String>>,
-    answered: HashSet<String>,
-    backoff: Duration,
+    asked: BTreeMap<TaskId, Option<AgentId>>,
+    answered: HashSet<TaskId>,
+    backoff: Backoff,
     next_send: Instant,
     deadline: Instant,
 }
@@ -112,13 +121,8 @@ impl Reconciler {
 
     /// A new subscription: whatever runs is superseded and an explicit run of
     /// `tasks` starts at once (no cooldown), followed by an implicit one.
-    pub fn subscribed(
-        &mut self,
-        tasks: Vec<(String, Option<String>)>,
-        now: Instant,
-        now_secs: f64,
-    ) -> Vec<Action> {
-        let mut actions = self.finish("superseded", now, now_secs);
+    pub fn subscribed(&mut self, tasks: TaskList, now: Instant, now_secs: f64) -> Vec<Action> {
+        let mut actions = self.finish(ReconcileOutcome::Superseded, now, now_secs);
         // The subscription's explicit run answers a queued explicit request.
         let id = self
             .take_queued(ReconcileKind::Explicit)
@@ -126,24 +130,28 @@ impl Reconciler {
         actions.extend(self.start(
             id,
             ReconcileKind::Explicit,
-            "subscribed",
+            ReconcileTrigger::Subscribed,
             tasks,
             now,
             now_secs,
         ));
         // Then an implicit run surfaces tasks the scheduler does not know; a
         // queued implicit request is that run.
-        self.queue(ReconcileKind::Implicit, "after explicit", now_secs);
+        self.queue(
+            ReconcileKind::Implicit,
+            ReconcileTrigger::AfterExplicit,
+            now_secs,
+        );
         actions
     }
 
     /// The subscription or leadership is gone: the running run and the
     /// queued ones are cancelled (and recorded as such).
     pub fn cancel(&mut self, now: Instant, now_secs: f64) -> Vec<Action> {
-        let actions = self.finish("cancelled", now, now_secs);
+        let actions = self.finish(ReconcileOutcome::Cancelled, now, now_secs);
         for queued in std::mem::take(&mut self.queued) {
             let mut run = Self::placeholder(&queued);
-            run.outcome = "cancelled".into();
+            run.outcome = ReconcileOutcome::Cancelled;
             run.finished_at = Some(now_secs);
             self.remember(run);
         }
@@ -157,8 +165,8 @@ impl Reconciler {
     pub fn request(
         &mut self,
         kind: ReconcileKind,
-        trigger: &str,
-        tasks: impl FnOnce() -> Vec<(String, Option<String>)>,
+        trigger: ReconcileTrigger,
+        tasks: impl FnOnce() -> TaskList,
         now: Instant,
         now_secs: f64,
     ) -> (ReconcileRun, Vec<Action>) {
@@ -184,14 +192,14 @@ impl Reconciler {
     }
 
     /// Joins the queued run of `kind`, or queues one.
-    fn queue(&mut self, kind: ReconcileKind, trigger: &str, now_secs: f64) -> &Queued {
+    fn queue(&mut self, kind: ReconcileKind, trigger: ReconcileTrigger, now_secs: f64) -> &Queued {
         let at = match self.queued.iter().position(|q| q.kind == kind) {
             Some(at) => at,
             None => {
                 self.queued.push(Queued {
                     id: next_run_id(),
                     kind,
-                    trigger: trigger.to_string(),
+                    trigger,
                     since: now_secs,
                 });
                 self.queued.len() - 1
@@ -216,14 +224,14 @@ impl Reconciler {
         ReconcileRun {
             id: queued.id,
             kind: queued.kind,
-            trigger: queued.trigger.clone(),
+            trigger: queued.trigger,
             started_at: queued.since,
             finished_at: None,
             asked: 0,
             answered: 0,
             unanswered: Vec::new(),
             calls: 0,
-            outcome: "queued".into(),
+            outcome: ReconcileOutcome::Queued,
         }
     }
 
@@ -232,27 +240,40 @@ impl Reconciler {
             .is_some_and(|end| now.duration_since(end) < self.cfg.cooldown)
     }
 
-    /// Records that `task_id` got an update at `now` (any update counts as
-    /// an answer, as the guide's algorithm uses arrival times);
-    /// `reconciliation` tells whether it was a reconciliation answer.
-    pub fn on_update(&mut self, task_id: &str, reconciliation: bool) {
+    /// Records that `task_id` got an update (any update counts as an answer,
+    /// as the guide's algorithm uses arrival times); `reconciliation` tells
+    /// whether it was a reconciliation answer. An explicit run whose last
+    /// task just answered converges at once (its `Finished` is returned).
+    pub fn on_update(
+        &mut self,
+        task_id: &str,
+        reconciliation: bool,
+        now: Instant,
+        now_secs: f64,
+    ) -> Vec<Action> {
         let Some(running) = &mut self.running else {
-            return;
+            return Vec::new();
         };
         match running.view.kind {
             ReconcileKind::Explicit => {
-                if running.asked.contains_key(task_id)
-                    && running.answered.insert(task_id.to_string())
+                if let Some((id, _)) = running.asked.get_key_value(task_id)
+                    && !running.answered.contains(task_id)
                 {
+                    running.answered.insert(id.clone());
                     running.view.answered += 1;
+                    if running.answered.len() == running.asked.len() {
+                        return self.finish(ReconcileOutcome::Converged, now, now_secs);
+                    }
                 }
             }
             ReconcileKind::Implicit => {
-                if reconciliation && running.answered.insert(task_id.to_string()) {
+                if reconciliation && !running.answered.contains(task_id) {
+                    running.answered.insert(TaskId::from(task_id));
                     running.view.answered += 1;
                 }
             }
         }
+        Vec::new()
     }
 
     /// Advances time: retries, convergence, aborts, queued and periodic runs.
@@ -262,33 +283,34 @@ impl Reconciler {
         &mut self,
         now: Instant,
         now_secs: f64,
-        tasks: impl FnOnce() -> Vec<(String, Option<String>)>,
+        tasks: impl FnOnce() -> TaskList,
     ) -> Vec<Action> {
         let mut actions = Vec::new();
         if let Some(running) = &mut self.running {
             match running.view.kind {
                 ReconcileKind::Explicit => {
-                    let remaining: Vec<(String, Option<String>)> = running
-                        .asked
-                        .iter()
-                        .filter(|(t, _)| !running.answered.contains(*t))
-                        .map(|(t, a)| (t.clone(), a.clone()))
-                        .collect();
-                    if remaining.is_empty() {
-                        actions.extend(self.finish("converged", now, now_secs));
+                    let unanswered = |r: &Running| -> TaskList {
+                        r.asked
+                            .iter()
+                            .filter(|(t, _)| !r.answered.contains(*t))
+                            .map(|(t, a)| (t.clone(), a.clone()))
+                            .collect()
+                    };
+                    if running.answered.len() == running.asked.len() {
+                        actions.extend(self.finish(ReconcileOutcome::Converged, now, now_secs));
                     } else if now >= running.deadline {
-                        running.view.unanswered = remaining.into_iter().map(|(t, _)| t).collect();
-                        actions.extend(self.finish("aborted", now, now_secs));
+                        running.view.unanswered =
+                            unanswered(running).into_iter().map(|(t, _)| t).collect();
+                        actions.extend(self.finish(ReconcileOutcome::Aborted, now, now_secs));
                     } else if now >= running.next_send {
-                        running.backoff = (running.backoff * 2).min(self.cfg.explicit_max_backoff);
-                        running.next_send = now + running.backoff;
+                        running.next_send = now + running.backoff.next_delay();
                         running.view.calls += 1;
-                        actions.push(Action::Send(remaining));
+                        actions.push(Action::Send(unanswered(running)));
                     }
                 }
                 ReconcileKind::Implicit => {
                     if now >= running.deadline {
-                        actions.extend(self.finish("converged", now, now_secs));
+                        actions.extend(self.finish(ReconcileOutcome::Converged, now, now_secs));
                     }
                 }
             }
@@ -299,12 +321,12 @@ impl Reconciler {
                 periodic_due.then(|| Queued {
                     id: next_run_id(),
                     kind: ReconcileKind::Implicit,
-                    trigger: "periodic".to_string(),
+                    trigger: ReconcileTrigger::Periodic,
                     since: now_secs,
                 })
             });
             if let Some(next) = next {
-                if next.trigger == "periodic" || periodic_due {
+                if next.trigger == ReconcileTrigger::Periodic || periodic_due {
                     self.next_periodic = Some(now + self.cfg.interval);
                 }
                 let list = if next.kind == ReconcileKind::Explicit {
@@ -312,7 +334,7 @@ impl Reconciler {
                 } else {
                     Vec::new()
                 };
-                actions.extend(self.start(next.id, next.kind, &next.trigger, list, now, now_secs));
+                actions.extend(self.start(next.id, next.kind, next.trigger, list, now, now_secs));
             }
         }
         actions
@@ -322,27 +344,30 @@ impl Reconciler {
         &mut self,
         id: u64,
         kind: ReconcileKind,
-        trigger: &str,
-        tasks: Vec<(String, Option<String>)>,
+        trigger: ReconcileTrigger,
+        tasks: TaskList,
         now: Instant,
         now_secs: f64,
     ) -> Vec<Action> {
-        let asked: BTreeMap<String, Option<String>> = tasks.into_iter().collect();
+        let max = self.cfg.explicit_max_backoff;
+        let mut backoff = Backoff::new(FIRST_BACKOFF.min(max), max);
+        let first_wait = backoff.next_delay();
+        let asked: BTreeMap<TaskId, Option<AgentId>> = tasks.into_iter().collect();
         let mut running = Running {
             view: ReconcileRun {
                 id,
                 kind,
-                trigger: trigger.to_string(),
+                trigger,
                 started_at: now_secs,
                 finished_at: None,
                 asked: asked.len(),
                 answered: 0,
                 unanswered: Vec::new(),
                 calls: 1,
-                outcome: "running".into(),
+                outcome: ReconcileOutcome::Running,
             },
-            backoff: FIRST_BACKOFF.min(self.cfg.explicit_max_backoff),
-            next_send: now + FIRST_BACKOFF.min(self.cfg.explicit_max_backoff),
+            backoff,
+            next_send: now + first_wait,
             deadline: now
                 + match kind {
                     ReconcileKind::Explicit => self.cfg.explicit_abort_timeout,
@@ -355,7 +380,7 @@ impl Reconciler {
             // Nothing to ask: converged at once, nothing sent.
             running.view.calls = 0;
             self.running = Some(running);
-            return self.finish("converged", now, now_secs);
+            return self.finish(ReconcileOutcome::Converged, now, now_secs);
         }
         let send = Action::Send(
             running
@@ -368,11 +393,11 @@ impl Reconciler {
         vec![send]
     }
 
-    fn finish(&mut self, outcome: &str, now: Instant, now_secs: f64) -> Vec<Action> {
+    fn finish(&mut self, outcome: ReconcileOutcome, now: Instant, now_secs: f64) -> Vec<Action> {
         let Some(mut running) = self.running.take() else {
             return Vec::new();
         };
-        running.view.outcome = outcome.to_string();
+        running.view.outcome = outcome;
         running.view.finished_at = Some(now_secs);
         self.last_end = Some(now);
         self.remember(running.view.clone());
@@ -384,6 +409,11 @@ impl Reconciler {
         while self.history.len() > HISTORY {
             self.history.pop_front();
         }
+    }
+
+    /// True while a run is in progress.
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
     }
 
     /// When [`tick`](Self::tick) next has something to do.
@@ -432,9 +462,9 @@ mod tests {
         }
     }
 
-    fn tasks(ids: &[&str]) -> Vec<(String, Option<String>)> {
+    fn tasks(ids: &[&str]) -> TaskList {
         ids.iter()
-            .map(|t| (t.to_string(), Some("agent".to_string())))
+            .map(|t| (TaskId::from(*t), Some(AgentId::from("agent"))))
             .collect()
     }
 
@@ -442,7 +472,7 @@ mod tests {
         actions
             .iter()
             .filter_map(|a| match a {
-                Action::Send(list) => Some(list.iter().map(|(t, _)| t.clone()).collect()),
+                Action::Send(list) => Some(list.iter().map(|(t, _)| t.to_string()).collect()),
                 _ => None,
             })
             .collect()
@@ -450,7 +480,7 @@ mod tests {
 
     fn outcome(actions: &[Action]) -> Option<String> {
         actions.iter().find_map(|a| match a {
-            Action::Finished(run) => Some(run.outcome.clone()),
+            Action::Finished(run) => Some(run.outcome.to_string()),
             _ => None,
         })
     }
@@ -461,7 +491,7 @@ mod tests {
         let mut r = Reconciler::new(cfg(), t0);
         let first = r.subscribed(tasks(&["a", "b"]), t0, 0.0);
         assert_eq!(sent(&first), [vec!["a", "b"]]);
-        r.on_update("a", true);
+        assert!(r.on_update("a", true, t0, 0.0).is_empty());
         assert!(
             r.tick(t0 + Duration::from_millis(500), 0.0, Vec::new)
                 .is_empty(),
@@ -478,9 +508,12 @@ mod tests {
             sent(&r.tick(t0 + Duration::from_secs(3), 0.0, Vec::new)),
             [vec!["b"]]
         );
-        r.on_update("b", false);
-        let done = r.tick(t0 + Duration::from_secs(4), 4.0, Vec::new);
-        assert_eq!(outcome(&done).as_deref(), Some("converged"));
+        let done = r.on_update("b", false, t0 + Duration::from_secs(4), 4.0);
+        assert_eq!(
+            outcome(&done).as_deref(),
+            Some("converged"),
+            "at the last answer"
+        );
         let run = &r.status().history[0];
         assert_eq!((run.asked, run.answered, run.calls), (2, 2, 3));
     }
@@ -506,7 +539,7 @@ mod tests {
             t += 1;
         }
         assert_eq!(sends, [1, 3, 7, 15, 23, 31, 39], "1, 2, 4, 8, 8, 8 s apart");
-        assert_eq!(r.status().history[0].unanswered, ["silent"]);
+        assert_eq!(r.status().history[0].unanswered, [TaskId::from("silent")]);
     }
 
     #[test]
@@ -514,7 +547,11 @@ mod tests {
         let t0 = Instant::now();
         let mut r = Reconciler::new(cfg(), t0);
         r.subscribed(tasks(&[]), t0, 0.0);
-        assert_eq!(r.status().history[0].outcome, "converged", "nothing to ask");
+        assert_eq!(
+            r.status().history[0].outcome,
+            ReconcileOutcome::Converged,
+            "nothing to ask"
+        );
         assert!(
             r.tick(t0 + Duration::from_secs(1), 1.0, Vec::new)
                 .is_empty(),
@@ -522,7 +559,7 @@ mod tests {
         );
         let implicit = r.tick(t0 + Duration::from_secs(5), 5.0, Vec::new);
         assert_eq!(sent(&implicit), [Vec::<String>::new()]);
-        r.on_update("x", true);
+        r.on_update("x", true, t0, 5.0);
         let done = r.tick(t0 + Duration::from_secs(8), 8.0, Vec::new);
         assert_eq!(outcome(&done).as_deref(), Some("converged"));
         assert_eq!(r.status().history[1].answered, 1);
@@ -532,19 +569,46 @@ mod tests {
     fn requests_are_coalesced_queued_and_periodic() {
         let t0 = Instant::now();
         let mut r = Reconciler::new(cfg(), t0);
-        let (run, actions) = r.request(ReconcileKind::Implicit, "manual", Vec::new, t0, 0.0);
-        assert_eq!((run.outcome.as_str(), sent(&actions).len()), ("running", 1));
-        let (merged, actions) = r.request(ReconcileKind::Implicit, "manual", Vec::new, t0, 0.0);
+        let (run, actions) = r.request(
+            ReconcileKind::Implicit,
+            ReconcileTrigger::Manual,
+            Vec::new,
+            t0,
+            0.0,
+        );
+        assert_eq!(
+            (run.outcome, sent(&actions).len()),
+            (ReconcileOutcome::Running, 1)
+        );
+        let (merged, actions) = r.request(
+            ReconcileKind::Implicit,
+            ReconcileTrigger::Manual,
+            Vec::new,
+            t0,
+            0.0,
+        );
         assert!(actions.is_empty());
         assert_eq!(merged.started_at, run.started_at);
         assert_eq!(merged.id, run.id);
         // Requests of another kind queue one run per kind, known by its
         // ID; an implicit request never becomes explicit nor the reverse.
-        let (queued, _) = r.request(ReconcileKind::Explicit, "manual", || tasks(&["a"]), t0, 0.0);
-        assert_eq!(queued.outcome, "queued");
+        let (queued, _) = r.request(
+            ReconcileKind::Explicit,
+            ReconcileTrigger::Manual,
+            || tasks(&["a"]),
+            t0,
+            0.0,
+        );
+        assert_eq!(queued.outcome, ReconcileOutcome::Queued);
         assert_ne!(queued.id, run.id);
         r.tick(t0 + Duration::from_secs(3), 3.0, Vec::new);
-        let (again, _) = r.request(ReconcileKind::Explicit, "manual", Vec::new, t0, 3.0);
+        let (again, _) = r.request(
+            ReconcileKind::Explicit,
+            ReconcileTrigger::Manual,
+            Vec::new,
+            t0,
+            3.0,
+        );
         assert_eq!(again.id, queued.id, "joins the queued explicit run");
         let ids: Vec<u64> = r.status().queued.iter().map(|q| q.id).collect();
         assert_eq!(ids, [queued.id]);
@@ -553,11 +617,13 @@ mod tests {
         assert_eq!(r.status().running.map(|q| q.id), Some(queued.id));
         assert!(r.status().queued.is_empty());
         // The periodic run is due at 30 s; it waits for the explicit one.
-        r.on_update("a", false);
-        r.tick(t0 + Duration::from_secs(9), 9.0, Vec::new);
+        r.on_update("a", false, t0 + Duration::from_secs(9), 9.0);
         let periodic = r.tick(t0 + Duration::from_secs(30), 30.0, Vec::new);
         assert_eq!(sent(&periodic), [Vec::<String>::new()]);
-        assert_eq!(r.status().running.unwrap().trigger, "periodic");
+        assert_eq!(
+            r.status().running.unwrap().trigger,
+            ReconcileTrigger::Periodic
+        );
     }
 
     #[test]
@@ -566,7 +632,7 @@ mod tests {
         let mut r = Reconciler::new(cfg(), t0);
         let (run, actions) = r.request(
             ReconcileKind::Implicit,
-            "manual",
+            ReconcileTrigger::Manual,
             || tasks(&["a", "b"]),
             t0,
             0.0,
@@ -576,8 +642,18 @@ mod tests {
         // After a subscription the implicit follow-up stays implicit even
         // when an explicit request arrives meanwhile.
         r.subscribed(tasks(&["a"]), t0, 1.0);
-        let (explicit, _) = r.request(ReconcileKind::Explicit, "manual", || tasks(&["a"]), t0, 1.0);
-        assert_eq!(explicit.outcome, "running", "joins the subscription's run");
+        let (explicit, _) = r.request(
+            ReconcileKind::Explicit,
+            ReconcileTrigger::Manual,
+            || tasks(&["a"]),
+            t0,
+            1.0,
+        );
+        assert_eq!(
+            explicit.outcome,
+            ReconcileOutcome::Running,
+            "joins the subscription's run"
+        );
         let kinds: Vec<ReconcileKind> = r.status().queued.iter().map(|q| q.kind).collect();
         assert_eq!(kinds, [ReconcileKind::Implicit]);
     }
@@ -593,7 +669,8 @@ mod tests {
         let history = r.status().history;
         let dropped = history.iter().find(|h| h.id == follow_up).unwrap();
         assert_eq!(
-            dropped.outcome, "cancelled",
+            dropped.outcome,
+            ReconcileOutcome::Cancelled,
             "the queued run is reported, not lost"
         );
         assert!(

@@ -6,7 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ids::{AgentId, TaskId};
 use super::services::ExecutorKind;
+use crate::mesos::names;
 use crate::mesos::v1::{TaskState, TaskStatus, task_status};
 
 /// Status updates kept per task record (the timeline shown on its page).
@@ -17,13 +19,24 @@ pub const TIMELINE_LEN: usize = 20;
 pub struct StatusEntry {
     /// When the scheduler received it, seconds since the UNIX epoch.
     pub at: f64,
-    /// Mesos state name, e.g. `TASK_RUNNING`.
-    pub state: String,
-    /// `SOURCE_MASTER`, `SOURCE_AGENT` or `SOURCE_EXECUTOR`.
-    pub source: String,
-    /// Mesos reason name, e.g. `REASON_RECONCILIATION`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    /// The Mesos state, stored by name (`TASK_RUNNING`).
+    #[serde(deserialize_with = "names::lenient_task_state")]
+    pub state: TaskState,
+    /// Who produced it (`SOURCE_MASTER`, `SOURCE_AGENT`, `SOURCE_EXECUTOR`);
+    /// stored as `""` when the update named none.
+    #[serde(
+        default,
+        serialize_with = "names::source_or_empty",
+        deserialize_with = "names::lenient_source"
+    )]
+    pub source: Option<task_status::Source>,
+    /// The Mesos reason, stored by name (`REASON_RECONCILIATION`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "names::lenient_reason"
+    )]
+    pub reason: Option<task_status::Reason>,
     /// The update's message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -34,16 +47,13 @@ impl StatusEntry {
     pub fn from_status(status: &TaskStatus, at: f64) -> StatusEntry {
         StatusEntry {
             at,
-            state: status.state().as_str_name().to_string(),
+            state: status.state(),
             source: status
                 .source
-                .and_then(|s| task_status::Source::try_from(s).ok())
-                .map(|s| s.as_str_name().to_string())
-                .unwrap_or_default(),
+                .and_then(|s| task_status::Source::try_from(s).ok()),
             reason: status
                 .reason
-                .and_then(|r| task_status::Reason::try_from(r).ok())
-                .map(|r| r.as_str_name().to_string()),
+                .and_then(|r| task_status::Reason::try_from(r).ok()),
             message: status.message.clone(),
         }
     }
@@ -61,11 +71,12 @@ pub struct KillRequest {
 }
 
 /// One task, as stored in ZooKeeper and shown by the dashboard and
-/// `/api/v1/tasks`. JSON with snake_case keys.
+/// `/api/v1/tasks`. JSON with snake_case keys; IDs and Mesos enums as
+/// strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
     /// `<service>.<instance>.<uuid>`.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The service it belongs to.
     pub service: String,
     /// Its instance number within the service, from 0.
@@ -74,7 +85,7 @@ pub struct TaskRecord {
     /// of the spec it was launched from.
     pub fingerprint: String,
     /// The agent it was launched on.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// That agent's hostname.
     pub hostname: String,
     /// Which executor runs it.
@@ -84,39 +95,83 @@ pub struct TaskRecord {
     /// Host ports assigned from the offer.
     #[serde(default)]
     pub ports: Vec<u64>,
-    /// Latest Mesos state name (`TASK_STAGING` until the first update).
-    pub state: String,
+    /// Latest Mesos state (`TASK_STAGING` until the first update). A stored
+    /// name this build does not know reads as `TASK_UNKNOWN`.
+    #[serde(deserialize_with = "names::lenient_task_state")]
+    pub state: TaskState,
     /// Launch time, seconds since the UNIX epoch.
     pub launched_at: f64,
-    /// Time of the latest update, seconds since the UNIX epoch.
+    /// Time of the latest update that changed the record, seconds since the
+    /// UNIX epoch.
     pub updated_at: f64,
     /// Set while the scheduler wants the task killed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kill: Option<KillRequest>,
-    /// Recent status updates, oldest first (at most [`TIMELINE_LEN`]).
+    /// Recent status updates that changed the record, oldest first (at most
+    /// [`TIMELINE_LEN`]).
     #[serde(default)]
     pub timeline: Vec<StatusEntry>,
 }
 
 impl TaskRecord {
-    /// The latest state as a Mesos enum (`TASK_STAGING` if unreadable).
-    pub fn task_state(&self) -> TaskState {
-        TaskState::from_str_name(&self.state).unwrap_or(TaskState::TaskStaging)
-    }
-
     /// True once the task reached a terminal state.
     pub fn is_terminal(&self) -> bool {
-        crate::mesos::is_terminal(self.task_state())
+        crate::mesos::is_terminal(self.state)
+    }
+
+    /// True when `status` would change what this record stores: a new
+    /// state, or a health check's report (the executor sends one only when
+    /// the task's health changes, `docs/health-checks.md` in apache/mesos).
+    /// An update that repeats the stored state — a reconciliation answer, an
+    /// agent re-sending an update whose acknowledgement was lost — changes
+    /// nothing and is not written again.
+    pub fn changed_by(&self, status: &TaskStatus) -> bool {
+        status.state() != self.state
+            || status.reason == Some(task_status::Reason::TaskHealthCheckStatusUpdated as i32)
     }
 
     /// Records an update: state, time and a timeline entry (bounded).
     pub fn apply(&mut self, status: &TaskStatus, at: f64) {
-        self.state = status.state().as_str_name().to_string();
+        self.state = status.state();
         self.updated_at = at;
         self.timeline.push(StatusEntry::from_status(status, at));
         if self.timeline.len() > TIMELINE_LEN {
             let excess = self.timeline.len() - TIMELINE_LEN;
             self.timeline.drain(..excess);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_of_earlier_versions_still_decode() {
+        let json = serde_json::json!({
+            "task_id": "web.0.1", "service": "web", "instance": 0, "fingerprint": "f",
+            "agent_id": "a1", "hostname": "h1", "executor": "command", "executor_id": "web.0.1",
+            "ports": [31000], "state": "TASK_RUNNING", "launched_at": 1.0, "updated_at": 2.0,
+            "timeline": [
+                {"at": 1.5, "state": "TASK_STARTING", "source": "SOURCE_EXECUTOR"},
+                {"at": 2.0, "state": "TASK_RUNNING", "source": "", "reason": "REASON_RECONCILIATION"}
+            ]
+        });
+        let record: TaskRecord = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(record.state, TaskState::TaskRunning);
+        assert_eq!(
+            record.timeline[0].source,
+            Some(task_status::Source::Executor)
+        );
+        assert_eq!(record.timeline[1].source, None);
+        assert_eq!(
+            record.timeline[1].reason,
+            Some(task_status::Reason::Reconciliation)
+        );
+        assert_eq!(
+            serde_json::to_value(&record).unwrap(),
+            json,
+            "same shape back"
+        );
     }
 }

@@ -95,36 +95,54 @@ pub const URI_SCHEMES: [&str; 9] = [
     "http", "https", "ftp", "ftps", "hdfs", "s3", "s3n", "s3a", "file",
 ];
 
+/// Why a `uris` value is refused; the URI is shown with its password
+/// hidden.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UriError {
+    /// Empty or blank.
+    #[error("must not be empty")]
+    Empty,
+    /// Surrounding spaces or control characters.
+    #[error("{0:?}: no surrounding spaces or control characters")]
+    Spacing(String),
+    /// A scheme the Mesos fetcher does not fetch.
+    #[error("{shown:?}: the Mesos fetcher does not fetch {scheme}: URLs; expected {} or an absolute path", URI_SCHEMES.join(", "))]
+    Scheme {
+        /// The URI as shown.
+        shown: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// Neither an absolute URL with a host (a path for `file`) nor an
+    /// absolute path.
+    #[error("{shown:?}: expected an absolute URL ({}) or an absolute path", URI_SCHEMES.join(", "))]
+    NotAbsolute {
+        /// The URI as shown.
+        shown: String,
+    },
+}
+
 /// A `uris` value: an absolute URL with a scheme of [`URI_SCHEMES`] (and a
 /// host, but for `file`), or an absolute path, which the fetcher copies
 /// from the agent's file system.
-fn check_uri(value: &str) -> Result<(), String> {
+fn check_uri(value: &str) -> Result<(), UriError> {
     // Messages show the URI with its password hidden.
-    let shown = crate::coordination::url::redact_password(value);
-    let expected = || {
-        format!(
-            "{shown:?}: expected an absolute URL ({}) or an absolute path",
-            URI_SCHEMES.join(", ")
-        )
-    };
+    let shown = || crate::coordination::url::redact_password(value);
     if value.trim().is_empty() {
-        return Err("must not be empty".into());
+        return Err(UriError::Empty);
     }
     if value != value.trim() || value.chars().any(char::is_control) {
-        return Err(format!(
-            "{shown:?}: no surrounding spaces or control characters"
-        ));
+        return Err(UriError::Spacing(shown()));
     }
     if value.starts_with('/') {
         return Ok(());
     }
-    let url = reqwest::Url::parse(value).map_err(|_| expected())?;
+    let url = reqwest::Url::parse(value).map_err(|_| UriError::NotAbsolute { shown: shown() })?;
     if !URI_SCHEMES.contains(&url.scheme()) {
-        return Err(format!(
-            "{shown:?}: the Mesos fetcher does not fetch {}: URLs; expected {} or an absolute path",
-            url.scheme(),
-            URI_SCHEMES.join(", ")
-        ));
+        return Err(UriError::Scheme {
+            shown: shown(),
+            scheme: url.scheme().to_string(),
+        });
     }
     let located = if url.scheme() == "file" {
         url.path().len() > 1
@@ -132,7 +150,7 @@ fn check_uri(value: &str) -> Result<(), String> {
         url.host_str().is_some_and(|h| !h.is_empty())
     };
     if !located {
-        return Err(expected());
+        return Err(UriError::NotAbsolute { shown: shown() });
     }
     Ok(())
 }
@@ -173,24 +191,56 @@ pub enum Constraint {
     },
 }
 
+/// Why a constraint does not parse; each names the constraint as written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConstraintError {
+    /// No field before the operator.
+    #[error("{0:?}: missing field (hostname or an attribute name)")]
+    MissingField(String),
+    /// The regex of LIKE / UNLIKE does not compile.
+    #[error("{text:?}: bad regex: {error}")]
+    BadRegex {
+        /// The constraint.
+        text: String,
+        /// The regex engine's complaint.
+        error: regex::Error,
+    },
+    /// LIKE / UNLIKE without a regex.
+    #[error("{text:?}: {op} needs a regex")]
+    NeedsRegex {
+        /// The constraint.
+        text: String,
+        /// The operator.
+        op: String,
+    },
+    /// UNIQUE with a value.
+    #[error("{0:?}: UNIQUE takes no value")]
+    UniqueWithValue(String),
+    /// Another operator.
+    #[error("{0:?}: operator must be UNIQUE, LIKE or UNLIKE")]
+    Operator(String),
+}
+
 impl Constraint {
     /// Parses `hostname:UNIQUE`, `rack:LIKE:r[12]`, `rack:UNLIKE:r3`.
-    pub fn parse(text: &str) -> Result<Constraint, String> {
+    pub fn parse(text: &str) -> Result<Constraint, ConstraintError> {
         let mut parts = text.splitn(3, ':');
         let field = parts.next().unwrap_or_default().trim();
         let op = parts.next().unwrap_or_default().trim();
         let value = parts.next().map(str::trim);
         if field.is_empty() {
-            return Err(format!(
-                "{text:?}: missing field (hostname or an attribute name)"
-            ));
+            return Err(ConstraintError::MissingField(text.to_string()));
         }
         let field = field.to_string();
         match (op, value) {
             ("UNIQUE", None) => Ok(Constraint::Unique { field }),
             ("LIKE" | "UNLIKE", Some(regex)) if !regex.is_empty() => {
-                regex::Regex::new(&format!("^(?:{regex})$"))
-                    .map_err(|e| format!("{text:?}: bad regex: {e}"))?;
+                regex::Regex::new(&format!("^(?:{regex})$")).map_err(|error| {
+                    ConstraintError::BadRegex {
+                        text: text.to_string(),
+                        error,
+                    }
+                })?;
                 let regex = regex.to_string();
                 Ok(if op == "LIKE" {
                     Constraint::Like { field, regex }
@@ -198,9 +248,12 @@ impl Constraint {
                     Constraint::Unlike { field, regex }
                 })
             }
-            ("LIKE" | "UNLIKE", _) => Err(format!("{text:?}: {op} needs a regex")),
-            ("UNIQUE", Some(_)) => Err(format!("{text:?}: UNIQUE takes no value")),
-            _ => Err(format!("{text:?}: operator must be UNIQUE, LIKE or UNLIKE")),
+            ("LIKE" | "UNLIKE", _) => Err(ConstraintError::NeedsRegex {
+                text: text.to_string(),
+                op: op.to_string(),
+            }),
+            ("UNIQUE", Some(_)) => Err(ConstraintError::UniqueWithValue(text.to_string())),
+            _ => Err(ConstraintError::Operator(text.to_string())),
         }
     }
 }
@@ -238,7 +291,7 @@ pub struct ServiceSpec {
     /// First delay before restarting a failed task of this service; doubles
     /// per consecutive failure up to `restart_backoff_max`. The count resets
     /// once a task has stayed TASK_RUNNING for `restart_backoff_max` (at
-    /// least 10 seconds; see [`crate::scheduler::workload::Backoff`]).
+    /// least 10 seconds; see [`crate::scheduler::workload::RestartBackoff`]).
     #[serde(
         default = "default_backoff",
         serialize_with = "humantime_serde::serialize",
@@ -377,7 +430,7 @@ impl ServiceSpec {
         }
         for (i, uri) in self.uris.iter().enumerate() {
             if let Err(e) = check_uri(&uri.value) {
-                errors.push(problem(format!("uris[{i}]"), e));
+                errors.push(problem(format!("uris[{i}]"), e.to_string()));
             }
             // Fetched next to the executor binary (see `taskinfo`): a file of
             // the same name would replace it in the sandbox.
@@ -394,7 +447,7 @@ impl ServiceSpec {
         }
         for (i, text) in self.constraints.iter().enumerate() {
             if let Err(e) = Constraint::parse(text) {
-                errors.push(problem(format!("constraints[{i}]"), e));
+                errors.push(problem(format!("constraints[{i}]"), e.to_string()));
             }
         }
         if self.restart_backoff.is_zero() || self.restart_backoff > self.restart_backoff_max {
@@ -437,24 +490,64 @@ impl ServiceSpec {
     }
 }
 
+/// Why a `--services` file is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ServicesFileError {
+    /// Not a JSON array of service specs.
+    #[error("not a JSON array of services: {0}")]
+    NotJson(#[from] serde_json::Error),
+    /// Specs that do not validate, or names used twice.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<ServiceProblem>),
+}
+
+/// One problem of a `--services` file, naming the service by index.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ServiceProblem {
+    /// A field does not validate.
+    #[error("services[{index}] ({name}): {error}")]
+    Field {
+        /// Position in the file.
+        index: usize,
+        /// The service.
+        name: String,
+        /// The field and why.
+        error: FieldError,
+    },
+    /// The name is used by an earlier service.
+    #[error("services[{index}]: duplicate name {name:?}")]
+    Duplicate {
+        /// Position in the file.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+}
+
 /// Parses a `--services` file: a JSON array of specs, each validated, names
 /// unique. Errors name the service (by index and name) and the field.
-pub fn parse_services_file(text: &str) -> Result<Vec<ServiceSpec>, String> {
-    let specs: Vec<ServiceSpec> =
-        serde_json::from_str(text).map_err(|e| format!("not a JSON array of services: {e}"))?;
+pub fn parse_services_file(text: &str) -> Result<Vec<ServiceSpec>, ServicesFileError> {
+    let specs: Vec<ServiceSpec> = serde_json::from_str(text)?;
     let mut problems = Vec::new();
-    for (i, spec) in specs.iter().enumerate() {
-        for e in spec.validate() {
-            problems.push(format!("services[{i}] ({}): {e}", spec.name));
+    for (index, spec) in specs.iter().enumerate() {
+        for error in spec.validate() {
+            problems.push(ServiceProblem::Field {
+                index,
+                name: spec.name.clone(),
+                error,
+            });
         }
-        if specs[..i].iter().any(|s| s.name == spec.name) {
-            problems.push(format!("services[{i}]: duplicate name {:?}", spec.name));
+        if specs[..index].iter().any(|s| s.name == spec.name) {
+            problems.push(ServiceProblem::Duplicate {
+                index,
+                name: spec.name.clone(),
+            });
         }
     }
     if problems.is_empty() {
         Ok(specs)
     } else {
-        Err(problems.join("; "))
+        Err(ServicesFileError::Invalid(problems))
     }
 }
 
@@ -693,10 +786,15 @@ mod tests {
         assert_eq!(parse_services_file(ok).unwrap().len(), 1);
         let dup = r#"[{"name":"a","command":"x","cpus":0.1,"mem":32,"instances":1},
                       {"name":"a","command":"y","cpus":0.1,"mem":32,"instances":1}]"#;
+        let error = parse_services_file(dup).unwrap_err();
         assert!(
-            parse_services_file(dup)
-                .unwrap_err()
-                .contains("duplicate name")
+            matches!(&error, ServicesFileError::Invalid(p) if matches!(p[..], [ServiceProblem::Duplicate { index: 1, .. }])),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("services[1]: duplicate name \"a\"")
         );
         assert!(parse_services_file("{}").is_err());
     }

@@ -14,9 +14,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::ids::{AgentId, TaskId};
 use super::records::TaskRecord;
 use super::services::ServiceSpec;
 use crate::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
+use crate::mesos::v1::TaskState;
 
 /// Where the framework stands, as `framework.state` in `/api/v1/state`
 /// (`docs/architecture.md#http-api`).
@@ -156,8 +158,8 @@ pub struct ReconcileRun {
     pub id: u64,
     /// Explicit or implicit.
     pub kind: ReconcileKind,
-    /// Why it ran: `subscribed`, `periodic`, `manual`.
-    pub trigger: String,
+    /// Why it ran.
+    pub trigger: ReconcileTrigger,
     /// Start time.
     pub started_at: f64,
     /// End time, `None` while running.
@@ -167,13 +169,90 @@ pub struct ReconcileRun {
     /// Tasks answered so far.
     pub answered: usize,
     /// Tasks never answered (explicit runs that gave up).
-    pub unanswered: Vec<String>,
+    pub unanswered: Vec<TaskId>,
     /// RECONCILE calls sent (retries included).
     pub calls: u32,
-    /// `queued`, `running`, `converged`, `aborted` (gave up after the abort
-    /// timeout), `superseded` or `cancelled` (leadership or subscription
-    /// lost; a queued run that never started is `cancelled` too).
-    pub outcome: String,
+    /// Where the run stands or how it ended.
+    pub outcome: ReconcileOutcome,
+}
+
+/// Why a reconciliation run started (`trigger` in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReconcileTrigger {
+    /// The explicit run every (re-)subscription starts.
+    #[serde(rename = "subscribed")]
+    Subscribed,
+    /// The implicit run that follows it, surfacing unknown tasks.
+    #[serde(rename = "after explicit")]
+    AfterExplicit,
+    /// The periodic implicit run (`--reconcile-interval`).
+    #[serde(rename = "periodic")]
+    Periodic,
+    /// An operator's request (action or API).
+    #[serde(rename = "manual")]
+    Manual,
+}
+
+impl ReconcileTrigger {
+    /// The name used in JSON and on the pages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileTrigger::Subscribed => "subscribed",
+            ReconcileTrigger::AfterExplicit => "after explicit",
+            ReconcileTrigger::Periodic => "periodic",
+            ReconcileTrigger::Manual => "manual",
+        }
+    }
+}
+
+impl std::fmt::Display for ReconcileTrigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a reconciliation run stands (`outcome` in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReconcileOutcome {
+    /// Waiting for the running run or the cooldown.
+    Queued,
+    /// In progress.
+    Running,
+    /// Every task answered (explicit) or the window closed (implicit).
+    Converged,
+    /// Gave up after the abort timeout; `unanswered` lists the silent tasks.
+    Aborted,
+    /// A new subscription started a new explicit run.
+    Superseded,
+    /// The subscription or leadership was lost (a queued run that never
+    /// started is cancelled too).
+    Cancelled,
+}
+
+impl ReconcileOutcome {
+    /// The snake_case name used in JSON, metrics and on the pages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileOutcome::Queued => "queued",
+            ReconcileOutcome::Running => "running",
+            ReconcileOutcome::Converged => "converged",
+            ReconcileOutcome::Aborted => "aborted",
+            ReconcileOutcome::Superseded => "superseded",
+            ReconcileOutcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// True once the run ended (any outcome but queued and running).
+    pub fn is_finished(self) -> bool {
+        !matches!(self, ReconcileOutcome::Queued | ReconcileOutcome::Running)
+    }
+}
+
+impl std::fmt::Display for ReconcileOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Reconciliation history for the overview.
@@ -189,24 +268,90 @@ pub struct ReconciliationStatus {
     pub history: Vec<ReconcileRun>,
 }
 
-/// Every [`EventEntry::kind`] the core writes (a test checks the core's
-/// source against it): what `/api/v1/events?kind=` accepts.
-pub const EVENT_KINDS: [&str; 14] = [
-    "action",
-    "agent",
-    "disconnected",
-    "error",
-    "framework",
-    "kill",
-    "launch",
-    "leadership",
-    "message",
-    "offers",
-    "reconcile",
-    "service",
-    "subscribed",
-    "task",
-];
+/// What an [`EventEntry`] is about; `/api/v1/events?kind=` filters by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// An operator action (reconcile, kamikaze, teardown, services…).
+    Action,
+    /// An agent lost or an executor exited.
+    Agent,
+    /// The subscription broke.
+    Disconnected,
+    /// Something failed: a refusal, a write, a call.
+    Error,
+    /// The framework's registration: refusals, removal, failover.
+    Framework,
+    /// A task is being killed.
+    Kill,
+    /// Tasks were launched.
+    Launch,
+    /// Leadership began or ended.
+    Leadership,
+    /// A framework message from an executor.
+    Message,
+    /// SUPPRESS / REVIVE.
+    Offers,
+    /// A reconciliation run ended.
+    Reconcile,
+    /// A service waits for offers it cannot get.
+    Service,
+    /// Subscribed to a master.
+    Subscribed,
+    /// A task ended on its own.
+    Task,
+}
+
+impl EventKind {
+    /// Every kind, sorted by name.
+    pub const ALL: [EventKind; 14] = [
+        EventKind::Action,
+        EventKind::Agent,
+        EventKind::Disconnected,
+        EventKind::Error,
+        EventKind::Framework,
+        EventKind::Kill,
+        EventKind::Launch,
+        EventKind::Leadership,
+        EventKind::Message,
+        EventKind::Offers,
+        EventKind::Reconcile,
+        EventKind::Service,
+        EventKind::Subscribed,
+        EventKind::Task,
+    ];
+
+    /// The snake_case name used in JSON, URLs and on the pages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Action => "action",
+            EventKind::Agent => "agent",
+            EventKind::Disconnected => "disconnected",
+            EventKind::Error => "error",
+            EventKind::Framework => "framework",
+            EventKind::Kill => "kill",
+            EventKind::Launch => "launch",
+            EventKind::Leadership => "leadership",
+            EventKind::Message => "message",
+            EventKind::Offers => "offers",
+            EventKind::Reconcile => "reconcile",
+            EventKind::Service => "service",
+            EventKind::Subscribed => "subscribed",
+            EventKind::Task => "task",
+        }
+    }
+
+    /// The kind named `name`, if any.
+    pub fn from_name(name: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Something worth showing on the events page: ERRORs, failovers,
 /// leadership changes, actions, subscriptions.
@@ -214,8 +359,8 @@ pub const EVENT_KINDS: [&str; 14] = [
 pub struct EventEntry {
     /// When, seconds since the UNIX epoch.
     pub at: f64,
-    /// A short kind, one of [`EVENT_KINDS`].
-    pub kind: String,
+    /// What it is about.
+    pub kind: EventKind,
     /// What happened, in an operator's words.
     pub message: String,
 }
@@ -253,9 +398,9 @@ pub struct Snapshot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UnrecordedKill {
     /// The task ID the master reported.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Its agent, when the master said.
-    pub agent_id: Option<String>,
+    pub agent_id: Option<AgentId>,
     /// Why it is being killed.
     pub reason: String,
     /// KILL calls sent so far.
@@ -299,17 +444,17 @@ impl Snapshot {
         }
     }
 
-    /// Number of tasks in each Mesos state, e.g. `[("TASK_RUNNING", 20)]`,
+    /// Number of tasks in each Mesos state, e.g. `[(TASK_RUNNING, 20)]`,
     /// sorted by state name.
-    pub fn task_counts(&self) -> Vec<(String, usize)> {
-        let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+    pub fn task_counts(&self) -> Vec<(TaskState, usize)> {
+        let mut counts = std::collections::BTreeMap::<&str, (TaskState, usize)>::new();
         for t in &self.tasks {
-            *counts.entry(t.state.as_str()).or_default() += 1;
+            counts
+                .entry(t.state.as_str_name())
+                .or_insert((t.state, 0))
+                .1 += 1;
         }
-        counts
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+        counts.into_values().collect()
     }
 
     /// The leader's advertised URL, when another replica leads.
@@ -324,35 +469,45 @@ impl Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use super::EVENT_KINDS;
+    use super::*;
 
-    /// The kinds in the core's `.log("kind", …)` calls.
-    fn kinds_logged_by_the_core() -> Vec<String> {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scheduler/core");
-        let mut kinds = Vec::new();
-        for entry in std::fs::read_dir(dir).expect("the core's sources") {
-            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-            for (i, _) in text.match_indices(".log(") {
-                let rest = text[i + ".log(".len()..].trim_start();
-                if let Some(literal) = rest.strip_prefix('"') {
-                    let end = literal.find('"').unwrap();
-                    kinds.push(literal[..end].to_string());
-                }
+    #[test]
+    fn event_kinds_are_listed_once_in_name_order() {
+        for kind in EventKind::ALL {
+            // A new variant must be added to ALL: this match stops compiling.
+            match kind {
+                EventKind::Action
+                | EventKind::Agent
+                | EventKind::Disconnected
+                | EventKind::Error
+                | EventKind::Framework
+                | EventKind::Kill
+                | EventKind::Launch
+                | EventKind::Leadership
+                | EventKind::Message
+                | EventKind::Offers
+                | EventKind::Reconcile
+                | EventKind::Service
+                | EventKind::Subscribed
+                | EventKind::Task => {}
             }
+            assert_eq!(EventKind::from_name(kind.as_str()), Some(kind));
+            let json = serde_json::to_value(kind).unwrap();
+            assert_eq!(json, kind.as_str());
         }
-        kinds
+        assert!(
+            EventKind::ALL
+                .windows(2)
+                .all(|w| w[0].as_str() < w[1].as_str())
+        );
     }
 
     #[test]
-    fn every_kind_the_core_logs_is_listed() {
-        let kinds = kinds_logged_by_the_core();
-        assert!(kinds.len() > 20, "{kinds:?}");
-        for kind in &kinds {
-            assert!(
-                EVENT_KINDS.contains(&kind.as_str()),
-                "{kind:?} not in EVENT_KINDS"
-            );
-        }
-        assert!(EVENT_KINDS.windows(2).all(|w| w[0] < w[1]), "sorted");
+    fn reconcile_names_are_the_documented_strings() {
+        let json = serde_json::to_value(ReconcileTrigger::AfterExplicit).unwrap();
+        assert_eq!(json, "after explicit");
+        let json = serde_json::to_value(ReconcileOutcome::Superseded).unwrap();
+        assert_eq!(json, "superseded");
+        assert!(ReconcileOutcome::Aborted.is_finished() && !ReconcileOutcome::Queued.is_finished());
     }
 }

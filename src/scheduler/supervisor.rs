@@ -152,14 +152,30 @@ async fn supervise(
                             pause.as_secs()
                         ),
                     });
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = deps.fence.cancelled() => continue,
-                        _ = tokio::time::sleep(pause) => {}
+                    // Meanwhile the replica stands by: it shows who leads and
+                    // refuses commands (pointing at the leader) at once.
+                    publish_standby(&cfg, &deps, held.as_ref()).await;
+                    let until = tokio::time::Instant::now() + pause;
+                    let fenced = loop {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = deps.fence.cancelled() => break true,
+                            _ = tokio::time::sleep_until(until) => break false,
+                            _ = leadership.changed() => {
+                                publish_standby(&cfg, &deps, held.as_ref()).await;
+                            }
+                            command = commands.recv() => match command {
+                                Some(command) => refuse(command, &deps),
+                                None => return,
+                            },
+                        }
+                    };
+                    if fenced {
+                        continue;
                     }
                     abdicate(&deps).await;
                 }
-                TermOutcome::StoreUnavailable(why) => {
+                TermOutcome::StartupFailed(why) => {
                     store_failures = if store_failures.0 == term {
                         (term, store_failures.1 + 1)
                     } else {
@@ -170,12 +186,12 @@ async fn supervise(
                         // leading: let the next replica try (alone, this
                         // one leads again after the hold-off).
                         tracing::error!(
-                            "cannot read the stores: {why}; {STORE_ATTEMPTS} attempts in term \
+                            "the term could not start: {why}; {STORE_ATTEMPTS} attempts in term \
                              {term} failed, stepping down so that another replica leads"
                         );
                         abdicate(&deps).await;
                     } else {
-                        tracing::error!("cannot read the stores: {why}; retrying");
+                        tracing::error!("the term could not start: {why}; retrying");
                     }
                     // The end of the term (abdication) cuts the pause short.
                     tokio::select! {
@@ -230,9 +246,18 @@ async fn abdicate(deps: &CoreDeps) {
     }
 }
 
-/// Answers a command on a replica that does not lead.
+/// Answers a command on a replica that does not lead (or leads only until
+/// its step-down pause ends): with the leader's URL when another replica
+/// leads, with none when this one still holds the election, so that a
+/// client is never sent back to the replica that refused it.
 fn refuse(command: Command, deps: &CoreDeps) {
-    let leader_url = deps.snapshots.borrow().leader_url();
+    let leader_url = {
+        let snapshot = deps.snapshots.borrow();
+        match snapshot.leadership {
+            Leadership::Leader { .. } => None,
+            _ => snapshot.leader_url(),
+        }
+    };
     let error = || CommandError::NotLeader {
         leader_url: leader_url.clone(),
     };

@@ -165,9 +165,7 @@ pub fn task_info(
         task_id: v1::TaskId {
             value: task_id.to_string(),
         },
-        agent_id: v1::AgentId {
-            value: planned.agent_id.clone(),
-        },
+        agent_id: planned.agent_id.to_proto(),
         resources: resources.to_protos(None),
         labels: Some(labels),
         kill_policy: Some(executor::kill_policy(spec.kill_grace_period)),

@@ -3,10 +3,14 @@
 //! restart backoff. Pure functions over task records.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use tokio::time::Instant;
+
+use super::ids::TaskId;
 use super::records::TaskRecord;
 use super::services::ServiceSpec;
+use crate::backoff::Backoff;
 use crate::mesos::v1::{TaskState, task_status};
 
 /// What one service needs.
@@ -18,7 +22,7 @@ pub struct Assessment {
     /// count (`scaled down`) or a second live task of one instance
     /// (`duplicate of instance n`, e.g. a lost task whose agent came back
     /// after it was replaced).
-    pub surplus: Vec<(String, String)>,
+    pub surplus: Vec<(TaskId, String)>,
     /// Live tasks in TASK_RUNNING.
     pub running: u32,
     /// Live tasks not running yet (STAGING, STARTING).
@@ -60,12 +64,12 @@ pub fn assess<'a>(
         }
         // Keep a running task over a starting one, then the oldest.
         tasks.sort_by(|a, b| {
-            let not_running = |t: &TaskRecord| t.task_state() != TaskState::TaskRunning;
+            let not_running = |t: &TaskRecord| t.state != TaskState::TaskRunning;
             (not_running(a), a.launched_at)
                 .partial_cmp(&(not_running(b), b.launched_at))
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
-        if tasks[0].task_state() == TaskState::TaskRunning {
+        if tasks[0].state == TaskState::TaskRunning {
             out.running += 1;
         } else {
             out.starting += 1;
@@ -93,7 +97,7 @@ pub fn upgrade_step<'a>(
     spec: &ServiceSpec,
     tasks: impl IntoIterator<Item = &'a TaskRecord> + Clone,
     max_unavailable: u32,
-) -> Option<String> {
+) -> Option<TaskId> {
     let fingerprint = spec.fingerprint();
     let running = tasks
         .clone()
@@ -101,7 +105,7 @@ pub fn upgrade_step<'a>(
         .filter(|t| {
             t.service == spec.name
                 && is_live(t)
-                && t.task_state() == TaskState::TaskRunning
+                && t.state == TaskState::TaskRunning
                 && t.instance < spec.instances
         })
         .count() as u32;
@@ -150,17 +154,15 @@ pub fn counts_as_failure(state: TaskState, reason: Option<task_status::Reason>) 
 /// not the task's fault.
 pub fn counts_as_failure_of(record: &TaskRecord) -> bool {
     let last = record.timeline.last();
-    let reason = last
-        .and_then(|e| e.reason.as_deref())
-        .and_then(task_status::Reason::from_str_name);
-    let state = record.task_state();
+    let reason = last.and_then(|e| e.reason);
+    let state = record.state;
     if counts_as_failure(state, reason) {
         return true;
     }
     let started = record
         .timeline
         .iter()
-        .any(|e| e.state == "TASK_STARTING" || e.state == "TASK_RUNNING");
+        .any(|e| matches!(e.state, TaskState::TaskStarting | TaskState::TaskRunning));
     state == TaskState::TaskFailed
         && reason == Some(task_status::Reason::ExecutorTerminated)
         && !started
@@ -174,26 +176,28 @@ pub fn counts_as_failure_of(record: &TaskRecord) -> bool {
 /// reaching RUNNING alone proves nothing, since an executor reports RUNNING
 /// as soon as the command starts, before a crash-looping command exits.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Backoff {
+pub struct RestartBackoff {
     /// Consecutive failed tasks.
     pub failures: u32,
     /// No launch before this.
     pub not_before: Option<Instant>,
     /// Tasks of the service now TASK_RUNNING, by task ID, with the time each
     /// became RUNNING.
-    running_since: HashMap<String, Instant>,
+    running_since: HashMap<TaskId, Instant>,
 }
 
 /// The shortest run that forgives a service's failures, whatever its
 /// `restart_backoff_max`.
 pub const MIN_STABLE_RUN: Duration = Duration::from_secs(10);
 
-impl Backoff {
+impl RestartBackoff {
     /// The task `task_id` of the service is TASK_RUNNING at `now`. Repeated
     /// RUNNING updates (reconciliation, a new leader adopting the task) keep
     /// the first time seen.
-    pub fn running(&mut self, task_id: &str, now: Instant) {
-        self.running_since.entry(task_id.to_string()).or_insert(now);
+    pub fn running(&mut self, task_id: &TaskId, now: Instant) {
+        if !self.running_since.contains_key(task_id) {
+            self.running_since.insert(task_id.clone(), now);
+        }
     }
 
     /// The task `task_id` of the service reached a terminal state at `now`;
@@ -206,11 +210,11 @@ impl Backoff {
             return;
         }
         self.failures = self.failures.saturating_add(1);
-        let factor = 1u32 << (self.failures - 1).min(16);
-        let delay = spec
-            .restart_backoff
-            .saturating_mul(factor)
-            .min(spec.restart_backoff_max);
+        let delay = Backoff::nth(
+            spec.restart_backoff,
+            spec.restart_backoff_max,
+            self.failures - 1,
+        );
         self.not_before = Some(now + delay);
     }
 
@@ -274,7 +278,7 @@ mod tests {
             executor: ExecutorKind::Command,
             executor_id: id.into(),
             ports: vec![],
-            state: state.into(),
+            state: TaskState::from_str_name(state).unwrap(),
             launched_at,
             updated_at: launched_at,
             kill: None,
@@ -308,8 +312,8 @@ mod tests {
         assert_eq!(
             a.surplus,
             [
-                ("a".to_string(), "duplicate of instance 0".to_string()),
-                ("d".to_string(), "scaled down".to_string())
+                (TaskId::from("a"), "duplicate of instance 0".to_string()),
+                (TaskId::from("d"), "scaled down".to_string())
             ]
         );
         assert_eq!((a.running, a.starting, a.killing), (1, 1, 1));
@@ -346,7 +350,7 @@ mod tests {
         tasks.push(new0);
         assert_eq!(upgrade_step(&s, &tasks, 1), None);
         // Running: the next old task goes.
-        tasks[3].state = "TASK_RUNNING".into();
+        tasks[3].state = TaskState::TaskRunning;
         assert_eq!(upgrade_step(&s, &tasks, 1).as_deref(), Some("old1"));
         assert_eq!(upgrade_step(&s, &tasks, 2).as_deref(), Some("old1"));
     }
@@ -356,9 +360,9 @@ mod tests {
         use crate::scheduler::StatusEntry;
         let entry = |state: &str, reason: Option<&str>| StatusEntry {
             at: 0.0,
-            state: state.into(),
-            source: "SOURCE_AGENT".into(),
-            reason: reason.map(str::to_string),
+            state: TaskState::from_str_name(state).unwrap(),
+            source: Some(task_status::Source::Agent),
+            reason: reason.and_then(task_status::Reason::from_str_name),
             message: None,
         };
         let terminated = Some("REASON_EXECUTOR_TERMINATED");
@@ -388,7 +392,7 @@ mod tests {
     fn backoff_doubles_to_its_cap() {
         let s = spec(1);
         let t0 = Instant::now();
-        let mut b = Backoff::default();
+        let mut b = RestartBackoff::default();
         assert!(b.ready(t0));
         let delays: Vec<u64> = (0..5)
             .map(|i| {
@@ -406,12 +410,12 @@ mod tests {
     fn a_crash_loop_that_reports_running_keeps_backing_off() {
         let s = spec(1);
         let t0 = Instant::now();
-        let mut b = Backoff::default();
+        let mut b = RestartBackoff::default();
         let mut at = t0;
         let mut delays = vec![];
         for i in 0..4 {
             let id = format!("t{i}");
-            b.running(&id, at);
+            b.running(&TaskId::from(id.as_str()), at);
             at += Duration::from_millis(200);
             b.terminal(&s, &id, true, at);
             delays.push(b.remaining(at).as_secs());
@@ -425,10 +429,10 @@ mod tests {
     fn a_stable_run_forgives_failures() {
         let s = spec(1); // restart_backoff_max 5s, so MIN_STABLE_RUN (10s) rules
         let t0 = Instant::now();
-        let mut b = Backoff::default();
+        let mut b = RestartBackoff::default();
         b.terminal(&s, "a", true, t0);
         b.terminal(&s, "b", true, t0);
-        b.running("c", t0);
+        b.running(&"c".into(), t0);
         let early = t0 + Duration::from_secs(9);
         assert_eq!(b.failures_at(&s, early), 2);
         let late = t0 + MIN_STABLE_RUN;

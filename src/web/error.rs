@@ -23,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::{AppState, auth};
+use crate::coordination::CoordinationError;
 use crate::scheduler::{CommandError, FieldError};
 
 /// An error answered to an HTTP client. Boxed: handlers return it in
@@ -221,6 +222,7 @@ impl AppError {
         let detail = err.to_string();
         match err {
             CommandError::NotLeader { leader_url } => AppError::not_leader(leader_url, path),
+            CommandError::LeadershipLost => AppError::not_leader(None, path),
             CommandError::Conflict(_) => AppError::conflict(detail),
             CommandError::Invalid(errors) => AppError::invalid(errors),
             CommandError::NotFound(_) => AppError::not_found(detail),
@@ -230,12 +232,7 @@ impl AppError {
                 "Mesos refused or is unreachable",
                 detail,
             ),
-            CommandError::Store(_) => AppError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store",
-                "ZooKeeper failed",
-                detail,
-            ),
+            CommandError::Store(e) => AppError::from(e),
             CommandError::Timeout(_) => AppError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "timeout",
@@ -253,6 +250,30 @@ impl AppError {
             "Internal error",
             detail,
         )
+    }
+}
+
+/// A ZooKeeper failure at the edge: a version conflict (someone else wrote
+/// the record since it was read) is 409, so the client reads again; an
+/// outage is 503 and worth retrying.
+impl From<CoordinationError> for AppError {
+    fn from(error: CoordinationError) -> AppError {
+        let detail = error.to_string();
+        match error {
+            CoordinationError::VersionConflict { .. } | CoordinationError::Mismatch { .. } => {
+                AppError::conflict(format!(
+                    "ZooKeeper: {detail}: the record changed meanwhile; read it again and retry"
+                ))
+            }
+            CoordinationError::NotLeader => AppError::not_leader(None, ""),
+            CoordinationError::Invalid(_) => AppError::bad_request(detail),
+            _ => AppError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store",
+                "ZooKeeper failed",
+                format!("ZooKeeper: {detail}"),
+            ),
+        }
     }
 }
 

@@ -144,11 +144,12 @@ impl History {
     pub fn sample(&self, s: &Snapshot, at: f64, offers_received: u32, offers_declined: u32) {
         let mut per: Vec<(&str, [u32; 3])> = Vec::new();
         for t in &s.tasks {
-            let slot = if t.state == "TASK_RUNNING" {
+            let state = t.state.as_str_name();
+            let slot = if state == "TASK_RUNNING" {
                 0
-            } else if STARTING.contains(&t.state.as_str()) {
+            } else if STARTING.contains(&state) {
                 1
-            } else if FAILED.contains(&t.state.as_str()) {
+            } else if FAILED.contains(&state) {
                 2
             } else {
                 continue;
@@ -617,7 +618,7 @@ mod tests {
                     "state": state, "launched_at": 0.0, "updated_at": 0.0,
                 }))
                 .unwrap();
-                t.state = state.to_string();
+                t.state = crate::mesos::v1::TaskState::from_str_name(state).unwrap();
                 Arc::new(t)
             })
             .collect();

@@ -184,7 +184,7 @@ pub async fn load(
     }
     let sandbox = SandboxRef {
         master: s.framework.master.clone().unwrap_or_default(),
-        agent_id: task.agent_id.clone(),
+        agent_id: task.agent_id.to_string(),
         framework_id: s.framework.id.clone().unwrap_or_default(),
         executor_id: task.executor_id.clone(),
     };

@@ -287,8 +287,8 @@ impl Chrome {
 
     /// Percent-encodes a path segment (task IDs in links): everything but
     /// the RFC 3986 unreserved characters.
-    pub fn seg(&self, text: &str) -> String {
-        segment(text)
+    pub fn seg(&self, text: impl AsRef<str>) -> String {
+        segment(text.as_ref())
     }
 
     /// `text` cut to `max` characters, with `…` when cut.

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mesos_appliance::coordination::{
-    CoordinationError, Coordinator, DeploymentRecord, Expect, RecordKind, RecordStore, Strategy,
+    CoordinationError, Coordinator, DeploymentRecord, Expect, RecordKind, RecordStore, RecordWrite,
+    Strategy, Written,
 };
 use serde_json::json;
 use support::replicas::{config, start, start_with, wait_follower_of, wait_leader};
@@ -357,6 +358,100 @@ async fn delete_all_removes_the_root_and_is_idempotent() {
     assert_eq!(raw.check_stat("/t").await.unwrap(), None);
     u.delete_all().await.unwrap();
     u.close().await;
+}
+
+/// Batch writes travel as `multi`s of a few hundred operations; a write
+/// whose precondition fails gets its own conflict while the others of its
+/// `multi` are applied, and a replica that does not lead writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batch_writes_apply_each_write_on_its_own() {
+    support::init_tracing();
+    let zk = ZkServer::start();
+    let a = start(&zk.connect_string(), "a").await;
+    wait_leader(a.as_ref(), T).await;
+    let put = |i: usize, expect| {
+        RecordWrite::put(&format!("task-{i:04}"), &json!({"n": i}), expect).unwrap()
+    };
+    // 600 creates: three multis.
+    let created = a
+        .write_records(
+            RecordKind::Tasks,
+            (0..600).map(|i| put(i, Expect::Absent)).collect(),
+        )
+        .await;
+    assert!(
+        created.iter().all(|r| *r == Ok(Written::Version(0))),
+        "{created:?}"
+    );
+
+    // Sets at version 0 (one at a stale version, one a create of an existing
+    // record), deletes (one absent), all in one batch.
+    let mut writes: Vec<RecordWrite> = (0..300).map(|i| put(i, Expect::Version(0))).collect();
+    writes[10] = put(10, Expect::Version(7));
+    writes.push(put(400, Expect::Absent));
+    writes.push(RecordWrite::Delete {
+        key: "task-0500".into(),
+        expect: Expect::Version(0),
+    });
+    writes.push(RecordWrite::Delete {
+        key: "task-9999".into(),
+        expect: Expect::Any,
+    });
+    writes.push(put(9000, Expect::Any));
+    let results = a.write_records(RecordKind::Tasks, writes).await;
+    for (i, r) in results.iter().enumerate().take(300) {
+        if i == 10 {
+            assert!(
+                matches!(r, Err(CoordinationError::VersionConflict { .. })),
+                "{r:?}"
+            );
+        } else {
+            assert_eq!(*r, Ok(Written::Version(1)), "write {i}");
+        }
+    }
+    assert!(matches!(
+        results[300],
+        Err(CoordinationError::VersionConflict { .. })
+    ));
+    assert_eq!(
+        results[301..],
+        [
+            Ok(Written::Deleted),
+            Ok(Written::Absent),
+            Ok(Written::Version(0))
+        ]
+    );
+    let list = a.list_records(RecordKind::Tasks).await.unwrap();
+    assert_eq!(list.records.len(), 600, "599 left and one created");
+    let version = |key: &str| {
+        list.records
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.version)
+    };
+    assert_eq!(
+        (version("task-0010"), version("task-0011")),
+        (Some(0), Some(1))
+    );
+
+    // A follower's batch fails as a whole, each write saying so.
+    let b = start(&zk.connect_string(), "b").await;
+    wait_follower_of(b.as_ref(), "a", T).await;
+    let refused = b
+        .write_records(
+            RecordKind::Tasks,
+            vec![put(1, Expect::Version(1)), put(2, Expect::Absent)],
+        )
+        .await;
+    assert_eq!(
+        refused,
+        [
+            Err(CoordinationError::NotLeader),
+            Err(CoordinationError::NotLeader)
+        ]
+    );
+    a.close().await;
+    b.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

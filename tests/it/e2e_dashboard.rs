@@ -74,8 +74,8 @@ fn running_web(r: &Replica) -> Vec<String> {
         .snapshot()
         .tasks
         .iter()
-        .filter(|t| t.service == "web" && t.state == "TASK_RUNNING")
-        .map(|t| t.task_id.clone())
+        .filter(|t| t.service == "web" && t.state.as_str_name() == "TASK_RUNNING")
+        .map(|t| t.task_id.to_string())
         .collect()
 }
 
@@ -100,7 +100,11 @@ async fn operator_steers_the_real_scheduler_from_the_dashboard() {
     let leader = replica_on(&zk, &tb, "a").await;
     wait("five tasks running", || {
         let s = leader.running.handle.snapshot();
-        s.tasks.iter().filter(|t| t.state == "TASK_RUNNING").count() == 5
+        s.tasks
+            .iter()
+            .filter(|t| t.state.as_str_name() == "TASK_RUNNING")
+            .count()
+            == 5
     })
     .await;
     let follower = replica_on(&zk, &tb, "b").await;
@@ -160,7 +164,10 @@ async fn operator_steers_the_real_scheduler_from_the_dashboard() {
         let task = snapshot.tasks.iter().find(|t| &t.task_id == id).unwrap();
         let last = task.timeline.last().unwrap();
         assert_eq!(
-            (task.state.as_str(), last.source.as_str()),
+            (
+                task.state.as_str_name(),
+                last.source.map_or("", |s| s.as_str_name())
+            ),
             ("TASK_FAILED", "SOURCE_EXECUTOR"),
             "{task:?}"
         );

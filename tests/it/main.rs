@@ -44,6 +44,7 @@ mod scheduler_failover;
 mod scheduler_health;
 mod scheduler_offers;
 mod scheduler_safety;
+mod scheduler_store;
 mod scheduler_workload;
 mod testbed_degraded;
 mod testbed_election;

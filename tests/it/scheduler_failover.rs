@@ -39,7 +39,7 @@ async fn next_leader_adopts_twenty_tasks_without_launching_or_killing() {
             running(s, "web") == 10 && running(s, "worker") == 10
         })
         .await;
-    let tasks_before: Vec<String> = s.tasks.iter().map(|t| t.task_id.clone()).collect();
+    let tasks_before: Vec<String> = s.tasks.iter().map(|t| t.task_id.to_string()).collect();
     let fid = s.framework.id.clone().unwrap();
     let second = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, core_config()).await;
     second
@@ -55,10 +55,9 @@ async fn next_leader_adopts_twenty_tasks_without_launching_or_killing() {
             s.framework.state == FrameworkState::Subscribed
                 && running(s, "web") == 10
                 && running(s, "worker") == 10
-                && s.reconciliation
-                    .history
-                    .iter()
-                    .any(|r| r.trigger == "subscribed" && r.outcome == "converged")
+                && s.reconciliation.history.iter().any(|r| {
+                    r.trigger.as_str() == "subscribed" && r.outcome.as_str() == "converged"
+                })
         })
         .await;
     assert_eq!(
@@ -66,7 +65,7 @@ async fn next_leader_adopts_twenty_tasks_without_launching_or_killing() {
         Some(fid.as_str()),
         "same framework ID"
     );
-    let mut after: Vec<String> = s.tasks.iter().map(|t| t.task_id.clone()).collect();
+    let mut after: Vec<String> = s.tasks.iter().map(|t| t.task_id.to_string()).collect();
     after.sort();
     let mut before = tasks_before.clone();
     before.sort();
@@ -75,7 +74,7 @@ async fn next_leader_adopts_twenty_tasks_without_launching_or_killing() {
         .reconciliation
         .history
         .iter()
-        .find(|r| r.trigger == "subscribed")
+        .find(|r| r.trigger.as_str() == "subscribed")
         .unwrap();
     assert_eq!((run.asked, run.answered), (20, 20));
 
@@ -124,7 +123,7 @@ async fn update_is_acknowledged_only_after_it_is_stored() {
     let task = s
         .tasks
         .iter()
-        .find(|t| t.state == "TASK_RUNNING")
+        .find(|t| t.state.as_str_name() == "TASK_RUNNING")
         .unwrap()
         .clone();
     let locker = lock_znode(
@@ -190,7 +189,7 @@ async fn update_is_acknowledged_only_after_it_is_stored() {
         .wait_for("the failure is stored", WAIT, |s| {
             s.tasks
                 .iter()
-                .any(|t| t.task_id == task.task_id && t.state == "TASK_FAILED")
+                .any(|t| t.task_id == task.task_id && t.state.as_str_name() == "TASK_FAILED")
         })
         .await;
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -236,7 +235,7 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
         .find(|t| t.instance == 0)
         .unwrap()
         .task_id
-        .clone();
+        .to_string();
     client
         .delete(&format!("/appliance/tasks/{lost_record}"), None)
         .await
@@ -248,7 +247,7 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
         .find(|t| t.instance == 1)
         .unwrap()
         .task_id
-        .clone();
+        .to_string();
     client
         .delete(&format!("/appliance/tasks/{replaced}"), None)
         .await
@@ -287,7 +286,7 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
                 let phantom_lost = s
                     .tasks
                     .iter()
-                    .any(|t| t.task_id == phantom && t.state == "TASK_LOST");
+                    .any(|t| t.task_id == phantom && t.state.as_str_name() == "TASK_LOST");
                 let master_tasks = tb.tasks();
                 let unrecorded_gone = !master_tasks
                     .iter()
@@ -346,13 +345,13 @@ async fn a_mesos_master_failover_loses_no_task() {
         .wait_for("6 running", WAIT, |s| running(s, "svc") == 6)
         .await;
     let fid = s.framework.id.clone().unwrap();
-    let mut before: Vec<String> = s.tasks.iter().map(|t| t.task_id.clone()).collect();
+    let mut before: Vec<String> = s.tasks.iter().map(|t| t.task_id.to_string()).collect();
     before.sort();
     let subscribed_runs = |s: &mesos_appliance::scheduler::Snapshot| {
         s.reconciliation
             .history
             .iter()
-            .filter(|r| r.trigger == "subscribed")
+            .filter(|r| r.trigger.as_str() == "subscribed")
             .count()
     };
     let runs_before = subscribed_runs(&s);
@@ -367,8 +366,8 @@ async fn a_mesos_master_failover_loses_no_task() {
                     .history
                     .iter()
                     .rev()
-                    .find(|r| r.trigger == "subscribed")
-                    .is_some_and(|r| r.outcome == "converged" && r.answered == 6)
+                    .find(|r| r.trigger.as_str() == "subscribed")
+                    .is_some_and(|r| r.outcome.as_str() == "converged" && r.answered == 6)
         })
         .await;
     assert_eq!(
@@ -377,7 +376,7 @@ async fn a_mesos_master_failover_loses_no_task() {
         "same framework ID"
     );
     assert_eq!(running(&s, "svc"), 6);
-    let mut after: Vec<String> = s.tasks.iter().map(|t| t.task_id.clone()).collect();
+    let mut after: Vec<String> = s.tasks.iter().map(|t| t.task_id.to_string()).collect();
     after.sort();
     assert_eq!(after, before, "the same tasks");
 

@@ -76,15 +76,18 @@ async fn an_http_check_going_unhealthy_kills_the_task_and_it_is_replaced() {
             let tasks = web_tasks(s);
             tasks
                 .iter()
-                .any(|t| t.task_id == first && t.state == "TASK_KILLED")
+                .any(|t| t.task_id == first && t.state.as_str_name() == "TASK_KILLED")
                 && tasks
                     .iter()
-                    .any(|t| t.task_id != first && t.state == "TASK_RUNNING")
+                    .any(|t| t.task_id != first && t.state.as_str_name() == "TASK_RUNNING")
         })
         .await;
     let killed = s.tasks.iter().find(|t| t.task_id == first).unwrap();
     let last = killed.timeline.last().unwrap();
-    assert_eq!(last.source, "SOURCE_EXECUTOR");
+    assert_eq!(
+        last.source.map(|s| s.as_str_name()),
+        Some("SOURCE_EXECUTOR")
+    );
     assert_eq!(
         last.message.as_deref(),
         Some("Command terminated with signal Terminated")
@@ -93,8 +96,8 @@ async fn an_http_check_going_unhealthy_kills_the_task_and_it_is_replaced() {
     let reasons: Vec<Option<&str>> = killed
         .timeline
         .iter()
-        .filter(|e| e.state == "TASK_RUNNING")
-        .map(|e| e.reason.as_deref())
+        .filter(|e| e.state.as_str_name() == "TASK_RUNNING")
+        .map(|e| e.reason.map(|r| r.as_str_name()))
         .collect();
     assert!(
         reasons
@@ -128,7 +131,9 @@ async fn an_http_check_going_unhealthy_kills_the_task_and_it_is_replaced() {
     let second = s
         .tasks
         .iter()
-        .find(|t| t.service == "web" && t.task_id != first && t.state == "TASK_RUNNING")
+        .find(|t| {
+            t.service == "web" && t.task_id != first && t.state.as_str_name() == "TASK_RUNNING"
+        })
         .unwrap()
         .task_id
         .clone();
@@ -213,7 +218,7 @@ async fn fails_with_backoff(container: serde_json::Value, reason: &str, message:
         .wait_for("four failed launches of boxed", WAIT, |s| {
             s.tasks
                 .iter()
-                .filter(|t| t.service == "boxed" && t.state == "TASK_FAILED")
+                .filter(|t| t.service == "boxed" && t.state.as_str_name() == "TASK_FAILED")
                 .count()
                 >= 4
         })
@@ -222,15 +227,17 @@ async fn fails_with_backoff(container: serde_json::Value, reason: &str, message:
     let mut failed: Vec<_> = s
         .tasks
         .iter()
-        .filter(|t| t.service == "boxed" && t.state == "TASK_FAILED")
+        .filter(|t| t.service == "boxed" && t.state.as_str_name() == "TASK_FAILED")
         .collect();
     for t in &failed {
         let last = t.timeline.last().unwrap();
-        assert_eq!(last.source, "SOURCE_AGENT");
-        assert_eq!(last.reason.as_deref(), Some(reason));
+        assert_eq!(last.source.map(|s| s.as_str_name()), Some("SOURCE_AGENT"));
+        assert_eq!(last.reason.map(|r| r.as_str_name()), Some(reason));
         assert_eq!(last.message.as_deref(), Some(message));
         assert!(
-            !t.timeline.iter().any(|e| e.state == "TASK_RUNNING"),
+            !t.timeline
+                .iter()
+                .any(|e| e.state.as_str_name() == "TASK_RUNNING"),
             "never ran"
         );
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use mesos_appliance::scheduler::config::CoreConfig;
-use mesos_appliance::scheduler::{Command, FrameworkState, ServiceSpec, Snapshot};
+use mesos_appliance::scheduler::{FrameworkState, ServiceSpec, Snapshot};
 use mesos_appliance::testbed::{CallRecord, Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, running, services};
@@ -35,14 +35,7 @@ fn web(instances: u32) -> ServiceSpec {
 }
 
 async fn put(replica: &Replica, spec: ServiceSpec) {
-    replica
-        .handle
-        .request(Duration::from_secs(10), |reply| Command::PutService {
-            spec,
-            reply,
-        })
-        .await
-        .expect("service stored");
+    replica.put_service(spec).await.expect("service stored");
 }
 
 fn subscribed_with(service: &'static str, n: usize) -> impl Fn(&Snapshot) -> bool {
@@ -77,7 +70,7 @@ fn live_task_ids(s: &Snapshot, service: &str) -> BTreeSet<String> {
     s.tasks
         .iter()
         .filter(|t| t.service == service && !t.is_terminal())
-        .map(|t| t.task_id.clone())
+        .map(|t| t.task_id.to_string())
         .collect()
 }
 

@@ -38,16 +38,23 @@ async fn stuck_staging_task_is_killed_and_replaced() {
     let replica = Replica::in_memory("r1", &tb.url(), specs, core).await;
     let s = replica
         .wait_for("the task is staging", WAIT, |s| {
-            s.tasks.iter().any(|t| t.state == "TASK_STAGING")
+            s.tasks
+                .iter()
+                .any(|t| t.state.as_str_name() == "TASK_STAGING")
         })
         .await;
     let first = s.tasks[0].task_id.clone();
+    // The ACCEPT follows the stored record: wait until the master holds it.
+    support::client::eventually("the master holds the task", WAIT, || {
+        tb.tasks().iter().any(|t| t.task_id == first.as_str())
+    })
+    .await;
     tb.clear_faults();
     let s = replica
         .wait_for("replaced", WAIT, |s| running(s, "stuck") == 1)
         .await;
     let old = s.tasks.iter().find(|t| t.task_id == first).unwrap();
-    assert_eq!(old.state, "TASK_KILLED");
+    assert_eq!(old.state.as_str_name(), "TASK_KILLED");
     assert!(
         old.kill
             .as_ref()
@@ -134,7 +141,7 @@ async fn ignored_kill_is_retried_with_backoff() {
         .wait_for("killed", WAIT, |s| {
             s.tasks
                 .iter()
-                .any(|t| t.task_id == victim && t.state == "TASK_KILLED")
+                .any(|t| t.task_id == victim && t.state.as_str_name() == "TASK_KILLED")
         })
         .await;
     assert_eq!(running(&replica.snapshot(), "many"), 1);
@@ -176,7 +183,7 @@ async fn a_pending_kill_survives_a_leader_failover() {
         .wait_for("the next leader killed it", WAIT, |s| {
             s.tasks
                 .iter()
-                .any(|t| t.task_id == victim && t.state == "TASK_KILLED")
+                .any(|t| t.task_id == victim && t.state.as_str_name() == "TASK_KILLED")
         })
         .await;
     let kills_by_second = tb.calls()[mark..]
@@ -407,7 +414,8 @@ async fn refused_credentials_name_the_flags_to_check() {
     assert!(
         s.events
             .iter()
-            .any(|e| e.kind == "error" && e.message.contains("refused our credentials (401")),
+            .any(|e| e.kind.as_str() == "error"
+                && e.message.contains("refused our credentials (401")),
         "{:?}",
         s.events
     );

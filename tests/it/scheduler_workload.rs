@@ -83,7 +83,7 @@ async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
         .tasks
         .iter()
         .filter(|t| t.agent_id == busiest.id)
-        .map(|t| t.task_id.clone())
+        .map(|t| t.task_id.to_string())
         .collect();
     assert!(!lost.is_empty());
     assert!(tb.make_agent_unreachable(&busiest.id));
@@ -92,7 +92,7 @@ async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
             all_running(s)
                 && s.tasks
                     .iter()
-                    .filter(|t| t.state == "TASK_RUNNING")
+                    .filter(|t| t.state.as_str_name() == "TASK_RUNNING")
                     .all(|t| t.agent_id != busiest.id)
         })
         .await;
@@ -102,15 +102,15 @@ async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
             .iter()
             .find(|t| &t.task_id == id)
             .expect("lost record kept");
-        assert_eq!(t.state, "TASK_LOST");
+        assert_eq!(t.state.as_str_name(), "TASK_LOST");
     }
 
     // Kamikaze: every executor of ours exits; its tasks are replaced.
     let web_before: HashSet<String> = s
         .tasks
         .iter()
-        .filter(|t| t.service == "web" && t.state == "TASK_RUNNING")
-        .map(|t| t.task_id.clone())
+        .filter(|t| t.service == "web" && t.state.as_str_name() == "TASK_RUNNING")
+        .map(|t| t.task_id.to_string())
         .collect();
     let results = replica
         .handle
@@ -128,15 +128,15 @@ async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
             all_running(s)
                 && s.tasks
                     .iter()
-                    .filter(|t| t.service == "web" && t.state == "TASK_RUNNING")
-                    .all(|t| !web_before.contains(&t.task_id))
+                    .filter(|t| t.service == "web" && t.state.as_str_name() == "TASK_RUNNING")
+                    .all(|t| !web_before.contains(t.task_id.as_str()))
         })
         .await;
     for id in &web_before {
         let t = s.tasks.iter().find(|t| &t.task_id == id).unwrap();
-        assert_eq!(t.state, "TASK_FAILED");
+        assert_eq!(t.state.as_str_name(), "TASK_FAILED");
         assert_eq!(
-            t.timeline.last().unwrap().reason.as_deref(),
+            t.timeline.last().unwrap().reason.map(|r| r.as_str_name()),
             Some("REASON_EXECUTOR_TERMINATED")
         );
     }
@@ -169,7 +169,12 @@ async fn a_crash_loop_backs_off_although_each_task_reaches_running() {
     let reached_running = s
         .tasks
         .iter()
-        .filter(|t| t.service == "crash" && t.timeline.iter().any(|e| e.state == "TASK_RUNNING"))
+        .filter(|t| {
+            t.service == "crash"
+                && t.timeline
+                    .iter()
+                    .any(|e| e.state.as_str_name() == "TASK_RUNNING")
+        })
         .count();
     assert!(
         reached_running >= 3,
@@ -223,14 +228,7 @@ async fn a_fixed_spec_launches_at_once_and_a_deleted_service_keeps_its_grace() {
     let mut fixed = broken.clone();
     fixed["command"] = json!("sleep 600");
     let spec = services(json!([fixed])).remove(0);
-    replica
-        .handle
-        .request(Duration::from_secs(5), |reply| Command::PutService {
-            spec,
-            reply,
-        })
-        .await
-        .unwrap();
+    replica.put_service(spec).await.unwrap();
     replica
         .wait_for("the fixed spec runs without waiting", WAIT, |s| {
             running(s, "flaky") == 1

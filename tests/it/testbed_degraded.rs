@@ -364,12 +364,12 @@ async fn latency_delays_stream_events_and_call_answers() {
     let answer = control(
         &tb,
         "faults/latency",
-        json!({"stream_ms": 700, "response_ms": 300}),
+        json!({"stream_ms": 1500, "response_ms": 300}),
     )
     .await;
     assert_eq!(answer.status, 200);
     // The call is acted on at once, answered 300 ms later; its answer on
-    // the open stream goes out 700 ms after the master queued it.
+    // the open stream goes out 1.5 s after the master queued it.
     let t0 = Instant::now();
     let reconcile = json!({"framework_id": {"value": fid}, "type": "RECONCILE",
         "reconcile": {"tasks": [{"task_id": {"value": "t1"}, "agent_id": offer["agent_id"]}]}});
@@ -379,14 +379,15 @@ async fn latency_delays_stream_events_and_call_answers() {
     sub.expect_update("t1").await;
     let event = t0.elapsed();
     assert!(answered >= Duration::from_millis(300), "{answered:?}");
-    assert!(event >= Duration::from_millis(700), "{event:?}");
+    assert!(event >= Duration::from_millis(1500), "{event:?}");
 
-    // Cleared: at once again.
+    // Cleared: at once again (well under the 1.5 s delay, on a loaded
+    // machine too).
     assert_eq!(control(&tb, "faults/clear", json!({})).await.status, 200);
     let t0 = Instant::now();
     reconciled(&tb, &mut sub, &fid, "t1", &offer["agent_id"]).await;
     assert!(
-        t0.elapsed() < Duration::from_millis(700),
+        t0.elapsed() < Duration::from_millis(1200),
         "{:?}",
         t0.elapsed()
     );

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
-use mesos_appliance::coordination::Leadership;
+use mesos_appliance::coordination::{CoordinationError, Leadership};
+use mesos_appliance::mesos::client::CallError;
 use mesos_appliance::scheduler::{CommandError, FrameworkState};
 use serde_json::json;
 use support::web::*;
@@ -168,7 +169,7 @@ async fn a_reconcile_result_follows_its_run_to_the_end() {
     let mut s = web.snapshot();
     let mut run = s.reconciliation.running.take().unwrap();
     assert_eq!(run.id, run_id);
-    run.outcome = "converged".into();
+    run.outcome = mesos_appliance::scheduler::ReconcileOutcome::Converged;
     run.answered = run.asked;
     run.finished_at = Some(run.started_at + 1.0);
     s.reconciliation.history.push(run);
@@ -468,12 +469,21 @@ async fn core_errors_map_to_statuses() {
             StatusCode::SERVICE_UNAVAILABLE,
         ),
         (
-            CommandError::Mesos("403 Forbidden".into()),
+            CommandError::Mesos(CallError::Rejected {
+                status: 403,
+                body: "Forbidden".into(),
+            }),
             StatusCode::BAD_GATEWAY,
         ),
         (
-            CommandError::Store("connection loss".into()),
+            CommandError::Store(CoordinationError::Unavailable("connection loss".into())),
             StatusCode::SERVICE_UNAVAILABLE,
+        ),
+        (
+            CommandError::Store(CoordinationError::VersionConflict {
+                path: "services/web".into(),
+            }),
+            StatusCode::CONFLICT,
         ),
         (CommandError::Conflict("busy".into()), StatusCode::CONFLICT),
     ];

@@ -97,8 +97,8 @@ async fn dashboard_in_headless_chromium() {
         .snapshot()
         .tasks
         .iter()
-        .filter(|t| t.service == "web" && t.state == "TASK_RUNNING")
-        .map(|t| t.task_id.clone())
+        .filter(|t| t.service == "web" && t.state.as_str_name() == "TASK_RUNNING")
+        .map(|t| t.task_id.to_string())
         .collect();
     b.goto(&format!("{url}/actions")).await;
     b.click("#kamikaze-link").await;

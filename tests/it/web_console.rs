@@ -64,7 +64,11 @@ async fn a_task_log_is_followed_live_and_shown_safely() {
     let deadline = tokio::time::Instant::now() + WAIT;
     let task = loop {
         let s = running.handle.snapshot();
-        if let Some(t) = s.tasks.iter().find(|t| t.state == "TASK_RUNNING") {
+        if let Some(t) = s
+            .tasks
+            .iter()
+            .find(|t| t.state.as_str_name() == "TASK_RUNNING")
+        {
             break t.task_id.clone();
         }
         assert!(tokio::time::Instant::now() < deadline, "no running task");

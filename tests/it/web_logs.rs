@@ -106,7 +106,7 @@ async fn web_over(master: &str) -> TestWeb {
         .iter()
         .map(|id| {
             let mut t = task.clone();
-            t.task_id = format!("t-{id}");
+            t.task_id = format!("t-{id}").into();
             t.executor_id = id.to_string();
             Arc::new(t)
         })

@@ -110,7 +110,7 @@ async fn task_page_shows_the_timeline() {
         .snapshot()
         .tasks
         .iter()
-        .find(|t| t.state == "TASK_FAILED")
+        .find(|t| t.state.as_str_name() == "TASK_FAILED")
         .unwrap()
         .task_id
         .clone();
@@ -402,8 +402,9 @@ async fn one_button_actions_and_their_failures() {
     assert_eq!(web.core.received(), ["reconcile", "reconcile", "abdicate"]);
 
     // A failure still redirects to a result page that says so.
-    web.core
-        .set_mode(Mode::Fail(CommandError::Mesos("master unreachable".into())));
+    web.core.set_mode(Mode::Fail(CommandError::Mesos(
+        mesos_appliance::mesos::client::CallError::Connect("master unreachable".into()),
+    )));
     let r = web
         .send(form_post(
             "/actions/reconcile",

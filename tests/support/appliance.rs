@@ -17,7 +17,9 @@ use mesos_appliance::scheduler::config::CoreConfig;
 use mesos_appliance::scheduler::core::CoreDeps;
 use mesos_appliance::scheduler::metrics::Metrics;
 use mesos_appliance::scheduler::reconcile::ReconcilerConfig;
-use mesos_appliance::scheduler::{SchedulerHandle, ServiceSpec, Snapshot, supervisor};
+use mesos_appliance::scheduler::{
+    Command, CommandError, SchedulerHandle, ServiceSpec, Snapshot, supervisor,
+};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -156,6 +158,13 @@ impl Replica {
         self.handle.snapshot()
     }
 
+    /// Creates or replaces a service through the core, as
+    /// `PUT /api/v1/services/<name>` does; `Ok(true)` when it replaced one.
+    /// The core has 10 s to answer.
+    pub async fn put_service(&self, spec: ServiceSpec) -> Result<bool, CommandError> {
+        put_service(&self.handle, spec).await
+    }
+
     /// Waits (at most `within`) until a snapshot satisfies `pred`.
     pub async fn wait_for(
         &self,
@@ -207,11 +216,26 @@ impl Drop for Replica {
     }
 }
 
+/// [`Replica::put_service`] on a bare handle (e.g. one moved into a task).
+pub async fn put_service(
+    handle: &SchedulerHandle,
+    spec: ServiceSpec,
+) -> Result<bool, CommandError> {
+    handle
+        .request(Duration::from_secs(10), |reply| Command::PutService {
+            spec,
+            reply,
+        })
+        .await
+}
+
 /// Running tasks per service in a snapshot.
 pub fn running(s: &Snapshot, service: &str) -> usize {
     s.tasks
         .iter()
-        .filter(|t| t.service == service && t.state == "TASK_RUNNING" && t.kill.is_none())
+        .filter(|t| {
+            t.service == service && t.state.as_str_name() == "TASK_RUNNING" && t.kill.is_none()
+        })
         .count()
 }
 

@@ -3,6 +3,8 @@
 //!
 //! - [`zookeeper`]: a real standalone ZooKeeper server per test
 //!   ([`zookeeper::ZkServer`]), plus [`zookeeper::expire_session`];
+//! - [`zk_write_hold`]: a ZooKeeper proxy that holds write requests
+//!   ([`zk_write_hold::ZkWriteHold`]);
 //! - [`chaos_proxy`]: a TCP proxy that cuts a client off
 //!   ([`chaos_proxy::ChaosProxy`]);
 //! - [`replicas`]: coordinator replicas on that server, a timestamped
@@ -31,6 +33,7 @@ pub mod mesos;
 pub mod processes;
 pub mod replicas;
 pub mod web;
+pub mod zk_write_hold;
 pub mod zookeeper;
 
 use std::time::Duration;

@@ -16,10 +16,13 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use mesos_appliance::coordination::memory::MemoryCoordinator;
 use mesos_appliance::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
+use mesos_appliance::mesos::v1::TaskState;
+use mesos_appliance::mesos::v1::task_status::{Reason, Source};
 use mesos_appliance::scheduler::{
-    Command, CommandError, CommandSpec, EventEntry, ExecutorKind, FrameworkState, FrameworkStatus,
-    KamikazeResult, OfferSummary, ReconcileKind, ReconcileRun, ReconciliationStatus,
-    SchedulerHandle, ServiceSpec, ServiceStatus, Snapshot, StatusEntry, TaskRecord, TeardownResult,
+    Command, CommandError, CommandSpec, EventEntry, EventKind, ExecutorKind, FrameworkState,
+    FrameworkStatus, KamikazeResult, OfferSummary, ReconcileKind, ReconcileOutcome, ReconcileRun,
+    ReconcileTrigger, ReconciliationStatus, SchedulerHandle, ServiceSpec, ServiceStatus, Snapshot,
+    StatusEntry, TaskRecord, TeardownResult,
 };
 use mesos_appliance::web::{AppState, WebConfig, router};
 use prometheus_client::metrics::gauge::Gauge;
@@ -84,16 +87,16 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
     };
     let mut timeline = vec![StatusEntry {
         at: launched + 0.4,
-        state: "TASK_STARTING".into(),
-        source: "SOURCE_EXECUTOR".into(),
+        state: TaskState::TaskStarting,
+        source: Some(Source::Executor),
         reason: None,
         message: None,
     }];
     if state != "TASK_STAGING" {
         timeline.push(StatusEntry {
             at: launched + 1.2,
-            state: "TASK_RUNNING".into(),
-            source: "SOURCE_EXECUTOR".into(),
+            state: TaskState::TaskRunning,
+            source: Some(Source::Executor),
             reason: None,
             message: None,
         });
@@ -101,18 +104,18 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
     if state == "TASK_FAILED" {
         timeline.push(StatusEntry {
             at: launched + 60.0,
-            state: "TASK_FAILED".into(),
-            source: "SOURCE_EXECUTOR".into(),
-            reason: Some("REASON_COMMAND_EXECUTOR_FAILED".into()),
+            state: TaskState::TaskFailed,
+            source: Some(Source::Executor),
+            reason: Some(Reason::CommandExecutorFailed),
             message: Some("Command exited with status 1".into()),
         });
     }
     TaskRecord {
-        task_id: task_id.clone(),
+        task_id: task_id.as_str().into(),
         service: service.into(),
         instance: i as u32,
         fingerprint: "9d2b7c1e4f0a3b65".into(),
-        agent_id: format!("b2a4e6c8-0d1f-4a3b-8c5d-7e9f1a2b3c4d-S{agent}"),
+        agent_id: format!("b2a4e6c8-0d1f-4a3b-8c5d-7e9f1a2b3c4d-S{agent}").into(),
         hostname: format!("agent-{agent}.cluster.test"),
         executor,
         executor_id: match executor {
@@ -126,7 +129,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
         } else {
             vec![]
         },
-        state: state.into(),
+        state: TaskState::from_str_name(state).expect("a Mesos state"),
         launched_at: launched,
         updated_at: timeline.last().map_or(launched, |e| e.at),
         kill: None,
@@ -168,7 +171,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
     let running = |svc: &str| {
         records
             .iter()
-            .filter(|t| t.service == svc && t.state == "TASK_RUNNING")
+            .filter(|t| t.service == svc && t.state.as_str_name() == "TASK_RUNNING")
             .count() as u32
     };
     s.services = vec![
@@ -221,14 +224,14 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
         history: vec![ReconcileRun {
             id: 1,
             kind: ReconcileKind::Explicit,
-            trigger: "subscribed".into(),
+            trigger: ReconcileTrigger::Subscribed,
             started_at: now() - 2.5 * 3600.0,
             finished_at: Some(now() - 2.5 * 3600.0 + 1.5),
             asked: tasks,
             answered: tasks,
             unanswered: vec![],
             calls: 1,
-            outcome: "converged".into(),
+            outcome: ReconcileOutcome::Converged,
         }],
     };
     s.events = vec![
@@ -256,7 +259,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
 pub fn event(at: f64, kind: &str, message: &str) -> EventEntry {
     EventEntry {
         at,
-        kind: kind.into(),
+        kind: EventKind::from_name(kind).expect("an event kind"),
         message: message.into(),
     }
 }
@@ -343,7 +346,7 @@ impl TestCore {
                 let run = ReconcileRun {
                     id: 2,
                     kind,
-                    trigger: "manual".into(),
+                    trigger: ReconcileTrigger::Manual,
                     started_at: s.at,
                     finished_at: None,
                     asked: if kind == ReconcileKind::Explicit {
@@ -354,7 +357,7 @@ impl TestCore {
                     answered: 0,
                     unanswered: vec![],
                     calls: 1,
-                    outcome: "running".into(),
+                    outcome: ReconcileOutcome::Running,
                 };
                 s.reconciliation.running = Some(run.clone());
                 s.events
@@ -379,7 +382,7 @@ impl TestCore {
                 for t in &s.tasks {
                     if t.executor == ExecutorKind::Appliance && !t.is_terminal() {
                         let mut dead = (**t).clone();
-                        dead.state = "TASK_KILLED".into();
+                        dead.state = TaskState::TaskKilled;
                         dead.updated_at = s.at;
                         tasks.push(dead);
                         let mut fresh = sample_task(t.instance as usize, 1);

@@ -40,7 +40,7 @@ use super::signal::LeaderSignal;
 use super::url::ZkUrl;
 use super::{
     CoordinationError, Coordinator, DeploymentRecord, Expect, Leadership, Member, RecordKind,
-    RecordList, ReplicaInfo, Result, Versioned,
+    RecordList, RecordWrite, ReplicaInfo, Result, Versioned, Written,
 };
 
 /// Default ZooKeeper session timeout (`--zk-session-timeout`,
@@ -483,6 +483,14 @@ impl Coordinator for ZkCoordinator {
 
     async fn delete_records(&self, kind: RecordKind) -> Result<usize> {
         stores::delete_records(&self.inner, kind).await
+    }
+
+    async fn write_records(
+        &self,
+        kind: RecordKind,
+        writes: Vec<RecordWrite>,
+    ) -> Vec<Result<Written>> {
+        stores::write_records(&self.inner, kind, writes).await
     }
 
     async fn append_audit(&self, entry: &serde_json::Value) -> Result<u64> {

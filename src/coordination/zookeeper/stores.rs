@@ -9,8 +9,8 @@ use zookeeper_client as zk;
 
 use super::{Inner, map_zk};
 use crate::coordination::{
-    CoordinationError, DeploymentRecord, Expect, MalformedRecord, RecordKind, RecordList, Result,
-    Versioned, check_key,
+    CoordinationError, DeploymentRecord, Expect, MalformedRecord, RecordKind, RecordList,
+    RecordWrite, Result, Versioned, Written, check_key,
 };
 
 /// Reads issued at once when listing records (the client pipelines them).
@@ -19,6 +19,13 @@ const READ_BATCH: usize = 256;
 const DELETE_BATCH: usize = 200;
 /// Attempts of an unconditional write racing with creates and deletes.
 const ANY_ATTEMPTS: usize = 5;
+/// Operations per `multi` of a batch write, and their bytes: well under
+/// the server's request limit (`jute.maxbuffer`, 1 MiB by default).
+const MULTI_OPS: usize = 250;
+const MULTI_BYTES: usize = 512 * 1024;
+/// Times one `multi` is retried without the operations that failed before
+/// the rest of its chunk goes one write at a time.
+const MULTI_ATTEMPTS: usize = 4;
 
 pub(super) fn decode_deployment(
     path: &str,
@@ -412,26 +419,235 @@ async fn fenced_multi(
     path: &str,
     build: impl FnOnce(&mut zk::CheckWriter<'_>) -> std::result::Result<(), zk::Error>,
 ) -> Result<Vec<zk::MultiWriteResult>> {
-    let client = inner.client()?;
+    fenced_multi_ops(inner, path, build)
+        .await
+        .map_err(|failure| match failure {
+            MultiFailure::Whole(e) => e,
+            MultiFailure::Operation { source, .. } => map_zk(source, path),
+        })
+}
+
+/// Why a fenced multi-op failed.
+enum MultiFailure {
+    /// Operation `index` (0-based, after the leadership check) failed, so
+    /// none was applied.
+    Operation { index: usize, source: zk::Error },
+    /// The request failed as a whole (not leader, timeout, connection).
+    Whole(CoordinationError),
+}
+
+/// [`fenced_multi`], telling which operation failed.
+async fn fenced_multi_ops(
+    inner: &Inner,
+    path: &str,
+    build: impl FnOnce(&mut zk::CheckWriter<'_>) -> std::result::Result<(), zk::Error>,
+) -> std::result::Result<Vec<zk::MultiWriteResult>, MultiFailure> {
+    let client = inner.client().map_err(MultiFailure::Whole)?;
     if !inner.signal.is_leading() {
-        return Err(CoordinationError::NotLeader);
+        return Err(MultiFailure::Whole(CoordinationError::NotLeader));
     }
-    let member = inner.member().ok_or(CoordinationError::NotLeader)?;
+    let member = inner
+        .member()
+        .ok_or(MultiFailure::Whole(CoordinationError::NotLeader))?;
     let mut writer = client
         .new_check_writer(&member, None)
-        .map_err(|e| map_zk(e, &member))?;
-    build(&mut writer).map_err(|e| CoordinationError::Invalid(e.to_string()))?;
+        .map_err(|e| MultiFailure::Whole(map_zk(e, &member)))?;
+    build(&mut writer)
+        .map_err(|e| MultiFailure::Whole(CoordinationError::Invalid(e.to_string())))?;
     match inner.timed(async { Ok(writer.commit().await) }).await {
-        Err(e) => Err(map_zk(e, path)),
+        Err(e) => Err(MultiFailure::Whole(map_zk(e, path))),
         Ok(Ok(results)) => Ok(results),
         Ok(Err(zk::CheckWriteError::CheckFailed { source })) => match source {
             zk::Error::NoNode | zk::Error::BadVersion => {
                 tracing::warn!(node = %member, "fenced write refused: member node gone");
-                Err(CoordinationError::NotLeader)
+                Err(MultiFailure::Whole(CoordinationError::NotLeader))
             }
-            other => Err(map_zk(other, path)),
+            other => Err(MultiFailure::Whole(map_zk(other, path))),
         },
-        Ok(Err(zk::CheckWriteError::OperationFailed { source, .. })) => Err(map_zk(source, path)),
-        Ok(Err(zk::CheckWriteError::RequestFailed { source })) => Err(map_zk(source, path)),
+        Ok(Err(zk::CheckWriteError::OperationFailed { index, source })) => {
+            Err(MultiFailure::Operation { index, source })
+        }
+        Ok(Err(zk::CheckWriteError::RequestFailed { source })) => {
+            Err(MultiFailure::Whole(map_zk(source, path)))
+        }
+    }
+}
+
+/// Batch writes ([`crate::coordination::Coordinator::write_records`]):
+/// creates, versioned sets and deletes go in fenced `multi`s of at most
+/// [`MULTI_OPS`] operations and [`MULTI_BYTES`] bytes. A `multi` is all or
+/// nothing, so when one operation fails (a precondition) that write gets
+/// its error and the `multi` is sent again without it; after
+/// [`MULTI_ATTEMPTS`] the rest of its chunk goes one write at a time.
+/// Unconditional puts ([`Expect::Any`]) go one at a time, as they may need
+/// a create after a failed set.
+pub(super) async fn write_records(
+    inner: &Inner,
+    kind: RecordKind,
+    writes: Vec<RecordWrite>,
+) -> Vec<Result<Written>> {
+    let dir = inner.paths.records(kind);
+    let mut results: Vec<Option<Result<Written>>> = vec![None; writes.len()];
+    let mut batched = Vec::new();
+    for (i, write) in writes.iter().enumerate() {
+        if let Err(e) = check_key(write.key()) {
+            results[i] = Some(Err(e));
+            continue;
+        }
+        match write {
+            RecordWrite::Delete {
+                expect: Expect::Absent,
+                ..
+            } => {
+                results[i] = Some(Err(CoordinationError::Invalid(
+                    "delete with Expect::Absent".into(),
+                )));
+            }
+            RecordWrite::Put {
+                key,
+                json,
+                expect: Expect::Any,
+            } => {
+                let path = format!("{dir}/{key}");
+                results[i] = Some(
+                    write_fenced(inner, &path, json, Expect::Any)
+                        .await
+                        .map(Written::Version),
+                );
+            }
+            _ => batched.push(i),
+        }
+    }
+    for chunk in chunks(&writes, &batched) {
+        write_chunk(inner, dir, &writes, chunk, &mut results).await;
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(CoordinationError::Unexpected("write not run".into()))))
+        .collect()
+}
+
+/// Splits `indexes` into runs that fit one `multi`.
+fn chunks(writes: &[RecordWrite], indexes: &[usize]) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut bytes = 0;
+    for &i in indexes {
+        let size = match &writes[i] {
+            RecordWrite::Put { key, json, .. } => key.len() + json.len() + 64,
+            RecordWrite::Delete { key, .. } => key.len() + 64,
+        };
+        match out.last_mut() {
+            Some(last) if last.len() < MULTI_OPS && bytes + size <= MULTI_BYTES => {
+                last.push(i);
+                bytes += size;
+            }
+            _ => {
+                out.push(vec![i]);
+                bytes = size;
+            }
+        }
+    }
+    out
+}
+
+/// Writes one chunk (see [`write_records`]), filling `results`.
+async fn write_chunk(
+    inner: &Inner,
+    dir: &str,
+    writes: &[RecordWrite],
+    mut pending: Vec<usize>,
+    results: &mut [Option<Result<Written>>],
+) {
+    let create = zk::CreateMode::Persistent.with_acls(inner.acls);
+    let path = |i: usize| format!("{dir}/{}", writes[i].key());
+    for _ in 0..MULTI_ATTEMPTS {
+        if pending.is_empty() {
+            return;
+        }
+        let outcome = fenced_multi_ops(inner, dir, |w| {
+            for &i in &pending {
+                let p = path(i);
+                match &writes[i] {
+                    RecordWrite::Put {
+                        json,
+                        expect: Expect::Absent,
+                        ..
+                    } => w.add_create(&p, json, &create)?,
+                    RecordWrite::Put { json, expect, .. } => {
+                        let version = match expect {
+                            Expect::Version(v) => Some(*v),
+                            _ => None,
+                        };
+                        w.add_set_data(&p, json, version)?
+                    }
+                    RecordWrite::Delete { expect, .. } => {
+                        let version = match expect {
+                            Expect::Version(v) => Some(*v),
+                            _ => None,
+                        };
+                        w.add_delete(&p, version)?
+                    }
+                }
+            }
+            Ok(())
+        })
+        .await;
+        match outcome {
+            Ok(done) => {
+                for (&i, result) in pending.iter().zip(done) {
+                    results[i] = Some(Ok(match result {
+                        zk::MultiWriteResult::SetData { stat } => Written::Version(stat.version),
+                        zk::MultiWriteResult::Create { .. } => Written::Version(0),
+                        _ => Written::Deleted,
+                    }));
+                }
+                return;
+            }
+            Err(MultiFailure::Whole(e)) => {
+                for &i in &pending {
+                    results[i] = Some(Err(e.clone()));
+                }
+                return;
+            }
+            Err(MultiFailure::Operation { index, source }) => {
+                let Some(&failed) = pending.get(index) else {
+                    break;
+                };
+                let absent_delete = matches!(
+                    (&writes[failed], &source),
+                    (
+                        RecordWrite::Delete {
+                            expect: Expect::Any,
+                            ..
+                        },
+                        zk::Error::NoNode
+                    )
+                );
+                results[failed] = Some(if absent_delete {
+                    Ok(Written::Absent)
+                } else {
+                    Err(map_zk(source, &path(failed)))
+                });
+                pending.remove(index);
+            }
+        }
+    }
+    // Conflicts keep coming: the rest one by one.
+    for i in pending {
+        let p = path(i);
+        results[i] = Some(match &writes[i] {
+            RecordWrite::Put { json, expect, .. } => write_fenced(inner, &p, json, *expect)
+                .await
+                .map(Written::Version),
+            RecordWrite::Delete { expect, .. } => {
+                delete_fenced(inner, &p, *expect).await.map(|gone| {
+                    if gone {
+                        Written::Deleted
+                    } else {
+                        Written::Absent
+                    }
+                })
+            }
+        });
     }
 }

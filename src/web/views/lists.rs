@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::{DEFAULT_EVENTS, non_empty, parse_number};
 use crate::coordination::{Leadership, Member, ReplicaInfo};
 use crate::scheduler::{
-    EVENT_KINDS, EventEntry, ExecutorKind, FieldError, OfferSummary, ServiceStatus, Snapshot,
+    AgentId, EventEntry, EventKind, ExecutorKind, FieldError, OfferSummary, ServiceStatus,
+    Snapshot, TaskId,
 };
 use crate::web::error::AppError;
 
@@ -32,7 +33,7 @@ impl OffersView {
 }
 
 /// Query of `/events` and `/api/v1/events`: `kind` (exact, one of
-/// [`EVENT_KINDS`]; anything else is 400) and `limit` (1–1000, default 200).
+/// [`EventKind::ALL`]; anything else is 400) and `limit` (1–1000, default 200).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct EventQuery {
     /// Only events of this kind.
@@ -59,13 +60,14 @@ impl EventsView {
         let mut errors = Vec::new();
         let limit = parse_number("limit", &query.limit, DEFAULT_EVENTS, 1000, &mut errors);
         let kind = non_empty(&query.kind);
+        let wanted = kind.as_deref().and_then(EventKind::from_name);
         if let Some(k) = &kind
-            && !EVENT_KINDS.contains(&k.as_str())
-            && !s.events.iter().any(|e| &e.kind == k)
+            && wanted.is_none()
         {
+            let names: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
             errors.push(FieldError {
                 field: "kind".into(),
-                message: format!("no event kind {k:?}; kinds are {}", EVENT_KINDS.join(", ")),
+                message: format!("no event kind {k:?}; kinds are {}", names.join(", ")),
             });
         }
         if !errors.is_empty() {
@@ -75,7 +77,7 @@ impl EventsView {
             .events
             .iter()
             .rev()
-            .filter(|e| kind.as_ref().is_none_or(|k| &e.kind == k))
+            .filter(|e| wanted.is_none_or(|k| e.kind == k))
             .take(limit)
             .cloned()
             .collect();
@@ -254,7 +256,7 @@ pub const BLAST_TASKS_LISTED: usize = 50;
 #[derive(Debug, Clone, Serialize)]
 pub struct ExecutorRow {
     /// Agent ID.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Agent hostname.
     pub hostname: String,
     /// Executor ID.
@@ -265,7 +267,7 @@ pub struct ExecutorRow {
     /// Its active tasks.
     pub tasks: usize,
     /// Their IDs, sorted; the first [`BLAST_TASKS_LISTED`].
-    pub task_ids: Vec<String>,
+    pub task_ids: Vec<TaskId>,
 }
 
 impl ExecutorRow {
@@ -286,7 +288,7 @@ pub struct Blast {
     /// Active (non-terminal) tasks: all die on teardown.
     pub active_tasks: usize,
     /// Their IDs, sorted; the first [`BLAST_TASKS_LISTED`].
-    pub task_ids: Vec<String>,
+    pub task_ids: Vec<TaskId>,
     /// Executors of active tasks.
     pub executors: Vec<ExecutorRow>,
     /// Active tasks on executors that obey kamikaze (they die).
@@ -306,7 +308,7 @@ impl Blast {
                 task_ids.push(t.task_id.clone());
             }
             let row = executors
-                .entry((&t.agent_id, &t.executor_id))
+                .entry((t.agent_id.as_str(), &t.executor_id))
                 .or_insert_with(|| ExecutorRow {
                     agent_id: t.agent_id.clone(),
                     hostname: t.hostname.clone(),

@@ -57,7 +57,11 @@ impl Derived {
             }
         }
         Derived {
-            task_counts: s.task_counts(),
+            task_counts: s
+                .task_counts()
+                .into_iter()
+                .map(|(state, n)| (state.as_str_name().to_string(), n))
+                .collect(),
             active_tasks: s.tasks.iter().filter(|t| !t.is_terminal()).count(),
             service_names: names.into_iter().map(str::to_string).collect(),
         }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{DEFAULT_PER_PAGE, Derived, MAX_PER_PAGE, field, non_empty, parse_number};
 use crate::mesos::v1::TaskState;
 use crate::scheduler::{
-    ExecutorKind, KillRequest, Snapshot, StatusEntry, TaskRecord, UnrecordedKill,
+    AgentId, ExecutorKind, KillRequest, Snapshot, StatusEntry, TaskId, TaskRecord, UnrecordedKill,
 };
 use crate::web::error::AppError;
 
@@ -16,7 +16,7 @@ use crate::web::error::AppError;
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskRow {
     /// The task ID.
-    pub id: String,
+    pub id: TaskId,
     /// Its service.
     pub service: String,
     /// Its instance number.
@@ -24,7 +24,7 @@ pub struct TaskRow {
     /// Mesos state name, e.g. `TASK_RUNNING`.
     pub state: String,
     /// Agent ID.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Agent hostname.
     pub hostname: String,
     /// `command` or `appliance`.
@@ -48,7 +48,7 @@ impl TaskRow {
             id: t.task_id.clone(),
             service: t.service.clone(),
             instance: t.instance,
-            state: t.state.clone(),
+            state: t.state.as_str_name().to_string(),
             agent_id: t.agent_id.clone(),
             hostname: t.hostname.clone(),
             executor: t.executor,
@@ -269,11 +269,13 @@ impl TasksView {
                 None => true,
                 Some("active") => !t.is_terminal(),
                 Some("terminal") => t.is_terminal(),
-                Some(state) => t.state == state,
+                Some(state) => t.state.as_str_name() == state,
             })
             .filter(|t| {
                 needle.is_none_or(|n| {
-                    t.task_id.contains(n) || t.hostname.contains(n) || t.agent_id.contains(n)
+                    t.task_id.as_str().contains(n)
+                        || t.hostname.contains(n)
+                        || t.agent_id.as_str().contains(n)
                 })
             })
             .collect();
@@ -282,7 +284,7 @@ impl TasksView {
             "service" => {
                 matched.sort_by(|a, b| (&a.service, a.instance).cmp(&(&b.service, b.instance)))
             }
-            "state" => matched.sort_by(|a, b| a.state.cmp(&b.state)),
+            "state" => matched.sort_by_key(|t| t.state.as_str_name()),
             "host" => matched.sort_by(|a, b| a.hostname.cmp(&b.hostname)),
             "updated" => matched.sort_by(|a, b| a.updated_at.total_cmp(&b.updated_at)),
             "launched" => matched.sort_by(|a, b| a.launched_at.total_cmp(&b.launched_at)),

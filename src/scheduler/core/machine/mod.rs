@@ -1,0 +1,543 @@
+//! The leader's state machine: [`Machine`]. See the [module doc of the
+//! core](super) for the contract; this file holds the state, the dispatch
+//! of inputs and results, and the outbox. The rules live in the child
+//! modules:
+//!
+//! - `startup`: the term's first reads, `hard`'s teardown, the services
+//!   file, loading the task records;
+//! - `framework`: the Mesos client's life: the same-name check, "wary",
+//!   SUBSCRIBED, disconnection, refusals, the framework-ID checks, forgetting
+//!   the framework (teardown, reregister);
+//! - `tasks`: the task table and its per-task write queue; status updates,
+//!   acknowledgements, kill marks;
+//! - `schedule`: the scheduling pass, launches, offers, kills, timers;
+//! - `commands`: the web layer's commands;
+//! - `view`: the snapshot.
+
+mod commands;
+mod forget;
+mod framework;
+mod reconciliation;
+mod schedule;
+mod startup;
+mod table;
+mod tasks;
+mod view;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::io::{
+    Ack, Answer, Effect, Effects, Input, MesosCall, OperatorOp, ReplyId, Request, RequestId,
+    StoreOp,
+};
+use super::{Mismatch, TermOutcome};
+use crate::coordination::{ReplicaInfo, Strategy};
+use crate::mesos::v1;
+use crate::scheduler::config::CoreConfig;
+use crate::scheduler::ids::AgentId;
+use crate::scheduler::kills::KillQueue;
+use crate::scheduler::metrics::Metrics;
+use crate::scheduler::offers::OfferRegistry;
+use crate::scheduler::placement::Shortfall;
+use crate::scheduler::reconcile::Reconciler;
+use crate::scheduler::services::ServiceSpec;
+use crate::scheduler::snapshot::{EventEntry, EventKind, FrameworkState};
+use crate::scheduler::workload::RestartBackoff;
+
+use framework::Framework;
+use startup::Startup;
+use table::TaskTable;
+
+/// Events kept for the events page.
+const EVENT_LOG_LEN: usize = 500;
+/// Housekeeping period: offer expiry, stuck tasks, record clean-up, the
+/// scheduling pass when nothing else triggered one.
+const HOUSEKEEPING: Duration = Duration::from_secs(1);
+
+/// What a term starts from, besides the configuration.
+#[derive(Debug, Clone)]
+pub struct TermInfo {
+    /// The leadership term (from 1).
+    pub term: u64,
+    /// This replica, for snapshots.
+    pub replica: ReplicaInfo,
+    /// The previous term ended because another scheduler took the framework
+    /// ID: check on the master that nobody drives it before subscribing.
+    pub wary: bool,
+    /// `--services`, written when ZooKeeper holds none (or always, with
+    /// `replace_services`).
+    pub initial_services: Vec<ServiceSpec>,
+}
+
+/// Maps the machine's monotonic time to wall-clock seconds, for records and
+/// pages: fixed at the start of the term, so paused time drives both.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    base: Instant,
+    base_unix: f64,
+}
+
+impl Clock {
+    fn unix(&self, now: Instant) -> f64 {
+        if now >= self.base {
+            self.base_unix + (now - self.base).as_secs_f64()
+        } else {
+            self.base_unix - (self.base - now).as_secs_f64()
+        }
+    }
+}
+
+/// What a request in flight was for: the machine's side of a
+/// [`RequestId`]. The variants' data is what the answer needs.
+#[derive(Debug)]
+enum Pending {
+    Startup(startup::Step),
+    Framework(framework::Step),
+    Task(tasks::Step),
+    Schedule(schedule::Step),
+    Command(commands::Step),
+}
+
+/// Effects being collected for the input at hand, the events page, and
+/// request IDs.
+#[derive(Debug, Default)]
+struct Outbox {
+    items: Vec<Effect>,
+    acks: Vec<Ack>,
+    events: VecDeque<EventEntry>,
+    next_id: u64,
+    /// Something shown changed since the last snapshot.
+    dirty: bool,
+    /// Publish at once, whatever the throttle says.
+    publish_now: bool,
+}
+
+impl Outbox {
+    fn next(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+}
+
+/// One service as the machine knows it: the spec and the stored version.
+#[derive(Debug, Clone)]
+struct ServiceEntry {
+    spec: ServiceSpec,
+    version: i32,
+}
+
+/// The leader's state for one term, driven by [`Input`]s. See the module
+/// doc of [the core](super).
+pub struct Machine {
+    cfg: CoreConfig,
+    term: TermInfo,
+    metrics: Metrics,
+    clock: Clock,
+    out: Outbox,
+    pending: HashMap<RequestId, Pending>,
+    startup: Startup,
+    framework: Framework,
+    /// Services by name.
+    services: BTreeMap<String, ServiceEntry>,
+    /// Stored service keys that do not decode (written over with
+    /// `Expect::Any`).
+    malformed_services: Vec<String>,
+    /// A service write in flight, by service name, and the commands for the
+    /// same service waiting behind it.
+    service_writes: HashMap<String, RequestId>,
+    waiting_commands: Vec<(ReplyId, Request)>,
+    backoff: HashMap<String, RestartBackoff>,
+    /// Services with instances that found no offer in the last pass, and why.
+    waiting: HashMap<String, Shortfall>,
+    tasks: TaskTable,
+    kills: KillQueue,
+    offers: OfferRegistry,
+    agent_attributes: HashMap<AgentId, Vec<v1::Attribute>>,
+    reconciler: Reconciler,
+    /// SUPPRESS is in effect (or on its way).
+    suppressed: bool,
+    launches: schedule::Launches,
+    kamikazes: commands::Kamikazes,
+    /// A scheduling pass is due at the next [`Machine::settle`].
+    needs_schedule: bool,
+    next_housekeeping: Instant,
+    last_publish: Option<Instant>,
+    /// When the last event of any kind came from the stream.
+    last_event: Option<Instant>,
+    /// The term is ending: nothing more is started.
+    ending: bool,
+}
+
+impl Machine {
+    /// A machine for one term, its clock anchored at `now` = `now_unix`
+    /// (seconds since the UNIX epoch). Call [`Machine::start`] next.
+    pub fn new(
+        cfg: CoreConfig,
+        term: TermInfo,
+        metrics: Metrics,
+        now: Instant,
+        now_unix: f64,
+    ) -> Machine {
+        let kills = KillQueue::new(cfg.kill_retry_min, cfg.kill_retry_max);
+        Machine {
+            offers: OfferRegistry::new(cfg.offer_ttl, cfg.offer_linger),
+            reconciler: Reconciler::new(cfg.reconcile.clone(), now),
+            framework: Framework::new(term.wary, now + cfg.framework_id_refresh_interval),
+            kills,
+            clock: Clock {
+                base: now,
+                base_unix: now_unix,
+            },
+            term,
+            metrics,
+            out: Outbox::default(),
+            pending: HashMap::new(),
+            startup: Startup::default(),
+            services: BTreeMap::new(),
+            malformed_services: Vec::new(),
+            service_writes: HashMap::new(),
+            waiting_commands: Vec::new(),
+            backoff: HashMap::new(),
+            waiting: HashMap::new(),
+            tasks: TaskTable::default(),
+            agent_attributes: HashMap::new(),
+            suppressed: false,
+            launches: schedule::Launches::default(),
+            kamikazes: commands::Kamikazes::default(),
+            needs_schedule: false,
+            next_housekeeping: now + HOUSEKEEPING,
+            last_publish: None,
+            last_event: None,
+            ending: false,
+            cfg,
+        }
+    }
+
+    /// Begins the term: the first reads (framework ID, services, and the
+    /// deployment under `hard`). Nothing O(tasks) happens before the
+    /// client subscribes: the task records are read next to it.
+    pub fn start(&mut self, now: Instant) -> Effects {
+        self.metrics.leader.set(1);
+        self.log(
+            EventKind::Leadership,
+            format!("became leader (term {})", self.term.term),
+            now,
+        );
+        self.out.publish_now = true;
+        self.begin_startup(now);
+        self.finish(now)
+    }
+
+    /// Handles one input.
+    pub fn handle(&mut self, input: Input, now: Instant) -> Effects {
+        if self.ending {
+            // Only the final snapshot is left to make (`end`).
+            return Effects::default();
+        }
+        match input {
+            Input::Subscribed(info) => {
+                self.last_event = Some(now);
+                self.on_subscribed(info, now);
+            }
+            Input::Offers(offers) => {
+                self.last_event = Some(now);
+                self.on_offers(offers, now);
+            }
+            Input::Rescind(offer_id) => {
+                self.last_event = Some(now);
+                self.on_rescind(&offer_id, now);
+            }
+            Input::Updates(statuses) => {
+                self.last_event = Some(now);
+                self.on_updates(statuses, now);
+            }
+            Input::AgentLost(agent_id) => {
+                self.last_event = Some(now);
+                self.on_agent_lost(&agent_id, now);
+            }
+            Input::ExecutorExited {
+                agent_id,
+                executor_id,
+                status,
+            } => {
+                self.last_event = Some(now);
+                self.log(
+                    EventKind::Agent,
+                    format!(
+                        "executor {executor_id} on agent {agent_id} exited (wait status {})",
+                        status.unwrap_or(0)
+                    ),
+                    now,
+                );
+            }
+            Input::FrameworkMessage { executor_id, bytes } => {
+                self.last_event = Some(now);
+                self.log(
+                    EventKind::Message,
+                    format!("framework message from executor {executor_id} ({bytes} bytes)"),
+                    now,
+                );
+            }
+            Input::Heartbeat | Input::OtherEvent => {
+                // Only `last_event_at` changed; the snapshot shows it.
+                self.last_event = Some(now);
+                self.out.dirty = true;
+            }
+            Input::Disconnected(reason) => self.on_disconnected(reason, now),
+            Input::ClientStopped(reason) => self.on_client_stopped(reason, now),
+            Input::Stored { id, result } => match self.pending.remove(&id) {
+                Some(Pending::Startup(step)) => self.on_startup_stored(step, result, now),
+                Some(Pending::Framework(step)) => self.on_framework_stored(step, result, now),
+                Some(Pending::Task(step)) => self.on_task_stored(step, result, now),
+                Some(Pending::Command(step)) => self.on_command_stored(step, result, now),
+                Some(other) => self.unexpected(id, &other),
+                None => {}
+            },
+            Input::Called { id, result } => match self.pending.remove(&id) {
+                Some(Pending::Schedule(step)) => self.on_called(step, result, now),
+                Some(Pending::Command(step)) => self.on_command_called(step, result, now),
+                Some(other) => self.unexpected(id, &other),
+                None => {}
+            },
+            Input::Operator { id, answer } => match self.pending.remove(&id) {
+                Some(Pending::Startup(step)) => self.on_startup_operator(step, answer, now),
+                Some(Pending::Framework(step)) => self.on_framework_operator(step, answer, now),
+                Some(other) => self.unexpected(id, &other),
+                None => {}
+            },
+            Input::Command { id, request } => self.on_command(id, request, now),
+            Input::Tick => self.on_tick(now),
+        }
+        self.finish(now)
+    }
+
+    /// Runs what was deferred while inputs kept coming: the scheduling pass
+    /// (at most one per batch of inputs, however many asked for it) and the
+    /// throttled snapshot. The runner calls it when its queue is empty or
+    /// after a bounded batch.
+    pub fn settle(&mut self, now: Instant) -> Effects {
+        if !self.ending && self.needs_schedule {
+            self.needs_schedule = false;
+            self.schedule(now);
+        }
+        self.finish(now)
+    }
+
+    /// Ends the term: the client stops, the state shows why, the last
+    /// snapshot goes out. Whatever is still in flight is dropped (updates
+    /// not acknowledged are sent again by the agents; the next leader reads
+    /// the store).
+    pub fn end(&mut self, outcome: &TermOutcome, now: Instant) -> Effects {
+        self.ending = true;
+        self.out.items.clear();
+        self.out.acks.clear();
+        self.out.items.push(Effect::StopClient);
+        self.metrics.leader.set(0);
+        self.metrics.framework_subscribed.set(0);
+        match outcome {
+            // on_client_stopped already said why.
+            TermOutcome::FailedOver => {}
+            TermOutcome::Mismatch(why) => self.set_state(
+                FrameworkState::FailedOver,
+                Some(format!("framework ID mismatch: {why}")),
+            ),
+            _ => self.set_state(FrameworkState::Standby, None),
+        }
+        self.log(
+            EventKind::Leadership,
+            format!("term {} ended: {outcome}", self.term.term),
+            now,
+        );
+        self.out.publish_now = true;
+        let mut effects = self.finish(now);
+        effects.wake_at = None;
+        effects
+    }
+
+    /// True once the term is ending.
+    pub fn is_ending(&self) -> bool {
+        self.ending
+    }
+
+    // ---- the outbox ------------------------------------------------------
+
+    /// Wall-clock seconds at `now`.
+    fn unix(&self, now: Instant) -> f64 {
+        self.clock.unix(now)
+    }
+
+    fn store(&mut self, op: StoreOp, pending: Pending) -> RequestId {
+        let id = RequestId(self.out.next());
+        self.pending.insert(id, pending);
+        self.out.items.push(Effect::Store { id, op });
+        id
+    }
+
+    fn call(&mut self, call: MesosCall, pending: Pending) -> RequestId {
+        let id = RequestId(self.out.next());
+        self.pending.insert(id, pending);
+        self.out.items.push(Effect::Call { id, call });
+        id
+    }
+
+    fn operator(&mut self, op: OperatorOp, pending: Pending) -> RequestId {
+        let id = RequestId(self.out.next());
+        self.pending.insert(id, pending);
+        self.out.items.push(Effect::Operator { id, op });
+        id
+    }
+
+    fn reply(&mut self, id: ReplyId, answer: Answer) {
+        self.out.items.push(Effect::Reply { id, answer });
+    }
+
+    fn acknowledge(&mut self, status: &v1::TaskStatus) {
+        if let (Some(agent), Some(uuid)) = (&status.agent_id, &status.uuid) {
+            self.out.acks.push(Ack {
+                agent_id: agent.into(),
+                task_id: (&status.task_id).into(),
+                uuid: uuid.clone(),
+            });
+        }
+    }
+
+    /// Appends to the events page and the log.
+    fn log(&mut self, kind: EventKind, message: String, now: Instant) {
+        let entry = EventEntry {
+            at: self.unix(now),
+            kind,
+            message,
+        };
+        self.out.items.push(Effect::Log(entry.clone()));
+        self.out.events.push_back(entry);
+        while self.out.events.len() > EVENT_LOG_LEN {
+            self.out.events.pop_front();
+        }
+        self.out.dirty = true;
+    }
+
+    /// A line for the log only.
+    fn warn(&mut self, message: String) {
+        self.out.items.push(Effect::Warn(message));
+    }
+
+    /// Sets the framework state (and why).
+    fn set_state(&mut self, state: FrameworkState, reason: Option<String>) {
+        if self.framework.state != state || self.framework.reason != reason {
+            self.framework.state = state;
+            self.framework.reason = reason;
+            self.out.dirty = true;
+        }
+    }
+
+    /// Ends the term with `outcome` (once).
+    fn end_term(&mut self, outcome: TermOutcome) {
+        if !self.ending {
+            self.ending = true;
+            self.out.items.push(Effect::EndTerm(outcome));
+        }
+    }
+
+    fn unexpected(&mut self, id: RequestId, pending: &Pending) {
+        self.warn(format!(
+            "an answer to request {} did not match what it was for ({pending:?}); ignored",
+            id.0
+        ));
+    }
+
+    /// Collects the effects of this step: acknowledgements, a snapshot if
+    /// due, the next wake-up.
+    fn finish(&mut self, now: Instant) -> Effects {
+        if !self.out.acks.is_empty() {
+            let acks = std::mem::take(&mut self.out.acks);
+            self.out.items.push(Effect::Acknowledge(acks));
+        }
+        let due = self
+            .last_publish
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.snapshot_interval);
+        if self.out.publish_now || (self.out.dirty && due) {
+            let snapshot = self.snapshot(now);
+            self.out.items.push(Effect::Publish(Box::new(snapshot)));
+            self.out.dirty = false;
+            self.out.publish_now = false;
+            self.last_publish = Some(now);
+        }
+        Effects {
+            items: std::mem::take(&mut self.out.items),
+            wake_at: (!self.ending).then(|| self.next_wake(now)),
+        }
+    }
+
+    /// When timers next need [`Input::Tick`].
+    fn next_wake(&self, now: Instant) -> Instant {
+        let mut next = self.next_housekeeping.min(self.framework.next_check);
+        let subscribed = self.framework.is_subscribed();
+        let candidates = [
+            (subscribed && self.tasks.is_loaded())
+                .then(|| self.reconciler.next_deadline())
+                .flatten(),
+            subscribed.then(|| self.kills.next_deadline()).flatten(),
+            self.framework.restart_at,
+            self.out.dirty.then(|| {
+                self.last_publish
+                    .map_or(now, |t| t + self.cfg.snapshot_interval)
+            }),
+        ];
+        for candidate in candidates.into_iter().flatten() {
+            next = next.min(candidate);
+        }
+        next.max(now)
+    }
+
+    /// Timers: reconciliation, kills, client restarts, the framework-ID
+    /// check, housekeeping.
+    fn on_tick(&mut self, now: Instant) {
+        self.reconcile_tick(now);
+        self.send_due_kills(now);
+        if self.framework.restart_at.is_some_and(|t| now >= t) {
+            self.start_client(now);
+        }
+        if now >= self.framework.next_check {
+            self.framework.next_check = now + self.cfg.framework_id_refresh_interval;
+            self.check_framework_id();
+        }
+        if now >= self.next_housekeeping {
+            self.next_housekeeping = now + HOUSEKEEPING;
+            self.housekeeping(now);
+        }
+    }
+
+    /// The FrameworkInfo to subscribe with (the stored ID, if any).
+    fn framework_info(&self) -> v1::FrameworkInfo {
+        v1::FrameworkInfo {
+            user: self.cfg.user.clone(),
+            name: self.cfg.framework_name.clone(),
+            id: self.framework.id.as_ref().map(|id| id.to_proto()),
+            failover_timeout: Some(self.cfg.failover_timeout.as_secs_f64()),
+            checkpoint: Some(true),
+            #[allow(deprecated)]
+            role: Some(self.cfg.role.clone()),
+            hostname: Some(self.cfg.hostname.clone()),
+            principal: self.cfg.principal.clone(),
+            webui_url: (!self.cfg.webui_url.is_empty()).then(|| self.cfg.webui_url.clone()),
+            capabilities: Vec::new(),
+            labels: None,
+            roles: Vec::new(),
+        }
+    }
+
+    fn is_hard(&self) -> bool {
+        self.cfg.strategy == Strategy::Hard
+    }
+
+    /// Ends the term over a framework-ID mismatch.
+    fn mismatch(&mut self, why: Mismatch) {
+        self.end_term(TermOutcome::Mismatch(why));
+    }
+}

@@ -1,0 +1,90 @@
+//! Reconciliation's side of the machine: the explicit run every
+//! subscription starts (once the records are known), the reconciler's
+//! timers, and its actions as RECONCILE calls, metrics and log entries. The
+//! rules (backoff, abort, the implicit run after) are the
+//! [`Reconciler`](crate::scheduler::reconcile::Reconciler)'s, after
+//! `docs/reconciliation.md` in apache/mesos.
+
+use tokio::time::Instant;
+
+use super::{Machine, Pending, schedule};
+use crate::scheduler::core::io::MesosCall;
+use crate::scheduler::metrics::ReconcileLabels;
+use crate::scheduler::reconcile::Action;
+use crate::scheduler::snapshot::EventKind;
+
+impl Machine {
+    /// The explicit run every subscription starts, once the records are
+    /// known too.
+    pub(super) fn reconcile_after_subscription(&mut self, now: Instant) {
+        if !self.framework.is_subscribed() || !self.tasks.is_loaded() {
+            return;
+        }
+        let tasks = self.tasks.reconcilable();
+        let actions = self.reconciler.subscribed(tasks, now, self.unix(now));
+        self.reconcile_actions(actions, now);
+    }
+
+    /// The subscription ended: the run and the queued ones are cancelled.
+    pub(super) fn reconcile_cancel(&mut self, now: Instant) {
+        let actions = self.reconciler.cancel(now, self.unix(now));
+        self.reconcile_actions(actions, now);
+    }
+
+    /// The reconciler's timers: backoff resends, aborts, the periodic
+    /// implicit run.
+    pub(super) fn reconcile_tick(&mut self, now: Instant) {
+        if !self.framework.is_subscribed() || !self.tasks.is_loaded() {
+            return;
+        }
+        let at = self.unix(now);
+        let tasks = &self.tasks;
+        let actions = self.reconciler.tick(now, at, || tasks.reconcilable());
+        self.reconcile_actions(actions, now);
+    }
+
+    /// Carries out the reconciler's actions.
+    pub(super) fn reconcile_actions(&mut self, actions: Vec<Action>, now: Instant) {
+        for action in actions {
+            match action {
+                Action::Send(tasks) => {
+                    if self.framework.client_running {
+                        self.call(
+                            MesosCall::Reconcile(tasks),
+                            Pending::Schedule(schedule::Step::Reconcile),
+                        );
+                    }
+                }
+                Action::Finished(run) => {
+                    let kind = format!("{:?}", run.kind).to_lowercase();
+                    self.metrics
+                        .reconciliations
+                        .get_or_create(&ReconcileLabels {
+                            kind: kind.clone(),
+                            outcome: run.outcome.to_string(),
+                        })
+                        .inc();
+                    if let Some(end) = run.finished_at {
+                        self.metrics
+                            .reconciliation_seconds
+                            .observe(end - run.started_at);
+                    }
+                    let detail = if run.unanswered.is_empty() {
+                        String::new()
+                    } else {
+                        let ids: Vec<&str> = run.unanswered.iter().map(|t| t.as_str()).collect();
+                        format!("; unanswered: {}", ids.join(", "))
+                    };
+                    self.log(
+                        EventKind::Reconcile,
+                        format!(
+                            "{kind} reconciliation ({}) {}: {} asked, {} answered, {} call(s){detail}",
+                            run.trigger, run.outcome, run.asked, run.answered, run.calls
+                        ),
+                        now,
+                    );
+                }
+            }
+        }
+    }
+}

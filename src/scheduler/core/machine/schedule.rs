@@ -1,0 +1,600 @@
+//! The scheduling pass (surplus kills, rolling replacement, placement,
+//! launches, declines, SUPPRESS / REVIVE), kill retries, reconciliation's
+//! calls, and housekeeping: offer expiry, stuck tasks, old records.
+//!
+//! Task records are written *before* the ACCEPT that launches them: a
+//! launch's records go to ZooKeeper and its offer's ACCEPT waits until they
+//! are stored (a task whose record failed is left out). A leader that dies
+//! between the two leaves records the next leader reconciles (the master
+//! answers TASK_LOST for a task it never saw) rather than tasks nobody
+//! knows. Offers belong to their subscription (`docs/app-framework-development-guide.md`
+//! in apache/mesos): an ACCEPT whose subscription ended meanwhile is not
+//! sent.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::{Machine, Pending, tasks};
+use crate::coordination::{CoordinationError, Expect, Written};
+use crate::mesos::client::CallError;
+use crate::mesos::v1::{self, TaskState, offer};
+use crate::scheduler::core::io::{MesosCall, StoreOp};
+use crate::scheduler::ids::{AgentId, TaskId};
+use crate::scheduler::offers::Gone;
+use crate::scheduler::placement::{self, Demand};
+use crate::scheduler::records::TaskRecord;
+use crate::scheduler::services::ExecutorKind;
+use crate::scheduler::snapshot::{EventKind, FrameworkState};
+use crate::scheduler::taskinfo::{self, ExecutorSource};
+use crate::scheduler::workload::{self, assess};
+
+/// Filter for the unused part of an accepted offer while more work is
+/// pending: short, so the rest comes back soon.
+const ACCEPT_REFUSE_SECONDS: f64 = 1.0;
+
+/// Launches whose records are being stored, by group (one per offer).
+#[derive(Debug, Default)]
+pub(super) struct Launches {
+    groups: HashMap<u64, LaunchGroup>,
+    next: u64,
+}
+
+/// The tasks of one offer, waiting for their records.
+#[derive(Debug)]
+struct LaunchGroup {
+    offer_id: String,
+    /// The subscription the offer came on.
+    epoch: u64,
+    /// `None` where the record could not be stored.
+    infos: Vec<Option<v1::TaskInfo>>,
+    outstanding: usize,
+    refuse_seconds: f64,
+}
+
+/// What a call in flight was for.
+#[derive(Debug)]
+pub(super) enum Step {
+    Accept {
+        offer_id: String,
+        count: usize,
+    },
+    Decline,
+    /// A KILL; `attempt` counts it among the task's KILLs.
+    Kill {
+        task: TaskId,
+        attempt: u32,
+    },
+    Reconcile,
+    Suppress,
+    Revive,
+}
+
+impl Machine {
+    pub(super) fn on_offers(&mut self, offers: Vec<v1::Offer>, now: Instant) {
+        let at = self.unix(now);
+        self.metrics.offer("received", offers.len() as u64);
+        for offer in offers {
+            self.agent_attributes
+                .insert((&offer.agent_id).into(), offer.attributes.clone());
+            self.offers.add(offer, now, at);
+        }
+        self.out.dirty = true;
+        self.needs_schedule = true;
+    }
+
+    pub(super) fn on_rescind(&mut self, offer_id: &str, now: Instant) {
+        if self.offers.remove(offer_id, Gone::Rescinded, now).is_some() {
+            self.metrics.offer("rescinded", 1);
+            self.out.dirty = true;
+        }
+    }
+
+    pub(super) fn on_agent_lost(&mut self, agent: &AgentId, now: Instant) {
+        let dropped = self.offers.remove_agent(agent, now);
+        self.metrics.offer("dropped", dropped.len() as u64);
+        self.log(
+            EventKind::Agent,
+            format!("agent {agent} lost; {} offer(s) dropped", dropped.len()),
+            now,
+        );
+    }
+
+    fn executor_source(&self) -> Option<ExecutorSource> {
+        self.cfg.executor_url.as_ref().map(|url| ExecutorSource {
+            url: url.clone(),
+            cpus: self.cfg.executor_cpus,
+            mem: self.cfg.executor_mem,
+        })
+    }
+
+    /// Subscribed, the records known, the framework ID stored.
+    fn may_schedule(&self) -> bool {
+        self.framework.is_subscribed()
+            && self.tasks.is_loaded()
+            && !self.framework.registering
+            && self.framework.id.is_some()
+    }
+
+    /// One scheduling pass: kill surplus tasks, replace outdated ones
+    /// (rolling), place missing instances on held offers and launch them,
+    /// then decline or keep the rest and suppress or revive offers. One pass
+    /// over the task records, however many there are.
+    pub(super) fn schedule(&mut self, now: Instant) {
+        if !self.may_schedule() {
+            return;
+        }
+        let mut by_service: HashMap<&str, Vec<&TaskRecord>> = HashMap::new();
+        let mut kills: Vec<(TaskId, String)> = Vec::new();
+        for record in self.tasks.records() {
+            if self.services.contains_key(&record.service) {
+                by_service
+                    .entry(record.service.as_str())
+                    .or_default()
+                    .push(record.as_ref());
+            } else if workload::is_live(record) {
+                kills.push((record.task_id.clone(), "service deleted".to_string()));
+            }
+        }
+        let executor_resources = self
+            .executor_source()
+            .map(|s| s.resources())
+            .unwrap_or_default();
+        let mut demands_data = Vec::new();
+        let mut missing_total = 0;
+        for entry in self.services.values() {
+            let spec = &entry.spec;
+            let tasks = by_service
+                .get(spec.name.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            let assessment = assess(spec, tasks.iter().copied());
+            kills.extend(assessment.surplus.iter().cloned());
+            if let Some(task_id) = workload::upgrade_step(
+                spec,
+                tasks.iter().copied(),
+                self.cfg.upgrade_max_unavailable,
+            ) {
+                kills.push((task_id, "replaced by a newer service spec".into()));
+            }
+            if assessment.missing.is_empty() {
+                continue;
+            }
+            missing_total += assessment.missing.len();
+            if !self.backoff.get(&spec.name).is_none_or(|b| b.ready(now)) {
+                continue;
+            }
+            let occupied: Vec<(AgentId, String)> = tasks
+                .iter()
+                .filter(|t| workload::is_live(t))
+                .map(|t| (t.agent_id.clone(), t.hostname.clone()))
+                .collect();
+            let resources = match spec.executor {
+                ExecutorKind::Appliance => executor_resources.clone(),
+                ExecutorKind::Command => Default::default(),
+            };
+            demands_data.push((spec.clone(), assessment.missing, occupied, resources));
+        }
+        drop(by_service);
+        for (task_id, reason) in kills {
+            self.request_kill(&task_id, &reason, now);
+        }
+        self.send_due_kills(now);
+
+        let demands: Vec<Demand<'_>> = demands_data
+            .iter()
+            .map(|(spec, missing, occupied, executor_resources)| Demand {
+                spec,
+                missing: missing.clone(),
+                occupied: occupied.clone(),
+                executor_resources: executor_resources.clone(),
+            })
+            .collect();
+        let planned = placement::plan(&demands, &mut self.offers, &self.agent_attributes);
+        let mut placed: HashMap<&str, usize> = HashMap::new();
+        for p in &planned {
+            *placed.entry(p.service.as_str()).or_default() += 1;
+        }
+        let waiting: HashMap<String, placement::Shortfall> = demands
+            .iter()
+            .filter(|d| placed.get(d.spec.name.as_str()).copied().unwrap_or(0) < d.missing.len())
+            .map(|d| (d.spec.name.clone(), placement::shortfall(d, &self.offers)))
+            .collect();
+        drop(placed);
+        drop(demands);
+        self.note_waiting(waiting, now);
+        let unplaced = missing_total.saturating_sub(planned.len());
+        if !planned.is_empty() {
+            self.launch(planned, unplaced > 0, now);
+        }
+        self.settle_offers(unplaced > 0, now);
+    }
+
+    /// Keeps why services wait for offers; an event when a service becomes
+    /// stuck (no offer large enough, or constraints exclude them all), not
+    /// while offers merely have not arrived yet. A stuck service stays stuck
+    /// while no offers are held (declined offers come back no larger).
+    fn note_waiting(&mut self, mut waiting: HashMap<String, placement::Shortfall>, now: Instant) {
+        for (service, why) in waiting.iter_mut() {
+            let before = self.waiting.get(service).filter(|w| w.is_stuck());
+            match before {
+                Some(stuck) if *why == placement::Shortfall::NoOffers => *why = stuck.clone(),
+                None if why.is_stuck() => {
+                    let message = format!("service {service} waits: {why}");
+                    self.log(EventKind::Service, message, now);
+                }
+                _ => {}
+            }
+        }
+        if waiting != self.waiting {
+            self.waiting = waiting;
+            self.out.dirty = true;
+        }
+    }
+
+    /// Stores the records of the planned tasks; each offer's ACCEPT follows
+    /// once its records are stored.
+    fn launch(&mut self, planned: Vec<placement::Planned>, more_pending: bool, now: Instant) {
+        let Some(framework_id) = self.framework.id.clone() else {
+            return;
+        };
+        let executor = self.executor_source();
+        let at = self.unix(now);
+        let mut by_offer: BTreeMap<String, Vec<(v1::TaskInfo, TaskRecord)>> = BTreeMap::new();
+        for p in planned {
+            let Some(spec) = self.services.get(&p.service).map(|s| &s.spec) else {
+                continue;
+            };
+            let task_id = taskinfo::new_task_id(&spec.name, p.instance);
+            let info = taskinfo::task_info(spec, &p, &task_id, &framework_id, executor.as_ref());
+            let executor_id = info
+                .executor
+                .as_ref()
+                .map(|e| e.executor_id.value.clone())
+                .unwrap_or_else(|| task_id.clone());
+            let record = TaskRecord {
+                task_id: task_id.as_str().into(),
+                service: spec.name.clone(),
+                instance: p.instance,
+                fingerprint: spec.fingerprint(),
+                agent_id: p.agent_id.clone(),
+                hostname: p.hostname.clone(),
+                executor: if info.executor.is_some() {
+                    ExecutorKind::Appliance
+                } else {
+                    ExecutorKind::Command
+                },
+                executor_id,
+                ports: p.ports.clone(),
+                state: TaskState::TaskStaging,
+                launched_at: at,
+                updated_at: at,
+                kill: None,
+                timeline: Vec::new(),
+            };
+            by_offer.entry(p.offer_id).or_default().push((info, record));
+        }
+        let refuse_seconds = if more_pending {
+            ACCEPT_REFUSE_SECONDS
+        } else {
+            self.cfg.decline_refuse_seconds
+        };
+        for (offer_id, launches) in by_offer {
+            self.offers.remove(&offer_id, Gone::Used, now);
+            self.launches.next += 1;
+            let group = self.launches.next;
+            let mut infos = Vec::with_capacity(launches.len());
+            for (index, (info, record)) in launches.into_iter().enumerate() {
+                let record = Arc::new(record);
+                self.tasks.insert_launching(record.clone());
+                self.store(
+                    StoreOp::PutTask(record.clone(), Expect::Absent),
+                    Pending::Task(tasks::Step::Create {
+                        task: record.task_id.clone(),
+                        group,
+                        index,
+                    }),
+                );
+                infos.push(Some(info));
+            }
+            self.launches.groups.insert(
+                group,
+                LaunchGroup {
+                    offer_id,
+                    epoch: self.framework.epoch,
+                    outstanding: infos.len(),
+                    infos,
+                    refuse_seconds,
+                },
+            );
+        }
+        self.out.dirty = true;
+    }
+
+    /// A launching task's record was stored (or not).
+    pub(super) fn launch_stored(
+        &mut self,
+        task: TaskId,
+        group: u64,
+        index: usize,
+        written: Result<Written, CoordinationError>,
+        now: Instant,
+    ) {
+        match written {
+            Ok(Written::Version(version)) => {
+                if self.tasks.created(&task, version) {
+                    self.drain(&task, now);
+                }
+            }
+            other => {
+                let why = match other {
+                    Err(e) => e.to_string(),
+                    Ok(w) => format!("{w:?}"),
+                };
+                self.log(
+                    EventKind::Error,
+                    format!("not launching {task}: storing its record failed: {why}"),
+                    now,
+                );
+                self.tasks.remove_launching(&task);
+                self.out.dirty = true;
+                if let Some(g) = self.launches.groups.get_mut(&group)
+                    && let Some(info) = g.infos.get_mut(index)
+                {
+                    *info = None;
+                }
+            }
+        }
+        let done = match self.launches.groups.get_mut(&group) {
+            Some(g) => {
+                g.outstanding = g.outstanding.saturating_sub(1);
+                g.outstanding == 0
+            }
+            None => false,
+        };
+        if done {
+            self.accept(group, now);
+        }
+    }
+
+    /// Every record of the offer's tasks is settled: ACCEPT the offer with
+    /// the tasks whose records are stored.
+    fn accept(&mut self, group: u64, now: Instant) {
+        let Some(g) = self.launches.groups.remove(&group) else {
+            return;
+        };
+        let infos: Vec<v1::TaskInfo> = g.infos.into_iter().flatten().collect();
+        let count = infos.len();
+        self.needs_schedule = true;
+        if g.epoch != self.framework.epoch || !self.framework.is_subscribed() {
+            if count > 0 {
+                self.log(
+                    EventKind::Error,
+                    format!(
+                        "ACCEPT of offer {} not sent: its subscription ended; \
+                         reconciliation settles the {count} task record(s) written for it",
+                        g.offer_id
+                    ),
+                    now,
+                );
+            }
+            return;
+        }
+        let operations = if infos.is_empty() {
+            Vec::new()
+        } else {
+            vec![v1::offer::Operation {
+                r#type: Some(offer::operation::Type::Launch as i32),
+                launch: Some(offer::operation::Launch { task_infos: infos }),
+                ..Default::default()
+            }]
+        };
+        self.call(
+            MesosCall::Accept {
+                offer_id: g.offer_id.clone(),
+                operations,
+                refuse_seconds: g.refuse_seconds,
+            },
+            Pending::Schedule(Step::Accept {
+                offer_id: g.offer_id,
+                count,
+            }),
+        );
+    }
+
+    /// After placement: with nothing pending, decline every held offer with
+    /// the long filter and SUPPRESS — once the pass's ACCEPTs are out, so the
+    /// master sees ACCEPT, DECLINE, SUPPRESS in that order; with work
+    /// pending, REVIVE if suppressed and keep offers (they expire after the
+    /// offer TTL).
+    fn settle_offers(&mut self, pending: bool, now: Instant) {
+        if !self.framework.client_running {
+            return;
+        }
+        if pending {
+            if self.suppressed {
+                self.suppressed = false;
+                self.call(MesosCall::Revive, Pending::Schedule(Step::Revive));
+            }
+            return;
+        }
+        if !self.launches.groups.is_empty() {
+            // `accept` asks for another pass once they are.
+            return;
+        }
+        let ids = self.offers.clear(Gone::Declined, now);
+        if !ids.is_empty() {
+            self.metrics.offer("declined", ids.len() as u64);
+            self.call(
+                MesosCall::Decline {
+                    offer_ids: ids,
+                    refuse_seconds: Some(self.cfg.decline_refuse_seconds),
+                },
+                Pending::Schedule(Step::Decline),
+            );
+        }
+        if !self.suppressed {
+            self.suppressed = true;
+            self.out.dirty = true;
+            self.call(MesosCall::Suppress, Pending::Schedule(Step::Suppress));
+        }
+    }
+
+    /// Declines offers held past their TTL, with the master's default filter
+    /// (the resources come back if still needed).
+    fn expire_offers(&mut self, now: Instant) {
+        let expired = self.offers.expired(now);
+        if expired.is_empty() {
+            return;
+        }
+        for id in &expired {
+            self.offers.remove(id, Gone::Declined, now);
+        }
+        self.metrics.offer("expired", expired.len() as u64);
+        self.out.dirty = true;
+        if self.framework.client_running {
+            self.call(
+                MesosCall::Decline {
+                    offer_ids: expired,
+                    refuse_seconds: None,
+                },
+                Pending::Schedule(Step::Decline),
+            );
+        }
+    }
+
+    /// Sends the KILLs that are due.
+    pub(super) fn send_due_kills(&mut self, now: Instant) {
+        if !self.framework.is_subscribed() {
+            return;
+        }
+        for (task_id, kill) in self.kills.due(now) {
+            self.metrics.kills.inc();
+            let attempt = kill.attempts;
+            self.call(
+                MesosCall::Kill {
+                    task_id: task_id.clone(),
+                    agent_id: kill.agent_id,
+                    grace: kill.grace,
+                },
+                Pending::Schedule(Step::Kill {
+                    task: task_id,
+                    attempt,
+                }),
+            );
+        }
+    }
+
+    pub(super) fn on_called(&mut self, step: Step, result: Result<(), CallError>, now: Instant) {
+        if let Step::Kill { task, attempt } = &step {
+            // "kill pending (n)" counts KILLs the master was sent.
+            self.tasks.touch(task, |record| {
+                if let Some(k) = record.kill.as_mut() {
+                    k.attempts = k.attempts.max(*attempt);
+                }
+            });
+            self.out.dirty = true;
+        }
+        match (step, result) {
+            (Step::Accept { offer_id, count }, Ok(())) => {
+                self.metrics.offer("used", 1);
+                self.metrics.launches.inc_by(count as u64);
+                if count > 0 {
+                    self.log(
+                        EventKind::Launch,
+                        format!("launched {count} task(s) on offer {offer_id}"),
+                        now,
+                    );
+                }
+            }
+            // The records stay: reconciliation finds out what happened.
+            (Step::Accept { offer_id, .. }, Err(e)) => self.log(
+                EventKind::Error,
+                format!("ACCEPT of offer {offer_id} failed: {e}"),
+                now,
+            ),
+            (Step::Revive, Ok(())) => {
+                self.log(EventKind::Offers, "work pending: REVIVE".into(), now)
+            }
+            (Step::Revive, Err(e)) => {
+                self.suppressed = true;
+                self.warn(format!("REVIVE failed: {e}"));
+            }
+            (Step::Suppress, Err(e)) => {
+                self.suppressed = false;
+                self.out.dirty = true;
+                self.warn(format!("SUPPRESS failed: {e}"));
+            }
+            (Step::Decline, Err(e)) => self.warn(format!("DECLINE failed: {e}")),
+            (Step::Kill { task, .. }, Err(e)) => {
+                self.warn(format!("KILL of {task} failed; will retry: {e}"))
+            }
+            (Step::Reconcile, Err(e)) => self.warn(format!(
+                "RECONCILE failed; retried with the run's backoff: {e}"
+            )),
+            (_, Ok(())) => {}
+        }
+    }
+
+    /// Once a second: offers past their TTL, stuck tasks, old terminal
+    /// records, and a scheduling pass.
+    pub(super) fn housekeeping(&mut self, now: Instant) {
+        if self.framework.state == FrameworkState::Subscribing {
+            // The reason may change without an event (master detection).
+            self.out.dirty = true;
+        }
+        self.expire_offers(now);
+        self.offers.forget_lingering(now);
+        self.kill_stuck_tasks(now);
+        self.forget_old_terminal_tasks(now);
+        self.needs_schedule = true;
+    }
+
+    /// Tasks stuck in STAGING or STARTING longer than the transient timeout
+    /// are killed (and so replaced).
+    fn kill_stuck_tasks(&mut self, now: Instant) {
+        if !self.may_schedule() {
+            return;
+        }
+        let limit = self.cfg.transient_timeout.as_secs_f64();
+        let at = self.unix(now);
+        let stuck: Vec<(TaskId, TaskState)> = self
+            .tasks
+            .iter()
+            .filter(|(_, e)| e.version.is_some() && e.record.kill.is_none())
+            .filter(|(_, e)| {
+                matches!(
+                    e.record.state,
+                    TaskState::TaskStaging | TaskState::TaskStarting
+                )
+            })
+            .filter(|(_, e)| at - e.record.updated_at > limit)
+            .map(|(id, e)| (id.clone(), e.record.state))
+            .collect();
+        for (task_id, state) in stuck {
+            let reason = format!("stuck in {state} for more than {limit:.0} s");
+            self.request_kill(&task_id, &reason, now);
+        }
+    }
+
+    /// Terminal records older than the retention are deleted.
+    fn forget_old_terminal_tasks(&mut self, now: Instant) {
+        let limit = self.cfg.terminal_retention.as_secs_f64();
+        let at = self.unix(now);
+        let old: Vec<(TaskId, i32)> = self
+            .tasks
+            .iter()
+            .filter(|(_, e)| !e.writing && e.record.is_terminal())
+            .filter(|(_, e)| at - e.record.updated_at > limit)
+            .filter_map(|(id, e)| Some((id.clone(), e.version?)))
+            .collect();
+        for (task_id, version) in old {
+            self.tasks.begin_write(&task_id);
+            self.store(
+                StoreOp::DeleteTask(task_id.clone(), Expect::Version(version)),
+                Pending::Task(tasks::Step::Delete { task: task_id }),
+            );
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! A term's start, before and next to subscribing.
+//!
+//! 1. Read the framework ID and the services (and the deployment record
+//!    under `hard`). These are small: a follower that takes over subscribes
+//!    within moments whatever the task count.
+//! 2. Under `hard`, once per deployment (its first leader): tear down every
+//!    earlier framework of this name — the stored ID, and active or inactive
+//!    frameworks of the same name and role on the master — through the
+//!    operator API, delete the stored framework ID and task records, and
+//!    record `teardown_done` (`docs/deployment-strategies.md`). Frameworks
+//!    the master already removed are skipped.
+//! 3. Apply the `--services` file: it seeds an empty store, or (with
+//!    `replace_services`) is written over the stored services, deleting the
+//!    ones it does not list.
+//! 4. Start the client and, at the same time, read the task records. Until
+//!    they are known nothing is launched, killed or reconciled explicitly,
+//!    and status updates wait unacknowledged (the agents re-send them).
+//!
+//! A read or write that fails ends the term ([`TermOutcome::StartupFailed`]);
+//! the supervisor tries again.
+
+use std::collections::BTreeSet;
+
+use tokio::time::Instant;
+
+use super::{Machine, Pending, ServiceEntry};
+use crate::coordination::{DeploymentRecord, Expect, RecordList, Versioned, Written};
+use crate::mesos::operator::{self, Frameworks};
+use crate::scheduler::core::io::{
+    OperatorAnswer, OperatorFailure, OperatorOp, StoreOp, StoreResult,
+};
+use crate::scheduler::core::{StartupError, TermOutcome};
+use crate::scheduler::ids::FrameworkId;
+use crate::scheduler::records::TaskRecord;
+use crate::scheduler::services::ServiceSpec;
+
+/// Where the term's start stands.
+#[derive(Debug, Default)]
+pub(super) struct Startup {
+    framework_id: Option<Option<FrameworkId>>,
+    services: Option<RecordList<ServiceSpec>>,
+    /// `None` until read; not read unless `hard`.
+    deployment: Option<Option<Versioned<DeploymentRecord>>>,
+    /// Operator teardowns of earlier frameworks in flight (`hard`).
+    teardowns: usize,
+    /// Services-file writes in flight.
+    services_writes: usize,
+    /// The client was started and the task records asked for.
+    running: bool,
+}
+
+/// What a startup request in flight was for.
+#[derive(Debug)]
+pub(super) enum Step {
+    ReadFrameworkId,
+    ReadServices,
+    ReadDeployment,
+    HardList,
+    HardTeardown {
+        id: String,
+    },
+    HardForgetId,
+    HardForgetTasks {
+        record: Box<Versioned<DeploymentRecord>>,
+    },
+    HardMarkDone,
+    ServicesFile {
+        name: String,
+        spec: Option<Box<ServiceSpec>>,
+    },
+    LoadTasks,
+}
+
+impl Machine {
+    pub(super) fn begin_startup(&mut self, _now: Instant) {
+        self.store(
+            StoreOp::ReadFrameworkId,
+            Pending::Startup(Step::ReadFrameworkId),
+        );
+        self.store(StoreOp::ListServices, Pending::Startup(Step::ReadServices));
+        if self.is_hard() {
+            self.store(
+                StoreOp::ReadDeployment,
+                Pending::Startup(Step::ReadDeployment),
+            );
+        } else {
+            self.startup.deployment = Some(None);
+        }
+    }
+
+    fn startup_failed(&mut self, error: StartupError) {
+        self.end_term(TermOutcome::StartupFailed(error));
+    }
+
+    pub(super) fn on_startup_stored(&mut self, step: Step, result: StoreResult, now: Instant) {
+        let read = |what: &'static str| move |source| StartupError::Read { what, source };
+        let hard = |step: &'static str| move |source| StartupError::HardStore { step, source };
+        match (step, result) {
+            (Step::ReadFrameworkId, StoreResult::FrameworkId(r)) => match r {
+                Ok(id) => self.startup.framework_id = Some(id),
+                Err(e) => return self.startup_failed(read("the framework ID")(e)),
+            },
+            (Step::ReadServices, StoreResult::Services(r)) => match r {
+                Ok(list) => self.startup.services = Some(list),
+                Err(e) => return self.startup_failed(read("services")(e)),
+            },
+            (Step::ReadDeployment, StoreResult::Deployment(r)) => match r {
+                Ok(record) => self.startup.deployment = Some(record),
+                Err(e) => return self.startup_failed(read("the deployment")(e)),
+            },
+            (Step::HardForgetId, StoreResult::Written(r)) => {
+                if let Err(e) = r {
+                    return self.startup_failed(hard("deleting the framework ID")(e));
+                }
+                self.store(
+                    StoreOp::DeleteAllTasks,
+                    Pending::Startup(Step::HardForgetTasks {
+                        record: Box::new(self.hard_record()),
+                    }),
+                );
+                return;
+            }
+            (Step::HardForgetTasks { record }, StoreResult::Count(r)) => {
+                if let Err(e) = r {
+                    return self.startup_failed(hard("deleting task records")(e));
+                }
+                let mut done = record.value.clone();
+                done.teardown_done = true;
+                self.store(
+                    StoreOp::WriteDeployment(done, Expect::Version(record.version)),
+                    Pending::Startup(Step::HardMarkDone),
+                );
+                return;
+            }
+            (Step::HardMarkDone, StoreResult::Written(r)) => {
+                if let Err(e) = r {
+                    return self.startup_failed(hard("recording the teardown")(e));
+                }
+                self.warn(
+                    "hard deployment: earlier frameworks torn down; registering a fresh framework"
+                        .into(),
+                );
+                self.startup.framework_id = Some(None);
+                self.apply_services_file(now);
+                return;
+            }
+            (Step::ServicesFile { name, spec }, StoreResult::Written(r)) => {
+                match (r, spec) {
+                    (Ok(Written::Version(version)), Some(spec)) => {
+                        self.services.insert(
+                            name,
+                            ServiceEntry {
+                                spec: *spec,
+                                version,
+                            },
+                        );
+                    }
+                    (Ok(_), _) => {
+                        self.services.remove(&name);
+                    }
+                    (Err(source), _) => {
+                        return self.startup_failed(StartupError::ServicesFile { name, source });
+                    }
+                }
+                self.startup.services_writes -= 1;
+                if self.startup.services_writes == 0 {
+                    self.startup_running(now);
+                }
+                return;
+            }
+            (Step::LoadTasks, StoreResult::Tasks(r)) => {
+                match r {
+                    Ok(list) => self.tasks_loaded(list, now),
+                    Err(e) => self.startup_failed(read("task records")(e)),
+                }
+                return;
+            }
+            (step, result) => {
+                self.warn(format!("unexpected answer {result:?} to {step:?}; ignored"));
+                return;
+            }
+        }
+        self.after_reads(now);
+    }
+
+    /// The deployment record read at the start (`hard` only reads it).
+    fn hard_record(&self) -> Versioned<DeploymentRecord> {
+        self.startup
+            .deployment
+            .clone()
+            .flatten()
+            .expect("hard teardown runs on a read deployment record")
+    }
+
+    /// Once the three reads are in: `hard`'s teardown or the services file.
+    fn after_reads(&mut self, now: Instant) {
+        let (Some(framework_id), Some(_), Some(deployment)) = (
+            &self.startup.framework_id,
+            &self.startup.services,
+            &self.startup.deployment,
+        ) else {
+            return;
+        };
+        self.framework.id = framework_id.clone();
+        let teardown_due = deployment.as_ref().is_some_and(|record| {
+            record.value.deployment_id == self.cfg.deployment_id
+                && record.value.strategy == crate::coordination::Strategy::Hard
+                && !record.value.teardown_done
+        });
+        if self.is_hard() && teardown_due {
+            self.operator(
+                OperatorOp::ListFrameworks { within: None },
+                Pending::Startup(Step::HardList),
+            );
+        } else {
+            self.apply_services_file(now);
+        }
+    }
+
+    pub(super) fn on_startup_operator(
+        &mut self,
+        step: Step,
+        answer: OperatorAnswer,
+        _now: Instant,
+    ) {
+        match (step, answer) {
+            (Step::HardList, OperatorAnswer::Frameworks(listed)) => match listed {
+                Ok(frameworks) => self.hard_teardown(&frameworks),
+                Err(e) => self.startup_failed(StartupError::HardList(e)),
+            },
+            (Step::HardTeardown { id }, OperatorAnswer::TornDown(result)) => {
+                match result {
+                    Ok(()) => self.warn(format!(
+                        "hard deployment: tore down an earlier framework {id}"
+                    )),
+                    Err(OperatorFailure::Failed(e)) if e.is_no_such_framework() => {
+                        self.warn(format!("hard deployment: framework {id} already gone"))
+                    }
+                    Err(source) => {
+                        return self.startup_failed(StartupError::HardTeardown { id, source });
+                    }
+                }
+                self.startup.teardowns -= 1;
+                if self.startup.teardowns == 0 {
+                    self.store(
+                        StoreOp::DeleteFrameworkId,
+                        Pending::Startup(Step::HardForgetId),
+                    );
+                }
+            }
+            (step, answer) => {
+                self.warn(format!("unexpected answer {answer:?} to {step:?}; ignored"));
+            }
+        }
+    }
+
+    /// Tears down the stored framework and every framework of our name and
+    /// role the master knows (active or not).
+    fn hard_teardown(&mut self, frameworks: &Frameworks) {
+        let mut ids = BTreeSet::new();
+        if let Some(stored) = self.framework.id.clone() {
+            ids.insert(stored.to_string());
+        }
+        for f in frameworks.active().chain(frameworks.inactive()) {
+            if operator::same_name_and_role(f, &self.cfg.framework_name, &self.cfg.role)
+                && let Some(id) = operator::framework_id(f)
+            {
+                ids.insert(id.to_string());
+            }
+        }
+        self.framework.id = None;
+        if ids.is_empty() {
+            self.store(
+                StoreOp::DeleteFrameworkId,
+                Pending::Startup(Step::HardForgetId),
+            );
+            return;
+        }
+        self.startup.teardowns = ids.len();
+        for id in ids {
+            self.operator(
+                OperatorOp::Teardown(id.clone()),
+                Pending::Startup(Step::HardTeardown { id }),
+            );
+        }
+    }
+
+    /// Takes the valid stored services, then writes the `--services` file
+    /// where it applies.
+    fn apply_services_file(&mut self, now: Instant) {
+        let listed = self.startup.services.take().unwrap_or_default();
+        let all_decoded = listed.malformed.is_empty();
+        for (name, record) in listed.records {
+            if record.value.validate().is_empty() {
+                self.services.insert(
+                    name,
+                    ServiceEntry {
+                        spec: record.value,
+                        version: record.version,
+                    },
+                );
+            } else {
+                self.malformed_services.push(name);
+            }
+        }
+        self.malformed_services
+            .extend(listed.malformed.into_iter().map(|m| m.key));
+        let seed = self.services.is_empty() && all_decoded;
+        let file = self.term.initial_services.clone();
+        if seed || (self.cfg.replace_services && !file.is_empty()) {
+            let wanted: BTreeSet<&str> = file.iter().map(|s| s.name.as_str()).collect();
+            let stale: Vec<String> = self
+                .services
+                .keys()
+                .filter(|k| !wanted.contains(k.as_str()))
+                .cloned()
+                .collect();
+            for name in stale {
+                self.startup.services_writes += 1;
+                self.store(
+                    StoreOp::DeleteService(name.clone(), Expect::Any),
+                    Pending::Startup(Step::ServicesFile { name, spec: None }),
+                );
+            }
+            for spec in file {
+                if self.services.get(&spec.name).map(|s| &s.spec) == Some(&spec) {
+                    continue;
+                }
+                self.startup.services_writes += 1;
+                self.store(
+                    StoreOp::PutService(Box::new(spec.clone()), Expect::Any),
+                    Pending::Startup(Step::ServicesFile {
+                        name: spec.name.clone(),
+                        spec: Some(Box::new(spec)),
+                    }),
+                );
+            }
+        }
+        if self.startup.services_writes == 0 {
+            self.startup_running(now);
+        }
+    }
+
+    /// Starts the client and reads the task records beside it.
+    fn startup_running(&mut self, now: Instant) {
+        if self.startup.running {
+            return;
+        }
+        self.startup.running = true;
+        self.start_client(now);
+        self.store(StoreOp::ListTasks, Pending::Startup(Step::LoadTasks));
+    }
+
+    /// The task records are known: kills a previous term wanted resume,
+    /// waiting updates are handled, reconciliation and scheduling may start.
+    fn tasks_loaded(&mut self, list: RecordList<TaskRecord>, now: Instant) {
+        for malformed in &list.malformed {
+            self.warn(format!(
+                "task record {} does not decode and is skipped: {}",
+                malformed.key, malformed.reason
+            ));
+        }
+        let waiting = self.tasks.load(list.records);
+        self.resume_kills(now);
+        self.out.dirty = true;
+        for status in waiting {
+            self.route_update(status, now);
+        }
+        self.reconcile_after_subscription(now);
+        self.needs_schedule = true;
+    }
+}

@@ -1,0 +1,475 @@
+//! The task table, status updates and kill marks.
+//!
+//! Rules (`docs/architecture.md`; acknowledgements as in the Mesos
+//! scheduler HTTP API doc, `docs/scheduler-http-api.md` in apache/mesos):
+//! - A status update is acknowledged only after its record is stored; one
+//!   whose write fails is not acknowledged, so the agent sends it again.
+//!   Updates without a uuid (the master's own, e.g. reconciliation answers)
+//!   are never acknowledged.
+//! - An update that changes nothing the record stores (the same state: a
+//!   reconciliation answer, a re-sent update whose acknowledgement was lost)
+//!   is not written again; the time it confirmed the record is kept in
+//!   memory ([`TaskEntry::confirmed_at`](super::table::TaskEntry)).
+//! - One write per task is in flight at a time (each is a compare-and-set
+//!   on the record's version); what comes meanwhile waits in the task's
+//!   queue, in order.
+//! - An update for a task we have no record of: terminal ones are
+//!   acknowledged and ignored; live ones are killed, unless still staging
+//!   (it may be a launch whose record write we have not seen succeed).
+//! - A kill is first marked in the record (stored), then KILLs follow, so a
+//!   new leader resumes them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::table::TaskOp;
+use super::{Machine, Pending};
+use crate::coordination::{CoordinationError, Expect, Versioned, Written};
+use crate::mesos::is_terminal;
+use crate::mesos::v1::{self, TaskState, task_status};
+use crate::scheduler::core::io::{StoreOp, StoreResult};
+use crate::scheduler::ids::TaskId;
+use crate::scheduler::metrics::UpdateLabels;
+use crate::scheduler::records::{KillRequest, TaskRecord};
+use crate::scheduler::snapshot::EventKind;
+use crate::scheduler::workload;
+
+/// Grace period of a KILL for a task whose service is gone, and for tasks
+/// unknown to the scheduler.
+pub(super) const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
+/// Status updates held while the task records are being read; more are
+/// dropped unacknowledged (the agents send them again).
+const EARLY_UPDATES: usize = 100_000;
+
+/// What a task request in flight was for.
+#[derive(Debug)]
+pub(super) enum Step {
+    /// An update's record; acknowledge `status` once stored.
+    Update {
+        task: TaskId,
+        status: Box<v1::TaskStatus>,
+        record: Arc<TaskRecord>,
+    },
+    /// A launching task's record; its ACCEPT waits for it.
+    Create {
+        task: TaskId,
+        group: u64,
+        index: usize,
+    },
+    /// A kill mark; its KILLs carry `grace`.
+    KillMark {
+        task: TaskId,
+        record: Arc<TaskRecord>,
+        reason: String,
+        grace: Duration,
+    },
+    /// Deleting an old terminal record.
+    Delete { task: TaskId },
+    /// Re-reading a record after a version conflict.
+    Reload { task: TaskId },
+}
+
+impl Machine {
+    /// A batch of status updates, in stream order.
+    pub(super) fn on_updates(&mut self, batch: Vec<v1::TaskStatus>, now: Instant) {
+        let at = self.unix(now);
+        for status in batch {
+            self.count_update(&status);
+            let reconciliation = status.reason == Some(task_status::Reason::Reconciliation as i32);
+            let finished =
+                self.reconciler
+                    .on_update(&status.task_id.value, reconciliation, now, at);
+            self.reconcile_actions(finished, now);
+            if !self.tasks.is_loaded() {
+                if self.tasks.early.len() < EARLY_UPDATES {
+                    self.tasks.early.push(status);
+                }
+                continue;
+            }
+            self.route_update(status, now);
+        }
+        self.needs_schedule = true;
+    }
+
+    /// Applies an update now, or queues it behind its task's write.
+    pub(super) fn route_update(&mut self, status: v1::TaskStatus, now: Instant) {
+        let task_id = TaskId::from(&status.task_id);
+        match self.tasks.get_mut(&task_id) {
+            None => self.unknown_task_update(task_id, &status, now),
+            Some(entry) if entry.writing => {
+                entry.queued.push_back(TaskOp::Update(Box::new(status)));
+            }
+            Some(_) => self.apply_update(task_id, status, now),
+        }
+    }
+
+    fn apply_update(&mut self, task_id: TaskId, status: v1::TaskStatus, now: Instant) {
+        let at = self.unix(now);
+        let Some(entry) = self.tasks.get_mut(&task_id) else {
+            return;
+        };
+        if !entry.record.changed_by(&status) {
+            entry.confirmed_at = Some(at);
+            self.acknowledge(&status);
+            return;
+        }
+        let Some(version) = entry.version else {
+            entry.queued.push_back(TaskOp::Update(Box::new(status)));
+            return;
+        };
+        let mut record = (*entry.record).clone();
+        record.apply(&status, at);
+        let record = Arc::new(record);
+        entry.writing = true;
+        self.store(
+            StoreOp::PutTask(record.clone(), Expect::Version(version)),
+            Pending::Task(Step::Update {
+                task: task_id,
+                status: Box::new(status),
+                record,
+            }),
+        );
+    }
+
+    fn unknown_task_update(&mut self, task_id: TaskId, status: &v1::TaskStatus, now: Instant) {
+        let state = status.state();
+        if !is_terminal(state) && state != TaskState::TaskStaging {
+            let agent = status.agent_id.as_ref().map(Into::into);
+            let reason = "unknown to the scheduler";
+            if self
+                .kills
+                .request(&task_id, agent, reason, DEFAULT_KILL_GRACE, now)
+            {
+                self.log(
+                    EventKind::Kill,
+                    format!("task {task_id} is unknown to the scheduler ({state}); killing it"),
+                    now,
+                );
+                self.send_due_kills(now);
+            }
+        } else if is_terminal(state) {
+            self.kills.done(&task_id);
+        }
+        self.acknowledge(status);
+    }
+
+    fn count_update(&self, status: &v1::TaskStatus) {
+        let name = |s: Option<&str>| s.unwrap_or("none").to_string();
+        self.metrics
+            .status_updates
+            .get_or_create(&UpdateLabels {
+                state: status.state().as_str_name().into(),
+                source: name(
+                    status
+                        .source
+                        .and_then(|s| task_status::Source::try_from(s).ok())
+                        .map(|s| s.as_str_name()),
+                ),
+                reason: name(
+                    status
+                        .reason
+                        .and_then(|r| task_status::Reason::try_from(r).ok())
+                        .map(|r| r.as_str_name()),
+                ),
+            })
+            .inc();
+    }
+
+    /// Asks for a task's death: marks its record (stored), then KILLs with
+    /// its service's grace period as of now (the service may be going).
+    pub(super) fn request_kill(&mut self, task_id: &TaskId, reason: &str, now: Instant) {
+        let Some(service) = self.tasks.get(task_id).map(|e| e.record.service.clone()) else {
+            return;
+        };
+        let grace = self.kill_grace(&service);
+        let Some(entry) = self.tasks.get_mut(task_id) else {
+            return;
+        };
+        if entry.record.kill.is_some() {
+            self.queue_kill(task_id, grace, now);
+            return;
+        }
+        if entry.kill_wanted {
+            return;
+        }
+        entry.kill_wanted = true;
+        if entry.writing {
+            entry
+                .queued
+                .push_back(TaskOp::MarkKill(reason.to_string(), grace));
+            return;
+        }
+        self.write_kill_mark(task_id.clone(), reason.to_string(), grace, now);
+    }
+
+    fn write_kill_mark(&mut self, task_id: TaskId, reason: String, grace: Duration, now: Instant) {
+        let at = self.unix(now);
+        let Some(entry) = self.tasks.get_mut(&task_id) else {
+            return;
+        };
+        let Some(version) = entry.version.filter(|_| entry.record.kill.is_none()) else {
+            entry.kill_wanted = false;
+            self.queue_kill(&task_id, grace, now);
+            return;
+        };
+        let mut record = (*entry.record).clone();
+        record.kill = Some(KillRequest {
+            reason: reason.clone(),
+            requested_at: at,
+            attempts: 0,
+        });
+        let record = Arc::new(record);
+        entry.writing = true;
+        self.store(
+            StoreOp::PutTask(record.clone(), Expect::Version(version)),
+            Pending::Task(Step::KillMark {
+                task: task_id,
+                record,
+                reason,
+                grace,
+            }),
+        );
+    }
+
+    /// Queues KILLs for a task whose record carries its kill mark.
+    fn queue_kill(&mut self, task_id: &TaskId, grace: Duration, now: Instant) {
+        let Some(entry) = self.tasks.get(task_id) else {
+            return;
+        };
+        let record = entry.record.clone();
+        let Some(kill) = record.kill.as_ref().filter(|_| !record.is_terminal()) else {
+            return;
+        };
+        let agent = (!record.agent_id.is_empty()).then(|| record.agent_id.clone());
+        self.kills.request(task_id, agent, &kill.reason, grace, now);
+    }
+
+    /// The KILL grace period of a service's tasks.
+    fn kill_grace(&self, service: &str) -> Duration {
+        self.services
+            .get(service)
+            .map_or(DEFAULT_KILL_GRACE, |s| s.spec.kill_grace_period)
+    }
+
+    /// Every task a previous term marked for killing and has not seen end
+    /// gets its KILL again (KILL is never acknowledged and may be lost), or
+    /// a replaced task would run on beside its replacement.
+    pub(super) fn resume_kills(&mut self, now: Instant) {
+        let marked: Vec<TaskId> = self
+            .tasks
+            .iter()
+            .filter(|(_, e)| e.record.kill.is_some() && !e.record.is_terminal())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for task_id in marked {
+            let Some(service) = self.tasks.get(&task_id).map(|e| e.record.service.clone()) else {
+                continue;
+            };
+            let grace = self.kill_grace(&service);
+            self.queue_kill(&task_id, grace, now);
+        }
+    }
+
+    pub(super) fn on_task_stored(&mut self, step: Step, result: StoreResult, now: Instant) {
+        let StoreResult::Written(written) = result else {
+            if let (Step::Reload { task }, StoreResult::Task(read)) = (&step, result) {
+                self.reloaded(task.clone(), *read, now);
+            }
+            return;
+        };
+        match step {
+            Step::Update {
+                task,
+                status,
+                record,
+            } => match written {
+                Ok(Written::Version(version)) => {
+                    let at = self.unix(now);
+                    let Some(entry) = self.tasks.get_mut(&task) else {
+                        return;
+                    };
+                    entry.record = record.clone();
+                    entry.version = Some(version);
+                    entry.writing = false;
+                    entry.confirmed_at = Some(at);
+                    self.out.dirty = true;
+                    // The workload may have changed (an instance ended, a
+                    // replacement runs): decide again.
+                    self.needs_schedule = true;
+                    self.note_transition(&record, now);
+                    self.acknowledge(&status);
+                    self.drain(&task, now);
+                }
+                other => {
+                    let (e, why) = failure(other);
+                    let state = status.state();
+                    let message = format!(
+                        "could not store the {state} update of {task}: {why}; not acknowledged"
+                    );
+                    self.log(EventKind::Error, message, now);
+                    self.write_failed(task, e, now);
+                }
+            },
+            Step::Create { task, group, index } => {
+                self.launch_stored(task, group, index, written, now);
+            }
+            Step::KillMark {
+                task,
+                record,
+                reason,
+                grace,
+            } => match written {
+                Ok(Written::Version(version)) => {
+                    if let Some(entry) = self.tasks.get_mut(&task) {
+                        entry.record = record;
+                        entry.version = Some(version);
+                        entry.writing = false;
+                        entry.kill_wanted = false;
+                    } else {
+                        return;
+                    }
+                    self.out.dirty = true;
+                    self.log(EventKind::Kill, format!("killing {task}: {reason}"), now);
+                    self.queue_kill(&task, grace, now);
+                    self.send_due_kills(now);
+                    self.drain(&task, now);
+                }
+                other => {
+                    let (e, why) = failure(other);
+                    let message = format!("could not mark {task} for killing: {why}");
+                    self.log(EventKind::Error, message, now);
+                    if let Some(entry) = self.tasks.get_mut(&task) {
+                        entry.kill_wanted = false;
+                    }
+                    self.write_failed(task, e, now);
+                }
+            },
+            Step::Delete { task } => match written {
+                Ok(_) => {
+                    self.tasks.entries.remove(&task);
+                    self.out.dirty = true;
+                }
+                Err(e) => self.write_failed(task, Some(e), now),
+            },
+            Step::Reload { task } => self.write_failed(task, None, now),
+        }
+    }
+
+    /// A write failed: on a version conflict the record is read again,
+    /// otherwise what waits goes on.
+    fn write_failed(&mut self, task: TaskId, error: Option<CoordinationError>, now: Instant) {
+        let Some(entry) = self.tasks.get_mut(&task) else {
+            return;
+        };
+        if matches!(error, Some(CoordinationError::VersionConflict { .. })) {
+            self.store(
+                StoreOp::ReadTask(task.clone()),
+                Pending::Task(Step::Reload { task }),
+            );
+            return;
+        }
+        entry.writing = false;
+        self.drain(&task, now);
+    }
+
+    fn reloaded(
+        &mut self,
+        task: TaskId,
+        read: Result<Option<Versioned<TaskRecord>>, CoordinationError>,
+        now: Instant,
+    ) {
+        let Some(entry) = self.tasks.get_mut(&task) else {
+            return;
+        };
+        match read {
+            Ok(Some(v)) => {
+                entry.record = Arc::new(v.value);
+                entry.version = Some(v.version);
+                entry.writing = false;
+                self.out.dirty = true;
+                self.drain(&task, now);
+            }
+            Ok(None) => {
+                // Someone deleted it: the task is no longer ours to track;
+                // reconciliation finds it if it runs.
+                self.tasks.entries.remove(&task);
+                self.out.dirty = true;
+            }
+            Err(e) => {
+                entry.writing = false;
+                self.warn(format!("could not read the record of {task} again: {e}"));
+                self.drain(&task, now);
+            }
+        }
+    }
+
+    /// Runs what waited for a task's write, until a new write starts.
+    pub(super) fn drain(&mut self, task: &TaskId, now: Instant) {
+        loop {
+            let Some(entry) = self.tasks.get_mut(task) else {
+                return;
+            };
+            if entry.writing {
+                return;
+            }
+            let Some(op) = entry.queued.pop_front() else {
+                return;
+            };
+            match op {
+                TaskOp::Update(status) => self.apply_update(task.clone(), *status, now),
+                TaskOp::MarkKill(reason, grace) => {
+                    self.write_kill_mark(task.clone(), reason, grace, now)
+                }
+            }
+        }
+    }
+
+    /// Bookkeeping after a stored update: kills done, restart backoff,
+    /// events.
+    fn note_transition(&mut self, record: &TaskRecord, now: Instant) {
+        let state = record.state;
+        if state == TaskState::TaskRunning {
+            self.backoff
+                .entry(record.service.clone())
+                .or_default()
+                .running(&record.task_id, now);
+        }
+        if !is_terminal(state) {
+            return;
+        }
+        let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
+        let last = record.timeline.last();
+        if let Some(spec) = self.services.get(&record.service).map(|s| s.spec.clone()) {
+            let failed = !wanted_dead && workload::counts_as_failure_of(record);
+            self.backoff
+                .entry(record.service.clone())
+                .or_default()
+                .terminal(&spec, &record.task_id, failed, now);
+        }
+        if wanted_dead {
+            return;
+        }
+        let detail = last
+            .and_then(|e| e.message.as_ref())
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        self.log(
+            EventKind::Task,
+            format!("task {} is {state}{detail}", record.task_id),
+            now,
+        );
+    }
+}
+
+/// A write's failure: the error, if it was one, and what to say.
+fn failure(written: Result<Written, CoordinationError>) -> (Option<CoordinationError>, String) {
+    match written {
+        Err(e) => {
+            let why = e.to_string();
+            (Some(e), why)
+        }
+        Ok(other) => (None, format!("unexpected answer {other:?}")),
+    }
+}

@@ -1,0 +1,107 @@
+//! Commands: answered while writes are in flight, with the store's error
+//! kinds kept.
+
+use super::*;
+use crate::scheduler::commands::CommandError;
+use crate::scheduler::snapshot::{FrameworkState, ReconcileKind};
+
+#[tokio::test(start_paused = true)]
+async fn commands_are_answered_while_a_write_is_in_flight() {
+    let spec = service("web", 1);
+    let staging = TaskRecord {
+        state: TaskState::TaskStaging,
+        ..running_record("web", 0, &spec)
+    };
+    let mut h = Harness::leader(&[spec], &[staging]);
+    h.subscribe();
+    h.answer_all();
+    // A task write hangs (ZooKeeper is slow)...
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("u")));
+    assert_eq!(h.stores.len(), 1);
+    // ...and a reconciliation request is answered at once,
+    let id = h.command(Request::Reconcile(ReconcileKind::Implicit));
+    assert!(matches!(h.reply(id), Some(Answer::Reconcile(Ok(_)))));
+    // heartbeats keep the snapshot's event time current,
+    h.feed(Input::Heartbeat);
+    let seen = h.snapshot().await.framework.last_event_at;
+    assert!(seen.is_some());
+    // and a service change waits only for its own write.
+    let put = h.command(Request::PutService(Box::new(service("db", 1))));
+    assert!(h.reply(put).is_none());
+    let (id, op) = h.stores.pop_back().expect("the service write");
+    assert!(matches!(op, StoreOp::PutService(..)));
+    let result = h.store.apply(op);
+    h.feed(Input::Stored { id, result });
+    assert!(matches!(h.reply(put), Some(Answer::Service(Ok(false)))));
+    assert!(h.acks.is_empty(), "the task write still hangs");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_written_by_someone_else_answers_a_version_conflict() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    // Someone edits the record in ZooKeeper behind the leader's back.
+    h.store.services.get_mut("web").unwrap().1 = 5;
+    let id = h.command(Request::PutService(Box::new(service("web", 3))));
+    h.answer_next_store();
+    match h.reply(id) {
+        Some(Answer::Service(Err(CommandError::Store(CoordinationError::VersionConflict {
+            ..
+        })))) => {}
+        other => panic!("{other:?}"),
+    }
+    // The services are read again; the next write goes through.
+    assert!(matches!(h.stores.front(), Some((_, StoreOp::ListServices))));
+    h.answer_all();
+    let again = h.command(Request::PutService(Box::new(service("web", 3))));
+    h.answer_all();
+    assert!(matches!(h.reply(again), Some(Answer::Service(Ok(true)))));
+    assert_eq!(h.store.services["web"].1, 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn losing_leadership_during_a_write_answers_leadership_lost() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let id = h.command(Request::DeleteService("web".into()));
+    h.fail_next_store(CoordinationError::NotLeader);
+    assert!(matches!(
+        h.reply(id),
+        Some(Answer::Service(Err(CommandError::LeadershipLost)))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_changes_to_one_service_go_one_after_the_other() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let first = h.command(Request::PutService(Box::new(service("web", 2))));
+    let second = h.command(Request::PutService(Box::new(service("web", 3))));
+    assert_eq!(h.stores.len(), 1, "the second waits for the first");
+    h.answer_all();
+    assert!(matches!(h.reply(first), Some(Answer::Service(Ok(true)))));
+    assert!(matches!(h.reply(second), Some(Answer::Service(Ok(true)))));
+    assert_eq!(h.store.services["web"].0.instances, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn teardown_forgets_the_framework_before_it_answers() {
+    let spec = service("web", 1);
+    let mut h = Harness::running(&spec);
+    let id = h.command(Request::Teardown);
+    assert!(h.reply(id).is_none());
+    h.answer_calls();
+    assert!(h.reply(id).is_none(), "not before the records are gone");
+    h.answer_all();
+    match h.reply(id) {
+        Some(Answer::Teardown(Ok(r))) => {
+            assert_eq!((r.framework_id.as_str(), r.tasks), (FRAMEWORK, 1))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(h.store.framework_id.is_none() && h.store.tasks.is_empty());
+    assert_eq!(h.snapshot().await.framework.state, FrameworkState::Removed);
+}

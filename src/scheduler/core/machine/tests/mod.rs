@@ -1,0 +1,538 @@
+//! The machine's rules, tested without ZooKeeper, Mesos or Java: a
+//! [`Harness`] plays the runner — it answers store operations from an
+//! in-memory store, Mesos calls with 202, and advances paused tokio time,
+//! ticking the machine when it asked to be woken. Tests hold answers back
+//! where the order matters (a write in flight, a lost leadership).
+
+mod commands;
+mod lifecycle;
+mod offers;
+mod tasks;
+mod workload;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Machine, TermInfo};
+use crate::coordination::{CoordinationError, Expect, RecordList, ReplicaInfo, Versioned, Written};
+use crate::mesos::operator::Frameworks;
+use crate::mesos::resources::Resources;
+use crate::mesos::v1::{self, TaskState, task_status};
+use crate::scheduler::config::CoreConfig;
+use crate::scheduler::core::TermOutcome;
+use crate::scheduler::core::io::{
+    Ack, Answer, Effect, Input, MesosCall, OperatorAnswer, OperatorOp, ReplyId, Request, RequestId,
+    StoreOp, StoreResult, SubscribedInfo,
+};
+use crate::scheduler::metrics::Metrics;
+use crate::scheduler::reconcile::ReconcilerConfig;
+use crate::scheduler::records::TaskRecord;
+use crate::scheduler::services::ServiceSpec;
+use crate::scheduler::snapshot::Snapshot;
+
+/// The framework ID the tests register with.
+const FRAMEWORK: &str = "fw-1";
+
+/// Short timers, the command executor.
+fn config() -> CoreConfig {
+    CoreConfig {
+        framework_name: "unit".into(),
+        user: "root".into(),
+        offer_ttl: Duration::from_secs(10),
+        decline_refuse_seconds: 30.0,
+        reconcile: ReconcilerConfig {
+            interval: Duration::from_secs(600),
+            initial_delay: Duration::from_secs(600),
+            cooldown: Duration::from_secs(1),
+            explicit_max_backoff: Duration::from_secs(8),
+            explicit_abort_timeout: Duration::from_secs(30),
+            implicit_window: Duration::from_secs(2),
+        },
+        framework_id_refresh_interval: Duration::from_secs(30),
+        kill_retry_min: Duration::from_secs(2),
+        kill_retry_max: Duration::from_secs(8),
+        snapshot_interval: Duration::from_millis(100),
+        executor_url: None,
+        ..CoreConfig::default()
+    }
+}
+
+/// A service of `instances` tiny tasks.
+fn service(name: &str, instances: u32) -> ServiceSpec {
+    serde_json::from_value(serde_json::json!({
+        "name": name, "command": "sleep 1000", "cpus": 0.1, "mem": 16,
+        "instances": instances, "restart_backoff": "2s", "restart_backoff_max": "8s"
+    }))
+    .expect("a service spec")
+}
+
+/// A stored record of a running task of `service`.
+fn running_record(service: &str, instance: u32, spec: &ServiceSpec) -> TaskRecord {
+    TaskRecord {
+        task_id: format!("{service}.{instance}.stored").into(),
+        service: service.into(),
+        instance,
+        fingerprint: spec.fingerprint(),
+        agent_id: format!("agent-{instance}").into(),
+        hostname: format!("host-{instance}"),
+        executor: crate::scheduler::services::ExecutorKind::Command,
+        executor_id: format!("{service}.{instance}.stored"),
+        ports: Vec::new(),
+        state: TaskState::TaskRunning,
+        launched_at: 1.0,
+        updated_at: 1.0,
+        kill: None,
+        timeline: Vec::new(),
+    }
+}
+
+/// A status update.
+fn status(task: &str, state: TaskState, uuid: Option<&str>) -> v1::TaskStatus {
+    v1::TaskStatus {
+        task_id: v1::TaskId { value: task.into() },
+        state: state as i32,
+        agent_id: Some(v1::AgentId {
+            value: "agent-0".into(),
+        }),
+        uuid: uuid.map(|u| u.as_bytes().to_vec()),
+        source: Some(task_status::Source::Executor as i32),
+        ..Default::default()
+    }
+}
+
+/// A reconciliation answer from the master (no uuid).
+fn reconciled(task: &str, state: TaskState) -> v1::TaskStatus {
+    v1::TaskStatus {
+        reason: Some(task_status::Reason::Reconciliation as i32),
+        source: Some(task_status::Source::Master as i32),
+        ..status(task, state, None)
+    }
+}
+
+/// ZooKeeper as the tests see it: records with versions.
+#[derive(Debug, Default)]
+struct Store {
+    framework_id: Option<String>,
+    services: BTreeMap<String, (ServiceSpec, i32)>,
+    tasks: BTreeMap<String, (TaskRecord, i32)>,
+    /// Task writes performed, by task ID (to count needless ones).
+    task_writes: BTreeMap<String, usize>,
+}
+
+impl Store {
+    fn check(current: Option<i32>, expect: Expect, path: &str) -> Result<i32, CoordinationError> {
+        let conflict = || CoordinationError::VersionConflict {
+            path: path.to_string(),
+        };
+        match (expect, current) {
+            (Expect::Absent | Expect::Any, None) => Ok(0),
+            (Expect::Absent, Some(_)) => Err(conflict()),
+            (Expect::Version(v), Some(c)) if v == c => Ok(c + 1),
+            (Expect::Version(_), _) => Err(conflict()),
+            (Expect::Any, Some(c)) => Ok(c + 1),
+        }
+    }
+
+    /// Performs `op` as ZooKeeper would.
+    fn apply(&mut self, op: StoreOp) -> StoreResult {
+        match op {
+            StoreOp::ReadFrameworkId => {
+                StoreResult::FrameworkId(Ok(self.framework_id.as_deref().map(Into::into)))
+            }
+            StoreOp::StoreFrameworkId(id) => StoreResult::Written(match &self.framework_id {
+                Some(stored) if *stored != id.as_str() => Err(CoordinationError::Mismatch {
+                    stored: stored.clone(),
+                    ours: id.to_string(),
+                }),
+                _ => {
+                    self.framework_id = Some(id.to_string());
+                    Ok(Written::Version(0))
+                }
+            }),
+            StoreOp::DeleteFrameworkId => {
+                let gone = self.framework_id.take().is_some();
+                StoreResult::Written(Ok(if gone {
+                    Written::Deleted
+                } else {
+                    Written::Absent
+                }))
+            }
+            StoreOp::ReadDeployment => StoreResult::Deployment(Ok(None)),
+            StoreOp::WriteDeployment(..) => StoreResult::Written(Ok(Written::Version(0))),
+            StoreOp::ListServices => StoreResult::Services(Ok(RecordList {
+                records: self
+                    .services
+                    .iter()
+                    .map(|(k, (spec, v))| {
+                        (
+                            k.clone(),
+                            Versioned {
+                                value: spec.clone(),
+                                version: *v,
+                            },
+                        )
+                    })
+                    .collect(),
+                malformed: Vec::new(),
+            })),
+            StoreOp::PutService(spec, expect) => {
+                let current = self.services.get(&spec.name).map(|(_, v)| *v);
+                StoreResult::Written(Self::check(current, expect, &spec.name).map(|v| {
+                    self.services
+                        .insert(spec.name.clone(), ((*spec).clone(), v));
+                    Written::Version(v)
+                }))
+            }
+            StoreOp::DeleteService(name, _) => {
+                let gone = self.services.remove(&name).is_some();
+                StoreResult::Written(Ok(if gone {
+                    Written::Deleted
+                } else {
+                    Written::Absent
+                }))
+            }
+            StoreOp::ListTasks => StoreResult::Tasks(Ok(RecordList {
+                records: self
+                    .tasks
+                    .iter()
+                    .map(|(k, (r, v))| {
+                        (
+                            k.clone(),
+                            Versioned {
+                                value: r.clone(),
+                                version: *v,
+                            },
+                        )
+                    })
+                    .collect(),
+                malformed: Vec::new(),
+            })),
+            StoreOp::ReadTask(id) => StoreResult::Task(Box::new(Ok(self
+                .tasks
+                .get(id.as_str())
+                .map(|(r, v)| Versioned {
+                    value: r.clone(),
+                    version: *v,
+                })))),
+            StoreOp::PutTask(record, expect) => {
+                let key = record.task_id.to_string();
+                *self.task_writes.entry(key.clone()).or_default() += 1;
+                let current = self.tasks.get(&key).map(|(_, v)| *v);
+                StoreResult::Written(Self::check(current, expect, &key).map(|v| {
+                    self.tasks.insert(key, ((*record).clone(), v));
+                    Written::Version(v)
+                }))
+            }
+            StoreOp::DeleteTask(id, _) => {
+                let gone = self.tasks.remove(id.as_str()).is_some();
+                StoreResult::Written(Ok(if gone {
+                    Written::Deleted
+                } else {
+                    Written::Absent
+                }))
+            }
+            StoreOp::DeleteAllTasks => {
+                let n = self.tasks.len();
+                self.tasks.clear();
+                StoreResult::Count(Ok(n))
+            }
+        }
+    }
+}
+
+/// The runner's part, played by hand.
+struct Harness {
+    machine: Machine,
+    store: Store,
+    /// Store operations not answered yet, oldest first.
+    stores: VecDeque<(RequestId, StoreOp)>,
+    /// Calls not answered yet.
+    calls: VecDeque<(RequestId, MesosCall)>,
+    /// Every call made, in order (answered or not).
+    call_log: Vec<MesosCall>,
+    operators: VecDeque<(RequestId, OperatorOp)>,
+    acks: Vec<Ack>,
+    replies: Vec<(ReplyId, Answer)>,
+    logs: Vec<String>,
+    snapshot: Option<Snapshot>,
+    started_clients: usize,
+    ended: Option<TermOutcome>,
+    wake_at: Option<Instant>,
+    next_reply: u64,
+}
+
+impl Harness {
+    /// A leader whose store holds `framework_id`, `services` and `tasks`.
+    fn new(
+        cfg: CoreConfig,
+        framework_id: Option<&str>,
+        services: &[ServiceSpec],
+        tasks: &[TaskRecord],
+    ) -> Harness {
+        let mut store = Store {
+            framework_id: framework_id.map(str::to_string),
+            ..Store::default()
+        };
+        for spec in services {
+            store.services.insert(spec.name.clone(), (spec.clone(), 0));
+        }
+        for task in tasks {
+            store
+                .tasks
+                .insert(task.task_id.to_string(), (task.clone(), 3));
+        }
+        let mut registry = prometheus_client::registry::Registry::default();
+        let machine = Machine::new(
+            cfg,
+            TermInfo {
+                term: 1,
+                replica: ReplicaInfo::new("http://unit.test", "d1", "test"),
+                wary: false,
+                initial_services: Vec::new(),
+            },
+            Metrics::register(&mut registry),
+            Instant::now(),
+            1_000_000.0,
+        );
+        Harness {
+            machine,
+            store,
+            stores: VecDeque::new(),
+            calls: VecDeque::new(),
+            call_log: Vec::new(),
+            operators: VecDeque::new(),
+            acks: Vec::new(),
+            replies: Vec::new(),
+            logs: Vec::new(),
+            snapshot: None,
+            started_clients: 0,
+            ended: None,
+            wake_at: None,
+            next_reply: 0,
+        }
+    }
+
+    /// A leader with a stored framework ID, started, its stores answered.
+    fn leader(services: &[ServiceSpec], tasks: &[TaskRecord]) -> Harness {
+        let mut h = Harness::new(config(), Some(FRAMEWORK), services, tasks);
+        h.start();
+        h.answer_stores();
+        h
+    }
+
+    /// A subscribed leader of `spec` whose instance 0 runs, I/O settled.
+    fn running(spec: &ServiceSpec) -> Harness {
+        let mut h = Harness::leader(
+            std::slice::from_ref(spec),
+            &[running_record(&spec.name, 0, spec)],
+        );
+        h.subscribe();
+        h.answer_all();
+        h
+    }
+
+    fn take(&mut self, effects: crate::scheduler::core::io::Effects) {
+        for effect in effects.items {
+            match effect {
+                Effect::Store { id, op } => self.stores.push_back((id, op)),
+                Effect::Call { id, call } => {
+                    self.call_log.push(call.clone());
+                    self.calls.push_back((id, call));
+                }
+                Effect::Acknowledge(acks) => self.acks.extend(acks),
+                Effect::Operator { id, op } => self.operators.push_back((id, op)),
+                Effect::StartClient(_) => self.started_clients += 1,
+                Effect::StopClient => {}
+                Effect::Publish(snapshot) => self.snapshot = Some(*snapshot),
+                Effect::Log(entry) => self.logs.push(entry.message),
+                Effect::Warn(message) => self.logs.push(message),
+                Effect::Reply { id, answer } => self.replies.push((id, answer)),
+                Effect::EndTerm(outcome) => self.ended = Some(outcome),
+            }
+        }
+        if effects.wake_at.is_some() {
+            self.wake_at = effects.wake_at;
+        }
+    }
+
+    fn start(&mut self) {
+        let effects = self.machine.start(Instant::now());
+        self.take(effects);
+    }
+
+    /// Feeds one input, then settles (as the runner does after a batch).
+    fn feed(&mut self, input: Input) {
+        let now = Instant::now();
+        let effects = self.machine.handle(input, now);
+        self.take(effects);
+        let effects = self.machine.settle(now);
+        self.take(effects);
+    }
+
+    /// Answers every store operation (and those they lead to).
+    fn answer_stores(&mut self) {
+        while let Some((id, op)) = self.stores.pop_front() {
+            let result = self.store.apply(op);
+            self.feed(Input::Stored { id, result });
+        }
+    }
+
+    /// Answers the oldest store operation from the store; returns it.
+    fn answer_next_store(&mut self) -> StoreOp {
+        let (id, op) = self.stores.pop_front().expect("a store operation");
+        let result = self.store.apply(op.clone());
+        self.feed(Input::Stored { id, result });
+        op
+    }
+
+    /// Answers the oldest store operation with `error` instead.
+    fn fail_next_store(&mut self, error: CoordinationError) -> StoreOp {
+        let (id, op) = self.stores.pop_front().expect("a store operation");
+        let result = match &op {
+            StoreOp::PutTask(..)
+            | StoreOp::PutService(..)
+            | StoreOp::DeleteService(..)
+            | StoreOp::DeleteTask(..) => StoreResult::Written(Err(error)),
+            other => panic!("fail_next_store on {other:?}"),
+        };
+        self.feed(Input::Stored { id, result });
+        op
+    }
+
+    /// Answers every call with 202.
+    fn answer_calls(&mut self) {
+        while let Some((id, _)) = self.calls.pop_front() {
+            self.feed(Input::Called { id, result: Ok(()) });
+        }
+    }
+
+    /// Answers operator calls: no frameworks on the master.
+    fn answer_operators(&mut self) {
+        while let Some((id, _)) = self.operators.pop_front() {
+            self.feed(Input::Operator {
+                id,
+                answer: OperatorAnswer::Frameworks(Ok(Frameworks::default())),
+            });
+        }
+    }
+
+    /// All I/O answered until nothing is left.
+    fn answer_all(&mut self) {
+        while !(self.stores.is_empty() && self.calls.is_empty() && self.operators.is_empty()) {
+            self.answer_stores();
+            self.answer_calls();
+            self.answer_operators();
+        }
+    }
+
+    fn subscribe(&mut self) {
+        self.feed(Input::Subscribed(SubscribedInfo {
+            framework_id: FRAMEWORK.into(),
+            master: "http://master.test:5050".into(),
+            master_version: Some("1.12.0".into()),
+            heartbeat_interval: Duration::from_secs(15),
+            heartbeat_timeout: Duration::from_secs(75),
+        }));
+    }
+
+    /// One offer of `cpus` and 1 GB on agent `agent`.
+    fn offer(&mut self, id: &str, agent: &str, cpus: f64) {
+        let resources = Resources::parse(&format!("cpus:{cpus};mem:1024"))
+            .expect("resources")
+            .to_protos(None);
+        self.feed(Input::Offers(vec![v1::Offer {
+            id: v1::OfferId { value: id.into() },
+            agent_id: v1::AgentId {
+                value: agent.into(),
+            },
+            hostname: format!("{agent}.test"),
+            resources,
+            ..Default::default()
+        }]));
+    }
+
+    fn update(&mut self, status: v1::TaskStatus) {
+        self.feed(Input::Updates(vec![status]));
+    }
+
+    /// Sends command `request`; returns its reply ID.
+    fn command(&mut self, request: Request) -> ReplyId {
+        self.next_reply += 1;
+        let id = ReplyId(self.next_reply);
+        self.feed(Input::Command { id, request });
+        id
+    }
+
+    /// The answer to command `id`, if given.
+    fn reply(&self, id: ReplyId) -> Option<&Answer> {
+        self.replies.iter().find(|(r, _)| *r == id).map(|(_, a)| a)
+    }
+
+    /// Advances paused time by `by`, ticking the machine whenever it asked.
+    async fn advance(&mut self, by: Duration) {
+        let end = Instant::now() + by;
+        loop {
+            let next = self.wake_at.filter(|w| *w <= end);
+            let Some(wake) = next else {
+                tokio::time::advance(end.saturating_duration_since(Instant::now())).await;
+                return;
+            };
+            tokio::time::advance(wake.saturating_duration_since(Instant::now())).await;
+            self.wake_at = None;
+            self.feed(Input::Tick);
+            if self.wake_at.is_none_or(|w| w <= Instant::now()) && self.wake_at.is_some() {
+                // Due again at once: let time move on to avoid spinning.
+                tokio::time::advance(Duration::from_millis(1)).await;
+            }
+        }
+    }
+
+    /// Calls made so far, cleared.
+    fn drain_call_log(&mut self) -> Vec<MesosCall> {
+        std::mem::take(&mut self.call_log)
+    }
+
+    /// The task IDs launched by the ACCEPTs in `calls`.
+    fn launched(calls: &[MesosCall]) -> Vec<String> {
+        calls
+            .iter()
+            .filter_map(|c| match c {
+                MesosCall::Accept { operations, .. } => Some(operations),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|op| op.launch.as_ref())
+            .flat_map(|l| l.task_infos.iter().map(|t| t.task_id.value.clone()))
+            .collect()
+    }
+
+    /// The latest snapshot (forcing one out if the throttle held it).
+    async fn snapshot(&mut self) -> &Snapshot {
+        self.advance(Duration::from_millis(200)).await;
+        self.snapshot.as_ref().expect("a snapshot")
+    }
+
+    /// The stored state of task `id`.
+    fn stored(&self, id: &str) -> Option<&TaskRecord> {
+        self.store.tasks.get(id).map(|(r, _)| r)
+    }
+
+    /// The call types of `calls`, in order.
+    fn kinds_of_calls(calls: &[MesosCall]) -> Vec<&'static str> {
+        calls
+            .iter()
+            .map(|c| match c {
+                MesosCall::Accept { .. } => "ACCEPT",
+                MesosCall::Decline { .. } => "DECLINE",
+                MesosCall::Kill { .. } => "KILL",
+                MesosCall::Reconcile(_) => "RECONCILE",
+                MesosCall::Suppress => "SUPPRESS",
+                MesosCall::Revive => "REVIVE",
+                MesosCall::Message { .. } => "MESSAGE",
+                MesosCall::Teardown => "TEARDOWN",
+            })
+            .collect()
+    }
+}

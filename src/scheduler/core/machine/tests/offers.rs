@@ -1,0 +1,103 @@
+//! Launches and offers: records before ACCEPT, an ACCEPT only on the
+//! subscription its offer came from, SUPPRESS once done, REVIVE before new
+//! work, decline filters.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn records_are_stored_before_the_accept_that_launches_them() {
+    let mut h = Harness::leader(&[service("web", 2)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    h.offer("o1", "agent-1", 4.0);
+    let creates: Vec<String> = h
+        .stores
+        .iter()
+        .filter_map(|(_, op)| match op {
+            StoreOp::PutTask(r, Expect::Absent) => Some(r.task_id.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(creates.len(), 2);
+    assert!(h.drain_call_log().is_empty(), "no call before the records");
+    h.answer_stores();
+    let calls = h.drain_call_log();
+    // Done: offers are suppressed, after the ACCEPT.
+    assert_eq!(Harness::kinds_of_calls(&calls), ["ACCEPT", "SUPPRESS"]);
+    assert_eq!(Harness::launched(&calls), creates);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_whose_record_failed_is_left_out_of_the_accept() {
+    let mut h = Harness::leader(&[service("web", 2)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.offer("o1", "agent-1", 4.0);
+    let failed = match h.fail_next_store(CoordinationError::Unavailable("gone".into())) {
+        StoreOp::PutTask(r, _) => r.task_id.to_string(),
+        other => panic!("{other:?}"),
+    };
+    h.answer_stores();
+    let launched = Harness::launched(&h.drain_call_log());
+    assert_eq!(launched.len(), 1);
+    assert!(!launched.contains(&failed));
+    assert!(
+        h.logs
+            .iter()
+            .any(|l| l.contains(&format!("not launching {failed}")))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_accept_is_not_sent_once_its_subscription_ended() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    h.offer("o1", "agent-1", 4.0);
+    h.feed(Input::Disconnected(
+        crate::mesos::client::DisconnectReason::EndOfStream,
+    ));
+    h.answer_stores();
+    let calls = h.drain_call_log();
+    assert!(Harness::launched(&calls).is_empty(), "{calls:?}");
+    // The record stays for reconciliation; after the next subscription the
+    // explicit run asks about it.
+    h.subscribe();
+    let calls = h.drain_call_log();
+    let asked = calls
+        .iter()
+        .any(|c| matches!(c, MesosCall::Reconcile(list) if list.len() == 1));
+    assert!(asked, "{calls:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn offers_are_suppressed_when_done_and_revived_before_new_launches() {
+    let spec = service("web", 1);
+    let mut h = Harness::leader(
+        std::slice::from_ref(&spec),
+        &[running_record("web", 0, &spec)],
+    );
+    h.subscribe();
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let kinds = Harness::kinds_of_calls(&calls);
+    assert_eq!(kinds, ["RECONCILE", "SUPPRESS", "DECLINE"]);
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, MesosCall::Decline { refuse_seconds: Some(r), .. } if *r == 30.0)),
+        "declined with --decline-refuse-seconds: {calls:?}"
+    );
+    // More instances: REVIVE first, then the launch on the next offer.
+    let reply = h.command(Request::PutService(Box::new(service("web", 2))));
+    h.answer_all();
+    assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
+    assert_eq!(Harness::kinds_of_calls(&h.drain_call_log()), ["REVIVE"]);
+    h.offer("o2", "agent-2", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(Harness::kinds_of_calls(&calls), ["ACCEPT", "SUPPRESS"]);
+}

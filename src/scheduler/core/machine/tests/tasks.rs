@@ -1,0 +1,212 @@
+//! Status updates: acknowledged after their record is stored, not written
+//! again when they change nothing, one write per task at a time; kills
+//! marked, then retried with backoff.
+
+use std::time::Duration;
+
+use super::*;
+
+fn staging_record(spec: &ServiceSpec) -> TaskRecord {
+    TaskRecord {
+        state: TaskState::TaskStaging,
+        ..running_record(&spec.name, 0, spec)
+    }
+}
+
+fn acked(h: &Harness) -> Vec<String> {
+    h.acks
+        .iter()
+        .map(|a| String::from_utf8_lossy(&a.uuid).into_owned())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_update_is_acknowledged_only_after_its_record_is_stored() {
+    let spec = service("web", 1);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
+    h.subscribe();
+    h.answer_all();
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("u1")));
+    assert!(
+        matches!(h.stores.front(), Some((_, StoreOp::PutTask(r, Expect::Version(3)))) if r.state == TaskState::TaskRunning)
+    );
+    assert!(h.acks.is_empty(), "not before the write");
+    h.answer_stores();
+    assert_eq!(acked(&h), ["u1"]);
+    assert_eq!(
+        h.stored("web.0.stored").unwrap().state,
+        TaskState::TaskRunning
+    );
+
+    // A write that fails is not acknowledged: the agent sends it again.
+    h.update(status("web.0.stored", TaskState::TaskFailed, Some("u2")));
+    h.fail_next_store(CoordinationError::Unavailable("connection loss".into()));
+    assert_eq!(acked(&h), ["u1"]);
+    assert!(
+        h.logs.iter().any(|l| l.contains("not acknowledged")),
+        "{:?}",
+        h.logs
+    );
+    h.update(status("web.0.stored", TaskState::TaskFailed, Some("u2")));
+    h.answer_stores();
+    assert_eq!(acked(&h), ["u1", "u2"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_update_that_changes_nothing_is_not_written_again() {
+    let spec = service("web", 1);
+    let mut h = Harness::running(&spec);
+    // An agent re-sending RUNNING (our acknowledgement was lost), and the
+    // master answering a reconciliation: both confirm the stored state.
+    h.update(status(
+        "web.0.stored",
+        TaskState::TaskRunning,
+        Some("again"),
+    ));
+    h.update(reconciled("web.0.stored", TaskState::TaskRunning));
+    assert!(h.stores.is_empty(), "{:?}", h.stores);
+    assert_eq!(
+        acked(&h),
+        ["again"],
+        "acknowledged at once: the record holds it"
+    );
+    assert!(h.store.task_writes.is_empty());
+    assert!(
+        h.machine
+            .tasks
+            .get("web.0.stored")
+            .unwrap()
+            .confirmed_at
+            .is_some()
+    );
+    // A health check's report is news, though the state is the same.
+    let report = v1::TaskStatus {
+        reason: Some(task_status::Reason::TaskHealthCheckStatusUpdated as i32),
+        healthy: Some(false),
+        ..status("web.0.stored", TaskState::TaskRunning, Some("health"))
+    };
+    h.update(report);
+    assert_eq!(h.stores.len(), 1);
+    h.answer_stores();
+    assert_eq!(acked(&h), ["again", "health"]);
+    // So is a new state.
+    h.update(status("web.0.stored", TaskState::TaskFinished, Some("end")));
+    assert_eq!(h.stores.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn updates_of_one_task_wait_for_its_write_in_flight() {
+    let spec = service("web", 1);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
+    h.subscribe();
+    h.answer_all();
+    h.update(status("web.0.stored", TaskState::TaskStarting, Some("a")));
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("b")));
+    assert_eq!(h.stores.len(), 1, "the second waits for the first's write");
+    h.answer_next_store();
+    assert_eq!(acked(&h), ["a"]);
+    assert!(
+        matches!(h.stores.front(), Some((_, StoreOp::PutTask(r, Expect::Version(4)))) if r.state == TaskState::TaskRunning)
+    );
+    h.answer_next_store();
+    assert_eq!(acked(&h), ["a", "b"]);
+    let record = h.stored("web.0.stored").unwrap();
+    assert_eq!(record.state, TaskState::TaskRunning);
+    assert_eq!(record.timeline.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_version_conflict_reads_the_record_again() {
+    let spec = service("web", 1);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
+    h.subscribe();
+    h.answer_all();
+    // Someone else wrote the record meanwhile.
+    h.store.tasks.get_mut("web.0.stored").unwrap().1 = 9;
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("u")));
+    h.answer_next_store();
+    assert!(h.acks.is_empty());
+    assert!(matches!(h.stores.front(), Some((_, StoreOp::ReadTask(_)))));
+    h.answer_next_store();
+    assert_eq!(
+        h.machine.tasks.get("web.0.stored").unwrap().version,
+        Some(9)
+    );
+    // The agent sends the update again; now it is stored.
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("u")));
+    h.answer_stores();
+    assert_eq!(acked(&h), ["u"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_surplus_task_is_marked_then_killed_with_backoff_until_it_ends() {
+    let spec = service("web", 1);
+    let tasks = [
+        running_record("web", 0, &spec),
+        running_record("web", 1, &spec),
+    ];
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    // The mark comes first, stored; no KILL before it is.
+    let calls = h.drain_call_log();
+    assert!(!Harness::kinds_of_calls(&calls).contains(&"KILL"));
+    let marked = h
+        .stores
+        .iter()
+        .find_map(|(_, op)| match op {
+            StoreOp::PutTask(r, _) => r.kill.clone(),
+            _ => None,
+        })
+        .expect("a kill mark");
+    assert_eq!(marked.reason, "scaled down");
+    h.answer_all();
+    let t0 = Instant::now();
+    let mut kills = vec![];
+    for _ in 0..20 {
+        let calls = h.drain_call_log();
+        if calls
+            .iter()
+            .any(|c| matches!(c, MesosCall::Kill { task_id, .. } if task_id == "web.1.stored"))
+        {
+            kills.push((Instant::now() - t0).as_secs());
+        }
+        h.advance(Duration::from_secs(1)).await;
+        h.answer_all();
+    }
+    // 2, 4, 8, 8 s apart.
+    assert_eq!(kills, [0, 2, 6, 14]);
+    h.update(status("web.1.stored", TaskState::TaskKilled, Some("k")));
+    h.answer_all();
+    h.drain_call_log();
+    h.advance(Duration::from_secs(20)).await;
+    let calls = h.drain_call_log();
+    assert!(
+        !Harness::kinds_of_calls(&calls).contains(&"KILL"),
+        "{calls:?}"
+    );
+    assert_eq!(h.snapshot().await.services[0].running, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_term_resumes_the_kills_of_the_last_one() {
+    let spec = service("web", 1);
+    let mut doomed = running_record("web", 1, &spec);
+    doomed.kill = Some(crate::scheduler::records::KillRequest {
+        reason: "scaled down".into(),
+        requested_at: 1.0,
+        attempts: 3,
+    });
+    let mut h = Harness::leader(
+        std::slice::from_ref(&spec),
+        &[running_record("web", 0, &spec), doomed],
+    );
+    h.subscribe();
+    let calls = h.drain_call_log();
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, MesosCall::Kill { task_id, .. } if task_id == "web.1.stored")),
+        "{calls:?}"
+    );
+    assert!(h.stores.is_empty(), "already marked: no new write");
+}

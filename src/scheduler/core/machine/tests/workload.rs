@@ -1,0 +1,77 @@
+//! The workload's rules over time: restart backoff and the rolling upgrade.
+
+use std::time::Duration;
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_task_is_replaced_after_the_restart_backoff() {
+    let spec = service("web", 1);
+    let mut h = Harness::running(&spec);
+    let failed = v1::TaskStatus {
+        message: Some("exit 1".into()),
+        ..status("web.0.stored", TaskState::TaskFailed, Some("f"))
+    };
+    h.update(failed);
+    h.answer_all();
+    h.drain_call_log();
+    // Offers come at once; the replacement waits for the 2 s backoff.
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    assert!(Harness::launched(&h.drain_call_log()).is_empty());
+    let s = h.snapshot().await;
+    assert_eq!(s.services[0].consecutive_failures, 1);
+    assert!(s.services[0].next_launch_after.is_some());
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
+    assert!(
+        h.logs
+            .iter()
+            .any(|l| l.contains("task web.0.stored is TASK_FAILED: exit 1"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_spec_replaces_one_task_at_a_time() {
+    let old = service("web", 2);
+    let tasks = [
+        running_record("web", 0, &old),
+        running_record("web", 1, &old),
+    ];
+    let mut h = Harness::leader(&[old], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let mut new = service("web", 2);
+    new.command = crate::scheduler::services::CommandSpec::Shell("sleep 2000".into());
+    let reply = h.command(Request::PutService(Box::new(new)));
+    h.answer_all();
+    assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
+    let marked = |h: &Harness| -> Vec<String> {
+        h.store
+            .tasks
+            .values()
+            .filter(|(r, _)| r.kill.is_some())
+            .map(|(r, _)| r.task_id.to_string())
+            .collect()
+    };
+    assert_eq!(marked(&h), ["web.0.stored"], "the lowest instance first");
+    // Killed; its replacement launches, and only once it runs does the
+    // next old task go.
+    h.update(status("web.0.stored", TaskState::TaskKilled, Some("k0")));
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    let launched = Harness::launched(&h.drain_call_log());
+    assert_eq!(launched.len(), 1);
+    assert!(launched[0].starts_with("web.0."));
+    h.advance(Duration::from_secs(3)).await;
+    h.answer_all();
+    assert_eq!(
+        marked(&h),
+        ["web.0.stored"],
+        "the replacement is not running yet"
+    );
+    h.update(status(&launched[0], TaskState::TaskRunning, Some("r")));
+    h.answer_all();
+    assert_eq!(marked(&h), ["web.0.stored", "web.1.stored"]);
+}

@@ -1,0 +1,244 @@
+//! Mesos calls for the runner.
+//!
+//! - Offer calls (ACCEPT, DECLINE, SUPPRESS, REVIVE) go through one ordered
+//!   lane: a REVIVE must not overtake the DECLINE whose filter it clears,
+//!   nor a SUPPRESS the REVIVE before it. Consecutive ACCEPTs and DECLINEs
+//!   are sent together; SUPPRESS and REVIVE wait for what is before them.
+//! - KILL, RECONCILE, MESSAGE and TEARDOWN go at once, at most
+//!   [`CALLS_IN_FLIGHT`] together.
+//! - Acknowledgements go at once, at most [`ACKS_IN_FLIGHT`] together, on
+//!   the client's keep-alive connections; a failed one is only logged (the
+//!   agent sends the update again).
+//!
+//! Every call uses the client of the moment: after a re-subscription the new
+//! stream ID; with no client, the call fails with `NotSubscribed`.
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::join_all;
+use tokio::sync::{Semaphore, mpsc};
+
+use super::{Msg, Work};
+use crate::mesos::client::{CallError, SchedulerClient};
+use crate::mesos::v1::scheduler::{Call, call};
+use crate::mesos::v1::{self};
+use crate::scheduler::core::io::{Ack, Input, MesosCall, RequestId};
+
+/// Calls other than offer calls and acknowledgements in flight at once.
+const CALLS_IN_FLIGHT: usize = 64;
+/// Acknowledgements in flight at once.
+const ACKS_IN_FLIGHT: usize = 128;
+/// ACCEPTs and DECLINEs of the offer lane sent together.
+const OFFER_CALLS_TOGETHER: usize = 32;
+
+/// The client calls go through, replaced on every start.
+pub(super) type SharedClient = Arc<Mutex<Option<SchedulerClient>>>;
+
+fn current(client: &SharedClient) -> Option<SchedulerClient> {
+    client.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// The call side of the runner.
+pub(super) struct CallLanes {
+    client: SharedClient,
+    offers: mpsc::UnboundedSender<(RequestId, MesosCall)>,
+    calls: Arc<Semaphore>,
+    acks: Arc<Semaphore>,
+    results: mpsc::UnboundedSender<Msg>,
+    work: Work,
+}
+
+impl CallLanes {
+    pub(super) fn new(
+        client: SharedClient,
+        results: mpsc::UnboundedSender<Msg>,
+        work: Work,
+    ) -> CallLanes {
+        let (offers, queue) = mpsc::unbounded_channel();
+        work.spawn(offer_lane(client.clone(), queue, results.clone()));
+        CallLanes {
+            client,
+            offers,
+            calls: Arc::new(Semaphore::new(CALLS_IN_FLIGHT)),
+            acks: Arc::new(Semaphore::new(ACKS_IN_FLIGHT)),
+            results,
+            work,
+        }
+    }
+
+    /// Sends `call`; its result comes back as [`Input::Called`].
+    pub(super) fn submit(&self, id: RequestId, call: MesosCall) {
+        if is_offer_call(&call) {
+            let _ = self.offers.send((id, call));
+            return;
+        }
+        let client = self.client.clone();
+        let permits = self.calls.clone();
+        let results = self.results.clone();
+        self.work.spawn(async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            let result = send(current(&client), call).await;
+            let _ = results.send(Msg::Input(Input::Called { id, result }));
+        });
+    }
+
+    /// Acknowledges the updates, concurrently.
+    pub(super) fn acknowledge(&self, acks: Vec<Ack>) {
+        let Some(client) = current(&self.client) else {
+            return;
+        };
+        for ack in acks {
+            let client = client.clone();
+            let permits = self.acks.clone();
+            self.work.spawn(async move {
+                let Ok(_permit) = permits.acquire_owned().await else {
+                    return;
+                };
+                let task = ack.task_id.clone();
+                let result = client
+                    .acknowledge(ack.agent_id.to_proto(), ack.task_id.to_proto(), ack.uuid)
+                    .await;
+                if let Err(e) = result {
+                    tracing::warn!(task_id = %task, error = %e, "acknowledge failed; the agent will re-send");
+                }
+            });
+        }
+    }
+}
+
+fn is_offer_call(call: &MesosCall) -> bool {
+    matches!(
+        call,
+        MesosCall::Accept { .. }
+            | MesosCall::Decline { .. }
+            | MesosCall::Suppress
+            | MesosCall::Revive
+    )
+}
+
+/// The ordered lane of offer calls.
+async fn offer_lane(
+    client: SharedClient,
+    mut queue: mpsc::UnboundedReceiver<(RequestId, MesosCall)>,
+    results: mpsc::UnboundedSender<Msg>,
+) {
+    let mut next = None;
+    loop {
+        let first = match next.take() {
+            Some(first) => first,
+            None => match queue.recv().await {
+                Some(first) => first,
+                None => return,
+            },
+        };
+        let mut group = vec![first];
+        let together = matches!(
+            group[0].1,
+            MesosCall::Accept { .. } | MesosCall::Decline { .. }
+        );
+        while together && group.len() < OFFER_CALLS_TOGETHER {
+            match queue.try_recv() {
+                Ok(item @ (_, MesosCall::Accept { .. } | MesosCall::Decline { .. })) => {
+                    group.push(item)
+                }
+                Ok(barrier) => {
+                    next = Some(barrier);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let client = current(&client);
+        let sent = join_all(group.into_iter().map(|(id, call)| {
+            let client = client.clone();
+            async move { (id, send(client, call).await) }
+        }))
+        .await;
+        for (id, result) in sent {
+            let _ = results.send(Msg::Input(Input::Called { id, result }));
+        }
+    }
+}
+
+/// Sends one call with the client of the moment.
+async fn send(client: Option<SchedulerClient>, call: MesosCall) -> Result<(), CallError> {
+    let Some(client) = client else {
+        return Err(CallError::NotSubscribed);
+    };
+    match call {
+        MesosCall::Accept {
+            offer_id,
+            operations,
+            refuse_seconds,
+        } => {
+            client
+                .accept(
+                    vec![v1::OfferId { value: offer_id }],
+                    operations,
+                    Some(v1::Filters {
+                        refuse_seconds: Some(refuse_seconds),
+                    }),
+                )
+                .await
+        }
+        MesosCall::Decline {
+            offer_ids,
+            refuse_seconds,
+        } => {
+            let ids = offer_ids
+                .into_iter()
+                .map(|value| v1::OfferId { value })
+                .collect();
+            let filters = refuse_seconds.map(|r| v1::Filters {
+                refuse_seconds: Some(r),
+            });
+            client.decline(ids, filters).await
+        }
+        MesosCall::Kill {
+            task_id,
+            agent_id,
+            grace,
+        } => {
+            client
+                .call(Call {
+                    r#type: Some(call::Type::Kill as i32),
+                    kill: Some(call::Kill {
+                        task_id: task_id.to_proto(),
+                        agent_id: agent_id.map(|a| a.to_proto()),
+                        kill_policy: Some(v1::KillPolicy {
+                            grace_period: Some(v1::DurationInfo {
+                                nanoseconds: i64::try_from(grace.as_nanos()).unwrap_or(i64::MAX),
+                            }),
+                        }),
+                    }),
+                    ..Default::default()
+                })
+                .await
+        }
+        MesosCall::Reconcile(tasks) => {
+            let list = tasks
+                .into_iter()
+                .map(|(t, a)| (t.to_proto(), a.map(|a| a.to_proto())))
+                .collect();
+            client.reconcile(list).await
+        }
+        MesosCall::Suppress => client.suppress(Vec::new()).await,
+        MesosCall::Revive => client.revive(Vec::new()).await,
+        MesosCall::Message {
+            agent_id,
+            executor_id,
+            data,
+        } => {
+            client
+                .message(
+                    agent_id.to_proto(),
+                    v1::ExecutorId { value: executor_id },
+                    data,
+                )
+                .await
+        }
+        MesosCall::Teardown => client.teardown().await,
+    }
+}

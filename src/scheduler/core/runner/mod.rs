@@ -1,0 +1,486 @@
+//! The runner: the only part of the core that does I/O. It owns the Mesos
+//! client, the operator client and the reply channels; feeds the
+//! [`Machine`] its inputs; performs its effects concurrently (`store`,
+//! `calls`) and feeds their results back. Nothing it awaits is I/O: it
+//! waits only for the next input — a stream event, a command, an I/O
+//! result or the machine's timer — so a slow write never holds up the
+//! stream, commands or timers.
+//!
+//! Inputs are handled in batches of at most [`BATCH`]: whatever is ready is
+//! fed in (commands first, then I/O results, then stream events, keeping
+//! stream order and joining consecutive UPDATEs), then
+//! [`Machine::settle`] runs the one scheduling pass the batch asked for.
+//!
+//! Everything the runner starts lives for the term: spawned work stops when
+//! the term ends, and the client is stopped.
+
+mod calls;
+mod store;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::io::{
+    Answer, Effect, Effects, Input, OperatorAnswer, OperatorFailure, OperatorOp, ReplyId, Request,
+    RequestId, StoreResult, SubscribedInfo,
+};
+use super::machine::{Machine, TermInfo};
+use super::{CoreDeps, TermOutcome};
+use crate::mesos::client::{ClientConfig, ClientEvent, SchedulerClient};
+use crate::mesos::operator::OperatorClient;
+use crate::mesos::v1::scheduler::event;
+use crate::scheduler::commands::{Command, CommandError, Reply};
+use crate::scheduler::config::CoreConfig;
+use crate::scheduler::snapshot::{EventKind, FrameworkState, Snapshot};
+use crate::util::unix_now_secs;
+
+use calls::{CallLanes, SharedClient};
+use store::StoreLane;
+
+/// Inputs handled before [`Machine::settle`] runs.
+const BATCH: usize = 1024;
+
+/// What spawned work sends back.
+enum Msg {
+    /// An input for the machine.
+    Input(Input),
+    /// A batch of task writes ended.
+    StoreBatch(Vec<(RequestId, StoreResult)>),
+}
+
+/// Spawns work that stops when the term ends.
+#[derive(Clone)]
+struct Work(CancellationToken);
+
+impl Work {
+    fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let token = self.0.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = token.cancelled() => {}
+                _ = work => {}
+            }
+        });
+    }
+}
+
+/// The reply channel of a command, by the answer it takes.
+enum ReplyTo {
+    Reconcile(Reply<crate::scheduler::snapshot::ReconcileRun>),
+    Kamikaze(Reply<Vec<crate::scheduler::commands::KamikazeResult>>),
+    Teardown(Reply<crate::scheduler::commands::TeardownResult>),
+    Done(Reply<()>),
+    Service(Reply<bool>),
+}
+
+/// Runs the core for leadership `term` until it ends. `commands` is lent
+/// for the term. `wary`: this replica's previous term ended because another
+/// scheduler took the framework ID, so this one first checks on the master
+/// that nobody drives it now.
+pub async fn run_term(
+    cfg: &CoreConfig,
+    deps: &CoreDeps,
+    term: u64,
+    term_token: CancellationToken,
+    commands: &mut mpsc::Receiver<Command>,
+    wary: bool,
+) -> TermOutcome {
+    let work = Work(term_token.child_token());
+    let _stop_work = work.0.clone().drop_guard();
+    let (results_tx, results) = mpsc::unbounded_channel();
+    let client: SharedClient = Arc::new(Mutex::new(None));
+    let mut runner = Runner {
+        deps,
+        operator: OperatorClient::start(&deps.client, term_token.child_token()),
+        client_config: ClientConfig {
+            // Heartbeats come through too: each one refreshes the
+            // snapshot's `last_event_at` (heartbeat age, readiness).
+            forward_heartbeats: true,
+            ..deps.client.clone()
+        },
+        running_client: None,
+        events: None,
+        shared_client: client.clone(),
+        store: StoreLane::new(deps.coordinator.clone(), results_tx.clone(), work.clone()),
+        calls: CallLanes::new(client, results_tx.clone(), work.clone()),
+        results,
+        results_tx,
+        replies: HashMap::new(),
+        next_reply: 0,
+        wake_at: None,
+        outcome: None,
+        term_token,
+        work,
+    };
+    let now = Instant::now();
+    let mut machine = Machine::new(
+        cfg.clone(),
+        TermInfo {
+            term,
+            replica: deps.coordinator.replica().clone(),
+            wary,
+            initial_services: deps.initial_services.clone(),
+        },
+        deps.metrics.clone(),
+        now,
+        unix_now_secs(),
+    );
+    let effects = machine.start(now);
+    runner.perform(effects);
+    let outcome = runner.run(&mut machine, commands).await;
+    let effects = machine.end(&outcome, Instant::now());
+    runner.perform(effects);
+    runner.stop_client();
+    outcome
+}
+
+struct Runner<'a> {
+    deps: &'a CoreDeps,
+    term_token: CancellationToken,
+    operator: OperatorClient,
+    client_config: ClientConfig,
+    running_client: Option<(SchedulerClient, CancellationToken)>,
+    events: Option<mpsc::Receiver<ClientEvent>>,
+    shared_client: SharedClient,
+    store: StoreLane,
+    calls: CallLanes,
+    results: mpsc::UnboundedReceiver<Msg>,
+    results_tx: mpsc::UnboundedSender<Msg>,
+    replies: HashMap<ReplyId, ReplyTo>,
+    next_reply: u64,
+    wake_at: Option<Instant>,
+    outcome: Option<TermOutcome>,
+    work: Work,
+}
+
+impl Runner<'_> {
+    /// The loop: one input, then whatever else is ready (up to [`BATCH`]),
+    /// then a settle.
+    async fn run(
+        &mut self,
+        machine: &mut Machine,
+        commands: &mut mpsc::Receiver<Command>,
+    ) -> TermOutcome {
+        loop {
+            if let Some(outcome) = self.outcome.take() {
+                return outcome;
+            }
+            let far = Instant::now() + Duration::from_secs(3600);
+            let sleep = tokio::time::sleep_until(self.wake_at.unwrap_or(far));
+            tokio::select! {
+                biased;
+                _ = self.term_token.cancelled() => return TermOutcome::LeadershipLost,
+                command = commands.recv() => match command {
+                    Some(command) => self.command(machine, command),
+                    // The web layer is gone: the process is stopping.
+                    None => return TermOutcome::LeadershipLost,
+                },
+                Some(msg) = self.results.recv() => self.msg(machine, msg),
+                event = recv_event(&mut self.events) => match event {
+                    Some(event) => self.event(machine, event),
+                    None => self.events = None,
+                },
+                _ = sleep => {
+                    self.wake_at = None;
+                    self.feed(machine, Input::Tick);
+                }
+            }
+            self.drain(machine, commands);
+            let effects = machine.settle(Instant::now());
+            self.perform(effects);
+        }
+    }
+
+    /// Feeds what is ready without waiting, up to [`BATCH`] inputs.
+    fn drain(&mut self, machine: &mut Machine, commands: &mut mpsc::Receiver<Command>) {
+        let mut handled = 0;
+        while handled < BATCH && self.outcome.is_none() && !machine.is_ending() {
+            let mut progressed = false;
+            if let Ok(command) = commands.try_recv() {
+                self.command(machine, command);
+                progressed = true;
+            }
+            if let Ok(msg) = self.results.try_recv() {
+                self.msg(machine, msg);
+                progressed = true;
+            }
+            if let Some(event) = self.events.as_mut().and_then(|rx| rx.try_recv().ok()) {
+                self.event(machine, event);
+                progressed = true;
+            }
+            if !progressed {
+                return;
+            }
+            handled += 1;
+        }
+    }
+
+    fn feed(&mut self, machine: &mut Machine, input: Input) {
+        let effects = machine.handle(input, Instant::now());
+        self.perform(effects);
+    }
+
+    fn msg(&mut self, machine: &mut Machine, msg: Msg) {
+        match msg {
+            Msg::Input(input) => self.feed(machine, input),
+            Msg::StoreBatch(results) => {
+                self.store.batch_done();
+                for (id, result) in results {
+                    self.feed(machine, Input::Stored { id, result });
+                }
+                self.store.pump();
+            }
+        }
+    }
+
+    /// A stream event; consecutive UPDATEs already queued join it.
+    fn event(&mut self, machine: &mut Machine, event: ClientEvent) {
+        let ClientEvent::Event(e) = &event else {
+            let input = self.client_input(event);
+            self.feed(machine, input);
+            return;
+        };
+        if e.r#type() != event::Type::Update {
+            let input = self.client_input(event);
+            self.feed(machine, input);
+            return;
+        }
+        let mut updates = Vec::new();
+        let mut next = Some(event);
+        while let Some(event) = next.take() {
+            match event {
+                ClientEvent::Event(e) if e.r#type() == event::Type::Update => {
+                    if let Some(update) = e.update {
+                        updates.push(update.status);
+                    }
+                    if updates.len() < BATCH {
+                        next = self.events.as_mut().and_then(|rx| rx.try_recv().ok());
+                    }
+                }
+                other => {
+                    self.feed(machine, Input::Updates(std::mem::take(&mut updates)));
+                    let input = self.client_input(other);
+                    self.feed(machine, input);
+                    return;
+                }
+            }
+        }
+        self.feed(machine, Input::Updates(updates));
+    }
+
+    /// A client event as an input (UPDATEs one by one; see [`Self::event`]).
+    fn client_input(&self, event: ClientEvent) -> Input {
+        match event {
+            ClientEvent::Subscribed(sub) => Input::Subscribed(SubscribedInfo {
+                framework_id: (&sub.framework_id).into(),
+                master: sub.master.to_string(),
+                master_version: sub.master_info.as_ref().and_then(|m| m.version.clone()),
+                heartbeat_interval: sub.heartbeat_interval,
+                heartbeat_timeout: self.client_config.heartbeat_timeout(sub.heartbeat_interval),
+            }),
+            ClientEvent::Disconnected { reason } => Input::Disconnected(reason),
+            ClientEvent::Stopped(reason) => Input::ClientStopped(reason),
+            ClientEvent::Event(e) => {
+                let e = *e;
+                match e.r#type() {
+                    event::Type::Offers => {
+                        Input::Offers(e.offers.map(|o| o.offers).unwrap_or_default())
+                    }
+                    event::Type::Rescind => match e.rescind {
+                        Some(r) => Input::Rescind(r.offer_id.value),
+                        None => Input::OtherEvent,
+                    },
+                    event::Type::Update => {
+                        Input::Updates(e.update.map(|u| vec![u.status]).unwrap_or_default())
+                    }
+                    event::Type::Failure => match e.failure {
+                        Some(f) => {
+                            let agent_id = f.agent_id.map(Into::into).unwrap_or_default();
+                            match f.executor_id {
+                                None => Input::AgentLost(agent_id),
+                                Some(executor) => Input::ExecutorExited {
+                                    agent_id,
+                                    executor_id: executor.value,
+                                    status: f.status,
+                                },
+                            }
+                        }
+                        None => Input::OtherEvent,
+                    },
+                    event::Type::Heartbeat => Input::Heartbeat,
+                    event::Type::Message => match e.message {
+                        Some(m) => Input::FrameworkMessage {
+                            executor_id: m.executor_id.value,
+                            bytes: m.data.len(),
+                        },
+                        None => Input::OtherEvent,
+                    },
+                    _ => Input::OtherEvent,
+                }
+            }
+        }
+    }
+
+    /// A command: its reply channel is kept, the request goes in.
+    fn command(&mut self, machine: &mut Machine, command: Command) {
+        self.next_reply += 1;
+        let id = ReplyId(self.next_reply);
+        let (request, reply) = match command {
+            Command::Reconcile { kind, reply } => {
+                (Request::Reconcile(kind), ReplyTo::Reconcile(reply))
+            }
+            Command::Kamikaze { reply } => (Request::Kamikaze, ReplyTo::Kamikaze(reply)),
+            Command::Teardown { reply } => (Request::Teardown, ReplyTo::Teardown(reply)),
+            Command::Abdicate { reply } => (Request::Abdicate, ReplyTo::Done(reply)),
+            Command::Reregister { reply } => (Request::Reregister, ReplyTo::Done(reply)),
+            Command::PutService { spec, reply } => {
+                (Request::PutService(Box::new(spec)), ReplyTo::Service(reply))
+            }
+            Command::DeleteService { name, reply } => {
+                (Request::DeleteService(name), ReplyTo::Service(reply))
+            }
+        };
+        self.replies.insert(id, reply);
+        self.feed(machine, Input::Command { id, request });
+    }
+
+    /// Carries out the machine's effects.
+    fn perform(&mut self, effects: Effects) {
+        for effect in effects.items {
+            match effect {
+                Effect::Store { id, op } => self.store.submit(id, op),
+                Effect::Call { id, call } => self.calls.submit(id, call),
+                Effect::Acknowledge(acks) => self.calls.acknowledge(acks),
+                Effect::Operator { id, op } => self.operator(id, op),
+                Effect::StartClient(info) => self.start_client(*info),
+                Effect::StopClient => self.stop_client(),
+                Effect::Publish(snapshot) => self.publish(*snapshot),
+                Effect::Log(entry) => {
+                    if entry.kind == EventKind::Error {
+                        tracing::warn!(kind = %entry.kind, "{}", entry.message);
+                    } else {
+                        tracing::info!(kind = %entry.kind, "{}", entry.message);
+                    }
+                }
+                Effect::Warn(message) => tracing::warn!("{message}"),
+                Effect::Reply { id, answer } => self.reply(id, answer),
+                Effect::EndTerm(outcome) => self.outcome = Some(outcome),
+            }
+        }
+        if effects.wake_at.is_some() {
+            self.wake_at = effects.wake_at;
+        }
+        self.store.pump();
+    }
+
+    fn start_client(&mut self, info: crate::mesos::v1::FrameworkInfo) {
+        self.stop_client();
+        let cancel = self.term_token.child_token();
+        // One leader detection per term: the operator client's.
+        let (client, events) = SchedulerClient::start_with_detector(
+            self.client_config.clone(),
+            self.operator.detector().clone(),
+            info,
+            cancel.clone(),
+        );
+        *self.shared_client.lock().unwrap_or_else(|e| e.into_inner()) = Some(client.clone());
+        self.running_client = Some((client, cancel));
+        self.events = Some(events);
+    }
+
+    fn stop_client(&mut self) {
+        if let Some((_, cancel)) = self.running_client.take() {
+            cancel.cancel();
+        }
+        *self.shared_client.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.events = None;
+    }
+
+    fn operator(&self, id: RequestId, op: OperatorOp) {
+        let operator = self.operator.clone();
+        let results = self.results_tx.clone();
+        self.work.spawn(async move {
+            let answer = match op {
+                OperatorOp::ListFrameworks { within } => {
+                    let listed = match within {
+                        Some(limit) => {
+                            match tokio::time::timeout(limit, operator.get_frameworks()).await {
+                                Ok(answer) => answer.map_err(OperatorFailure::Failed),
+                                Err(_) => Err(OperatorFailure::TimedOut {
+                                    after: limit,
+                                    no_leader: operator.detector().problem(),
+                                }),
+                            }
+                        }
+                        None => operator
+                            .get_frameworks()
+                            .await
+                            .map_err(OperatorFailure::Failed),
+                    };
+                    OperatorAnswer::Frameworks(listed)
+                }
+                OperatorOp::Teardown(framework_id) => OperatorAnswer::TornDown(
+                    operator
+                        .teardown(&framework_id)
+                        .await
+                        .map_err(OperatorFailure::Failed),
+                ),
+            };
+            let _ = results.send(Msg::Input(Input::Operator { id, answer }));
+        });
+    }
+
+    /// Adds the election's view to the machine's snapshot and publishes it.
+    fn publish(&self, mut snapshot: Snapshot) {
+        let coordinator = &self.deps.coordinator;
+        snapshot.leadership = coordinator.leadership().borrow().clone();
+        snapshot.deployment = coordinator
+            .watch_deployment()
+            .borrow()
+            .clone()
+            .map(|v| v.value);
+        if snapshot.framework.state == FrameworkState::Subscribing
+            && snapshot.framework.reason.is_none()
+        {
+            // Waiting for a leading master: say why none is known.
+            snapshot.framework.reason = self
+                .operator
+                .detector()
+                .problem()
+                .map(|why| format!("no leading Mesos master: {why}"));
+        }
+        self.deps.snapshots.send_replace(Arc::new(snapshot));
+    }
+
+    fn reply(&mut self, id: ReplyId, answer: Answer) {
+        let Some(reply) = self.replies.remove(&id) else {
+            return;
+        };
+        let mismatch = || CommandError::Conflict("internal error: mismatched answer".into());
+        match (reply, answer) {
+            (ReplyTo::Reconcile(tx), Answer::Reconcile(a)) => drop(tx.send(a)),
+            (ReplyTo::Kamikaze(tx), Answer::Kamikaze(a)) => drop(tx.send(a)),
+            (ReplyTo::Teardown(tx), Answer::Teardown(a)) => drop(tx.send(a)),
+            (ReplyTo::Done(tx), Answer::Done(a)) => drop(tx.send(a)),
+            (ReplyTo::Service(tx), Answer::Service(a)) => drop(tx.send(a)),
+            (ReplyTo::Reconcile(tx), _) => drop(tx.send(Err(mismatch()))),
+            (ReplyTo::Kamikaze(tx), _) => drop(tx.send(Err(mismatch()))),
+            (ReplyTo::Teardown(tx), _) => drop(tx.send(Err(mismatch()))),
+            (ReplyTo::Done(tx), _) => drop(tx.send(Err(mismatch()))),
+            (ReplyTo::Service(tx), _) => drop(tx.send(Err(mismatch()))),
+        }
+    }
+}
+
+async fn recv_event(events: &mut Option<mpsc::Receiver<ClientEvent>>) -> Option<ClientEvent> {
+    match events {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}

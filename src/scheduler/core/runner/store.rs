@@ -1,0 +1,199 @@
+//! ZooKeeper for the runner: task writes in batches, everything else at
+//! once beside them.
+//!
+//! Task record writes and deletes queue here and leave as
+//! [`Coordinator::write_records`] batches (ZooKeeper `multi`s), at most
+//! [`BATCHES_IN_FLIGHT`] at a time: enough to keep ZooKeeper busy, few
+//! enough that a service write or a framework-ID check sent meanwhile is
+//! not stuck behind thousands of task writes in ZooKeeper's queue. Other
+//! operations are sent at once, each on its own.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::{Msg, Work};
+use crate::coordination::{
+    CoordinationError, Coordinator, Expect, RecordKind, RecordStore, RecordWrite, Written,
+};
+use crate::scheduler::core::io::{RequestId, StoreOp, StoreResult};
+use crate::scheduler::ids::TaskId;
+use crate::scheduler::records::TaskRecord;
+use crate::scheduler::services::ServiceSpec;
+
+/// Task writes per batch (one ZooKeeper `multi` of the ZooKeeper
+/// implementation).
+const BATCH: usize = 250;
+/// Batches in flight at once.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// A task write waiting for its batch.
+enum TaskWrite {
+    Put(Arc<TaskRecord>, Expect),
+    Delete(TaskId, Expect),
+}
+
+/// The store side of the runner.
+pub(super) struct StoreLane {
+    coordinator: Arc<dyn Coordinator>,
+    tasks: RecordStore<TaskRecord>,
+    services: RecordStore<ServiceSpec>,
+    queue: VecDeque<(RequestId, TaskWrite)>,
+    in_flight: usize,
+    results: mpsc::UnboundedSender<Msg>,
+    work: Work,
+}
+
+impl StoreLane {
+    pub(super) fn new(
+        coordinator: Arc<dyn Coordinator>,
+        results: mpsc::UnboundedSender<Msg>,
+        work: Work,
+    ) -> StoreLane {
+        StoreLane {
+            tasks: RecordStore::new(coordinator.clone(), RecordKind::Tasks),
+            services: RecordStore::new(coordinator.clone(), RecordKind::Services),
+            coordinator,
+            queue: VecDeque::new(),
+            in_flight: 0,
+            results,
+            work,
+        }
+    }
+
+    /// Takes one operation: task writes queue for a batch, the rest go now.
+    pub(super) fn submit(&mut self, id: RequestId, op: StoreOp) {
+        match op {
+            StoreOp::PutTask(record, expect) => {
+                self.queue.push_back((id, TaskWrite::Put(record, expect)))
+            }
+            StoreOp::DeleteTask(task, expect) => {
+                self.queue.push_back((id, TaskWrite::Delete(task, expect)))
+            }
+            other => self.spawn_single(id, other),
+        }
+    }
+
+    /// A batch came back.
+    pub(super) fn batch_done(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// Sends queued task writes while fewer than [`BATCHES_IN_FLIGHT`]
+    /// batches are out.
+    pub(super) fn pump(&mut self) {
+        while self.in_flight < BATCHES_IN_FLIGHT && !self.queue.is_empty() {
+            let n = self.queue.len().min(BATCH);
+            let batch: Vec<(RequestId, TaskWrite)> = self.queue.drain(..n).collect();
+            self.in_flight += 1;
+            let tasks = self.tasks.clone();
+            let results = self.results.clone();
+            self.work.spawn(async move {
+                let mut answers: Vec<(RequestId, StoreResult)> = Vec::with_capacity(batch.len());
+                let mut ids = Vec::with_capacity(batch.len());
+                let mut writes = Vec::with_capacity(batch.len());
+                for (id, write) in batch {
+                    let write = match write {
+                        TaskWrite::Put(record, expect) => {
+                            RecordWrite::put(record.task_id.as_str(), record.as_ref(), expect)
+                        }
+                        TaskWrite::Delete(task, expect) => Ok(RecordWrite::Delete {
+                            key: task.to_string(),
+                            expect,
+                        }),
+                    };
+                    match write {
+                        Ok(write) => {
+                            ids.push(id);
+                            writes.push(write);
+                        }
+                        Err(e) => answers.push((id, StoreResult::Written(Err(e)))),
+                    }
+                }
+                let written = tasks.write_many(writes).await;
+                answers.extend(
+                    ids.into_iter()
+                        .zip(written)
+                        .map(|(id, r)| (id, StoreResult::Written(r))),
+                );
+                let _ = results.send(Msg::StoreBatch(answers));
+            });
+        }
+    }
+
+    fn spawn_single(&self, id: RequestId, op: StoreOp) {
+        let coordinator = self.coordinator.clone();
+        let tasks = self.tasks.clone();
+        let services = self.services.clone();
+        let results = self.results.clone();
+        self.work.spawn(async move {
+            let result = run_single(coordinator.as_ref(), &tasks, &services, op).await;
+            let _ = results.send(Msg::Input(crate::scheduler::core::io::Input::Stored {
+                id,
+                result,
+            }));
+        });
+    }
+}
+
+fn deleted(gone: bool) -> Written {
+    if gone {
+        Written::Deleted
+    } else {
+        Written::Absent
+    }
+}
+
+/// One operation that is not a task write.
+async fn run_single(
+    coordinator: &dyn Coordinator,
+    tasks: &RecordStore<TaskRecord>,
+    services: &RecordStore<ServiceSpec>,
+    op: StoreOp,
+) -> StoreResult {
+    match op {
+        StoreOp::ReadFrameworkId => StoreResult::FrameworkId(
+            coordinator
+                .framework_id()
+                .await
+                .map(|v| v.map(|v| v.value.into())),
+        ),
+        StoreOp::StoreFrameworkId(id) => StoreResult::Written(
+            coordinator
+                .store_framework_id(id.as_str())
+                .await
+                .map(|v| Written::Version(v.version)),
+        ),
+        StoreOp::DeleteFrameworkId => StoreResult::Written(
+            coordinator
+                .delete_framework_id(Expect::Any)
+                .await
+                .map(deleted),
+        ),
+        StoreOp::ReadDeployment => StoreResult::Deployment(coordinator.deployment().await),
+        StoreOp::WriteDeployment(record, expect) => StoreResult::Written(
+            coordinator
+                .write_deployment(&record, expect)
+                .await
+                .map(|v| Written::Version(v.version)),
+        ),
+        StoreOp::ListServices => StoreResult::Services(services.list().await),
+        StoreOp::PutService(spec, expect) => StoreResult::Written(
+            services
+                .put(&spec.name, &spec, expect)
+                .await
+                .map(Written::Version),
+        ),
+        StoreOp::DeleteService(name, expect) => {
+            StoreResult::Written(services.delete(&name, expect).await.map(deleted))
+        }
+        StoreOp::ListTasks => StoreResult::Tasks(tasks.list().await),
+        StoreOp::ReadTask(task) => StoreResult::Task(Box::new(tasks.get(&task).await)),
+        StoreOp::DeleteAllTasks => StoreResult::Count(tasks.delete_all().await),
+        // Batched by the lane; never sent alone.
+        StoreOp::PutTask(..) | StoreOp::DeleteTask(..) => StoreResult::Written(Err(
+            CoordinationError::Invalid("task writes go in batches".into()),
+        )),
+    }
+}
