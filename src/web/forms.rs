@@ -227,7 +227,7 @@ async fn post_button(
 
 /// The `POST` of a one-button action form (`/actions/reconcile`,
 /// `/actions/abdicate`, `/actions/reregister`): `make` reads the action from
-/// the form once the post passed [`guard_form`].
+/// the form once the post passed the origin, CSRF and access checks.
 pub fn button(make: fn(&ButtonForm) -> Result<OperatorAction, AppError>) -> MethodRouter<AppState> {
     post(
         move |State(state): State<AppState>,
