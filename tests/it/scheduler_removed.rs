@@ -1,5 +1,5 @@
 //! The truth after the master decided a task's outcome while no replica
-//! was connected (`docs/deployment-strategies.md#removed-frameworks`), with
+//! was connected (`docs/deployment-strategies.md#removed`), with
 //! real `mesos-appliance` processes, a real ZooKeeper and the testbed:
 //! - the failover timeout passed after the leader was SIGKILLed: the next
 //!   replica enters `removed`, is not ready, and shows every task
@@ -9,6 +9,7 @@
 //! - an agent marked gone while away: its tasks are TASK_LOST (the master's
 //!   reconciliation answer to a framework that is not PARTITION_AWARE) and
 //!   replaced.
+//!
 //! Each ends by comparing `/api/v1/tasks` with the master's tasks.
 
 use crate::support;

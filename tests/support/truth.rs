@@ -1,7 +1,7 @@
 //! The appliance's word against the master's: no task may be shown live
 //! that the master lists as completed or does not know (a record whose
 //! outcome the master decided is never shown as live:
-//! `docs/deployment-strategies.md#removed-frameworks`).
+//! `docs/deployment-strategies.md#removed`).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -19,7 +19,7 @@
 //! client is stopped. Records still being read when the removal shows are
 //! written once they are known. `reregister` then deletes the records and
 //! registers a new framework, which launches fresh instances
-//! (`docs/deployment-strategies.md#removed-frameworks`).
+//! (`docs/deployment-strategies.md#removed`).
 
 use tokio::time::Instant;
 
