@@ -51,7 +51,7 @@ use crate::scheduler::placement::Shortfall;
 use crate::scheduler::reconcile::Reconciler;
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{EventEntry, EventKind, FrameworkState};
-use crate::scheduler::workload::Backoff;
+use crate::scheduler::workload::RestartBackoff;
 
 use framework::Framework;
 use startup::Startup;
@@ -155,7 +155,7 @@ pub struct Machine {
     /// same service waiting behind it.
     service_writes: HashMap<String, RequestId>,
     waiting_commands: Vec<(ReplyId, Request)>,
-    backoff: HashMap<String, Backoff>,
+    backoff: HashMap<String, RestartBackoff>,
     /// Services with instances that found no offer in the last pass, and why.
     waiting: HashMap<String, Shortfall>,
     tasks: TaskTable,
