@@ -8,6 +8,8 @@
 //! - `framework`: the Mesos client's life: the same-name check, "wary",
 //!   SUBSCRIBED, disconnection, refusals, the framework-ID checks, forgetting
 //!   the framework (teardown, reregister);
+//! - `removed`: a framework the master removed: live records become
+//!   TASK_KILLED as the master recorded them, without a KILL;
 //! - `tasks`: the task table and its per-task write queue; status updates,
 //!   acknowledgements, kill marks;
 //! - `schedule`: the scheduling pass, launches, offers, kills, timers;
@@ -18,6 +20,7 @@ mod commands;
 mod forget;
 mod framework;
 mod reconciliation;
+mod removed;
 mod schedule;
 mod startup;
 mod table;
