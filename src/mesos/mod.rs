@@ -6,7 +6,6 @@
 //! - [`media`]: the content types and header names of the v1 HTTP APIs.
 //! - [`names`]: serde and `Display` of the Mesos enums by their Mesos names.
 //! - [`resources`]: resource and attribute arithmetic (offers, placement).
-//! - [`backoff`]: capped exponential backoff with jitter for every retry.
 //! - [`detector`]: leading-master detection from `--master` (URL list or `zk://`).
 //! - [`client`]: the scheduler client — subscription driver, calls, typed errors.
 //! - [`operator`]: the operator client — GET_FRAMEWORKS and TEARDOWN.
