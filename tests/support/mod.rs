@@ -28,6 +28,7 @@ pub mod appliance;
 pub mod browser;
 pub mod chaos_proxy;
 pub mod client;
+pub mod cluster;
 pub mod executor;
 pub mod mesos;
 pub mod processes;
