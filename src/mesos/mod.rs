@@ -24,6 +24,14 @@ pub mod sandbox;
 
 pub use proto::v1;
 
+/// Installs rustls' ring provider as the process default unless one is
+/// installed. reqwest is built without a provider and panics when it builds
+/// a client in a process that has none, so every client of this module
+/// calls this first (a program using the crate need not know). Idempotent.
+pub fn ensure_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// True for the terminal task states, as the master decides them
 /// (`src/common/protobuf_utils.cpp` isTerminalState): FINISHED, FAILED,
 /// KILLED, LOST, ERROR, DROPPED, GONE, GONE_BY_OPERATOR. TASK_LOST is
