@@ -367,21 +367,23 @@ mod tests {
             ..Default::default()
         });
         let size = crate::mesos::recordio::encode_record(&update.encode_to_vec()).len();
-        let mut m = master.lock().unwrap();
-        let framework_id = m.frameworks.keys().next().unwrap().clone();
-        let mut sent = 0;
-        while m.send(&framework_id, &update) {
-            sent += 1;
-            assert!(sent < 10_000, "the queue is bounded");
-        }
-        // Everything still queued, ahead of the updates, is small.
-        assert!(
-            sent >= (64 * 1024 - 1024) / size,
-            "{sent} updates of {size} bytes"
-        );
-        assert!(sent * size <= 64 * 1024);
-        assert!(!m.frameworks[&framework_id].connected());
-        drop(m);
+        let sent = {
+            let mut m = master.lock().unwrap();
+            let framework_id = m.frameworks.keys().next().unwrap().clone();
+            let mut sent = 0;
+            while m.send(&framework_id, &update) {
+                sent += 1;
+                assert!(sent < 10_000, "the queue is bounded");
+            }
+            // Everything still queued, ahead of the updates, is small.
+            assert!(
+                sent >= (64 * 1024 - 1024) / size,
+                "{sent} updates of {size} bytes"
+            );
+            assert!(sent * size <= 64 * 1024);
+            assert!(!m.frameworks[&framework_id].connected());
+            sent
+        };
         // The body ends with an error (cut), after what was queued.
         let mut records = 0;
         while let Some(item) = body.next().await {
