@@ -9,7 +9,7 @@
 //! - [`floor`]: the floor client itself;
 //! - [`appliance`]: `mesos-appliance` runs, one replica or two with a
 //!   failover;
-//! - [`report`] prints the tables.
+//! - [`report`]: the tables printed.
 
 pub mod appliance;
 pub mod clients;

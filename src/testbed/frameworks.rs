@@ -375,15 +375,15 @@ mod tests {
                 sent += 1;
                 assert!(sent < 10_000, "the queue is bounded");
             }
+            // Everything still queued, ahead of the updates, is small.
+            assert!(
+                sent >= (64 * 1024 - 1024) / size,
+                "{sent} updates of {size} bytes"
+            );
+            assert!(sent * size <= 64 * 1024);
             assert!(!m.frameworks[&framework_id].connected());
             sent
         };
-        // Everything still queued, ahead of the updates, is small.
-        assert!(
-            sent >= (64 * 1024 - 1024) / size,
-            "{sent} updates of {size} bytes"
-        );
-        assert!(sent * size <= 64 * 1024);
         // The body ends with an error (cut), after what was queued.
         let mut records = 0;
         while let Some(item) = body.next().await {

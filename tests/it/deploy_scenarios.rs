@@ -4,16 +4,19 @@
 //! second deployment while the old leader lives (it waits, no ping-pong);
 //! the old scheduler killed within the failover timeout (same framework ID,
 //! every task adopted, no kill); the failover timeout passed (state
-//! `removed`, no restart loop, `/readyz` failing, then re-registration).
+//! `removed`, no restart loop, `/readyz` failing, no task shown live, then
+//! re-registration). After each, `/api/v1/tasks` is compared with the
+//! master's tasks: none is shown live that the master ended or forgot
+//! ([`support::truth`]).
 
 use crate::support;
 
 use std::time::Duration;
 
-use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
+use support::cluster::Cluster;
 use support::processes::*;
-use support::zookeeper::ZkServer;
+use support::truth::{assert_agrees_with_master, count};
 
 fn services() -> serde_json::Value {
     json!([
@@ -22,22 +25,7 @@ fn services() -> serde_json::Value {
     ])
 }
 
-struct Setup {
-    zk: ZkServer,
-    tb: Testbed,
-    dir: tempfile::TempDir,
-}
-
-async fn setup() -> Setup {
-    support::mesos::init();
-    Setup {
-        zk: ZkServer::start(),
-        tb: Testbed::start(TestbedConfig::for_tests(3)).await.unwrap(),
-        dir: tempfile::tempdir().unwrap(),
-    }
-}
-
-impl Setup {
+impl Cluster {
     fn args(&self, deployment: &str, extra: &[&str]) -> Vec<String> {
         let mut args = base_args(&self.zk.connect_string(), &self.tb.url(), "scenario");
         let file = services_file(self.dir.path(), "services.json", &services());
@@ -61,7 +49,7 @@ fn all_running(s: &serde_json::Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_1_clean_start_and_2_a_second_deployment_waits() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     let a = Appliance::spawn("a", &s.args("d1", &[]));
     let state = a.wait_state("services running", WAIT, all_running).await;
     assert_eq!(state["leadership"]["role"], "leader");
@@ -122,11 +110,13 @@ async fn scenario_1_clean_start_and_2_a_second_deployment_waits() {
         .await;
     assert_eq!(status, 503);
     assert_eq!(body["leader_url"], a.url.as_str(), "{body}");
+    assert_agrees_with_master(&a, &s.tb, WAIT).await;
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_3_killed_scheduler_is_replaced_with_the_same_framework_id() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     let a = Appliance::spawn("a", &s.args("d1", &[]));
     let state = a.wait_state("services running", WAIT, all_running).await;
     let fid = framework_id(&state).unwrap();
@@ -164,11 +154,12 @@ async fn scenario_3_killed_scheduler_is_replaced_with_the_same_framework_id() {
     let mut before = tasks_before;
     before.sort();
     assert_eq!(after, before);
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_4_removed_framework_waits_then_reregisters() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     let mut a = Appliance::spawn("a", &s.args("d1", &["--failover-timeout", "1s"]));
     let state = a.wait_state("services running", WAIT, all_running).await;
     let old = framework_id(&state).unwrap();
@@ -205,6 +196,13 @@ async fn scenario_4_removed_framework_waits_then_reregisters() {
     let (status, ready) = b.get("/readyz").await.unwrap();
     assert_eq!(status, 503);
     assert!(ready.to_string().contains("removed"), "{ready}");
+    // The master killed the five tasks with the framework: none is shown
+    // live, every record says TASK_KILLED.
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
+    let state = b
+        .wait_state("records settled", WAIT, |st| count(st, "TASK_KILLED") == 5)
+        .await;
+    assert_eq!(running_count(&state), 0, "{state}");
     let subscribes = s.subscribes();
     support::client::holds_for("no restart loop", Duration::from_secs(3), || {
         s.subscribes() == subscribes
@@ -222,11 +220,12 @@ async fn scenario_4_removed_framework_waits_then_reregisters() {
     let new = framework_id(&state).unwrap();
     assert_ne!(new, old);
     assert_eq!(b.get("/readyz").await.unwrap().0, 200);
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_4_with_automatic_reregistration() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     let mut a = Appliance::spawn("a", &s.args("d1", &["--failover-timeout", "1s"]));
     let old = framework_id(&a.wait_state("running", WAIT, all_running).await).unwrap();
     a.signal(libc::SIGTERM);
@@ -244,6 +243,7 @@ async fn scenario_4_with_automatic_reregistration() {
         .wait_state("re-registered on its own", WAIT, all_running)
         .await;
     assert_ne!(framework_id(&state).unwrap(), old);
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }
 
 /// `docs/deployment-strategies.md#a-framework-of-the-same-name`: with no
@@ -254,7 +254,7 @@ async fn scenario_4_with_automatic_reregistration() {
 /// tears the other framework down and registers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_framework_of_the_same_name_and_no_stored_id_refuses_to_register() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     // Another scheduler of the same name and user, subscribed directly (raw
     // JSON SUBSCRIBE); its stream stays open for the whole test.
     let (mut foreign, foreign_id) = support::mesos::connected(&s.tb.url(), "scenario", 60.0).await;
@@ -331,4 +331,5 @@ async fn a_live_framework_of_the_same_name_and_no_stored_id_refuses_to_register(
         "the other framework was torn down"
     );
     let _ = foreign.expect_end().await;
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }
