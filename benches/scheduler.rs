@@ -121,11 +121,7 @@ fn main() {
         eprintln!("BENCH_RUNS: unknown run {unknown:?}; known: {RUNS:?}");
         std::process::exit(2);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = harness::runtime();
     runtime.block_on(side_by_side(&sizes, &runs));
 }
 

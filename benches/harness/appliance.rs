@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::clients::{SERVICE_COMMAND, TASK_CPUS_MILLIS, TASK_MEM};
 use super::testbed::TestbedProcess;
-use super::{Figures, deadline_for};
+use super::{Figures, deadline_for, poll};
 use crate::support::processes::{
     Appliance, cpu_time, framework_state, memory, running_count, tail,
 };
@@ -90,19 +90,19 @@ pub async fn role(replica: &Appliance) -> String {
 
 /// Waits until [`role`] is `want` (e.g. `leader/subscribed`).
 pub async fn wait_role(replica: &Appliance, want: &str, within: Duration) -> Result<(), String> {
-    let deadline = Instant::now() + within;
-    loop {
-        let now = role(replica).await;
-        if now == want {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(failure(
-                replica,
-                &format!("not {want} within {within:?} (is {now:?})"),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let reached = poll(within, Duration::from_millis(50), || async {
+        Ok((role(replica).await == want).then_some(()))
+    })
+    .await?;
+    match reached {
+        Some(()) => Ok(()),
+        None => Err(failure(
+            replica,
+            &format!(
+                "not {want} within {within:?} (is {:?})",
+                role(replica).await
+            ),
+        )),
     }
 }
 
@@ -115,20 +115,23 @@ fn failure(replica: &Appliance, what: &str) -> String {
 }
 
 async fn wait_all_running(replica: &Appliance, tasks: usize) -> Result<(), String> {
-    let deadline = Instant::now() + deadline_for(tasks);
-    loop {
-        let running = replica
+    let running = || async {
+        replica
             .state()
             .await
-            .map(|s| running_count(&s))
-            .unwrap_or(0);
-        if running as usize >= tasks {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(failure(replica, &format!("{running} of {tasks} running")));
-        }
-        tokio::time::sleep(POLL).await;
+            .map(|s| running_count(&s) as usize)
+            .unwrap_or(0)
+    };
+    let all = poll(deadline_for(tasks), POLL, || async {
+        Ok((running().await >= tasks).then_some(()))
+    })
+    .await?;
+    match all {
+        Some(()) => Ok(()),
+        None => Err(failure(
+            replica,
+            &format!("{} of {tasks} running", running().await),
+        )),
     }
 }
 
@@ -225,24 +228,22 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
         ));
     }
     let id = record["id"].as_str().unwrap_or_default().to_string();
-    let deadline = Instant::now() + deadline_for(tasks);
-    let run = loop {
+    let finished = poll(deadline_for(tasks), Duration::from_millis(100), || async {
         let result = crate::support::mesos::client()
             .get(format!("{}/api/v1/actions/results/{id}", replica.url))
             .timeout(Duration::from_secs(10))
             .send()
             .await;
-        if let Ok(response) = result
-            && let Ok(record) = response.json::<Value>().await
-            && let Some(run) = Run::from(&record["reconcile"])
-        {
-            break run;
-        }
-        if Instant::now() > deadline {
-            return Err(failure(&replica, "the reconciliation did not finish"));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        Ok(match result {
+            Ok(response) => match response.json::<Value>().await {
+                Ok(record) => Run::from(&record["reconcile"]),
+                Err(_) => None,
+            },
+            Err(_) => None,
+        })
+    })
+    .await?;
+    let run = finished.ok_or_else(|| failure(&replica, "the reconciliation did not finish"))?;
     run.check(tasks)?;
     Ok(Figures {
         launch,
@@ -344,30 +345,25 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     leader.signal(libc::SIGKILL);
     let _ = leader.wait_exit(Duration::from_secs(10)).await;
     let deadline = Instant::now() + deadline_for(tasks);
-    let subscribed = loop {
-        if let Some(at) = testbed.subscribed_at(&http).await?.get(before) {
-            break at - killed_at;
-        }
-        if Instant::now() > deadline {
-            return Err(failure(
-                &follower,
-                "no SUBSCRIBE after the leader's SIGKILL",
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let run = loop {
-        if let Some(state) = follower.state().await
-            && let Some(run) = Run::from(&state["reconciliation"]["last"])
-            && run.started_at > killed_at
-        {
-            break run;
-        }
-        if Instant::now() > deadline {
-            return Err(failure(&follower, "no reconciliation after the failover"));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let left = || deadline.saturating_duration_since(Instant::now());
+    let subscribed = poll(left(), Duration::from_millis(20), || async {
+        Ok(testbed
+            .subscribed_at(&http)
+            .await?
+            .get(before)
+            .map(|at| at - killed_at))
+    })
+    .await?
+    .ok_or_else(|| failure(&follower, "no SUBSCRIBE after the leader's SIGKILL"))?;
+    let run = poll(left(), Duration::from_millis(100), || async {
+        Ok(follower
+            .state()
+            .await
+            .and_then(|state| Run::from(&state["reconciliation"]["last"]))
+            .filter(|run| run.started_at > killed_at))
+    })
+    .await?
+    .ok_or_else(|| failure(&follower, "no reconciliation after the failover"))?;
     run.check(tasks)?;
     Ok(FailoverFigures {
         launch,

@@ -44,11 +44,7 @@ pub fn main(args: &[String]) {
         eprintln!("usage: --floor-client <master URL> <tasks>");
         std::process::exit(2);
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = super::runtime();
     if let Err(error) = runtime.block_on(run(master, tasks)) {
         eprintln!("floor client: {error}");
         std::process::exit(1);

@@ -43,6 +43,39 @@ pub struct Figures {
     pub testbed_cpu: Duration,
 }
 
+/// The runtime every benchmark process runs on: two worker threads, as
+/// the machine the figures are compared on has two cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Asks `probe` every `every` until it finds something, for at most
+/// `within`: `Ok(None)` past the deadline; a probe's error ends the wait.
+pub async fn poll<T, F, Fut>(
+    within: Duration,
+    every: Duration,
+    mut probe: F,
+) -> Result<Option<T>, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, String>>,
+{
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(found) = probe().await? {
+            return Ok(Some(found));
+        }
+        if std::time::Instant::now() > deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// How long any milestone of a run with `tasks` tasks may take before the
 /// run is reported as failed: 2 minutes plus 20 ms per task (`BENCH_TIMEOUT`,
 /// in seconds, overrides).

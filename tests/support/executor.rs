@@ -213,12 +213,8 @@ pub fn session_members(sid: u32) -> Vec<(u32, u32)> {
 }
 
 /// Waits until `cond` holds, polling; panics naming `what` after [`WAIT`].
-pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+pub async fn eventually(what: &str, cond: impl FnMut() -> bool) {
+    super::client::eventually(what, WAIT, cond).await;
 }
 
 /// The executor's log (its sandbox `stderr`).
