@@ -282,6 +282,8 @@ mod tests {
             updated_at: launched_at,
             kill: None,
             timeline: vec![],
+            healthy: None,
+            healthy_since: None,
         }
     }
 
@@ -363,6 +365,7 @@ mod tests {
             source: Some(task_status::Source::Agent),
             reason: reason.and_then(task_status::Reason::from_str_name),
             message: None,
+            healthy: None,
         };
         let terminated = Some("REASON_EXECUTOR_TERMINATED");
         let mut never_ran = task("a", 0, "TASK_FAILED", 0.0);

@@ -91,6 +91,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
         source: Some(Source::Executor),
         reason: None,
         message: None,
+        healthy: None,
     }];
     if state != "TASK_STAGING" {
         timeline.push(StatusEntry {
@@ -99,6 +100,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
             source: Some(Source::Executor),
             reason: None,
             message: None,
+            healthy: None,
         });
     }
     if state == "TASK_FAILED" {
@@ -108,6 +110,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
             source: Some(Source::Executor),
             reason: Some(Reason::CommandExecutorFailed),
             message: Some("Command exited with status 1".into()),
+            healthy: None,
         });
     }
     TaskRecord {
@@ -134,6 +137,8 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
         updated_at: timeline.last().map_or(launched, |e| e.at),
         kill: None,
         timeline,
+        healthy: None,
+        healthy_since: None,
     }
 }
 

@@ -272,6 +272,8 @@ impl Machine {
                 updated_at: at,
                 kill: None,
                 timeline: Vec::new(),
+                healthy: None,
+                healthy_since: None,
             };
             by_offer.entry(p.offer_id).or_default().push((info, record));
         }

@@ -85,6 +85,8 @@ fn running_record(service: &str, instance: u32, spec: &ServiceSpec) -> TaskRecor
         updated_at: 1.0,
         kill: None,
         timeline: Vec::new(),
+        healthy: None,
+        healthy_since: None,
     }
 }
 
