@@ -106,6 +106,27 @@ impl UpgradePolicy {
     }
 }
 
+/// An operator's action on a service's rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RolloutAction {
+    /// Clear the halt: replacing goes on, with a new deadline.
+    Resume,
+    /// Restore the previous spec (keeping the instance count); the current
+    /// one becomes the previous.
+    Rollback,
+}
+
+impl RolloutAction {
+    /// `resume` or `rollback`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutAction::Resume => "resume",
+            RolloutAction::Rollback => "rollback",
+        }
+    }
+}
+
 /// Why and since when a rollout is halted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Halt {
@@ -221,6 +242,22 @@ pub fn is_available(spec: &ServiceSpec, task: &TaskRecord, now: f64) -> bool {
         task.running_since()
     };
     since.is_some_and(|s| now - s >= min)
+}
+
+/// A rollout as the snapshot shows it (present while one is under way or
+/// halted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RolloutStatus {
+    /// Desired instances.
+    pub desired: u32,
+    /// Instances whose task runs the current spec.
+    pub replaced: u32,
+    /// Of those, the available ones (healthy for `min_healthy`).
+    pub healthy: u32,
+    /// Live tasks still on another spec.
+    pub remaining: u32,
+    /// Set while halted.
+    pub halted: Option<Halt>,
 }
 
 /// Where a service's rollout stands.
