@@ -68,10 +68,17 @@ impl Backoff {
 
     /// The base (the un-jittered upper bound) of the next delay.
     pub fn base(&self) -> Duration {
+        Self::nth(self.first, self.max, self.attempt)
+    }
+
+    /// The base delay after `n` doublings, `min(max, first · 2ⁿ)`, for a
+    /// rule that counts its attempts itself (a service's consecutive
+    /// failures). No bounds are raised: a zero `first` gives zero.
+    pub fn nth(first: Duration, max: Duration, n: u32) -> Duration {
         // 2^20 · first exceeds any sane cap; stop doubling there to avoid
         // overflow.
-        let factor = 1u32 << self.attempt.min(20);
-        self.first.saturating_mul(factor).min(self.max)
+        let factor = 1u32 << n.min(20);
+        first.saturating_mul(factor).min(max)
     }
 
     /// Starts over from `first` (after a success).

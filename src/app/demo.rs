@@ -108,12 +108,7 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
     .await
     .map_err(|e| (exit::FAILURE, e.to_string()))?;
     println!("mesos-appliance demo");
-    let scheme = if common.tls_cert.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    println!("  dashboard:     {scheme}://{}", running.web_addr);
+    println!("  dashboard:     {}", running.dashboard_url);
     println!(
         "  mesos-testbed: {} ({} agent{}{})",
         testbed.url(),

@@ -198,6 +198,9 @@ pub struct Running {
     pub handle: SchedulerHandle,
     /// The bound dashboard address.
     pub web_addr: std::net::SocketAddr,
+    /// The dashboard's URL at that address: `https://…` under TLS, else
+    /// `http://…`.
+    pub dashboard_url: String,
     /// The supervisor task.
     pub supervisor: tokio::task::JoinHandle<()>,
     /// The web server task.
@@ -264,6 +267,11 @@ pub async fn start_replica_on(
         fence: CancellationToken::new(),
     };
     let fence = deps.fence.clone();
+    let scheme = if web_config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let (handle, supervisor_task) = supervisor::start(core, deps, shutdown.clone());
     let state = AppState::new(web_config, handle.clone(), coordinator, Arc::new(registry));
     // The charts' history: sampled on every replica, leader or not.
@@ -284,6 +292,7 @@ pub async fn start_replica_on(
     Ok(Running {
         handle,
         web_addr: server.addr,
+        dashboard_url: format!("{scheme}://{}", server.addr),
         supervisor: supervisor_task,
         web: server.task,
         fence,

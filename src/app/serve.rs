@@ -155,15 +155,7 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
     )
     .await
     .map_err(|e| Failure::Runtime(e.to_string()))?;
-    let scheme = if common.tls_cert.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    println!(
-        "mesos-appliance: dashboard on {scheme}://{}",
-        running.web_addr
-    );
+    println!("mesos-appliance: dashboard on {}", running.dashboard_url);
     // Watching starts after registering: the watch reads the current record
     // first, so a fence in between is not missed.
     let fence = tokio::spawn(deployment::watch_fence(

@@ -329,30 +329,45 @@ async fn uninstall(
 pub const AUDIT_SHOWN: usize = 20;
 
 /// The audit log's size and its last [`AUDIT_SHOWN`] entries, one line
-/// each, oldest first.
+/// each, oldest first; `audit trail: empty` when there are none.
 fn print_audit(log: &[(u64, serde_json::Value)]) {
-    println!(
+    for line in audit_lines(log) {
+        println!("{line}");
+    }
+}
+
+/// The lines [`print_audit`] prints.
+fn audit_lines(log: &[(u64, serde_json::Value)]) -> Vec<String> {
+    if log.is_empty() {
+        return vec!["  audit trail: empty".to_string()];
+    }
+    let mut lines = vec![format!(
         "  audit trail: {} entr{} (deleted with the rest); the last ones:",
         log.len(),
         if log.len() == 1 { "y" } else { "ies" }
-    );
-    for (seq, value) in &log[log.len().saturating_sub(AUDIT_SHOWN)..] {
-        match serde_json::from_value::<AuditEntry>(value.clone()) {
-            Ok(e) => println!(
-                "    #{seq} {} {} ({}) {} {}: {}{}",
-                crate::web::format::time(e.at),
-                e.who,
-                e.method,
-                e.action,
-                if e.ok { "ok" } else { "FAILED" },
-                e.outcome,
-                e.reason
-                    .map(|r| format!(" — reason: {r:?}"))
-                    .unwrap_or_default()
+    )];
+    lines.extend(
+        log[log.len().saturating_sub(AUDIT_SHOWN)..]
+            .iter()
+            .map(
+                |(seq, value)| match serde_json::from_value::<AuditEntry>(value.clone()) {
+                    Ok(e) => format!(
+                        "    #{seq} {} {} ({}) {} {}: {}{}",
+                        crate::web::format::time(e.at),
+                        e.who,
+                        e.method,
+                        e.action,
+                        if e.ok { "ok" } else { "FAILED" },
+                        e.outcome,
+                        e.reason
+                            .map(|r| format!(" — reason: {r:?}"))
+                            .unwrap_or_default()
+                    ),
+                    Err(_) => format!("    #{seq} (unreadable entry)"),
+                },
             ),
-            Err(_) => println!("    #{seq} (unreadable entry)"),
-        }
-    }
+    );
+    lines
 }
 
 /// Writes a newer deployment epoch under an ID of its own: every replica
@@ -380,4 +395,22 @@ async fn fence(c: &dyn Coordinator) -> Result<(), Error> {
         }
     }
     Err(Error::Failed("the deployment record kept changing".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_audit_trail_says_so() {
+        assert_eq!(audit_lines(&[]), ["  audit trail: empty"]);
+        let one = audit_lines(&[(7, serde_json::json!({"garbage": true}))]);
+        assert_eq!(
+            one,
+            [
+                "  audit trail: 1 entry (deleted with the rest); the last ones:",
+                "    #7 (unreadable entry)"
+            ]
+        );
+    }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::ids::{AgentId, TaskId};
+use crate::backoff::Backoff;
 
 /// One wanted kill.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,15 +24,14 @@ pub struct PendingKill {
     /// SIGTERM → SIGKILL grace period to send with the KILL.
     pub grace: Duration,
     next_at: Instant,
-    backoff: Duration,
+    backoff: Backoff,
 }
 
 /// The queue of wanted kills, by task ID, with their retry times indexed so
 /// that finding the due ones costs O(due · log n), not O(n).
 #[derive(Debug)]
 pub struct KillQueue {
-    min_backoff: Duration,
-    max_backoff: Duration,
+    backoff: Backoff,
     pending: BTreeMap<TaskId, PendingKill>,
     schedule: BTreeSet<(Instant, TaskId)>,
 }
@@ -40,8 +40,7 @@ impl KillQueue {
     /// Retries start after `min_backoff` and double up to `max_backoff`.
     pub fn new(min_backoff: Duration, max_backoff: Duration) -> Self {
         KillQueue {
-            min_backoff,
-            max_backoff: max_backoff.max(min_backoff),
+            backoff: Backoff::new(min_backoff, max_backoff),
             pending: BTreeMap::new(),
             schedule: BTreeSet::new(),
         }
@@ -68,7 +67,7 @@ impl KillQueue {
                 attempts: 0,
                 grace,
                 next_at: now,
-                backoff: self.min_backoff,
+                backoff: self.backoff.clone(),
             },
         );
         self.schedule.insert((now, task_id.clone()));
@@ -83,7 +82,6 @@ impl KillQueue {
     /// The kills due at `now`, each counted as one more attempt and
     /// rescheduled after its (doubling) backoff.
     pub fn due(&mut self, now: Instant) -> Vec<(TaskId, PendingKill)> {
-        let max = self.max_backoff;
         let mut out = Vec::new();
         while let Some(first) = self.schedule.first() {
             if first.0 > now {
@@ -94,8 +92,7 @@ impl KillQueue {
                 continue;
             };
             kill.attempts += 1;
-            kill.next_at = now + kill.backoff;
-            kill.backoff = (kill.backoff * 2).min(max);
+            kill.next_at = now + kill.backoff.next_delay();
             out.push((task_id, kill.clone()));
         }
         for (task_id, kill) in &out {

@@ -28,6 +28,7 @@ use super::ids::{AgentId, TaskId};
 use super::snapshot::{
     ReconcileKind, ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus,
 };
+use crate::backoff::Backoff;
 
 /// Source of run IDs, unique in the process (a reconciler lives for one
 /// leadership term; results pages outlive it).
@@ -87,7 +88,7 @@ struct Running {
     /// Explicit: task ID → agent ID.
     asked: BTreeMap<TaskId, Option<AgentId>>,
     answered: HashSet<TaskId>,
-    backoff: Duration,
+    backoff: Backoff,
     next_send: Instant,
     deadline: Instant,
 }
@@ -302,8 +303,7 @@ impl Reconciler {
                             unanswered(running).into_iter().map(|(t, _)| t).collect();
                         actions.extend(self.finish(ReconcileOutcome::Aborted, now, now_secs));
                     } else if now >= running.next_send {
-                        running.backoff = (running.backoff * 2).min(self.cfg.explicit_max_backoff);
-                        running.next_send = now + running.backoff;
+                        running.next_send = now + running.backoff.next_delay();
                         running.view.calls += 1;
                         actions.push(Action::Send(unanswered(running)));
                     }
@@ -349,7 +349,9 @@ impl Reconciler {
         now: Instant,
         now_secs: f64,
     ) -> Vec<Action> {
-        let first_wait = FIRST_BACKOFF.min(self.cfg.explicit_max_backoff);
+        let max = self.cfg.explicit_max_backoff;
+        let mut backoff = Backoff::new(FIRST_BACKOFF.min(max), max);
+        let first_wait = backoff.next_delay();
         let asked: BTreeMap<TaskId, Option<AgentId>> = tasks.into_iter().collect();
         let mut running = Running {
             view: ReconcileRun {
@@ -364,7 +366,7 @@ impl Reconciler {
                 calls: 1,
                 outcome: ReconcileOutcome::Running,
             },
-            backoff: first_wait,
+            backoff,
             next_send: now + first_wait,
             deadline: now
                 + match kind {

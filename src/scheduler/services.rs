@@ -292,7 +292,7 @@ pub struct ServiceSpec {
     /// First delay before restarting a failed task of this service; doubles
     /// per consecutive failure up to `restart_backoff_max`. The count resets
     /// once a task has stayed TASK_RUNNING for `restart_backoff_max` (at
-    /// least 10 seconds; see [`crate::scheduler::workload::Backoff`]).
+    /// least 10 seconds; see [`crate::scheduler::workload::RestartBackoff`]).
     #[serde(
         default = "default_backoff",
         serialize_with = "humantime_serde::serialize",

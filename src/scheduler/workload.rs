@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::ids::TaskId;
 use super::records::TaskRecord;
 use super::services::ServiceSpec;
+use crate::backoff::Backoff;
 use crate::mesos::v1::{TaskState, task_status};
 
 /// What one service needs.
@@ -149,7 +150,7 @@ pub fn counts_as_failure_of(record: &TaskRecord) -> bool {
 /// reaching RUNNING alone proves nothing, since an executor reports RUNNING
 /// as soon as the command starts, before a crash-looping command exits.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Backoff {
+pub struct RestartBackoff {
     /// Consecutive failed tasks.
     pub failures: u32,
     /// No launch before this.
@@ -163,7 +164,7 @@ pub struct Backoff {
 /// `restart_backoff_max`.
 pub const MIN_STABLE_RUN: Duration = Duration::from_secs(10);
 
-impl Backoff {
+impl RestartBackoff {
     /// The task `task_id` of the service is TASK_RUNNING at `now`. Repeated
     /// RUNNING updates (reconciliation, a new leader adopting the task) keep
     /// the first time seen.
@@ -183,11 +184,11 @@ impl Backoff {
             return;
         }
         self.failures = self.failures.saturating_add(1);
-        let factor = 1u32 << (self.failures - 1).min(16);
-        let delay = spec
-            .restart_backoff
-            .saturating_mul(factor)
-            .min(spec.restart_backoff_max);
+        let delay = Backoff::nth(
+            spec.restart_backoff,
+            spec.restart_backoff_max,
+            self.failures - 1,
+        );
         self.not_before = Some(now + delay);
     }
 
@@ -351,7 +352,7 @@ mod tests {
     fn backoff_doubles_to_its_cap() {
         let s = spec(1);
         let t0 = Instant::now();
-        let mut b = Backoff::default();
+        let mut b = RestartBackoff::default();
         assert!(b.ready(t0));
         let delays: Vec<u64> = (0..5)
             .map(|i| {
@@ -369,7 +370,7 @@ mod tests {
     fn a_crash_loop_that_reports_running_keeps_backing_off() {
         let s = spec(1);
         let t0 = Instant::now();
-        let mut b = Backoff::default();
+        let mut b = RestartBackoff::default();
         let mut at = t0;
         let mut delays = vec![];
         for i in 0..4 {
@@ -388,7 +389,7 @@ mod tests {
     fn a_stable_run_forgives_failures() {
         let s = spec(1); // restart_backoff_max 5s, so MIN_STABLE_RUN (10s) rules
         let t0 = Instant::now();
-        let mut b = Backoff::default();
+        let mut b = RestartBackoff::default();
         b.terminal(&s, "a", true, t0);
         b.terminal(&s, "b", true, t0);
         b.running(&"c".into(), t0);

@@ -12,7 +12,7 @@
 //! | GET | `/api/v1/events` | 200 [`EventsView`]; 400 bad query |
 //! | GET | `/api/v1/services`, `/api/v1/services/{name}` | 200 [`ServicesView`] / [`ServiceRow`]; 404 |
 //! | PUT | `/api/v1/services/{name}` | 201 created, 200 replaced; 400 field errors; 401; 403; 415; 503 |
-//! | DELETE | `/api/v1/services/{name}` | 200; 404; 401; 403; 503 |
+//! | DELETE | `/api/v1/services/{name}` | 200; 404; 401; 403; 415; 503 |
 //! | GET | `/healthz` | 200 `ok` while the process serves |
 //! | GET | `/readyz` | 200 / 503 with [`Readiness`] |
 //! | GET | `/metrics` | 200 OpenMetrics text |
@@ -38,7 +38,7 @@ use crate::scheduler::{Command, FieldError, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
 
 /// The problem for a query string that does not parse.
-fn bad_query(e: QueryRejection) -> AppError {
+pub(crate) fn bad_query(e: QueryRejection) -> AppError {
     AppError::bad_request(e.body_text())
 }
 
@@ -125,8 +125,9 @@ pub async fn service(
         .ok_or_else(|| AppError::not_found(format!("no service {name:?}")))
 }
 
-/// The checks every mutating API call passes first: Origin, then the
-/// token (or loopback rule), then leadership. Returns who is acting.
+/// The checks every mutating API call (PUT, DELETE, POST) passes first:
+/// Origin, then the token (or loopback rule), then leadership, then the
+/// declared `Content-Type` ([`refuse_form_types`]). Returns who is acting.
 pub(crate) fn guard_api(
     state: &AppState,
     headers: &HeaderMap,
@@ -136,7 +137,37 @@ pub(crate) fn guard_api(
     auth::check_origin(headers, &state.config.advertised_url, false)?;
     let actor = auth::check_access(state.access, &state.keys, headers, peer, false)?;
     leader_precheck(state, path)?;
+    refuse_form_types(headers)?;
     Ok(actor)
+}
+
+/// Whether the request declares a JSON `Content-Type`
+/// (`application/json` or `application/*+json`); `None` when it declares
+/// none.
+fn declares_json(headers: &HeaderMap) -> Option<bool> {
+    headers.get(header::CONTENT_TYPE).map(|v| {
+        v.to_str()
+            .ok()
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|t| {
+                let t = t.trim().to_ascii_lowercase();
+                t == "application/json" || (t.starts_with("application/") && t.ends_with("+json"))
+            })
+    })
+}
+
+/// 415 when a mutating API call declares any `Content-Type` but JSON, even
+/// with an empty body: a plain HTML form on another site can only send
+/// `application/x-www-form-urlencoded`, `multipart/form-data` or
+/// `text/plain`, and must never drive the API ([`super::auth`]).
+fn refuse_form_types(headers: &HeaderMap) -> Result<(), AppError> {
+    if declares_json(headers) == Some(false) {
+        return Err(unsupported_media_type(
+            "the API accepts only Content-Type: application/json (form and text types are \
+             refused even with an empty body)",
+        ));
+    }
+    Ok(())
 }
 
 /// `?reason=` of a service change (its body is the spec).
@@ -147,37 +178,18 @@ pub struct ReasonQuery {
     pub reason: Option<String>,
 }
 
-/// A JSON request body: empty is `None`; otherwise it must parse (400).
-/// A declared `Content-Type` must be JSON (415), even on an empty body: a
-/// plain HTML form on another site can only send
-/// `application/x-www-form-urlencoded`, `multipart/form-data` or
-/// `text/plain`, and must never drive the API. A body needs a declared
-/// JSON type.
+/// A JSON request body, after [`guard_api`]: empty is `None`; otherwise
+/// it must be declared JSON (415) and parse (400).
 pub(crate) fn json_body(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Option<serde_json::Value>, AppError> {
     let body = body
         .map_err(|e| AppError::new(e.status(), "body", "Unreadable request body", e.body_text()))?;
-    let json_type = headers.get(header::CONTENT_TYPE).map(|v| {
-        v.to_str()
-            .ok()
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|t| {
-                let t = t.trim().to_ascii_lowercase();
-                t == "application/json" || (t.starts_with("application/") && t.ends_with("+json"))
-            })
-    });
-    if json_type == Some(false) {
-        return Err(unsupported_media_type(
-            "the API accepts only Content-Type: application/json (form and text types are \
-             refused even with an empty body)",
-        ));
-    }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    if json_type.is_none() {
+    if declares_json(headers) != Some(true) {
         return Err(unsupported_media_type(
             "send the body as Content-Type: application/json",
         ));

@@ -216,9 +216,10 @@ pub async fn record(
     }
 }
 
-/// Filters of `/audit` and `/api/v1/audit` (see the module doc).
+/// Filters of `/audit` and `/api/v1/audit` (see the module doc); any other
+/// parameter is refused (400), so a misspelt filter never passes as none.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct AuditQuery {
     /// Only entries by this name.
     pub who: Option<String>,
@@ -371,7 +372,7 @@ pub async fn api(
     State(state): State<AppState>,
     query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Json<AuditView>, AppError> {
-    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()))?;
+    let Query(query) = query.map_err(super::api::bad_query)?;
     Ok(Json(AuditView::load(&state, query).await?))
 }
 

@@ -21,6 +21,7 @@ use axum::extract::rejection::{FormRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{MethodRouter, post};
 use serde::Deserialize;
 
 use super::AppState;
@@ -215,7 +216,7 @@ async fn post_button(
     headers: HeaderMap,
     peer: Peer,
     form: Result<Form<ButtonForm>, FormRejection>,
-    make: impl FnOnce(&ButtonForm) -> Result<OperatorAction, AppError>,
+    make: fn(&ButtonForm) -> Result<OperatorAction, AppError>,
 ) -> Result<Response, AppError> {
     let Form(form) = form.map_err(form_error)?;
     let ctx = guard_form(&state, &headers, peer, &form.csrf, uri.path(), &form.reason)?;
@@ -224,50 +225,31 @@ async fn post_button(
     Ok(to_result(&record))
 }
 
-/// `POST /actions/reconcile` (`kind` = `explicit` or `implicit`).
-pub async fn post_reconcile(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    peer: Peer,
-    form: Result<Form<ButtonForm>, FormRejection>,
-) -> Result<Response, AppError> {
-    post_button(state, uri, headers, peer, form, |f| match f.kind.as_str() {
+/// The `POST` of a one-button action form (`/actions/reconcile`,
+/// `/actions/abdicate`, `/actions/reregister`): `make` reads the action from
+/// the form once the post passed the origin, CSRF and access checks.
+pub fn button(make: fn(&ButtonForm) -> Result<OperatorAction, AppError>) -> MethodRouter<AppState> {
+    post(
+        move |State(state): State<AppState>,
+              uri: Uri,
+              headers: HeaderMap,
+              peer: Peer,
+              form: Result<Form<ButtonForm>, FormRejection>| {
+            post_button(state, uri, headers, peer, form, make)
+        },
+    )
+}
+
+/// The action of the reconcile button: `kind` = `explicit` (the default)
+/// or `implicit` (else 400).
+pub fn reconcile_action(form: &ButtonForm) -> Result<OperatorAction, AppError> {
+    match form.kind.as_str() {
         "" | "explicit" => Ok(OperatorAction::Reconcile(ReconcileKind::Explicit)),
         "implicit" => Ok(OperatorAction::Reconcile(ReconcileKind::Implicit)),
         other => Err(AppError::bad_request(format!(
             "kind must be explicit or implicit, not {other:?}"
         ))),
-    })
-    .await
-}
-
-/// `POST /actions/abdicate`.
-pub async fn post_abdicate(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    peer: Peer,
-    form: Result<Form<ButtonForm>, FormRejection>,
-) -> Result<Response, AppError> {
-    post_button(state, uri, headers, peer, form, |_| {
-        Ok(OperatorAction::Abdicate)
-    })
-    .await
-}
-
-/// `POST /actions/reregister`.
-pub async fn post_reregister(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    peer: Peer,
-    form: Result<Form<ButtonForm>, FormRejection>,
-) -> Result<Response, AppError> {
-    post_button(state, uri, headers, peer, form, |_| {
-        Ok(OperatorAction::Reregister)
-    })
-    .await
+    }
 }
 
 #[derive(Template, WebTemplate)]

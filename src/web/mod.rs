@@ -33,10 +33,13 @@
 //!
 //! | method | path | who | answers |
 //! |---|---|---|---|
-//! | GET | `/`, `/tasks`, `/tasks/{id}`, `/services`, `/offers`, `/replicas`, `/events`, `/actions` | anyone | 200 HTML (400 bad query, 404 unknown task) |
-//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}` | anyone | 200 JSON twins of the pages (400, 404 as problems) |
+//! | GET | `/`, `/tasks`, `/tasks/{id}`, `/services`, `/offers`, `/replicas`, `/events`, `/actions`, `/audit` | anyone | 200 HTML (400 bad query, 404 unknown task) |
+//! | GET | `/tasks/{id}/logs/{stdout\|stderr}?offset=` | anyone | 200 HTML, a page of the task's sandbox file ([`logs`]); 400, 404, 410, 502, 503, 504 |
+//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}`, `/audit` | anyone | 200 JSON twins of the pages (400, 404 as problems; `/audit` refuses unknown parameters) |
+//! | GET | `/api/v1/tasks/{id}/logs/{stdout\|stderr}?offset=&length=` | anyone | 200 one read of the sandbox file ([`logs::LogView`]); 400, 404, 410, 502, 503, 504 |
+//! | GET | `/api/v1/history?window=15m\|1h\|6h&points=N` | anyone | 200 the charts' samples and marks ([`history::HistoryView`]); 400 |
 //! | GET | `/api/v1/stream` | anyone | server-sent events, one per snapshot |
-//! | PUT, DELETE | `/api/v1/services/{name}` | admin | 201/200; 400 field errors, 401, 403, 404, 413, 415, 503 |
+//! | PUT, DELETE | `/api/v1/services/{name}` | admin | 201/200; 400 field errors, 401, 403, 404, 413, 415 (any declared type but JSON, even without a body), 503 |
 //! | POST | `/api/v1/actions/{reconcile,kamikaze,teardown,abdicate,reregister}` | admin | 202/200; 400, 401, 403, 404, 409, 415, 502, 503 (+`Location` on a follower) |
 //! | GET | `/actions/teardown`, `/actions/kamikaze` | anyone (login first in token mode: 303) | confirmation page |
 //! | POST | `/actions/{teardown,kamikaze,reconcile,abdicate,reregister}` | admin session or loopback rule; `Origin` + CSRF | 303 to `/actions/results/{id}`; 401, 403, 409, 422, 503 |
@@ -94,7 +97,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -103,6 +106,7 @@ use tokio_util::sync::CancellationToken;
 use crate::coordination::Coordinator;
 use crate::executor::info::ServedExecutor;
 use crate::scheduler::{SchedulerHandle, Snapshot};
+use actions::OperatorAction;
 
 pub use error::AppError;
 
@@ -382,17 +386,30 @@ impl App {
 /// [`api`] / [`pages`] / [`actions`]). Unknown routes answer 404, as an
 /// HTML page or, under `/api/`, a JSON problem.
 pub fn router(state: AppState) -> Router {
-    let mut app = Router::new()
-        // Pages.
+    // Pages with a JSON twin at `/api/v1` + the same path.
+    let twins: [(&str, MethodRouter<AppState>, MethodRouter<AppState>); 10] = [
+        ("/tasks", get(pages::tasks), get(api::tasks)),
+        ("/tasks/{id}", get(pages::task), get(api::task)),
+        ("/tasks/{id}/logs/{file}", get(logs::page), get(logs::api)),
+        ("/offers", get(pages::offers), get(api::offers)),
+        ("/replicas", get(pages::replicas), get(api::replicas)),
+        ("/events", get(pages::events), get(api::events)),
+        ("/services", get(pages::services), get(api::services)),
+        ("/actions", get(pages::actions), get(api::actions)),
+        (
+            "/actions/results/{id}",
+            get(forms::result_page),
+            get(api::action_result),
+        ),
+        ("/audit", get(pages::audit), get(audit::api)),
+    ];
+    let mut app = Router::new();
+    for (path, page, json) in twins {
+        app = app.route(path, page).route(&format!("/api/v1{path}"), json);
+    }
+    app = app
+        // Pages of their own.
         .route("/", get(pages::overview))
-        .route("/replicas", get(pages::replicas))
-        .route("/tasks", get(pages::tasks))
-        .route("/tasks/{id}", get(pages::task))
-        .route("/tasks/{id}/logs/{file}", get(logs::page))
-        .route("/offers", get(pages::offers))
-        .route("/services", get(pages::services))
-        .route("/events", get(pages::events))
-        .route("/actions", get(pages::actions))
         .route(
             "/actions/teardown",
             get(forms::confirm_teardown).post(forms::post_teardown),
@@ -401,32 +418,26 @@ pub fn router(state: AppState) -> Router {
             "/actions/kamikaze",
             get(forms::confirm_kamikaze).post(forms::post_kamikaze),
         )
-        .route("/actions/reconcile", post(forms::post_reconcile))
-        .route("/actions/abdicate", post(forms::post_abdicate))
-        .route("/actions/reregister", post(forms::post_reregister))
-        .route("/actions/results/{id}", get(forms::result_page))
-        .route("/audit", get(pages::audit))
+        .route("/actions/reconcile", forms::button(forms::reconcile_action))
+        .route(
+            "/actions/abdicate",
+            forms::button(|_| Ok(OperatorAction::Abdicate)),
+        )
+        .route(
+            "/actions/reregister",
+            forms::button(|_| Ok(OperatorAction::Reregister)),
+        )
         .route("/login", get(pages::login).post(forms::post_login))
         .route("/logout", post(forms::post_logout))
-        // JSON twins and the API.
+        // The rest of the API.
         .route("/api/v1/state", get(api::state))
-        .route("/api/v1/tasks", get(api::tasks))
-        .route("/api/v1/tasks/{id}", get(api::task))
-        .route("/api/v1/tasks/{id}/logs/{file}", get(logs::api))
-        .route("/api/v1/offers", get(api::offers))
-        .route("/api/v1/replicas", get(api::replicas))
-        .route("/api/v1/events", get(api::events))
-        .route("/api/v1/services", get(api::services))
         .route(
             "/api/v1/services/{name}",
             get(api::service)
                 .put(api::put_service)
                 .delete(api::delete_service),
         )
-        .route("/api/v1/actions", get(api::actions))
-        .route("/api/v1/actions/results/{id}", get(api::action_result))
         .route("/api/v1/actions/{action}", post(actions::api_action))
-        .route("/api/v1/audit", get(audit::api))
         .route("/api/v1/history", get(history::api))
         .route("/api/v1/stream", get(live::stream))
         .route("/healthz", get(api::healthz))

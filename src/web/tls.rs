@@ -65,11 +65,16 @@ pub fn load(files: &TlsFiles) -> Result<rustls::ServerConfig, String> {
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .map_err(|e| {
-            format!(
-                "--tls-cert {} and --tls-key {}: {e}",
-                files.cert.display(),
-                files.key.display()
-            )
+            let (cert, key) = (files.cert.display(), files.key.display());
+            match e {
+                rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+                    format!(
+                        "--tls-key {key} does not belong to the certificate in --tls-cert \
+                         {cert}: give the key the certificate was issued for"
+                    )
+                }
+                e => format!("--tls-cert {cert} and --tls-key {key}: {e}"),
+            }
         })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)

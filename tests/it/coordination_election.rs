@@ -7,12 +7,45 @@ use crate::support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mesos_appliance::coordination::zookeeper::ZkCoordinator;
 use mesos_appliance::coordination::{Coordinator, Expect, Leadership};
 use support::chaos_proxy::ChaosProxy;
 use support::replicas::{Recorder, SESSION, start, wait_follower_of, wait_leader, wait_one_leader};
 use support::zookeeper::{ZkServer, expire_session};
 
 const T: Duration = Duration::from_secs(10);
+
+/// `a` leading (it reaches ZooKeeper at `a_connect`: the server's, or a
+/// chaos proxy's to cut it off) and `b` following it, connected directly.
+async fn leader_and_follower(
+    zk: &ZkServer,
+    a_connect: &str,
+) -> (Arc<ZkCoordinator>, Arc<ZkCoordinator>) {
+    let a = start(a_connect, "a").await;
+    wait_leader(a.as_ref(), T).await;
+    let b = start(&zk.connect_string(), "b").await;
+    wait_follower_of(b.as_ref(), "a", T).await;
+    (a, b)
+}
+
+/// A leader `a` that reaches ZooKeeper through a chaos proxy (to cut it
+/// off), a follower `b` connected directly, both recorded from the start:
+/// `(zk, proxy, a, b, a's recorder, b's recorder)`.
+async fn proxied_leader() -> (
+    ZkServer,
+    ChaosProxy,
+    Arc<ZkCoordinator>,
+    Arc<ZkCoordinator>,
+    Recorder,
+    Recorder,
+) {
+    support::init_tracing();
+    let zk = ZkServer::start();
+    let proxy = ChaosProxy::start(zk.addr()).await;
+    let (a, b) = leader_and_follower(&zk, &proxy.connect_string()).await;
+    let (rec_a, rec_b) = (Recorder::start(a.as_ref()), Recorder::start(b.as_ref()));
+    (zk, proxy, a, b, rec_a, rec_b)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_contenders_elect_exactly_one_leader() {
@@ -92,15 +125,7 @@ async fn closing_the_leader_hands_over_within_milliseconds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn expired_leader_stops_before_the_follower_leads_and_rejoins() {
-    support::init_tracing();
-    let zk = ZkServer::start();
-    let proxy = ChaosProxy::start(zk.addr()).await;
-    let a = start(&proxy.connect_string(), "a").await;
-    wait_leader(a.as_ref(), T).await;
-    let b = start(&zk.connect_string(), "b").await;
-    wait_follower_of(b.as_ref(), "a", T).await;
-    let rec_a = Recorder::start(a.as_ref());
-    let rec_b = Recorder::start(b.as_ref());
+    let (zk, proxy, a, b, rec_a, rec_b) = proxied_leader().await;
     let token = a.term_token(1);
     let old_session = a.session().unwrap();
 
@@ -127,15 +152,7 @@ async fn expired_leader_stops_before_the_follower_leads_and_rejoins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_cut_off_longer_than_the_session_timeout_steps_down() {
-    support::init_tracing();
-    let zk = ZkServer::start();
-    let proxy = ChaosProxy::start(zk.addr()).await;
-    let a = start(&proxy.connect_string(), "a").await;
-    wait_leader(a.as_ref(), T).await;
-    let b = start(&zk.connect_string(), "b").await;
-    wait_follower_of(b.as_ref(), "a", T).await;
-    let rec_a = Recorder::start(a.as_ref());
-    let rec_b = Recorder::start(b.as_ref());
+    let (_zk, proxy, a, b, rec_a, rec_b) = proxied_leader().await;
 
     let t0 = Instant::now();
     proxy.break_link();
@@ -162,14 +179,7 @@ async fn leader_cut_off_longer_than_the_session_timeout_steps_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_cut_off_briefly_is_suspended_then_resumes() {
-    support::init_tracing();
-    let zk = ZkServer::start();
-    let proxy = ChaosProxy::start(zk.addr()).await;
-    let a = start(&proxy.connect_string(), "a").await;
-    wait_leader(a.as_ref(), T).await;
-    let b = start(&zk.connect_string(), "b").await;
-    wait_follower_of(b.as_ref(), "a", T).await;
-    let rec_b = Recorder::start(b.as_ref());
+    let (_zk, proxy, a, b, _, rec_b) = proxied_leader().await;
     let token = a.term_token(1);
     let session = a.session().unwrap().id();
 
@@ -218,10 +228,7 @@ async fn flapping_link_is_rate_limited() {
 async fn server_restart_keeps_one_leader_and_the_data() {
     support::init_tracing();
     let mut zk = ZkServer::start();
-    let a = start(&zk.connect_string(), "a").await;
-    wait_leader(a.as_ref(), T).await;
-    let b = start(&zk.connect_string(), "b").await;
-    wait_follower_of(b.as_ref(), "a", T).await;
+    let (a, b) = leader_and_follower(&zk, &zk.connect_string()).await;
     a.store_framework_id("fw-restart").await.unwrap();
 
     zk.stop();
@@ -247,10 +254,7 @@ async fn server_restart_keeps_one_leader_and_the_data() {
 async fn abdication_hands_over_and_rejoins_at_the_back() {
     support::init_tracing();
     let zk = ZkServer::start();
-    let a = start(&zk.connect_string(), "a").await;
-    wait_leader(a.as_ref(), T).await;
-    let b = start(&zk.connect_string(), "b").await;
-    wait_follower_of(b.as_ref(), "a", T).await;
+    let (a, b) = leader_and_follower(&zk, &zk.connect_string()).await;
     assert_eq!(
         b.abdicate().await.unwrap_err(),
         mesos_appliance::coordination::CoordinationError::NotLeader
@@ -288,10 +292,7 @@ async fn abdication_hands_over_and_rejoins_at_the_back() {
 async fn dropping_a_coordinator_leaves_the_election() {
     support::init_tracing();
     let zk = ZkServer::start();
-    let a = start(&zk.connect_string(), "a").await;
-    wait_leader(a.as_ref(), T).await;
-    let b = start(&zk.connect_string(), "b").await;
-    wait_follower_of(b.as_ref(), "a", T).await;
+    let (a, b) = leader_and_follower(&zk, &zk.connect_string()).await;
     let t0 = Instant::now();
     drop(Arc::into_inner(a).expect("sole owner"));
     wait_leader(b.as_ref(), T).await;

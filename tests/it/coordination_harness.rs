@@ -21,6 +21,19 @@ async fn client(connect: &str) -> zk::Client {
         .expect("connect")
 }
 
+/// Creates `path` holding `data`, open to anyone.
+async fn create(client: &zk::Client, path: &str, data: &[u8], mode: zk::CreateMode) {
+    let options = mode.with_acls(zk::Acls::anyone_all());
+    client.create(path, data, &options).await.expect("create");
+}
+
+/// A client that reaches `server` through a chaos proxy.
+async fn proxied_client(server: &ZkServer) -> (ChaosProxy, zk::Client) {
+    let proxy = ChaosProxy::start(server.addr()).await;
+    let client = client(&proxy.connect_string()).await;
+    (proxy, client)
+}
+
 async fn wait_state(client: &zk::Client, want: zk::SessionState, timeout: Duration) {
     let mut sw = client.state_watcher();
     let r = tokio::time::timeout(timeout, async {
@@ -55,30 +68,16 @@ async fn server_serves_and_negotiates_short_sessions() {
         SESSION,
         "server must allow a 2 s session timeout"
     );
-    c.create(
-        "/x",
-        b"1",
-        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
-    )
-    .await
-    .unwrap();
+    create(&c, "/x", b"1", zk::CreateMode::Persistent).await;
     assert_eq!(c.get_data("/x").await.unwrap().0, b"1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expire_session_removes_ephemerals_and_victim_sees_expired() {
     let server = ZkServer::start();
-    let proxy = ChaosProxy::start(server.addr()).await;
-    let victim = client(&proxy.connect_string()).await;
+    let (proxy, victim) = proxied_client(&server).await;
     let observer = client(&server.connect_string()).await;
-    victim
-        .create(
-            "/e",
-            b"",
-            &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
-        )
-        .await
-        .unwrap();
+    create(&victim, "/e", b"", zk::CreateMode::Ephemeral).await;
     let (_, _, watch) = observer.get_and_watch_data("/e").await.unwrap();
 
     let mut victim_states = victim.state_watcher();
@@ -108,15 +107,8 @@ async fn expire_session_removes_ephemerals_and_victim_sees_expired() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_break_disconnects_and_restore_reconnects() {
     let server = ZkServer::start();
-    let proxy = ChaosProxy::start(server.addr()).await;
-    let c = client(&proxy.connect_string()).await;
-    c.create(
-        "/p",
-        b"",
-        &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
-    )
-    .await
-    .unwrap();
+    let (proxy, c) = proxied_client(&server).await;
+    create(&c, "/p", b"", zk::CreateMode::Ephemeral).await;
 
     proxy.break_link();
     wait_state(&c, zk::SessionState::Disconnected, Duration::from_secs(3)).await;
@@ -129,15 +121,8 @@ async fn proxy_break_disconnects_and_restore_reconnects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_latency_delays_each_direction_without_adding_up() {
     let server = ZkServer::start();
-    let proxy = ChaosProxy::start(server.addr()).await;
-    let c = client(&proxy.connect_string()).await;
-    c.create(
-        "/l",
-        b"",
-        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
-    )
-    .await
-    .unwrap();
+    let (proxy, c) = proxied_client(&server).await;
+    create(&c, "/l", b"", zk::CreateMode::Persistent).await;
     proxy.set_latency(Duration::from_millis(300), Duration::from_millis(200));
     // Ten reads in flight at once take one round trip, not ten.
     let t0 = std::time::Instant::now();
@@ -164,13 +149,7 @@ async fn proxy_latency_delays_each_direction_without_adding_up() {
 async fn restart_keeps_data_and_port() {
     let mut server = ZkServer::start();
     let c = client(&server.connect_string()).await;
-    c.create(
-        "/keep",
-        b"v",
-        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
-    )
-    .await
-    .unwrap();
+    create(&c, "/keep", b"v", zk::CreateMode::Persistent).await;
     server.restart();
     let c2 = client(&server.connect_string()).await;
     assert_eq!(c2.get_data("/keep").await.unwrap().0, b"v");

@@ -4,7 +4,10 @@
 //! second deployment while the old leader lives (it waits, no ping-pong);
 //! the old scheduler killed within the failover timeout (same framework ID,
 //! every task adopted, no kill); the failover timeout passed (state
-//! `removed`, no restart loop, `/readyz` failing, then re-registration).
+//! `removed`, no restart loop, `/readyz` failing, no task shown live, then
+//! re-registration). After each, `/api/v1/tasks` is compared with the
+//! master's tasks: none is shown live that the master ended or forgot
+//! ([`support::truth`]).
 
 use crate::support;
 
@@ -13,6 +16,7 @@ use std::time::Duration;
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
 use support::processes::*;
+use support::truth::{assert_agrees_with_master, count};
 use support::zookeeper::ZkServer;
 
 fn services() -> serde_json::Value {
@@ -122,6 +126,8 @@ async fn scenario_1_clean_start_and_2_a_second_deployment_waits() {
         .await;
     assert_eq!(status, 503);
     assert_eq!(body["leader_url"], a.url.as_str(), "{body}");
+    assert_agrees_with_master(&a, &s.tb, WAIT).await;
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,6 +170,7 @@ async fn scenario_3_killed_scheduler_is_replaced_with_the_same_framework_id() {
     let mut before = tasks_before;
     before.sort();
     assert_eq!(after, before);
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,6 +212,13 @@ async fn scenario_4_removed_framework_waits_then_reregisters() {
     let (status, ready) = b.get("/readyz").await.unwrap();
     assert_eq!(status, 503);
     assert!(ready.to_string().contains("removed"), "{ready}");
+    // The master killed the five tasks with the framework: none is shown
+    // live, every record says TASK_KILLED.
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
+    let state = b
+        .wait_state("records settled", WAIT, |st| count(st, "TASK_KILLED") == 5)
+        .await;
+    assert_eq!(running_count(&state), 0, "{state}");
     let subscribes = s.subscribes();
     support::client::holds_for("no restart loop", Duration::from_secs(3), || {
         s.subscribes() == subscribes
@@ -222,6 +236,7 @@ async fn scenario_4_removed_framework_waits_then_reregisters() {
     let new = framework_id(&state).unwrap();
     assert_ne!(new, old);
     assert_eq!(b.get("/readyz").await.unwrap().0, 200);
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,6 +259,7 @@ async fn scenario_4_with_automatic_reregistration() {
         .wait_state("re-registered on its own", WAIT, all_running)
         .await;
     assert_ne!(framework_id(&state).unwrap(), old);
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }
 
 /// `docs/deployment-strategies.md#a-framework-of-the-same-name`: with no
@@ -331,4 +347,5 @@ async fn a_live_framework_of_the_same_name_and_no_stored_id_refuses_to_register(
         "the other framework was torn down"
     );
     let _ = foreign.expect_end().await;
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }

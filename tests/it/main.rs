@@ -43,6 +43,7 @@ mod pymesos_client;
 mod scheduler_failover;
 mod scheduler_health;
 mod scheduler_offers;
+mod scheduler_removed;
 mod scheduler_safety;
 mod scheduler_store;
 mod scheduler_workload;

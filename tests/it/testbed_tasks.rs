@@ -282,9 +282,33 @@ async fn partition_aware_frameworks_get_unknown_and_gone() {
     assert_eq!(sub.expect_update("b").await["state"], "TASK_GONE");
 }
 
-/// An ACCEPT launching `task` under a custom executor `executor`.
-fn launch_with_executor(fid: &str, offer: &Value, task: &str, executor: &str) -> Value {
-    json!({"framework_id": {"value": fid}, "type": "ACCEPT", "accept": {
+/// A framework `name` with `task` running under the custom executor
+/// `executor` (STARTING and RUNNING acknowledged); returns the stream, the
+/// framework ID and the offer the task was launched on.
+async fn with_executor_task(
+    tb: &Testbed,
+    name: &str,
+    task: &str,
+    executor: &str,
+) -> (Subscription, String, Value) {
+    let (mut sub, fid) = connected(&tb.url(), name, 60.0).await;
+    let event = sub.expect("OFFERS").await;
+    let offer = event["offers"]["offers"][0].clone();
+    launch_under_executor(tb, &mut sub, &fid, &offer, task, executor).await;
+    (sub, fid, offer)
+}
+
+/// ACCEPTs `offer` launching `task` under the custom executor `executor`,
+/// then acknowledges its STARTING and RUNNING; returns the RUNNING status.
+async fn launch_under_executor(
+    tb: &Testbed,
+    sub: &mut Subscription,
+    fid: &str,
+    offer: &Value,
+    task: &str,
+    executor: &str,
+) -> Value {
+    let accept = json!({"framework_id": {"value": fid}, "type": "ACCEPT", "accept": {
         "offer_ids": [offer["id"]],
         "operations": [{"type": "LAUNCH", "launch": {"task_infos": [{
             "name": task, "task_id": {"value": task}, "agent_id": offer["agent_id"],
@@ -294,37 +318,27 @@ fn launch_with_executor(fid: &str, offer: &Value, task: &str, executor: &str) ->
                 "command": {"value": "./mesos-appliance-executor"},
                 "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.1}},
                               {"name": "mem", "type": "SCALAR", "scalar": {"value": 32}}]}}]}}],
-        "filters": {"refuse_seconds": 0.0}}})
+        "filters": {"refuse_seconds": 0.0}}});
+    assert_eq!(call(&tb.url(), &sub.stream_id, accept).await.status, 202);
+    run(tb, sub, fid, task).await
+}
+
+/// A MESSAGE of base64 `data` to `executor` on `offer`'s agent.
+fn message(fid: &str, offer: &Value, executor: &str, data: &str) -> Value {
+    json!({"framework_id": {"value": fid}, "type": "MESSAGE", "message": {
+        "agent_id": offer["agent_id"], "executor_id": {"value": executor}, "data": data}})
 }
 
 #[tokio::test]
 async fn kamikaze_message_makes_a_custom_executor_exit_and_fail_its_tasks() {
     let tb = testbed(TestbedConfig::for_tests(1)).await;
-    let (mut sub, fid) = connected(&tb.url(), "kz", 60.0).await;
-    let event = sub.expect("OFFERS").await;
-    let offer = event["offers"]["offers"][0].clone();
-    call(
-        &tb.url(),
-        &sub.stream_id,
-        launch_with_executor(&fid, &offer, "a-0", "exec-a"),
-    )
-    .await;
-    run(&tb, &mut sub, &fid, "a-0").await;
+    let (mut sub, fid, offer) = with_executor_task(&tb, "kz", "a-0", "exec-a").await;
     // The rest of the agent is offered again, maybe while `run` waited.
     let second_offer = sub.next_offer().await;
-    call(
-        &tb.url(),
-        &sub.stream_id,
-        launch_with_executor(&fid, &second_offer, "a-1", "exec-a"),
-    )
-    .await;
-    let running = run(&tb, &mut sub, &fid, "a-1").await;
+    let running = launch_under_executor(&tb, &mut sub, &fid, &second_offer, "a-1", "exec-a").await;
     assert_eq!(running["executor_id"]["value"], "exec-a");
 
-    let message = |data: &str| {
-        json!({"framework_id": {"value": fid}, "type": "MESSAGE", "message": {
-        "agent_id": offer["agent_id"], "executor_id": {"value": "exec-a"}, "data": data}})
-    };
+    let message = |data: &str| message(&fid, &offer, "exec-a", data);
     // "hello" is delivered and ignored; "kamikaze" kills the executor.
     assert_eq!(
         call(&tb.url(), &sub.stream_id, message("aGVsbG8="))
@@ -366,13 +380,8 @@ async fn command_executor_ignores_kamikaze() {
     let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid, offer) = with_task(&tb, new_framework("ck", 60.0), "t1").await;
     run(&tb, &mut sub, &fid, "t1").await;
-    call(
-        &tb.url(),
-        &sub.stream_id,
-        json!({"framework_id": {"value": fid}, "type": "MESSAGE", "message": {
-        "agent_id": offer["agent_id"], "executor_id": {"value": "t1"}, "data": "a2FtaWthemU="}}),
-    )
-    .await;
+    let kamikaze = message(&fid, &offer, "t1", "a2FtaWthemU=");
+    call(&tb.url(), &sub.stream_id, kamikaze).await;
     sub.expect_none("UPDATE", Duration::from_millis(500)).await;
     assert_eq!(tb.tasks()[0].state.as_str_name(), "TASK_RUNNING");
 }
@@ -380,16 +389,7 @@ async fn command_executor_ignores_kamikaze() {
 #[tokio::test]
 async fn shutdown_kills_the_executors_tasks_then_it_exits_cleanly() {
     let tb = testbed(TestbedConfig::for_tests(1)).await;
-    let (mut sub, fid) = connected(&tb.url(), "sd", 60.0).await;
-    let event = sub.expect("OFFERS").await;
-    let offer = event["offers"]["offers"][0].clone();
-    call(
-        &tb.url(),
-        &sub.stream_id,
-        launch_with_executor(&fid, &offer, "b-0", "exec-b"),
-    )
-    .await;
-    run(&tb, &mut sub, &fid, "b-0").await;
+    let (mut sub, fid, offer) = with_executor_task(&tb, "sd", "b-0", "exec-b").await;
     call(
         &tb.url(),
         &sub.stream_id,

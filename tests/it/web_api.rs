@@ -7,7 +7,8 @@ use crate::support;
 
 use std::time::Duration;
 
-use axum::http::StatusCode;
+use axum::body::Body;
+use axum::http::{Method, StatusCode, header};
 use mesos_appliance::coordination::Leadership;
 use mesos_appliance::scheduler::FrameworkState;
 use serde_json::json;
@@ -706,4 +707,51 @@ async fn undecodable_paths_are_400_not_panics() {
             "{path}"
         );
     }
+}
+
+#[tokio::test]
+async fn every_mutating_route_refuses_form_and_text_types_even_without_a_body() {
+    let web = TestWeb::leader();
+    let routes = [
+        (Method::PUT, "/api/v1/services/web"),
+        (Method::DELETE, "/api/v1/services/web"),
+        (Method::POST, "/api/v1/actions/abdicate"),
+    ];
+    for (method, path) in routes {
+        for content_type in [
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=xyz",
+            "text/plain",
+        ] {
+            let r = web
+                .send(
+                    request(method.clone(), path)
+                        .header(header::CONTENT_TYPE, content_type)
+                        .body(Body::empty())
+                        .unwrap(),
+                )
+                .await;
+            assert_eq!(
+                r.status,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "{method} {path} as {content_type}: {}",
+                r.text()
+            );
+            assert_eq!(
+                r.json()["type"],
+                "urn:mesos-appliance:problem:unsupported-media-type"
+            );
+        }
+    }
+    assert!(web.core.received().is_empty(), "{:?}", web.core.received());
+    // Without a declared type, an empty DELETE still acts.
+    let r = web
+        .send(
+            request(Method::DELETE, "/api/v1/services/web")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_ne!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{}", r.text());
+    assert_eq!(web.core.received(), ["delete_service"]);
 }

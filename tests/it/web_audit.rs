@@ -116,6 +116,21 @@ async fn each_action_is_audited_with_who_why_and_the_outcome() {
 }
 
 #[tokio::test]
+async fn unknown_query_parameters_are_refused_naming_the_known_ones() {
+    let web = TestWeb::leader();
+    for path in ["/api/v1/audit?foo=bar", "/api/v1/audit?who=alice&limt=5"] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}: {}", r.text());
+        let detail = r.json()["detail"].as_str().unwrap().to_string();
+        assert!(detail.contains("unknown field"), "{path}: {detail}");
+        assert!(detail.contains("`limit`"), "{path}: {detail}");
+    }
+    let r = web.send(get("/audit?foo=bar")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "the page too");
+    assert!(audit(&web, "?who=alice&limit=5").await.is_empty());
+}
+
+#[tokio::test]
 async fn oversized_reasons_are_refused_before_anything_runs() {
     let web = TestWeb::leader();
     let huge = "x".repeat(100 * 1024);

@@ -115,5 +115,14 @@ async fn the_dashboard_serves_https_with_secure_cookies_and_reloads_its_certific
         cert: second.cert.clone(),
         key: certificate(dir.path(), "third").key,
     };
-    assert!(load(&mismatched).is_err());
+    let e = load(&mismatched).unwrap_err();
+    assert_eq!(
+        e,
+        format!(
+            "--tls-key {} does not belong to the certificate in --tls-cert {}: give the key \
+             the certificate was issued for",
+            mismatched.key.display(),
+            mismatched.cert.display()
+        )
+    );
 }

@@ -9,8 +9,8 @@ use mesos_appliance::mesos::v1;
 use mesos_appliance::scheduler::ServiceSpec;
 use mesos_appliance::scheduler::placement::Planned;
 use mesos_appliance::scheduler::taskinfo::task_info;
-use prost::Message;
-use serde_json::json;
+use prost::{Message, Name};
+use serde_json::{Value, json};
 
 // Field numbers and enum values in include/mesos/v1/mesos.proto.
 mod mesos {
@@ -180,6 +180,26 @@ fn planned() -> Planned {
     }
 }
 
+/// `message`, field `number` of `info`, encodes to `expected` byte for byte
+/// (alone and inside the TaskInfo) and to `mesos_json` key for key (proto
+/// field names, enums by name, seconds as numbers), and reads back from both.
+fn assert_on_the_wire<M>(
+    info: &v1::TaskInfo,
+    number: u32,
+    message: &M,
+    expected: &[u8],
+    mesos_json: Value,
+) where
+    M: Message + Name + Default + PartialEq + std::fmt::Debug,
+{
+    assert_eq!(message.encode_to_vec(), expected);
+    assert_eq!(field_payloads(&info.encode_to_vec(), number), [expected]);
+    assert_eq!(&M::decode(expected).unwrap(), message);
+    assert_eq!(json::to_value(message), mesos_json);
+    let parsed: M = json::from_slice(mesos_json.to_string().as_bytes()).unwrap();
+    assert_eq!(&parsed, message);
+}
+
 #[test]
 fn an_http_health_check_is_encoded_as_mesos_reads_it() {
     let spec = spec(
@@ -208,21 +228,12 @@ fn an_http_health_check_is_encoded_as_mesos_reads_it() {
         uint(hc::TYPE, hc::TYPE_HTTP),
     ]);
     let check = info.health_check.clone().expect("health_check");
-    assert_eq!(check.encode_to_vec(), expected);
-    // Inside the TaskInfo, as field 8.
-    assert_eq!(
-        field_payloads(&info.encode_to_vec(), mesos::task_info::HEALTH_CHECK),
-        std::slice::from_ref(&expected)
-    );
-    assert_eq!(v1::HealthCheck::decode(expected.as_slice()).unwrap(), check);
-    // Mesos JSON: proto field names, the enum by name, seconds as numbers.
     let mesos_json = json!({"type": "HTTP",
         "http": {"port": 31000, "path": "/health", "scheme": "http"},
         "delay_seconds": 5.0, "interval_seconds": 2.0, "timeout_seconds": 1.5,
         "consecutive_failures": 4, "grace_period_seconds": 30.0});
-    assert_eq!(json::to_value(&check), mesos_json);
-    let parsed: v1::HealthCheck = json::from_slice(mesos_json.to_string().as_bytes()).unwrap();
-    assert_eq!(parsed, check);
+    let field = mesos::task_info::HEALTH_CHECK;
+    assert_on_the_wire(&info, field, &check, &expected, mesos_json.clone());
     assert_eq!(
         json::to_value(&info)["health_check"],
         mesos_json,
@@ -304,18 +315,12 @@ fn an_image_container_is_encoded_as_mesos_reads_it() {
         ),
     ]);
     let container = info.container.clone().expect("container");
-    assert_eq!(container.encode_to_vec(), expected);
-    assert_eq!(
-        field_payloads(&info.encode_to_vec(), mesos::task_info::CONTAINER),
-        std::slice::from_ref(&expected)
-    );
     let mesos_json = json!({"type": "MESOS",
         "volumes": [{"container_path": "/data", "host_path": "/srv/web", "mode": "RO"}],
         "mesos": {"image": {"type": "DOCKER", "docker": {"name": "team/web:1.4"},
             "cached": false}}});
-    assert_eq!(json::to_value(&container), mesos_json);
-    let parsed: v1::ContainerInfo = json::from_slice(mesos_json.to_string().as_bytes()).unwrap();
-    assert_eq!(parsed, container);
+    let field = mesos::task_info::CONTAINER;
+    assert_on_the_wire(&info, field, &container, &expected, mesos_json);
     assert!(json::missing_required_fields(&info).is_empty());
 }
 

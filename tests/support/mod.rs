@@ -32,6 +32,7 @@ pub mod executor;
 pub mod mesos;
 pub mod processes;
 pub mod replicas;
+pub mod truth;
 pub mod web;
 pub mod zk_write_hold;
 pub mod zookeeper;

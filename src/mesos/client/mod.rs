@@ -303,13 +303,9 @@ impl SchedulerClient {
         })
     }
 
-    async fn send(&self, kind: call::Type, fill: impl FnOnce(&mut Call)) -> Result<(), CallError> {
-        let mut call = Call {
-            r#type: Some(kind as i32),
-            ..Default::default()
-        };
-        fill(&mut call);
-        self.call(call).await
+    /// A call of `payload`'s type carrying it in its field.
+    async fn send(&self, payload: impl Payload) -> Result<(), CallError> {
+        self.call(payload.into_call()).await
     }
 
     /// ACCEPT `offer_ids` with `operations` (e.g. LAUNCH); unused resources
@@ -320,12 +316,10 @@ impl SchedulerClient {
         operations: Vec<v1::offer::Operation>,
         filters: Option<v1::Filters>,
     ) -> Result<(), CallError> {
-        self.send(call::Type::Accept, |c| {
-            c.accept = Some(call::Accept {
-                offer_ids,
-                operations,
-                filters,
-            })
+        self.send(call::Accept {
+            offer_ids,
+            operations,
+            filters,
         })
         .await
     }
@@ -336,10 +330,7 @@ impl SchedulerClient {
         offer_ids: Vec<v1::OfferId>,
         filters: Option<v1::Filters>,
     ) -> Result<(), CallError> {
-        self.send(call::Type::Decline, |c| {
-            c.decline = Some(call::Decline { offer_ids, filters })
-        })
-        .await
+        self.send(call::Decline { offer_ids, filters }).await
     }
 
     /// ACKNOWLEDGE a status update. Only updates carrying a `uuid` need it;
@@ -351,12 +342,10 @@ impl SchedulerClient {
         task_id: v1::TaskId,
         uuid: Vec<u8>,
     ) -> Result<(), CallError> {
-        self.send(call::Type::Acknowledge, |c| {
-            c.acknowledge = Some(call::Acknowledge {
-                agent_id,
-                task_id,
-                uuid,
-            })
+        self.send(call::Acknowledge {
+            agent_id,
+            task_id,
+            uuid,
         })
         .await
     }
@@ -367,12 +356,10 @@ impl SchedulerClient {
         task_id: v1::TaskId,
         agent_id: Option<v1::AgentId>,
     ) -> Result<(), CallError> {
-        self.send(call::Type::Kill, |c| {
-            c.kill = Some(call::Kill {
-                task_id,
-                agent_id,
-                kill_policy: None,
-            })
+        self.send(call::Kill {
+            task_id,
+            agent_id,
+            kill_policy: None,
         })
         .await
     }
@@ -387,10 +374,7 @@ impl SchedulerClient {
             .into_iter()
             .map(|(task_id, agent_id)| call::reconcile::Task { task_id, agent_id })
             .collect();
-        self.send(call::Type::Reconcile, |c| {
-            c.reconcile = Some(call::Reconcile { tasks })
-        })
-        .await
+        self.send(call::Reconcile { tasks }).await
     }
 
     /// MESSAGE `data` to an executor (no delivery guarantee).
@@ -400,38 +384,67 @@ impl SchedulerClient {
         executor_id: v1::ExecutorId,
         data: Vec<u8>,
     ) -> Result<(), CallError> {
-        self.send(call::Type::Message, |c| {
-            c.message = Some(call::Message {
-                agent_id,
-                executor_id,
-                data,
-            })
+        self.send(call::Message {
+            agent_id,
+            executor_id,
+            data,
         })
         .await
     }
 
     /// SUPPRESS offers for `roles` (all roles when empty).
     pub async fn suppress(&self, roles: Vec<String>) -> Result<(), CallError> {
-        self.send(call::Type::Suppress, |c| {
-            c.suppress = Some(call::Suppress { roles })
-        })
-        .await
+        self.send(call::Suppress { roles }).await
     }
 
     /// REVIVE offers for `roles` (all when empty), clearing decline filters.
     pub async fn revive(&self, roles: Vec<String>) -> Result<(), CallError> {
-        self.send(call::Type::Revive, |c| {
-            c.revive = Some(call::Revive { roles })
-        })
-        .await
+        self.send(call::Revive { roles }).await
     }
 
     /// TEARDOWN the framework: the master kills all its tasks and forgets it;
     /// the stream then ends without an event (capture g).
     pub async fn teardown(&self) -> Result<(), CallError> {
-        self.send(call::Type::Teardown, |_| {}).await
+        self.call(Call {
+            r#type: Some(call::Type::Teardown as i32),
+            ..Default::default()
+        })
+        .await
     }
 }
+
+/// What a call carries besides its type: the payload of one `Call` field,
+/// which goes with one `Call.type` (`scheduler.proto`).
+trait Payload {
+    /// The call with `type` set and this payload in its field.
+    fn into_call(self) -> Call;
+}
+
+/// The `Call.type` and the `Call` field of each payload, in one table.
+macro_rules! payloads {
+    ($($message:ident => $field:ident),* $(,)?) => {$(
+        impl Payload for call::$message {
+            fn into_call(self) -> Call {
+                Call {
+                    r#type: Some(call::Type::$message as i32),
+                    $field: Some(self),
+                    ..Default::default()
+                }
+            }
+        }
+    )*};
+}
+
+payloads!(
+    Accept => accept,
+    Decline => decline,
+    Acknowledge => acknowledge,
+    Kill => kill,
+    Reconcile => reconcile,
+    Message => message,
+    Suppress => suppress,
+    Revive => revive,
+);
 
 impl std::fmt::Debug for SchedulerClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -65,8 +65,8 @@
 //!
 //! New knowledge enters as an input and leaves as effects: e.g. the truth
 //! about a framework the master removed while no replica was connected is
-//! an operator answer (`GET_FRAMEWORKS` listing it completed) whose effects
-//! are record writes; health-gated rollouts are a rule over status updates
+//! the SUBSCRIBE error (or an operator answer listing it completed) whose
+//! effects are record writes and no KILL (`machine/removed.rs`); health-gated rollouts are a rule over status updates
 //! (`healthy`) inside the scheduling pass, with their timers in
 //! [`Effects::wake_at`].
 

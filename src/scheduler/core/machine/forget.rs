@@ -77,6 +77,7 @@ impl Machine {
         self.framework.forgetting = false;
         self.framework.tearing_down = false;
         self.framework.id = None;
+        self.framework.removed = None;
         self.tasks.clear();
         self.backoff.clear();
         self.out.dirty = true;

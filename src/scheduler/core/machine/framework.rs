@@ -11,7 +11,9 @@
 //!   different stored ID means two schedulers registered at once and this
 //!   one steps down); every subscription drops held offers and starts an
 //!   explicit reconciliation (`docs/reconciliation.md` in apache/mesos).
-//! - ERROR "Framework has been removed" enters `removed`; `reregister` (or
+//! - ERROR "Framework has been removed" (or the wary check finding our
+//!   framework completed) enters `removed` and writes the live records
+//!   TASK_KILLED without a KILL (`removed`); `reregister` (or
 //!   `--on-framework-removed=reregister`, or `hard`) forgets the stale ID
 //!   and task records and registers anew.
 //! - The stored framework ID is re-read periodically: a newer deployment,
@@ -22,11 +24,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::forget::Then;
+use super::removed::RemovedBy;
 use super::{Machine, Pending};
 use crate::coordination::CoordinationError;
 use crate::mesos::client::{DisconnectReason, ErrorKind, StopReason};
 use crate::mesos::operator::{self, OperatorError};
-use crate::scheduler::config::OnFrameworkRemoved;
 use crate::scheduler::core::io::{
     Effect, OperatorAnswer, OperatorFailure, OperatorOp, StoreOp, StoreResult, SubscribedInfo,
 };
@@ -72,6 +74,9 @@ pub(super) struct Framework {
     pub(super) tearing_down: bool,
     /// The framework ID and task records are being deleted.
     pub(super) forgetting: bool,
+    /// The master removed the framework (and killed its tasks), as shown
+    /// by this; cleared when a new framework registers.
+    pub(super) removed: Option<RemovedBy>,
 }
 
 /// A live subscription.
@@ -98,6 +103,7 @@ impl Framework {
             checking: false,
             tearing_down: false,
             forgetting: false,
+            removed: None,
         }
     }
 
@@ -293,6 +299,11 @@ impl Machine {
             return;
         };
         let reason = match listed {
+            Ok(frameworks) if frameworks.is_completed(id.as_str()) => {
+                self.framework.wary = false;
+                self.framework_removed(RemovedBy::CompletedList, now);
+                return;
+            }
             Ok(frameworks) => match frameworks.get(&id) {
                 Some(f) if f.connected => format!(
                     "framework {id} is connected to the master through another scheduler; \
@@ -399,26 +410,7 @@ impl Machine {
                 self.end_term(TermOutcome::FailedOver);
             }
             StopReason::Error(ErrorKind::Removed) => {
-                let id = self.framework.id.clone().unwrap_or_default().to_string();
-                let reason = format!(
-                    "the master removed framework {id} (failover timeout passed or torn down); \
-                     use the reregister action to register a new framework"
-                );
-                self.log(
-                    EventKind::Error,
-                    format!("ERROR \"Framework has been removed\": {reason}"),
-                    now,
-                );
-                self.set_state(FrameworkState::Removed, Some(reason));
-                // `hard` always registers afresh.
-                let reregister = self.cfg.on_framework_removed == OnFrameworkRemoved::Reregister
-                    || self.is_hard();
-                if reregister {
-                    self.forget(Then::Reregister {
-                        reply: None,
-                        old: id,
-                    });
-                }
+                self.framework_removed(RemovedBy::SubscribeError, now);
             }
             StopReason::Error(ErrorKind::Other(message)) => {
                 let reason = format!("the master refused the subscription: {message}");

@@ -8,6 +8,8 @@
 //! - `framework`: the Mesos client's life: the same-name check, "wary",
 //!   SUBSCRIBED, disconnection, refusals, the framework-ID checks, forgetting
 //!   the framework (teardown, reregister);
+//! - `removed`: a framework the master removed: live records become
+//!   TASK_KILLED as the master recorded them, without a KILL;
 //! - `tasks`: the task table and its per-task write queue; status updates,
 //!   acknowledgements, kill marks;
 //! - `schedule`: the scheduling pass, launches, offers, kills, timers;
@@ -19,6 +21,7 @@ mod commands;
 mod forget;
 mod framework;
 mod reconciliation;
+mod removed;
 mod rollout;
 mod schedule;
 mod startup;
@@ -51,7 +54,7 @@ use crate::scheduler::reconcile::Reconciler;
 use crate::scheduler::rollout::{Halt, ServiceRecord};
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{EventEntry, EventKind, FrameworkState};
-use crate::scheduler::workload::Backoff;
+use crate::scheduler::workload::RestartBackoff;
 
 use framework::Framework;
 use startup::Startup;
@@ -178,7 +181,7 @@ pub struct Machine {
     /// same service waiting behind it.
     service_writes: HashMap<String, RequestId>,
     waiting_commands: Vec<(ReplyId, Request)>,
-    backoff: HashMap<String, Backoff>,
+    backoff: HashMap<String, RestartBackoff>,
     /// Services whose rollout has an instance not available, and since
     /// when (seconds since the UNIX epoch): the halt's deadline runs from it.
     rollouts: HashMap<String, f64>,

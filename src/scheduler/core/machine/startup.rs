@@ -355,7 +355,11 @@ impl Machine {
             ));
         }
         let waiting = self.tasks.load(list.records);
-        self.resume_kills(now);
+        // A framework the master removed has no tasks left to kill.
+        self.settle_removed_records(now);
+        if self.framework.removed.is_none() {
+            self.resume_kills(now);
+        }
         self.out.dirty = true;
         for status in waiting {
             self.route_update(status, now);

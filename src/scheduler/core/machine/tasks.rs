@@ -110,6 +110,12 @@ impl Machine {
         let Some(entry) = self.tasks.get_mut(&task_id) else {
             return;
         };
+        // The master's word for a removed framework's tasks (`removed`)
+        // does not overwrite an end the task reached first.
+        let removed = status.reason == Some(task_status::Reason::FrameworkRemoved as i32);
+        if removed && entry.record.is_terminal() {
+            return;
+        }
         if !entry.record.changed_by(&status) {
             entry.confirmed_at = Some(at);
             self.acknowledge(&status);
@@ -465,7 +471,10 @@ impl Machine {
                 .or_default()
                 .terminal(&spec, &record.task_id, failed, now);
         }
-        if wanted_dead {
+        // Tasks of a removed framework are summed up in one entry
+        // (`removed`).
+        let removed = last.and_then(|e| e.reason) == Some(task_status::Reason::FrameworkRemoved);
+        if wanted_dead || removed {
             return;
         }
         let detail = last

@@ -7,6 +7,7 @@
 mod commands;
 mod lifecycle;
 mod offers;
+mod removed;
 mod rollout;
 mod tasks;
 mod workload;
