@@ -10,9 +10,11 @@
 //!   it has stayed so for the spec's `upgrade.min_healthy`;
 //! - the next outdated task (launched from another spec) is killed only
 //!   while fewer than `max_unavailable` of the desired instances are not
-//!   available, lowest instance first; an outdated task that is itself not
-//!   available is replaced at once, since killing it costs nothing (this
-//!   is what lets a rollback replace a broken release's tasks);
+//!   available, lowest instance first; an outdated task that is *down*
+//!   (not RUNNING, or reported unhealthy) is replaced at once, since
+//!   killing it costs nothing (this is what lets a rollback replace a
+//!   broken release's tasks); one that is healthy but not yet for
+//!   `min_healthy` is not down;
 //! - while a rollout is under way, an instance that stays not available
 //!   for longer than `upgrade.deadline` halts it: no more outdated tasks
 //!   are killed, so the old instances keep running, until an operator
@@ -260,6 +262,12 @@ pub struct RolloutStatus {
     pub halted: Option<Halt>,
 }
 
+/// True when a live `task` serves nothing: not RUNNING, or its health
+/// check last reported it unhealthy.
+pub fn is_down(task: &TaskRecord) -> bool {
+    task.state != TaskState::TaskRunning || task.healthy == Some(false)
+}
+
 /// Where a service's rollout stands.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Progress {
@@ -335,10 +343,7 @@ pub fn next_replacement<'a>(
             .into_iter()
             .filter(|t| t.service == spec.name && is_live(t) && t.fingerprint != fingerprint)
     };
-    if let Some(down) = outdated()
-        .filter(|t| !is_available(spec, t, now))
-        .min_by_key(|t| t.instance)
-    {
+    if let Some(down) = outdated().filter(|t| is_down(t)).min_by_key(|t| t.instance) {
         return Some(down.task_id.clone());
     }
     if halted {

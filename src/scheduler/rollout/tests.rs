@@ -96,6 +96,21 @@ fn outdated_tasks_that_are_down_go_first_even_when_halted() {
         next_replacement(&s, &tasks, 1, true, 100.0).as_deref(),
         Some("broken0")
     );
+    // Healthy for less than min_healthy is not down: it waits its turn.
+    let fresh = [
+        healthy(task("old0", 0, "other", 99.0), 99.0),
+        healthy(task("old1", 1, "other", 0.0), 0.0),
+        healthy(task("new2", 2, &s.fingerprint(), 0.0), 0.0),
+    ];
+    let three = ServiceSpec {
+        instances: 3,
+        ..s.clone()
+    };
+    assert_eq!(
+        next_replacement(&three, &fresh, 1, false, 100.0),
+        None,
+        "old0 is not available yet: nothing may go"
+    );
 }
 
 #[test]
