@@ -1,105 +1,34 @@
 //! Failover benchmark (run: `cargo bench --bench failover`): two real
 //! `mesos-appliance` replicas of one deployment on a real ZooKeeper with a
-//! 4 s session timeout, against an in-process testbed. The leader gets
-//! SIGKILL (its session must expire) or SIGTERM (a failover stop: it leaves
-//! the election at once); the time runs from the signal to the follower's
-//! SUBSCRIBE being answered by the master. 10 runs each; median and max, also
-//! as ratios of the session timeout.
+//! 4 s session timeout, against a `mesos-testbed` process, with a few tasks.
+//! The leader gets SIGKILL (its session must expire) or SIGTERM (a failover
+//! stop: it leaves the election at once); the time runs from the signal to
+//! the follower's SUBSCRIBE being answered by the master. 10 runs each;
+//! median and max, also as ratios of the session timeout.
 //!
-//! The replicas are the release binaries next to this bench (cargo bench
-//! builds them).
+//! The same failover with N tasks, and what it costs per task, is part of
+//! the side-by-side benchmark (`benches/scheduler.rs`, run `failover`).
 
 #[path = "../tests/support/mod.rs"]
 #[allow(unused_imports)]
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+#[allow(dead_code)]
+mod harness;
+
 use std::time::{Duration, Instant};
 
-use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use harness::appliance::{SESSION, replica_args, wait_role};
+use harness::testbed::TestbedProcess;
 use mesos_appliance::util::unix_now_secs;
 use serde_json::json;
-use support::zookeeper::{ZkServer, free_port};
+use support::processes::{Appliance, services_file};
+use support::zookeeper::ZkServer;
 
-const SESSION: Duration = Duration::from_secs(4);
 const RUNS: usize = 10;
 
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    dir.join("mesos-appliance")
-}
-
-struct Replica {
-    child: Child,
-    url: String,
-}
-
-fn spawn(zk: &str, master: &str, services: &str) -> Replica {
-    let port = free_port();
-    let child = Command::new(binary())
-        .args([
-            "--zk",
-            &format!("zk://{zk}/bench"),
-            "--zk-session-timeout",
-            "4s",
-            "--master",
-            master,
-        ])
-        .args([
-            "--framework-name",
-            "failover-bench",
-            "--framework-user",
-            "root",
-            "--deployment-id",
-            "d1",
-        ])
-        .args([
-            "--services",
-            services,
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn mesos-appliance (build it: cargo build --release)");
-    Replica {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
-}
-
-async fn role(client: &reqwest::Client, r: &Replica) -> String {
-    let state: Option<serde_json::Value> =
-        match client.get(format!("{}/api/v1/state", r.url)).send().await {
-            Ok(resp) => resp.json().await.ok(),
-            Err(_) => None,
-        };
-    state
-        .map(|s| {
-            format!(
-                "{}/{}",
-                s["leadership"]["role"].as_str().unwrap_or(""),
-                s["framework"]["state"].as_str().unwrap_or("")
-            )
-        })
-        .unwrap_or_default()
-}
-
-async fn wait_role(client: &reqwest::Client, r: &Replica, want: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while role(client, r).await != want {
-        assert!(Instant::now() < deadline, "replica never became {want}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn stats(name: &str, mut samples: Vec<f64>) {
-    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    samples.sort_by(|a, b| a.total_cmp(b));
     let median = (samples[samples.len() / 2] + samples[(samples.len() - 1) / 2]) / 2.0;
     let max = samples[samples.len() - 1];
     let t = SESSION.as_secs_f64();
@@ -120,51 +49,47 @@ fn stats(name: &str, mut samples: Vec<f64>) {
 async fn main() {
     support::mesos::init();
     let zk = ZkServer::start();
-    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let testbed = TestbedProcess::start(2, &[]);
     let dir = tempfile::tempdir().unwrap();
-    let services = dir.path().join("services.json");
-    std::fs::write(
-        &services,
-        json!([{"name": "web", "command": "x", "cpus": 0.1, "mem": 32, "instances": 4}])
-            .to_string(),
-    )
-    .unwrap();
-    let services = services.display().to_string();
-    let client = reqwest::Client::new();
+    let services = services_file(
+        dir.path(),
+        "services.json",
+        &json!([{"name": "web", "command": "x", "cpus": 0.1, "mem": 32, "instances": 4}]),
+    );
+    let args = replica_args(&zk.connect_string(), &testbed.url, &services, &[]);
+    let http = support::mesos::client();
+    let wait = Duration::from_secs(60);
 
     for (name, signal) in [("SIGKILL", libc::SIGKILL), ("SIGTERM", libc::SIGTERM)] {
         let mut samples = Vec::new();
-        let mut leader = spawn(&zk.connect_string(), &tb.url(), &services);
-        wait_role(&client, &leader, "leader/subscribed").await;
+        let mut leader = Appliance::spawn("replica", &args);
+        wait_role(&leader, "leader/subscribed", wait).await.unwrap();
         for _ in 0..RUNS {
-            let follower = spawn(&zk.connect_string(), &tb.url(), &services);
-            wait_role(&client, &follower, "follower/standby").await;
-            let before = tb.scheduler_calls("SUBSCRIBE").len();
+            let mut follower = Appliance::spawn("replica", &args);
+            wait_role(&follower, "follower/standby", wait)
+                .await
+                .unwrap();
+            let before = testbed.subscribed_at(&http).await.unwrap().len();
             let t0 = unix_now_secs();
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(leader.child.id() as i32, signal) };
-            let deadline = Instant::now() + Duration::from_secs(60);
+            leader.signal(signal);
+            let deadline = Instant::now() + wait;
             let at = loop {
-                if let Some(c) = tb
-                    .scheduler_calls("SUBSCRIBE")
-                    .into_iter()
-                    .skip(before)
-                    .find(|c| c.status == 200)
-                {
-                    break c.at;
+                if let Some(at) = testbed.subscribed_at(&http).await.unwrap().get(before) {
+                    break *at;
                 }
                 assert!(Instant::now() < deadline, "no SUBSCRIBE after {name}");
                 tokio::time::sleep(Duration::from_millis(5)).await;
             };
             samples.push(at - t0);
-            let _ = leader.child.kill();
-            let _ = leader.child.wait();
-            wait_role(&client, &follower, "leader/subscribed").await;
-            leader = follower;
+            leader.signal(libc::SIGKILL);
+            let _ = leader.wait_exit(Duration::from_secs(10)).await;
+            wait_role(&follower, "leader/subscribed", wait)
+                .await
+                .unwrap();
+            std::mem::swap(&mut leader, &mut follower);
         }
         stats(&format!("leader {name} -> follower SUBSCRIBED"), samples);
-        let _ = leader.child.kill();
-        let _ = leader.child.wait();
+        leader.signal(libc::SIGKILL);
         tokio::time::sleep(SESSION + Duration::from_secs(1)).await;
     }
 }

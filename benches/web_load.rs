@@ -70,16 +70,8 @@ fn serve() {
 }
 
 fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    let m = support::processes::memory(pid).unwrap_or_default();
+    (m.rss_kib, m.hwm_kib)
 }
 
 /// Latencies of one phase, per path.

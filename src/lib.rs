@@ -45,6 +45,7 @@
 //! - [`app`] wires the layers into processes: the command line, `serve`,
 //!   `uninstall`, `demo`. Start reading here to follow a replica from its
 //!   flags to its first SUBSCRIBE.
+//! - [`backoff`]: the one capped exponential backoff every retry uses.
 //! - [`util`]: small shared helpers (clocks, host name).
 //!
 //! # Where the reasons are written down

@@ -207,6 +207,9 @@ async fn probe_loop(
     inner: Arc<Inner>,
     cancel: CancellationToken,
 ) {
+    // This task may run before the scheduler client (which installs the
+    // provider too) is built.
+    crate::mesos::ensure_tls_provider();
     let http = match reqwest::Client::builder()
         .http1_only()
         .redirect(reqwest::redirect::Policy::none())

@@ -114,6 +114,18 @@ pub fn missing_required_fields<M: Message + Name>(msg: &M) -> Vec<String> {
     missing_required(&to_dynamic(msg))
 }
 
+/// Decodes protobuf `bytes` as an `M` that has every `required` field, as
+/// protobuf's `ParseFromString` does; `None` when they do not decode or a
+/// required field is missing. Checks the bytes themselves, without
+/// re-encoding the decoded message (servers check every call).
+pub fn decode_complete<M: Message + Name + Default>(bytes: &[u8]) -> Option<M> {
+    let dynamic = DynamicMessage::decode(descriptor::<M>(), bytes).ok()?;
+    if !missing_required(&dynamic).is_empty() {
+        return None;
+    }
+    M::decode(bytes).ok()
+}
+
 fn to_dynamic<M: Message + Name>(msg: &M) -> DynamicMessage {
     DynamicMessage::decode(descriptor::<M>(), msg.encode_to_vec().as_slice())
         .expect("a prost message re-decodes with its own descriptor")
@@ -121,38 +133,55 @@ fn to_dynamic<M: Message + Name>(msg: &M) -> DynamicMessage {
 
 fn missing_required(msg: &DynamicMessage) -> Vec<String> {
     let mut missing = Vec::new();
-    collect_missing(msg, "", &mut missing);
+    collect_missing(msg, &mut String::new(), &mut missing);
     missing
 }
 
-fn collect_missing(msg: &DynamicMessage, prefix: &str, missing: &mut Vec<String>) {
+/// Appends to `missing` the paths of `msg`'s missing required fields, each
+/// after `path` (the message's own path, restored on return). A path is
+/// only formatted for a field that is missing or a message to descend
+/// into: the scheduler endpoint checks every call this way.
+fn collect_missing(msg: &DynamicMessage, path: &mut String, missing: &mut Vec<String>) {
+    use std::fmt::Write;
+    let base = path.len();
     for field in msg.descriptor().fields() {
-        let path = format!("{prefix}{}", field.name());
-        if field.cardinality() == Cardinality::Required && !msg.has_field(&field) {
-            missing.push(path);
+        let has = msg.has_field(&field);
+        if field.cardinality() == Cardinality::Required && !has {
+            missing.push(format!("{path}{}", field.name()));
             continue;
         }
-        if !matches!(field.kind(), Kind::Message(_)) || !msg.has_field(&field) {
+        if !has || !matches!(field.kind(), Kind::Message(_)) {
             continue;
         }
+        path.push_str(field.name());
         match &*msg.get_field(&field) {
-            Value::Message(inner) => collect_missing(inner, &format!("{path}."), missing),
+            Value::Message(inner) => {
+                path.push('.');
+                collect_missing(inner, path, missing);
+            }
             Value::List(items) => {
+                let named = path.len();
                 for (i, item) in items.iter().enumerate() {
                     if let Value::Message(inner) = item {
-                        collect_missing(inner, &format!("{path}[{i}]."), missing);
+                        let _ = write!(path, "[{i}].");
+                        collect_missing(inner, path, missing);
+                        path.truncate(named);
                     }
                 }
             }
             Value::Map(entries) => {
+                let named = path.len();
                 for (key, item) in entries {
                     if let Value::Message(inner) = item {
-                        collect_missing(inner, &format!("{path}[{key:?}]."), missing);
+                        let _ = write!(path, "[{key:?}].");
+                        collect_missing(inner, path, missing);
+                        path.truncate(named);
                     }
                 }
             }
             _ => {}
         }
+        path.truncate(base);
     }
 }
 
@@ -184,6 +213,38 @@ mod tests {
             from_slice::<Call>(b"{nope"),
             Err(JsonError::Syntax { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn missing_fields_in_lists_are_named_by_index() {
+        // The second task lacks agent_id, the first offer ID its value;
+        // each path is its own (no part of a sibling's path is left over).
+        let body = br#"{"type":"ACCEPT","framework_id":{"value":"f"},"accept":{
+            "offer_ids":[{}],
+            "operations":[{"type":"LAUNCH","launch":{"task_infos":[
+              {"name":"a","task_id":{"value":"a"},"agent_id":{"value":"s"}},
+              {"name":"b","task_id":{"value":"b"}}]}}]}}"#;
+        let err = from_slice::<Call>(body).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Missing required fields: accept.offer_ids[0].value, \
+             accept.operations[0].launch.task_infos[1].agent_id"
+        );
+        let complete = Call {
+            r#type: Some(call::Type::Teardown as i32),
+            framework_id: Some(v1::FrameworkId { value: "f".into() }),
+            ..Default::default()
+        };
+        assert!(missing_required_fields(&complete).is_empty());
+        let bytes = complete.encode_to_vec();
+        assert_eq!(decode_complete::<Call>(&bytes), Some(complete));
+        let incomplete = Call {
+            framework_id: Some(v1::FrameworkId::default()),
+            ..Default::default()
+        };
+        assert_eq!(missing_required_fields(&incomplete), ["framework_id.value"]);
+        assert_eq!(decode_complete::<Call>(&incomplete.encode_to_vec()), None);
+        assert_eq!(decode_complete::<Call>(b"\xff\xff"), None);
     }
 
     #[test]

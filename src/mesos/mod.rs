@@ -6,7 +6,6 @@
 //! - [`media`]: the content types and header names of the v1 HTTP APIs.
 //! - [`names`]: serde and `Display` of the Mesos enums by their Mesos names.
 //! - [`resources`]: resource and attribute arithmetic (offers, placement).
-//! - [`backoff`]: capped exponential backoff with jitter for every retry.
 //! - [`detector`]: leading-master detection from `--master` (URL list or `zk://`).
 //! - [`client`]: the scheduler client — subscription driver, calls, typed errors.
 //! - [`operator`]: the operator client — GET_FRAMEWORKS and TEARDOWN.
@@ -24,6 +23,14 @@ pub mod resources;
 pub mod sandbox;
 
 pub use proto::v1;
+
+/// Installs rustls' ring provider as the process default unless one is
+/// installed. reqwest is built without a provider and panics when it builds
+/// a client in a process that has none, so every client of this module
+/// calls this first (a program using the crate need not know). Idempotent.
+pub fn ensure_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
 
 /// True for the terminal task states, as the master decides them
 /// (`src/common/protobuf_utils.cpp` isTerminalState): FINISHED, FAILED,

@@ -82,6 +82,11 @@ pub struct CoreConfig {
     pub executor_mem: f64,
     /// Snapshots are published at most this often.
     pub snapshot_interval: Duration,
+    /// The scheduling pass runs at most this often. It reads every task
+    /// record, so while updates stream in (tens of thousands during a
+    /// launch or a reconciliation) it is paced rather than run after every
+    /// batch of inputs, which would cost O(tasks) per batch.
+    pub schedule_interval: Duration,
 }
 
 impl Default for CoreConfig {
@@ -119,6 +124,7 @@ impl Default for CoreConfig {
             executor_cpus: 0.05,
             executor_mem: 32.0,
             snapshot_interval: Duration::from_millis(200),
+            schedule_interval: Duration::from_millis(100),
         }
     }
 }

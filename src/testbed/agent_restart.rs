@@ -91,7 +91,7 @@ impl Master {
             };
             self.release_task_resources(&mut task);
             let mut status = Self::master_status(
-                &task.info.task_id,
+                &task.task_id,
                 Some(&agent_id),
                 TaskState::TaskLost,
                 task_status::Reason::AgentDisconnected,

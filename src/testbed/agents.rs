@@ -43,7 +43,7 @@ impl Master {
             task.unreachable_since = Some(since);
             let partition_aware = self.framework(&key.0).is_some_and(|f| f.partition_aware());
             let mut status = Self::master_status(
-                &task.info.task_id,
+                &task.task_id,
                 Some(agent_id),
                 if partition_aware {
                     TaskState::TaskUnreachable
@@ -119,7 +119,7 @@ impl Master {
                 continue;
             }
             let mut status = Self::master_status(
-                &task.info.task_id,
+                &task.task_id,
                 Some(agent_id),
                 task.state,
                 task_status::Reason::AgentReregistered,

@@ -65,7 +65,10 @@ impl Master {
             .values_mut()
             .filter(|f| f.connected() && !f.suppressed)
             .map(|f| {
-                f.filters.retain(|filter| filter.until > now);
+                f.filters.retain(|_, filters| {
+                    filters.retain(|filter| filter.until > now);
+                    !filters.is_empty()
+                });
                 f.id.clone()
             })
             .collect();
@@ -89,9 +92,9 @@ impl Master {
             let agent_id = agent.id.clone();
             let taker = eligible.iter().find(|fid| {
                 self.frameworks.get(*fid).is_some_and(|f| {
-                    !f.filters.iter().any(|filter| {
-                        filter.agent_id == agent_id && filter.resources.contains(&free)
-                    })
+                    !f.filters
+                        .get(&agent_id)
+                        .is_some_and(|filters| filters.iter().any(|x| x.resources.contains(&free)))
                 })
             });
             let Some(framework_id) = taker.cloned() else {
@@ -133,9 +136,8 @@ impl Master {
         }
         let executor_ids = agent
             .executors
-            .iter()
-            .filter(|((f, _), e)| f == framework_id && e.info.is_some())
-            .map(|((_, e), _)| v1::ExecutorId { value: e.clone() })
+            .custom_of(framework_id)
+            .map(|e| v1::ExecutorId { value: e.clone() })
             .collect();
         let proto = v1::Offer {
             id: v1::OfferId { value: id.clone() },
@@ -177,8 +179,8 @@ impl Master {
     /// Removes an offer and returns its resources to the agent's free pool.
     pub fn remove_offer(&mut self, offer_id: &str) -> Option<OfferRecord> {
         let record = self.offers.remove(offer_id)?;
-        if let Some(agent) = self.agents.iter_mut().find(|a| a.id == record.agent_id) {
-            agent.offered.subtract(&record.resources);
+        if let Some(index) = self.agent_index(&record.agent_id) {
+            self.agents[index].offered.subtract(&record.resources);
         }
         Some(record)
     }
@@ -255,11 +257,14 @@ impl Master {
             return;
         }
         if let Some(framework) = self.frameworks.get_mut(framework_id) {
-            framework.filters.push(OfferFilter {
-                agent_id: agent_id.to_string(),
-                resources,
-                until: Instant::now() + refuse,
-            });
+            framework
+                .filters
+                .entry(agent_id.to_string())
+                .or_default()
+                .push(OfferFilter {
+                    resources,
+                    until: Instant::now() + refuse,
+                });
         }
     }
 
@@ -299,11 +304,12 @@ impl Master {
         if offer_ids.is_empty() {
             error = Some("No offers specified".to_string());
         }
-        for (i, offer_id) in offer_ids.iter().enumerate() {
+        let mut seen = std::collections::HashSet::with_capacity(offer_ids.len());
+        for offer_id in offer_ids {
             if error.is_some() {
                 break;
             }
-            if offer_ids[..i].iter().any(|o| o.value == offer_id.value) {
+            if !seen.insert(offer_id.value.as_str()) {
                 error = Some(format!("Duplicate offer {} in offer list", offer_id.value));
                 break;
             }
@@ -332,9 +338,7 @@ impl Master {
         }
         let agent_id = agent_id.expect("set for a non-empty valid offer list");
         let index = self
-            .agents
-            .iter()
-            .position(|a| a.id == agent_id)
+            .agent_index(&agent_id)
             .expect("offers name known agents");
         Ok((index, offered))
     }

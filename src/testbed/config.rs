@@ -112,9 +112,12 @@ pub struct TestbedConfig {
     pub zk_session_timeout: Duration,
     /// Version string reported in `MasterInfo.version` and `/master/state`.
     pub version: String,
-    /// Queue length of a subscription stream, in events; a scheduler that
-    /// falls this far behind is disconnected (bounds the testbed's memory).
-    pub stream_queue_limit: usize,
+    /// Most bytes of events queued on one subscription stream; a scheduler
+    /// that falls this far behind is disconnected. A real master queues
+    /// without limit; this bounds the testbed's memory. The default, 256 MiB,
+    /// holds an update, two retries of it and a reconciliation answer, in
+    /// JSON, for each of 100,000 tasks.
+    pub stream_queue_bytes: usize,
     /// Largest request body accepted, in bytes.
     pub max_request_bytes: usize,
     /// HTTP basic-auth credentials `(principal, secret)`. When set, the
@@ -166,7 +169,7 @@ impl Default for TestbedConfig {
             zk: None,
             zk_session_timeout: Duration::from_secs(10),
             version: "1.12.0".to_string(),
-            stream_queue_limit: 65_536,
+            stream_queue_bytes: 256 * 1024 * 1024,
             max_request_bytes: 16 * 1024 * 1024,
             credentials: None,
             run_executors: None,
@@ -223,7 +226,7 @@ Mesos endpoints:
   GET  /master/state, /master/frameworks, /master/redirect, /version
 
 Fault injection and inspection (JSON; not part of Mesos):
-  GET  /testbed/calls                       every call received, in order
+  GET  /testbed/calls[?type=SUBSCRIBE]      every call received (of one type), in order
   GET  /testbed/tasks                       live, unreachable and completed tasks
   GET  /testbed/frameworks | /testbed/agents
   POST /testbed/agents/{id}/unreachable     TASK_LOST + FAILURE + RESCIND

@@ -3,7 +3,7 @@
 //!
 //! | method and path | effect |
 //! |---|---|
-//! | `GET /testbed/calls` | `{"calls": [CallRecord…]}`: every call received, oldest first |
+//! | `GET /testbed/calls[?type=T]` | `{"calls": [CallRecord…]}`: every call received (of type `T`, e.g. `SUBSCRIBE`), oldest first |
 //! | `GET /testbed/tasks` | `{"tasks": [TaskView…]}`: live and unreachable tasks, then completed ones (`"completed": true`) with their terminal state |
 //! | `GET /testbed/frameworks` | `{"frameworks": [FrameworkView…]}` (completed ones too) |
 //! | `GET /testbed/agents` | `{"agents": [AgentView…]}` |
@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -139,8 +139,21 @@ fn done(found: bool) -> Response {
     }
 }
 
-async fn calls(State(app): State<App>) -> Response {
-    Json(json!({"calls": app.lock().calls.all()})).into_response()
+/// `GET /testbed/calls[?type=SUBSCRIBE]`.
+#[derive(Debug, Deserialize)]
+struct CallsQuery {
+    r#type: Option<String>,
+}
+
+async fn calls(State(app): State<App>, Query(query): Query<CallsQuery>) -> Response {
+    let calls = {
+        let master = app.lock();
+        match &query.r#type {
+            Some(call_type) => master.calls.of_type(call_type),
+            None => master.calls.all(),
+        }
+    };
+    Json(json!({ "calls": calls })).into_response()
 }
 
 async fn tasks(State(app): State<App>) -> Response {

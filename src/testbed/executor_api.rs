@@ -34,8 +34,8 @@ use crate::mesos::media::Encoding;
 use crate::mesos::v1::executor::{Call, Event, call};
 use crate::mesos::v1::{TaskState, task_status};
 
-/// Events queued for one executor before it is considered stuck and cut.
-const EXECUTOR_QUEUE_LIMIT: usize = 4096;
+/// Bytes queued for one executor before it is considered stuck and cut.
+const EXECUTOR_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Handler state: the master and which agent this listener is.
 #[derive(Clone)]
@@ -105,7 +105,7 @@ pub(crate) fn open_stream(
     encoding: Encoding,
 ) -> (ExecutorStream, RecordStream) {
     let container_id = container_id.to_string();
-    let (sender, body) = record_stream(encoding, EXECUTOR_QUEUE_LIMIT, move || {
+    let (sender, body) = record_stream(encoding, EXECUTOR_QUEUE_BYTES, move || {
         if let Some(master) = master.upgrade() {
             let mut master = master.lock().unwrap_or_else(|p| p.into_inner());
             master.executor_stream_closed(&container_id, token);

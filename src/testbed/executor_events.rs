@@ -39,7 +39,7 @@ impl Master {
         task_id: &str,
     ) -> bool {
         let key = (framework_id.to_string(), task_id.to_string());
-        let Some(info) = self.tasks.get(&key).and_then(|t| t.info.executor.clone()) else {
+        let Some(info) = self.tasks.get(&key).and_then(|t| t.info().executor) else {
             return false;
         };
         if self.cfg.run_executors.is_none() || !runs_our_executor(&info) {
@@ -79,7 +79,7 @@ impl Master {
         };
         task.executor_pid = pid;
         task.container_id = container_id.clone();
-        let info = task.info.clone();
+        let info = task.info();
         match state {
             ProcessState::Subscribed => {
                 let mut launch = executor_event(event::Type::Launch);
@@ -127,7 +127,7 @@ impl Master {
         else {
             return false;
         };
-        let task_id = &task.info.task_id;
+        let task_id = &task.task_id;
         let Some(process) = self.processes.live.get_mut(&container_id) else {
             return false;
         };

@@ -36,7 +36,7 @@ impl Master {
         let (sub, body) = stream::open(
             stream_id.clone(),
             encoding,
-            self.cfg.stream_queue_limit,
+            self.cfg.stream_queue_bytes,
             self.faults.stream_latency.clone(),
             self.this.clone(),
             framework_id.clone(),
@@ -263,7 +263,10 @@ impl Master {
     /// An agent re-registers with a new master: frameworks with tasks there
     /// become known again as recovered and inactive (capture o).
     pub(crate) fn agent_reregisters(&mut self, agent_id: &str) {
-        let Some(agent) = self.agents.iter_mut().find(|a| a.id == agent_id) else {
+        let Some(agent) = self
+            .agent_index(agent_id)
+            .map(|index| &mut self.agents[index])
+        else {
             return;
         };
         if agent.state != AgentState::Recovering {
@@ -321,4 +324,74 @@ fn validate_framework_info(info: &v1::FrameworkInfo) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use futures::StreamExt;
+    use prost::Message;
+
+    use super::*;
+    use crate::testbed::TestbedConfig;
+
+    /// A subscriber that stops reading is cut off once its queue holds
+    /// `stream_queue_bytes`, and no sooner: the bound is in bytes, not events.
+    #[tokio::test]
+    async fn a_subscriber_that_stops_reading_is_disconnected_at_the_byte_bound() {
+        let mut cfg = TestbedConfig::for_tests(1);
+        cfg.stream_queue_bytes = 64 * 1024;
+        let master = Arc::new(Mutex::new(Master::new(cfg, 5050)));
+        let mut body = {
+            let mut m = master.lock().unwrap();
+            m.this = Arc::downgrade(&master);
+            let subscribe = call::Subscribe {
+                framework_info: v1::FrameworkInfo {
+                    user: "root".into(),
+                    name: "slow".into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            m.subscribe(subscribe, Encoding::Protobuf).1
+        };
+        // SUBSCRIBED and maybe a HEARTBEAT are queued; take them.
+        let first = body.next().await.unwrap().unwrap();
+        assert!(!first.is_empty());
+        let update = super::super::master::update_event(v1::TaskStatus {
+            task_id: v1::TaskId {
+                value: "t".repeat(200),
+            },
+            state: v1::TaskState::TaskRunning as i32,
+            ..Default::default()
+        });
+        let size = crate::mesos::recordio::encode_record(&update.encode_to_vec()).len();
+        let sent = {
+            let mut m = master.lock().unwrap();
+            let framework_id = m.frameworks.keys().next().unwrap().clone();
+            let mut sent = 0;
+            while m.send(&framework_id, &update) {
+                sent += 1;
+                assert!(sent < 10_000, "the queue is bounded");
+            }
+            // Everything still queued, ahead of the updates, is small.
+            assert!(
+                sent >= (64 * 1024 - 1024) / size,
+                "{sent} updates of {size} bytes"
+            );
+            assert!(sent * size <= 64 * 1024);
+            assert!(!m.frameworks[&framework_id].connected());
+            sent
+        };
+        // The body ends with an error (cut), after what was queued.
+        let mut records = 0;
+        while let Some(item) = body.next().await {
+            if item.is_err() {
+                break;
+            }
+            records += 1;
+        }
+        assert!(records >= sent, "{records} records read, {sent} sent");
+    }
 }

@@ -97,7 +97,7 @@ impl Master {
             (TaskState::TaskLost, task_status::Reason::AgentRemoved)
         };
         let mut status = Self::master_status(
-            &task.info.task_id,
+            &task.task_id,
             Some(&task.agent_id),
             state,
             reason,
@@ -111,7 +111,7 @@ impl Master {
         task.state = state;
         task.pending.clear();
         task.unreachable_since = None;
-        task.last_status = Some(status.clone());
+        task.healthy = None;
         self.send(&framework_id, &update_event(status));
         let limit = self.cfg.max_completed_tasks_per_framework;
         if let Some(framework) = self.frameworks.get_mut(&framework_id) {

@@ -63,7 +63,7 @@ impl Master {
         let Some(task) = self.tasks.get_mut(&key) else {
             return;
         };
-        let Some(check) = &task.info.health_check else {
+        let Some(check) = &task.info().health_check else {
             return;
         };
         let Ok(policy) = HealthPolicy::from_proto(check) else {
@@ -139,7 +139,8 @@ impl Master {
 
     /// The health of the last rule matching the task, if any.
     fn health_for(&self, task: &super::tasks::Task) -> Option<SimulatedHealth> {
-        let labels = task.info.labels.as_ref().map(|l| l.labels.as_slice());
+        let info = task.info();
+        let labels = info.labels.as_ref().map(|l| l.labels.as_slice());
         let has_label = |key: &str, value: &str| {
             labels
                 .unwrap_or_default()
@@ -151,7 +152,7 @@ impl Master {
             .iter()
             .rev()
             .find(|rule| {
-                task.info.task_id.value.starts_with(&rule.task_id_prefix)
+                task.task_id.value.starts_with(&rule.task_id_prefix)
                     && rule
                         .label
                         .as_ref()

@@ -245,10 +245,8 @@ pub(crate) fn decode<M: prost::Message + prost::Name + Default>(
     body: &[u8],
 ) -> Result<M, Refusal> {
     match encoding {
-        Encoding::Protobuf => match M::decode(body) {
-            Ok(msg) if crate::mesos::json::missing_required_fields(&msg).is_empty() => Ok(msg),
-            _ => Err(parse_error("Call", encoding, body, None)),
-        },
+        Encoding::Protobuf => crate::mesos::json::decode_complete(body)
+            .ok_or_else(|| parse_error("Call", encoding, body, None)),
         Encoding::Json => crate::mesos::json::from_slice(body)
             .map_err(|e| parse_error("Call", encoding, body, Some(e))),
     }

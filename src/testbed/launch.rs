@@ -4,8 +4,6 @@
 //! tasks start on their
 //! simulated executor: TASK_STARTING, then TASK_RUNNING (capture b).
 
-use std::collections::VecDeque;
-
 use super::allocator::refuse_duration;
 use super::containerizers::{LaunchFailure, launch_failure, validate_container_info};
 use super::master::{AgentState, Executor, Faults, Master, Timer, update_event};
@@ -118,18 +116,17 @@ impl Master {
         };
         remaining.subtract(&total);
         let task_id = info.task_id.value.clone();
-        let custom = info.executor.is_some();
         let executor_id = info
             .executor
             .as_ref()
             .map(|e| e.executor_id.value.clone())
             .unwrap_or_else(|| task_id.clone());
+        let retry = self.cfg.status_update_retry_min;
         let agent = &mut self.agents[agent_index];
         agent.used.add(&total);
-        let executor = agent
-            .executors
-            .entry((framework_id.to_string(), executor_id.clone()))
-            .or_insert_with(|| Executor {
+        let executor = agent.executors.get_or_insert_with(
+            (framework_id.to_string(), executor_id.clone()),
+            || Executor {
                 info: info.executor.clone(),
                 resources: info
                     .executor
@@ -140,26 +137,17 @@ impl Master {
                 container_id: uuid::Uuid::new_v4().to_string(),
                 pid: pseudo_pid(),
                 messages: Vec::new(),
-            });
+            },
+        );
         executor.tasks.push(task_id.clone());
-        let task = Task {
-            framework_id: framework_id.to_string(),
-            agent_id: agent.id.clone(),
-            executor_id,
-            custom_executor: custom,
-            state: TaskState::TaskStaging,
-            last_status: None,
-            statuses: VecDeque::new(),
-            pending: VecDeque::new(),
-            retry: self.cfg.status_update_retry_min,
-            resources: Resources::from_protos(&info.resources),
-            released: false,
-            container_id: executor.container_id.clone(),
-            executor_pid: executor.pid,
-            unreachable_since: None,
-            checker: None,
-            info,
-        };
+        let task = Task::new(
+            framework_id,
+            &info,
+            &agent.id,
+            executor.container_id.clone(),
+            executor.pid,
+            retry,
+        );
         self.tasks
             .insert((framework_id.to_string(), task_id.clone()), task);
         if Faults::matches(&self.faults.hold_staging, &task_id) {
@@ -307,9 +295,10 @@ impl Master {
             .tasks
             .get(&(framework_id.to_string(), task_id.to_string()))?;
         let agent = &self.agents[self.agent_index(&task.agent_id)?];
-        let container = match &task.info.executor {
+        let info = task.info();
+        let container = match &info.executor {
             Some(executor) => executor.container.as_ref(),
-            None => task.info.container.as_ref(),
+            None => info.container.as_ref(),
         };
         launch_failure(&agent.spec, container)
     }

@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 
 use super::calls::CallLog;
 use super::config::{AgentSpec, TestbedConfig};
+use super::executor_table::ExecutorTable;
 use super::stream::Subscription;
 use crate::mesos::resources::Resources;
 use crate::mesos::v1;
@@ -126,11 +127,10 @@ pub(crate) enum Leadership {
     NoLeader,
 }
 
-/// Decline filter: `resources` on `agent_id` are not offered again to the
+/// Decline filter: `resources` on an agent are not offered again to the
 /// framework until `until` (hierarchical allocator's refused-resources filter).
 #[derive(Debug, Clone)]
 pub(crate) struct OfferFilter {
-    pub agent_id: String,
     pub resources: Resources,
     pub until: Instant,
 }
@@ -150,7 +150,10 @@ pub(crate) struct Framework {
     /// Bumped on every (dis)connection so stale failover timers are ignored.
     pub generation: u64,
     pub suppressed: bool,
-    pub filters: Vec<OfferFilter>,
+    /// Decline filters by agent ID, as the hierarchical allocator keeps
+    /// them per framework and agent (`offerFilters` in `hierarchical.cpp`):
+    /// an allocation round reads only the agent's own.
+    pub filters: HashMap<String, Vec<OfferFilter>>,
     pub completed_tasks: VecDeque<super::tasks::Task>,
 }
 
@@ -166,7 +169,7 @@ impl Framework {
             unregistered_time: None,
             generation: 0,
             suppressed: false,
-            filters: Vec::new(),
+            filters: HashMap::new(),
             completed_tasks: VecDeque::new(),
         }
     }
@@ -237,7 +240,7 @@ pub(crate) struct Agent {
     /// Resources in outstanding offers.
     pub offered: Resources,
     /// Executors by (framework ID, executor ID).
-    pub executors: HashMap<(String, String), Executor>,
+    pub executors: ExecutorTable,
 }
 
 impl Agent {
@@ -350,6 +353,8 @@ pub(crate) struct Master {
     pub frameworks: HashMap<String, Framework>,
     pub completed: VecDeque<Framework>,
     pub agents: Vec<Agent>,
+    /// Index in `agents` by agent ID (agents never change ID).
+    pub(crate) agent_indexes: HashMap<String, usize>,
     /// Live tasks (including terminal ones whose update is not acknowledged).
     pub tasks: HashMap<(String, String), super::tasks::Task>,
     /// Tasks on unreachable agents.
@@ -394,8 +399,13 @@ impl Master {
                 state: AgentState::Registered,
                 used: Resources::new(),
                 offered: Resources::new(),
-                executors: HashMap::new(),
+                executors: ExecutorTable::default(),
             })
+            .collect::<Vec<Agent>>();
+        let agent_indexes = agents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.id.clone(), i))
             .collect();
         Master {
             cfg,
@@ -406,6 +416,7 @@ impl Master {
             frameworks: HashMap::new(),
             completed: VecDeque::new(),
             agents,
+            agent_indexes,
             tasks: HashMap::new(),
             unreachable_tasks: HashMap::new(),
             offers: HashMap::new(),

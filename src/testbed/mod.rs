@@ -45,6 +45,7 @@ mod control;
 mod election;
 mod executor_api;
 mod executor_events;
+mod executor_table;
 mod executors;
 mod frameworks;
 mod gone;
@@ -197,10 +198,9 @@ impl Testbed {
 
     /// The scheduler calls of type `call_type` (e.g. `"KILL"`), oldest first.
     pub fn scheduler_calls(&self, call_type: &str) -> Vec<CallRecord> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.api == "scheduler" && c.call_type == call_type)
-            .collect()
+        let mut calls = self.app.lock().calls.of_type(call_type);
+        calls.retain(|c| c.api == "scheduler");
+        calls
     }
 
     /// Live and unreachable tasks.

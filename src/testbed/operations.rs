@@ -60,7 +60,7 @@ impl Master {
     /// `healthy = false` to the TASK_KILLED (`src/launcher/executor.cpp`
     /// kill and reaped).
     pub(crate) fn executor_kills(&mut self, framework_id: &str, task: &Task, unhealthy: bool) {
-        let task_id = &task.info.task_id.value;
+        let task_id = &task.task_id.value;
         let killing_state = self.framework(framework_id).is_some_and(|f| {
             f.has_capability(v1::framework_info::capability::Type::TaskKillingState)
         });
@@ -94,7 +94,7 @@ impl Master {
                 .filter(|t| t.framework_id == framework_id)
                 .filter(|t| self.agent_state(&t.agent_id) == Some(AgentState::Registered))
                 .collect();
-            live.sort_by(|a, b| a.info.task_id.value.cmp(&b.info.task_id.value));
+            live.sort_by(|a, b| a.task_id.value.cmp(&b.task_id.value));
             answers.extend(live.into_iter().map(latest_state));
         } else {
             let any_recovering = self
@@ -336,7 +336,7 @@ impl Master {
 /// SOURCE_MASTER, REASON_RECONCILIATION, no uuid (capture c).
 fn latest_state(task: &Task) -> v1::TaskStatus {
     let mut status = Master::master_status(
-        &task.info.task_id,
+        &task.task_id,
         Some(&task.agent_id),
         task.state,
         task_status::Reason::Reconciliation,

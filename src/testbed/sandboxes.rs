@@ -131,7 +131,7 @@ impl Master {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for ((framework_id, executor_id), executor) in &agent.executors {
+        for ((framework_id, executor_id), executor) in agent.executors.iter() {
             let process = self
                 .processes
                 .live
@@ -147,7 +147,7 @@ impl Master {
                 .tasks
                 .get(&(framework_id.clone(), task_id.clone()))
                 .and_then(|t| t.statuses.front())
-                .and_then(|s| s.timestamp)
+                .map(|s| s.timestamp)
                 .unwrap_or_else(now_secs);
             out.push(Sandbox {
                 framework_id: framework_id.clone(),

@@ -24,6 +24,9 @@ pub(crate) async fn scheduler(
     OriginalUri(uri): OriginalUri,
     body: Bytes,
 ) -> Response {
+    // Parsing needs nothing of the master's: it is done before taking the
+    // lock, so that concurrent calls do not wait for each other's decoding.
+    let parsed = http::request_encoding(&headers).and_then(|e| http::decode::<Call>(e, &body));
     let (response, latency) = {
         let mut master = app.lock();
         let mut dropped = false;
@@ -32,7 +35,7 @@ pub(crate) async fn scheduler(
             &method,
             &headers,
             uri.path(),
-            &body,
+            parsed,
             &mut dropped,
         );
         // A SUBSCRIBE carries no stream ID; the one its answer issued is
@@ -61,12 +64,14 @@ pub(crate) async fn scheduler(
     response
 }
 
+/// The checks in the master's order; `parsed` is the body decoded (or the
+/// 400 / 415 for it), answered only after the checks that come first.
 fn handle(
     master: &mut Master,
     method: &Method,
     headers: &HeaderMap,
     path: &str,
-    body: &[u8],
+    parsed: Result<Call, http::Refusal>,
     dropped: &mut bool,
 ) -> (Response, Option<Call>) {
     let principal = match http::authenticate(master, headers, "mesos-master-scheduler") {
@@ -79,11 +84,7 @@ fn handle(
     if method != Method::POST {
         return (http::method_not_allowed(method), None);
     }
-    let encoding = match http::request_encoding(headers) {
-        Ok(e) => e,
-        Err(refusal) => return (refusal.into_response(), None),
-    };
-    let call: Call = match http::decode(encoding, body) {
+    let call = match parsed {
         Ok(call) => call,
         Err(refusal) => return (refusal.into_response(), None),
     };

@@ -1,12 +1,23 @@
 //! Streaming responses (a scheduler's or an executor's subscription): the
-//! master pushes encoded RecordIO records into a bounded queue; the HTTP
-//! response body drains it, one record per chunk as a real master sends
-//! them (`docs/mesos-protocol.md#capture-a-subscribe`). When the body is dropped
+//! master pushes encoded RecordIO records into a queue; the HTTP response
+//! body drains it, one record per chunk as a real master sends them
+//! (`docs/mesos-protocol.md#capture-a-subscribe`). When the body is dropped
 //! — the peer hung up — a callback tells the master, so it can mark the
 //! framework disconnected (master.cpp `Master::exited`) or the executor gone.
+//!
+//! A real master queues without limit: `HttpConnection::send`
+//! (`src/master/master.hpp`) writes each encoded event to the response's
+//! `process::http::Pipe`, whose writer keeps what the reader has not taken
+//! yet in an unbounded queue (`Pipe::Writer::write` in
+//! `3rdparty/libprocess/src/http.cpp`). The testbed bounds each queue by
+//! the bytes it holds (`TestbedConfig::stream_queue_bytes`), so a peer that
+//! stops reading cannot exhaust its memory, and a slow one is not cut off
+//! for the number of small events it is behind on: tens of thousands of
+//! tasks, each with an update, its retries and a reconciliation answer
+//! queued, are well within the bound. Queueing is O(1) whatever the depth.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -56,14 +67,19 @@ pub(crate) enum StreamItem {
 #[derive(Debug, Clone)]
 pub(crate) struct RecordSender {
     encoding: Encoding,
-    tx: mpsc::Sender<StreamItem>,
+    tx: mpsc::UnboundedSender<StreamItem>,
+    /// Bytes queued and not yet taken by the response body.
+    queued: Arc<AtomicUsize>,
+    /// Most bytes queued at once.
+    limit: usize,
     /// Each record goes out this long after it is queued.
     latency: Option<SharedDelay>,
 }
 
 impl RecordSender {
     /// Encodes and queues `message`. Returns false when the stream is gone or
-    /// its queue is full (the caller treats the peer as disconnected).
+    /// its queue would exceed its byte limit (the caller treats the peer as
+    /// disconnected).
     pub fn send<M: Message + Name>(&self, message: &M) -> bool {
         let payload = match self.encoding {
             Encoding::Json => json::to_vec(message),
@@ -75,21 +91,30 @@ impl RecordSender {
             .map(SharedDelay::get)
             .filter(|d| !d.is_zero())
             .and_then(|d| Instant::now().checked_add(d));
-        self.tx
-            .try_send(StreamItem::Record(encode_record(&payload), due))
-            .is_ok()
+        let record = encode_record(&payload);
+        let size = record.len();
+        if self.queued.fetch_add(size, Ordering::AcqRel) + size > self.limit {
+            self.queued.fetch_sub(size, Ordering::AcqRel);
+            return false;
+        }
+        if self.tx.send(StreamItem::Record(record, due)).is_err() {
+            self.queued.fetch_sub(size, Ordering::AcqRel);
+            return false;
+        }
+        true
     }
 
-    /// Cuts the connection abruptly; dropping every sender ends the stream
-    /// cleanly instead.
+    /// Cuts the connection abruptly (after what is queued); dropping every
+    /// sender ends the stream cleanly instead.
     pub fn abort(&self) {
-        let _ = self.tx.try_send(StreamItem::Abort);
+        let _ = self.tx.send(StreamItem::Abort);
     }
 }
 
 /// The response body of a streaming call.
 pub(crate) struct RecordStream {
-    rx: mpsc::Receiver<StreamItem>,
+    rx: mpsc::UnboundedReceiver<StreamItem>,
+    queued: Arc<AtomicUsize>,
     on_close: Option<Box<dyn FnOnce() + Send>>,
     /// A record waiting for its due time. Records are stamped when queued,
     /// so a burst is delayed once, not once per record (a long link, not a
@@ -97,22 +122,26 @@ pub(crate) struct RecordStream {
     held: Option<(Bytes, Pin<Box<Sleep>>)>,
 }
 
-/// A stream in `encoding` queueing at most `limit` records; `on_close` runs
-/// when the body is dropped.
+/// A stream in `encoding` holding at most `limit_bytes` of records not yet
+/// sent; `on_close` runs when the body is dropped.
 pub(crate) fn record_stream(
     encoding: Encoding,
-    limit: usize,
+    limit_bytes: usize,
     on_close: impl FnOnce() + Send + 'static,
 ) -> (RecordSender, RecordStream) {
-    let (tx, rx) = mpsc::channel(limit.max(1));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queued = Arc::new(AtomicUsize::new(0));
     (
         RecordSender {
             encoding,
             tx,
+            queued: queued.clone(),
+            limit: limit_bytes,
             latency: None,
         },
         RecordStream {
             rx,
+            queued,
             on_close: Some(Box::new(on_close)),
             held: None,
         },
@@ -131,8 +160,12 @@ impl Stream for RecordStream {
             return Poll::Ready(Some(Ok(bytes)));
         }
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(StreamItem::Record(b, None))) => Poll::Ready(Some(Ok(b))),
-            Poll::Ready(Some(StreamItem::Record(b, Some(due)))) => {
+            Poll::Ready(Some(StreamItem::Record(b, due))) => {
+                // Taken from the queue: no longer counts against its bound.
+                self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+                let Some(due) = due else {
+                    return Poll::Ready(Some(Ok(b)));
+                };
                 let mut sleep = Box::pin(tokio::time::sleep_until(due));
                 if sleep.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Some(Ok(b)));
@@ -181,19 +214,20 @@ impl Subscription {
     }
 }
 
-/// Builds a scheduler subscription and the body that serves it; the master
-/// hears of the body's end through `stream_closed`. Every event goes out
-/// `latency` (read when it is queued) after it was queued.
+/// Builds a scheduler subscription and the body that serves it (queueing at
+/// most `queue_bytes`); the master hears of the body's end through
+/// `stream_closed`. Every event goes out `latency` (read when it is queued)
+/// after it was queued.
 pub(crate) fn open(
     stream_id: String,
     encoding: Encoding,
-    queue_limit: usize,
+    queue_bytes: usize,
     latency: SharedDelay,
     master: Weak<Mutex<Master>>,
     framework_id: String,
 ) -> (Subscription, RecordStream) {
     let closed_id = stream_id.clone();
-    let (mut sender, body) = record_stream(encoding, queue_limit, move || {
+    let (mut sender, body) = record_stream(encoding, queue_bytes, move || {
         if let Some(master) = master.upgrade() {
             let mut master = master.lock().unwrap_or_else(|p| p.into_inner());
             master.stream_closed(&framework_id, &closed_id);
@@ -201,4 +235,39 @@ pub(crate) fn open(
     });
     sender.latency = Some(latency);
     (Subscription { stream_id, sender }, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::mesos::v1::scheduler::event;
+
+    #[tokio::test]
+    async fn the_queue_is_bounded_by_bytes_and_drains() {
+        let heartbeat = Event {
+            r#type: Some(event::Type::Heartbeat as i32),
+            ..Default::default()
+        };
+        let size = encode_record(&heartbeat.encode_to_vec()).len();
+        let (sender, mut body) = record_stream(Encoding::Protobuf, 3 * size, || {});
+        assert!(sender.send(&heartbeat));
+        assert!(sender.send(&heartbeat));
+        assert!(sender.send(&heartbeat));
+        assert!(
+            !sender.send(&heartbeat),
+            "a fourth record exceeds the bound"
+        );
+        let first = body.next().await.unwrap().unwrap();
+        assert_eq!(first.len(), size);
+        assert!(sender.send(&heartbeat), "room again once one is taken");
+        assert!(!sender.send(&heartbeat));
+        // An abort passes even when the queue is full, after what is queued.
+        sender.abort();
+        for _ in 0..3 {
+            assert!(body.next().await.unwrap().is_ok());
+        }
+        assert!(body.next().await.unwrap().is_err());
+    }
 }

@@ -7,6 +7,8 @@
 //! SHUTDOWN, executor exits) and [`super::agents`] (unreachable agents).
 
 use std::collections::VecDeque;
+
+use prost::Message;
 use std::time::Duration;
 
 use super::master::{Master, now_secs};
@@ -17,21 +19,32 @@ use crate::mesos::v1::{self, TaskState, task_status};
 pub const KAMIKAZE: &[u8] = b"kamikaze";
 
 /// A task the master knows.
+///
+/// Its `TaskInfo` is kept encoded (about a hundred bytes for a plain
+/// command task, where the decoded message takes over 1.5 KB), with the two
+/// fields read often beside it: a master of tens of thousands of tasks
+/// reads the whole info only to hand it to an executor.
 #[derive(Debug, Clone)]
 pub(crate) struct Task {
     pub framework_id: String,
-    pub info: v1::TaskInfo,
+    /// `TaskInfo.task_id`.
+    pub task_id: v1::TaskId,
+    /// `TaskInfo.name`.
+    pub name: String,
+    /// The `TaskInfo` as launched (after the master's validation filled it in), encoded.
+    info: Box<[u8]>,
     pub agent_id: String,
     pub executor_id: String,
     /// Runs under a custom executor (`TaskInfo.executor`), not the command executor.
     pub custom_executor: bool,
     /// Latest state the master has seen (forwarded by the agent).
     pub state: TaskState,
-    /// Latest status forwarded, for reconciliation answers.
-    pub last_status: Option<v1::TaskStatus>,
+    /// `TaskStatus.healthy` of the latest status the master has seen.
+    pub healthy: Option<bool>,
     /// Recent statuses, oldest first.
-    pub statuses: VecDeque<v1::TaskStatus>,
+    pub statuses: VecDeque<StatusRecord>,
     /// The agent's unacknowledged updates; the front one is in flight.
+    /// Emptied (and its buffer freed) once all are acknowledged.
     pub pending: VecDeque<v1::TaskStatus>,
     /// Current retry interval of the front update.
     pub retry: Duration,
@@ -46,6 +59,33 @@ pub(crate) struct Task {
     pub checker: Option<super::health::Checker>,
 }
 
+/// A status the master forwarded, as `/master/state` lists it
+/// (`src/common/http.cpp` writes each of a task's statuses with its state,
+/// timestamp and container status). A real master keeps the whole
+/// `TaskStatus`; the testbed keeps what it shows, a few bytes per update.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct StatusRecord {
+    pub state: TaskState,
+    /// `TaskStatus.timestamp`, seconds since the UNIX epoch.
+    pub timestamp: f64,
+    /// It carried a container status: the task's own (its executor's
+    /// container), which [`container_status`] rebuilds.
+    pub container: bool,
+    /// `TaskStatus.healthy`.
+    pub healthy: Option<bool>,
+}
+
+impl StatusRecord {
+    pub fn of(status: &v1::TaskStatus) -> Self {
+        StatusRecord {
+            state: status.state(),
+            timestamp: status.timestamp.unwrap_or(0.0),
+            container: status.container_status.is_some(),
+            healthy: status.healthy,
+        }
+    }
+}
+
 pub(crate) use crate::mesos::is_terminal;
 
 pub(crate) fn random_uuid() -> Vec<u8> {
@@ -56,9 +96,52 @@ pub(crate) fn pseudo_pid() -> u32 {
     10_000 + (rand::random::<u32>() % 50_000)
 }
 
+impl Task {
+    /// A task of `info` in TASK_STAGING; `resources` are the task's own,
+    /// `container_id` and `executor_pid` its executor's.
+    pub fn new(
+        framework_id: &str,
+        info: &v1::TaskInfo,
+        agent_id: &str,
+        container_id: String,
+        executor_pid: u32,
+        retry: Duration,
+    ) -> Task {
+        Task {
+            framework_id: framework_id.to_string(),
+            task_id: info.task_id.clone(),
+            name: info.name.clone(),
+            info: info.encode_to_vec().into_boxed_slice(),
+            agent_id: agent_id.to_string(),
+            executor_id: info
+                .executor
+                .as_ref()
+                .map(|e| e.executor_id.value.clone())
+                .unwrap_or_else(|| info.task_id.value.clone()),
+            custom_executor: info.executor.is_some(),
+            state: TaskState::TaskStaging,
+            healthy: None,
+            statuses: VecDeque::new(),
+            pending: VecDeque::new(),
+            retry,
+            resources: Resources::from_protos(&info.resources),
+            released: false,
+            container_id,
+            executor_pid,
+            unreachable_since: None,
+            checker: None,
+        }
+    }
+
+    /// The `TaskInfo` as launched.
+    pub fn info(&self) -> v1::TaskInfo {
+        v1::TaskInfo::decode(&*self.info).expect("encoded by Task::new")
+    }
+}
+
 impl Master {
     pub(crate) fn agent_index(&self, agent_id: &str) -> Option<usize> {
-        self.agents.iter().position(|a| a.id == agent_id)
+        self.agent_indexes.get(agent_id).copied()
     }
 
     // ---- building statuses -------------------------------------------------
@@ -70,7 +153,7 @@ impl Master {
         message: Option<&str>,
     ) -> v1::TaskStatus {
         v1::TaskStatus {
-            task_id: task.info.task_id.clone(),
+            task_id: task.task_id.clone(),
             state: state as i32,
             message: message.map(str::to_string),
             source: Some(task_status::Source::Executor as i32),
@@ -95,7 +178,7 @@ impl Master {
         message: &str,
     ) -> v1::TaskStatus {
         v1::TaskStatus {
-            task_id: task.info.task_id.clone(),
+            task_id: task.task_id.clone(),
             state: state as i32,
             message: Some(message.to_string()),
             source: Some(task_status::Source::Agent as i32),

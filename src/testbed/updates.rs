@@ -5,7 +5,7 @@
 //! and frees a task's resources when a terminal state passes through.
 
 use super::master::{AgentState, Master, Timer, push_bounded, update_event};
-use super::tasks::{Task, is_terminal};
+use super::tasks::{StatusRecord, Task, is_terminal};
 use crate::mesos::v1;
 use crate::mesos::v1::scheduler::call;
 
@@ -38,8 +38,8 @@ impl Master {
             return;
         };
         task.state = head.state();
-        task.last_status = Some(head.clone());
-        push_bounded(&mut task.statuses, head.clone(), MAX_STATUSES);
+        task.healthy = head.healthy;
+        push_bounded(&mut task.statuses, StatusRecord::of(&head), MAX_STATUSES);
         let retry = task.retry;
         let uuid = head.uuid.clone().unwrap_or_default();
         if is_terminal(head.state())
@@ -95,7 +95,7 @@ impl Master {
         agent.used.subtract(&task.resources);
         let key = (task.framework_id.clone(), task.executor_id.clone());
         if let Some(executor) = agent.executors.get_mut(&key) {
-            executor.tasks.retain(|t| *t != task.info.task_id.value);
+            executor.tasks.retain(|t| *t != task.task_id.value);
             if executor.info.is_none() {
                 agent.executors.remove(&key);
             }
@@ -123,6 +123,10 @@ impl Master {
             return;
         }
         let acked = task.pending.pop_front().expect("front checked above");
+        if task.pending.is_empty() {
+            // Tens of thousands of settled tasks keep no update buffers.
+            task.pending = Default::default();
+        }
         task.retry = self.cfg.status_update_retry_min;
         if is_terminal(acked.state()) {
             if let Some(task) = self.tasks.remove(&key) {

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::master::{AgentState, Framework, Master};
-use super::tasks::Task;
+use super::tasks::{Task, container_status};
 use crate::mesos::resources::{self, Resources};
 use crate::mesos::v1::master::response;
 use crate::mesos::v1::{self, TaskState};
@@ -86,13 +86,13 @@ pub struct AgentView {
 fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {
     TaskView {
         framework_id: t.framework_id.clone(),
-        task_id: t.info.task_id.value.clone(),
+        task_id: t.task_id.value.clone(),
         agent_id: t.agent_id.clone(),
         executor_id: t.executor_id.clone(),
         state: t.state,
         unreachable,
         unacknowledged_updates: t.pending.len(),
-        healthy: t.last_status.as_ref().and_then(|s| s.healthy),
+        healthy: t.healthy,
         completed,
     }
 }
@@ -182,11 +182,10 @@ impl Master {
         {
             used.add(&t.resources);
         }
+        // Command executors take no resources of their own.
         for agent in &self.agents {
-            for ((f, _), e) in &agent.executors {
-                if f == framework_id {
-                    used.add(&e.resources);
-                }
+            for (_, e) in agent.executors.custom_executors_of(framework_id) {
+                used.add(&e.resources);
             }
         }
         let mut offered = Resources::new();
@@ -238,13 +237,20 @@ impl Master {
     }
 
     fn task_json(&self, t: &Task) -> Value {
+        let container = t
+            .statuses
+            .iter()
+            .any(|s| s.container)
+            .then(|| crate::mesos::json::to_value(&container_status(t)));
         let statuses: Vec<Value> = t
             .statuses
             .iter()
             .map(|s| {
-                let mut v = json!({"state": s.state().as_str_name(), "timestamp": s.timestamp.unwrap_or(0.0)});
-                if let Some(cs) = &s.container_status {
-                    v["container_status"] = crate::mesos::json::to_value(cs);
+                let mut v = json!({"state": s.state.as_str_name(), "timestamp": s.timestamp});
+                if s.container
+                    && let Some(cs) = &container
+                {
+                    v["container_status"] = cs.clone();
                 }
                 // src/common/http.cpp: the task status model shows `healthy` when set.
                 if let Some(healthy) = s.healthy {
@@ -254,8 +260,8 @@ impl Master {
             })
             .collect();
         json!({
-            "id": t.info.task_id.value,
-            "name": t.info.name,
+            "id": t.task_id.value,
+            "name": t.name,
             "framework_id": t.framework_id,
             "executor_id": if t.custom_executor { t.executor_id.clone() } else { String::new() },
             "slave_id": t.agent_id,
@@ -299,9 +305,8 @@ impl Master {
             .iter()
             .flat_map(|a| {
                 a.executors
-                    .iter()
-                    .filter(|((fid, _), e)| *fid == f.id && e.info.is_some())
-                    .map(move |((_, eid), e)| json!({"id": eid, "slave_id": a.id, "resources": e.resources.to_state_json(), "tasks": e.tasks}))
+                    .custom_executors_of(&f.id)
+                    .map(move |(eid, e)| json!({"id": eid, "slave_id": a.id, "resources": e.resources.to_state_json(), "tasks": e.tasks}))
             })
             .collect();
         let capabilities: Vec<&str> = f

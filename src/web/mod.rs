@@ -539,7 +539,11 @@ async fn bounded_body(
             StatusCode::PAYLOAD_TOO_LARGE,
             "too-large",
             "Request body too large",
-            format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+            format!(
+                "request bodies are limited to {MAX_BODY_BYTES} bytes (an action's reason: \
+                 at most {} characters); nothing was done",
+                audit::MAX_REASON_CHARS
+            ),
         ))
     };
     let declared = request

@@ -13,11 +13,10 @@ use crate::support;
 
 use std::time::Duration;
 
-use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
+use support::cluster::Cluster;
 use support::processes::*;
 use support::truth::{assert_agrees_with_master, count};
-use support::zookeeper::ZkServer;
 
 fn services() -> serde_json::Value {
     json!([
@@ -26,22 +25,7 @@ fn services() -> serde_json::Value {
     ])
 }
 
-struct Setup {
-    zk: ZkServer,
-    tb: Testbed,
-    dir: tempfile::TempDir,
-}
-
-async fn setup() -> Setup {
-    support::mesos::init();
-    Setup {
-        zk: ZkServer::start(),
-        tb: Testbed::start(TestbedConfig::for_tests(3)).await.unwrap(),
-        dir: tempfile::tempdir().unwrap(),
-    }
-}
-
-impl Setup {
+impl Cluster {
     fn args(&self, deployment: &str, extra: &[&str]) -> Vec<String> {
         let mut args = base_args(&self.zk.connect_string(), &self.tb.url(), "scenario");
         let file = services_file(self.dir.path(), "services.json", &services());
@@ -65,7 +49,7 @@ fn all_running(s: &serde_json::Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_1_clean_start_and_2_a_second_deployment_waits() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     let a = Appliance::spawn("a", &s.args("d1", &[]));
     let state = a.wait_state("services running", WAIT, all_running).await;
     assert_eq!(state["leadership"]["role"], "leader");
@@ -132,7 +116,7 @@ async fn scenario_1_clean_start_and_2_a_second_deployment_waits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_3_killed_scheduler_is_replaced_with_the_same_framework_id() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     let a = Appliance::spawn("a", &s.args("d1", &[]));
     let state = a.wait_state("services running", WAIT, all_running).await;
     let fid = framework_id(&state).unwrap();
@@ -175,7 +159,7 @@ async fn scenario_3_killed_scheduler_is_replaced_with_the_same_framework_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_4_removed_framework_waits_then_reregisters() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     let mut a = Appliance::spawn("a", &s.args("d1", &["--failover-timeout", "1s"]));
     let state = a.wait_state("services running", WAIT, all_running).await;
     let old = framework_id(&state).unwrap();
@@ -241,7 +225,7 @@ async fn scenario_4_removed_framework_waits_then_reregisters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_4_with_automatic_reregistration() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     let mut a = Appliance::spawn("a", &s.args("d1", &["--failover-timeout", "1s"]));
     let old = framework_id(&a.wait_state("running", WAIT, all_running).await).unwrap();
     a.signal(libc::SIGTERM);
@@ -270,7 +254,7 @@ async fn scenario_4_with_automatic_reregistration() {
 /// tears the other framework down and registers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_framework_of_the_same_name_and_no_stored_id_refuses_to_register() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     // Another scheduler of the same name and user, subscribed directly (raw
     // JSON SUBSCRIBE); its stream stays open for the whole test.
     let (mut foreign, foreign_id) = support::mesos::connected(&s.tb.url(), "scenario", 60.0).await;

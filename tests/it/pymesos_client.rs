@@ -4,53 +4,22 @@
 //! acknowledges, reconciles and tears down.
 //!
 //! Needs Debian's `python3-venv` and `python3-http-parser` (installed by
-//! `.ci/run`) and PyPI for `pymesos`, `six` and `addict`
-//! (`docs/testbed.md#an-independent-client-pymesos`): the
-//! venv is built once under the Cargo target dir.
+//! `.ci/run`) and PyPI (`support::pymesos`,
+//! `docs/testbed.md#an-independent-client-pymesos`).
 
 use crate::support;
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use support::mesos::init;
 
-/// Creates (once) a venv with pymesos and returns its python.
-fn pymesos_python() -> PathBuf {
-    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pymesos-venv");
-    let python = venv.join("bin/python");
-    let ready = venv.join(".ready");
-    if ready.exists() {
-        return python;
-    }
-    let status = Command::new("/usr/bin/python3")
-        .args(["-m", "venv", "--system-site-packages"])
-        .arg(&venv)
-        .status()
-        .expect("/usr/bin/python3 runs (Debian python3 with python3-venv)");
-    assert!(status.success(), "venv creation failed");
-    let status = Command::new(venv.join("bin/pip"))
-        .args([
-            "install",
-            "--quiet",
-            "--no-deps",
-            "pymesos==0.3.15",
-            "six",
-            "addict",
-        ])
-        .status()
-        .expect("pip runs");
-    assert!(status.success(), "pip install pymesos failed");
-    std::fs::write(&ready, b"").unwrap();
-    python
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pymesos_scheduler_runs_a_task_against_the_testbed() {
     init();
-    let python = tokio::task::spawn_blocking(pymesos_python).await.unwrap();
+    let python = tokio::task::spawn_blocking(support::pymesos::python)
+        .await
+        .unwrap();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pymesos/scheduler.py");
     let master = tb.addr().to_string();

@@ -229,29 +229,26 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
     // While no scheduler runs: the store loses one record, and gains one for
     // a task the master never saw (instance 2 now has a phantom twin).
     let client = zk::Client::connect(&zk.connect_string()).await.unwrap();
-    let lost_record = s
-        .tasks
-        .iter()
-        .find(|t| t.instance == 0)
-        .unwrap()
-        .task_id
-        .to_string();
-    client
-        .delete(&format!("/appliance/tasks/{lost_record}"), None)
-        .await
-        .unwrap();
+    let delete_record_of = |instance: u32| {
+        let task_id = s
+            .tasks
+            .iter()
+            .find(|t| t.instance == instance)
+            .unwrap()
+            .task_id
+            .to_string();
+        let client = &client;
+        async move {
+            client
+                .delete(&format!("/appliance/tasks/{task_id}"), None)
+                .await
+                .unwrap();
+            task_id
+        }
+    };
+    let lost_record = delete_record_of(0).await;
     let phantom = "svc.1.00000000-0000-4000-8000-000000000000";
-    let replaced = s
-        .tasks
-        .iter()
-        .find(|t| t.instance == 1)
-        .unwrap()
-        .task_id
-        .to_string();
-    client
-        .delete(&format!("/appliance/tasks/{replaced}"), None)
-        .await
-        .unwrap();
+    let replaced = delete_record_of(1).await;
     let mut record =
         serde_json::to_value(s.tasks.iter().find(|t| t.instance == 1).unwrap().as_ref()).unwrap();
     record["task_id"] = json!(phantom);

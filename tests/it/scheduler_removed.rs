@@ -16,30 +16,15 @@ use crate::support;
 
 use std::time::Duration;
 
-use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use mesos_appliance::testbed::Testbed;
 use serde_json::json;
+use support::cluster::Cluster;
 use support::processes::*;
 use support::truth::{assert_agrees_with_master, count};
-use support::zookeeper::ZkServer;
 
-struct Setup {
-    zk: ZkServer,
-    tb: Testbed,
-    dir: tempfile::TempDir,
-}
-
-async fn setup() -> Setup {
-    support::mesos::init();
-    Setup {
-        zk: ZkServer::start(),
-        tb: Testbed::start(TestbedConfig::for_tests(3)).await.unwrap(),
-        dir: tempfile::tempdir().unwrap(),
-    }
-}
-
-impl Setup {
+impl Cluster {
     /// A replica of one `sleep` service of 3 instances.
-    fn args(&self, extra: &[&str]) -> Vec<String> {
+    fn sleep_args(&self, extra: &[&str]) -> Vec<String> {
         let mut args = base_args(&self.zk.connect_string(), &self.tb.url(), "removed");
         let services = json!([{"name": "sleep", "command": "sleep 100000", "cpus": 0.1,
             "mem": 32, "instances": 3}]);
@@ -114,9 +99,9 @@ async fn assert_removed_and_settled(replica: &Appliance, tb: &Testbed) {
 /// pass, start another replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_failover_timeout_the_next_replica_shows_the_tasks_killed() {
-    let s = setup().await;
+    let s = Cluster::start().await;
     let flags = ["--failover-timeout", "2s", "--zk-session-timeout", "4s"];
-    let a = Appliance::spawn("a", &s.args(&flags));
+    let a = Appliance::spawn("a", &s.sleep_args(&flags));
     let fid = framework_id(&a.wait_state("3 running", WAIT, three_running).await).unwrap();
     a.signal(libc::SIGKILL);
     s.wait_completed(&fid).await;
@@ -124,7 +109,7 @@ async fn after_the_failover_timeout_the_next_replica_shows_the_tasks_killed() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let mark = s.last_call();
 
-    let b = Appliance::spawn("b", &s.args(&flags));
+    let b = Appliance::spawn("b", &s.sleep_args(&flags));
     assert_removed_and_settled(&b, &s.tb).await;
     assert_eq!(
         s.kills_after(mark),
@@ -151,8 +136,8 @@ async fn after_the_failover_timeout_the_next_replica_shows_the_tasks_killed() {
 /// tasks killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_teardown_at_the_master_shows_the_tasks_killed_before_and_after_a_restart() {
-    let s = setup().await;
-    let mut a = Appliance::spawn("a", &s.args(&[]));
+    let s = Cluster::start().await;
+    let mut a = Appliance::spawn("a", &s.sleep_args(&[]));
     let fid = framework_id(&a.wait_state("3 running", WAIT, three_running).await).unwrap();
     let mark = s.last_call();
     let answer = support::mesos::operator(
@@ -166,7 +151,7 @@ async fn an_operator_teardown_at_the_master_shows_the_tasks_killed_before_and_af
 
     a.signal(libc::SIGTERM);
     a.wait_exit(WAIT).await;
-    let b = Appliance::spawn("a-restarted", &s.args(&[]));
+    let b = Appliance::spawn("a-restarted", &s.sleep_args(&[]));
     assert_removed_and_settled(&b, &s.tb).await;
     assert_eq!(
         s.kills_after(mark),
@@ -181,8 +166,8 @@ async fn an_operator_teardown_at_the_master_shows_the_tasks_killed_before_and_af
 /// `src/master/master.cpp`), stores it, and launches replacements.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_marked_gone_while_away_ends_its_tasks_and_they_are_replaced() {
-    let s = setup().await;
-    let a = Appliance::spawn("a", &s.args(&[]));
+    let s = Cluster::start().await;
+    let a = Appliance::spawn("a", &s.sleep_args(&[]));
     let fid = framework_id(&a.wait_state("3 running", WAIT, three_running).await).unwrap();
     a.signal(libc::SIGKILL);
     let gone = s.tb.tasks()[0].agent_id.clone();
@@ -194,7 +179,7 @@ async fn an_agent_marked_gone_while_away_ends_its_tasks_and_they_are_replaced() 
             .collect();
     assert!(s.tb.mark_agent_gone(&gone));
 
-    let b = Appliance::spawn("b", &s.args(&[]));
+    let b = Appliance::spawn("b", &s.sleep_args(&[]));
     let state = b
         .wait_state("lost tasks recorded and replaced", WAIT, |st| {
             three_running(st) && count(st, "TASK_LOST") == on_gone.len() as u64

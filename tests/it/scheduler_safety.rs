@@ -8,7 +8,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use mesos_appliance::scheduler::{Command, FrameworkState};
+use mesos_appliance::scheduler::{Command, FrameworkState, TaskId};
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, running, services};
@@ -106,25 +106,25 @@ async fn scale_down_past_an_ignored_kill(
     (replica, specs)
 }
 
+/// Waits until instance 1's kill was sent `attempts` times; its task ID.
+async fn kill_of_instance_1(replica: &Replica, attempts: u32) -> TaskId {
+    let s = replica
+        .wait_for(&format!("kill pending ({attempts})"), WAIT, |s| {
+            s.tasks
+                .iter()
+                .any(|t| t.instance == 1 && t.kill.as_ref().is_some_and(|k| k.attempts >= attempts))
+        })
+        .await;
+    let victim = s.tasks.iter().find(|t| t.instance == 1).unwrap();
+    victim.task_id.clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignored_kill_is_retried_with_backoff() {
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
     // Scale down: instance 1 must go, but its executor ignores KILL.
     let (replica, _) = scale_down_past_an_ignored_kill(None, &tb).await;
-    let s = replica
-        .wait_for("kill pending (3)", WAIT, |s| {
-            s.tasks
-                .iter()
-                .any(|t| t.instance == 1 && t.kill.as_ref().is_some_and(|k| k.attempts >= 3))
-        })
-        .await;
-    let victim = s
-        .tasks
-        .iter()
-        .find(|t| t.instance == 1)
-        .unwrap()
-        .task_id
-        .clone();
+    let victim = kill_of_instance_1(&replica, 3).await;
     let kills: Vec<f64> = tb
         .scheduler_calls("KILL")
         .into_iter()
@@ -156,20 +156,7 @@ async fn a_pending_kill_survives_a_leader_failover() {
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
     let (first, specs) = scale_down_past_an_ignored_kill(Some(&zk), &tb).await;
-    let s = first
-        .wait_for("kill pending", WAIT, |s| {
-            s.tasks
-                .iter()
-                .any(|t| t.instance == 1 && t.kill.as_ref().is_some_and(|k| k.attempts >= 1))
-        })
-        .await;
-    let victim = s
-        .tasks
-        .iter()
-        .find(|t| t.instance == 1)
-        .unwrap()
-        .task_id
-        .clone();
+    let victim = kill_of_instance_1(&first, 1).await;
     let second = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, core_config()).await;
     second
         .wait_for("r2 follows", WAIT, |s| {

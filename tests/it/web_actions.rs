@@ -148,11 +148,9 @@ async fn services_are_created_replaced_and_deleted() {
     );
 }
 
-/// A reconcile result follows its run: a run that was running (or queued)
-/// when asked for shows how it ended, found by run ID.
-#[tokio::test]
-async fn a_reconcile_result_follows_its_run_to_the_end() {
-    let web = TestWeb::leader();
+/// Asks the leader for an explicit reconciliation without a body; the 202's
+/// JSON.
+async fn reconcile_accepted(web: &TestWeb) -> serde_json::Value {
     let r = web
         .send(
             action("/api/v1/actions/reconcile")
@@ -161,7 +159,15 @@ async fn a_reconcile_result_follows_its_run_to_the_end() {
         )
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
-    let v = r.json();
+    r.json()
+}
+
+/// A reconcile result follows its run: a run that was running (or queued)
+/// when asked for shows how it ended, found by run ID.
+#[tokio::test]
+async fn a_reconcile_result_follows_its_run_to_the_end() {
+    let web = TestWeb::leader();
+    let v = reconcile_accepted(&web).await;
     assert_eq!(v["reconcile"]["outcome"], "running");
     let result_id = v["id"].as_str().unwrap().to_string();
     let run_id = v["reconcile"]["id"].as_u64().unwrap();
@@ -194,15 +200,7 @@ async fn a_reconcile_result_follows_its_run_to_the_end() {
 #[tokio::test]
 async fn actions_run_on_the_leader() {
     let web = TestWeb::leader();
-    let r = web
-        .send(
-            action("/api/v1/actions/reconcile")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
-    let v = r.json();
+    let v = reconcile_accepted(&web).await;
     assert_eq!(v["action"], "reconcile");
     assert_eq!(v["kind"], "explicit");
     assert_eq!(v["reconcile"]["asked"], 114);

@@ -144,7 +144,11 @@ async fn oversized_reasons_are_refused_before_anything_runs() {
         ))
         .await;
     assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.text());
-    assert!(r.json()["detail"].as_str().unwrap().contains("65536 bytes"));
+    let detail = r.json()["detail"].as_str().unwrap().to_string();
+    assert!(
+        detail.contains("65536 bytes") && detail.contains("reason: at most 1000 characters"),
+        "{detail}"
+    );
 
     // Within the body limit but past the reason's: 400 naming `reason`.
     let long = "y".repeat(2000);

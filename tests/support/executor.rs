@@ -228,7 +228,5 @@ pub fn executor_log(view: &ExecutorView) -> String {
 
 /// `VmRSS` of `pid` in kB.
 pub fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    super::processes::memory(pid).map(|m| m.rss_kib)
 }

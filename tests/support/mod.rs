@@ -18,7 +18,9 @@
 //!   event receiver with deadlines, and call-log summaries;
 //! - [`web`]: the web layer over a scripted core and sample snapshots, and
 //!   request helpers for `oneshot`;
-//! - [`browser`]: headless Chromium through chromedriver and fantoccini.
+//! - [`browser`]: headless Chromium through chromedriver and fantoccini;
+//! - [`processes`]: real `mesos-appliance` processes;
+//! - [`pymesos`]: a venv with pymesos, the independent Python client.
 //!
 //! Every test binary compiles this module on its own, so not every helper is
 //! used everywhere.
@@ -28,9 +30,11 @@ pub mod appliance;
 pub mod browser;
 pub mod chaos_proxy;
 pub mod client;
+pub mod cluster;
 pub mod executor;
 pub mod mesos;
 pub mod processes;
+pub mod pymesos;
 pub mod replicas;
 pub mod truth;
 pub mod web;

@@ -229,6 +229,43 @@ impl Drop for Appliance {
     }
 }
 
+/// Resident memory of a process, from `/proc/<pid>/status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// `VmRSS`: resident now, KiB.
+    pub rss_kib: u64,
+    /// `VmHWM`: the most it was ever resident, KiB.
+    pub hwm_kib: u64,
+}
+
+/// [`Memory`] of `pid`; `None` when the process is gone or `/proc` is unreadable.
+pub fn memory(pid: u32) -> Option<Memory> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some(Memory {
+        rss_kib: field("VmRSS:")?,
+        hwm_kib: field("VmHWM:")?,
+    })
+}
+
+/// CPU time `pid` has used so far (user and system, from `/proc/<pid>/stat`);
+/// `None` when the process is gone.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name `(…)`: state is the 3rd field, utime
+    // and stime the 14th and 15th.
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = u64::try_from(ticks).ok().filter(|t| *t > 0)?;
+    Some(Duration::from_millis((utime + stime) * 1000 / ticks))
+}
+
 /// The last `n` lines of `text`.
 pub fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();

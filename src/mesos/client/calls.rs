@@ -85,7 +85,7 @@ impl Http {
     /// roots. Installs rustls' ring provider first if none is installed
     /// (reqwest is built without one and would panic).
     pub fn new(config: &ClientConfig) -> Result<Self, reqwest::Error> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::mesos::ensure_tls_provider();
         let base = || {
             reqwest::Client::builder()
                 .http1_only()

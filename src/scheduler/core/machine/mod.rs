@@ -198,8 +198,11 @@ pub struct Machine {
     suppressed: bool,
     launches: schedule::Launches,
     kamikazes: commands::Kamikazes,
-    /// A scheduling pass is due at the next [`Machine::settle`].
+    /// A scheduling pass is due at the next [`Machine::settle`] (once
+    /// `cfg.schedule_interval` has passed since the last one).
     needs_schedule: bool,
+    /// When the last scheduling pass ran.
+    last_schedule: Option<Instant>,
     next_housekeeping: Instant,
     last_publish: Option<Instant>,
     /// When the last event of any kind came from the stream.
@@ -247,6 +250,7 @@ impl Machine {
             launches: schedule::Launches::default(),
             kamikazes: commands::Kamikazes::default(),
             needs_schedule: false,
+            last_schedule: None,
             next_housekeeping: now + HOUSEKEEPING,
             last_publish: None,
             last_event: None,
@@ -354,15 +358,24 @@ impl Machine {
     }
 
     /// Runs what was deferred while inputs kept coming: the scheduling pass
-    /// (at most one per batch of inputs, however many asked for it) and the
+    /// (at most one per batch of inputs, however many asked for it, and at
+    /// most one per `cfg.schedule_interval`: a pass reads every record, and
+    /// a launch of N tasks brings 2N updates and 2N stored writes) and the
     /// throttled snapshot. The runner calls it when its queue is empty or
-    /// after a bounded batch.
+    /// after a bounded batch; a pass put off is due at [`Effects::wake_at`].
     pub fn settle(&mut self, now: Instant) -> Effects {
-        if !self.ending && self.needs_schedule {
+        if !self.ending && self.needs_schedule && self.schedule_due(now) <= now {
             self.needs_schedule = false;
+            self.last_schedule = Some(now);
             self.schedule(now);
         }
         self.finish(now)
+    }
+
+    /// When the next scheduling pass may run.
+    fn schedule_due(&self, now: Instant) -> Instant {
+        self.last_schedule
+            .map_or(now, |t| t + self.cfg.schedule_interval)
     }
 
     /// Ends the term: the client stops, the state shows why, the last
@@ -520,6 +533,7 @@ impl Machine {
                 .flatten(),
             subscribed.then(|| self.kills.next_deadline()).flatten(),
             self.framework.restart_at,
+            self.needs_schedule.then(|| self.schedule_due(now)),
             self.out.dirty.then(|| {
                 self.last_publish
                     .map_or(now, |t| t + self.cfg.snapshot_interval)

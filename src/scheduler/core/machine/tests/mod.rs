@@ -57,6 +57,8 @@ fn config() -> CoreConfig {
         kill_retry_min: Duration::from_secs(2),
         kill_retry_max: Duration::from_secs(8),
         snapshot_interval: Duration::from_millis(100),
+        // Every settle runs its pass (`pacing` tests the interval).
+        schedule_interval: Duration::ZERO,
         executor_url: None,
         ..CoreConfig::default()
     }

@@ -83,3 +83,36 @@ async fn a_new_spec_replaces_one_task_at_a_time() {
     h.answer_all();
     assert_eq!(marked(&h), ["web.0.stored", "web.1.stored"]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_scheduling_pass_is_paced_by_the_schedule_interval() {
+    let spec = service("web", 2);
+    let cfg = CoreConfig {
+        schedule_interval: Duration::from_secs(1),
+        ..config()
+    };
+    let mut h = Harness::new(
+        cfg,
+        Some(FRAMEWORK),
+        std::slice::from_ref(&spec),
+        &[running_record("web", 0, &spec)],
+    );
+    h.start();
+    h.answer_stores();
+    // The pass after SUBSCRIBED runs at once: instance 1 is missing.
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    // An offer within the interval waits for the next pass; the machine
+    // asks to be woken for it.
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    assert!(Harness::launched(&h.drain_call_log()).is_empty());
+    assert!(
+        h.wake_at
+            .is_some_and(|w| w <= Instant::now() + Duration::from_secs(1))
+    );
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_all();
+    assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
+}

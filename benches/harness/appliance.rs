@@ -1,0 +1,419 @@
+//! `mesos-appliance` runs: the release binary with a real ZooKeeper (a
+//! fresh Debian server per run, `support::zookeeper`) and `--services`,
+//! against a fresh testbed. Everything is read from outside, through the
+//! replica's JSON API, as an operator would.
+//!
+//! - [`single`]: one replica; launch, then a manual explicit
+//!   reconciliation (`POST /api/v1/actions/reconcile {"kind":"explicit"}`,
+//!   followed at `/api/v1/actions/results/{id}`);
+//! - [`failover`]: two replicas with a 4 s session; command latency while
+//!   the tasks launch, then SIGKILL of the leader.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use mesos_appliance::util::unix_now_secs;
+use serde_json::{Value, json};
+
+use super::clients::{SERVICE_COMMAND, TASK_CPUS_MILLIS, TASK_MEM};
+use super::testbed::TestbedProcess;
+use super::{Figures, deadline_for};
+use crate::support::processes::{
+    Appliance, cpu_time, framework_state, memory, running_count, tail,
+};
+use crate::support::zookeeper::ZkServer;
+
+/// The ZooKeeper session timeout of the replicas.
+pub const SESSION: Duration = Duration::from_secs(4);
+/// Most instances of one service (`scheduler::services::MAX_INSTANCES`):
+/// larger runs use several services.
+const PER_SERVICE: usize = mesos_appliance::scheduler::services::MAX_INSTANCES as usize;
+/// How often a replica's state is polled.
+const POLL: Duration = Duration::from_millis(200);
+/// Commands of each kind sent while the tasks launch, at most (one a second).
+const MAX_PROBES: usize = 600;
+
+/// The services of a run: `tasks` instances over as few services as allowed.
+pub fn services(tasks: usize) -> Value {
+    let count = tasks.div_ceil(PER_SERVICE).max(1);
+    let list: Vec<Value> = (0..count)
+        .map(|i| {
+            let instances = (tasks - i * PER_SERVICE).min(PER_SERVICE);
+            json!({
+                "name": format!("svc{i}"), "command": SERVICE_COMMAND,
+                "cpus": TASK_CPUS_MILLIS as f64 / 1000.0, "mem": TASK_MEM,
+                "instances": instances,
+            })
+        })
+        .collect();
+    Value::Array(list)
+}
+
+/// The flags of every benchmarked replica: real ZooKeeper with a 4 s
+/// session, the testbed, the services; everything else the `serve`
+/// defaults, plus `extra`.
+pub fn replica_args(zk: &str, master: &str, services: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--zk",
+        &format!("zk://{zk}/bench"),
+        "--zk-session-timeout",
+        &format!("{}s", SESSION.as_secs()),
+        "--master",
+        master,
+        "--framework-name",
+        "bench",
+        "--framework-user",
+        "root",
+        "--deployment-id",
+        "bench",
+        "--services",
+        &services.display().to_string(),
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// `leadership.role/framework.state` of a replica (`""` while it does not answer).
+pub async fn role(replica: &Appliance) -> String {
+    match replica.state().await {
+        Some(s) => format!(
+            "{}/{}",
+            s["leadership"]["role"].as_str().unwrap_or(""),
+            framework_state(&s)
+        ),
+        None => String::new(),
+    }
+}
+
+/// Waits until [`role`] is `want` (e.g. `leader/subscribed`).
+pub async fn wait_role(replica: &Appliance, want: &str, within: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = role(replica).await;
+        if now == want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(failure(
+                replica,
+                &format!("not {want} within {within:?} (is {now:?})"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn failure(replica: &Appliance, what: &str) -> String {
+    format!(
+        "{}: {what}\n--- log ---\n{}",
+        replica.name,
+        tail(&replica.log(), 30)
+    )
+}
+
+async fn wait_all_running(replica: &Appliance, tasks: usize) -> Result<(), String> {
+    let deadline = Instant::now() + deadline_for(tasks);
+    loop {
+        let running = replica
+            .state()
+            .await
+            .map(|s| running_count(&s))
+            .unwrap_or(0);
+        if running as usize >= tasks {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(failure(replica, &format!("{running} of {tasks} running")));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// One request with a 30 s timeout: status, JSON answer and latency.
+async fn request(
+    method: reqwest::Method,
+    url: String,
+    body: Value,
+) -> Result<(u16, Value, Duration), String> {
+    let started = Instant::now();
+    let response = crate::support::mesos::client()
+        .request(method, url)
+        .json(&body)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let took = started.elapsed();
+    let status = response.status().as_u16();
+    Ok((status, response.json().await.unwrap_or(Value::Null), took))
+}
+
+/// A finished reconciliation run as the API shows it.
+struct Run {
+    started_at: f64,
+    finished_at: f64,
+    asked: u64,
+    answered: u64,
+    outcome: String,
+}
+
+impl Run {
+    fn from(run: &Value) -> Option<Run> {
+        Some(Run {
+            started_at: run["started_at"].as_f64()?,
+            finished_at: run["finished_at"].as_f64()?,
+            asked: run["asked"].as_u64().unwrap_or(0),
+            answered: run["answered"].as_u64().unwrap_or(0),
+            outcome: run["outcome"].as_str().unwrap_or("").to_string(),
+        })
+    }
+
+    fn took(&self) -> Duration {
+        Duration::from_secs_f64((self.finished_at - self.started_at).max(0.0))
+    }
+
+    fn check(&self, tasks: usize) -> Result<(), String> {
+        if self.asked as usize != tasks || self.answered as usize != tasks {
+            return Err(format!(
+                "reconciliation {}: asked {}, answered {} of {tasks}",
+                self.outcome, self.asked, self.answered
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One replica: launch `tasks` tasks, then one manual explicit
+/// reconciliation. The reconciliation time is the run's own (its start to
+/// its last answer); the note says how long the request waited before the
+/// run started.
+pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
+    let zk = tokio::task::spawn_blocking(ZkServer::start)
+        .await
+        .map_err(|e| e.to_string())?;
+    let testbed = TestbedProcess::start(agents, &[]);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let services =
+        crate::support::processes::services_file(dir.path(), "services.json", &services(tasks));
+    // No cooldown: the manual run starts at once instead of waiting out
+    // the one after SUBSCRIBED (its duration is the same either way).
+    let args = replica_args(
+        &zk.connect_string(),
+        &testbed.url,
+        &services,
+        &["--reconcile-cooldown", "0s"],
+    );
+    let started = Instant::now();
+    let replica = Appliance::spawn("appliance", &args);
+    wait_all_running(&replica, tasks).await?;
+    let launch = started.elapsed();
+
+    let asked_at = unix_now_secs();
+    let (status, record, _) = request(
+        reqwest::Method::POST,
+        format!("{}/api/v1/actions/reconcile", replica.url),
+        json!({"kind": "explicit"}),
+    )
+    .await?;
+    if status != 202 {
+        return Err(failure(
+            &replica,
+            &format!("reconcile answered {status}: {record}"),
+        ));
+    }
+    let id = record["id"].as_str().unwrap_or_default().to_string();
+    let deadline = Instant::now() + deadline_for(tasks);
+    let run = loop {
+        let result = crate::support::mesos::client()
+            .get(format!("{}/api/v1/actions/results/{id}", replica.url))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        if let Ok(response) = result
+            && let Ok(record) = response.json::<Value>().await
+            && let Some(run) = Run::from(&record["reconcile"])
+        {
+            break run;
+        }
+        if Instant::now() > deadline {
+            return Err(failure(&replica, "the reconciliation did not finish"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    run.check(tasks)?;
+    Ok(Figures {
+        launch,
+        reconcile: run.took(),
+        reconcile_note: format!(
+            "{}, {:.2} s from the request",
+            run.outcome,
+            run.finished_at - asked_at
+        ),
+        phases: Vec::new(),
+        memory: memory(replica.pid()).unwrap_or_default(),
+        testbed_memory: testbed.memory(),
+        cpu: cpu_time(replica.pid()).unwrap_or_default(),
+        testbed_cpu: testbed.cpu_time(),
+    })
+}
+
+/// Latencies of one kind of command.
+#[derive(Debug, Default, Clone)]
+pub struct Latencies {
+    /// Each answer's latency.
+    pub samples: Vec<Duration>,
+    /// Answers other than 2xx, and requests with no answer, as `status` or `error`.
+    pub failures: Vec<String>,
+}
+
+impl Latencies {
+    fn record(&mut self, answer: Result<(u16, Value, Duration), String>) {
+        match answer {
+            Ok((status, _, took)) => {
+                self.samples.push(took);
+                if !(200..300).contains(&status) {
+                    self.failures.push(status.to_string());
+                }
+            }
+            Err(error) => self.failures.push(error),
+        }
+    }
+}
+
+/// What [`failover`] measured.
+#[derive(Debug, Clone)]
+pub struct FailoverFigures {
+    /// Launch to all running on the leader (while being probed).
+    pub launch: Duration,
+    /// `POST /api/v1/actions/reconcile` while the tasks launched.
+    pub reconcile_command: Latencies,
+    /// `PUT /api/v1/services/probe` while the tasks launched.
+    pub put_command: Latencies,
+    /// SIGKILL of the leader → the follower's SUBSCRIBE answered by the master.
+    pub subscribed: Duration,
+    /// SIGKILL → the follower's reconciliation after SUBSCRIBED converged.
+    pub reconciled: Duration,
+    /// Its outcome and size.
+    pub reconciled_note: String,
+    /// The new leader's memory after that.
+    pub memory: crate::support::processes::Memory,
+}
+
+/// Two replicas of one deployment: A starts first and leads, B follows.
+/// While the tasks launch, once a second: an explicit reconcile action and
+/// a `PUT` of a service `probe` (0 instances), each timed. Once all run and
+/// no reconciliation is in progress, A gets SIGKILL (its ZooKeeper session
+/// must expire before B is elected).
+pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, String> {
+    let zk = tokio::task::spawn_blocking(ZkServer::start)
+        .await
+        .map_err(|e| e.to_string())?;
+    let testbed = TestbedProcess::start(agents, &[]);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let services =
+        crate::support::processes::services_file(dir.path(), "services.json", &services(tasks));
+    let args = replica_args(&zk.connect_string(), &testbed.url, &services, &[]);
+    let started = Instant::now();
+    let mut leader = Appliance::spawn("replica-a", &args);
+    wait_role(&leader, "leader/subscribed", Duration::from_secs(60)).await?;
+    let follower = Appliance::spawn("replica-b", &args);
+
+    let done = tokio_util::sync::CancellationToken::new();
+    let probes = tokio::spawn(probe(leader.url.clone(), done.clone()));
+    let launched = wait_all_running(&leader, tasks).await;
+    let launch = started.elapsed();
+    done.cancel();
+    let (reconcile_command, put_command) = probes.await.map_err(|e| e.to_string())?;
+    launched?;
+    wait_role(&follower, "follower/standby", Duration::from_secs(60)).await?;
+    // Let the reconciliations the probes asked for end first.
+    let quiet = Instant::now() + deadline_for(tasks);
+    while let Some(state) = leader.state().await
+        && !state["reconciliation"]["running"].is_null()
+        && Instant::now() < quiet
+    {
+        tokio::time::sleep(POLL).await;
+    }
+
+    let http = crate::support::mesos::client();
+    let before = testbed.subscribed_at(&http).await?.len();
+    let killed_at = unix_now_secs();
+    leader.signal(libc::SIGKILL);
+    let _ = leader.wait_exit(Duration::from_secs(10)).await;
+    let deadline = Instant::now() + deadline_for(tasks);
+    let subscribed = loop {
+        if let Some(at) = testbed.subscribed_at(&http).await?.get(before) {
+            break at - killed_at;
+        }
+        if Instant::now() > deadline {
+            return Err(failure(
+                &follower,
+                "no SUBSCRIBE after the leader's SIGKILL",
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let run = loop {
+        if let Some(state) = follower.state().await
+            && let Some(run) = Run::from(&state["reconciliation"]["last"])
+            && run.started_at > killed_at
+        {
+            break run;
+        }
+        if Instant::now() > deadline {
+            return Err(failure(&follower, "no reconciliation after the failover"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    run.check(tasks)?;
+    Ok(FailoverFigures {
+        launch,
+        reconcile_command,
+        put_command,
+        subscribed: Duration::from_secs_f64(subscribed.max(0.0)),
+        reconciled: Duration::from_secs_f64((run.finished_at - killed_at).max(0.0)),
+        reconciled_note: format!("{} of {} tasks", run.outcome, run.asked),
+        memory: memory(follower.pid()).unwrap_or_default(),
+    })
+}
+
+/// The two timed commands, each once a second until `done` (each on its
+/// own, so that a slow one does not hold the other back).
+async fn probe(url: String, done: tokio_util::sync::CancellationToken) -> (Latencies, Latencies) {
+    let reconcile = probe_one(
+        reqwest::Method::POST,
+        format!("{url}/api/v1/actions/reconcile"),
+        json!({"kind": "explicit"}),
+        done.clone(),
+    );
+    let put = probe_one(
+        reqwest::Method::PUT,
+        format!("{url}/api/v1/services/probe"),
+        json!({"command": SERVICE_COMMAND, "cpus": 0.01, "mem": 1, "instances": 0}),
+        done,
+    );
+    tokio::join!(reconcile, put)
+}
+
+async fn probe_one(
+    method: reqwest::Method,
+    url: String,
+    body: Value,
+    done: tokio_util::sync::CancellationToken,
+) -> Latencies {
+    let mut latencies = Latencies::default();
+    for _ in 0..MAX_PROBES {
+        if done.is_cancelled() {
+            break;
+        }
+        latencies.record(request(method.clone(), url.clone(), body.clone()).await);
+        tokio::select! {
+            _ = done.cancelled() => break,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+    latencies
+}

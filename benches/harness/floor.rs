@@ -1,0 +1,229 @@
+//! The floor: a do-nothing scheduler on the crate's own Mesos client
+//! (`mesos_appliance::mesos::client`). It keeps no state beyond one byte per
+//! task, persists nothing and decides nothing: every offer is accepted with
+//! as many tasks as fit, every update with a `uuid` is acknowledged (at most
+//! [`ACKS_IN_FLIGHT`] at a time, on the client's keep-alive connections),
+//! and once all tasks run it asks an explicit reconciliation of every task.
+//! What it achieves is what `mesos-testbed` allows: the limit a real
+//! scheduler races.
+//!
+//! It runs as its own process (the bench binary re-executed with
+//! `--floor-client <master URL> <tasks>`), so its RSS is its own, and
+//! speaks the line protocol of [`super::clients`] on stdout, with the
+//! phases of its launch (`phase <name> <seconds>`, from its start):
+//! `subscribed`, `offers` (the first OFFERS event), `accepted` (the last
+//! task placed in an ACCEPT), `first-running`; they show where the floor's
+//! time goes.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mesos_appliance::mesos::client::{ClientConfig, ClientEvent, SchedulerClient};
+use mesos_appliance::mesos::detector::MasterSpec;
+use mesos_appliance::mesos::resources::Resources;
+use mesos_appliance::mesos::v1::scheduler::event;
+use mesos_appliance::mesos::v1::{self, TaskState, task_status};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::clients::{SERVICE_COMMAND, TASK_CPUS_MILLIS, TASK_MEM};
+
+/// Acknowledgements sent concurrently (each is one HTTP call).
+const ACKS_IN_FLIGHT: usize = 32;
+
+/// Per task: where it stands, one byte each.
+const LAUNCHED: u8 = 1;
+const RUNNING: u8 = 2;
+const ANSWERED: u8 = 3;
+
+/// `--floor-client <master URL> <tasks>`: runs until killed.
+pub fn main(args: &[String]) {
+    let (Some(master), Some(tasks)) = (args.first(), args.get(1).and_then(|n| n.parse().ok()))
+    else {
+        eprintln!("usage: --floor-client <master URL> <tasks>");
+        std::process::exit(2);
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if let Err(error) = runtime.block_on(run(master, tasks)) {
+        eprintln!("floor client: {error}");
+        std::process::exit(1);
+    }
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// `phase <name> <seconds since started>`.
+fn phase(name: &str, started: Instant) {
+    say(&format!(
+        "phase {name} {:.3}",
+        started.elapsed().as_secs_f64()
+    ));
+}
+
+fn task_index(task_id: &str) -> Option<usize> {
+    task_id.strip_prefix("floor-")?.parse().ok()
+}
+
+async fn run(master: &str, n: usize) -> Result<(), String> {
+    let started = Instant::now();
+    let spec = MasterSpec::parse(master).map_err(|e| e.to_string())?;
+    let info = v1::FrameworkInfo {
+        user: "root".into(),
+        name: "floor".into(),
+        failover_timeout: Some(60.0),
+        ..Default::default()
+    };
+    let (client, mut events) =
+        SchedulerClient::start(ClientConfig::new(spec), info, CancellationToken::new());
+    let acks = Arc::new(Semaphore::new(ACKS_IN_FLIGHT));
+    let task_resources = Resources::parse(&format!(
+        "cpus:{};mem:{TASK_MEM}",
+        TASK_CPUS_MILLIS as f64 / 1000.0
+    ))
+    .expect("literal resources")
+    .to_protos(None);
+    let mut tasks = vec![0u8; n];
+    let mut next = 0;
+    let mut running = 0;
+    let mut answered = 0;
+    let mut reconcile_started: Option<Instant> = None;
+    let mut offered = false;
+    while let Some(event) = events.recv().await {
+        let event = match event {
+            ClientEvent::Event(event) => event,
+            ClientEvent::Stopped(reason) => return Err(format!("client stopped: {reason:?}")),
+            ClientEvent::Subscribed(_) => {
+                phase("subscribed", started);
+                continue;
+            }
+            ClientEvent::Disconnected { .. } => continue,
+        };
+        match event.r#type() {
+            event::Type::Offers => {
+                if !offered {
+                    offered = true;
+                    phase("offers", started);
+                }
+                for offer in event.offers.map(|o| o.offers).unwrap_or_default() {
+                    let free = Resources::from_protos(&offer.resources);
+                    let fit = ((free.scalar("cpus") * 1000.0).round() as usize
+                        / TASK_CPUS_MILLIS as usize)
+                        .min(free.scalar("mem") as usize / TASK_MEM as usize)
+                        .min(n - next);
+                    let client = client.clone();
+                    if fit == 0 {
+                        tokio::spawn(async move { client.decline(vec![offer.id], None).await });
+                        continue;
+                    }
+                    let infos = (next..next + fit)
+                        .map(|i| v1::TaskInfo {
+                            name: format!("floor-{i}"),
+                            task_id: v1::TaskId {
+                                value: format!("floor-{i}"),
+                            },
+                            agent_id: offer.agent_id.clone(),
+                            resources: task_resources.clone(),
+                            command: Some(v1::CommandInfo {
+                                value: Some(SERVICE_COMMAND.into()),
+                                shell: Some(true),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        })
+                        .collect();
+                    for state in &mut tasks[next..next + fit] {
+                        *state = LAUNCHED;
+                    }
+                    next += fit;
+                    if next == n {
+                        phase("accepted", started);
+                    }
+                    let launch = v1::offer::Operation {
+                        r#type: Some(v1::offer::operation::Type::Launch as i32),
+                        launch: Some(v1::offer::operation::Launch { task_infos: infos }),
+                        ..Default::default()
+                    };
+                    tokio::spawn(async move {
+                        if let Err(error) = client.accept(vec![offer.id], vec![launch], None).await
+                        {
+                            eprintln!("ACCEPT failed: {error}");
+                        }
+                    });
+                }
+            }
+            event::Type::Update => {
+                let Some(status) = event.update.map(|u| u.status) else {
+                    continue;
+                };
+                if let (Some(uuid), Some(agent_id)) = (status.uuid.clone(), status.agent_id.clone())
+                {
+                    let permit = acks.clone().acquire_owned().await.expect("never closed");
+                    let client = client.clone();
+                    let task_id = status.task_id.clone();
+                    tokio::spawn(async move {
+                        if let Err(error) = client.acknowledge(agent_id, task_id, uuid).await {
+                            eprintln!("ACKNOWLEDGE failed: {error}");
+                        }
+                        drop(permit);
+                    });
+                }
+                let Some(i) = task_index(&status.task_id.value).filter(|i| *i < n) else {
+                    continue;
+                };
+                let reconciliation =
+                    status.reason == Some(task_status::Reason::Reconciliation as i32);
+                if reconciliation && reconcile_started.is_some() && tasks[i] == RUNNING {
+                    tasks[i] = ANSWERED;
+                    answered += 1;
+                    if answered == n {
+                        let took = reconcile_started.map(|t| t.elapsed()).unwrap_or_default();
+                        say(&format!("reconciled {:.3}", took.as_secs_f64()));
+                    }
+                } else if status.state() == TaskState::TaskRunning && tasks[i] == LAUNCHED {
+                    tasks[i] = RUNNING;
+                    running += 1;
+                    if running == 1 {
+                        phase("first-running", started);
+                    }
+                    if running == n {
+                        say("running");
+                        reconcile_started = Some(Instant::now());
+                        let all = (0..n)
+                            .map(|i| {
+                                let id = v1::TaskId {
+                                    value: format!("floor-{i}"),
+                                };
+                                (id, None)
+                            })
+                            .collect();
+                        let client = client.clone();
+                        tokio::spawn(async move {
+                            if let Err(error) = client.reconcile(all).await {
+                                eprintln!("RECONCILE failed: {error}");
+                            }
+                        });
+                    }
+                } else if !reconciliation && status.state() != TaskState::TaskStarting {
+                    eprintln!(
+                        "task {} is {:?}: {}",
+                        status.task_id.value,
+                        status.state(),
+                        status.message.unwrap_or_default()
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Err("the event stream ended".into())
+}

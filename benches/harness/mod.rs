@@ -1,0 +1,64 @@
+//! The harness of the scheduler benchmarks (`scheduler.rs`, `failover.rs`):
+//! the processes they run and what they read from them. Every scheduler
+//! under test is a process of its own, against a fresh `mesos-testbed`
+//! process of its own, so each one's memory is its own.
+//!
+//! - [`testbed`]: the `mesos-testbed` process;
+//! - [`clients`]: the pymesos scheduler and the floor client, and the line
+//!   protocol they print;
+//! - [`floor`]: the floor client itself;
+//! - [`appliance`]: `mesos-appliance` runs, one replica or two with a
+//!   failover;
+//! - [`report`]: the tables printed.
+
+pub mod appliance;
+pub mod clients;
+pub mod floor;
+pub mod report;
+pub mod testbed;
+
+use std::time::Duration;
+
+use crate::support::processes::Memory;
+
+/// What one scheduler achieved against its testbed.
+#[derive(Debug, Clone)]
+pub struct Figures {
+    /// Process start → all N tasks TASK_RUNNING.
+    pub launch: Duration,
+    /// Explicit reconciliation of the N tasks: asked → all answered.
+    pub reconcile: Duration,
+    /// Anything to know about that reconciliation.
+    pub reconcile_note: String,
+    /// Steps of the launch and when each was reached from the start (the
+    /// reference clients report them).
+    pub phases: Vec<(String, Duration)>,
+    /// The scheduler process (the leader) after reconciling.
+    pub memory: Memory,
+    /// Its testbed at that time.
+    pub testbed_memory: Memory,
+    /// CPU time the scheduler process used by then (user + system).
+    pub cpu: Duration,
+    /// CPU time its testbed used by then.
+    pub testbed_cpu: Duration,
+}
+
+/// How long any milestone of a run with `tasks` tasks may take before the
+/// run is reported as failed: 2 minutes plus 20 ms per task (`BENCH_TIMEOUT`,
+/// in seconds, overrides).
+pub fn deadline_for(tasks: usize) -> Duration {
+    if let Some(secs) = std::env::var("BENCH_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        return Duration::from_secs(secs);
+    }
+    Duration::from_secs(120) + Duration::from_millis(20 * tasks as u64)
+}
+
+/// The machine's load averages (1, 5, 15 min), from `/proc/loadavg`.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}

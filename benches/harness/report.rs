@@ -1,0 +1,270 @@
+//! Tables of the side-by-side benchmark: one per size, then the growth
+//! across sizes.
+
+use std::time::Duration;
+
+use super::Figures;
+use super::appliance::{FailoverFigures, Latencies, SESSION};
+use crate::support::processes::Memory;
+
+/// Everything measured at one size; `None` for a run not selected.
+#[derive(Debug, Default)]
+pub struct SizeResults {
+    /// N.
+    pub tasks: usize,
+    pub floor: Option<Result<Figures, String>>,
+    pub pymesos: Option<Result<Figures, String>>,
+    pub appliance: Option<Result<Figures, String>>,
+    pub failover: Option<Result<FailoverFigures, String>>,
+}
+
+fn ok<T>(run: &Option<Result<T, String>>) -> Option<&T> {
+    run.as_ref().and_then(|r| r.as_ref().ok())
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn mem(m: &Memory) -> String {
+    format!("{:6.1} / {:6.1}", mib(m.hwm_kib), mib(m.rss_kib))
+}
+
+/// `1,234,567`.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The table of one size, then the failover run's figures.
+pub fn print_size(r: &SizeResults) {
+    println!(
+        "\n{:<22} {:>14} {:>12} {:>21} {:>21} {:>16}",
+        "scheduler",
+        "launch→RUNNING",
+        "reconcile",
+        "RSS MiB HWM / now",
+        "testbed MiB HWM / now",
+        "CPU s / testbed"
+    );
+    for (name, run) in [
+        ("floor (Rust client)", &r.floor),
+        ("pymesos", &r.pymesos),
+        ("appliance", &r.appliance),
+    ] {
+        match run {
+            None => {}
+            Some(Err(error)) => println!("{name:<22} FAILED: {error}"),
+            Some(Ok(f)) => println!(
+                "{name:<22} {:>12.2} s {:>10.3} s {:>21} {:>21} {:>7.1} / {:>6.1}{}",
+                f.launch.as_secs_f64(),
+                f.reconcile.as_secs_f64(),
+                mem(&f.memory),
+                mem(&f.testbed_memory),
+                f.cpu.as_secs_f64(),
+                f.testbed_cpu.as_secs_f64(),
+                if f.reconcile_note.is_empty() {
+                    String::new()
+                } else {
+                    format!("  ({})", f.reconcile_note)
+                }
+            ),
+        }
+    }
+    for (name, run) in [("floor", &r.floor), ("pymesos", &r.pymesos)] {
+        if let Some(f) = ok(run).filter(|f| !f.phases.is_empty()) {
+            let steps: Vec<String> = f
+                .phases
+                .iter()
+                .map(|(p, at)| format!("{p} {:.2} s", at.as_secs_f64()))
+                .collect();
+            println!("  {name} phases: {}", steps.join(", "));
+        }
+    }
+    if let Some(a) = ok(&r.appliance) {
+        for (name, peer) in [("pymesos", ok(&r.pymesos)), ("floor", ok(&r.floor))] {
+            let Some(p) = peer else { continue };
+            let ratio = |x: f64, y: f64| if y > 0.0 { x / y } else { f64::NAN };
+            println!(
+                "{:<22} {:>13.2}× {:>11.2}× {:>10.2}× (HWM)",
+                format!("appliance / {name}"),
+                ratio(a.launch.as_secs_f64(), p.launch.as_secs_f64()),
+                ratio(a.reconcile.as_secs_f64(), p.reconcile.as_secs_f64()),
+                ratio(a.memory.hwm_kib as f64, p.memory.hwm_kib as f64),
+            );
+        }
+    }
+    match &r.failover {
+        None => {}
+        Some(Err(error)) => println!("two replicas: FAILED: {error}"),
+        Some(Ok(f)) => {
+            let session = SESSION.as_secs_f64();
+            println!(
+                "two replicas ({} s session): launch {:.2} s while probed",
+                SESSION.as_secs(),
+                f.launch.as_secs_f64()
+            );
+            print_latencies(
+                "  POST /api/v1/actions/reconcile during launch",
+                &f.reconcile_command,
+            );
+            print_latencies("  PUT /api/v1/services/probe during launch", &f.put_command);
+            println!(
+                "  SIGKILL leader → follower SUBSCRIBED {:.2} s ({:.2} × session); → all reconciled {:.2} s ({}); new leader RSS {} MiB",
+                f.subscribed.as_secs_f64(),
+                f.subscribed.as_secs_f64() / session,
+                f.reconciled.as_secs_f64(),
+                f.reconciled_note,
+                mem(&f.memory).trim()
+            );
+        }
+    }
+}
+
+fn print_latencies(what: &str, l: &Latencies) {
+    let mut s = l.samples.clone();
+    s.sort();
+    let ms = |d: Option<&Duration>| d.map(|d| d.as_secs_f64() * 1000.0).unwrap_or(f64::NAN);
+    let over = s
+        .iter()
+        .filter(|d| **d > Duration::from_millis(100))
+        .count();
+    println!(
+        "{what}: {} answers, p50 {:.0} ms, max {:.0} ms, {over} over 100 ms; failures {:?}",
+        s.len(),
+        ms(s.get(s.len() / 2)),
+        ms(s.last()),
+        l.failures
+    );
+}
+
+/// One measure across sizes: its values, and its growth between
+/// neighbouring sizes as a factor per doubling of the task count
+/// (`(b/a)^(1/log2(nb/na))`), or for memory as KiB per added task.
+fn growth_row(
+    name: &str,
+    results: &[SizeResults],
+    value: impl Fn(&SizeResults) -> Option<f64>,
+    unit: &str,
+    per_task: bool,
+) {
+    let values: Vec<Option<f64>> = results.iter().map(&value).collect();
+    if values.iter().all(Option::is_none) {
+        return;
+    }
+    let mut line = format!("{name:<30}");
+    for v in &values {
+        match v {
+            Some(v) => line.push_str(&format!(" {:>9.2}{unit:<2}", v)),
+            None => line.push_str(&format!(" {:>11}", "—")),
+        }
+    }
+    for pair in results.windows(2).zip(values.windows(2)) {
+        let ([a, b], [Some(va), Some(vb)]) = pair else {
+            line.push_str(&format!(" {:>12}", "—"));
+            continue;
+        };
+        if per_task {
+            let kib = (vb - va) * 1024.0 / (b.tasks as f64 - a.tasks as f64);
+            line.push_str(&format!(" {kib:>7.2} KiB/t"));
+        } else {
+            let doublings = (b.tasks as f64 / a.tasks as f64).log2();
+            line.push_str(&format!(" {:>11.2}×", (vb / va).powf(1.0 / doublings)));
+        }
+    }
+    println!("{line}");
+}
+
+/// The growth table (only with more than one size).
+pub fn print_growth(results: &[SizeResults]) {
+    if results.len() < 2 {
+        return;
+    }
+    let mut header = format!("\n{:<30}", "growth");
+    for r in results {
+        header.push_str(&format!(" {:>11}", thousands(r.tasks)));
+    }
+    for pair in results.windows(2) {
+        header.push_str(&format!(
+            " {:>12}",
+            format!("{}k→{}k", pair[0].tasks / 1000, pair[1].tasks / 1000)
+        ));
+    }
+    println!("{header}");
+    println!("(times: × per doubling of tasks; memory: KiB per added task)");
+    type Pick = fn(&SizeResults) -> Option<&Figures>;
+    let runs: [(&str, Pick); 3] = [
+        ("floor", |r| ok(&r.floor)),
+        ("pymesos", |r| ok(&r.pymesos)),
+        ("appliance", |r| ok(&r.appliance)),
+    ];
+    for (name, pick) in runs {
+        let secs = |d: Duration| Some(d.as_secs_f64());
+        growth_row(
+            &format!("{name} launch"),
+            results,
+            |r| pick(r).and_then(|f| secs(f.launch)),
+            "s",
+            false,
+        );
+        growth_row(
+            &format!("{name} reconcile"),
+            results,
+            |r| pick(r).and_then(|f| secs(f.reconcile)),
+            "s",
+            false,
+        );
+        growth_row(
+            &format!("{name} RSS HWM"),
+            results,
+            |r| pick(r).map(|f| mib(f.memory.hwm_kib)),
+            "M",
+            true,
+        );
+        growth_row(
+            &format!("{name}'s testbed RSS HWM"),
+            results,
+            |r| pick(r).map(|f| mib(f.testbed_memory.hwm_kib)),
+            "M",
+            true,
+        );
+        growth_row(
+            &format!("{name} CPU"),
+            results,
+            |r| pick(r).and_then(|f| secs(f.cpu)),
+            "s",
+            false,
+        );
+        growth_row(
+            &format!("{name}'s testbed CPU"),
+            results,
+            |r| pick(r).and_then(|f| secs(f.testbed_cpu)),
+            "s",
+            false,
+        );
+    }
+    fn failover(r: &SizeResults) -> Option<&FailoverFigures> {
+        ok(&r.failover)
+    }
+    growth_row(
+        "failover → SUBSCRIBED",
+        results,
+        |r| failover(r).map(|f| f.subscribed.as_secs_f64()),
+        "s",
+        false,
+    );
+    growth_row(
+        "failover → all reconciled",
+        results,
+        |r| failover(r).map(|f| f.reconciled.as_secs_f64()),
+        "s",
+        false,
+    );
+}
