@@ -73,11 +73,17 @@ impl Machine {
                 continue;
             };
             let mut record = entry.record();
+            let message = format!(
+                "rollout of service {name} halted: {reason}; the old instances keep running \
+                 until it is resumed or rolled back"
+            );
             record.halted = Some(Halt { at, reason });
             if let Some(entry) = self.services.get_mut(&name) {
                 entry.halted = record.halted.clone();
             }
-            self.out.dirty = true;
+            // Shown at once; stored next (a failed write is logged and the
+            // services read again).
+            self.log(EventKind::Service, message, now);
             self.write_service(None, record, Write::Halt);
         }
     }
@@ -137,20 +143,8 @@ impl Machine {
                     spec.instances
                 ),
             ),
-            Write::Halt => {
-                let reason = self
-                    .services
-                    .get(name)
-                    .and_then(|e| e.halted.as_ref())
-                    .map_or_else(String::new, |h| h.reason.clone());
-                (
-                    EventKind::Service,
-                    format!(
-                        "rollout of service {name} halted: {reason}; the old instances keep \
-                         running until it is resumed or rolled back"
-                    ),
-                )
-            }
+            // Logged when it was decided (`watch_rollouts`).
+            Write::Halt => return,
             Write::Resume => (
                 EventKind::Action,
                 format!("rollout of service {name} resumed"),
