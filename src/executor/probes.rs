@@ -264,6 +264,12 @@ mod tests {
                 .is_ok()
         );
         drop(listener);
+        // A socket bound to the port but not listening keeps it ours (no
+        // other test can take it) while refusing connections.
+        let closed = tokio::net::TcpSocket::new_v4().unwrap();
+        if closed.bind(open).is_err() {
+            return; // another test took the port in between: nothing to check
+        }
         assert!(
             super::probe(&Probe::Tcp { addr: open }, timeout, &http, dir.path())
                 .await
