@@ -70,6 +70,18 @@ pub enum Command {
         /// `false` if there was no such service.
         reply: Reply<bool>,
     },
+    /// Resume a halted rollout or roll back to the previous spec
+    /// ([`super::rollout`]). [`CommandError::NotFound`] without such a
+    /// service, [`CommandError::Conflict`] when not halted (resume) or
+    /// without a previous spec (rollback).
+    Rollout {
+        /// The service name.
+        name: String,
+        /// What to do.
+        action: super::rollout::RolloutAction,
+        /// Answered once the service record is stored (`true`).
+        reply: Reply<bool>,
+    },
 }
 
 /// How kamikaze went for one executor.

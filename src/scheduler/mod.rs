@@ -12,6 +12,7 @@
 //! - [`supervisor`]: runs the core while the replica leads, a standby view
 //!   otherwise;
 //! - [`offers`], [`placement`], [`reconcile`], [`kills`], [`workload`],
+//!   [`rollout`] (health-gated rolling replacement),
 //!   [`taskinfo`]: the core's pure parts; [`config`], [`metrics`].
 
 pub mod commands;
@@ -27,6 +28,7 @@ pub mod offers;
 pub mod placement;
 pub mod reconcile;
 pub mod records;
+pub mod rollout;
 pub mod services;
 pub mod snapshot;
 pub mod supervisor;

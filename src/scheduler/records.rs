@@ -40,6 +40,10 @@ pub struct StatusEntry {
     /// The update's message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// `TaskStatus.healthy`, when the update carried it: the result of the
+    /// task's health check (`docs/health-checks.md` in apache/mesos).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
 }
 
 impl StatusEntry {
@@ -55,7 +59,15 @@ impl StatusEntry {
                 .reason
                 .and_then(|r| task_status::Reason::try_from(r).ok()),
             message: status.message.clone(),
+            healthy: status.healthy,
         }
+    }
+
+    /// True for a report of the task's health check
+    /// (`REASON_TASK_HEALTH_CHECK_STATUS_UPDATED`, or a terminal update
+    /// carrying `healthy`: the kill after too many failures).
+    pub fn is_health_report(&self) -> bool {
+        self.healthy.is_some()
     }
 }
 
@@ -111,9 +123,36 @@ pub struct TaskRecord {
     /// [`TIMELINE_LEN`]).
     #[serde(default)]
     pub timeline: Vec<StatusEntry>,
+    /// The task's health as its executor last reported it
+    /// (`TaskStatus.healthy`): absent until a check result arrives, and for
+    /// services without a health check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
+    /// Since when `healthy` holds its value, seconds since the UNIX epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_since: Option<f64>,
 }
 
 impl TaskRecord {
+    /// When the task's current run of TASK_RUNNING began, seconds since the
+    /// UNIX epoch: the earliest entry of the timeline's trailing
+    /// TASK_RUNNING updates (health reports are TASK_RUNNING too), or
+    /// `updated_at` when the timeline no longer reaches back that far.
+    /// `None` unless the task is TASK_RUNNING.
+    pub fn running_since(&self) -> Option<f64> {
+        if self.state != TaskState::TaskRunning {
+            return None;
+        }
+        let since = self
+            .timeline
+            .iter()
+            .rev()
+            .take_while(|e| e.state == TaskState::TaskRunning)
+            .last()
+            .map(|e| e.at);
+        Some(since.unwrap_or(self.updated_at))
+    }
+
     /// True once the task reached a terminal state.
     pub fn is_terminal(&self) -> bool {
         crate::mesos::is_terminal(self.state)
@@ -130,10 +169,17 @@ impl TaskRecord {
             || status.reason == Some(task_status::Reason::TaskHealthCheckStatusUpdated as i32)
     }
 
-    /// Records an update: state, time and a timeline entry (bounded).
+    /// Records an update: state, time, health (when the update carries it,
+    /// with the time it changed) and a timeline entry (bounded).
     pub fn apply(&mut self, status: &TaskStatus, at: f64) {
         self.state = status.state();
         self.updated_at = at;
+        if let Some(healthy) = status.healthy
+            && self.healthy != Some(healthy)
+        {
+            self.healthy = Some(healthy);
+            self.healthy_since = Some(at);
+        }
         self.timeline.push(StatusEntry::from_status(status, at));
         if self.timeline.len() > TIMELINE_LEN {
             let excess = self.timeline.len() - TIMELINE_LEN;

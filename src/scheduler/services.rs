@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::containers::ContainerSpec;
 use super::health::HealthCheckSpec;
+use super::rollout::UpgradePolicy;
 
 /// Longest service name: names become task-ID prefixes and znode names.
 pub const MAX_NAME_LEN: usize = 63;
@@ -322,11 +323,15 @@ pub struct ServiceSpec {
     /// The image the tasks run in (boxed as `health_check`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<Box<ContainerSpec>>,
+    /// How a rolling replacement waits for health (absent: the defaults of
+    /// [`UpgradePolicy`]); not part of the fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradePolicy>,
 }
 
 /// The duration fields of a spec, nested ones with their path. Their
 /// deserialization errors start with the field's name and `: `.
-pub const DURATION_FIELDS: [&str; 7] = [
+pub const DURATION_FIELDS: [&str; 9] = [
     "restart_backoff",
     "restart_backoff_max",
     "kill_grace_period",
@@ -334,6 +339,8 @@ pub const DURATION_FIELDS: [&str; 7] = [
     super::health::DURATION_FIELDS[1],
     super::health::DURATION_FIELDS[2],
     super::health::DURATION_FIELDS[3],
+    super::rollout::DURATION_FIELDS[0],
+    super::rollout::DURATION_FIELDS[1],
 ];
 
 // Durations go through the one bounded parser ([`crate::util::parse_duration`]);
@@ -462,6 +469,9 @@ impl ServiceSpec {
         if let Some(container) = &self.container {
             errors.extend(container.validate(self.ports, &self.env));
         }
+        if let Some(upgrade) = &self.upgrade {
+            errors.extend(upgrade.validate());
+        }
         errors
     }
 
@@ -473,6 +483,11 @@ impl ServiceSpec {
             .collect()
     }
 
+    /// The spec's `upgrade`, or the defaults.
+    pub fn upgrade_policy(&self) -> UpgradePolicy {
+        self.upgrade.clone().unwrap_or_default()
+    }
+
     /// A short, stable fingerprint of everything that shapes a task (all but
     /// `instances` and the restart backoff): tasks launched from an older
     /// fingerprint are replaced by a rolling upgrade.
@@ -481,6 +496,7 @@ impl ServiceSpec {
         shape.instances = 0;
         shape.restart_backoff = Duration::ZERO;
         shape.restart_backoff_max = Duration::ZERO;
+        shape.upgrade = None;
         let text = serde_json::to_string(&shape).unwrap_or_default();
         // FNV-1a: stable across builds and platforms, unlike std's hasher.
         let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {

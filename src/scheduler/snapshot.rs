@@ -114,6 +114,18 @@ pub struct ServiceStatus {
     /// (largest offer: 4)"); absent when nothing waits.
     #[serde(default)]
     pub waiting: Option<String>,
+    /// Live tasks whose health check last reported healthy.
+    #[serde(default)]
+    pub healthy: u32,
+    /// Live tasks whose health check last reported unhealthy.
+    #[serde(default)]
+    pub unhealthy: u32,
+    /// The rollout under way or halted ([`crate::scheduler::rollout`]).
+    #[serde(default)]
+    pub rollout: Option<crate::scheduler::rollout::RolloutStatus>,
+    /// A previous spec is stored: a rollback can restore it.
+    #[serde(default)]
+    pub can_roll_back: bool,
 }
 
 /// An offer the leader holds.

@@ -32,7 +32,7 @@ use super::commands::{Command, CommandError, SchedulerHandle};
 use super::config::CoreConfig;
 use super::core::{CoreDeps, TermOutcome, run_term};
 use super::records::TaskRecord;
-use super::services::ServiceSpec;
+use super::rollout::ServiceRecord;
 use super::snapshot::{FrameworkState, Snapshot};
 use crate::coordination::{Leadership, RecordKind, RecordStore};
 use crate::util::unix_now_secs;
@@ -269,6 +269,7 @@ fn refuse(command: Command, deps: &CoreDeps) {
         Command::Reregister { reply } => drop(reply.send(Err(error()))),
         Command::PutService { reply, .. } => drop(reply.send(Err(error()))),
         Command::DeleteService { reply, .. } => drop(reply.send(Err(error()))),
+        Command::Rollout { reply, .. } => drop(reply.send(Err(error()))),
     }
 }
 
@@ -293,19 +294,29 @@ async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps, held: Option<&Held>)
         .borrow()
         .clone()
         .map(|d| d.value);
-    let services = RecordStore::<ServiceSpec>::new(coordinator.clone(), RecordKind::Services);
+    let services = RecordStore::<ServiceRecord>::new(coordinator.clone(), RecordKind::Services);
     if let Ok(list) = services.list().await {
         snapshot.services = list
             .records
             .into_iter()
             .map(|(_, v)| super::snapshot::ServiceStatus {
-                spec: v.value,
                 running: 0,
                 starting: 0,
                 killing: 0,
                 consecutive_failures: 0,
                 next_launch_after: None,
                 waiting: None,
+                healthy: 0,
+                unhealthy: 0,
+                rollout: v.value.halted.map(|halted| super::rollout::RolloutStatus {
+                    desired: v.value.spec.instances,
+                    replaced: 0,
+                    healthy: 0,
+                    remaining: 0,
+                    halted: Some(halted),
+                }),
+                can_roll_back: v.value.previous.is_some(),
+                spec: v.value.spec,
             })
             .collect();
     }

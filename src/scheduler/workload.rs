@@ -95,38 +95,6 @@ pub fn assess<'a>(
     out
 }
 
-/// The next task of `spec` to replace in a rolling update, if any: a live
-/// task launched from an older spec (its fingerprint differs), taken only
-/// while fewer than `max_unavailable` of the desired instances are not
-/// running — so each replacement is RUNNING before the next task goes.
-/// Lowest instance first.
-pub fn upgrade_step<'a>(
-    spec: &ServiceSpec,
-    tasks: impl IntoIterator<Item = &'a TaskRecord> + Clone,
-    max_unavailable: u32,
-) -> Option<TaskId> {
-    let fingerprint = spec.fingerprint();
-    let running = tasks
-        .clone()
-        .into_iter()
-        .filter(|t| {
-            t.service == spec.name
-                && is_live(t)
-                && t.state == TaskState::TaskRunning
-                && t.instance < spec.instances
-        })
-        .count() as u32;
-    let unavailable = spec.instances.saturating_sub(running);
-    if unavailable >= max_unavailable.max(1) {
-        return None;
-    }
-    tasks
-        .into_iter()
-        .filter(|t| t.service == spec.name && is_live(t) && t.fingerprint != fingerprint)
-        .min_by_key(|t| t.instance)
-        .map(|t| t.task_id.clone())
-}
-
 /// True when a terminal update is the task's own failure, which backs off
 /// its service's restarts: it failed, erred or exited. Losses of agents,
 /// executors that were told to exit, dropped launches and kills are not the
@@ -150,6 +118,9 @@ pub fn counts_as_failure(state: TaskState, reason: Option<task_status::Reason>) 
 }
 
 /// [`counts_as_failure`] of a terminal task record, which also counts a
+/// task its health check killed (TASK_KILLED carrying `healthy = false`,
+/// `src/launcher/executor.cpp` in apache/mesos: the scheduler did not ask
+/// for it; callers leave out kills they requested), and a
 /// task whose executor terminated before the task ever started: TASK_FAILED
 /// with REASON_EXECUTOR_TERMINATED and no TASK_STARTING or TASK_RUNNING in
 /// its timeline. Its container never ran — an agent without a
@@ -164,6 +135,9 @@ pub fn counts_as_failure_of(record: &TaskRecord) -> bool {
     let reason = last.and_then(|e| e.reason);
     let state = record.state;
     if counts_as_failure(state, reason) {
+        return true;
+    }
+    if state == TaskState::TaskKilled && last.is_some_and(|e| e.healthy == Some(false)) {
         return true;
     }
     let started = record
@@ -290,6 +264,8 @@ mod tests {
             updated_at: launched_at,
             kill: None,
             timeline: vec![],
+            healthy: None,
+            healthy_since: None,
         }
     }
 
@@ -337,32 +313,6 @@ mod tests {
     }
 
     #[test]
-    fn rolling_upgrade_replaces_one_task_at_a_time() {
-        let s = spec(3);
-        let fp = s.fingerprint();
-        let mut tasks: Vec<TaskRecord> = (0..3)
-            .map(|i| task(&format!("old{i}"), i, "TASK_RUNNING", 0.0))
-            .collect();
-        assert_eq!(upgrade_step(&s, &tasks, 1).as_deref(), Some("old0"));
-        // old0 is being killed: one instance is down, so nothing else goes.
-        tasks[0].kill = Some(crate::scheduler::KillRequest {
-            reason: "upgrade".into(),
-            requested_at: 0.0,
-            attempts: 1,
-        });
-        assert_eq!(upgrade_step(&s, &tasks, 1), None);
-        // Its replacement is starting: still down.
-        let mut new0 = task("new0", 0, "TASK_STARTING", 1.0);
-        new0.fingerprint = fp.clone();
-        tasks.push(new0);
-        assert_eq!(upgrade_step(&s, &tasks, 1), None);
-        // Running: the next old task goes.
-        tasks[3].state = TaskState::TaskRunning;
-        assert_eq!(upgrade_step(&s, &tasks, 1).as_deref(), Some("old1"));
-        assert_eq!(upgrade_step(&s, &tasks, 2).as_deref(), Some("old1"));
-    }
-
-    #[test]
     fn an_executor_that_never_started_its_task_is_a_failure() {
         use crate::scheduler::StatusEntry;
         let entry = |state: &str, reason: Option<&str>| StatusEntry {
@@ -371,6 +321,7 @@ mod tests {
             source: Some(task_status::Source::Agent),
             reason: reason.and_then(task_status::Reason::from_str_name),
             message: None,
+            healthy: None,
         };
         let terminated = Some("REASON_EXECUTOR_TERMINATED");
         let mut never_ran = task("a", 0, "TASK_FAILED", 0.0);
@@ -390,6 +341,15 @@ mod tests {
         let mut launch_failed = never_ran.clone();
         launch_failed.timeline = vec![entry("TASK_FAILED", Some("REASON_CONTAINER_LAUNCH_FAILED"))];
         assert!(counts_as_failure_of(&launch_failed));
+        let mut unhealthy = never_ran.clone();
+        unhealthy.state = TaskState::TaskKilled;
+        unhealthy.timeline = vec![entry("TASK_RUNNING", None), entry("TASK_KILLED", None)];
+        assert!(!counts_as_failure_of(&unhealthy), "a plain kill");
+        unhealthy.timeline[1].healthy = Some(false);
+        assert!(
+            counts_as_failure_of(&unhealthy),
+            "killed by its health check"
+        );
         let mut lost = never_ran.clone();
         lost.timeline = vec![entry("TASK_FAILED", Some("REASON_AGENT_REMOVED"))];
         assert!(!counts_as_failure_of(&lost));

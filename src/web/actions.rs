@@ -28,6 +28,7 @@
 //! at `/actions/results/{id}` (browser flows redirect there: post /
 //! redirect / get); see [`super::forms`] for the browser side.
 
+use crate::scheduler::rollout::RolloutAction;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -54,7 +55,7 @@ use crate::scheduler::{
 pub const RESULTS_KEPT: usize = 100;
 
 /// One action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OperatorAction {
     /// Start a reconciliation.
     Reconcile(ReconcileKind),
@@ -66,12 +67,28 @@ pub enum OperatorAction {
     Abdicate,
     /// In state `removed`: register as a new framework.
     Reregister,
+    /// Resume a service's halted rollout or roll it back to the previous
+    /// spec ([`crate::scheduler::rollout`]).
+    Rollout {
+        /// The service.
+        service: String,
+        /// Resume or rollback.
+        action: RolloutAction,
+    },
 }
 
 impl OperatorAction {
     /// The action's name in URLs and records.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
+            OperatorAction::Rollout {
+                action: RolloutAction::Resume,
+                ..
+            } => "resume",
+            OperatorAction::Rollout {
+                action: RolloutAction::Rollback,
+                ..
+            } => "rollback",
             OperatorAction::Reconcile(_) => "reconcile",
             OperatorAction::Kamikaze => "kamikaze",
             OperatorAction::Teardown => "teardown",
@@ -91,6 +108,9 @@ pub struct ActionRecord {
     /// `explicit` / `implicit` for reconcile.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<ReconcileKind>,
+    /// Resume and rollback: the service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
     /// When it was asked for.
     pub at: f64,
     /// `api` or `browser`.
@@ -300,6 +320,7 @@ pub(crate) async fn execute(
         id: uuid::Uuid::new_v4().simple().to_string(),
         action: action.name(),
         kind: None,
+        service: None,
         at: crate::util::unix_now_secs(),
         via,
         by: ctx.actor.name.clone(),
@@ -314,7 +335,25 @@ pub(crate) async fn execute(
         error: None,
         leader_url: None,
     };
-    let outcome: Result<(), CommandError> = match action {
+    let outcome: Result<(), CommandError> = match action.clone() {
+        OperatorAction::Rollout { service, action } => {
+            record.service = Some(service.clone());
+            let name = service.clone();
+            ask(state, |reply| Command::Rollout {
+                name,
+                action,
+                reply,
+            })
+            .await
+            .map(|_| {
+                record.summary = match action {
+                    RolloutAction::Resume => format!("rollout of service {service} resumed"),
+                    RolloutAction::Rollback => {
+                        format!("service {service} rolled back to its previous spec")
+                    }
+                }
+            })
+        }
         OperatorAction::Reconcile(kind) => {
             record.kind = Some(kind);
             record.status = 202;
@@ -394,7 +433,8 @@ pub(crate) async fn execute(
         summary = %record.summary,
         "action"
     );
-    let params = match action {
+    let params = match &action {
+        OperatorAction::Rollout { service, .. } => serde_json::json!({ "service": service }),
         OperatorAction::Reconcile(kind) => serde_json::json!({ "kind": kind }),
         OperatorAction::Kamikaze | OperatorAction::Teardown => {
             serde_json::json!({ "framework_id": record.framework_id })
@@ -551,4 +591,46 @@ pub async fn api_action(
     }
     let status = StatusCode::from_u16(record.status).unwrap_or(StatusCode::OK);
     Ok((status, Json(&*record)).into_response())
+}
+
+/// `POST /api/v1/services/{name}/rollout/{resume|rollback}`: resume the
+/// service's halted rollout, or roll it back to its previous spec (body
+/// left out, or `{"reason": "…"}`). Checks as [`api_action`]: known action
+/// (404), origin (403), token or loopback rule (401/403), leadership
+/// (503), body (400/415); then 200 with the action record, 404 for an
+/// unknown service, 409 when not halted (resume) or without a previous
+/// spec (rollback). Audited.
+pub async fn api_rollout(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    peer: Peer,
+    path: Result<Path<(String, String)>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
+    let Path((service, name)) = path.map_err(bad_path)?;
+    let action = match name.as_str() {
+        "resume" => RolloutAction::Resume,
+        "rollback" => RolloutAction::Rollback,
+        _ => {
+            return Err(AppError::not_found(format!(
+                "no rollout action {name:?}; they are resume, rollback"
+            )));
+        }
+    };
+    let actor = guard_api(&state, &headers, peer, uri.path())?;
+    let body = json_body(&headers, body)?;
+    let fields = body_fields(&name, body, &["reason"])?;
+    let reason = match fields.get("reason") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(reason)) => audit::check_reason(Some(reason))?,
+        Some(_) => return Err(field_error("reason", "must be a string")),
+    };
+    let ctx = Context::api(actor, peer, reason);
+    let action = OperatorAction::Rollout { service, action };
+    let (record, error) = execute(&state, action, uri.path(), &ctx).await;
+    if let Some(error) = error {
+        return Err(error);
+    }
+    Ok(Json(&*record).into_response())
 }

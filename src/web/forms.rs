@@ -11,8 +11,8 @@
 //! leadership (503, with a link to the leader), that the framework is still
 //! the one confirmed (409) and the typed name (422, the page again), then
 //! runs the action and redirects (303) to `/actions/results/{id}`.
-//! Reconcile, abdicate and reregister are one-button forms with the same
-//! checks minus the typed name.
+//! Reconcile, abdicate, reregister, and a service's rollout resume and
+//! rollback are one-button forms with the same checks minus the typed name.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -33,6 +33,7 @@ use super::error::AppError;
 use super::pages::{Chrome, LoginPage, safe_next, with_cookie};
 use super::views::Blast;
 use crate::scheduler::ReconcileKind;
+use crate::scheduler::rollout::RolloutAction;
 
 /// Fields of the confirmation forms.
 #[derive(Debug, Default, Deserialize)]
@@ -56,6 +57,8 @@ pub struct ButtonForm {
     pub csrf: String,
     /// Reconcile: `explicit` or `implicit`.
     pub kind: String,
+    /// Resume and rollback: the service.
+    pub service: String,
     /// Why (optional; recorded in the audit trail).
     pub reason: String,
 }
@@ -250,6 +253,22 @@ pub fn reconcile_action(form: &ButtonForm) -> Result<OperatorAction, AppError> {
             "kind must be explicit or implicit, not {other:?}"
         ))),
     }
+}
+
+/// The action of the resume and rollback buttons (on the services and
+/// overview pages): the form's `service` (400 when missing).
+pub fn rollout_action(
+    form: &ButtonForm,
+    action: RolloutAction,
+) -> Result<OperatorAction, AppError> {
+    let service = form.service.trim();
+    if service.is_empty() {
+        return Err(AppError::bad_request("service is missing".to_string()));
+    }
+    Ok(OperatorAction::Rollout {
+        service: service.to_string(),
+        action,
+    })
 }
 
 #[derive(Template, WebTemplate)]

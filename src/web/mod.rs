@@ -41,8 +41,9 @@
 //! | GET | `/api/v1/stream` | anyone | server-sent events, one per snapshot |
 //! | PUT, DELETE | `/api/v1/services/{name}` | admin | 201/200; 400 field errors, 401, 403, 404, 413, 415 (any declared type but JSON, even without a body), 503 |
 //! | POST | `/api/v1/actions/{reconcile,kamikaze,teardown,abdicate,reregister}` | admin | 202/200; 400, 401, 403, 404, 409, 415, 502, 503 (+`Location` on a follower) |
+//! | POST | `/api/v1/services/{name}/rollout/{resume,rollback}` | admin | 200; 400, 401, 403, 404, 409, 415, 503 (+`Location` on a follower) |
 //! | GET | `/actions/teardown`, `/actions/kamikaze` | anyone (login first in token mode: 303) | confirmation page |
-//! | POST | `/actions/{teardown,kamikaze,reconcile,abdicate,reregister}` | admin session or loopback rule; `Origin` + CSRF | 303 to `/actions/results/{id}`; 401, 403, 409, 422, 503 |
+//! | POST | `/actions/{teardown,kamikaze,reconcile,abdicate,reregister,resume,rollback}` | admin session or loopback rule; `Origin` + CSRF | 303 to `/actions/results/{id}`; 401, 403, 409, 422, 503 |
 //! | GET | `/actions/results/{id}` | anyone | 200 result page, 404 |
 //! | GET, POST | `/login`; POST `/logout` | anyone (`Origin` + CSRF) | 303 with the session cookie, 401 wrong token, 429 too many wrong tokens |
 //! | GET | `/healthz` | anyone | 200 `ok` |
@@ -105,6 +106,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::coordination::Coordinator;
 use crate::executor::info::ServedExecutor;
+use crate::scheduler::rollout::RolloutAction;
 use crate::scheduler::{SchedulerHandle, Snapshot};
 use actions::OperatorAction;
 
@@ -427,6 +429,14 @@ pub fn router(state: AppState) -> Router {
             "/actions/reregister",
             forms::button(|_| Ok(OperatorAction::Reregister)),
         )
+        .route(
+            "/actions/resume",
+            forms::button(|f| forms::rollout_action(f, RolloutAction::Resume)),
+        )
+        .route(
+            "/actions/rollback",
+            forms::button(|f| forms::rollout_action(f, RolloutAction::Rollback)),
+        )
         .route("/login", get(pages::login).post(forms::post_login))
         .route("/logout", post(forms::post_logout))
         // The rest of the API.
@@ -438,6 +448,10 @@ pub fn router(state: AppState) -> Router {
                 .delete(api::delete_service),
         )
         .route("/api/v1/actions/{action}", post(actions::api_action))
+        .route(
+            "/api/v1/services/{name}/rollout/{action}",
+            post(actions::api_rollout),
+        )
         .route("/api/v1/history", get(history::api))
         .route("/api/v1/stream", get(live::stream))
         .route("/healthz", get(api::healthz))

@@ -443,12 +443,16 @@ pub async fn offers(State(state): State<AppState>, headers: HeaderMap) -> impl I
 struct ServicesPage {
     chrome: Chrome,
     view: ServicesView,
+    /// For the rollout's resume and rollback forms.
+    csrf: String,
 }
 
-/// `GET /services`: desired workload with running counts.
-pub async fn services(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+/// `GET /services`: desired workload with running counts, health, and
+/// each rollout's progress with its resume and rollback buttons.
+pub async fn services(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let s = state.handle.snapshot();
-    ServicesPage {
+    let (csrf, cookie) = state.keys.csrf_for(&headers, state.secure_cookies());
+    let page = ServicesPage {
         chrome: Chrome::new(
             &state,
             &s,
@@ -458,7 +462,9 @@ pub async fn services(State(state): State<AppState>, headers: HeaderMap) -> impl
             "/api/v1/services",
         ),
         view: ServicesView::new(&s),
-    }
+        csrf,
+    };
+    with_cookie(page.into_response(), cookie)
 }
 
 #[derive(Template, WebTemplate)]

@@ -192,7 +192,6 @@ async fn an_image_service_on_agents_without_image_support_backs_off() {
 /// leaves to immediate replacement; `workload::counts_as_failure_of` counts
 /// it (the task never started), once the core's `note_transition` uses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the core to call workload::counts_as_failure_of (issue 14 part 4)"]
 async fn a_docker_service_on_agents_without_docker_backs_off() {
     fails_with_backoff(
         json!({"docker": {"image": "nginx:1.27"}}),

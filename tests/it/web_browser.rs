@@ -1,7 +1,8 @@
 //! The dashboard in headless Chromium (chromedriver + fantoccini), against
 //! the web layer served on 127.0.0.1 over a scripted core: overview with
 //! framework ID and leader, tasks page, reconcile, kamikaze through its
-//! confirmation page with the tasks replaced, live refresh, the
+//! confirmation page with the tasks replaced, the tasks' health column and
+//! a halted rollout resumed from the services page, live refresh, the
 //! "scheduler unreachable" notice, and a follower's standby banner.
 //! Screenshots: `$CARGO_TARGET_DIR/screenshots/web-*.png`.
 
@@ -65,6 +66,8 @@ async fn dashboard_in_headless_chromium() {
     b.click("nav.tabs a[href='/tasks']").await;
     b.wait_for_path("/tasks").await;
     assert_eq!(b.count("tr.task").await, 50);
+    assert!(b.text("#tasks thead").await.contains("Health"));
+    assert_eq!(b.count("#health-filter").await, 1);
     assert!(b.text("#task-summary").await.contains("Tasks 1–50 of 60"));
     b.screenshot("web-02-tasks").await;
     b.click("#tasks th a[href*='sort=state']").await;
@@ -91,6 +94,28 @@ async fn dashboard_in_headless_chromium() {
     );
     b.screenshot("web-05-reconcile-result").await;
     assert_eq!(leader.core.received(), ["reconcile"]);
+
+    // Services: health, the halted rollout, and Resume.
+    b.click("nav.tabs a[href='/services']").await;
+    b.wait_for_path("/services").await;
+    assert!(b.text("#services thead").await.contains("Health"));
+    let rollout = b.text("#rollout-web").await;
+    assert!(rollout.contains("rollout halted"), "{rollout}");
+    assert!(rollout.contains("replaced"), "{rollout}");
+    assert_eq!(b.count("#rollback-web").await, 1);
+    b.screenshot("web-05b-services-rollout").await;
+    b.click("#resume-web").await;
+    b.wait_for_path("/actions/results/").await;
+    assert_eq!(b.text("#result-outcome").await, "ok");
+    assert!(
+        b.text("#result-summary")
+            .await
+            .contains("rollout of service web resumed")
+    );
+    assert_eq!(leader.core.received(), ["reconcile", "rollout"]);
+    b.goto(&format!("{url}/services")).await;
+    assert!(!b.text("#rollout-web").await.contains("halted"));
+    assert_eq!(b.count("#resume-web").await, 0, "nothing left to resume");
 
     // Kamikaze through its confirmation page.
     let before: Vec<String> = leader
@@ -122,7 +147,7 @@ async fn dashboard_in_headless_chromium() {
     assert_eq!(b.text("#result-outcome").await, "ok");
     assert_eq!(b.count("#result-executors tbody tr").await, 6 + 15);
     b.screenshot("web-07-kamikaze-result").await;
-    assert_eq!(leader.core.received(), ["reconcile", "kamikaze"]);
+    assert_eq!(leader.core.received(), ["reconcile", "rollout", "kamikaze"]);
 
     // The tasks were replaced: the old ones are killed, new IDs run.
     b.goto(&format!(

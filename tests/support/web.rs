@@ -8,6 +8,7 @@
 //! Also: sample snapshots (a leader with tasks, a follower), and request
 //! helpers for `tower::ServiceExt::oneshot`.
 
+use mesos_appliance::scheduler::rollout::{Halt, RolloutAction, RolloutStatus};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -91,6 +92,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
         source: Some(Source::Executor),
         reason: None,
         message: None,
+        healthy: None,
     }];
     if state != "TASK_STAGING" {
         timeline.push(StatusEntry {
@@ -99,6 +101,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
             source: Some(Source::Executor),
             reason: None,
             message: None,
+            healthy: None,
         });
     }
     if state == "TASK_FAILED" {
@@ -108,6 +111,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
             source: Some(Source::Executor),
             reason: Some(Reason::CommandExecutorFailed),
             message: Some("Command exited with status 1".into()),
+            healthy: None,
         });
     }
     TaskRecord {
@@ -134,6 +138,8 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
         updated_at: timeline.last().map_or(launched, |e| e.at),
         kill: None,
         timeline,
+        healthy: None,
+        healthy_since: None,
     }
 }
 
@@ -188,6 +194,23 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             consecutive_failures: 0,
             next_launch_after: None,
             waiting: None,
+            healthy: 0,
+            unhealthy: 0,
+            // A rollout halted a minute ago, for the resume and rollback
+            // buttons.
+            rollout: Some(RolloutStatus {
+                desired: web,
+                replaced: 1,
+                healthy: 0,
+                remaining: web.saturating_sub(1),
+                halted: Some(Halt {
+                    at: now() - 60.0,
+                    reason: "instance(s) 0 not RUNNING and healthy for 10s within the \
+                             deadline of 5m"
+                        .into(),
+                }),
+            }),
+            can_roll_back: true,
         },
         ServiceStatus {
             spec: spec(
@@ -202,6 +225,10 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             consecutive_failures: 1,
             next_launch_after: Some(now() + 20.0),
             waiting: None,
+            healthy: 0,
+            unhealthy: 0,
+            rollout: None,
+            can_roll_back: false,
         },
     ];
     s.tasks = records.into_iter().map(Arc::new).collect();
@@ -325,6 +352,7 @@ impl TestCore {
                     Command::Reregister { .. } => "reregister",
                     Command::PutService { .. } => "put_service",
                     Command::DeleteService { .. } => "delete_service",
+                    Command::Rollout { .. } => "rollout",
                 };
                 self.log.lock().unwrap().push(name);
                 let mode = self.mode.lock().unwrap().clone();
@@ -435,6 +463,10 @@ impl TestCore {
                         consecutive_failures: 0,
                         next_launch_after: None,
                         waiting: None,
+                        healthy: 0,
+                        unhealthy: 0,
+                        rollout: None,
+                        can_roll_back: false,
                     }),
                 }
                 let _ = reply.send(Ok(replaced));
@@ -443,6 +475,36 @@ impl TestCore {
                 let before = s.services.len();
                 s.services.retain(|x| x.spec.name != name);
                 let _ = reply.send(Ok(s.services.len() != before));
+            }
+            Command::Rollout {
+                name,
+                action,
+                reply,
+            } => {
+                // As the core answers: 404 unknown, 409 when it does not apply.
+                let answer = match s.services.iter_mut().find(|x| x.spec.name == name) {
+                    None => Err(CommandError::NotFound(format!("service {name}"))),
+                    Some(x) => {
+                        let applies = match action {
+                            RolloutAction::Resume => {
+                                x.rollout.as_ref().is_some_and(|r| r.halted.is_some())
+                            }
+                            RolloutAction::Rollback => x.can_roll_back,
+                        };
+                        if applies {
+                            if let Some(r) = x.rollout.as_mut() {
+                                r.halted = None;
+                            }
+                            Ok(true)
+                        } else {
+                            Err(CommandError::Conflict(format!(
+                                "{} does not apply to service {name}",
+                                action.as_str()
+                            )))
+                        }
+                    }
+                };
+                let _ = reply.send(answer);
             }
         }
         self.snapshots.send_replace(Arc::new(s));
@@ -458,6 +520,7 @@ fn fail(command: Command, e: CommandError) {
         Command::Reregister { reply } => drop(reply.send(Err(e))),
         Command::PutService { reply, .. } => drop(reply.send(Err(e))),
         Command::DeleteService { reply, .. } => drop(reply.send(Err(e))),
+        Command::Rollout { reply, .. } => drop(reply.send(Err(e))),
     }
 }
 

@@ -20,6 +20,7 @@ use crate::scheduler::commands::{CommandError, KamikazeResult, TeardownResult};
 use crate::scheduler::ids::{AgentId, FrameworkId, TaskId};
 use crate::scheduler::reconcile::TaskList;
 use crate::scheduler::records::TaskRecord;
+use crate::scheduler::rollout::{RolloutAction, ServiceRecord};
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{EventEntry, ReconcileKind, ReconcileRun, Snapshot};
 
@@ -136,8 +137,8 @@ pub enum StoreOp {
     WriteDeployment(DeploymentRecord, Expect),
     /// List the services ([`StoreResult::Services`]).
     ListServices,
-    /// Write a service ([`StoreResult::Written`]).
-    PutService(Box<ServiceSpec>, Expect),
+    /// Write a service's record ([`StoreResult::Written`]).
+    PutService(Box<ServiceRecord>, Expect),
     /// Delete a service ([`StoreResult::Written`]).
     DeleteService(String, Expect),
     /// List the task records ([`StoreResult::Tasks`]).
@@ -160,7 +161,7 @@ pub enum StoreResult {
     /// The deployment record, if any.
     Deployment(Result<Option<Versioned<DeploymentRecord>>, CoordinationError>),
     /// The stored services (undecodable ones listed apart).
-    Services(Result<RecordList<ServiceSpec>, CoordinationError>),
+    Services(Result<RecordList<ServiceRecord>, CoordinationError>),
     /// The stored task records (undecodable ones listed apart).
     Tasks(Result<RecordList<TaskRecord>, CoordinationError>),
     /// One task record, if present (boxed: records are large).
@@ -286,6 +287,14 @@ pub enum Request {
     PutService(Box<ServiceSpec>),
     /// Delete a service.
     DeleteService(String),
+    /// Resume or roll back a service's rollout
+    /// ([`crate::scheduler::rollout`]); answered with [`Answer::Service`].
+    Rollout {
+        /// The service.
+        name: String,
+        /// What to do.
+        action: RolloutAction,
+    },
 }
 
 /// The answer to a [`Request`].

@@ -40,6 +40,12 @@ pub struct TaskRow {
     /// Set while the scheduler is killing it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kill: Option<KillRequest>,
+    /// Its health check's last report (absent: none yet, or no check).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
+    /// Since when `healthy` holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub healthy_since: Option<f64>,
 }
 
 impl TaskRow {
@@ -57,7 +63,14 @@ impl TaskRow {
             launched: t.launched_at,
             updated: t.updated_at,
             kill: t.kill.clone(),
+            healthy: t.healthy,
+            healthy_since: t.healthy_since,
         }
+    }
+
+    /// `healthy`, `unhealthy` or `""` (no report).
+    pub fn health(&self) -> &'static str {
+        health_name(self.healthy)
     }
 
     /// The ports as `31000,31001` (empty when none).
@@ -87,6 +100,8 @@ pub struct TaskQuery {
     pub service: Option<String>,
     /// A task state, `active` or `terminal`.
     pub state: Option<String>,
+    /// `healthy`, `unhealthy` or `unknown` (no report).
+    pub health: Option<String>,
     /// Substring of the task ID, agent ID or hostname.
     pub q: Option<String>,
     /// The sort key.
@@ -106,6 +121,8 @@ pub struct TaskFilter {
     pub service: Option<String>,
     /// `active`, `terminal` or a Mesos task state's full name.
     pub state: Option<String>,
+    /// `healthy`, `unhealthy` or `unknown`.
+    pub health: Option<String>,
     /// The substring filter, when given.
     pub q: Option<String>,
 }
@@ -152,6 +169,15 @@ fn task_states() -> impl Iterator<Item = &'static str> {
         .map(|s| s.as_str_name())
 }
 
+/// `healthy`, `unhealthy`, or `""` without a report.
+fn health_name(healthy: Option<bool>) -> &'static str {
+    match healthy {
+        Some(true) => "healthy",
+        Some(false) => "unhealthy",
+        None => "",
+    }
+}
+
 /// The `state` filter `name` stands for: `active`, `terminal`, or a Mesos
 /// task state's full name (from `TASK_RUNNING` or `running`, any case).
 fn state_filter(name: &str) -> Option<&'static str> {
@@ -188,9 +214,17 @@ impl TasksView {
             }
             state.map(str::to_string)
         });
+        let health = non_empty(&query.health).and_then(|h| {
+            let known = ["healthy", "unhealthy", "unknown"].contains(&h.as_str());
+            if !known {
+                errors.push(field("health", "healthy, unhealthy or unknown"));
+            }
+            known.then_some(h)
+        });
         let filter = TaskFilter {
             service: non_empty(&query.service),
             state,
+            health,
             q: non_empty(&query.q),
         };
         let sort = match non_empty(&query.sort) {
@@ -225,7 +259,10 @@ impl TasksView {
         }
 
         let needle = filter.q.as_deref();
-        let unfiltered = filter.service.is_none() && filter.state.is_none() && needle.is_none();
+        let unfiltered = filter.service.is_none()
+            && filter.state.is_none()
+            && filter.health.is_none()
+            && needle.is_none();
         let start = (page - 1).saturating_mul(per_page);
         // The snapshot holds tasks sorted by ID: the default view is a slice.
         if unfiltered && sort == "id" {
@@ -270,6 +307,11 @@ impl TasksView {
                 Some("active") => !t.is_terminal(),
                 Some("terminal") => t.is_terminal(),
                 Some(state) => t.state.as_str_name() == state,
+            })
+            .filter(|t| match filter.health.as_deref() {
+                None => true,
+                Some("unknown") => t.healthy.is_none(),
+                Some(h) => health_name(t.healthy) == h,
             })
             .filter(|t| {
                 needle.is_none_or(|n| {
@@ -324,6 +366,7 @@ impl TasksView {
         let mut pairs: Vec<(&str, &str)> = vec![
             ("service", self.filter.service.as_deref().unwrap_or("")),
             ("state", self.filter.state.as_deref().unwrap_or("")),
+            ("health", self.filter.health.as_deref().unwrap_or("")),
             ("q", self.filter.q.as_deref().unwrap_or("")),
             ("sort", if self.sort == "id" { "" } else { self.sort }),
             ("order", if self.order == "asc" { "" } else { self.order }),
@@ -449,5 +492,14 @@ impl TaskDetailView {
             fingerprint: t.fingerprint.clone(),
             timeline: t.timeline.iter().rev().cloned().collect(),
         })
+    }
+
+    /// The timeline's health check reports (the health timeline), newest
+    /// first.
+    pub fn health_timeline(&self) -> Vec<&StatusEntry> {
+        self.timeline
+            .iter()
+            .filter(|u| u.is_health_report())
+            .collect()
     }
 }

@@ -11,6 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use tokio::time::Instant;
 
 use super::forget::Then;
+use super::rollout::Write;
 use super::{Machine, Pending, ServiceEntry};
 use crate::coordination::{CoordinationError, Expect, RecordList, Written};
 use crate::executor::KAMIKAZE;
@@ -19,6 +20,7 @@ use crate::scheduler::commands::{CommandError, KamikazeResult};
 use crate::scheduler::core::TermOutcome;
 use crate::scheduler::core::io::{Answer, MesosCall, ReplyId, Request, StoreOp, StoreResult};
 use crate::scheduler::ids::{AgentId, TaskId};
+use crate::scheduler::rollout::ServiceRecord;
 use crate::scheduler::services::{ExecutorKind, ServiceSpec};
 use crate::scheduler::snapshot::{
     EventKind, FrameworkState, ReconcileKind, ReconcileRun, ReconcileTrigger,
@@ -41,9 +43,12 @@ struct KamikazeRun {
 /// What a command request in flight was for.
 #[derive(Debug)]
 pub(super) enum Step {
+    /// A service record write: a command's (`reply`) or the machine's own
+    /// (a rollout halting).
     ServicePut {
-        reply: ReplyId,
-        spec: Box<ServiceSpec>,
+        reply: Option<ReplyId>,
+        record: Box<ServiceRecord>,
+        why: Write,
     },
     ServiceDelete {
         reply: ReplyId,
@@ -103,6 +108,7 @@ impl Machine {
             }
             Request::PutService(spec) => self.put_service(id, spec),
             Request::DeleteService(name) => self.delete_service(id, name),
+            Request::Rollout { name, action } => self.rollout_command(id, name, action),
         }
     }
 
@@ -270,11 +276,26 @@ impl Machine {
                 .push((reply, Request::PutService(spec)));
             return;
         }
-        let expect = self.service_expect(&spec.name);
-        let name = spec.name.clone();
+        let record = match self.services.get(&spec.name) {
+            Some(entry) => entry.record().replaced_by(*spec),
+            None => ServiceRecord::new(*spec),
+        };
+        self.write_service(Some(reply), record, Write::Put);
+    }
+
+    /// Writes a service's record, compare-and-set on the version known.
+    pub(super) fn write_service(
+        &mut self,
+        reply: Option<ReplyId>,
+        record: ServiceRecord,
+        why: Write,
+    ) {
+        let name = record.spec.name.clone();
+        let expect = self.service_expect(&name);
+        let record = Box::new(record);
         let request = self.store(
-            StoreOp::PutService(spec.clone(), expect),
-            Pending::Command(Step::ServicePut { reply, spec }),
+            StoreOp::PutService(record.clone(), expect),
+            Pending::Command(Step::ServicePut { reply, record, why }),
         );
         self.service_writes.insert(name, request);
     }
@@ -303,42 +324,35 @@ impl Machine {
 
     pub(super) fn on_command_stored(&mut self, step: Step, result: StoreResult, now: Instant) {
         match (step, result) {
-            (Step::ServicePut { reply, spec }, StoreResult::Written(written)) => {
-                let name = spec.name.clone();
+            (Step::ServicePut { reply, record, why }, StoreResult::Written(written)) => {
+                let name = record.spec.name.clone();
                 self.service_writes.remove(&name);
                 match written {
                     Ok(Written::Version(version)) => {
-                        let previous = self.services.insert(
-                            name.clone(),
-                            ServiceEntry {
-                                spec: (*spec).clone(),
-                                version,
-                            },
-                        );
+                        let spec = record.spec.clone();
+                        let previous = self
+                            .services
+                            .insert(name.clone(), ServiceEntry::new(*record, version));
                         self.malformed_services.retain(|m| *m != name);
                         let replaced = previous.is_some();
-                        if previous.as_ref().map(|p| &p.spec) != Some(&*spec) {
+                        if previous.as_ref().map(|p| &p.spec) != Some(&spec) {
                             // A changed spec starts with a clean slate: the
                             // failures that earned the old backoff were the
                             // old spec's.
                             self.backoff.remove(&name);
                         }
-                        self.log(
-                            EventKind::Action,
-                            format!(
-                                "service {name} {} ({} instance(s))",
-                                if replaced { "updated" } else { "created" },
-                                spec.instances
-                            ),
-                            now,
-                        );
+                        self.service_written(&spec, replaced, why, now);
                         self.needs_schedule = true;
                         self.out.dirty = true;
-                        self.reply(reply, Answer::Service(Ok(replaced)));
+                        if let Some(reply) = reply {
+                            self.reply(reply, why.answer(Ok(replaced)));
+                        }
                     }
                     other => {
                         let error = self.service_write_failed(&name, other, now);
-                        self.reply(reply, Answer::Service(Err(error)));
+                        if let Some(reply) = reply {
+                            self.reply(reply, why.answer(Err(error)));
+                        }
                     }
                 }
                 self.resume_service_commands(&name, now);
@@ -421,6 +435,7 @@ impl Machine {
             .partition(|(_, request)| match request {
                 Request::PutService(spec) => spec.name == name,
                 Request::DeleteService(n) => n == name,
+                Request::Rollout { name: n, .. } => n == name,
                 _ => false,
             });
         self.waiting_commands = rest;
@@ -434,18 +449,12 @@ impl Machine {
 
     /// The services as ZooKeeper holds them now (after a conflicting
     /// write): the store is the truth.
-    fn adopt_services(&mut self, list: RecordList<ServiceSpec>, now: Instant) {
+    fn adopt_services(&mut self, list: RecordList<ServiceRecord>, now: Instant) {
         let mut adopted = std::collections::BTreeMap::new();
         let mut malformed: Vec<String> = list.malformed.into_iter().map(|m| m.key).collect();
         for (name, record) in list.records {
-            if record.value.validate().is_empty() {
-                adopted.insert(
-                    name,
-                    ServiceEntry {
-                        spec: record.value,
-                        version: record.version,
-                    },
-                );
+            if record.value.spec.validate().is_empty() {
+                adopted.insert(name, ServiceEntry::new(record.value, record.version));
             } else {
                 malformed.push(name);
             }

@@ -14,6 +14,7 @@
 //!   acknowledgements, kill marks;
 //! - `schedule`: the scheduling pass, launches, offers, kills, timers;
 //! - `commands`: the web layer's commands;
+//! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
 //! - `view`: the snapshot.
 
 mod commands;
@@ -21,6 +22,7 @@ mod forget;
 mod framework;
 mod reconciliation;
 mod removed;
+mod rollout;
 mod schedule;
 mod startup;
 mod table;
@@ -49,6 +51,7 @@ use crate::scheduler::metrics::Metrics;
 use crate::scheduler::offers::OfferRegistry;
 use crate::scheduler::placement::Shortfall;
 use crate::scheduler::reconcile::Reconciler;
+use crate::scheduler::rollout::{Halt, ServiceRecord};
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{EventEntry, EventKind, FrameworkState};
 use crate::scheduler::workload::RestartBackoff;
@@ -128,11 +131,34 @@ impl Outbox {
     }
 }
 
-/// One service as the machine knows it: the spec and the stored version.
+/// One service as the machine knows it: the stored record (spec, previous
+/// spec, halted rollout) and its version.
 #[derive(Debug, Clone)]
 struct ServiceEntry {
     spec: ServiceSpec,
     version: i32,
+    previous: Option<Box<ServiceSpec>>,
+    halted: Option<Halt>,
+}
+
+impl ServiceEntry {
+    fn new(record: ServiceRecord, version: i32) -> ServiceEntry {
+        ServiceEntry {
+            spec: record.spec,
+            version,
+            previous: record.previous,
+            halted: record.halted,
+        }
+    }
+
+    /// The record as stored.
+    fn record(&self) -> ServiceRecord {
+        ServiceRecord {
+            spec: self.spec.clone(),
+            previous: self.previous.clone(),
+            halted: self.halted.clone(),
+        }
+    }
 }
 
 /// The leader's state for one term, driven by [`Input`]s. See the module
@@ -156,6 +182,11 @@ pub struct Machine {
     service_writes: HashMap<String, RequestId>,
     waiting_commands: Vec<(ReplyId, Request)>,
     backoff: HashMap<String, RestartBackoff>,
+    /// Services whose rollout has an instance not available, and since
+    /// when (seconds since the UNIX epoch): the halt's deadline runs from it.
+    rollouts: HashMap<String, f64>,
+    /// Services whose rollout was under way at the last pass.
+    rolling: std::collections::BTreeSet<String>,
     /// Services with instances that found no offer in the last pass, and why.
     waiting: HashMap<String, Shortfall>,
     tasks: TaskTable,
@@ -210,6 +241,8 @@ impl Machine {
             service_writes: HashMap::new(),
             waiting_commands: Vec::new(),
             backoff: HashMap::new(),
+            rollouts: HashMap::new(),
+            rolling: Default::default(),
             waiting: HashMap::new(),
             tasks: TaskTable::default(),
             agent_attributes: HashMap::new(),

@@ -25,6 +25,7 @@ use crate::scheduler::ids::{AgentId, TaskId};
 use crate::scheduler::offers::Gone;
 use crate::scheduler::placement::{self, Demand};
 use crate::scheduler::records::TaskRecord;
+use crate::scheduler::rollout;
 use crate::scheduler::services::ExecutorKind;
 use crate::scheduler::snapshot::{EventKind, FrameworkState};
 use crate::scheduler::taskinfo::{self, ExecutorSource};
@@ -142,6 +143,8 @@ impl Machine {
             .map(|s| s.resources())
             .unwrap_or_default();
         let mut demands_data = Vec::new();
+        let mut rollouts = Vec::new();
+        let at = self.unix(now);
         let mut missing_total = 0;
         for entry in self.services.values() {
             let spec = &entry.spec;
@@ -151,13 +154,15 @@ impl Machine {
                 .unwrap_or(&[]);
             let assessment = assess(spec, tasks.iter().copied());
             kills.extend(assessment.surplus.iter().cloned());
-            if let Some(task_id) = workload::upgrade_step(
-                spec,
-                tasks.iter().copied(),
-                self.cfg.upgrade_max_unavailable,
-            ) {
-                kills.push((task_id, "replaced by a newer service spec".into()));
+            let halted = entry.halted.is_some();
+            let max = self.cfg.upgrade_max_unavailable;
+            if let Some(id) =
+                rollout::next_replacement(spec, tasks.iter().copied(), max, halted, at)
+            {
+                kills.push((id, "replaced by a newer service spec".into()));
             }
+            let progress = rollout::progress(spec, tasks.iter().copied(), at);
+            rollouts.push((spec.name.clone(), progress));
             if assessment.missing.is_empty() {
                 continue;
             }
@@ -177,6 +182,7 @@ impl Machine {
             demands_data.push((spec.clone(), assessment.missing, occupied, resources));
         }
         drop(by_service);
+        self.watch_rollouts(rollouts, now);
         for (task_id, reason) in kills {
             self.request_kill(&task_id, &reason, now);
         }
@@ -272,6 +278,8 @@ impl Machine {
                 updated_at: at,
                 kill: None,
                 timeline: Vec::new(),
+                healthy: None,
+                healthy_since: None,
             };
             by_offer.entry(p.offer_id).or_default().push((info, record));
         }

@@ -32,13 +32,13 @@ use crate::scheduler::core::io::{
 use crate::scheduler::core::{StartupError, TermOutcome};
 use crate::scheduler::ids::FrameworkId;
 use crate::scheduler::records::TaskRecord;
-use crate::scheduler::services::ServiceSpec;
+use crate::scheduler::rollout::ServiceRecord;
 
 /// Where the term's start stands.
 #[derive(Debug, Default)]
 pub(super) struct Startup {
     framework_id: Option<Option<FrameworkId>>,
-    services: Option<RecordList<ServiceSpec>>,
+    services: Option<RecordList<ServiceRecord>>,
     /// `None` until read; not read unless `hard`.
     deployment: Option<Option<Versioned<DeploymentRecord>>>,
     /// Operator teardowns of earlier frameworks in flight (`hard`).
@@ -66,7 +66,7 @@ pub(super) enum Step {
     HardMarkDone,
     ServicesFile {
         name: String,
-        spec: Option<Box<ServiceSpec>>,
+        record: Option<Box<ServiceRecord>>,
     },
     LoadTasks,
 }
@@ -144,16 +144,11 @@ impl Machine {
                 self.apply_services_file(now);
                 return;
             }
-            (Step::ServicesFile { name, spec }, StoreResult::Written(r)) => {
-                match (r, spec) {
-                    (Ok(Written::Version(version)), Some(spec)) => {
-                        self.services.insert(
-                            name,
-                            ServiceEntry {
-                                spec: *spec,
-                                version,
-                            },
-                        );
+            (Step::ServicesFile { name, record }, StoreResult::Written(r)) => {
+                match (r, record) {
+                    (Ok(Written::Version(version)), Some(record)) => {
+                        self.services
+                            .insert(name, ServiceEntry::new(*record, version));
                     }
                     (Ok(_), _) => {
                         self.services.remove(&name);
@@ -291,14 +286,9 @@ impl Machine {
         let listed = self.startup.services.take().unwrap_or_default();
         let all_decoded = listed.malformed.is_empty();
         for (name, record) in listed.records {
-            if record.value.validate().is_empty() {
-                self.services.insert(
-                    name,
-                    ServiceEntry {
-                        spec: record.value,
-                        version: record.version,
-                    },
-                );
+            if record.value.spec.validate().is_empty() {
+                self.services
+                    .insert(name, ServiceEntry::new(record.value, record.version));
             } else {
                 self.malformed_services.push(name);
             }
@@ -319,7 +309,7 @@ impl Machine {
                 self.startup.services_writes += 1;
                 self.store(
                     StoreOp::DeleteService(name.clone(), Expect::Any),
-                    Pending::Startup(Step::ServicesFile { name, spec: None }),
+                    Pending::Startup(Step::ServicesFile { name, record: None }),
                 );
             }
             for spec in file {
@@ -327,11 +317,15 @@ impl Machine {
                     continue;
                 }
                 self.startup.services_writes += 1;
+                let record = match self.services.get(&spec.name) {
+                    Some(entry) => entry.record().replaced_by(spec),
+                    None => ServiceRecord::new(spec),
+                };
                 self.store(
-                    StoreOp::PutService(Box::new(spec.clone()), Expect::Any),
+                    StoreOp::PutService(Box::new(record.clone()), Expect::Any),
                     Pending::Startup(Step::ServicesFile {
-                        name: spec.name.clone(),
-                        spec: Some(Box::new(spec)),
+                        name: record.spec.name.clone(),
+                        record: Some(Box::new(record)),
                     }),
                 );
             }

@@ -442,11 +442,28 @@ impl Machine {
                 .or_default()
                 .running(&record.task_id, now);
         }
+        let last = record.timeline.last();
+        if let (Some(entry), false) = (last, is_terminal(state))
+            && entry.healthy.is_some()
+            && record.healthy_since == Some(entry.at)
+        {
+            let health = if record.healthy == Some(true) {
+                "healthy"
+            } else {
+                "unhealthy"
+            };
+            let detail = entry
+                .message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            let message = format!("task {} is {health}{detail}", record.task_id);
+            self.log(EventKind::Task, message, now);
+        }
         if !is_terminal(state) {
             return;
         }
         let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
-        let last = record.timeline.last();
         if let Some(spec) = self.services.get(&record.service).map(|s| s.spec.clone()) {
             let failed = !wanted_dead && workload::counts_as_failure_of(record);
             self.backoff

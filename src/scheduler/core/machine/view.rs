@@ -9,10 +9,11 @@ use super::Machine;
 use crate::coordination::Leadership;
 use crate::mesos::resources::format_ranges;
 use crate::scheduler::records::TaskRecord;
+use crate::scheduler::rollout;
 use crate::scheduler::snapshot::{
     FrameworkStatus, OfferSummary, ServiceStatus, Snapshot, UnrecordedKill,
 };
-use crate::scheduler::workload::assess;
+use crate::scheduler::workload::{self, assess};
 
 impl Machine {
     pub(super) fn snapshot(&self, now: Instant) -> Snapshot {
@@ -49,6 +50,8 @@ impl Machine {
                     .get(spec.name.as_str())
                     .map_or(&[][..], Vec::as_slice);
                 let a = assess(spec, tasks.iter().copied());
+                let progress = rollout::progress(spec, tasks.iter().copied(), now_secs);
+                let live = || tasks.iter().filter(|t| workload::is_live(t));
                 let backoff = self.backoff.get(&spec.name);
                 ServiceStatus {
                     spec: spec.clone(),
@@ -60,6 +63,10 @@ impl Machine {
                         .filter(|b| !b.ready(now))
                         .map(|b| now_secs + b.remaining(now).as_secs_f64()),
                     waiting: self.waiting.get(&spec.name).map(ToString::to_string),
+                    healthy: live().filter(|t| t.healthy == Some(true)).count() as u32,
+                    unhealthy: live().filter(|t| t.healthy == Some(false)).count() as u32,
+                    rollout: self.rollout_status(spec, &progress),
+                    can_roll_back: self.has_previous(&spec.name),
                 }
             })
             .collect();

@@ -345,6 +345,11 @@ impl Runner<'_> {
             Command::DeleteService { name, reply } => {
                 (Request::DeleteService(name), ReplyTo::Service(reply))
             }
+            Command::Rollout {
+                name,
+                action,
+                reply,
+            } => (Request::Rollout { name, action }, ReplyTo::Service(reply)),
         };
         self.replies.insert(id, reply);
         self.feed(machine, Input::Command { id, request });

@@ -20,7 +20,7 @@ use crate::coordination::{
 use crate::scheduler::core::io::{RequestId, StoreOp, StoreResult};
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::TaskRecord;
-use crate::scheduler::services::ServiceSpec;
+use crate::scheduler::rollout::ServiceRecord;
 
 /// Task writes per batch (one ZooKeeper `multi` of the ZooKeeper
 /// implementation).
@@ -38,7 +38,7 @@ enum TaskWrite {
 pub(super) struct StoreLane {
     coordinator: Arc<dyn Coordinator>,
     tasks: RecordStore<TaskRecord>,
-    services: RecordStore<ServiceSpec>,
+    services: RecordStore<ServiceRecord>,
     queue: VecDeque<(RequestId, TaskWrite)>,
     in_flight: usize,
     results: mpsc::UnboundedSender<Msg>,
@@ -149,7 +149,7 @@ fn deleted(gone: bool) -> Written {
 async fn run_single(
     coordinator: &dyn Coordinator,
     tasks: &RecordStore<TaskRecord>,
-    services: &RecordStore<ServiceSpec>,
+    services: &RecordStore<ServiceRecord>,
     op: StoreOp,
 ) -> StoreResult {
     match op {
@@ -179,9 +179,9 @@ async fn run_single(
                 .map(|v| Written::Version(v.version)),
         ),
         StoreOp::ListServices => StoreResult::Services(services.list().await),
-        StoreOp::PutService(spec, expect) => StoreResult::Written(
+        StoreOp::PutService(record, expect) => StoreResult::Written(
             services
-                .put(&spec.name, &spec, expect)
+                .put(&record.spec.name, &record, expect)
                 .await
                 .map(Written::Version),
         ),

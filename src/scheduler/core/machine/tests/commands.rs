@@ -84,7 +84,7 @@ async fn two_changes_to_one_service_go_one_after_the_other() {
     h.answer_all();
     assert!(matches!(h.reply(first), Some(Answer::Service(Ok(true)))));
     assert!(matches!(h.reply(second), Some(Answer::Service(Ok(true)))));
-    assert_eq!(h.store.services["web"].0.instances, 3);
+    assert_eq!(h.store.services["web"].0.spec.instances, 3);
 }
 
 #[tokio::test(start_paused = true)]

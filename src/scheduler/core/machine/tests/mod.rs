@@ -8,6 +8,7 @@ mod commands;
 mod lifecycle;
 mod offers;
 mod removed;
+mod rollout;
 mod tasks;
 mod workload;
 
@@ -30,6 +31,7 @@ use crate::scheduler::core::io::{
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::reconcile::ReconcilerConfig;
 use crate::scheduler::records::TaskRecord;
+use crate::scheduler::rollout::ServiceRecord;
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::Snapshot;
 
@@ -88,6 +90,8 @@ fn running_record(service: &str, instance: u32, spec: &ServiceSpec) -> TaskRecor
         updated_at: 1.0,
         kill: None,
         timeline: Vec::new(),
+        healthy: None,
+        healthy_since: None,
     }
 }
 
@@ -118,7 +122,7 @@ fn reconciled(task: &str, state: TaskState) -> v1::TaskStatus {
 #[derive(Debug, Default)]
 struct Store {
     framework_id: Option<String>,
-    services: BTreeMap<String, (ServiceSpec, i32)>,
+    services: BTreeMap<String, (ServiceRecord, i32)>,
     tasks: BTreeMap<String, (TaskRecord, i32)>,
     /// Task writes performed, by task ID (to count needless ones).
     task_writes: BTreeMap<String, usize>,
@@ -180,11 +184,11 @@ impl Store {
                     .collect(),
                 malformed: Vec::new(),
             })),
-            StoreOp::PutService(spec, expect) => {
-                let current = self.services.get(&spec.name).map(|(_, v)| *v);
-                StoreResult::Written(Self::check(current, expect, &spec.name).map(|v| {
-                    self.services
-                        .insert(spec.name.clone(), ((*spec).clone(), v));
+            StoreOp::PutService(record, expect) => {
+                let name = record.spec.name.clone();
+                let current = self.services.get(&name).map(|(_, v)| *v);
+                StoreResult::Written(Self::check(current, expect, &name).map(|v| {
+                    self.services.insert(name.clone(), ((*record).clone(), v));
                     Written::Version(v)
                 }))
             }
@@ -279,7 +283,9 @@ impl Harness {
             ..Store::default()
         };
         for spec in services {
-            store.services.insert(spec.name.clone(), (spec.clone(), 0));
+            store
+                .services
+                .insert(spec.name.clone(), (ServiceRecord::new(spec.clone()), 0));
         }
         for task in tasks {
             store

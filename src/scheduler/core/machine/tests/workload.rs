@@ -73,6 +73,14 @@ async fn a_new_spec_replaces_one_task_at_a_time() {
     );
     h.update(status(&launched[0], TaskState::TaskRunning, Some("r")));
     h.answer_all();
+    assert_eq!(
+        marked(&h),
+        ["web.0.stored"],
+        "running, but not for min_healthy yet"
+    );
+    h.advance(crate::scheduler::rollout::DEFAULT_MIN_HEALTHY)
+        .await;
+    h.answer_all();
     assert_eq!(marked(&h), ["web.0.stored", "web.1.stored"]);
 }
 

@@ -1,0 +1,189 @@
+//! The machine's side of health-gated rollouts (rules in
+//! [`crate::scheduler::rollout`]): watching each service's rollout for its
+//! deadline, halting it (stored with the service, so a new leader and the
+//! standby views see it), and the operator's resume and rollback.
+//!
+//! When an instance stopped being available during a rollout is kept in
+//! memory only: a new leader starts the deadline afresh (a stored halt
+//! stays a halt).
+
+use std::collections::BTreeSet;
+
+use tokio::time::Instant;
+
+use super::Machine;
+use crate::scheduler::commands::CommandError;
+use crate::scheduler::core::io::{Answer, ReplyId, Request};
+use crate::scheduler::rollout::{self, Halt, Progress, RolloutAction, ServiceRecord};
+use crate::scheduler::services::ServiceSpec;
+use crate::scheduler::snapshot::EventKind;
+
+/// Why a service record is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Write {
+    /// A command created or replaced the spec.
+    Put,
+    /// The machine halts the rollout.
+    Halt,
+    /// The operator resumes a halted rollout.
+    Resume,
+    /// The operator rolls back to the previous spec.
+    Rollback,
+}
+
+impl Write {
+    /// The answer to the command that asked for the write.
+    pub(super) fn answer(self, result: Result<bool, CommandError>) -> Answer {
+        Answer::Service(result)
+    }
+}
+
+impl Machine {
+    /// After a scheduling pass: starts or clears each service's deadline
+    /// and halts the rollouts past it.
+    pub(super) fn watch_rollouts(&mut self, progress: Vec<(String, Progress)>, now: Instant) {
+        let at = self.unix(now);
+        self.rollouts
+            .retain(|name, _| self.services.contains_key(name));
+        // Availability changes with time alone: while rollouts go on, each
+        // pass refreshes the snapshot (one a second at most, housekeeping's
+        // pace), and once more when the last one ends.
+        let rolling: BTreeSet<String> = progress
+            .iter()
+            .filter(|(_, p)| p.in_progress())
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !rolling.is_empty() || rolling != self.rolling {
+            self.out.dirty = true;
+        }
+        self.rolling = rolling;
+        for (name, p) in progress {
+            if !p.in_progress() || p.unavailable.is_empty() {
+                self.rollouts.remove(&name);
+                continue;
+            }
+            let since = *self.rollouts.entry(name.clone()).or_insert(at);
+            let Some(entry) = self.services.get(&name) else {
+                continue;
+            };
+            if entry.halted.is_some() || self.service_writes.contains_key(&name) {
+                continue;
+            }
+            let Some(reason) = rollout::overdue(&entry.spec, &p, since, at) else {
+                continue;
+            };
+            let mut record = entry.record();
+            let message = format!(
+                "rollout of service {name} halted: {reason}; the old instances keep running \
+                 until it is resumed or rolled back"
+            );
+            record.halted = Some(Halt { at, reason });
+            if let Some(entry) = self.services.get_mut(&name) {
+                entry.halted = record.halted.clone();
+            }
+            // Shown at once; stored next (a failed write is logged and the
+            // services read again).
+            self.log(EventKind::Service, message, now);
+            self.write_service(None, record, Write::Halt);
+        }
+    }
+
+    /// `resume` or `rollback` of a service's rollout.
+    pub(super) fn rollout_command(&mut self, reply: ReplyId, name: String, action: RolloutAction) {
+        if self.service_writes.contains_key(&name) {
+            self.waiting_commands
+                .push((reply, Request::Rollout { name, action }));
+            return;
+        }
+        let Some(entry) = self.services.get(&name) else {
+            let error = CommandError::NotFound(format!("service {name}"));
+            self.reply(reply, Answer::Service(Err(error)));
+            return;
+        };
+        let record = match action {
+            RolloutAction::Resume if entry.halted.is_none() => Err(format!(
+                "the rollout of service {name} is not halted; nothing to resume"
+            )),
+            RolloutAction::Resume => Ok((
+                ServiceRecord {
+                    halted: None,
+                    ..entry.record()
+                },
+                Write::Resume,
+            )),
+            RolloutAction::Rollback => entry
+                .record()
+                .rolled_back()
+                .map(|r| (r, Write::Rollback))
+                .ok_or_else(|| format!("service {name} has no previous spec to roll back to")),
+        };
+        match record {
+            Ok((record, why)) => self.write_service(Some(reply), record, why),
+            Err(message) => {
+                self.reply(reply, Answer::Service(Err(CommandError::Conflict(message))));
+            }
+        }
+    }
+
+    /// Events and bookkeeping once a service record is stored.
+    pub(super) fn service_written(
+        &mut self,
+        spec: &ServiceSpec,
+        replaced: bool,
+        why: Write,
+        now: Instant,
+    ) {
+        let name = &spec.name;
+        let (kind, message) = match why {
+            Write::Put => (
+                EventKind::Action,
+                format!(
+                    "service {name} {} ({} instance(s))",
+                    if replaced { "updated" } else { "created" },
+                    spec.instances
+                ),
+            ),
+            // Logged when it was decided (`watch_rollouts`).
+            Write::Halt => return,
+            Write::Resume => (
+                EventKind::Action,
+                format!("rollout of service {name} resumed"),
+            ),
+            Write::Rollback => (
+                EventKind::Action,
+                format!("service {name} rolled back to its previous spec"),
+            ),
+        };
+        if why != Write::Halt {
+            // A new deadline for what follows.
+            self.rollouts.remove(name);
+        }
+        self.log(kind, message, now);
+    }
+
+    /// The rollout part of a service's snapshot.
+    pub(super) fn rollout_status(
+        &self,
+        spec: &ServiceSpec,
+        progress: &Progress,
+    ) -> Option<rollout::RolloutStatus> {
+        let entry = self.services.get(&spec.name)?;
+        if !progress.in_progress() && entry.halted.is_none() {
+            return None;
+        }
+        Some(rollout::RolloutStatus {
+            desired: spec.instances,
+            replaced: progress.replaced,
+            healthy: progress.healthy,
+            remaining: progress.remaining,
+            halted: entry.halted.clone(),
+        })
+    }
+
+    /// True when the service has a previous spec to roll back to.
+    pub(super) fn has_previous(&self, name: &str) -> bool {
+        self.services
+            .get(name)
+            .is_some_and(|e| e.previous.is_some())
+    }
+}

@@ -1,0 +1,251 @@
+//! Health-gated rollouts over time: a replacement must be healthy for
+//! `min_healthy` before the next old task goes; one that never is halts
+//! the rollout past its deadline, keeping the old tasks; the operator
+//! resumes or rolls back; a task its health check killed is replaced with
+//! the restart backoff.
+
+use std::time::Duration;
+
+use super::*;
+use crate::scheduler::commands::CommandError;
+use crate::scheduler::rollout::RolloutAction;
+
+/// `instances` tasks with a command health check; min_healthy 5 s,
+/// deadline 30 s.
+fn checked(instances: u32, command: &str) -> ServiceSpec {
+    serde_json::from_value(serde_json::json!({
+        "name": "web", "command": command, "cpus": 0.1, "mem": 16,
+        "instances": instances, "restart_backoff": "2s", "restart_backoff_max": "8s",
+        "health_check": {"type": "command", "command": "true"},
+        "upgrade": {"min_healthy": "5s", "deadline": "30s"}
+    }))
+    .expect("a service spec")
+}
+
+fn healthy_record(instance: u32, spec: &ServiceSpec) -> TaskRecord {
+    TaskRecord {
+        healthy: Some(true),
+        healthy_since: Some(1.0),
+        ..running_record("web", instance, spec)
+    }
+}
+
+/// A health check's report on `task`.
+fn health(task: &str, healthy: bool, uuid: &str) -> v1::TaskStatus {
+    v1::TaskStatus {
+        healthy: Some(healthy),
+        reason: Some(task_status::Reason::TaskHealthCheckStatusUpdated as i32),
+        ..status(task, TaskState::TaskRunning, Some(uuid))
+    }
+}
+
+/// Advances `by` in one-second steps, answering every store and call.
+async fn run_for(h: &mut Harness, by: Duration) {
+    let steps = by.as_secs().max(1);
+    for _ in 0..steps {
+        h.advance(Duration::from_secs(1)).await;
+        h.answer_all();
+    }
+}
+
+fn marked(h: &Harness) -> Vec<String> {
+    h.store
+        .tasks
+        .values()
+        .filter(|(r, _)| r.kill.is_some())
+        .map(|(r, _)| r.task_id.to_string())
+        .collect()
+}
+
+/// A leader of `old` (2 healthy tasks) that was just given `new`; instance
+/// 0's old task is killed and its replacement launched and RUNNING. Returns
+/// the replacement's task ID.
+async fn upgrading(old: &ServiceSpec, new: &ServiceSpec) -> (Harness, String) {
+    let tasks = [healthy_record(0, old), healthy_record(1, old)];
+    let mut h = Harness::leader(std::slice::from_ref(old), &tasks);
+    h.subscribe();
+    h.answer_all();
+    let reply = h.command(Request::PutService(Box::new(new.clone())));
+    h.answer_all();
+    assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
+    assert_eq!(marked(&h), ["web.0.stored"]);
+    h.update(status("web.0.stored", TaskState::TaskKilled, Some("k0")));
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    let launched = Harness::launched(&h.drain_call_log());
+    assert_eq!(launched.len(), 1);
+    let new0 = launched[0].clone();
+    assert!(new0.starts_with("web.0."));
+    h.update(status(&new0, TaskState::TaskRunning, Some("r0")));
+    h.answer_all();
+    (h, new0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_healthy_replacement_lets_the_rollout_go_on_in_order() {
+    let old = checked(2, "sleep 1000");
+    let new = checked(2, "sleep 2000");
+    let (mut h, new0) = upgrading(&old, &new).await;
+    // RUNNING without a health report is not available.
+    run_for(&mut h, Duration::from_secs(10)).await;
+    assert_eq!(marked(&h), ["web.0.stored"]);
+    let s = h.snapshot().await;
+    let r = s.services[0].rollout.clone().expect("a rollout under way");
+    assert_eq!((r.replaced, r.healthy, r.remaining), (1, 0, 1));
+    assert!(s.services[0].can_roll_back);
+    // Healthy, but for less than min_healthy: still waiting.
+    h.update(health(&new0, true, "h0"));
+    h.answer_all();
+    assert_eq!(h.stored(&new0).unwrap().healthy, Some(true));
+    run_for(&mut h, Duration::from_secs(3)).await;
+    assert_eq!(marked(&h), ["web.0.stored"]);
+    run_for(&mut h, Duration::from_secs(3)).await;
+    assert_eq!(marked(&h), ["web.0.stored", "web.1.stored"]);
+    // Instance 1 follows; once its replacement is healthy the rollout ends.
+    h.update(status("web.1.stored", TaskState::TaskKilled, Some("k1")));
+    h.offer("o2", "agent-2", 4.0);
+    h.answer_all();
+    let launched = Harness::launched(&h.drain_call_log());
+    assert!(launched[0].starts_with("web.1."));
+    h.update(status(&launched[0], TaskState::TaskRunning, Some("r1")));
+    h.update(health(&launched[0], true, "h1"));
+    h.answer_all();
+    run_for(&mut h, Duration::from_secs(6)).await;
+    let s = h.snapshot().await;
+    assert_eq!(s.services[0].rollout, None, "done");
+    assert_eq!(s.services[0].healthy, 2);
+    assert!(!h.logs.iter().any(|l| l.contains("halted")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacement_that_never_becomes_healthy_halts_the_rollout() {
+    let old = checked(2, "sleep 1000");
+    let new = checked(2, "sleep 2000");
+    let (mut h, new0) = upgrading(&old, &new).await;
+    h.update(health(&new0, false, "u0"));
+    h.answer_all();
+    run_for(&mut h, Duration::from_secs(25)).await;
+    assert!(h.store.services["web"].0.halted.is_none(), "not yet");
+    run_for(&mut h, Duration::from_secs(8)).await;
+    let stored = &h.store.services["web"].0;
+    let halt = stored.halted.clone().expect("halted, and stored");
+    assert!(halt.reason.contains("instance(s) 0"), "{}", halt.reason);
+    assert_eq!(stored.spec, new);
+    assert!(
+        h.logs
+            .iter()
+            .any(|l| l.contains("rollout of service web halted")),
+        "{:?}",
+        h.logs
+    );
+    // The old instance keeps running, however long it takes.
+    run_for(&mut h, Duration::from_secs(60)).await;
+    assert_eq!(marked(&h), ["web.0.stored"]);
+    let s = h.snapshot().await;
+    let r = s.services[0].rollout.clone().expect("halted rollout shown");
+    assert!(r.halted.is_some());
+    assert_eq!(s.services[0].unhealthy, 1);
+
+    // Resume: the halt clears, and the deadline starts again.
+    let resume = h.command(Request::Rollout {
+        name: "web".into(),
+        action: RolloutAction::Resume,
+    });
+    h.answer_all();
+    assert!(matches!(h.reply(resume), Some(Answer::Service(Ok(true)))));
+    assert!(h.store.services["web"].0.halted.is_none());
+    assert!(
+        h.logs
+            .iter()
+            .any(|l| l.contains("rollout of service web resumed"))
+    );
+    run_for(&mut h, Duration::from_secs(10)).await;
+    assert!(h.store.services["web"].0.halted.is_none());
+    assert_eq!(marked(&h), ["web.0.stored"]);
+    run_for(&mut h, Duration::from_secs(25)).await;
+    assert!(h.store.services["web"].0.halted.is_some(), "halted again");
+
+    // Rollback: the old spec returns; the unhealthy replacement goes at once
+    // and the old task of instance 1 stays.
+    let back = h.command(Request::Rollout {
+        name: "web".into(),
+        action: RolloutAction::Rollback,
+    });
+    h.answer_all();
+    assert!(matches!(h.reply(back), Some(Answer::Service(Ok(true)))));
+    let stored = &h.store.services["web"].0;
+    assert_eq!(stored.spec, old);
+    assert_eq!(stored.previous.as_deref(), Some(&new));
+    assert!(stored.halted.is_none());
+    let mut expected = vec!["web.0.stored".to_string(), new0.clone()];
+    expected.sort();
+    assert_eq!(marked(&h), expected);
+    h.update(status(&new0, TaskState::TaskKilled, Some("k")));
+    h.offer("o3", "agent-1", 4.0);
+    h.answer_all();
+    let launched = Harness::launched(&h.drain_call_log());
+    assert_eq!(launched.len(), 1);
+    assert!(launched[0].starts_with("web.0."));
+    let relaunched = h.stored(&launched[0]).unwrap();
+    assert_eq!(relaunched.fingerprint, old.fingerprint());
+    assert!(h.stored("web.1.stored").unwrap().kill.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_and_rollback_refuse_what_does_not_apply() {
+    let spec = checked(1, "sleep 1000");
+    let mut h = Harness::running(&spec);
+    for action in [RolloutAction::Resume, RolloutAction::Rollback] {
+        let id = h.command(Request::Rollout {
+            name: "web".into(),
+            action,
+        });
+        assert!(
+            matches!(
+                h.reply(id),
+                Some(Answer::Service(Err(CommandError::Conflict(_))))
+            ),
+            "{action:?}"
+        );
+    }
+    let id = h.command(Request::Rollout {
+        name: "nope".into(),
+        action: RolloutAction::Resume,
+    });
+    assert!(matches!(
+        h.reply(id),
+        Some(Answer::Service(Err(CommandError::NotFound(_))))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_killed_by_its_health_check_is_replaced_with_backoff() {
+    let spec = checked(1, "sleep 1000");
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[healthy_record(0, &spec)]);
+    h.subscribe();
+    h.answer_all();
+    h.update(health("web.0.stored", false, "u"));
+    h.answer_all();
+    assert!(
+        h.logs
+            .iter()
+            .any(|l| l.contains("task web.0.stored is unhealthy"))
+    );
+    let killed = v1::TaskStatus {
+        healthy: Some(false),
+        ..status("web.0.stored", TaskState::TaskKilled, Some("k"))
+    };
+    h.update(killed);
+    h.answer_all();
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    assert!(
+        Harness::launched(&h.drain_call_log()).is_empty(),
+        "backing off"
+    );
+    let s = h.snapshot().await;
+    assert_eq!(s.services[0].consecutive_failures, 1);
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
+}

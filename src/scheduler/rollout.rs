@@ -1,0 +1,397 @@
+//! Health-gated rolling replacement of a service's tasks after its spec
+//! changes (`docs/deployment-strategies.md`): pure rules over task records,
+//! plus the service record ZooKeeper stores (the spec, the previous spec
+//! and a halted rollout).
+//!
+//! The rules:
+//! - a task is *available* once it is TASK_RUNNING and — when the service
+//!   has a health check — its executor reported it healthy
+//!   (`TaskStatus.healthy`, `docs/health-checks.md` in apache/mesos), and
+//!   it has stayed so for the spec's `upgrade.min_healthy`;
+//! - the next outdated task (launched from another spec) is killed only
+//!   while fewer than `max_unavailable` of the desired instances are not
+//!   available, lowest instance first; an outdated task that is *down*
+//!   (not RUNNING, or reported unhealthy) is replaced at once, since
+//!   killing it costs nothing (this is what lets a rollback replace a
+//!   broken release's tasks); one that is healthy but not yet for
+//!   `min_healthy` is not down;
+//! - while a rollout is under way, an instance that stays not available
+//!   for longer than `upgrade.deadline` halts it: no more outdated tasks
+//!   are killed, so the old instances keep running, until an operator
+//!   resumes the rollout or rolls back to the previous spec.
+//!
+//! The spec's JSON:
+//!
+//! ```json
+//! {"upgrade": {"min_healthy": "10s", "deadline": "5m"}}
+//! ```
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::TaskId;
+use super::records::TaskRecord;
+use super::services::{FieldError, ServiceSpec};
+use super::workload::is_live;
+use crate::mesos::v1::TaskState;
+
+/// Default of `upgrade.min_healthy`: long enough that a release which
+/// crashes right after starting does not pass for available.
+pub const DEFAULT_MIN_HEALTHY: Duration = Duration::from_secs(10);
+/// Default of `upgrade.deadline`: Mesos' default health check (15 s delay,
+/// 10 s interval, 3 failures) reports within about a minute; five leave
+/// room for slow starts and image pulls.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+
+/// The duration fields, as named in errors (`upgrade.<field>: …`).
+pub const DURATION_FIELDS: [&str; 2] = ["upgrade.min_healthy", "upgrade.deadline"];
+
+/// How a service's tasks are replaced after its spec changes. Not part of
+/// the tasks' shape: changing it replaces no task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradePolicy {
+    /// How long a replacement must stay RUNNING (and healthy, with a
+    /// check) before it counts as available.
+    #[serde(
+        default = "default_min_healthy",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "min_healthy"
+    )]
+    pub min_healthy: Duration,
+    /// How long an instance may stay not available during a rollout before
+    /// the rollout halts; above `min_healthy`.
+    #[serde(
+        default = "default_deadline",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "deadline"
+    )]
+    pub deadline: Duration,
+}
+
+impl Default for UpgradePolicy {
+    fn default() -> Self {
+        UpgradePolicy {
+            min_healthy: DEFAULT_MIN_HEALTHY,
+            deadline: DEFAULT_DEADLINE,
+        }
+    }
+}
+
+fn default_min_healthy() -> Duration {
+    DEFAULT_MIN_HEALTHY
+}
+
+fn default_deadline() -> Duration {
+    DEFAULT_DEADLINE
+}
+
+fn min_healthy<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    crate::util::deserialize_duration(d, DURATION_FIELDS[0])
+}
+
+fn deadline<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    crate::util::deserialize_duration(d, DURATION_FIELDS[1])
+}
+
+impl UpgradePolicy {
+    /// Field-level problems (empty when valid).
+    pub fn validate(&self) -> Vec<FieldError> {
+        if self.deadline <= self.min_healthy {
+            return vec![FieldError {
+                field: DURATION_FIELDS[1].into(),
+                message: "must be above upgrade.min_healthy".into(),
+            }];
+        }
+        Vec::new()
+    }
+}
+
+/// An operator's action on a service's rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RolloutAction {
+    /// Clear the halt: replacing goes on, with a new deadline.
+    Resume,
+    /// Restore the previous spec (keeping the instance count); the current
+    /// one becomes the previous.
+    Rollback,
+}
+
+impl RolloutAction {
+    /// `resume` or `rollback`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutAction::Resume => "resume",
+            RolloutAction::Rollback => "rollback",
+        }
+    }
+}
+
+/// Why and since when a rollout is halted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Halt {
+    /// Seconds since the UNIX epoch.
+    pub at: f64,
+    /// E.g. `instance 0 not healthy for 10s within 5m`.
+    pub reason: String,
+}
+
+/// A service as stored under `services/<name>`: the spec's own fields,
+/// plus the spec it replaced (what a rollback restores) and a halted
+/// rollout. Records written before these existed are plain specs and read
+/// as such; the spec's fields are as strict as in [`ServiceSpec`] (an
+/// unknown field is refused).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServiceRecord {
+    /// The desired spec.
+    #[serde(flatten)]
+    pub spec: ServiceSpec,
+    /// The spec before the last change of the tasks' shape (fingerprint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Box<ServiceSpec>>,
+    /// Set while the rollout to `spec` is halted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<Halt>,
+}
+
+/// What a stored record holds besides the spec.
+#[derive(Deserialize)]
+struct Extras {
+    #[serde(default)]
+    previous: Option<Box<ServiceSpec>>,
+    #[serde(default)]
+    halted: Option<Halt>,
+}
+
+impl<'de> Deserialize<'de> for ServiceRecord {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut object = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let mut extras = serde_json::Map::new();
+        for key in ["previous", "halted"] {
+            if let Some(value) = object.remove(key) {
+                extras.insert(key.to_string(), value);
+            }
+        }
+        let extras: Extras = serde_json::from_value(extras.into()).map_err(D::Error::custom)?;
+        let spec = serde_json::from_value(object.into()).map_err(D::Error::custom)?;
+        Ok(ServiceRecord {
+            spec,
+            previous: extras.previous,
+            halted: extras.halted,
+        })
+    }
+}
+
+impl ServiceRecord {
+    /// A record of `spec` alone.
+    pub fn new(spec: ServiceSpec) -> ServiceRecord {
+        ServiceRecord {
+            spec,
+            previous: None,
+            halted: None,
+        }
+    }
+
+    /// The record after `spec` replaces this one's: a new shape keeps the
+    /// old spec as `previous` and clears a halt; a change of anything else
+    /// (instances, backoff) keeps both.
+    pub fn replaced_by(&self, spec: ServiceSpec) -> ServiceRecord {
+        if spec.fingerprint() == self.spec.fingerprint() {
+            ServiceRecord {
+                spec,
+                previous: self.previous.clone(),
+                halted: self.halted.clone(),
+            }
+        } else {
+            ServiceRecord {
+                spec,
+                previous: Some(Box::new(self.spec.clone())),
+                halted: None,
+            }
+        }
+    }
+
+    /// The record after a rollback: the previous spec comes back (with
+    /// the current instance count) and the current one becomes previous.
+    /// `None` without a previous spec.
+    pub fn rolled_back(&self) -> Option<ServiceRecord> {
+        let mut back = (**self.previous.as_ref()?).clone();
+        back.instances = self.spec.instances;
+        Some(ServiceRecord {
+            spec: back,
+            previous: Some(Box::new(self.spec.clone())),
+            halted: None,
+        })
+    }
+}
+
+/// True when `task` of `spec` counts as available at `now` (seconds since
+/// the UNIX epoch); see the module docs.
+pub fn is_available(spec: &ServiceSpec, task: &TaskRecord, now: f64) -> bool {
+    if !is_live(task) || task.state != TaskState::TaskRunning {
+        return false;
+    }
+    let min = spec.upgrade_policy().min_healthy.as_secs_f64();
+    let since = if spec.health_check.is_some() {
+        if task.healthy != Some(true) {
+            return false;
+        }
+        task.healthy_since.or(task.running_since())
+    } else {
+        task.running_since()
+    };
+    since.is_some_and(|s| now - s >= min)
+}
+
+/// A rollout as the snapshot shows it (present while one is under way or
+/// halted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RolloutStatus {
+    /// Desired instances.
+    pub desired: u32,
+    /// Instances whose task runs the current spec.
+    pub replaced: u32,
+    /// Of those, the available ones (healthy for `min_healthy`).
+    pub healthy: u32,
+    /// Live tasks still on another spec.
+    pub remaining: u32,
+    /// Set while halted.
+    pub halted: Option<Halt>,
+}
+
+/// True when a live `task` serves nothing: not RUNNING, or its health
+/// check last reported it unhealthy.
+pub fn is_down(task: &TaskRecord) -> bool {
+    task.state != TaskState::TaskRunning || task.healthy == Some(false)
+}
+
+/// Where a service's rollout stands.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Desired instances whose task runs the current spec.
+    pub replaced: u32,
+    /// Of those, the available ones.
+    pub healthy: u32,
+    /// Live tasks still running another spec.
+    pub remaining: u32,
+    /// Desired instances not available (no task, or its task not yet
+    /// available), ascending.
+    pub unavailable: Vec<u32>,
+}
+
+impl Progress {
+    /// True while the rollout is not over: outdated tasks remain, or a
+    /// replacement is not available yet.
+    pub fn in_progress(&self) -> bool {
+        self.remaining > 0 || (self.replaced > 0 && !self.unavailable.is_empty())
+    }
+}
+
+/// The rollout's progress of `spec` over its tasks at `now` (seconds since
+/// the UNIX epoch).
+pub fn progress<'a>(
+    spec: &ServiceSpec,
+    tasks: impl IntoIterator<Item = &'a TaskRecord>,
+    now: f64,
+) -> Progress {
+    let fingerprint = spec.fingerprint();
+    let mut out = Progress::default();
+    let mut current = vec![false; spec.instances as usize];
+    let mut available = vec![false; spec.instances as usize];
+    for task in tasks.into_iter().filter(|t| t.service == spec.name) {
+        if !is_live(task) {
+            continue;
+        }
+        if task.fingerprint != fingerprint {
+            out.remaining += 1;
+        }
+        let Some(i) = usize::try_from(task.instance)
+            .ok()
+            .filter(|i| *i < current.len())
+        else {
+            continue;
+        };
+        current[i] |= task.fingerprint == fingerprint;
+        available[i] |= is_available(spec, task, now);
+    }
+    out.replaced = current.iter().filter(|c| **c).count() as u32;
+    out.healthy = (0..current.len())
+        .filter(|i| current[*i] && available[*i])
+        .count() as u32;
+    out.unavailable = (0..spec.instances)
+        .filter(|i| !available[*i as usize])
+        .collect();
+    out
+}
+
+/// The next outdated task of `spec` to kill, if any (see the module docs);
+/// `halted` rollouts kill only outdated tasks that are not available.
+pub fn next_replacement<'a>(
+    spec: &ServiceSpec,
+    tasks: impl IntoIterator<Item = &'a TaskRecord> + Clone,
+    max_unavailable: u32,
+    halted: bool,
+    now: f64,
+) -> Option<TaskId> {
+    let fingerprint = spec.fingerprint();
+    let outdated = || {
+        tasks
+            .clone()
+            .into_iter()
+            .filter(|t| t.service == spec.name && is_live(t) && t.fingerprint != fingerprint)
+    };
+    if let Some(down) = outdated().filter(|t| is_down(t)).min_by_key(|t| t.instance) {
+        return Some(down.task_id.clone());
+    }
+    if halted {
+        return None;
+    }
+    let unavailable = progress(spec, tasks.clone(), now).unavailable.len() as u32;
+    if unavailable >= max_unavailable.max(1) {
+        return None;
+    }
+    outdated()
+        .min_by_key(|t| t.instance)
+        .map(|t| t.task_id.clone())
+}
+
+/// The reason a rollout halts, when an instance has been unavailable past
+/// the deadline: `unavailable_since` is when the rollout last saw every
+/// instance available, or began.
+pub fn overdue(
+    spec: &ServiceSpec,
+    progress: &Progress,
+    unavailable_since: f64,
+    now: f64,
+) -> Option<String> {
+    let policy = spec.upgrade_policy();
+    if !progress.in_progress() || progress.unavailable.is_empty() {
+        return None;
+    }
+    if now - unavailable_since < policy.deadline.as_secs_f64() {
+        return None;
+    }
+    let instances: Vec<String> = progress
+        .unavailable
+        .iter()
+        .take(5)
+        .map(u32::to_string)
+        .collect();
+    let what = if spec.health_check.is_some() {
+        "RUNNING and healthy"
+    } else {
+        "RUNNING"
+    };
+    Some(format!(
+        "instance(s) {} not {what} for {} within the deadline of {}",
+        instances.join(", "),
+        humantime::format_duration(policy.min_healthy),
+        humantime::format_duration(policy.deadline),
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,186 @@
+use super::*;
+use crate::scheduler::services::ExecutorKind;
+
+fn spec(instances: u32, check: bool) -> ServiceSpec {
+    let mut json = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
+        "instances": instances, "ports": 1, "upgrade": {"min_healthy": "10s", "deadline": "60s"}});
+    if check {
+        json["health_check"] = serde_json::json!({"type": "http", "port_index": 0});
+    }
+    serde_json::from_value(json).unwrap()
+}
+
+fn task(id: &str, instance: u32, fingerprint: &str, running_at: f64) -> TaskRecord {
+    TaskRecord {
+        task_id: id.into(),
+        service: "web".into(),
+        instance,
+        fingerprint: fingerprint.into(),
+        agent_id: "a".into(),
+        hostname: "h".into(),
+        executor: ExecutorKind::Command,
+        executor_id: id.into(),
+        ports: vec![],
+        state: TaskState::TaskRunning,
+        launched_at: running_at,
+        updated_at: running_at,
+        kill: None,
+        timeline: vec![],
+        healthy: None,
+        healthy_since: None,
+    }
+}
+
+fn healthy(mut t: TaskRecord, since: f64) -> TaskRecord {
+    t.healthy = Some(true);
+    t.healthy_since = Some(since);
+    t
+}
+
+#[test]
+fn available_means_running_and_healthy_for_min_healthy() {
+    let s = spec(1, true);
+    let t = task("a", 0, "f", 0.0);
+    assert!(!is_available(&s, &t, 100.0), "no health report yet");
+    let t = healthy(t, 50.0);
+    assert!(!is_available(&s, &t, 55.0), "healthy for 5 s of 10");
+    assert!(is_available(&s, &t, 60.0));
+    let mut sick = t.clone();
+    sick.healthy = Some(false);
+    assert!(!is_available(&s, &sick, 100.0));
+    // Without a check, RUNNING for min_healthy is enough.
+    let plain = spec(1, false);
+    let t = task("b", 0, "f", 0.0);
+    assert!(!is_available(&plain, &t, 9.0));
+    assert!(is_available(&plain, &t, 10.0));
+}
+
+#[test]
+fn a_replacement_must_be_healthy_before_the_next_old_task_goes() {
+    let s = spec(3, true);
+    let fp = s.fingerprint();
+    let mut tasks: Vec<TaskRecord> = (0..3)
+        .map(|i| healthy(task(&format!("old{i}"), i, "old", 0.0), 0.0))
+        .collect();
+    let at = 100.0;
+    assert_eq!(
+        next_replacement(&s, &tasks, 1, false, at).as_deref(),
+        Some("old0")
+    );
+    tasks.remove(0);
+    // The replacement runs but has not reported healthy: nothing else goes.
+    tasks.push(task("new0", 0, &fp, at));
+    assert_eq!(next_replacement(&s, &tasks, 1, false, at + 30.0), None);
+    let p = progress(&s, &tasks, at + 30.0);
+    assert_eq!((p.replaced, p.healthy, p.remaining), (1, 0, 2));
+    assert!(p.in_progress());
+    // Healthy, but not for min_healthy yet.
+    tasks[2] = healthy(tasks[2].clone(), at + 30.0);
+    assert_eq!(next_replacement(&s, &tasks, 1, false, at + 35.0), None);
+    assert_eq!(
+        next_replacement(&s, &tasks, 1, false, at + 40.0).as_deref(),
+        Some("old1")
+    );
+    // A halted rollout kills no available old task.
+    assert_eq!(next_replacement(&s, &tasks, 1, true, at + 40.0), None);
+}
+
+#[test]
+fn outdated_tasks_that_are_down_go_first_even_when_halted() {
+    let s = spec(2, true);
+    let mut broken = task("broken0", 0, "other", 0.0);
+    broken.healthy = Some(false);
+    let ok = healthy(task("ok1", 1, &s.fingerprint(), 0.0), 0.0);
+    let tasks = [broken, ok];
+    assert_eq!(
+        next_replacement(&s, &tasks, 1, true, 100.0).as_deref(),
+        Some("broken0")
+    );
+    // Healthy for less than min_healthy is not down: it waits its turn.
+    let fresh = [
+        healthy(task("old0", 0, "other", 99.0), 99.0),
+        healthy(task("old1", 1, "other", 0.0), 0.0),
+        healthy(task("new2", 2, &s.fingerprint(), 0.0), 0.0),
+    ];
+    let three = ServiceSpec {
+        instances: 3,
+        ..s.clone()
+    };
+    assert_eq!(
+        next_replacement(&three, &fresh, 1, false, 100.0),
+        None,
+        "old0 is not available yet: nothing may go"
+    );
+}
+
+#[test]
+fn overdue_names_the_instances_past_the_deadline() {
+    let s = spec(2, true);
+    let fp = s.fingerprint();
+    let tasks = [
+        task("new0", 0, &fp, 0.0),
+        healthy(task("old1", 1, "old", 0.0), 0.0),
+    ];
+    let p = progress(&s, &tasks, 59.0);
+    assert_eq!(p.unavailable, [0]);
+    assert_eq!(overdue(&s, &p, 0.0, 59.0), None);
+    let why = overdue(&s, &p, 0.0, 60.0).expect("halts");
+    assert!(
+        why.contains("instance(s) 0 not RUNNING and healthy"),
+        "{why}"
+    );
+    // Done: every task current and available.
+    let done = [
+        healthy(task("new0", 0, &fp, 0.0), 0.0),
+        healthy(task("new1", 1, &fp, 0.0), 0.0),
+    ];
+    let p = progress(&s, &done, 100.0);
+    assert!(!p.in_progress());
+    assert_eq!(overdue(&s, &p, 0.0, 100.0), None);
+}
+
+#[test]
+fn stored_records_keep_the_previous_spec_and_read_plain_specs() {
+    let a = spec(2, false);
+    let plain: ServiceRecord = serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
+    assert_eq!(plain, ServiceRecord::new(a.clone()));
+    let mut b = a.clone();
+    b.mem = 64.0;
+    let upgraded = plain.replaced_by(b.clone());
+    assert_eq!(upgraded.previous.as_deref(), Some(&a));
+    let mut halted = upgraded.clone();
+    halted.halted = Some(Halt {
+        at: 1.0,
+        reason: "r".into(),
+    });
+    let json = serde_json::to_value(&halted).unwrap();
+    assert_eq!(json["mem"], 64.0);
+    assert_eq!(json["previous"]["mem"], 32.0);
+    let back: ServiceRecord = serde_json::from_value(json).unwrap();
+    assert_eq!(back, halted);
+    // Scaling keeps the halt and the previous spec; a new shape clears it.
+    let mut scaled = b.clone();
+    scaled.instances = 5;
+    assert_eq!(halted.replaced_by(scaled).halted, halted.halted);
+    let rolled = halted.rolled_back().unwrap();
+    assert_eq!((rolled.spec.mem, rolled.halted.clone()), (32.0, None));
+    assert_eq!(rolled.previous.as_deref(), Some(&b));
+    assert!(ServiceRecord::new(a).rolled_back().is_none());
+    // A stored record still refuses unknown fields of the spec.
+    let odd = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
+        "instances": 1, "instnaces": 2});
+    assert!(serde_json::from_value::<ServiceRecord>(odd).is_err());
+}
+
+#[test]
+fn upgrade_policy_is_validated_and_outside_the_fingerprint() {
+    let mut s = spec(1, false);
+    let before = s.fingerprint();
+    s.upgrade = Some(UpgradePolicy {
+        min_healthy: Duration::from_secs(60),
+        deadline: Duration::from_secs(30),
+    });
+    assert_eq!(s.fingerprint(), before);
+    let fields: Vec<String> = s.validate().into_iter().map(|e| e.field).collect();
+    assert_eq!(fields, ["upgrade.deadline"]);
+}
