@@ -65,61 +65,21 @@ pub struct HealthCheckSpec {
     pub command: Option<CommandSpec>,
     /// Failures before the first success are ignored this long after the
     /// task started (it includes `delay`).
-    #[serde(
-        default = "default_grace",
-        serialize_with = "humantime_serde::serialize",
-        deserialize_with = "grace_period"
-    )]
+    #[serde(default = "default_grace", with = "crate::util::duration")]
     pub grace_period: Duration,
     /// From the end of one check to the start of the next; above zero.
-    #[serde(
-        default = "default_interval",
-        serialize_with = "humantime_serde::serialize",
-        deserialize_with = "interval"
-    )]
+    #[serde(default = "default_interval", with = "crate::util::duration")]
     pub interval: Duration,
     /// Longest check, which then counts as a failure; above zero.
-    #[serde(
-        default = "default_timeout",
-        serialize_with = "humantime_serde::serialize",
-        deserialize_with = "timeout"
-    )]
+    #[serde(default = "default_timeout", with = "crate::util::duration")]
     pub timeout: Duration,
     /// Before the first check, from the task's start.
-    #[serde(
-        default = "default_delay",
-        serialize_with = "humantime_serde::serialize",
-        deserialize_with = "delay"
-    )]
+    #[serde(default = "default_delay", with = "crate::util::duration")]
     pub delay: Duration,
     /// Failures in a row (past the grace period) after which the executor
     /// kills the task; 1 to [`MAX_CONSECUTIVE_FAILURES`].
     #[serde(default = "default_failures")]
     pub consecutive_failures: u32,
-}
-
-/// The duration fields, as named in errors (`health_check.<field>: …`).
-pub const DURATION_FIELDS: [&str; 4] = [
-    "health_check.grace_period",
-    "health_check.interval",
-    "health_check.timeout",
-    "health_check.delay",
-];
-
-fn grace_period<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    crate::util::deserialize_duration(d, DURATION_FIELDS[0])
-}
-
-fn interval<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    crate::util::deserialize_duration(d, DURATION_FIELDS[1])
-}
-
-fn timeout<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    crate::util::deserialize_duration(d, DURATION_FIELDS[2])
-}
-
-fn delay<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    crate::util::deserialize_duration(d, DURATION_FIELDS[3])
 }
 
 fn default_grace() -> Duration {
@@ -377,14 +337,12 @@ mod tests {
 
     #[test]
     fn durations_name_their_field_and_unknown_fields_are_refused() {
-        for field in DURATION_FIELDS {
-            let key = field.trim_start_matches("health_check.");
+        for key in ["grace_period", "interval", "timeout", "delay"] {
             let mut json = serde_json::json!({"type": "tcp", "port": 80});
             json[key] = "soon".into();
-            let err = serde_json::from_value::<HealthCheckSpec>(json)
-                .unwrap_err()
-                .to_string();
-            assert!(err.starts_with(&format!("{field}: ")), "{err}");
+            let err = crate::util::json::from_value::<HealthCheckSpec>(json).unwrap_err();
+            assert_eq!(err.path, key);
+            assert!(err.message.contains("expected a duration"), "{err}");
         }
         let err = serde_json::from_value::<HealthCheckSpec>(
             serde_json::json!({"type": "tcp", "port": 80, "max_failures": 3}),

@@ -44,9 +44,6 @@ pub const DEFAULT_MIN_HEALTHY: Duration = Duration::from_secs(10);
 /// room for slow starts and image pulls.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 
-/// The duration fields, as named in errors (`upgrade.<field>: …`).
-pub const DURATION_FIELDS: [&str; 2] = ["upgrade.min_healthy", "upgrade.deadline"];
-
 /// How a service's tasks are replaced after its spec changes. Not part of
 /// the tasks' shape: changing it replaces no task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,19 +51,11 @@ pub const DURATION_FIELDS: [&str; 2] = ["upgrade.min_healthy", "upgrade.deadline
 pub struct UpgradePolicy {
     /// How long a replacement must stay RUNNING (and healthy, with a
     /// check) before it counts as available.
-    #[serde(
-        default = "default_min_healthy",
-        serialize_with = "humantime_serde::serialize",
-        deserialize_with = "min_healthy"
-    )]
+    #[serde(default = "default_min_healthy", with = "crate::util::duration")]
     pub min_healthy: Duration,
     /// How long an instance may stay not available during a rollout before
     /// the rollout halts; above `min_healthy`.
-    #[serde(
-        default = "default_deadline",
-        serialize_with = "humantime_serde::serialize",
-        deserialize_with = "deadline"
-    )]
+    #[serde(default = "default_deadline", with = "crate::util::duration")]
     pub deadline: Duration,
 }
 
@@ -87,20 +76,12 @@ fn default_deadline() -> Duration {
     DEFAULT_DEADLINE
 }
 
-fn min_healthy<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    crate::util::deserialize_duration(d, DURATION_FIELDS[0])
-}
-
-fn deadline<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    crate::util::deserialize_duration(d, DURATION_FIELDS[1])
-}
-
 impl UpgradePolicy {
     /// Field-level problems (empty when valid).
     pub fn validate(&self) -> Vec<FieldError> {
         if self.deadline <= self.min_healthy {
             return vec![FieldError {
-                field: DURATION_FIELDS[1].into(),
+                field: "upgrade.deadline".into(),
                 message: "must be above upgrade.min_healthy".into(),
             }];
         }

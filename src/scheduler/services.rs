@@ -293,25 +293,13 @@ pub struct ServiceSpec {
     /// per consecutive failure up to `restart_backoff_max`. The count resets
     /// once a task has stayed TASK_RUNNING for `restart_backoff_max` (at
     /// least 10 seconds; see [`crate::scheduler::workload::RestartBackoff`]).
-    #[serde(
-        default = "default_backoff",
-        serialize_with = "humantime_serde::serialize",
-        deserialize_with = "restart_backoff"
-    )]
+    #[serde(default = "default_backoff", with = "crate::util::duration")]
     pub restart_backoff: Duration,
     /// Cap of the restart backoff.
-    #[serde(
-        default = "default_backoff_max",
-        serialize_with = "humantime_serde::serialize",
-        deserialize_with = "restart_backoff_max"
-    )]
+    #[serde(default = "default_backoff_max", with = "crate::util::duration")]
     pub restart_backoff_max: Duration,
     /// Time between SIGTERM and SIGKILL when a task is killed (Mesos `KillPolicy`).
-    #[serde(
-        default = "default_grace",
-        serialize_with = "humantime_serde::serialize",
-        deserialize_with = "kill_grace_period"
-    )]
+    #[serde(default = "default_grace", with = "crate::util::duration")]
     pub kill_grace_period: Duration,
     /// Which executor runs the tasks.
     #[serde(default)]
@@ -327,34 +315,6 @@ pub struct ServiceSpec {
     /// [`UpgradePolicy`]); not part of the fingerprint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<UpgradePolicy>,
-}
-
-/// The duration fields of a spec, nested ones with their path. Their
-/// deserialization errors start with the field's name and `: `.
-pub const DURATION_FIELDS: [&str; 9] = [
-    "restart_backoff",
-    "restart_backoff_max",
-    "kill_grace_period",
-    super::health::DURATION_FIELDS[0],
-    super::health::DURATION_FIELDS[1],
-    super::health::DURATION_FIELDS[2],
-    super::health::DURATION_FIELDS[3],
-    super::rollout::DURATION_FIELDS[0],
-    super::rollout::DURATION_FIELDS[1],
-];
-
-// Durations go through the one bounded parser ([`crate::util::parse_duration`]);
-// each field's wrapper names it in errors.
-fn restart_backoff<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    crate::util::deserialize_duration(d, "restart_backoff")
-}
-
-fn restart_backoff_max<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    crate::util::deserialize_duration(d, "restart_backoff_max")
-}
-
-fn kill_grace_period<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    crate::util::deserialize_duration(d, "kill_grace_period")
 }
 
 fn default_backoff() -> Duration {
@@ -509,9 +469,10 @@ impl ServiceSpec {
 /// Why a `--services` file is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ServicesFileError {
-    /// Not a JSON array of service specs.
+    /// Not a JSON array of service specs, a key given twice, or a field
+    /// that does not parse; the error names its path (`[2].cpus`).
     #[error("not a JSON array of services: {0}")]
-    NotJson(#[from] serde_json::Error),
+    NotJson(#[from] crate::util::json::JsonError),
     /// Specs that do not validate, or names used twice.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Invalid(Vec<ServiceProblem>),
@@ -543,7 +504,7 @@ pub enum ServiceProblem {
 /// Parses a `--services` file: a JSON array of specs, each validated, names
 /// unique. Errors name the service (by index and name) and the field.
 pub fn parse_services_file(text: &str) -> Result<Vec<ServiceSpec>, ServicesFileError> {
-    let specs: Vec<ServiceSpec> = serde_json::from_str(text)?;
+    let specs: Vec<ServiceSpec> = crate::util::json::parse(text.as_bytes())?;
     let mut problems = Vec::new();
     for (index, spec) in specs.iter().enumerate() {
         for error in spec.validate() {
@@ -703,9 +664,9 @@ mod tests {
                 let mut json = serde_json::json!({"name": "a", "command": "x", "cpus": 1,
                     "mem": 1, "instances": 1});
                 json[field] = value.into();
-                let err = serde_json::from_value::<ServiceSpec>(json).unwrap_err();
+                let err = crate::util::json::from_value::<ServiceSpec>(json).unwrap_err();
+                assert_eq!(err.path, field);
                 let err = err.to_string();
-                assert!(err.starts_with(&format!("{field}: ")), "{err}");
                 assert!(err.contains(says), "{err}");
             }
         }
@@ -784,11 +745,8 @@ mod tests {
         );
         let mut json = serde_json::json!({"name": "a", "command": "x", "cpus": 1, "mem": 1,
             "instances": 1, "health_check": {"type": "tcp", "port": 80, "timeout": "-1s"}});
-        let err = serde_json::from_value::<ServiceSpec>(json.clone()).unwrap_err();
-        assert!(
-            err.to_string().starts_with("health_check.timeout: "),
-            "{err}"
-        );
+        let err = crate::util::json::from_value::<ServiceSpec>(json.clone()).unwrap_err();
+        assert_eq!(err.path, "health_check.timeout", "{err}");
         json["health_check"]["timeout"] = "1s".into();
         let back: ServiceSpec = serde_json::from_value(json).unwrap();
         let again: ServiceSpec =
@@ -813,5 +771,14 @@ mod tests {
                 .contains("services[1]: duplicate name \"a\"")
         );
         assert!(parse_services_file("{}").is_err());
+        // A key given twice, and a bad field, are named by their path.
+        let twice = r#"[{"name":"a","command":"x","cpus":0.1,"mem":32,"instances":1,
+                        "env":{"A":"1","A":"2"}}]"#;
+        let error = parse_services_file(twice).unwrap_err().to_string();
+        assert!(error.contains("[0].env.A: given more than once"), "{error}");
+        let slow = r#"[{"name":"a","command":"x","cpus":0.1,"mem":32,"instances":1,
+                       "health_check":{"type":"tcp","port":1,"interval":"soon"}}]"#;
+        let error = parse_services_file(slow).unwrap_err().to_string();
+        assert!(error.contains("[0].health_check.interval: "), "{error}");
     }
 }

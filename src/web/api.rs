@@ -29,12 +29,13 @@ use super::AppState;
 use super::actions::{ActionsView, ask, leader_precheck};
 use super::auth::{self, Peer};
 use super::error::AppError;
+use super::query::StrictQuery;
 use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
     StateView, TaskDetailView, TaskQuery, TasksView, readiness,
 };
-use crate::scheduler::services::DURATION_FIELDS;
 use crate::scheduler::{Command, FieldError, ServiceSpec, Snapshot};
+use crate::util::json::JsonError;
 use crate::util::unix_now_secs;
 
 /// The problem for a query string that does not parse.
@@ -53,12 +54,12 @@ pub async fn state(State(state): State<AppState>) -> Json<StateView> {
     Json(StateView::new(&s, &state.derived(&s), unix_now_secs()))
 }
 
-/// `GET /api/v1/tasks`: filters and paging as [`TaskQuery`].
+/// `GET /api/v1/tasks`: filters and paging as [`TaskQuery`]; another
+/// parameter is 400, named.
 pub async fn tasks(
     State(state): State<AppState>,
-    query: Result<Query<TaskQuery>, QueryRejection>,
+    StrictQuery(query): StrictQuery<TaskQuery>,
 ) -> Result<Json<TasksView>, AppError> {
-    let Query(query) = query.map_err(bad_query)?;
     let s = state.handle.snapshot();
     Ok(Json(TasksView::new(&s, &state.derived(&s), &query)?))
 }
@@ -97,12 +98,12 @@ pub async fn replicas(State(state): State<AppState>) -> Json<ReplicasView> {
     Json(replicas_view(&state, &s).await)
 }
 
-/// `GET /api/v1/events`: `kind`, `limit` as [`EventQuery`].
+/// `GET /api/v1/events`: `kind`, `limit` as [`EventQuery`]; another
+/// parameter is 400, named.
 pub async fn events(
     State(state): State<AppState>,
-    query: Result<Query<EventQuery>, QueryRejection>,
+    StrictQuery(query): StrictQuery<EventQuery>,
 ) -> Result<Json<EventsView>, AppError> {
-    let Query(query) = query.map_err(bad_query)?;
     Ok(Json(EventsView::new(&state.handle.snapshot(), &query)?))
 }
 
@@ -194,9 +195,28 @@ pub(crate) fn json_body(
             "send the body as Content-Type: application/json",
         ));
     }
-    serde_json::from_slice(&body)
-        .map(Some)
-        .map_err(|e| AppError::bad_request(format!("the body is not JSON: {e}")))
+    match crate::util::json::parse(&body) {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.syntax => Err(AppError::bad_request(format!(
+            "the body is not JSON: {}",
+            e.message
+        ))),
+        Err(e) => Err(json_field_error(e)),
+    }
+}
+
+/// A field-level 400 naming the JSON path of the value at fault (`body`
+/// for the whole document).
+fn json_field_error(e: JsonError) -> AppError {
+    let field = if e.path.is_empty() {
+        "body".to_string()
+    } else {
+        e.path
+    };
+    AppError::invalid(vec![FieldError {
+        field,
+        message: e.message,
+    }])
 }
 
 fn unsupported_media_type(detail: &str) -> AppError {
@@ -249,18 +269,7 @@ pub async fn put_service(
             message: format!("must equal the name in the path ({name:?})"),
         }]));
     }
-    let spec: ServiceSpec = serde_json::from_value(value).map_err(|e| {
-        let message = e.to_string();
-        // A duration field's error names it first.
-        let (field, message) = DURATION_FIELDS
-            .iter()
-            .find_map(|f| {
-                let rest = message.strip_prefix(f)?.strip_prefix(": ")?;
-                Some((f.to_string(), rest.to_string()))
-            })
-            .unwrap_or_else(|| ("body".to_string(), message.clone()));
-        AppError::invalid(vec![FieldError { field, message }])
-    })?;
+    let spec: ServiceSpec = crate::util::json::from_value(value).map_err(json_field_error)?;
     let errors = spec.validate();
     if !errors.is_empty() {
         return Err(AppError::invalid(errors));

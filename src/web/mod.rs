@@ -24,6 +24,8 @@
 //! - [`error`]: [`AppError`], the one error type at the HTTP edge (JSON
 //!   problem bodies, HTML error pages);
 //! - [`live`]: the server-sent-event stream that keeps pages live;
+//! - [`query`]: query strings that refuse unknown parameters, and the URI
+//!   length limit;
 //! - [`assets`]: CSS and JS from `static/`, compiled in (a directory may
 //!   override them during development);
 //! - `server`: the accept loop — HTTP/1.1 with a header read timeout, a
@@ -35,7 +37,7 @@
 //! |---|---|---|---|
 //! | GET | `/`, `/tasks`, `/tasks/{id}`, `/services`, `/offers`, `/replicas`, `/events`, `/actions`, `/audit` | anyone | 200 HTML (400 bad query, 404 unknown task) |
 //! | GET | `/tasks/{id}/logs/{stdout\|stderr}?offset=` | anyone | 200 HTML, a page of the task's sandbox file ([`logs`]); 400, 404, 410, 502, 503, 504 |
-//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}`, `/audit` | anyone | 200 JSON twins of the pages (400, 404 as problems; `/audit` refuses unknown parameters) |
+//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}`, `/audit` | anyone | 200 JSON twins of the pages (400, 404 as problems; `/tasks`, `/events` and `/audit` refuse unknown parameters) |
 //! | GET | `/api/v1/tasks/{id}/logs/{stdout\|stderr}?offset=&length=` | anyone | 200 one read of the sandbox file ([`logs::LogView`]); 400, 404, 410, 502, 503, 504 |
 //! | GET | `/api/v1/history?window=15m\|1h\|6h&points=N` | anyone | 200 the charts' samples and marks ([`history::HistoryView`]); 400 |
 //! | GET | `/api/v1/stream` | anyone | server-sent events, one per snapshot |
@@ -56,7 +58,10 @@
 //! Anything else: 404, an HTML page or (under `/api/`) a JSON problem; a
 //! known path with the wrong method: 405 with `Allow`. Bodies are limited
 //! to [`MAX_BODY_BYTES`] (413 at once when `Content-Length` declares more)
-//! and must arrive within [`WebConfig::header_read_timeout`] (else 408).
+//! and must arrive within [`WebConfig::header_read_timeout`] (else 408);
+//! URIs to [`query::MAX_URI_BYTES`] (else 414). JSON bodies may not give
+//! a key twice in one object, and their errors name the JSON path of the
+//! field ([`crate::util::json`]).
 //!
 //! ## Who may act
 //!
@@ -84,6 +89,7 @@ pub mod live;
 pub mod logs;
 pub mod metrics;
 pub mod pages;
+pub mod query;
 mod server;
 pub mod tls;
 pub mod tokens;
@@ -488,6 +494,7 @@ pub fn router(state: AppState) -> Router {
         state.clone(),
         bounded_body,
     ))
+    .layer(axum::middleware::from_fn(query::bounded_uri))
     .layer(axum::middleware::map_response(security_headers))
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
     // 5xx answers are mostly deliberate (a follower's 503 with the leader's

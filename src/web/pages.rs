@@ -3,8 +3,11 @@
 //! and works without JavaScript; `static/app.js` only refreshes the part
 //! marked `#live` when a new snapshot arrives.
 
+use std::sync::Arc;
+
 use askama::Template;
 use askama_web::WebTemplate;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -329,7 +332,7 @@ struct OverviewPage {
 pub async fn overview(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<super::history::HistoryQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<super::history::HistoryQuery>, QueryRejection>,
 ) -> Result<Response, AppError> {
     let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
     let window = super::history::Window::parse(query.window.as_deref()).map_err(AppError::html)?;
@@ -384,21 +387,31 @@ struct TasksPage {
     view: TasksView,
 }
 
+/// The snapshot and the view `make` builds of it under a page's query;
+/// a query that does not decode, or that the view refuses, is a 400 page.
+fn query_view<Q, V>(
+    state: &AppState,
+    query: Result<Query<Q>, QueryRejection>,
+    make: impl FnOnce(&Arc<Snapshot>, &Q) -> Result<V, AppError>,
+) -> Result<(Arc<Snapshot>, V), AppError> {
+    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
+    let s = state.handle.snapshot();
+    let view = make(&s, &query).map_err(AppError::html)?;
+    Ok((s, view))
+}
+
 /// `GET /tasks`: sortable, filterable, paged (see [`TaskQuery`]).
 pub async fn tasks(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<TaskQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<TaskQuery>, QueryRejection>,
 ) -> Result<Response, AppError> {
-    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
-    let s = state.handle.snapshot();
-    let view = TasksView::new(&s, &state.derived(&s), &query).map_err(AppError::html)?;
+    let (s, view) = query_view(&state, query, |s, q| {
+        TasksView::new(s, &state.derived(s), q)
+    })?;
     let json = format!("/api/v1/tasks{}", view.query(&[]));
-    Ok(TasksPage {
-        chrome: Chrome::new(&state, &s, &headers, "tasks", "Tasks", json),
-        view,
-    }
-    .into_response())
+    let chrome = Chrome::new(&state, &s, &headers, "tasks", "Tasks", json);
+    Ok(TasksPage { chrome, view }.into_response())
 }
 
 #[derive(Template, WebTemplate)]
@@ -478,11 +491,9 @@ struct EventsPage {
 pub async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<EventQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<EventQuery>, QueryRejection>,
 ) -> Result<Response, AppError> {
-    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
-    let s = state.handle.snapshot();
-    let view = EventsView::new(&s, &query).map_err(AppError::html)?;
+    let (s, view) = query_view(&state, query, |s, q| EventsView::new(s, q))?;
     let json = match &view.kind {
         Some(k) => format!(
             "/api/v1/events?{}",
@@ -490,11 +501,8 @@ pub async fn events(
         ),
         None => "/api/v1/events".to_string(),
     };
-    Ok(EventsPage {
-        chrome: Chrome::new(&state, &s, &headers, "events", "Events", json),
-        view,
-    }
-    .into_response())
+    let chrome = Chrome::new(&state, &s, &headers, "events", "Events", json);
+    Ok(EventsPage { chrome, view }.into_response())
 }
 
 #[derive(Template, WebTemplate)]
@@ -541,7 +549,7 @@ struct AuditPage {
 pub async fn audit(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<super::audit::AuditQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<super::audit::AuditQuery>, QueryRejection>,
 ) -> Result<Response, AppError> {
     let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
     let view = super::audit::AuditView::load(&state, query)

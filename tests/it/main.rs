@@ -65,6 +65,7 @@ mod web_console;
 mod web_liveness;
 mod web_logs;
 mod web_pages;
+mod web_rollout;
 mod web_tls;
 mod wire_health_container;
 mod wire_vectors;

@@ -12,12 +12,13 @@
 
 use crate::support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use mesos_appliance::coordination::RecordKind;
 use mesos_appliance::scheduler::rollout::{RolloutAction, ServiceRecord};
 use mesos_appliance::scheduler::{Command, ServiceSpec, Snapshot, TaskRecord};
-use mesos_appliance::testbed::{SimulatedHealth, TestbedConfig};
+use mesos_appliance::testbed::{SimulatedHealth, Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, services};
 use support::zookeeper::ZkServer;
@@ -54,6 +55,29 @@ fn healthy_of<'a>(s: &'a Snapshot, spec: &ServiceSpec) -> Vec<&'a TaskRecord> {
     tasks
 }
 
+/// A replica on a real ZooKeeper and a two-agent testbed running
+/// `web("sleep 1000")`, once both its instances are healthy; the snapshot
+/// then.
+async fn running_old() -> (ZkServer, Testbed, Replica, ServiceSpec, Arc<Snapshot>) {
+    let zk = ZkServer::start();
+    let tb = support::testbed(TestbedConfig::for_tests(2)).await;
+    let old = web("sleep 1000");
+    let replica = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        vec![old.clone()],
+        core_config(),
+    )
+    .await;
+    let s = replica
+        .wait_for("two healthy tasks", WAIT, |s| {
+            healthy_of(s, &old).len() == 2
+        })
+        .await;
+    (zk, tb, replica, old, s)
+}
+
 async fn stored(replica: &Replica) -> ServiceRecord {
     let raw = replica
         .coordinator
@@ -78,22 +102,7 @@ async fn rollout(replica: &Replica, action: RolloutAction) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_upgrade_completes_in_order() {
-    let zk = ZkServer::start();
-    let tb = support::testbed(TestbedConfig::for_tests(2)).await;
-    let old = web("sleep 1000");
-    let replica = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        vec![old.clone()],
-        core_config(),
-    )
-    .await;
-    replica
-        .wait_for("two healthy tasks", WAIT, |s| {
-            healthy_of(s, &old).len() == 2
-        })
-        .await;
+    let (_zk, _tb, replica, old, _) = running_old().await;
     let new = web("sleep 2000");
     assert_eq!(replica.put_service(new.clone()).await, Ok(true));
     let s = replica
@@ -122,22 +131,7 @@ async fn a_healthy_upgrade_completes_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_that_never_becomes_healthy_halts_and_rolls_back() {
-    let zk = ZkServer::start();
-    let tb = support::testbed(TestbedConfig::for_tests(2)).await;
-    let old = web("sleep 1000");
-    let replica = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        vec![old.clone()],
-        core_config(),
-    )
-    .await;
-    let s = replica
-        .wait_for("two healthy tasks", WAIT, |s| {
-            healthy_of(s, &old).len() == 2
-        })
-        .await;
+    let (_zk, tb, replica, old, s) = running_old().await;
     let old1 = healthy_of(&s, &old)[1].task_id.clone();
     // Every task of the new release fails its checks.
     let broken = web("sleep 2000");

@@ -838,3 +838,67 @@ async fn uri_passwords_are_hidden_in_answers_but_kept_in_the_spec() {
     assert!(!text.contains("pw9secret"), "{text}");
     assert!(text.contains("u:***@"), "{text}");
 }
+
+#[tokio::test]
+async fn specs_refuse_keys_given_twice_and_errors_name_the_json_path() {
+    let web = TestWeb::leader();
+    let put = |body: &str| {
+        request(Method::PUT, "/api/v1/services/sleeper")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    for (body, field, says) in [
+        (
+            r#"{"command": "x", "cpus": 1, "cpus": 2, "mem": 1, "instances": 1}"#,
+            "cpus",
+            "more than once",
+        ),
+        (
+            r#"{"command": "x", "cpus": 1, "mem": 1, "instances": 1, "env": {"A": "1", "A": "2"}}"#,
+            "env.A",
+            "more than once",
+        ),
+        (
+            r#"{"command": "x", "cpus": "many", "mem": 1, "instances": 1}"#,
+            "cpus",
+            "invalid type",
+        ),
+        (
+            r#"{"command": "x", "cpus": 1, "mem": 1}"#,
+            "instances",
+            "missing field",
+        ),
+        (
+            r#"{"command": "x", "cpus": 1, "mem": 1, "instances": 1, "ports": 1,
+                "health_check": {"type": "tcp", "port_index": 0, "interval": "soon"}}"#,
+            "health_check.interval",
+            "expected a duration",
+        ),
+        (
+            r#"{"command": "x", "cpus": 1, "mem": 1, "instances": 1,
+                "constraints": ["hostname:UNIQUE", 7]}"#,
+            "constraints[1]",
+            "invalid type",
+        ),
+    ] {
+        let r = web.send(put(body)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}: {}", r.text());
+        let v = r.json();
+        assert_eq!(v["errors"][0]["field"], field, "{body}: {v}");
+        let message = v["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    // Action bodies too.
+    let r = web
+        .send(
+            request(Method::POST, "/api/v1/actions/abdicate")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(r#"{"reason": "a", "reason": "b"}"#))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json()["errors"][0]["field"], "reason");
+    assert!(web.core.received().is_empty());
+}

@@ -755,3 +755,47 @@ async fn every_mutating_route_refuses_form_and_text_types_even_without_a_body() 
     assert_ne!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{}", r.text());
     assert_eq!(web.core.received(), ["delete_service"]);
 }
+
+#[tokio::test]
+async fn unknown_query_parameters_are_named_and_long_uris_are_problems() {
+    let web = TestWeb::leader();
+    for (path, parameter) in [
+        ("/api/v1/tasks?stat=TASK_FAILED", "stat"),
+        ("/api/v1/tasks?state=TASK_RUNNING&perpage=5", "perpage"),
+        ("/api/v1/events?kind=agent&limt=5", "limt"),
+    ] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}");
+        let v = r.json();
+        assert_eq!(v["errors"][0]["field"], parameter, "{path}: {v}");
+        assert_eq!(v["errors"].as_array().unwrap().len(), 1, "{path}: {v}");
+        assert!(
+            v["detail"].as_str().unwrap().contains("unknown parameter"),
+            "{v}"
+        );
+    }
+    for path in [
+        "/api/v1/tasks?state=TASK_RUNNING&per_page=5&health=&q=&sort=id&order=asc&page=1&service=web",
+        "/api/v1/events?kind=agent&limit=5",
+    ] {
+        assert_eq!(web.send(get(path)).await.status, StatusCode::OK, "{path}");
+    }
+
+    // A URI past the limit: the usual problem document, not an empty body.
+    let long = "x".repeat(mesos_appliance::web::query::MAX_URI_BYTES);
+    let r = web.send(get(&format!("/api/v1/tasks?q={long}"))).await;
+    assert_eq!(r.status, StatusCode::URI_TOO_LONG);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let v = r.json();
+    assert_eq!(v["type"], "urn:mesos-appliance:problem:uri-too-long");
+    assert!(
+        v["detail"].as_str().unwrap().contains("at most 8192"),
+        "{v}"
+    );
+    let r = web.send(get(&format!("/tasks?q={long}"))).await;
+    assert_eq!(r.status, StatusCode::URI_TOO_LONG);
+    assert!(r.text().contains("URI too long"));
+    let fits = "x".repeat(mesos_appliance::web::query::MAX_URI_BYTES - 100);
+    let r = web.send(get(&format!("/api/v1/tasks?q={fits}"))).await;
+    assert_eq!(r.status, StatusCode::OK);
+}

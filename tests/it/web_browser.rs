@@ -47,6 +47,11 @@ async fn dashboard_in_headless_chromium() {
     assert_eq!(b.text("#framework-id").await, FRAMEWORK_ID);
     assert_eq!(b.text("#leader").await, url);
     assert_eq!(b.text("#role").await, "leader");
+    let rollouts = b.texts("td.rollout").await;
+    assert!(
+        rollouts.iter().any(|r| r.contains("halted")),
+        "the halted rollout: {rollouts:?}"
+    );
     b.screenshot("web-01-overview").await;
 
     // Live refresh: a new snapshot shows up without reloading.
@@ -54,6 +59,16 @@ async fn dashboard_in_headless_chromium() {
     s.at += 30.0;
     s.events
         .push(event(s.at, "agent", "agent-9.cluster.test registered"));
+    // The health checks of `web` answered: three tasks fail theirs.
+    let mut unhealthy = 0;
+    for t in s.tasks.iter_mut() {
+        if t.service == "web" && t.state.as_str_name() == "TASK_RUNNING" {
+            let t = std::sync::Arc::make_mut(t);
+            t.healthy = Some(unhealthy >= 3);
+            t.healthy_since = Some(s.at - 5.0);
+            unhealthy += 1;
+        }
+    }
     leader.publish(s);
     b.wait_for_text(
         "#live",
@@ -70,6 +85,18 @@ async fn dashboard_in_headless_chromium() {
     assert_eq!(b.count("#health-filter").await, 1);
     assert!(b.text("#task-summary").await.contains("Tasks 1–50 of 60"));
     b.screenshot("web-02-tasks").await;
+    // The health column, and its filter.
+    let health: Vec<String> = b.texts("tr.task td.health").await;
+    assert!(health.iter().any(|h| h == "healthy"), "{health:?}");
+    assert!(health.iter().any(|h| h == "unhealthy"), "{health:?}");
+    b.select("#health-filter", "unhealthy").await;
+    b.click("#task-filters button[type=submit]").await;
+    b.wait_for_path("health=unhealthy").await;
+    assert_eq!(b.count("tr.task").await, 3);
+    let health: Vec<String> = b.texts("tr.task td.health").await;
+    assert_eq!(health, ["unhealthy"; 3]);
+    b.screenshot("web-02b-tasks-unhealthy").await;
+    b.goto(&format!("{url}/tasks")).await;
     b.click("#tasks th a[href*='sort=state']").await;
     b.wait_for_path("sort=state").await;
     b.click("a[rel=next]").await;

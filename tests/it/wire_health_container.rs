@@ -12,79 +12,23 @@ use mesos_appliance::scheduler::taskinfo::task_info;
 use prost::{Message, Name};
 use serde_json::{Value, json};
 
-// Field numbers and enum values in include/mesos/v1/mesos.proto.
-mod mesos {
-    pub mod task_info {
-        pub const CONTAINER: u32 = 9;
-        pub const HEALTH_CHECK: u32 = 8;
-    }
-    pub mod health_check {
-        pub const HTTP: u32 = 1;
-        pub const DELAY_SECONDS: u32 = 2;
-        pub const INTERVAL_SECONDS: u32 = 3;
-        pub const TIMEOUT_SECONDS: u32 = 4;
-        pub const CONSECUTIVE_FAILURES: u32 = 5;
-        pub const GRACE_PERIOD_SECONDS: u32 = 6;
-        pub const COMMAND: u32 = 7;
-        pub const TYPE: u32 = 8;
-        pub const TCP: u32 = 9;
-        pub const TYPE_HTTP: u64 = 2;
-        pub const TYPE_TCP: u64 = 3;
-        pub mod http {
-            pub const PORT: u32 = 1;
-            pub const PATH: u32 = 2;
-            pub const SCHEME: u32 = 3;
-        }
-        pub mod tcp {
-            pub const PORT: u32 = 1;
-        }
-    }
-    pub mod container_info {
-        pub const TYPE: u32 = 1;
-        pub const VOLUMES: u32 = 2;
-        pub const DOCKER: u32 = 3;
-        pub const MESOS: u32 = 5;
-        pub const TYPE_DOCKER: u64 = 1;
-        pub const TYPE_MESOS: u64 = 2;
-        pub mod docker {
-            pub const IMAGE: u32 = 1;
-            pub const NETWORK: u32 = 2;
-            pub const PORT_MAPPINGS: u32 = 3;
-            pub const PARAMETERS: u32 = 5;
-            pub const FORCE_PULL_IMAGE: u32 = 6;
-            pub const NETWORK_BRIDGE: u64 = 2;
-            pub const HOST_PORT: u32 = 1;
-            pub const CONTAINER_PORT: u32 = 2;
-        }
-        pub mod mesos_info {
-            pub const IMAGE: u32 = 1;
-        }
-    }
-    pub mod image {
-        pub const TYPE: u32 = 1;
-        pub const DOCKER: u32 = 3;
-        pub const CACHED: u32 = 4;
-        pub const TYPE_DOCKER: u64 = 2;
-        pub const DOCKER_NAME: u32 = 1;
-    }
-    pub mod volume {
-        pub const CONTAINER_PATH: u32 = 1;
-        pub const HOST_PATH: u32 = 2;
-        pub const MODE: u32 = 3;
-        pub const MODE_RO: u64 = 2;
-    }
-    pub mod parameter {
-        pub const KEY: u32 = 1;
-        pub const VALUE: u32 = 2;
-    }
-    pub mod task_status {
-        pub const TASK_ID: u32 = 1;
-        pub const STATE: u32 = 2;
-        pub const HEALTHY: u32 = 8;
-        pub const REASON: u32 = 10;
-        pub const STATE_RUNNING: u64 = 1;
-        pub const REASON_TASK_HEALTH_CHECK_STATUS_UPDATED: u64 = 29;
-    }
+/// Field numbers and enum values of include/mesos/v1/mesos.proto, written
+/// out in `tests/data/mesos-1.12-fields.txt` by their path
+/// (`health_check.http.PORT`).
+const MESOS_PROTO: &str = include_str!("../data/mesos-1.12-fields.txt");
+
+/// The number named `name` in [`MESOS_PROTO`].
+fn number(name: &str) -> u64 {
+    MESOS_PROTO
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} is not in mesos-1.12-fields.txt"))
+}
+
+/// A field number of [`MESOS_PROTO`].
+fn field(name: &str) -> u32 {
+    u32::try_from(number(name)).expect("a field number")
 }
 
 // A minimal protobuf writer: fields in the order given.
@@ -210,29 +154,28 @@ fn an_http_health_check_is_encoded_as_mesos_reads_it() {
             "consecutive_failures": 4}}),
     );
     let info = task_info(&spec, &planned(), "web.0.x", "fw", None);
-    use mesos::health_check as hc;
     let expected = cat(&[
         bytes(
-            hc::HTTP,
+            field("health_check.HTTP"),
             &cat(&[
-                uint(hc::http::PORT, 31000),
-                text(hc::http::PATH, "/health"),
-                text(hc::http::SCHEME, "http"),
+                uint(field("health_check.http.PORT"), 31000),
+                text(field("health_check.http.PATH"), "/health"),
+                text(field("health_check.http.SCHEME"), "http"),
             ]),
         ),
-        double(hc::DELAY_SECONDS, 5.0),
-        double(hc::INTERVAL_SECONDS, 2.0),
-        double(hc::TIMEOUT_SECONDS, 1.5),
-        uint(hc::CONSECUTIVE_FAILURES, 4),
-        double(hc::GRACE_PERIOD_SECONDS, 30.0),
-        uint(hc::TYPE, hc::TYPE_HTTP),
+        double(field("health_check.DELAY_SECONDS"), 5.0),
+        double(field("health_check.INTERVAL_SECONDS"), 2.0),
+        double(field("health_check.TIMEOUT_SECONDS"), 1.5),
+        uint(field("health_check.CONSECUTIVE_FAILURES"), 4),
+        double(field("health_check.GRACE_PERIOD_SECONDS"), 30.0),
+        uint(field("health_check.TYPE"), number("health_check.TYPE_HTTP")),
     ]);
     let check = info.health_check.clone().expect("health_check");
     let mesos_json = json!({"type": "HTTP",
         "http": {"port": 31000, "path": "/health", "scheme": "http"},
         "delay_seconds": 5.0, "interval_seconds": 2.0, "timeout_seconds": 1.5,
         "consecutive_failures": 4, "grace_period_seconds": 30.0});
-    let field = mesos::task_info::HEALTH_CHECK;
+    let field = field("task_info.HEALTH_CHECK");
     assert_on_the_wire(&info, field, &check, &expected, mesos_json.clone());
     assert_eq!(
         json::to_value(&info)["health_check"],
@@ -256,15 +199,17 @@ fn a_tcp_and_a_command_check_use_their_own_fields() {
     let check = task_info(&tcp, &planned(), "db.0.x", "fw", Some(&source))
         .health_check
         .unwrap();
-    use mesos::health_check as hc;
     let encoded = check.encode_to_vec();
     assert_eq!(
-        field_payloads(&encoded, hc::TCP),
-        [uint(hc::tcp::PORT, 5432)]
+        field_payloads(&encoded, field("health_check.TCP")),
+        [uint(field("health_check.tcp.PORT"), 5432)]
     );
     assert!(encoded.ends_with(&cat(&[
-        uint(hc::TYPE, hc::TYPE_TCP),
-        bytes(hc::TCP, &uint(hc::tcp::PORT, 5432)),
+        uint(field("health_check.TYPE"), number("health_check.TYPE_TCP")),
+        bytes(
+            field("health_check.TCP"),
+            &uint(field("health_check.tcp.PORT"), 5432)
+        ),
     ])));
     assert_eq!(json::to_value(&check)["tcp"], json!({"port": 5432}));
 
@@ -275,7 +220,7 @@ fn a_tcp_and_a_command_check_use_their_own_fields() {
     let check = task_info(&command, &planned(), "db.0.x", "fw", None)
         .health_check
         .unwrap();
-    let commands = field_payloads(&check.encode_to_vec(), hc::COMMAND);
+    let commands = field_payloads(&check.encode_to_vec(), field("health_check.COMMAND"));
     assert_eq!(commands.len(), 1);
     let info = v1::CommandInfo::decode(commands[0].as_slice()).unwrap();
     assert_eq!(info.value.as_deref(), Some("pg_isready"));
@@ -291,25 +236,30 @@ fn an_image_container_is_encoded_as_mesos_reads_it() {
             "volumes": [{"container_path": "/data", "host_path": "/srv/web", "mode": "RO"}]}}),
     );
     let info = task_info(&spec, &planned(), "web.0.x", "fw", None);
-    use mesos::{container_info as ci, image, volume};
     let expected = cat(&[
-        uint(ci::TYPE, ci::TYPE_MESOS),
+        uint(
+            field("container_info.TYPE"),
+            number("container_info.TYPE_MESOS"),
+        ),
         bytes(
-            ci::VOLUMES,
+            field("container_info.VOLUMES"),
             &cat(&[
-                text(volume::CONTAINER_PATH, "/data"),
-                text(volume::HOST_PATH, "/srv/web"),
-                uint(volume::MODE, volume::MODE_RO),
+                text(field("volume.CONTAINER_PATH"), "/data"),
+                text(field("volume.HOST_PATH"), "/srv/web"),
+                uint(field("volume.MODE"), number("volume.MODE_RO")),
             ]),
         ),
         bytes(
-            ci::MESOS,
+            field("container_info.MESOS"),
             &bytes(
-                ci::mesos_info::IMAGE,
+                field("container_info.mesos_info.IMAGE"),
                 &cat(&[
-                    uint(image::TYPE, image::TYPE_DOCKER),
-                    bytes(image::DOCKER, &text(image::DOCKER_NAME, "team/web:1.4")),
-                    uint(image::CACHED, 0),
+                    uint(field("image.TYPE"), number("image.TYPE_DOCKER")),
+                    bytes(
+                        field("image.DOCKER"),
+                        &text(field("image.DOCKER_NAME"), "team/web:1.4"),
+                    ),
+                    uint(field("image.CACHED"), 0),
                 ]),
             ),
         ),
@@ -319,7 +269,7 @@ fn an_image_container_is_encoded_as_mesos_reads_it() {
         "volumes": [{"container_path": "/data", "host_path": "/srv/web", "mode": "RO"}],
         "mesos": {"image": {"type": "DOCKER", "docker": {"name": "team/web:1.4"},
             "cached": false}}});
-    let field = mesos::task_info::CONTAINER;
+    let field = field("task_info.CONTAINER");
     assert_on_the_wire(&info, field, &container, &expected, mesos_json);
     assert!(json::missing_required_fields(&info).is_empty());
 }
@@ -335,29 +285,34 @@ fn a_docker_container_is_encoded_as_mesos_reads_it() {
     let container = task_info(&spec, &planned(), "web.0.x", "fw", None)
         .container
         .unwrap();
-    use mesos::{container_info as ci, parameter};
     let expected = cat(&[
-        uint(ci::TYPE, ci::TYPE_DOCKER),
+        uint(
+            field("container_info.TYPE"),
+            number("container_info.TYPE_DOCKER"),
+        ),
         bytes(
-            ci::DOCKER,
+            field("container_info.DOCKER"),
             &cat(&[
-                text(ci::docker::IMAGE, "nginx:1.27"),
-                uint(ci::docker::NETWORK, ci::docker::NETWORK_BRIDGE),
+                text(field("container_info.docker.IMAGE"), "nginx:1.27"),
+                uint(
+                    field("container_info.docker.NETWORK"),
+                    number("container_info.docker.NETWORK_BRIDGE"),
+                ),
                 bytes(
-                    ci::docker::PORT_MAPPINGS,
+                    field("container_info.docker.PORT_MAPPINGS"),
                     &cat(&[
-                        uint(ci::docker::HOST_PORT, 31000),
-                        uint(ci::docker::CONTAINER_PORT, 80),
+                        uint(field("container_info.docker.HOST_PORT"), 31000),
+                        uint(field("container_info.docker.CONTAINER_PORT"), 80),
                     ]),
                 ),
                 bytes(
-                    ci::docker::PARAMETERS,
+                    field("container_info.docker.PARAMETERS"),
                     &cat(&[
-                        text(parameter::KEY, "memory-swap"),
-                        text(parameter::VALUE, "-1"),
+                        text(field("parameter.KEY"), "memory-swap"),
+                        text(field("parameter.VALUE"), "-1"),
                     ]),
                 ),
-                uint(ci::docker::FORCE_PULL_IMAGE, 0),
+                uint(field("container_info.docker.FORCE_PULL_IMAGE"), 0),
             ]),
         ),
     ]);
@@ -373,12 +328,17 @@ fn a_docker_container_is_encoded_as_mesos_reads_it() {
 
 #[test]
 fn a_health_status_update_decodes_from_mesos_bytes_and_json() {
-    use mesos::task_status as ts;
     let bytes = cat(&[
-        bytes(ts::TASK_ID, &text(1, "web.0.x")),
-        uint(ts::STATE, ts::STATE_RUNNING),
-        uint(ts::HEALTHY, 0),
-        uint(ts::REASON, ts::REASON_TASK_HEALTH_CHECK_STATUS_UPDATED),
+        bytes(field("task_status.TASK_ID"), &text(1, "web.0.x")),
+        uint(
+            field("task_status.STATE"),
+            number("task_status.STATE_RUNNING"),
+        ),
+        uint(field("task_status.HEALTHY"), 0),
+        uint(
+            field("task_status.REASON"),
+            number("task_status.REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"),
+        ),
     ]);
     let status = v1::TaskStatus::decode(bytes.as_slice()).unwrap();
     assert_eq!(status.state(), v1::TaskState::TaskRunning);

@@ -141,6 +141,28 @@ impl Browser {
             .await
     }
 
+    /// Chooses the option `value` of the select element matching `css`.
+    pub async fn select(&self, css: &str, value: &str) {
+        self.on_element(css, "select in", |e| async move {
+            e.select_by_value(value).await
+        })
+        .await
+    }
+
+    /// The texts of every element matching `css`, in page order.
+    pub async fn texts(&self, css: &str) -> Vec<String> {
+        let elements = self
+            .client
+            .find_all(Locator::Css(css))
+            .await
+            .unwrap_or_default();
+        let mut texts = Vec::with_capacity(elements.len());
+        for e in elements {
+            texts.push(e.text().await.unwrap_or_default());
+        }
+        texts
+    }
+
     /// How many elements match `css`.
     pub async fn count(&self, css: &str) -> usize {
         self.client

@@ -308,48 +308,6 @@ impl SchedulerClient {
         self.call(payload.into_call()).await
     }
 
-    /// ACCEPT `offer_ids` with `operations` (e.g. LAUNCH); unused resources
-    /// are refused for `filters.refuse_seconds` (Mesos default 5 s).
-    pub async fn accept(
-        &self,
-        offer_ids: Vec<v1::OfferId>,
-        operations: Vec<v1::offer::Operation>,
-        filters: Option<v1::Filters>,
-    ) -> Result<(), CallError> {
-        self.send(call::Accept {
-            offer_ids,
-            operations,
-            filters,
-        })
-        .await
-    }
-
-    /// DECLINE `offer_ids`, refusing them for `filters.refuse_seconds`.
-    pub async fn decline(
-        &self,
-        offer_ids: Vec<v1::OfferId>,
-        filters: Option<v1::Filters>,
-    ) -> Result<(), CallError> {
-        self.send(call::Decline { offer_ids, filters }).await
-    }
-
-    /// ACKNOWLEDGE a status update. Only updates carrying a `uuid` need it;
-    /// master-generated ones (no uuid) must not be acknowledged
-    /// (`docs/mesos-protocol.md#acknowledgements`).
-    pub async fn acknowledge(
-        &self,
-        agent_id: v1::AgentId,
-        task_id: v1::TaskId,
-        uuid: Vec<u8>,
-    ) -> Result<(), CallError> {
-        self.send(call::Acknowledge {
-            agent_id,
-            task_id,
-            uuid,
-        })
-        .await
-    }
-
     /// KILL a task (on `agent_id` if known).
     pub async fn kill(
         &self,
@@ -377,21 +335,6 @@ impl SchedulerClient {
         self.send(call::Reconcile { tasks }).await
     }
 
-    /// MESSAGE `data` to an executor (no delivery guarantee).
-    pub async fn message(
-        &self,
-        agent_id: v1::AgentId,
-        executor_id: v1::ExecutorId,
-        data: Vec<u8>,
-    ) -> Result<(), CallError> {
-        self.send(call::Message {
-            agent_id,
-            executor_id,
-            data,
-        })
-        .await
-    }
-
     /// SUPPRESS offers for `roles` (all roles when empty).
     pub async fn suppress(&self, roles: Vec<String>) -> Result<(), CallError> {
         self.send(call::Suppress { roles }).await
@@ -411,6 +354,37 @@ impl SchedulerClient {
         })
         .await
     }
+}
+
+/// The calls that only carry their arguments, one method each:
+/// `name(args…)` sends `call::Message { args… }`.
+macro_rules! forwarding_calls {
+    ($($(#[$doc:meta])* $name:ident => $message:ident { $($arg:ident: $ty:ty),* $(,)? })*) => {
+        impl SchedulerClient {$(
+            $(#[$doc])*
+            pub async fn $name(&self, $($arg: $ty),*) -> Result<(), CallError> {
+                self.send(call::$message { $($arg),* }).await
+            }
+        )*}
+    };
+}
+
+forwarding_calls! {
+    /// ACCEPT `offer_ids` with `operations` (e.g. LAUNCH); unused resources
+    /// are refused for `filters.refuse_seconds` (Mesos default 5 s).
+    accept => Accept {
+        offer_ids: Vec<v1::OfferId>,
+        operations: Vec<v1::offer::Operation>,
+        filters: Option<v1::Filters>,
+    }
+    /// DECLINE `offer_ids`, refusing them for `filters.refuse_seconds`.
+    decline => Decline { offer_ids: Vec<v1::OfferId>, filters: Option<v1::Filters> }
+    /// ACKNOWLEDGE a status update. Only updates carrying a `uuid` need it;
+    /// master-generated ones (no uuid) must not be acknowledged
+    /// (`docs/mesos-protocol.md#acknowledgements`).
+    acknowledge => Acknowledge { agent_id: v1::AgentId, task_id: v1::TaskId, uuid: Vec<u8> }
+    /// MESSAGE `data` to an executor (no delivery guarantee).
+    message => Message { agent_id: v1::AgentId, executor_id: v1::ExecutorId, data: Vec<u8> }
 }
 
 /// What a call carries besides its type: the payload of one `Call` field,

@@ -128,6 +128,26 @@ struct Store {
     task_writes: BTreeMap<String, usize>,
 }
 
+/// The records of a store map as a listing, sorted by key, all decoded.
+fn listed<T: Clone>(records: &BTreeMap<String, (T, i32)>) -> RecordList<T> {
+    RecordList {
+        records: records
+            .iter()
+            .map(|(k, (value, version))| {
+                let value = value.clone();
+                (
+                    k.clone(),
+                    Versioned {
+                        value,
+                        version: *version,
+                    },
+                )
+            })
+            .collect(),
+        malformed: Vec::new(),
+    }
+}
+
 impl Store {
     fn check(current: Option<i32>, expect: Expect, path: &str) -> Result<i32, CoordinationError> {
         let conflict = || CoordinationError::VersionConflict {
@@ -168,22 +188,7 @@ impl Store {
             }
             StoreOp::ReadDeployment => StoreResult::Deployment(Ok(None)),
             StoreOp::WriteDeployment(..) => StoreResult::Written(Ok(Written::Version(0))),
-            StoreOp::ListServices => StoreResult::Services(Ok(RecordList {
-                records: self
-                    .services
-                    .iter()
-                    .map(|(k, (spec, v))| {
-                        (
-                            k.clone(),
-                            Versioned {
-                                value: spec.clone(),
-                                version: *v,
-                            },
-                        )
-                    })
-                    .collect(),
-                malformed: Vec::new(),
-            })),
+            StoreOp::ListServices => StoreResult::Services(Ok(listed(&self.services))),
             StoreOp::PutService(record, expect) => {
                 let name = record.spec.name.clone();
                 let current = self.services.get(&name).map(|(_, v)| *v);
@@ -200,22 +205,7 @@ impl Store {
                     Written::Absent
                 }))
             }
-            StoreOp::ListTasks => StoreResult::Tasks(Ok(RecordList {
-                records: self
-                    .tasks
-                    .iter()
-                    .map(|(k, (r, v))| {
-                        (
-                            k.clone(),
-                            Versioned {
-                                value: r.clone(),
-                                version: *v,
-                            },
-                        )
-                    })
-                    .collect(),
-                malformed: Vec::new(),
-            })),
+            StoreOp::ListTasks => StoreResult::Tasks(Ok(listed(&self.tasks))),
             StoreOp::ReadTask(id) => StoreResult::Task(Box::new(Ok(self
                 .tasks
                 .get(id.as_str())

@@ -1,4 +1,7 @@
-//! Small helpers shared across layers: clocks, the host name, durations.
+//! Small helpers shared across layers: clocks, the host name, durations,
+//! and strict JSON for what operators write ([`json`]).
+
+pub mod json;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -37,15 +40,34 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-/// Deserializes a duration written as [`parse_duration`] reads it; errors
-/// name `field`. For `#[serde(deserialize_with)]` wrappers of each field.
-pub fn deserialize_duration<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-    field: &str,
-) -> Result<Duration, D::Error> {
-    let text = <String as serde::Deserialize>::deserialize(deserializer)
-        .map_err(|e| serde::de::Error::custom(format!("{field}: {e}")))?;
-    parse_duration(&text).map_err(|e| serde::de::Error::custom(format!("{field}: {e}")))
+/// Serde's `with` for a [`Duration`] field in the project's syntax: read by
+/// [`parse_duration`] (`"30s"`, `"5m"`, bounded, not negative), written as
+/// humantime writes it (`"30s"`, `"5m"`). Errors say what is wrong with the
+/// value; [`json`] adds the field's path.
+///
+/// ```ignore
+/// #[serde(default = "default_interval", with = "crate::util::duration")]
+/// pub interval: Duration,
+/// ```
+pub mod duration {
+    use std::time::Duration;
+
+    /// Writes `d` as humantime does (`"1m 30s"`).
+    ///
+    /// # Errors
+    /// Those of `serializer`.
+    pub fn serialize<S: serde::Serializer>(d: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        humantime_serde::serialize(d, serializer)
+    }
+
+    /// Reads a duration string with [`super::parse_duration`].
+    ///
+    /// # Errors
+    /// Not a string, or not a duration [`super::parse_duration`] takes.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(d)?;
+        super::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Now, in seconds since the UNIX epoch, as Mesos writes timestamps.

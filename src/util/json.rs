@@ -1,0 +1,253 @@
+//! Strict JSON for what operators write (service specs, `--services`
+//! files, action bodies): a key given twice in one object is refused —
+//! `serde_json` would keep the last one silently — and every error names
+//! the JSON path of the value it is about (`health_check.interval`,
+//! `constraints[0]`, `env.A`, `[2].cpus`), as `serde_path_to_error` tracks
+//! it.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+
+/// Why JSON was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct JsonError {
+    /// The path of the value at fault (`health_check.interval`,
+    /// `constraints[0]`); empty for the whole document.
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+    /// True when the text is not JSON at all (a syntax error or early end).
+    pub syntax: bool,
+}
+
+/// The message of a key given twice.
+pub const DUPLICATE_KEY: &str = "given more than once; a key may appear once per object";
+
+/// Parses `text` as a `T`.
+///
+/// # Errors
+/// Not JSON (`syntax`), a key given twice in one object, or a value `T`
+/// refuses, each with the path of the value.
+pub fn parse<T: DeserializeOwned>(text: &[u8]) -> Result<T, JsonError> {
+    check_unique_keys(text)?;
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(path_error)?;
+    de.end().map_err(|e| JsonError {
+        path: String::new(),
+        message: e.to_string(),
+        syntax: true,
+    })?;
+    Ok(value)
+}
+
+/// `value` (already parsed, e.g. by [`parse`]) as a `T`.
+///
+/// # Errors
+/// A value `T` refuses, with its path.
+pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, JsonError> {
+    serde_path_to_error::deserialize(value).map_err(path_error)
+}
+
+/// The error with its path; a missing or unknown field's error, which
+/// serde raises on the object holding it, gets the field's own path.
+fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> JsonError {
+    let mut path = e.path().to_string();
+    if path == "." {
+        path.clear();
+    }
+    let inner = e.into_inner();
+    let message = inner.to_string();
+    let named = ["missing field `", "unknown field `", "duplicate field `"]
+        .iter()
+        .find_map(|start| message.strip_prefix(start)?.split('`').next());
+    if let Some(field) = named {
+        path = if path.is_empty() {
+            field.to_string()
+        } else {
+            format!("{path}.{field}")
+        };
+    }
+    JsonError {
+        path,
+        syntax: inner.is_syntax() || inner.is_eof(),
+        message,
+    }
+}
+
+/// Walks `text` once and refuses the first key given twice in an object
+/// (nesting is bounded by `serde_json`'s recursion limit).
+fn check_unique_keys(text: &[u8]) -> Result<(), JsonError> {
+    let duplicate = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let walked = Unique {
+        path: String::new(),
+        duplicate: &duplicate,
+    }
+    .deserialize(&mut de)
+    .and_then(|()| de.end());
+    if let Some(path) = duplicate.into_inner() {
+        return Err(JsonError {
+            path,
+            message: DUPLICATE_KEY.into(),
+            syntax: false,
+        });
+    }
+    walked.map_err(|e| JsonError {
+        path: String::new(),
+        message: e.to_string(),
+        syntax: true,
+    })
+}
+
+/// A value at `path`; records the path of the first duplicate key.
+struct Unique<'a> {
+    path: String,
+    duplicate: &'a RefCell<Option<String>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Unique<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Unique<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        while seq
+            .next_element_seed(Unique {
+                path: format!("{}[{i}]", self.path),
+                duplicate: self.duplicate,
+            })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = if self.path.is_empty() {
+                key.clone()
+            } else {
+                format!("{}.{key}", self.path)
+            };
+            if !seen.insert(key) {
+                *self.duplicate.borrow_mut() = Some(path);
+                return Err(de::Error::custom(DUPLICATE_KEY));
+            }
+            map.next_value_seed(Unique {
+                path,
+                duplicate: self.duplicate,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Spec {
+        cpus: f64,
+        #[serde(default)]
+        env: std::collections::BTreeMap<String, String>,
+        #[serde(default)]
+        nested: Vec<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        port: u16,
+    }
+
+    fn error(text: &str) -> JsonError {
+        parse::<Spec>(text.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn keys_given_twice_are_refused_with_their_path() {
+        for (text, path) in [
+            (r#"{"cpus": 1, "cpus": 2}"#, "cpus"),
+            (r#"{"cpus": 1, "env": {"A": "1", "A": "2"}}"#, "env.A"),
+            (
+                r#"{"cpus": 1, "nested": [{"port": 1}, {"port": 1, "port": 2}]}"#,
+                "nested[1].port",
+            ),
+        ] {
+            let e = error(text);
+            assert_eq!(
+                (e.path.as_str(), e.message.as_str()),
+                (path, DUPLICATE_KEY),
+                "{text}"
+            );
+            assert!(!e.syntax);
+        }
+        let value: serde_json::Value = parse(br#"[{"a": 1}, {"a": 2}]"#).unwrap();
+        assert_eq!(value[1]["a"], 2, "the same key in two objects is fine");
+    }
+
+    #[test]
+    fn errors_name_the_json_path() {
+        let e = error(r#"{"cpus": 1, "nested": [{"port": 1}, {"port": "x"}]}"#);
+        assert_eq!(e.path, "nested[1].port");
+        assert!(e.message.contains("invalid type"), "{e}");
+        assert_eq!(e.to_string(), format!("nested[1].port: {}", e.message));
+        let e = error(r#"{"cpus": "many"}"#);
+        assert_eq!(e.path, "cpus");
+        let e = error(r#"{"nested": []}"#);
+        assert_eq!(e.path, "cpus", "missing: {e}");
+        let e = error(r#"{"cpus": 1, "nested": [{"port": 1, "host": "h"}]}"#);
+        assert!(e.path.ends_with("host"), "unknown: {e:?}");
+        let e = error(r#"{"cpus": 1,"#);
+        assert!(e.syntax && e.path.is_empty(), "{e:?}");
+        let e = error(r#"{"cpus": 1} {}"#);
+        assert!(e.syntax, "trailing characters: {e:?}");
+        let e = from_value::<Spec>(serde_json::json!({"cpus": 1, "env": {"A": 1}})).unwrap_err();
+        assert_eq!(e.path, "env.A");
+    }
+}

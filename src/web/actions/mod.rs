@@ -1,0 +1,320 @@
+//! Actions: reconcile (explicit, implicit), kamikaze, teardown, abdicate,
+//! reregister. Each is one [`Command`] to the core, answered within
+//! [`WebConfig::handler_timeout`](super::WebConfig::handler_timeout) or 503.
+//!
+//! API: `POST /api/v1/actions/{action}` (leader only; a follower answers
+//! 503 with the leader's URL in `Location` and in the body):
+//!
+//! | action | body | success |
+//! |---|---|---|
+//! | `reconcile` | `{"kind":"explicit"\|"implicit"}` (no body or no `kind`: explicit) | 202, the run |
+//! | `kamikaze` | none, or `{"framework_id": "<id>"}` to refuse (409) if another framework is registered by now | 200, one result per executor |
+//! | `teardown` | none, or `{"framework_id": "<id>"}` as for kamikaze | 200 |
+//! | `abdicate` | none (or `{}`) | 200 |
+//! | `reregister` | none (or `{}`; only in state `removed`, else 409) | 200 |
+//!
+//! Every body may also carry `"reason": "<why>"` (at most
+//! [`MAX_REASON_CHARS`](super::audit::MAX_REASON_CHARS) characters), which
+//! the audit trail records with who asked and the outcome ([`super::audit`]).
+//!
+//! A body is a JSON object with only the fields above: anything else is
+//! 400, each unknown field named. Errors: 400 bad body, 401 token missing or wrong, 403 cross-origin
+//! (`Origin`, else `Referer`) or actions disabled, 404 unknown action, 409
+//! conflict, 415 a body not declared JSON or any declared form or text
+//! content type (even with an empty body), 502 Mesos refused, 503 not
+//! leader / timeout / ZooKeeper failed.
+//!
+//! Every outcome (API or browser) is kept in a small in-memory log and shown
+//! at `/actions/results/{id}` (browser flows redirect there: post /
+//! redirect / get); see [`super::forms`] for the browser side.
+//!
+//! Layout: this module holds the actions and `execute`, which runs one;
+//! `record.rs` the outcomes kept for the result pages ([`ActionRecord`],
+//! [`ResultLog`]); `api.rs` the JSON endpoints ([`api_action`],
+//! [`api_rollout`]) and their bodies.
+
+mod api;
+mod record;
+
+pub use api::{api_action, api_rollout};
+pub use record::{ActionRecord, RESULTS_KEPT, ResultLog};
+
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use serde::Serialize;
+
+use super::AppState;
+use super::audit::{self, Context, Outcome};
+use super::auth::{self, Peer};
+use super::error::AppError;
+use super::views::Blast;
+use crate::scheduler::rollout::RolloutAction;
+use crate::scheduler::{
+    Command, CommandError, FrameworkState, ReconcileKind, ReconciliationStatus, Reply, Snapshot,
+};
+use record::reconcile_summary;
+
+/// One action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperatorAction {
+    /// Start a reconciliation.
+    Reconcile(ReconcileKind),
+    /// Tell every executor of ours to kill its tasks and exit.
+    Kamikaze,
+    /// Tear the framework down; delete the stored ID and task records.
+    Teardown,
+    /// Step down as leader.
+    Abdicate,
+    /// In state `removed`: register as a new framework.
+    Reregister,
+    /// Resume a service's halted rollout or roll it back to the previous
+    /// spec ([`crate::scheduler::rollout`]).
+    Rollout {
+        /// The service.
+        service: String,
+        /// Resume or rollback.
+        action: RolloutAction,
+    },
+}
+
+impl OperatorAction {
+    /// The action's name in URLs and records.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OperatorAction::Rollout {
+                action: RolloutAction::Resume,
+                ..
+            } => "resume",
+            OperatorAction::Rollout {
+                action: RolloutAction::Rollback,
+                ..
+            } => "rollback",
+            OperatorAction::Reconcile(_) => "reconcile",
+            OperatorAction::Kamikaze => "kamikaze",
+            OperatorAction::Teardown => "teardown",
+            OperatorAction::Abdicate => "abdicate",
+            OperatorAction::Reregister => "reregister",
+        }
+    }
+}
+
+/// `/api/v1/actions` and the actions page.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActionsView {
+    /// Whether this replica leads (actions run only on the leader).
+    pub leading: bool,
+    /// The leader's URL (where to act from a follower).
+    pub leader_url: Option<String>,
+    /// `framework.state`.
+    pub framework_state: &'static str,
+    /// What teardown and kamikaze would hit.
+    pub blast: Blast,
+    /// Reregister applies (state `removed`).
+    pub can_reregister: bool,
+    /// `token`, `loopback`, `insecure` or `disabled` (see [`auth`]).
+    pub access: &'static str,
+    /// Whether this client may act now (token presented or session held,
+    /// or no token needed).
+    pub authorized: bool,
+    /// Reconciliation runs.
+    pub reconciliation: ReconciliationStatus,
+    /// Recent action outcomes on this replica, newest first.
+    pub recent: Vec<Arc<ActionRecord>>,
+}
+
+impl ActionsView {
+    /// The view for client `peer` sending `headers`.
+    pub fn new(state: &AppState, s: &Snapshot, headers: &HeaderMap, peer: Peer) -> ActionsView {
+        ActionsView {
+            leading: s.leadership.is_leader(),
+            leader_url: s.leader_url(),
+            framework_state: s.framework.state.as_str(),
+            blast: Blast::new(s),
+            can_reregister: s.framework.state == FrameworkState::Removed,
+            access: state.access.as_str(),
+            authorized: auth::check_access(state.access, &state.keys, headers, peer, true).is_ok(),
+            reconciliation: s.reconciliation.clone(),
+            recent: state
+                .results
+                .recent(10)
+                .into_iter()
+                .map(|r| r.current(s))
+                .collect(),
+        }
+    }
+}
+
+/// 503 with the leader's URL unless the latest snapshot says this replica
+/// leads (the core double-checks: it answers `NotLeader` too).
+pub(crate) fn leader_precheck(state: &AppState, path: &str) -> Result<(), AppError> {
+    let s = state.handle.snapshot();
+    if s.leadership.is_leader() {
+        Ok(())
+    } else {
+        Err(AppError::not_leader(s.leader_url(), path))
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// Sends a command built by `make` and waits for its answer at most the
+/// handler timeout in all (`SchedulerHandle::request` bounds the send and
+/// the wait for the reply each by it, which could add up to twice that).
+pub(crate) async fn ask<T>(
+    state: &AppState,
+    make: impl FnOnce(Reply<T>) -> Command,
+) -> Result<T, CommandError> {
+    let timeout = state.config.handler_timeout;
+    tokio::time::timeout(timeout, state.handle.request(timeout, make))
+        .await
+        .unwrap_or(Err(CommandError::Timeout(timeout)))
+}
+
+/// Sends `action` to the core, waits at most the handler timeout, keeps
+/// the outcome and writes it to the audit trail. Returns the record and,
+/// when it failed, the error to answer (`path` is the request path, for a
+/// not-leader `Location`).
+pub(crate) async fn execute(
+    state: &AppState,
+    action: OperatorAction,
+    path: &str,
+    ctx: &Context,
+) -> (Arc<ActionRecord>, Option<AppError>) {
+    let s = state.handle.snapshot();
+    let via = ctx.via;
+    let mut record = ActionRecord {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        action: action.name(),
+        kind: None,
+        service: None,
+        at: crate::util::unix_now_secs(),
+        via,
+        by: ctx.actor.name.clone(),
+        reason: ctx.reason.clone(),
+        ok: true,
+        status: 200,
+        summary: String::new(),
+        framework_id: s.framework.id.clone(),
+        reconcile: None,
+        executors: None,
+        teardown: None,
+        error: None,
+        leader_url: None,
+    };
+    let outcome: Result<(), CommandError> = match action.clone() {
+        OperatorAction::Rollout { service, action } => {
+            record.service = Some(service.clone());
+            let name = service.clone();
+            ask(state, |reply| Command::Rollout {
+                name,
+                action,
+                reply,
+            })
+            .await
+            .map(|_| {
+                record.summary = match action {
+                    RolloutAction::Resume => format!("rollout of service {service} resumed"),
+                    RolloutAction::Rollback => {
+                        format!("service {service} rolled back to its previous spec")
+                    }
+                }
+            })
+        }
+        OperatorAction::Reconcile(kind) => {
+            record.kind = Some(kind);
+            record.status = 202;
+            match ask(state, |reply| Command::Reconcile { kind, reply }).await {
+                Ok(run) => {
+                    record.summary = reconcile_summary(&run);
+                    record.reconcile = Some(run);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        }
+        OperatorAction::Kamikaze => match ask(state, |reply| Command::Kamikaze { reply }).await {
+            Ok(results) => {
+                let accepted = results.iter().filter(|r| r.accepted).count();
+                record.summary = format!(
+                    "kamikaze sent to {}: {} accepted by the master, {} refused",
+                    plural(results.len(), "executor"),
+                    accepted,
+                    results.len() - accepted
+                );
+                record.ok = accepted == results.len();
+                record.executors = Some(results);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
+        OperatorAction::Teardown => match ask(state, |reply| Command::Teardown { reply }).await {
+            Ok(result) => {
+                record.summary = format!(
+                    "framework {} torn down; stored framework ID and {} deleted",
+                    result.framework_id,
+                    plural(result.tasks, "task record")
+                );
+                record.teardown = Some(result);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
+        OperatorAction::Abdicate => {
+            ask(state, |reply| Command::Abdicate { reply })
+                .await
+                .map(|()| {
+                    record.summary =
+                        "stepped down; another replica (or this one again) will lead".into()
+                })
+        }
+        OperatorAction::Reregister => {
+            ask(state, |reply| Command::Reregister { reply })
+                .await
+                .map(|()| {
+                    record.summary =
+                        "stale framework ID and task records cleared; subscribing as a \
+                                  new framework"
+                            .into()
+                })
+        }
+    };
+    let error = match outcome {
+        Ok(()) => None,
+        Err(e) => {
+            let error = AppError::from_command(e, path);
+            record.ok = false;
+            record.status = error.status.as_u16();
+            record.summary = format!("{} failed: {}", action.name(), error.title);
+            record.error = Some(error.detail.clone());
+            record.leader_url = error.leader_url.clone();
+            Some(error)
+        }
+    };
+    tracing::info!(
+        action = record.action,
+        via,
+        by = %record.by,
+        ok = record.ok,
+        status = record.status,
+        summary = %record.summary,
+        "action"
+    );
+    let params = match &action {
+        OperatorAction::Rollout { service, .. } => serde_json::json!({ "service": service }),
+        OperatorAction::Reconcile(kind) => serde_json::json!({ "kind": kind }),
+        OperatorAction::Kamikaze | OperatorAction::Teardown => {
+            serde_json::json!({ "framework_id": record.framework_id })
+        }
+        OperatorAction::Abdicate | OperatorAction::Reregister => serde_json::json!({}),
+    };
+    let outcome = Outcome {
+        ok: record.ok,
+        status: record.status,
+        summary: record.summary.clone(),
+    };
+    audit::record(state, ctx, action.name(), params, &outcome).await;
+    (state.results.push(record), error)
+}

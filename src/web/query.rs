@@ -1,0 +1,124 @@
+//! Query strings: [`StrictQuery`], an extractor that refuses the
+//! parameters its type does not take, where axum's `Query` ignores them (a
+//! misspelt filter, `/api/v1/tasks?stat=TASK_FAILED`, would otherwise
+//! answer every task as though it had filtered them); and [`bounded_uri`],
+//! which answers an over-long URI with the usual problem document.
+
+use axum::extract::{FromRequestParts, Query, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::de::{self, DeserializeOwned, Visitor};
+
+use super::api::bad_query;
+use super::error::AppError;
+use crate::scheduler::FieldError;
+
+/// The longest URI (path and query) served: 8 KiB, as common front
+/// proxies allow. (Past 64 KiB hyper answers 414 itself, with an empty
+/// body, before the application sees the request.)
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Middleware: a URI longer than [`MAX_URI_BYTES`] is 414, as a JSON
+/// problem under `/api/` and an HTML page elsewhere, before any handler.
+pub async fn bounded_uri(request: Request, next: Next) -> Response {
+    let uri = request.uri();
+    let length = uri.path_and_query().map_or(0, |p| p.as_str().len());
+    if length <= MAX_URI_BYTES {
+        return next.run(request).await;
+    }
+    let e = AppError::new(
+        StatusCode::URI_TOO_LONG,
+        "uri-too-long",
+        "URI too long",
+        format!(
+            "the URI has {length} bytes; at most {MAX_URI_BYTES} are served (shorten the \
+             query)"
+        ),
+    );
+    if super::error::wants_json(uri) {
+        e.into_response()
+    } else {
+        e.html().into_response()
+    }
+}
+
+/// The query of a request as a `T` (a struct of named fields): 400 with one
+/// field error per unknown parameter (`"field": "<parameter>"`), else as
+/// axum's `Query` (400 for a value that does not decode).
+#[derive(Debug, Clone)]
+pub struct StrictQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for StrictQuery<T> {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AppError> {
+        let raw = parts.uri.query().unwrap_or("");
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw)
+            .map_err(|e| AppError::bad_request(format!("the query does not decode: {e}")))?;
+        let known = field_names::<T>();
+        let mut unknown: Vec<FieldError> = Vec::new();
+        for (name, _) in &pairs {
+            if !known.contains(&name.as_str()) && !unknown.iter().any(|e| &e.field == name) {
+                unknown.push(FieldError {
+                    field: name.clone(),
+                    message: format!("unknown parameter; the parameters are {}", known.join(", ")),
+                });
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(AppError::invalid(unknown));
+        }
+        let Query(value) = Query::<T>::try_from_uri(&parts.uri).map_err(bad_query)?;
+        Ok(StrictQuery(value))
+    }
+}
+
+/// The field names serde's derive gives a struct `T` (empty for anything
+/// else): asked of a deserializer that only records them.
+pub fn field_names<T: DeserializeOwned>() -> &'static [&'static str] {
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(FieldNames(&mut fields));
+    fields
+}
+
+struct FieldNames<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> de::Deserializer<'de> for FieldNames<'_> {
+    type Error = de::value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(de::Error::custom("only the field names were asked for"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+        byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
+        enum identifier ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_names_are_those_of_the_struct() {
+        assert_eq!(
+            field_names::<crate::web::views::EventQuery>(),
+            ["kind", "limit"]
+        );
+        assert!(field_names::<String>().is_empty());
+    }
+}
