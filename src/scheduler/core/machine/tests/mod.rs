@@ -465,6 +465,16 @@ impl Harness {
     }
 
     /// The answer to command `id`, if given.
+    /// IDs of the stored tasks marked for a kill, in task ID order.
+    fn marked(&self) -> Vec<String> {
+        self.store
+            .tasks
+            .values()
+            .filter(|(r, _)| r.kill.is_some())
+            .map(|(r, _)| r.task_id.to_string())
+            .collect()
+    }
+
     fn reply(&self, id: ReplyId) -> Option<&Answer> {
         self.replies.iter().find(|(r, _)| *r == id).map(|(_, a)| a)
     }

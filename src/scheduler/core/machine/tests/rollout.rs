@@ -48,15 +48,6 @@ async fn run_for(h: &mut Harness, by: Duration) {
     }
 }
 
-fn marked(h: &Harness) -> Vec<String> {
-    h.store
-        .tasks
-        .values()
-        .filter(|(r, _)| r.kill.is_some())
-        .map(|(r, _)| r.task_id.to_string())
-        .collect()
-}
-
 /// A leader of `old` (2 healthy tasks) that was just given `new`; instance
 /// 0's old task is killed and its replacement launched and RUNNING. Returns
 /// the replacement's task ID.
@@ -68,7 +59,7 @@ async fn upgrading(old: &ServiceSpec, new: &ServiceSpec) -> (Harness, String) {
     let reply = h.command(Request::PutService(Box::new(new.clone())));
     h.answer_all();
     assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
-    assert_eq!(marked(&h), ["web.0.stored"]);
+    assert_eq!(h.marked(), ["web.0.stored"]);
     h.update(status("web.0.stored", TaskState::TaskKilled, Some("k0")));
     h.offer("o1", "agent-1", 4.0);
     h.answer_all();
@@ -88,7 +79,7 @@ async fn a_healthy_replacement_lets_the_rollout_go_on_in_order() {
     let (mut h, new0) = upgrading(&old, &new).await;
     // RUNNING without a health report is not available.
     run_for(&mut h, Duration::from_secs(10)).await;
-    assert_eq!(marked(&h), ["web.0.stored"]);
+    assert_eq!(h.marked(), ["web.0.stored"]);
     let s = h.snapshot().await;
     let r = s.services[0].rollout.clone().expect("a rollout under way");
     assert_eq!((r.replaced, r.healthy, r.remaining), (1, 0, 1));
@@ -98,9 +89,9 @@ async fn a_healthy_replacement_lets_the_rollout_go_on_in_order() {
     h.answer_all();
     assert_eq!(h.stored(&new0).unwrap().healthy, Some(true));
     run_for(&mut h, Duration::from_secs(3)).await;
-    assert_eq!(marked(&h), ["web.0.stored"]);
+    assert_eq!(h.marked(), ["web.0.stored"]);
     run_for(&mut h, Duration::from_secs(3)).await;
-    assert_eq!(marked(&h), ["web.0.stored", "web.1.stored"]);
+    assert_eq!(h.marked(), ["web.0.stored", "web.1.stored"]);
     // Instance 1 follows; once its replacement is healthy the rollout ends.
     h.update(status("web.1.stored", TaskState::TaskKilled, Some("k1")));
     h.offer("o2", "agent-2", 4.0);
@@ -140,7 +131,7 @@ async fn a_replacement_that_never_becomes_healthy_halts_the_rollout() {
     );
     // The old instance keeps running, however long it takes.
     run_for(&mut h, Duration::from_secs(60)).await;
-    assert_eq!(marked(&h), ["web.0.stored"]);
+    assert_eq!(h.marked(), ["web.0.stored"]);
     let s = h.snapshot().await;
     let r = s.services[0].rollout.clone().expect("halted rollout shown");
     assert!(r.halted.is_some());
@@ -161,7 +152,7 @@ async fn a_replacement_that_never_becomes_healthy_halts_the_rollout() {
     );
     run_for(&mut h, Duration::from_secs(10)).await;
     assert!(h.store.services["web"].0.halted.is_none());
-    assert_eq!(marked(&h), ["web.0.stored"]);
+    assert_eq!(h.marked(), ["web.0.stored"]);
     run_for(&mut h, Duration::from_secs(25)).await;
     assert!(h.store.services["web"].0.halted.is_some(), "halted again");
 
@@ -179,7 +170,7 @@ async fn a_replacement_that_never_becomes_healthy_halts_the_rollout() {
     assert!(stored.halted.is_none());
     let mut expected = vec!["web.0.stored".to_string(), new0.clone()];
     expected.sort();
-    assert_eq!(marked(&h), expected);
+    assert_eq!(h.marked(), expected);
     h.update(status(&new0, TaskState::TaskKilled, Some("k")));
     h.offer("o3", "agent-1", 4.0);
     h.answer_all();

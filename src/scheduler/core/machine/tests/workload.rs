@@ -47,15 +47,7 @@ async fn a_new_spec_replaces_one_task_at_a_time() {
     let reply = h.command(Request::PutService(Box::new(new)));
     h.answer_all();
     assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
-    let marked = |h: &Harness| -> Vec<String> {
-        h.store
-            .tasks
-            .values()
-            .filter(|(r, _)| r.kill.is_some())
-            .map(|(r, _)| r.task_id.to_string())
-            .collect()
-    };
-    assert_eq!(marked(&h), ["web.0.stored"], "the lowest instance first");
+    assert_eq!(h.marked(), ["web.0.stored"], "the lowest instance first");
     // Killed; its replacement launches, and only once it runs does the
     // next old task go.
     h.update(status("web.0.stored", TaskState::TaskKilled, Some("k0")));
@@ -67,21 +59,21 @@ async fn a_new_spec_replaces_one_task_at_a_time() {
     h.advance(Duration::from_secs(3)).await;
     h.answer_all();
     assert_eq!(
-        marked(&h),
+        h.marked(),
         ["web.0.stored"],
         "the replacement is not running yet"
     );
     h.update(status(&launched[0], TaskState::TaskRunning, Some("r")));
     h.answer_all();
     assert_eq!(
-        marked(&h),
+        h.marked(),
         ["web.0.stored"],
         "running, but not for min_healthy yet"
     );
     h.advance(crate::scheduler::rollout::DEFAULT_MIN_HEALTHY)
         .await;
     h.answer_all();
-    assert_eq!(marked(&h), ["web.0.stored", "web.1.stored"]);
+    assert_eq!(h.marked(), ["web.0.stored", "web.1.stored"]);
 }
 
 #[tokio::test(start_paused = true)]
