@@ -12,7 +12,8 @@
 //!   TASK_KILLED as the master recorded them, without a KILL;
 //! - `tasks`: the task table and its per-task write queue; status updates,
 //!   acknowledgements, kill marks;
-//! - `schedule`: the scheduling pass, launches, offers, kills, timers;
+//! - `schedule`: the scheduling pass, launches, offers, kills;
+//! - `housekeeping`: offer expiry, stuck tasks, old records;
 //! - `commands`: the web layer's commands;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
 //! - `view`: the snapshot.
@@ -20,6 +21,7 @@
 mod commands;
 mod forget;
 mod framework;
+mod housekeeping;
 mod reconciliation;
 mod removed;
 mod rollout;
