@@ -35,6 +35,13 @@ use crate::scheduler::workload::{self, assess};
 /// pending: short, so the rest comes back soon.
 const ACCEPT_REFUSE_SECONDS: f64 = 1.0;
 
+/// Tasks whose launch (record write, then ACCEPT) may be under way at
+/// once. A pass places at most this many, less those still launching, and
+/// the next pass places more: each launch holds its `TaskInfo` until the
+/// ACCEPT, and one pass placing tens of thousands at once would hold them
+/// all (the leader's peak memory).
+const LAUNCHING_MAX: usize = 2_000;
+
 /// A service the last scheduling pass found needing nothing: no missing
 /// instance, no surplus task, no replacement due, no rollout in progress.
 /// None of these changes with time alone (availability only grows with
@@ -184,6 +191,8 @@ impl Machine {
         let mut rollouts = Vec::new();
         let at = self.unix(now);
         let mut missing_total = 0;
+        let launching: usize = self.launches.groups.values().map(|g| g.infos.len()).sum();
+        let mut budget = LAUNCHING_MAX.saturating_sub(launching);
         let names: Vec<String> = self.services.keys().cloned().collect();
         for name in names {
             let changed = self.tasks.take_changed(&name);
@@ -224,9 +233,12 @@ impl Machine {
                 continue;
             }
             missing_total += assessment.missing.len();
-            if !self.backoff.get(&name).is_none_or(|b| b.ready(now)) {
+            if !self.backoff.get(&name).is_none_or(|b| b.ready(now)) || budget == 0 {
                 continue;
             }
+            let mut missing = assessment.missing;
+            missing.truncate(budget);
+            budget -= missing.len();
             let occupied: Vec<(AgentId, String)> = tasks
                 .records()
                 .filter(|t| workload::is_live(t))
@@ -236,7 +248,7 @@ impl Machine {
                 ExecutorKind::Appliance => executor_resources.clone(),
                 ExecutorKind::Command => Default::default(),
             };
-            demands_data.push((spec.clone(), assessment.missing, occupied, resources));
+            demands_data.push((spec.clone(), missing, occupied, resources));
         }
         self.watch_rollouts(rollouts, now);
         for (task_id, reason) in kills {
