@@ -12,7 +12,8 @@
 //!   TASK_KILLED as the master recorded them, without a KILL;
 //! - `tasks`: the task table and its per-task write queue; status updates,
 //!   acknowledgements, kill marks;
-//! - `schedule`: the scheduling pass, launches, offers, kills, timers;
+//! - `schedule`: the scheduling pass, launches, offers, kills;
+//! - `housekeeping`: offer expiry, stuck tasks, old records;
 //! - `commands`: the web layer's commands;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
 //! - `view`: the snapshot.
@@ -20,6 +21,7 @@
 mod commands;
 mod forget;
 mod framework;
+mod housekeeping;
 mod reconciliation;
 mod removed;
 mod rollout;
@@ -197,6 +199,10 @@ pub struct Machine {
     /// SUPPRESS is in effect (or on its way).
     suppressed: bool,
     launches: schedule::Launches,
+    /// Services the last scheduling pass found needing nothing.
+    settled: HashMap<String, schedule::Settled>,
+    /// Each service's counts as the last snapshot showed them.
+    shown: HashMap<String, view::Shown>,
     kamikazes: commands::Kamikazes,
     /// A scheduling pass is due at the next [`Machine::settle`] (once
     /// `cfg.schedule_interval` has passed since the last one).
@@ -248,6 +254,8 @@ impl Machine {
             agent_attributes: HashMap::new(),
             suppressed: false,
             launches: schedule::Launches::default(),
+            settled: HashMap::new(),
+            shown: HashMap::new(),
             kamikazes: commands::Kamikazes::default(),
             needs_schedule: false,
             last_schedule: None,
@@ -447,13 +455,7 @@ impl Machine {
     }
 
     fn acknowledge(&mut self, status: &v1::TaskStatus) {
-        if let (Some(agent), Some(uuid)) = (&status.agent_id, &status.uuid) {
-            self.out.acks.push(Ack {
-                agent_id: agent.into(),
-                task_id: (&status.task_id).into(),
-                uuid: uuid.clone(),
-            });
-        }
+        self.out.acks.extend(tasks::ack_of(status));
     }
 
     /// Appends to the events page and the log.

@@ -1,6 +1,6 @@
 //! The scheduling pass (surplus kills, rolling replacement, placement,
-//! launches, declines, SUPPRESS / REVIVE), kill retries, reconciliation's
-//! calls, and housekeeping: offer expiry, stuck tasks, old records.
+//! launches, declines, SUPPRESS / REVIVE), kill retries and
+//! reconciliation's calls. Housekeeping is in `housekeeping`.
 //!
 //! Task records are written *before* the ACCEPT that launches them: a
 //! launch's records go to ZooKeeper and its offer's ACCEPT waits until they
@@ -27,13 +27,47 @@ use crate::scheduler::placement::{self, Demand};
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rollout;
 use crate::scheduler::services::ExecutorKind;
-use crate::scheduler::snapshot::{EventKind, FrameworkState};
+use crate::scheduler::snapshot::EventKind;
 use crate::scheduler::taskinfo::{self, ExecutorSource};
 use crate::scheduler::workload::{self, assess};
 
 /// Filter for the unused part of an accepted offer while more work is
 /// pending: short, so the rest comes back soon.
 const ACCEPT_REFUSE_SECONDS: f64 = 1.0;
+
+/// Tasks whose launch (record write, then ACCEPT) may be under way at
+/// once. A pass places at most this many, less those still launching, and
+/// the next pass places more: each launch holds its `TaskInfo` until the
+/// ACCEPT, and one pass placing tens of thousands at once would hold them
+/// all (the leader's peak memory).
+const LAUNCHING_MAX: usize = 2_000;
+
+/// A service the last scheduling pass found needing nothing: no missing
+/// instance, no surplus task, no replacement due, no rollout in progress.
+/// None of these changes with time alone (availability only grows with
+/// time), so it holds until one of the service's records changes (the
+/// table's index marks it) or its stored record does (`spec`, `halted`).
+#[derive(Debug)]
+pub(super) struct Settled {
+    spec: crate::scheduler::services::ServiceSpec,
+    halted: bool,
+    progress: rollout::Progress,
+}
+
+impl Settled {
+    fn new(entry: &super::ServiceEntry, progress: rollout::Progress) -> Settled {
+        Settled {
+            spec: entry.spec.clone(),
+            halted: entry.halted.is_some(),
+            progress,
+        }
+    }
+
+    /// True while `entry` is the service this was found of.
+    fn holds_for(&self, entry: &super::ServiceEntry) -> bool {
+        self.halted == entry.halted.is_some() && self.spec == entry.spec
+    }
+}
 
 /// Launches whose records are being stored, by group (one per offer).
 #[derive(Debug, Default)]
@@ -111,7 +145,7 @@ impl Machine {
     }
 
     /// Subscribed, the records known, the framework ID stored.
-    fn may_schedule(&self) -> bool {
+    pub(super) fn may_schedule(&self) -> bool {
         self.framework.is_subscribed()
             && self.tasks.is_loaded()
             && !self.framework.registering
@@ -120,24 +154,35 @@ impl Machine {
 
     /// One scheduling pass: kill surplus tasks, replace outdated ones
     /// (rolling), place missing instances on held offers and launch them,
-    /// then decline or keep the rest and suppress or revive offers. One pass
-    /// over the task records, however many there are.
+    /// then decline or keep the rest and suppress or revive offers. It reads
+    /// each service's records from the table's index, and skips a service
+    /// the last pass found settled (see [`Settled`]) while neither its
+    /// records nor its stored record changed since.
     pub(super) fn schedule(&mut self, now: Instant) {
         if !self.may_schedule() {
             return;
         }
-        let mut by_service: HashMap<&str, Vec<&TaskRecord>> = HashMap::new();
         let mut kills: Vec<(TaskId, String)> = Vec::new();
-        for record in self.tasks.records() {
-            if self.services.contains_key(&record.service) {
-                by_service
-                    .entry(record.service.as_str())
-                    .or_default()
-                    .push(record.as_ref());
-            } else if workload::is_live(record) {
-                kills.push((record.task_id.clone(), "service deleted".to_string()));
+        let orphaned: Vec<String> = self
+            .tasks
+            .services()
+            .filter(|(name, _)| !self.services.contains_key(name.as_str()))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in orphaned {
+            self.tasks.take_changed(&name);
+            self.settled.remove(&name);
+            if let Some(tasks) = self.tasks.service(&name) {
+                kills.extend(
+                    tasks
+                        .records()
+                        .filter(|r| workload::is_live(r))
+                        .map(|r| (r.task_id.clone(), "service deleted".to_string())),
+                );
             }
         }
+        self.settled
+            .retain(|name, _| self.services.contains_key(name.as_str()));
         let executor_resources = self
             .executor_source()
             .map(|s| s.resources())
@@ -146,32 +191,56 @@ impl Machine {
         let mut rollouts = Vec::new();
         let at = self.unix(now);
         let mut missing_total = 0;
-        for entry in self.services.values() {
+        let launching: usize = self.launches.groups.values().map(|g| g.infos.len()).sum();
+        let mut budget = LAUNCHING_MAX.saturating_sub(launching);
+        let names: Vec<String> = self.services.keys().cloned().collect();
+        for name in names {
+            let changed = self.tasks.take_changed(&name);
+            let Some(entry) = self.services.get(&name) else {
+                continue;
+            };
+            if !changed
+                && let Some(settled) = self.settled.get(&name)
+                && settled.holds_for(entry)
+            {
+                rollouts.push((name, settled.progress.clone()));
+                continue;
+            }
             let spec = &entry.spec;
-            let tasks = by_service
-                .get(spec.name.as_str())
-                .map(Vec::as_slice)
-                .unwrap_or(&[]);
-            let assessment = assess(spec, tasks.iter().copied());
-            kills.extend(assessment.surplus.iter().cloned());
+            let empty = super::table::ServiceTasks::default();
+            let tasks = self.tasks.service(&name).unwrap_or(&empty);
+            let assessment = assess(spec, tasks.records());
             let halted = entry.halted.is_some();
             let max = self.cfg.upgrade_max_unavailable;
-            if let Some(id) =
-                rollout::next_replacement(spec, tasks.iter().copied(), max, halted, at)
-            {
+            let replacement = rollout::next_replacement(spec, tasks.records(), max, halted, at);
+            let progress = rollout::progress(spec, tasks.records(), at);
+            let quiet = assessment.missing.is_empty()
+                && assessment.surplus.is_empty()
+                && replacement.is_none()
+                && !progress.in_progress();
+            if quiet {
+                self.settled
+                    .insert(name.clone(), Settled::new(entry, progress.clone()));
+            } else {
+                self.settled.remove(&name);
+            }
+            kills.extend(assessment.surplus.iter().cloned());
+            if let Some(id) = replacement {
                 kills.push((id, "replaced by a newer service spec".into()));
             }
-            let progress = rollout::progress(spec, tasks.iter().copied(), at);
-            rollouts.push((spec.name.clone(), progress));
+            rollouts.push((name.clone(), progress));
             if assessment.missing.is_empty() {
                 continue;
             }
             missing_total += assessment.missing.len();
-            if !self.backoff.get(&spec.name).is_none_or(|b| b.ready(now)) {
+            if !self.backoff.get(&name).is_none_or(|b| b.ready(now)) || budget == 0 {
                 continue;
             }
+            let mut missing = assessment.missing;
+            missing.truncate(budget);
+            budget -= missing.len();
             let occupied: Vec<(AgentId, String)> = tasks
-                .iter()
+                .records()
                 .filter(|t| workload::is_live(t))
                 .map(|t| (t.agent_id.clone(), t.hostname.clone()))
                 .collect();
@@ -179,9 +248,8 @@ impl Machine {
                 ExecutorKind::Appliance => executor_resources.clone(),
                 ExecutorKind::Command => Default::default(),
             };
-            demands_data.push((spec.clone(), assessment.missing, occupied, resources));
+            demands_data.push((spec.clone(), missing, occupied, resources));
         }
-        drop(by_service);
         self.watch_rollouts(rollouts, now);
         for (task_id, reason) in kills {
             self.request_kill(&task_id, &reason, now);
@@ -248,10 +316,15 @@ impl Machine {
         let executor = self.executor_source();
         let at = self.unix(now);
         let mut by_offer: BTreeMap<String, Vec<(v1::TaskInfo, TaskRecord)>> = BTreeMap::new();
+        let mut fingerprints: HashMap<String, String> = HashMap::new();
         for p in planned {
             let Some(spec) = self.services.get(&p.service).map(|s| &s.spec) else {
                 continue;
             };
+            let fingerprint = fingerprints
+                .entry(p.service.clone())
+                .or_insert_with(|| spec.fingerprint())
+                .clone();
             let task_id = taskinfo::new_task_id(&spec.name, p.instance);
             let info = taskinfo::task_info(spec, &p, &task_id, &framework_id, executor.as_ref());
             let executor_id = info
@@ -263,7 +336,7 @@ impl Machine {
                 task_id: task_id.as_str().into(),
                 service: spec.name.clone(),
                 instance: p.instance,
-                fingerprint: spec.fingerprint(),
+                fingerprint,
                 agent_id: p.agent_id.clone(),
                 hostname: p.hostname.clone(),
                 executor: if info.executor.is_some() {
@@ -449,29 +522,6 @@ impl Machine {
         }
     }
 
-    /// Declines offers held past their TTL, with the master's default filter
-    /// (the resources come back if still needed).
-    fn expire_offers(&mut self, now: Instant) {
-        let expired = self.offers.expired(now);
-        if expired.is_empty() {
-            return;
-        }
-        for id in &expired {
-            self.offers.remove(id, Gone::Declined, now);
-        }
-        self.metrics.offer("expired", expired.len() as u64);
-        self.out.dirty = true;
-        if self.framework.client_running {
-            self.call(
-                MesosCall::Decline {
-                    offer_ids: expired,
-                    refuse_seconds: None,
-                },
-                Pending::Schedule(Step::Decline),
-            );
-        }
-    }
-
     /// Sends the KILLs that are due.
     pub(super) fn send_due_kills(&mut self, now: Instant) {
         if !self.framework.is_subscribed() {
@@ -542,67 +592,6 @@ impl Machine {
                 "RECONCILE failed; retried with the run's backoff: {e}"
             )),
             (_, Ok(())) => {}
-        }
-    }
-
-    /// Once a second: offers past their TTL, stuck tasks, old terminal
-    /// records, and a scheduling pass.
-    pub(super) fn housekeeping(&mut self, now: Instant) {
-        if self.framework.state == FrameworkState::Subscribing {
-            // The reason may change without an event (master detection).
-            self.out.dirty = true;
-        }
-        self.expire_offers(now);
-        self.offers.forget_lingering(now);
-        self.kill_stuck_tasks(now);
-        self.forget_old_terminal_tasks(now);
-        self.needs_schedule = true;
-    }
-
-    /// Tasks stuck in STAGING or STARTING longer than the transient timeout
-    /// are killed (and so replaced).
-    fn kill_stuck_tasks(&mut self, now: Instant) {
-        if !self.may_schedule() {
-            return;
-        }
-        let limit = self.cfg.transient_timeout.as_secs_f64();
-        let at = self.unix(now);
-        let stuck: Vec<(TaskId, TaskState)> = self
-            .tasks
-            .iter()
-            .filter(|(_, e)| e.version.is_some() && e.record.kill.is_none())
-            .filter(|(_, e)| {
-                matches!(
-                    e.record.state,
-                    TaskState::TaskStaging | TaskState::TaskStarting
-                )
-            })
-            .filter(|(_, e)| at - e.record.updated_at > limit)
-            .map(|(id, e)| (id.clone(), e.record.state))
-            .collect();
-        for (task_id, state) in stuck {
-            let reason = format!("stuck in {state} for more than {limit:.0} s");
-            self.request_kill(&task_id, &reason, now);
-        }
-    }
-
-    /// Terminal records older than the retention are deleted.
-    fn forget_old_terminal_tasks(&mut self, now: Instant) {
-        let limit = self.cfg.terminal_retention.as_secs_f64();
-        let at = self.unix(now);
-        let old: Vec<(TaskId, i32)> = self
-            .tasks
-            .iter()
-            .filter(|(_, e)| !e.writing && e.record.is_terminal())
-            .filter(|(_, e)| at - e.record.updated_at > limit)
-            .filter_map(|(id, e)| Some((id.clone(), e.version?)))
-            .collect();
-        for (task_id, version) in old {
-            self.tasks.begin_write(&task_id);
-            self.store(
-                StoreOp::DeleteTask(task_id.clone(), Expect::Version(version)),
-                Pending::Task(tasks::Step::Delete { task: task_id }),
-            );
         }
     }
 }

@@ -1,8 +1,15 @@
 //! The task table: every task record the leader knows, with what waits
 //! for its write in flight (one per task: `tasks`), and the time an update
 //! last confirmed it without a change.
+//!
+//! Beside the table, an index kept in step with every change of a record
+//! ([`ServiceTasks`] per service):
+//! the scheduling pass and the snapshot read one service's records, or
+//! skip a service nothing changed in, instead of going over every record
+//! several times a second. Every change of a record goes through the
+//! table's methods so that the index cannot drift.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +23,9 @@ use crate::scheduler::records::TaskRecord;
 #[derive(Debug)]
 pub(super) struct TaskEntry {
     /// The record as stored (shared with snapshots), or being created.
+    /// Read-only outside the table: changes go through
+    /// [`TaskTable::replace`] and [`TaskTable::touch`], which keep the
+    /// index in step.
     pub(super) record: Arc<TaskRecord>,
     /// Its version in ZooKeeper; `None` while the create is in flight.
     pub(super) version: Option<i32>,
@@ -51,14 +61,44 @@ pub(super) enum TaskOp {
     MarkKill(String, Duration),
 }
 
+/// The records of one service, in step with the table.
+#[derive(Debug, Default)]
+pub(super) struct ServiceTasks {
+    /// Every record of the service, by task ID, and whether it is stored
+    /// (`false` while its create is in flight).
+    records: BTreeMap<TaskId, (Arc<TaskRecord>, bool)>,
+    /// A record changed since [`TaskTable::take_changed`] last asked.
+    changed: bool,
+    /// A stored record changed since [`TaskTable::take_shown_changed`]
+    /// last asked.
+    shown_changed: bool,
+}
+
+impl ServiceTasks {
+    /// Every record of the service (those being created too).
+    pub(super) fn records(&self) -> impl Iterator<Item = &TaskRecord> + Clone {
+        self.records.values().map(|(r, _)| r.as_ref())
+    }
+
+    /// The stored records of the service.
+    pub(super) fn stored(&self) -> impl Iterator<Item = &TaskRecord> + Clone {
+        self.records
+            .values()
+            .filter(|(_, stored)| *stored)
+            .map(|(r, _)| r.as_ref())
+    }
+}
+
 /// Every task record the leader knows, by task ID (sorted: snapshots list
-/// them in this order).
+/// them in this order), with the index.
 #[derive(Debug, Default)]
 pub(super) struct TaskTable {
-    pub(super) entries: BTreeMap<TaskId, TaskEntry>,
+    entries: BTreeMap<TaskId, TaskEntry>,
     pub(super) loaded: bool,
     /// Updates that came before the records were read.
     pub(super) early: Vec<v1::TaskStatus>,
+    /// The records by service.
+    services: HashMap<String, ServiceTasks>,
 }
 
 impl TaskTable {
@@ -73,10 +113,12 @@ impl TaskTable {
         records: Vec<(String, Versioned<TaskRecord>)>,
     ) -> Vec<v1::TaskStatus> {
         for (key, v) in records {
-            self.entries.insert(
-                key.into(),
-                TaskEntry::new(Arc::new(v.value), Some(v.version)),
-            );
+            let task_id: TaskId = key.into();
+            self.remove(&task_id);
+            let record = Arc::new(v.value);
+            self.index_add(&record, true);
+            self.entries
+                .insert(task_id, TaskEntry::new(record, Some(v.version)));
         }
         self.loaded = true;
         std::mem::take(&mut self.early)
@@ -87,15 +129,18 @@ impl TaskTable {
         self.entries.get(task_id)
     }
 
-    /// The entry of `task_id`, to change.
+    /// The entry of `task_id`, to change (its record through
+    /// [`TaskTable::replace`]).
     pub(super) fn get_mut(&mut self, task_id: &str) -> Option<&mut TaskEntry> {
         self.entries.get_mut(task_id)
     }
 
     /// A task being launched: its record is being created.
     pub(super) fn insert_launching(&mut self, record: Arc<TaskRecord>) {
-        self.entries
-            .insert(record.task_id.clone(), TaskEntry::new(record, None));
+        let task_id = record.task_id.clone();
+        self.remove(&task_id);
+        self.index_add(&record, false);
+        self.entries.insert(task_id, TaskEntry::new(record, None));
     }
 
     /// The create of a launching task failed: it never existed.
@@ -105,8 +150,26 @@ impl TaskTable {
             .get(task_id)
             .is_some_and(|e| e.version.is_none())
         {
-            self.entries.remove(task_id);
+            self.remove(task_id);
         }
+    }
+
+    /// Forgets the record of `task_id` (deleted, or gone from the store).
+    pub(super) fn remove(&mut self, task_id: &str) {
+        if let Some(entry) = self.entries.remove(task_id) {
+            self.index_remove(&entry.record, entry.version.is_some());
+        }
+    }
+
+    /// The record of `task_id` as now stored at `version`.
+    pub(super) fn replace(&mut self, task_id: &str, record: Arc<TaskRecord>, version: i32) {
+        let Some(entry) = self.entries.get_mut(task_id) else {
+            return;
+        };
+        let old = std::mem::replace(&mut entry.record, record.clone());
+        let was_stored = entry.version.replace(version).is_some();
+        self.index_remove(&old, was_stored);
+        self.index_add(&record, true);
     }
 
     /// The create succeeded; returns true if work waits for the task.
@@ -115,7 +178,11 @@ impl TaskTable {
             Some(entry) => {
                 entry.version = Some(version);
                 entry.writing = false;
-                !entry.queued.is_empty()
+                let waiting = !entry.queued.is_empty();
+                let record = entry.record.clone();
+                self.index_remove(&record, false);
+                self.index_add(&record, true);
+                waiting
             }
             None => false,
         }
@@ -131,6 +198,7 @@ impl TaskTable {
     /// Forgets every record (the framework was forgotten).
     pub(super) fn clear(&mut self) {
         self.entries.clear();
+        self.services.clear();
     }
 
     /// Every entry, by task ID.
@@ -150,6 +218,55 @@ impl TaskTable {
     /// Every record, by task ID.
     pub(super) fn records(&self) -> impl Iterator<Item = &Arc<TaskRecord>> + Clone {
         self.entries.values().map(|e| &e.record)
+    }
+
+    /// The records by service (every service with a record).
+    pub(super) fn services(&self) -> impl Iterator<Item = (&String, &ServiceTasks)> {
+        self.services.iter()
+    }
+
+    /// The records of `service`.
+    pub(super) fn service(&self, service: &str) -> Option<&ServiceTasks> {
+        self.services.get(service)
+    }
+
+    /// True if a record of `service` changed since the last call for it;
+    /// clears the mark.
+    pub(super) fn take_changed(&mut self, service: &str) -> bool {
+        self.services
+            .get_mut(service)
+            .is_some_and(|s| std::mem::take(&mut s.changed))
+    }
+
+    /// True if a stored record of `service` changed since the last call for
+    /// it; clears the mark.
+    pub(super) fn take_shown_changed(&mut self, service: &str) -> bool {
+        self.services
+            .get_mut(service)
+            .is_some_and(|s| std::mem::take(&mut s.shown_changed))
+    }
+
+    fn index_add(&mut self, record: &Arc<TaskRecord>, stored: bool) {
+        let service = match self.services.get_mut(&record.service) {
+            Some(s) => s,
+            None => self.services.entry(record.service.clone()).or_default(),
+        };
+        service
+            .records
+            .insert(record.task_id.clone(), (record.clone(), stored));
+        service.changed = true;
+        service.shown_changed |= stored;
+    }
+
+    fn index_remove(&mut self, record: &TaskRecord, stored: bool) {
+        if let Some(service) = self.services.get_mut(&record.service) {
+            service.records.remove(&record.task_id);
+            service.changed = true;
+            service.shown_changed |= stored;
+            if service.records.is_empty() {
+                self.services.remove(&record.service);
+            }
+        }
     }
 
     /// True if a record of `task_id` is known.
@@ -172,8 +289,149 @@ impl TaskTable {
     /// Mutates a record in memory only (the KILL attempt count shown on
     /// pages; the next write stores it).
     pub(super) fn touch(&mut self, task_id: &str, change: impl FnOnce(&mut TaskRecord)) {
-        if let Some(entry) = self.entries.get_mut(task_id) {
-            change(Arc::make_mut(&mut entry.record));
+        let Some(entry) = self.entries.get_mut(task_id) else {
+            return;
+        };
+        let stored = entry.version.is_some();
+        let old = entry.record.clone();
+        let mut record = (*old).clone();
+        change(&mut record);
+        let record = Arc::new(record);
+        entry.record = record.clone();
+        self.index_remove(&old, stored);
+        self.index_add(&record, stored);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesos::v1::TaskState;
+    use crate::scheduler::services::ExecutorKind;
+
+    fn record(id: &str, service: &str, state: TaskState) -> Arc<TaskRecord> {
+        Arc::new(TaskRecord {
+            task_id: id.into(),
+            service: service.into(),
+            instance: 0,
+            fingerprint: "f".into(),
+            agent_id: "a".into(),
+            hostname: "h".into(),
+            executor: ExecutorKind::Command,
+            executor_id: id.into(),
+            ports: Vec::new(),
+            state,
+            launched_at: 0.0,
+            updated_at: 0.0,
+            kill: None,
+            timeline: Vec::new(),
+            healthy: None,
+            healthy_since: None,
+        })
+    }
+
+    /// The index as a full recount of the table would make it: per service,
+    /// (task ID, state, stored).
+    fn recount(t: &TaskTable) -> BTreeMap<String, Vec<(String, i32, bool)>> {
+        let mut out: BTreeMap<String, Vec<(String, i32, bool)>> = BTreeMap::new();
+        for (id, e) in t.iter() {
+            out.entry(e.record.service.clone()).or_default().push((
+                id.to_string(),
+                e.record.state as i32,
+                e.version.is_some(),
+            ));
         }
+        out
+    }
+
+    fn indexed(t: &TaskTable) -> BTreeMap<String, Vec<(String, i32, bool)>> {
+        t.services()
+            .map(|(name, s)| {
+                let list = s
+                    .records
+                    .iter()
+                    .map(|(id, (r, stored))| (id.to_string(), r.state as i32, *stored))
+                    .collect();
+                (name.clone(), list)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_index_agrees_with_a_full_recount_after_random_changes() {
+        let states = [
+            TaskState::TaskStaging,
+            TaskState::TaskStarting,
+            TaskState::TaskRunning,
+            TaskState::TaskFailed,
+            TaskState::TaskKilled,
+        ];
+        let services = ["web", "db", "cache"];
+        // A small LCG: the sequence is the same on every run.
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 33) as usize) % n
+        };
+        let mut t = TaskTable::default();
+        let mut version = 0;
+        for step in 0..5_000 {
+            let id = format!("task-{}", next(40));
+            let service = services[next(services.len())];
+            let state = states[next(states.len())];
+            version += 1;
+            match next(8) {
+                0 => t.insert_launching(record(&id, service, TaskState::TaskStaging)),
+                1 => {
+                    t.created(&id, version);
+                }
+                2 => {
+                    // A record changes (state; now and then its service).
+                    if let Some(old) = t.get(&id).map(|e| e.record.clone()) {
+                        let service = if next(10) == 0 { service } else { &old.service };
+                        t.replace(&id, record(&id, service, state), version);
+                    }
+                }
+                3 => t.touch(&id, |r| r.state = state),
+                4 => t.remove(&id),
+                5 => t.remove_launching(&id),
+                6 if next(50) == 0 => t.clear(),
+                _ => {
+                    let loaded = vec![(
+                        id.clone(),
+                        Versioned {
+                            value: (*record(&id, service, state)).clone(),
+                            version,
+                        },
+                    )];
+                    t.load(loaded);
+                }
+            }
+            assert_eq!(indexed(&t), recount(&t), "after step {step}");
+        }
+    }
+
+    #[test]
+    fn changes_mark_their_service_once() {
+        let mut t = TaskTable::default();
+        t.insert_launching(record("w1", "web", TaskState::TaskStaging));
+        assert!(t.take_changed("web"));
+        assert!(!t.take_changed("web"));
+        // Not stored yet: the snapshot shows nothing new.
+        assert!(!t.take_shown_changed("web"));
+        t.created("w1", 1);
+        assert!(t.take_changed("web") && t.take_shown_changed("web"));
+        t.replace("w1", record("w1", "web", TaskState::TaskRunning), 2);
+        assert!(t.take_changed("web") && t.take_shown_changed("web"));
+        assert!(!t.take_changed("db") && !t.take_shown_changed("db"));
+        let running: Vec<TaskState> = t
+            .service("web")
+            .unwrap()
+            .stored()
+            .map(|r| r.state)
+            .collect();
+        assert_eq!(running, [TaskState::TaskRunning]);
     }
 }

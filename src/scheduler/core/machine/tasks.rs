@@ -29,7 +29,7 @@ use super::{Machine, Pending};
 use crate::coordination::{CoordinationError, Expect, Versioned, Written};
 use crate::mesos::is_terminal;
 use crate::mesos::v1::{self, TaskState, task_status};
-use crate::scheduler::core::io::{StoreOp, StoreResult};
+use crate::scheduler::core::io::{Ack, StoreOp, StoreResult};
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::metrics::UpdateLabels;
 use crate::scheduler::records::{KillRequest, TaskRecord};
@@ -46,10 +46,13 @@ const EARLY_UPDATES: usize = 100_000;
 /// What a task request in flight was for.
 #[derive(Debug)]
 pub(super) enum Step {
-    /// An update's record; acknowledge `status` once stored.
+    /// An update's record; send `ack` (if the update has a uuid) once
+    /// stored. Only what the answer needs is kept, not the whole update:
+    /// thousands wait for their writes while many tasks launch.
     Update {
         task: TaskId,
-        status: Box<v1::TaskStatus>,
+        state: TaskState,
+        ack: Option<Ack>,
         record: Arc<TaskRecord>,
     },
     /// A launching task's record; its ACCEPT waits for it.
@@ -133,7 +136,8 @@ impl Machine {
             StoreOp::PutTask(record.clone(), Expect::Version(version)),
             Pending::Task(Step::Update {
                 task: task_id,
-                status: Box::new(status),
+                state: status.state(),
+                ack: ack_of(&status),
                 record,
             }),
         );
@@ -288,7 +292,8 @@ impl Machine {
         match step {
             Step::Update {
                 task,
-                status,
+                state,
+                ack,
                 record,
             } => match written {
                 Ok(Written::Version(version)) => {
@@ -296,21 +301,19 @@ impl Machine {
                     let Some(entry) = self.tasks.get_mut(&task) else {
                         return;
                     };
-                    entry.record = record.clone();
-                    entry.version = Some(version);
                     entry.writing = false;
                     entry.confirmed_at = Some(at);
+                    self.tasks.replace(&task, record.clone(), version);
                     self.out.dirty = true;
                     // The workload may have changed (an instance ended, a
                     // replacement runs): decide again.
                     self.needs_schedule = true;
                     self.note_transition(&record, now);
-                    self.acknowledge(&status);
+                    self.out.acks.extend(ack);
                     self.drain(&task, now);
                 }
                 other => {
                     let (e, why) = failure(other);
-                    let state = status.state();
                     let message = format!(
                         "could not store the {state} update of {task}: {why}; not acknowledged"
                     );
@@ -329,13 +332,12 @@ impl Machine {
             } => match written {
                 Ok(Written::Version(version)) => {
                     if let Some(entry) = self.tasks.get_mut(&task) {
-                        entry.record = record;
-                        entry.version = Some(version);
                         entry.writing = false;
                         entry.kill_wanted = false;
                     } else {
                         return;
                     }
+                    self.tasks.replace(&task, record, version);
                     self.out.dirty = true;
                     self.log(EventKind::Kill, format!("killing {task}: {reason}"), now);
                     self.queue_kill(&task, grace, now);
@@ -354,7 +356,7 @@ impl Machine {
             },
             Step::Delete { task } => match written {
                 Ok(_) => {
-                    self.tasks.entries.remove(&task);
+                    self.tasks.remove(&task);
                     self.out.dirty = true;
                 }
                 Err(e) => self.write_failed(task, Some(e), now),
@@ -391,16 +393,15 @@ impl Machine {
         };
         match read {
             Ok(Some(v)) => {
-                entry.record = Arc::new(v.value);
-                entry.version = Some(v.version);
                 entry.writing = false;
+                self.tasks.replace(&task, Arc::new(v.value), v.version);
                 self.out.dirty = true;
                 self.drain(&task, now);
             }
             Ok(None) => {
                 // Someone deleted it: the task is no longer ours to track;
                 // reconciliation finds it if it runs.
-                self.tasks.entries.remove(&task);
+                self.tasks.remove(&task);
                 self.out.dirty = true;
             }
             Err(e) => {
@@ -497,5 +498,18 @@ fn failure(written: Result<Written, CoordinationError>) -> (Option<CoordinationE
             (Some(e), why)
         }
         Ok(other) => (None, format!("unexpected answer {other:?}")),
+    }
+}
+
+/// The acknowledgement `status` needs, if any (only updates with a uuid
+/// are acknowledged).
+pub(super) fn ack_of(status: &v1::TaskStatus) -> Option<Ack> {
+    match (&status.agent_id, &status.uuid) {
+        (Some(agent), Some(uuid)) => Some(Ack {
+            agent_id: agent.into(),
+            task_id: (&status.task_id).into(),
+            uuid: uuid.clone(),
+        }),
+        _ => None,
     }
 }

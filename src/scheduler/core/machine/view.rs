@@ -1,22 +1,57 @@
 //! The leader's snapshot. The runner adds what only the process knows: the
 //! election's view and the deployment record, and why no master leads.
 
-use std::collections::HashMap;
-
 use tokio::time::Instant;
 
 use super::Machine;
+use super::table::ServiceTasks;
 use crate::coordination::Leadership;
 use crate::mesos::resources::format_ranges;
-use crate::scheduler::records::TaskRecord;
-use crate::scheduler::rollout;
+use crate::scheduler::rollout::{self, Progress};
+use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{
     FrameworkStatus, OfferSummary, ServiceStatus, Snapshot, UnrecordedKill,
 };
-use crate::scheduler::workload::{self, assess};
+use crate::scheduler::workload::{self, Assessment, assess};
+
+/// A service's counts as the last snapshot showed them, from its stored
+/// records: kept while none of them changed, the spec is the same and no
+/// rollout is in progress (availability changes with time alone).
+#[derive(Debug)]
+pub(super) struct Shown {
+    spec: ServiceSpec,
+    assessment: Assessment,
+    healthy: u32,
+    unhealthy: u32,
+    progress: Progress,
+}
+
+impl Shown {
+    fn new(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, now_secs: f64) -> Shown {
+        let empty = ServiceTasks::default();
+        let tasks = tasks.unwrap_or(&empty);
+        let live = || tasks.stored().filter(|t| workload::is_live(t));
+        let mut assessment = assess(spec, tasks.stored());
+        // Only the counts are shown.
+        assessment.missing = Vec::new();
+        assessment.surplus = Vec::new();
+        Shown {
+            spec: spec.clone(),
+            assessment,
+            healthy: live().filter(|t| t.healthy == Some(true)).count() as u32,
+            unhealthy: live().filter(|t| t.healthy == Some(false)).count() as u32,
+            progress: rollout::progress(spec, tasks.stored(), now_secs),
+        }
+    }
+
+    /// True while this still shows `spec`'s service.
+    fn holds_for(&self, spec: &ServiceSpec) -> bool {
+        !self.progress.in_progress() && self.spec == *spec
+    }
+}
 
 impl Machine {
-    pub(super) fn snapshot(&self, now: Instant) -> Snapshot {
+    pub(super) fn snapshot(&mut self, now: Instant) -> Snapshot {
         let now_secs = self.unix(now);
         let sub = self.framework.subscription.as_ref();
         let framework = FrameworkStatus {
@@ -34,42 +69,40 @@ impl Machine {
             heartbeat_timeout_seconds: sub.map(|s| s.info.heartbeat_timeout.as_secs_f64()),
             strategy: self.cfg.strategy,
         };
-        let mut by_service: HashMap<&str, Vec<&TaskRecord>> = HashMap::new();
-        for record in self.tasks.stored() {
-            by_service
-                .entry(record.service.as_str())
-                .or_default()
-                .push(record);
+        let names: Vec<String> = self.services.keys().cloned().collect();
+        let mut services = Vec::with_capacity(names.len());
+        for name in names {
+            let changed = self.tasks.take_shown_changed(&name);
+            let Some(entry) = self.services.get(&name) else {
+                continue;
+            };
+            let spec = &entry.spec;
+            if changed || !self.shown.get(&name).is_some_and(|s| s.holds_for(spec)) {
+                let shown = Shown::new(spec, self.tasks.service(&name), now_secs);
+                self.shown.insert(name.clone(), shown);
+            }
+            let Some(shown) = self.shown.get(&name) else {
+                continue;
+            };
+            let backoff = self.backoff.get(&name);
+            services.push(ServiceStatus {
+                spec: spec.clone(),
+                running: shown.assessment.running,
+                starting: shown.assessment.starting,
+                killing: shown.assessment.killing,
+                consecutive_failures: backoff.map(|b| b.failures_at(spec, now)).unwrap_or(0),
+                next_launch_after: backoff
+                    .filter(|b| !b.ready(now))
+                    .map(|b| now_secs + b.remaining(now).as_secs_f64()),
+                waiting: self.waiting.get(&name).map(ToString::to_string),
+                healthy: shown.healthy,
+                unhealthy: shown.unhealthy,
+                rollout: self.rollout_status(spec, &shown.progress),
+                can_roll_back: self.has_previous(&name),
+            });
         }
-        let services = self
-            .services
-            .values()
-            .map(|entry| {
-                let spec = &entry.spec;
-                let tasks = by_service
-                    .get(spec.name.as_str())
-                    .map_or(&[][..], Vec::as_slice);
-                let a = assess(spec, tasks.iter().copied());
-                let progress = rollout::progress(spec, tasks.iter().copied(), now_secs);
-                let live = || tasks.iter().filter(|t| workload::is_live(t));
-                let backoff = self.backoff.get(&spec.name);
-                ServiceStatus {
-                    spec: spec.clone(),
-                    running: a.running,
-                    starting: a.starting,
-                    killing: a.killing,
-                    consecutive_failures: backoff.map(|b| b.failures_at(spec, now)).unwrap_or(0),
-                    next_launch_after: backoff
-                        .filter(|b| !b.ready(now))
-                        .map(|b| now_secs + b.remaining(now).as_secs_f64()),
-                    waiting: self.waiting.get(&spec.name).map(ToString::to_string),
-                    healthy: live().filter(|t| t.healthy == Some(true)).count() as u32,
-                    unhealthy: live().filter(|t| t.healthy == Some(false)).count() as u32,
-                    rollout: self.rollout_status(spec, &progress),
-                    can_roll_back: self.has_previous(&spec.name),
-                }
-            })
-            .collect();
+        self.shown
+            .retain(|name, _| self.services.contains_key(name.as_str()));
         let offers = self
             .offers
             .iter()

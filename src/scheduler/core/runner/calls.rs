@@ -6,16 +6,21 @@
 //!   are sent together; SUPPRESS and REVIVE wait for what is before them.
 //! - KILL, RECONCILE, MESSAGE and TEARDOWN go at once, at most
 //!   [`CALLS_IN_FLIGHT`] together.
-//! - Acknowledgements go at once, at most [`ACKS_IN_FLIGHT`] together, on
-//!   the client's keep-alive connections; a failed one is only logged (the
-//!   agent sends the update again).
+//! - Acknowledgements queue in one lane that keeps at most
+//!   [`ACKS_IN_FLIGHT`] in flight, on the client's keep-alive connections;
+//!   a failed one is only logged (the agent sends the update again). The
+//!   queue holds only the acknowledgements' IDs: a launch of tens of
+//!   thousands of tasks brings as many updates at once, and a spawned call
+//!   per acknowledgement would hold a whole HTTP request's state for each.
 //!
 //! Every call uses the client of the moment: after a re-subscription the new
 //! stream ID; with no client, the call fails with `NotSubscribed`.
 
 use std::sync::{Arc, Mutex};
 
+use futures::StreamExt;
 use futures::future::join_all;
+use futures::stream::FuturesUnordered;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::{Msg, Work};
@@ -43,7 +48,7 @@ pub(super) struct CallLanes {
     client: SharedClient,
     offers: mpsc::UnboundedSender<(RequestId, MesosCall)>,
     calls: Arc<Semaphore>,
-    acks: Arc<Semaphore>,
+    acks: mpsc::UnboundedSender<Ack>,
     results: mpsc::UnboundedSender<Msg>,
     work: Work,
 }
@@ -56,11 +61,13 @@ impl CallLanes {
     ) -> CallLanes {
         let (offers, queue) = mpsc::unbounded_channel();
         work.spawn(offer_lane(client.clone(), queue, results.clone()));
+        let (acks, ack_queue) = mpsc::unbounded_channel();
+        work.spawn(ack_lane(client.clone(), ack_queue));
         CallLanes {
             client,
             offers,
             calls: Arc::new(Semaphore::new(CALLS_IN_FLIGHT)),
-            acks: Arc::new(Semaphore::new(ACKS_IN_FLIGHT)),
+            acks,
             results,
             work,
         }
@@ -84,26 +91,43 @@ impl CallLanes {
         });
     }
 
-    /// Acknowledges the updates, concurrently.
+    /// Acknowledges the updates, concurrently (see [`ack_lane`]); with no
+    /// client they are dropped (the agents send the updates again).
     pub(super) fn acknowledge(&self, acks: Vec<Ack>) {
-        let Some(client) = current(&self.client) else {
+        if current(&self.client).is_none() {
             return;
-        };
+        }
         for ack in acks {
-            let client = client.clone();
-            let permits = self.acks.clone();
-            self.work.spawn(async move {
-                let Ok(_permit) = permits.acquire_owned().await else {
+            let _ = self.acks.send(ack);
+        }
+    }
+}
+
+/// The lane of acknowledgements: at most [`ACKS_IN_FLIGHT`] in flight, each
+/// on the client of the moment.
+async fn ack_lane(client: SharedClient, mut queue: mpsc::UnboundedReceiver<Ack>) {
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            ack = queue.recv(), if in_flight.len() < ACKS_IN_FLIGHT => {
+                let Some(ack) = ack else {
+                    while in_flight.next().await.is_some() {}
                     return;
                 };
-                let task = ack.task_id.clone();
-                let result = client
-                    .acknowledge(ack.agent_id.to_proto(), ack.task_id.to_proto(), ack.uuid)
-                    .await;
-                if let Err(e) = result {
-                    tracing::warn!(task_id = %task, error = %e, "acknowledge failed; the agent will re-send");
-                }
-            });
+                let Some(client) = current(&client) else {
+                    continue;
+                };
+                in_flight.push(async move {
+                    let task = ack.task_id.clone();
+                    let result = client
+                        .acknowledge(ack.agent_id.to_proto(), ack.task_id.to_proto(), ack.uuid)
+                        .await;
+                    if let Err(e) = result {
+                        tracing::warn!(task_id = %task, error = %e, "acknowledge failed; the agent will re-send");
+                    }
+                });
+            }
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
         }
     }
 }

@@ -24,9 +24,11 @@ use crate::scheduler::rollout::ServiceRecord;
 
 /// Task writes per batch (one ZooKeeper `multi` of the ZooKeeper
 /// implementation).
-const BATCH: usize = 250;
-/// Batches in flight at once.
-const BATCHES_IN_FLIGHT: usize = 4;
+const BATCH: usize = 125;
+/// Batches in flight at once: two keep ZooKeeper busy (one is committed
+/// while the next waits), and a command's write (a service, the audit log)
+/// waits behind at most `2 × BATCH` task writes in ZooKeeper's queue.
+const BATCHES_IN_FLIGHT: usize = 2;
 
 /// A task write waiting for its batch.
 enum TaskWrite {
