@@ -87,8 +87,13 @@ impl Setup {
     }
 }
 
+/// One service `web`. Its replacements count as available 1 s after
+/// TASK_RUNNING (`upgrade.min_healthy`, default 10 s; the rollout's own
+/// rules are tested in scheduler_rollout.rs), so a three-instance upgrade
+/// fits in the waits here.
 fn web(command: &str, instances: u32) -> Value {
-    json!([{"name": "web", "command": command, "cpus": 0.1, "mem": 32, "instances": instances}])
+    json!([{"name": "web", "command": command, "cpus": 0.1, "mem": 32, "instances": instances,
+            "upgrade": {"min_healthy": "1s"}}])
 }
 
 fn running(n: u64) -> impl Fn(&Value) -> bool {
