@@ -81,8 +81,8 @@ impl Master {
         let hostname = self.agents[agent_index].spec.hostname.clone();
         let keys: Vec<(String, String)> = self
             .tasks
-            .iter()
-            .filter(|(_, t)| t.agent_id == agent_id && !self.checkpoints(&t.framework_id))
+            .on_agent(&agent_id)
+            .filter(|(_, t)| !self.checkpoints(&t.framework_id))
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {

@@ -30,12 +30,7 @@ impl Master {
         let since = now_nanos();
         self.agents[index].state = AgentState::Unreachable { since_nanos: since };
         self.rescind_offers_on(agent_id);
-        let keys: Vec<_> = self
-            .tasks
-            .iter()
-            .filter(|(_, t)| t.agent_id == agent_id)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let keys = self.tasks.keys_on(agent_id);
         for key in keys {
             let Some(mut task) = self.tasks.remove(&key) else {
                 continue;
@@ -103,12 +98,7 @@ impl Master {
             return true;
         }
         self.agents[index].state = AgentState::Registered;
-        let keys: Vec<_> = self
-            .unreachable_tasks
-            .iter()
-            .filter(|(_, t)| t.agent_id == agent_id)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let keys = self.unreachable_tasks.keys_on(agent_id);
         for key in keys {
             let Some(mut task) = self.unreachable_tasks.remove(&key) else {
                 continue;

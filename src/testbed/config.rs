@@ -254,6 +254,9 @@ Fault injection and inspection (JSON; not part of Mesos):
                                             restarts (--run-executors)
   Delays (reregister_delay_ms, down_ms, stream_ms, response_ms) are at most
   3600000 (one hour). The call log records the stream ID each SUBSCRIBE got.
+  Errors are JSON {\"error\": ...}: 404 unknown agent, framework or path;
+  409 a gone agent (never comes back), a disconnected framework, a restart
+  without --run-executors; 400 a body that is not what the endpoint takes.
 
 Health checks: simulated executors run a task's TaskInfo.health_check on its
 timing (delay, interval, grace period) with results set by faults/health

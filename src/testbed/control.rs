@@ -24,9 +24,23 @@
 //! | `GET /testbed/executors` | `{"executors": [ExecutorView…]}`: executor processes (process mode) |
 //! | `POST /testbed/agents/{agent_id}/restart` `{"down_ms": 1000}` | process mode: the agent dies and comes back after `down_ms` (see `agent_restart`) |
 //!
-//! Unknown agents or frameworks answer 404; delays (`reregister_delay_ms`,
-//! `down_ms`, `stream_ms`, `response_ms`) above one hour answer 400 with
-//! `{"error": "…"}`, and so does a call type that cannot be dropped.
+//! Every answer is JSON: `200 {"ok": true}` on success, otherwise
+//! `{"error": "…"}` with
+//!
+//! - 404 for an agent or framework ID the master does not know, and for a
+//!   path under `/testbed` that is not an endpoint (the error names it);
+//!   405 for a known path with another method;
+//! - 409 when the agent or framework is known but the fault cannot apply:
+//!   the agent was marked gone (it never comes back, so it can be neither
+//!   reachable, unreachable nor restarted), the framework is not connected
+//!   (drop-stream), the agent restart needs process mode;
+//! - 400 for a body that is not JSON, has unknown fields or misses one,
+//!   a delay (`reregister_delay_ms`, `down_ms`, `stream_ms`, `response_ms`)
+//!   above one hour, a call type that cannot be dropped; 415 for a body
+//!   that is not `application/json`.
+//!
+//! Repeating a fault that holds already (unreachable twice, gone twice)
+//! answers 200 and does nothing more.
 //!
 //! Dropped calls imitate a master that accepted a call and lost it: a real
 //! master answers these calls 202 Accepted before acting on them
@@ -47,41 +61,166 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::{FromRequest, OriginalUri, Path, Query, Request, State};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, any, get, post};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::App;
+use super::master::{AgentState, Master};
 
-/// The `/testbed` routes.
+/// The `/testbed` routes; any other path under `/testbed` answers 404 and
+/// a known path with another method 405, both with a JSON error.
 pub(crate) fn routes() -> Router<App> {
     Router::new()
-        .route("/testbed/calls", get(calls))
-        .route("/testbed/tasks", get(tasks))
-        .route("/testbed/frameworks", get(frameworks))
-        .route("/testbed/agents", get(agents))
-        .route("/testbed/agents/{agent_id}/unreachable", post(unreachable))
-        .route("/testbed/agents/{agent_id}/reachable", post(reachable))
-        .route("/testbed/agents/{agent_id}/gone", post(gone))
+        .route("/testbed/calls", json_only(get(calls)))
+        .route("/testbed/tasks", json_only(get(tasks)))
+        .route("/testbed/frameworks", json_only(get(frameworks)))
+        .route("/testbed/agents", json_only(get(agents)))
+        .route(
+            "/testbed/agents/{agent_id}/unreachable",
+            json_only(post(unreachable)),
+        )
+        .route(
+            "/testbed/agents/{agent_id}/reachable",
+            json_only(post(reachable)),
+        )
+        .route("/testbed/agents/{agent_id}/gone", json_only(post(gone)))
         .route(
             "/testbed/frameworks/{framework_id}/drop-stream",
-            post(drop_stream),
+            json_only(post(drop_stream)),
         )
-        .route("/testbed/heartbeats/stop", post(stop_heartbeats))
-        .route("/testbed/heartbeats/resume", post(resume_heartbeats))
-        .route("/testbed/faults/ignore-kill", post(ignore_kill))
-        .route("/testbed/faults/hold-staging", post(hold_staging))
-        .route("/testbed/faults/no-operator-api", post(no_operator_api))
-        .route("/testbed/faults/drop-calls", post(drop_calls))
-        .route("/testbed/faults/latency", post(latency))
-        .route("/testbed/faults/health", post(set_health))
-        .route("/testbed/faults/clear", post(clear_faults))
-        .route("/testbed/master/failover", post(failover))
-        .route("/testbed/executors", get(executors))
-        .route("/testbed/agents/{agent_id}/restart", post(restart_agent))
+        .route("/testbed/heartbeats/stop", json_only(post(stop_heartbeats)))
+        .route(
+            "/testbed/heartbeats/resume",
+            json_only(post(resume_heartbeats)),
+        )
+        .route("/testbed/faults/ignore-kill", json_only(post(ignore_kill)))
+        .route(
+            "/testbed/faults/hold-staging",
+            json_only(post(hold_staging)),
+        )
+        .route(
+            "/testbed/faults/no-operator-api",
+            json_only(post(no_operator_api)),
+        )
+        .route("/testbed/faults/drop-calls", json_only(post(drop_calls)))
+        .route("/testbed/faults/latency", json_only(post(latency)))
+        .route("/testbed/faults/health", json_only(post(set_health)))
+        .route("/testbed/faults/clear", json_only(post(clear_faults)))
+        .route("/testbed/master/failover", json_only(post(failover)))
+        .route("/testbed/executors", json_only(get(executors)))
+        .route(
+            "/testbed/agents/{agent_id}/restart",
+            json_only(post(restart_agent)),
+        )
+        .route("/testbed", any(no_such_endpoint))
+        .route("/testbed/", any(no_such_endpoint))
+        .route("/testbed/{*rest}", any(no_such_endpoint))
+}
+
+/// `route` answering a method it does not serve with a JSON 405.
+fn json_only(route: MethodRouter<App>) -> MethodRouter<App> {
+    route.fallback(wrong_method)
+}
+
+async fn wrong_method(method: Method, OriginalUri(uri): OriginalUri) -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+async fn no_such_endpoint(method: Method, OriginalUri(uri): OriginalUri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no testbed endpoint {method} {}; see docs/testbed.md#fault-api",
+            uri.path()
+        ),
+    )
+}
+
+/// `{"error": message}` with `status`.
+fn error(status: StatusCode, message: String) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+/// A JSON request body of `T`, refused with a JSON error: 400 when it does
+/// not parse as `T` (axum's own `Json` answers 422 in plain text), 415 when
+/// it is not `application/json`. An empty body is `None`: the fields of an
+/// optional body keep their defaults.
+struct Body<T>(Option<T>);
+
+impl<T: DeserializeOwned> Body<T> {
+    /// The body, or the 400 to answer when it is required and missing.
+    fn required(self) -> Result<T, Response> {
+        self.0.ok_or_else(|| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "a JSON body is required; see docs/testbed.md#fault-api".into(),
+            )
+        })
+    }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let json = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
+        let bytes = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| error(rejection.status(), rejection.body_text()))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Body(None));
+        }
+        if !json {
+            return Err(error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the body must be JSON, with Content-Type: application/json".into(),
+            ));
+        }
+        serde_json::from_slice(&bytes)
+            .map(|body| Body(Some(body)))
+            .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
+    }
+}
+
+/// Why an agent fault cannot apply: 404 for an unknown agent, 409 for one
+/// marked gone (`gone.rs`: it never comes back).
+fn agent_refusal(master: &Master, agent_id: &str) -> Option<Response> {
+    let Some(index) = master.agent_index(agent_id) else {
+        return Some(error(
+            StatusCode::NOT_FOUND,
+            format!("agent '{agent_id}' not found"),
+        ));
+    };
+    (master.agents[index].state == AgentState::Gone).then(|| {
+        error(
+            StatusCode::CONFLICT,
+            format!("agent '{agent_id}' was marked gone and never comes back"),
+        )
+    })
+}
+
+/// 404 for a framework ID the master does not know: never subscribed, or
+/// removed (torn down, failover timeout).
+fn framework_refusal(master: &Master, framework_id: &str) -> Option<Response> {
+    (!master.frameworks.contains_key(framework_id)).then(|| {
+        error(
+            StatusCode::NOT_FOUND,
+            format!("framework '{framework_id}' not found (never subscribed, or removed)"),
+        )
+    })
 }
 
 async fn executors(State(app): State<App>) -> Response {
@@ -89,6 +228,7 @@ async fn executors(State(app): State<App>) -> Response {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RestartBody {
     #[serde(default = "default_reregister_delay_ms")]
     down_ms: u64,
@@ -97,20 +237,28 @@ struct RestartBody {
 async fn restart_agent(
     State(app): State<App>,
     Path(agent_id): Path<String>,
-    body: Option<Json<RestartBody>>,
+    Body(body): Body<RestartBody>,
 ) -> Response {
     let down = body
-        .map(|Json(b)| b.down_ms)
+        .map(|b| b.down_ms)
         .unwrap_or_else(default_reregister_delay_ms);
     let down = match bounded_delay("down_ms", down) {
         Ok(down) => down,
         Err(error) => return bad_request(error),
     };
     let mut master = app.lock();
-    let found = master
-        .agent_index(&agent_id)
-        .is_some_and(|index| master.restart_agent(index, down));
-    done(found)
+    if let Some(refusal) = agent_refusal(&master, &agent_id) {
+        return refusal;
+    }
+    let index = master.agent_index(&agent_id).expect("known: checked above");
+    if master.restart_agent(index, down) {
+        done()
+    } else {
+        error(
+            StatusCode::CONFLICT,
+            "agent restarts need process mode (--run-executors)".into(),
+        )
+    }
 }
 
 /// The longest delay a fault may ask for: one hour, in milliseconds. Longer
@@ -127,16 +275,13 @@ fn bounded_delay(field: &str, ms: u64) -> Result<Duration, String> {
     Ok(Duration::from_millis(ms))
 }
 
-fn bad_request(error: String) -> Response {
-    (StatusCode::BAD_REQUEST, Json(json!({ "error": error }))).into_response()
+fn bad_request(message: String) -> Response {
+    error(StatusCode::BAD_REQUEST, message)
 }
 
-fn done(found: bool) -> Response {
-    if found {
-        Json(json!({"ok": true})).into_response()
-    } else {
-        (StatusCode::NOT_FOUND, Json(json!({"error": "not found"}))).into_response()
-    }
+/// `200 {"ok": true}`.
+fn done() -> Response {
+    Json(json!({"ok": true})).into_response()
 }
 
 /// `GET /testbed/calls[?type=SUBSCRIBE]`.
@@ -172,18 +317,38 @@ async fn agents(State(app): State<App>) -> Response {
 }
 
 async fn unreachable(State(app): State<App>, Path(agent_id): Path<String>) -> Response {
-    done(app.lock().agent_unreachable(&agent_id))
+    let mut master = app.lock();
+    if let Some(refusal) = agent_refusal(&master, &agent_id) {
+        return refusal;
+    }
+    master.agent_unreachable(&agent_id);
+    done()
 }
 
 async fn reachable(State(app): State<App>, Path(agent_id): Path<String>) -> Response {
-    done(app.lock().agent_reachable(&agent_id))
+    let mut master = app.lock();
+    if let Some(refusal) = agent_refusal(&master, &agent_id) {
+        return refusal;
+    }
+    master.agent_reachable(&agent_id);
+    done()
 }
 
+/// Marking a gone agent gone again is 200, as the operator API's
+/// MARK_AGENT_GONE answers it (`src/master/http.cpp` `_markAgentGone`).
 async fn gone(State(app): State<App>, Path(agent_id): Path<String>) -> Response {
-    done(app.lock().mark_agent_gone(&agent_id))
+    if app.lock().mark_agent_gone(&agent_id) {
+        done()
+    } else {
+        error(
+            StatusCode::NOT_FOUND,
+            format!("agent '{agent_id}' not found"),
+        )
+    }
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DropCallsBody {
     call_type: String,
     #[serde(default = "one")]
@@ -194,14 +359,19 @@ fn one() -> u64 {
     1
 }
 
-async fn drop_calls(State(app): State<App>, Json(body): Json<DropCallsBody>) -> Response {
+async fn drop_calls(State(app): State<App>, body: Body<DropCallsBody>) -> Response {
+    let body = match body.required() {
+        Ok(body) => body,
+        Err(refusal) => return refusal,
+    };
     match app.lock().faults.drop_next(&body.call_type, body.count) {
-        Ok(()) => done(true),
+        Ok(()) => done(),
         Err(error) => bad_request(error),
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct LatencyBody {
     #[serde(default)]
     stream_ms: u64,
@@ -209,7 +379,11 @@ struct LatencyBody {
     response_ms: u64,
 }
 
-async fn latency(State(app): State<App>, Json(body): Json<LatencyBody>) -> Response {
+async fn latency(State(app): State<App>, body: Body<LatencyBody>) -> Response {
+    let body = match body.required() {
+        Ok(body) => body,
+        Err(refusal) => return refusal,
+    };
     let (stream, response) = match (
         bounded_delay("stream_ms", body.stream_ms),
         bounded_delay("response_ms", body.response_ms),
@@ -218,55 +392,73 @@ async fn latency(State(app): State<App>, Json(body): Json<LatencyBody>) -> Respo
         (Err(error), _) | (_, Err(error)) => return bad_request(error),
     };
     app.lock().faults.set_latency(stream, response);
-    done(true)
+    done()
 }
 
+/// 404 for an unknown framework, 409 for one that is not connected.
 async fn drop_stream(State(app): State<App>, Path(framework_id): Path<String>) -> Response {
     let mut master = app.lock();
-    let connected = master
-        .frameworks
-        .get(&framework_id)
-        .is_some_and(|f| f.connected());
-    if connected {
-        master.disconnect(&framework_id, true);
+    if let Some(refusal) = framework_refusal(&master, &framework_id) {
+        return refusal;
     }
-    done(connected)
+    if !master.frameworks[&framework_id].connected() {
+        return error(
+            StatusCode::CONFLICT,
+            format!("framework '{framework_id}' is not connected: no stream to drop"),
+        );
+    }
+    master.disconnect(&framework_id, true);
+    done()
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct HeartbeatBody {
     framework_id: Option<String>,
 }
 
-async fn stop_heartbeats(State(app): State<App>, body: Option<Json<HeartbeatBody>>) -> Response {
+/// For one framework the master knows (404 otherwise), or for all.
+async fn stop_heartbeats(State(app): State<App>, Body(body): Body<HeartbeatBody>) -> Response {
     let mut master = app.lock();
-    match body.and_then(|Json(b)| b.framework_id) {
-        Some(id) => master.faults.heartbeats_stopped_for.push(id),
+    match body.and_then(|b| b.framework_id) {
+        Some(id) => {
+            if let Some(refusal) = framework_refusal(&master, &id) {
+                return refusal;
+            }
+            master.faults.heartbeats_stopped_for.push(id);
+        }
         None => master.faults.heartbeats_stopped = true,
     }
-    done(true)
+    done()
 }
 
 async fn resume_heartbeats(State(app): State<App>) -> Response {
     let mut master = app.lock();
     master.faults.heartbeats_stopped = false;
     master.faults.heartbeats_stopped_for.clear();
-    done(true)
+    done()
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PrefixBody {
     task_id_prefix: String,
 }
 
-async fn ignore_kill(State(app): State<App>, Json(body): Json<PrefixBody>) -> Response {
-    app.lock().faults.ignore_kill.push(body.task_id_prefix);
-    done(true)
+async fn ignore_kill(State(app): State<App>, body: Body<PrefixBody>) -> Response {
+    match body.required() {
+        Ok(body) => app.lock().faults.ignore_kill.push(body.task_id_prefix),
+        Err(refusal) => return refusal,
+    }
+    done()
 }
 
-async fn hold_staging(State(app): State<App>, Json(body): Json<PrefixBody>) -> Response {
-    app.lock().faults.hold_staging.push(body.task_id_prefix);
-    done(true)
+async fn hold_staging(State(app): State<App>, body: Body<PrefixBody>) -> Response {
+    match body.required() {
+        Ok(body) => app.lock().faults.hold_staging.push(body.task_id_prefix),
+        Err(refusal) => return refusal,
+    }
+    done()
 }
 
 #[derive(Debug, Deserialize)]
@@ -278,7 +470,11 @@ struct HealthBody {
     health: super::health::SimulatedHealth,
 }
 
-async fn set_health(State(app): State<App>, Json(body): Json<HealthBody>) -> Response {
+async fn set_health(State(app): State<App>, body: Body<HealthBody>) -> Response {
+    let body = match body.required() {
+        Ok(body) => body,
+        Err(refusal) => return refusal,
+    };
     let label = match body.label.as_deref().map(|l| l.split_once('=')) {
         None => None,
         Some(Some((key, value))) if !key.is_empty() => Some((key.to_string(), value.to_string())),
@@ -289,20 +485,21 @@ async fn set_health(State(app): State<App>, Json(body): Json<HealthBody>) -> Res
         label,
         health: body.health,
     });
-    done(true)
+    done()
 }
 
 async fn no_operator_api(State(app): State<App>) -> Response {
     app.lock().faults.no_operator_api = true;
-    done(true)
+    done()
 }
 
 async fn clear_faults(State(app): State<App>) -> Response {
     app.lock().faults.clear();
-    done(true)
+    done()
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct FailoverBody {
     #[serde(default = "default_reregister_delay_ms")]
     reregister_delay_ms: u64,
@@ -312,14 +509,14 @@ fn default_reregister_delay_ms() -> u64 {
     1000
 }
 
-async fn failover(State(app): State<App>, body: Option<Json<FailoverBody>>) -> Response {
+async fn failover(State(app): State<App>, Body(body): Body<FailoverBody>) -> Response {
     let delay = body
-        .map(|Json(b)| b.reregister_delay_ms)
+        .map(|b| b.reregister_delay_ms)
         .unwrap_or_else(default_reregister_delay_ms);
     match bounded_delay("reregister_delay_ms", delay) {
         Ok(delay) => {
             app.lock().simulate_failover(delay);
-            done(true)
+            done()
         }
         Err(error) => bad_request(error),
     }

@@ -275,8 +275,7 @@ impl Master {
         agent.state = AgentState::Registered;
         let framework_ids: Vec<String> = self
             .tasks
-            .iter()
-            .filter(|(_, t)| t.agent_id == agent_id)
+            .on_agent(agent_id)
             .map(|((f, _), _)| f.clone())
             .collect();
         for framework_id in framework_ids {

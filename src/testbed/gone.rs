@@ -47,7 +47,7 @@ impl Master {
         self.shut_down_agent(index);
         match was {
             AgentState::Registered => {
-                let keys = task_keys_on(self.tasks.iter(), agent_id);
+                let keys = self.tasks.keys_on(agent_id);
                 for key in keys {
                     if let Some(task) = self.tasks.remove(&key) {
                         self.task_gone(task);
@@ -57,7 +57,7 @@ impl Master {
                 self.notify_agent_lost(agent_id);
             }
             AgentState::Unreachable { .. } => {
-                let keys = task_keys_on(self.unreachable_tasks.iter(), agent_id);
+                let keys = self.unreachable_tasks.keys_on(agent_id);
                 for key in keys {
                     if let Some(task) = self.unreachable_tasks.remove(&key) {
                         self.task_gone(task);
@@ -65,7 +65,7 @@ impl Master {
                 }
             }
             AgentState::Recovering => {
-                let keys = task_keys_on(self.tasks.iter(), agent_id);
+                let keys = self.tasks.keys_on(agent_id);
                 for key in keys {
                     if let Some(mut task) = self.tasks.remove(&key) {
                         self.release_task_resources(&mut task);
@@ -139,17 +139,4 @@ impl Master {
             kill_session(process.pid);
         }
     }
-}
-
-/// The keys of the tasks on `agent_id`, sorted (updates go out in task order).
-fn task_keys_on<'a>(
-    tasks: impl Iterator<Item = (&'a (String, String), &'a Task)>,
-    agent_id: &str,
-) -> Vec<(String, String)> {
-    let mut keys: Vec<(String, String)> = tasks
-        .filter(|(_, t)| t.agent_id == agent_id)
-        .map(|(k, _)| k.clone())
-        .collect();
-    keys.sort();
-    keys
 }

@@ -121,7 +121,6 @@ impl Master {
             .as_ref()
             .map(|e| e.executor_id.value.clone())
             .unwrap_or_else(|| task_id.clone());
-        let retry = self.cfg.status_update_retry_min;
         let agent = &mut self.agents[agent_index];
         agent.used.add(&total);
         let executor = agent.executors.get_or_insert_with(
@@ -146,7 +145,6 @@ impl Master {
             &agent.id,
             executor.container_id.clone(),
             executor.pid,
-            retry,
         );
         self.tasks
             .insert((framework_id.to_string(), task_id.clone()), task);

@@ -23,6 +23,7 @@ use super::calls::CallLog;
 use super::config::{AgentSpec, TestbedConfig};
 use super::executor_table::ExecutorTable;
 use super::stream::Subscription;
+use super::task_table::TaskTable;
 use crate::mesos::resources::Resources;
 use crate::mesos::v1;
 use crate::mesos::v1::scheduler::{Event, event};
@@ -356,9 +357,9 @@ pub(crate) struct Master {
     /// Index in `agents` by agent ID (agents never change ID).
     pub(crate) agent_indexes: HashMap<String, usize>,
     /// Live tasks (including terminal ones whose update is not acknowledged).
-    pub tasks: HashMap<(String, String), super::tasks::Task>,
+    pub tasks: TaskTable,
     /// Tasks on unreachable agents.
-    pub unreachable_tasks: HashMap<(String, String), super::tasks::Task>,
+    pub unreachable_tasks: TaskTable,
     pub offers: HashMap<String, super::allocator::OfferRecord>,
     pub calls: CallLog,
     pub faults: Faults,
@@ -417,8 +418,8 @@ impl Master {
             completed: VecDeque::new(),
             agents,
             agent_indexes,
-            tasks: HashMap::new(),
-            unreachable_tasks: HashMap::new(),
+            tasks: TaskTable::default(),
+            unreachable_tasks: TaskTable::default(),
             offers: HashMap::new(),
             calls: CallLog::default(),
             faults: Faults::default(),

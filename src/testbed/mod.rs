@@ -58,6 +58,7 @@ mod operator_api;
 mod sandboxes;
 mod scheduler_api;
 mod stream;
+mod task_table;
 mod tasks;
 mod updates;
 mod views;

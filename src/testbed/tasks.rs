@@ -9,7 +9,6 @@
 use std::collections::VecDeque;
 
 use prost::Message;
-use std::time::Duration;
 
 use super::master::{Master, now_secs};
 use crate::mesos::resources::Resources;
@@ -46,8 +45,9 @@ pub(crate) struct Task {
     /// The agent's unacknowledged updates; the front one is in flight.
     /// Emptied (and its buffer freed) once all are acknowledged.
     pub pending: VecDeque<v1::TaskStatus>,
-    /// Current retry interval of the front update.
-    pub retry: Duration,
+    /// How many times the front update was re-sent: its next retry comes
+    /// after [`Master::status_update_retry_interval`] of this count.
+    pub retries: u32,
     pub resources: Resources,
     /// Resources already given back to the agent.
     pub released: bool,
@@ -105,7 +105,6 @@ impl Task {
         agent_id: &str,
         container_id: String,
         executor_pid: u32,
-        retry: Duration,
     ) -> Task {
         Task {
             framework_id: framework_id.to_string(),
@@ -123,7 +122,7 @@ impl Task {
             healthy: None,
             statuses: VecDeque::new(),
             pending: VecDeque::new(),
-            retry,
+            retries: 0,
             resources: Resources::from_protos(&info.resources),
             released: false,
             container_id,

@@ -3,14 +3,40 @@
 //! flight; it is re-sent with a doubling backoff until acknowledged; the next
 //! one is forwarded only after that. The master records each forwarded state
 //! and frees a task's resources when a terminal state passes through.
+//!
+//! The retry rule is the status update manager's: the first retry comes
+//! `STATUS_UPDATE_RETRY_INTERVAL_MIN` (10 s) after an update is forwarded,
+//! each later one after twice the previous interval, capped at
+//! `STATUS_UPDATE_RETRY_INTERVAL_MAX` (10 min) (`src/slave/constants.hpp`;
+//! `TaskStatusUpdateManagerProcess::forward` and `timeout` in
+//! `src/slave/task_status_update_manager.cpp`); the next update of the
+//! stream starts again from the minimum. The testbed's bounds are
+//! `--status-update-retry-min` and `--status-update-retry-max`, the
+//! doubling is [`Backoff`]'s.
 
+use super::config::TestbedConfig;
 use super::master::{AgentState, Master, Timer, push_bounded, update_event};
 use super::tasks::{StatusRecord, Task, is_terminal};
+use crate::backoff::Backoff;
 use crate::mesos::v1;
 use crate::mesos::v1::scheduler::call;
+use std::time::Duration;
 
 /// How many status updates of a task the master keeps for `/master/state`.
 const MAX_STATUSES: usize = 32;
+
+/// How long the agent waits for the acknowledgement of an update it
+/// forwarded after `retries` re-sends before sending it again:
+/// `min(max, min · 2^retries)` of `--status-update-retry-min` and
+/// `--status-update-retry-max` (the module documentation has the rule's
+/// source).
+pub(crate) fn retry_interval(cfg: &TestbedConfig, retries: u32) -> Duration {
+    Backoff::nth(
+        cfg.status_update_retry_min,
+        cfg.status_update_retry_max,
+        retries,
+    )
+}
 
 impl Master {
     /// The agent's status update manager receives an update: it is queued and,
@@ -40,7 +66,7 @@ impl Master {
         task.state = head.state();
         task.healthy = head.healthy;
         push_bounded(&mut task.statuses, StatusRecord::of(&head), MAX_STATUSES);
-        let retry = task.retry;
+        let retry = retry_interval(&self.cfg, task.retries);
         let uuid = head.uuid.clone().unwrap_or_default();
         if is_terminal(head.state())
             && let Some(mut task) = self.tasks.remove(&key)
@@ -73,9 +99,8 @@ impl Master {
         if !in_flight || !reachable {
             return;
         }
-        let max = self.cfg.status_update_retry_max;
         if let Some(task) = self.tasks.get_mut(&key) {
-            task.retry = (task.retry * 2).min(max);
+            task.retries = task.retries.saturating_add(1);
         }
         tracing::debug!(%task_id, "re-sending unacknowledged status update");
         self.forward_head(framework_id, task_id);
@@ -127,7 +152,7 @@ impl Master {
             // Tens of thousands of settled tasks keep no update buffers.
             task.pending = Default::default();
         }
-        task.retry = self.cfg.status_update_retry_min;
+        task.retries = 0;
         if is_terminal(acked.state()) {
             if let Some(task) = self.tasks.remove(&key) {
                 let limit = self.cfg.max_completed_tasks_per_framework;
@@ -138,5 +163,27 @@ impl Master {
         } else if !task.pending.is_empty() {
             self.forward_head(framework_id, &ack.task_id.value);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_double_from_the_minimum_to_the_maximum() {
+        // for_tests: --status-update-retry-min 1s, --status-update-retry-max 8s.
+        let cfg = TestbedConfig::for_tests(1);
+        let intervals: Vec<Duration> = (0..6).map(|n| retry_interval(&cfg, n)).collect();
+        let secs = |s: u64| Duration::from_secs(s);
+        assert_eq!(
+            intervals,
+            [secs(1), secs(2), secs(4), secs(8), secs(8), secs(8)]
+        );
+        assert_eq!(retry_interval(&cfg, u32::MAX), secs(8));
+        // Mesos' defaults: 10 s doubling to 10 min (src/slave/constants.hpp).
+        let cfg = TestbedConfig::default();
+        let mesos: Vec<u64> = (0..8).map(|n| retry_interval(&cfg, n).as_secs()).collect();
+        assert_eq!(mesos, [10, 20, 40, 80, 160, 320, 600, 600]);
     }
 }

@@ -50,6 +50,7 @@ mod scheduler_store;
 mod scheduler_workload;
 mod testbed_degraded;
 mod testbed_election;
+mod testbed_fault_api;
 mod testbed_faults;
 mod testbed_health;
 mod testbed_lifecycle;

@@ -160,7 +160,7 @@ async fn agent_marked_gone_loses_its_tasks_for_good() {
             "healthy": null, "completed": true}])
     );
     let reachable = control(&tb, &format!("agents/{agent}/reachable"), json!({})).await;
-    assert_eq!(reachable.status, 200);
+    assert_eq!(reachable.status, 409, "{}", reachable.body);
     assert_eq!(
         testbed_json(&tb, "agents").await["agents"][0]["state"],
         "gone"
