@@ -155,10 +155,16 @@ fn error(status: StatusCode, message: String) -> Response {
 /// optional body keep their defaults.
 struct Body<T>(Option<T>);
 
-impl<T: DeserializeOwned> Body<T> {
-    /// The body, or the 400 to answer when it is required and missing.
-    fn required(self) -> Result<T, Response> {
-        self.0.ok_or_else(|| {
+/// A JSON request body of `T` that must be present: [`Body`]'s refusals,
+/// plus 400 when the body is empty.
+struct Required<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Required<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let Body(body) = Body::<T>::from_request(request, state).await?;
+        body.map(Required).ok_or_else(|| {
             error(
                 StatusCode::BAD_REQUEST,
                 "a JSON body is required; see docs/testbed.md#fault-api".into(),
@@ -359,11 +365,7 @@ fn one() -> u64 {
     1
 }
 
-async fn drop_calls(State(app): State<App>, body: Body<DropCallsBody>) -> Response {
-    let body = match body.required() {
-        Ok(body) => body,
-        Err(refusal) => return refusal,
-    };
+async fn drop_calls(State(app): State<App>, Required(body): Required<DropCallsBody>) -> Response {
     match app.lock().faults.drop_next(&body.call_type, body.count) {
         Ok(()) => done(),
         Err(error) => bad_request(error),
@@ -379,11 +381,7 @@ struct LatencyBody {
     response_ms: u64,
 }
 
-async fn latency(State(app): State<App>, body: Body<LatencyBody>) -> Response {
-    let body = match body.required() {
-        Ok(body) => body,
-        Err(refusal) => return refusal,
-    };
+async fn latency(State(app): State<App>, Required(body): Required<LatencyBody>) -> Response {
     let (stream, response) = match (
         bounded_delay("stream_ms", body.stream_ms),
         bounded_delay("response_ms", body.response_ms),
@@ -445,19 +443,13 @@ struct PrefixBody {
     task_id_prefix: String,
 }
 
-async fn ignore_kill(State(app): State<App>, body: Body<PrefixBody>) -> Response {
-    match body.required() {
-        Ok(body) => app.lock().faults.ignore_kill.push(body.task_id_prefix),
-        Err(refusal) => return refusal,
-    }
+async fn ignore_kill(State(app): State<App>, Required(body): Required<PrefixBody>) -> Response {
+    app.lock().faults.ignore_kill.push(body.task_id_prefix);
     done()
 }
 
-async fn hold_staging(State(app): State<App>, body: Body<PrefixBody>) -> Response {
-    match body.required() {
-        Ok(body) => app.lock().faults.hold_staging.push(body.task_id_prefix),
-        Err(refusal) => return refusal,
-    }
+async fn hold_staging(State(app): State<App>, Required(body): Required<PrefixBody>) -> Response {
+    app.lock().faults.hold_staging.push(body.task_id_prefix);
     done()
 }
 
@@ -470,11 +462,7 @@ struct HealthBody {
     health: super::health::SimulatedHealth,
 }
 
-async fn set_health(State(app): State<App>, body: Body<HealthBody>) -> Response {
-    let body = match body.required() {
-        Ok(body) => body,
-        Err(refusal) => return refusal,
-    };
+async fn set_health(State(app): State<App>, Required(body): Required<HealthBody>) -> Response {
     let label = match body.label.as_deref().map(|l| l.split_once('=')) {
         None => None,
         Some(Some((key, value))) if !key.is_empty() => Some((key.to_string(), value.to_string())),
