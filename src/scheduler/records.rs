@@ -131,6 +131,13 @@ pub struct TaskRecord {
     /// Since when `healthy` holds its value, seconds since the UNIX epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy_since: Option<f64>,
+    /// Whether the task was launched with a health check
+    /// (`TaskInfo.health_check`): a rollout judges each task by the check
+    /// it runs, not by its service's current spec. Absent in records
+    /// written before this field existed ([`TaskRecord::launched_checked`]
+    /// then derives it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_checked: Option<bool>,
 }
 
 impl TaskRecord {
@@ -156,6 +163,31 @@ impl TaskRecord {
     /// True once the task reached a terminal state.
     pub fn is_terminal(&self) -> bool {
         crate::mesos::is_terminal(self.state)
+    }
+
+    /// True when the task was launched with a health check. For a record
+    /// without [`TaskRecord::health_checked`]: `current_checked` (whether
+    /// the service's current spec has one) when the task runs that spec
+    /// (`current_fingerprint`), else whether a check ever reported.
+    pub fn launched_checked(&self, current_fingerprint: &str, current_checked: bool) -> bool {
+        self.health_checked.unwrap_or_else(|| {
+            if self.fingerprint == current_fingerprint {
+                current_checked
+            } else {
+                self.healthy.is_some()
+            }
+        })
+    }
+
+    /// The task's health as pages, filters and counts show it: a terminal
+    /// task, or one being killed, is not healthy whatever its check last
+    /// said (`None`); its last report stays in the timeline.
+    pub fn health(&self) -> Option<bool> {
+        if self.is_terminal() || self.kill.is_some() {
+            None
+        } else {
+            self.healthy
+        }
     }
 
     /// True when `status` would change what this record stores: a new

@@ -94,6 +94,7 @@ async fn rollout(replica: &Replica, action: RolloutAction) {
         .request(Duration::from_secs(10), |reply| Command::Rollout {
             name: "web".into(),
             action,
+            expected: None,
             reply,
         })
         .await;

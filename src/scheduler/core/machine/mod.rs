@@ -512,9 +512,18 @@ impl Machine {
         let due = self
             .last_publish
             .is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.snapshot_interval);
-        if self.out.publish_now || (self.out.dirty && due) {
-            let snapshot = self.snapshot(now);
-            self.out.items.push(Effect::Publish(Box::new(snapshot)));
+        // Read-your-writes: a step that answers a command publishes, and
+        // before the answer, so whoever reads after the answer sees what
+        // the command did (the throttle only delays what nobody awaits).
+        let answer_at = self
+            .out
+            .items
+            .iter()
+            .position(|e| matches!(e, Effect::Reply { .. }));
+        if self.out.publish_now || answer_at.is_some() || (self.out.dirty && due) {
+            let snapshot = Effect::Publish(Box::new(self.snapshot(now)));
+            let at = answer_at.unwrap_or(self.out.items.len());
+            self.out.items.insert(at, snapshot);
             self.out.dirty = false;
             self.out.publish_now = false;
             self.last_publish = Some(now);
