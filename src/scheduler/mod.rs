@@ -22,6 +22,7 @@ pub mod core;
 pub mod deployment;
 pub mod health;
 pub mod ids;
+pub mod image_ref;
 pub mod kills;
 pub mod metrics;
 pub mod offers;

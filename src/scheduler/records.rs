@@ -202,11 +202,17 @@ impl TaskRecord {
     }
 
     /// Records an update: state, time, health (when the update carries it,
-    /// with the time it changed) and a timeline entry (bounded).
+    /// with the time it changed) and a timeline entry (bounded). A
+    /// terminal task has no health: `healthy` is cleared (the last report
+    /// stays in the timeline).
     pub fn apply(&mut self, status: &TaskStatus, at: f64) {
         self.state = status.state();
         self.updated_at = at;
-        if let Some(healthy) = status.healthy
+        if self.is_terminal() {
+            if self.healthy.take().is_some() {
+                self.healthy_since = Some(at);
+            }
+        } else if let Some(healthy) = status.healthy
             && self.healthy != Some(healthy)
         {
             self.healthy = Some(healthy);
@@ -251,5 +257,31 @@ mod tests {
             json,
             "same shape back"
         );
+    }
+
+    #[test]
+    fn a_terminal_task_has_no_health() {
+        let json = serde_json::json!({
+            "task_id": "web.0.1", "service": "web", "instance": 0, "fingerprint": "f",
+            "agent_id": "a1", "hostname": "h1", "executor": "command", "executor_id": "web.0.1",
+            "state": "TASK_RUNNING", "launched_at": 1.0, "updated_at": 2.0,
+            "healthy": true, "healthy_since": 2.0
+        });
+        let mut record: TaskRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(record.health(), Some(true));
+        record.kill = Some(KillRequest {
+            reason: "scaled down".into(),
+            requested_at: 3.0,
+            attempts: 0,
+        });
+        assert_eq!(record.health(), None, "being killed");
+        let killed = TaskStatus {
+            state: TaskState::TaskKilled as i32,
+            healthy: Some(true),
+            ..Default::default()
+        };
+        record.apply(&killed, 4.0);
+        assert_eq!((record.healthy, record.healthy_since), (None, Some(4.0)));
+        assert_eq!(record.timeline[0].healthy, Some(true), "the report stays");
     }
 }

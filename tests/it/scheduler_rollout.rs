@@ -25,7 +25,7 @@ use support::zookeeper::ZkServer;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Two instances of `command` with a command health check every 200 ms;
+/// Two instances of `command` with a command health check every second;
 /// min_healthy 1 s, deadline 6 s.
 fn web(command: &str) -> ServiceSpec {
     services(
@@ -33,7 +33,7 @@ fn web(command: &str) -> ServiceSpec {
         "instances": 2, "restart_backoff": "1s", "restart_backoff_max": "4s",
         "kill_grace_period": "1s",
         "health_check": {"type": "command", "command": "true", "delay": "0s",
-            "interval": "200ms", "timeout": "1s", "grace_period": "1s",
+            "interval": "1s", "timeout": "1s", "grace_period": "1s",
             "consecutive_failures": 3},
         "upgrade": {"min_healthy": "1s", "deadline": "6s"}}]),
     )

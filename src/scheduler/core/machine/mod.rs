@@ -14,6 +14,7 @@
 //!   acknowledgements, kill marks;
 //! - `schedule`: the scheduling pass, launches, offers, kills;
 //! - `housekeeping`: offer expiry, stuck tasks, old records;
+//! - `health_log`: health changes on the events page, coalesced per task;
 //! - `commands`: the web layer's commands;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
 //! - `view`: the snapshot.
@@ -21,6 +22,7 @@
 mod commands;
 mod forget;
 mod framework;
+mod health_log;
 mod housekeeping;
 mod reconciliation;
 mod removed;
@@ -204,6 +206,7 @@ pub struct Machine {
     /// Each service's counts as the last snapshot showed them.
     shown: HashMap<String, view::Shown>,
     kamikazes: commands::Kamikazes,
+    health_log: health_log::HealthLog,
     /// A scheduling pass is due at the next [`Machine::settle`] (once
     /// `cfg.schedule_interval` has passed since the last one).
     needs_schedule: bool,
@@ -257,6 +260,7 @@ impl Machine {
             settled: HashMap::new(),
             shown: HashMap::new(),
             kamikazes: commands::Kamikazes::default(),
+            health_log: Default::default(),
             needs_schedule: false,
             last_schedule: None,
             next_housekeeping: now + HOUSEKEEPING,
@@ -413,6 +417,9 @@ impl Machine {
         );
         self.out.publish_now = true;
         let mut effects = self.finish(now);
+        // Only the leader reports rollouts and health (after the last
+        // snapshot, which sets them).
+        self.metrics.services(None);
         effects.wake_at = None;
         effects
     }

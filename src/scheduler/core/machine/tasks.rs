@@ -537,12 +537,15 @@ impl Machine {
                 .as_ref()
                 .map(|m| format!(": {m}"))
                 .unwrap_or_default();
-            let message = format!("task {} is {health}{detail}", record.task_id);
-            self.log(EventKind::Task, message, now);
+            let change = format!("{health}{detail}");
+            if let Some(message) = self.health_log.change(&record.task_id, change, now) {
+                self.log(EventKind::Task, message, now);
+            }
         }
         if !is_terminal(state) {
             return;
         }
+        self.health_log.forget(&record.task_id);
         let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
         if let Some(spec) = self.services.get(&record.service).map(|s| s.spec.clone()) {
             let failed = !wanted_dead && workload::counts_as_failure_of(record);

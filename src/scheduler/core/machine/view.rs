@@ -87,6 +87,7 @@ impl Machine {
         }
         self.shown
             .retain(|name, _| self.services.contains_key(name.as_str()));
+        self.metrics.services(Some(&services));
         let offers = self
             .offers
             .iter()

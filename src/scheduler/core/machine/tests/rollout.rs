@@ -357,3 +357,48 @@ async fn a_scale_down_during_a_halted_rollout_keeps_the_healthy_old_tasks() {
         h.logs
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_flapping_task_adds_one_health_event_per_window() {
+    let spec = checked(2, "sleep 1000");
+    let tasks = [healthy_record(0, &spec), healthy_record(1, &spec)];
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &tasks);
+    h.subscribe();
+    h.answer_all();
+    let events = |h: &Harness| {
+        h.logs
+            .iter()
+            .filter(|l| l.contains("task web.0.stored is") || l.contains("web.0.stored changed"))
+            .count()
+    };
+    for i in 0..40 {
+        h.update(health("web.0.stored", i % 2 == 1, &format!("f{i}")));
+        h.answer_all();
+        h.advance(Duration::from_millis(500)).await;
+    }
+    assert_eq!(events(&h), 1, "only the first change, so far");
+    assert_eq!(
+        h.stored("web.0.stored").unwrap().healthy,
+        Some(true),
+        "the record has every change"
+    );
+    // Instance 1 changes once: its event is not held back by instance 0.
+    h.update(health("web.1.stored", false, "other"));
+    h.answer_all();
+    assert!(
+        h.logs
+            .iter()
+            .any(|l| l.contains("task web.1.stored is unhealthy"))
+    );
+    run_for(&mut h, Duration::from_secs(45)).await;
+    let summary = h
+        .logs
+        .iter()
+        .find(|l| l.contains("web.0.stored changed health"))
+        .expect("a summary when the window ends");
+    assert!(
+        summary.contains("39 more time(s)") && summary.ends_with("now healthy"),
+        "{summary}"
+    );
+    assert_eq!(events(&h), 2);
+}
