@@ -160,10 +160,12 @@ async fn an_upgrade_that_never_becomes_healthy_halts_and_rolls_back() {
         "{:?}",
         s.events
     );
-    assert!(
-        stored(&replica).await.halted.is_some(),
-        "the halt is stored"
-    );
+    // Shown as soon as decided; stored right after.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while stored(&replica).await.halted.is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "the halt is stored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // A follower tells the same from ZooKeeper's records: health, the
     // halted rollout's progress and what a rollback would restore.
     let follower =

@@ -323,7 +323,12 @@ async fn a_scale_down_during_a_halted_rollout_keeps_the_healthy_old_tasks() {
         ..running_record("web", 0, &new)
     };
     let tasks = [broken, healthy_record(1, &old), healthy_record(2, &old)];
-    let mut h = Harness::new(config(), Some(FRAMEWORK), &[new.clone()], &tasks);
+    let mut h = Harness::new(
+        config(),
+        Some(FRAMEWORK),
+        std::slice::from_ref(&new),
+        &tasks,
+    );
     let record = &mut h.store.services.get_mut("web").unwrap().0;
     record.previous = Some(Box::new(old.clone()));
     record.halted = Some(crate::scheduler::rollout::Halt {
