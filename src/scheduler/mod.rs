@@ -19,6 +19,7 @@ pub mod commands;
 pub mod config;
 pub mod containers;
 pub mod core;
+pub mod counts;
 pub mod deployment;
 pub mod health;
 pub mod ids;
