@@ -101,48 +101,29 @@ impl Metrics {
             rollouts: Family::default(),
             tasks_health: Family::default(),
         };
-        registry.register(
-            "status_updates",
-            "Task status updates received",
-            m.status_updates.clone(),
-        );
-        registry.register(
-            "offers",
-            "Offers by what happened to them",
-            m.offers.clone(),
-        );
-        registry.register("task_launches", "Tasks launched", m.launches.clone());
-        registry.register("task_kills", "KILL calls sent", m.kills.clone());
-        registry.register(
-            "reconciliations",
-            "Reconciliation runs by kind and outcome",
-            m.reconciliations.clone(),
-        );
-        registry.register(
-            "reconciliation_duration_seconds",
-            "Duration of finished reconciliation runs",
-            m.reconciliation_seconds.clone(),
-        );
-        registry.register(
-            "framework_subscribed",
-            "1 while this replica holds the framework's subscription",
-            m.framework_subscribed.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica is the elected leader",
-            m.leader.clone(),
-        );
-        registry.register(
+        // (name, help, metric): each clone shares the value the core updates.
+        macro_rules! register {
+            ($($name:literal, $help:literal => $metric:expr;)*) => {
+                $(registry.register($name, $help, $metric.clone());)*
+            };
+        }
+        register! {
+            "status_updates", "Task status updates received" => m.status_updates;
+            "offers", "Offers by what happened to them" => m.offers;
+            "task_launches", "Tasks launched" => m.launches;
+            "task_kills", "KILL calls sent" => m.kills;
+            "reconciliations", "Reconciliation runs by kind and outcome" => m.reconciliations;
+            "reconciliation_duration_seconds", "Duration of finished reconciliation runs"
+                => m.reconciliation_seconds;
+            "framework_subscribed", "1 while this replica holds the framework's subscription"
+                => m.framework_subscribed;
+            "leader", "1 while this replica is the elected leader" => m.leader;
             "rollouts",
-            "Services whose rollout is in_progress, or halted (waiting for an operator)",
-            m.rollouts.clone(),
-        );
-        registry.register(
-            "tasks_health",
-            "Live tasks whose health check last reported healthy, or unhealthy",
-            m.tasks_health.clone(),
-        );
+                "Services whose rollout is in_progress, or halted (waiting for an operator)"
+                => m.rollouts;
+            "tasks_health", "Live tasks whose health check last reported healthy, or unhealthy"
+                => m.tasks_health;
+        }
         m
     }
 
