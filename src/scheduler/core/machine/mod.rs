@@ -55,11 +55,11 @@ use crate::scheduler::metrics::Metrics;
 use crate::scheduler::offers::OfferRegistry;
 use crate::scheduler::placement::Shortfall;
 use crate::scheduler::reconcile::Reconciler;
-use crate::scheduler::rollout::{Halt, ServiceRecord};
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{EventEntry, EventKind, FrameworkState};
 use crate::scheduler::workload::RestartBackoff;
 
+use commands::ServiceEntry;
 use framework::Framework;
 use startup::Startup;
 use table::TaskTable;
@@ -132,36 +132,6 @@ impl Outbox {
     fn next(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
-    }
-}
-
-/// One service as the machine knows it: the stored record (spec, previous
-/// spec, halted rollout) and its version.
-#[derive(Debug, Clone)]
-struct ServiceEntry {
-    spec: ServiceSpec,
-    version: i32,
-    previous: Option<Box<ServiceSpec>>,
-    halted: Option<Halt>,
-}
-
-impl ServiceEntry {
-    fn new(record: ServiceRecord, version: i32) -> ServiceEntry {
-        ServiceEntry {
-            spec: record.spec,
-            version,
-            previous: record.previous,
-            halted: record.halted,
-        }
-    }
-
-    /// The record as stored.
-    fn record(&self) -> ServiceRecord {
-        ServiceRecord {
-            spec: self.spec.clone(),
-            previous: self.previous.clone(),
-            halted: self.halted.clone(),
-        }
     }
 }
 

@@ -33,7 +33,7 @@ impl Shown {
 
     /// True while this still shows `spec`'s service.
     fn holds_for(&self, spec: &ServiceSpec) -> bool {
-        !self.counts.progress.in_progress() && self.spec == *spec
+        self.counts.progress.complete() && self.spec == *spec
     }
 }
 
@@ -75,6 +75,7 @@ impl Machine {
             let mut status = ServiceStatus::new(
                 spec,
                 entry.previous.as_deref(),
+                entry.rolling_out,
                 entry.halted.as_ref(),
                 &shown.counts,
             );

@@ -9,6 +9,7 @@ mod lifecycle;
 mod offers;
 mod removed;
 mod rollout;
+mod rollout_end;
 mod tasks;
 mod workload;
 
