@@ -14,6 +14,7 @@
 //!   acknowledgements, kill marks;
 //! - `schedule`: the scheduling pass, launches, offers, kills;
 //! - `housekeeping`: offer expiry, stuck tasks, old records;
+//! - `lag`: how far behind the Mesos stream the machine is;
 //! - `health_log`: health changes on the events page, coalesced per task;
 //! - `commands`: the web layer's commands;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
@@ -24,6 +25,7 @@ mod forget;
 mod framework;
 mod health_log;
 mod housekeeping;
+mod lag;
 mod reconciliation;
 mod removed;
 mod rollout;
@@ -184,8 +186,8 @@ pub struct Machine {
     last_schedule: Option<Instant>,
     next_housekeeping: Instant,
     last_publish: Option<Instant>,
-    /// When the last event of any kind came from the stream.
-    last_event: Option<Instant>,
+    /// When applied events were read off the stream, and those waiting.
+    lag: lag::EventLag,
     /// The term is ending: nothing more is started.
     ending: bool,
 }
@@ -235,7 +237,7 @@ impl Machine {
             last_schedule: None,
             next_housekeeping: now + HOUSEKEEPING,
             last_publish: None,
-            last_event: None,
+            lag: lag::EventLag::default(),
             ending: false,
             cfg,
         }
@@ -264,23 +266,23 @@ impl Machine {
         }
         match input {
             Input::Subscribed(info) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_subscribed(info, now);
             }
             Input::Offers(offers) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_offers(offers, now);
             }
             Input::Rescind(offer_id) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_rescind(&offer_id, now);
             }
             Input::Updates(statuses) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_updates(statuses, now);
             }
             Input::AgentLost(agent_id) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_agent_lost(&agent_id, now);
             }
             Input::ExecutorExited {
@@ -288,7 +290,7 @@ impl Machine {
                 executor_id,
                 status,
             } => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.log(
                     EventKind::Agent,
                     format!(
@@ -299,7 +301,7 @@ impl Machine {
                 );
             }
             Input::FrameworkMessage { executor_id, bytes } => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.log(
                     EventKind::Message,
                     format!("framework message from executor {executor_id} ({bytes} bytes)"),
@@ -308,7 +310,7 @@ impl Machine {
             }
             Input::Heartbeat | Input::OtherEvent => {
                 // Only `last_event_at` changed; the snapshot shows it.
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.out.dirty = true;
             }
             Input::Disconnected(reason) => self.on_disconnected(reason, now),

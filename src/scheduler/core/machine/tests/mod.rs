@@ -6,6 +6,7 @@
 
 mod commands;
 mod lifecycle;
+mod lag;
 mod offers;
 mod removed;
 mod rollout;
