@@ -346,7 +346,10 @@ impl Driver {
                     self.inner
                         .state
                         .send_replace(ConnectionState::Subscribed(sub.clone()));
-                    if let Err(stop) = self.deliver(ClientEvent::Subscribed(Box::new(sub)), read_at).await {
+                    if let Err(stop) = self
+                        .deliver(ClientEvent::Subscribed(Box::new(sub)), read_at)
+                        .await
+                    {
                         return Attempt::Stop(stop);
                     }
                 }
@@ -365,7 +368,10 @@ impl Driver {
                     tracing::warn!(kind = ?event.r#type(), "event before SUBSCRIBED dropped");
                 }
                 _ => {
-                    if let Err(stop) = self.deliver(ClientEvent::Event(Box::new(event)), read_at).await {
+                    if let Err(stop) = self
+                        .deliver(ClientEvent::Event(Box::new(event)), read_at)
+                        .await
+                    {
                         return Attempt::Stop(stop);
                     }
                 }

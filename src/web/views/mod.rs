@@ -399,7 +399,11 @@ mod tests {
         s.framework.event_inbox_full = true;
         let r = readiness(&s, 101.0);
         assert!(!r.ready);
-        assert!(r.reason.contains("behind the master's event stream"), "{}", r.reason);
+        assert!(
+            r.reason.contains("behind the master's event stream"),
+            "{}",
+            r.reason
+        );
         assert!(r.reason.contains("64 event(s)") && r.reason.contains("inbox is full"));
         // Silence is reported first: the heartbeat age includes the lag.
         assert!(readiness(&s, 200.0).reason.contains("has sent nothing"));

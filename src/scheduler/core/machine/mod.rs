@@ -389,9 +389,10 @@ impl Machine {
         );
         self.out.publish_now = true;
         let mut effects = self.finish(now);
-        // Only the leader reports rollouts and health (after the last
-        // snapshot, which sets them).
+        // Only the leader reports rollouts, health and its event lag
+        // (after the last snapshot, which sets them).
         self.metrics.services(None);
+        self.inbox(None, 0, false, now);
         effects.wake_at = None;
         effects
     }

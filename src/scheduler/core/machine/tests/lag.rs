@@ -25,7 +25,10 @@ async fn the_lag_is_the_age_of_the_oldest_event_waiting() {
     assert!((90.0..91.0).contains(&lag), "as of the snapshot: {lag}");
     assert_eq!((fw.event_inbox_depth, fw.event_inbox_full), (5, true));
     let age = s.at - fw.last_event_at.expect("an event applied");
-    assert!((100.0..101.0).contains(&age), "read 100 s ago, not now: {age}");
+    assert!(
+        (100.0..101.0).contains(&age),
+        "read 100 s ago, not now: {age}"
+    );
     // Caught up: nothing waits, no lag.
     h.machine.inbox(None, 0, false, Instant::now());
     assert_eq!(h.machine.metrics.event_lag_seconds.get(), 0.0);

@@ -5,8 +5,8 @@
 //! where the order matters (a write in flight, a lost leadership).
 
 mod commands;
-mod lifecycle;
 mod lag;
+mod lifecycle;
 mod offers;
 mod removed;
 mod rollout;
