@@ -108,58 +108,34 @@ impl Metrics {
             event_lag_seconds: Gauge::default(),
             event_inbox_depth: Gauge::default(),
         };
-        registry.register(
-            "event_lag_seconds",
-            "Age of the oldest event read off the Mesos stream and not yet applied, seconds",
-            m.event_lag_seconds.clone(),
-        );
-        registry.register(
-            "event_inbox_depth",
-            "Events read off the Mesos stream and not yet applied",
-            m.event_inbox_depth.clone(),
-        );
-        registry.register(
-            "status_updates",
-            "Task status updates received",
-            m.status_updates.clone(),
-        );
-        registry.register(
-            "offers",
-            "Offers by what happened to them",
-            m.offers.clone(),
-        );
-        registry.register("task_launches", "Tasks launched", m.launches.clone());
-        registry.register("task_kills", "KILL calls sent", m.kills.clone());
-        registry.register(
-            "reconciliations",
-            "Reconciliation runs by kind and outcome",
-            m.reconciliations.clone(),
-        );
-        registry.register(
-            "reconciliation_duration_seconds",
-            "Duration of finished reconciliation runs",
-            m.reconciliation_seconds.clone(),
-        );
-        registry.register(
-            "framework_subscribed",
-            "1 while this replica holds the framework's subscription",
-            m.framework_subscribed.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica is the elected leader",
-            m.leader.clone(),
-        );
-        registry.register(
+        // (name, help, metric): each clone shares the value the core updates.
+        macro_rules! register {
+            ($($name:literal, $help:literal => $metric:expr;)*) => {
+                $(registry.register($name, $help, $metric.clone());)*
+            };
+        }
+        register! {
+            "status_updates", "Task status updates received" => m.status_updates;
+            "offers", "Offers by what happened to them" => m.offers;
+            "task_launches", "Tasks launched" => m.launches;
+            "task_kills", "KILL calls sent" => m.kills;
+            "reconciliations", "Reconciliation runs by kind and outcome" => m.reconciliations;
+            "reconciliation_duration_seconds", "Duration of finished reconciliation runs"
+                => m.reconciliation_seconds;
+            "framework_subscribed", "1 while this replica holds the framework's subscription"
+                => m.framework_subscribed;
+            "leader", "1 while this replica is the elected leader" => m.leader;
             "rollouts",
-            "Services whose rollout is in_progress, or halted (waiting for an operator)",
-            m.rollouts.clone(),
-        );
-        registry.register(
-            "tasks_health",
-            "Live tasks whose health check last reported healthy, or unhealthy",
-            m.tasks_health.clone(),
-        );
+                "Services whose rollout is in_progress, or halted (waiting for an operator)"
+                => m.rollouts;
+            "tasks_health", "Live tasks whose health check last reported healthy, or unhealthy"
+                => m.tasks_health;
+            "event_lag_seconds",
+                "Age of the oldest event read off the Mesos stream and not yet applied, seconds"
+                => m.event_lag_seconds;
+            "event_inbox_depth", "Events read off the Mesos stream and not yet applied"
+                => m.event_inbox_depth;
+        }
         m
     }
 
