@@ -223,6 +223,18 @@ impl RecordKind {
     }
 }
 
+/// The records of one kind as a whole ([`Coordinator::records_stat`]): a
+/// look that costs one read however many records there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecordsStat {
+    /// How many records there are.
+    pub count: usize,
+    /// Changes whenever a record is created or deleted, not when one is
+    /// rewritten: ZooKeeper's `cversion` of the records' directory (`-1`
+    /// when there is no directory yet).
+    pub keys_version: i64,
+}
+
 /// One write of a batch ([`Coordinator::write_records`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecordWrite {
@@ -427,6 +439,11 @@ pub trait Coordinator: Send + Sync + 'static {
     /// All records of a kind, sorted by key; records that are not JSON are
     /// reported in [`RecordList::malformed`], never fatal.
     async fn list_records(&self, kind: RecordKind) -> Result<RecordList<serde_json::Value>>;
+
+    /// How many records of a kind there are and the version of their set
+    /// of keys, in one read (a standby replica skips reading every record
+    /// while no record was created or deleted).
+    async fn records_stat(&self, kind: RecordKind) -> Result<RecordsStat>;
 
     /// Deletes one record (fenced). `Ok(false)` when it was absent (only with
     /// [`Expect::Any`]; with a version, absence is a conflict).

@@ -22,6 +22,7 @@ mod commands;
 mod forget;
 mod framework;
 mod housekeeping;
+mod pacing;
 mod reconciliation;
 mod removed;
 mod rollout;
@@ -209,6 +210,8 @@ pub struct Machine {
     needs_schedule: bool,
     /// When the last scheduling pass ran.
     last_schedule: Option<Instant>,
+    /// Records the last scheduling pass read (it paces the next one).
+    last_pass_records: usize,
     next_housekeeping: Instant,
     last_publish: Option<Instant>,
     /// When the last event of any kind came from the stream.
@@ -259,6 +262,7 @@ impl Machine {
             kamikazes: commands::Kamikazes::default(),
             needs_schedule: false,
             last_schedule: None,
+            last_pass_records: 0,
             next_housekeeping: now + HOUSEKEEPING,
             last_publish: None,
             last_event: None,
@@ -371,6 +375,7 @@ impl Machine {
     /// a launch of N tasks brings 2N updates and 2N stored writes) and the
     /// throttled snapshot. The runner calls it when its queue is empty or
     /// after a bounded batch; a pass put off is due at [`Effects::wake_at`].
+    /// Both are paced by the records they read (see `pacing`).
     pub fn settle(&mut self, now: Instant) -> Effects {
         if !self.ending && self.needs_schedule && self.schedule_due(now) <= now {
             self.needs_schedule = false;
@@ -380,10 +385,26 @@ impl Machine {
         self.finish(now)
     }
 
-    /// When the next scheduling pass may run.
+    /// When the next scheduling pass may run: `cfg.schedule_interval`
+    /// after the last one, or longer after one that read many records
+    /// (`pacing`).
     fn schedule_due(&self, now: Instant) -> Instant {
-        self.last_schedule
-            .map_or(now, |t| t + self.cfg.schedule_interval)
+        let pause = pacing::interval(
+            self.cfg.schedule_interval,
+            self.last_pass_records,
+            pacing::PASS_PER_RECORD,
+        );
+        self.last_schedule.map_or(now, |t| t + pause)
+    }
+
+    /// The pause between snapshots: `cfg.snapshot_interval`, or longer
+    /// with many records (`pacing`).
+    fn snapshot_pause(&self) -> std::time::Duration {
+        pacing::interval(
+            self.cfg.snapshot_interval,
+            self.tasks.len(),
+            pacing::SNAPSHOT_PER_RECORD,
+        )
     }
 
     /// Ends the term: the client stops, the state shows why, the last
@@ -511,7 +532,7 @@ impl Machine {
         }
         let due = self
             .last_publish
-            .is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.snapshot_interval);
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.snapshot_pause());
         if self.out.publish_now || (self.out.dirty && due) {
             let snapshot = self.snapshot(now);
             self.out.items.push(Effect::Publish(Box::new(snapshot)));
@@ -536,10 +557,9 @@ impl Machine {
             subscribed.then(|| self.kills.next_deadline()).flatten(),
             self.framework.restart_at,
             self.needs_schedule.then(|| self.schedule_due(now)),
-            self.out.dirty.then(|| {
-                self.last_publish
-                    .map_or(now, |t| t + self.cfg.snapshot_interval)
-            }),
+            self.out
+                .dirty
+                .then(|| self.last_publish.map_or(now, |t| t + self.snapshot_pause())),
         ];
         for candidate in candidates.into_iter().flatten() {
             next = next.min(candidate);
