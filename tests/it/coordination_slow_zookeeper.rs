@@ -86,12 +86,23 @@ async fn cluster() -> Cluster {
     }
 }
 
+/// How [`flap`] ends.
+#[derive(Clone, Copy, PartialEq)]
+enum FlapUntil {
+    /// After the whole window (a measurement).
+    Window,
+    /// Once b has led, subscribed, at two checks a cut apart (the hand-over
+    /// is done and held through a cut), or after the window.
+    HandOver,
+}
+
 /// For `window`, a's link delays `one_way` each way and is cut for one
 /// second every nine; returns the time without a subscribed scheduler.
-async fn flap(c: &Cluster, one_way: Duration, window: Duration) -> Duration {
+async fn flap(c: &Cluster, one_way: Duration, window: Duration, until: FlapUntil) -> Duration {
     let clock = SubscriptionClock::start(c.tb.clone());
     c.proxy.set_symmetric_latency(one_way);
     let t0 = Instant::now();
+    let mut b_led_at_last_check = false;
     while t0.elapsed() < window {
         tokio::time::sleep(Duration::from_secs(8).min(window - t0.elapsed())).await;
         if t0.elapsed() < window {
@@ -99,9 +110,18 @@ async fn flap(c: &Cluster, one_way: Duration, window: Duration) -> Duration {
             tokio::time::sleep(Duration::from_secs(1)).await;
             c.proxy.restore();
         }
+        let b = c.b.snapshot();
+        let b_leads = b.framework.state == FrameworkState::Subscribed && b.leadership.is_leader();
+        if until == FlapUntil::HandOver && b_leads && b_led_at_last_check {
+            break;
+        }
+        b_led_at_last_check = b_leads;
     }
     let leaderless = clock.leaderless();
-    eprintln!("without a subscribed scheduler: {leaderless:?} of {window:?}");
+    eprintln!(
+        "without a subscribed scheduler: {leaderless:?} of {:?}",
+        t0.elapsed()
+    );
     leaderless
 }
 
@@ -234,7 +254,13 @@ async fn leader_whose_terms_keep_ending_hands_over() {
     // (loading the stores over the slow link) subscribes. Without the
     // hand-over a holds the lock through it all and nobody is subscribed
     // (measured: 55 s of 60); with it b leads after a's second short term.
-    let leaderless = flap(&c, Duration::from_secs(1), Duration::from_secs(60)).await;
+    let leaderless = flap(
+        &c,
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+        FlapUntil::HandOver,
+    )
+    .await;
     assert_b_took_over(&c, leaderless, Duration::from_secs(30));
     c.proxy.set_symmetric_latency(Duration::ZERO);
     c.a.wait_for("a stands by behind b", WAIT, |s| {
@@ -256,7 +282,13 @@ async fn leader_that_reconnects_but_cannot_lead_gives_up_its_node() {
     // Without a bound it holds the lowest node for good (measured: nobody
     // subscribed for 52 s of 60); with it a gives the node up once it has
     // been suspended for a session timeout and b leads.
-    let leaderless = flap(&c, Duration::from_millis(1500), Duration::from_secs(50)).await;
+    let leaderless = flap(
+        &c,
+        Duration::from_millis(1500),
+        Duration::from_secs(50),
+        FlapUntil::HandOver,
+    )
+    .await;
     assert_b_took_over(&c, leaderless, Duration::from_secs(30));
     c.proxy.set_symmetric_latency(Duration::ZERO);
     c.b.stop().await;
@@ -330,7 +362,7 @@ async fn measure(
     let c = cluster().await;
     let clock = SubscriptionClock::start(c.tb.clone());
     if cuts {
-        flap(&c, rtt / 2, window).await;
+        flap(&c, rtt / 2, window, FlapUntil::Window).await;
     } else {
         c.proxy.set_symmetric_latency(rtt / 2);
         tokio::time::sleep(window).await;

@@ -39,11 +39,14 @@ async fn after_an_agent_restart_the_executor_resubscribes_and_resends_its_update
 
     // While it is down the endpoint refuses connections; the scheduler sees
     // nothing (capture r).
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        tokio::net::TcpStream::connect(endpoint).await.is_err(),
-        "connection refused"
-    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while tokio::net::TcpStream::connect(endpoint).await.is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarting agent's endpoint still accepts connections"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     std::fs::write(executor.sandbox.join("go"), b"").unwrap();
     sub.expect_none("UPDATE", Duration::from_millis(1500)).await;
     assert!(

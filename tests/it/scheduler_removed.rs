@@ -105,8 +105,8 @@ async fn after_the_failover_timeout_the_next_replica_shows_the_tasks_killed() {
     let fid = framework_id(&a.wait_state("3 running", WAIT, three_running).await).unwrap();
     a.signal(libc::SIGKILL);
     s.wait_completed(&fid).await;
-    // Past the session timeout too, so b leads at once.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // a's session expired too (its election member is gone), so b leads at once.
+    s.zk.wait_no_children("/appliance/election", WAIT).await;
     let mark = s.last_call();
 
     let b = Appliance::spawn("b", &s.sleep_args(&flags));

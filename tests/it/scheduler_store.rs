@@ -184,13 +184,14 @@ async fn losing_leadership_during_a_write_answers_as_a_follower() {
     })
     .await;
 
+    let before = hold.held_writes();
     hold.hold(HOLD);
     let write = tokio::spawn({
         let handle = a.handle.clone();
         async move { put_service(&handle, web(3)).await }
     });
     // While it is held, A's member node goes: B leads, A's write is fenced.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    hold.wait_held_write(before, HOLD).await;
     let raw = zk::Client::connect(&zk.connect_string()).await.unwrap();
     let members = raw.list_children("/appliance/election").await.unwrap();
     let mut members: Vec<String> = members;

@@ -381,13 +381,14 @@ async fn latency_delays_stream_events_and_call_answers() {
     assert!(answered >= Duration::from_millis(300), "{answered:?}");
     assert!(event >= Duration::from_millis(1500), "{event:?}");
 
-    // Cleared: at once again (well under the 1.5 s delay, on a loaded
-    // machine too).
+    // Cleared: under the 1.5 s stream delay, which would hold the answer
+    // at least that long (any bound below it tells the two apart; a
+    // tighter one flaked on a loaded machine).
     assert_eq!(control(&tb, "faults/clear", json!({})).await.status, 200);
     let t0 = Instant::now();
     reconciled(&tb, &mut sub, &fid, "t1", &offer["agent_id"]).await;
     assert!(
-        t0.elapsed() < Duration::from_millis(1200),
+        t0.elapsed() < Duration::from_millis(1500),
         "{:?}",
         t0.elapsed()
     );

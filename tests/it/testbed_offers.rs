@@ -98,13 +98,15 @@ async fn decline_without_filters_uses_five_seconds() {
     let tb = testbed(TestbedConfig::for_tests(1)).await;
     let (mut sub, fid) = connected(&tb.url(), "d5", 60.0).await;
     let first = sub.expect("OFFERS").await;
+    // Taken before the call: the master starts the filter while it handles
+    // the DECLINE, before its answer reaches us.
+    let declined_at = Instant::now();
     call(
         &tb.url(),
         &sub.stream_id,
         decline(&fid, offer_ids(&first), None),
     )
     .await;
-    let declined_at = Instant::now();
     sub.expect_none("OFFERS", Duration::from_secs(3)).await;
     // The default filter lasts 5 s (mesos.proto Filters.refuse_seconds), not
     // forever: the agent's resources come back within a few allocations.

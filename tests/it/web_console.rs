@@ -8,8 +8,10 @@
 //!   and marks, and the audit trail on the *other* replica lists both
 //!   actions with their reasons.
 //!
-//! Screenshots of the overview with charts and of a task's log view are
-//! written to `tests/screenshots/` (committed).
+//! Screenshots of the overview with charts and of a task's log view go to
+//! `tests/screenshots/` (committed, linked from the README) when the run
+//! sets `UPDATE_SCREENSHOTS=1`, else next to the others in
+//! `target/screenshots/`.
 
 use crate::support;
 

@@ -211,19 +211,23 @@ impl Browser {
 
     /// Saves a screenshot of the viewport as `<screenshots>/<name>.png`.
     pub async fn screenshot(&self, name: &str) -> PathBuf {
-        let dir = screenshot_dir();
-        std::fs::create_dir_all(&dir).expect("screenshot dir");
-        let png = self.client.screenshot().await.expect("screenshot");
-        let path = dir.join(format!("{name}.png"));
-        std::fs::write(&path, png).expect("write screenshot");
-        path
+        self.save_screenshot(screenshot_dir(), name).await
     }
 
-    /// Saves a screenshot of the viewport as `tests/screenshots/<name>.png`
-    /// in the repository: the pictures the README and reviewers look at,
-    /// committed and refreshed by each run.
+    /// Saves a screenshot of the viewport for the README: as
+    /// `tests/screenshots/<name>.png` in the repository (committed) when
+    /// `UPDATE_SCREENSHOTS=1` is set, else with the others in
+    /// `<screenshots>/` — so a test run never changes the checkout.
     pub async fn screenshot_committed(&self, name: &str) -> PathBuf {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/screenshots");
+        let dir = if std::env::var_os("UPDATE_SCREENSHOTS").is_some_and(|v| v == "1") {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/screenshots")
+        } else {
+            screenshot_dir()
+        };
+        self.save_screenshot(dir, name).await
+    }
+
+    async fn save_screenshot(&self, dir: PathBuf, name: &str) -> PathBuf {
         std::fs::create_dir_all(&dir).expect("screenshot dir");
         let png = self.client.screenshot().await.expect("screenshot");
         let path = dir.join(format!("{name}.png"));

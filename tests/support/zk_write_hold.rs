@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -35,6 +36,8 @@ const MAX_FRAME: usize = 4 << 20;
 pub struct ZkWriteHold {
     addr: SocketAddr,
     hold: Arc<watch::Sender<Duration>>,
+    /// Write requests held so far (stamped while a hold was set).
+    held: Arc<AtomicUsize>,
     accept: JoinHandle<()>,
 }
 
@@ -46,19 +49,26 @@ impl ZkWriteHold {
             .expect("bind proxy port");
         let addr = listener.local_addr().expect("proxy address");
         let hold = Arc::new(watch::Sender::new(Duration::ZERO));
+        let held = Arc::new(AtomicUsize::new(0));
         let accept = tokio::spawn({
             let hold = hold.clone();
+            let held = held.clone();
             async move {
                 loop {
                     let Ok((client, _)) = listener.accept().await else {
                         continue;
                     };
                     let _ = client.set_nodelay(true);
-                    tokio::spawn(serve(client, upstream, hold.subscribe()));
+                    tokio::spawn(serve(client, upstream, hold.subscribe(), held.clone()));
                 }
             }
         });
-        ZkWriteHold { addr, hold, accept }
+        ZkWriteHold {
+            addr,
+            hold,
+            held,
+            accept,
+        }
     }
 
     /// `host:port` of the proxy for a ZooKeeper connect string.
@@ -70,6 +80,21 @@ impl ZkWriteHold {
     pub fn hold(&self, by: Duration) {
         self.hold.send_replace(by);
     }
+
+    /// How many write requests have been held so far.
+    pub fn held_writes(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// Waits until more than `before` write requests have been held (a
+    /// write is on its way and stuck); panics after `within`.
+    pub async fn wait_held_write(&self, before: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.held_writes() <= before {
+            assert!(Instant::now() < deadline, "no write held within {within:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
 
 impl Drop for ZkWriteHold {
@@ -78,7 +103,12 @@ impl Drop for ZkWriteHold {
     }
 }
 
-async fn serve(client: TcpStream, upstream: SocketAddr, hold: watch::Receiver<Duration>) {
+async fn serve(
+    client: TcpStream,
+    upstream: SocketAddr,
+    hold: watch::Receiver<Duration>,
+    held: Arc<AtomicUsize>,
+) {
     let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
@@ -90,7 +120,7 @@ async fn serve(client: TcpStream, upstream: SocketAddr, hold: watch::Receiver<Du
         let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
     };
     let (tx, rx) = mpsc::unbounded_channel();
-    let read = read_frames(client_read, tx, hold);
+    let read = read_frames(client_read, tx, hold, held);
     let write = write_frames(&mut server_write, rx);
     tokio::select! {
         _ = back => {}
@@ -103,6 +133,7 @@ async fn read_frames(
     mut from: OwnedReadHalf,
     to: mpsc::UnboundedSender<(Option<Instant>, Vec<u8>)>,
     hold: watch::Receiver<Duration>,
+    held: Arc<AtomicUsize>,
 ) {
     let mut first = true;
     let mut last_due = Instant::now();
@@ -135,8 +166,10 @@ async fn read_frames(
             None
         } else {
             let mut due = Instant::now().max(last_due);
-            if kind.is_some_and(|k| WRITES.contains(&k)) {
-                due = due.max(Instant::now() + *hold.borrow());
+            let by = *hold.borrow();
+            if kind.is_some_and(|k| WRITES.contains(&k)) && !by.is_zero() {
+                due = due.max(Instant::now() + by);
+                held.fetch_add(1, Ordering::SeqCst);
             }
             last_due = due;
             Some(due)

@@ -165,6 +165,28 @@ impl ZkServer {
         (!answer.is_empty()).then(|| String::from_utf8_lossy(&answer).into_owned())
     }
 
+    /// Waits until znode `path` has no children (or does not exist), e.g.
+    /// until a SIGKILLed leader's ephemeral election member is gone with its
+    /// session; panics after `within`.
+    pub async fn wait_no_children(&self, path: &str, within: Duration) {
+        let client = zk::Client::connect(&self.connect_string())
+            .await
+            .expect("connect to ZooKeeper");
+        let deadline = Instant::now() + within;
+        loop {
+            match client.list_children(path).await {
+                Ok(children) if children.is_empty() => return,
+                Err(zk::Error::NoNode) => return,
+                Ok(children) => assert!(
+                    Instant::now() < deadline,
+                    "{path} still has {children:?} after {within:?}"
+                ),
+                Err(e) => panic!("list {path}: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
