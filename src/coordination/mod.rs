@@ -467,7 +467,8 @@ pub trait Coordinator: Send + Sync + 'static {
 
     /// Appends `entry` to the audit log, an append-only log shared by every
     /// replica (`audit/entry-<seq>`, sequential znodes), and prunes it to
-    /// the newest [`AUDIT_KEPT`]. Not fenced: a replica records what it did
+    /// the newest [`AUDIT_KEPT`] (ZooKeeper: after answering, so that the
+    /// caller waits for one write). Not fenced: a replica records what it did
     /// even when it lost leadership meanwhile. Returns the entry's
     /// sequence number (grows by at least one per entry).
     /// [`CoordinationError::Invalid`] for an entry above
