@@ -27,11 +27,11 @@ use tokio::time::Instant;
 
 use super::config::CoreConfig;
 use super::core::CoreDeps;
+use super::counts::ServiceCounts;
 use super::records::TaskRecord;
-use super::rollout::{RolloutStatus, ServiceRecord};
+use super::rollout::ServiceRecord;
 use super::services::ServiceSpec;
 use super::snapshot::{FrameworkState, ServiceStatus, Snapshot};
-use super::workload::{Assessment, assess};
 use crate::coordination::{RecordKind, RecordStore, RecordsStat};
 use crate::util::unix_now_secs;
 
@@ -63,7 +63,7 @@ struct Read {
     stat: RecordsStat,
     tasks: Vec<Arc<TaskRecord>>,
     /// Per service: the spec the counts were computed for, and the counts.
-    counts: HashMap<String, (ServiceSpec, Assessment)>,
+    counts: HashMap<String, (ServiceSpec, ServiceCounts)>,
 }
 
 impl Standby {
@@ -129,56 +129,44 @@ impl Standby {
                 });
             }
         }
+        let now = unix_now_secs();
         snapshot.services = services
             .into_iter()
-            .map(|record| self.service_status(record))
+            .map(|record| self.service_status(record, now))
             .collect();
         if let Some(read) = &self.read {
             snapshot.tasks = read.tasks.clone();
         }
         // Keep the leader's recent events when this replica just lost leadership.
         snapshot.events = deps.snapshots.borrow().events.clone();
-        snapshot.at = unix_now_secs();
+        snapshot.at = now;
         deps.snapshots.send_replace(Arc::new(snapshot));
     }
 
     /// A service as a standby replica shows it: its counts over the records
-    /// last read (computed once per read and spec).
-    fn service_status(&mut self, record: ServiceRecord) -> ServiceStatus {
+    /// last read, as the leader counts its own (`ServiceCounts`), computed
+    /// once per read and spec.
+    fn service_status(&mut self, record: ServiceRecord, now: f64) -> ServiceStatus {
         let counts = self.read.as_mut().map(|read| {
             let fresh = read
                 .counts
                 .get(&record.spec.name)
                 .is_some_and(|(spec, _)| *spec == record.spec);
             if !fresh {
-                let name = &record.spec.name;
-                let theirs = read.tasks.iter().filter(|t| t.service == *name);
-                let counts = assess(&record.spec, theirs.map(|t| t.as_ref()));
+                let records = read.tasks.iter().map(|t| t.as_ref());
+                let counts = ServiceCounts::of(&record.spec, records, now);
                 read.counts
-                    .insert(name.clone(), (record.spec.clone(), counts));
+                    .insert(record.spec.name.clone(), (record.spec.clone(), counts));
             }
             read.counts[&record.spec.name].1.clone()
         });
         let counts = counts.unwrap_or_default();
-        ServiceStatus {
-            running: counts.running,
-            starting: counts.starting,
-            killing: counts.killing,
-            consecutive_failures: 0,
-            next_launch_after: None,
-            waiting: None,
-            healthy: 0,
-            unhealthy: 0,
-            rollout: record.halted.map(|halted| RolloutStatus {
-                desired: record.spec.instances,
-                replaced: 0,
-                healthy: 0,
-                remaining: 0,
-                halted: Some(halted),
-            }),
-            can_roll_back: record.previous.is_some(),
-            spec: record.spec,
-        }
+        ServiceStatus::new(
+            &record.spec,
+            record.previous.as_deref(),
+            record.halted.as_ref(),
+            &counts,
+        )
     }
 }
 
