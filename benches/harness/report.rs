@@ -136,10 +136,12 @@ fn print_latencies(what: &str, l: &Latencies) {
         .iter()
         .filter(|d| **d > Duration::from_millis(100))
         .count();
+    let p99 = (s.len() * 99).div_ceil(100).saturating_sub(1);
     println!(
-        "{what}: {} answers, p50 {:.0} ms, max {:.0} ms, {over} over 100 ms; failures {:?}",
+        "{what}: {} answers, p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms, {over} over 100 ms; failures {:?}",
         s.len(),
         ms(s.get(s.len() / 2)),
+        ms(s.get(p99)),
         ms(s.last()),
         l.failures
     );

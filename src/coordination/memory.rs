@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::signal::LeaderSignal;
 use super::{
     CoordinationError, Coordinator, DeploymentRecord, Expect, Leadership, Member, RecordKind,
-    RecordList, RecordWrite, ReplicaInfo, Result, Versioned, Written, check_key,
+    RecordList, RecordWrite, RecordsStat, ReplicaInfo, Result, Versioned, Written, check_key,
 };
 
 /// A single-replica [`Coordinator`] holding its state in memory.
@@ -33,15 +33,49 @@ pub struct MemoryCoordinator {
 struct State {
     closed: bool,
     framework_id: Option<Versioned<String>>,
-    services: BTreeMap<String, Versioned<Value>>,
-    tasks: BTreeMap<String, Versioned<Value>>,
+    services: Records,
+    tasks: Records,
     /// The audit log, oldest first, and the next sequence number.
     audit: std::collections::VecDeque<(u64, Value)>,
     audit_next: u64,
 }
 
+/// The records of one kind, and the version of their set of keys: bumped
+/// on each create and delete, as ZooKeeper bumps a directory's `cversion`.
+#[derive(Default)]
+struct Records {
+    map: BTreeMap<String, Versioned<Value>>,
+    keys_version: i64,
+}
+
+impl Records {
+    fn get(&self, key: &str) -> Option<&Versioned<Value>> {
+        self.map.get(key)
+    }
+
+    fn insert(&mut self, key: String, value: Versioned<Value>) {
+        if self.map.insert(key, value).is_none() {
+            self.keys_version += 1;
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        if self.map.remove(key).is_some() {
+            self.keys_version += 1;
+        }
+    }
+
+    /// Deletes every record; returns how many.
+    fn clear(&mut self) -> usize {
+        let n = self.map.len();
+        self.map.clear();
+        self.keys_version += i64::try_from(n).unwrap_or(i64::MAX);
+        n
+    }
+}
+
 impl State {
-    fn records(&mut self, kind: RecordKind) -> &mut BTreeMap<String, Versioned<Value>> {
+    fn records(&mut self, kind: RecordKind) -> &mut Records {
         match kind {
             RecordKind::Services => &mut self.services,
             RecordKind::Tasks => &mut self.tasks,
@@ -254,6 +288,7 @@ impl Coordinator for MemoryCoordinator {
         Ok(RecordList {
             records: state
                 .records(kind)
+                .map
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
@@ -273,10 +308,16 @@ impl Coordinator for MemoryCoordinator {
 
     async fn delete_records(&self, kind: RecordKind) -> Result<usize> {
         let mut state = self.fenced()?;
+        Ok(state.records(kind).clear())
+    }
+
+    async fn records_stat(&self, kind: RecordKind) -> Result<RecordsStat> {
+        let mut state = self.open()?;
         let records = state.records(kind);
-        let n = records.len();
-        records.clear();
-        Ok(n)
+        Ok(RecordsStat {
+            count: records.map.len(),
+            keys_version: records.keys_version,
+        })
     }
 
     async fn write_records(

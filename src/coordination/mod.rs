@@ -223,6 +223,18 @@ impl RecordKind {
     }
 }
 
+/// The records of one kind as a whole ([`Coordinator::records_stat`]): a
+/// look that costs one read however many records there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecordsStat {
+    /// How many records there are.
+    pub count: usize,
+    /// Changes whenever a record is created or deleted, not when one is
+    /// rewritten: ZooKeeper's `cversion` of the records' directory (`-1`
+    /// when there is no directory yet).
+    pub keys_version: i64,
+}
+
 /// One write of a batch ([`Coordinator::write_records`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecordWrite {
@@ -428,6 +440,11 @@ pub trait Coordinator: Send + Sync + 'static {
     /// reported in [`RecordList::malformed`], never fatal.
     async fn list_records(&self, kind: RecordKind) -> Result<RecordList<serde_json::Value>>;
 
+    /// How many records of a kind there are and the version of their set
+    /// of keys, in one read (a standby replica skips reading every record
+    /// while no record was created or deleted).
+    async fn records_stat(&self, kind: RecordKind) -> Result<RecordsStat>;
+
     /// Deletes one record (fenced). `Ok(false)` when it was absent (only with
     /// [`Expect::Any`]; with a version, absence is a conflict).
     async fn delete_record(&self, kind: RecordKind, key: &str, expect: Expect) -> Result<bool>;
@@ -450,7 +467,8 @@ pub trait Coordinator: Send + Sync + 'static {
 
     /// Appends `entry` to the audit log, an append-only log shared by every
     /// replica (`audit/entry-<seq>`, sequential znodes), and prunes it to
-    /// the newest [`AUDIT_KEPT`]. Not fenced: a replica records what it did
+    /// the newest [`AUDIT_KEPT`] (ZooKeeper: after answering, so that the
+    /// caller waits for one write). Not fenced: a replica records what it did
     /// even when it lost leadership meanwhile. Returns the entry's
     /// sequence number (grows by at least one per entry).
     /// [`CoordinationError::Invalid`] for an entry above

@@ -33,6 +33,7 @@ pub mod records;
 pub mod rollout;
 pub mod services;
 pub mod snapshot;
+pub mod standby;
 pub mod supervisor;
 pub mod taskinfo;
 pub mod workload;

@@ -2,8 +2,10 @@
 //! (`docs/reconciliation.md`, `docs/mesos-protocol.md#reconciliation`):
 //!
 //! - **explicit**: ask about every non-terminal task (with its agent ID);
-//!   wait with truncated exponential backoff; ask again about the tasks with
-//!   no update since the run started; stop when every task answered
+//!   wait with truncated exponential backoff, the wait counting from the
+//!   last answer (a large run answers for longer than the first wait); ask
+//!   again about the tasks with no update since the run started; stop when
+//!   every task answered
 //!   (*converged*) or after the abort timeout (*aborted*, unanswered tasks
 //!   listed). Run after every (re-)subscription, then an implicit run to
 //!   surface tasks the scheduler does not know;
@@ -89,6 +91,8 @@ struct Running {
     asked: BTreeMap<TaskId, Option<AgentId>>,
     answered: HashSet<TaskId>,
     backoff: Backoff,
+    /// The wait armed by the last RECONCILE call; each answer restarts it.
+    wait: Duration,
     next_send: Instant,
     deadline: Instant,
 }
@@ -264,6 +268,12 @@ impl Reconciler {
                     if running.answered.len() == running.asked.len() {
                         return self.finish(ReconcileOutcome::Converged, now, now_secs);
                     }
+                    // Answers still coming: the master is not done with
+                    // the call, so asking again now would only repeat it.
+                    // The wait counts from the last answer (tens of
+                    // thousands of tasks take longer than the first wait
+                    // to answer).
+                    running.next_send = running.next_send.max(now + running.wait);
                 }
             }
             ReconcileKind::Implicit => {
@@ -303,7 +313,8 @@ impl Reconciler {
                             unanswered(running).into_iter().map(|(t, _)| t).collect();
                         actions.extend(self.finish(ReconcileOutcome::Aborted, now, now_secs));
                     } else if now >= running.next_send {
-                        running.next_send = now + running.backoff.next_delay();
+                        running.wait = running.backoff.next_delay();
+                        running.next_send = now + running.wait;
                         running.view.calls += 1;
                         actions.push(Action::Send(unanswered(running)));
                     }
@@ -367,6 +378,7 @@ impl Reconciler {
                 outcome: ReconcileOutcome::Running,
             },
             backoff,
+            wait: first_wait,
             next_send: now + first_wait,
             deadline: now
                 + match kind {
@@ -516,6 +528,21 @@ mod tests {
         );
         let run = &r.status().history[0];
         assert_eq!((run.asked, run.answered, run.calls), (2, 2, 3));
+    }
+
+    #[test]
+    fn answers_still_coming_put_off_asking_again() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut r = Reconciler::new(cfg(), t0);
+        r.subscribed(tasks(&["a", "b", "c"]), t0, 0.0);
+        // An answer every 800 ms: the 1 s wait restarts at each.
+        assert!(r.on_update("a", true, t0 + ms(800), 0.8).is_empty());
+        assert!(r.tick(t0 + ms(1000), 1.0, Vec::new).is_empty());
+        assert!(r.on_update("b", true, t0 + ms(1600), 1.6).is_empty());
+        assert!(r.tick(t0 + ms(2500), 2.5, Vec::new).is_empty());
+        // Silent for the wait: only the unanswered task is asked about.
+        assert_eq!(sent(&r.tick(t0 + ms(2600), 2.6, Vec::new)), [vec!["c"]]);
     }
 
     #[test]

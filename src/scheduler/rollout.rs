@@ -414,25 +414,35 @@ pub fn next_replacement<'a>(
     now: f64,
 ) -> Option<TaskId> {
     let judge = Judge::new(spec);
-    let outdated = || {
-        tasks
-            .clone()
-            .into_iter()
-            .filter(|t| t.service == spec.name && is_live(t) && !judge.is_current(t))
-    };
-    if let Some(down) = outdated().filter(|t| is_down(t)).min_by_key(|t| t.instance) {
+    // One pass over the tasks: the lowest outdated one, and the lowest
+    // outdated one that is down. Without outdated tasks (no rollout: the
+    // common case, every scheduling pass) nothing more is read.
+    let mut lowest: Option<&TaskRecord> = None;
+    let mut lowest_down: Option<&TaskRecord> = None;
+    let outdated = tasks
+        .clone()
+        .into_iter()
+        .filter(|t| t.service == spec.name && is_live(t) && !judge.is_current(t));
+    for task in outdated {
+        if lowest.is_none_or(|l| task.instance < l.instance) {
+            lowest = Some(task);
+        }
+        if is_down(task) && lowest_down.is_none_or(|l| task.instance < l.instance) {
+            lowest_down = Some(task);
+        }
+    }
+    if let Some(down) = lowest_down {
         return Some(down.task_id.clone());
     }
+    let lowest = lowest?;
     if halted {
         return None;
     }
-    let unavailable = progress(spec, tasks.clone(), now).unavailable.len() as u32;
+    let unavailable = progress(spec, tasks, now).unavailable.len() as u32;
     if unavailable >= max_unavailable.max(1) {
         return None;
     }
-    outdated()
-        .min_by_key(|t| t.instance)
-        .map(|t| t.task_id.clone())
+    Some(lowest.task_id.clone())
 }
 
 /// The reason a rollout halts, when an instance has been unavailable past

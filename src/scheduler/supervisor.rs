@@ -1,7 +1,8 @@
 //! The supervisor runs on every replica: while the replica leads it runs the
 //! core for the term; otherwise it publishes a *standby* snapshot (leader
 //! identity from the election, framework ID, services and tasks read from
-//! ZooKeeper) and answers commands with [`CommandError::NotLeader`].
+//! ZooKeeper, [`super::standby`]) and answers commands with
+//! [`CommandError::NotLeader`].
 //!
 //! Term outcomes: abdication rejoins the election at the back; "framework
 //! failed over" and a framework-ID mismatch back off, then abdicate, so this
@@ -31,14 +32,10 @@ use tokio_util::sync::CancellationToken;
 use super::commands::{Command, CommandError, SchedulerHandle};
 use super::config::CoreConfig;
 use super::core::{CoreDeps, TermOutcome, run_term};
-use super::records::TaskRecord;
-use super::rollout::ServiceRecord;
-use super::snapshot::{FrameworkState, ServiceCounts, ServiceStatus, Snapshot};
-use crate::coordination::{Leadership, RecordKind, RecordStore};
-use crate::util::unix_now_secs;
+use super::snapshot::{FrameworkState, Snapshot};
+use super::standby::{self, Held, Standby};
+use crate::coordination::Leadership;
 
-/// How often a standby replica refreshes its view from ZooKeeper.
-const STANDBY_REFRESH: Duration = Duration::from_secs(3);
 /// Pause after "failed over" or a mismatch before stepping down, so two
 /// schedulers cannot ping-pong the framework ID; doubles per step-down in a
 /// row up to [`STEP_DOWN_BACKOFF_MAX`].
@@ -85,6 +82,8 @@ async fn supervise(
     let mut leadership = coordinator.leadership();
     // Why the last term stepped down, shown while standing by.
     let mut held: Option<Held> = None;
+    // The task records last read while standing by.
+    let mut standby = Standby::default();
     let mut step_downs: u32 = 0;
     // (term, failed attempts to load the stores in that term)
     let mut store_failures: (u64, u32) = (0, 0);
@@ -98,7 +97,7 @@ async fn supervise(
                 state: FrameworkState::Fenced,
                 reason,
             });
-            publish_standby(&cfg, &deps, held.as_ref()).await;
+            standby.publish(&cfg, &deps, held.as_ref()).await;
             return;
         }
         let current = leadership.borrow_and_update().clone();
@@ -131,6 +130,7 @@ async fn supervise(
                 step_downs = 0;
             }
             held = None;
+            standby.forget();
             match outcome {
                 TermOutcome::LeadershipLost => {}
                 TermOutcome::Abdicated => abdicate(&deps).await,
@@ -154,7 +154,7 @@ async fn supervise(
                     });
                     // Meanwhile the replica stands by: it shows who leads and
                     // refuses commands (pointing at the leader) at once.
-                    publish_standby(&cfg, &deps, held.as_ref()).await;
+                    standby.publish(&cfg, &deps, held.as_ref()).await;
                     let until = tokio::time::Instant::now() + pause;
                     let fenced = loop {
                         tokio::select! {
@@ -162,7 +162,7 @@ async fn supervise(
                             _ = deps.fence.cancelled() => break true,
                             _ = tokio::time::sleep_until(until) => break false,
                             _ = leadership.changed() => {
-                                publish_standby(&cfg, &deps, held.as_ref()).await;
+                                standby.publish(&cfg, &deps, held.as_ref()).await;
                             }
                             command = commands.recv() => match command {
                                 Some(command) => refuse(command, &deps),
@@ -207,8 +207,8 @@ async fn supervise(
         // leadership interrupts it, so that a replica that begins to lead
         // acts at once rather than after the refresh.
         let refresh = async {
-            publish_standby(&cfg, &deps, held.as_ref()).await;
-            tokio::time::sleep(STANDBY_REFRESH).await;
+            standby.publish(&cfg, &deps, held.as_ref()).await;
+            tokio::time::sleep(standby::REFRESH).await;
         };
         tokio::pin!(refresh);
         loop {
@@ -224,12 +224,6 @@ async fn supervise(
             }
         }
     }
-}
-
-/// A state a standby replica keeps showing after its term ended.
-struct Held {
-    state: FrameworkState,
-    reason: String,
 }
 
 /// The pause before the `n`-th step-down in a row (0-based) gives up
@@ -271,63 +265,6 @@ fn refuse(command: Command, deps: &CoreDeps) {
         Command::DeleteService { reply, .. } => drop(reply.send(Err(error()))),
         Command::Rollout { reply, .. } => drop(reply.send(Err(error()))),
     }
-}
-
-/// Publishes what a replica that does not lead can know.
-async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps, held: Option<&Held>) {
-    let coordinator = &deps.coordinator;
-    let mut snapshot = Snapshot::standby(
-        coordinator.replica().clone(),
-        &cfg.framework_name,
-        &cfg.role,
-        cfg.strategy,
-    );
-    snapshot.leadership = coordinator.leadership().borrow().clone();
-    snapshot.framework.state = held.map_or(FrameworkState::Standby, |h| h.state);
-    snapshot.framework.reason = held.map(|h| h.reason.clone());
-    snapshot.framework.failover_timeout_seconds = cfg.failover_timeout.as_secs_f64();
-    if let Ok(Some(id)) = coordinator.framework_id().await {
-        snapshot.framework.id = Some(id.value);
-    }
-    snapshot.deployment = coordinator
-        .watch_deployment()
-        .borrow()
-        .clone()
-        .map(|d| d.value);
-    // Counted from the stored records as the leader counts its own
-    // (`ServiceCounts`): health, rollout progress and halts alike.
-    let tasks = RecordStore::<TaskRecord>::new(coordinator.clone(), RecordKind::Tasks);
-    if let Ok(list) = tasks.list().await {
-        snapshot.tasks = list
-            .records
-            .into_iter()
-            .map(|(_, v)| Arc::new(v.value))
-            .collect();
-    }
-    let now = unix_now_secs();
-    let services = RecordStore::<ServiceRecord>::new(coordinator.clone(), RecordKind::Services);
-    if let Ok(list) = services.list().await {
-        let records = snapshot.tasks.iter().map(|t| t.as_ref());
-        snapshot.services = list
-            .records
-            .into_iter()
-            .map(|(_, v)| {
-                let r = v.value;
-                let counts = ServiceCounts::of(&r.spec, records.clone(), now);
-                ServiceStatus::new(
-                    &r.spec,
-                    r.previous.as_deref(),
-                    r.rolling_out,
-                    r.halted.as_ref(),
-                    &counts,
-                )
-            })
-            .collect();
-    }
-    // Keep the leader's recent events when this replica just lost leadership.
-    snapshot.events = deps.snapshots.borrow().events.clone();
-    snapshot.at = now;
-    deps.snapshots.send_replace(Arc::new(snapshot));
 }
 
 #[cfg(test)]

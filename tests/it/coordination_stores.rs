@@ -1,6 +1,6 @@
 //! Stores on a real ZooKeeper server: deployment compare-and-set races and
 //! watch, framework-ID mismatch and fencing, 1,000 task records, malformed
-//! records, digest ACLs, uninstall's delete-all.
+//! records, digest ACLs, uninstall's delete-all, the records' stat.
 
 use crate::support;
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use mesos_appliance::coordination::{
     CoordinationError, Coordinator, DeploymentRecord, Expect, RecordKind, RecordStore, RecordWrite,
-    Strategy, Written,
+    RecordsStat, Strategy, Written,
 };
 use serde_json::json;
 use support::replicas::{config, start, start_with, wait_follower_of, wait_leader};
@@ -476,4 +476,46 @@ async fn a_leader_whose_member_node_is_gone_cannot_write() {
     let mut rx = a.leadership();
     support::wait_for(&mut rx, T, "a leads again", |l| l.term() == Some(2)).await;
     a.close().await;
+}
+
+/// The stat of the task records changes its keys' version on each create
+/// and delete, not on a rewrite; the same for both coordinators.
+async fn check_records_stat(c: &dyn Coordinator) {
+    let k = RecordKind::Tasks;
+    let put =
+        |key: &str, n: u32, expect| RecordWrite::put(key, &json!({ "n": n }), expect).unwrap();
+    let empty = c.records_stat(k).await.unwrap();
+    assert_eq!(empty.count, 0);
+    let two = [put("t1", 0, Expect::Absent), put("t2", 0, Expect::Absent)];
+    c.write_records(k, two.to_vec()).await;
+    let two = c.records_stat(k).await.unwrap();
+    assert_eq!(two.count, 2);
+    assert!(two.keys_version > empty.keys_version);
+    // Rewrites leave the stat alone.
+    let written = c
+        .write_records(k, vec![put("t1", 1, Expect::Version(0))])
+        .await;
+    assert!(
+        matches!(written[..], [Ok(Written::Version(1))]),
+        "{written:?}"
+    );
+    assert_eq!(c.records_stat(k).await.unwrap(), two);
+    c.delete_record(k, "t2", Expect::Any).await.unwrap();
+    let one = c.records_stat(k).await.unwrap();
+    assert_eq!(one.count, 1);
+    assert!(one.keys_version > two.keys_version);
+    assert_ne!(one, RecordsStat::default());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_records_stat_versions_creates_and_deletes_not_rewrites() {
+    support::init_tracing();
+    let zk = ZkServer::start();
+    let a = start(&zk.connect_string(), "a").await;
+    wait_leader(a.as_ref(), T).await;
+    check_records_stat(a.as_ref()).await;
+    let memory = mesos_appliance::coordination::memory::MemoryCoordinator::new(
+        mesos_appliance::coordination::ReplicaInfo::new("http://m", "d", "v"),
+    );
+    check_records_stat(&memory).await;
 }

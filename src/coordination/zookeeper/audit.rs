@@ -1,8 +1,11 @@
 //! The audit log: `audit/entry-<seq>` persistent sequential znodes under
 //! the root, one JSON entry each. ZooKeeper numbers them, so every replica
 //! appends to one ordered log without coordinating; the newest
-//! [`AUDIT_KEPT`] are kept. The `audit` znode is created on first use (an
+//! [`AUDIT_KEPT`] are kept (pruned after the append has answered; readers
+//! take the newest anyway). The `audit` znode is created on first use (an
 //! older deployment's root has none).
+
+use std::sync::Arc;
 
 use serde_json::Value;
 use zookeeper_client as zk;
@@ -37,7 +40,11 @@ async fn entries(inner: &Inner, client: &zk::Client) -> Result<Vec<(u64, String)
     Ok(entries)
 }
 
-pub(super) async fn append(inner: &Inner, entry: &Value) -> Result<u64> {
+/// Creates the entry and answers; pruning runs apart (spawned), and only
+/// once the log can hold more than [`AUDIT_KEPT`] entries: an action's
+/// answer waits for one write, not for a listing of the log and deletes
+/// queued behind the leader's task writes.
+pub(super) async fn append(inner: &Arc<Inner>, entry: &Value) -> Result<u64> {
     let data = audit_bytes(entry)?;
     let client = inner.client()?;
     let dir = &inner.paths.audit;
@@ -60,8 +67,14 @@ pub(super) async fn append(inner: &Inner, entry: &Value) -> Result<u64> {
         other => other,
     };
     let (_, seq) = created.map_err(|e| map_zk(e, dir))?;
-    prune(inner, &client).await;
-    Ok(u64::try_from(seq.into_i64()).unwrap_or(0))
+    let seq = u64::try_from(seq.into_i64()).unwrap_or(0);
+    // Sequence numbers start at 0: up to entry AUDIT_KEPT - 1 nothing can
+    // be in excess.
+    if seq >= AUDIT_KEPT as u64 {
+        let inner = inner.clone();
+        tokio::spawn(async move { prune(&inner, &client).await });
+    }
+    Ok(seq)
 }
 
 /// Deletes the oldest entries beyond [`AUDIT_KEPT`]. Replicas may prune

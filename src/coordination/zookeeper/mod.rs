@@ -40,7 +40,7 @@ use super::signal::LeaderSignal;
 use super::url::ZkUrl;
 use super::{
     CoordinationError, Coordinator, DeploymentRecord, Expect, Leadership, Member, RecordKind,
-    RecordList, RecordWrite, ReplicaInfo, Result, Versioned, Written,
+    RecordList, RecordWrite, RecordsStat, ReplicaInfo, Result, Versioned, Written,
 };
 
 /// Default ZooKeeper session timeout (`--zk-session-timeout`,
@@ -475,6 +475,10 @@ impl Coordinator for ZkCoordinator {
 
     async fn list_records(&self, kind: RecordKind) -> Result<RecordList<serde_json::Value>> {
         stores::list_records(&self.inner, kind).await
+    }
+
+    async fn records_stat(&self, kind: RecordKind) -> Result<RecordsStat> {
+        stores::records_stat(&self.inner, kind).await
     }
 
     async fn delete_record(&self, kind: RecordKind, key: &str, expect: Expect) -> Result<bool> {

@@ -10,7 +10,7 @@ use zookeeper_client as zk;
 use super::{Inner, map_zk};
 use crate::coordination::{
     CoordinationError, DeploymentRecord, Expect, MalformedRecord, RecordKind, RecordList,
-    RecordWrite, Result, Versioned, Written, check_key,
+    RecordWrite, RecordsStat, Result, Versioned, Written, check_key,
 };
 
 /// Reads issued at once when listing records (the client pipelines them).
@@ -155,6 +155,25 @@ pub(super) async fn delete_record(
 ) -> Result<bool> {
     check_key(key)?;
     delete_fenced(inner, &record_path(inner, kind, key), expect).await
+}
+
+/// The stat of the records' directory: its child count and `cversion`
+/// (ZooKeeper bumps it on each child created or deleted, not on a child's
+/// data written).
+pub(super) async fn records_stat(inner: &Inner, kind: RecordKind) -> Result<RecordsStat> {
+    let client = inner.client()?;
+    let dir = inner.paths.records(kind);
+    match inner.timed(client.check_stat(dir)).await {
+        Ok(Some(stat)) => Ok(RecordsStat {
+            count: usize::try_from(stat.num_children).unwrap_or(0),
+            keys_version: i64::from(stat.cversion),
+        }),
+        Ok(None) => Ok(RecordsStat {
+            count: 0,
+            keys_version: -1,
+        }),
+        Err(e) => Err(map_zk(e, dir)),
+    }
 }
 
 pub(super) async fn list_records(inner: &Inner, kind: RecordKind) -> Result<RecordList<Value>> {

@@ -26,6 +26,7 @@ mod framework;
 mod health_log;
 mod housekeeping;
 mod lag;
+mod pacing;
 mod reconciliation;
 mod removed;
 mod rollout;
@@ -184,6 +185,8 @@ pub struct Machine {
     needs_schedule: bool,
     /// When the last scheduling pass ran.
     last_schedule: Option<Instant>,
+    /// Records the last scheduling pass read (it paces the next one).
+    last_pass_records: usize,
     next_housekeeping: Instant,
     last_publish: Option<Instant>,
     /// When applied events were read off the stream, and those waiting.
@@ -235,6 +238,7 @@ impl Machine {
             health_log: Default::default(),
             needs_schedule: false,
             last_schedule: None,
+            last_pass_records: 0,
             next_housekeeping: now + HOUSEKEEPING,
             last_publish: None,
             lag: lag::EventLag::default(),
@@ -347,6 +351,7 @@ impl Machine {
     /// a launch of N tasks brings 2N updates and 2N stored writes) and the
     /// throttled snapshot. The runner calls it when its queue is empty or
     /// after a bounded batch; a pass put off is due at [`Effects::wake_at`].
+    /// Both are paced by the records they read (see `pacing`).
     pub fn settle(&mut self, now: Instant) -> Effects {
         if !self.ending && self.needs_schedule && self.schedule_due(now) <= now {
             self.needs_schedule = false;
@@ -356,10 +361,26 @@ impl Machine {
         self.finish(now)
     }
 
-    /// When the next scheduling pass may run.
+    /// When the next scheduling pass may run: `cfg.schedule_interval`
+    /// after the last one, or longer after one that read many records
+    /// (`pacing`).
     fn schedule_due(&self, now: Instant) -> Instant {
-        self.last_schedule
-            .map_or(now, |t| t + self.cfg.schedule_interval)
+        let pause = pacing::interval(
+            self.cfg.schedule_interval,
+            self.last_pass_records,
+            pacing::PASS_PER_RECORD,
+        );
+        self.last_schedule.map_or(now, |t| t + pause)
+    }
+
+    /// The pause between snapshots: `cfg.snapshot_interval`, or longer
+    /// with many records (`pacing`).
+    fn snapshot_pause(&self) -> std::time::Duration {
+        pacing::interval(
+            self.cfg.snapshot_interval,
+            self.tasks.len(),
+            pacing::SNAPSHOT_PER_RECORD,
+        )
     }
 
     /// Ends the term: the client stops, the state shows why, the last
@@ -491,7 +512,7 @@ impl Machine {
         }
         let due = self
             .last_publish
-            .is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.snapshot_interval);
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.snapshot_pause());
         // Read-your-writes: a step that answers a command publishes, and
         // before the answer, so whoever reads after the answer sees what
         // the command did (the throttle only delays what nobody awaits).
@@ -525,10 +546,9 @@ impl Machine {
             subscribed.then(|| self.kills.next_deadline()).flatten(),
             self.framework.restart_at,
             self.needs_schedule.then(|| self.schedule_due(now)),
-            self.out.dirty.then(|| {
-                self.last_publish
-                    .map_or(now, |t| t + self.cfg.snapshot_interval)
-            }),
+            self.out
+                .dirty
+                .then(|| self.last_publish.map_or(now, |t| t + self.snapshot_pause())),
         ];
         for candidate in candidates.into_iter().flatten() {
             next = next.min(candidate);

@@ -195,6 +195,7 @@ impl Machine {
         let launching: usize = self.launches.groups.values().map(|g| g.infos.len()).sum();
         let mut budget = LAUNCHING_MAX.saturating_sub(launching);
         let names: Vec<String> = self.services.keys().cloned().collect();
+        let mut records_read = 0;
         for name in names {
             let changed = self.tasks.take_changed(&name);
             let Some(entry) = self.services.get(&name) else {
@@ -210,6 +211,7 @@ impl Machine {
             let spec = &entry.spec;
             let empty = super::table::ServiceTasks::default();
             let tasks = self.tasks.service(&name).unwrap_or(&empty);
+            records_read += tasks.len();
             let assessment = assess(spec, tasks.records(), at);
             let halted = entry.halted.is_some();
             let max = self.cfg.upgrade_max_unavailable;
@@ -253,6 +255,7 @@ impl Machine {
             };
             demands_data.push((spec.clone(), missing, occupied, resources));
         }
+        self.last_pass_records = records_read;
         self.watch_rollouts(rollouts, now);
         for (task_id, reason) in kills {
             self.request_kill(&task_id, &reason, now);

@@ -80,6 +80,11 @@ pub(super) struct ServiceTasks {
 }
 
 impl ServiceTasks {
+    /// How many records the service has (those being created too).
+    pub(super) fn len(&self) -> usize {
+        self.records.len()
+    }
+
     /// Every record of the service (those being created too).
     pub(super) fn records(&self) -> impl Iterator<Item = &TaskRecord> + Clone {
         self.records.values().map(|(r, _)| r.as_ref())
@@ -198,6 +203,11 @@ impl TaskTable {
         if let Some(entry) = self.entries.get_mut(task_id) {
             entry.writing = true;
         }
+    }
+
+    /// How many records the table holds (those being created too).
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// Forgets every record (the framework was forgotten).

@@ -52,6 +52,8 @@ enum Msg {
     Input(Input),
     /// A batch of task writes ended.
     StoreBatch(Vec<(RequestId, StoreResult)>),
+    /// A store operation other than a task write ended.
+    Stored(RequestId, StoreResult),
 }
 
 /// Spawns work that stops when the term ends.
@@ -235,6 +237,11 @@ impl Runner<'_> {
                 for (id, result) in results {
                     self.feed(machine, Input::Stored { id, result });
                 }
+                self.store.pump();
+            }
+            Msg::Stored(id, result) => {
+                self.store.single_done();
+                self.feed(machine, Input::Stored { id, result });
                 self.store.pump();
             }
         }

@@ -6,7 +6,10 @@
 //! [`BATCHES_IN_FLIGHT`] at a time: enough to keep ZooKeeper busy, few
 //! enough that a service write or a framework-ID check sent meanwhile is
 //! not stuck behind thousands of task writes in ZooKeeper's queue. Other
-//! operations are sent at once, each on its own.
+//! operations are sent at once, each on its own, and go first: while one
+//! is out no new task batch is sent, so it waits behind at most the
+//! batches already sent (ZooKeeper serves one session's requests in
+//! order), never behind the backlog.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -43,6 +46,8 @@ pub(super) struct StoreLane {
     services: RecordStore<ServiceRecord>,
     queue: VecDeque<(RequestId, TaskWrite)>,
     in_flight: usize,
+    /// Operations other than task writes in flight: task batches wait.
+    singles: usize,
     results: mpsc::UnboundedSender<Msg>,
     work: Work,
 }
@@ -59,6 +64,7 @@ impl StoreLane {
             coordinator,
             queue: VecDeque::new(),
             in_flight: 0,
+            singles: 0,
             results,
             work,
         }
@@ -73,8 +79,16 @@ impl StoreLane {
             StoreOp::DeleteTask(task, expect) => {
                 self.queue.push_back((id, TaskWrite::Delete(task, expect)))
             }
-            other => self.spawn_single(id, other),
+            other => {
+                self.singles += 1;
+                self.spawn_single(id, other);
+            }
         }
+    }
+
+    /// An operation other than a task write came back.
+    pub(super) fn single_done(&mut self) {
+        self.singles = self.singles.saturating_sub(1);
     }
 
     /// A batch came back.
@@ -83,9 +97,9 @@ impl StoreLane {
     }
 
     /// Sends queued task writes while fewer than [`BATCHES_IN_FLIGHT`]
-    /// batches are out.
+    /// batches are out and no other operation is.
     pub(super) fn pump(&mut self) {
-        while self.in_flight < BATCHES_IN_FLIGHT && !self.queue.is_empty() {
+        while self.singles == 0 && self.in_flight < BATCHES_IN_FLIGHT && !self.queue.is_empty() {
             let n = self.queue.len().min(BATCH);
             let batch: Vec<(RequestId, TaskWrite)> = self.queue.drain(..n).collect();
             self.in_flight += 1;
@@ -131,10 +145,7 @@ impl StoreLane {
         let results = self.results.clone();
         self.work.spawn(async move {
             let result = run_single(coordinator.as_ref(), &tasks, &services, op).await;
-            let _ = results.send(Msg::Input(crate::scheduler::core::io::Input::Stored {
-                id,
-                result,
-            }));
+            let _ = results.send(Msg::Stored(id, result));
         });
     }
 }

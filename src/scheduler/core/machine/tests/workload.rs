@@ -76,6 +76,22 @@ async fn a_new_spec_replaces_one_task_at_a_time() {
     assert_eq!(h.marked(), ["web.0.stored", "web.1.stored"]);
 }
 
+/// Starts `h`, subscribes (the pass after SUBSCRIBED runs at once: an
+/// instance is missing), then offers: the offer waits for the next pass.
+fn offer_after_the_first_pass(h: &mut Harness) {
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    assert!(
+        Harness::launched(&h.drain_call_log()).is_empty(),
+        "an offer within the interval waits for the next pass"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_scheduling_pass_is_paced_by_the_schedule_interval() {
     let spec = service("web", 2);
@@ -89,22 +105,39 @@ async fn the_scheduling_pass_is_paced_by_the_schedule_interval() {
         std::slice::from_ref(&spec),
         &[running_record("web", 0, &spec)],
     );
-    h.start();
-    h.answer_stores();
-    // The pass after SUBSCRIBED runs at once: instance 1 is missing.
-    h.subscribe();
-    h.answer_all();
-    h.drain_call_log();
-    // An offer within the interval waits for the next pass; the machine
-    // asks to be woken for it.
-    h.offer("o1", "agent-1", 4.0);
-    h.answer_all();
-    assert!(Harness::launched(&h.drain_call_log()).is_empty());
+    offer_after_the_first_pass(&mut h);
+    // The machine asks to be woken for the next pass.
     assert!(
         h.wake_at
             .is_some_and(|w| w <= Instant::now() + Duration::from_secs(1))
     );
     h.advance(Duration::from_secs(1)).await;
+    h.answer_all();
+    assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pass_over_many_records_paces_the_next_one() {
+    // 2,000 records read: the next pass waits 2,000 × 10 µs = 20 ms,
+    // though the configured interval is zero (`pacing`).
+    let spec = service("web", 2_001);
+    let records: Vec<TaskRecord> = (0..2_000)
+        .map(|i| running_record("web", i, &spec))
+        .collect();
+    let mut h = Harness::new(
+        config(),
+        Some(FRAMEWORK),
+        std::slice::from_ref(&spec),
+        &records,
+    );
+    offer_after_the_first_pass(&mut h);
+    h.advance(Duration::from_millis(15)).await;
+    h.answer_all();
+    assert!(
+        Harness::launched(&h.drain_call_log()).is_empty(),
+        "paced: not within 15 ms"
+    );
+    h.advance(Duration::from_millis(6)).await;
     h.answer_all();
     assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
 }

@@ -1,0 +1,222 @@
+//! What a replica that does not lead shows: the *standby* snapshot (leader
+//! identity from the election, framework ID, services and tasks read from
+//! ZooKeeper), refreshed by the supervisor every few seconds.
+//!
+//! The framework ID and the services are small and read on every refresh.
+//! The task records are not: with tens of thousands of tasks, reading them
+//! all every few seconds would keep every follower (and ZooKeeper) busy
+//! with O(tasks) work while it waits to take over. A refresh first reads
+//! the records' stat (one read: their count and the version of their set
+//! of keys, [`Coordinator::records_stat`](crate::coordination::Coordinator::records_stat))
+//! and reads the records again only when
+//! - a record was created or deleted since the last read, or
+//!   [`STALE_AFTER`] passed (a rewritten record, e.g. a new state, does not
+//!   change the stat), and
+//! - at least [`PER_RECORD`] × records passed since the last read (at
+//!   least the refresh period): 10,000 tasks are read at most every 10 s,
+//!   50,000 every 50 s.
+//!
+//! Between reads the standby snapshot shows the records last read, with
+//! the service counts computed from them once per read.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::config::CoreConfig;
+use super::core::CoreDeps;
+use super::counts::ServiceCounts;
+use super::records::TaskRecord;
+use super::rollout::ServiceRecord;
+use super::services::ServiceSpec;
+use super::snapshot::{FrameworkState, ServiceStatus, Snapshot};
+use crate::coordination::{RecordKind, RecordStore, RecordsStat};
+use crate::util::unix_now_secs;
+
+/// How often a standby replica refreshes its view from ZooKeeper.
+pub const REFRESH: Duration = Duration::from_secs(3);
+/// The task records are read again at least this often while any exist,
+/// even if none was created or deleted (states change by rewrites).
+pub const STALE_AFTER: Duration = Duration::from_secs(60);
+/// The task records are read at most once per this much per record.
+pub const PER_RECORD: Duration = Duration::from_millis(1);
+
+/// A state a standby replica keeps showing after its term ended.
+pub struct Held {
+    /// The framework state shown.
+    pub state: FrameworkState,
+    /// Why.
+    pub reason: String,
+}
+
+/// The task records a standby replica last read, and the counts of each
+/// service over them.
+#[derive(Default)]
+pub struct Standby {
+    read: Option<Read>,
+}
+
+struct Read {
+    at: Instant,
+    stat: RecordsStat,
+    tasks: Vec<Arc<TaskRecord>>,
+    /// Per service: the spec the counts were computed for, and the counts.
+    counts: HashMap<String, (ServiceSpec, ServiceCounts)>,
+}
+
+impl Standby {
+    /// Forgets what was read (the next refresh reads every record), e.g.
+    /// after a term of this replica's own.
+    pub fn forget(&mut self) {
+        self.read = None;
+    }
+
+    /// Whether the task records must be read again at `now`, given their
+    /// stat now.
+    fn due(&self, stat: RecordsStat, now: Instant) -> bool {
+        let Some(read) = &self.read else {
+            return true;
+        };
+        let age = now.saturating_duration_since(read.at);
+        let count = u32::try_from(stat.count.max(read.stat.count)).unwrap_or(u32::MAX);
+        let pace = REFRESH.max(PER_RECORD.saturating_mul(count));
+        age >= pace && (stat != read.stat || age >= STALE_AFTER)
+    }
+
+    /// Publishes what a replica that does not lead can know; `held` is the
+    /// state it keeps showing after stepping down.
+    pub async fn publish(&mut self, cfg: &CoreConfig, deps: &CoreDeps, held: Option<&Held>) {
+        let coordinator = &deps.coordinator;
+        let mut snapshot = Snapshot::standby(
+            coordinator.replica().clone(),
+            &cfg.framework_name,
+            &cfg.role,
+            cfg.strategy,
+        );
+        snapshot.leadership = coordinator.leadership().borrow().clone();
+        snapshot.framework.state = held.map_or(FrameworkState::Standby, |h| h.state);
+        snapshot.framework.reason = held.map(|h| h.reason.clone());
+        snapshot.framework.failover_timeout_seconds = cfg.failover_timeout.as_secs_f64();
+        if let Ok(Some(id)) = coordinator.framework_id().await {
+            snapshot.framework.id = Some(id.value);
+        }
+        snapshot.deployment = coordinator
+            .watch_deployment()
+            .borrow()
+            .clone()
+            .map(|d| d.value);
+        let services = RecordStore::<ServiceRecord>::new(coordinator.clone(), RecordKind::Services);
+        let services: Vec<ServiceRecord> = match services.list().await {
+            Ok(list) => list.records.into_iter().map(|(_, v)| v.value).collect(),
+            Err(_) => Vec::new(),
+        };
+        if let Ok(stat) = coordinator.records_stat(RecordKind::Tasks).await
+            && self.due(stat, Instant::now())
+        {
+            let tasks = RecordStore::<TaskRecord>::new(coordinator.clone(), RecordKind::Tasks);
+            if let Ok(list) = tasks.list().await {
+                self.read = Some(Read {
+                    at: Instant::now(),
+                    stat,
+                    tasks: list
+                        .records
+                        .into_iter()
+                        .map(|(_, v)| Arc::new(v.value))
+                        .collect(),
+                    counts: HashMap::new(),
+                });
+            }
+        }
+        let now = unix_now_secs();
+        snapshot.services = services
+            .into_iter()
+            .map(|record| self.service_status(record, now))
+            .collect();
+        if let Some(read) = &self.read {
+            snapshot.tasks = read.tasks.clone();
+        }
+        // Keep the leader's recent events when this replica just lost leadership.
+        snapshot.events = deps.snapshots.borrow().events.clone();
+        snapshot.at = now;
+        deps.snapshots.send_replace(Arc::new(snapshot));
+    }
+
+    /// A service as a standby replica shows it: its counts over the records
+    /// last read, as the leader counts its own (`ServiceCounts`), computed
+    /// once per read and spec.
+    fn service_status(&mut self, record: ServiceRecord, now: f64) -> ServiceStatus {
+        let counts = self.read.as_mut().map(|read| {
+            let fresh = read
+                .counts
+                .get(&record.spec.name)
+                .is_some_and(|(spec, _)| *spec == record.spec);
+            if !fresh {
+                let records = read.tasks.iter().map(|t| t.as_ref());
+                let counts = ServiceCounts::of(&record.spec, records, now);
+                read.counts
+                    .insert(record.spec.name.clone(), (record.spec.clone(), counts));
+            }
+            read.counts[&record.spec.name].1.clone()
+        });
+        let counts = counts.unwrap_or_default();
+        ServiceStatus::new(
+            &record.spec,
+            record.previous.as_deref(),
+            record.rolling_out,
+            record.halted.as_ref(),
+            &counts,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_at(at: Instant, count: usize, keys_version: i64) -> Standby {
+        Standby {
+            read: Some(Read {
+                at,
+                stat: RecordsStat {
+                    count,
+                    keys_version,
+                },
+                tasks: Vec::new(),
+                counts: HashMap::new(),
+            }),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_are_read_again_only_when_created_or_deleted_or_stale_and_paced() {
+        let t0 = Instant::now();
+        let stat = |count, keys_version| RecordsStat {
+            count,
+            keys_version,
+        };
+        assert!(
+            Standby::default().due(stat(50_000, 7), t0),
+            "nothing read yet"
+        );
+        // A few records: unchanged keys are not read again until stale.
+        let few = read_at(t0, 10, 7);
+        assert!(!few.due(stat(10, 7), t0 + REFRESH));
+        assert!(few.due(stat(11, 8), t0 + REFRESH), "a record was created");
+        assert!(!few.due(stat(11, 8), t0 + REFRESH / 2), "within the period");
+        assert!(few.due(stat(10, 7), t0 + STALE_AFTER), "stale");
+        // 20,000 records: at most one read per 20 s, whatever changed.
+        let many = read_at(t0, 20_000, 7);
+        assert!(!many.due(stat(20_000, 8), t0 + Duration::from_secs(19)));
+        assert!(many.due(stat(20_000, 8), t0 + Duration::from_secs(20)));
+        assert!(!many.due(stat(20_000, 7), t0 + Duration::from_secs(20)));
+        // Past a minute a large table is still paced by its size.
+        let huge = read_at(t0, 100_000, 7);
+        assert!(!huge.due(stat(100_000, 7), t0 + STALE_AFTER));
+        assert!(huge.due(stat(100_000, 7), t0 + Duration::from_secs(100)));
+        let mut forgotten = huge;
+        forgotten.forget();
+        assert!(forgotten.due(stat(100_000, 7), t0));
+    }
+}
