@@ -97,6 +97,104 @@ fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {
     }
 }
 
+/// The task lists of a framework in the legacy JSON, in the order
+/// [`FrameworkDraft::tasks`] holds them.
+const TASK_LISTS: [&str; 3] = ["tasks", "unreachable_tasks", "completed_tasks"];
+
+/// A framework's legacy JSON without its task lists, and copies of the
+/// tasks to render into them: taken under the master's lock (a clone per
+/// task), rendered after it is released, so that a big `/master/state`
+/// does not hold the master (`docs/testbed.md#inspection`).
+pub(crate) struct FrameworkDraft {
+    json: Value,
+    tasks: [Vec<Task>; 3],
+}
+
+impl FrameworkDraft {
+    fn render(self) -> Value {
+        let mut json = self.json;
+        for (key, tasks) in TASK_LISTS.iter().zip(self.tasks) {
+            json[*key] = tasks.iter().map(task_json).collect();
+        }
+        json
+    }
+}
+
+/// `/master/frameworks` (or the frameworks of `/master/state`) before its
+/// tasks are rendered.
+pub(crate) struct FrameworksDraft {
+    active: Vec<FrameworkDraft>,
+    completed: Vec<FrameworkDraft>,
+}
+
+impl FrameworksDraft {
+    /// The `/master/frameworks` JSON.
+    pub fn render(self) -> Value {
+        let all = |drafts: Vec<FrameworkDraft>| -> Vec<Value> {
+            drafts.into_iter().map(FrameworkDraft::render).collect()
+        };
+        json!({
+            "frameworks": all(self.active),
+            "completed_frameworks": all(self.completed),
+            "unregistered_frameworks": [],
+        })
+    }
+}
+
+/// `/master/state` before its tasks are rendered.
+pub(crate) struct StateDraft {
+    json: Value,
+    frameworks: FrameworksDraft,
+}
+
+impl StateDraft {
+    /// The `/master/state` JSON.
+    pub fn render(self) -> Value {
+        let mut json = self.json;
+        let frameworks = self.frameworks.render();
+        for key in ["frameworks", "completed_frameworks"] {
+            json[key] = frameworks[key].clone();
+        }
+        json
+    }
+}
+
+fn task_json(t: &Task) -> Value {
+    let container = t
+        .statuses
+        .iter()
+        .any(|s| s.container)
+        .then(|| crate::mesos::json::to_value(&container_status(t)));
+    let statuses: Vec<Value> = t
+        .statuses
+        .iter()
+        .map(|s| {
+            let mut v = json!({"state": s.state.as_str_name(), "timestamp": s.timestamp});
+            if s.container
+                && let Some(cs) = &container
+            {
+                v["container_status"] = cs.clone();
+            }
+            // src/common/http.cpp: the task status model shows `healthy` when set.
+            if let Some(healthy) = s.healthy {
+                v["healthy"] = healthy.into();
+            }
+            v
+        })
+        .collect();
+    json!({
+        "id": t.task_id.value,
+        "name": t.name,
+        "framework_id": t.framework_id,
+        "executor_id": if t.custom_executor { t.executor_id.clone() } else { String::new() },
+        "slave_id": t.agent_id,
+        "state": t.state.as_str_name(),
+        "resources": t.resources.to_state_json(),
+        "role": "*",
+        "statuses": statuses,
+    })
+}
+
 impl Master {
     /// Every live and unreachable task, sorted by framework and task ID.
     pub fn task_views(&self) -> Vec<TaskView> {
@@ -236,64 +334,20 @@ impl Master {
         }
     }
 
-    fn task_json(&self, t: &Task) -> Value {
-        let container = t
-            .statuses
-            .iter()
-            .any(|s| s.container)
-            .then(|| crate::mesos::json::to_value(&container_status(t)));
-        let statuses: Vec<Value> = t
-            .statuses
-            .iter()
-            .map(|s| {
-                let mut v = json!({"state": s.state.as_str_name(), "timestamp": s.timestamp});
-                if s.container
-                    && let Some(cs) = &container
-                {
-                    v["container_status"] = cs.clone();
-                }
-                // src/common/http.cpp: the task status model shows `healthy` when set.
-                if let Some(healthy) = s.healthy {
-                    v["healthy"] = healthy.into();
-                }
-                v
-            })
-            .collect();
-        json!({
-            "id": t.task_id.value,
-            "name": t.name,
-            "framework_id": t.framework_id,
-            "executor_id": if t.custom_executor { t.executor_id.clone() } else { String::new() },
-            "slave_id": t.agent_id,
-            "state": t.state.as_str_name(),
-            "resources": t.resources.to_state_json(),
-            "role": "*",
-            "statuses": statuses,
-        })
-    }
-
     #[allow(deprecated)] // FrameworkInfo.role: shown as a real master shows it
-    fn framework_json(&self, f: &Framework) -> Value {
+    fn framework_draft(&self, f: &Framework) -> FrameworkDraft {
         let (used, offered) = self.framework_resources(&f.id);
         let mut total = used.clone();
         total.add(&offered);
-        let tasks: Vec<Value> = self
-            .tasks
-            .values()
-            .filter(|t| t.framework_id == f.id)
-            .map(|t| self.task_json(t))
-            .collect();
-        let unreachable: Vec<Value> = self
-            .unreachable_tasks
-            .values()
-            .filter(|t| t.framework_id == f.id)
-            .map(|t| self.task_json(t))
-            .collect();
-        let completed: Vec<Value> = f
-            .completed_tasks
-            .iter()
-            .map(|t| self.task_json(t))
-            .collect();
+        let of_framework = |tasks: &super::task_table::TaskTable| -> Vec<Task> {
+            let mine = tasks.values().filter(|t| t.framework_id == f.id);
+            mine.cloned().collect()
+        };
+        let tasks = [
+            of_framework(&self.tasks),
+            of_framework(&self.unreachable_tasks),
+            f.completed_tasks.iter().cloned().collect(),
+        ];
         let offers: Vec<Value> = self
             .offers
             .iter()
@@ -332,9 +386,6 @@ impl Master {
             "offered_resources": offered.to_state_json(),
             "used_resources": used.to_state_json(),
             "resources": total.to_state_json(),
-            "tasks": tasks,
-            "unreachable_tasks": unreachable,
-            "completed_tasks": completed,
             "offers": offers,
             "executors": executors,
             "offer_constraints": {},
@@ -350,29 +401,36 @@ impl Master {
         } else {
             out["role"] = json!(f.info.role.clone().unwrap_or_else(|| "*".into()));
         }
-        out
+        FrameworkDraft { json: out, tasks }
     }
 
     /// `GET /master/frameworks[?framework_id=ID]` (`src/master/readonly_handler.cpp`;
-    /// each framework as its full framework writer renders it).
-    pub fn frameworks_json(&self, only: Option<&str>) -> Value {
+    /// each framework as its full framework writer renders it), to render
+    /// after the lock is released.
+    pub fn frameworks_draft(&self, only: Option<&str>) -> FrameworksDraft {
         let keep = |f: &&Framework| only.is_none_or(|id| f.id == id);
         let mut active: Vec<&Framework> = self.frameworks.values().filter(keep).collect();
         active.sort_by(|a, b| a.id.cmp(&b.id));
-        json!({
-            "frameworks": active.into_iter().map(|f| self.framework_json(f)).collect::<Vec<_>>(),
-            "completed_frameworks": self.completed.iter().filter(keep).map(|f| self.framework_json(f)).collect::<Vec<_>>(),
-            "unregistered_frameworks": [],
-        })
+        let drafts = |frameworks: Vec<&Framework>| -> Vec<FrameworkDraft> {
+            frameworks
+                .into_iter()
+                .map(|f| self.framework_draft(f))
+                .collect()
+        };
+        FrameworksDraft {
+            active: drafts(active),
+            completed: drafts(self.completed.iter().filter(keep).collect()),
+        }
     }
 
-    /// `GET /master/state` (`src/master/readonly_handler.cpp`: agents as its
-    /// agent writer renders them, frameworks as for `/master/frameworks`).
-    pub fn state_json(&self) -> Value {
-        let slaves: Vec<Value> = self
-            .agents
+    /// The registered agents (of ID `only` if given) as the agent writer of
+    /// `src/master/readonly_handler.cpp` renders them, for `/master/state`
+    /// and `/master/slaves`.
+    pub fn slaves_json(&self, only: Option<&str>) -> Vec<Value> {
+        self.agents
             .iter()
             .filter(|a| a.state == AgentState::Registered)
+            .filter(|a| only.is_none_or(|id| a.id == id))
             .map(|a| {
                 let attributes: serde_json::Map<String, Value> = a
                     .spec
@@ -398,12 +456,18 @@ impl Master {
                     "capabilities": ["MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT"],
                 })
             })
-            .collect();
+            .collect()
+    }
+
+    /// `GET /master/state` (`src/master/readonly_handler.cpp`: agents as its
+    /// agent writer renders them, frameworks as for `/master/frameworks`),
+    /// to render after the lock is released.
+    pub fn state_draft(&self) -> StateDraft {
+        let slaves = self.slaves_json(None);
         let count = |pred: fn(&AgentState) -> bool| {
             self.agents.iter().filter(|a| pred(&a.state)).count() as f64
         };
-        let frameworks = self.frameworks_json(None);
-        json!({
+        let json = json!({
             "version": self.cfg.version,
             "build_date": "",
             "build_time": 0.0,
@@ -428,10 +492,14 @@ impl Master {
             "capabilities": ["AGENT_UPDATE", "AGENT_DRAINING", "QUOTA_V2"],
             "slaves": slaves,
             "recovered_slaves": [],
-            "frameworks": frameworks["frameworks"],
-            "completed_frameworks": frameworks["completed_frameworks"],
+            "frameworks": [],
+            "completed_frameworks": [],
             "orphan_tasks": [],
             "unregistered_frameworks": [],
-        })
+        });
+        StateDraft {
+            json,
+            frameworks: self.frameworks_draft(None),
+        }
     }
 }
