@@ -166,7 +166,8 @@ impl HealthPolicy {
                 let addr = SocketAddr::new(loopback(http.protocol), port(http.port)?);
                 let scheme = http.scheme.as_deref().unwrap_or("http");
                 Probe::Http {
-                    url: format!("{scheme}://{addr}{}", http.path.as_deref().unwrap_or("")),
+                    // No path is "/" (Mesos: an empty path, so the URL's root).
+                    url: format!("{scheme}://{addr}{}", http.path.as_deref().unwrap_or("/")),
                 }
             }
             health_check::Type::Tcp => {
@@ -305,8 +306,9 @@ mod tests {
         assert_eq!(
             policy.probe,
             Probe::Http {
-                url: "https://[::1]:8080".into()
-            }
+                url: "https://[::1]:8080/".into()
+            },
+            "no path is the root, explicitly"
         );
     }
 

@@ -72,13 +72,19 @@ pub enum Command {
     },
     /// Resume a halted rollout or roll back to the previous spec
     /// ([`super::rollout`]). [`CommandError::NotFound`] without such a
-    /// service, [`CommandError::Conflict`] when not halted (resume) or
-    /// without a previous spec (rollback).
+    /// service, [`CommandError::Conflict`] when not halted (resume), or
+    /// (rollback) without a rollout under way or halted, without a
+    /// previous spec, or when `expected` is not the previous spec's
+    /// fingerprint.
     Rollout {
         /// The service name.
         name: String,
         /// What to do.
         action: super::rollout::RolloutAction,
+        /// Rollback: the fingerprint of the spec to restore, as the
+        /// operator saw it (`ServiceStatus::restore`); `None` skips the
+        /// check.
+        expected: Option<String>,
         /// Answered once the service record is stored (`true`).
         reply: Reply<bool>,
     },

@@ -36,8 +36,7 @@ use serde::{Deserialize, Serialize};
 use super::services::FieldError;
 use crate::mesos::v1::{self, container_info, image, volume};
 
-/// Longest image reference accepted.
-pub const MAX_IMAGE_LEN: usize = 512;
+pub use super::image_ref::{ImageReferenceError, MAX_IMAGE_LEN, check_image_reference};
 
 /// A Docker network mode (`ContainerInfo.DockerInfo.Network`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -153,79 +152,6 @@ fn problem(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {
         field: format!("container.{}", field.into()),
         message: message.into(),
-    }
-}
-
-/// Why a Docker image reference was refused ([`check_image_reference`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ImageReferenceError {
-    /// Empty or only whitespace.
-    #[error("must not be empty")]
-    Empty,
-    /// Longer than [`MAX_IMAGE_LEN`] bytes.
-    #[error("at most {MAX_IMAGE_LEN} characters")]
-    TooLong,
-    /// Holds whitespace or a control character.
-    #[error("{0:?}: no spaces or control characters")]
-    Whitespace(String),
-    /// The repository path has capitals (only a registry host may).
-    #[error("{0:?}: the repository path must be lowercase")]
-    Uppercase(String),
-    /// Anything else the grammar refuses; `why` is the parser's word.
-    #[error(
-        "{reference:?} is not a Docker image reference ({why}); expected \
-         [registry[:port]/]name[:tag][@sha256:digest]"
-    )]
-    Grammar {
-        /// The reference as given.
-        reference: String,
-        /// The parser's explanation.
-        why: String,
-    },
-}
-
-/// Checks a Docker image reference, `[host[:port]/]path[:tag][@digest]`
-/// with a lowercase path (the grammar of Docker's distribution/reference
-/// package, as Mesos' Docker store and `docker pull` read it).
-///
-/// # Errors
-/// [`ImageReferenceError`]: what is wrong, in words.
-pub fn check_image_reference(reference: &str) -> Result<(), ImageReferenceError> {
-    if reference.trim().is_empty() {
-        return Err(ImageReferenceError::Empty);
-    }
-    if reference.len() > MAX_IMAGE_LEN {
-        return Err(ImageReferenceError::TooLong);
-    }
-    if reference
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(ImageReferenceError::Whitespace(reference.into()));
-    }
-    match reference.parse::<oci_spec::distribution::Reference>() {
-        Ok(_) => Ok(()),
-        Err(error) => {
-            // The name is the part before any tag or digest; its first
-            // component is a registry host (which may have capitals) when it
-            // has a '.' or ':' or is localhost.
-            let name = reference.split('@').next().unwrap_or(reference);
-            let name = match name.rsplit_once(':') {
-                Some((before, tag)) if !tag.contains('/') => before,
-                _ => name,
-            };
-            let path = match name.split_once('/') {
-                Some((host, path)) if host.contains(['.', ':']) || host == "localhost" => path,
-                _ => name,
-            };
-            if path.chars().any(|c| c.is_ascii_uppercase()) {
-                return Err(ImageReferenceError::Uppercase(reference.into()));
-            }
-            Err(ImageReferenceError::Grammar {
-                reference: reference.into(),
-                why: error.to_string(),
-            })
-        }
     }
 }
 
@@ -471,36 +397,6 @@ mod tests {
 
     fn fields(errors: Vec<FieldError>) -> Vec<String> {
         errors.into_iter().map(|e| e.field).collect()
-    }
-
-    #[test]
-    fn image_references_follow_the_docker_grammar() {
-        for good in [
-            "nginx",
-            "nginx:1.27",
-            "library/nginx:latest",
-            "registry.example:5000/team/web:1.4",
-            "localhost/web",
-            "Registry.Example.com/team/web",
-            "ghcr.io/a/b/c:v1.2.3-rc_1",
-            "busybox@sha256:7b3ccabffc97de872a30dfd234fd972a66d247c8cfc69b0550f276481852627c",
-            "busybox:1.36@sha256:7b3ccabffc97de872a30dfd234fd972a66d247c8cfc69b0550f276481852627c",
-        ] {
-            assert_eq!(check_image_reference(good), Ok(()), "{good}");
-        }
-        for (bad, says) in [
-            ("", "must not be empty"),
-            ("Nginx:1.27", "must be lowercase"),
-            ("registry.example:5000/Team/web", "must be lowercase"),
-            ("nginx:", "not a Docker image reference"),
-            ("nginx:tag with space", "no spaces"),
-            ("-nginx", "not a Docker image reference"),
-            ("nginx@sha256:abc", "not a Docker image reference"),
-            ("http://registry/nginx", "not a Docker image reference"),
-        ] {
-            let error = check_image_reference(bad).unwrap_err().to_string();
-            assert!(error.contains(says), "{bad}: {error}");
-        }
     }
 
     #[test]

@@ -28,6 +28,12 @@ use crate::mesos::v1::{self, health_check};
 
 /// Most consecutive failures a check may allow before the kill.
 pub const MAX_CONSECUTIVE_FAILURES: u32 = 1000;
+/// Shortest `interval` and `timeout`. Mesos refuses only negative values
+/// (`validation::healthCheck` in `src/checks/health_checker.cpp`) and
+/// defaults to 10 s and 20 s (`docs/health-checks.md`); a check every few
+/// milliseconds loads the agent, and every flap is a status update to the
+/// scheduler, so anything under a second is refused.
+pub const MIN_PERIOD: Duration = Duration::from_secs(1);
 
 /// The kind of check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,10 +73,12 @@ pub struct HealthCheckSpec {
     /// task started (it includes `delay`).
     #[serde(default = "default_grace", with = "crate::util::duration")]
     pub grace_period: Duration,
-    /// From the end of one check to the start of the next; above zero.
+    /// From the end of one check to the start of the next; at least
+    /// [`MIN_PERIOD`].
     #[serde(default = "default_interval", with = "crate::util::duration")]
     pub interval: Duration,
-    /// Longest check, which then counts as a failure; above zero.
+    /// Longest check, which then counts as a failure; at least
+    /// [`MIN_PERIOD`].
     #[serde(default = "default_timeout", with = "crate::util::duration")]
     pub timeout: Duration,
     /// Before the first check, from the task's start.
@@ -174,12 +182,12 @@ impl HealthCheckSpec {
                 errors.push(problem("scheme", "must be http or https"));
             }
         }
-        if self.interval.is_zero() {
-            errors.push(problem("interval", "must be above zero"));
-        }
-        if self.timeout.is_zero() {
-            // Mesos reads 0 as "no timeout"; every check here has one.
-            errors.push(problem("timeout", "must be above zero"));
+        // Mesos reads a timeout of 0 as "no timeout"; every check here has
+        // one.
+        for (field, value) in [("interval", self.interval), ("timeout", self.timeout)] {
+            if value < MIN_PERIOD {
+                errors.push(problem(field, "must be at least 1s"));
+            }
         }
         if !(1..=MAX_CONSECUTIVE_FAILURES).contains(&self.consecutive_failures) {
             errors.push(problem(
@@ -283,7 +291,7 @@ mod tests {
     #[test]
     fn command_checks_get_the_task_environment() {
         let spec = check(serde_json::json!({"type": "command",
-            "command": ["/bin/check", "--port", "8080"], "interval": "500ms"}));
+            "command": ["/bin/check", "--port", "8080"], "interval": "1500ms"}));
         assert!(spec.validate(0).is_empty());
         let env = v1::Environment {
             variables: vec![v1::environment::Variable {
@@ -297,7 +305,13 @@ mod tests {
         assert_eq!(command.value.as_deref(), Some("/bin/check"));
         assert_eq!((command.shell, command.arguments.len()), (Some(false), 3));
         assert_eq!(command.environment, Some(env));
-        assert_eq!(proto.interval_seconds, Some(0.5));
+        assert_eq!(proto.interval_seconds, Some(1.5));
+        let flood = check(serde_json::json!({"type": "command", "command": "true",
+            "interval": "1ms", "timeout": "999ms"}));
+        assert_eq!(
+            fields(flood.validate(0)),
+            ["health_check.interval", "health_check.timeout"]
+        );
         assert!(proto.http.is_none() && proto.tcp.is_none());
     }
 

@@ -9,6 +9,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::snapshot::ServiceStatus;
+
 /// Prefix of every metric name the appliance exports, e.g.
 /// `mesos_appliance_offers_total` (Prometheus naming: one application prefix).
 pub const PREFIX: &str = "mesos_appliance";
@@ -45,6 +47,20 @@ pub struct ReconcileLabels {
     pub outcome: String,
 }
 
+/// Labels of `tasks_health`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HealthLabels {
+    /// `healthy` or `unhealthy` (the health check's last report).
+    pub health: &'static str,
+}
+
+/// Labels of `rollouts`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    /// `in_progress` or `halted`.
+    pub state: &'static str,
+}
+
 /// Every metric the core updates. Clones share the underlying values.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -64,6 +80,10 @@ pub struct Metrics {
     pub framework_subscribed: Gauge,
     /// 1 while this replica leads.
     pub leader: Gauge,
+    /// Services whose rollout is under way, and halted (leader only).
+    pub rollouts: Family<RolloutLabels, Gauge>,
+    /// Live tasks by their health check's last report (leader only).
+    pub tasks_health: Family<HealthLabels, Gauge>,
 }
 
 impl Metrics {
@@ -78,40 +98,55 @@ impl Metrics {
             reconciliation_seconds: Histogram::new([0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0]),
             framework_subscribed: Gauge::default(),
             leader: Gauge::default(),
+            rollouts: Family::default(),
+            tasks_health: Family::default(),
         };
-        registry.register(
-            "status_updates",
-            "Task status updates received",
-            m.status_updates.clone(),
-        );
-        registry.register(
-            "offers",
-            "Offers by what happened to them",
-            m.offers.clone(),
-        );
-        registry.register("task_launches", "Tasks launched", m.launches.clone());
-        registry.register("task_kills", "KILL calls sent", m.kills.clone());
-        registry.register(
-            "reconciliations",
-            "Reconciliation runs by kind and outcome",
-            m.reconciliations.clone(),
-        );
-        registry.register(
-            "reconciliation_duration_seconds",
-            "Duration of finished reconciliation runs",
-            m.reconciliation_seconds.clone(),
-        );
-        registry.register(
-            "framework_subscribed",
-            "1 while this replica holds the framework's subscription",
-            m.framework_subscribed.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica is the elected leader",
-            m.leader.clone(),
-        );
+        // (name, help, metric): each clone shares the value the core updates.
+        macro_rules! register {
+            ($($name:literal, $help:literal => $metric:expr;)*) => {
+                $(registry.register($name, $help, $metric.clone());)*
+            };
+        }
+        register! {
+            "status_updates", "Task status updates received" => m.status_updates;
+            "offers", "Offers by what happened to them" => m.offers;
+            "task_launches", "Tasks launched" => m.launches;
+            "task_kills", "KILL calls sent" => m.kills;
+            "reconciliations", "Reconciliation runs by kind and outcome" => m.reconciliations;
+            "reconciliation_duration_seconds", "Duration of finished reconciliation runs"
+                => m.reconciliation_seconds;
+            "framework_subscribed", "1 while this replica holds the framework's subscription"
+                => m.framework_subscribed;
+            "leader", "1 while this replica is the elected leader" => m.leader;
+            "rollouts",
+                "Services whose rollout is in_progress, or halted (waiting for an operator)"
+                => m.rollouts;
+            "tasks_health", "Live tasks whose health check last reported healthy, or unhealthy"
+                => m.tasks_health;
+        }
         m
+    }
+
+    /// Sets the rollout and health gauges from the snapshot's services;
+    /// `None` zeroes them (the term ended: only the leader reports).
+    pub fn services(&self, services: Option<&[ServiceStatus]>) {
+        let services = services.unwrap_or_default();
+        let count = |f: &dyn Fn(&ServiceStatus) -> u32| services.iter().map(f).sum::<u32>();
+        let halted = count(&|s| s.rollout.as_ref().is_some_and(|r| r.halted.is_some()) as u32);
+        let rolling = count(&|s| s.rollout.is_some() as u32);
+        for (state, n) in [("in_progress", rolling - halted), ("halted", halted)] {
+            self.rollouts
+                .get_or_create(&RolloutLabels { state })
+                .set(n.into());
+        }
+        for (health, n) in [
+            ("healthy", count(&|s| s.healthy)),
+            ("unhealthy", count(&|s| s.unhealthy)),
+        ] {
+            self.tasks_health
+                .get_or_create(&HealthLabels { health })
+                .set(n.into());
+        }
     }
 
     /// Counts one offer event.
@@ -141,5 +176,31 @@ mod tests {
             text.contains("offers_total{event=\"received\"} 3"),
             "{text}"
         );
+        let mut halted: ServiceStatus = serde_json::from_value(serde_json::json!({
+            "spec": {"name": "web", "command": "x", "cpus": 0.1, "mem": 16, "instances": 2},
+            "running": 2, "starting": 0, "killing": 0, "consecutive_failures": 0,
+            "next_launch_after": null, "healthy": 1, "unhealthy": 1,
+            "rollout": {"desired": 2, "replaced": 1, "healthy": 0, "remaining": 1,
+                        "halted": {"at": 1.0, "reason": "r"}}
+        }))
+        .unwrap();
+        let mut rolling = halted.clone();
+        rolling.rollout.as_mut().unwrap().halted = None;
+        halted.healthy = 2;
+        m.services(Some(&[halted, rolling]));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "rollouts{state=\"halted\"} 1",
+            "rollouts{state=\"in_progress\"} 1",
+            "tasks_health{health=\"healthy\"} 3",
+            "tasks_health{health=\"unhealthy\"} 2",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
+        m.services(None);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("rollouts{state=\"halted\"} 0"), "{text}");
     }
 }

@@ -131,6 +131,13 @@ pub struct TaskRecord {
     /// Since when `healthy` holds its value, seconds since the UNIX epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy_since: Option<f64>,
+    /// Whether the task was launched with a health check
+    /// (`TaskInfo.health_check`): a rollout judges each task by the check
+    /// it runs, not by its service's current spec. Absent in records
+    /// written before this field existed ([`TaskRecord::launched_checked`]
+    /// then derives it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_checked: Option<bool>,
 }
 
 impl TaskRecord {
@@ -158,6 +165,31 @@ impl TaskRecord {
         crate::mesos::is_terminal(self.state)
     }
 
+    /// True when the task was launched with a health check. For a record
+    /// without [`TaskRecord::health_checked`]: `current_checked` (whether
+    /// the service's current spec has one) when the task runs that spec
+    /// (`current_fingerprint`), else whether a check ever reported.
+    pub fn launched_checked(&self, current_fingerprint: &str, current_checked: bool) -> bool {
+        self.health_checked.unwrap_or_else(|| {
+            if self.fingerprint == current_fingerprint {
+                current_checked
+            } else {
+                self.healthy.is_some()
+            }
+        })
+    }
+
+    /// The task's health as pages, filters and counts show it: a terminal
+    /// task, or one being killed, is not healthy whatever its check last
+    /// said (`None`); its last report stays in the timeline.
+    pub fn health(&self) -> Option<bool> {
+        if self.is_terminal() || self.kill.is_some() {
+            None
+        } else {
+            self.healthy
+        }
+    }
+
     /// True when `status` would change what this record stores: a new
     /// state, or a health check's report (the executor sends one only when
     /// the task's health changes, `docs/health-checks.md` in apache/mesos).
@@ -170,11 +202,17 @@ impl TaskRecord {
     }
 
     /// Records an update: state, time, health (when the update carries it,
-    /// with the time it changed) and a timeline entry (bounded).
+    /// with the time it changed) and a timeline entry (bounded). A
+    /// terminal task has no health: `healthy` is cleared (the last report
+    /// stays in the timeline).
     pub fn apply(&mut self, status: &TaskStatus, at: f64) {
         self.state = status.state();
         self.updated_at = at;
-        if let Some(healthy) = status.healthy
+        if self.is_terminal() {
+            if self.healthy.take().is_some() {
+                self.healthy_since = Some(at);
+            }
+        } else if let Some(healthy) = status.healthy
             && self.healthy != Some(healthy)
         {
             self.healthy = Some(healthy);
@@ -219,5 +257,31 @@ mod tests {
             json,
             "same shape back"
         );
+    }
+
+    #[test]
+    fn a_terminal_task_has_no_health() {
+        let json = serde_json::json!({
+            "task_id": "web.0.1", "service": "web", "instance": 0, "fingerprint": "f",
+            "agent_id": "a1", "hostname": "h1", "executor": "command", "executor_id": "web.0.1",
+            "state": "TASK_RUNNING", "launched_at": 1.0, "updated_at": 2.0,
+            "healthy": true, "healthy_since": 2.0
+        });
+        let mut record: TaskRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(record.health(), Some(true));
+        record.kill = Some(KillRequest {
+            reason: "scaled down".into(),
+            requested_at: 3.0,
+            attempts: 0,
+        });
+        assert_eq!(record.health(), None, "being killed");
+        let killed = TaskStatus {
+            state: TaskState::TaskKilled as i32,
+            healthy: Some(true),
+            ..Default::default()
+        };
+        record.apply(&killed, 4.0);
+        assert_eq!((record.healthy, record.healthy_since), (None, Some(4.0)));
+        assert_eq!(record.timeline[0].healthy, Some(true), "the report stays");
     }
 }

@@ -4,10 +4,11 @@
 //! and a halted rollout).
 //!
 //! The rules:
-//! - a task is *available* once it is TASK_RUNNING and — when the service
-//!   has a health check — its executor reported it healthy
-//!   (`TaskStatus.healthy`, `docs/health-checks.md` in apache/mesos), and
-//!   it has stayed so for the spec's `upgrade.min_healthy`;
+//! - a task is *available* once it is TASK_RUNNING and — when it was
+//!   launched with a health check (its own, not the current spec's) — its
+//!   executor reported it healthy (`TaskStatus.healthy`,
+//!   `docs/health-checks.md` in apache/mesos), and it has stayed so for
+//!   the spec's `upgrade.min_healthy`;
 //! - the next outdated task (launched from another spec) is killed only
 //!   while fewer than `max_unavailable` of the desired instances are not
 //!   available, lowest instance first; an outdated task that is *down*
@@ -95,8 +96,9 @@ impl UpgradePolicy {
 pub enum RolloutAction {
     /// Clear the halt: replacing goes on, with a new deadline.
     Resume,
-    /// Restore the previous spec (keeping the instance count); the current
-    /// one becomes the previous.
+    /// Restore the previous spec (keeping the instance count) while a
+    /// rollout is under way or halted; the previous spec is then
+    /// forgotten (no toggling back).
     Rollback,
 }
 
@@ -196,35 +198,88 @@ impl ServiceRecord {
     }
 
     /// The record after a rollback: the previous spec comes back (with
-    /// the current instance count) and the current one becomes previous.
-    /// `None` without a previous spec.
+    /// the current instance count), and none is kept as previous — a
+    /// rollback does not toggle: a second one has nothing to restore
+    /// rather than rolling forward to the release just abandoned. `None`
+    /// without a previous spec.
     pub fn rolled_back(&self) -> Option<ServiceRecord> {
         let mut back = (**self.previous.as_ref()?).clone();
         back.instances = self.spec.instances;
         Some(ServiceRecord {
             spec: back,
-            previous: Some(Box::new(self.spec.clone())),
+            previous: None,
             halted: None,
         })
     }
 }
 
 /// True when `task` of `spec` counts as available at `now` (seconds since
-/// the UNIX epoch); see the module docs.
+/// the UNIX epoch); see the module docs and [`Judge`].
 pub fn is_available(spec: &ServiceSpec, task: &TaskRecord, now: f64) -> bool {
-    if !is_live(task) || task.state != TaskState::TaskRunning {
-        return false;
+    Judge::new(spec).available(task, now)
+}
+
+/// Judges the tasks of one spec: which run it, and which are available.
+/// Each task is judged by the health check *it* was launched with
+/// ([`TaskRecord::launched_checked`]): a task launched without one is
+/// available once RUNNING for `min_healthy` — adding a check to a service
+/// must not make its old tasks wait for reports they can never send.
+pub struct Judge<'a> {
+    spec: &'a ServiceSpec,
+    fingerprint: String,
+    min_healthy: f64,
+}
+
+impl<'a> Judge<'a> {
+    /// A judge of `spec`'s tasks.
+    pub fn new(spec: &'a ServiceSpec) -> Judge<'a> {
+        Judge {
+            spec,
+            fingerprint: spec.fingerprint(),
+            min_healthy: spec.upgrade_policy().min_healthy.as_secs_f64(),
+        }
     }
-    let min = spec.upgrade_policy().min_healthy.as_secs_f64();
-    let since = if spec.health_check.is_some() {
-        if task.healthy != Some(true) {
+
+    /// True when `task` runs the spec (same fingerprint).
+    pub fn is_current(&self, task: &TaskRecord) -> bool {
+        task.fingerprint == self.fingerprint
+    }
+
+    /// True when `task` counts as available at `now` (seconds since the
+    /// UNIX epoch).
+    pub fn available(&self, task: &TaskRecord, now: f64) -> bool {
+        if !is_live(task) || task.state != TaskState::TaskRunning || task.healthy == Some(false) {
             return false;
         }
-        task.healthy_since.or(task.running_since())
-    } else {
-        task.running_since()
-    };
-    since.is_some_and(|s| now - s >= min)
+        let checked = task.launched_checked(&self.fingerprint, self.spec.health_check.is_some());
+        let since = if checked {
+            if task.healthy != Some(true) {
+                return false;
+            }
+            task.healthy_since.or(task.running_since())
+        } else {
+            task.running_since()
+        };
+        since.is_some_and(|s| now - s >= self.min_healthy)
+    }
+
+    /// Which of a service's live tasks a scale-down kills first (lowest
+    /// first): reported unhealthy, then not RUNNING yet, then running
+    /// the current spec but not yet available (an unproven release),
+    /// then any other not available, then the available ones.
+    pub fn kill_rank(&self, task: &TaskRecord, now: f64) -> u8 {
+        if task.healthy == Some(false) {
+            0
+        } else if task.state != TaskState::TaskRunning {
+            1
+        } else if self.available(task, now) {
+            4
+        } else if self.is_current(task) {
+            2
+        } else {
+            3
+        }
+    }
 }
 
 /// A rollout as the snapshot shows it (present while one is under way or
@@ -278,7 +333,7 @@ pub fn progress<'a>(
     tasks: impl IntoIterator<Item = &'a TaskRecord>,
     now: f64,
 ) -> Progress {
-    let fingerprint = spec.fingerprint();
+    let judge = Judge::new(spec);
     let mut out = Progress::default();
     let mut current = vec![false; spec.instances as usize];
     let mut available = vec![false; spec.instances as usize];
@@ -286,7 +341,8 @@ pub fn progress<'a>(
         if !is_live(task) {
             continue;
         }
-        if task.fingerprint != fingerprint {
+        let current_spec = judge.is_current(task);
+        if !current_spec {
             out.remaining += 1;
         }
         let Some(i) = usize::try_from(task.instance)
@@ -295,8 +351,8 @@ pub fn progress<'a>(
         else {
             continue;
         };
-        current[i] |= task.fingerprint == fingerprint;
-        available[i] |= is_available(spec, task, now);
+        current[i] |= current_spec;
+        available[i] |= judge.available(task, now);
     }
     out.replaced = current.iter().filter(|c| **c).count() as u32;
     out.healthy = (0..current.len())
@@ -317,12 +373,12 @@ pub fn next_replacement<'a>(
     halted: bool,
     now: f64,
 ) -> Option<TaskId> {
-    let fingerprint = spec.fingerprint();
+    let judge = Judge::new(spec);
     let outdated = || {
         tasks
             .clone()
             .into_iter()
-            .filter(|t| t.service == spec.name && is_live(t) && t.fingerprint != fingerprint)
+            .filter(|t| t.service == spec.name && is_live(t) && !judge.is_current(t))
     };
     if let Some(down) = outdated().filter(|t| is_down(t)).min_by_key(|t| t.instance) {
         return Some(down.task_id.clone());

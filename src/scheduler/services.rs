@@ -48,6 +48,16 @@ pub enum CommandSpec {
     Argv(Vec<String>),
 }
 
+impl CommandSpec {
+    /// The command as shown: the shell line, or the argv as a JSON array.
+    pub fn display(&self) -> String {
+        match self {
+            CommandSpec::Shell(line) => line.clone(),
+            CommandSpec::Argv(argv) => serde_json::to_string(argv).unwrap_or_default(),
+        }
+    }
+}
+
 /// A file the Mesos fetcher downloads into the sandbox (`CommandInfo.URI`).
 ///
 /// In a service: an object `{"value": URL, "executable": false, "extract":

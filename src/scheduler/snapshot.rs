@@ -14,8 +14,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::counts::{RestoreTarget, ServiceCounts};
 use super::ids::{AgentId, TaskId};
 use super::records::TaskRecord;
+use super::rollout::RolloutStatus;
 use super::services::ServiceSpec;
 use crate::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
 use crate::mesos::v1::TaskState;
@@ -122,10 +124,16 @@ pub struct ServiceStatus {
     pub unhealthy: u32,
     /// The rollout under way or halted ([`crate::scheduler::rollout`]).
     #[serde(default)]
-    pub rollout: Option<crate::scheduler::rollout::RolloutStatus>,
-    /// A previous spec is stored: a rollback can restore it.
+    pub rollout: Option<RolloutStatus>,
+    /// A rollback applies now: a rollout is under way or halted and a
+    /// previous spec is stored.
     #[serde(default)]
     pub can_roll_back: bool,
+    /// What a rollback would restore, shown before the operator clicks
+    /// (present when `can_roll_back`); its `fingerprint` is what
+    /// `POST …/rollout/rollback` takes as `expected`.
+    #[serde(default)]
+    pub restore: Option<RestoreTarget>,
 }
 
 /// An offer the leader holds.

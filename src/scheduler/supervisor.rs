@@ -33,7 +33,7 @@ use super::config::CoreConfig;
 use super::core::{CoreDeps, TermOutcome, run_term};
 use super::records::TaskRecord;
 use super::rollout::ServiceRecord;
-use super::snapshot::{FrameworkState, Snapshot};
+use super::snapshot::{FrameworkState, ServiceCounts, ServiceStatus, Snapshot};
 use crate::coordination::{Leadership, RecordKind, RecordStore};
 use crate::util::unix_now_secs;
 
@@ -294,32 +294,8 @@ async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps, held: Option<&Held>)
         .borrow()
         .clone()
         .map(|d| d.value);
-    let services = RecordStore::<ServiceRecord>::new(coordinator.clone(), RecordKind::Services);
-    if let Ok(list) = services.list().await {
-        snapshot.services = list
-            .records
-            .into_iter()
-            .map(|(_, v)| super::snapshot::ServiceStatus {
-                running: 0,
-                starting: 0,
-                killing: 0,
-                consecutive_failures: 0,
-                next_launch_after: None,
-                waiting: None,
-                healthy: 0,
-                unhealthy: 0,
-                rollout: v.value.halted.map(|halted| super::rollout::RolloutStatus {
-                    desired: v.value.spec.instances,
-                    replaced: 0,
-                    healthy: 0,
-                    remaining: 0,
-                    halted: Some(halted),
-                }),
-                can_roll_back: v.value.previous.is_some(),
-                spec: v.value.spec,
-            })
-            .collect();
-    }
+    // Counted from the stored records as the leader counts its own
+    // (`ServiceCounts`): health, rollout progress and halts alike.
     let tasks = RecordStore::<TaskRecord>::new(coordinator.clone(), RecordKind::Tasks);
     if let Ok(list) = tasks.list().await {
         snapshot.tasks = list
@@ -327,17 +303,24 @@ async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps, held: Option<&Held>)
             .into_iter()
             .map(|(_, v)| Arc::new(v.value))
             .collect();
-        for service in &mut snapshot.services {
-            let a =
-                super::workload::assess(&service.spec, snapshot.tasks.iter().map(|t| t.as_ref()));
-            service.running = a.running;
-            service.starting = a.starting;
-            service.killing = a.killing;
-        }
+    }
+    let now = unix_now_secs();
+    let services = RecordStore::<ServiceRecord>::new(coordinator.clone(), RecordKind::Services);
+    if let Ok(list) = services.list().await {
+        let records = snapshot.tasks.iter().map(|t| t.as_ref());
+        snapshot.services = list
+            .records
+            .into_iter()
+            .map(|(_, v)| {
+                let r = v.value;
+                let counts = ServiceCounts::of(&r.spec, records.clone(), now);
+                ServiceStatus::new(&r.spec, r.previous.as_deref(), r.halted.as_ref(), &counts)
+            })
+            .collect();
     }
     // Keep the leader's recent events when this replica just lost leadership.
     snapshot.events = deps.snapshots.borrow().events.clone();
-    snapshot.at = unix_now_secs();
+    snapshot.at = now;
     deps.snapshots.send_replace(Arc::new(snapshot));
 }
 

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::ids::TaskId;
 use super::records::TaskRecord;
+use super::rollout::Judge;
 use super::services::ServiceSpec;
 use crate::backoff::Backoff;
 use crate::mesos::v1::{TaskState, task_status};
@@ -18,11 +19,16 @@ use crate::mesos::v1::{TaskState, task_status};
 pub struct Assessment {
     /// Instance numbers with no live task, ascending.
     pub missing: Vec<u32>,
-    /// Live tasks to kill, with the reason: instances beyond the desired
-    /// count (`scaled down`) or a second live task of one instance
-    /// (`duplicate of instance n`, e.g. a lost task whose agent came back
-    /// after it was replaced).
+    /// Live tasks to kill, with the reason: a scale-down's (`scaled
+    /// down`) or a second live task of one instance (`duplicate of
+    /// instance n`, e.g. a lost task whose agent came back after it was
+    /// replaced).
     pub surplus: Vec<(TaskId, String)>,
+    /// Live tasks a scale-down keeps although their instance number is
+    /// beyond the desired count, with the free instance number each takes
+    /// (its record is rewritten; its task ID keeps the number it was
+    /// launched with).
+    pub moves: Vec<(TaskId, u32)>,
     /// Live tasks in TASK_RUNNING.
     pub running: u32,
     /// Live tasks not running yet (STAGING, STARTING).
@@ -37,10 +43,20 @@ pub fn is_live(task: &TaskRecord) -> bool {
 }
 
 /// Assesses `spec` against its tasks (any order; other services' tasks are
-/// ignored).
+/// ignored) at `now` (seconds since the UNIX epoch).
+///
+/// A scale-down keeps the best tasks, not the lowest-numbered: the tasks
+/// beyond the desired count go in the order of
+/// [`Judge::kill_rank`](super::rollout::Judge::kill_rank) — unhealthy
+/// first, then not yet RUNNING, then an unproven release's, then any
+/// other not available, the highest instance first within each — so a
+/// scale-down during a halted rollout kills the broken release's tasks
+/// and keeps the healthy old ones. A kept task numbered beyond the count
+/// takes a free instance number ([`Assessment::moves`]).
 pub fn assess<'a>(
     spec: &ServiceSpec,
     tasks: impl IntoIterator<Item = &'a TaskRecord>,
+    now: f64,
 ) -> Assessment {
     let mut out = Assessment::default();
     // One sorted list rather than a list per instance: the scheduling
@@ -67,31 +83,45 @@ pub fn assess<'a>(
                 .unwrap_or(std::cmp::Ordering::Equal)
         })
     });
-    let mut covered = vec![false; spec.instances as usize];
+    // One task per instance; the others are duplicates.
+    let mut kept: Vec<&TaskRecord> = Vec::new();
     for group in live.chunk_by(|a, b| a.instance == b.instance) {
-        let instance = group[0].instance;
-        if instance >= spec.instances {
-            for t in group {
-                out.surplus.push((t.task_id.clone(), "scaled down".into()));
-            }
-            continue;
+        kept.push(group[0]);
+        for t in &group[1..] {
+            out.surplus.push((
+                t.task_id.clone(),
+                format!("duplicate of instance {}", group[0].instance),
+            ));
         }
-        if group[0].state == TaskState::TaskRunning {
+    }
+    let desired = spec.instances as usize;
+    if kept.len() > desired {
+        let judge = Judge::new(spec);
+        // Kill first: lowest rank, then highest instance.
+        kept.sort_by_key(|t| (judge.kill_rank(t, now), std::cmp::Reverse(t.instance)));
+        for t in kept.drain(..kept.len() - desired) {
+            out.surplus.push((t.task_id.clone(), "scaled down".into()));
+        }
+        kept.sort_by_key(|t| t.instance);
+    }
+    let mut covered = vec![false; desired];
+    let mut beyond = Vec::new();
+    for t in kept {
+        match covered.get_mut(t.instance as usize) {
+            Some(slot) => *slot = true,
+            None => beyond.push(t),
+        }
+        if t.state == TaskState::TaskRunning {
             out.running += 1;
         } else {
             out.starting += 1;
         }
-        covered[instance as usize] = true;
-        for t in &group[1..] {
-            out.surplus.push((
-                t.task_id.clone(),
-                format!("duplicate of instance {instance}"),
-            ));
-        }
     }
-    out.missing = (0..spec.instances)
-        .filter(|i| !covered[*i as usize])
-        .collect();
+    let mut free = (0..spec.instances).filter(|i| !covered[*i as usize]);
+    for (t, instance) in beyond.into_iter().zip(free.by_ref()) {
+        out.moves.push((t.task_id.clone(), instance));
+    }
+    out.missing = free.collect();
     out
 }
 
@@ -266,6 +296,7 @@ mod tests {
             timeline: vec![],
             healthy: None,
             healthy_since: None,
+            health_checked: None,
         }
     }
 
@@ -290,16 +321,77 @@ mod tests {
         other.service = "db".into();
         let mut all = tasks.to_vec();
         all[6] = other;
-        let a = assess(&spec(3), &all);
-        assert_eq!(a.missing, [1]);
+        let a = assess(&spec(3), &all, 0.0);
+        // Instance 3 is beyond the count, but three tasks are wanted and
+        // three live: it takes the free number 1 instead of dying.
+        assert_eq!(a.missing, [] as [u32; 0]);
         assert_eq!(
             a.surplus,
-            [
-                (TaskId::from("a"), "duplicate of instance 0".to_string()),
-                (TaskId::from("d"), "scaled down".to_string())
-            ]
+            [(TaskId::from("a"), "duplicate of instance 0".to_string())]
         );
-        assert_eq!((a.running, a.starting, a.killing), (1, 1, 1));
+        assert_eq!(a.moves, [(TaskId::from("d"), 1)]);
+        assert_eq!((a.running, a.starting, a.killing), (2, 1, 1));
+        // Two wanted: the starting task goes, the running one moves.
+        let a = assess(&spec(2), &all, 0.0);
+        assert!(a.missing.is_empty());
+        assert_eq!(a.surplus[1], (TaskId::from("c"), "scaled down".into()));
+        assert_eq!(a.moves, [(TaskId::from("d"), 1)]);
+    }
+
+    #[test]
+    fn a_scale_down_kills_the_worst_tasks_first() {
+        let s = spec(2);
+        let current = s.fingerprint();
+        let old = |id: &str, instance| TaskRecord {
+            fingerprint: "old".into(),
+            ..task(id, instance, "TASK_RUNNING", 0.0)
+        };
+        // A halted rollout: instance 0 runs the new spec, unhealthy.
+        let broken = TaskRecord {
+            fingerprint: current.clone(),
+            healthy: Some(false),
+            ..task("new", 0, "TASK_RUNNING", 50.0)
+        };
+        let tasks = [broken.clone(), old("o1", 1), old("o2", 2)];
+        let a = assess(&s, &tasks, 100.0);
+        assert_eq!(a.surplus, [(TaskId::from("new"), "scaled down".into())]);
+        assert_eq!(a.moves, [(TaskId::from("o2"), 0)]);
+        assert!(a.missing.is_empty());
+        // Unproven (running, not yet for min_healthy) goes before proven,
+        // not RUNNING before unproven, unhealthy before all.
+        let unproven = TaskRecord {
+            healthy: None,
+            ..broken.clone()
+        };
+        let starting = TaskRecord {
+            fingerprint: "old".into(),
+            ..task("st", 2, "TASK_STARTING", 0.0)
+        };
+        let order = |tasks: &[TaskRecord], keep: u32| {
+            let a = assess(&spec(keep), tasks, 5.0);
+            a.surplus
+                .into_iter()
+                .map(|(id, _)| id.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            order(&[unproven.clone(), old("o1", 1), old("o2", 2)], 2),
+            ["new"]
+        );
+        assert_eq!(
+            order(&[unproven, old("o1", 1), starting.clone()], 2),
+            ["st"]
+        );
+        let sick = TaskRecord {
+            healthy: Some(false),
+            ..old("o1", 1)
+        };
+        assert_eq!(order(&[sick, starting, old("o3", 3)], 2), ["o1"]);
+        // All alike: the highest instance goes, as before.
+        assert_eq!(
+            order(&[old("o1", 0), old("o2", 1), old("o3", 2)], 2),
+            ["o3"]
+        );
     }
 
     #[test]
@@ -308,7 +400,7 @@ mod tests {
             task("new", 0, "TASK_STARTING", 1.0),
             task("old", 0, "TASK_RUNNING", 5.0),
         ];
-        let a = assess(&spec(1), &tasks);
+        let a = assess(&spec(1), &tasks, 0.0);
         assert_eq!(a.surplus[0].0, "new");
     }
 

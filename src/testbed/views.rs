@@ -182,7 +182,7 @@ fn task_json(t: &Task) -> Value {
             v
         })
         .collect();
-    json!({
+    let mut task = json!({
         "id": t.task_id.value,
         "name": t.name,
         "framework_id": t.framework_id,
@@ -192,7 +192,25 @@ fn task_json(t: &Task) -> Value {
         "resources": t.resources.to_state_json(),
         "role": "*",
         "statuses": statuses,
-    })
+    });
+    // What the master copied from the TaskInfo (`createTask` in
+    // src/common/protobuf_utils.cpp), written when set as
+    // src/common/http.cpp writes a Task: `labels` as an array of
+    // {key, value}, `container` and `health_check` as their protobuf
+    // JSON.
+    let info = t.info();
+    use crate::mesos::json::to_value;
+    if let Some(labels) = &info.labels {
+        let labels: Vec<Value> = labels.labels.iter().map(to_value).collect();
+        task["labels"] = labels.into();
+    }
+    if let Some(container) = &info.container {
+        task["container"] = to_value(container);
+    }
+    if let Some(check) = &info.health_check {
+        task["health_check"] = to_value(check);
+    }
+    task
 }
 
 impl Master {

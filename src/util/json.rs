@@ -64,7 +64,10 @@ fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> JsonError {
     let named = ["missing field `", "unknown field `", "duplicate field `"]
         .iter()
         .find_map(|start| message.strip_prefix(start)?.split('`').next());
-    if let Some(field) = named {
+    // serde_path_to_error already ends the path of an unknown field with
+    // its key (it read the key before the type refused it); not a missing one.
+    let already_named = |field: &str| path == field || path.ends_with(&format!(".{field}"));
+    if let Some(field) = named.filter(|field| !already_named(field)) {
         path = if path.is_empty() {
             field.to_string()
         } else {
@@ -242,7 +245,9 @@ mod tests {
         let e = error(r#"{"nested": []}"#);
         assert_eq!(e.path, "cpus", "missing: {e}");
         let e = error(r#"{"cpus": 1, "nested": [{"port": 1, "host": "h"}]}"#);
-        assert!(e.path.ends_with("host"), "unknown: {e:?}");
+        assert_eq!(e.path, "nested[0].host", "unknown: {e:?}");
+        let e = error(r#"{"cpus": 1, "bogus": 2}"#);
+        assert_eq!(e.path, "bogus", "unknown at the top: {e:?}");
         let e = error(r#"{"cpus": 1,"#);
         assert!(e.syntax && e.path.is_empty(), "{e:?}");
         let e = error(r#"{"cpus": 1} {}"#);

@@ -536,9 +536,14 @@ pub fn check_origin(
     let claimed = header_str(header::ORIGIN).or_else(|| header_str(header::REFERER));
     match claimed {
         Some(origin) if origin_allowed(origin, host, advertised_url) => Ok(()),
-        Some(origin) => Err(AppError::forbidden(
+        // Only the origin of a Referer is named: its path and query are
+        // the other site's business.
+        Some(claimed) => Err(AppError::forbidden(
             "cross-origin",
-            format!("requests from origin {origin:?} may not change anything here"),
+            format!(
+                "requests from origin {:?} may not change anything here",
+                origin_of(claimed).unwrap_or_else(|| "(unreadable)".into())
+            ),
         )),
         None if browser_form => Err(AppError::forbidden(
             "cross-origin",
@@ -654,6 +659,22 @@ mod tests {
         assert_eq!(page("http://evil.test/tasks", "127.0.0.1:5000"), None);
         assert_eq!(page("http://sched.example:8080//evil.test/", "x"), None);
         assert_eq!(local_path("/a\\b"), None);
+    }
+
+    #[test]
+    fn a_refused_referer_is_named_by_its_origin_only() {
+        let mut headers = HeaderMap::new();
+        let referer = "http://evil.example/secret/path?token=x";
+        headers.insert(header::REFERER, HeaderValue::from_static(referer));
+        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:5000"));
+        let refused = check_origin(&headers, "http://sched.example:8080", true).unwrap_err();
+        assert_eq!(refused.status, axum::http::StatusCode::FORBIDDEN);
+        assert!(
+            refused.detail.contains("\"http://evil.example\"")
+                && !refused.detail.contains("secret"),
+            "{}",
+            refused.detail
+        );
     }
 
     #[test]

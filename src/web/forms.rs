@@ -59,6 +59,9 @@ pub struct ButtonForm {
     pub kind: String,
     /// Resume and rollback: the service.
     pub service: String,
+    /// Rollback: the fingerprint of the spec to restore, as the page
+    /// showed it.
+    pub expected: String,
     /// Why (optional; recorded in the audit trail).
     pub reason: String,
 }
@@ -265,9 +268,11 @@ pub fn rollout_action(
     if service.is_empty() {
         return Err(AppError::bad_request("service is missing".to_string()));
     }
+    let expected = form.expected.trim();
     Ok(OperatorAction::Rollout {
         service: service.to_string(),
         action,
+        expected: (!expected.is_empty()).then(|| expected.to_string()),
     })
 }
 

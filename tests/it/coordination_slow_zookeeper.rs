@@ -141,6 +141,19 @@ fn assert_b_took_over(c: &Cluster, leaderless: Duration, bound: Duration) {
     );
 }
 
+/// A cluster whose leader a's link delays `one_way` each way and is cut
+/// every nine seconds until b has taken over (at most `window`); asserts
+/// that b leads, subscribed, after under 30 s without a subscribed
+/// scheduler, and returns the cluster with the link healthy again.
+async fn b_takes_over_while_flapping(one_way: Duration, window: Duration) -> Cluster {
+    support::init_tracing();
+    let c = cluster().await;
+    let leaderless = flap(&c, one_way, window, FlapUntil::HandOver).await;
+    assert_b_took_over(&c, leaderless, Duration::from_secs(30));
+    c.proxy.set_symmetric_latency(Duration::ZERO);
+    c
+}
+
 /// With `one_way` delay each way on a's ZooKeeper link for `window`: a keeps
 /// leading and subscribed, b never leads, and once the delay is gone a is
 /// still the one subscribed.
@@ -246,23 +259,13 @@ async fn leader_cut_off_briefly_under_latency_leads_and_subscribes_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_whose_terms_keep_ending_hands_over() {
-    support::init_tracing();
-    let c = cluster().await;
     // A 2 s round trip and a cut of one second every nine: each cut
     // suspends a, which reconnects (two round trips) and leads again within
     // the session, but loses the term at the next cut, before its scheduler
     // (loading the stores over the slow link) subscribes. Without the
     // hand-over a holds the lock through it all and nobody is subscribed
     // (measured: 55 s of 60); with it b leads after a's second short term.
-    let leaderless = flap(
-        &c,
-        Duration::from_secs(1),
-        Duration::from_secs(60),
-        FlapUntil::HandOver,
-    )
-    .await;
-    assert_b_took_over(&c, leaderless, Duration::from_secs(30));
-    c.proxy.set_symmetric_latency(Duration::ZERO);
+    let c = b_takes_over_while_flapping(Duration::from_secs(1), Duration::from_secs(60)).await;
     c.a.wait_for("a stands by behind b", WAIT, |s| {
         s.framework.state == FrameworkState::Standby
             && s.leader_url().as_deref() == Some("http://b.test:8080")
@@ -274,23 +277,13 @@ async fn leader_whose_terms_keep_ending_hands_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_that_reconnects_but_cannot_lead_gives_up_its_node() {
-    support::init_tracing();
-    let c = cluster().await;
     // A 3 s round trip and a cut of one second every nine: a reconnects
     // (two round trips) and renews its session each time, but the next cut
     // comes before its election round is done, so it never leads again.
     // Without a bound it holds the lowest node for good (measured: nobody
     // subscribed for 52 s of 60); with it a gives the node up once it has
     // been suspended for a session timeout and b leads.
-    let leaderless = flap(
-        &c,
-        Duration::from_millis(1500),
-        Duration::from_secs(50),
-        FlapUntil::HandOver,
-    )
-    .await;
-    assert_b_took_over(&c, leaderless, Duration::from_secs(30));
-    c.proxy.set_symmetric_latency(Duration::ZERO);
+    let c = b_takes_over_while_flapping(Duration::from_millis(1500), Duration::from_secs(50)).await;
     c.b.stop().await;
     c.a.stop().await;
 }

@@ -40,7 +40,7 @@ async fn an_http_check_going_unhealthy_kills_the_task_and_it_is_replaced() {
         "cpus": 0.1, "mem": 32, "ports": 1, "instances": 1, "executor": "appliance",
         "kill_grace_period": "2s",
         "health_check": {"type": "http", "port_index": 0, "path": "/healthy",
-            "delay": "0s", "interval": "200ms", "timeout": "2s", "grace_period": "15s",
+            "delay": "0s", "interval": "1s", "timeout": "2s", "grace_period": "15s",
             "consecutive_failures": 3}}]));
     let replica = Replica::in_memory("r1", &tb.url(), specs, core_config()).await;
 

@@ -310,3 +310,36 @@ mod process_mode {
         let _ = fid;
     }
 }
+
+#[tokio::test]
+async fn master_state_shows_a_task_s_labels_container_and_health_check() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let mut extra = tcp_check(3);
+    extra["labels"] = json!({"labels": [{"key": "team", "value": "web"}]});
+    extra["container"] = json!({"type": "MESOS"});
+    let (mut sub, fid) = launch_with(&tb, new_framework("s", 60.0), "shown", extra).await;
+    next_update(&tb, &mut sub, &fid, "shown").await;
+    let state = master_state(&tb.url()).await;
+    let task = &state["frameworks"][0]["tasks"][0];
+    assert_eq!(task["id"], "shown");
+    // src/common/http.cpp: labels as an array of {key, value}; container
+    // and health_check as their protobuf JSON.
+    assert_eq!(task["labels"], json!([{"key": "team", "value": "web"}]));
+    assert_eq!(task["container"]["type"], "MESOS");
+    assert_eq!(task["health_check"]["type"], "TCP");
+    assert_eq!(task["health_check"]["tcp"]["port"], 1);
+    assert_eq!(task["health_check"]["consecutive_failures"], 3);
+    // A task launched without them has none of the three.
+    let (mut plain, pfid) = launch_with(&tb, new_framework("p", 60.0), "bare", json!({})).await;
+    next_update(&tb, &mut plain, &pfid, "bare").await;
+    let state = master_state(&tb.url()).await;
+    let frameworks = state["frameworks"].as_array().unwrap();
+    let bare = frameworks
+        .iter()
+        .flat_map(|f| f["tasks"].as_array().unwrap())
+        .find(|t| t["id"] == "bare")
+        .expect("the bare task");
+    for key in ["labels", "container", "health_check"] {
+        assert!(bare.get(key).is_none(), "{key}: {bare}");
+    }
+}

@@ -799,3 +799,40 @@ async fn unknown_query_parameters_are_named_and_long_uris_are_problems() {
     let r = web.send(get(&format!("/api/v1/tasks?q={fits}"))).await;
     assert_eq!(r.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_task_that_is_ending_or_ended_is_not_healthy() {
+    use mesos_appliance::mesos::v1::TaskState;
+    use mesos_appliance::scheduler::{KillRequest, TaskRecord};
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 3);
+    let mut tasks: Vec<TaskRecord> = s.tasks.iter().take(3).map(|t| (**t).clone()).collect();
+    for t in &mut tasks {
+        t.state = TaskState::TaskRunning;
+        t.kill = None;
+        t.healthy = Some(true);
+        t.healthy_since = Some(t.updated_at);
+    }
+    tasks[1].kill = Some(KillRequest {
+        reason: "scaled down".into(),
+        requested_at: tasks[1].updated_at,
+        attempts: 1,
+    });
+    // A record stored before terminal updates cleared `healthy`.
+    tasks[2].state = TaskState::TaskKilled;
+    let live = tasks[0].task_id.to_string();
+    s.tasks = tasks.into_iter().map(std::sync::Arc::new).collect();
+    let web = TestWeb::new(test_config(), s);
+    let v = web.send(get("/api/v1/tasks?health=healthy")).await.json();
+    let ids: Vec<&str> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [live.as_str()]);
+    let v = web.send(get("/api/v1/tasks?health=unknown")).await.json();
+    assert_eq!(v["matched"], 2);
+    for t in v["tasks"].as_array().unwrap() {
+        assert!(t.get("healthy").is_none(), "{t}");
+    }
+}

@@ -246,3 +246,42 @@ async fn the_buttons_check_origin_and_csrf_then_show_the_result() {
         "nothing left to resume"
     );
 }
+
+#[tokio::test]
+async fn a_rollback_names_its_target_and_refuses_a_stale_or_repeated_one() {
+    let web = TestWeb::leader();
+    // The target is shown before anyone clicks: in the API and on the page.
+    let api = web.send(get("/api/v1/services")).await.text();
+    assert!(api.contains(RESTORE_FINGERPRINT), "{api}");
+    let page = web.send(get("/services")).await;
+    let html = page.text();
+    assert!(html.contains(r#"id="restore-web""#), "{html}");
+    assert!(
+        html.contains(&format!(r#"name="expected" value="{RESTORE_FINGERPRINT}""#)),
+        "the button posts what it showed"
+    );
+    let stale = "/api/v1/services/web/rollout/rollback?expected=ffffffffffffffff";
+    let r = web.send(empty(post(stale))).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text());
+    let r = web
+        .send(json_request(
+            Method::POST,
+            &format!("/api/v1/services/web/rollout/rollback?expected={RESTORE_FINGERPRINT}"),
+            &json!({"expected": "ffffffffffffffff"}),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert_eq!(r.json()["errors"][0]["field"], "expected");
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/services/web/rollout/rollback",
+            &json!({"expected": RESTORE_FINGERPRINT, "reason": "bad release"}),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    // A double click does not roll forward.
+    let again = format!("/api/v1/services/web/rollout/rollback?expected={RESTORE_FINGERPRINT}");
+    let r = web.send(empty(post(&again))).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text());
+}

@@ -19,6 +19,7 @@ use mesos_appliance::coordination::memory::MemoryCoordinator;
 use mesos_appliance::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
 use mesos_appliance::mesos::v1::TaskState;
 use mesos_appliance::mesos::v1::task_status::{Reason, Source};
+use mesos_appliance::scheduler::snapshot::RestoreTarget;
 use mesos_appliance::scheduler::{
     Command, CommandError, CommandSpec, EventEntry, EventKind, ExecutorKind, FrameworkState,
     FrameworkStatus, KamikazeResult, OfferSummary, ReconcileKind, ReconcileOutcome, ReconcileRun,
@@ -32,6 +33,8 @@ use tower::ServiceExt;
 
 /// The framework ID of the sample snapshots.
 pub const FRAMEWORK_ID: &str = "7c1f3a9e-52b4-4d0e-9f3c-2a8b6e1d4c70-0000";
+/// The fingerprint the sample `web` service would be rolled back to.
+pub const RESTORE_FINGERPRINT: &str = "0a1b2c3d4e5f6071";
 /// The framework name of the sample snapshots.
 pub const FRAMEWORK_NAME: &str = "mesos-appliance";
 /// The admin token of token-mode tests.
@@ -140,6 +143,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
         timeline,
         healthy: None,
         healthy_since: None,
+        health_checked: None,
     }
 }
 
@@ -211,6 +215,10 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
                 }),
             }),
             can_roll_back: true,
+            restore: Some(RestoreTarget {
+                fingerprint: RESTORE_FINGERPRINT.into(),
+                summary: "sleep 1000; no health check".into(),
+            }),
         },
         ServiceStatus {
             spec: spec(
@@ -229,6 +237,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             unhealthy: 0,
             rollout: None,
             can_roll_back: false,
+            restore: None,
         },
     ];
     s.tasks = records.into_iter().map(Arc::new).collect();
@@ -467,6 +476,7 @@ impl TestCore {
                         unhealthy: 0,
                         rollout: None,
                         can_roll_back: false,
+                        restore: None,
                     }),
                 }
                 let _ = reply.send(Ok(replaced));
@@ -479,6 +489,7 @@ impl TestCore {
             Command::Rollout {
                 name,
                 action,
+                expected,
                 reply,
             } => {
                 // As the core answers: 404 unknown, 409 when it does not apply.
@@ -489,11 +500,21 @@ impl TestCore {
                             RolloutAction::Resume => {
                                 x.rollout.as_ref().is_some_and(|r| r.halted.is_some())
                             }
-                            RolloutAction::Rollback => x.can_roll_back,
+                            RolloutAction::Rollback => {
+                                x.can_roll_back
+                                    && expected.as_ref().is_none_or(|e| {
+                                        x.restore.as_ref().is_some_and(|t| t.fingerprint == *e)
+                                    })
+                            }
                         };
                         if applies {
                             if let Some(r) = x.rollout.as_mut() {
                                 r.halted = None;
+                            }
+                            if action == RolloutAction::Rollback {
+                                // No toggling: the previous spec is spent.
+                                x.can_roll_back = false;
+                                x.restore = None;
                             }
                             Ok(true)
                         } else {

@@ -294,6 +294,9 @@ pub enum Request {
         name: String,
         /// What to do.
         action: RolloutAction,
+        /// Rollback: the fingerprint of the spec the operator saw as the
+        /// one to restore; refused (409) when it is no longer that.
+        expected: Option<String>,
     },
 }
 

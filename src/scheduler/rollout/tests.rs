@@ -28,6 +28,7 @@ fn task(id: &str, instance: u32, fingerprint: &str, running_at: f64) -> TaskReco
         timeline: vec![],
         healthy: None,
         healthy_since: None,
+        health_checked: None,
     }
 }
 
@@ -40,7 +41,8 @@ fn healthy(mut t: TaskRecord, since: f64) -> TaskRecord {
 #[test]
 fn available_means_running_and_healthy_for_min_healthy() {
     let s = spec(1, true);
-    let t = task("a", 0, "f", 0.0);
+    let mut t = task("a", 0, "f", 0.0);
+    t.health_checked = Some(true);
     assert!(!is_available(&s, &t, 100.0), "no health report yet");
     let t = healthy(t, 50.0);
     assert!(!is_available(&s, &t, 55.0), "healthy for 5 s of 10");
@@ -164,7 +166,7 @@ fn stored_records_keep_the_previous_spec_and_read_plain_specs() {
     assert_eq!(halted.replaced_by(scaled).halted, halted.halted);
     let rolled = halted.rolled_back().unwrap();
     assert_eq!((rolled.spec.mem, rolled.halted.clone()), (32.0, None));
-    assert_eq!(rolled.previous.as_deref(), Some(&b));
+    assert_eq!(rolled.previous, None, "a rollback does not toggle");
     assert!(ServiceRecord::new(a).rolled_back().is_none());
     // A stored record still refuses unknown fields of the spec.
     let odd = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
@@ -183,4 +185,28 @@ fn upgrade_policy_is_validated_and_outside_the_fingerprint() {
     assert_eq!(s.fingerprint(), before);
     let fields: Vec<String> = s.validate().into_iter().map(|e| e.field).collect();
     assert_eq!(fields, ["upgrade.deadline"]);
+}
+
+#[test]
+fn each_task_is_judged_by_the_check_it_was_launched_with() {
+    let s = spec(1, true);
+    let current = s.fingerprint();
+    let plain = task("a", 0, "old", 0.0);
+    // A record from before `health_checked`: on another spec and never
+    // reported, it had no check.
+    assert!(is_available(&s, &plain, 10.0));
+    let mut recorded = plain.clone();
+    recorded.health_checked = Some(true);
+    assert!(
+        !is_available(&s, &recorded, 100.0),
+        "its check never reported"
+    );
+    let legacy_current = task("b", 0, &current, 0.0);
+    assert!(
+        !is_available(&s, &legacy_current, 100.0),
+        "the spec's check"
+    );
+    let mut unhealthy = plain;
+    unhealthy.healthy = Some(false);
+    assert!(!is_available(&s, &unhealthy, 100.0));
 }

@@ -17,6 +17,7 @@ use crate::web::api::{bad_path, guard_api, json_body};
 use crate::web::audit::{self, Context};
 use crate::web::auth::Peer;
 use crate::web::error::AppError;
+use crate::web::query::StrictQuery;
 
 /// The fields of an action's body: none without a body; 400 unless it is
 /// a JSON object holding only `allowed` fields (each unknown one named).
@@ -166,19 +167,30 @@ pub async fn api_action(
     Ok((status, Json(&*record)).into_response())
 }
 
+/// The query of `POST …/rollout/{action}`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct RolloutQuery {
+    /// Rollback: the fingerprint of the spec to restore, as the operator
+    /// saw it (`restore.fingerprint` of the service).
+    pub expected: Option<String>,
+}
+
 /// `POST /api/v1/services/{name}/rollout/{resume|rollback}`: resume the
 /// service's halted rollout, or roll it back to its previous spec (body
-/// left out, or `{"reason": "…"}`). Checks as [`api_action`]: known action
-/// (404), origin (403), token or loopback rule (401/403), leadership
-/// (503), body (400/415); then 200 with the action record, 404 for an
-/// unknown service, 409 when not halted (resume) or without a previous
-/// spec (rollback). Audited.
+/// left out, or `{"reason": "…", "expected": "<fingerprint>"}`; `expected`
+/// may be given as `?expected=` instead). Checks as [`api_action`]: known
+/// action (404), origin (403), token or loopback rule (401/403),
+/// leadership (503), query and body (400/415); then 200 with the action
+/// record, 404 for an unknown service, 409 when not halted (resume), or
+/// (rollback) with no rollout under way or halted, no previous spec, or a
+/// previous spec other than `expected`. Audited.
 pub async fn api_rollout(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
     peer: Peer,
     path: Result<Path<(String, String)>, PathRejection>,
+    query: Result<StrictQuery<RolloutQuery>, AppError>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
     let Path((service, name)) = path.map_err(bad_path)?;
@@ -192,10 +204,24 @@ pub async fn api_rollout(
         }
     };
     let actor = guard_api(&state, &headers, peer, uri.path())?;
+    let StrictQuery(query) = query?;
     let body = json_body(&headers, body)?;
-    let fields = body_fields(&name, body, &["reason"])?;
+    let fields = body_fields(&name, body, &["reason", "expected"])?;
+    let expected = match (fields.get("expected"), query.expected) {
+        (None | Some(serde_json::Value::Null), q) => q,
+        (Some(serde_json::Value::String(e)), None) => Some(e.clone()),
+        (Some(serde_json::Value::String(e)), Some(q)) if *e == q => Some(q),
+        (Some(serde_json::Value::String(_)), Some(_)) => {
+            return Err(field_error("expected", "differs from ?expected="));
+        }
+        (Some(_), _) => return Err(field_error("expected", "must be a string")),
+    };
     let ctx = Context::api(actor, peer, reason(&fields)?);
-    let action = OperatorAction::Rollout { service, action };
+    let action = OperatorAction::Rollout {
+        service,
+        action,
+        expected,
+    };
     let (record, error) = execute(&state, action, uri.path(), &ctx).await;
     if let Some(error) = error {
         return Err(error);

@@ -75,6 +75,9 @@ pub enum OperatorAction {
         service: String,
         /// Resume or rollback.
         action: RolloutAction,
+        /// Rollback: the fingerprint of the spec to restore as the
+        /// operator saw it (refused when it changed since).
+        expected: Option<String>,
     },
 }
 
@@ -205,12 +208,17 @@ pub(crate) async fn execute(
         leader_url: None,
     };
     let outcome: Result<(), CommandError> = match action.clone() {
-        OperatorAction::Rollout { service, action } => {
+        OperatorAction::Rollout {
+            service,
+            action,
+            expected,
+        } => {
             record.service = Some(service.clone());
             let name = service.clone();
             ask(state, |reply| Command::Rollout {
                 name,
                 action,
+                expected,
                 reply,
             })
             .await
@@ -303,7 +311,9 @@ pub(crate) async fn execute(
         "action"
     );
     let params = match &action {
-        OperatorAction::Rollout { service, .. } => serde_json::json!({ "service": service }),
+        OperatorAction::Rollout {
+            service, expected, ..
+        } => serde_json::json!({ "service": service, "expected": expected }),
         OperatorAction::Reconcile(kind) => serde_json::json!({ "kind": kind }),
         OperatorAction::Kamikaze | OperatorAction::Teardown => {
             serde_json::json!({ "framework_id": record.framework_id })

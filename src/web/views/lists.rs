@@ -103,12 +103,7 @@ pub struct ServiceRow {
 impl ServiceRow {
     /// The command as one line.
     pub fn command_text(&self) -> String {
-        match &self.status.spec.command {
-            crate::scheduler::CommandSpec::Shell(line) => line.clone(),
-            crate::scheduler::CommandSpec::Argv(argv) => {
-                serde_json::to_string(argv).unwrap_or_default()
-            }
-        }
+        self.status.spec.command.display()
     }
 }
 

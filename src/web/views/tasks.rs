@@ -40,10 +40,11 @@ pub struct TaskRow {
     /// Set while the scheduler is killing it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kill: Option<KillRequest>,
-    /// Its health check's last report (absent: none yet, or no check).
+    /// Its health check's last report (absent: none yet, no check, or
+    /// the task is terminal or being killed: [`TaskRecord::health`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
-    /// Since when `healthy` holds.
+    /// Since when `healthy` holds (absent with it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub healthy_since: Option<f64>,
 }
@@ -63,8 +64,8 @@ impl TaskRow {
             launched: t.launched_at,
             updated: t.updated_at,
             kill: t.kill.clone(),
-            healthy: t.healthy,
-            healthy_since: t.healthy_since,
+            healthy: t.health(),
+            healthy_since: t.health().and(t.healthy_since),
         }
     }
 
@@ -310,8 +311,8 @@ impl TasksView {
             })
             .filter(|t| match filter.health.as_deref() {
                 None => true,
-                Some("unknown") => t.healthy.is_none(),
-                Some(h) => health_name(t.healthy) == h,
+                Some("unknown") => t.health().is_none(),
+                Some(h) => health_name(t.health()) == h,
             })
             .filter(|t| {
                 needle.is_none_or(|n| {

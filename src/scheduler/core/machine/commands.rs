@@ -108,7 +108,11 @@ impl Machine {
             }
             Request::PutService(spec) => self.put_service(id, spec),
             Request::DeleteService(name) => self.delete_service(id, name),
-            Request::Rollout { name, action } => self.rollout_command(id, name, action),
+            Request::Rollout {
+                name,
+                action,
+                expected,
+            } => self.rollout_command(id, name, action, expected, now),
         }
     }
 

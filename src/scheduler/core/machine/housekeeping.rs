@@ -10,7 +10,7 @@ use crate::mesos::v1::TaskState;
 use crate::scheduler::core::io::{MesosCall, StoreOp};
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::offers::Gone;
-use crate::scheduler::snapshot::FrameworkState;
+use crate::scheduler::snapshot::{EventKind, FrameworkState};
 
 impl Machine {
     /// Once a second: offers past their TTL, stuck tasks, old terminal
@@ -24,6 +24,9 @@ impl Machine {
         self.offers.forget_lingering(now);
         self.kill_stuck_tasks(now);
         self.forget_old_terminal_tasks(now);
+        for message in self.health_log.due(now) {
+            self.log(EventKind::Task, message, now);
+        }
         self.needs_schedule = true;
     }
 

@@ -14,6 +14,7 @@
 //!   acknowledgements, kill marks;
 //! - `schedule`: the scheduling pass, launches, offers, kills;
 //! - `housekeeping`: offer expiry, stuck tasks, old records;
+//! - `health_log`: health changes on the events page, coalesced per task;
 //! - `commands`: the web layer's commands;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
 //! - `view`: the snapshot.
@@ -21,6 +22,7 @@
 mod commands;
 mod forget;
 mod framework;
+mod health_log;
 mod housekeeping;
 mod reconciliation;
 mod removed;
@@ -204,6 +206,7 @@ pub struct Machine {
     /// Each service's counts as the last snapshot showed them.
     shown: HashMap<String, view::Shown>,
     kamikazes: commands::Kamikazes,
+    health_log: health_log::HealthLog,
     /// A scheduling pass is due at the next [`Machine::settle`] (once
     /// `cfg.schedule_interval` has passed since the last one).
     needs_schedule: bool,
@@ -257,6 +260,7 @@ impl Machine {
             settled: HashMap::new(),
             shown: HashMap::new(),
             kamikazes: commands::Kamikazes::default(),
+            health_log: Default::default(),
             needs_schedule: false,
             last_schedule: None,
             next_housekeeping: now + HOUSEKEEPING,
@@ -413,6 +417,9 @@ impl Machine {
         );
         self.out.publish_now = true;
         let mut effects = self.finish(now);
+        // Only the leader reports rollouts and health (after the last
+        // snapshot, which sets them).
+        self.metrics.services(None);
         effects.wake_at = None;
         effects
     }
@@ -512,9 +519,18 @@ impl Machine {
         let due = self
             .last_publish
             .is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.snapshot_interval);
-        if self.out.publish_now || (self.out.dirty && due) {
-            let snapshot = self.snapshot(now);
-            self.out.items.push(Effect::Publish(Box::new(snapshot)));
+        // Read-your-writes: a step that answers a command publishes, and
+        // before the answer, so whoever reads after the answer sees what
+        // the command did (the throttle only delays what nobody awaits).
+        let answer_at = self
+            .out
+            .items
+            .iter()
+            .position(|e| matches!(e, Effect::Reply { .. }));
+        if self.out.publish_now || answer_at.is_some() || (self.out.dirty && due) {
+            let snapshot = Effect::Publish(Box::new(self.snapshot(now)));
+            let at = answer_at.unwrap_or(self.out.items.len());
+            self.out.items.insert(at, snapshot);
             self.out.dirty = false;
             self.out.publish_now = false;
             self.last_publish = Some(now);

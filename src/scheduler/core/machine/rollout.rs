@@ -88,11 +88,26 @@ impl Machine {
         }
     }
 
-    /// `resume` or `rollback` of a service's rollout.
-    pub(super) fn rollout_command(&mut self, reply: ReplyId, name: String, action: RolloutAction) {
+    /// `resume` or `rollback` of a service's rollout. A rollback applies
+    /// only while a rollout is under way or halted, restores the previous
+    /// spec (when `expected`, only if that is its fingerprint) and forgets
+    /// it: a second rollback finds nothing to restore instead of rolling
+    /// forward to the broken release.
+    pub(super) fn rollout_command(
+        &mut self,
+        reply: ReplyId,
+        name: String,
+        action: RolloutAction,
+        expected: Option<String>,
+        now: Instant,
+    ) {
         if self.service_writes.contains_key(&name) {
-            self.waiting_commands
-                .push((reply, Request::Rollout { name, action }));
+            let request = Request::Rollout {
+                name,
+                action,
+                expected,
+            };
+            self.waiting_commands.push((reply, request));
             return;
         }
         let Some(entry) = self.services.get(&name) else {
@@ -111,17 +126,54 @@ impl Machine {
                 },
                 Write::Resume,
             )),
-            RolloutAction::Rollback => entry
-                .record()
-                .rolled_back()
-                .map(|r| (r, Write::Rollback))
-                .ok_or_else(|| format!("service {name} has no previous spec to roll back to")),
+            RolloutAction::Rollback => match self.rollback_refusal(entry, expected.as_deref(), now)
+            {
+                Some(why) => Err(why),
+                None => entry
+                    .record()
+                    .rolled_back()
+                    .map(|r| (r, Write::Rollback))
+                    .ok_or_else(|| format!("service {name} has no previous spec to roll back to")),
+            },
         };
         match record {
             Ok((record, why)) => self.write_service(Some(reply), record, why),
             Err(message) => {
                 self.reply(reply, Answer::Service(Err(CommandError::Conflict(message))));
             }
+        }
+    }
+
+    /// Why a rollback of `entry` does not apply now, if it does not.
+    fn rollback_refusal(
+        &self,
+        entry: &super::ServiceEntry,
+        expected: Option<&str>,
+        now: Instant,
+    ) -> Option<String> {
+        let name = &entry.spec.name;
+        let Some(previous) = entry.previous.as_deref() else {
+            return Some(format!(
+                "service {name} has no previous spec to roll back to (none was \
+                 stored, or a rollback already restored it)"
+            ));
+        };
+        let empty = super::table::ServiceTasks::default();
+        let tasks = self.tasks.service(name).unwrap_or(&empty);
+        let rolling = rollout::progress(&entry.spec, tasks.records(), self.unix(now));
+        if entry.halted.is_none() && !rolling.in_progress() {
+            return Some(format!(
+                "service {name} has no rollout under way or halted; a rollback applies \
+                 only to one (PUT the spec to change it)"
+            ));
+        }
+        let fingerprint = previous.fingerprint();
+        match expected {
+            Some(e) if e != fingerprint => Some(format!(
+                "service {name} would be rolled back to spec {fingerprint}, not the \
+                 expected {e}: it changed since; look again before rolling back"
+            )),
+            _ => None,
         }
     }
 
@@ -151,7 +203,10 @@ impl Machine {
             ),
             Write::Rollback => (
                 EventKind::Action,
-                format!("service {name} rolled back to its previous spec"),
+                format!(
+                    "service {name} rolled back to its previous spec {}",
+                    spec.fingerprint()
+                ),
             ),
         };
         if why != Write::Halt {
@@ -159,31 +214,5 @@ impl Machine {
             self.rollouts.remove(name);
         }
         self.log(kind, message, now);
-    }
-
-    /// The rollout part of a service's snapshot.
-    pub(super) fn rollout_status(
-        &self,
-        spec: &ServiceSpec,
-        progress: &Progress,
-    ) -> Option<rollout::RolloutStatus> {
-        let entry = self.services.get(&spec.name)?;
-        if !progress.in_progress() && entry.halted.is_none() {
-            return None;
-        }
-        Some(rollout::RolloutStatus {
-            desired: spec.instances,
-            replaced: progress.replaced,
-            healthy: progress.healthy,
-            remaining: progress.remaining,
-            halted: entry.halted.clone(),
-        })
-    }
-
-    /// True when the service has a previous spec to roll back to.
-    pub(super) fn has_previous(&self, name: &str) -> bool {
-        self.services
-            .get(name)
-            .is_some_and(|e| e.previous.is_some())
     }
 }

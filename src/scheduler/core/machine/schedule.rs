@@ -163,6 +163,7 @@ impl Machine {
             return;
         }
         let mut kills: Vec<(TaskId, String)> = Vec::new();
+        let mut moves: Vec<(TaskId, u32)> = Vec::new();
         let orphaned: Vec<String> = self
             .tasks
             .services()
@@ -209,13 +210,14 @@ impl Machine {
             let spec = &entry.spec;
             let empty = super::table::ServiceTasks::default();
             let tasks = self.tasks.service(&name).unwrap_or(&empty);
-            let assessment = assess(spec, tasks.records());
+            let assessment = assess(spec, tasks.records(), at);
             let halted = entry.halted.is_some();
             let max = self.cfg.upgrade_max_unavailable;
             let replacement = rollout::next_replacement(spec, tasks.records(), max, halted, at);
             let progress = rollout::progress(spec, tasks.records(), at);
             let quiet = assessment.missing.is_empty()
                 && assessment.surplus.is_empty()
+                && assessment.moves.is_empty()
                 && replacement.is_none()
                 && !progress.in_progress();
             if quiet {
@@ -225,6 +227,7 @@ impl Machine {
                 self.settled.remove(&name);
             }
             kills.extend(assessment.surplus.iter().cloned());
+            moves.extend(assessment.moves.iter().cloned());
             if let Some(id) = replacement {
                 kills.push((id, "replaced by a newer service spec".into()));
             }
@@ -253,6 +256,9 @@ impl Machine {
         self.watch_rollouts(rollouts, now);
         for (task_id, reason) in kills {
             self.request_kill(&task_id, &reason, now);
+        }
+        for (task_id, instance) in moves {
+            self.request_move(&task_id, instance);
         }
         self.send_due_kills(now);
 
@@ -353,6 +359,7 @@ impl Machine {
                 timeline: Vec::new(),
                 healthy: None,
                 healthy_since: None,
+                health_checked: Some(info.health_check.is_some()),
             };
             by_offer.entry(p.offer_id).or_default().push((info, record));
         }

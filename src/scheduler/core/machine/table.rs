@@ -38,6 +38,8 @@ pub(super) struct TaskEntry {
     pub(super) confirmed_at: Option<f64>,
     /// A kill was asked for and is being marked.
     pub(super) kill_wanted: bool,
+    /// A new instance number was asked for and is being stored.
+    pub(super) move_wanted: bool,
 }
 
 impl TaskEntry {
@@ -49,6 +51,7 @@ impl TaskEntry {
             queued: VecDeque::new(),
             confirmed_at: None,
             kill_wanted: false,
+            move_wanted: false,
         }
     }
 }
@@ -59,6 +62,8 @@ pub(super) enum TaskOp {
     Update(Box<v1::TaskStatus>),
     /// A kill mark, with the KILL grace period as of the request.
     MarkKill(String, Duration),
+    /// A new instance number (a scale-down's).
+    Move(u32),
 }
 
 /// The records of one service, in step with the table.
@@ -327,6 +332,7 @@ mod tests {
             timeline: Vec::new(),
             healthy: None,
             healthy_since: None,
+            health_checked: None,
         })
     }
 

@@ -68,6 +68,11 @@ pub(super) enum Step {
         reason: String,
         grace: Duration,
     },
+    /// A scale-down gives the task another instance number.
+    Move {
+        task: TaskId,
+        record: Arc<TaskRecord>,
+    },
     /// Deleting an old terminal record.
     Delete { task: TaskId },
     /// Re-reading a record after a version conflict.
@@ -216,31 +221,78 @@ impl Machine {
 
     fn write_kill_mark(&mut self, task_id: TaskId, reason: String, grace: Duration, now: Instant) {
         let at = self.unix(now);
-        let Some(entry) = self.tasks.get_mut(&task_id) else {
-            return;
-        };
-        let Some(version) = entry.version.filter(|_| entry.record.kill.is_none()) else {
-            entry.kill_wanted = false;
-            self.queue_kill(&task_id, grace, now);
-            return;
-        };
-        let mut record = (*entry.record).clone();
-        record.kill = Some(KillRequest {
+        let marked = |r: &TaskRecord| r.kill.is_none();
+        let kill = KillRequest {
             reason: reason.clone(),
             requested_at: at,
             attempts: 0,
-        });
+        };
+        let step = |task, record| Step::KillMark {
+            task,
+            record,
+            reason,
+            grace,
+        };
+        if !self.write_record(&task_id, marked, |r| r.kill = Some(kill), step) {
+            if let Some(entry) = self.tasks.get_mut(&task_id) {
+                entry.kill_wanted = false;
+            }
+            self.queue_kill(&task_id, grace, now);
+        }
+    }
+
+    /// Gives a live task a scale-down keeps the free instance number
+    /// `instance` ([`workload::assess`]); its record is stored with it, so
+    /// a new leader counts the same instances.
+    pub(super) fn request_move(&mut self, task_id: &TaskId, instance: u32) {
+        let Some(entry) = self.tasks.get_mut(task_id) else {
+            return;
+        };
+        if entry.move_wanted || entry.record.instance == instance {
+            return;
+        }
+        entry.move_wanted = true;
+        if entry.writing {
+            entry.queued.push_back(TaskOp::Move(instance));
+            return;
+        }
+        self.write_move(task_id.clone(), instance);
+    }
+
+    fn write_move(&mut self, task_id: TaskId, instance: u32) {
+        let live = |r: &TaskRecord| workload::is_live(r);
+        let step = |task, record| Step::Move { task, record };
+        if !self.write_record(&task_id, live, |r| r.instance = instance, step)
+            && let Some(entry) = self.tasks.get_mut(&task_id)
+        {
+            entry.move_wanted = false;
+        }
+    }
+
+    /// Stores `change` of a task's record when it is stored and `applies`
+    /// to it, as the task's one write in flight; false when not.
+    fn write_record(
+        &mut self,
+        task_id: &TaskId,
+        applies: impl FnOnce(&TaskRecord) -> bool,
+        change: impl FnOnce(&mut TaskRecord),
+        step: impl FnOnce(TaskId, Arc<TaskRecord>) -> Step,
+    ) -> bool {
+        let Some(entry) = self.tasks.get_mut(task_id) else {
+            return false;
+        };
+        let Some(version) = entry.version.filter(|_| applies(&entry.record)) else {
+            return false;
+        };
+        let mut record = (*entry.record).clone();
+        change(&mut record);
         let record = Arc::new(record);
         entry.writing = true;
         self.store(
             StoreOp::PutTask(record.clone(), Expect::Version(version)),
-            Pending::Task(Step::KillMark {
-                task: task_id,
-                record,
-                reason,
-                grace,
-            }),
+            Pending::Task(step(task_id.clone(), record)),
         );
+        true
     }
 
     /// Queues KILLs for a task whose record carries its kill mark.
@@ -354,6 +406,32 @@ impl Machine {
                     self.write_failed(task, e, now);
                 }
             },
+            Step::Move { task, record } => {
+                if let Some(entry) = self.tasks.get_mut(&task) {
+                    entry.move_wanted = false;
+                }
+                match written {
+                    Ok(Written::Version(version)) => {
+                        if let Some(entry) = self.tasks.get_mut(&task) {
+                            entry.writing = false;
+                        }
+                        let message = format!(
+                            "task {task} of service {} kept by the scale-down as instance {}",
+                            record.service, record.instance
+                        );
+                        self.tasks.replace(&task, record, version);
+                        self.out.dirty = true;
+                        self.needs_schedule = true;
+                        self.log(EventKind::Service, message, now);
+                        self.drain(&task, now);
+                    }
+                    other => {
+                        let (e, why) = failure(other);
+                        self.warn(format!("could not renumber {task}: {why}"));
+                        self.write_failed(task, e, now);
+                    }
+                }
+            }
             Step::Delete { task } => match written {
                 Ok(_) => {
                     self.tasks.remove(&task);
@@ -429,6 +507,7 @@ impl Machine {
                 TaskOp::MarkKill(reason, grace) => {
                     self.write_kill_mark(task.clone(), reason, grace, now)
                 }
+                TaskOp::Move(instance) => self.write_move(task.clone(), instance),
             }
         }
     }
@@ -458,12 +537,15 @@ impl Machine {
                 .as_ref()
                 .map(|m| format!(": {m}"))
                 .unwrap_or_default();
-            let message = format!("task {} is {health}{detail}", record.task_id);
-            self.log(EventKind::Task, message, now);
+            let change = format!("{health}{detail}");
+            if let Some(message) = self.health_log.change(&record.task_id, change, now) {
+                self.log(EventKind::Task, message, now);
+            }
         }
         if !is_terminal(state) {
             return;
         }
+        self.health_log.forget(&record.task_id);
         let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
         if let Some(spec) = self.services.get(&record.service).map(|s| s.spec.clone()) {
             let failed = !wanted_dead && workload::counts_as_failure_of(record);

@@ -7,12 +7,10 @@ use super::Machine;
 use super::table::ServiceTasks;
 use crate::coordination::Leadership;
 use crate::mesos::resources::format_ranges;
-use crate::scheduler::rollout::{self, Progress};
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{
-    FrameworkStatus, OfferSummary, ServiceStatus, Snapshot, UnrecordedKill,
+    FrameworkStatus, OfferSummary, ServiceCounts, ServiceStatus, Snapshot, UnrecordedKill,
 };
-use crate::scheduler::workload::{self, Assessment, assess};
 
 /// A service's counts as the last snapshot showed them, from its stored
 /// records: kept while none of them changed, the spec is the same and no
@@ -20,33 +18,22 @@ use crate::scheduler::workload::{self, Assessment, assess};
 #[derive(Debug)]
 pub(super) struct Shown {
     spec: ServiceSpec,
-    assessment: Assessment,
-    healthy: u32,
-    unhealthy: u32,
-    progress: Progress,
+    counts: ServiceCounts,
 }
 
 impl Shown {
     fn new(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, now_secs: f64) -> Shown {
         let empty = ServiceTasks::default();
         let tasks = tasks.unwrap_or(&empty);
-        let live = || tasks.stored().filter(|t| workload::is_live(t));
-        let mut assessment = assess(spec, tasks.stored());
-        // Only the counts are shown.
-        assessment.missing = Vec::new();
-        assessment.surplus = Vec::new();
         Shown {
             spec: spec.clone(),
-            assessment,
-            healthy: live().filter(|t| t.healthy == Some(true)).count() as u32,
-            unhealthy: live().filter(|t| t.healthy == Some(false)).count() as u32,
-            progress: rollout::progress(spec, tasks.stored(), now_secs),
+            counts: ServiceCounts::of(spec, tasks.stored(), now_secs),
         }
     }
 
     /// True while this still shows `spec`'s service.
     fn holds_for(&self, spec: &ServiceSpec) -> bool {
-        !self.progress.in_progress() && self.spec == *spec
+        !self.counts.progress.in_progress() && self.spec == *spec
     }
 }
 
@@ -85,24 +72,22 @@ impl Machine {
                 continue;
             };
             let backoff = self.backoff.get(&name);
-            services.push(ServiceStatus {
-                spec: spec.clone(),
-                running: shown.assessment.running,
-                starting: shown.assessment.starting,
-                killing: shown.assessment.killing,
-                consecutive_failures: backoff.map(|b| b.failures_at(spec, now)).unwrap_or(0),
-                next_launch_after: backoff
-                    .filter(|b| !b.ready(now))
-                    .map(|b| now_secs + b.remaining(now).as_secs_f64()),
-                waiting: self.waiting.get(&name).map(ToString::to_string),
-                healthy: shown.healthy,
-                unhealthy: shown.unhealthy,
-                rollout: self.rollout_status(spec, &shown.progress),
-                can_roll_back: self.has_previous(&name),
-            });
+            let mut status = ServiceStatus::new(
+                spec,
+                entry.previous.as_deref(),
+                entry.halted.as_ref(),
+                &shown.counts,
+            );
+            status.consecutive_failures = backoff.map(|b| b.failures_at(spec, now)).unwrap_or(0);
+            status.next_launch_after = backoff
+                .filter(|b| !b.ready(now))
+                .map(|b| now_secs + b.remaining(now).as_secs_f64());
+            status.waiting = self.waiting.get(&name).map(ToString::to_string);
+            services.push(status);
         }
         self.shown
             .retain(|name, _| self.services.contains_key(name.as_str()));
+        self.metrics.services(Some(&services));
         let offers = self
             .offers
             .iter()

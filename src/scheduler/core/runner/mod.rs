@@ -348,8 +348,16 @@ impl Runner<'_> {
             Command::Rollout {
                 name,
                 action,
+                expected,
                 reply,
-            } => (Request::Rollout { name, action }, ReplyTo::Service(reply)),
+            } => (
+                Request::Rollout {
+                    name,
+                    action,
+                    expected,
+                },
+                ReplyTo::Service(reply),
+            ),
         };
         self.replies.insert(id, reply);
         self.feed(machine, Input::Command { id, request });

@@ -105,3 +105,17 @@ async fn teardown_forgets_the_framework_before_it_answers() {
     assert!(h.store.framework_id.is_none() && h.store.tasks.is_empty());
     assert_eq!(h.snapshot().await.framework.state, FrameworkState::Removed);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_command_is_answered_after_a_snapshot_that_shows_it() {
+    let mut h = Harness::running(&service("web", 1));
+    assert_eq!(h.snapshot().await.services[0].spec.instances, 1);
+    // A snapshot goes out now (or went out less than its interval ago);
+    // no time passes: the throttle would hold the next one back.
+    h.feed(Input::Heartbeat);
+    let put = h.command(Request::PutService(Box::new(service("web", 3))));
+    h.answer_all();
+    assert!(matches!(h.reply(put), Some(Answer::Service(Ok(true)))));
+    let shown = h.snapshot.as_ref().expect("a snapshot");
+    assert_eq!(shown.services[0].spec.instances, 3, "read-your-writes");
+}

@@ -92,6 +92,7 @@ fn running_record(service: &str, instance: u32, spec: &ServiceSpec) -> TaskRecor
         timeline: Vec::new(),
         healthy: None,
         healthy_since: None,
+        health_checked: None,
     }
 }
 

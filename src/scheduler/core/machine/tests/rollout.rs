@@ -39,6 +39,23 @@ fn health(task: &str, healthy: bool, uuid: &str) -> v1::TaskStatus {
     }
 }
 
+/// Asks for `action` on service `web`'s rollout.
+fn rollout(h: &mut Harness, action: RolloutAction, expected: Option<&str>) -> ReplyId {
+    h.command(Request::Rollout {
+        name: "web".into(),
+        action,
+        expected: expected.map(str::to_string),
+    })
+}
+
+/// True when command `id` was refused with a conflict.
+fn conflict(h: &Harness, id: ReplyId) -> bool {
+    matches!(
+        h.reply(id),
+        Some(Answer::Service(Err(CommandError::Conflict(_))))
+    )
+}
+
 /// Advances `by` in one-second steps, answering every store and call.
 async fn run_for(h: &mut Harness, by: Duration) {
     let steps = by.as_secs().max(1);
@@ -52,8 +69,16 @@ async fn run_for(h: &mut Harness, by: Duration) {
 /// 0's old task is killed and its replacement launched and RUNNING. Returns
 /// the replacement's task ID.
 async fn upgrading(old: &ServiceSpec, new: &ServiceSpec) -> (Harness, String) {
-    let tasks = [healthy_record(0, old), healthy_record(1, old)];
-    let mut h = Harness::leader(std::slice::from_ref(old), &tasks);
+    upgrading_from(old, &[healthy_record(0, old), healthy_record(1, old)], new).await
+}
+
+/// [`upgrading`] from the old spec's `tasks` (instances 0 and 1).
+async fn upgrading_from(
+    old: &ServiceSpec,
+    tasks: &[TaskRecord],
+    new: &ServiceSpec,
+) -> (Harness, String) {
+    let mut h = Harness::leader(std::slice::from_ref(old), tasks);
     h.subscribe();
     h.answer_all();
     let reply = h.command(Request::PutService(Box::new(new.clone())));
@@ -93,6 +118,12 @@ async fn a_healthy_replacement_lets_the_rollout_go_on_in_order() {
     run_for(&mut h, Duration::from_secs(3)).await;
     assert_eq!(h.marked(), ["web.0.stored", "web.1.stored"]);
     // Instance 1 follows; once its replacement is healthy the rollout ends.
+    replace_instance_1(&mut h).await;
+}
+
+/// Instance 1's old task (marked) ends; its replacement becomes healthy,
+/// which ends the rollout without a halt.
+async fn replace_instance_1(h: &mut Harness) {
     h.update(status("web.1.stored", TaskState::TaskKilled, Some("k1")));
     h.offer("o2", "agent-2", 4.0);
     h.answer_all();
@@ -101,11 +132,36 @@ async fn a_healthy_replacement_lets_the_rollout_go_on_in_order() {
     h.update(status(&launched[0], TaskState::TaskRunning, Some("r1")));
     h.update(health(&launched[0], true, "h1"));
     h.answer_all();
-    run_for(&mut h, Duration::from_secs(6)).await;
+    run_for(h, Duration::from_secs(6)).await;
     let s = h.snapshot().await;
     assert_eq!(s.services[0].rollout, None, "done");
     assert_eq!(s.services[0].healthy, 2);
     assert!(!h.logs.iter().any(|l| l.contains("halted")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn adding_a_health_check_judges_each_task_by_the_check_it_runs() {
+    let mut old = checked(2, "sleep 1000");
+    old.health_check = None;
+    let new = checked(2, "sleep 1000");
+    // Launched without a check: no health report will ever come.
+    let plain = |instance| TaskRecord {
+        health_checked: Some(false),
+        ..running_record("web", instance, &old)
+    };
+    let (mut h, new0) = upgrading_from(&old, &[plain(0), plain(1)], &new).await;
+    assert_eq!(h.stored(&new0).unwrap().health_checked, Some(true));
+    run_for(&mut h, Duration::from_secs(6)).await;
+    assert_eq!(
+        h.marked(),
+        ["web.0.stored"],
+        "the replacement has no report"
+    );
+    h.update(health(&new0, true, "h0"));
+    h.answer_all();
+    run_for(&mut h, Duration::from_secs(6)).await;
+    assert_eq!(h.marked(), ["web.0.stored", "web.1.stored"]);
+    replace_instance_1(&mut h).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -138,10 +194,7 @@ async fn a_replacement_that_never_becomes_healthy_halts_the_rollout() {
     assert_eq!(s.services[0].unhealthy, 1);
 
     // Resume: the halt clears, and the deadline starts again.
-    let resume = h.command(Request::Rollout {
-        name: "web".into(),
-        action: RolloutAction::Resume,
-    });
+    let resume = rollout(&mut h, RolloutAction::Resume, None);
     h.answer_all();
     assert!(matches!(h.reply(resume), Some(Answer::Service(Ok(true)))));
     assert!(h.store.services["web"].0.halted.is_none());
@@ -156,18 +209,29 @@ async fn a_replacement_that_never_becomes_healthy_halts_the_rollout() {
     run_for(&mut h, Duration::from_secs(25)).await;
     assert!(h.store.services["web"].0.halted.is_some(), "halted again");
 
+    // The page shows what a rollback restores; a stale `expected` (the
+    // spec changed since) is refused.
+    let s = h.snapshot().await;
+    let target = s.services[0].restore.clone().expect("a restore target");
+    assert_eq!(target.fingerprint, old.fingerprint());
+    assert!(target.summary.contains("sleep 1000"), "{}", target.summary);
+    let stale = rollout(&mut h, RolloutAction::Rollback, Some("0123"));
+    h.answer_all();
+    assert!(conflict(&h, stale));
     // Rollback: the old spec returns; the unhealthy replacement goes at once
     // and the old task of instance 1 stays.
-    let back = h.command(Request::Rollout {
-        name: "web".into(),
-        action: RolloutAction::Rollback,
-    });
+    let back = rollout(&mut h, RolloutAction::Rollback, Some(&target.fingerprint));
     h.answer_all();
     assert!(matches!(h.reply(back), Some(Answer::Service(Ok(true)))));
     let stored = &h.store.services["web"].0;
     assert_eq!(stored.spec, old);
-    assert_eq!(stored.previous.as_deref(), Some(&new));
+    assert_eq!(stored.previous, None, "no toggling back to the broken spec");
     assert!(stored.halted.is_none());
+    // A second click while the rollback rolls out finds nothing to restore.
+    let again = rollout(&mut h, RolloutAction::Rollback, Some(&target.fingerprint));
+    h.answer_all();
+    assert!(conflict(&h, again));
+    assert_eq!(h.store.services["web"].0.spec, old);
     let mut expected = vec!["web.0.stored".to_string(), new0.clone()];
     expected.sort();
     assert_eq!(h.marked(), expected);
@@ -187,21 +251,28 @@ async fn resume_and_rollback_refuse_what_does_not_apply() {
     let spec = checked(1, "sleep 1000");
     let mut h = Harness::running(&spec);
     for action in [RolloutAction::Resume, RolloutAction::Rollback] {
-        let id = h.command(Request::Rollout {
-            name: "web".into(),
-            action,
-        });
-        assert!(
-            matches!(
-                h.reply(id),
-                Some(Answer::Service(Err(CommandError::Conflict(_))))
-            ),
-            "{action:?}"
-        );
+        let id = rollout(&mut h, action, None);
+        assert!(conflict(&h, id), "{action:?}");
     }
+    // A previous spec, but its rollout is over: nothing to roll back.
+    let mut done = spec.clone();
+    done.command = crate::scheduler::CommandSpec::Shell("sleep 2000".into());
+    let tasks = [healthy_record(0, &done)];
+    let mut h = Harness::new(config(), Some(FRAMEWORK), &[done], &tasks);
+    let record = &mut h.store.services.get_mut("web").unwrap().0;
+    record.previous = Some(Box::new(spec.clone()));
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_all();
+    let id = rollout(&mut h, RolloutAction::Rollback, None);
+    h.answer_all();
+    assert!(conflict(&h, id));
+    assert!(!h.snapshot().await.services[0].can_roll_back);
     let id = h.command(Request::Rollout {
         name: "nope".into(),
         action: RolloutAction::Resume,
+        expected: None,
     });
     assert!(matches!(
         h.reply(id),
@@ -239,4 +310,100 @@ async fn a_task_killed_by_its_health_check_is_replaced_with_backoff() {
     h.advance(Duration::from_secs(2)).await;
     h.answer_all();
     assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_scale_down_during_a_halted_rollout_keeps_the_healthy_old_tasks() {
+    let old = checked(3, "sleep 1000");
+    let new = checked(3, "sleep 2000");
+    let broken = TaskRecord {
+        healthy: Some(false),
+        healthy_since: Some(2.0),
+        health_checked: Some(true),
+        ..running_record("web", 0, &new)
+    };
+    let tasks = [broken, healthy_record(1, &old), healthy_record(2, &old)];
+    let mut h = Harness::new(
+        config(),
+        Some(FRAMEWORK),
+        std::slice::from_ref(&new),
+        &tasks,
+    );
+    let record = &mut h.store.services.get_mut("web").unwrap().0;
+    record.previous = Some(Box::new(old.clone()));
+    record.halted = Some(crate::scheduler::rollout::Halt {
+        at: 3.0,
+        reason: "instance(s) 0 not RUNNING and healthy".into(),
+    });
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_all();
+    assert!(h.marked().is_empty(), "halted: the old tasks stay");
+    let mut fewer = new.clone();
+    fewer.instances = 2;
+    let reply = h.command(Request::PutService(Box::new(fewer)));
+    h.answer_all();
+    assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
+    assert_eq!(h.marked(), ["web.0.stored"], "the broken task goes");
+    assert_eq!(h.stored("web.2.stored").unwrap().instance, 0, "renumbered");
+    assert!(h.stored("web.1.stored").unwrap().kill.is_none());
+    h.update(status("web.0.stored", TaskState::TaskKilled, Some("k0")));
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    run_for(&mut h, Duration::from_secs(3)).await;
+    assert!(Harness::launched(&h.drain_call_log()).is_empty());
+    assert_eq!(h.marked(), ["web.0.stored"]);
+    let s = h.snapshot().await;
+    assert_eq!((s.services[0].running, s.services[0].healthy), (2, 2));
+    assert!(
+        h.logs.iter().any(|l| l.contains("kept by the scale-down")),
+        "{:?}",
+        h.logs
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_flapping_task_adds_one_health_event_per_window() {
+    let spec = checked(2, "sleep 1000");
+    let tasks = [healthy_record(0, &spec), healthy_record(1, &spec)];
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &tasks);
+    h.subscribe();
+    h.answer_all();
+    let events = |h: &Harness| {
+        h.logs
+            .iter()
+            .filter(|l| l.contains("task web.0.stored is") || l.contains("web.0.stored changed"))
+            .count()
+    };
+    for i in 0..40 {
+        h.update(health("web.0.stored", i % 2 == 1, &format!("f{i}")));
+        h.answer_all();
+        h.advance(Duration::from_millis(500)).await;
+    }
+    assert_eq!(events(&h), 1, "only the first change, so far");
+    assert_eq!(
+        h.stored("web.0.stored").unwrap().healthy,
+        Some(true),
+        "the record has every change"
+    );
+    // Instance 1 changes once: its event is not held back by instance 0.
+    h.update(health("web.1.stored", false, "other"));
+    h.answer_all();
+    assert!(
+        h.logs
+            .iter()
+            .any(|l| l.contains("task web.1.stored is unhealthy"))
+    );
+    run_for(&mut h, Duration::from_secs(45)).await;
+    let summary = h
+        .logs
+        .iter()
+        .find(|l| l.contains("web.0.stored changed health"))
+        .expect("a summary when the window ends");
+    assert!(
+        summary.contains("39 more time(s)") && summary.ends_with("now healthy"),
+        "{summary}"
+    );
+    assert_eq!(events(&h), 2);
 }

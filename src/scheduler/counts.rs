@@ -1,0 +1,118 @@
+//! A service's counts and status as the snapshot shows them, computed from
+//! its stored records alike by the leader (`core::machine::view`) and by a
+//! replica that does not lead (`supervisor`): running and starting tasks,
+//! health, rollout progress and halts, and what a rollback would restore.
+
+use serde::{Deserialize, Serialize};
+
+use super::records::TaskRecord;
+use super::rollout::{self, Halt, Progress, RolloutStatus};
+use super::services::ServiceSpec;
+use super::snapshot::ServiceStatus;
+use super::workload::assess;
+
+/// The spec a rollback restores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestoreTarget {
+    /// Its [`ServiceSpec::fingerprint`].
+    pub fingerprint: String,
+    /// Its command, image and health check, in one line.
+    pub summary: String,
+}
+
+impl RestoreTarget {
+    /// The target of restoring `spec`.
+    pub fn of(spec: &ServiceSpec) -> RestoreTarget {
+        let mut summary = spec.command.display();
+        if let Some(image) = spec.container.as_ref().and_then(|c| c.image.as_ref()) {
+            summary.push_str(&format!("; image {image}"));
+        }
+        match &spec.health_check {
+            Some(check) => summary.push_str(&format!("; {:?} health check", check.kind)),
+            None => summary.push_str("; no health check"),
+        }
+        RestoreTarget {
+            fingerprint: spec.fingerprint(),
+            summary,
+        }
+    }
+}
+
+/// A service's task counts and rollout progress, from its task records at
+/// `now` (seconds since the UNIX epoch): computed alike by the leader and
+/// by a replica that does not lead (from the stored records), so both
+/// tell the same.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServiceCounts {
+    /// Live tasks in TASK_RUNNING (one per instance).
+    pub running: u32,
+    /// Live tasks not running yet.
+    pub starting: u32,
+    /// Tasks being killed.
+    pub killing: u32,
+    /// Live tasks reported healthy.
+    pub healthy: u32,
+    /// Live tasks reported unhealthy.
+    pub unhealthy: u32,
+    /// Where the rollout stands.
+    pub progress: Progress,
+}
+
+impl ServiceCounts {
+    /// The counts of `spec`'s tasks among `tasks` at `now`.
+    pub fn of<'a>(
+        spec: &ServiceSpec,
+        tasks: impl IntoIterator<Item = &'a TaskRecord> + Clone,
+        now: f64,
+    ) -> ServiceCounts {
+        let a = assess(spec, tasks.clone(), now);
+        let ours = || tasks.clone().into_iter().filter(|t| t.service == spec.name);
+        let health = |h| ours().filter(|t| t.health() == Some(h)).count() as u32;
+        ServiceCounts {
+            running: a.running,
+            starting: a.starting,
+            killing: a.killing,
+            healthy: health(true),
+            unhealthy: health(false),
+            progress: rollout::progress(spec, tasks, now),
+        }
+    }
+}
+
+impl ServiceStatus {
+    /// The status of a stored service (`spec`, the `previous` spec a
+    /// rollback restores, a `halted` rollout) with its `counts`; the
+    /// restart backoff and offer waits are the leader's to fill in.
+    pub fn new(
+        spec: &ServiceSpec,
+        previous: Option<&ServiceSpec>,
+        halted: Option<&Halt>,
+        counts: &ServiceCounts,
+    ) -> ServiceStatus {
+        let p = &counts.progress;
+        let rollout = (p.in_progress() || halted.is_some()).then(|| RolloutStatus {
+            desired: spec.instances,
+            replaced: p.replaced,
+            healthy: p.healthy,
+            remaining: p.remaining,
+            halted: halted.cloned(),
+        });
+        let restore = previous
+            .filter(|_| rollout.is_some())
+            .map(RestoreTarget::of);
+        ServiceStatus {
+            spec: spec.clone(),
+            running: counts.running,
+            starting: counts.starting,
+            killing: counts.killing,
+            consecutive_failures: 0,
+            next_launch_after: None,
+            waiting: None,
+            healthy: counts.healthy,
+            unhealthy: counts.unhealthy,
+            rollout,
+            can_roll_back: restore.is_some(),
+            restore,
+        }
+    }
+}
