@@ -216,7 +216,7 @@ async fn read_only<D: Send + 'static>(
     app: &App,
     path: &str,
     draft: impl FnOnce(&Master) -> D,
-    render: fn(D) -> serde_json::Value,
+    render: fn(D) -> Vec<u8>,
 ) -> Response {
     let draft = {
         let master = app.lock();
@@ -225,7 +225,7 @@ async fn read_only<D: Send + 'static>(
         }
         draft(&master)
     };
-    match tokio::task::spawn_blocking(move || render(draft).to_string()).await {
+    match tokio::task::spawn_blocking(move || render(draft)).await {
         Ok(body) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],

@@ -111,13 +111,48 @@ pub(crate) struct FrameworkDraft {
 }
 
 impl FrameworkDraft {
-    fn render(self) -> Value {
-        let mut json = self.json;
-        for (key, tasks) in TASK_LISTS.iter().zip(self.tasks) {
-            json[*key] = tasks.iter().map(task_json).collect();
-        }
-        json
+    /// Writes the framework's JSON to `out`, one task at a time: the
+    /// memory it takes is the output and one task's JSON.
+    fn write(&self, out: &mut Vec<u8>) {
+        write_object(out, &self.json, |out| {
+            for (key, tasks) in TASK_LISTS.iter().zip(&self.tasks) {
+                write_array(out, key, tasks, |out, t| write_value(out, &task_json(t)));
+            }
+        });
     }
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value) {
+    serde_json::to_writer(out, value).expect("JSON values serialize");
+}
+
+/// Writes `head` (a non-empty object) to `out` with the fields `tail`
+/// writes (each as `,"key":value`) added at its end.
+fn write_object(out: &mut Vec<u8>, head: &Value, tail: impl FnOnce(&mut Vec<u8>)) {
+    write_value(out, head);
+    let close = out.pop();
+    debug_assert_eq!(close, Some(b'}'));
+    tail(out);
+    out.push(b'}');
+}
+
+/// Writes `,"key":[…]` to `out`, each item by `item`.
+fn write_array<T>(
+    out: &mut Vec<u8>,
+    key: &str,
+    items: &[T],
+    mut item: impl FnMut(&mut Vec<u8>, &T),
+) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":[");
+    for (i, it) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        item(out, it);
+    }
+    out.push(b']');
 }
 
 /// `/master/frameworks` (or the frameworks of `/master/state`) before its
@@ -128,34 +163,41 @@ pub(crate) struct FrameworksDraft {
 }
 
 impl FrameworksDraft {
+    /// Writes `,"frameworks":[…],"completed_frameworks":[…]`.
+    fn write_fields(&self, out: &mut Vec<u8>) {
+        for (key, drafts) in [
+            ("frameworks", &self.active),
+            ("completed_frameworks", &self.completed),
+        ] {
+            write_array(out, key, drafts, |out, f| f.write(out));
+        }
+    }
+
     /// The `/master/frameworks` JSON.
-    pub fn render(self) -> Value {
-        let all = |drafts: Vec<FrameworkDraft>| -> Vec<Value> {
-            drafts.into_iter().map(FrameworkDraft::render).collect()
-        };
-        json!({
-            "frameworks": all(self.active),
-            "completed_frameworks": all(self.completed),
-            "unregistered_frameworks": [],
-        })
+    pub fn render(self) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_object(&mut out, &json!({"unregistered_frameworks": []}), |out| {
+            self.write_fields(out)
+        });
+        out
     }
 }
 
 /// `/master/state` before its tasks are rendered.
 pub(crate) struct StateDraft {
+    /// Every field but `frameworks` and `completed_frameworks`.
     json: Value,
     frameworks: FrameworksDraft,
 }
 
 impl StateDraft {
     /// The `/master/state` JSON.
-    pub fn render(self) -> Value {
-        let mut json = self.json;
-        let frameworks = self.frameworks.render();
-        for key in ["frameworks", "completed_frameworks"] {
-            json[key] = frameworks[key].clone();
-        }
-        json
+    pub fn render(self) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_object(&mut out, &self.json, |out| {
+            self.frameworks.write_fields(out)
+        });
+        out
     }
 }
 
@@ -510,8 +552,6 @@ impl Master {
             "capabilities": ["AGENT_UPDATE", "AGENT_DRAINING", "QUOTA_V2"],
             "slaves": slaves,
             "recovered_slaves": [],
-            "frameworks": [],
-            "completed_frameworks": [],
             "orphan_tasks": [],
             "unregistered_frameworks": [],
         });
