@@ -81,16 +81,19 @@ impl ServiceCounts {
 
 impl ServiceStatus {
     /// The status of a stored service (`spec`, the `previous` spec a
-    /// rollback restores, a `halted` rollout) with its `counts`; the
+    /// rollback restores, whether a rollout was begun — `rolling_out`, see
+    /// [`rollout::Progress::under_way`] — and a `halted` rollout) with its
+    /// `counts`; the
     /// restart backoff and offer waits are the leader's to fill in.
     pub fn new(
         spec: &ServiceSpec,
         previous: Option<&ServiceSpec>,
+        rolling_out: bool,
         halted: Option<&Halt>,
         counts: &ServiceCounts,
     ) -> ServiceStatus {
         let p = &counts.progress;
-        let rollout = (p.in_progress() || halted.is_some()).then(|| RolloutStatus {
+        let rollout = (p.under_way(rolling_out) || halted.is_some()).then(|| RolloutStatus {
             desired: spec.instances,
             replaced: p.replaced,
             healthy: p.healthy,

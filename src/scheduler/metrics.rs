@@ -84,6 +84,11 @@ pub struct Metrics {
     pub rollouts: Family<RolloutLabels, Gauge>,
     /// Live tasks by their health check's last report (leader only).
     pub tasks_health: Family<HealthLabels, Gauge>,
+    /// Age of the oldest event read off the Mesos stream and not yet
+    /// applied, seconds (leader only; 0 when none waits).
+    pub event_lag_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Events read off the Mesos stream and not yet applied (leader only).
+    pub event_inbox_depth: Gauge,
 }
 
 impl Metrics {
@@ -100,6 +105,8 @@ impl Metrics {
             leader: Gauge::default(),
             rollouts: Family::default(),
             tasks_health: Family::default(),
+            event_lag_seconds: Gauge::default(),
+            event_inbox_depth: Gauge::default(),
         };
         // (name, help, metric): each clone shares the value the core updates.
         macro_rules! register {
@@ -123,6 +130,11 @@ impl Metrics {
                 => m.rollouts;
             "tasks_health", "Live tasks whose health check last reported healthy, or unhealthy"
                 => m.tasks_health;
+            "event_lag_seconds",
+                "Age of the oldest event read off the Mesos stream and not yet applied, seconds"
+                => m.event_lag_seconds;
+            "event_inbox_depth", "Events read off the Mesos stream and not yet applied"
+                => m.event_inbox_depth;
         }
         m
     }

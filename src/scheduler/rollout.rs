@@ -16,10 +16,16 @@
 //!   killing it costs nothing (this is what lets a rollback replace a
 //!   broken release's tasks); one that is healthy but not yet for
 //!   `min_healthy` is not down;
+//! - a rollout is under way while outdated tasks are live, or — once a
+//!   change of shape (or a rollback) began one — until every desired
+//!   instance is available; an initial launch or a scale-up replaces
+//!   nothing and is no rollout, whatever time it takes;
 //! - while a rollout is under way, an instance that stays not available
 //!   for longer than `upgrade.deadline` halts it: no more outdated tasks
 //!   are killed, so the old instances keep running, until an operator
-//!   resumes the rollout or rolls back to the previous spec.
+//!   resumes the rollout or rolls back to the previous spec;
+//! - once nothing is outdated and every instance is available (or the
+//!   service is scaled to 0), the rollout is complete and a halt clears.
 //!
 //! The spec's JSON:
 //!
@@ -122,8 +128,8 @@ pub struct Halt {
 }
 
 /// A service as stored under `services/<name>`: the spec's own fields,
-/// plus the spec it replaced (what a rollback restores) and a halted
-/// rollout. Records written before these existed are plain specs and read
+/// plus the spec it replaced (what a rollback restores), whether a rollout
+/// began and is not complete yet, and a halted rollout. Records written before these existed are plain specs and read
 /// as such; the spec's fields are as strict as in [`ServiceSpec`] (an
 /// unknown field is refused).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -134,6 +140,11 @@ pub struct ServiceRecord {
     /// The spec before the last change of the tasks' shape (fingerprint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<Box<ServiceSpec>>,
+    /// True from a change of shape (or a rollback) until its rollout is
+    /// complete ([`Progress::under_way`]); absent (false) in records
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rolling_out: bool,
     /// Set while the rollout to `spec` is halted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub halted: Option<Halt>,
@@ -145,6 +156,8 @@ struct Extras {
     #[serde(default)]
     previous: Option<Box<ServiceSpec>>,
     #[serde(default)]
+    rolling_out: bool,
+    #[serde(default)]
     halted: Option<Halt>,
 }
 
@@ -153,7 +166,7 @@ impl<'de> Deserialize<'de> for ServiceRecord {
         use serde::de::Error;
         let mut object = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
         let mut extras = serde_json::Map::new();
-        for key in ["previous", "halted"] {
+        for key in ["previous", "rolling_out", "halted"] {
             if let Some(value) = object.remove(key) {
                 extras.insert(key.to_string(), value);
             }
@@ -163,6 +176,7 @@ impl<'de> Deserialize<'de> for ServiceRecord {
         Ok(ServiceRecord {
             spec,
             previous: extras.previous,
+            rolling_out: extras.rolling_out,
             halted: extras.halted,
         })
     }
@@ -174,26 +188,41 @@ impl ServiceRecord {
         ServiceRecord {
             spec,
             previous: None,
+            rolling_out: false,
             halted: None,
         }
     }
 
     /// The record after `spec` replaces this one's: a new shape keeps the
-    /// old spec as `previous` and clears a halt; a change of anything else
-    /// (instances, backoff) keeps both.
+    /// old spec as `previous`, begins a rollout and clears a halt; a change
+    /// of anything else (instances, backoff) keeps all three — except that
+    /// scaling to 0 ends a rollout (nothing is left to replace).
     pub fn replaced_by(&self, spec: ServiceSpec) -> ServiceRecord {
+        let live = spec.instances > 0;
         if spec.fingerprint() == self.spec.fingerprint() {
             ServiceRecord {
                 spec,
                 previous: self.previous.clone(),
-                halted: self.halted.clone(),
+                rolling_out: self.rolling_out && live,
+                halted: self.halted.clone().filter(|_| live),
             }
         } else {
             ServiceRecord {
                 spec,
                 previous: Some(Box::new(self.spec.clone())),
+                rolling_out: live,
                 halted: None,
             }
+        }
+    }
+
+    /// The record once its rollout is complete (or a stored halt found
+    /// stale): no rollout, no halt.
+    pub fn completed(&self) -> ServiceRecord {
+        ServiceRecord {
+            rolling_out: false,
+            halted: None,
+            ..self.clone()
         }
     }
 
@@ -206,6 +235,7 @@ impl ServiceRecord {
         let mut back = (**self.previous.as_ref()?).clone();
         back.instances = self.spec.instances;
         Some(ServiceRecord {
+            rolling_out: back.instances > 0,
             spec: back,
             previous: None,
             halted: None,
@@ -319,10 +349,20 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// True while the rollout is not over: outdated tasks remain, or a
-    /// replacement is not available yet.
-    pub fn in_progress(&self) -> bool {
-        self.remaining > 0 || (self.replaced > 0 && !self.unavailable.is_empty())
+    /// True while a rollout is under way: outdated tasks remain, or
+    /// `rolling_out` (the stored record says a change of shape or a
+    /// rollback began one, [`ServiceRecord::rolling_out`]) and a desired
+    /// instance is not available yet. An initial launch or a scale-up
+    /// (nothing outdated, no rollout begun) is none, however long it takes.
+    pub fn under_way(&self, rolling_out: bool) -> bool {
+        self.remaining > 0 || (rolling_out && !self.unavailable.is_empty())
+    }
+
+    /// True when nothing is outdated and every desired instance is
+    /// available: nothing changes with time alone, and a rollout (if any)
+    /// is complete.
+    pub fn complete(&self) -> bool {
+        self.remaining == 0 && self.unavailable.is_empty()
     }
 }
 
@@ -397,15 +437,17 @@ pub fn next_replacement<'a>(
 
 /// The reason a rollout halts, when an instance has been unavailable past
 /// the deadline: `unavailable_since` is when the rollout last saw every
-/// instance available, or began.
+/// instance available, or began; `rolling_out` as in
+/// [`Progress::under_way`].
 pub fn overdue(
     spec: &ServiceSpec,
     progress: &Progress,
+    rolling_out: bool,
     unavailable_since: f64,
     now: f64,
 ) -> Option<String> {
     let policy = spec.upgrade_policy();
-    if !progress.in_progress() || progress.unavailable.is_empty() {
+    if !progress.under_way(rolling_out) || progress.unavailable.is_empty() {
         return None;
     }
     if now - unavailable_since < policy.deadline.as_secs_f64() {

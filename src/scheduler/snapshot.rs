@@ -82,8 +82,21 @@ pub struct FrameworkStatus {
     pub master_version: Option<String>,
     /// When the current subscription began.
     pub subscribed_at: Option<f64>,
-    /// When the last event of any kind (heartbeats too) arrived.
+    /// When the newest event the leader applied (of any kind, heartbeats
+    /// too) was read off the Mesos stream: a lagging leader's heartbeat age
+    /// includes its lag.
     pub last_event_at: Option<f64>,
+    /// Age of the oldest event read off the stream and not yet applied,
+    /// seconds, as of the snapshot (0 when none waits).
+    #[serde(default)]
+    pub event_lag_seconds: f64,
+    /// Events read off the stream and not yet applied.
+    #[serde(default)]
+    pub event_inbox_depth: usize,
+    /// The inbox is full: the stream is not read meanwhile, so the lag is a
+    /// lower bound.
+    #[serde(default)]
+    pub event_inbox_full: bool,
     /// The master's heartbeat interval in seconds.
     pub heartbeat_interval_seconds: Option<f64>,
     /// The silence (no event of any kind) after which the Mesos client
@@ -450,6 +463,9 @@ impl Snapshot {
                 master_version: None,
                 subscribed_at: None,
                 last_event_at: None,
+                event_lag_seconds: 0.0,
+                event_inbox_depth: 0,
+                event_inbox_full: false,
                 heartbeat_interval_seconds: None,
                 heartbeat_timeout_seconds: None,
                 strategy,

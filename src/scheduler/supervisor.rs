@@ -314,7 +314,13 @@ async fn publish_standby(cfg: &CoreConfig, deps: &CoreDeps, held: Option<&Held>)
             .map(|(_, v)| {
                 let r = v.value;
                 let counts = ServiceCounts::of(&r.spec, records.clone(), now);
-                ServiceStatus::new(&r.spec, r.previous.as_deref(), r.halted.as_ref(), &counts)
+                ServiceStatus::new(
+                    &r.spec,
+                    r.previous.as_deref(),
+                    r.rolling_out,
+                    r.halted.as_ref(),
+                    &counts,
+                )
             })
             .collect();
     }

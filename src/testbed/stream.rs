@@ -55,8 +55,9 @@ impl SharedDelay {
 /// What the body of a subscription yields next.
 #[derive(Debug)]
 pub(crate) enum StreamItem {
-    /// One RecordIO record, sent as one HTTP chunk no sooner than `due`
-    /// (when the stream has a latency).
+    /// One RecordIO record, sent as one HTTP chunk; with the time it was
+    /// queued when the stream had a latency then (it goes out that latency,
+    /// as it is when the record is due, after it was queued).
     Record(Bytes, Option<Instant>),
     /// Cut the connection without the terminating chunk (a network failure,
     /// or a master or agent that died).
@@ -85,19 +86,18 @@ impl RecordSender {
             Encoding::Json => json::to_vec(message),
             Encoding::Protobuf => message.encode_to_vec(),
         };
-        let due = self
+        let queued_at = self
             .latency
             .as_ref()
-            .map(SharedDelay::get)
-            .filter(|d| !d.is_zero())
-            .and_then(|d| Instant::now().checked_add(d));
+            .is_some_and(|l| !l.get().is_zero())
+            .then(Instant::now);
         let record = encode_record(&payload);
         let size = record.len();
         if self.queued.fetch_add(size, Ordering::AcqRel) + size > self.limit {
             self.queued.fetch_sub(size, Ordering::AcqRel);
             return false;
         }
-        if self.tx.send(StreamItem::Record(record, due)).is_err() {
+        if self.tx.send(StreamItem::Record(record, queued_at)).is_err() {
             self.queued.fetch_sub(size, Ordering::AcqRel);
             return false;
         }
@@ -116,11 +116,18 @@ pub(crate) struct RecordStream {
     rx: mpsc::UnboundedReceiver<StreamItem>,
     queued: Arc<AtomicUsize>,
     on_close: Option<Box<dyn FnOnce() + Send>>,
-    /// A record waiting for its due time. Records are stamped when queued,
-    /// so a burst is delayed once, not once per record (a long link, not a
-    /// slow one).
-    held: Option<(Bytes, Pin<Box<Sleep>>)>,
+    /// A record waiting for its due time (queued at + the latency). Records
+    /// are stamped when queued, so a burst is delayed once, not once per
+    /// record (a long link, not a slow one). The latency is read again
+    /// while a record waits, so clearing the fault releases what it held.
+    held: Option<(Bytes, Instant, Pin<Box<Sleep>>)>,
+    /// The stream's latency fault, shared with the master.
+    latency: Option<SharedDelay>,
 }
+
+/// How often a held record looks at the latency again (so a lowered or
+/// cleared latency takes effect within this).
+const LATENCY_RECHECK: Duration = Duration::from_millis(20);
 
 /// A stream in `encoding` holding at most `limit_bytes` of records not yet
 /// sent; `on_close` runs when the body is dropped.
@@ -144,6 +151,7 @@ pub(crate) fn record_stream(
             queued,
             on_close: Some(Box::new(on_close)),
             held: None,
+            latency: None,
         },
     )
 }
@@ -152,26 +160,18 @@ impl Stream for RecordStream {
     type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if let Some((_, sleep)) = self.held.as_mut() {
-            if sleep.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-            let (bytes, _) = self.held.take().expect("checked above");
-            return Poll::Ready(Some(Ok(bytes)));
+        if self.held.is_some() {
+            return self.poll_held(cx);
         }
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(StreamItem::Record(b, due))) => {
+            Poll::Ready(Some(StreamItem::Record(b, queued_at))) => {
                 // Taken from the queue: no longer counts against its bound.
                 self.queued.fetch_sub(b.len(), Ordering::AcqRel);
-                let Some(due) = due else {
+                let Some(queued_at) = queued_at else {
                     return Poll::Ready(Some(Ok(b)));
                 };
-                let mut sleep = Box::pin(tokio::time::sleep_until(due));
-                if sleep.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Some(Ok(b)));
-                }
-                self.held = Some((b, sleep));
-                Poll::Pending
+                self.held = Some((b, queued_at, Box::pin(tokio::time::sleep_until(queued_at))));
+                self.poll_held(cx)
             }
             Poll::Ready(Some(StreamItem::Abort)) => {
                 self.rx.close();
@@ -182,6 +182,35 @@ impl Stream for RecordStream {
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl RecordStream {
+    /// The held record once it is due (queued at + the latency as it is
+    /// now); until then it wakes at least every [`LATENCY_RECHECK`].
+    fn poll_held(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, std::io::Error>>> {
+        let delay = self
+            .latency
+            .as_ref()
+            .map(SharedDelay::get)
+            .unwrap_or_default();
+        loop {
+            let Some((_, queued_at, sleep)) = self.held.as_mut() else {
+                return Poll::Pending;
+            };
+            let now = Instant::now();
+            let due = queued_at
+                .checked_add(delay)
+                .unwrap_or(now + LATENCY_RECHECK);
+            if now >= due {
+                let (bytes, ..) = self.held.take().expect("checked above");
+                return Poll::Ready(Some(Ok(bytes)));
+            }
+            sleep.as_mut().reset(due.min(now + LATENCY_RECHECK));
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
         }
     }
 }
@@ -227,13 +256,14 @@ pub(crate) fn open(
     framework_id: String,
 ) -> (Subscription, RecordStream) {
     let closed_id = stream_id.clone();
-    let (mut sender, body) = record_stream(encoding, queue_bytes, move || {
+    let (mut sender, mut body) = record_stream(encoding, queue_bytes, move || {
         if let Some(master) = master.upgrade() {
             let mut master = master.lock().unwrap_or_else(|p| p.into_inner());
             master.stream_closed(&framework_id, &closed_id);
         }
     });
-    sender.latency = Some(latency);
+    sender.latency = Some(latency.clone());
+    body.latency = Some(latency);
     (Subscription { stream_id, sender }, body)
 }
 
@@ -269,5 +299,38 @@ mod tests {
             assert!(body.next().await.unwrap().is_ok());
         }
         assert!(body.next().await.unwrap().is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_latency_holds_records_and_clearing_it_releases_them() {
+        let heartbeat = Event {
+            r#type: Some(event::Type::Heartbeat as i32),
+            ..Default::default()
+        };
+        let latency = SharedDelay::default();
+        let (mut sender, mut body) = record_stream(Encoding::Protobuf, 1 << 20, || {});
+        sender.latency = Some(latency.clone());
+        body.latency = Some(latency.clone());
+        latency.set(Duration::from_secs(90));
+        let queued = Instant::now();
+        assert!(sender.send(&heartbeat));
+        assert!(sender.send(&heartbeat));
+        let held = tokio::time::timeout(Duration::from_secs(5), body.next()).await;
+        assert!(held.is_err(), "held by the 90 s latency");
+        latency.set(Duration::ZERO);
+        for _ in 0..2 {
+            assert!(body.next().await.unwrap().is_ok());
+        }
+        let released = queued.elapsed();
+        assert!(
+            released < Duration::from_secs(5) + 2 * LATENCY_RECHECK,
+            "released {released:?} after queueing, not 90 s"
+        );
+        // A latency set again holds new records, from when they are queued.
+        latency.set(Duration::from_secs(2));
+        let queued = Instant::now();
+        assert!(sender.send(&heartbeat));
+        assert!(body.next().await.unwrap().is_ok());
+        assert!(queued.elapsed() >= Duration::from_secs(2));
     }
 }

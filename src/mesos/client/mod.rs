@@ -31,6 +31,7 @@ mod calls;
 mod config;
 pub mod decode;
 mod errors;
+mod inbox;
 mod subscription;
 
 use std::sync::{Arc, Mutex};
@@ -44,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use calls::{Http, Request, SendError, error_text, read_limited};
 pub use config::{ClientConfig, Credentials};
 pub use errors::{CallError, DisconnectReason, ErrorKind, StopReason, StreamError};
+pub use inbox::Inbox;
 
 use crate::mesos::detector::{MasterAddress, MasterDetector};
 use crate::mesos::media::PROTOBUF;
@@ -127,6 +129,7 @@ pub(crate) struct Inner {
     pub(crate) detector: MasterDetector,
     pub(crate) state: watch::Sender<ConnectionState>,
     pub(crate) last_event: Mutex<Option<Instant>>,
+    pub(crate) inbox: Inbox,
     pub(crate) cancel: CancellationToken,
 }
 
@@ -191,6 +194,7 @@ impl SchedulerClient {
             detector,
             state,
             last_event: Mutex::new(None),
+            inbox: Inbox::new(config.event_buffer),
             cancel,
         });
         let (tx, rx) = mpsc::channel(config.event_buffer.max(1));
@@ -225,6 +229,12 @@ impl SchedulerClient {
             .last_event
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// When each event in the channel was read off the stream: take one
+    /// stamp per event received to measure how far behind the consumer is.
+    pub fn inbox(&self) -> &Inbox {
+        &self.inner.inbox
     }
 
     /// The leader detector this client uses (share it with an

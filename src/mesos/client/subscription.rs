@@ -69,6 +69,7 @@ pub(super) async fn drive(
         detector.cancel();
     }
     let stopped = ClientEvent::Stopped(reason);
+    inner.inbox.push(Instant::now());
     // Whoever cancelled is not necessarily reading any more: wait for room
     // only until then.
     tokio::select! {
@@ -139,9 +140,12 @@ impl Driver {
                         });
                     if was_subscribed
                         && let Err(stop) = self
-                            .deliver(ClientEvent::Disconnected {
-                                reason: reason.clone(),
-                            })
+                            .deliver(
+                                ClientEvent::Disconnected {
+                                    reason: reason.clone(),
+                                },
+                                Instant::now(),
+                            )
                             .await
                     {
                         return stop;
@@ -152,8 +156,10 @@ impl Driver {
         }
     }
 
-    /// Delivers one event, waiting for room (backpressure) unless cancelled.
-    async fn deliver(&self, event: ClientEvent) -> Result<(), StopReason> {
+    /// Delivers one event read off the stream at `read_at` (stamped in
+    /// the inbox), waiting for room (backpressure) unless cancelled.
+    async fn deliver(&self, event: ClientEvent, read_at: Instant) -> Result<(), StopReason> {
+        self.inner.inbox.push(read_at);
         tokio::select! {
             _ = self.inner.cancel.cancelled() => Err(StopReason::Cancelled),
             sent = self.tx.send(event) => sent.map_err(|_| StopReason::ReceiverDropped),
@@ -299,11 +305,12 @@ impl Driver {
                 }
                 Ok(Some(Ok(event))) => event,
             };
+            let read_at = Instant::now();
             *self
                 .inner
                 .last_event
                 .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                .unwrap_or_else(|p| p.into_inner()) = Some(read_at);
             match event.r#type() {
                 event::Type::Subscribed => {
                     let Some(subscribed) = event.subscribed else {
@@ -339,7 +346,10 @@ impl Driver {
                     self.inner
                         .state
                         .send_replace(ConnectionState::Subscribed(sub.clone()));
-                    if let Err(stop) = self.deliver(ClientEvent::Subscribed(Box::new(sub))).await {
+                    if let Err(stop) = self
+                        .deliver(ClientEvent::Subscribed(Box::new(sub)), read_at)
+                        .await
+                    {
                         return Attempt::Stop(stop);
                     }
                 }
@@ -358,7 +368,10 @@ impl Driver {
                     tracing::warn!(kind = ?event.r#type(), "event before SUBSCRIBED dropped");
                 }
                 _ => {
-                    if let Err(stop) = self.deliver(ClientEvent::Event(Box::new(event))).await {
+                    if let Err(stop) = self
+                        .deliver(ClientEvent::Event(Box::new(event)), read_at)
+                        .await
+                    {
                         return Attempt::Stop(stop);
                     }
                 }

@@ -75,7 +75,7 @@ fn a_replacement_must_be_healthy_before_the_next_old_task_goes() {
     assert_eq!(next_replacement(&s, &tasks, 1, false, at + 30.0), None);
     let p = progress(&s, &tasks, at + 30.0);
     assert_eq!((p.replaced, p.healthy, p.remaining), (1, 0, 2));
-    assert!(p.in_progress());
+    assert!(p.under_way(false), "outdated tasks remain: a rollout");
     // Healthy, but not for min_healthy yet.
     tasks[2] = healthy(tasks[2].clone(), at + 30.0);
     assert_eq!(next_replacement(&s, &tasks, 1, false, at + 35.0), None);
@@ -125,8 +125,8 @@ fn overdue_names_the_instances_past_the_deadline() {
     ];
     let p = progress(&s, &tasks, 59.0);
     assert_eq!(p.unavailable, [0]);
-    assert_eq!(overdue(&s, &p, 0.0, 59.0), None);
-    let why = overdue(&s, &p, 0.0, 60.0).expect("halts");
+    assert_eq!(overdue(&s, &p, true, 0.0, 59.0), None);
+    let why = overdue(&s, &p, true, 0.0, 60.0).expect("halts");
     assert!(
         why.contains("instance(s) 0 not RUNNING and healthy"),
         "{why}"
@@ -137,8 +137,28 @@ fn overdue_names_the_instances_past_the_deadline() {
         healthy(task("new1", 1, &fp, 0.0), 0.0),
     ];
     let p = progress(&s, &done, 100.0);
-    assert!(!p.in_progress());
-    assert_eq!(overdue(&s, &p, 0.0, 100.0), None);
+    assert!(!p.under_way(true) && p.complete());
+    assert_eq!(overdue(&s, &p, true, 0.0, 100.0), None);
+}
+
+#[test]
+fn a_first_launch_or_a_scale_up_is_no_rollout_and_cannot_halt() {
+    let s = spec(3, true);
+    let fp = s.fingerprint();
+    // Instance 0 runs; 1 is staging; 2 has no task at all.
+    let mut staging = task("new1", 1, &fp, 0.0);
+    staging.state = TaskState::TaskStaging;
+    let tasks = [healthy(task("new0", 0, &fp, 0.0), 0.0), staging];
+    let p = progress(&s, &tasks, 1000.0);
+    assert_eq!(
+        (p.replaced, p.remaining, p.unavailable.clone()),
+        (2, 0, vec![1, 2])
+    );
+    assert!(!p.under_way(false) && !p.complete());
+    assert_eq!(overdue(&s, &p, false, 0.0, 1000.0), None);
+    // After a change of shape the last replacements still count.
+    assert!(p.under_way(true));
+    assert!(overdue(&s, &p, true, 0.0, 1000.0).is_some());
 }
 
 #[test]
@@ -148,8 +168,10 @@ fn stored_records_keep_the_previous_spec_and_read_plain_specs() {
     assert_eq!(plain, ServiceRecord::new(a.clone()));
     let mut b = a.clone();
     b.mem = 64.0;
+    assert!(!plain.rolling_out, "a first launch is no rollout");
     let upgraded = plain.replaced_by(b.clone());
     assert_eq!(upgraded.previous.as_deref(), Some(&a));
+    assert!(upgraded.rolling_out, "a new shape begins a rollout");
     let mut halted = upgraded.clone();
     halted.halted = Some(Halt {
         at: 1.0,
@@ -163,9 +185,21 @@ fn stored_records_keep_the_previous_spec_and_read_plain_specs() {
     // Scaling keeps the halt and the previous spec; a new shape clears it.
     let mut scaled = b.clone();
     scaled.instances = 5;
-    assert_eq!(halted.replaced_by(scaled).halted, halted.halted);
+    let kept = halted.replaced_by(scaled);
+    assert_eq!(
+        (kept.halted.clone(), kept.rolling_out),
+        (halted.halted.clone(), true)
+    );
+    // Scaling to 0 ends the rollout, halt and all.
+    let mut none = b.clone();
+    none.instances = 0;
+    let ended = halted.replaced_by(none);
+    assert_eq!((ended.halted.clone(), ended.rolling_out), (None, false));
+    assert_eq!(halted.completed().halted, None);
+    assert!(!halted.completed().rolling_out);
     let rolled = halted.rolled_back().unwrap();
     assert_eq!((rolled.spec.mem, rolled.halted.clone()), (32.0, None));
+    assert!(rolled.rolling_out, "a rollback rolls out the previous spec");
     assert_eq!(rolled.previous, None, "a rollback does not toggle");
     assert!(ServiceRecord::new(a).rolled_back().is_none());
     // A stored record still refuses unknown fields of the spec.

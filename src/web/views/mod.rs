@@ -90,10 +90,20 @@ pub struct FrameworkView {
     pub master_version: Option<String>,
     /// When the current subscription began.
     pub subscribed_at: Option<f64>,
-    /// When the last event (heartbeats included) arrived.
+    /// When the newest event the leader applied (heartbeats included) was
+    /// read off the Mesos stream.
     pub last_event_at: Option<f64>,
-    /// Seconds since then, as of this request.
+    /// Seconds since then, as of this request: the master's silence plus
+    /// the leader's lag in applying what it sent.
     pub heartbeat_age_seconds: Option<f64>,
+    /// Age of the oldest event read off the stream and not yet applied,
+    /// seconds, as of the snapshot (0 when none waits).
+    pub event_lag_seconds: f64,
+    /// Events read off the stream and not yet applied.
+    pub event_inbox_depth: usize,
+    /// The inbox is full: the stream is not read meanwhile (the lag is a
+    /// lower bound).
+    pub event_inbox_full: bool,
     /// The master's heartbeat interval, seconds.
     pub heartbeat_interval_seconds: Option<f64>,
     /// The silence after which the subscription counts as dead, seconds
@@ -181,13 +191,17 @@ pub fn event_age(last_event_at: Option<f64>, now: f64) -> Option<f64> {
 /// Whether `s` passes `/readyz` at time `now`: the invariant "leader ⇔
 /// subscribed" holds, the subscription has not been silent (no event, not
 /// even a heartbeat) for longer than the heartbeat timeout — after which
-/// the Mesos client itself treats the connection as dead — and a follower
-/// follows a live leader (its election node exists).
+/// the Mesos client itself treats the connection as dead — the leader is
+/// not further behind the stream (its event lag) than that same bound,
+/// and a follower follows a live leader (its election node exists).
 pub fn readiness(s: &Snapshot, now: f64) -> Readiness {
     let fw = &s.framework;
     let silence = event_age(fw.last_event_at, now)
         .zip(fw.heartbeat_timeout_seconds)
         .filter(|(age, timeout)| age > timeout);
+    let lagging = fw
+        .heartbeat_timeout_seconds
+        .filter(|timeout| fw.event_lag_seconds > *timeout);
     let (ready, reason) = match &s.leadership {
         _ if fw.state == FrameworkState::Fenced => (
             false,
@@ -199,7 +213,24 @@ pub fn readiness(s: &Snapshot, now: f64) -> Readiness {
             ),
         ),
         Leadership::Leader { .. } if fw.state == FrameworkState::Subscribed => match silence {
-            None => (true, "leader, subscribed to the master".to_string()),
+            None => match lagging {
+                None => (true, "leader, subscribed to the master".to_string()),
+                Some(timeout) => (
+                    false,
+                    format!(
+                        "leader, but {} behind the master's event stream ({} event(s) read and \
+                         not yet applied{}), longer than the heartbeat timeout of {}",
+                        format::duration(fw.event_lag_seconds),
+                        fw.event_inbox_depth,
+                        if fw.event_inbox_full {
+                            "; the inbox is full, so more wait unread"
+                        } else {
+                            ""
+                        },
+                        format::duration(timeout)
+                    ),
+                ),
+            },
             Some((age, timeout)) => (
                 false,
                 format!(
@@ -271,6 +302,9 @@ impl StateView {
                 subscribed_at: fw.subscribed_at,
                 last_event_at: fw.last_event_at,
                 heartbeat_age_seconds: event_age(fw.last_event_at, now),
+                event_lag_seconds: fw.event_lag_seconds,
+                event_inbox_depth: fw.event_inbox_depth,
+                event_inbox_full: fw.event_inbox_full,
                 heartbeat_interval_seconds: fw.heartbeat_interval_seconds,
                 heartbeat_timeout_seconds: fw.heartbeat_timeout_seconds,
                 strategy: fw.strategy,
@@ -336,5 +370,42 @@ fn parse_number(
                 default
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A subscribed leader's snapshot whose newest applied event was read
+    /// at 100 s, with a heartbeat timeout of 75 s.
+    fn leader() -> Snapshot {
+        let replica = ReplicaInfo::new("http://unit.test", "d1", "test");
+        let mut s = Snapshot::standby(replica, "fw", "*", Strategy::Failover);
+        s.leadership = Leadership::Leader { term: 1 };
+        s.framework.state = FrameworkState::Subscribed;
+        s.framework.last_event_at = Some(100.0);
+        s.framework.heartbeat_timeout_seconds = Some(75.0);
+        s
+    }
+
+    #[test]
+    fn a_leader_behind_the_stream_past_the_heartbeat_timeout_is_not_ready() {
+        let mut s = leader();
+        s.framework.event_lag_seconds = 70.0;
+        s.framework.event_inbox_depth = 64;
+        assert!(readiness(&s, 101.0).ready, "within the bound");
+        s.framework.event_lag_seconds = 100.0;
+        s.framework.event_inbox_full = true;
+        let r = readiness(&s, 101.0);
+        assert!(!r.ready);
+        assert!(
+            r.reason.contains("behind the master's event stream"),
+            "{}",
+            r.reason
+        );
+        assert!(r.reason.contains("64 event(s)") && r.reason.contains("inbox is full"));
+        // Silence is reported first: the heartbeat age includes the lag.
+        assert!(readiness(&s, 200.0).reason.contains("has sent nothing"));
     }
 }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::forget::Then;
 use super::rollout::Write;
-use super::{Machine, Pending, ServiceEntry};
+use super::{Machine, Pending};
 use crate::coordination::{CoordinationError, Expect, RecordList, Written};
 use crate::executor::KAMIKAZE;
 use crate::mesos::client::CallError;
@@ -20,11 +20,44 @@ use crate::scheduler::commands::{CommandError, KamikazeResult};
 use crate::scheduler::core::TermOutcome;
 use crate::scheduler::core::io::{Answer, MesosCall, ReplyId, Request, StoreOp, StoreResult};
 use crate::scheduler::ids::{AgentId, TaskId};
-use crate::scheduler::rollout::ServiceRecord;
+use crate::scheduler::rollout::{Halt, ServiceRecord};
 use crate::scheduler::services::{ExecutorKind, ServiceSpec};
 use crate::scheduler::snapshot::{
     EventKind, FrameworkState, ReconcileKind, ReconcileRun, ReconcileTrigger,
 };
+
+/// One service as the machine knows it: the stored record (spec, previous
+/// spec, rollout begun, halted rollout) and its version.
+#[derive(Debug, Clone)]
+pub(super) struct ServiceEntry {
+    pub(super) spec: ServiceSpec,
+    pub(super) version: i32,
+    pub(super) previous: Option<Box<ServiceSpec>>,
+    pub(super) rolling_out: bool,
+    pub(super) halted: Option<Halt>,
+}
+
+impl ServiceEntry {
+    pub(super) fn new(record: ServiceRecord, version: i32) -> ServiceEntry {
+        ServiceEntry {
+            spec: record.spec,
+            version,
+            previous: record.previous,
+            rolling_out: record.rolling_out,
+            halted: record.halted,
+        }
+    }
+
+    /// The record as stored.
+    pub(super) fn record(&self) -> ServiceRecord {
+        ServiceRecord {
+            spec: self.spec.clone(),
+            previous: self.previous.clone(),
+            rolling_out: self.rolling_out,
+            halted: self.halted.clone(),
+        }
+    }
+}
 
 /// Kamikaze runs waiting for their MESSAGE calls, by run number.
 #[derive(Debug, Default)]

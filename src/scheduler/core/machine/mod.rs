@@ -14,6 +14,7 @@
 //!   acknowledgements, kill marks;
 //! - `schedule`: the scheduling pass, launches, offers, kills;
 //! - `housekeeping`: offer expiry, stuck tasks, old records;
+//! - `lag`: how far behind the Mesos stream the machine is;
 //! - `health_log`: health changes on the events page, coalesced per task;
 //! - `commands`: the web layer's commands;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
@@ -24,6 +25,7 @@ mod forget;
 mod framework;
 mod health_log;
 mod housekeeping;
+mod lag;
 mod reconciliation;
 mod removed;
 mod rollout;
@@ -55,11 +57,11 @@ use crate::scheduler::metrics::Metrics;
 use crate::scheduler::offers::OfferRegistry;
 use crate::scheduler::placement::Shortfall;
 use crate::scheduler::reconcile::Reconciler;
-use crate::scheduler::rollout::{Halt, ServiceRecord};
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{EventEntry, EventKind, FrameworkState};
 use crate::scheduler::workload::RestartBackoff;
 
+use commands::ServiceEntry;
 use framework::Framework;
 use startup::Startup;
 use table::TaskTable;
@@ -135,36 +137,6 @@ impl Outbox {
     }
 }
 
-/// One service as the machine knows it: the stored record (spec, previous
-/// spec, halted rollout) and its version.
-#[derive(Debug, Clone)]
-struct ServiceEntry {
-    spec: ServiceSpec,
-    version: i32,
-    previous: Option<Box<ServiceSpec>>,
-    halted: Option<Halt>,
-}
-
-impl ServiceEntry {
-    fn new(record: ServiceRecord, version: i32) -> ServiceEntry {
-        ServiceEntry {
-            spec: record.spec,
-            version,
-            previous: record.previous,
-            halted: record.halted,
-        }
-    }
-
-    /// The record as stored.
-    fn record(&self) -> ServiceRecord {
-        ServiceRecord {
-            spec: self.spec.clone(),
-            previous: self.previous.clone(),
-            halted: self.halted.clone(),
-        }
-    }
-}
-
 /// The leader's state for one term, driven by [`Input`]s. See the module
 /// doc of [the core](super).
 pub struct Machine {
@@ -214,8 +186,8 @@ pub struct Machine {
     last_schedule: Option<Instant>,
     next_housekeeping: Instant,
     last_publish: Option<Instant>,
-    /// When the last event of any kind came from the stream.
-    last_event: Option<Instant>,
+    /// When applied events were read off the stream, and those waiting.
+    lag: lag::EventLag,
     /// The term is ending: nothing more is started.
     ending: bool,
 }
@@ -265,7 +237,7 @@ impl Machine {
             last_schedule: None,
             next_housekeeping: now + HOUSEKEEPING,
             last_publish: None,
-            last_event: None,
+            lag: lag::EventLag::default(),
             ending: false,
             cfg,
         }
@@ -294,23 +266,23 @@ impl Machine {
         }
         match input {
             Input::Subscribed(info) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_subscribed(info, now);
             }
             Input::Offers(offers) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_offers(offers, now);
             }
             Input::Rescind(offer_id) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_rescind(&offer_id, now);
             }
             Input::Updates(statuses) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_updates(statuses, now);
             }
             Input::AgentLost(agent_id) => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.on_agent_lost(&agent_id, now);
             }
             Input::ExecutorExited {
@@ -318,7 +290,7 @@ impl Machine {
                 executor_id,
                 status,
             } => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.log(
                     EventKind::Agent,
                     format!(
@@ -329,7 +301,7 @@ impl Machine {
                 );
             }
             Input::FrameworkMessage { executor_id, bytes } => {
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.log(
                     EventKind::Message,
                     format!("framework message from executor {executor_id} ({bytes} bytes)"),
@@ -338,7 +310,7 @@ impl Machine {
             }
             Input::Heartbeat | Input::OtherEvent => {
                 // Only `last_event_at` changed; the snapshot shows it.
-                self.last_event = Some(now);
+                self.lag.applied(now);
                 self.out.dirty = true;
             }
             Input::Disconnected(reason) => self.on_disconnected(reason, now),
@@ -417,9 +389,10 @@ impl Machine {
         );
         self.out.publish_now = true;
         let mut effects = self.finish(now);
-        // Only the leader reports rollouts and health (after the last
-        // snapshot, which sets them).
+        // Only the leader reports rollouts, health and its event lag
+        // (after the last snapshot, which sets them).
         self.metrics.services(None);
+        self.inbox(None, 0, false, now);
         effects.wake_at = None;
         effects
     }

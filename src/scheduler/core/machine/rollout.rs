@@ -1,7 +1,9 @@
 //! The machine's side of health-gated rollouts (rules in
 //! [`crate::scheduler::rollout`]): watching each service's rollout for its
 //! deadline, halting it (stored with the service, so a new leader and the
-//! standby views see it), and the operator's resume and rollback.
+//! standby views see it), ending it once complete (clearing the stored
+//! rollout and any halt, also a stale one a new leader finds with nothing
+//! outdated), and the operator's resume and rollback.
 //!
 //! When an instance stopped being available during a rollout is kept in
 //! memory only: a new leader starts the deadline afresh (a stored halt
@@ -25,6 +27,8 @@ pub(super) enum Write {
     Put,
     /// The machine halts the rollout.
     Halt,
+    /// The machine ends a complete rollout (or a stale halt).
+    Complete,
     /// The operator resumes a halted rollout.
     Resume,
     /// The operator rolls back to the previous spec.
@@ -48,9 +52,14 @@ impl Machine {
         // Availability changes with time alone: while rollouts go on, each
         // pass refreshes the snapshot (one a second at most, housekeeping's
         // pace), and once more when the last one ends.
+        let under_way = |name: &String, p: &Progress| {
+            self.services
+                .get(name)
+                .is_some_and(|e| p.under_way(e.rolling_out))
+        };
         let rolling: BTreeSet<String> = progress
             .iter()
-            .filter(|(_, p)| p.in_progress())
+            .filter(|(name, p)| under_way(name, p))
             .map(|(name, _)| name.clone())
             .collect();
         if !rolling.is_empty() || rolling != self.rolling {
@@ -58,18 +67,27 @@ impl Machine {
         }
         self.rolling = rolling;
         for (name, p) in progress {
-            if !p.in_progress() || p.unavailable.is_empty() {
+            let Some(entry) = self.services.get(&name) else {
+                continue;
+            };
+            let writing = self.service_writes.contains_key(&name);
+            if !p.under_way(entry.rolling_out) {
+                self.rollouts.remove(&name);
+                if (entry.rolling_out || entry.halted.is_some()) && !writing {
+                    self.end_rollout(&name, now);
+                }
+                continue;
+            }
+            if p.unavailable.is_empty() {
                 self.rollouts.remove(&name);
                 continue;
             }
             let since = *self.rollouts.entry(name.clone()).or_insert(at);
-            let Some(entry) = self.services.get(&name) else {
-                continue;
-            };
-            if entry.halted.is_some() || self.service_writes.contains_key(&name) {
+            if entry.halted.is_some() || writing {
                 continue;
             }
-            let Some(reason) = rollout::overdue(&entry.spec, &p, since, at) else {
+            let Some(reason) = rollout::overdue(&entry.spec, &p, entry.rolling_out, since, at)
+            else {
                 continue;
             };
             let mut record = entry.record();
@@ -86,6 +104,36 @@ impl Machine {
             self.log(EventKind::Service, message, now);
             self.write_service(None, record, Write::Halt);
         }
+    }
+
+    /// Ends `name`'s rollout, which is no longer under way: stores the
+    /// record without it and without a halt, and says so. A halt with no
+    /// rollout begun (stored by a version that took a first launch for
+    /// one) is stale: nothing is outdated, so there is nothing to hold.
+    fn end_rollout(&mut self, name: &str, now: Instant) {
+        let Some(entry) = self.services.get_mut(name) else {
+            return;
+        };
+        let halted = entry.halted.is_some();
+        let message = if entry.rolling_out {
+            format!(
+                "rollout of service {name} complete: all {} instance(s) run spec {} and are \
+                 available{}",
+                entry.spec.instances,
+                entry.spec.fingerprint(),
+                if halted { "; its halt is cleared" } else { "" }
+            )
+        } else {
+            format!(
+                "halt of service {name}'s rollout cleared: no task runs an outdated spec (a \
+                 launch or scale-up is no rollout)"
+            )
+        };
+        let record = entry.record().completed();
+        entry.rolling_out = false;
+        entry.halted = None;
+        self.log(EventKind::Service, message, now);
+        self.write_service(None, record, Write::Complete);
     }
 
     /// `resume` or `rollback` of a service's rollout. A rollback applies
@@ -161,7 +209,7 @@ impl Machine {
         let empty = super::table::ServiceTasks::default();
         let tasks = self.tasks.service(name).unwrap_or(&empty);
         let rolling = rollout::progress(&entry.spec, tasks.records(), self.unix(now));
-        if entry.halted.is_none() && !rolling.in_progress() {
+        if entry.halted.is_none() && !rolling.under_way(entry.rolling_out) {
             return Some(format!(
                 "service {name} has no rollout under way or halted; a rollback applies \
                  only to one (PUT the spec to change it)"
@@ -196,7 +244,7 @@ impl Machine {
                 ),
             ),
             // Logged when it was decided (`watch_rollouts`).
-            Write::Halt => return,
+            Write::Halt | Write::Complete => return,
             Write::Resume => (
                 EventKind::Action,
                 format!("rollout of service {name} resumed"),

@@ -219,7 +219,7 @@ impl Machine {
                 && assessment.surplus.is_empty()
                 && assessment.moves.is_empty()
                 && replacement.is_none()
-                && !progress.in_progress();
+                && progress.complete();
             if quiet {
                 self.settled
                     .insert(name.clone(), Settled::new(entry, progress.clone()));

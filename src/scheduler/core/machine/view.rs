@@ -33,7 +33,7 @@ impl Shown {
 
     /// True while this still shows `spec`'s service.
     fn holds_for(&self, spec: &ServiceSpec) -> bool {
-        !self.counts.progress.in_progress() && self.spec == *spec
+        self.counts.progress.complete() && self.spec == *spec
     }
 }
 
@@ -51,7 +51,10 @@ impl Machine {
             master: sub.map(|s| s.info.master.clone()),
             master_version: sub.and_then(|s| s.info.master_version.clone()),
             subscribed_at: sub.map(|s| s.since),
-            last_event_at: self.last_event.map(|t| self.unix(t)),
+            last_event_at: self.lag.last_read.map(|t| self.unix(t)),
+            event_lag_seconds: self.lag.lag(now).as_secs_f64(),
+            event_inbox_depth: self.lag.depth,
+            event_inbox_full: self.lag.full,
             heartbeat_interval_seconds: sub.map(|s| s.info.heartbeat_interval.as_secs_f64()),
             heartbeat_timeout_seconds: sub.map(|s| s.info.heartbeat_timeout.as_secs_f64()),
             strategy: self.cfg.strategy,
@@ -75,6 +78,7 @@ impl Machine {
             let mut status = ServiceStatus::new(
                 spec,
                 entry.previous.as_deref(),
+                entry.rolling_out,
                 entry.halted.as_ref(),
                 &shown.counts,
             );

@@ -192,6 +192,7 @@ impl Runner<'_> {
                 }
             }
             self.drain(machine, commands);
+            self.report_inbox(machine);
             let effects = machine.settle(Instant::now());
             self.perform(effects);
         }
@@ -239,39 +240,67 @@ impl Runner<'_> {
         }
     }
 
+    /// When the event just received was read off the stream (its stamp in
+    /// the client's inbox).
+    fn take_stamp(&self) -> Option<Instant> {
+        let client = self.running_client.as_ref().map(|(c, _)| c);
+        client.and_then(|c| c.inbox().take()).map(Instant::from_std)
+    }
+
+    /// Feeds `input`, made of stream events read at `read_at`.
+    fn feed_read(&mut self, machine: &mut Machine, input: Input, read_at: Option<Instant>) {
+        if let Some(read_at) = read_at {
+            machine.event_read_at(read_at);
+        }
+        self.feed(machine, input);
+    }
+
+    /// Tells the machine which events wait in the client's inbox.
+    fn report_inbox(&self, machine: &mut Machine) {
+        let inbox = self.running_client.as_ref().map(|(c, _)| c.inbox());
+        let oldest = inbox.and_then(|i| i.oldest()).map(Instant::from_std);
+        let depth = inbox.map_or(0, |i| i.depth());
+        let full = inbox.is_some_and(|i| i.is_full());
+        machine.inbox(oldest, depth, full, Instant::now());
+    }
+
     /// A stream event; consecutive UPDATEs already queued join it.
     fn event(&mut self, machine: &mut Machine, event: ClientEvent) {
+        let mut read_at = self.take_stamp();
         let ClientEvent::Event(e) = &event else {
             let input = self.client_input(event);
-            self.feed(machine, input);
+            self.feed_read(machine, input, read_at);
             return;
         };
         if e.r#type() != event::Type::Update {
             let input = self.client_input(event);
-            self.feed(machine, input);
+            self.feed_read(machine, input, read_at);
             return;
         }
         let mut updates = Vec::new();
-        let mut next = Some(event);
-        while let Some(event) = next.take() {
+        let mut next = Some((event, read_at));
+        while let Some((event, stamp)) = next.take() {
             match event {
                 ClientEvent::Event(e) if e.r#type() == event::Type::Update => {
+                    read_at = stamp.or(read_at);
                     if let Some(update) = e.update {
                         updates.push(update.status);
                     }
                     if updates.len() < BATCH {
-                        next = self.events.as_mut().and_then(|rx| rx.try_recv().ok());
+                        let queued = self.events.as_mut().and_then(|rx| rx.try_recv().ok());
+                        next = queued.map(|e| (e, self.take_stamp()));
                     }
                 }
                 other => {
-                    self.feed(machine, Input::Updates(std::mem::take(&mut updates)));
+                    let batch = Input::Updates(std::mem::take(&mut updates));
+                    self.feed_read(machine, batch, read_at);
                     let input = self.client_input(other);
-                    self.feed(machine, input);
+                    self.feed_read(machine, input, stamp);
                     return;
                 }
             }
         }
-        self.feed(machine, Input::Updates(updates));
+        self.feed_read(machine, Input::Updates(updates), read_at);
     }
 
     /// A client event as an input (UPDATEs one by one; see [`Self::event`]).

@@ -5,10 +5,12 @@
 //! where the order matters (a write in flight, a lost leadership).
 
 mod commands;
+mod lag;
 mod lifecycle;
 mod offers;
 mod removed;
 mod rollout;
+mod rollout_end;
 mod tasks;
 mod workload;
 

@@ -12,7 +12,7 @@ use crate::scheduler::rollout::RolloutAction;
 
 /// `instances` tasks with a command health check; min_healthy 5 s,
 /// deadline 30 s.
-fn checked(instances: u32, command: &str) -> ServiceSpec {
+pub(super) fn checked(instances: u32, command: &str) -> ServiceSpec {
     serde_json::from_value(serde_json::json!({
         "name": "web", "command": command, "cpus": 0.1, "mem": 16,
         "instances": instances, "restart_backoff": "2s", "restart_backoff_max": "8s",
@@ -22,7 +22,7 @@ fn checked(instances: u32, command: &str) -> ServiceSpec {
     .expect("a service spec")
 }
 
-fn healthy_record(instance: u32, spec: &ServiceSpec) -> TaskRecord {
+pub(super) fn healthy_record(instance: u32, spec: &ServiceSpec) -> TaskRecord {
     TaskRecord {
         healthy: Some(true),
         healthy_since: Some(1.0),
@@ -31,7 +31,7 @@ fn healthy_record(instance: u32, spec: &ServiceSpec) -> TaskRecord {
 }
 
 /// A health check's report on `task`.
-fn health(task: &str, healthy: bool, uuid: &str) -> v1::TaskStatus {
+pub(super) fn health(task: &str, healthy: bool, uuid: &str) -> v1::TaskStatus {
     v1::TaskStatus {
         healthy: Some(healthy),
         reason: Some(task_status::Reason::TaskHealthCheckStatusUpdated as i32),
@@ -57,7 +57,7 @@ fn conflict(h: &Harness, id: ReplyId) -> bool {
 }
 
 /// Advances `by` in one-second steps, answering every store and call.
-async fn run_for(h: &mut Harness, by: Duration) {
+pub(super) async fn run_for(h: &mut Harness, by: Duration) {
     let steps = by.as_secs().max(1);
     for _ in 0..steps {
         h.advance(Duration::from_secs(1)).await;
@@ -73,7 +73,7 @@ async fn upgrading(old: &ServiceSpec, new: &ServiceSpec) -> (Harness, String) {
 }
 
 /// [`upgrading`] from the old spec's `tasks` (instances 0 and 1).
-async fn upgrading_from(
+pub(super) async fn upgrading_from(
     old: &ServiceSpec,
     tasks: &[TaskRecord],
     new: &ServiceSpec,
