@@ -31,8 +31,11 @@
   // data-follow="tail|on|off" data-next="N">. "tail" loads the end of the
   // file first; "on" continues from data-next. New bytes are then asked
   // for from next_offset every 2 s and appended as text (never as HTML);
-  // the element keeps the last 256 KiB.
+  // the element keeps the last 256 KiB. After a failure the error shows
+  // and retries back off (5 s, 10 s, 30 s, then every 30 s) until a read
+  // succeeds, so that a slow master is not asked again every few seconds.
   var MAX_LOG_CHARS = 262144;
+  var LOG_RETRY_MS = [5000, 10000, 30000];
   document.querySelectorAll("pre.log[data-src]").forEach(function (pre) {
     var mode = pre.getAttribute("data-follow");
     if (mode === "off") return;
@@ -42,6 +45,13 @@
     var status = document.getElementById(
       /-log$/.test(pre.id) ? pre.id.replace(/-log$/, "-status") : "log-status");
     function say(text) { if (status) status.textContent = text; }
+    var failures = 0;
+    function retry(why) {
+      var wait = LOG_RETRY_MS[Math.min(failures, LOG_RETRY_MS.length - 1)];
+      failures += 1;
+      say(why + " · retrying in " + wait / 1000 + " s");
+      setTimeout(step, wait);
+    }
     function step() {
       if (document.hidden) { setTimeout(step, 2000); return; }
       var url = src + (next === null ? "" : "?offset=" + next + "&length=65536");
@@ -49,10 +59,10 @@
         .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, body: j }; }); })
         .then(function (res) {
           if (!res.ok) {
-            say((res.body.title || "error") + ": " + (res.body.detail || ""));
-            setTimeout(step, 5000);
+            retry((res.body.title || "error") + ": " + (res.body.detail || ""));
             return;
           }
+          failures = 0;
           var log = res.body;
           var bottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
           if (log.text) {
@@ -63,7 +73,7 @@
           say("following · " + log.size + " bytes");
           setTimeout(step, log.next_offset < log.size ? 0 : 2000);
         })
-        .catch(function () { say("cannot reach the server"); setTimeout(step, 5000); });
+        .catch(function () { retry("cannot reach the server"); });
     }
     step();
   });

@@ -1,8 +1,12 @@
 //! Reading a task's sandbox files (`stdout`, `stderr`) from its agent, as
 //! the Mesos web UI does (Mesos docs `sandbox.md`):
 //!
-//! 1. the master's `/master/state` names the agent: `slaves[].pid` is
-//!    `slave(1)@ip:port`, the agent's own HTTP address;
+//! 1. the master's `/master/slaves?slave_id=<agent ID>` names the agent:
+//!    `slaves[].pid` is `slave(1)@ip:port`, the agent's own HTTP address
+//!    (`Master::ReadOnlyHandler::slaves` in `src/master/readonly_handler.cpp`,
+//!    `docs/endpoints/master/slaves.md`; the `slave_id` filter is there in
+//!    Mesos 1.x). Its answer is one agent, where `/master/state` would carry
+//!    every task of the cluster (17 MB at 10,000 tasks);
 //! 2. the agent's `/slave(1)/state` gives the executor's sandbox
 //!    `directory` (`frameworks[].executors[]`, or `completed_executors`;
 //!    `src/slave/http.cpp`, `ExecutorWriter` — a master's state does not
@@ -17,7 +21,9 @@
 //! refused past it). `files/read` writes the file's bytes into JSON as
 //! they are, so a log that is not UTF-8 gives a body that is not UTF-8;
 //! it is decoded lossily (invalid bytes become U+FFFD) before parsing. The
-//! agent address and sandbox directory are cached for a minute.
+//! agent address and sandbox directory are cached for a minute; a miss
+//! asks again, and an agent that cannot be reached is forgotten, so that
+//! the next read looks its address up afresh.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -32,7 +38,10 @@ pub const MAX_READ: u64 = 64 * 1024;
 /// Largest `/files/read` body accepted: the data JSON-escaped at worst
 /// (6 bytes per control byte), with room to spare.
 const MAX_READ_BODY: usize = 8 * MAX_READ as usize;
-/// Largest `/master/state` or agent `/state` body accepted.
+/// Largest `/master/slaves` body accepted: one agent, with room for a
+/// master that ignores the filter on a cluster of a few hundred agents.
+const MAX_SLAVES_BODY: usize = 4 * 1024 * 1024;
+/// Largest agent `/state` body accepted (one agent's executors and tasks).
 const MAX_STATE_BODY: usize = 64 * 1024 * 1024;
 /// How long agent addresses and sandbox directories are reused.
 const CACHE_FOR: Duration = Duration::from_secs(60);
@@ -236,15 +245,20 @@ impl SandboxClient {
             })
     }
 
-    /// The agent's base URL (`http://ip:port`) from the master's state.
+    /// The agent's base URL (`http://ip:port`) from the master's
+    /// `/master/slaves?slave_id=` (see the module doc).
     async fn agent_url(&self, sandbox: &SandboxRef) -> Result<String, SandboxError> {
         let key = (sandbox.master.clone(), sandbox.agent_id.clone());
         if let Some(url) = cached(&self.agents, &key) {
             return Ok(url);
         }
-        let url = format!("{}/master/state", sandbox.master.trim_end_matches('/'));
-        let (status, body) = self.get("the master", &url, MAX_STATE_BODY).await?;
-        let state = json_of("the master's state", status, &body)?;
+        let url = format!(
+            "{}/master/slaves?slave_id={}",
+            sandbox.master.trim_end_matches('/'),
+            crate::web::pages::segment(&sandbox.agent_id)
+        );
+        let (status, body) = self.get("the master", &url, MAX_SLAVES_BODY).await?;
+        let state = json_of("the master's agents", status, &body)?;
         let slaves = state["slaves"].as_array().cloned().unwrap_or_default();
         let agent = slaves
             .iter()
@@ -255,7 +269,7 @@ impl SandboxClient {
             .and_then(|pid| pid.split_once('@'))
             .map(|(_, addr)| addr.to_string())
             .ok_or_else(|| SandboxError::Unexpected {
-                what: "the master's state".into(),
+                what: "the master's agents".into(),
                 detail: format!("no pid for agent {}", sandbox.agent_id),
             })?;
         let url = format!("http://{address}");
@@ -318,11 +332,29 @@ impl SandboxClient {
         }
         let length = length.min(MAX_READ);
         let agent = self.agent_url(sandbox).await?;
-        let directory = self.directory(&agent, sandbox).await?;
+        let result = self.read_from(&agent, sandbox, file, offset, length).await;
+        if let Err(SandboxError::Unreachable { .. }) = result {
+            // The agent may have moved (restarted on another port).
+            let key = (sandbox.master.clone(), sandbox.agent_id.clone());
+            forget(&self.agents, &key);
+        }
+        result
+    }
+
+    /// [`SandboxClient::read`] from the agent at `agent`.
+    async fn read_from(
+        &self,
+        agent: &str,
+        sandbox: &SandboxRef,
+        file: LogFile,
+        offset: Option<u64>,
+        length: u64,
+    ) -> Result<Chunk, SandboxError> {
+        let directory = self.directory(agent, sandbox).await?;
         let path = format!("{}/{}", directory.trim_end_matches('/'), file.name());
         let files = format!("{agent}/files/read");
         let read =
-            |offset: i64, length: u64| self.read_at(&files, &path, &agent, sandbox, offset, length);
+            |offset: i64, length: u64| self.read_at(&files, &path, agent, sandbox, offset, length);
         let (size, _) = read(-1, 0).await?;
         // An offset past the end reads nothing at the end: the size stays
         // the file's, so a follower waits for bytes that will come.
@@ -387,10 +419,7 @@ impl SandboxClient {
             sandbox.framework_id.clone(),
             sandbox.executor_id.clone(),
         );
-        self.directories
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+        forget(&self.directories, &key);
     }
 }
 
@@ -416,6 +445,10 @@ fn cached<K: std::hash::Hash + Eq>(cache: &Cache<K>, key: &K) -> Option<String> 
         .get(key)
         .filter(|(at, _)| at.elapsed() < CACHE_FOR)
         .map(|(_, v)| v.clone())
+}
+
+fn forget<K: std::hash::Hash + Eq>(cache: &Cache<K>, key: &K) {
+    cache.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
 }
 
 fn remember<K: std::hash::Hash + Eq>(cache: &Cache<K>, key: K, value: String) {

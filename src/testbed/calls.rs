@@ -6,15 +6,32 @@
 //! an ACCEPT of N tasks about N × 100), the framework and stream IDs shared
 //! between consecutive entries, and is turned into Mesos JSON only when
 //! someone reads it. Recording costs an encode, not a JSON conversion.
+//!
+//! The log is a ring bounded twice: the newest [`MAX_CALLS`] calls, and
+//! [`MAX_CALL_BYTES`] of kept bytes; the oldest go first and are counted
+//! ([`CallLog::evicted`]). Entries are shared (`Arc`), so a reader copies
+//! pointers under the master's lock and turns them into JSON after
+//! releasing it ([`CallLog::page`], [`render`]): an inspection read never
+//! holds the master while it renders (`docs/testbed.md#inspection`).
 
 use std::collections::VecDeque;
+use std::io::Write;
 use std::sync::Arc;
 
 use prost::Message;
 use serde::Serialize;
 
-/// Calls kept; older ones are dropped first.
-const MAX_CALLS: usize = 100_000;
+/// Calls kept at most; older ones are evicted first.
+pub(crate) const MAX_CALLS: usize = 100_000;
+/// Bytes kept at most (encoded calls plus a fixed cost per entry): 64 MiB.
+pub(crate) const MAX_CALL_BYTES: usize = 64 * 1024 * 1024;
+/// What an entry costs besides its encoded call, in bytes (an estimate:
+/// the entry itself, its `Arc` and ring slot).
+const ENTRY_OVERHEAD: usize = 128;
+/// Calls in one page of `GET /testbed/calls` unless `limit` says otherwise.
+pub(crate) const DEFAULT_PAGE: usize = 1_000;
+/// The largest `limit` of `GET /testbed/calls`.
+pub(crate) const MAX_PAGE: usize = 10_000;
 
 /// One call as the testbed saw it.
 #[derive(Debug, Clone, Serialize)]
@@ -67,9 +84,9 @@ struct Body {
 /// One entry of the log.
 #[derive(Debug)]
 pub(crate) struct Entry {
-    seq: u64,
+    pub seq: u64,
     at: f64,
-    api: &'static str,
+    pub api: &'static str,
     call_type: &'static str,
     framework_id: Option<Arc<str>>,
     stream_id: Option<Arc<str>>,
@@ -80,7 +97,13 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    fn record(&self) -> CallRecord {
+    /// Bytes this entry counts against [`MAX_CALL_BYTES`].
+    fn cost(&self) -> usize {
+        ENTRY_OVERHEAD + self.body.as_ref().map_or(0, |b| b.encoded.len())
+    }
+
+    /// The entry as a [`CallRecord`]: decodes the call and builds its JSON.
+    pub(crate) fn record(&self) -> CallRecord {
         CallRecord {
             seq: self.seq,
             at: self.at,
@@ -108,13 +131,65 @@ fn json_of<M: Message + prost::Name + Default>(encoded: &[u8]) -> serde_json::Va
 }
 
 /// A bounded, append-only call log.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct CallLog {
-    records: VecDeque<Entry>,
+    records: VecDeque<Arc<Entry>>,
     next: u64,
+    /// Bytes the kept entries cost ([`Entry::cost`]).
+    bytes: usize,
+    /// Entries evicted to stay within the bounds.
+    evicted: u64,
+    max_calls: usize,
+    max_bytes: usize,
+}
+
+impl Default for CallLog {
+    fn default() -> CallLog {
+        CallLog::bounded(MAX_CALLS, MAX_CALL_BYTES)
+    }
+}
+
+/// Which calls a reader wants: `call_type` (`None` for all), from sequence
+/// number `since`, at most `limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Selection {
+    pub call_type: Option<String>,
+    pub since: u64,
+    pub limit: usize,
+}
+
+/// A page of the log: shared entries, cheap to take under the lock.
+#[derive(Debug)]
+pub(crate) struct Page {
+    pub entries: Vec<Arc<Entry>>,
+    /// The `since` that reads on after this page, if more calls matched.
+    pub next: Option<u64>,
+    /// Calls evicted from the log so far.
+    pub evicted: u64,
+    /// The oldest sequence number still kept (the next one when empty).
+    pub first: u64,
 }
 
 impl CallLog {
+    /// A log keeping at most `max_calls` entries and `max_bytes` bytes
+    /// (the newest entry is kept whatever its size).
+    pub fn bounded(max_calls: usize, max_bytes: usize) -> CallLog {
+        CallLog {
+            records: VecDeque::new(),
+            next: 0,
+            bytes: 0,
+            evicted: 0,
+            max_calls: max_calls.max(1),
+            max_bytes,
+        }
+    }
+
+    /// Calls evicted so far to keep within the bounds.
+    #[cfg(test)]
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
     /// `id` as shared text: the newest entry's copy when it is the same
     /// (consecutive calls mostly come from one subscription).
     fn share(
@@ -156,27 +231,91 @@ impl CallLog {
             }),
         };
         self.next += 1;
-        if self.records.len() >= MAX_CALLS {
-            self.records.pop_front();
+        self.bytes += entry.cost();
+        self.records.push_back(Arc::new(entry));
+        while self.records.len() > self.max_calls
+            || (self.bytes > self.max_bytes && self.records.len() > 1)
+        {
+            let old = self.records.pop_front().expect("not empty");
+            self.bytes -= old.cost();
+            self.evicted += 1;
         }
-        self.records.push_back(entry);
-        self.records.back_mut().expect("just pushed")
+        let last = self.records.back_mut().expect("just pushed");
+        Arc::get_mut(last).expect("a new entry is not shared yet")
     }
 
-    /// All records, oldest first.
-    pub fn all(&self) -> Vec<CallRecord> {
-        self.records.iter().map(Entry::record).collect()
-    }
-
-    /// The records of calls of type `call_type` (e.g. `SUBSCRIBE`), oldest
-    /// first; only those are turned into JSON.
-    pub fn of_type(&self, call_type: &str) -> Vec<CallRecord> {
+    /// Every kept entry (of type `call_type` if given), oldest first:
+    /// pointers, to turn into records outside the master's lock.
+    pub fn entries(&self, call_type: Option<&str>) -> Vec<Arc<Entry>> {
         self.records
             .iter()
-            .filter(|e| e.call_type == call_type)
-            .map(Entry::record)
+            .filter(|e| call_type.is_none_or(|t| e.call_type == t))
+            .cloned()
             .collect()
     }
+
+    /// The entries `selection` asks for, oldest first.
+    pub fn page(&self, selection: &Selection) -> Page {
+        // Sequence numbers are consecutive: the first wanted is found by
+        // offset, not by a scan.
+        let first = self.next - self.records.len() as u64;
+        let skip = selection.since.saturating_sub(first) as usize;
+        let mut matching = self.records.iter().skip(skip).filter(|e| {
+            selection
+                .call_type
+                .as_deref()
+                .is_none_or(|t| e.call_type == t)
+        });
+        let entries: Vec<Arc<Entry>> = matching.by_ref().take(selection.limit).cloned().collect();
+        let next = matching.next().map(|e| e.seq);
+        Page {
+            entries,
+            next,
+            evicted: self.evicted,
+            first,
+        }
+    }
+}
+
+/// Every call type name the log can hold: the scheduler's, the operator
+/// API's and the executor's `Call.Type` names, and `-` (a body that did
+/// not parse).
+pub(crate) fn known_types() -> Vec<&'static str> {
+    use crate::mesos::v1::{executor, master, scheduler};
+    let mut names = vec!["-"];
+    for i in 0..64 {
+        names.extend(scheduler::call::Type::try_from(i).map(|t| t.as_str_name()));
+        names.extend(master::call::Type::try_from(i).map(|t| t.as_str_name()));
+        names.extend(executor::call::Type::try_from(i).map(|t| t.as_str_name()));
+    }
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// `page` as the JSON body of `GET /testbed/calls`:
+/// `{"calls": [CallRecord…], "next": seq|null, "first": seq, "evicted": n}`.
+/// Each record is decoded, written and dropped in turn, so the memory it
+/// takes is the body plus one record. Run it off the async workers
+/// (`spawn_blocking`) for a big page.
+pub(crate) fn render(page: &Page) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + page.entries.len() * 256);
+    out.extend_from_slice(b"{\"calls\":[");
+    for (i, entry) in page.entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, &entry.record()).expect("a record serializes");
+    }
+    let tail = serde_json::json!({
+        "next": page.next,
+        "first": page.first,
+        "evicted": page.evicted,
+    });
+    let tail = tail.to_string();
+    // `tail` is `{…}`: its fields follow the array.
+    write!(out, "],{}", &tail[1..]).expect("writing to a Vec");
+    out
 }
 
 #[cfg(test)]
@@ -212,7 +351,13 @@ mod tests {
             Some(&call),
         );
         log.record::<Call>("scheduler", None, None, None, 400, None);
-        let all = log.all();
+        let records = |t| {
+            log.entries(t)
+                .iter()
+                .map(|e| e.record())
+                .collect::<Vec<_>>()
+        };
+        let all = records(None);
         assert_eq!(all.len(), 2);
         assert_eq!(all[0].call, crate::mesos::json::to_value(&call));
         assert_eq!(all[0].call["acknowledge"]["task_id"]["value"], "t");
@@ -222,10 +367,10 @@ mod tests {
         );
         assert_eq!((all[1].seq, all[1].call_type.as_str()), (1, "-"));
         assert!(all[1].call.is_null());
-        let acks = log.of_type("ACKNOWLEDGE");
+        let acks = records(Some("ACKNOWLEDGE"));
         assert_eq!(acks.len(), 1);
         assert_eq!(acks[0].seq, 0);
-        assert!(log.of_type("SUBSCRIBE").is_empty());
+        assert!(records(Some("SUBSCRIBE")).is_empty());
     }
 
     #[test]
@@ -254,5 +399,86 @@ mod tests {
         }
         assert_eq!(log.records.len(), MAX_CALLS);
         assert_eq!(log.records.front().unwrap().seq, 3);
+        assert_eq!(log.evicted(), 3);
+    }
+
+    fn fill(log: &mut CallLog, n: usize) {
+        for i in 0..n {
+            let call_type = if i % 2 == 0 { "ACKNOWLEDGE" } else { "DECLINE" };
+            log.record(
+                "scheduler",
+                Some(call_type),
+                None,
+                None,
+                202,
+                Some(&ack("f")),
+            );
+        }
+    }
+
+    #[test]
+    fn the_log_keeps_the_newest_calls_within_its_byte_budget_and_counts_the_rest() {
+        let cost = ENTRY_OVERHEAD + ack("f").encoded_len();
+        let mut log = CallLog::bounded(1_000, 10 * cost);
+        fill(&mut log, 25);
+        assert_eq!(log.records.len(), 10);
+        assert_eq!(log.evicted(), 15);
+        assert!(log.bytes <= 10 * cost, "{} bytes", log.bytes);
+        let seqs: Vec<u64> = log.entries(None).iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (15..25).collect::<Vec<_>>());
+        // A call bigger than the whole budget is still kept, alone.
+        let mut log = CallLog::bounded(1_000, 1);
+        fill(&mut log, 3);
+        assert_eq!((log.records.len(), log.evicted()), (1, 2));
+    }
+
+    #[test]
+    fn pages_follow_since_and_limit_and_say_where_to_go_on() {
+        let mut log = CallLog::bounded(100, usize::MAX);
+        fill(&mut log, 130);
+        let select = |call_type: Option<&str>, since, limit| Selection {
+            call_type: call_type.map(str::to_string),
+            since,
+            limit,
+        };
+        // seq 0..30 were evicted: since 0 starts at the oldest kept.
+        let page = log.page(&select(None, 0, 40));
+        assert_eq!((page.first, page.evicted), (30, 30));
+        assert_eq!(page.entries.first().map(|e| e.seq), Some(30));
+        assert_eq!(page.entries.len(), 40);
+        assert_eq!(page.next, Some(70));
+        let page = log.page(&select(Some("DECLINE"), 100, 10));
+        let seqs: Vec<u64> = page.entries.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (101..120).step_by(2).collect::<Vec<_>>());
+        assert_eq!(page.next, Some(121));
+        let page = log.page(&select(None, 125, 10));
+        assert_eq!((page.entries.len(), page.next), (5, None));
+        assert!(log.page(&select(None, 500, 10)).entries.is_empty());
+        let body: serde_json::Value = serde_json::from_slice(&render(&page)).unwrap();
+        assert_eq!(body["calls"][0]["seq"], 125);
+        assert_eq!(
+            body["calls"][0]["call"]["acknowledge"]["task_id"]["value"],
+            "t"
+        );
+        assert_eq!(
+            (&body["next"], &body["first"], &body["evicted"]),
+            (&serde_json::Value::Null, &30.into(), &30.into())
+        );
+    }
+
+    #[test]
+    fn known_types_span_the_three_apis() {
+        let known = known_types();
+        for name in [
+            "SUBSCRIBE",
+            "ACCEPT",
+            "GET_FRAMEWORKS",
+            "TEARDOWN",
+            "UPDATE",
+            "-",
+        ] {
+            assert!(known.contains(&name), "{name}");
+        }
+        assert!(!known.contains(&"UNKNOWN_TYPE_X"));
     }
 }

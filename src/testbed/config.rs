@@ -223,10 +223,10 @@ Mesos endpoints:
   POST /api/v1/scheduler        v1 scheduler API (also /master/api/v1/scheduler)
   POST /api/v1                  operator API: GET_FRAMEWORKS, TEARDOWN, MARK_AGENT_GONE
   POST /master/teardown         legacy teardown (form field frameworkId)
-  GET  /master/state, /master/frameworks, /master/redirect, /version
+  GET  /master/state, /master/frameworks, /master/slaves, /master/redirect, /version
 
 Fault injection and inspection (JSON; not part of Mesos):
-  GET  /testbed/calls[?type=SUBSCRIBE]      every call received (of one type), in order
+  GET  /testbed/calls[?type=&since=&limit=] a page of the calls kept (of one type), in order
   GET  /testbed/tasks                       live, unreachable and completed tasks
   GET  /testbed/frameworks | /testbed/agents
   POST /testbed/agents/{id}/unreachable     TASK_LOST + FAILURE + RESCIND

@@ -3,7 +3,7 @@
 //!
 //! | method and path | effect |
 //! |---|---|
-//! | `GET /testbed/calls[?type=T]` | `{"calls": [CallRecord…]}`: every call received (of type `T`, e.g. `SUBSCRIBE`), oldest first |
+//! | `GET /testbed/calls[?type=T&since=SEQ&limit=N]` | `{"calls": [CallRecord…], "next", "first", "evicted"}`: a page of the calls received (of type `T`, e.g. `SUBSCRIBE`; unknown types are 400), oldest first from `since`, at most `limit` (1000 by default, 10000 at most); `next` is the `since` of the next page (`null` at the end), `first` the oldest kept, `evicted` how many the bounded log forgot |
 //! | `GET /testbed/tasks` | `{"tasks": [TaskView…]}`: live and unreachable tasks, then completed ones (`"completed": true`) with their terminal state |
 //! | `GET /testbed/frameworks` | `{"frameworks": [FrameworkView…]}` (completed ones too) |
 //! | `GET /testbed/agents` | `{"agents": [AgentView…]}` |
@@ -290,28 +290,73 @@ fn done() -> Response {
     Json(json!({"ok": true})).into_response()
 }
 
-/// `GET /testbed/calls[?type=SUBSCRIBE]`.
+/// `GET /testbed/calls[?type=T][&since=SEQ][&limit=N]`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct CallsQuery {
     r#type: Option<String>,
+    #[serde(default)]
+    since: u64,
+    limit: Option<usize>,
 }
 
-async fn calls(State(app): State<App>, Query(query): Query<CallsQuery>) -> Response {
-    let calls = {
-        let master = app.lock();
-        match &query.r#type {
-            Some(call_type) => master.calls.of_type(call_type),
-            None => master.calls.all(),
-        }
+/// One page of the call log. Under the lock only the entries' pointers are
+/// copied; they are decoded and written out on a blocking thread, so the
+/// master serves other calls meanwhile (`docs/testbed.md#inspection`).
+async fn calls(
+    State(app): State<App>,
+    query: Result<Query<CallsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let query = match query {
+        Ok(Query(query)) => query,
+        Err(e) => return bad_request(format!("{e}; the query takes type, since and limit")),
     };
-    Json(json!({ "calls": calls })).into_response()
+    let known = super::calls::known_types();
+    if let Some(t) = &query.r#type
+        && !known.contains(&t.as_str())
+    {
+        return bad_request(format!(
+            "unknown call type '{t}'; known types: {}",
+            known.join(", ")
+        ));
+    }
+    let limit = query.limit.unwrap_or(super::calls::DEFAULT_PAGE);
+    if !(1..=super::calls::MAX_PAGE).contains(&limit) {
+        return bad_request(format!(
+            "limit must be 1 to {}, got {limit}",
+            super::calls::MAX_PAGE
+        ));
+    }
+    let selection = super::calls::Selection {
+        call_type: query.r#type,
+        since: query.since,
+        limit,
+    };
+    let page = app.lock().calls.page(&selection);
+    render_json(move || super::calls::render(&page)).await
 }
 
+/// `render`'s bytes as a JSON answer, rendered on a blocking thread.
+async fn render_json(render: impl FnOnce() -> Vec<u8> + Send + 'static) -> Response {
+    match tokio::task::spawn_blocking(render).await {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("render failed: {e}"),
+        ),
+    }
+}
+
+/// Views are copied under the lock and serialized after it is released.
 async fn tasks(State(app): State<App>) -> Response {
-    let master = app.lock();
-    let mut tasks = master.task_views();
-    tasks.extend(master.completed_task_views());
-    Json(json!({ "tasks": tasks })).into_response()
+    let tasks = {
+        let master = app.lock();
+        let mut tasks = master.task_views();
+        tasks.extend(master.completed_task_views());
+        tasks
+    };
+    render_json(move || serde_json::to_vec(&json!({ "tasks": tasks })).expect("views serialize"))
+        .await
 }
 
 async fn frameworks(State(app): State<App>) -> Response {

@@ -16,6 +16,7 @@
 //! - `POST /api/v1` — operator GET_FRAMEWORKS, TEARDOWN and MARK_AGENT_GONE
 //!   (`gone`), and the legacy
 //!   `/master/teardown`, `/master/state`, `/master/frameworks`,
+//!   `/master/slaves`,
 //!   `/master/redirect` (`operator_api`);
 //! - `/testbed/…` — fault injection and inspection (`control`): agents lost,
 //!   back, restarted or gone for good (`agents`, `agent_restart`, `gone`),
@@ -192,16 +193,22 @@ impl Testbed {
         self.stop.clone()
     }
 
-    /// Every call received, oldest first.
+    /// Every call the log keeps (the newest `calls::MAX_CALLS`, within
+    /// its byte budget: `docs/testbed.md#inspection`), oldest first. The
+    /// entries are copied under the master's lock and decoded after.
     pub fn calls(&self) -> Vec<CallRecord> {
-        self.app.lock().calls.all()
+        let entries = self.app.lock().calls.entries(None);
+        entries.iter().map(|e| e.record()).collect()
     }
 
     /// The scheduler calls of type `call_type` (e.g. `"KILL"`), oldest first.
     pub fn scheduler_calls(&self, call_type: &str) -> Vec<CallRecord> {
-        let mut calls = self.app.lock().calls.of_type(call_type);
-        calls.retain(|c| c.api == "scheduler");
-        calls
+        let entries = self.app.lock().calls.entries(Some(call_type));
+        entries
+            .iter()
+            .filter(|e| e.api == "scheduler")
+            .map(|e| e.record())
+            .collect()
     }
 
     /// Live and unreachable tasks.
@@ -398,6 +405,8 @@ fn router(app: App) -> Router {
         .route("/state", get(operator_api::state))
         .route("/master/state.json", get(operator_api::state))
         .route("/master/frameworks", get(operator_api::frameworks))
+        .route("/master/slaves", get(operator_api::slaves))
+        .route("/slaves", get(operator_api::slaves))
         .route("/frameworks", get(operator_api::frameworks))
         .route("/master/redirect", get(operator_api::redirect))
         .route("/redirect", get(operator_api::redirect))

@@ -1,9 +1,9 @@
 //! The operator API subset (`POST /api/v1`: GET_FRAMEWORKS, TEARDOWN,
 //! MARK_AGENT_GONE — the last in `gone.rs`) and the
-//! legacy endpoints `/master/teardown`, `/master/state`, `/master/frameworks`
-//! and `/master/redirect` (each also without the `/master` prefix, as the
+//! legacy endpoints `/master/teardown`, `/master/state`, `/master/frameworks`,
+//! `/master/slaves` and `/master/redirect` (each also without the `/master` prefix, as the
 //! master's HTTP delegate serves them). Sources: `src/master/http.cpp`
-//! (`api`, `teardown`, `redirect`, `state`, `frameworks`),
+//! (`api`, `teardown`, `redirect`, `state`, `frameworks`, `slaves`),
 //! `docs/mesos-protocol.md#operator-api` and captures h, i, k.
 
 use std::collections::HashMap;
@@ -17,6 +17,7 @@ use prost::Message;
 use super::App;
 use super::http::{self, empty, text};
 use super::master::{Leadership, Master};
+use super::views::{FrameworksDraft, StateDraft};
 use crate::mesos::json;
 use crate::mesos::media::Encoding;
 use crate::mesos::v1::master::{Call, Response as OperatorResponse, call, response};
@@ -200,13 +201,47 @@ fn json_ok(value: serde_json::Value) -> Response {
         .into_response()
 }
 
+/// A read-only endpoint's answer: `draft` is taken under the master's lock
+/// (after the leader gate) and `render` turns it into JSON on a blocking
+/// thread once the lock is released.
+///
+/// A real master renders these endpoints on worker threads while its actor
+/// waits for them, so that the state cannot change under the writers
+/// (`Master::Http::deferBatchedRequest` and `processRequestsBatch` in
+/// `src/master/http.cpp`, the writers in `src/master/readonly_handler.cpp`).
+/// The testbed instead copies what it renders (each task cloned), so that
+/// its master goes on serving calls and faults meanwhile: the answer is
+/// the state when the copy was taken (`docs/testbed.md#inspection`).
+async fn read_only<D: Send + 'static>(
+    app: &App,
+    path: &str,
+    draft: impl FnOnce(&Master) -> D,
+    render: fn(D) -> Vec<u8>,
+) -> Response {
+    let draft = {
+        let master = app.lock();
+        if let Some(response) = http::leader_gate(&master, path) {
+            return response;
+        }
+        draft(&master)
+    };
+    match tokio::task::spawn_blocking(move || render(draft)).await {
+        Ok(body) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("rendering {path} failed: {e}"),
+        ),
+    }
+}
+
 /// `GET /master/state`.
 pub(crate) async fn state(State(app): State<App>, OriginalUri(uri): OriginalUri) -> Response {
-    let master = app.lock();
-    if let Some(response) = http::leader_gate(&master, uri.path()) {
-        return response;
-    }
-    json_ok(master.state_json())
+    read_only(&app, uri.path(), Master::state_draft, StateDraft::render).await
 }
 
 /// `GET /master/frameworks[?framework_id=ID]`.
@@ -215,11 +250,33 @@ pub(crate) async fn frameworks(
     OriginalUri(uri): OriginalUri,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
+    let only = query.get("framework_id").map(String::as_str);
+    let draft = |m: &Master| m.frameworks_draft(only);
+    read_only(&app, uri.path(), draft, FrameworksDraft::render).await
+}
+
+/// `GET /master/slaves[?slave_id=ID]`: `{"slaves": [...], "recovered_slaves": []}`,
+/// each registered agent as in `/master/state`; `slave_id` keeps only that
+/// agent (none for an unknown ID, still 200). Follows
+/// `Master::ReadOnlyHandler::slaves` and `SlavesWriter` in
+/// `src/master/readonly_handler.cpp` and `docs/endpoints/master/slaves.md`
+/// (apache/mesos). The testbed recovers no agents from a registry, so
+/// `recovered_slaves` is empty. Small (one entry per agent): rendered
+/// under the lock.
+pub(crate) async fn slaves(
+    State(app): State<App>,
+    OriginalUri(uri): OriginalUri,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
     let master = app.lock();
     if let Some(response) = http::leader_gate(&master, uri.path()) {
         return response;
     }
-    json_ok(master.frameworks_json(query.get("framework_id").map(String::as_str)))
+    let only = query.get("slave_id").map(String::as_str);
+    json_ok(serde_json::json!({
+        "slaves": master.slaves_json(only),
+        "recovered_slaves": [],
+    }))
 }
 
 /// `GET /master/redirect`: always 307 to the leader's base URL, even on the

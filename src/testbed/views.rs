@@ -97,6 +97,164 @@ fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {
     }
 }
 
+/// The task lists of a framework in the legacy JSON, in the order
+/// [`FrameworkDraft::tasks`] holds them.
+const TASK_LISTS: [&str; 3] = ["tasks", "unreachable_tasks", "completed_tasks"];
+
+/// A framework's legacy JSON without its task lists, and copies of the
+/// tasks to render into them: taken under the master's lock (a clone per
+/// task), rendered after it is released, so that a big `/master/state`
+/// does not hold the master (`docs/testbed.md#inspection`).
+pub(crate) struct FrameworkDraft {
+    json: Value,
+    tasks: [Vec<Task>; 3],
+}
+
+impl FrameworkDraft {
+    /// Writes the framework's JSON to `out`, one task at a time: the
+    /// memory it takes is the output and one task's JSON.
+    fn write(&self, out: &mut Vec<u8>) {
+        write_object(out, &self.json, |out| {
+            for (key, tasks) in TASK_LISTS.iter().zip(&self.tasks) {
+                write_array(out, key, tasks, |out, t| write_value(out, &task_json(t)));
+            }
+        });
+    }
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value) {
+    serde_json::to_writer(out, value).expect("JSON values serialize");
+}
+
+/// Writes `head` (a non-empty object) to `out` with the fields `tail`
+/// writes (each as `,"key":value`) added at its end.
+fn write_object(out: &mut Vec<u8>, head: &Value, tail: impl FnOnce(&mut Vec<u8>)) {
+    write_value(out, head);
+    let close = out.pop();
+    debug_assert_eq!(close, Some(b'}'));
+    tail(out);
+    out.push(b'}');
+}
+
+/// Writes `,"key":[…]` to `out`, each item by `item`.
+fn write_array<T>(
+    out: &mut Vec<u8>,
+    key: &str,
+    items: &[T],
+    mut item: impl FnMut(&mut Vec<u8>, &T),
+) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":[");
+    for (i, it) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        item(out, it);
+    }
+    out.push(b']');
+}
+
+/// `/master/frameworks` (or the frameworks of `/master/state`) before its
+/// tasks are rendered.
+pub(crate) struct FrameworksDraft {
+    active: Vec<FrameworkDraft>,
+    completed: Vec<FrameworkDraft>,
+}
+
+impl FrameworksDraft {
+    /// Writes `,"frameworks":[…],"completed_frameworks":[…]`.
+    fn write_fields(&self, out: &mut Vec<u8>) {
+        for (key, drafts) in [
+            ("frameworks", &self.active),
+            ("completed_frameworks", &self.completed),
+        ] {
+            write_array(out, key, drafts, |out, f| f.write(out));
+        }
+    }
+
+    /// The `/master/frameworks` JSON.
+    pub fn render(self) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_object(&mut out, &json!({"unregistered_frameworks": []}), |out| {
+            self.write_fields(out)
+        });
+        out
+    }
+}
+
+/// `/master/state` before its tasks are rendered.
+pub(crate) struct StateDraft {
+    /// Every field but `frameworks` and `completed_frameworks`.
+    json: Value,
+    frameworks: FrameworksDraft,
+}
+
+impl StateDraft {
+    /// The `/master/state` JSON.
+    pub fn render(self) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_object(&mut out, &self.json, |out| {
+            self.frameworks.write_fields(out)
+        });
+        out
+    }
+}
+
+fn task_json(t: &Task) -> Value {
+    let container = t
+        .statuses
+        .iter()
+        .any(|s| s.container)
+        .then(|| crate::mesos::json::to_value(&container_status(t)));
+    let statuses: Vec<Value> = t
+        .statuses
+        .iter()
+        .map(|s| {
+            let mut v = json!({"state": s.state.as_str_name(), "timestamp": s.timestamp});
+            if s.container
+                && let Some(cs) = &container
+            {
+                v["container_status"] = cs.clone();
+            }
+            // src/common/http.cpp: the task status model shows `healthy` when set.
+            if let Some(healthy) = s.healthy {
+                v["healthy"] = healthy.into();
+            }
+            v
+        })
+        .collect();
+    let mut task = json!({
+        "id": t.task_id.value,
+        "name": t.name,
+        "framework_id": t.framework_id,
+        "executor_id": if t.custom_executor { t.executor_id.clone() } else { String::new() },
+        "slave_id": t.agent_id,
+        "state": t.state.as_str_name(),
+        "resources": t.resources.to_state_json(),
+        "role": "*",
+        "statuses": statuses,
+    });
+    // What the master copied from the TaskInfo (`createTask` in
+    // src/common/protobuf_utils.cpp), written when set as
+    // src/common/http.cpp writes a Task: `labels` as an array of
+    // {key, value}, `container` and `health_check` as their protobuf
+    // JSON.
+    let info = t.info();
+    use crate::mesos::json::to_value;
+    if let Some(labels) = &info.labels {
+        let labels: Vec<Value> = labels.labels.iter().map(to_value).collect();
+        task["labels"] = labels.into();
+    }
+    if let Some(container) = &info.container {
+        task["container"] = to_value(container);
+    }
+    if let Some(check) = &info.health_check {
+        task["health_check"] = to_value(check);
+    }
+    task
+}
+
 impl Master {
     /// Every live and unreachable task, sorted by framework and task ID.
     pub fn task_views(&self) -> Vec<TaskView> {
@@ -236,82 +394,20 @@ impl Master {
         }
     }
 
-    fn task_json(&self, t: &Task) -> Value {
-        let container = t
-            .statuses
-            .iter()
-            .any(|s| s.container)
-            .then(|| crate::mesos::json::to_value(&container_status(t)));
-        let statuses: Vec<Value> = t
-            .statuses
-            .iter()
-            .map(|s| {
-                let mut v = json!({"state": s.state.as_str_name(), "timestamp": s.timestamp});
-                if s.container
-                    && let Some(cs) = &container
-                {
-                    v["container_status"] = cs.clone();
-                }
-                // src/common/http.cpp: the task status model shows `healthy` when set.
-                if let Some(healthy) = s.healthy {
-                    v["healthy"] = healthy.into();
-                }
-                v
-            })
-            .collect();
-        let mut task = json!({
-            "id": t.task_id.value,
-            "name": t.name,
-            "framework_id": t.framework_id,
-            "executor_id": if t.custom_executor { t.executor_id.clone() } else { String::new() },
-            "slave_id": t.agent_id,
-            "state": t.state.as_str_name(),
-            "resources": t.resources.to_state_json(),
-            "role": "*",
-            "statuses": statuses,
-        });
-        // What the master copied from the TaskInfo (`createTask` in
-        // src/common/protobuf_utils.cpp), written when set as
-        // src/common/http.cpp writes a Task: `labels` as an array of
-        // {key, value}, `container` and `health_check` as their protobuf
-        // JSON.
-        let info = t.info();
-        use crate::mesos::json::to_value;
-        if let Some(labels) = &info.labels {
-            let labels: Vec<Value> = labels.labels.iter().map(to_value).collect();
-            task["labels"] = labels.into();
-        }
-        if let Some(container) = &info.container {
-            task["container"] = to_value(container);
-        }
-        if let Some(check) = &info.health_check {
-            task["health_check"] = to_value(check);
-        }
-        task
-    }
-
     #[allow(deprecated)] // FrameworkInfo.role: shown as a real master shows it
-    fn framework_json(&self, f: &Framework) -> Value {
+    fn framework_draft(&self, f: &Framework) -> FrameworkDraft {
         let (used, offered) = self.framework_resources(&f.id);
         let mut total = used.clone();
         total.add(&offered);
-        let tasks: Vec<Value> = self
-            .tasks
-            .values()
-            .filter(|t| t.framework_id == f.id)
-            .map(|t| self.task_json(t))
-            .collect();
-        let unreachable: Vec<Value> = self
-            .unreachable_tasks
-            .values()
-            .filter(|t| t.framework_id == f.id)
-            .map(|t| self.task_json(t))
-            .collect();
-        let completed: Vec<Value> = f
-            .completed_tasks
-            .iter()
-            .map(|t| self.task_json(t))
-            .collect();
+        let of_framework = |tasks: &super::task_table::TaskTable| -> Vec<Task> {
+            let mine = tasks.values().filter(|t| t.framework_id == f.id);
+            mine.cloned().collect()
+        };
+        let tasks = [
+            of_framework(&self.tasks),
+            of_framework(&self.unreachable_tasks),
+            f.completed_tasks.iter().cloned().collect(),
+        ];
         let offers: Vec<Value> = self
             .offers
             .iter()
@@ -350,9 +446,6 @@ impl Master {
             "offered_resources": offered.to_state_json(),
             "used_resources": used.to_state_json(),
             "resources": total.to_state_json(),
-            "tasks": tasks,
-            "unreachable_tasks": unreachable,
-            "completed_tasks": completed,
             "offers": offers,
             "executors": executors,
             "offer_constraints": {},
@@ -368,29 +461,36 @@ impl Master {
         } else {
             out["role"] = json!(f.info.role.clone().unwrap_or_else(|| "*".into()));
         }
-        out
+        FrameworkDraft { json: out, tasks }
     }
 
     /// `GET /master/frameworks[?framework_id=ID]` (`src/master/readonly_handler.cpp`;
-    /// each framework as its full framework writer renders it).
-    pub fn frameworks_json(&self, only: Option<&str>) -> Value {
+    /// each framework as its full framework writer renders it), to render
+    /// after the lock is released.
+    pub fn frameworks_draft(&self, only: Option<&str>) -> FrameworksDraft {
         let keep = |f: &&Framework| only.is_none_or(|id| f.id == id);
         let mut active: Vec<&Framework> = self.frameworks.values().filter(keep).collect();
         active.sort_by(|a, b| a.id.cmp(&b.id));
-        json!({
-            "frameworks": active.into_iter().map(|f| self.framework_json(f)).collect::<Vec<_>>(),
-            "completed_frameworks": self.completed.iter().filter(keep).map(|f| self.framework_json(f)).collect::<Vec<_>>(),
-            "unregistered_frameworks": [],
-        })
+        let drafts = |frameworks: Vec<&Framework>| -> Vec<FrameworkDraft> {
+            frameworks
+                .into_iter()
+                .map(|f| self.framework_draft(f))
+                .collect()
+        };
+        FrameworksDraft {
+            active: drafts(active),
+            completed: drafts(self.completed.iter().filter(keep).collect()),
+        }
     }
 
-    /// `GET /master/state` (`src/master/readonly_handler.cpp`: agents as its
-    /// agent writer renders them, frameworks as for `/master/frameworks`).
-    pub fn state_json(&self) -> Value {
-        let slaves: Vec<Value> = self
-            .agents
+    /// The registered agents (of ID `only` if given) as the agent writer of
+    /// `src/master/readonly_handler.cpp` renders them, for `/master/state`
+    /// and `/master/slaves`.
+    pub fn slaves_json(&self, only: Option<&str>) -> Vec<Value> {
+        self.agents
             .iter()
             .filter(|a| a.state == AgentState::Registered)
+            .filter(|a| only.is_none_or(|id| a.id == id))
             .map(|a| {
                 let attributes: serde_json::Map<String, Value> = a
                     .spec
@@ -416,12 +516,18 @@ impl Master {
                     "capabilities": ["MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT"],
                 })
             })
-            .collect();
+            .collect()
+    }
+
+    /// `GET /master/state` (`src/master/readonly_handler.cpp`: agents as its
+    /// agent writer renders them, frameworks as for `/master/frameworks`),
+    /// to render after the lock is released.
+    pub fn state_draft(&self) -> StateDraft {
+        let slaves = self.slaves_json(None);
         let count = |pred: fn(&AgentState) -> bool| {
             self.agents.iter().filter(|a| pred(&a.state)).count() as f64
         };
-        let frameworks = self.frameworks_json(None);
-        json!({
+        let json = json!({
             "version": self.cfg.version,
             "build_date": "",
             "build_time": 0.0,
@@ -446,10 +552,12 @@ impl Master {
             "capabilities": ["AGENT_UPDATE", "AGENT_DRAINING", "QUOTA_V2"],
             "slaves": slaves,
             "recovered_slaves": [],
-            "frameworks": frameworks["frameworks"],
-            "completed_frameworks": frameworks["completed_frameworks"],
             "orphan_tasks": [],
             "unregistered_frameworks": [],
-        })
+        });
+        StateDraft {
+            json,
+            frameworks: self.frameworks_draft(None),
+        }
     }
 }

@@ -53,6 +53,7 @@ mod testbed_election;
 mod testbed_fault_api;
 mod testbed_faults;
 mod testbed_health;
+mod testbed_inspection;
 mod testbed_lifecycle;
 mod testbed_offers;
 mod testbed_operator;

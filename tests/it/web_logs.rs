@@ -7,6 +7,7 @@
 use crate::support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -23,16 +24,33 @@ use support::web::{TestWeb, get as get_request, leader_snapshot, test_config};
 
 const AGENT_ID: &str = "fake-agent-S0";
 
-/// A master and agent in one server: `/master/state` names the agent at
-/// this address; the agent's state lists executors `hostile`, `slow`,
-/// `huge`, `gone`, each with sandbox `/sandbox/<id>`; `/files/read`
-/// misbehaves by executor.
+/// What the fake master was asked: `/master/state` and `/master/slaves`
+/// requests, and the `slave_id` of the last `/master/slaves`.
+#[derive(Default)]
+struct MasterReads {
+    state: AtomicUsize,
+    slaves: AtomicUsize,
+    slave_id: std::sync::Mutex<Option<String>>,
+}
+
+/// A master and agent in one server: `/master/slaves` (and `/master/state`,
+/// counted) names the agent at this address; the agent's state lists
+/// executors `hostile`, `slow`, `huge`, `gone`, each with sandbox
+/// `/sandbox/<id>`; `/files/read` misbehaves by executor.
 async fn fake_cluster() -> String {
+    fake_cluster_counting().await.0
+}
+
+/// [`fake_cluster`], and what its master was asked.
+async fn fake_cluster_counting() -> (String, Arc<MasterReads>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let reads = Arc::new(MasterReads::default());
     let master_state = json!({
         "slaves": [{"id": AGENT_ID, "hostname": "agent.test", "pid": format!("slave(1)@{addr}")}]
     });
+    let slaves = master_state.clone();
+    let (state_reads, slaves_reads) = (reads.clone(), reads.clone());
     let executors: Vec<Value> = ["hostile", "slow", "huge", "gone"]
         .iter()
         .map(|id| json!({"id": id, "directory": format!("/sandbox/{id}")}))
@@ -44,7 +62,20 @@ async fn fake_cluster() -> String {
     let router = Router::new()
         .route(
             "/master/state",
-            get(move || async move { axum::Json(master_state) }),
+            get(move || async move {
+                state_reads.state.fetch_add(1, Ordering::SeqCst);
+                axum::Json(master_state)
+            }),
+        )
+        .route(
+            "/master/slaves",
+            get(
+                move |Query(q): Query<std::collections::HashMap<String, String>>| async move {
+                    slaves_reads.slaves.fetch_add(1, Ordering::SeqCst);
+                    *slaves_reads.slave_id.lock().unwrap() = q.get("slave_id").cloned();
+                    axum::Json(slaves)
+                },
+            ),
         )
         .route(
             "/slave(1)/state",
@@ -52,7 +83,7 @@ async fn fake_cluster() -> String {
         )
         .route("/files/read", get(read));
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    format!("http://{addr}")
+    (format!("http://{addr}"), reads)
 }
 
 /// The bytes of the hostile log: HTML, ANSI colours, a terminal-title OSC,
@@ -236,6 +267,29 @@ async fn hostile_logs_are_shown_as_text_and_bad_agents_are_bounded() {
     assert_eq!(r.json()["title"], "The agent is unreachable");
 }
 
+/// A log read looks the agent up by `/master/slaves?slave_id=`, once (then
+/// from the cache), and never asks for the whole `/master/state`: at
+/// 10,000 tasks that was a 17 MB answer per read, past the read timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_find_the_agent_without_the_master_state() {
+    support::mesos::init();
+    let (master, reads) = fake_cluster_counting().await;
+    let web = web_over(&master).await;
+    for file in ["stdout", "stderr", "stdout"] {
+        let r = web
+            .send(get_request(&format!("/api/v1/tasks/t-hostile/logs/{file}")))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
+    assert_eq!(reads.state.load(Ordering::SeqCst), 0, "/master/state read");
+    assert_eq!(reads.slaves.load(Ordering::SeqCst), 1, "agent not cached");
+    assert_eq!(
+        reads.slave_id.lock().unwrap().as_deref(),
+        Some(AGENT_ID),
+        "the lookup names its agent"
+    );
+}
+
 /// GETs `url` and returns the status and body.
 async fn fetch(url: &str) -> (u16, Vec<u8>) {
     let r = support::mesos::client().get(url).send().await.unwrap();
@@ -267,6 +321,18 @@ async fn the_testbed_serves_sandboxes_like_an_agent() {
     // As on a real master: the agent's address, no sandbox directory.
     let pid = state["slaves"][0]["pid"].as_str().unwrap().to_string();
     assert!(!state.to_string().contains("\"directory\""));
+    // `/master/slaves` lists the same agent; `slave_id` keeps only it.
+    let agent_id = state["slaves"][0]["id"].as_str().unwrap().to_string();
+    let slaves = |query: String| {
+        let request = client.get(format!("{}/master/slaves{query}", tb.url()));
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let one = slaves(format!("?slave_id={agent_id}")).await;
+    assert_eq!(one["slaves"], json!([state["slaves"][0]]), "{one}");
+    assert_eq!(one["recovered_slaves"], json!([]));
+    let none = slaves("?slave_id=nope".into()).await;
+    assert_eq!(none["slaves"], json!([]));
+    assert_eq!(slaves(String::new()).await["slaves"], state["slaves"]);
     let agent = format!("http://{}", pid.split_once('@').unwrap().1);
     let agent_state: Value = client
         .get(format!("{agent}/slave(1)/state"))
