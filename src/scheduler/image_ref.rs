@@ -52,9 +52,39 @@ pub enum ImageReferenceError {
     Grammar {
         /// The reference as given.
         reference: String,
-        /// What is wrong.
-        why: String,
+        /// The part the grammar refuses.
+        why: GrammarFault,
     },
+}
+
+/// The part of a reference that breaks the grammar
+/// ([`ImageReferenceError::Grammar`]), with the text of that part.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrammarFault {
+    /// `@algorithm:hex` with an unreadable algorithm or under 32 hex digits.
+    #[error("digest {0:?}")]
+    Digest(String),
+    /// A tag with other characters or over 128 of them.
+    #[error("tag {0:?}")]
+    Tag(String),
+    /// Registry and path over [`MAX_NAME_LEN`] characters.
+    #[error("name longer than {MAX_NAME_LEN}")]
+    NameTooLong,
+    /// An IPv6 registry without its closing `]`.
+    #[error("registry {0:?}: unclosed '['")]
+    UnclosedIpv6(String),
+    /// A bracketed registry that is not an IPv6 address.
+    #[error("registry {0:?}: not an IPv6 address")]
+    NotIpv6(String),
+    /// A registry host with an empty or ill-formed component.
+    #[error("registry host {0:?}")]
+    RegistryHost(String),
+    /// A registry port outside 1..=65535 or not digits.
+    #[error("registry port {0:?} is not 1 to 65535")]
+    RegistryPort(String),
+    /// A path component outside `[a-z0-9]+ (separator [a-z0-9]+)*`.
+    #[error("path component {0:?}")]
+    PathComponent(String),
 }
 
 /// Checks a Docker image reference against the grammar in the module docs.
@@ -74,7 +104,7 @@ pub fn check_image_reference(reference: &str) -> Result<(), ImageReferenceError>
     {
         return Err(ImageReferenceError::Whitespace(reference.into()));
     }
-    let grammar = |why: String| ImageReferenceError::Grammar {
+    let grammar = |why: GrammarFault| ImageReferenceError::Grammar {
         reference: reference.into(),
         why,
     };
@@ -96,7 +126,7 @@ pub fn check_image_reference(reference: &str) -> Result<(), ImageReferenceError>
         check_tag(tag).map_err(grammar)?;
     }
     if name.len() > MAX_NAME_LEN {
-        return Err(grammar(format!("name longer than {MAX_NAME_LEN}")));
+        return Err(grammar(GrammarFault::NameTooLong));
     }
     let path = match name.split_once('/') {
         Some((first, path)) if is_domain(first) => {
@@ -117,13 +147,13 @@ fn is_domain(first: &str) -> bool {
         || first.chars().any(|c| c.is_ascii_uppercase())
 }
 
-fn check_domain(domain: &str) -> Result<(), String> {
+fn check_domain(domain: &str) -> Result<(), GrammarFault> {
     let (host, port) = if let Some(v6) = domain.strip_prefix('[') {
         let (addr, after) = v6
             .split_once(']')
-            .ok_or_else(|| format!("registry {domain:?}: unclosed '['"))?;
+            .ok_or_else(|| GrammarFault::UnclosedIpv6(domain.into()))?;
         addr.parse::<std::net::Ipv6Addr>()
-            .map_err(|_| format!("registry {domain:?}: not an IPv6 address"))?;
+            .map_err(|_| GrammarFault::NotIpv6(domain.into()))?;
         match after {
             "" => (None, None),
             _ => (None, Some(after.strip_prefix(':').unwrap_or(after))),
@@ -142,23 +172,23 @@ fn check_domain(domain: &str) -> Result<(), String> {
                 && !c.ends_with('-')
         };
         if !host.split('.').all(component) {
-            return Err(format!("registry host {host:?}"));
+            return Err(GrammarFault::RegistryHost(host.into()));
         }
     }
     if let Some(port) = port {
         let valid = port.len() <= 5 && !port.is_empty() && port.chars().all(|c| c.is_ascii_digit());
         match port.parse::<u32>() {
             Ok(1..=65_535) if valid => {}
-            _ => return Err(format!("registry port {port:?} is not 1 to 65535")),
+            _ => return Err(GrammarFault::RegistryPort(port.into())),
         }
     }
     Ok(())
 }
 
-fn check_path(path: &str) -> Result<(), String> {
+fn check_path(path: &str) -> Result<(), GrammarFault> {
     for component in path.split('/') {
         if !path_component(component) {
-            return Err(format!("path component {component:?}"));
+            return Err(GrammarFault::PathComponent(component.into()));
         }
     }
     Ok(())
@@ -188,7 +218,7 @@ fn path_component(component: &str) -> bool {
     true
 }
 
-fn check_tag(tag: &str) -> Result<(), String> {
+fn check_tag(tag: &str) -> Result<(), GrammarFault> {
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let valid = tag.len() <= 128
         && tag.starts_with(word)
@@ -196,12 +226,12 @@ fn check_tag(tag: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!("tag {tag:?}"))
+        Err(GrammarFault::Tag(tag.into()))
     }
 }
 
-fn check_digest(digest: &str) -> Result<(), String> {
-    let bad = || format!("digest {digest:?}");
+fn check_digest(digest: &str) -> Result<(), GrammarFault> {
+    let bad = || GrammarFault::Digest(digest.into());
     let (algorithm, hex) = digest.split_once(':').ok_or_else(bad)?;
     let component = |c: &str| {
         c.starts_with(|ch: char| ch.is_ascii_alphabetic())
