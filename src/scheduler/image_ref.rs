@@ -67,7 +67,7 @@ pub enum GrammarFault {
     /// A tag with other characters or over 128 of them.
     #[error("tag {0:?}")]
     Tag(String),
-    /// Registry and path over [`MAX_NAME_LEN`] characters.
+    /// Registry and path over 255 characters (the grammar's limit).
     #[error("name longer than {MAX_NAME_LEN}")]
     NameTooLong,
     /// An IPv6 registry without its closing `]`.
