@@ -488,13 +488,47 @@ struct PrefixBody {
     task_id_prefix: String,
 }
 
+/// Most task-prefix rules of one kind (`ignore-kill`, `hold-staging`,
+/// `health`) held at once; `faults/clear` drops them.
+const MAX_PREFIX_RULES: usize = 1_000;
+/// Longest task ID prefix (Mesos task IDs are short strings; more is a
+/// mistake).
+const MAX_PREFIX_LEN: usize = 1_024;
+
+/// Why a task-prefix rule cannot be added next to `held` others: 400 for
+/// an empty or overlong prefix (an empty one would match every task), 409
+/// when [`MAX_PREFIX_RULES`] are held.
+fn prefix_refusal(prefix: &str, held: usize) -> Option<Response> {
+    if prefix.is_empty() || prefix.len() > MAX_PREFIX_LEN {
+        return Some(bad_request(format!(
+            "task_id_prefix must be 1 to {MAX_PREFIX_LEN} bytes (an empty one would match every task)"
+        )));
+    }
+    (held >= MAX_PREFIX_RULES).then(|| {
+        error(
+            StatusCode::CONFLICT,
+            format!("{MAX_PREFIX_RULES} rules of this kind are held already; POST /testbed/faults/clear first"),
+        )
+    })
+}
+
 async fn ignore_kill(State(app): State<App>, Required(body): Required<PrefixBody>) -> Response {
-    app.lock().faults.ignore_kill.push(body.task_id_prefix);
+    let mut master = app.lock();
+    let rules = &mut master.faults.ignore_kill;
+    if let Some(refusal) = prefix_refusal(&body.task_id_prefix, rules.len()) {
+        return refusal;
+    }
+    rules.push(body.task_id_prefix);
     done()
 }
 
 async fn hold_staging(State(app): State<App>, Required(body): Required<PrefixBody>) -> Response {
-    app.lock().faults.hold_staging.push(body.task_id_prefix);
+    let mut master = app.lock();
+    let rules = &mut master.faults.hold_staging;
+    if let Some(refusal) = prefix_refusal(&body.task_id_prefix, rules.len()) {
+        return refusal;
+    }
+    rules.push(body.task_id_prefix);
     done()
 }
 
@@ -513,7 +547,11 @@ async fn set_health(State(app): State<App>, Required(body): Required<HealthBody>
         Some(Some((key, value))) if !key.is_empty() => Some((key.to_string(), value.to_string())),
         Some(_) => return bad_request("label must be key=value".into()),
     };
-    app.lock().faults.health.push(super::health::HealthRule {
+    let mut master = app.lock();
+    if let Some(refusal) = prefix_refusal(&body.task_id_prefix, master.faults.health.len()) {
+        return refusal;
+    }
+    master.faults.health.push(super::health::HealthRule {
         task_id_prefix: body.task_id_prefix,
         label,
         health: body.health,

@@ -309,9 +309,9 @@ impl Faults {
                 names.join(", ")
             ));
         }
-        if count > MAX_DROPPED_CALLS {
+        if count == 0 || count > MAX_DROPPED_CALLS {
             return Err(format!(
-                "count must be at most {MAX_DROPPED_CALLS}, got {count}"
+                "count must be 1 to {MAX_DROPPED_CALLS}, got {count}"
             ));
         }
         if count == 0 {

@@ -101,6 +101,21 @@ async fn malformed_bodies_are_a_400_in_json() {
     // Optional bodies are checked too.
     let failover = fault(&tb, "master/failover", JSON, r#"{"reregister_delay": 5}"#).await;
     assert_eq!(refusal(&failover).0, 400);
+    // Values that would do nothing, or everything.
+    let empty = fault(
+        &tb,
+        "faults/hold-staging",
+        JSON,
+        r#"{"task_id_prefix": ""}"#,
+    )
+    .await;
+    let (status, error) = refusal(&empty);
+    assert_eq!(status, 400);
+    assert!(error.contains("match every task"), "{error}");
+    let zero = r#"{"call_type": "ACCEPT", "count": 0}"#;
+    let (status, error) = refusal(&fault(&tb, "faults/drop-calls", JSON, zero).await);
+    assert_eq!(status, 400);
+    assert!(error.contains("count must be 1 to"), "{error}");
     // And a good one still works.
     let ok = fault(
         &tb,
@@ -209,4 +224,42 @@ async fn unknown_paths_and_methods_get_a_json_error_naming_them() {
         .await
         .unwrap();
     assert_eq!(answer.status(), 404);
+}
+
+#[tokio::test]
+async fn task_prefix_rules_are_bounded_until_cleared() {
+    let tb = testbed().await;
+    for i in 0..1_000 {
+        let body = format!(r#"{{"task_id_prefix": "t{i}."}}"#);
+        let answer = fault(&tb, "faults/ignore-kill", JSON, &body).await;
+        assert_eq!(answer.status, 200, "rule {i}: {}", answer.body);
+    }
+    let more = fault(
+        &tb,
+        "faults/ignore-kill",
+        JSON,
+        r#"{"task_id_prefix": "x"}"#,
+    )
+    .await;
+    let (status, error) = refusal(&more);
+    assert_eq!(status, 409);
+    assert!(error.contains("faults/clear"), "{error}");
+    // Other kinds have their own bound; clearing frees this one.
+    let other = fault(
+        &tb,
+        "faults/hold-staging",
+        JSON,
+        r#"{"task_id_prefix": "x"}"#,
+    )
+    .await;
+    assert_eq!(other.status, 200, "{}", other.body);
+    assert_eq!(fault(&tb, "faults/clear", JSON, "{}").await.status, 200);
+    let again = fault(
+        &tb,
+        "faults/ignore-kill",
+        JSON,
+        r#"{"task_id_prefix": "x"}"#,
+    )
+    .await;
+    assert_eq!(again.status, 200, "{}", again.body);
 }
