@@ -70,7 +70,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::App;
-use super::master::{AgentState, Master};
+use super::master::{AgentState, Faults, Master};
 
 /// The `/testbed` routes; any other path under `/testbed` answers 404 and
 /// a known path with another method 405, both with a JSON error.
@@ -513,18 +513,22 @@ fn prefix_refusal(prefix: &str, held: usize) -> Option<Response> {
 }
 
 async fn ignore_kill(State(app): State<App>, Required(body): Required<PrefixBody>) -> Response {
-    let mut master = app.lock();
-    let rules = &mut master.faults.ignore_kill;
-    if let Some(refusal) = prefix_refusal(&body.task_id_prefix, rules.len()) {
-        return refusal;
-    }
-    rules.push(body.task_id_prefix);
-    done()
+    add_prefix_rule(&app, body, |faults| &mut faults.ignore_kill)
 }
 
 async fn hold_staging(State(app): State<App>, Required(body): Required<PrefixBody>) -> Response {
+    add_prefix_rule(&app, body, |faults| &mut faults.hold_staging)
+}
+
+/// Adds `body`'s prefix to the rules `kind` picks, or answers why not
+/// ([`prefix_refusal`]).
+fn add_prefix_rule(
+    app: &App,
+    body: PrefixBody,
+    kind: impl FnOnce(&mut Faults) -> &mut Vec<String>,
+) -> Response {
     let mut master = app.lock();
-    let rules = &mut master.faults.hold_staging;
+    let rules = kind(&mut master.faults);
     if let Some(refusal) = prefix_refusal(&body.task_id_prefix, rules.len()) {
         return refusal;
     }

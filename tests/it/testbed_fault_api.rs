@@ -26,6 +26,12 @@ async fn fault(tb: &Testbed, path: &str, headers: &[(&str, &str)], body: &str) -
     .await
 }
 
+/// POSTs a task-prefix rule `{"task_id_prefix": prefix}` to `faults/{kind}`.
+async fn prefix_rule(tb: &Testbed, kind: &str, prefix: &str) -> Answer {
+    let body = serde_json::json!({ "task_id_prefix": prefix }).to_string();
+    fault(tb, &format!("faults/{kind}"), JSON, &body).await
+}
+
 /// The status and the `error` of a JSON error answer; panics when the
 /// answer is not JSON with a non-empty `error`.
 fn refusal(answer: &Answer) -> (u16, String) {
@@ -102,13 +108,7 @@ async fn malformed_bodies_are_a_400_in_json() {
     let failover = fault(&tb, "master/failover", JSON, r#"{"reregister_delay": 5}"#).await;
     assert_eq!(refusal(&failover).0, 400);
     // Values that would do nothing, or everything.
-    let empty = fault(
-        &tb,
-        "faults/hold-staging",
-        JSON,
-        r#"{"task_id_prefix": ""}"#,
-    )
-    .await;
+    let empty = prefix_rule(&tb, "hold-staging", "").await;
     let (status, error) = refusal(&empty);
     assert_eq!(status, 400);
     assert!(error.contains("match every task"), "{error}");
@@ -117,13 +117,7 @@ async fn malformed_bodies_are_a_400_in_json() {
     assert_eq!(status, 400);
     assert!(error.contains("count must be 1 to"), "{error}");
     // And a good one still works.
-    let ok = fault(
-        &tb,
-        "faults/ignore-kill",
-        JSON,
-        r#"{"task_id_prefix": "k"}"#,
-    )
-    .await;
+    let ok = prefix_rule(&tb, "ignore-kill", "k").await;
     assert_eq!(ok.status, 200, "{}", ok.body);
 }
 
@@ -230,36 +224,17 @@ async fn unknown_paths_and_methods_get_a_json_error_naming_them() {
 async fn task_prefix_rules_are_bounded_until_cleared() {
     let tb = testbed().await;
     for i in 0..1_000 {
-        let body = format!(r#"{{"task_id_prefix": "t{i}."}}"#);
-        let answer = fault(&tb, "faults/ignore-kill", JSON, &body).await;
+        let answer = prefix_rule(&tb, "ignore-kill", &format!("t{i}.")).await;
         assert_eq!(answer.status, 200, "rule {i}: {}", answer.body);
     }
-    let more = fault(
-        &tb,
-        "faults/ignore-kill",
-        JSON,
-        r#"{"task_id_prefix": "x"}"#,
-    )
-    .await;
+    let more = prefix_rule(&tb, "ignore-kill", "x").await;
     let (status, error) = refusal(&more);
     assert_eq!(status, 409);
     assert!(error.contains("faults/clear"), "{error}");
     // Other kinds have their own bound; clearing frees this one.
-    let other = fault(
-        &tb,
-        "faults/hold-staging",
-        JSON,
-        r#"{"task_id_prefix": "x"}"#,
-    )
-    .await;
+    let other = prefix_rule(&tb, "hold-staging", "x").await;
     assert_eq!(other.status, 200, "{}", other.body);
     assert_eq!(fault(&tb, "faults/clear", JSON, "{}").await.status, 200);
-    let again = fault(
-        &tb,
-        "faults/ignore-kill",
-        JSON,
-        r#"{"task_id_prefix": "x"}"#,
-    )
-    .await;
+    let again = prefix_rule(&tb, "ignore-kill", "x").await;
     assert_eq!(again.status, 200, "{}", again.body);
 }
