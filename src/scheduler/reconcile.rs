@@ -16,7 +16,11 @@
 //! into it (same kind) or queued (one slot per kind, which later requests of
 //! that kind join; a queued explicit run goes first); every run has an ID,
 //! known from the moment it is queued; a cooldown separates runs,
-//! except the explicit run a new subscription demands. Pure state machine
+//! except the explicit run a new subscription demands. An explicit request
+//! never waits for an implicit run: that run only counts answers to the
+//! RECONCILE it sent, so it ends (*superseded*) and the explicit run starts
+//! at once (an operator asking about every task is not kept waiting out a
+//! 10 s window). Pure state machine
 //! over `Instant`s: the core feeds it updates and ticks, and sends what
 //! [`Reconciler::tick`] asks for.
 
@@ -179,20 +183,51 @@ impl Reconciler {
         {
             return (running.view.clone(), Vec::new());
         }
-        if self.running.is_some() || self.in_cooldown(now) {
+        let mut actions = Vec::new();
+        let id = if kind == ReconcileKind::Explicit && self.running.is_some() {
+            // An implicit run only waits out its window, counting answers
+            // to the RECONCILE it already sent: the explicit run does not
+            // wait for it. It ends (superseded) and the explicit run
+            // starts now, whatever the cooldown.
+            actions.extend(self.finish(ReconcileOutcome::Superseded, now, now_secs));
+            self.take_queued(kind).map_or_else(next_run_id, |q| q.id)
+        } else if self.running.is_some() || self.in_cooldown(now) {
             let queued = self.queue(kind, trigger, now_secs);
             return (Self::placeholder(queued), Vec::new());
-        }
+        } else {
+            next_run_id()
+        };
         let list = match kind {
             ReconcileKind::Explicit => tasks(),
             ReconcileKind::Implicit => Vec::new(),
         };
-        let actions = self.start(next_run_id(), kind, trigger, list, now, now_secs);
+        actions.extend(self.start(id, kind, trigger, list, now, now_secs));
         let view = self.running.as_ref().map(|r| r.view.clone());
         (
             view.unwrap_or_else(|| self.history.back().cloned().expect("a run just ended")),
             actions,
         )
+    }
+
+    /// An explicit run that must ask about tasks the running run (if any)
+    /// does not: started now, or queued behind the running run and the
+    /// cooldown (it then asks about every non-terminal task as of its
+    /// start). `tasks` is asked for only when it starts now.
+    pub fn follow_up(
+        &mut self,
+        trigger: ReconcileTrigger,
+        tasks: impl FnOnce() -> TaskList,
+        now: Instant,
+        now_secs: f64,
+    ) -> Vec<Action> {
+        if self.running.is_some() || self.in_cooldown(now) {
+            self.queue(ReconcileKind::Explicit, trigger, now_secs);
+            return Vec::new();
+        }
+        let id = self
+            .take_queued(ReconcileKind::Explicit)
+            .map_or_else(next_run_id, |q| q.id);
+        self.start(id, ReconcileKind::Explicit, trigger, tasks(), now, now_secs)
     }
 
     /// Joins the queued run of `kind`, or queues one.
@@ -597,9 +632,9 @@ mod tests {
         let t0 = Instant::now();
         let mut r = Reconciler::new(cfg(), t0);
         let (run, actions) = r.request(
-            ReconcileKind::Implicit,
+            ReconcileKind::Explicit,
             ReconcileTrigger::Manual,
-            Vec::new,
+            || tasks(&["a"]),
             t0,
             0.0,
         );
@@ -608,49 +643,126 @@ mod tests {
             (ReconcileOutcome::Running, 1)
         );
         let (merged, actions) = r.request(
-            ReconcileKind::Implicit,
-            ReconcileTrigger::Manual,
-            Vec::new,
-            t0,
-            0.0,
-        );
-        assert!(actions.is_empty());
-        assert_eq!(merged.started_at, run.started_at);
-        assert_eq!(merged.id, run.id);
-        // Requests of another kind queue one run per kind, known by its
-        // ID; an implicit request never becomes explicit nor the reverse.
-        let (queued, _) = r.request(
             ReconcileKind::Explicit,
             ReconcileTrigger::Manual,
             || tasks(&["a"]),
             t0,
             0.0,
         );
+        assert!(actions.is_empty());
+        assert_eq!(merged.started_at, run.started_at);
+        assert_eq!(merged.id, run.id);
+        // A request of the other kind queues one run, known by its ID,
+        // which later requests of that kind join; an implicit request
+        // never becomes explicit.
+        let (queued, actions) = r.request(
+            ReconcileKind::Implicit,
+            ReconcileTrigger::Manual,
+            || tasks(&["a"]),
+            t0,
+            0.0,
+        );
+        assert!(actions.is_empty());
         assert_eq!(queued.outcome, ReconcileOutcome::Queued);
         assert_ne!(queued.id, run.id);
-        r.tick(t0 + Duration::from_secs(3), 3.0, Vec::new);
         let (again, _) = r.request(
-            ReconcileKind::Explicit,
+            ReconcileKind::Implicit,
             ReconcileTrigger::Manual,
             Vec::new,
             t0,
-            3.0,
+            0.5,
         );
-        assert_eq!(again.id, queued.id, "joins the queued explicit run");
-        let ids: Vec<u64> = r.status().queued.iter().map(|q| q.id).collect();
-        assert_eq!(ids, [queued.id]);
-        let started = r.tick(t0 + Duration::from_secs(8), 8.0, || tasks(&["a"]));
-        assert_eq!(sent(&started), [vec!["a"]]);
+        assert_eq!(again.id, queued.id, "joins the queued implicit run");
+        // The explicit run converges; the queued one waits out the
+        // cooldown (5 s), then runs as an empty RECONCILE.
+        r.on_update("a", true, t0 + Duration::from_secs(1), 1.0);
+        assert!(
+            r.tick(t0 + Duration::from_secs(3), 3.0, Vec::new)
+                .is_empty()
+        );
+        let started = r.tick(t0 + Duration::from_secs(6), 6.0, || tasks(&["a"]));
+        assert_eq!(sent(&started), [Vec::<String>::new()]);
         assert_eq!(r.status().running.map(|q| q.id), Some(queued.id));
         assert!(r.status().queued.is_empty());
-        // The periodic run is due at 30 s; it waits for the explicit one.
-        r.on_update("a", false, t0 + Duration::from_secs(9), 9.0);
-        let periodic = r.tick(t0 + Duration::from_secs(30), 30.0, Vec::new);
-        assert_eq!(sent(&periodic), [Vec::<String>::new()]);
+        // The periodic run is due at 30 s; it waits for the cooldown after
+        // the implicit run's window.
+        r.tick(t0 + Duration::from_secs(16), 16.0, Vec::new);
+        assert!(r.tick(t0 + Duration::from_secs(30), 30.0, Vec::new).len() == 1);
         assert_eq!(
             r.status().running.unwrap().trigger,
             ReconcileTrigger::Periodic
         );
+    }
+
+    #[test]
+    fn a_follow_up_run_queues_behind_a_running_explicit_run_instead_of_joining_it() {
+        let t0 = Instant::now();
+        let mut r = Reconciler::new(cfg(), t0);
+        let (first, _) = r.request(
+            ReconcileKind::Explicit,
+            ReconcileTrigger::Manual,
+            || tasks(&["a"]),
+            t0,
+            0.0,
+        );
+        // "b" was not asked about: a run of its own follows.
+        let actions = r.follow_up(ReconcileTrigger::LaunchFailed, || tasks(&["b"]), t0, 0.0);
+        assert!(actions.is_empty());
+        let queued = r.status().queued;
+        assert_eq!(queued.len(), 1);
+        assert_ne!(queued[0].id, first.id);
+        assert_eq!(queued[0].trigger, ReconcileTrigger::LaunchFailed);
+        r.on_update("a", true, t0 + Duration::from_secs(1), 1.0);
+        let started = r.tick(t0 + Duration::from_secs(6), 6.0, || tasks(&["a", "b"]));
+        assert_eq!(sent(&started), [vec!["a", "b"]]);
+        // With nothing running and no cooldown it starts at once.
+        let mut idle = Reconciler::new(cfg(), t0);
+        let started = idle.follow_up(ReconcileTrigger::LaunchFailed, || tasks(&["b"]), t0, 0.0);
+        assert_eq!(sent(&started), [vec!["b"]]);
+    }
+
+    #[test]
+    fn an_explicit_request_supersedes_an_implicit_window_and_starts_at_once() {
+        let t0 = Instant::now();
+        let mut r = Reconciler::new(cfg(), t0);
+        let (implicit, _) = r.request(
+            ReconcileKind::Implicit,
+            ReconcileTrigger::Manual,
+            Vec::new,
+            t0,
+            0.0,
+        );
+        r.on_update("a", true, t0 + Duration::from_millis(50), 0.05);
+        // One second into the implicit run's 3 s window, inside no
+        // cooldown: the explicit run starts now and asks about every task.
+        let at = t0 + Duration::from_secs(1);
+        let (explicit, actions) = r.request(
+            ReconcileKind::Explicit,
+            ReconcileTrigger::Manual,
+            || tasks(&["a", "b"]),
+            at,
+            1.0,
+        );
+        assert_eq!(explicit.outcome, ReconcileOutcome::Running);
+        assert_eq!(explicit.kind, ReconcileKind::Explicit);
+        assert_eq!(sent(&actions), [vec!["a", "b"]]);
+        assert_eq!(outcome(&actions).as_deref(), Some("superseded"));
+        let ended = r.status().history.pop().unwrap();
+        assert_eq!(
+            (ended.id, ended.outcome, ended.answered),
+            (implicit.id, ReconcileOutcome::Superseded, 1)
+        );
+        assert_eq!(r.status().running.map(|q| q.id), Some(explicit.id));
+        // An implicit request meanwhile waits for the explicit run.
+        let (queued, actions) = r.request(
+            ReconcileKind::Implicit,
+            ReconcileTrigger::Manual,
+            Vec::new,
+            at,
+            1.0,
+        );
+        assert!(actions.is_empty());
+        assert_eq!(queued.outcome, ReconcileOutcome::Queued);
     }
 
     #[test]

@@ -224,6 +224,10 @@ pub enum ReconcileTrigger {
     /// An operator's request (action or API).
     #[serde(rename = "manual")]
     Manual,
+    /// An ACCEPT failed or was not sent: the records of its tasks are
+    /// written, but the master may never have seen them.
+    #[serde(rename = "launch failed")]
+    LaunchFailed,
 }
 
 impl ReconcileTrigger {
@@ -234,6 +238,7 @@ impl ReconcileTrigger {
             ReconcileTrigger::AfterExplicit => "after explicit",
             ReconcileTrigger::Periodic => "periodic",
             ReconcileTrigger::Manual => "manual",
+            ReconcileTrigger::LaunchFailed => "launch failed",
         }
     }
 }

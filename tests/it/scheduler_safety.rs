@@ -454,3 +454,60 @@ async fn subscription_gauge_sums_to_one_over_replicas() {
     assert!(text(&b).contains("mesos_appliance_framework_subscribed 1"));
     b.stop().await;
 }
+
+/// Explicit reconciliation asked over and over while hundreds of tasks
+/// launch (a dashboard button pressed repeatedly, a script): a task whose
+/// ACCEPT the master has not processed yet must not be asked about (the
+/// master answers TASK_LOST), or its instance is launched again while the
+/// first task starts anyway. At the end every instance runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_reconciliation_during_a_launch_never_runs_an_instance_twice() {
+    const INSTANCES: usize = 300;
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let specs = services(json!([
+        {"name": "many", "command": "x", "cpus": 0.01, "mem": 1, "instances": INSTANCES}
+    ]));
+    let mut core = core_config();
+    core.reconcile.cooldown = Duration::ZERO;
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core).await;
+    let handle = replica.handle.clone();
+    let asking = tokio::spawn(async move {
+        let mut asked = 0;
+        for _ in 0..2_000 {
+            let answer = handle
+                .request(Duration::from_secs(5), |reply| Command::Reconcile {
+                    kind: mesos_appliance::scheduler::ReconcileKind::Explicit,
+                    reply,
+                })
+                .await;
+            asked += usize::from(answer.is_ok());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            if running(&handle.snapshot(), "many") >= INSTANCES {
+                break;
+            }
+        }
+        asked
+    });
+    replica
+        .wait_for("all running", Duration::from_secs(60), |s| {
+            running(s, "many") >= INSTANCES
+        })
+        .await;
+    assert!(asking.await.unwrap() > 10, "reconciliation was asked for");
+    // Late starts of doubly launched tasks would show up now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let live_on_master = tb
+        .tasks()
+        .iter()
+        .filter(|t| !mesos_appliance::mesos::is_terminal(t.state))
+        .count();
+    let s = replica.snapshot();
+    let live_records = s.tasks.iter().filter(|t| !t.is_terminal()).count();
+    assert_eq!(
+        (live_on_master, live_records, running(&s, "many")),
+        (INSTANCES, INSTANCES, INSTANCES),
+        "one task per instance on the master and in the records"
+    );
+    replica.stop().await;
+}

@@ -9,9 +9,10 @@ use tokio::time::Instant;
 
 use super::{Machine, Pending, schedule};
 use crate::scheduler::core::io::MesosCall;
+use crate::scheduler::ids::TaskId;
 use crate::scheduler::metrics::ReconcileLabels;
 use crate::scheduler::reconcile::Action;
-use crate::scheduler::snapshot::EventKind;
+use crate::scheduler::snapshot::{EventKind, ReconcileTrigger};
 
 impl Machine {
     /// The explicit run every subscription starts, once the records are
@@ -22,6 +23,28 @@ impl Machine {
         }
         let tasks = self.tasks.reconcilable();
         let actions = self.reconciler.subscribed(tasks, now, self.unix(now));
+        self.reconcile_actions(actions, now);
+    }
+
+    /// An ACCEPT failed or was not sent: its tasks' records are written
+    /// but the master may never have seen them. They may be reconciled now
+    /// (they were left out while their launch was under way), and an
+    /// explicit run asks about them: the master's TASK_LOST ends the
+    /// records of those it does not know, and their instances launch again.
+    pub(super) fn launch_unsettled(&mut self, tasks: &[TaskId], now: Instant) {
+        self.tasks.launch_settled(tasks);
+        if tasks.is_empty() || !self.framework.is_subscribed() || !self.tasks.is_loaded() {
+            // The next subscription's explicit run asks about them.
+            return;
+        }
+        let at = self.unix(now);
+        let table = &self.tasks;
+        let actions = self.reconciler.follow_up(
+            ReconcileTrigger::LaunchFailed,
+            || table.reconcilable(),
+            now,
+            at,
+        );
         self.reconcile_actions(actions, now);
     }
 

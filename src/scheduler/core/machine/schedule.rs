@@ -93,7 +93,8 @@ struct LaunchGroup {
 pub(super) enum Step {
     Accept {
         offer_id: String,
-        count: usize,
+        /// The tasks it launches.
+        tasks: Vec<TaskId>,
     },
     Decline,
     /// A KILL; `attempt` counts it among the task's KILLs.
@@ -456,6 +457,7 @@ impl Machine {
             return;
         };
         let infos: Vec<v1::TaskInfo> = g.infos.into_iter().flatten().collect();
+        let tasks: Vec<TaskId> = infos.iter().map(|i| TaskId::from(&i.task_id)).collect();
         let count = infos.len();
         self.needs_schedule = true;
         if g.epoch != self.framework.epoch || !self.framework.is_subscribed() {
@@ -469,6 +471,7 @@ impl Machine {
                     ),
                     now,
                 );
+                self.launch_unsettled(&tasks, now);
             }
             return;
         }
@@ -489,7 +492,7 @@ impl Machine {
             },
             Pending::Schedule(Step::Accept {
                 offer_id: g.offer_id,
-                count,
+                tasks,
             }),
         );
     }
@@ -565,7 +568,11 @@ impl Machine {
             self.out.dirty = true;
         }
         match (step, result) {
-            (Step::Accept { offer_id, count }, Ok(())) => {
+            (Step::Accept { offer_id, tasks }, Ok(())) => {
+                // The master has the launch (it answers RECONCILE about
+                // these tasks with TASK_STAGING from now on).
+                self.tasks.launch_settled(&tasks);
+                let count = tasks.len();
                 self.metrics.offer("used", 1);
                 self.metrics.launches.inc_by(count as u64);
                 if count > 0 {
@@ -577,11 +584,14 @@ impl Machine {
                 }
             }
             // The records stay: reconciliation finds out what happened.
-            (Step::Accept { offer_id, .. }, Err(e)) => self.log(
-                EventKind::Error,
-                format!("ACCEPT of offer {offer_id} failed: {e}"),
-                now,
-            ),
+            (Step::Accept { offer_id, tasks }, Err(e)) => {
+                self.log(
+                    EventKind::Error,
+                    format!("ACCEPT of offer {offer_id} failed: {e}"),
+                    now,
+                );
+                self.launch_unsettled(&tasks, now);
+            }
             (Step::Revive, Ok(())) => {
                 self.log(EventKind::Offers, "work pending: REVIVE".into(), now)
             }

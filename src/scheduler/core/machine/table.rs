@@ -40,6 +40,12 @@ pub(super) struct TaskEntry {
     pub(super) kill_wanted: bool,
     /// A new instance number was asked for and is being stored.
     pub(super) move_wanted: bool,
+    /// Launched in this term and the master may not know it yet: from the
+    /// record's create until its ACCEPT is answered (or not sent). An
+    /// explicit reconciliation does not ask about it: the master would
+    /// answer TASK_LOST for a task whose ACCEPT it has not processed, and
+    /// the task would then run beside its replacement.
+    pub(super) launch_pending: bool,
 }
 
 impl TaskEntry {
@@ -52,6 +58,7 @@ impl TaskEntry {
             confirmed_at: None,
             kill_wanted: false,
             move_wanted: false,
+            launch_pending: false,
         }
     }
 }
@@ -150,7 +157,19 @@ impl TaskTable {
         let task_id = record.task_id.clone();
         self.remove(&task_id);
         self.index_add(&record, false);
-        self.entries.insert(task_id, TaskEntry::new(record, None));
+        let mut entry = TaskEntry::new(record, None);
+        entry.launch_pending = true;
+        self.entries.insert(task_id, entry);
+    }
+
+    /// The ACCEPT of these launching tasks was answered, failed or was not
+    /// sent: reconciliation may ask about them.
+    pub(super) fn launch_settled<'a>(&mut self, tasks: impl IntoIterator<Item = &'a TaskId>) {
+        for task in tasks {
+            if let Some(entry) = self.entries.get_mut(task) {
+                entry.launch_pending = false;
+            }
+        }
     }
 
     /// The create of a launching task failed: it never existed.
@@ -293,7 +312,7 @@ impl TaskTable {
     pub(super) fn reconcilable(&self) -> TaskList {
         self.entries
             .values()
-            .filter(|e| !e.record.is_terminal())
+            .filter(|e| !e.record.is_terminal() && !e.launch_pending)
             .map(|e| {
                 let agent = (!e.record.agent_id.is_empty()).then(|| e.record.agent_id.clone());
                 (e.record.task_id.clone(), agent)

@@ -18,6 +18,10 @@
 //!   (it may be a launch whose record write we have not seen succeed).
 //! - A kill is first marked in the record (stored), then KILLs follow, so a
 //!   new leader resumes them.
+//! - A task reported alive after its record ended (a TASK_LOST the master
+//!   sent before it knew the task; an agent back from a partition) is
+//!   recorded as it is, with a kill mark in the same write: its instance
+//!   was given up and may already run elsewhere.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +58,9 @@ pub(super) enum Step {
         state: TaskState,
         ack: Option<Ack>,
         record: Arc<TaskRecord>,
+        /// The record was terminal and the update says the task lives: the
+        /// record carries a kill mark, and KILLs follow once it is stored.
+        revived: bool,
     },
     /// A launching task's record; its ACCEPT waits for it.
     Create {
@@ -134,7 +141,24 @@ impl Machine {
             return;
         };
         let mut record = (*entry.record).clone();
+        let ended = record.is_terminal().then_some(record.state);
         record.apply(&status, at);
+        let revived = ended.is_some() && !record.is_terminal() && record.kill.is_none();
+        if let Some(ended) = ended.filter(|_| revived) {
+            // Alive after its end (a TASK_LOST the master gave before it
+            // knew the task, an agent back from a partition): its instance
+            // was given up and may run again elsewhere. The record tells
+            // the truth and carries the kill mark in the same write, so no
+            // scheduling pass counts the task as live.
+            record.kill = Some(KillRequest {
+                reason: format!(
+                    "reported {} after {ended}: its instance was given up",
+                    status.state()
+                ),
+                requested_at: at,
+                attempts: 0,
+            });
+        }
         let record = Arc::new(record);
         entry.writing = true;
         self.store(
@@ -144,6 +168,7 @@ impl Machine {
                 state: status.state(),
                 ack: ack_of(&status),
                 record,
+                revived,
             }),
         );
     }
@@ -347,6 +372,7 @@ impl Machine {
                 state,
                 ack,
                 record,
+                revived,
             } => match written {
                 Ok(Written::Version(version)) => {
                     let at = self.unix(now);
@@ -362,6 +388,16 @@ impl Machine {
                     self.needs_schedule = true;
                     self.note_transition(&record, now);
                     self.out.acks.extend(ack);
+                    if revived && let Some(kill) = &record.kill {
+                        self.log(
+                            EventKind::Kill,
+                            format!("killing {task}: {}", kill.reason),
+                            now,
+                        );
+                        let grace = self.kill_grace(&record.service);
+                        self.queue_kill(&task, grace, now);
+                        self.send_due_kills(now);
+                    }
                     self.drain(&task, now);
                 }
                 other => {

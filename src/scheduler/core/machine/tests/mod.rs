@@ -6,6 +6,7 @@
 
 mod commands;
 mod lag;
+mod launch_reconcile;
 mod lifecycle;
 mod offers;
 mod removed;
