@@ -178,6 +178,9 @@ pub struct Machine {
     settled: HashMap<String, schedule::Settled>,
     /// Each service's counts as the last snapshot showed them.
     shown: HashMap<String, view::Shown>,
+    /// The task list of the last full snapshot (a command's answer
+    /// publishes it again with what the command changed).
+    shown_tasks: Vec<std::sync::Arc<crate::scheduler::records::TaskRecord>>,
     kamikazes: commands::Kamikazes,
     health_log: health_log::HealthLog,
     /// A scheduling pass is due at the next [`Machine::settle`] (once
@@ -234,6 +237,7 @@ impl Machine {
             launches: schedule::Launches::default(),
             settled: HashMap::new(),
             shown: HashMap::new(),
+            shown_tasks: Vec::new(),
             kamikazes: commands::Kamikazes::default(),
             health_log: Default::default(),
             needs_schedule: false,
@@ -516,18 +520,25 @@ impl Machine {
         // Read-your-writes: a step that answers a command publishes, and
         // before the answer, so whoever reads after the answer sees what
         // the command did (the throttle only delays what nobody awaits).
+        // Between full snapshots such a one is light: the last task list
+        // and counts, with the command's changes (a service's spec,
+        // reconciliation, events); counting tens of thousands of records
+        // for every command would make commands the leader's main work.
         let answer_at = self
             .out
             .items
             .iter()
             .position(|e| matches!(e, Effect::Reply { .. }));
-        if self.out.publish_now || answer_at.is_some() || (self.out.dirty && due) {
-            let snapshot = Effect::Publish(Box::new(self.snapshot(now)));
+        let full = self.out.publish_now || (self.out.dirty && due);
+        if full || answer_at.is_some() {
+            let snapshot = Effect::Publish(Box::new(self.snapshot(now, !full)));
             let at = answer_at.unwrap_or(self.out.items.len());
             self.out.items.insert(at, snapshot);
-            self.out.dirty = false;
-            self.out.publish_now = false;
-            self.last_publish = Some(now);
+            if full {
+                self.out.dirty = false;
+                self.out.publish_now = false;
+                self.last_publish = Some(now);
+            }
         }
         Effects {
             items: std::mem::take(&mut self.out.items),

@@ -38,7 +38,10 @@ impl Shown {
 }
 
 impl Machine {
-    pub(super) fn snapshot(&mut self, now: Instant) -> Snapshot {
+    /// The leader's snapshot at `now`. `light`: the task list and the
+    /// counts of the last full one, recounting only services whose spec
+    /// changed since (a command's answer between full snapshots).
+    pub(super) fn snapshot(&mut self, now: Instant, light: bool) -> Snapshot {
         let now_secs = self.unix(now);
         let sub = self.framework.subscription.as_ref();
         let framework = FrameworkStatus {
@@ -62,12 +65,17 @@ impl Machine {
         let names: Vec<String> = self.services.keys().cloned().collect();
         let mut services = Vec::with_capacity(names.len());
         for name in names {
-            let changed = self.tasks.take_shown_changed(&name);
             let Some(entry) = self.services.get(&name) else {
                 continue;
             };
             let spec = &entry.spec;
-            if changed || !self.shown.get(&name).is_some_and(|s| s.holds_for(spec)) {
+            let recount = if light {
+                !self.shown.get(&name).is_some_and(|s| s.spec == *spec)
+            } else {
+                let changed = self.tasks.take_shown_changed(&name);
+                changed || !self.shown.get(&name).is_some_and(|s| s.holds_for(spec))
+            };
+            if recount {
                 let shown = Shown::new(spec, self.tasks.service(&name), now_secs);
                 self.shown.insert(name.clone(), shown);
             }
@@ -116,7 +124,12 @@ impl Machine {
             framework,
             deployment: None,
             services,
-            tasks: self.tasks.stored().cloned().collect(),
+            tasks: if light {
+                self.shown_tasks.clone()
+            } else {
+                self.shown_tasks = self.tasks.stored().cloned().collect();
+                self.shown_tasks.clone()
+            },
             offers,
             reconciliation: self.reconciler.status(),
             events: self.out.events.iter().cloned().collect(),

@@ -119,3 +119,32 @@ async fn a_command_is_answered_after_a_snapshot_that_shows_it() {
     let shown = h.snapshot.as_ref().expect("a snapshot");
     assert_eq!(shown.services[0].spec.instances, 3, "read-your-writes");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_command_answer_between_full_snapshots_does_not_recount_the_tasks() {
+    let spec = service("web", 1);
+    let mut h = Harness::running(&spec);
+    assert_eq!(h.snapshot().await.tasks[0].state, TaskState::TaskRunning);
+    // The task fails; the throttle holds the snapshot that shows it.
+    h.update(status("web.0.stored", TaskState::TaskFailed, Some("u1")));
+    h.answer_stores();
+    let reconcile = h.command(Request::Reconcile(ReconcileKind::Implicit));
+    assert!(h.reply(reconcile).is_some());
+    let light = h.snapshot.as_ref().expect("a snapshot");
+    assert!(
+        light
+            .events
+            .iter()
+            .any(|e| e.message.contains("reconciliation requested")),
+        "it shows what the command did"
+    );
+    assert_eq!(
+        (light.tasks[0].state, light.services[0].running),
+        (TaskState::TaskRunning, 1),
+        "the task list and counts of the last full snapshot"
+    );
+    // The next full snapshot shows the failure.
+    let full = h.snapshot().await;
+    assert!(full.tasks.iter().any(|t| t.state == TaskState::TaskFailed));
+    assert_eq!(full.services[0].running, 0);
+}
