@@ -45,6 +45,10 @@ use store::StoreLane;
 
 /// Inputs handled before [`Machine::settle`] runs.
 const BATCH: usize = 1024;
+/// Longest stretch of inputs before [`Machine::settle`] and a yield to the
+/// other tasks of this worker (command answers waiting to be sent among
+/// them): a stored batch is 125 inputs, an UPDATE batch up to [`BATCH`].
+const DRAIN_FOR: Duration = Duration::from_millis(5);
 
 /// What spawned work sends back.
 enum Msg {
@@ -197,13 +201,24 @@ impl Runner<'_> {
             self.report_inbox(machine);
             let effects = machine.settle(Instant::now());
             self.perform(effects);
+            // Let the tasks this round woke run before the next: a command's
+            // HTTP handler woken by its answer waits in this worker's queue
+            // (tokio's LIFO slot, which no other worker takes) until the
+            // core yields.
+            tokio::task::yield_now().await;
         }
     }
 
-    /// Feeds what is ready without waiting, up to [`BATCH`] inputs.
+    /// Feeds what is ready without waiting, up to [`BATCH`] inputs or for
+    /// [`DRAIN_FOR`], whichever ends first.
     fn drain(&mut self, machine: &mut Machine, commands: &mut mpsc::Receiver<Command>) {
         let mut handled = 0;
-        while handled < BATCH && self.outcome.is_none() && !machine.is_ending() {
+        let until = std::time::Instant::now() + DRAIN_FOR;
+        while handled < BATCH
+            && self.outcome.is_none()
+            && !machine.is_ending()
+            && std::time::Instant::now() < until
+        {
             let mut progressed = false;
             if let Ok(command) = commands.try_recv() {
                 self.command(machine, command);
