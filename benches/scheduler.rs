@@ -46,10 +46,10 @@
 //!   acknowledged status updates (STARTING, RUNNING).
 //! - **reconcile**: one explicit reconciliation of the N tasks, from asking
 //!   until the last of the N answers (pymesos and floor: one RECONCILE call
-//!   naming every task; appliance: `POST /api/v1/actions/reconcile
-//!   {"kind":"explicit"}`, timed by the run's own `started_at` →
-//!   `finished_at`, which includes its ZooKeeper writes, and checked to have
-//!   asked and answered N).
+//!   naming every task; appliance: from sending `POST
+//!   /api/v1/actions/reconcile {"kind":"explicit"}` to the run's
+//!   `finished_at`, which includes its ZooKeeper writes, checked to have
+//!   asked and answered N; the run's own start → end is in the note).
 //! - **RSS**: the scheduler process's `VmHWM` (peak) and `VmRSS` (now)
 //!   after the reconciliation; for the appliance the leader process. The
 //!   testbed's are shown too: the memory a master needs per task.
@@ -59,7 +59,8 @@
 //! - **ratios**: appliance ÷ pymesos and appliance ÷ floor of the same run.
 //!   Issue 12 asks for launch ≤ 0.5× pymesos, reconcile ≤ 1× pymesos, RSS
 //!   ≤ 64 MiB at 10,000 tasks.
-//! - **two replicas**: while the leader launches N tasks, once a second a
+//! - **two replicas**: while the leader launches N tasks and then runs an
+//!   explicit reconciliation of all N, every 100 ms a
 //!   `POST /api/v1/actions/reconcile` and, independently, a `PUT
 //!   /api/v1/services/probe` (0 instances), each timed (issue 12: every
 //!   command within 100 ms; the appliance's handler gives up with 503

@@ -30,8 +30,11 @@ pub const SESSION: Duration = Duration::from_secs(4);
 const PER_SERVICE: usize = mesos_appliance::scheduler::services::MAX_INSTANCES as usize;
 /// How often a replica's state is polled.
 const POLL: Duration = Duration::from_millis(200);
-/// Commands of each kind sent while the tasks launch, at most (one a second).
-const MAX_PROBES: usize = 600;
+/// How often each kind of timed command is sent while the tasks launch
+/// and reconcile.
+const PROBE_EVERY: Duration = Duration::from_millis(100);
+/// Commands of each kind sent, at most.
+const MAX_PROBES: usize = 6_000;
 
 /// The services of a run: `tasks` instances over as few services as allowed.
 pub fn services(tasks: usize) -> Value {
@@ -190,9 +193,9 @@ impl Run {
 }
 
 /// One replica: launch `tasks` tasks, then one manual explicit
-/// reconciliation. The reconciliation time is the run's own (its start to
-/// its last answer); the note says how long the request waited before the
-/// run started.
+/// reconciliation. The reconciliation time is the operator's: from sending
+/// the request to the run's last answer (the appliance's own clock on this
+/// machine); the note gives the run's own start → end too.
 pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
     let zk = tokio::task::spawn_blocking(ZkServer::start)
         .await
@@ -201,8 +204,8 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let services =
         crate::support::processes::services_file(dir.path(), "services.json", &services(tasks));
-    // No cooldown: the manual run starts at once instead of waiting out
-    // the one after SUBSCRIBED (its duration is the same either way).
+    // No cooldown: the manual run is not queued for the 30 s after the
+    // subscription's own run (the run itself is the same either way).
     let args = replica_args(
         &zk.connect_string(),
         &testbed.url,
@@ -214,44 +217,14 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
     wait_all_running(&replica, tasks).await?;
     let launch = started.elapsed();
 
-    let asked_at = unix_now_secs();
-    let (status, record, _) = request(
-        reqwest::Method::POST,
-        format!("{}/api/v1/actions/reconcile", replica.url),
-        json!({"kind": "explicit"}),
-    )
-    .await?;
-    if status != 202 {
-        return Err(failure(
-            &replica,
-            &format!("reconcile answered {status}: {record}"),
-        ));
-    }
-    let id = record["id"].as_str().unwrap_or_default().to_string();
-    let finished = poll(deadline_for(tasks), Duration::from_millis(100), || async {
-        let result = crate::support::mesos::client()
-            .get(format!("{}/api/v1/actions/results/{id}", replica.url))
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await;
-        Ok(match result {
-            Ok(response) => match response.json::<Value>().await {
-                Ok(record) => Run::from(&record["reconcile"]),
-                Err(_) => None,
-            },
-            Err(_) => None,
-        })
-    })
-    .await?;
-    let run = finished.ok_or_else(|| failure(&replica, "the reconciliation did not finish"))?;
-    run.check(tasks)?;
+    let (asked_at, run) = reconcile_all(&replica, tasks, 0.0).await?;
     Ok(Figures {
         launch,
-        reconcile: run.took(),
+        reconcile: Duration::from_secs_f64((run.finished_at - asked_at).max(0.0)),
         reconcile_note: format!(
-            "{}, {:.2} s from the request",
+            "{}, the run itself {:.3} s",
             run.outcome,
-            run.finished_at - asked_at
+            run.took().as_secs_f64()
         ),
         phases: Vec::new(),
         memory: memory(replica.pid()).unwrap_or_default(),
@@ -259,6 +232,61 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
         cpu: cpu_time(replica.pid()).unwrap_or_default(),
         testbed_cpu: testbed.cpu_time(),
     })
+}
+
+/// Asks `replica` for an explicit reconciliation and waits for its end: the
+/// time it was asked (Unix seconds) and the run. A run that started before
+/// `not_before` (Unix seconds: one the request joined, asking about fewer
+/// tasks) is waited out and the request made again. The run must have
+/// asked about and heard from all `tasks`.
+async fn reconcile_all(
+    replica: &Appliance,
+    tasks: usize,
+    not_before: f64,
+) -> Result<(f64, Run), String> {
+    let deadline = Instant::now() + deadline_for(tasks);
+    loop {
+        let asked_at = unix_now_secs();
+        let (status, record, _) = request(
+            reqwest::Method::POST,
+            format!("{}/api/v1/actions/reconcile", replica.url),
+            json!({"kind": "explicit"}),
+        )
+        .await?;
+        if status != 202 {
+            return Err(failure(
+                replica,
+                &format!("reconcile answered {status}: {record}"),
+            ));
+        }
+        let id = record["id"].as_str().unwrap_or_default().to_string();
+        let left = deadline.saturating_duration_since(Instant::now());
+        let finished = poll(left, Duration::from_millis(50), || async {
+            let result = crate::support::mesos::client()
+                .get(format!("{}/api/v1/actions/results/{id}", replica.url))
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await;
+            match result {
+                // The appliance keeps the latest 100 results.
+                Ok(response) if response.status() == 404 => {
+                    Err(format!("action result {id} is gone (more than 100 since)"))
+                }
+                Ok(response) => Ok(response
+                    .json::<Value>()
+                    .await
+                    .ok()
+                    .and_then(|record| Run::from(&record["reconcile"]))),
+                Err(_) => Ok(None),
+            }
+        })
+        .await?;
+        let run = finished.ok_or_else(|| failure(replica, "the reconciliation did not finish"))?;
+        if run.started_at >= not_before {
+            run.check(tasks)?;
+            return Ok((asked_at, run));
+        }
+    }
 }
 
 /// Latencies of one kind of command.
@@ -289,10 +317,15 @@ impl Latencies {
 pub struct FailoverFigures {
     /// Launch to all running on the leader (while being probed).
     pub launch: Duration,
-    /// `POST /api/v1/actions/reconcile` while the tasks launched.
+    /// `POST /api/v1/actions/reconcile` while the tasks launched and
+    /// reconciled.
     pub reconcile_command: Latencies,
-    /// `PUT /api/v1/services/probe` while the tasks launched.
+    /// `PUT /api/v1/services/probe` while the tasks launched and
+    /// reconciled.
     pub put_command: Latencies,
+    /// The explicit reconciliation of all tasks after the launch, asked →
+    /// all answered, while probed.
+    pub probed_reconcile: Duration,
     /// SIGKILL of the leader → the follower's SUBSCRIBE answered by the master.
     pub subscribed: Duration,
     /// SIGKILL → the follower's reconciliation after SUBSCRIBED converged.
@@ -304,10 +337,11 @@ pub struct FailoverFigures {
 }
 
 /// Two replicas of one deployment: A starts first and leads, B follows.
-/// While the tasks launch, once a second: an explicit reconcile action and
-/// a `PUT` of a service `probe` (0 instances), each timed. Once all run and
-/// no reconciliation is in progress, A gets SIGKILL (its ZooKeeper session
-/// must expire before B is elected).
+/// While the tasks launch, and then while an explicit reconciliation of
+/// all of them runs, every [`PROBE_EVERY`]: an explicit reconcile action
+/// and a `PUT` of a service `probe` (0 instances), each timed. Once all run
+/// and no reconciliation is in progress, A gets SIGKILL (its ZooKeeper
+/// session must expire before B is elected).
 pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, String> {
     let zk = tokio::task::spawn_blocking(ZkServer::start)
         .await
@@ -316,7 +350,14 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let services =
         crate::support::processes::services_file(dir.path(), "services.json", &services(tasks));
-    let args = replica_args(&zk.connect_string(), &testbed.url, &services, &[]);
+    // No cooldown: the reconciliation asked after the launch starts at
+    // once (the probes' requests start runs back to back: more load).
+    let args = replica_args(
+        &zk.connect_string(),
+        &testbed.url,
+        &services,
+        &["--reconcile-cooldown", "0s"],
+    );
     let started = Instant::now();
     let mut leader = Appliance::spawn("replica-a", &args);
     wait_role(&leader, "leader/subscribed", Duration::from_secs(60)).await?;
@@ -326,9 +367,16 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     let probes = tokio::spawn(probe(leader.url.clone(), done.clone()));
     let launched = wait_all_running(&leader, tasks).await;
     let launch = started.elapsed();
+    // Then an explicit reconciliation of all of them, still probed (the
+    // probes' own requests join it or start the next run).
+    let all = match launched {
+        Ok(()) => reconcile_all(&leader, tasks, unix_now_secs()).await,
+        Err(e) => Err(e),
+    };
     done.cancel();
     let (reconcile_command, put_command) = probes.await.map_err(|e| e.to_string())?;
-    launched?;
+    let (asked_at, run) = all?;
+    let probed_reconcile = Duration::from_secs_f64((run.finished_at - asked_at).max(0.0));
     wait_role(&follower, "follower/standby", Duration::from_secs(60)).await?;
     // Let the reconciliations the probes asked for end first.
     let quiet = Instant::now() + deadline_for(tasks);
@@ -369,6 +417,7 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
         launch,
         reconcile_command,
         put_command,
+        probed_reconcile,
         subscribed: Duration::from_secs_f64(subscribed.max(0.0)),
         reconciled: Duration::from_secs_f64((run.finished_at - killed_at).max(0.0)),
         reconciled_note: format!("{} of {} tasks", run.outcome, run.asked),
@@ -376,8 +425,8 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     })
 }
 
-/// The two timed commands, each once a second until `done` (each on its
-/// own, so that a slow one does not hold the other back).
+/// The two timed commands, each every [`PROBE_EVERY`] until `done` (each
+/// on its own, so that a slow one does not hold the other back).
 async fn probe(url: String, done: tokio_util::sync::CancellationToken) -> (Latencies, Latencies) {
     let reconcile = probe_one(
         reqwest::Method::POST,
@@ -408,7 +457,7 @@ async fn probe_one(
         latencies.record(request(method.clone(), url.clone(), body.clone()).await);
         tokio::select! {
             _ = done.cancelled() => break,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(PROBE_EVERY) => {}
         }
     }
     latencies

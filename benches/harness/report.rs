@@ -107,15 +107,16 @@ pub fn print_size(r: &SizeResults) {
         Some(Ok(f)) => {
             let session = SESSION.as_secs_f64();
             println!(
-                "two replicas ({} s session): launch {:.2} s while probed",
+                "two replicas ({} s session): launch {:.2} s, then explicit reconciliation {:.2} s, while probed",
                 SESSION.as_secs(),
-                f.launch.as_secs_f64()
+                f.launch.as_secs_f64(),
+                f.probed_reconcile.as_secs_f64()
             );
             print_latencies(
-                "  POST /api/v1/actions/reconcile during launch",
+                "  POST /api/v1/actions/reconcile meanwhile",
                 &f.reconcile_command,
             );
-            print_latencies("  PUT /api/v1/services/probe during launch", &f.put_command);
+            print_latencies("  PUT /api/v1/services/probe meanwhile", &f.put_command);
             println!(
                 "  SIGKILL leader → follower SUBSCRIBED {:.2} s ({:.2} × session); → all reconciled {:.2} s ({}); new leader RSS {} MiB",
                 f.subscribed.as_secs_f64(),
