@@ -1,6 +1,6 @@
 //! The leader's state machine: [`Machine`]. See the [module doc of the
-//! core](super) for the contract; this file holds the state, the dispatch
-//! of inputs and results, and the outbox. The rules live in the child
+//! core](super) for the contract; this file holds the state and the dispatch
+//! of inputs and results. The rules live in the child
 //! modules:
 //!
 //! - `startup`: the term's first reads, `hard`'s teardown, the services
@@ -10,22 +10,30 @@
 //!   the framework (teardown, reregister);
 //! - `removed`: a framework the master removed: live records become
 //!   TASK_KILLED as the master recorded them, without a KILL;
-//! - `tasks`: the task table and its per-task write queue; status updates,
-//!   acknowledgements, kill marks;
-//! - `schedule`: the scheduling pass, launches, offers, kills;
+//! - `tasks`: status updates and the answers to task writes,
+//!   acknowledgements (the table and its per-task write queue: `table`);
+//! - `kill_marks`: a kill or a new instance number stored in the record
+//!   before it is acted on;
+//! - `schedule`: the scheduling pass, placement and launches;
+//! - `calls`: what follows on the wire: ACCEPT once the records are
+//!   stored, DECLINE, SUPPRESS, REVIVE, KILLs, and their answers;
 //! - `housekeeping`: offer expiry, stuck tasks, old records;
 //! - `lag`: how far behind the Mesos stream the machine is;
 //! - `health_log`: health changes on the events page, coalesced per task;
 //! - `commands`: the web layer's commands;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
-//! - `view`: the snapshot.
+//! - `view`: the snapshot;
+//! - `outbox`: the effects a step collects, and its close (`finish`).
 
+mod calls;
 mod commands;
 mod forget;
 mod framework;
 mod health_log;
 mod housekeeping;
+mod kill_marks;
 mod lag;
+mod outbox;
 mod pacing;
 mod reconciliation;
 mod removed;
@@ -39,15 +47,12 @@ mod view;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::io::{
-    Ack, Answer, Effect, Effects, Input, MesosCall, OperatorOp, ReplyId, Request, RequestId,
-    StoreOp,
-};
+use super::io::{Effect, Effects, Input, ReplyId, Request, RequestId};
 use super::{Mismatch, TermOutcome};
 use crate::coordination::{ReplicaInfo, Strategy};
 use crate::mesos::v1;
@@ -59,8 +64,9 @@ use crate::scheduler::offers::OfferRegistry;
 use crate::scheduler::placement::Shortfall;
 use crate::scheduler::reconcile::Reconciler;
 use crate::scheduler::services::ServiceSpec;
-use crate::scheduler::snapshot::{EventEntry, EventKind, FrameworkState};
+use crate::scheduler::snapshot::{EventKind, FrameworkState};
 use crate::scheduler::workload::RestartBackoff;
+use outbox::Outbox;
 
 use commands::ServiceEntry;
 use framework::Framework;
@@ -115,27 +121,6 @@ enum Pending {
     Task(tasks::Step),
     Schedule(schedule::Step),
     Command(commands::Step),
-}
-
-/// Effects being collected for the input at hand, the events page, and
-/// request IDs.
-#[derive(Debug, Default)]
-struct Outbox {
-    items: Vec<Effect>,
-    acks: Vec<Ack>,
-    events: VecDeque<EventEntry>,
-    next_id: u64,
-    /// Something shown changed since the last snapshot.
-    dirty: bool,
-    /// Publish at once, whatever the throttle says.
-    publish_now: bool,
-}
-
-impl Outbox {
-    fn next(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
 }
 
 /// The leader's state for one term, driven by [`Input`]s. See the module
@@ -425,146 +410,6 @@ impl Machine {
     /// True once the term is ending.
     pub fn is_ending(&self) -> bool {
         self.ending
-    }
-
-    // ---- the outbox ------------------------------------------------------
-
-    /// Wall-clock seconds at `now`.
-    fn unix(&self, now: Instant) -> f64 {
-        self.clock.unix(now)
-    }
-
-    fn store(&mut self, op: StoreOp, pending: Pending) -> RequestId {
-        let id = RequestId(self.out.next());
-        self.pending.insert(id, pending);
-        self.out.items.push(Effect::Store { id, op });
-        id
-    }
-
-    fn call(&mut self, call: MesosCall, pending: Pending) -> RequestId {
-        let id = RequestId(self.out.next());
-        self.pending.insert(id, pending);
-        self.out.items.push(Effect::Call { id, call });
-        id
-    }
-
-    fn operator(&mut self, op: OperatorOp, pending: Pending) -> RequestId {
-        let id = RequestId(self.out.next());
-        self.pending.insert(id, pending);
-        self.out.items.push(Effect::Operator { id, op });
-        id
-    }
-
-    fn reply(&mut self, id: ReplyId, answer: Answer) {
-        self.out.items.push(Effect::Reply { id, answer });
-    }
-
-    fn acknowledge(&mut self, status: &v1::TaskStatus) {
-        self.out.acks.extend(tasks::ack_of(status));
-    }
-
-    /// Appends to the events page and the log.
-    fn log(&mut self, kind: EventKind, message: String, now: Instant) {
-        let entry = EventEntry {
-            at: self.unix(now),
-            kind,
-            message,
-        };
-        self.out.items.push(Effect::Log(entry.clone()));
-        self.out.events.push_back(entry);
-        while self.out.events.len() > EVENT_LOG_LEN {
-            self.out.events.pop_front();
-        }
-        self.out.dirty = true;
-    }
-
-    /// A line for the log only.
-    fn warn(&mut self, message: String) {
-        self.out.items.push(Effect::Warn(message));
-    }
-
-    /// Sets the framework state (and why).
-    fn set_state(&mut self, state: FrameworkState, reason: Option<String>) {
-        if self.framework.state != state || self.framework.reason != reason {
-            self.framework.state = state;
-            self.framework.reason = reason;
-            self.out.dirty = true;
-        }
-    }
-
-    /// Ends the term with `outcome` (once).
-    fn end_term(&mut self, outcome: TermOutcome) {
-        if !self.ending {
-            self.ending = true;
-            self.out.items.push(Effect::EndTerm(outcome));
-        }
-    }
-
-    fn unexpected(&mut self, id: RequestId, pending: &Pending) {
-        self.warn(format!(
-            "an answer to request {} did not match what it was for ({pending:?}); ignored",
-            id.0
-        ));
-    }
-
-    /// Collects the effects of this step: acknowledgements, a snapshot if
-    /// due, the next wake-up.
-    fn finish(&mut self, now: Instant) -> Effects {
-        if !self.out.acks.is_empty() {
-            let acks = std::mem::take(&mut self.out.acks);
-            self.out.items.push(Effect::Acknowledge(acks));
-        }
-        let due = self
-            .last_publish
-            .is_none_or(|t| now.saturating_duration_since(t) >= self.snapshot_pause());
-        // Read-your-writes: a step that answers a command publishes, and
-        // before the answer, so whoever reads after the answer sees what
-        // the command did (the throttle only delays what nobody awaits).
-        // Between full snapshots such a one is light: the last task list
-        // and counts, with the command's changes (a service's spec,
-        // reconciliation, events); counting tens of thousands of records
-        // for every command would make commands the leader's main work.
-        let answer_at = self
-            .out
-            .items
-            .iter()
-            .position(|e| matches!(e, Effect::Reply { .. }));
-        let full = self.out.publish_now || (self.out.dirty && due);
-        if full || answer_at.is_some() {
-            let snapshot = Effect::Publish(Box::new(self.snapshot(now, !full)));
-            let at = answer_at.unwrap_or(self.out.items.len());
-            self.out.items.insert(at, snapshot);
-            if full {
-                self.out.dirty = false;
-                self.out.publish_now = false;
-                self.last_publish = Some(now);
-            }
-        }
-        Effects {
-            items: std::mem::take(&mut self.out.items),
-            wake_at: (!self.ending).then(|| self.next_wake(now)),
-        }
-    }
-
-    /// When timers next need [`Input::Tick`].
-    fn next_wake(&self, now: Instant) -> Instant {
-        let mut next = self.next_housekeeping.min(self.framework.next_check);
-        let subscribed = self.framework.is_subscribed();
-        let candidates = [
-            (subscribed && self.tasks.is_loaded())
-                .then(|| self.reconciler.next_deadline())
-                .flatten(),
-            subscribed.then(|| self.kills.next_deadline()).flatten(),
-            self.framework.restart_at,
-            self.needs_schedule.then(|| self.schedule_due(now)),
-            self.out
-                .dirty
-                .then(|| self.last_publish.map_or(now, |t| t + self.snapshot_pause())),
-        ];
-        for candidate in candidates.into_iter().flatten() {
-            next = next.min(candidate);
-        }
-        next.max(now)
     }
 
     /// Timers: reconciliation, kills, client restarts, the framework-ID

@@ -1,0 +1,229 @@
+//! What follows a scheduling pass on the wire: the ACCEPT of an offer once
+//! every record of its tasks is stored (on the subscription the offer came
+//! on), DECLINE and SUPPRESS when nothing is pending, REVIVE before new
+//! work, the KILLs that are due, and the answers to those calls.
+
+use tokio::time::Instant;
+
+use super::schedule::Step;
+use super::{Machine, Pending};
+use crate::coordination::{CoordinationError, Written};
+use crate::mesos::client::CallError;
+use crate::mesos::v1::{self, offer};
+use crate::scheduler::core::io::MesosCall;
+use crate::scheduler::ids::TaskId;
+use crate::scheduler::offers::Gone;
+use crate::scheduler::snapshot::EventKind;
+
+impl Machine {
+    /// A launching task's record was stored (or not).
+    pub(super) fn launch_stored(
+        &mut self,
+        task: TaskId,
+        group: u64,
+        index: usize,
+        written: Result<Written, CoordinationError>,
+        now: Instant,
+    ) {
+        match written {
+            Ok(Written::Version(version)) => {
+                if self.tasks.created(&task, version) {
+                    self.drain(&task, now);
+                }
+            }
+            other => {
+                let why = match other {
+                    Err(e) => e.to_string(),
+                    Ok(w) => format!("{w:?}"),
+                };
+                self.log(
+                    EventKind::Error,
+                    format!("not launching {task}: storing its record failed: {why}"),
+                    now,
+                );
+                self.tasks.remove_launching(&task);
+                self.out.dirty = true;
+                if let Some(g) = self.launches.groups.get_mut(&group)
+                    && let Some(info) = g.infos.get_mut(index)
+                {
+                    *info = None;
+                }
+            }
+        }
+        let done = match self.launches.groups.get_mut(&group) {
+            Some(g) => {
+                g.outstanding = g.outstanding.saturating_sub(1);
+                g.outstanding == 0
+            }
+            None => false,
+        };
+        if done {
+            self.accept(group, now);
+        }
+    }
+
+    /// Every record of the offer's tasks is settled: ACCEPT the offer with
+    /// the tasks whose records are stored.
+    pub(super) fn accept(&mut self, group: u64, now: Instant) {
+        let Some(g) = self.launches.groups.remove(&group) else {
+            return;
+        };
+        let infos: Vec<v1::TaskInfo> = g.infos.into_iter().flatten().collect();
+        let tasks: Vec<TaskId> = infos.iter().map(|i| TaskId::from(&i.task_id)).collect();
+        let count = infos.len();
+        self.needs_schedule = true;
+        if g.epoch != self.framework.epoch || !self.framework.is_subscribed() {
+            if count > 0 {
+                self.log(
+                    EventKind::Error,
+                    format!(
+                        "ACCEPT of offer {} not sent: its subscription ended; \
+                         reconciliation settles the {count} task record(s) written for it",
+                        g.offer_id
+                    ),
+                    now,
+                );
+                self.launch_unsettled(&tasks, now);
+            }
+            return;
+        }
+        let operations = if infos.is_empty() {
+            Vec::new()
+        } else {
+            vec![v1::offer::Operation {
+                r#type: Some(offer::operation::Type::Launch as i32),
+                launch: Some(offer::operation::Launch { task_infos: infos }),
+                ..Default::default()
+            }]
+        };
+        self.call(
+            MesosCall::Accept {
+                offer_id: g.offer_id.clone(),
+                operations,
+                refuse_seconds: g.refuse_seconds,
+            },
+            Pending::Schedule(Step::Accept {
+                offer_id: g.offer_id,
+                tasks,
+            }),
+        );
+    }
+
+    /// After placement: with nothing pending, decline every held offer with
+    /// the long filter and SUPPRESS — once the pass's ACCEPTs are out, so the
+    /// master sees ACCEPT, DECLINE, SUPPRESS in that order; with work
+    /// pending, REVIVE if suppressed and keep offers (they expire after the
+    /// offer TTL).
+    pub(super) fn settle_offers(&mut self, pending: bool, now: Instant) {
+        if !self.framework.client_running {
+            return;
+        }
+        if pending {
+            if self.suppressed {
+                self.suppressed = false;
+                self.call(MesosCall::Revive, Pending::Schedule(Step::Revive));
+            }
+            return;
+        }
+        if !self.launches.groups.is_empty() {
+            // `accept` asks for another pass once they are.
+            return;
+        }
+        let ids = self.offers.clear(Gone::Declined, now);
+        if !ids.is_empty() {
+            self.metrics.offer("declined", ids.len() as u64);
+            self.call(
+                MesosCall::Decline {
+                    offer_ids: ids,
+                    refuse_seconds: Some(self.cfg.decline_refuse_seconds),
+                },
+                Pending::Schedule(Step::Decline),
+            );
+        }
+        if !self.suppressed {
+            self.suppressed = true;
+            self.out.dirty = true;
+            self.call(MesosCall::Suppress, Pending::Schedule(Step::Suppress));
+        }
+    }
+
+    /// Sends the KILLs that are due.
+    pub(super) fn send_due_kills(&mut self, now: Instant) {
+        if !self.framework.is_subscribed() {
+            return;
+        }
+        for (task_id, kill) in self.kills.due(now) {
+            self.metrics.kills.inc();
+            let attempt = kill.attempts;
+            self.call(
+                MesosCall::Kill {
+                    task_id: task_id.clone(),
+                    agent_id: kill.agent_id,
+                    grace: kill.grace,
+                },
+                Pending::Schedule(Step::Kill {
+                    task: task_id,
+                    attempt,
+                }),
+            );
+        }
+    }
+
+    pub(super) fn on_called(&mut self, step: Step, result: Result<(), CallError>, now: Instant) {
+        if let Step::Kill { task, attempt } = &step {
+            // "kill pending (n)" counts KILLs the master was sent.
+            self.tasks.touch(task, |record| {
+                if let Some(k) = record.kill.as_mut() {
+                    k.attempts = k.attempts.max(*attempt);
+                }
+            });
+            self.out.dirty = true;
+        }
+        match (step, result) {
+            (Step::Accept { offer_id, tasks }, Ok(())) => {
+                // The master has the launch (it answers RECONCILE about
+                // these tasks with TASK_STAGING from now on).
+                self.tasks.launch_settled(&tasks);
+                let count = tasks.len();
+                self.metrics.offer("used", 1);
+                self.metrics.launches.inc_by(count as u64);
+                if count > 0 {
+                    self.log(
+                        EventKind::Launch,
+                        format!("launched {count} task(s) on offer {offer_id}"),
+                        now,
+                    );
+                }
+            }
+            // The records stay: reconciliation finds out what happened.
+            (Step::Accept { offer_id, tasks }, Err(e)) => {
+                self.log(
+                    EventKind::Error,
+                    format!("ACCEPT of offer {offer_id} failed: {e}"),
+                    now,
+                );
+                self.launch_unsettled(&tasks, now);
+            }
+            (Step::Revive, Ok(())) => {
+                self.log(EventKind::Offers, "work pending: REVIVE".into(), now)
+            }
+            (Step::Revive, Err(e)) => {
+                self.suppressed = true;
+                self.warn(format!("REVIVE failed: {e}"));
+            }
+            (Step::Suppress, Err(e)) => {
+                self.suppressed = false;
+                self.out.dirty = true;
+                self.warn(format!("SUPPRESS failed: {e}"));
+            }
+            (Step::Decline, Err(e)) => self.warn(format!("DECLINE failed: {e}")),
+            (Step::Kill { task, .. }, Err(e)) => {
+                self.warn(format!("KILL of {task} failed; will retry: {e}"))
+            }
+            (Step::Reconcile, Err(e)) => self.warn(format!(
+                "RECONCILE failed; retried with the run's backoff: {e}"
+            )),
+            (_, Ok(())) => {}
+        }
+    }
+}
