@@ -132,9 +132,7 @@ impl Reconciler {
     pub fn subscribed(&mut self, tasks: TaskList, now: Instant, now_secs: f64) -> Vec<Action> {
         let mut actions = self.finish(ReconcileOutcome::Superseded, now, now_secs);
         // The subscription's explicit run answers a queued explicit request.
-        let id = self
-            .take_queued(ReconcileKind::Explicit)
-            .map_or_else(next_run_id, |q| q.id);
+        let id = self.queued_id(ReconcileKind::Explicit);
         actions.extend(self.start(
             id,
             ReconcileKind::Explicit,
@@ -190,7 +188,7 @@ impl Reconciler {
             // wait for it. It ends (superseded) and the explicit run
             // starts now, whatever the cooldown.
             actions.extend(self.finish(ReconcileOutcome::Superseded, now, now_secs));
-            self.take_queued(kind).map_or_else(next_run_id, |q| q.id)
+            self.queued_id(kind)
         } else if self.running.is_some() || self.in_cooldown(now) {
             let queued = self.queue(kind, trigger, now_secs);
             return (Self::placeholder(queued), Vec::new());
@@ -224,9 +222,7 @@ impl Reconciler {
             self.queue(ReconcileKind::Explicit, trigger, now_secs);
             return Vec::new();
         }
-        let id = self
-            .take_queued(ReconcileKind::Explicit)
-            .map_or_else(next_run_id, |q| q.id);
+        let id = self.queued_id(ReconcileKind::Explicit);
         self.start(id, ReconcileKind::Explicit, trigger, tasks(), now, now_secs)
     }
 
@@ -251,6 +247,12 @@ impl Reconciler {
     fn take_queued(&mut self, kind: ReconcileKind) -> Option<Queued> {
         let at = self.queued.iter().position(|q| q.kind == kind)?;
         Some(self.queued.remove(at))
+    }
+
+    /// The ID of the queued run of `kind`, taken off the queue (it starts
+    /// now), or a new ID.
+    fn queued_id(&mut self, kind: ReconcileKind) -> u64 {
+        self.take_queued(kind).map_or_else(next_run_id, |q| q.id)
     }
 
     /// The next queued run: explicit before implicit.

@@ -82,6 +82,18 @@ pub struct KillRequest {
     pub attempts: u32,
 }
 
+impl KillRequest {
+    /// A kill asked for at `at` (seconds since the UNIX epoch), no KILL
+    /// sent yet.
+    pub fn new(reason: String, at: f64) -> KillRequest {
+        KillRequest {
+            reason,
+            requested_at: at,
+            attempts: 0,
+        }
+    }
+}
+
 /// One task, as stored in ZooKeeper and shown by the dashboard and
 /// `/api/v1/tasks`. JSON with snake_case keys; IDs and Mesos enums as
 /// strings.

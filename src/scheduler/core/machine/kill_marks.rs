@@ -15,6 +15,7 @@ use crate::coordination::Expect;
 use crate::scheduler::core::io::StoreOp;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::{KillRequest, TaskRecord};
+use crate::scheduler::snapshot::EventKind;
 use crate::scheduler::workload;
 
 impl Machine {
@@ -54,11 +55,7 @@ impl Machine {
     ) {
         let at = self.unix(now);
         let marked = |r: &TaskRecord| r.kill.is_none();
-        let kill = KillRequest {
-            reason: reason.clone(),
-            requested_at: at,
-            attempts: 0,
-        };
+        let kill = KillRequest::new(reason.clone(), at);
         let step = |task, record| Step::KillMark {
             task,
             record,
@@ -125,6 +122,20 @@ impl Machine {
             Pending::Task(step(task_id.clone(), record)),
         );
         true
+    }
+
+    /// A kill mark of `task` is stored: the events page says why, and its
+    /// KILLs go out.
+    pub(super) fn kill_marked(
+        &mut self,
+        task: &TaskId,
+        reason: &str,
+        grace: Duration,
+        now: Instant,
+    ) {
+        self.log(EventKind::Kill, format!("killing {task}: {reason}"), now);
+        self.queue_kill(task, grace, now);
+        self.send_due_kills(now);
     }
 
     /// Queues KILLs for a task whose record carries its kill mark.

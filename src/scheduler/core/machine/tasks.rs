@@ -150,14 +150,13 @@ impl Machine {
             // was given up and may run again elsewhere. The record tells
             // the truth and carries the kill mark in the same write, so no
             // scheduling pass counts the task as live.
-            record.kill = Some(KillRequest {
-                reason: format!(
+            record.kill = Some(KillRequest::new(
+                format!(
                     "reported {} after {ended}: its instance was given up",
                     status.state()
                 ),
-                requested_at: at,
-                attempts: 0,
-            });
+                at,
+            ));
         }
         let record = Arc::new(record);
         entry.writing = true;
@@ -247,14 +246,8 @@ impl Machine {
                     self.note_transition(&record, now);
                     self.out.acks.extend(ack);
                     if revived && let Some(kill) = &record.kill {
-                        self.log(
-                            EventKind::Kill,
-                            format!("killing {task}: {}", kill.reason),
-                            now,
-                        );
                         let grace = self.kill_grace(&record.service);
-                        self.queue_kill(&task, grace, now);
-                        self.send_due_kills(now);
+                        self.kill_marked(&task, &kill.reason, grace, now);
                     }
                     self.drain(&task, now);
                 }
@@ -285,9 +278,7 @@ impl Machine {
                     }
                     self.tasks.replace(&task, record, version);
                     self.out.dirty = true;
-                    self.log(EventKind::Kill, format!("killing {task}: {reason}"), now);
-                    self.queue_kill(&task, grace, now);
-                    self.send_due_kills(now);
+                    self.kill_marked(&task, &reason, grace, now);
                     self.drain(&task, now);
                 }
                 other => {
