@@ -353,7 +353,7 @@ fn audit_lines(log: &[(u64, serde_json::Value)]) -> Vec<String> {
                 |(seq, value)| match serde_json::from_value::<AuditEntry>(value.clone()) {
                     Ok(e) => format!(
                         "    #{seq} {} {} ({}) {} {}: {}{}",
-                        crate::web::format::time(e.at),
+                        crate::util::format_time(e.at),
                         e.who,
                         e.method,
                         e.action,

@@ -255,7 +255,7 @@ impl SandboxClient {
         let url = format!(
             "{}/master/slaves?slave_id={}",
             sandbox.master.trim_end_matches('/'),
-            crate::web::pages::segment(&sandbox.agent_id)
+            crate::util::segment(&sandbox.agent_id)
         );
         let (status, body) = self.get("the master", &url, MAX_SLAVES_BODY).await?;
         let state = json_of("the master's agents", status, &body)?;
@@ -393,7 +393,7 @@ impl SandboxClient {
     ) -> Result<(u64, String), SandboxError> {
         let url = format!(
             "{files}?path={}&offset={offset}&length={length}",
-            crate::web::pages::segment(path)
+            crate::util::segment(path)
         );
         let (status, body) = self.get("the agent", &url, MAX_READ_BODY).await?;
         if status == 404 {

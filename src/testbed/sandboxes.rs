@@ -365,7 +365,7 @@ fn body(offset: u64, data: &[u8]) -> Vec<u8> {
 
 /// One fixed-width line of a simulated task's `stdout`.
 fn simulated_line(task_id: &str, launched: f64, n: u64) -> String {
-    let at = crate::web::format::time(launched + n as f64);
+    let at = crate::util::format_time(launched + n as f64);
     format!("{at} {task_id} simulated output line {n:08}\n")
 }
 

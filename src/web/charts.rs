@@ -12,7 +12,6 @@
 
 use std::fmt::Write;
 
-use super::format;
 use super::history::{HistoryView, Window};
 
 const WIDTH: f64 = 760.0;
@@ -155,7 +154,7 @@ fn frame_svg(out: &mut String, f: &Frame, view: &HistoryView, label: &str) {
             i if i == ticks => "end",
             _ => "middle",
         };
-        let clock = format::time(at);
+        let clock = crate::util::format_time(at);
         // Minutes, or seconds too for spans under 10 minutes.
         let end = if f.to - f.from < 600.0 { 19 } else { 16 };
         let hhmm = clock.get(11..end).unwrap_or(&clock);
@@ -174,7 +173,7 @@ fn frame_svg(out: &mut String, f: &Frame, view: &HistoryView, label: &str) {
             r#"<line class="mark mark-{}" x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{bottom}" stroke="{}"><title>{} — {}: {}</title></line>"#,
             esc(&m.kind),
             mark_colour(&m.kind),
-            esc(&format::time(m.at)),
+            esc(&crate::util::format_time(m.at)),
             esc(&m.kind),
             esc(&m.text)
         );
@@ -243,7 +242,7 @@ fn offers_chart(view: &HistoryView) -> String {
                 out,
                 r#"<rect class="offers-{what}" x="{x:.1}" y="{y:.1}" width="{bar:.1}" height="{:.1}" fill="{colour}"><title>{}: {n} {what}</title></rect>"#,
                 (base - y).max(0.5),
-                esc(&format::time(o.at))
+                esc(&crate::util::format_time(o.at))
             );
         }
     }

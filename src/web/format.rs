@@ -1,19 +1,5 @@
 //! How the dashboard writes times, durations and states.
 
-use std::time::{Duration, UNIX_EPOCH};
-
-/// `2026-11-29 12:03:04Z` for seconds since the UNIX epoch (`—` for 0 or
-/// nonsense).
-pub fn time(at: f64) -> String {
-    if !(at.is_finite() && at > 0.0) {
-        return "—".to_string();
-    }
-    let t = UNIX_EPOCH + Duration::from_secs_f64(at);
-    humantime::format_rfc3339_seconds(t)
-        .to_string()
-        .replace('T', " ")
-}
-
 /// A compact duration: `250ms`, `45s`, `3m 20s`, `2h 5m`, `7d`, `2d 3h`.
 pub fn duration(seconds: f64) -> String {
     if !seconds.is_finite() || seconds < 0.0 {
@@ -92,7 +78,10 @@ mod tests {
         assert_eq!(ago(100.0, 112.0), "12s ago");
         assert_eq!(ago(100.0, 100.5), "just now");
         assert_eq!(ago(100.0, 90.0), "in 10s");
-        assert_eq!(time(0.0), "—");
-        assert_eq!(time(1_700_000_000.0), "2023-11-14 22:13:20Z");
+        assert_eq!(crate::util::format_time(0.0), "—");
+        assert_eq!(
+            crate::util::format_time(1_700_000_000.0),
+            "2023-11-14 22:13:20Z"
+        );
     }
 }

@@ -161,7 +161,7 @@ pub async fn load(
     if let Some(leader) = super::leader::other_leader(state, path_and_query)? {
         let api = format!(
             "/api/v1/tasks/{}/logs/{}?{}",
-            super::pages::segment(id),
+            crate::util::segment(id),
             file.name(),
             serde_urlencoded::to_string([
                 ("offset", query.offset.map(|o| o.to_string())),
@@ -286,7 +286,7 @@ pub async fn page(
     };
     let here = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     let result = load(&state, &id, &file, query, here).await;
-    let seg = super::pages::segment(&id);
+    let seg = crate::util::segment(&id);
     let mut chrome = Chrome::new(
         &state,
         &s,

@@ -233,7 +233,7 @@ impl Chrome {
 
     /// An absolute time, `2026-11-29 12:03:04Z`.
     pub fn time(&self, at: impl Val<f64>) -> String {
-        format::time(at.val())
+        crate::util::format_time(at.val())
     }
 
     /// A time relative to now, `12s ago`.
@@ -291,7 +291,7 @@ impl Chrome {
     /// Percent-encodes a path segment (task IDs in links): everything but
     /// the RFC 3986 unreserved characters.
     pub fn seg(&self, text: impl AsRef<str>) -> String {
-        segment(text.as_ref())
+        crate::util::segment(text.as_ref())
     }
 
     /// `text` cut to `max` characters, with `…` when cut.
@@ -303,18 +303,6 @@ impl Chrome {
         cut.push('…');
         cut
     }
-}
-
-/// Everything but the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`).
-const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-/// Percent-encodes `text` as one URL path segment or query value.
-pub fn segment(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
 }
 
 #[derive(Template, WebTemplate)]
