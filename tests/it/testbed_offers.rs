@@ -28,6 +28,19 @@ fn decline(fid: &str, ids: Vec<Value>, refuse_seconds: Option<f64>) -> Value {
     body
 }
 
+/// A connected framework that declined its first offer for an hour.
+async fn declined_for_an_hour(tb: &Testbed, name: &str) -> (Subscription, String) {
+    let (mut sub, fid) = connected(&tb.url(), name, 60.0).await;
+    let first = sub.expect("OFFERS").await;
+    call(
+        &tb.url(),
+        &sub.stream_id,
+        decline(&fid, offer_ids(&first), Some(3600.0)),
+    )
+    .await;
+    (sub, fid)
+}
+
 #[tokio::test]
 async fn one_offer_per_agent_with_hostnames_and_attributes() {
     init();
@@ -152,17 +165,13 @@ async fn suppress_stops_offers_and_revive_brings_them_back_at_once() {
     );
 }
 
+/// REVIVE clears the framework's decline filters
+/// (`HierarchicalAllocatorProcess::reviveOffers` → `reviveRoles` in
+/// `src/master/allocator/mesos/hierarchical.cpp`).
 #[tokio::test]
 async fn revive_clears_decline_filters() {
     let tb = testbed(TestbedConfig::for_tests(1)).await;
-    let (mut sub, fid) = connected(&tb.url(), "r", 60.0).await;
-    let first = sub.expect("OFFERS").await;
-    call(
-        &tb.url(),
-        &sub.stream_id,
-        decline(&fid, offer_ids(&first), Some(3600.0)),
-    )
-    .await;
+    let (mut sub, fid) = declined_for_an_hour(&tb, "r").await;
     sub.expect_none("OFFERS", Duration::from_millis(400)).await;
     call(
         &tb.url(),
@@ -264,14 +273,7 @@ fn suppress(fid: &str) -> Value {
 #[tokio::test]
 async fn a_disconnection_clears_the_frameworks_decline_filters() {
     let tb = testbed(TestbedConfig::for_tests(1)).await;
-    let (mut sub, fid) = connected(&tb.url(), "dc", 60.0).await;
-    let first = sub.expect("OFFERS").await;
-    call(
-        &tb.url(),
-        &sub.stream_id,
-        decline(&fid, offer_ids(&first), Some(3600.0)),
-    )
-    .await;
+    let (mut sub, fid) = declined_for_an_hour(&tb, "dc").await;
     sub.expect_none("OFFERS", Duration::from_millis(400)).await;
     drop(sub);
     // The master sees the stream close; the framework becomes inactive.
@@ -336,14 +338,7 @@ async fn a_resubscribe_sets_suppression_to_its_suppressed_roles() {
 #[tokio::test]
 async fn a_failover_with_the_old_stream_open_keeps_filters_until_revive() {
     let tb = testbed(TestbedConfig::for_tests(1)).await;
-    let (mut sub, fid) = connected(&tb.url(), "fo", 60.0).await;
-    let first = sub.expect("OFFERS").await;
-    call(
-        &tb.url(),
-        &sub.stream_id,
-        decline(&fid, offer_ids(&first), Some(3600.0)),
-    )
-    .await;
+    let (mut sub, fid) = declined_for_an_hour(&tb, "fo").await;
     let mut second = subscribe(&tb.url(), existing_framework("fo", &fid, 60.0)).await;
     second.subscribed().await;
     let error = sub.expect("ERROR").await;
@@ -357,26 +352,4 @@ async fn a_failover_with_the_old_stream_open_keeps_filters_until_revive() {
         "offer {:?} after REVIVE",
         revived_at.elapsed()
     );
-}
-
-/// REVIVE clears both the decline filters and the suppression at once
-/// (`HierarchicalAllocatorProcess::reviveOffers` → `reviveRoles` in
-/// `hierarchical.cpp`).
-#[tokio::test]
-async fn revive_clears_filters_and_suppression_together() {
-    let tb = testbed(TestbedConfig::for_tests(1)).await;
-    let (mut sub, fid) = connected(&tb.url(), "rv", 60.0).await;
-    let first = sub.expect("OFFERS").await;
-    call(
-        &tb.url(),
-        &sub.stream_id,
-        decline(&fid, offer_ids(&first), Some(3600.0)),
-    )
-    .await;
-    call(&tb.url(), &sub.stream_id, suppress(&fid)).await;
-    sub.expect_none("OFFERS", Duration::from_millis(400)).await;
-    call(&tb.url(), &sub.stream_id, revive(&fid)).await;
-    tokio::time::timeout(Duration::from_millis(500), sub.expect("OFFERS"))
-        .await
-        .expect("REVIVE clears the filter and the suppression");
 }
