@@ -262,7 +262,9 @@ async fn fails_with_backoff(container: serde_json::Value, reason: &str, message:
 
 /// A task's end: the time of the terminal entry of its timeline.
 fn ended_at(t: &mesos_appliance::scheduler::TaskRecord) -> Option<f64> {
-    t.is_terminal().then(|| t.timeline.last().map(|e| e.at)).flatten()
+    t.is_terminal()
+        .then(|| t.timeline.last().map(|e| e.at))
+        .flatten()
 }
 
 /// Issue 24 C: instance 1 of `tally` fails its health check every time
@@ -326,13 +328,17 @@ async fn a_health_failing_instance_keeps_its_backoff_while_others_churn() {
 
     // Six failed tasks of instance 1 give five gaps: 1, 2, 4, 8, 8 s.
     let s = replica
-        .wait_for("six failed tasks of tally.1", Duration::from_secs(120), |s| {
-            s.tasks
-                .iter()
-                .filter(|t| t.task_id.as_str().starts_with("tally.1.") && t.is_terminal())
-                .count()
-                >= 6
-        })
+        .wait_for(
+            "six failed tasks of tally.1",
+            Duration::from_secs(120),
+            |s| {
+                s.tasks
+                    .iter()
+                    .filter(|t| t.task_id.as_str().starts_with("tally.1.") && t.is_terminal())
+                    .count()
+                    >= 6
+            },
+        )
         .await;
     churning.abort();
     let mut ones: Vec<_> = s
@@ -346,6 +352,7 @@ async fn a_health_failing_instance_keeps_its_backoff_while_others_churn() {
         .filter_map(|w| Some(w[1].launched_at - ended_at(w[0])?))
         .take(5)
         .collect();
+    eprintln!("gaps of tally.1: {gaps:?}");
     let expected = [1.0, 2.0, 4.0, 8.0, 8.0];
     assert!(
         gaps.iter()

@@ -238,10 +238,14 @@ impl Machine {
                 continue;
             }
             missing_total += assessment.missing.len();
-            if !self.backoff.get(&name).is_none_or(|b| b.ready(now)) || budget == 0 {
+            // Only the instances in their restart backoff wait.
+            let mut missing = assessment.missing;
+            if let Some(backoff) = self.backoff.get(&name) {
+                missing.retain(|i| backoff.ready(*i, now));
+            }
+            if missing.is_empty() || budget == 0 {
                 continue;
             }
-            let mut missing = assessment.missing;
             missing.truncate(budget);
             budget -= missing.len();
             let occupied: Vec<(AgentId, String)> = tasks
