@@ -102,7 +102,8 @@ impl Machine {
                     .map(|(instance, failures, left)| InstanceBackoff {
                         instance,
                         consecutive_failures: failures,
-                        next_launch_after: (!left.is_zero()).then(|| now_secs + left.as_secs_f64()),
+                        next_launch_after: (!left.is_zero())
+                            .then_some(now_secs + left.as_secs_f64()),
                     })
                     .collect();
             }
