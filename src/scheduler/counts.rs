@@ -110,6 +110,7 @@ impl ServiceStatus {
             killing: counts.killing,
             consecutive_failures: 0,
             next_launch_after: None,
+            backoff: Vec::new(),
             waiting: None,
             healthy: counts.healthy,
             unhealthy: counts.unhealthy,

@@ -43,7 +43,7 @@ pub use ids::{AgentId, TaskId};
 pub use records::{KillRequest, StatusEntry, TaskRecord};
 pub use services::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};
 pub use snapshot::{
-    EventEntry, EventKind, FrameworkState, FrameworkStatus, OfferSummary, ReconcileKind,
-    ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus, ServiceStatus,
-    Snapshot, UnrecordedKill,
+    EventEntry, EventKind, FrameworkState, FrameworkStatus, InstanceBackoff, OfferSummary,
+    ReconcileKind, ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus,
+    ServiceStatus, Snapshot, UnrecordedKill,
 };

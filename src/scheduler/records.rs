@@ -172,6 +172,42 @@ impl TaskRecord {
         Some(since.unwrap_or(self.updated_at))
     }
 
+    /// How the task ended when its own health check killed it — its
+    /// terminal update is TASK_KILLED carrying `healthy = false`, as the
+    /// Mesos command executor sends it after the counted failures
+    /// (`src/launcher/executor.cpp` in apache/mesos) — in an operator's
+    /// words: "killed after 3 failed health checks". `None` for any other
+    /// end, and while the task lives.
+    ///
+    /// The count is the check's `consecutive_failures` from `spec` when the
+    /// task was launched from that spec (same fingerprint: the executor
+    /// kills at exactly that count); otherwise the unhealthy reports in a
+    /// row the timeline ends with (the executor sends one per counted
+    /// failure; the timeline is bounded, so it may count fewer).
+    pub fn health_kill(&self, spec: Option<&super::ServiceSpec>) -> Option<String> {
+        let (last, before) = self.timeline.split_last()?;
+        if self.state != TaskState::TaskKilled || last.healthy != Some(false) {
+            return None;
+        }
+        let limit = spec
+            .and_then(|spec| spec.health_check.as_ref().map(|c| (spec, c)))
+            .filter(|(spec, _)| spec.fingerprint() == self.fingerprint)
+            .map(|(_, check)| check.consecutive_failures);
+        let failures = limit.unwrap_or_else(|| {
+            let reports = before
+                .iter()
+                .rev()
+                .filter(|e| e.state != TaskState::TaskKilling)
+                .take_while(|e| e.healthy == Some(false));
+            u32::try_from(reports.count()).unwrap_or(u32::MAX)
+        });
+        Some(match failures {
+            0 => "killed after failed health checks".to_string(),
+            1 => "killed after 1 failed health check".to_string(),
+            n => format!("killed after {n} failed health checks"),
+        })
+    }
+
     /// True once the task reached a terminal state.
     pub fn is_terminal(&self) -> bool {
         crate::mesos::is_terminal(self.state)

@@ -300,9 +300,11 @@ pub struct ServiceSpec {
     #[serde(default)]
     pub constraints: Vec<String>,
     /// First delay before restarting a failed task of this service; doubles
-    /// per consecutive failure up to `restart_backoff_max`. The count resets
-    /// once a task has stayed TASK_RUNNING for `restart_backoff_max` (at
-    /// least 10 seconds; see [`crate::scheduler::workload::RestartBackoff`]).
+    /// per consecutive failure of the same instance up to
+    /// `restart_backoff_max`. An instance's count resets once one of its
+    /// tasks has stayed TASK_RUNNING (and healthy, with a health check) for
+    /// `restart_backoff_max` (at least 10 seconds; see
+    /// [`crate::scheduler::workload::RestartBackoff`]).
     #[serde(default = "default_backoff", with = "crate::util::duration")]
     pub restart_backoff: Duration,
     /// Cap of the restart backoff.

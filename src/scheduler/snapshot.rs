@@ -120,10 +120,15 @@ pub struct ServiceStatus {
     pub starting: u32,
     /// Tasks being killed.
     pub killing: u32,
-    /// Consecutive failed tasks (drives the restart backoff).
+    /// Consecutive failed tasks of the instance that failed most (each
+    /// instance has its own restart backoff).
     pub consecutive_failures: u32,
-    /// No new task is launched before this time (restart backoff).
+    /// The soonest time an instance in its restart backoff may launch
+    /// again; the others launch meanwhile.
     pub next_launch_after: Option<f64>,
+    /// The instances with failures not yet forgiven, ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backoff: Vec<InstanceBackoff>,
     /// Why missing instances found no offer in the last scheduling pass, for
     /// operators (e.g. "no offer of the 3 held has enough: needs cpus 64
     /// (largest offer: 4)"); absent when nothing waits.
@@ -147,6 +152,18 @@ pub struct ServiceStatus {
     /// `POST …/rollout/rollback` takes as `expected`.
     #[serde(default)]
     pub restore: Option<RestoreTarget>,
+}
+
+/// One instance's restart backoff ([`crate::scheduler::workload::RestartBackoff`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceBackoff {
+    /// The instance number.
+    pub instance: u32,
+    /// Its consecutive failed tasks.
+    pub consecutive_failures: u32,
+    /// No task of the instance is launched before this time (seconds since
+    /// the UNIX epoch); absent once it may launch.
+    pub next_launch_after: Option<f64>,
 }
 
 /// An offer the leader holds.

@@ -1,8 +1,8 @@
 //! Comparing the desired workload with the tasks the scheduler knows: which
-//! instances are missing, which tasks are surplus, and each service's
+//! instances are missing, which tasks are surplus, and each instance's
 //! restart backoff. Pure functions over task records.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -179,44 +179,89 @@ pub fn counts_as_failure_of(record: &TaskRecord) -> bool {
         && !started
 }
 
-/// A service's restart backoff: after a task fails, the next launch waits
+/// One instance's restart backoff (a service's instance number): after a
+/// task of the instance fails, the instance's next launch waits
 /// `restart_backoff × 2^(failures-1)`, capped at `restart_backoff_max`.
 ///
-/// Failures are forgiven only once a task of the service has *stayed*
-/// TASK_RUNNING for `restart_backoff_max` (at least [`MIN_STABLE_RUN`]):
-/// reaching RUNNING alone proves nothing, since an executor reports RUNNING
-/// as soon as the command starts, before a crash-looping command exits.
+/// The count belongs to the instance, not to the service: a crash-looping
+/// instance keeps backing off while its siblings run, and the siblings
+/// launch without waiting for it.
+///
+/// Failures are forgiven only by a *stable run* of the instance itself: one
+/// of its tasks stayed TASK_RUNNING — and, when it was launched with a
+/// health check, reported healthy — without a break for
+/// [`stable_run`]`(spec)` (`restart_backoff_max`, at least
+/// [`MIN_STABLE_RUN`]). Reaching RUNNING alone proves nothing, since an
+/// executor reports RUNNING as soon as the command starts, before a
+/// crash-looping command exits; a task that reports unhealthy (or, with a
+/// check, has not reported healthy yet) is not running stably, and its
+/// clock starts again at its next healthy report. Nothing else forgives:
+/// not a sibling's run, another service's change, a reconciliation answer
+/// (a repeated RUNNING keeps the time first seen) or a scale change.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RestartBackoff {
-    /// Consecutive failed tasks.
+    /// Consecutive failed tasks of the instance.
     pub failures: u32,
-    /// No launch before this.
+    /// No launch of the instance before this.
     pub not_before: Option<Instant>,
-    /// Tasks of the service now TASK_RUNNING, by task ID, with the time each
-    /// became RUNNING.
-    running_since: HashMap<TaskId, Instant>,
+    /// The instance's task now running stably-so-far (RUNNING, and healthy
+    /// when checked), with the time it became so.
+    running_since: Option<(TaskId, Instant)>,
 }
 
-/// The shortest run that forgives a service's failures, whatever its
-/// `restart_backoff_max`.
+/// The shortest run that forgives an instance's failures, whatever its
+/// service's `restart_backoff_max`.
 pub const MIN_STABLE_RUN: Duration = Duration::from_secs(10);
 
+/// How long an instance's task must run healthy to forgive the instance's
+/// failures: `restart_backoff_max`, at least [`MIN_STABLE_RUN`].
+pub fn stable_run(spec: &ServiceSpec) -> Duration {
+    spec.restart_backoff_max.max(MIN_STABLE_RUN)
+}
+
+/// Is `record` (TASK_RUNNING) fit to count towards a stable run: healthy
+/// when it was launched with a health check, not reported unhealthy
+/// otherwise (records from before `health_checked` was kept).
+pub fn runs_healthy(record: &TaskRecord) -> bool {
+    match record.health_checked {
+        Some(true) => record.healthy == Some(true),
+        _ => record.healthy != Some(false),
+    }
+}
+
 impl RestartBackoff {
-    /// The task `task_id` of the service is TASK_RUNNING at `now`. Repeated
-    /// RUNNING updates (reconciliation, a new leader adopting the task) keep
-    /// the first time seen.
-    pub fn running(&mut self, task_id: &TaskId, now: Instant) {
-        if !self.running_since.contains_key(task_id) {
-            self.running_since.insert(task_id.clone(), now);
+    /// The instance's task `task_id` is TASK_RUNNING at `now`, `healthy`
+    /// as [`runs_healthy`] says. Repeated healthy updates (reconciliation,
+    /// a new leader adopting the task) keep the first time seen; an
+    /// unhealthy one stops the clock. A second live task of the instance
+    /// (a duplicate) does not take over a running clock.
+    pub fn running(&mut self, task_id: &TaskId, healthy: bool, now: Instant) {
+        let same =
+            |since: &Option<(TaskId, Instant)>| since.as_ref().is_some_and(|(id, _)| id == task_id);
+        if !healthy {
+            if same(&self.running_since) {
+                self.running_since = None;
+            }
+        } else if self.running_since.is_none() {
+            self.running_since = Some((task_id.clone(), now));
         }
     }
 
-    /// The task `task_id` of the service reached a terminal state at `now`;
+    /// The instance's task `task_id` reached a terminal state at `now`;
     /// `failed` says whether it was the task's own failure (see
-    /// [`counts_as_failure`]), which lengthens the backoff.
+    /// [`counts_as_failure_of`]), which lengthens the backoff.
     pub fn terminal(&mut self, spec: &ServiceSpec, task_id: &str, failed: bool, now: Instant) {
-        self.forgive_stable(spec, now);
-        self.running_since.remove(task_id);
+        if self.has_stable_run(spec, now) {
+            self.failures = 0;
+            self.not_before = None;
+        }
+        if self
+            .running_since
+            .as_ref()
+            .is_some_and(|(id, _)| id.as_str() == task_id)
+        {
+            self.running_since = None;
+        }
         if !failed {
             return;
         }
@@ -229,7 +274,8 @@ impl RestartBackoff {
         self.not_before = Some(now + delay);
     }
 
-    /// Consecutive failures as of `now`: zero once a task has run stably.
+    /// Consecutive failures as of `now`: zero once the instance has run
+    /// stably.
     pub fn failures_at(&self, spec: &ServiceSpec, now: Instant) -> u32 {
         if self.has_stable_run(spec, now) {
             0
@@ -238,12 +284,12 @@ impl RestartBackoff {
         }
     }
 
-    /// May the service launch at `now`?
+    /// May the instance launch at `now`?
     pub fn ready(&self, now: Instant) -> bool {
         self.not_before.is_none_or(|t| now >= t)
     }
 
-    /// Time left before the service may launch.
+    /// Time left before the instance may launch.
     pub fn remaining(&self, now: Instant) -> Duration {
         self.not_before
             .map(|t| t.saturating_duration_since(now))
@@ -251,17 +297,56 @@ impl RestartBackoff {
     }
 
     fn has_stable_run(&self, spec: &ServiceSpec, now: Instant) -> bool {
-        let stable = spec.restart_backoff_max.max(MIN_STABLE_RUN);
         self.running_since
-            .values()
-            .any(|since| now.saturating_duration_since(*since) >= stable)
+            .as_ref()
+            .is_some_and(|(_, since)| now.saturating_duration_since(*since) >= stable_run(spec))
+    }
+}
+
+/// The restart backoffs of one service's instances, by instance number.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServiceBackoff {
+    instances: BTreeMap<u32, RestartBackoff>,
+}
+
+impl ServiceBackoff {
+    /// Instance `instance`'s backoff, created clean when it had none.
+    pub fn instance(&mut self, instance: u32) -> &mut RestartBackoff {
+        self.instances.entry(instance).or_default()
     }
 
-    fn forgive_stable(&mut self, spec: &ServiceSpec, now: Instant) {
-        if self.has_stable_run(spec, now) {
-            self.failures = 0;
-            self.not_before = None;
-        }
+    /// May instance `instance` launch at `now`?
+    pub fn ready(&self, instance: u32, now: Instant) -> bool {
+        self.instances.get(&instance).is_none_or(|b| b.ready(now))
+    }
+
+    /// The instances with failures not forgiven at `now`, ascending, with
+    /// their count and the time left before each may launch (zero when it
+    /// may).
+    pub fn failing(&self, spec: &ServiceSpec, now: Instant) -> Vec<(u32, u32, Duration)> {
+        self.instances
+            .iter()
+            .map(|(i, b)| (*i, b.failures_at(spec, now), b.remaining(now)))
+            .filter(|(_, failures, _)| *failures > 0)
+            .collect()
+    }
+
+    /// The most consecutive failures of any instance at `now`.
+    pub fn failures_at(&self, spec: &ServiceSpec, now: Instant) -> u32 {
+        self.instances
+            .values()
+            .map(|b| b.failures_at(spec, now))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The soonest time an instance in backoff at `now` may launch.
+    pub fn next_launch(&self, now: Instant) -> Option<Duration> {
+        self.instances
+            .values()
+            .filter(|b| !b.ready(now))
+            .map(|b| b.remaining(now))
+            .min()
     }
 }
 
@@ -474,7 +559,7 @@ mod tests {
         let mut delays = vec![];
         for i in 0..4 {
             let id = format!("t{i}");
-            b.running(&TaskId::from(id.as_str()), at);
+            b.running(&TaskId::from(id.as_str()), true, at);
             at += Duration::from_millis(200);
             b.terminal(&s, &id, true, at);
             delays.push(b.remaining(at).as_secs());
@@ -491,7 +576,7 @@ mod tests {
         let mut b = RestartBackoff::default();
         b.terminal(&s, "a", true, t0);
         b.terminal(&s, "b", true, t0);
-        b.running(&"c".into(), t0);
+        b.running(&"c".into(), true, t0);
         let early = t0 + Duration::from_secs(9);
         assert_eq!(b.failures_at(&s, early), 2);
         let late = t0 + MIN_STABLE_RUN;
@@ -499,5 +584,24 @@ mod tests {
         b.terminal(&s, "c", true, late);
         assert_eq!(b.failures, 1, "the long run reset the count first");
         assert_eq!(b.remaining(late).as_secs(), 1);
+    }
+
+    #[test]
+    fn an_unhealthy_report_stops_the_stable_run_clock() {
+        let s = spec(1);
+        let t0 = Instant::now();
+        let mut b = RestartBackoff::default();
+        b.terminal(&s, "a", true, t0);
+        let c = TaskId::from("c");
+        b.running(&c, true, t0);
+        b.running(&c, false, t0 + Duration::from_secs(5));
+        let late = t0 + MIN_STABLE_RUN;
+        assert_eq!(b.failures_at(&s, late), 1, "unhealthy at 5 s");
+        b.running(&c, true, late);
+        assert_eq!(b.failures_at(&s, late + Duration::from_secs(9)), 1);
+        assert_eq!(b.failures_at(&s, late + MIN_STABLE_RUN), 0);
+        // A duplicate's healthy report does not restart a running clock.
+        b.running(&TaskId::from("dup"), true, late + MIN_STABLE_RUN);
+        assert_eq!(b.failures_at(&s, late + MIN_STABLE_RUN), 0);
     }
 }

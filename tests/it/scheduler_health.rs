@@ -259,3 +259,139 @@ async fn fails_with_backoff(container: serde_json::Value, reason: &str, message:
     replica.stop().await;
     tb
 }
+
+/// A task's end: the time of the terminal entry of its timeline.
+fn ended_at(t: &mesos_appliance::scheduler::TaskRecord) -> Option<f64> {
+    t.is_terminal()
+        .then(|| t.timeline.last().map(|e| e.at))
+        .flatten()
+}
+
+/// Issue 24 C: instance 1 of `tally` fails its health check every time
+/// while its siblings run healthy, another service is scaled between 1 and
+/// 3 instances and an explicit reconciliation is asked for every second.
+/// The restart backoff is the instance's own: the gaps between a failed
+/// task's end and the next launch of instance 1 double up to the maximum
+/// and stay there (1, 2, 4, 8, 8 s with `restart_backoff: 1s`,
+/// `restart_backoff_max: 8s`), whatever the siblings, the churn and the
+/// reconciliation answers do. The events name the failed health checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_failing_instance_keeps_its_backoff_while_others_churn() {
+    use mesos_appliance::scheduler::{Command, ReconcileKind};
+    use mesos_appliance::testbed::SimulatedHealth;
+    use support::zookeeper::ZkServer;
+
+    let zk = ZkServer::start();
+    let tb = support::testbed(TestbedConfig::for_tests(4)).await;
+    tb.set_health("tally.1.", None, SimulatedHealth::Unhealthy);
+    let churn = |instances: u32| {
+        json!({"name": "churn", "command": "sleep 1000", "cpus": 0.1, "mem": 32,
+            "instances": instances})
+    };
+    let specs = services(json!([
+        {"name": "tally", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "ports": 1,
+         "instances": 3, "restart_backoff": "1s", "restart_backoff_max": "8s",
+         "health_check": {"type": "http", "port_index": 0, "path": "/health",
+            "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
+            "consecutive_failures": 2}},
+        churn(1)
+    ]));
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    replica
+        .wait_for("tally's healthy instances running", WAIT, |s| {
+            running(s, "tally") >= 2
+        })
+        .await;
+
+    // The churn: a reconciliation every second, a scale of `churn` every
+    // other second.
+    let handle = replica.handle.clone();
+    let churning = tokio::spawn(async move {
+        for round in 0u32.. {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = handle
+                .request(Duration::from_secs(5), |reply| Command::Reconcile {
+                    kind: ReconcileKind::Explicit,
+                    reply,
+                })
+                .await;
+            if round % 2 == 0 {
+                let instances = if round % 4 == 0 { 3 } else { 1 };
+                let _ = support::appliance::put_service(
+                    &handle,
+                    services(json!([churn(instances)])).remove(0),
+                )
+                .await;
+            }
+        }
+    });
+
+    // Six failed tasks of instance 1 give five gaps: 1, 2, 4, 8, 8 s.
+    let s = replica
+        .wait_for(
+            "six failed tasks of tally.1",
+            Duration::from_secs(120),
+            |s| {
+                s.tasks
+                    .iter()
+                    .filter(|t| t.task_id.as_str().starts_with("tally.1.") && t.is_terminal())
+                    .count()
+                    >= 6
+            },
+        )
+        .await;
+    churning.abort();
+    let mut ones: Vec<_> = s
+        .tasks
+        .iter()
+        .filter(|t| t.task_id.as_str().starts_with("tally.1."))
+        .collect();
+    ones.sort_by(|a, b| a.launched_at.total_cmp(&b.launched_at));
+    let gaps: Vec<f64> = ones
+        .windows(2)
+        .filter_map(|w| Some(w[1].launched_at - ended_at(w[0])?))
+        .take(5)
+        .collect();
+    eprintln!("gaps of tally.1: {gaps:?}");
+    let expected = [1.0, 2.0, 4.0, 8.0, 8.0];
+    assert!(
+        gaps.iter()
+            .zip(expected)
+            .all(|(gap, want)| *gap >= want - 0.05 && *gap < want + 2.0),
+        "gaps {gaps:?}, want about {expected:?}"
+    );
+    // The siblings ran healthy all along, and `churn` was scaled.
+    let siblings_launched = s
+        .tasks
+        .iter()
+        .filter(|t| t.service == "tally" && !t.task_id.as_str().starts_with("tally.1."))
+        .count();
+    assert_eq!(siblings_launched, 2, "instances 0 and 2 never failed");
+    assert!(
+        s.tasks.iter().filter(|t| t.service == "churn").count() >= 3,
+        "churn was scaled up and down"
+    );
+    // Each failed task was killed by its executor after its health check
+    // failed twice, and the events say so.
+    for t in ones.iter().filter(|t| t.is_terminal()) {
+        let last = t.timeline.last().unwrap();
+        assert_eq!(
+            (last.state.as_str_name(), last.healthy),
+            ("TASK_KILLED", Some(false))
+        );
+    }
+    let first = ones[0].task_id.as_str();
+    let events: Vec<&str> = s
+        .events
+        .iter()
+        .filter(|e| e.message.contains(first))
+        .map(|e| e.message.as_str())
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|m| m.contains("killed after 2 failed health checks")),
+        "{events:?}"
+    );
+    replica.stop().await;
+}

@@ -473,6 +473,10 @@ pub struct TaskDetailView {
     pub task: TaskRow,
     /// Fingerprint of the spec it was launched from.
     pub fingerprint: String,
+    /// How its health check ended it ("killed after 3 failed health
+    /// checks"), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_kill: Option<String>,
     /// Its recent status updates, newest first.
     pub timeline: Vec<StatusEntry>,
 }
@@ -491,6 +495,12 @@ impl TaskDetailView {
         Ok(TaskDetailView {
             task: TaskRow::new(t),
             fingerprint: t.fingerprint.clone(),
+            health_kill: t.health_kill(
+                s.services
+                    .iter()
+                    .find(|x| x.spec.name == t.service)
+                    .map(|x| &x.spec),
+            ),
             timeline: t.timeline.iter().rev().cloned().collect(),
         })
     }

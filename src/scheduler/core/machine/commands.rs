@@ -372,10 +372,15 @@ impl Machine {
                             .insert(name.clone(), ServiceEntry::new(*record, version));
                         self.malformed_services.retain(|m| *m != name);
                         let replaced = previous.is_some();
-                        if previous.as_ref().map(|p| &p.spec) != Some(&spec) {
-                            // A changed spec starts with a clean slate: the
-                            // failures that earned the old backoff were the
-                            // old spec's.
+                        if previous.as_ref().map(|p| p.spec.fingerprint())
+                            != Some(spec.fingerprint())
+                        {
+                            // A new release (another fingerprint) starts with
+                            // a clean slate: the failures that earned the old
+                            // backoff were the old spec's. A change of
+                            // `instances`, the backoff or `upgrade` alone
+                            // forgives nothing: the same release would fail
+                            // the same way.
                             self.backoff.remove(&name);
                         }
                         self.service_written(&spec, replaced, why, now);

@@ -67,7 +67,7 @@ use crate::scheduler::placement::Shortfall;
 use crate::scheduler::reconcile::Reconciler;
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{EventKind, FrameworkState};
-use crate::scheduler::workload::RestartBackoff;
+use crate::scheduler::workload::ServiceBackoff;
 use outbox::Outbox;
 
 use commands::ServiceEntry;
@@ -145,7 +145,9 @@ pub struct Machine {
     /// same service waiting behind it.
     service_writes: HashMap<String, RequestId>,
     waiting_commands: Vec<(ReplyId, Request)>,
-    backoff: HashMap<String, RestartBackoff>,
+    /// Each service's instances' restart backoffs, by service name. Kept
+    /// for the term only: a new leader starts them clean.
+    backoff: HashMap<String, ServiceBackoff>,
     /// Services whose rollout has an instance not available, and since
     /// when (seconds since the UNIX epoch): the halt's deadline runs from it.
     rollouts: HashMap<String, f64>,

@@ -238,16 +238,17 @@ impl Machine {
                 continue;
             }
             missing_total += assessment.missing.len();
-            if !self.backoff.get(&name).is_none_or(|b| b.ready(now)) {
-                continue;
+            // Instances in their restart backoff wait; the rest are placed.
+            let mut missing = assessment.missing;
+            if let Some(backoff) = self.backoff.get(&name) {
+                missing.retain(|i| backoff.ready(*i, now));
             }
             // Every instance past its backoff waits, also those beyond this
             // pass's budget: a launch spread over many passes is one need.
-            self.revive.waits(&name, &assessment.missing);
-            if budget == 0 {
+            self.revive.waits(&name, &missing);
+            if missing.is_empty() || budget == 0 {
                 continue;
             }
-            let mut missing = assessment.missing;
             missing.truncate(budget);
             budget -= missing.len();
             let occupied: Vec<(AgentId, String)> = tasks

@@ -405,7 +405,8 @@ impl Machine {
             self.backoff
                 .entry(record.service.clone())
                 .or_default()
-                .running(&record.task_id, now);
+                .instance(record.instance)
+                .running(&record.task_id, workload::runs_healthy(record), now);
         }
         let last = record.timeline.last();
         if let (Some(entry), false) = (last, is_terminal(state))
@@ -432,12 +433,14 @@ impl Machine {
         }
         self.health_log.forget(&record.task_id);
         let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
-        if let Some(spec) = self.services.get(&record.service).map(|s| s.spec.clone()) {
+        let spec = self.services.get(&record.service).map(|s| s.spec.clone());
+        if let Some(spec) = &spec {
             let failed = !wanted_dead && workload::counts_as_failure_of(record);
             self.backoff
                 .entry(record.service.clone())
                 .or_default()
-                .terminal(&spec, &record.task_id, failed, now);
+                .instance(record.instance)
+                .terminal(spec, &record.task_id, failed, now);
         }
         // Tasks of a removed framework are summed up in one entry
         // (`removed`).
@@ -445,10 +448,15 @@ impl Machine {
         if wanted_dead || removed {
             return;
         }
-        let detail = last
-            .and_then(|e| e.message.as_ref())
-            .map(|m| format!(": {m}"))
-            .unwrap_or_default();
+        let message = last.and_then(|e| e.message.as_ref());
+        // A health check's kill says so: Mesos' own message names only the
+        // signal ("Command terminated with signal Terminated").
+        let detail = match (record.health_kill(spec.as_ref()), message) {
+            (Some(kill), Some(m)) => format!(": {kill} ({m})"),
+            (Some(kill), None) => format!(": {kill}"),
+            (None, Some(m)) => format!(": {m}"),
+            (None, None) => String::new(),
+        };
         self.log(
             EventKind::Task,
             format!("task {} is {state}{detail}", record.task_id),

@@ -9,7 +9,8 @@ use crate::coordination::Leadership;
 use crate::mesos::resources::format_ranges;
 use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{
-    FrameworkStatus, OfferSummary, ServiceCounts, ServiceStatus, Snapshot, UnrecordedKill,
+    FrameworkStatus, InstanceBackoff, OfferSummary, ServiceCounts, ServiceStatus, Snapshot,
+    UnrecordedKill,
 };
 
 /// A service's counts as the last snapshot showed them, from its stored
@@ -90,10 +91,22 @@ impl Machine {
                 entry.halted.as_ref(),
                 &shown.counts,
             );
-            status.consecutive_failures = backoff.map(|b| b.failures_at(spec, now)).unwrap_or(0);
-            status.next_launch_after = backoff
-                .filter(|b| !b.ready(now))
-                .map(|b| now_secs + b.remaining(now).as_secs_f64());
+            if let Some(backoff) = backoff {
+                status.consecutive_failures = backoff.failures_at(spec, now);
+                status.next_launch_after = backoff
+                    .next_launch(now)
+                    .map(|left| now_secs + left.as_secs_f64());
+                status.backoff = backoff
+                    .failing(spec, now)
+                    .into_iter()
+                    .map(|(instance, failures, left)| InstanceBackoff {
+                        instance,
+                        consecutive_failures: failures,
+                        next_launch_after: (!left.is_zero())
+                            .then_some(now_secs + left.as_secs_f64()),
+                    })
+                    .collect();
+            }
             status.waiting = self.waiting.get(&name).map(ToString::to_string);
             services.push(status);
         }
