@@ -366,8 +366,14 @@ fn leadership_changes(rec: &Recorder, t0: Instant) -> usize {
         .count()
 }
 
+/// How long a's link must carry nothing before the latency starts, and
+/// the longest wait for that (a busy link starts it anyway).
+const QUIET: Duration = Duration::from_secs(2);
+const QUIET_AT_MOST: Duration = Duration::from_secs(6);
+
 /// One measurement: leaderless time over `window` with `rtt` on a's link
-/// (set on the established connection, half each way), and with `cuts` a
+/// (set on the established connection, half each way, after a quiet
+/// spell), and with `cuts` a
 /// one-second cut of that link every nine seconds.
 async fn measure(rtt: Duration, window: Duration, cuts: bool) -> Measured {
     let c = cluster().await;
@@ -378,7 +384,14 @@ async fn measure(rtt: Duration, window: Duration, cuts: bool) -> Measured {
     if cuts {
         flap(&c, rtt / 2, window, FlapUntil::Window).await;
     } else {
-        c.proxy.set_symmetric_latency(rtt / 2);
+        // The latency starts after two quiet seconds on a's link, when a
+        // client that pings only once idle is furthest from its next
+        // answer (the old client's pings were 3 s apart).
+        let waited = c
+            .proxy
+            .set_symmetric_latency_when_quiet(rtt / 2, QUIET, QUIET_AT_MOST)
+            .await;
+        eprintln!("{rtt:?} round trip on after {waited:?}");
         tokio::time::sleep(window).await;
     }
     let a = c.a.snapshot().framework.state;
