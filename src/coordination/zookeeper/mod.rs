@@ -6,6 +6,8 @@
 //!   re-enters the election. A second task keeps the `deployment` watch.
 //! - `election`: `election/member-<seq>` nodes, predecessor watches,
 //!   suspension, hold-off, abdication.
+//! - `lease`: probes that keep a slow connection busy, and the leader's
+//!   proof that its session lives (a term ends without a recent one);
 //! - `audit`: the audit log (sequential znodes, pruned to the newest entries);
 //! - `stores`: deployment record, framework ID, services and tasks, with
 //!   fenced multi-op writes.
@@ -23,6 +25,7 @@
 
 mod audit;
 mod election;
+mod lease;
 mod session;
 mod stores;
 
@@ -197,6 +200,9 @@ pub(crate) struct Inner {
     client: watch::Sender<Option<zk::Client>>,
     /// Our member node in the live session.
     member: Mutex<OwnNode>,
+    /// When the newest answered request of the live session was sent: the
+    /// server heard the session at or after that instant (`lease`).
+    proven_at: Mutex<Option<std::time::Instant>>,
     deployment: watch::Sender<Option<Versioned<DeploymentRecord>>>,
     shutdown: CancellationToken,
 }
@@ -253,6 +259,25 @@ impl Inner {
     /// How long our node has held its place since its term was suspended.
     fn lapsed_for(&self) -> Option<Duration> {
         self.own_node().lapsed_since.map(|since| since.elapsed())
+    }
+
+    /// Records that a request sent at `sent` was answered: the session
+    /// lived at the server at or after then.
+    fn prove(&self, sent: std::time::Instant) {
+        let mut at = self.proven_at.lock().unwrap_or_else(|e| e.into_inner());
+        if at.is_none_or(|at| at < sent) {
+            *at = Some(sent);
+        }
+    }
+
+    /// The newest proof of the live session, if any.
+    fn proven_at(&self) -> Option<std::time::Instant> {
+        *self.proven_at.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new session: proofs of the old one prove nothing about it.
+    fn forget_proof(&self) {
+        *self.proven_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     fn own_node(&self) -> std::sync::MutexGuard<'_, OwnNode> {
@@ -329,6 +354,7 @@ impl ZkCoordinator {
             signal: LeaderSignal::new(Leadership::Candidate, config.hold_off),
             client: watch::Sender::new(None),
             member: Mutex::new(OwnNode::default()),
+            proven_at: Mutex::new(None),
             deployment: watch::Sender::new(None),
             shutdown: CancellationToken::new(),
             config,
