@@ -480,26 +480,21 @@ async fn round_trips_up_to_half_the_session_keep_the_leader() {
     }
 }
 
+/// The 60 s table of [`measure_all`] for round trips of 0.5 to 5 s.
+async fn leaderless_table(cuts: bool) {
+    support::init_tracing();
+    let rtts_ms = [500, 1000, 2000, 3000, 5000];
+    measure_all(&rtts_ms, Duration::from_secs(60), cuts).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: about 70 s; run with --ignored --nocapture"]
 async fn leaderless_time_by_round_trip() {
-    support::init_tracing();
-    measure_all(
-        &[500, 1000, 2000, 3000, 5000],
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    leaderless_table(false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: about 70 s; run with --ignored --nocapture"]
 async fn leaderless_time_by_round_trip_with_cuts() {
-    support::init_tracing();
-    measure_all(
-        &[500, 1000, 2000, 3000, 5000],
-        Duration::from_secs(60),
-        true,
-    )
-    .await;
+    leaderless_table(true).await;
 }
