@@ -15,10 +15,16 @@
 //! a slow one: the delay does not add up along a stream of chunks). A round
 //! trip through the proxy takes the sum of both directions.
 //!
+//! When the latency starts matters to a client that pings only after a
+//! quiet spell: [`ChaosProxy::set_symmetric_latency_when_quiet`] switches it
+//! on right after the link has carried nothing either way for a while, so
+//! the client's first answer under latency comes that much later than its
+//! last one (the worst moment for it, and a repeatable one).
+//!
 //! Needs a tokio runtime; dropping the proxy stops it and closes everything.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -45,6 +51,8 @@ pub struct ChaosProxy {
     addr: SocketAddr,
     link_up: Arc<watch::Sender<bool>>,
     latency: Arc<watch::Sender<Latency>>,
+    /// When a chunk last passed either way, on any connection.
+    last_chunk: Arc<Mutex<Instant>>,
     accept: JoinHandle<()>,
 }
 
@@ -57,16 +65,19 @@ impl ChaosProxy {
         let addr = listener.local_addr().expect("proxy address");
         let link_up = Arc::new(watch::Sender::new(true));
         let latency = Arc::new(watch::Sender::new(Latency::default()));
+        let last_chunk = Arc::new(Mutex::new(Instant::now()));
         let accept = tokio::spawn(accept_loop(
             listener,
             upstream,
             link_up.clone(),
             latency.clone(),
+            last_chunk.clone(),
         ));
         ChaosProxy {
             addr,
             link_up,
             latency,
+            last_chunk,
             accept,
         }
     }
@@ -113,6 +124,28 @@ impl ChaosProxy {
         self.set_latency(one_way, one_way);
     }
 
+    /// Like [`ChaosProxy::set_symmetric_latency`], but from the end of the
+    /// first spell of `quiet` without a chunk either way, or after
+    /// `at_most` if none comes. Returns how long it waited.
+    pub async fn set_symmetric_latency_when_quiet(
+        &self,
+        one_way: Duration,
+        quiet: Duration,
+        at_most: Duration,
+    ) -> Duration {
+        let start = Instant::now();
+        loop {
+            let last = *self.last_chunk.lock().unwrap();
+            let now = Instant::now();
+            if now >= last + quiet || now >= start + at_most {
+                break;
+            }
+            tokio::time::sleep_until((last + quiet).min(start + at_most)).await;
+        }
+        self.set_symmetric_latency(one_way);
+        start.elapsed()
+    }
+
     /// The current delays.
     pub fn latency(&self) -> Latency {
         *self.latency.borrow()
@@ -132,6 +165,7 @@ async fn accept_loop(
     upstream: SocketAddr,
     link_up: Arc<watch::Sender<bool>>,
     latency: Arc<watch::Sender<Latency>>,
+    last_chunk: Arc<Mutex<Instant>>,
 ) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
@@ -143,6 +177,7 @@ async fn accept_loop(
             upstream,
             link_up.subscribe(),
             latency.subscribe(),
+            last_chunk.clone(),
         ));
     }
 }
@@ -152,6 +187,7 @@ async fn serve(
     upstream: SocketAddr,
     mut link_up: watch::Receiver<bool>,
     latency: watch::Receiver<Latency>,
+    last_chunk: Arc<Mutex<Instant>>,
 ) {
     if !*link_up.borrow_and_update() {
         // Blackhole: hold the connection silently until the link is restored
@@ -165,8 +201,20 @@ async fn serve(
     let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let to_server = pipe(client_read, server_write, latency.clone(), |l| l.to_server);
-    let to_client = pipe(server_read, client_write, latency, |l| l.to_client);
+    let to_server = pipe(
+        client_read,
+        server_write,
+        latency.clone(),
+        |l| l.to_server,
+        last_chunk.clone(),
+    );
+    let to_client = pipe(
+        server_read,
+        client_write,
+        latency,
+        |l| l.to_client,
+        last_chunk,
+    );
     tokio::select! {
         _ = async { tokio::join!(to_server, to_client) } => {}
         _ = link_up.wait_for(|up| !*up) => {}
@@ -181,6 +229,7 @@ async fn pipe(
     mut to: tokio::net::tcp::OwnedWriteHalf,
     latency: watch::Receiver<Latency>,
     delay: fn(&Latency) -> Duration,
+    last_chunk: Arc<Mutex<Instant>>,
 ) {
     let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
     let read = async move {
@@ -189,7 +238,9 @@ async fn pipe(
             match from.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    let due = Instant::now() + delay(&latency.borrow());
+                    let now = Instant::now();
+                    *last_chunk.lock().unwrap() = now;
+                    let due = now + delay(&latency.borrow());
                     if tx.send((due, buf[..n].to_vec())).await.is_err() {
                         break;
                     }

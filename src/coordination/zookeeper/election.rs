@@ -30,15 +30,19 @@
 //! its node first thing on reconnecting, and queues again.
 //!
 //! How long the connection may be silent before it counts as lost is
-//! [`super::connection_timeout`]: three fifths of the session timeout, so
-//! latency alone does not suspend a leader.
+//! [`super::connection_timeout`]: three fifths of the session timeout. The
+//! probes of `lease` keep answers arriving on a slow link, so a round trip
+//! up to half the session timeout neither drops the connection nor
+//! suspends a leader. A leader also suspends, connected or not, once no
+//! answer has proven its session for the lease (four fifths of the session
+//! timeout, `lease::leader_lease`): it stops before the session can expire.
 
 use std::time::Duration;
 
 use zookeeper_client as zk;
 
 use super::session::SessionEnd;
-use super::{Inner, map_zk};
+use super::{Inner, lease, map_zk};
 use crate::coordination::{CoordinationError, Leadership, Member, ReplicaInfo, Result};
 
 const MEMBER_PREFIX: &str = "member-";
@@ -70,6 +74,16 @@ pub(super) async fn run_session(inner: &Inner, client: &zk::Client) -> SessionEn
         let state = states.state();
         if state.is_terminated() {
             return SessionEnd::Lost(state);
+        }
+        if inner.signal.is_leading() && !lease::holds(inner, client.session_timeout()) {
+            // Connected or not, nothing has proven the session for most of
+            // its timeout: stop before the server could expire it.
+            tracing::warn!(
+                lease = ?lease::leader_lease(client.session_timeout()),
+                "no answer from ZooKeeper proves our session within the lease while leading: suspended"
+            );
+            inner.signal.publish(Leadership::Suspended);
+            inner.mark_lapsed();
         }
         if state == zk::SessionState::Disconnected {
             if inner.signal.is_leading() {
@@ -139,7 +153,9 @@ async fn round(
         release(inner, client, &me).await?;
         return Ok(Step::Again);
     }
+    let sent = std::time::Instant::now();
     let members = sorted_members(inner, client).await?;
+    inner.prove(sent);
     let my_seq = parse_sequence(me.rsplit('/').next().unwrap_or_default());
     let Some(pos) = members.iter().position(|(seq, _)| Some(*seq) == my_seq) else {
         // Our node is gone: abdication, an operator, or `uninstall`. The
@@ -172,7 +188,9 @@ async fn round(
                     inner.signal.publish(Leadership::Candidate);
                 }
                 tracing::info!(?wait, "lowest member; holding off before leading");
-                return Ok(wait_for(inner, states, None, Some(wait)).await);
+                return Ok(
+                    wait_for(inner, client.session_timeout(), states, None, Some(wait)).await,
+                );
             }
             let term = inner.signal.begin_term();
             inner.end_lapse();
@@ -183,7 +201,7 @@ async fn round(
         if stat.is_none() {
             return Ok(Step::Again);
         }
-        return Ok(wait_for(inner, states, Some(watch), None).await);
+        return Ok(wait_for(inner, client.session_timeout(), states, Some(watch), None).await);
     }
 
     if inner.signal.is_leading() {
@@ -207,13 +225,21 @@ async fn round(
     };
     let leader = serde_json::from_slice::<ReplicaInfo>(&leader_data).ok();
     inner.signal.publish(Leadership::Follower { leader });
-    Ok(wait_for(inner, states, Some(predecessor_watch), refresh).await)
+    Ok(wait_for(
+        inner,
+        client.session_timeout(),
+        states,
+        Some(predecessor_watch),
+        refresh,
+    )
+    .await)
 }
 
 /// Waits for a node watch, a session state change, a timer or shutdown.
 /// Whatever fires, the next round re-reads everything.
 async fn wait_for(
     inner: &Inner,
+    session_timeout: Duration,
     states: &mut zk::StateWatcher,
     watch: Option<zk::OneshotWatcher>,
     timer: Option<Duration>,
@@ -232,11 +258,13 @@ async fn wait_for(
             None => std::future::pending().await,
         }
     };
+    let leading = inner.signal.is_leading();
     tokio::select! {
         _ = inner.shutdown.cancelled() => Step::End(SessionEnd::Shutdown),
         _ = states.changed() => Step::Again,
         _ = fire(watch) => Step::Again,
         _ = timer => Step::Again,
+        _ = lease::lapse(inner, session_timeout), if leading => Step::Again,
     }
 }
 

@@ -6,6 +6,8 @@
 //!   re-enters the election. A second task keeps the `deployment` watch.
 //! - `election`: `election/member-<seq>` nodes, predecessor watches,
 //!   suspension, hold-off, abdication.
+//! - `lease`: probes that keep a slow connection busy, and the leader's
+//!   proof that its session lives (a term ends without a recent one);
 //! - `audit`: the audit log (sequential znodes, pruned to the newest entries);
 //! - `stores`: deployment record, framework ID, services and tasks, with
 //!   fenced multi-op writes.
@@ -23,6 +25,7 @@
 
 mod audit;
 mod election;
+mod lease;
 mod session;
 mod stores;
 
@@ -54,23 +57,16 @@ pub const DEFAULT_HOLD_OFF: Duration = Duration::from_secs(1);
 /// connection lost, for a session of `session_timeout`: three fifths of it
 /// (6 s at the default 10 s).
 ///
-/// A connection stays up while its round trip (plus the client's tick of an
-/// eighth of this) is below this, so the leader keeps leading under any
-/// latency up to about half the session timeout. zookeeper-client 0.11
-/// defaults to two fifths (4 s at 10 s: a 4 s round trip already cost the
-/// leadership, and a 5 s one could not even reconnect); it ignores a value
-/// above three fifths of the negotiated session timeout and then falls back
-/// to that default, so three fifths is the most it honours. (The Java
+/// zookeeper-client 0.11 defaults to two fifths (4 s at 10 s) and ignores a
+/// value above three fifths of the negotiated session timeout (falling back
+/// to that default), so three fifths is the most it honours. (The Java
 /// client's read timeout is two thirds, the C client's — the one Mesos
-/// masters use — too.)
-///
-/// Why that is still safe: a leader suspends at most this long (plus one
-/// tick) after its last answer from the server; the server expires the
-/// session no sooner than a session timeout after it last heard from the
-/// client, which is less than half a round trip — below half this — before
-/// that answer. So the leader has stopped at least `session_timeout` − 1.5 ×
-/// this − a tick (2.5 % of the session timeout, more the shorter the round
-/// trip: 2.75 s at 1 s on a 10 s session) before anyone else may lead.
+/// masters use — too.) On its own the client pings only after an idle
+/// spell, so a long round trip could still leave the line silent this long;
+/// the probes of `lease` keep answers coming, which keeps a round trip up
+/// to half the session timeout below this. Fencing does not rest on this
+/// timeout but on the lease (`lease::leader_lease`): a leader suspends once
+/// no answer has proven its session for four fifths of the session timeout.
 pub fn connection_timeout(session_timeout: Duration) -> Duration {
     // The same arithmetic as zookeeper-client's check, so that it is honoured.
     session_timeout * 3 / 5
@@ -197,6 +193,9 @@ pub(crate) struct Inner {
     client: watch::Sender<Option<zk::Client>>,
     /// Our member node in the live session.
     member: Mutex<OwnNode>,
+    /// When the newest answered request of the live session was sent: the
+    /// server heard the session at or after that instant (`lease`).
+    proven_at: Mutex<Option<std::time::Instant>>,
     deployment: watch::Sender<Option<Versioned<DeploymentRecord>>>,
     shutdown: CancellationToken,
 }
@@ -253,6 +252,25 @@ impl Inner {
     /// How long our node has held its place since its term was suspended.
     fn lapsed_for(&self) -> Option<Duration> {
         self.own_node().lapsed_since.map(|since| since.elapsed())
+    }
+
+    /// Records that a request sent at `sent` was answered: the session
+    /// lived at the server at or after then.
+    fn prove(&self, sent: std::time::Instant) {
+        let mut at = self.proven_at.lock().unwrap_or_else(|e| e.into_inner());
+        if at.is_none_or(|at| at < sent) {
+            *at = Some(sent);
+        }
+    }
+
+    /// The newest proof of the live session, if any.
+    fn proven_at(&self) -> Option<std::time::Instant> {
+        *self.proven_at.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new session: proofs of the old one prove nothing about it.
+    fn forget_proof(&self) {
+        *self.proven_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     fn own_node(&self) -> std::sync::MutexGuard<'_, OwnNode> {
@@ -329,6 +347,7 @@ impl ZkCoordinator {
             signal: LeaderSignal::new(Leadership::Candidate, config.hold_off),
             client: watch::Sender::new(None),
             member: Mutex::new(OwnNode::default()),
+            proven_at: Mutex::new(None),
             deployment: watch::Sender::new(None),
             shutdown: CancellationToken::new(),
             config,

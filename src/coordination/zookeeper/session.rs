@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
-use super::{Inner, election, map_zk, stores};
+use super::{Inner, election, lease, map_zk, stores};
 use crate::backoff::Backoff;
 use crate::coordination::{CoordinationError, Leadership, Result};
 
@@ -25,14 +25,17 @@ pub(super) enum SessionEnd {
     Lost(zk::SessionState),
 }
 
-/// Opens a session (with digest auth if configured), waiting at most the
-/// session timeout plus a second.
+/// Opens a session (with digest auth if configured), waiting at most one
+/// and a half session timeouts: the handshake takes two round trips (the
+/// connect request, then the first ping), a whole session timeout at the
+/// longest round trip the coordination layer must bear (half of it).
 pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
     let config = &inner.config;
     let connector = super::connector(&config.url, config.session_timeout);
     let hosts = config.url.connect_string();
     let connect = connector.connect(&hosts);
-    match tokio::time::timeout(config.session_timeout + Duration::from_secs(1), connect).await {
+    let limit = config.session_timeout * 3 / 2;
+    match tokio::time::timeout(limit, connect).await {
         Ok(Ok(client)) => {
             tracing::info!(
                 session = format_args!("{:#x}", client.session_id().0),
@@ -46,8 +49,8 @@ pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
         }
         Ok(Err(e)) => Err(map_zk(e, &config.url.root)),
         Err(_) => Err(CoordinationError::Unavailable(format!(
-            "no ZooKeeper session with {} within {:?}",
-            config.url, config.session_timeout
+            "no ZooKeeper session with {} within {limit:?}",
+            config.url
         ))),
     }
 }
@@ -129,8 +132,13 @@ pub(super) async fn run(inner: Arc<Inner>, first: zk::Client) {
             }
         };
         inner.client.send_replace(Some(client.clone()));
+        inner.forget_proof();
         let end = if inner.config.join_election {
-            election::run_session(&inner, &client).await
+            // The probes run as long as the election on this session.
+            tokio::select! {
+                end = election::run_session(&inner, &client) => end,
+                never = lease::probe_session(&inner, &client) => match never {},
+            }
         } else {
             wait_session_end(&inner, &client).await
         };
