@@ -17,9 +17,9 @@ use super::{
 };
 use crate::coordination::Coordinator;
 use crate::coordination::memory::MemoryCoordinator;
-use crate::coordination::url::ZkUrl;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
 use crate::scheduler::deployment;
+use crate::util::zk::ZkUrl;
 use crate::web::tokens::read_token_file;
 use crate::web::{MIN_ADMIN_TOKEN_CHARS, WebConfig};
 

@@ -26,12 +26,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::cli::{ClusterArgs, CommonArgs, UninstallArgs, exit};
 use super::{client_config, replica_info};
-use crate::coordination::url::ZkUrl;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
 use crate::coordination::{
     AUDIT_KEPT, Coordinator, DeploymentRecord, Expect, RecordKind, Strategy,
 };
 use crate::mesos::operator::{self, OperatorClient};
+use crate::util::zk::ZkUrl;
 use crate::web::audit::AuditEntry;
 
 /// Runs the job; prints what it does on stdout.

@@ -6,7 +6,7 @@
 //! through one trait, [`Coordinator`], held as `Arc<dyn Coordinator>`. Two
 //! implementations:
 //! - [`zookeeper::ZkCoordinator`]: the real one, on a ZooKeeper ensemble named
-//!   by `--zk zk://[user:pass@]h1:p1,h2:p2/path` ([`url::ZkUrl`]);
+//!   by `--zk zk://[user:pass@]h1:p1,h2:p2/path` ([`crate::util::zk::ZkUrl`]);
 //! - [`memory::MemoryCoordinator`]: one replica, no ZooKeeper, used by `demo`
 //!   and by unit tests of the layers above. It is never used to test the
 //!   ZooKeeper implementation, which is tested against a real server.
@@ -47,7 +47,6 @@
 pub mod memory;
 mod records;
 mod signal;
-pub mod url;
 pub mod zookeeper;
 
 use std::time::{SystemTime, UNIX_EPOCH};

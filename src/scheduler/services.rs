@@ -138,7 +138,7 @@ pub enum UriError {
 /// from the agent's file system.
 fn check_uri(value: &str) -> Result<(), UriError> {
     // Messages show the URI with its password hidden.
-    let shown = || crate::coordination::url::redact_password(value);
+    let shown = || crate::util::zk::redact_password(value);
     if value.trim().is_empty() {
         return Err(UriError::Empty);
     }

@@ -419,7 +419,7 @@ impl TestbedArgs {
             ));
         }
         if let Some(zk) = &self.zk {
-            crate::coordination::url::ZkUrl::parse_mesos(zk).map_err(|e| format!("--zk: {e}"))?;
+            crate::util::zk::ZkUrl::parse_mesos(zk).map_err(|e| format!("--zk: {e}"))?;
         }
         let run_executors = match self.run_executors {
             Some(None) => Some(sibling_executor()?),

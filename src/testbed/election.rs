@@ -13,8 +13,8 @@ use zookeeper_client as zk;
 
 use super::master::{Leadership, Shared, now_secs};
 use crate::backoff::Backoff;
-use crate::coordination::url::ZkUrl;
 use crate::mesos::json;
+use crate::util::zk::ZkUrl;
 
 /// The sequence number of a master znode name (`json.info_0000000007` → 7;
 /// legacy `info_7` and bare `7` too); `None` for other children.
@@ -35,7 +35,7 @@ pub(crate) async fn run(
     let client = loop {
         // Silence tolerated like the C client a Mesos master uses (two thirds
         // of the session timeout), as near as zookeeper-client allows.
-        let connector = crate::coordination::zookeeper::connector(&target, session_timeout);
+        let connector = crate::util::zk::connector(&target, session_timeout);
         tokio::select! {
             _ = stop.cancelled() => return,
             result = connector.connect(&hosts) => match result {

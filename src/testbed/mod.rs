@@ -115,7 +115,7 @@ impl Testbed {
         let zk = config
             .zk
             .as_deref()
-            .map(crate::coordination::url::ZkUrl::parse_mesos)
+            .map(crate::util::zk::ZkUrl::parse_mesos)
             .transpose()
             .map_err(|e| anyhow::anyhow!("--zk: {e}"))?;
         let listener = tokio::net::TcpListener::bind(config.listen)

@@ -2,6 +2,7 @@
 //! and strict JSON for what operators write ([`json`]).
 
 pub mod json;
+pub mod zk;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

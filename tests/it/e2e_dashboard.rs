@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mesos_appliance::app::{Running, start_replica};
-use mesos_appliance::coordination::url::ZkUrl;
 use mesos_appliance::coordination::zookeeper::{ZkConfig, ZkCoordinator};
 use mesos_appliance::coordination::{Coordinator, RecordKind};
 use mesos_appliance::mesos::client::ClientConfig;
 use mesos_appliance::mesos::detector::MasterSpec;
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use mesos_appliance::util::zk::ZkUrl;
 use mesos_appliance::web::WebConfig;
 use serde_json::json;
 use support::appliance::{core_config, services};

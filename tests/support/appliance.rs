@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use mesos_appliance::coordination::Coordinator;
 use mesos_appliance::coordination::memory::MemoryCoordinator;
-use mesos_appliance::coordination::url::ZkUrl;
 use mesos_appliance::coordination::zookeeper::{ZkConfig, ZkCoordinator};
 use mesos_appliance::mesos::client::ClientConfig;
 use mesos_appliance::mesos::detector::MasterSpec;
@@ -20,6 +19,7 @@ use mesos_appliance::scheduler::reconcile::ReconcilerConfig;
 use mesos_appliance::scheduler::{
     Command, CommandError, SchedulerHandle, ServiceSpec, Snapshot, supervisor,
 };
+use mesos_appliance::util::zk::ZkUrl;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 

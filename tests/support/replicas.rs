@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mesos_appliance::coordination::url::ZkUrl;
 use mesos_appliance::coordination::zookeeper::{ZkConfig, ZkCoordinator};
 use mesos_appliance::coordination::{Coordinator, Leadership, ReplicaInfo};
+use mesos_appliance::util::zk::ZkUrl;
 
 /// The session timeout tests ask for (the test server allows down to 1 s).
 pub const SESSION: Duration = Duration::from_secs(2);

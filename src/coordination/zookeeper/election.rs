@@ -30,7 +30,7 @@
 //! its node first thing on reconnecting, and queues again.
 //!
 //! How long the connection may be silent before it counts as lost is
-//! [`super::connection_timeout`]: three fifths of the session timeout. The
+//! [`crate::util::zk::connection_timeout`]: three fifths of the session timeout. The
 //! probes of `lease` keep answers arriving on a slow link, so a round trip
 //! up to half the session timeout neither drops the connection nor
 //! suspends a leader. A leader also suspends, connected or not, once no

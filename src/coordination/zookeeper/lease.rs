@@ -4,7 +4,7 @@
 //! Two things bound how long a ZooKeeper link may be slow:
 //!
 //! - zookeeper-client calls a connection lost (and the election suspends a
-//!   leader) once nothing has arrived on it for [`super::connection_timeout`]
+//!   leader) once nothing has arrived on it for [`crate::util::zk::connection_timeout`]
 //!   (three fifths of the session timeout `T`). On its own it sends one ping
 //!   at a time, a ping interval after its last send, so when a round trip
 //!   `R` sets in the line is silent for up to the ping interval plus `R`:
@@ -129,7 +129,7 @@ mod tests {
         let rtt = t / 2;
         // The longest silence on a link that only delays: below the
         // connection timeout, so the connection is not called lost.
-        assert!(rtt + probe_interval(t) < super::super::connection_timeout(t));
+        assert!(rtt + probe_interval(t) < crate::util::zk::connection_timeout(t));
         // The oldest the newest proof gets: inside the lease.
         assert!(rtt + probe_interval(t) < leader_lease(t));
         // And the lease ends a fifth of the session before any expiry.

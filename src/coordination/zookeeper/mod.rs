@@ -40,11 +40,11 @@ use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
 use super::signal::LeaderSignal;
-use super::url::ZkUrl;
 use super::{
     CoordinationError, Coordinator, DeploymentRecord, Expect, Leadership, Member, RecordKind,
     RecordList, RecordWrite, RecordsStat, ReplicaInfo, Result, Versioned, Written,
 };
+use crate::util::zk::ZkUrl;
 
 /// Default ZooKeeper session timeout (`--zk-session-timeout`,
 /// `docs/architecture.md#command-line`).
@@ -52,38 +52,6 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default base hold-off between leadership terms (see [`ZkConfig::hold_off`]).
 pub const DEFAULT_HOLD_OFF: Duration = Duration::from_secs(1);
-
-/// How long a client waits on a silent connection before it calls the
-/// connection lost, for a session of `session_timeout`: three fifths of it
-/// (6 s at the default 10 s).
-///
-/// zookeeper-client 0.11 defaults to two fifths (4 s at 10 s) and ignores a
-/// value above three fifths of the negotiated session timeout (falling back
-/// to that default), so three fifths is the most it honours. (The Java
-/// client's read timeout is two thirds, the C client's — the one Mesos
-/// masters use — too.) On its own the client pings only after an idle
-/// spell, so a long round trip could still leave the line silent this long;
-/// the probes of `lease` keep answers coming, which keeps a round trip up
-/// to half the session timeout below this. Fencing does not rest on this
-/// timeout but on the lease (`lease::leader_lease`): a leader suspends once
-/// no answer has proven its session for four fifths of the session timeout.
-pub fn connection_timeout(session_timeout: Duration) -> Duration {
-    // The same arithmetic as zookeeper-client's check, so that it is honoured.
-    session_timeout * 3 / 5
-}
-
-/// A zookeeper-client connector for `url`: `session_timeout`, the
-/// [`connection_timeout`] that goes with it, and digest auth when the URL
-/// has credentials. Used by every ZooKeeper client of this crate.
-pub fn connector(url: &ZkUrl, session_timeout: Duration) -> zk::Connector {
-    let mut connector = zk::Client::connector()
-        .with_session_timeout(session_timeout)
-        .with_connection_timeout(connection_timeout(session_timeout));
-    if let Some(credentials) = &url.credentials {
-        connector = connector.with_auth("digest", &credentials.digest_auth());
-    }
-    connector
-}
 
 /// `auth` (the creating identity) all + `world:anyone` read.
 static CREATOR_ALL_WORLD_READ: [zk::Acl; 2] = [
@@ -102,7 +70,7 @@ pub struct ZkConfig {
     /// `[minSessionTimeout, maxSessionTimeout]` (default 2–20 ticks). It
     /// bounds crash failover: a replica that dies without closing keeps its
     /// member node this long. Default 10 s. The connection timeout follows
-    /// from it ([`connection_timeout`]); if the server clamps the session
+    /// from it ([`crate::util::zk::connection_timeout`]); if the server clamps the session
     /// below the request, zookeeper-client falls back to two fifths of it.
     pub session_timeout: Duration,
     /// Timeout of every ZooKeeper call. Default: the session timeout.

@@ -31,7 +31,7 @@ pub(super) enum SessionEnd {
 /// longest round trip the coordination layer must bear (half of it).
 pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
     let config = &inner.config;
-    let connector = super::connector(&config.url, config.session_timeout);
+    let connector = crate::util::zk::connector(&config.url, config.session_timeout);
     let hosts = config.url.connect_string();
     let connect = connector.connect(&hosts);
     let limit = config.session_timeout * 3 / 2;
@@ -41,7 +41,7 @@ pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
                 session = format_args!("{:#x}", client.session_id().0),
                 timeout_ms = client.session_timeout().as_millis() as u64,
                 connection_timeout_ms =
-                    super::connection_timeout(config.session_timeout).as_millis() as u64,
+                    crate::util::zk::connection_timeout(config.session_timeout).as_millis() as u64,
                 url = %config.url,
                 "ZooKeeper session established"
             );

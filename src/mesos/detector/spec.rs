@@ -5,7 +5,7 @@ use std::fmt;
 
 use reqwest::Url;
 
-use crate::coordination::url::{ZkUrl, ZkUrlError, redact_password};
+use crate::util::zk::{ZkUrl, ZkUrlError, redact_password};
 
 /// The port a Mesos master listens on unless told otherwise (`MasterInfo.port`).
 pub const DEFAULT_MASTER_PORT: u16 = 5050;

@@ -24,8 +24,8 @@ use zookeeper_client as zk;
 
 use super::{DetectorOptions, MasterAddress, Scheme, publish};
 use crate::backoff::Backoff;
-use crate::coordination::url::ZkUrl;
 use crate::mesos::v1;
+use crate::util::zk::ZkUrl;
 
 /// Pause before retrying a read that failed on a live session.
 const RETRY: Duration = Duration::from_millis(200);
@@ -74,7 +74,7 @@ pub(super) async fn run(
 }
 
 async fn connect(url: &ZkUrl, session_timeout: Duration) -> Result<zk::Client, zk::Error> {
-    let connector = crate::coordination::zookeeper::connector(url, session_timeout);
+    let connector = crate::util::zk::connector(url, session_timeout);
     match tokio::time::timeout(
         session_timeout + Duration::from_secs(1),
         connector.connect(&url.connect_string()),

@@ -124,7 +124,7 @@ impl ServicesView {
                 let mut status = x.clone();
                 // Unauthenticated readers: the fetcher's credentials stay hidden.
                 for uri in &mut status.spec.uris {
-                    uri.value = crate::coordination::url::redact_password(&uri.value);
+                    uri.value = crate::util::zk::redact_password(&uri.value);
                 }
                 ServiceRow {
                     name: x.spec.name.clone(),
