@@ -6,10 +6,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::records::TaskRecord;
-use super::rollout::{self, Halt, Progress, RolloutStatus};
-use super::services::ServiceSpec;
+use super::rules::rollout::{self, Halt, Progress, RolloutStatus};
+use super::rules::workload::assess;
 use super::snapshot::ServiceStatus;
-use super::workload::assess;
+use super::spec::service::ServiceSpec;
 
 /// The spec a rollback restores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ids::{AgentId, TaskId};
-use super::services::ExecutorKind;
+use super::spec::service::ExecutorKind;
 use crate::mesos::names;
 use crate::mesos::v1::{TaskState, TaskStatus, task_status};
 
@@ -105,7 +105,7 @@ pub struct TaskRecord {
     pub service: String,
     /// Its instance number within the service, from 0.
     pub instance: u32,
-    /// [`ServiceSpec::fingerprint`](super::services::ServiceSpec::fingerprint)
+    /// [`ServiceSpec::fingerprint`](super::spec::service::ServiceSpec::fingerprint)
     /// of the spec it was launched from.
     pub fingerprint: String,
     /// The agent it was launched on.

@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 pub use super::counts::{RestoreTarget, ServiceCounts};
 use super::ids::{AgentId, TaskId};
 use super::records::TaskRecord;
-use super::rollout::RolloutStatus;
-use super::services::ServiceSpec;
+use super::rules::rollout::RolloutStatus;
+use super::spec::service::ServiceSpec;
 use crate::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
 use crate::mesos::v1::TaskState;
 
@@ -135,7 +135,7 @@ pub struct ServiceStatus {
     /// Live tasks whose health check last reported unhealthy.
     #[serde(default)]
     pub unhealthy: u32,
-    /// The rollout under way or halted ([`crate::scheduler::rollout`]).
+    /// The rollout under way or halted ([`crate::scheduler::rules::rollout`]).
     #[serde(default)]
     pub rollout: Option<RolloutStatus>,
     /// A rollback applies now: a rollout is under way or halted and a

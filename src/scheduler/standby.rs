@@ -29,9 +29,9 @@ use super::config::CoreConfig;
 use super::core::CoreDeps;
 use super::counts::ServiceCounts;
 use super::records::TaskRecord;
-use super::rollout::ServiceRecord;
-use super::services::ServiceSpec;
+use super::rules::rollout::ServiceRecord;
 use super::snapshot::{FrameworkState, ServiceStatus, Snapshot};
+use super::spec::service::ServiceSpec;
 use crate::coordination::{RecordKind, RecordStore, RecordsStat};
 use crate::util::unix_now_secs;
 

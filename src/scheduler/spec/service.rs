@@ -15,7 +15,7 @@
 //! ```
 //!
 //! `health_check` is [`super::health::HealthCheckSpec`], `container`
-//! [`super::containers::ContainerSpec`]; both are optional and left out of
+//! [`super::container::ContainerSpec`]; both are optional and left out of
 //! the stored JSON when absent.
 
 use std::collections::BTreeMap;
@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::containers::ContainerSpec;
+use super::container::ContainerSpec;
 use super::health::HealthCheckSpec;
-use super::rollout::UpgradePolicy;
+use crate::scheduler::rules::rollout::UpgradePolicy;
 
 /// Longest service name: names become task-ID prefixes and znode names.
 pub const MAX_NAME_LEN: usize = 63;
@@ -302,7 +302,7 @@ pub struct ServiceSpec {
     /// First delay before restarting a failed task of this service; doubles
     /// per consecutive failure up to `restart_backoff_max`. The count resets
     /// once a task has stayed TASK_RUNNING for `restart_backoff_max` (at
-    /// least 10 seconds; see [`crate::scheduler::workload::RestartBackoff`]).
+    /// least 10 seconds; see [`crate::scheduler::rules::workload::RestartBackoff`]).
     #[serde(default = "default_backoff", with = "crate::util::duration")]
     pub restart_backoff: Duration,
     /// Cap of the restart backoff.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::scheduler::services::ExecutorKind;
+use crate::scheduler::spec::service::ExecutorKind;
 
 fn spec(instances: u32, check: bool) -> ServiceSpec {
     let mut json = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,

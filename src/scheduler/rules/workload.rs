@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::ids::TaskId;
-use super::records::TaskRecord;
 use super::rollout::Judge;
-use super::services::ServiceSpec;
 use crate::backoff::Backoff;
 use crate::mesos::v1::{TaskState, task_status};
+use crate::scheduler::ids::TaskId;
+use crate::scheduler::records::TaskRecord;
+use crate::scheduler::spec::service::ServiceSpec;
 
 /// What one service needs.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -268,7 +268,7 @@ impl RestartBackoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::services::ExecutorKind;
+    use crate::scheduler::spec::service::ExecutorKind;
 
     fn spec(instances: u32) -> ServiceSpec {
         serde_json::from_value(

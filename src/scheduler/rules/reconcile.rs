@@ -30,11 +30,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::ids::{AgentId, TaskId};
-use super::snapshot::{
+use crate::backoff::Backoff;
+use crate::scheduler::ids::{AgentId, TaskId};
+use crate::scheduler::snapshot::{
     ReconcileKind, ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus,
 };
-use crate::backoff::Backoff;
 
 /// Source of run IDs, unique in the process (a reconciler lives for one
 /// leadership term; results pages outlive it).

@@ -37,11 +37,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::TaskId;
-use super::records::TaskRecord;
-use super::services::{FieldError, ServiceSpec};
 use super::workload::is_live;
 use crate::mesos::v1::TaskState;
+use crate::scheduler::ids::TaskId;
+use crate::scheduler::records::TaskRecord;
+use crate::scheduler::spec::service::{FieldError, ServiceSpec};
 
 /// Default of `upgrade.min_healthy`: long enough that a release which
 /// crashes right after starting does not pass for available.
