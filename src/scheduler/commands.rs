@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::snapshot::{ReconcileKind, ReconcileRun, Snapshot};
-use super::spec::service::{FieldError, ServiceSpec};
+use super::spec::{FieldError, ServiceSpec};
 use crate::coordination::CoordinationError;
 use crate::mesos::client::CallError;
 

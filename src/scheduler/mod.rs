@@ -39,4 +39,4 @@ pub use snapshot::{
     ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus, ServiceStatus,
     Snapshot, UnrecordedKill,
 };
-pub use spec::service::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};
+pub use spec::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};

@@ -27,13 +27,8 @@
 //! - once nothing is outdated and every instance is available (or the
 //!   service is scaled to 0), the rollout is complete and a halt clears.
 //!
-//! The spec's JSON:
-//!
-//! ```json
-//! {"upgrade": {"min_healthy": "10s", "deadline": "5m"}}
-//! ```
-
-use std::time::Duration;
+//! The policy is the spec's `upgrade`
+//! ([`UpgradePolicy`](crate::scheduler::spec::upgrade::UpgradePolicy)).
 
 use serde::{Deserialize, Serialize};
 
@@ -41,60 +36,7 @@ use super::workload::is_live;
 use crate::mesos::v1::TaskState;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::TaskRecord;
-use crate::scheduler::spec::service::{FieldError, ServiceSpec};
-
-/// Default of `upgrade.min_healthy`: long enough that a release which
-/// crashes right after starting does not pass for available.
-pub const DEFAULT_MIN_HEALTHY: Duration = Duration::from_secs(10);
-/// Default of `upgrade.deadline`: Mesos' default health check (15 s delay,
-/// 10 s interval, 3 failures) reports within about a minute; five leave
-/// room for slow starts and image pulls.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
-
-/// How a service's tasks are replaced after its spec changes. Not part of
-/// the tasks' shape: changing it replaces no task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpgradePolicy {
-    /// How long a replacement must stay RUNNING (and healthy, with a
-    /// check) before it counts as available.
-    #[serde(default = "default_min_healthy", with = "crate::util::duration")]
-    pub min_healthy: Duration,
-    /// How long an instance may stay not available during a rollout before
-    /// the rollout halts; above `min_healthy`.
-    #[serde(default = "default_deadline", with = "crate::util::duration")]
-    pub deadline: Duration,
-}
-
-impl Default for UpgradePolicy {
-    fn default() -> Self {
-        UpgradePolicy {
-            min_healthy: DEFAULT_MIN_HEALTHY,
-            deadline: DEFAULT_DEADLINE,
-        }
-    }
-}
-
-fn default_min_healthy() -> Duration {
-    DEFAULT_MIN_HEALTHY
-}
-
-fn default_deadline() -> Duration {
-    DEFAULT_DEADLINE
-}
-
-impl UpgradePolicy {
-    /// Field-level problems (empty when valid).
-    pub fn validate(&self) -> Vec<FieldError> {
-        if self.deadline <= self.min_healthy {
-            return vec![FieldError {
-                field: "upgrade.deadline".into(),
-                message: "must be above upgrade.min_healthy".into(),
-            }];
-        }
-        Vec::new()
-    }
-}
+use crate::scheduler::spec::ServiceSpec;
 
 /// An operator's action on a service's rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

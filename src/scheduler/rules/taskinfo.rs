@@ -27,7 +27,7 @@ use super::placement::{Planned, task_resources};
 use crate::executor::info::{self as executor, ExecutorResources};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::{self, command_info, environment};
-use crate::scheduler::spec::service::{CommandSpec, ExecutorKind, ServiceSpec};
+use crate::scheduler::spec::{CommandSpec, ExecutorKind, ServiceSpec};
 
 pub use crate::executor::info::EXECUTOR_BINARY;
 

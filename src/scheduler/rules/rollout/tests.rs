@@ -1,5 +1,8 @@
 use super::*;
 use crate::scheduler::spec::service::ExecutorKind;
+use std::time::Duration;
+
+use crate::scheduler::spec::upgrade::UpgradePolicy;
 
 fn spec(instances: u32, check: bool) -> ServiceSpec {
     let mut json = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
