@@ -5,8 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::records::Halt;
 use super::records::TaskRecord;
-use super::rules::rollout::{self, Halt, Progress, RolloutStatus};
+use super::rules::rollout::{self, Progress, RolloutStatus};
 use super::rules::workload::assess;
 use super::snapshot::ServiceStatus;
 use super::spec::service::ServiceSpec;

@@ -18,9 +18,10 @@ use crate::mesos::operator::{Frameworks, OperatorError};
 use crate::mesos::v1;
 use crate::scheduler::commands::{CommandError, KamikazeResult, TeardownResult};
 use crate::scheduler::ids::{AgentId, FrameworkId, TaskId};
+use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rules::reconcile::TaskList;
-use crate::scheduler::rules::rollout::{RolloutAction, ServiceRecord};
+use crate::scheduler::rules::rollout::RolloutAction;
 use crate::scheduler::snapshot::{EventEntry, ReconcileKind, ReconcileRun, Snapshot};
 use crate::scheduler::spec::service::ServiceSpec;
 

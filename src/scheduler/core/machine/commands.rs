@@ -20,7 +20,7 @@ use crate::scheduler::commands::{CommandError, KamikazeResult};
 use crate::scheduler::core::TermOutcome;
 use crate::scheduler::core::io::{Answer, MesosCall, ReplyId, Request, StoreOp, StoreResult};
 use crate::scheduler::ids::{AgentId, TaskId};
-use crate::scheduler::rules::rollout::{Halt, ServiceRecord};
+use crate::scheduler::records::{Halt, ServiceRecord};
 use crate::scheduler::snapshot::{
     EventKind, FrameworkState, ReconcileKind, ReconcileRun, ReconcileTrigger,
 };

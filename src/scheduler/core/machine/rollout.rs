@@ -16,7 +16,8 @@ use tokio::time::Instant;
 use super::Machine;
 use crate::scheduler::commands::CommandError;
 use crate::scheduler::core::io::{Answer, ReplyId, Request};
-use crate::scheduler::rules::rollout::{self, Halt, Progress, RolloutAction, ServiceRecord};
+use crate::scheduler::records::{Halt, ServiceRecord};
+use crate::scheduler::rules::rollout::{self, Progress, RolloutAction};
 use crate::scheduler::snapshot::EventKind;
 use crate::scheduler::spec::service::ServiceSpec;
 

@@ -32,9 +32,9 @@ use crate::scheduler::core::io::{
     StoreOp, StoreResult, SubscribedInfo,
 };
 use crate::scheduler::metrics::Metrics;
+use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rules::reconcile::ReconcilerConfig;
-use crate::scheduler::rules::rollout::ServiceRecord;
 use crate::scheduler::snapshot::Snapshot;
 use crate::scheduler::spec::service::ServiceSpec;
 

@@ -331,7 +331,7 @@ async fn a_scale_down_during_a_halted_rollout_keeps_the_healthy_old_tasks() {
     );
     let record = &mut h.store.services.get_mut("web").unwrap().0;
     record.previous = Some(Box::new(old.clone()));
-    record.halted = Some(crate::scheduler::rules::rollout::Halt {
+    record.halted = Some(crate::scheduler::records::Halt {
         at: 3.0,
         reason: "instance(s) 0 not RUNNING and healthy".into(),
     });
