@@ -91,8 +91,8 @@ use harness::report::{SizeResults, print_growth, print_size, thousands};
 use harness::{appliance, clients};
 use mesos_appliance::mesos::resources::Resources;
 use mesos_appliance::mesos::v1;
-use mesos_appliance::scheduler::offers::OfferRegistry;
-use mesos_appliance::scheduler::placement::{Demand, plan};
+use mesos_appliance::scheduler::rules::offers::OfferRegistry;
+use mesos_appliance::scheduler::rules::placement::{Demand, plan};
 use serde_json::json;
 
 const RUNS: [&str; 5] = ["floor", "pymesos", "appliance", "failover", "placement"];

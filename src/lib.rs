@@ -8,52 +8,58 @@
 //!
 //! # A tour of the layout
 //!
-//! The modules are layers; read them bottom-up.
+//! The modules are layers; read them bottom-up. A module imports its own
+//! layer and the ones below it, never a sibling on its floor or a layer
+//! above (`docs/architecture.md#layers`; `.ci/imports.py` checks it).
 //!
-//! - [`mesos`] is the wire. [`mesos::proto`] holds the prost types generated
-//!   from our own `.proto` subset of the Mesos v1 API (`proto/`);
-//!   [`mesos::recordio`] frames event streams; [`mesos::json`] is Mesos' JSON
-//!   mapping. On top: [`mesos::detector`] finds the leading master,
-//!   [`mesos::client`] holds one subscription to it through disconnections
-//!   and master failovers (a driver task, heartbeat supervision, calls with
-//!   the current `Mesos-Stream-Id`), and [`mesos::operator`] lists and tears
-//!   down frameworks.
-//! - [`coordination`] is everything kept in ZooKeeper, behind one trait,
-//!   [`coordination::Coordinator`]: the leader election (a `watch` of
-//!   [`coordination::Leadership`], one cancellation token per term), the
-//!   deployment fence, and fenced, versioned stores for the framework ID,
-//!   services and task records. [`coordination::memory`] is the same
-//!   contract in memory, for one replica.
-//! - [`scheduler`] is the leader's brain. [`scheduler::supervisor`] runs on
-//!   every replica and, while it leads, runs the core actor for that term:
-//!   one task that owns all scheduler state and reacts to Mesos events,
-//!   timers and commands. It publishes an immutable
-//!   [`scheduler::Snapshot`] after each change and takes
-//!   [`scheduler::Command`]s through a [`scheduler::SchedulerHandle`]. The
-//!   decisions themselves live in small pure modules: offers, placement,
-//!   workload, reconciliation, kills.
-//! - [`web`] is the dashboard and JSON API (axum, askama templates in
-//!   `templates/`, assets in `static/`): pages and their JSON twins render
-//!   one snapshot; actions are commands to the core; plus health,
-//!   readiness, metrics and a server-sent-event stream.
+//! - [`util`] and [`backoff`]: small shared helpers (clocks, host name,
+//!   durations, JSON reading) and the one capped exponential backoff every
+//!   retry uses.
+//! - [`mesos`] and [`coordination`], siblings. [`mesos`] is the wire:
+//!   [`mesos::proto`] holds the prost types generated from our own `.proto`
+//!   subset of the Mesos v1 API (`proto/`); [`mesos::recordio`] frames
+//!   event streams; [`mesos::json`] is Mesos' JSON mapping. On top:
+//!   [`mesos::detector`] finds the leading master, [`mesos::client`] holds
+//!   one subscription to it through disconnections and master failovers (a
+//!   driver task, heartbeat supervision, calls with the current
+//!   `Mesos-Stream-Id`), and [`mesos::operator`] lists and tears down
+//!   frameworks. [`coordination`] is everything kept in ZooKeeper, behind
+//!   one trait, [`coordination::Coordinator`]: the leader election (a
+//!   `watch` of [`coordination::Leadership`], one cancellation token per
+//!   term), the deployment fence ([`coordination::deployment`]), and
+//!   fenced, versioned stores for the framework ID, services and task
+//!   records. [`coordination::memory`] is the same contract in memory, for
+//!   one replica.
 //! - [`executor`] is `mesos-appliance-executor` (its state machine, task
 //!   processes, the agent connection) and the `ExecutorInfo` that makes a
 //!   task run under it.
-//! - [`testbed`] is `mesos-testbed`: a Mesos master in one process, with
-//!   simulated agents, fault injection under `/testbed/`, optional ZooKeeper
-//!   election and real executor processes.
+//! - [`scheduler`] is the leader's brain. [`scheduler::spec`] is what an
+//!   operator asks for, [`scheduler::records`] what ZooKeeper keeps, and
+//!   [`scheduler::rules`] the pure rules (offers, placement, workload,
+//!   rollout, reconciliation, kills, `TaskInfo` building).
+//!   [`scheduler::core`] is one leadership term: a pure state machine and
+//!   the runner doing its I/O. [`scheduler::supervisor`] runs on every
+//!   replica and, while it leads, runs the core for that term. The core
+//!   publishes an immutable [`scheduler::Snapshot`] after each change and
+//!   takes [`scheduler::Command`]s through a [`scheduler::SchedulerHandle`].
+//! - [`web`] and [`testbed`], siblings. [`web`] is the dashboard and JSON
+//!   API (axum, askama templates in `templates/`, assets in `static/`):
+//!   pages and their JSON twins render one snapshot; actions are commands
+//!   to the core; plus health, readiness, metrics and a server-sent-event
+//!   stream. [`testbed`] is `mesos-testbed`: a Mesos master in one
+//!   process, with simulated agents, fault injection under `/testbed/`,
+//!   optional ZooKeeper election and real executor processes.
 //! - [`app`] wires the layers into processes: the command line, `serve`,
 //!   `uninstall`, `demo`. Start reading here to follow a replica from its
 //!   flags to its first SUBSCRIBE.
-//! - [`backoff`]: the one capped exponential backoff every retry uses.
-//! - [`util`]: small shared helpers (clocks, host name).
 //!
 //! # Where the reasons are written down
 //!
 //! The design documents live in `docs/` in the repository, and comments
 //! cite them by section (`docs/mesos-protocol.md#acknowledgements`):
 //!
-//! - `docs/architecture.md`: the modules, the data flow of a framework ID
+//! - `docs/architecture.md`: the layers, the modules, where each rule
+//!   lives, the data flow of a framework ID
 //!   and of a status update, threads and tasks;
 //! - `docs/deployment-strategies.md`: the deployment scenarios and
 //!   strategies, the rules every strategy keeps, the ZooKeeper layout,

@@ -25,9 +25,9 @@ use crate::support::zookeeper::ZkServer;
 
 /// The ZooKeeper session timeout of the replicas.
 pub const SESSION: Duration = Duration::from_secs(4);
-/// Most instances of one service (`scheduler::services::MAX_INSTANCES`):
+/// Most instances of one service (`scheduler::spec::service::MAX_INSTANCES`):
 /// larger runs use several services.
-const PER_SERVICE: usize = mesos_appliance::scheduler::services::MAX_INSTANCES as usize;
+const PER_SERVICE: usize = mesos_appliance::scheduler::spec::service::MAX_INSTANCES as usize;
 /// How often a replica's state is polled.
 const POLL: Duration = Duration::from_millis(200);
 /// How often each kind of timed command is sent while the tasks launch

@@ -22,7 +22,7 @@ use crate::mesos::detector::MasterSpec;
 use crate::scheduler::config::CoreConfig;
 use crate::scheduler::core::CoreDeps;
 use crate::scheduler::metrics::Metrics;
-use crate::scheduler::services::{ServiceSpec, parse_services_file};
+use crate::scheduler::spec::service::{ServiceSpec, parse_services_file};
 use crate::scheduler::{SchedulerHandle, supervisor};
 use crate::web::{self, AppState, WebConfig};
 use cli::{ClusterArgs, CommonArgs, Defaults};
@@ -157,7 +157,7 @@ pub fn executor_binary(common: &CommonArgs) -> Result<Option<ServedExecutor>, Co
     }
     let sibling = std::env::current_exe()
         .ok()
-        .map(|exe| exe.with_file_name(crate::scheduler::taskinfo::EXECUTOR_BINARY));
+        .map(|exe| exe.with_file_name(crate::scheduler::rules::taskinfo::EXECUTOR_BINARY));
     match sibling.filter(|path| path.is_file()) {
         Some(path) => open(&path).map(Some),
         None => Ok(None),

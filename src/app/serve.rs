@@ -16,9 +16,9 @@ use super::{
     load_services, replica_info, start_replica_on, stop_signal,
 };
 use crate::coordination::Coordinator;
+use crate::coordination::deployment;
 use crate::coordination::memory::MemoryCoordinator;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
-use crate::scheduler::deployment;
 use crate::util::zk::ZkUrl;
 use crate::web::tokens::read_token_file;
 use crate::web::{MIN_ADMIN_TOKEN_CHARS, WebConfig};

@@ -44,6 +44,7 @@
 //! (a starting replica of a new deployment writes it before it leads); it
 //! relies on compare-and-set instead.
 
+pub mod deployment;
 pub mod memory;
 mod records;
 mod signal;

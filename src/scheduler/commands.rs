@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::services::{FieldError, ServiceSpec};
 use super::snapshot::{ReconcileKind, ReconcileRun, Snapshot};
+use super::spec::{FieldError, ServiceSpec};
 use crate::coordination::CoordinationError;
 use crate::mesos::client::CallError;
 
@@ -71,7 +71,7 @@ pub enum Command {
         reply: Reply<bool>,
     },
     /// Resume a halted rollout or roll back to the previous spec
-    /// ([`super::rollout`]). [`CommandError::NotFound`] without such a
+    /// ([`super::rules::rollout`]). [`CommandError::NotFound`] without such a
     /// service, [`CommandError::Conflict`] when not halted (resume), or
     /// (rollback) without a rollout under way or halted, without a
     /// previous spec, or when `expected` is not the previous spec's
@@ -80,7 +80,7 @@ pub enum Command {
         /// The service name.
         name: String,
         /// What to do.
-        action: super::rollout::RolloutAction,
+        action: super::rules::rollout::RolloutAction,
         /// Rollback: the fingerprint of the spec to restore, as the
         /// operator saw it (`ServiceStatus::restore`); `None` skips the
         /// check.

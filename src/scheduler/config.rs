@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::reconcile::ReconcilerConfig;
+use super::rules::reconcile::ReconcilerConfig;
 use crate::coordination::Strategy;
 
 /// What to do when the master says the framework was removed

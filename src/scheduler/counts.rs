@@ -5,11 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::records::TaskRecord;
-use super::rollout::{self, Halt, Progress, RolloutStatus};
-use super::services::ServiceSpec;
-use super::snapshot::ServiceStatus;
-use super::workload::assess;
+use super::records::{Halt, TaskRecord};
+use super::rules::rollout::{self, Progress, RolloutStatus};
+use super::rules::workload::assess;
+use super::spec::service::ServiceSpec;
 
 /// The spec a rollback restores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,6 +76,63 @@ impl ServiceCounts {
             progress: rollout::progress(spec, tasks, now),
         }
     }
+}
+
+/// A service with its desired and actual task counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceStatus {
+    /// The spec.
+    pub spec: ServiceSpec,
+    /// Tasks in TASK_RUNNING.
+    pub running: u32,
+    /// Tasks launched but not running yet (STAGING, STARTING).
+    pub starting: u32,
+    /// Tasks being killed.
+    pub killing: u32,
+    /// Consecutive failed tasks of the instance that failed most (each
+    /// instance has its own restart backoff).
+    pub consecutive_failures: u32,
+    /// The soonest time an instance in its restart backoff may launch
+    /// again; the others launch meanwhile.
+    pub next_launch_after: Option<f64>,
+    /// The instances with failures not yet forgiven, ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backoff: Vec<InstanceBackoff>,
+    /// Why missing instances found no offer in the last scheduling pass, for
+    /// operators (e.g. "no offer of the 3 held has enough: needs cpus 64
+    /// (largest offer: 4)"); absent when nothing waits.
+    #[serde(default)]
+    pub waiting: Option<String>,
+    /// Live tasks whose health check last reported healthy.
+    #[serde(default)]
+    pub healthy: u32,
+    /// Live tasks whose health check last reported unhealthy.
+    #[serde(default)]
+    pub unhealthy: u32,
+    /// The rollout under way or halted ([`crate::scheduler::rules::rollout`]).
+    #[serde(default)]
+    pub rollout: Option<RolloutStatus>,
+    /// A rollback applies now: a rollout is under way or halted and a
+    /// previous spec is stored.
+    #[serde(default)]
+    pub can_roll_back: bool,
+    /// What a rollback would restore, shown before the operator clicks
+    /// (present when `can_roll_back`); its `fingerprint` is what
+    /// `POST …/rollout/rollback` takes as `expected`.
+    #[serde(default)]
+    pub restore: Option<RestoreTarget>,
+}
+
+/// One instance's restart backoff ([`crate::scheduler::rules::workload::RestartBackoff`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceBackoff {
+    /// The instance number.
+    pub instance: u32,
+    /// Its consecutive failed tasks.
+    pub consecutive_failures: u32,
+    /// No task of the instance is launched before this time (seconds since
+    /// the UNIX epoch); absent once it may launch.
+    pub next_launch_after: Option<f64>,
 }
 
 impl ServiceStatus {

@@ -1,49 +1,42 @@
 //! The scheduler: the leader's core actor that runs the workload, and the
 //! types the web layer reads and sends.
 //!
-//! - [`services`]: the desired workload (`ServiceSpec`), validation, constraints;
-//! - [`records`]: the task record persisted in ZooKeeper;
-//! - [`snapshot`]: the immutable picture published after each change;
-//! - [`commands`]: web → scheduler commands with replies, and [`SchedulerHandle`];
-//! - [`core`]: the leader's state machine for one term (events, launches,
-//!   kills, reconciliation, commands, snapshots) and the runner doing its I/O;
-//! - [`deployment`]: deployment registration and fencing
-//!   (`docs/deployment-strategies.md#fencing`);
-//! - [`supervisor`]: runs the core while the replica leads, a standby view
-//!   otherwise;
-//! - [`offers`], [`placement`], [`reconcile`], [`kills`], [`workload`],
-//!   [`rollout`] (health-gated rolling replacement),
-//!   [`taskinfo`]: the core's pure parts; [`config`], [`metrics`].
+//! Bottom to top (an entry imports only the ones above it in this list):
+//!
+//! - [`ids`]: task and agent IDs;
+//! - [`spec`]: what an operator asks for (`ServiceSpec` and its parts,
+//!   validation); a leaf;
+//! - [`records`]: what ZooKeeper keeps of tasks and services;
+//! - [`rules`]: the pure rules the core applies (offers, placement,
+//!   workload, rollout, reconciliation, kills, `TaskInfo` building);
+//! - [`counts`], [`snapshot`]: the immutable picture published after each
+//!   change, and the per-service counts both leader and standby compute;
+//! - [`commands`]: web → scheduler commands with replies, and
+//!   [`SchedulerHandle`]; [`config`], [`metrics`];
+//! - [`core`]: the leader's state machine for one term and the runner doing
+//!   its I/O;
+//! - [`standby`], [`supervisor`]: runs the core while the replica leads, a
+//!   standby view otherwise.
 
 pub mod commands;
 pub mod config;
-pub mod containers;
 pub mod core;
 pub mod counts;
-pub mod deployment;
-pub mod health;
 pub mod ids;
-pub mod image_ref;
-pub mod kills;
 pub mod metrics;
-pub mod offers;
-pub mod placement;
-pub mod reconcile;
 pub mod records;
-pub mod rollout;
-pub mod services;
+pub mod rules;
 pub mod snapshot;
+pub mod spec;
 pub mod standby;
 pub mod supervisor;
-pub mod taskinfo;
-pub mod workload;
 
 pub use commands::{Command, CommandError, KamikazeResult, Reply, SchedulerHandle, TeardownResult};
 pub use ids::{AgentId, TaskId};
 pub use records::{KillRequest, StatusEntry, TaskRecord};
-pub use services::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};
 pub use snapshot::{
     EventEntry, EventKind, FrameworkState, FrameworkStatus, InstanceBackoff, OfferSummary,
     ReconcileKind, ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus,
     ServiceStatus, Snapshot, UnrecordedKill,
 };
+pub use spec::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};

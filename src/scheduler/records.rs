@@ -1,13 +1,17 @@
-//! The task record: what the scheduler knows of one task, persisted under
-//! `tasks/<task-id>` in ZooKeeper before the task is launched and after every
-//! status update (before that update is acknowledged:
-//! `docs/deployment-strategies.md#rules-every-strategy-keeps`), so that
-//! a new leader recovers every task it must reconcile.
+//! What ZooKeeper keeps of the workload.
+//!
+//! - The task record: what the scheduler knows of one task, persisted under
+//!   `tasks/<task-id>` in ZooKeeper before the task is launched and after
+//!   every status update (before that update is acknowledged:
+//!   `docs/deployment-strategies.md#rules-every-strategy-keeps`), so that
+//!   a new leader recovers every task it must reconcile; [`is_live`].
+//! - The service record under `services/<name>`: the spec, the spec it
+//!   replaced, whether a rollout is under way, and a rollout's [`Halt`].
 
 use serde::{Deserialize, Serialize};
 
 use super::ids::{AgentId, TaskId};
-use super::services::ExecutorKind;
+use super::spec::{ExecutorKind, ServiceSpec};
 use crate::mesos::names;
 use crate::mesos::v1::{TaskState, TaskStatus, task_status};
 
@@ -105,7 +109,7 @@ pub struct TaskRecord {
     pub service: String,
     /// Its instance number within the service, from 0.
     pub instance: u32,
-    /// [`ServiceSpec::fingerprint`](super::services::ServiceSpec::fingerprint)
+    /// [`ServiceSpec::fingerprint`](super::spec::service::ServiceSpec::fingerprint)
     /// of the spec it was launched from.
     pub fingerprint: String,
     /// The agent it was launched on.
@@ -274,6 +278,137 @@ impl TaskRecord {
     }
 }
 
+/// A task counts as live while it is not terminal and not being killed.
+pub fn is_live(task: &TaskRecord) -> bool {
+    !task.is_terminal() && task.kill.is_none()
+}
+
+/// Why and since when a rollout is halted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Halt {
+    /// Seconds since the UNIX epoch.
+    pub at: f64,
+    /// E.g. `instance 0 not healthy for 10s within 5m`.
+    pub reason: String,
+}
+
+/// A service as stored under `services/<name>`: the spec's own fields,
+/// plus the spec it replaced (what a rollback restores), whether a rollout
+/// began and is not complete yet, and a halted rollout. Records written before these existed are plain specs and read
+/// as such; the spec's fields are as strict as in [`ServiceSpec`] (an
+/// unknown field is refused).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServiceRecord {
+    /// The desired spec.
+    #[serde(flatten)]
+    pub spec: ServiceSpec,
+    /// The spec before the last change of the tasks' shape (fingerprint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Box<ServiceSpec>>,
+    /// True from a change of shape (or a rollback) until its rollout is
+    /// complete
+    /// ([`Progress::under_way`](super::rules::rollout::Progress::under_way));
+    /// absent (false) in records written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rolling_out: bool,
+    /// Set while the rollout to `spec` is halted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<Halt>,
+}
+
+/// What a stored record holds besides the spec.
+#[derive(Deserialize)]
+struct Extras {
+    #[serde(default)]
+    previous: Option<Box<ServiceSpec>>,
+    #[serde(default)]
+    rolling_out: bool,
+    #[serde(default)]
+    halted: Option<Halt>,
+}
+
+impl<'de> Deserialize<'de> for ServiceRecord {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut object = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let mut extras = serde_json::Map::new();
+        for key in ["previous", "rolling_out", "halted"] {
+            if let Some(value) = object.remove(key) {
+                extras.insert(key.to_string(), value);
+            }
+        }
+        let extras: Extras = serde_json::from_value(extras.into()).map_err(D::Error::custom)?;
+        let spec = serde_json::from_value(object.into()).map_err(D::Error::custom)?;
+        Ok(ServiceRecord {
+            spec,
+            previous: extras.previous,
+            rolling_out: extras.rolling_out,
+            halted: extras.halted,
+        })
+    }
+}
+
+impl ServiceRecord {
+    /// A record of `spec` alone.
+    pub fn new(spec: ServiceSpec) -> ServiceRecord {
+        ServiceRecord {
+            spec,
+            previous: None,
+            rolling_out: false,
+            halted: None,
+        }
+    }
+
+    /// The record after `spec` replaces this one's: a new shape keeps the
+    /// old spec as `previous`, begins a rollout and clears a halt; a change
+    /// of anything else (instances, backoff) keeps all three — except that
+    /// scaling to 0 ends a rollout (nothing is left to replace).
+    pub fn replaced_by(&self, spec: ServiceSpec) -> ServiceRecord {
+        let live = spec.instances > 0;
+        if spec.fingerprint() == self.spec.fingerprint() {
+            ServiceRecord {
+                spec,
+                previous: self.previous.clone(),
+                rolling_out: self.rolling_out && live,
+                halted: self.halted.clone().filter(|_| live),
+            }
+        } else {
+            ServiceRecord {
+                spec,
+                previous: Some(Box::new(self.spec.clone())),
+                rolling_out: live,
+                halted: None,
+            }
+        }
+    }
+
+    /// The record once its rollout is complete (or a stored halt found
+    /// stale): no rollout, no halt.
+    pub fn completed(&self) -> ServiceRecord {
+        ServiceRecord {
+            rolling_out: false,
+            halted: None,
+            ..self.clone()
+        }
+    }
+
+    /// The record after a rollback: the previous spec comes back (with
+    /// the current instance count), and none is kept as previous — a
+    /// rollback does not toggle: a second one has nothing to restore
+    /// rather than rolling forward to the release just abandoned. `None`
+    /// without a previous spec.
+    pub fn rolled_back(&self) -> Option<ServiceRecord> {
+        let mut back = (**self.previous.as_ref()?).clone();
+        back.instances = self.spec.instances;
+        Some(ServiceRecord {
+            rolling_out: back.instances > 0,
+            spec: back,
+            previous: None,
+            halted: None,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,5 +466,55 @@ mod tests {
         record.apply(&killed, 4.0);
         assert_eq!((record.healthy, record.healthy_since), (None, Some(4.0)));
         assert_eq!(record.timeline[0].healthy, Some(true), "the report stays");
+    }
+
+    #[test]
+    fn stored_records_keep_the_previous_spec_and_read_plain_specs() {
+        let a: ServiceSpec = serde_json::from_value(serde_json::json!({
+            "name": "web", "command": "x", "cpus": 0.1, "mem": 32, "instances": 2, "ports": 1}))
+        .unwrap();
+        let plain: ServiceRecord =
+            serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
+        assert_eq!(plain, ServiceRecord::new(a.clone()));
+        let mut b = a.clone();
+        b.mem = 64.0;
+        assert!(!plain.rolling_out, "a first launch is no rollout");
+        let upgraded = plain.replaced_by(b.clone());
+        assert_eq!(upgraded.previous.as_deref(), Some(&a));
+        assert!(upgraded.rolling_out, "a new shape begins a rollout");
+        let mut halted = upgraded.clone();
+        halted.halted = Some(Halt {
+            at: 1.0,
+            reason: "r".into(),
+        });
+        let json = serde_json::to_value(&halted).unwrap();
+        assert_eq!(json["mem"], 64.0);
+        assert_eq!(json["previous"]["mem"], 32.0);
+        let back: ServiceRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, halted);
+        // Scaling keeps the halt and the previous spec; a new shape clears it.
+        let mut scaled = b.clone();
+        scaled.instances = 5;
+        let kept = halted.replaced_by(scaled);
+        assert_eq!(
+            (kept.halted.clone(), kept.rolling_out),
+            (halted.halted.clone(), true)
+        );
+        // Scaling to 0 ends the rollout, halt and all.
+        let mut none = b.clone();
+        none.instances = 0;
+        let ended = halted.replaced_by(none);
+        assert_eq!((ended.halted.clone(), ended.rolling_out), (None, false));
+        assert_eq!(halted.completed().halted, None);
+        assert!(!halted.completed().rolling_out);
+        let rolled = halted.rolled_back().unwrap();
+        assert_eq!((rolled.spec.mem, rolled.halted.clone()), (32.0, None));
+        assert!(rolled.rolling_out, "a rollback rolls out the previous spec");
+        assert_eq!(rolled.previous, None, "a rollback does not toggle");
+        assert!(ServiceRecord::new(a).rolled_back().is_none());
+        // A stored record still refuses unknown fields of the spec.
+        let odd = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
+            "instances": 1, "instnaces": 2});
+        assert!(serde_json::from_value::<ServiceRecord>(odd).is_err());
     }
 }

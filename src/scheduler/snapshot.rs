@@ -14,11 +14,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::counts::{RestoreTarget, ServiceCounts};
+pub use super::counts::{InstanceBackoff, RestoreTarget, ServiceCounts, ServiceStatus};
 use super::ids::{AgentId, TaskId};
 use super::records::TaskRecord;
-use super::rollout::RolloutStatus;
-use super::services::ServiceSpec;
+pub use super::rules::reconcile::{
+    ReconcileKind, ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus,
+};
 use crate::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
 use crate::mesos::v1::TaskState;
 
@@ -109,63 +110,6 @@ pub struct FrameworkStatus {
     pub strategy: Strategy,
 }
 
-/// A service with its desired and actual task counts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ServiceStatus {
-    /// The spec.
-    pub spec: ServiceSpec,
-    /// Tasks in TASK_RUNNING.
-    pub running: u32,
-    /// Tasks launched but not running yet (STAGING, STARTING).
-    pub starting: u32,
-    /// Tasks being killed.
-    pub killing: u32,
-    /// Consecutive failed tasks of the instance that failed most (each
-    /// instance has its own restart backoff).
-    pub consecutive_failures: u32,
-    /// The soonest time an instance in its restart backoff may launch
-    /// again; the others launch meanwhile.
-    pub next_launch_after: Option<f64>,
-    /// The instances with failures not yet forgiven, ascending.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub backoff: Vec<InstanceBackoff>,
-    /// Why missing instances found no offer in the last scheduling pass, for
-    /// operators (e.g. "no offer of the 3 held has enough: needs cpus 64
-    /// (largest offer: 4)"); absent when nothing waits.
-    #[serde(default)]
-    pub waiting: Option<String>,
-    /// Live tasks whose health check last reported healthy.
-    #[serde(default)]
-    pub healthy: u32,
-    /// Live tasks whose health check last reported unhealthy.
-    #[serde(default)]
-    pub unhealthy: u32,
-    /// The rollout under way or halted ([`crate::scheduler::rollout`]).
-    #[serde(default)]
-    pub rollout: Option<RolloutStatus>,
-    /// A rollback applies now: a rollout is under way or halted and a
-    /// previous spec is stored.
-    #[serde(default)]
-    pub can_roll_back: bool,
-    /// What a rollback would restore, shown before the operator clicks
-    /// (present when `can_roll_back`); its `fingerprint` is what
-    /// `POST …/rollout/rollback` takes as `expected`.
-    #[serde(default)]
-    pub restore: Option<RestoreTarget>,
-}
-
-/// One instance's restart backoff ([`crate::scheduler::workload::RestartBackoff`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InstanceBackoff {
-    /// The instance number.
-    pub instance: u32,
-    /// Its consecutive failed tasks.
-    pub consecutive_failures: u32,
-    /// No task of the instance is launched before this time (seconds since
-    /// the UNIX epoch); absent once it may launch.
-    pub next_launch_after: Option<f64>,
-}
-
 /// An offer the leader holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OfferSummary {
@@ -187,140 +131,6 @@ pub struct OfferSummary {
     pub received_at: f64,
     /// When it will be declined if unused (`--offer-ttl`).
     pub expires_at: f64,
-}
-
-/// Which reconciliation (Mesos' `docs/reconciliation.md`, `docs/mesos-protocol.md#reconciliation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReconcileKind {
-    /// RECONCILE naming every non-terminal task, retried with backoff.
-    Explicit,
-    /// RECONCILE with no tasks: the master reports every task it knows.
-    Implicit,
-}
-
-/// One reconciliation run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReconcileRun {
-    /// Run number, unique in this process; a queued request carries the
-    /// number its run will have, so its result can be followed.
-    #[serde(default)]
-    pub id: u64,
-    /// Explicit or implicit.
-    pub kind: ReconcileKind,
-    /// Why it ran.
-    pub trigger: ReconcileTrigger,
-    /// Start time.
-    pub started_at: f64,
-    /// End time, `None` while running.
-    pub finished_at: Option<f64>,
-    /// Tasks asked about (explicit) — 0 for implicit.
-    pub asked: usize,
-    /// Tasks answered so far.
-    pub answered: usize,
-    /// Tasks never answered (explicit runs that gave up).
-    pub unanswered: Vec<TaskId>,
-    /// RECONCILE calls sent (retries included).
-    pub calls: u32,
-    /// Where the run stands or how it ended.
-    pub outcome: ReconcileOutcome,
-}
-
-/// Why a reconciliation run started (`trigger` in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ReconcileTrigger {
-    /// The explicit run every (re-)subscription starts.
-    #[serde(rename = "subscribed")]
-    Subscribed,
-    /// The implicit run that follows it, surfacing unknown tasks.
-    #[serde(rename = "after explicit")]
-    AfterExplicit,
-    /// The periodic implicit run (`--reconcile-interval`).
-    #[serde(rename = "periodic")]
-    Periodic,
-    /// An operator's request (action or API).
-    #[serde(rename = "manual")]
-    Manual,
-    /// An ACCEPT failed or was not sent: the records of its tasks are
-    /// written, but the master may never have seen them.
-    #[serde(rename = "launch failed")]
-    LaunchFailed,
-}
-
-impl ReconcileTrigger {
-    /// The name used in JSON and on the pages.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReconcileTrigger::Subscribed => "subscribed",
-            ReconcileTrigger::AfterExplicit => "after explicit",
-            ReconcileTrigger::Periodic => "periodic",
-            ReconcileTrigger::Manual => "manual",
-            ReconcileTrigger::LaunchFailed => "launch failed",
-        }
-    }
-}
-
-impl std::fmt::Display for ReconcileTrigger {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Where a reconciliation run stands (`outcome` in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReconcileOutcome {
-    /// Waiting for the running run or the cooldown.
-    Queued,
-    /// In progress.
-    Running,
-    /// Every task answered (explicit) or the window closed (implicit).
-    Converged,
-    /// Gave up after the abort timeout; `unanswered` lists the silent tasks.
-    Aborted,
-    /// A new subscription started a new explicit run.
-    Superseded,
-    /// The subscription or leadership was lost (a queued run that never
-    /// started is cancelled too).
-    Cancelled,
-}
-
-impl ReconcileOutcome {
-    /// The snake_case name used in JSON, metrics and on the pages.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReconcileOutcome::Queued => "queued",
-            ReconcileOutcome::Running => "running",
-            ReconcileOutcome::Converged => "converged",
-            ReconcileOutcome::Aborted => "aborted",
-            ReconcileOutcome::Superseded => "superseded",
-            ReconcileOutcome::Cancelled => "cancelled",
-        }
-    }
-
-    /// True once the run ended (any outcome but queued and running).
-    pub fn is_finished(self) -> bool {
-        !matches!(self, ReconcileOutcome::Queued | ReconcileOutcome::Running)
-    }
-}
-
-impl std::fmt::Display for ReconcileOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Reconciliation history for the overview.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ReconciliationStatus {
-    /// The run in progress.
-    pub running: Option<ReconcileRun>,
-    /// Runs waiting for the current one or the cooldown (at most one per
-    /// kind; explicit goes first).
-    #[serde(default)]
-    pub queued: Vec<ReconcileRun>,
-    /// Recent finished runs, newest last.
-    pub history: Vec<ReconcileRun>,
 }
 
 /// What an [`EventEntry`] is about; `/api/v1/events?kind=` filters by it.

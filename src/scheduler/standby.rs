@@ -28,10 +28,10 @@ use tokio::time::Instant;
 use super::config::CoreConfig;
 use super::core::CoreDeps;
 use super::counts::ServiceCounts;
+use super::records::ServiceRecord;
 use super::records::TaskRecord;
-use super::rollout::ServiceRecord;
-use super::services::ServiceSpec;
 use super::snapshot::{FrameworkState, ServiceStatus, Snapshot};
+use super::spec::service::ServiceSpec;
 use crate::coordination::{RecordKind, RecordStore, RecordsStat};
 use crate::util::unix_now_secs;
 

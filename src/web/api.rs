@@ -447,8 +447,8 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, AppError
 /// A service's command for its audit entry, as the spec gives it (a string
 /// or an argv array), with each string cut at 200 characters and at most 20
 /// arguments, so that an entry stays small.
-fn abbreviated(command: &crate::scheduler::services::CommandSpec) -> serde_json::Value {
-    use crate::scheduler::services::CommandSpec;
+fn abbreviated(command: &crate::scheduler::spec::CommandSpec) -> serde_json::Value {
+    use crate::scheduler::spec::CommandSpec;
     let cut = |s: &String| s.chars().take(200).collect::<String>();
     match command {
         CommandSpec::Shell(line) => cut(line).into(),

@@ -33,7 +33,7 @@ use super::error::AppError;
 use super::pages::{Chrome, LoginPage, safe_next, with_cookie};
 use super::views::Blast;
 use crate::scheduler::ReconcileKind;
-use crate::scheduler::rollout::RolloutAction;
+use crate::scheduler::rules::rollout::RolloutAction;
 
 /// Fields of the confirmation forms.
 #[derive(Debug, Default, Deserialize)]

@@ -112,7 +112,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::coordination::Coordinator;
 use crate::executor::info::ServedExecutor;
-use crate::scheduler::rollout::RolloutAction;
+use crate::scheduler::rules::rollout::RolloutAction;
 use crate::scheduler::{SchedulerHandle, Snapshot};
 use actions::OperatorAction;
 

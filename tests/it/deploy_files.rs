@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use mesos_appliance::scheduler::services::{ExecutorKind, parse_services_file};
+use mesos_appliance::scheduler::spec::service::{ExecutorKind, parse_services_file};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
@@ -34,8 +34,8 @@ fn sample_services_are_valid_and_use_both_executors() {
 /// share the host's Docker engine.
 #[test]
 fn the_sample_image_service_fits_the_compose_agents() {
-    use mesos_appliance::scheduler::containers::DockerNetwork;
-    use mesos_appliance::scheduler::health::HealthCheckKind;
+    use mesos_appliance::scheduler::spec::container::DockerNetwork;
+    use mesos_appliance::scheduler::spec::health::HealthCheckKind;
     let services = parse_services_file(&read("deploy/services.json")).expect("valid services");
     let web = services
         .iter()

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mesos_appliance::coordination::RecordKind;
-use mesos_appliance::scheduler::rollout::{RolloutAction, ServiceRecord};
+use mesos_appliance::scheduler::records::ServiceRecord;
+use mesos_appliance::scheduler::rules::rollout::RolloutAction;
 use mesos_appliance::scheduler::{Command, ServiceSpec, Snapshot, TaskRecord};
 use mesos_appliance::testbed::{SimulatedHealth, Testbed, TestbedConfig};
 use serde_json::json;

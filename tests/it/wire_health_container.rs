@@ -7,8 +7,8 @@
 use mesos_appliance::mesos::json;
 use mesos_appliance::mesos::v1;
 use mesos_appliance::scheduler::ServiceSpec;
-use mesos_appliance::scheduler::placement::Planned;
-use mesos_appliance::scheduler::taskinfo::task_info;
+use mesos_appliance::scheduler::rules::placement::Planned;
+use mesos_appliance::scheduler::rules::taskinfo::task_info;
 use prost::{Message, Name};
 use serde_json::{Value, json};
 
@@ -191,7 +191,7 @@ fn a_tcp_and_a_command_check_use_their_own_fields() {
         "instances": 1, "executor": "appliance",
         "health_check": {"type": "tcp", "port": 5432, "consecutive_failures": 1}}),
     );
-    let source = mesos_appliance::scheduler::taskinfo::ExecutorSource {
+    let source = mesos_appliance::scheduler::rules::taskinfo::ExecutorSource {
         url: "http://a/executor/0.1.0-ab/mesos-appliance-executor".into(),
         cpus: 0.05,
         mem: 32.0,

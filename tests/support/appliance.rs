@@ -15,7 +15,7 @@ use mesos_appliance::mesos::detector::MasterSpec;
 use mesos_appliance::scheduler::config::CoreConfig;
 use mesos_appliance::scheduler::core::CoreDeps;
 use mesos_appliance::scheduler::metrics::Metrics;
-use mesos_appliance::scheduler::reconcile::ReconcilerConfig;
+use mesos_appliance::scheduler::rules::reconcile::ReconcilerConfig;
 use mesos_appliance::scheduler::{
     Command, CommandError, SchedulerHandle, ServiceSpec, Snapshot, supervisor,
 };

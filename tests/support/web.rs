@@ -8,7 +8,8 @@
 //! Also: sample snapshots (a leader with tasks, a follower), and request
 //! helpers for `tower::ServiceExt::oneshot`.
 
-use mesos_appliance::scheduler::rollout::{Halt, RolloutAction, RolloutStatus};
+use mesos_appliance::scheduler::records::Halt;
+use mesos_appliance::scheduler::rules::rollout::{RolloutAction, RolloutStatus};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 

@@ -18,11 +18,12 @@ use crate::mesos::operator::{Frameworks, OperatorError};
 use crate::mesos::v1;
 use crate::scheduler::commands::{CommandError, KamikazeResult, TeardownResult};
 use crate::scheduler::ids::{AgentId, FrameworkId, TaskId};
-use crate::scheduler::reconcile::TaskList;
+use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
-use crate::scheduler::rollout::{RolloutAction, ServiceRecord};
-use crate::scheduler::services::ServiceSpec;
+use crate::scheduler::rules::reconcile::TaskList;
+use crate::scheduler::rules::rollout::RolloutAction;
 use crate::scheduler::snapshot::{EventEntry, ReconcileKind, ReconcileRun, Snapshot};
+use crate::scheduler::spec::service::ServiceSpec;
 
 use super::TermOutcome;
 
@@ -288,7 +289,7 @@ pub enum Request {
     /// Delete a service.
     DeleteService(String),
     /// Resume or roll back a service's rollout
-    /// ([`crate::scheduler::rollout`]); answered with [`Answer::Service`].
+    /// ([`crate::scheduler::rules::rollout`]); answered with [`Answer::Service`].
     Rollout {
         /// The service.
         name: String,

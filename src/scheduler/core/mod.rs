@@ -87,8 +87,8 @@ pub use machine::{Machine, TermInfo};
 pub use runner::run_term;
 
 use super::metrics::Metrics;
-use super::services::ServiceSpec;
 use super::snapshot::Snapshot;
+use super::spec::service::ServiceSpec;
 use crate::coordination::{CoordinationError, Coordinator};
 use crate::mesos::client::ClientConfig;
 

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use super::{OperatorAction, execute};
-use crate::scheduler::rollout::RolloutAction;
+use crate::scheduler::rules::rollout::RolloutAction;
 use crate::scheduler::{FieldError, ReconcileKind};
 use crate::web::AppState;
 use crate::web::api::{bad_path, guard_api, json_body};

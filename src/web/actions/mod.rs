@@ -49,7 +49,7 @@ use super::audit::{self, Context, Outcome};
 use super::auth::{self, Peer};
 use super::error::AppError;
 use super::views::Blast;
-use crate::scheduler::rollout::RolloutAction;
+use crate::scheduler::rules::rollout::RolloutAction;
 use crate::scheduler::{
     Command, CommandError, FrameworkState, ReconcileKind, ReconciliationStatus, Reply, Snapshot,
 };
@@ -69,7 +69,7 @@ pub enum OperatorAction {
     /// In state `removed`: register as a new framework.
     Reregister,
     /// Resume a service's halted rollout or roll it back to the previous
-    /// spec ([`crate::scheduler::rollout`]).
+    /// spec ([`crate::scheduler::rules::rollout`]).
     Rollout {
         /// The service.
         service: String,

@@ -27,7 +27,7 @@ use crate::scheduler::{FieldError, FrameworkState, ReconcileRun, Snapshot};
 /// Tasks per page unless `per_page` says otherwise.
 pub const DEFAULT_PER_PAGE: usize = 50;
 /// Largest `per_page` (enough for every task of a service at
-/// [`MAX_INSTANCES`](crate::scheduler::services::MAX_INSTANCES)).
+/// [`MAX_INSTANCES`](crate::scheduler::spec::service::MAX_INSTANCES)).
 pub const MAX_PER_PAGE: usize = 10_000;
 /// Events listed unless `limit` says otherwise.
 pub const DEFAULT_EVENTS: usize = 200;

@@ -12,7 +12,7 @@ use crate::mesos::client::CallError;
 use crate::mesos::v1::{self, offer};
 use crate::scheduler::core::io::MesosCall;
 use crate::scheduler::ids::TaskId;
-use crate::scheduler::offers::Gone;
+use crate::scheduler::rules::offers::Gone;
 use crate::scheduler::snapshot::EventKind;
 
 impl Machine {

@@ -20,11 +20,11 @@ use crate::scheduler::commands::{CommandError, KamikazeResult};
 use crate::scheduler::core::TermOutcome;
 use crate::scheduler::core::io::{Answer, MesosCall, ReplyId, Request, StoreOp, StoreResult};
 use crate::scheduler::ids::{AgentId, TaskId};
-use crate::scheduler::rollout::{Halt, ServiceRecord};
-use crate::scheduler::services::{ExecutorKind, ServiceSpec};
+use crate::scheduler::records::{Halt, ServiceRecord};
 use crate::scheduler::snapshot::{
     EventKind, FrameworkState, ReconcileKind, ReconcileRun, ReconcileTrigger,
 };
+use crate::scheduler::spec::service::{ExecutorKind, ServiceSpec};
 
 /// One service as the machine knows it: the stored record (spec, previous
 /// spec, rollout begun, halted rollout) and its version.

@@ -12,7 +12,7 @@ use super::{Machine, Pending};
 use crate::coordination::CoordinationError;
 use crate::scheduler::commands::{CommandError, TeardownResult};
 use crate::scheduler::core::io::{Answer, ReplyId, StoreOp};
-use crate::scheduler::offers::Gone;
+use crate::scheduler::rules::offers::Gone;
 use crate::scheduler::snapshot::{EventKind, FrameworkState};
 
 /// What follows forgetting the framework.

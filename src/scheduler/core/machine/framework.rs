@@ -34,7 +34,7 @@ use crate::scheduler::core::io::{
 };
 use crate::scheduler::core::{Mismatch, TermOutcome};
 use crate::scheduler::ids::FrameworkId;
-use crate::scheduler::offers::Gone;
+use crate::scheduler::rules::offers::Gone;
 use crate::scheduler::snapshot::{EventKind, FrameworkState};
 
 /// How long to wait for the master's list of frameworks.

@@ -9,7 +9,7 @@ use crate::coordination::Expect;
 use crate::mesos::v1::TaskState;
 use crate::scheduler::core::io::{MesosCall, StoreOp};
 use crate::scheduler::ids::TaskId;
-use crate::scheduler::offers::Gone;
+use crate::scheduler::rules::offers::Gone;
 use crate::scheduler::snapshot::{EventKind, FrameworkState};
 
 impl Machine {

@@ -15,8 +15,8 @@ use crate::coordination::Expect;
 use crate::scheduler::core::io::StoreOp;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::{KillRequest, TaskRecord};
+use crate::scheduler::rules::workload;
 use crate::scheduler::snapshot::EventKind;
-use crate::scheduler::workload;
 
 impl Machine {
     /// Asks for a task's death: marks its record (stored), then KILLs with

@@ -2,7 +2,7 @@
 //! subscription starts (once the records are known), the reconciler's
 //! timers, and its actions as RECONCILE calls, metrics and log entries. The
 //! rules (backoff, abort, the implicit run after) are the
-//! [`Reconciler`](crate::scheduler::reconcile::Reconciler)'s, after
+//! [`Reconciler`](crate::scheduler::rules::reconcile::Reconciler)'s, after
 //! `docs/reconciliation.md` in apache/mesos.
 
 use tokio::time::Instant;
@@ -11,7 +11,7 @@ use super::{Machine, Pending, schedule};
 use crate::scheduler::core::io::MesosCall;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::metrics::ReconcileLabels;
-use crate::scheduler::reconcile::Action;
+use crate::scheduler::rules::reconcile::Action;
 use crate::scheduler::snapshot::{EventKind, ReconcileTrigger};
 
 impl Machine {

@@ -1,5 +1,5 @@
 //! The machine's side of health-gated rollouts (rules in
-//! [`crate::scheduler::rollout`]): watching each service's rollout for its
+//! [`crate::scheduler::rules::rollout`]): watching each service's rollout for its
 //! deadline, halting it (stored with the service, so a new leader and the
 //! standby views see it), ending it once complete (clearing the stored
 //! rollout and any halt, also a stale one a new leader finds with nothing
@@ -16,9 +16,10 @@ use tokio::time::Instant;
 use super::Machine;
 use crate::scheduler::commands::CommandError;
 use crate::scheduler::core::io::{Answer, ReplyId, Request};
-use crate::scheduler::rollout::{self, Halt, Progress, RolloutAction, ServiceRecord};
-use crate::scheduler::services::ServiceSpec;
+use crate::scheduler::records::{Halt, ServiceRecord};
+use crate::scheduler::rules::rollout::{self, Progress, RolloutAction};
 use crate::scheduler::snapshot::EventKind;
+use crate::scheduler::spec::service::ServiceSpec;
 
 /// Why a service record is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

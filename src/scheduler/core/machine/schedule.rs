@@ -21,14 +21,14 @@ use crate::coordination::Expect;
 use crate::mesos::v1::{self, TaskState};
 use crate::scheduler::core::io::StoreOp;
 use crate::scheduler::ids::{AgentId, TaskId};
-use crate::scheduler::offers::Gone;
-use crate::scheduler::placement::{self, Demand};
 use crate::scheduler::records::TaskRecord;
-use crate::scheduler::rollout;
-use crate::scheduler::services::ExecutorKind;
+use crate::scheduler::rules::offers::Gone;
+use crate::scheduler::rules::placement::{self, Demand};
+use crate::scheduler::rules::rollout;
+use crate::scheduler::rules::taskinfo::{self, ExecutorSource};
+use crate::scheduler::rules::workload::{self, assess};
 use crate::scheduler::snapshot::EventKind;
-use crate::scheduler::taskinfo::{self, ExecutorSource};
-use crate::scheduler::workload::{self, assess};
+use crate::scheduler::spec::service::ExecutorKind;
 
 /// Filter for the unused part of an accepted offer while more work is
 /// pending: short, so the rest comes back soon.
@@ -48,7 +48,7 @@ const LAUNCHING_MAX: usize = 2_000;
 /// table's index marks it) or its stored record does (`spec`, `halted`).
 #[derive(Debug)]
 pub(super) struct Settled {
-    spec: crate::scheduler::services::ServiceSpec,
+    spec: crate::scheduler::spec::service::ServiceSpec,
     halted: bool,
     progress: rollout::Progress,
 }

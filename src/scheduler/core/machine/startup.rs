@@ -31,8 +31,8 @@ use crate::scheduler::core::io::{
 };
 use crate::scheduler::core::{StartupError, TermOutcome};
 use crate::scheduler::ids::FrameworkId;
+use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
-use crate::scheduler::rollout::ServiceRecord;
 
 /// Where the term's start stands.
 #[derive(Debug, Default)]

@@ -16,8 +16,8 @@ use std::time::Duration;
 use crate::coordination::Versioned;
 use crate::mesos::v1;
 use crate::scheduler::ids::TaskId;
-use crate::scheduler::reconcile::TaskList;
 use crate::scheduler::records::TaskRecord;
+use crate::scheduler::rules::reconcile::TaskList;
 
 /// One known task.
 #[derive(Debug)]
@@ -341,7 +341,7 @@ impl TaskTable {
 mod tests {
     use super::*;
     use crate::mesos::v1::TaskState;
-    use crate::scheduler::services::ExecutorKind;
+    use crate::scheduler::spec::service::ExecutorKind;
 
     fn record(id: &str, service: &str, state: TaskState) -> Arc<TaskRecord> {
         Arc::new(TaskRecord {

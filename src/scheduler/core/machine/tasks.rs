@@ -37,8 +37,8 @@ use crate::scheduler::core::io::{Ack, StoreOp, StoreResult};
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::metrics::UpdateLabels;
 use crate::scheduler::records::{KillRequest, TaskRecord};
+use crate::scheduler::rules::workload;
 use crate::scheduler::snapshot::EventKind;
-use crate::scheduler::workload;
 
 /// Grace period of a KILL for a task whose service is gone, and for tasks
 /// unknown to the scheduler.

@@ -7,11 +7,11 @@ use super::Machine;
 use super::table::ServiceTasks;
 use crate::coordination::Leadership;
 use crate::mesos::resources::format_ranges;
-use crate::scheduler::services::ServiceSpec;
 use crate::scheduler::snapshot::{
     FrameworkStatus, InstanceBackoff, OfferSummary, ServiceCounts, ServiceStatus, Snapshot,
     UnrecordedKill,
 };
+use crate::scheduler::spec::service::ServiceSpec;
 
 /// A service's counts as the last snapshot showed them, from its stored
 /// records: kept while none of them changed, the spec is the same and no

@@ -22,8 +22,8 @@ use crate::coordination::{
 };
 use crate::scheduler::core::io::{RequestId, StoreOp, StoreResult};
 use crate::scheduler::ids::TaskId;
+use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
-use crate::scheduler::rollout::ServiceRecord;
 
 /// Task writes per batch (one ZooKeeper `multi` of the ZooKeeper
 /// implementation).

@@ -141,7 +141,7 @@ async fn another_service_s_change_and_a_scale_change_do_not_forgive() {
     assert_eq!(failures(&mut h, "web").await, 3, "still counting");
     // A new release (another fingerprint) starts clean.
     let mut release = service("web", 3);
-    release.command = crate::scheduler::services::CommandSpec::Shell("sleep 2000".into());
+    release.command = crate::scheduler::spec::command::CommandSpec::Shell("sleep 2000".into());
     h.command(Request::PutService(Box::new(release)));
     h.answer_all();
     assert_eq!(failures(&mut h, "web").await, 0);

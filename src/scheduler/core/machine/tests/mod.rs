@@ -34,11 +34,11 @@ use crate::scheduler::core::io::{
     StoreOp, StoreResult, SubscribedInfo,
 };
 use crate::scheduler::metrics::Metrics;
-use crate::scheduler::reconcile::ReconcilerConfig;
+use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
-use crate::scheduler::rollout::ServiceRecord;
-use crate::scheduler::services::ServiceSpec;
+use crate::scheduler::rules::reconcile::ReconcilerConfig;
 use crate::scheduler::snapshot::Snapshot;
+use crate::scheduler::spec::service::ServiceSpec;
 
 /// The framework ID the tests register with.
 const FRAMEWORK: &str = "fw-1";
@@ -87,7 +87,7 @@ fn running_record(service: &str, instance: u32, spec: &ServiceSpec) -> TaskRecor
         fingerprint: spec.fingerprint(),
         agent_id: format!("agent-{instance}").into(),
         hostname: format!("host-{instance}"),
-        executor: crate::scheduler::services::ExecutorKind::Command,
+        executor: crate::scheduler::spec::service::ExecutorKind::Command,
         executor_id: format!("{service}.{instance}.stored"),
         ports: Vec::new(),
         state: TaskState::TaskRunning,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::scheduler::commands::CommandError;
-use crate::scheduler::rollout::RolloutAction;
+use crate::scheduler::rules::rollout::RolloutAction;
 
 /// `instances` tasks with a command health check; min_healthy 5 s,
 /// deadline 30 s.
@@ -331,7 +331,7 @@ async fn a_scale_down_during_a_halted_rollout_keeps_the_healthy_old_tasks() {
     );
     let record = &mut h.store.services.get_mut("web").unwrap().0;
     record.previous = Some(Box::new(old.clone()));
-    record.halted = Some(crate::scheduler::rollout::Halt {
+    record.halted = Some(crate::scheduler::records::Halt {
         at: 3.0,
         reason: "instance(s) 0 not RUNNING and healthy".into(),
     });

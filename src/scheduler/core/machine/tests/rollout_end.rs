@@ -66,7 +66,7 @@ async fn a_stale_stored_halt_clears_when_nothing_is_outdated() {
     );
     // As an older leader stored it after a slow first launch.
     let record = &mut h.store.services.get_mut("web").unwrap().0;
-    record.halted = Some(crate::scheduler::rollout::Halt {
+    record.halted = Some(crate::scheduler::records::Halt {
         at: 3.0,
         reason: "instance(s) 1 not RUNNING and healthy".into(),
     });

@@ -43,7 +43,7 @@ async fn a_new_spec_replaces_one_task_at_a_time() {
     h.subscribe();
     h.answer_all();
     let mut new = service("web", 2);
-    new.command = crate::scheduler::services::CommandSpec::Shell("sleep 2000".into());
+    new.command = crate::scheduler::spec::CommandSpec::Shell("sleep 2000".into());
     let reply = h.command(Request::PutService(Box::new(new)));
     h.answer_all();
     assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
@@ -70,7 +70,7 @@ async fn a_new_spec_replaces_one_task_at_a_time() {
         ["web.0.stored"],
         "running, but not for min_healthy yet"
     );
-    h.advance(crate::scheduler::rollout::DEFAULT_MIN_HEALTHY)
+    h.advance(crate::scheduler::spec::upgrade::DEFAULT_MIN_HEALTHY)
         .await;
     h.answer_all();
     assert_eq!(h.marked(), ["web.0.stored", "web.1.stored"]);

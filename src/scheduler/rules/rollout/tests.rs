@@ -1,5 +1,8 @@
+use std::time::Duration;
+
 use super::*;
-use crate::scheduler::services::ExecutorKind;
+use crate::scheduler::spec::service::ExecutorKind;
+use crate::scheduler::spec::upgrade::UpgradePolicy;
 
 fn spec(instances: u32, check: bool) -> ServiceSpec {
     let mut json = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
@@ -159,53 +162,6 @@ fn a_first_launch_or_a_scale_up_is_no_rollout_and_cannot_halt() {
     // After a change of shape the last replacements still count.
     assert!(p.under_way(true));
     assert!(overdue(&s, &p, true, 0.0, 1000.0).is_some());
-}
-
-#[test]
-fn stored_records_keep_the_previous_spec_and_read_plain_specs() {
-    let a = spec(2, false);
-    let plain: ServiceRecord = serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
-    assert_eq!(plain, ServiceRecord::new(a.clone()));
-    let mut b = a.clone();
-    b.mem = 64.0;
-    assert!(!plain.rolling_out, "a first launch is no rollout");
-    let upgraded = plain.replaced_by(b.clone());
-    assert_eq!(upgraded.previous.as_deref(), Some(&a));
-    assert!(upgraded.rolling_out, "a new shape begins a rollout");
-    let mut halted = upgraded.clone();
-    halted.halted = Some(Halt {
-        at: 1.0,
-        reason: "r".into(),
-    });
-    let json = serde_json::to_value(&halted).unwrap();
-    assert_eq!(json["mem"], 64.0);
-    assert_eq!(json["previous"]["mem"], 32.0);
-    let back: ServiceRecord = serde_json::from_value(json).unwrap();
-    assert_eq!(back, halted);
-    // Scaling keeps the halt and the previous spec; a new shape clears it.
-    let mut scaled = b.clone();
-    scaled.instances = 5;
-    let kept = halted.replaced_by(scaled);
-    assert_eq!(
-        (kept.halted.clone(), kept.rolling_out),
-        (halted.halted.clone(), true)
-    );
-    // Scaling to 0 ends the rollout, halt and all.
-    let mut none = b.clone();
-    none.instances = 0;
-    let ended = halted.replaced_by(none);
-    assert_eq!((ended.halted.clone(), ended.rolling_out), (None, false));
-    assert_eq!(halted.completed().halted, None);
-    assert!(!halted.completed().rolling_out);
-    let rolled = halted.rolled_back().unwrap();
-    assert_eq!((rolled.spec.mem, rolled.halted.clone()), (32.0, None));
-    assert!(rolled.rolling_out, "a rollback rolls out the previous spec");
-    assert_eq!(rolled.previous, None, "a rollback does not toggle");
-    assert!(ServiceRecord::new(a).rolled_back().is_none());
-    // A stored record still refuses unknown fields of the spec.
-    let odd = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
-        "instances": 1, "instnaces": 2});
-    assert!(serde_json::from_value::<ServiceRecord>(odd).is_err());
 }
 
 #[test]

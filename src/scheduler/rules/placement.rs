@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 
-use super::ids::AgentId;
 use super::offers::OfferRegistry;
-use super::services::{Constraint, ServiceSpec};
 use crate::mesos::resources::{self, Resources};
 use crate::mesos::v1;
+use crate::scheduler::ids::AgentId;
+use crate::scheduler::spec::service::{Constraint, ServiceSpec};
 
 /// Instances of one service to place.
 #[derive(Debug, Clone)]

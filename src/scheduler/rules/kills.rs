@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::ids::{AgentId, TaskId};
 use crate::backoff::Backoff;
+use crate::scheduler::ids::{AgentId, TaskId};
 
 /// One wanted kill.
 #[derive(Debug, Clone, PartialEq)]

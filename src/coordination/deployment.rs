@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::coordination::{CoordinationError, Coordinator, DeploymentRecord, Expect, Strategy};
+use super::{CoordinationError, Coordinator, DeploymentRecord, Expect, Strategy};
 
 /// Registers this replica's deployment; returns the record it observed (its
 /// own, or the running deployment's under `failover`). Retries on

@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::services::FieldError;
+use super::errors::FieldError;
 use crate::mesos::v1::{self, container_info, image, volume};
 
 pub use super::image_ref::{ImageReferenceError, MAX_IMAGE_LEN, check_image_reference};

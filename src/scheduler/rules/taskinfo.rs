@@ -24,10 +24,10 @@
 //! getExecutorInfo builds one from `TaskInfo.container` for command tasks).
 
 use super::placement::{Planned, task_resources};
-use super::services::{CommandSpec, ExecutorKind, ServiceSpec};
 use crate::executor::info::{self as executor, ExecutorResources};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::{self, command_info, environment};
+use crate::scheduler::spec::{CommandSpec, ExecutorKind, ServiceSpec};
 
 pub use crate::executor::info::EXECUTOR_BINARY;
 

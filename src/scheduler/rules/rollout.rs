@@ -1,7 +1,8 @@
 //! Health-gated rolling replacement of a service's tasks after its spec
-//! changes (`docs/deployment-strategies.md`): pure rules over task records,
-//! plus the service record ZooKeeper stores (the spec, the previous spec
-//! and a halted rollout).
+//! changes (`docs/deployment-strategies.md`): pure rules over task records
+//! and the service record ZooKeeper stores
+//! ([`ServiceRecord`](crate::scheduler::records::ServiceRecord): the spec,
+//! the previous spec and a halted rollout).
 //!
 //! The rules:
 //! - a task is *available* once it is TASK_RUNNING and — when it was
@@ -27,74 +28,15 @@
 //! - once nothing is outdated and every instance is available (or the
 //!   service is scaled to 0), the rollout is complete and a halt clears.
 //!
-//! The spec's JSON:
-//!
-//! ```json
-//! {"upgrade": {"min_healthy": "10s", "deadline": "5m"}}
-//! ```
-
-use std::time::Duration;
+//! The policy is the spec's `upgrade`
+//! ([`UpgradePolicy`](crate::scheduler::spec::upgrade::UpgradePolicy)).
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::TaskId;
-use super::records::TaskRecord;
-use super::services::{FieldError, ServiceSpec};
-use super::workload::is_live;
 use crate::mesos::v1::TaskState;
-
-/// Default of `upgrade.min_healthy`: long enough that a release which
-/// crashes right after starting does not pass for available.
-pub const DEFAULT_MIN_HEALTHY: Duration = Duration::from_secs(10);
-/// Default of `upgrade.deadline`: Mesos' default health check (15 s delay,
-/// 10 s interval, 3 failures) reports within about a minute; five leave
-/// room for slow starts and image pulls.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
-
-/// How a service's tasks are replaced after its spec changes. Not part of
-/// the tasks' shape: changing it replaces no task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpgradePolicy {
-    /// How long a replacement must stay RUNNING (and healthy, with a
-    /// check) before it counts as available.
-    #[serde(default = "default_min_healthy", with = "crate::util::duration")]
-    pub min_healthy: Duration,
-    /// How long an instance may stay not available during a rollout before
-    /// the rollout halts; above `min_healthy`.
-    #[serde(default = "default_deadline", with = "crate::util::duration")]
-    pub deadline: Duration,
-}
-
-impl Default for UpgradePolicy {
-    fn default() -> Self {
-        UpgradePolicy {
-            min_healthy: DEFAULT_MIN_HEALTHY,
-            deadline: DEFAULT_DEADLINE,
-        }
-    }
-}
-
-fn default_min_healthy() -> Duration {
-    DEFAULT_MIN_HEALTHY
-}
-
-fn default_deadline() -> Duration {
-    DEFAULT_DEADLINE
-}
-
-impl UpgradePolicy {
-    /// Field-level problems (empty when valid).
-    pub fn validate(&self) -> Vec<FieldError> {
-        if self.deadline <= self.min_healthy {
-            return vec![FieldError {
-                field: "upgrade.deadline".into(),
-                message: "must be above upgrade.min_healthy".into(),
-            }];
-        }
-        Vec::new()
-    }
-}
+use crate::scheduler::ids::TaskId;
+use crate::scheduler::records::{Halt, TaskRecord, is_live};
+use crate::scheduler::spec::ServiceSpec;
 
 /// An operator's action on a service's rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,131 +57,6 @@ impl RolloutAction {
             RolloutAction::Resume => "resume",
             RolloutAction::Rollback => "rollback",
         }
-    }
-}
-
-/// Why and since when a rollout is halted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Halt {
-    /// Seconds since the UNIX epoch.
-    pub at: f64,
-    /// E.g. `instance 0 not healthy for 10s within 5m`.
-    pub reason: String,
-}
-
-/// A service as stored under `services/<name>`: the spec's own fields,
-/// plus the spec it replaced (what a rollback restores), whether a rollout
-/// began and is not complete yet, and a halted rollout. Records written before these existed are plain specs and read
-/// as such; the spec's fields are as strict as in [`ServiceSpec`] (an
-/// unknown field is refused).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ServiceRecord {
-    /// The desired spec.
-    #[serde(flatten)]
-    pub spec: ServiceSpec,
-    /// The spec before the last change of the tasks' shape (fingerprint).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous: Option<Box<ServiceSpec>>,
-    /// True from a change of shape (or a rollback) until its rollout is
-    /// complete ([`Progress::under_way`]); absent (false) in records
-    /// written before it existed.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub rolling_out: bool,
-    /// Set while the rollout to `spec` is halted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub halted: Option<Halt>,
-}
-
-/// What a stored record holds besides the spec.
-#[derive(Deserialize)]
-struct Extras {
-    #[serde(default)]
-    previous: Option<Box<ServiceSpec>>,
-    #[serde(default)]
-    rolling_out: bool,
-    #[serde(default)]
-    halted: Option<Halt>,
-}
-
-impl<'de> Deserialize<'de> for ServiceRecord {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let mut object = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
-        let mut extras = serde_json::Map::new();
-        for key in ["previous", "rolling_out", "halted"] {
-            if let Some(value) = object.remove(key) {
-                extras.insert(key.to_string(), value);
-            }
-        }
-        let extras: Extras = serde_json::from_value(extras.into()).map_err(D::Error::custom)?;
-        let spec = serde_json::from_value(object.into()).map_err(D::Error::custom)?;
-        Ok(ServiceRecord {
-            spec,
-            previous: extras.previous,
-            rolling_out: extras.rolling_out,
-            halted: extras.halted,
-        })
-    }
-}
-
-impl ServiceRecord {
-    /// A record of `spec` alone.
-    pub fn new(spec: ServiceSpec) -> ServiceRecord {
-        ServiceRecord {
-            spec,
-            previous: None,
-            rolling_out: false,
-            halted: None,
-        }
-    }
-
-    /// The record after `spec` replaces this one's: a new shape keeps the
-    /// old spec as `previous`, begins a rollout and clears a halt; a change
-    /// of anything else (instances, backoff) keeps all three — except that
-    /// scaling to 0 ends a rollout (nothing is left to replace).
-    pub fn replaced_by(&self, spec: ServiceSpec) -> ServiceRecord {
-        let live = spec.instances > 0;
-        if spec.fingerprint() == self.spec.fingerprint() {
-            ServiceRecord {
-                spec,
-                previous: self.previous.clone(),
-                rolling_out: self.rolling_out && live,
-                halted: self.halted.clone().filter(|_| live),
-            }
-        } else {
-            ServiceRecord {
-                spec,
-                previous: Some(Box::new(self.spec.clone())),
-                rolling_out: live,
-                halted: None,
-            }
-        }
-    }
-
-    /// The record once its rollout is complete (or a stored halt found
-    /// stale): no rollout, no halt.
-    pub fn completed(&self) -> ServiceRecord {
-        ServiceRecord {
-            rolling_out: false,
-            halted: None,
-            ..self.clone()
-        }
-    }
-
-    /// The record after a rollback: the previous spec comes back (with
-    /// the current instance count), and none is kept as previous — a
-    /// rollback does not toggle: a second one has nothing to restore
-    /// rather than rolling forward to the release just abandoned. `None`
-    /// without a previous spec.
-    pub fn rolled_back(&self) -> Option<ServiceRecord> {
-        let mut back = (**self.previous.as_ref()?).clone();
-        back.instances = self.spec.instances;
-        Some(ServiceRecord {
-            rolling_out: back.instances > 0,
-            spec: back,
-            previous: None,
-            halted: None,
-        })
     }
 }
 
@@ -351,7 +168,7 @@ pub struct Progress {
 impl Progress {
     /// True while a rollout is under way: outdated tasks remain, or
     /// `rolling_out` (the stored record says a change of shape or a
-    /// rollback began one, [`ServiceRecord::rolling_out`]) and a desired
+    /// rollback began one, [`ServiceRecord::rolling_out`](crate::scheduler::records::ServiceRecord::rolling_out)) and a desired
     /// instance is not available yet. An initial launch or a scale-up
     /// (nothing outdated, no rollout begun) is none, however long it takes.
     pub fn under_way(&self, rolling_out: bool) -> bool {

@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::services::{CommandSpec, FieldError};
+use super::command::CommandSpec;
+use super::errors::FieldError;
 use crate::mesos::v1::{self, health_check};
 
 /// Most consecutive failures a check may allow before the kill.

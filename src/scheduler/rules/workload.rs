@@ -7,12 +7,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::ids::TaskId;
-use super::records::TaskRecord;
 use super::rollout::Judge;
-use super::services::ServiceSpec;
+// Liveness is a property of the record; the workload rules are where the
+// core asks for it.
 use crate::backoff::Backoff;
 use crate::mesos::v1::{TaskState, task_status};
+use crate::scheduler::ids::TaskId;
+use crate::scheduler::records::TaskRecord;
+pub use crate::scheduler::records::is_live;
+use crate::scheduler::spec::service::ServiceSpec;
 
 /// What one service needs.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -35,11 +38,6 @@ pub struct Assessment {
     pub starting: u32,
     /// Tasks with a kill requested that are not terminal yet.
     pub killing: u32,
-}
-
-/// A task counts as live while it is not terminal and not being killed.
-pub fn is_live(task: &TaskRecord) -> bool {
-    !task.is_terminal() && task.kill.is_none()
 }
 
 /// Assesses `spec` against its tasks (any order; other services' tasks are
@@ -353,7 +351,7 @@ impl ServiceBackoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::services::ExecutorKind;
+    use crate::scheduler::spec::service::ExecutorKind;
 
     fn spec(instances: u32) -> ServiceSpec {
         serde_json::from_value(

@@ -1,0 +1,29 @@
+//! What an operator asks for: the desired workload as specs, and their
+//! validation. A leaf of `scheduler/`: nothing here imports the records,
+//! the rules or the core, so a spec can be parsed and validated (by the
+//! web layer, from a services file) without them.
+//!
+//! - [`service`]: `ServiceSpec`, a long-running service of N instances,
+//!   its constraints, and the services file;
+//! - [`command`]: what a task runs, and the files fetched for it;
+//! - [`container`]: the container a task runs in (Mesos or Docker), and
+//!   [`image_ref`], Docker image references;
+//! - [`health`]: the health check a task is launched with;
+//! - [`upgrade`]: how a service's tasks are replaced after a change;
+//! - [`errors`]: `FieldError`, one problem with one field.
+//!
+//! A second kind of workload (a job spec: run to completion) belongs here
+//! too, as a module beside `service` that shares `command`, `container`
+//! and `health` with it.
+
+pub mod command;
+pub mod container;
+pub mod errors;
+pub mod health;
+pub mod image_ref;
+pub mod service;
+pub mod upgrade;
+
+pub use command::{CommandSpec, UriSpec};
+pub use errors::FieldError;
+pub use service::{Constraint, ExecutorKind, ServiceSpec};
