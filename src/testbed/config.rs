@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use super::containerizers::{Containerizer, ImageProvider, parse_list};
+use super::agents::containerizers::{Containerizer, ImageProvider, parse_list};
 use crate::mesos::resources::{self, Resources};
 use crate::mesos::v1;
 

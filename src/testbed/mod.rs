@@ -36,33 +36,11 @@
 //!
 //! Tests start it in-process with [`Testbed::start`] on `127.0.0.1:0`.
 
-mod agent_restart;
 mod agents;
-mod allocator;
-mod calls;
+mod api;
 mod config;
-mod containerizers;
-mod control;
-mod election;
-mod executor_api;
-mod executor_events;
-mod executor_table;
-mod executors;
-mod frameworks;
-mod gone;
-mod health;
 mod http;
-mod launch;
 mod master;
-mod operations;
-mod operator_api;
-mod sandboxes;
-mod scheduler_api;
-mod stream;
-mod task_table;
-mod tasks;
-mod updates;
-mod views;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -75,13 +53,13 @@ use axum::routing::{any, get};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use calls::CallRecord;
+pub use agents::containerizers::{Containerizer, ImageProvider};
+pub use agents::executors::{ExecutorView, ProcessState};
+pub use agents::health::SimulatedHealth;
+pub use api::views::{AgentView, FrameworkView, TaskView};
 pub use config::{AgentSpec, DEFAULT_AGENT_RESOURCES, TestbedArgs, TestbedConfig};
-pub use containerizers::{Containerizer, ImageProvider};
-pub use executors::{ExecutorView, ProcessState};
-pub use health::SimulatedHealth;
-pub use tasks::KAMIKAZE;
-pub use views::{AgentView, FrameworkView, TaskView};
+pub use master::calls::CallRecord;
+pub use master::tasks::KAMIKAZE;
 
 use master::{Master, Shared, Timer};
 
@@ -151,7 +129,7 @@ impl Testbed {
         }));
         tasks.push(tokio::spawn(drive_timers(shared.clone(), stop.clone())));
         if let Some(target) = zk {
-            tasks.push(tokio::spawn(election::run(
+            tasks.push(tokio::spawn(master::election::run(
                 target,
                 session_timeout,
                 shared.clone(),
@@ -193,7 +171,7 @@ impl Testbed {
         self.stop.clone()
     }
 
-    /// Every call the log keeps (the newest `calls::MAX_CALLS`, within
+    /// Every call the log keeps (the newest `master::calls::MAX_CALLS`, within
     /// its byte budget: `docs/testbed.md#inspection`), oldest first. The
     /// entries are copied under the master's lock and decoded after.
     pub fn calls(&self) -> Vec<CallRecord> {
@@ -280,11 +258,15 @@ impl Testbed {
     /// that carry `label`, a `(key, value)`, if given) get `health` from now
     /// on; the last matching call wins (see `testbed::health`).
     pub fn set_health(&self, prefix: &str, label: Option<(&str, &str)>, health: SimulatedHealth) {
-        self.app.lock().faults.health.push(health::HealthRule {
-            task_id_prefix: prefix.to_string(),
-            label: label.map(|(k, v)| (k.to_string(), v.to_string())),
-            health,
-        });
+        self.app
+            .lock()
+            .faults
+            .health
+            .push(agents::health::HealthRule {
+                task_id_prefix: prefix.to_string(),
+                label: label.map(|(k, v)| (k.to_string(), v.to_string())),
+                health,
+            });
     }
 
     /// `/api/v1` answers 404 as on a master without the v1 operator API,
@@ -395,23 +377,26 @@ impl Drop for Testbed {
 
 fn router(app: App) -> Router {
     Router::new()
-        .route("/api/v1/scheduler", any(scheduler_api::scheduler))
-        .route("/master/api/v1/scheduler", any(scheduler_api::scheduler))
-        .route("/api/v1", any(operator_api::operator))
-        .route("/master/api/v1", any(operator_api::operator))
-        .route("/master/teardown", any(operator_api::legacy_teardown))
-        .route("/teardown", any(operator_api::legacy_teardown))
-        .route("/master/state", get(operator_api::state))
-        .route("/state", get(operator_api::state))
-        .route("/master/state.json", get(operator_api::state))
-        .route("/master/frameworks", get(operator_api::frameworks))
-        .route("/master/slaves", get(operator_api::slaves))
-        .route("/slaves", get(operator_api::slaves))
-        .route("/frameworks", get(operator_api::frameworks))
-        .route("/master/redirect", get(operator_api::redirect))
-        .route("/redirect", get(operator_api::redirect))
-        .route("/version", get(operator_api::version))
-        .merge(control::routes())
+        .route("/api/v1/scheduler", any(api::scheduler_api::scheduler))
+        .route(
+            "/master/api/v1/scheduler",
+            any(api::scheduler_api::scheduler),
+        )
+        .route("/api/v1", any(api::operator_api::operator))
+        .route("/master/api/v1", any(api::operator_api::operator))
+        .route("/master/teardown", any(api::operator_api::legacy_teardown))
+        .route("/teardown", any(api::operator_api::legacy_teardown))
+        .route("/master/state", get(api::operator_api::state))
+        .route("/state", get(api::operator_api::state))
+        .route("/master/state.json", get(api::operator_api::state))
+        .route("/master/frameworks", get(api::operator_api::frameworks))
+        .route("/master/slaves", get(api::operator_api::slaves))
+        .route("/slaves", get(api::operator_api::slaves))
+        .route("/frameworks", get(api::operator_api::frameworks))
+        .route("/master/redirect", get(api::operator_api::redirect))
+        .route("/redirect", get(api::operator_api::redirect))
+        .route("/version", get(api::operator_api::version))
+        .merge(api::control::routes())
         .with_state(app)
 }
 
@@ -426,7 +411,7 @@ fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> 
         addr.ip()
     };
     if app.lock().cfg.run_executors.is_none() {
-        return sandboxes::serve_simulated(app, ip, stop);
+        return agents::sandboxes::serve_simulated(app, ip, stop);
     }
     let mut master = app.lock();
     let (work_dir, remove) = match master.cfg.work_dir.clone() {
@@ -443,20 +428,23 @@ fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> 
     master.processes.stop = stop.child_token();
     for index in 0..master.agents.len() {
         let endpoint_stop = master.processes.stop.child_token();
-        let bound = executor_api::serve_agent(
+        let bound = agents::executor_api::serve_agent(
             app.clone(),
             index,
             SocketAddr::new(ip, 0),
             endpoint_stop.clone(),
         )?;
         master.agents[index].port = bound.port();
-        master.processes.endpoints.push(executors::AgentEndpoint {
-            addr: bound,
-            up: true,
-            recovering: false,
-            stop: endpoint_stop,
-            epoch: 0,
-        });
+        master
+            .processes
+            .endpoints
+            .push(agents::executors::AgentEndpoint {
+                addr: bound,
+                up: true,
+                recovering: false,
+                stop: endpoint_stop,
+                epoch: 0,
+            });
     }
     Ok(())
 }

@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
-use super::master::{
+use super::stream::{self, RecordStream};
+use super::{
     AgentState, Framework, Master, Timer, error_event, master_info, now_secs, push_bounded,
 };
-use super::stream::{self, RecordStream};
 use crate::mesos::media::Encoding;
 use crate::mesos::v1;
 use crate::mesos::v1::scheduler::{Event, call, event};
@@ -358,7 +358,7 @@ mod tests {
         // SUBSCRIBED and maybe a HEARTBEAT are queued; take them.
         let first = body.next().await.unwrap().unwrap();
         assert!(!first.is_empty());
-        let update = super::super::master::update_event(v1::TaskStatus {
+        let update = crate::testbed::master::update_event(v1::TaskStatus {
             task_id: v1::TaskId {
                 value: "t".repeat(200),
             },

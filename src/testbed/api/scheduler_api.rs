@@ -9,11 +9,11 @@ use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::App;
-use super::http::{self, empty, text};
-use super::master::Master;
 use crate::mesos::media::STREAM_ID_HEADER;
 use crate::mesos::v1::scheduler::{Call, call};
+use crate::testbed::App;
+use crate::testbed::http::{self, empty, text};
+use crate::testbed::master::Master;
 
 /// The handler; every call is recorded in the call log with its status,
 /// and answered after the response latency fault, if any.

@@ -12,6 +12,20 @@
 //! `removeFramework`), `docs/mesos-protocol.md#subscribe-and-the-framework-lifecycle`
 //! and the real-master captures d, g, h, m, n.
 
+pub(super) mod allocator;
+pub(super) mod calls;
+pub(super) mod election;
+pub(super) mod executor_table;
+pub(super) mod frameworks;
+pub(super) mod gone;
+pub(super) mod launch;
+pub(super) mod operations;
+pub(super) mod stream;
+pub(super) mod task_table;
+pub(super) mod tasks;
+pub(super) mod unreachable;
+pub(super) mod updates;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -19,14 +33,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::calls::CallLog;
-use super::config::{AgentSpec, TestbedConfig};
-use super::executor_table::ExecutorTable;
-use super::stream::Subscription;
-use super::task_table::TaskTable;
+use self::calls::CallLog;
+use self::executor_table::ExecutorTable;
+use self::stream::Subscription;
+use self::task_table::TaskTable;
 use crate::mesos::resources::Resources;
 use crate::mesos::v1;
 use crate::mesos::v1::scheduler::{Event, event};
+use crate::testbed::config::{AgentSpec, TestbedConfig};
 
 /// The shared handle to the master state.
 pub(crate) type Shared = Arc<Mutex<Master>>;
@@ -90,7 +104,7 @@ pub(crate) enum Timer {
     /// An agent re-registers after a simulated master failover.
     AgentReregister { agent_id: String, epoch: u64 },
     /// Process mode: executor registration, shutdown and agent restarts.
-    Executor(super::executors::ExecutorTimer),
+    Executor(crate::testbed::agents::executors::ExecutorTimer),
     /// A simulated executor's next health check of a task.
     HealthCheck {
         framework_id: String,
@@ -155,7 +169,7 @@ pub(crate) struct Framework {
     /// them per framework and agent (`offerFilters` in `hierarchical.cpp`):
     /// an allocation round reads only the agent's own.
     pub filters: HashMap<String, Vec<OfferFilter>>,
-    pub completed_tasks: VecDeque<super::tasks::Task>,
+    pub completed_tasks: VecDeque<self::tasks::Task>,
 }
 
 impl Framework {
@@ -275,9 +289,9 @@ pub(crate) struct Faults {
     pub response_latency: Duration,
     /// Delay of every event on scheduler subscription streams, shared with
     /// the open streams (`stream.rs`).
-    pub stream_latency: super::stream::SharedDelay,
+    pub stream_latency: self::stream::SharedDelay,
     /// Results of simulated health checks, the last matching rule winning.
-    pub health: Vec<super::health::HealthRule>,
+    pub health: Vec<crate::testbed::agents::health::HealthRule>,
 }
 
 impl Faults {
@@ -301,7 +315,7 @@ impl Faults {
     pub fn drop_next(&mut self, call_type: &str, count: u64) -> Result<(), String> {
         /// More is a typo.
         const MAX_DROPPED_CALLS: u64 = 1_000_000;
-        let losable = super::scheduler_api::LOSABLE_CALLS;
+        let losable = crate::testbed::api::scheduler_api::LOSABLE_CALLS;
         if !losable.iter().any(|t| t.as_str_name() == call_type) {
             let names: Vec<&str> = losable.iter().map(|t| t.as_str_name()).collect();
             return Err(format!(
@@ -360,7 +374,7 @@ pub(crate) struct Master {
     pub tasks: TaskTable,
     /// Tasks on unreachable agents.
     pub unreachable_tasks: TaskTable,
-    pub offers: HashMap<String, super::allocator::OfferRecord>,
+    pub offers: HashMap<String, self::allocator::OfferRecord>,
     pub calls: CallLog,
     pub faults: Faults,
     /// Incremented by every simulated master failover.
@@ -371,7 +385,7 @@ pub(crate) struct Master {
     pub(crate) next_framework: u64,
     pub(crate) next_offer: u64,
     /// Process mode: real executor processes and the agents' endpoints.
-    pub(crate) processes: super::executors::Processes,
+    pub(crate) processes: crate::testbed::agents::executors::Processes,
     timers: BinaryHeap<Reverse<TimerEntry>>,
     timer_seq: u64,
     pub wake: Arc<Notify>,

@@ -34,8 +34,8 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::config::AgentSpec;
 use crate::mesos::v1::{self, container_info, image, task_status};
+use crate::testbed::config::AgentSpec;
 
 /// A containerizer of an agent (`--containerizers`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

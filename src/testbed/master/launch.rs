@@ -5,12 +5,14 @@
 //! simulated executor: TASK_STARTING, then TASK_RUNNING (capture b).
 
 use super::allocator::refuse_duration;
-use super::containerizers::{LaunchFailure, launch_failure, validate_container_info};
-use super::master::{AgentState, Executor, Faults, Master, Timer, update_event};
 use super::tasks::{Task, pseudo_pid};
+use super::{AgentState, Executor, Faults, Master, Timer, update_event};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::scheduler::call;
 use crate::mesos::v1::{self, TaskState, offer, task_status};
+use crate::testbed::agents::containerizers::{
+    LaunchFailure, launch_failure, validate_container_info,
+};
 
 /// Validates a task ID like `common/validation.cpp` validateID.
 fn validate_id(id: &str) -> Option<String> {
@@ -282,7 +284,7 @@ impl Master {
     }
 
     /// How launching the task's executor container fails on its agent, if
-    /// it does (see `super::containerizers`): the executor's container, or
+    /// it does (see `crate::testbed::agents::containerizers`): the executor's container, or
     /// for the command executor the task's.
     pub(crate) fn launch_failure(
         &self,

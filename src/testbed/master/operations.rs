@@ -3,8 +3,8 @@
 //! slave.cpp (`killTask`, `executorTerminated`), `docs/mesos-protocol.md#kills`,
 //! `#reconciliation`, `#framework-messages`, and captures c, e, f and executor/.
 
-use super::master::{AgentState, Faults, Master, update_event};
 use super::tasks::{KAMIKAZE, Task, container_status, is_terminal};
+use super::{AgentState, Faults, Master, update_event};
 use crate::mesos::v1::scheduler::{Event, call, event};
 use crate::mesos::v1::{self, TaskState, task_status};
 

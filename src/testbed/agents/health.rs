@@ -20,10 +20,10 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::master::{Master, Timer};
-use super::tasks::is_terminal;
 use crate::executor::health::{HealthPolicy, HealthState};
 use crate::mesos::v1::{TaskState, task_status};
+use crate::testbed::master::tasks::is_terminal;
+use crate::testbed::master::{Master, Timer};
 
 /// The health a fault gives the checks of matching tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,7 +138,7 @@ impl Master {
     }
 
     /// The health of the last rule matching the task, if any.
-    fn health_for(&self, task: &super::tasks::Task) -> Option<SimulatedHealth> {
+    fn health_for(&self, task: &crate::testbed::master::tasks::Task) -> Option<SimulatedHealth> {
         let info = task.info();
         let labels = info.labels.as_ref().map(|l| l.labels.as_slice());
         let has_label = |key: &str, value: &str| {

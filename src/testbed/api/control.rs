@@ -69,8 +69,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::App;
-use super::master::{AgentState, Faults, Master};
+use crate::testbed::App;
+use crate::testbed::master::{AgentState, Faults, Master};
 
 /// The `/testbed` routes; any other path under `/testbed` answers 404 and
 /// a known path with another method 405, both with a JSON error.
@@ -311,7 +311,7 @@ async fn calls(
         Ok(Query(query)) => query,
         Err(e) => return bad_request(format!("{e}; the query takes type, since and limit")),
     };
-    let known = super::calls::known_types();
+    let known = crate::testbed::master::calls::known_types();
     if let Some(t) = &query.r#type
         && !known.contains(&t.as_str())
     {
@@ -320,20 +320,22 @@ async fn calls(
             known.join(", ")
         ));
     }
-    let limit = query.limit.unwrap_or(super::calls::DEFAULT_PAGE);
-    if !(1..=super::calls::MAX_PAGE).contains(&limit) {
+    let limit = query
+        .limit
+        .unwrap_or(crate::testbed::master::calls::DEFAULT_PAGE);
+    if !(1..=crate::testbed::master::calls::MAX_PAGE).contains(&limit) {
         return bad_request(format!(
             "limit must be 1 to {}, got {limit}",
-            super::calls::MAX_PAGE
+            crate::testbed::master::calls::MAX_PAGE
         ));
     }
-    let selection = super::calls::Selection {
+    let selection = crate::testbed::master::calls::Selection {
         call_type: query.r#type,
         since: query.since,
         limit,
     };
     let page = app.lock().calls.page(&selection);
-    render_json(move || super::calls::render(&page)).await
+    render_json(move || crate::testbed::master::calls::render(&page)).await
 }
 
 /// `render`'s bytes as a JSON answer, rendered on a blocking thread.
@@ -542,7 +544,7 @@ struct HealthBody {
     task_id_prefix: String,
     #[serde(default)]
     label: Option<String>,
-    health: super::health::SimulatedHealth,
+    health: crate::testbed::agents::health::SimulatedHealth,
 }
 
 async fn set_health(State(app): State<App>, Required(body): Required<HealthBody>) -> Response {
@@ -555,11 +557,14 @@ async fn set_health(State(app): State<App>, Required(body): Required<HealthBody>
     if let Some(refusal) = prefix_refusal(&body.task_id_prefix, master.faults.health.len()) {
         return refusal;
     }
-    master.faults.health.push(super::health::HealthRule {
-        task_id_prefix: body.task_id_prefix,
-        label,
-        health: body.health,
-    });
+    master
+        .faults
+        .health
+        .push(crate::testbed::agents::health::HealthRule {
+            task_id_prefix: body.task_id_prefix,
+            label,
+            health: body.health,
+        });
     done()
 }
 

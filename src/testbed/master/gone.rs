@@ -22,11 +22,11 @@
 //! (TASK_LOST if not PARTITION_AWARE), `Reconciliation: Task is gone`
 //! (`Master::reconcile` case 5). Marking it gone again is a success.
 
-use super::executors::kill_session;
-use super::master::{AgentState, Master, push_bounded, update_event};
 use super::tasks::Task;
+use super::{AgentState, Master, push_bounded, update_event};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::{self, TaskState, task_status};
+use crate::testbed::agents::executors::kill_session;
 
 /// The message of the master's updates (`Master::markGone`).
 const GONE_MESSAGE: &str = "Agent has been marked gone";

@@ -42,9 +42,9 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::executor_api::ExecutorStream;
-use super::master::{Master, Timer};
 use crate::executor::config::format_duration;
 use crate::mesos::v1::{self, TaskState, task_status};
+use crate::testbed::master::{Master, Timer};
 
 /// Finished executors remembered for [`Master::executor_views`].
 const MAX_FINISHED: usize = 100;
@@ -417,7 +417,7 @@ impl Master {
         process.state = ProcessState::Exited;
         let agent_id = self.agents[process.agent_index].id.clone();
         let view = process.view(&agent_id, Some(raw));
-        super::master::push_bounded(&mut self.processes.finished, view, MAX_FINISHED);
+        crate::testbed::master::push_bounded(&mut self.processes.finished, view, MAX_FINISHED);
         let termination = process.termination.unwrap_or(Termination {
             state: TaskState::TaskFailed,
             reason: task_status::Reason::ExecutorTerminated,

@@ -14,13 +14,13 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
 
-use super::App;
-use super::http::{self, empty, text};
-use super::master::{Leadership, Master};
 use super::views::{FrameworksDraft, StateDraft};
 use crate::mesos::json;
 use crate::mesos::media::Encoding;
 use crate::mesos::v1::master::{Call, Response as OperatorResponse, call, response};
+use crate::testbed::App;
+use crate::testbed::http::{self, empty, text};
+use crate::testbed::master::{Leadership, Master};
 
 /// `POST /api/v1`.
 pub(crate) async fn operator(

@@ -26,13 +26,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use tokio_util::sync::CancellationToken;
 
-use super::App;
-use super::http::{self, empty, text};
-use super::master::Master;
-use super::stream::{RecordSender, RecordStream, record_stream};
 use crate::mesos::media::Encoding;
 use crate::mesos::v1::executor::{Call, Event, call};
 use crate::mesos::v1::{TaskState, task_status};
+use crate::testbed::App;
+use crate::testbed::http::{self, empty, text};
+use crate::testbed::master::Master;
+use crate::testbed::master::stream::{RecordSender, RecordStream, record_stream};
 
 /// Bytes queued for one executor before it is considered stuck and cut.
 const EXECUTOR_QUEUE_BYTES: usize = 16 * 1024 * 1024;

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use super::executor_api::open_stream;
 use super::executors::{ExecutorTimer, ProcessState, runs_our_executor};
-use super::master::{Master, Timer, push_bounded};
-use super::stream::RecordStream;
-use super::tasks::{KAMIKAZE, Task};
 use crate::mesos::media::Encoding;
 use crate::mesos::v1::executor::{Event, call as exec_call, event};
 use crate::mesos::v1::scheduler::{self, call};
 use crate::mesos::v1::{self, TaskState, task_status};
+use crate::testbed::master::stream::RecordStream;
+use crate::testbed::master::tasks::{KAMIKAZE, Task};
+use crate::testbed::master::{Master, Timer, push_bounded};
 
 /// Update UUIDs remembered per executor to drop re-sent duplicates.
 const MAX_RECEIVED: usize = 4096;

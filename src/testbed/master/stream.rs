@@ -28,7 +28,7 @@ use prost::{Message, Name};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 
-use super::master::Master;
+use super::Master;
 use crate::mesos::json;
 use crate::mesos::media::Encoding;
 use crate::mesos::recordio::encode_record;
