@@ -47,8 +47,8 @@ use axum::routing::get;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::testbed::App;
 use crate::testbed::http::text;
+use crate::testbed::master::App;
 use crate::testbed::master::{Master, now_secs};
 
 /// Largest read: 16 pages of 4 KiB (`src/files/files.cpp`).

@@ -78,9 +78,9 @@ pub struct AgentView {
     /// Executors running there: `(framework ID, executor ID, framework messages received)`.
     pub executors: Vec<(String, String, usize)>,
     /// Its containerizers (agent `--containerizers`).
-    pub containerizers: Vec<crate::testbed::agents::containerizers::Containerizer>,
+    pub containerizers: Vec<crate::testbed::config::Containerizer>,
     /// Its Mesos containerizer's image providers (agent `--image_providers`).
-    pub image_providers: Vec<crate::testbed::agents::containerizers::ImageProvider>,
+    pub image_providers: Vec<crate::testbed::config::ImageProvider>,
 }
 
 fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use super::agent_side::AgentSide;
 use super::stream::{self, RecordStream};
 use super::{
     AgentState, Framework, Master, Timer, error_event, master_info, now_secs, push_bounded,
@@ -174,7 +175,7 @@ impl Master {
         };
         framework.sub = None;
         self.remove_offers_of(framework_id);
-        self.process_framework_removed(framework_id);
+        self.agent_shutdown_framework(framework_id);
         let keys: Vec<_> = self
             .tasks
             .keys()
@@ -333,7 +334,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
-    use crate::testbed::TestbedConfig;
+    use crate::testbed::config::TestbedConfig;
 
     /// A subscriber that stops reading is cut off once its queue holds
     /// `stream_queue_bytes`, and no sooner: the bound is in bytes, not events.

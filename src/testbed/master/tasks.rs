@@ -6,6 +6,7 @@
 //! acknowledgements), [`super::operations`] (KILL, RECONCILE, MESSAGE,
 //! SHUTDOWN, executor exits) and [`super::unreachable`] (unreachable agents).
 
+use crate::executor::health::{HealthPolicy, HealthState};
 use std::collections::VecDeque;
 
 use prost::Message;
@@ -56,7 +57,7 @@ pub(crate) struct Task {
     /// When the agent became unreachable (nanoseconds), for unreachable tasks.
     pub unreachable_since: Option<i64>,
     /// The simulated executor's health checker (`crate::testbed::agents::health`).
-    pub checker: Option<crate::testbed::agents::health::Checker>,
+    pub checker: Option<Checker>,
 }
 
 /// A status the master forwarded, as `/master/state` lists it
@@ -233,4 +234,12 @@ pub(crate) fn container_status(task: &Task) -> v1::ContainerStatus {
         }],
         executor_pid: Some(task.executor_pid),
     }
+}
+
+/// A simulated task's health checker (run by `testbed::agents::health`).
+#[derive(Debug, Clone)]
+pub(crate) struct Checker {
+    pub policy: HealthPolicy,
+    pub state: HealthState,
+    pub checks: u64,
 }
