@@ -103,6 +103,31 @@ pub fn hostname() -> Option<String> {
     (!name.is_empty()).then(|| name.to_string())
 }
 
+/// `2026-11-29 12:03:04Z` for seconds since the UNIX epoch (`—` for 0 or
+/// nonsense): how the dashboard, the CLI and the testbed's sandbox logs
+/// write a point in time.
+pub fn format_time(at: f64) -> String {
+    if !(at.is_finite() && at > 0.0) {
+        return "—".to_string();
+    }
+    let t = UNIX_EPOCH + Duration::from_secs_f64(at);
+    humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .replace('T', " ")
+}
+
+/// Everything but the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes `text` as one URL path segment or query value.
+pub fn segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,29 +164,4 @@ mod tests {
             assert_eq!(name, kernel.trim());
         }
     }
-}
-
-/// `2026-11-29 12:03:04Z` for seconds since the UNIX epoch (`—` for 0 or
-/// nonsense): how the dashboard, the CLI and the testbed's sandbox logs
-/// write a point in time.
-pub fn format_time(at: f64) -> String {
-    if !(at.is_finite() && at > 0.0) {
-        return "—".to_string();
-    }
-    let t = UNIX_EPOCH + Duration::from_secs_f64(at);
-    humantime::format_rfc3339_seconds(t)
-        .to_string()
-        .replace('T', " ")
-}
-
-/// Everything but the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`).
-const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-/// Percent-encodes `text` as one URL path segment or query value.
-pub fn segment(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
 }

@@ -44,6 +44,7 @@ mod scheduler_failover;
 mod scheduler_health;
 mod scheduler_offers;
 mod scheduler_removed;
+mod scheduler_revive;
 mod scheduler_rollout;
 mod scheduler_safety;
 mod scheduler_store;

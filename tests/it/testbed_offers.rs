@@ -28,6 +28,19 @@ fn decline(fid: &str, ids: Vec<Value>, refuse_seconds: Option<f64>) -> Value {
     body
 }
 
+/// A connected framework that declined its first offer for an hour.
+async fn declined_for_an_hour(tb: &Testbed, name: &str) -> (Subscription, String) {
+    let (mut sub, fid) = connected(&tb.url(), name, 60.0).await;
+    let first = sub.expect("OFFERS").await;
+    call(
+        &tb.url(),
+        &sub.stream_id,
+        decline(&fid, offer_ids(&first), Some(3600.0)),
+    )
+    .await;
+    (sub, fid)
+}
+
 #[tokio::test]
 async fn one_offer_per_agent_with_hostnames_and_attributes() {
     init();
@@ -152,17 +165,13 @@ async fn suppress_stops_offers_and_revive_brings_them_back_at_once() {
     );
 }
 
+/// REVIVE clears the framework's decline filters
+/// (`HierarchicalAllocatorProcess::reviveOffers` → `reviveRoles` in
+/// `src/master/allocator/mesos/hierarchical.cpp`).
 #[tokio::test]
 async fn revive_clears_decline_filters() {
     let tb = testbed(TestbedConfig::for_tests(1)).await;
-    let (mut sub, fid) = connected(&tb.url(), "r", 60.0).await;
-    let first = sub.expect("OFFERS").await;
-    call(
-        &tb.url(),
-        &sub.stream_id,
-        decline(&fid, offer_ids(&first), Some(3600.0)),
-    )
-    .await;
+    let (mut sub, fid) = declined_for_an_hour(&tb, "r").await;
     sub.expect_none("OFFERS", Duration::from_millis(400)).await;
     call(
         &tb.url(),
@@ -244,5 +253,103 @@ async fn multi_role_frameworks_see_allocation_info() {
     assert_eq!(
         refused.next().await.unwrap()["error"]["message"],
         "'FrameworkInfo.roles' must not be set when the framework is not MULTI_ROLE capable"
+    );
+}
+
+fn revive(fid: &str) -> Value {
+    json!({"framework_id": {"value": fid}, "type": "REVIVE"})
+}
+
+fn suppress(fid: &str) -> Value {
+    json!({"framework_id": {"value": fid}, "type": "SUPPRESS"})
+}
+
+/// A disconnection deactivates the framework, and deactivation drops its
+/// offer filters (`HierarchicalAllocatorProcess::deactivateFramework` in
+/// `src/master/allocator/mesos/hierarchical.cpp`, reached from
+/// `Master::exited` → `_exited` → `disconnect` → `deactivate` in
+/// `src/master/master.cpp`): after a re-SUBSCRIBE the declined agent is
+/// offered again at once, long before `refuse_seconds` end.
+#[tokio::test]
+async fn a_disconnection_clears_the_frameworks_decline_filters() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (mut sub, fid) = declined_for_an_hour(&tb, "dc").await;
+    sub.expect_none("OFFERS", Duration::from_millis(400)).await;
+    drop(sub);
+    // The master sees the stream close; the framework becomes inactive.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let state = master_state(&tb.url()).await;
+        let framework = state["frameworks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == fid.as_str())
+            .cloned()
+            .unwrap();
+        if framework["active"] == false {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still active: {framework}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut again = subscribe(&tb.url(), existing_framework("dc", &fid, 60.0)).await;
+    again.subscribed().await;
+    let offer = tokio::time::timeout(Duration::from_secs(2), again.expect("OFFERS"))
+        .await
+        .expect("the declined agent is offered again after the disconnection");
+    assert_eq!(offer["offers"]["offers"].as_array().unwrap().len(), 1);
+}
+
+/// A SUBSCRIBE of a known framework sets its suppressed roles to exactly the
+/// call's `suppressed_roles` (`Master::_subscribe` → `updateFramework` →
+/// `HierarchicalAllocatorProcess::updateFramework`, which suppresses the new
+/// ones and revives the ones no longer listed): a SUPPRESS before a failover
+/// does not outlive a re-SUBSCRIBE without `suppressed_roles`, and one with
+/// them stays suppressed.
+#[tokio::test]
+async fn a_resubscribe_sets_suppression_to_its_suppressed_roles() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (mut sub, fid) = connected(&tb.url(), "sr", 60.0).await;
+    sub.expect("OFFERS").await;
+    call(&tb.url(), &sub.stream_id, suppress(&fid)).await;
+    // The old stream is still open: a failover, not a reconnection.
+    let mut listed = existing_framework("sr", &fid, 60.0);
+    listed["subscribe"]["suppressed_roles"] = json!(["*"]);
+    let mut second = subscribe(&tb.url(), listed).await;
+    second.subscribed().await;
+    second
+        .expect_none("OFFERS", Duration::from_millis(600))
+        .await;
+    let mut third = subscribe(&tb.url(), existing_framework("sr", &fid, 60.0)).await;
+    third.subscribed().await;
+    tokio::time::timeout(Duration::from_secs(2), third.expect("OFFERS"))
+        .await
+        .expect("a SUBSCRIBE without suppressed_roles leaves no role suppressed");
+}
+
+/// A failover while the old stream is still open is no deactivation: the old
+/// stream gets ERROR "Framework failed over", the offers are discarded, and
+/// the allocator keeps the framework's filters (`Master::failoverFramework`
+/// and `_failoverFramework` in `src/master/master.cpp`; `updateFramework` in
+/// `hierarchical.cpp` keeps the filters of the roles it keeps). Only REVIVE
+/// brings the declined agent back before `refuse_seconds` end
+/// (`reviveOffers` → `reviveRoles`).
+#[tokio::test]
+async fn a_failover_with_the_old_stream_open_keeps_filters_until_revive() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (mut sub, fid) = declined_for_an_hour(&tb, "fo").await;
+    let mut second = subscribe(&tb.url(), existing_framework("fo", &fid, 60.0)).await;
+    second.subscribed().await;
+    let error = sub.expect("ERROR").await;
+    assert_eq!(error["error"]["message"], "Framework failed over");
+    second.expect_none("OFFERS", Duration::from_secs(1)).await;
+    let revived_at = Instant::now();
+    call(&tb.url(), &second.stream_id, revive(&fid)).await;
+    second.expect("OFFERS").await;
+    assert!(
+        revived_at.elapsed() < Duration::from_millis(500),
+        "offer {:?} after REVIVE",
+        revived_at.elapsed()
     );
 }

@@ -68,6 +68,12 @@ impl Master {
             value: framework_id.clone(),
         });
 
+        // Suppression becomes exactly the SUBSCRIBE's `suppressed_roles`: a
+        // role not listed is revived, even one suppressed before a failover
+        // (`Master::_subscribe` → `updateFramework`, then
+        // `HierarchicalAllocatorProcess::updateFramework` in `hierarchical.cpp`).
+        // The testbed offers one role per framework, so any listed role
+        // suppresses it.
         let suppressed = !subscribe.suppressed_roles.is_empty();
         let now = now_secs();
         if self.frameworks.contains_key(&framework_id) {
@@ -114,7 +120,10 @@ impl Master {
 
     /// A second subscription for a connected framework: the old stream gets
     /// ERROR "Framework failed over" and is closed; its offers are discarded
-    /// without RESCIND (master.cpp failoverFramework, capture d).
+    /// without RESCIND (master.cpp failoverFramework, capture d). The
+    /// framework is never deactivated on this path, so its decline filters
+    /// stay (master.cpp `_failoverFramework` only discards offers; the
+    /// allocator's `updateFramework` keeps the filters of the roles it keeps).
     pub(crate) fn failover_framework(&mut self, framework_id: &str) {
         if let Some(old) = self
             .frameworks
@@ -141,8 +150,9 @@ impl Master {
     }
 
     /// Marks a framework disconnected and inactive: its offers are removed,
-    /// and its failover timer starts (master.cpp `exited`, `_exited`). With
-    /// `abort` the connection is cut without a terminating chunk.
+    /// its decline filters dropped, and its failover timer starts (master.cpp
+    /// `exited`, `_exited`, `disconnect`, `deactivate`). With `abort` the
+    /// connection is cut without a terminating chunk.
     pub fn disconnect(&mut self, framework_id: &str, abort: bool) {
         let Some(framework) = self.frameworks.get_mut(framework_id) else {
             return;
@@ -152,6 +162,12 @@ impl Master {
         {
             sub.abort();
         }
+        // Deactivation forgets the framework's offer filters, so a scheduler
+        // that reconnects is offered what its previous connection declined
+        // (`HierarchicalAllocatorProcess::deactivateFramework` in
+        // `src/master/allocator/mesos/hierarchical.cpp`). The testbed has no
+        // inverse offers, hence no inverse-offer filters to drop.
+        framework.filters.clear();
         framework.generation += 1;
         let generation = framework.generation;
         let timeout = framework.info.failover_timeout.unwrap_or(0.0);

@@ -96,6 +96,7 @@ impl Machine {
                 ..Default::default()
             }]
         };
+        self.revive.filtered(Some(g.refuse_seconds));
         self.call(
             MesosCall::Accept {
                 offer_id: g.offer_id.clone(),
@@ -112,15 +113,17 @@ impl Machine {
     /// After placement: with nothing pending, decline every held offer with
     /// the long filter and SUPPRESS — once the pass's ACCEPTs are out, so the
     /// master sees ACCEPT, DECLINE, SUPPRESS in that order; with work
-    /// pending, REVIVE if suppressed and keep offers (they expire after the
-    /// offer TTL).
-    pub(super) fn settle_offers(&mut self, pending: bool, now: Instant) {
+    /// pending, keep offers (they expire after the offer TTL) and REVIVE if
+    /// suppressed or if `new_need` (see `revive`): a filter may hide what
+    /// the new need asks for.
+    pub(super) fn settle_offers(&mut self, pending: bool, new_need: bool, now: Instant) {
         if !self.framework.client_running {
             return;
         }
         if pending {
-            if self.suppressed {
+            if self.suppressed || new_need {
                 self.suppressed = false;
+                self.revive.revived();
                 self.call(MesosCall::Revive, Pending::Schedule(Step::Revive));
             }
             return;
@@ -132,6 +135,7 @@ impl Machine {
         let ids = self.offers.clear(Gone::Declined, now);
         if !ids.is_empty() {
             self.metrics.offer("declined", ids.len() as u64);
+            self.revive.filtered(Some(self.cfg.decline_refuse_seconds));
             self.call(
                 MesosCall::Decline {
                     offer_ids: ids,
@@ -209,6 +213,7 @@ impl Machine {
             }
             (Step::Revive, Err(e)) => {
                 self.suppressed = true;
+                self.revive.revive_failed();
                 self.warn(format!("REVIVE failed: {e}"));
             }
             (Step::Suppress, Err(e)) => {

@@ -351,6 +351,7 @@ impl Machine {
         let dropped = self.offers.clear(Gone::Dropped, now);
         self.metrics.offer("dropped", dropped.len() as u64);
         self.suppressed = false;
+        self.revive.subscribed();
         self.metrics.framework_subscribed.set(1);
         let master = info.master.clone();
         self.framework.subscription = Some(Subscription {

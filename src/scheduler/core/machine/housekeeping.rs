@@ -90,6 +90,7 @@ impl Machine {
         self.metrics.offer("expired", expired.len() as u64);
         self.out.dirty = true;
         if self.framework.client_running {
+            self.revive.filtered(None);
             self.call(
                 MesosCall::Decline {
                     offer_ids: expired,

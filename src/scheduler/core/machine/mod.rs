@@ -17,6 +17,7 @@
 //! - `schedule`: the scheduling pass, placement and launches;
 //! - `calls`: what follows on the wire: ACCEPT once the records are
 //!   stored, DECLINE, SUPPRESS, REVIVE, KILLs, and their answers;
+//! - `revive`: when a new need for offers must REVIVE;
 //! - `housekeeping`: offer expiry, stuck tasks, old records;
 //! - `lag`: how far behind the Mesos stream the machine is;
 //! - `health_log`: health changes on the events page, coalesced per task;
@@ -37,6 +38,7 @@ mod outbox;
 mod pacing;
 mod reconciliation;
 mod removed;
+mod revive;
 mod rollout;
 mod schedule;
 mod startup;
@@ -158,6 +160,8 @@ pub struct Machine {
     reconciler: Reconciler,
     /// SUPPRESS is in effect (or on its way).
     suppressed: bool,
+    /// New needs for offers and the filters that may hide them.
+    revive: revive::ReviveWatch,
     launches: schedule::Launches,
     /// Services the last scheduling pass found needing nothing.
     settled: HashMap<String, schedule::Settled>,
@@ -219,6 +223,7 @@ impl Machine {
             tasks: TaskTable::default(),
             agent_attributes: HashMap::new(),
             suppressed: false,
+            revive: Default::default(),
             launches: schedule::Launches::default(),
             settled: HashMap::new(),
             shown: HashMap::new(),

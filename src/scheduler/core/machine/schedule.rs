@@ -238,7 +238,13 @@ impl Machine {
                 continue;
             }
             missing_total += assessment.missing.len();
-            if !self.backoff.get(&name).is_none_or(|b| b.ready(now)) || budget == 0 {
+            if !self.backoff.get(&name).is_none_or(|b| b.ready(now)) {
+                continue;
+            }
+            // Every instance past its backoff waits, also those beyond this
+            // pass's budget: a launch spread over many passes is one need.
+            self.revive.waits(&name, &assessment.missing);
+            if budget == 0 {
                 continue;
             }
             let mut missing = assessment.missing;
@@ -291,7 +297,8 @@ impl Machine {
         if !planned.is_empty() {
             self.launch(planned, unplaced > 0, now);
         }
-        self.settle_offers(unplaced > 0, now);
+        let new_need = self.revive.end_pass(self.suppressed);
+        self.settle_offers(unplaced > 0, new_need, now);
     }
 
     /// Keeps why services wait for offers; an event when a service becomes

@@ -10,6 +10,7 @@ mod launch_reconcile;
 mod lifecycle;
 mod offers;
 mod removed;
+mod revive;
 mod rollout;
 mod rollout_end;
 mod tasks;
