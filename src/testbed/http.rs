@@ -5,15 +5,18 @@
 //!
 //! Sources in the Mesos tree: `src/master/http.cpp` (`Master::Http::scheduler`
 //! and `Master::Http::api` for the 400/405/406/415 checks and texts,
-//! `Master::Http::redirect` for 307 and 503), libprocess'
+//! `Master::Http::redirect` for 307), libprocess'
 //! `3rdparty/libprocess/include/process/http.hpp` (response types and the
-//! 405 body) and `3rdparty/libprocess/src/authenticator.cpp` (basic auth).
+//! 405 body).
+//!
+//! A bottom room: it imports no other room, so the master's, the agents'
+//! and the APIs' endpoints all use it. The leader gate and basic
+//! authentication, which read the master's state, are in `api/`.
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::master::{Leadership, Master};
 use crate::mesos::json::JsonError;
 use crate::mesos::media::{self, Encoding};
 
@@ -62,30 +65,6 @@ pub(crate) fn redirect(location: &str) -> Response {
     response
 }
 
-/// The path a real master puts in its redirects: the request path under the
-/// `master` delegate prefix (capture k: `/api/v1/scheduler` is redirected to
-/// `//localhost:5050/master/api/v1/scheduler`).
-fn delegate_path(path: &str) -> String {
-    if path.starts_with("/master/") {
-        path.to_string()
-    } else {
-        format!("/master{path}")
-    }
-}
-
-/// `None` when this master leads; otherwise the 307 to the leader or the
-/// 503 `No leader elected` that a non-leading master answers
-/// (`Master::Http::redirect` in `src/master/http.cpp`; capture k).
-pub(crate) fn leader_gate(master: &Master, path: &str) -> Option<Response> {
-    match &master.leadership {
-        Leadership::Leading => None,
-        Leadership::Following { leader } => {
-            Some(redirect(&format!("//{leader}{}", delegate_path(path))))
-        }
-        Leadership::NoLeader => Some(text(StatusCode::SERVICE_UNAVAILABLE, "No leader elected")),
-    }
-}
-
 /// A refusal in the master's words: a status and a plain-text body.
 #[derive(Debug)]
 pub(crate) struct Refusal(pub StatusCode, pub String);
@@ -93,60 +72,6 @@ pub(crate) struct Refusal(pub StatusCode, pub String);
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         text(self.0, self.1)
-    }
-}
-
-/// HTTP basic authentication as libprocess' basic authenticator does it
-/// (`BasicAuthenticatorProcess::authenticate` in
-/// `3rdparty/libprocess/src/authenticator.cpp`; enabled by the master flags
-/// `--authenticate_http_frameworks`, `--authenticate_http_readwrite`):
-/// `Ok(None)` when the testbed has no credentials, `Ok(Some(principal))`
-/// for valid ones, else 401 with `WWW-Authenticate: Basic realm="<realm>"`
-/// (realms `mesos-master-scheduler`, `mesos-master-readwrite`, named in
-/// `src/master/constants.hpp`;
-/// `docs/mesos-protocol.md#status-codes-of-the-scheduler-endpoint`).
-pub(crate) fn authenticate(
-    master: &Master,
-    headers: &axum::http::HeaderMap,
-    realm: &'static str,
-) -> Result<Option<String>, Unauthorized> {
-    use base64::Engine;
-    let Some(credentials) = &master.cfg.credentials else {
-        return Ok(None);
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Basic "))
-        .and_then(|b| {
-            base64::engine::general_purpose::STANDARD
-                .decode(b.trim())
-                .ok()
-        })
-        .and_then(|b| String::from_utf8(b).ok());
-    if let Some((principal, secret)) = given.as_deref().and_then(|g| g.split_once(':'))
-        && credentials
-            .iter()
-            .any(|(p, s)| p == principal && s == secret)
-    {
-        return Ok(Some(principal.to_string()));
-    }
-    Err(Unauthorized(realm))
-}
-
-/// A 401 challenging for basic credentials in a realm.
-#[derive(Debug)]
-pub(crate) struct Unauthorized(pub &'static str);
-
-impl IntoResponse for Unauthorized {
-    fn into_response(self) -> Response {
-        let mut response = empty(StatusCode::UNAUTHORIZED);
-        if let Ok(value) = HeaderValue::from_str(&format!("Basic realm=\"{}\"", self.0)) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, value);
-        }
-        response
     }
 }
 

@@ -7,65 +7,53 @@
 //! What it imitates, its fault API and its gaps: `docs/testbed.md`.
 //!
 //! What it serves:
-//! - `POST /api/v1/scheduler` — the v1 scheduler API in JSON and protobuf
-//!   (`scheduler_api`): subscription streams (RecordIO, one record per
-//!   chunk), heartbeats, offers and filters (`allocator`), launches, status
-//!   updates with acknowledgements and retries, kills, reconciliation,
-//!   framework messages and executor exits (`tasks`), framework failover,
-//!   failover timeout and removal (`master`);
-//! - `POST /api/v1` — operator GET_FRAMEWORKS, TEARDOWN and MARK_AGENT_GONE
-//!   (`gone`), and the legacy
-//!   `/master/teardown`, `/master/state`, `/master/frameworks`,
-//!   `/master/slaves`,
-//!   `/master/redirect` (`operator_api`);
-//! - `/testbed/…` — fault injection and inspection (`control`): agents lost,
-//!   back, restarted or gone for good (`agents`, `agent_restart`, `gone`),
-//!   streams cut, heartbeats stopped, calls lost, latency, master failover;
+//! - `POST /api/v1/scheduler` — the v1 scheduler API in JSON and protobuf:
+//!   subscription streams (RecordIO, one record per chunk), heartbeats,
+//!   offers and filters, launches, status updates with acknowledgements and
+//!   retries, kills, reconciliation, framework messages and executor exits,
+//!   framework failover, failover timeout and removal;
+//! - `POST /api/v1` — operator GET_FRAMEWORKS, TEARDOWN and MARK_AGENT_GONE,
+//!   and the legacy `/master/teardown`, `/master/state`,
+//!   `/master/frameworks`, `/master/slaves`, `/master/redirect`;
+//! - `/testbed/…` — fault injection and inspection: agents lost, back,
+//!   restarted or gone for good, streams cut, heartbeats stopped, calls
+//!   lost, latency, master failover;
 //! - agents with containerizers and image providers that launch only the
-//!   containers a real agent so configured would (`containerizers`), and
-//!   simulated executors that run tasks' health checks (`health`);
-//! - with `zk`, master election through ZooKeeper (`election`); a
-//!   non-leading testbed redirects (307) or answers 503 `No leader elected`;
+//!   containers a real agent so configured would, and simulated executors
+//!   that run tasks' health checks;
+//! - with `zk`, master election through ZooKeeper; a non-leading testbed
+//!   redirects (307) or answers 503 `No leader elected`;
 //! - with `run_executors` (process mode), real `mesos-appliance-executor`
 //!   processes for tasks that use it, each agent serving
-//!   `POST /api/v1/executor` on a port of its own (`executors.rs`,
-//!   `executor_api.rs`, `executor_events.rs`, `agent_restart.rs`);
+//!   `POST /api/v1/executor` on a port of its own;
 //! - on every agent's port, the agent's `/state` and files API
 //!   (`/files/read`) over real sandboxes in process mode and generated
-//!   logs for simulated tasks (`sandboxes.rs`).
+//!   logs for simulated tasks.
+//!
+//! Where things live (`docs/testbed.md#where-things-live`): the code is in
+//! rooms, each importing only the rooms below it —
+//! - `config/` and `http.rs` at the bottom: the configuration and command
+//!   line, and HTTP answers in libprocess' words;
+//! - `master/`: the state (one `Master` behind a mutex) and the master's
+//!   rules — frameworks, offers, launches, status updates, kills and
+//!   reconciliation, unreachable and gone agents, election, the call log;
+//! - `agents/`: the agents' side — containerizers, simulated health
+//!   checks, process mode's executors and executor API, agent restarts,
+//!   sandboxes; the master reaches it only through the
+//!   `master::agent_side::AgentSide` trait it implements;
+//! - `api/`: the master's HTTP APIs (scheduler, operator, `/testbed`);
+//! - this module: [`Testbed`], the router and the timer task.
 //!
 //! Tests start it in-process with [`Testbed::start`] on `127.0.0.1:0`.
 
-mod agent_restart;
 mod agents;
-mod allocator;
-mod calls;
+mod api;
 mod config;
-mod containerizers;
-mod control;
-mod election;
-mod executor_api;
-mod executor_events;
-mod executor_table;
-mod executors;
-mod frameworks;
-mod gone;
-mod health;
 mod http;
-mod launch;
 mod master;
-mod operations;
-mod operator_api;
-mod sandboxes;
-mod scheduler_api;
-mod stream;
-mod task_table;
-mod tasks;
-mod updates;
-mod views;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -75,27 +63,16 @@ use axum::routing::{any, get};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use calls::CallRecord;
-pub use config::{AgentSpec, DEFAULT_AGENT_RESOURCES, TestbedArgs, TestbedConfig};
-pub use containerizers::{Containerizer, ImageProvider};
-pub use executors::{ExecutorView, ProcessState};
-pub use health::SimulatedHealth;
-pub use tasks::KAMIKAZE;
-pub use views::{AgentView, FrameworkView, TaskView};
+pub use api::views::{AgentView, FrameworkView, TaskView};
+pub use config::{
+    AgentSpec, Containerizer, DEFAULT_AGENT_RESOURCES, ImageProvider, TestbedArgs, TestbedConfig,
+};
+pub use master::calls::CallRecord;
+pub use master::faults::SimulatedHealth;
+pub use master::processes::{ExecutorView, ProcessState};
+pub use master::tasks::KAMIKAZE;
 
-use master::{Master, Shared, Timer};
-
-/// Shared state of the HTTP handlers.
-#[derive(Clone)]
-pub(crate) struct App(Shared);
-
-impl App {
-    /// Locks the master; a poisoned lock is recovered (a panicking handler
-    /// must not take the testbed down).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Master> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
+use master::{App, Master, Shared, Timer};
 
 /// A running testbed master. Dropping it stops the server (connections are
 /// cut as if the master died); [`Testbed::shutdown`] waits for that.
@@ -151,7 +128,7 @@ impl Testbed {
         }));
         tasks.push(tokio::spawn(drive_timers(shared.clone(), stop.clone())));
         if let Some(target) = zk {
-            tasks.push(tokio::spawn(election::run(
+            tasks.push(tokio::spawn(master::election::run(
                 target,
                 session_timeout,
                 shared.clone(),
@@ -193,7 +170,7 @@ impl Testbed {
         self.stop.clone()
     }
 
-    /// Every call the log keeps (the newest `calls::MAX_CALLS`, within
+    /// Every call the log keeps (the newest `master::calls::MAX_CALLS`, within
     /// its byte budget: `docs/testbed.md#inspection`), oldest first. The
     /// entries are copied under the master's lock and decoded after.
     pub fn calls(&self) -> Vec<CallRecord> {
@@ -278,13 +255,17 @@ impl Testbed {
 
     /// Simulated health checks of tasks whose ID starts with `prefix` (and
     /// that carry `label`, a `(key, value)`, if given) get `health` from now
-    /// on; the last matching call wins (see `testbed::health`).
+    /// on; the last matching call wins (see `testbed::agents::health`).
     pub fn set_health(&self, prefix: &str, label: Option<(&str, &str)>, health: SimulatedHealth) {
-        self.app.lock().faults.health.push(health::HealthRule {
-            task_id_prefix: prefix.to_string(),
-            label: label.map(|(k, v)| (k.to_string(), v.to_string())),
-            health,
-        });
+        self.app
+            .lock()
+            .faults
+            .health
+            .push(master::faults::HealthRule {
+                task_id_prefix: prefix.to_string(),
+                label: label.map(|(k, v)| (k.to_string(), v.to_string())),
+                health,
+            });
     }
 
     /// `/api/v1` answers 404 as on a master without the v1 operator API,
@@ -299,7 +280,7 @@ impl Testbed {
     }
 
     /// Marks an agent gone, as the operator's MARK_AGENT_GONE (see
-    /// `gone.rs`); false if unknown.
+    /// `master/gone.rs`); false if unknown.
     pub fn mark_agent_gone(&self, agent_id: &str) -> bool {
         self.app.lock().mark_agent_gone(agent_id)
     }
@@ -340,7 +321,7 @@ impl Testbed {
     }
 
     /// Process mode: the agent dies (executor streams cut, endpoint refusing
-    /// connections) and is back after `down` (see `agent_restart.rs`); false
+    /// connections) and is back after `down` (see `agents/agent_restart.rs`); false
     /// for an unknown agent or without process mode.
     pub fn restart_agent(&self, agent_id: &str, down: Duration) -> bool {
         let mut master = self.app.lock();
@@ -395,23 +376,26 @@ impl Drop for Testbed {
 
 fn router(app: App) -> Router {
     Router::new()
-        .route("/api/v1/scheduler", any(scheduler_api::scheduler))
-        .route("/master/api/v1/scheduler", any(scheduler_api::scheduler))
-        .route("/api/v1", any(operator_api::operator))
-        .route("/master/api/v1", any(operator_api::operator))
-        .route("/master/teardown", any(operator_api::legacy_teardown))
-        .route("/teardown", any(operator_api::legacy_teardown))
-        .route("/master/state", get(operator_api::state))
-        .route("/state", get(operator_api::state))
-        .route("/master/state.json", get(operator_api::state))
-        .route("/master/frameworks", get(operator_api::frameworks))
-        .route("/master/slaves", get(operator_api::slaves))
-        .route("/slaves", get(operator_api::slaves))
-        .route("/frameworks", get(operator_api::frameworks))
-        .route("/master/redirect", get(operator_api::redirect))
-        .route("/redirect", get(operator_api::redirect))
-        .route("/version", get(operator_api::version))
-        .merge(control::routes())
+        .route("/api/v1/scheduler", any(api::scheduler_api::scheduler))
+        .route(
+            "/master/api/v1/scheduler",
+            any(api::scheduler_api::scheduler),
+        )
+        .route("/api/v1", any(api::operator_api::operator))
+        .route("/master/api/v1", any(api::operator_api::operator))
+        .route("/master/teardown", any(api::operator_api::legacy_teardown))
+        .route("/teardown", any(api::operator_api::legacy_teardown))
+        .route("/master/state", get(api::operator_api::state))
+        .route("/state", get(api::operator_api::state))
+        .route("/master/state.json", get(api::operator_api::state))
+        .route("/master/frameworks", get(api::operator_api::frameworks))
+        .route("/master/slaves", get(api::operator_api::slaves))
+        .route("/slaves", get(api::operator_api::slaves))
+        .route("/frameworks", get(api::operator_api::frameworks))
+        .route("/master/redirect", get(api::operator_api::redirect))
+        .route("/redirect", get(api::operator_api::redirect))
+        .route("/version", get(api::operator_api::version))
+        .merge(api::control::routes())
         .with_state(app)
 }
 
@@ -426,7 +410,7 @@ fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> 
         addr.ip()
     };
     if app.lock().cfg.run_executors.is_none() {
-        return sandboxes::serve_simulated(app, ip, stop);
+        return agents::sandboxes::serve_simulated(app, ip, stop);
     }
     let mut master = app.lock();
     let (work_dir, remove) = match master.cfg.work_dir.clone() {
@@ -443,20 +427,23 @@ fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> 
     master.processes.stop = stop.child_token();
     for index in 0..master.agents.len() {
         let endpoint_stop = master.processes.stop.child_token();
-        let bound = executor_api::serve_agent(
+        let bound = agents::executor_api::serve_agent(
             app.clone(),
             index,
             SocketAddr::new(ip, 0),
             endpoint_stop.clone(),
         )?;
         master.agents[index].port = bound.port();
-        master.processes.endpoints.push(executors::AgentEndpoint {
-            addr: bound,
-            up: true,
-            recovering: false,
-            stop: endpoint_stop,
-            epoch: 0,
-        });
+        master
+            .processes
+            .endpoints
+            .push(master::processes::AgentEndpoint {
+                addr: bound,
+                up: true,
+                recovering: false,
+                stop: endpoint_stop,
+                epoch: 0,
+            });
     }
     Ok(())
 }

@@ -26,13 +26,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use tokio_util::sync::CancellationToken;
 
-use super::App;
-use super::http::{self, empty, text};
-use super::master::Master;
-use super::stream::{RecordSender, RecordStream, record_stream};
 use crate::mesos::media::Encoding;
-use crate::mesos::v1::executor::{Call, Event, call};
+use crate::mesos::v1::executor::{Call, call};
 use crate::mesos::v1::{TaskState, task_status};
+use crate::testbed::http::{self, empty, text};
+use crate::testbed::master::App;
+use crate::testbed::master::Master;
+use crate::testbed::master::stream::{ExecutorStream, RecordStream, record_stream};
 
 /// Bytes queued for one executor before it is considered stuck and cut.
 const EXECUTOR_QUEUE_BYTES: usize = 16 * 1024 * 1024;
@@ -76,26 +76,6 @@ pub(crate) fn serve_agent(
     Ok(bound)
 }
 
-/// The master's end of an executor's subscription.
-#[derive(Debug, Clone)]
-pub(crate) struct ExecutorStream {
-    /// Identifies this subscription among the executor's successive ones.
-    pub token: u64,
-    sender: RecordSender,
-}
-
-impl ExecutorStream {
-    /// Encodes and queues `event`; false when the stream is gone or full.
-    pub fn send(&self, event: &Event) -> bool {
-        self.sender.send(event)
-    }
-
-    /// Cuts the connection without the terminating chunk (an agent that died).
-    pub fn abort(&self) {
-        self.sender.abort();
-    }
-}
-
 /// A new stream for the executor in `container_id`; the master hears of its
 /// end through `executor_stream_closed`.
 pub(crate) fn open_stream(
@@ -111,7 +91,7 @@ pub(crate) fn open_stream(
             master.executor_stream_closed(&container_id, token);
         }
     });
-    (ExecutorStream { token, sender }, body)
+    (ExecutorStream::new(token, sender), body)
 }
 
 /// `POST /api/v1/executor`; every call is recorded with `api: "executor"`.

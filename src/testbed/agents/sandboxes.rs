@@ -47,9 +47,9 @@ use axum::routing::get;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::App;
-use super::http::text;
-use super::master::{Master, now_secs};
+use crate::testbed::http::text;
+use crate::testbed::master::App;
+use crate::testbed::master::{Master, now_secs};
 
 /// Largest read: 16 pages of 4 KiB (`src/files/files.cpp`).
 pub const MAX_READ: u64 = 16 * 4096;

@@ -9,14 +9,15 @@
 use std::time::Duration;
 
 use super::executor_api::open_stream;
-use super::executors::{ExecutorTimer, ProcessState, runs_our_executor};
-use super::master::{Master, Timer, push_bounded};
-use super::stream::RecordStream;
-use super::tasks::{KAMIKAZE, Task};
+use super::executors::runs_our_executor;
 use crate::mesos::media::Encoding;
 use crate::mesos::v1::executor::{Event, call as exec_call, event};
 use crate::mesos::v1::scheduler::{self, call};
 use crate::mesos::v1::{self, TaskState, task_status};
+use crate::testbed::master::processes::{ExecutorTimer, ProcessState};
+use crate::testbed::master::stream::RecordStream;
+use crate::testbed::master::tasks::{KAMIKAZE, Task};
+use crate::testbed::master::{Master, Timer, push_bounded};
 
 /// Update UUIDs remembered per executor to drop re-sent duplicates.
 const MAX_RECEIVED: usize = 4096;
@@ -32,7 +33,7 @@ impl Master {
     /// LAUNCH hook: if the task's executor is ours and process mode is on,
     /// the task goes to a real executor process (started if needed), queued
     /// until it subscribes. Returns false to leave the task to the simulation.
-    pub(crate) fn process_launch(
+    pub(super) fn process_launch(
         &mut self,
         framework_id: &str,
         agent_index: usize,
@@ -111,7 +112,7 @@ impl Master {
     /// KILL hook: a task not yet delivered to its executor is killed by the
     /// agent (TASK_KILLED / REASON_TASK_KILLED_DURING_LAUNCH); otherwise the
     /// executor gets KILL with the call's kill policy. False if not ours.
-    pub(crate) fn process_kill(
+    pub(super) fn process_kill(
         &mut self,
         framework_id: &str,
         task: &Task,
@@ -156,7 +157,7 @@ impl Master {
     /// MESSAGE hook: delivered only to a subscribed executor (dropped
     /// otherwise, `docs/mesos-protocol.md#framework-messages`). False if the
     /// executor is not ours.
-    pub(crate) fn process_message(
+    pub(super) fn process_message(
         &mut self,
         framework_id: &str,
         agent_index: usize,
@@ -190,7 +191,7 @@ impl Master {
     }
 
     /// SHUTDOWN hook. False if the executor is not ours.
-    pub(crate) fn process_shutdown(
+    pub(super) fn process_shutdown(
         &mut self,
         framework_id: &str,
         agent_index: usize,
@@ -206,7 +207,7 @@ impl Master {
     /// A removed framework's executors are shut down (slave.cpp
     /// shutdownFramework); no task updates follow
     /// (`docs/mesos-protocol.md#what-the-scheduler-sees-when-an-executor-exits`).
-    pub(crate) fn process_framework_removed(&mut self, framework_id: &str) {
+    pub(super) fn process_framework_removed(&mut self, framework_id: &str) {
         let containers: Vec<String> = self
             .processes
             .live

@@ -9,7 +9,7 @@
 //! | `GET /testbed/agents` | `{"agents": [AgentView…]}` |
 //! | `POST /testbed/agents/{agent_id}/unreachable` | the agent stops answering health checks: TASK_LOST (REASON_AGENT_REMOVED, no uuid), FAILURE{agent_id}, RESCIND of its offers |
 //! | `POST /testbed/agents/{agent_id}/reachable` | the agent re-registers with its tasks: TASK_RUNNING (REASON_AGENT_REREGISTERED) |
-//! | `POST /testbed/agents/{agent_id}/gone` | the operator's MARK_AGENT_GONE (also served on `/api/v1`): TASK_GONE_BY_OPERATOR (TASK_LOST if not PARTITION_AWARE), RESCIND, FAILURE; the agent never returns (`gone.rs`) |
+//! | `POST /testbed/agents/{agent_id}/gone` | the operator's MARK_AGENT_GONE (also served on `/api/v1`): TASK_GONE_BY_OPERATOR (TASK_LOST if not PARTITION_AWARE), RESCIND, FAILURE; the agent never returns (`master/gone.rs`) |
 //! | `POST /testbed/frameworks/{framework_id}/drop-stream` | cut the framework's subscription without a terminating chunk |
 //! | `POST /testbed/heartbeats/stop` `{"framework_id": "…"}` (optional) | stop HEARTBEAT events (for one framework or all) |
 //! | `POST /testbed/heartbeats/resume` | resume them for everyone |
@@ -18,7 +18,7 @@
 //! | `POST /testbed/faults/no-operator-api` | `/api/v1` answers 404, as on a master older than the v1 operator API |
 //! | `POST /testbed/faults/drop-calls` `{"call_type": "ACCEPT", "count": 1}` | lose the next `count` scheduler calls of that type: each is answered 202 as usual and not acted on (`"dropped": true` in the call log) |
 //! | `POST /testbed/faults/latency` `{"stream_ms": 0, "response_ms": 0}` | delay every event on scheduler subscription streams (open ones too) and every answer of the scheduler API |
-//! | `POST /testbed/faults/health` `{"task_id_prefix": "…", "label": "key=value" (optional), "health": "healthy" \| "unhealthy" \| "flapping"}` | results of the simulated executors' health checks of matching tasks, from their next check (see `health.rs`); the last matching call wins |
+//! | `POST /testbed/faults/health` `{"task_id_prefix": "…", "label": "key=value" (optional), "health": "healthy" \| "unhealthy" \| "flapping"}` | results of the simulated executors' health checks of matching tasks, from their next check (see `agents/health.rs`); the last matching call wins |
 //! | `POST /testbed/faults/clear` | forget every fault above (stopped heartbeats, ignore-kill, hold-staging, no-operator-api, health, dropped calls, latency) |
 //! | `POST /testbed/master/failover` `{"reregister_delay_ms": 1000}` | simulate a master failover (new master ID, streams cut, agents re-register after the delay) |
 //! | `GET /testbed/executors` | `{"executors": [ExecutorView…]}`: executor processes (process mode) |
@@ -69,8 +69,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::App;
-use super::master::{AgentState, Faults, Master};
+use crate::testbed::master::faults::{HealthRule, SimulatedHealth};
+use crate::testbed::master::{AgentState, App, Faults, Master};
 
 /// The `/testbed` routes; any other path under `/testbed` answers 404 and
 /// a known path with another method 405, both with a JSON error.
@@ -202,7 +202,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 }
 
 /// Why an agent fault cannot apply: 404 for an unknown agent, 409 for one
-/// marked gone (`gone.rs`: it never comes back).
+/// marked gone (`master/gone.rs`: it never comes back).
 fn agent_refusal(master: &Master, agent_id: &str) -> Option<Response> {
     let Some(index) = master.agent_index(agent_id) else {
         return Some(error(
@@ -311,7 +311,7 @@ async fn calls(
         Ok(Query(query)) => query,
         Err(e) => return bad_request(format!("{e}; the query takes type, since and limit")),
     };
-    let known = super::calls::known_types();
+    let known = crate::testbed::master::calls::known_types();
     if let Some(t) = &query.r#type
         && !known.contains(&t.as_str())
     {
@@ -320,20 +320,22 @@ async fn calls(
             known.join(", ")
         ));
     }
-    let limit = query.limit.unwrap_or(super::calls::DEFAULT_PAGE);
-    if !(1..=super::calls::MAX_PAGE).contains(&limit) {
+    let limit = query
+        .limit
+        .unwrap_or(crate::testbed::master::calls::DEFAULT_PAGE);
+    if !(1..=crate::testbed::master::calls::MAX_PAGE).contains(&limit) {
         return bad_request(format!(
             "limit must be 1 to {}, got {limit}",
-            super::calls::MAX_PAGE
+            crate::testbed::master::calls::MAX_PAGE
         ));
     }
-    let selection = super::calls::Selection {
+    let selection = crate::testbed::master::calls::Selection {
         call_type: query.r#type,
         since: query.since,
         limit,
     };
     let page = app.lock().calls.page(&selection);
-    render_json(move || super::calls::render(&page)).await
+    render_json(move || crate::testbed::master::calls::render(&page)).await
 }
 
 /// `render`'s bytes as a JSON answer, rendered on a blocking thread.
@@ -542,7 +544,7 @@ struct HealthBody {
     task_id_prefix: String,
     #[serde(default)]
     label: Option<String>,
-    health: super::health::SimulatedHealth,
+    health: SimulatedHealth,
 }
 
 async fn set_health(State(app): State<App>, Required(body): Required<HealthBody>) -> Response {
@@ -555,7 +557,7 @@ async fn set_health(State(app): State<App>, Required(body): Required<HealthBody>
     if let Some(refusal) = prefix_refusal(&body.task_id_prefix, master.faults.health.len()) {
         return refusal;
     }
-    master.faults.health.push(super::health::HealthRule {
+    master.faults.health.push(HealthRule {
         task_id_prefix: body.task_id_prefix,
         label,
         health: body.health,

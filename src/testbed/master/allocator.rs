@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::master::{AgentState, Framework, Leadership, Master, OfferFilter};
+use super::{AgentState, Framework, Leadership, Master, OfferFilter};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::scheduler::{Event, event};
 use crate::mesos::v1::{self, resource};

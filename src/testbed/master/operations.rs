@@ -3,8 +3,9 @@
 //! slave.cpp (`killTask`, `executorTerminated`), `docs/mesos-protocol.md#kills`,
 //! `#reconciliation`, `#framework-messages`, and captures c, e, f and executor/.
 
-use super::master::{AgentState, Faults, Master, update_event};
+use super::agent_side::AgentSide;
 use super::tasks::{KAMIKAZE, Task, container_status, is_terminal};
+use super::{AgentState, Faults, Master, update_event};
 use crate::mesos::v1::scheduler::{Event, call, event};
 use crate::mesos::v1::{self, TaskState, task_status};
 
@@ -36,7 +37,7 @@ impl Master {
             return;
         }
         let task = task.clone();
-        if self.process_kill(framework_id, &task, kill) {
+        if self.agent_kill_task(framework_id, &task, kill) {
             return;
         }
         let task_id = &kill.task_id.value;
@@ -206,7 +207,7 @@ impl Master {
         if self.agents[index].state != AgentState::Registered {
             return;
         }
-        if self.process_message(framework_id, index, message) {
+        if self.agent_framework_message(framework_id, index, message) {
             return;
         }
         let key = (framework_id.to_string(), message.executor_id.value.clone());
@@ -308,7 +309,7 @@ impl Master {
         if self.agents[index].state != AgentState::Registered {
             return;
         }
-        if self.process_shutdown(framework_id, index, &shutdown.executor_id.value) {
+        if self.agent_shutdown_executor(framework_id, index, &shutdown.executor_id.value) {
             return;
         }
         let key = (framework_id.to_string(), shutdown.executor_id.value.clone());

@@ -20,103 +20,16 @@
 //!   REASON_CONTAINER_LAUNCH_FAILED, "Failed to launch container: …"
 //!   (`src/slave/slave.cpp` executorLaunched).
 //!
-//! The master also validates a task's and an executor's `ContainerInfo`
-//! before the agent sees it (`src/common/validation.cpp`
-//! validateContainerInfo, prefixed in `src/master/validation.cpp`):
-//! [`validate_container_info`].
+//! The master validates a task's and an executor's `ContainerInfo` before
+//! the agent sees it (`testbed::master::launch`).
 //!
 //! What is simulated is only the choice: a container an agent can launch
 //! runs as any simulated task does, and in process mode our executor runs
 //! on the host, not in the image (noted in its sandbox's `stderr`).
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::Serialize;
-
-use super::config::AgentSpec;
 use crate::mesos::v1::{self, container_info, image, task_status};
-
-/// A containerizer of an agent (`--containerizers`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Containerizer {
-    /// The Mesos containerizer.
-    Mesos,
-    /// The Docker containerizer.
-    Docker,
-}
-
-/// An image provider of the Mesos containerizer (`--image_providers`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ImageProvider {
-    /// Docker images (with `docker/runtime` isolation).
-    Docker,
-    /// AppC images.
-    Appc,
-}
-
-impl FromStr for Containerizer {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text.trim() {
-            "mesos" => Ok(Containerizer::Mesos),
-            "docker" => Ok(Containerizer::Docker),
-            other => Err(format!(
-                "unknown containerizer {other:?}: expected mesos or docker"
-            )),
-        }
-    }
-}
-
-impl FromStr for ImageProvider {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        // src/slave/containerizer/mesos/provisioner/store.cpp: case-insensitive.
-        match text.trim().to_ascii_lowercase().as_str() {
-            "docker" => Ok(ImageProvider::Docker),
-            "appc" => Ok(ImageProvider::Appc),
-            other => Err(format!(
-                "unknown image provider {other:?}: expected docker or appc"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for Containerizer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Containerizer::Mesos => "mesos",
-            Containerizer::Docker => "docker",
-        })
-    }
-}
-
-/// Parses a comma-separated list (`mesos,docker`), without duplicates.
-///
-/// # Errors
-/// An unknown or repeated name.
-pub fn parse_list<T: FromStr<Err = String> + PartialEq>(text: &str) -> Result<Vec<T>, String> {
-    let mut out = Vec::new();
-    for item in text.split(',').filter(|s| !s.trim().is_empty()) {
-        let value: T = item.parse()?;
-        if out.contains(&value) {
-            return Err(format!("{:?} is listed twice", item.trim()));
-        }
-        out.push(value);
-    }
-    Ok(out)
-}
-
-/// Why an agent cannot launch a container: the tasks' update.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct LaunchFailure {
-    pub reason: task_status::Reason,
-    pub message: String,
-}
+use crate::testbed::config::{AgentSpec, Containerizer, ImageProvider};
+use crate::testbed::master::agent_side::LaunchFailure;
 
 /// The failure of launching `container` (the executor's container: the
 /// task's for the command executor) on `agent`, or `None` when one of its
@@ -174,34 +87,10 @@ pub(crate) fn process_mode_note(container: &v1::ContainerInfo) -> String {
     )
 }
 
-/// The master's checks of a `ContainerInfo` (`src/common/validation.cpp`
-/// validateContainerInfo and validateVolume), in Mesos' words.
-///
-/// # Errors
-/// The first problem.
-pub(crate) fn validate_container_info(container: &v1::ContainerInfo) -> Result<(), String> {
-    for volume in &container.volumes {
-        let set = usize::from(volume.host_path.is_some()) + usize::from(volume.image.is_some());
-        if set != 1 {
-            return Err("Invalid volume: Only one of them should be set: \
-                 'host_path', 'image' and 'source'"
-                .into());
-        }
-    }
-    if container.r#type() == container_info::Type::Docker {
-        let Some(docker) = &container.docker else {
-            return Err("DockerInfo 'docker' is not set for DOCKER typed ContainerInfo".into());
-        };
-        if docker.parameters.iter().any(|p| p.key == "name") {
-            return Err("Parameter in DockerInfo must not be 'name'".into());
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testbed::config::parse_list;
 
     fn agent(containerizers: &str, providers: &str) -> AgentSpec {
         let mut agent = AgentSpec::new("a", "cpus:1;mem:128");
@@ -259,46 +148,5 @@ mod tests {
         assert_eq!(launch_failure(&both, Some(&docker())), None);
         let docker_only = agent("docker", "");
         assert!(launch_failure(&docker_only, None).is_some());
-    }
-
-    #[test]
-    fn lists_parse_and_refuse_unknown_or_repeated_names() {
-        assert_eq!(
-            parse_list::<Containerizer>("mesos, docker").unwrap(),
-            [Containerizer::Mesos, Containerizer::Docker]
-        );
-        assert_eq!(
-            parse_list::<ImageProvider>("DOCKER").unwrap(),
-            [ImageProvider::Docker]
-        );
-        assert!(parse_list::<Containerizer>("mesos,mesos").is_err());
-        assert!(parse_list::<Containerizer>("rkt").is_err());
-    }
-
-    #[test]
-    fn the_master_validates_container_infos() {
-        assert_eq!(validate_container_info(&docker()), Ok(()));
-        let mut bad = docker();
-        bad.docker = None;
-        assert_eq!(
-            validate_container_info(&bad).unwrap_err(),
-            "DockerInfo 'docker' is not set for DOCKER typed ContainerInfo"
-        );
-        let mut named = docker();
-        named.docker.as_mut().unwrap().parameters = vec![v1::Parameter {
-            key: "name".into(),
-            value: "x".into(),
-        }];
-        assert!(validate_container_info(&named).is_err());
-        let mut volume = mesos_image();
-        volume.volumes = vec![v1::Volume {
-            container_path: "/a".into(),
-            ..Default::default()
-        }];
-        assert!(
-            validate_container_info(&volume)
-                .unwrap_err()
-                .starts_with("Invalid volume")
-        );
     }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::master::Executor;
+use super::Executor;
 
 /// (framework ID, executor ID).
 pub(crate) type ExecutorKey = (String, String);

@@ -4,13 +4,14 @@
 //! `docs/mesos-protocol.md#captures-from-a-real-master`). The behaviour lives next door: [`super::launch`]
 //! (ACCEPT and LAUNCH), [`super::updates`] (status update streams and
 //! acknowledgements), [`super::operations`] (KILL, RECONCILE, MESSAGE,
-//! SHUTDOWN, executor exits) and [`super::agents`] (unreachable agents).
+//! SHUTDOWN, executor exits) and [`super::unreachable`] (unreachable agents).
 
+use crate::executor::health::{HealthPolicy, HealthState};
 use std::collections::VecDeque;
 
 use prost::Message;
 
-use super::master::{Master, now_secs};
+use super::{Master, now_secs};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::{self, TaskState, task_status};
 
@@ -55,8 +56,8 @@ pub(crate) struct Task {
     pub executor_pid: u32,
     /// When the agent became unreachable (nanoseconds), for unreachable tasks.
     pub unreachable_since: Option<i64>,
-    /// The simulated executor's health checker (`super::health`).
-    pub checker: Option<super::health::Checker>,
+    /// The simulated executor's health checker (`crate::testbed::agents::health`).
+    pub checker: Option<Checker>,
 }
 
 /// A status the master forwarded, as `/master/state` lists it
@@ -233,4 +234,12 @@ pub(crate) fn container_status(task: &Task) -> v1::ContainerStatus {
         }],
         executor_pid: Some(task.executor_pid),
     }
+}
+
+/// A simulated task's health checker (run by `testbed::agents::health`).
+#[derive(Debug, Clone)]
+pub(crate) struct Checker {
+    pub policy: HealthPolicy,
+    pub state: HealthState,
+    pub checks: u64,
 }

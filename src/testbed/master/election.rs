@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client as zk;
 
-use super::master::{Leadership, Shared, now_secs};
+use super::{Leadership, Shared, now_secs};
 use crate::backoff::Backoff;
 use crate::mesos::json;
 use crate::util::zk::ZkUrl;

@@ -14,12 +14,12 @@
 //! `--status-update-retry-min` and `--status-update-retry-max`, the
 //! doubling is [`Backoff`]'s.
 
-use super::config::TestbedConfig;
-use super::master::{AgentState, Master, Timer, push_bounded, update_event};
 use super::tasks::{StatusRecord, Task, is_terminal};
+use super::{AgentState, Master, Timer, push_bounded, update_event};
 use crate::backoff::Backoff;
 use crate::mesos::v1;
 use crate::mesos::v1::scheduler::call;
+use crate::testbed::config::TestbedConfig;
 use std::time::Duration;
 
 /// How many status updates of a task the master keeps for `/master/state`.

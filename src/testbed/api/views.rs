@@ -13,11 +13,11 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::master::{AgentState, Framework, Master};
-use super::tasks::{Task, container_status};
 use crate::mesos::resources::{self, Resources};
 use crate::mesos::v1::master::response;
 use crate::mesos::v1::{self, TaskState};
+use crate::testbed::master::tasks::{Task, container_status};
+use crate::testbed::master::{AgentState, Framework, Master};
 
 /// A task as the testbed sees it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -78,9 +78,9 @@ pub struct AgentView {
     /// Executors running there: `(framework ID, executor ID, framework messages received)`.
     pub executors: Vec<(String, String, usize)>,
     /// Its containerizers (agent `--containerizers`).
-    pub containerizers: Vec<super::Containerizer>,
+    pub containerizers: Vec<crate::testbed::config::Containerizer>,
     /// Its Mesos containerizer's image providers (agent `--image_providers`).
-    pub image_providers: Vec<super::ImageProvider>,
+    pub image_providers: Vec<crate::testbed::config::ImageProvider>,
 }
 
 fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {
@@ -399,7 +399,7 @@ impl Master {
         let (used, offered) = self.framework_resources(&f.id);
         let mut total = used.clone();
         total.add(&offered);
-        let of_framework = |tasks: &super::task_table::TaskTable| -> Vec<Task> {
+        let of_framework = |tasks: &crate::testbed::master::task_table::TaskTable| -> Vec<Task> {
             let mine = tasks.values().filter(|t| t.framework_id == f.id);
             mine.cloned().collect()
         };

@@ -9,11 +9,11 @@ use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::App;
-use super::http::{self, empty, text};
-use super::master::Master;
 use crate::mesos::media::STREAM_ID_HEADER;
 use crate::mesos::v1::scheduler::{Call, call};
+use crate::testbed::http::{self, empty, text};
+use crate::testbed::master::App;
+use crate::testbed::master::Master;
 
 /// The handler; every call is recorded in the call log with its status,
 /// and answered after the response latency fault, if any.
@@ -74,11 +74,11 @@ fn handle(
     parsed: Result<Call, http::Refusal>,
     dropped: &mut bool,
 ) -> (Response, Option<Call>) {
-    let principal = match http::authenticate(master, headers, "mesos-master-scheduler") {
+    let principal = match super::authenticate(master, headers, "mesos-master-scheduler") {
         Ok(principal) => principal,
         Err(refusal) => return (refusal.into_response(), None),
     };
-    if let Some(response) = http::leader_gate(master, path) {
+    if let Some(response) = super::leader_gate(master, path) {
         return (response, None);
     }
     if method != Method::POST {
@@ -102,25 +102,6 @@ fn handle(
     };
     (response, Some(call))
 }
-
-/// Call types a real master answers 202 before acting on them
-/// (`Master::Http::scheduler` in `src/master/http.cpp`): the ones a master
-/// can lose after answering, which the drop-calls fault imitates.
-pub(crate) const LOSABLE_CALLS: &[call::Type] = &[
-    call::Type::Teardown,
-    call::Type::Accept,
-    call::Type::Decline,
-    call::Type::AcceptInverseOffers,
-    call::Type::DeclineInverseOffers,
-    call::Type::Revive,
-    call::Type::Kill,
-    call::Type::Shutdown,
-    call::Type::Acknowledge,
-    call::Type::Reconcile,
-    call::Type::Message,
-    call::Type::Request,
-    call::Type::Suppress,
-];
 
 /// `scheduler::call::validate` (validation.cpp), returning the reason text.
 fn validate(call: &Call, principal: Option<&str>) -> Result<(), String> {
@@ -232,7 +213,7 @@ fn dispatch(master: &mut Master, headers: &HeaderMap, call: &Call, dropped: &mut
     let fid = framework_id.as_str();
     // Lost after the checks that answer something else than 202: the
     // scheduler sees its call accepted and nothing happens.
-    if LOSABLE_CALLS.contains(&call.r#type())
+    if crate::testbed::master::faults::LOSABLE_CALLS.contains(&call.r#type())
         && master.faults.take_dropped_call(call.r#type().as_str_name())
     {
         tracing::info!(call_type = call.r#type().as_str_name(), framework_id = %fid, "fault: call dropped");

@@ -1,5 +1,5 @@
 //! The operator API subset (`POST /api/v1`: GET_FRAMEWORKS, TEARDOWN,
-//! MARK_AGENT_GONE — the last in `gone.rs`) and the
+//! MARK_AGENT_GONE — the last in `master/gone.rs`) and the
 //! legacy endpoints `/master/teardown`, `/master/state`, `/master/frameworks`,
 //! `/master/slaves` and `/master/redirect` (each also without the `/master` prefix, as the
 //! master's HTTP delegate serves them). Sources: `src/master/http.cpp`
@@ -14,13 +14,13 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
 
-use super::App;
-use super::http::{self, empty, text};
-use super::master::{Leadership, Master};
 use super::views::{FrameworksDraft, StateDraft};
 use crate::mesos::json;
 use crate::mesos::media::Encoding;
 use crate::mesos::v1::master::{Call, Response as OperatorResponse, call, response};
+use crate::testbed::http::{self, empty, text};
+use crate::testbed::master::App;
+use crate::testbed::master::{Leadership, Master};
 
 /// `POST /api/v1`.
 pub(crate) async fn operator(
@@ -57,10 +57,10 @@ fn handle(
     if master.faults.no_operator_api {
         return (empty(StatusCode::NOT_FOUND), None);
     }
-    if let Err(refusal) = http::authenticate(master, headers, "mesos-master-readwrite") {
+    if let Err(refusal) = super::authenticate(master, headers, "mesos-master-readwrite") {
         return (refusal.into_response(), None);
     }
-    if let Some(response) = http::leader_gate(master, path) {
+    if let Some(response) = super::leader_gate(master, path) {
         return (response, None);
     }
     if method != Method::POST {
@@ -163,10 +163,10 @@ pub(crate) async fn legacy_teardown(
     body: Bytes,
 ) -> Response {
     let mut master = app.lock();
-    if let Err(refusal) = http::authenticate(&master, &headers, "mesos-master-readwrite") {
+    if let Err(refusal) = super::authenticate(&master, &headers, "mesos-master-readwrite") {
         return refusal.into_response();
     }
-    if let Some(response) = http::leader_gate(&master, uri.path()) {
+    if let Some(response) = super::leader_gate(&master, uri.path()) {
         return response;
     }
     if method != Method::POST {
@@ -220,7 +220,7 @@ async fn read_only<D: Send + 'static>(
 ) -> Response {
     let draft = {
         let master = app.lock();
-        if let Some(response) = http::leader_gate(&master, path) {
+        if let Some(response) = super::leader_gate(&master, path) {
             return response;
         }
         draft(&master)
@@ -269,7 +269,7 @@ pub(crate) async fn slaves(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let master = app.lock();
-    if let Some(response) = http::leader_gate(&master, uri.path()) {
+    if let Some(response) = super::leader_gate(&master, uri.path()) {
         return response;
     }
     let only = query.get("slave_id").map(String::as_str);

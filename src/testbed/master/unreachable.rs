@@ -9,8 +9,8 @@
 //! `docs/high-availability-framework-guide.md` (TASK_LOST is not final for a
 //! framework that is not PARTITION_AWARE).
 
-use super::master::{AgentState, Master, Timer, now_nanos, update_event};
 use super::tasks::container_status;
+use super::{AgentState, Master, Timer, now_nanos, update_event};
 use crate::mesos::v1::scheduler::{Event, event};
 use crate::mesos::v1::{self, TaskState, task_status};
 

@@ -34,145 +34,15 @@
 //! - agent restart (`POST /testbed/agents/{id}/restart`): see
 //!   [`Master::restart_agent`].
 
-use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use serde::Serialize;
-use tokio_util::sync::CancellationToken;
-
-use super::executor_api::ExecutorStream;
-use super::master::{Master, Timer};
 use crate::executor::config::format_duration;
 use crate::mesos::v1::{self, TaskState, task_status};
-
-/// Finished executors remembered for [`Master::executor_views`].
-const MAX_FINISHED: usize = 100;
-
-/// Where an executor process stands with its agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProcessState {
-    /// Started, not subscribed yet: LAUNCHes are queued.
-    Registering,
-    /// Subscribed; events flow.
-    Subscribed,
-    /// Its subscription broke (agent restart); it may re-subscribe.
-    Disconnected,
-    /// Told to shut down; destroyed after its grace period.
-    Terminating,
-    /// The process has exited.
-    Exited,
-}
-
-/// What the scheduler is told about the tasks of an executor the agent
-/// destroyed on purpose.
-#[derive(Debug, Clone)]
-pub(crate) struct Termination {
-    pub state: TaskState,
-    pub reason: task_status::Reason,
-    pub message: String,
-}
-
-/// A real executor process.
-#[derive(Debug)]
-pub(crate) struct ExecutorProcess {
-    pub agent_index: usize,
-    pub framework_id: String,
-    pub executor_id: String,
-    pub container_id: String,
-    pub pid: u32,
-    pub sandbox: PathBuf,
-    pub state: ProcessState,
-    pub stream: Option<ExecutorStream>,
-    pub next_token: u64,
-    /// Tasks launched before the executor subscribed.
-    pub queued: Vec<v1::TaskInfo>,
-    /// UUIDs of the updates received from it (the status update manager
-    /// ignores duplicates), most recent last.
-    pub received: VecDeque<Vec<u8>>,
-    pub info: v1::ExecutorInfo,
-    pub framework_info: v1::FrameworkInfo,
-    pub termination: Option<Termination>,
-}
-
-/// Process-mode state of the master.
-#[derive(Debug, Default)]
-pub(crate) struct Processes {
-    /// Live executor processes by container ID.
-    pub live: HashMap<String, ExecutorProcess>,
-    /// Per agent: its executor endpoint.
-    pub endpoints: Vec<AgentEndpoint>,
-    /// Exited executors, for views and tests.
-    pub finished: VecDeque<ExecutorView>,
-    /// Root of the sandboxes.
-    pub work_dir: PathBuf,
-    /// The work dir was created by the testbed and is removed at shutdown.
-    pub remove_work_dir: bool,
-    /// Cancelled when the testbed stops; endpoints hang off it.
-    pub stop: CancellationToken,
-}
-
-/// One agent's executor endpoint.
-#[derive(Debug)]
-pub(crate) struct AgentEndpoint {
-    pub addr: std::net::SocketAddr,
-    pub up: bool,
-    /// Restarted and waiting for checkpointed executors to re-subscribe.
-    pub recovering: bool,
-    pub stop: CancellationToken,
-    /// Bumped by each restart, so stale timers are ignored.
-    pub epoch: u64,
-}
-
-/// Timers of process mode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ExecutorTimer {
-    /// The executor must have subscribed by now.
-    Registration { container_id: String },
-    /// The executor had its shutdown grace period.
-    ShutdownGrace { container_id: String },
-    /// A restarted agent comes back up.
-    AgentUp { agent_index: usize, epoch: u64 },
-    /// A restarted agent stops waiting for executors to re-subscribe.
-    Reregistration { agent_index: usize, epoch: u64 },
-}
-
-/// An executor process as tests and `GET /testbed/executors` see it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ExecutorView {
-    /// Framework ID.
-    pub framework_id: String,
-    /// Executor ID.
-    pub executor_id: String,
-    /// Agent ID.
-    pub agent_id: String,
-    /// Container ID (the `runs/` directory name).
-    pub container_id: String,
-    /// Process ID (also its session ID).
-    pub pid: u32,
-    /// Sandbox directory (`MESOS_SANDBOX`).
-    pub sandbox: PathBuf,
-    /// Where it stands.
-    pub state: ProcessState,
-    /// Raw wait status once exited (`256` = exit code 1).
-    pub wait_status: Option<i32>,
-}
-
-impl ExecutorProcess {
-    fn view(&self, agent_id: &str, wait_status: Option<i32>) -> ExecutorView {
-        ExecutorView {
-            framework_id: self.framework_id.clone(),
-            executor_id: self.executor_id.clone(),
-            agent_id: agent_id.to_string(),
-            container_id: self.container_id.clone(),
-            pid: self.pid,
-            sandbox: self.sandbox.clone(),
-            state: self.state,
-            wait_status,
-        }
-    }
-}
+use crate::testbed::master::processes::{
+    ExecutorProcess, ExecutorTimer, ExecutorView, MAX_FINISHED, ProcessState, Termination,
+};
+use crate::testbed::master::{Master, Timer};
 
 /// True for an `ExecutorInfo` that process mode runs: CUSTOM (or untyped
 /// with a command) and a command ending with `mesos-appliance-executor`.
@@ -417,7 +287,7 @@ impl Master {
         process.state = ProcessState::Exited;
         let agent_id = self.agents[process.agent_index].id.clone();
         let view = process.view(&agent_id, Some(raw));
-        super::master::push_bounded(&mut self.processes.finished, view, MAX_FINISHED);
+        crate::testbed::master::push_bounded(&mut self.processes.finished, view, MAX_FINISHED);
         let termination = process.termination.unwrap_or(Termination {
             state: TaskState::TaskFailed,
             reason: task_status::Reason::ExecutorTerminated,
@@ -435,7 +305,7 @@ impl Master {
     }
 
     /// Runs a process-mode timer.
-    pub(crate) fn fire_executor_timer(&mut self, timer: ExecutorTimer) {
+    pub(super) fn fire_executor_timer(&mut self, timer: ExecutorTimer) {
         match timer {
             ExecutorTimer::Registration { container_id } => {
                 let registering = self
@@ -466,6 +336,27 @@ impl Master {
             ExecutorTimer::Reregistration { agent_index, epoch } => {
                 self.reregistration_timeout(agent_index, epoch)
             }
+        }
+    }
+
+    /// Process mode: the master's ShutdownMessage. The agent kills its
+    /// executors and stops serving for good (its restart timers are voided).
+    pub(super) fn shut_down_agent(&mut self, index: usize) {
+        let Some(endpoint) = self.processes.endpoints.get_mut(index) else {
+            return;
+        };
+        endpoint.epoch += 1;
+        endpoint.up = false;
+        endpoint.recovering = false;
+        endpoint.stop.cancel();
+        for process in self.processes.live.values_mut() {
+            if process.agent_index != index {
+                continue;
+            }
+            if let Some(stream) = process.stream.take() {
+                stream.abort();
+            }
+            kill_session(process.pid);
         }
     }
 

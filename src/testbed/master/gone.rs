@@ -22,9 +22,9 @@
 //! (TASK_LOST if not PARTITION_AWARE), `Reconciliation: Task is gone`
 //! (`Master::reconcile` case 5). Marking it gone again is a success.
 
-use super::executors::kill_session;
-use super::master::{AgentState, Master, push_bounded, update_event};
+use super::agent_side::AgentSide;
 use super::tasks::Task;
+use super::{AgentState, Master, push_bounded, update_event};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::{self, TaskState, task_status};
 
@@ -44,7 +44,7 @@ impl Master {
         }
         tracing::info!(%agent_id, "agent marked gone");
         self.agents[index].state = AgentState::Gone;
-        self.shut_down_agent(index);
+        self.agent_shutdown(index);
         match was {
             AgentState::Registered => {
                 let keys = self.tasks.keys_on(agent_id);
@@ -116,27 +116,6 @@ impl Master {
         let limit = self.cfg.max_completed_tasks_per_framework;
         if let Some(framework) = self.frameworks.get_mut(&framework_id) {
             push_bounded(&mut framework.completed_tasks, task, limit);
-        }
-    }
-
-    /// Process mode: the master's ShutdownMessage. The agent kills its
-    /// executors and stops serving for good (its restart timers are voided).
-    fn shut_down_agent(&mut self, index: usize) {
-        let Some(endpoint) = self.processes.endpoints.get_mut(index) else {
-            return;
-        };
-        endpoint.epoch += 1;
-        endpoint.up = false;
-        endpoint.recovering = false;
-        endpoint.stop.cancel();
-        for process in self.processes.live.values_mut() {
-            if process.agent_index != index {
-                continue;
-            }
-            if let Some(stream) = process.stream.take() {
-                stream.abort();
-            }
-            kill_session(process.pid);
         }
     }
 }

@@ -1,5 +1,18 @@
-//! The testbed master's state: frameworks, agents, executors, offers and
-//! tasks, the timer heap, and event delivery to subscription streams.
+//! The `master/` room: the testbed master's state — frameworks, agents,
+//! executors, offers and tasks, the timer heap, and event delivery to
+//! subscription streams — and the master's rules on it, one file each:
+//! `frameworks` (subscription, failover, removal), `allocator` (offers and
+//! filters), `launch` (ACCEPT and task validation), `tasks` and
+//! `task_table`, `updates` (status update streams), `operations` (KILL,
+//! RECONCILE, MESSAGE, SHUTDOWN, executor exits), `unreachable` and `gone`
+//! (agents lost and removed), `election` (ZooKeeper), `calls` (the call
+//! log), `stream` (RecordIO streams), and the data the other rooms act on:
+//! `faults` and `processes`.
+//!
+//! This room imports only `config` and `http`. What the agents do (real
+//! executor processes, simulated health checks, containerizers) the master
+//! asks for through the `agent_side::AgentSide` trait, which the `agents/`
+//! room implements.
 //!
 //! Everything lives in one [`Master`] behind a mutex that is never held across
 //! an `.await`; events are queued to subscription streams while it is held, so
@@ -12,24 +25,55 @@
 //! `removeFramework`), `docs/mesos-protocol.md#subscribe-and-the-framework-lifecycle`
 //! and the real-master captures d, g, h, m, n.
 
+pub(super) mod agent_side;
+pub(super) mod allocator;
+pub(super) mod calls;
+pub(super) mod election;
+pub(super) mod executor_table;
+pub(super) mod faults;
+pub(super) mod frameworks;
+pub(super) mod gone;
+pub(super) mod launch;
+pub(super) mod operations;
+pub(super) mod processes;
+pub(super) mod stream;
+pub(super) mod task_table;
+pub(super) mod tasks;
+pub(super) mod unreachable;
+pub(super) mod updates;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::calls::CallLog;
-use super::config::{AgentSpec, TestbedConfig};
-use super::executor_table::ExecutorTable;
-use super::stream::Subscription;
-use super::task_table::TaskTable;
+use self::agent_side::AgentSide;
+use self::calls::CallLog;
+use self::executor_table::ExecutorTable;
+pub(crate) use self::faults::Faults;
+use self::stream::Subscription;
+use self::task_table::TaskTable;
 use crate::mesos::resources::Resources;
 use crate::mesos::v1;
 use crate::mesos::v1::scheduler::{Event, event};
+use crate::testbed::config::{AgentSpec, TestbedConfig};
 
 /// The shared handle to the master state.
 pub(crate) type Shared = Arc<Mutex<Master>>;
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub(crate) struct App(pub(crate) Shared);
+
+impl App {
+    /// Locks the master; a poisoned lock is recovered (a panicking handler
+    /// must not take the testbed down).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Master> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 pub(crate) use crate::util::{unix_now_nanos as now_nanos, unix_now_secs as now_secs};
 
@@ -90,7 +134,7 @@ pub(crate) enum Timer {
     /// An agent re-registers after a simulated master failover.
     AgentReregister { agent_id: String, epoch: u64 },
     /// Process mode: executor registration, shutdown and agent restarts.
-    Executor(super::executors::ExecutorTimer),
+    Executor(processes::ExecutorTimer),
     /// A simulated executor's next health check of a task.
     HealthCheck {
         framework_id: String,
@@ -155,7 +199,7 @@ pub(crate) struct Framework {
     /// them per framework and agent (`offerFilters` in `hierarchical.cpp`):
     /// an allocation round reads only the agent's own.
     pub filters: HashMap<String, Vec<OfferFilter>>,
-    pub completed_tasks: VecDeque<super::tasks::Task>,
+    pub completed_tasks: VecDeque<self::tasks::Task>,
 }
 
 impl Framework {
@@ -211,7 +255,7 @@ pub(crate) enum AgentState {
     /// Known from the registry after a master failover but not re-registered
     /// yet: explicit reconciliation of its tasks gets no answer.
     Recovering,
-    /// Marked gone by the operator (`gone.rs`): removed for good.
+    /// Marked gone by the operator (`master/gone.rs`): removed for good.
     Gone,
 }
 
@@ -254,96 +298,6 @@ impl Agent {
     }
 }
 
-/// Injected faults (see `control.rs`).
-#[derive(Debug, Default)]
-pub(crate) struct Faults {
-    /// Heartbeats stopped for every framework.
-    pub heartbeats_stopped: bool,
-    /// Heartbeats stopped for these frameworks.
-    pub heartbeats_stopped_for: Vec<String>,
-    /// KILL of a task whose ID starts with one of these is ignored by its executor.
-    pub ignore_kill: Vec<String>,
-    /// A task whose ID starts with one of these stays in TASK_STAGING.
-    pub hold_staging: Vec<String>,
-    /// `/api/v1` answers 404, as on a master older than the v1 operator API
-    /// (Mesos 1.1); the legacy endpoints still work.
-    pub no_operator_api: bool,
-    /// Scheduler calls still to lose, by call type name (`ACCEPT`): answered
-    /// 202 and not acted on (`control.rs`).
-    pub drop_calls: HashMap<String, u64>,
-    /// Delay of every scheduler API answer (`scheduler_api.rs`).
-    pub response_latency: Duration,
-    /// Delay of every event on scheduler subscription streams, shared with
-    /// the open streams (`stream.rs`).
-    pub stream_latency: super::stream::SharedDelay,
-    /// Results of simulated health checks, the last matching rule winning.
-    pub health: Vec<super::health::HealthRule>,
-}
-
-impl Faults {
-    pub fn matches(prefixes: &[String], task_id: &str) -> bool {
-        prefixes.iter().any(|p| task_id.starts_with(p.as_str()))
-    }
-
-    /// Forgets every fault; open streams lose their latency too.
-    pub fn clear(&mut self) {
-        let stream_latency = self.stream_latency.clone();
-        stream_latency.set(Duration::ZERO);
-        *self = Faults {
-            stream_latency,
-            ..Faults::default()
-        };
-    }
-
-    /// Loses the next `count` scheduler calls of `call_type` (0: none).
-    /// Errors (the 400 text) for a type a master does not answer 202 before
-    /// acting on it (`scheduler_api::LOSABLE_CALLS`) or an absurd count.
-    pub fn drop_next(&mut self, call_type: &str, count: u64) -> Result<(), String> {
-        /// More is a typo.
-        const MAX_DROPPED_CALLS: u64 = 1_000_000;
-        let losable = super::scheduler_api::LOSABLE_CALLS;
-        if !losable.iter().any(|t| t.as_str_name() == call_type) {
-            let names: Vec<&str> = losable.iter().map(|t| t.as_str_name()).collect();
-            return Err(format!(
-                "call_type {call_type:?} cannot be dropped; one of: {}",
-                names.join(", ")
-            ));
-        }
-        if count == 0 || count > MAX_DROPPED_CALLS {
-            return Err(format!(
-                "count must be 1 to {MAX_DROPPED_CALLS}, got {count}"
-            ));
-        }
-        if count == 0 {
-            self.drop_calls.remove(call_type);
-        } else {
-            self.drop_calls.insert(call_type.to_string(), count);
-        }
-        Ok(())
-    }
-
-    /// Delays scheduler stream events by `stream` (open streams too) and
-    /// scheduler API answers by `response`.
-    pub fn set_latency(&mut self, stream: Duration, response: Duration) {
-        self.stream_latency.set(stream);
-        self.response_latency = response;
-    }
-
-    /// Whether a scheduler call of `call_type` is to be lost; counts it.
-    pub fn take_dropped_call(&mut self, call_type: &str) -> bool {
-        match self.drop_calls.get_mut(call_type) {
-            Some(left) if *left > 0 => {
-                *left -= 1;
-                if *left == 0 {
-                    self.drop_calls.remove(call_type);
-                }
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
 /// The whole master.
 pub(crate) struct Master {
     pub cfg: TestbedConfig,
@@ -360,7 +314,7 @@ pub(crate) struct Master {
     pub tasks: TaskTable,
     /// Tasks on unreachable agents.
     pub unreachable_tasks: TaskTable,
-    pub offers: HashMap<String, super::allocator::OfferRecord>,
+    pub offers: HashMap<String, self::allocator::OfferRecord>,
     pub calls: CallLog,
     pub faults: Faults,
     /// Incremented by every simulated master failover.
@@ -371,7 +325,7 @@ pub(crate) struct Master {
     pub(crate) next_framework: u64,
     pub(crate) next_offer: u64,
     /// Process mode: real executor processes and the agents' endpoints.
-    pub(crate) processes: super::executors::Processes,
+    pub(crate) processes: processes::Processes,
     timers: BinaryHeap<Reverse<TimerEntry>>,
     timer_seq: u64,
     pub wake: Arc<Notify>,
@@ -524,11 +478,11 @@ impl Master {
                     self.agent_reregisters(&agent_id);
                 }
             }
-            Timer::Executor(timer) => self.fire_executor_timer(timer),
+            Timer::Executor(timer) => self.agent_timer(timer),
             Timer::HealthCheck {
                 framework_id,
                 task_id,
-            } => self.simulated_check(&framework_id, &task_id),
+            } => self.agent_health_check(&framework_id, &task_id),
         }
     }
 

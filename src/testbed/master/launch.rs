@@ -4,13 +4,13 @@
 //! tasks start on their
 //! simulated executor: TASK_STARTING, then TASK_RUNNING (capture b).
 
+use super::agent_side::{AgentSide, LaunchFailure};
 use super::allocator::refuse_duration;
-use super::containerizers::{LaunchFailure, launch_failure, validate_container_info};
-use super::master::{AgentState, Executor, Faults, Master, Timer, update_event};
 use super::tasks::{Task, pseudo_pid};
+use super::{AgentState, Executor, Faults, Master, Timer, update_event};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::scheduler::call;
-use crate::mesos::v1::{self, TaskState, offer, task_status};
+use crate::mesos::v1::{self, TaskState, container_info, offer, task_status};
 
 /// Validates a task ID like `common/validation.cpp` validateID.
 fn validate_id(id: &str) -> Option<String> {
@@ -155,7 +155,7 @@ impl Master {
         // A container the agent cannot launch fails after the launch delay
         // (executor_starts_task), in process mode too.
         let launchable = self.launch_failure(framework_id, &task_id).is_none();
-        if launchable && self.process_launch(framework_id, agent_index, &task_id) {
+        if launchable && self.agent_run_task(framework_id, agent_index, &task_id) {
             return;
         }
         self.schedule(
@@ -278,11 +278,11 @@ impl Master {
         let running = self.executor_status(task, TaskState::TaskRunning, None);
         self.agent_update(framework_id, task_id, starting);
         self.agent_update(framework_id, task_id, running);
-        self.start_simulated_checks(framework_id, task_id);
+        self.agent_start_health_checks(framework_id, task_id);
     }
 
     /// How launching the task's executor container fails on its agent, if
-    /// it does (see `super::containerizers`): the executor's container, or
+    /// it does (see `testbed::agents::containerizers`): the executor's container, or
     /// for the command executor the task's.
     pub(crate) fn launch_failure(
         &self,
@@ -292,14 +292,39 @@ impl Master {
         let task = self
             .tasks
             .get(&(framework_id.to_string(), task_id.to_string()))?;
-        let agent = &self.agents[self.agent_index(&task.agent_id)?];
+        let agent_index = self.agent_index(&task.agent_id)?;
         let info = task.info();
         let container = match &info.executor {
             Some(executor) => executor.container.as_ref(),
             None => info.container.as_ref(),
         };
-        launch_failure(&agent.spec, container)
+        self.agent_launch_failure(agent_index, container)
     }
+}
+
+/// The master's checks of a `ContainerInfo` (`src/common/validation.cpp`
+/// validateContainerInfo and validateVolume), in Mesos' words.
+///
+/// # Errors
+/// The first problem.
+fn validate_container_info(container: &v1::ContainerInfo) -> Result<(), String> {
+    for volume in &container.volumes {
+        let set = usize::from(volume.host_path.is_some()) + usize::from(volume.image.is_some());
+        if set != 1 {
+            return Err("Invalid volume: Only one of them should be set: \
+                 'host_path', 'image' and 'source'"
+                .into());
+        }
+    }
+    if container.r#type() == container_info::Type::Docker {
+        let Some(docker) = &container.docker else {
+            return Err("DockerInfo 'docker' is not set for DOCKER typed ContainerInfo".into());
+        };
+        if docker.parameters.iter().any(|p| p.key == "name") {
+            return Err("Parameter in DockerInfo must not be 'name'".into());
+        }
+    }
+    Ok(())
 }
 
 /// The tasks of every LAUNCH operation of an ACCEPT.
@@ -309,4 +334,47 @@ fn launched_tasks(operations: &[offer::Operation]) -> Vec<v1::TaskInfo> {
         .filter_map(|op| op.launch.as_ref())
         .flat_map(|l| l.task_infos.iter().cloned())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_master_validates_container_infos() {
+        let docker = v1::ContainerInfo {
+            r#type: container_info::Type::Docker as i32,
+            docker: Some(container_info::DockerInfo {
+                image: "alpine".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(validate_container_info(&docker), Ok(()));
+        let mut bad = docker.clone();
+        bad.docker = None;
+        assert_eq!(
+            validate_container_info(&bad).unwrap_err(),
+            "DockerInfo 'docker' is not set for DOCKER typed ContainerInfo"
+        );
+        let mut named = docker;
+        named.docker.as_mut().unwrap().parameters = vec![v1::Parameter {
+            key: "name".into(),
+            value: "x".into(),
+        }];
+        assert!(validate_container_info(&named).is_err());
+        let volume = v1::ContainerInfo {
+            r#type: container_info::Type::Mesos as i32,
+            volumes: vec![v1::Volume {
+                container_path: "/a".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert!(
+            validate_container_info(&volume)
+                .unwrap_err()
+                .starts_with("Invalid volume")
+        );
+    }
 }

@@ -21,10 +21,10 @@
 use std::time::Duration;
 
 use super::executor_api::serve_agent;
-use super::executors::{ExecutorTimer, ProcessState, Termination};
-use super::master::{AgentState, Master, Timer, push_bounded, update_event};
 use crate::executor::config::format_duration;
 use crate::mesos::v1::{self, TaskState, task_status};
+use crate::testbed::master::processes::{ExecutorTimer, ProcessState, Termination};
+use crate::testbed::master::{AgentState, Master, Timer, push_bounded, update_event};
 
 /// Delay before trying to re-bind an agent's port again.
 const REBIND_RETRY: Duration = Duration::from_millis(100);
@@ -34,7 +34,7 @@ impl Master {
     /// then up again on the same port. Returns false for an unknown or gone
     /// agent or without process mode.
     pub fn restart_agent(&mut self, agent_index: usize, down: Duration) -> bool {
-        // A gone agent never comes back (`gone.rs`).
+        // A gone agent never comes back (`master/gone.rs`).
         if self.agents[agent_index].state == AgentState::Gone {
             return false;
         }
@@ -141,7 +141,12 @@ impl Master {
             return;
         }
         let stop = self.processes.stop.child_token();
-        match serve_agent(super::App(shared), agent_index, endpoint.addr, stop.clone()) {
+        match serve_agent(
+            crate::testbed::master::App(shared),
+            agent_index,
+            endpoint.addr,
+            stop.clone(),
+        ) {
             Ok(_) => {}
             Err(error) => {
                 tracing::warn!(%error, agent_index, "agent cannot re-bind yet; retrying");

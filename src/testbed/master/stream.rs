@@ -28,10 +28,11 @@ use prost::{Message, Name};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 
-use super::master::Master;
+use super::Master;
 use crate::mesos::json;
 use crate::mesos::media::Encoding;
 use crate::mesos::recordio::encode_record;
+use crate::mesos::v1::executor;
 use crate::mesos::v1::scheduler::Event;
 
 /// A delay the master sets and its open streams read (the `/testbed`
@@ -265,6 +266,31 @@ pub(crate) fn open(
     sender.latency = Some(latency.clone());
     body.latency = Some(latency);
     (Subscription { stream_id, sender }, body)
+}
+
+/// The master's end of an executor's subscription.
+#[derive(Debug, Clone)]
+pub(crate) struct ExecutorStream {
+    /// Identifies this subscription among the executor's successive ones.
+    pub token: u64,
+    sender: RecordSender,
+}
+
+impl ExecutorStream {
+    /// The master's end of subscription `token`, sending through `sender`.
+    pub fn new(token: u64, sender: RecordSender) -> Self {
+        ExecutorStream { token, sender }
+    }
+
+    /// Encodes and queues `event`; false when the stream is gone or full.
+    pub fn send(&self, event: &executor::Event) -> bool {
+        self.sender.send(event)
+    }
+
+    /// Cuts the connection without the terminating chunk (an agent that died).
+    pub fn abort(&self) {
+        self.sender.abort();
+    }
 }
 
 #[cfg(test)]

@@ -8,10 +8,11 @@
 
 use std::time::Duration;
 
-use super::master::{
+use super::agent_side::AgentSide;
+use super::stream::{self, RecordStream};
+use super::{
     AgentState, Framework, Master, Timer, error_event, master_info, now_secs, push_bounded,
 };
-use super::stream::{self, RecordStream};
 use crate::mesos::media::Encoding;
 use crate::mesos::v1;
 use crate::mesos::v1::scheduler::{Event, call, event};
@@ -190,7 +191,7 @@ impl Master {
         };
         framework.sub = None;
         self.remove_offers_of(framework_id);
-        self.process_framework_removed(framework_id);
+        self.agent_shutdown_framework(framework_id);
         let keys: Vec<_> = self
             .tasks
             .keys()
@@ -349,7 +350,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
-    use crate::testbed::TestbedConfig;
+    use crate::testbed::config::TestbedConfig;
 
     /// A subscriber that stops reading is cut off once its queue holds
     /// `stream_queue_bytes`, and no sooner: the bound is in bytes, not events.
@@ -374,7 +375,7 @@ mod tests {
         // SUBSCRIBED and maybe a HEARTBEAT are queued; take them.
         let first = body.next().await.unwrap().unwrap();
         assert!(!first.is_empty());
-        let update = super::super::master::update_event(v1::TaskStatus {
+        let update = crate::testbed::master::update_event(v1::TaskStatus {
             task_id: v1::TaskId {
                 value: "t".repeat(200),
             },

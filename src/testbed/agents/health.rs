@@ -18,47 +18,18 @@
 
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
-use super::master::{Master, Timer};
-use super::tasks::is_terminal;
 use crate::executor::health::{HealthPolicy, HealthState};
 use crate::mesos::v1::{TaskState, task_status};
-
-/// The health a fault gives the checks of matching tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SimulatedHealth {
-    /// Every check passes.
-    Healthy,
-    /// Every check fails.
-    Unhealthy,
-    /// Checks pass and fail in turn.
-    Flapping,
-}
-
-/// A health fault: tasks whose ID starts with `task_id_prefix` and, if
-/// `label` is set, that carry that label (`key`, `value`).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct HealthRule {
-    pub task_id_prefix: String,
-    pub label: Option<(String, String)>,
-    pub health: SimulatedHealth,
-}
-
-/// A simulated task's health checker.
-#[derive(Debug, Clone)]
-pub(crate) struct Checker {
-    policy: HealthPolicy,
-    state: HealthState,
-    checks: u64,
-}
+use crate::testbed::master::faults::SimulatedHealth;
+use crate::testbed::master::tasks::Checker;
+use crate::testbed::master::tasks::is_terminal;
+use crate::testbed::master::{Master, Timer};
 
 impl Master {
     /// Starts checking a simulated task that its executor has just started,
     /// if it has a valid health check (an invalid one is not run, as the
     /// command executor logs and ignores it).
-    pub(crate) fn start_simulated_checks(&mut self, framework_id: &str, task_id: &str) {
+    pub(super) fn start_simulated_checks(&mut self, framework_id: &str, task_id: &str) {
         let key = (framework_id.to_string(), task_id.to_string());
         let Some(task) = self.tasks.get_mut(&key) else {
             return;
@@ -87,7 +58,7 @@ impl Master {
     /// One simulated check of a task: stops once the task is gone, ending
     /// or being killed; otherwise reports as the executor would and
     /// schedules the next check.
-    pub(crate) fn simulated_check(&mut self, framework_id: &str, task_id: &str) {
+    pub(super) fn simulated_check(&mut self, framework_id: &str, task_id: &str) {
         let key = (framework_id.to_string(), task_id.to_string());
         let health = self.tasks.get(&key).and_then(|task| self.health_for(task));
         let Some(task) = self.tasks.get_mut(&key) else {
@@ -138,7 +109,7 @@ impl Master {
     }
 
     /// The health of the last rule matching the task, if any.
-    fn health_for(&self, task: &super::tasks::Task) -> Option<SimulatedHealth> {
+    fn health_for(&self, task: &crate::testbed::master::tasks::Task) -> Option<SimulatedHealth> {
         let info = task.info();
         let labels = info.labels.as_ref().map(|l| l.labels.as_slice());
         let has_label = |key: &str, value: &str| {
