@@ -38,7 +38,10 @@ pub mod supervisor;
 pub mod taskinfo;
 pub mod workload;
 
-pub use commands::{Command, CommandError, KamikazeResult, Reply, SchedulerHandle, TeardownResult};
+pub use commands::{
+    Answer, Answered, Command, CommandError, KamikazeResult, Reply, Request, SchedulerHandle,
+    TeardownResult,
+};
 pub use ids::{AgentId, TaskId};
 pub use records::{KillRequest, StatusEntry, TaskRecord};
 pub use services::{CommandSpec, Constraint, ExecutorKind, FieldError, ServiceSpec, UriSpec};

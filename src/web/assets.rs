@@ -7,7 +7,6 @@
 use std::sync::OnceLock;
 
 use axum::Router;
-use axum::extract::Path;
 use axum::handler::HandlerWithoutStateExt;
 use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -15,6 +14,7 @@ use tower_http::services::ServeDir;
 
 use super::AppState;
 use super::error::AppError;
+use super::extract::PagePath;
 
 const CSS: &str = include_str!("../../static/app.css");
 const JS: &str = include_str!("../../static/app.js");
@@ -55,13 +55,8 @@ fn embedded(name: &str) -> Response {
 
 /// `GET /static/{file}`: a compiled-in asset; 404 (an HTML page, like every
 /// page outside `/api/`) for anything else.
-pub async fn asset(
-    file: Result<Path<String>, axum::extract::rejection::PathRejection>,
-) -> Response {
-    match file {
-        Ok(Path(file)) => embedded(&file),
-        Err(e) => AppError::bad_request(e.body_text()).html().into_response(),
-    }
+pub async fn asset(PagePath(file): PagePath<String>) -> Response {
+    embedded(&file)
 }
 
 async fn asset_by_uri(uri: Uri) -> Response {

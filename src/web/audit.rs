@@ -21,14 +21,14 @@
 //! [`DEFAULT_LIMIT`], at most `AUDIT_KEPT`); entries are newest first.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::auth::{Actor, Peer};
 use super::error::AppError;
+use super::extract::ApiQuery;
 use crate::coordination::AUDIT_KEPT;
 use crate::scheduler::FieldError;
 
@@ -370,9 +370,8 @@ impl AuditView {
 /// `GET /api/v1/audit`.
 pub async fn api(
     State(state): State<AppState>,
-    query: Result<Query<AuditQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> Result<Json<AuditView>, AppError> {
-    let Query(query) = query.map_err(super::api::bad_query)?;
     Ok(Json(AuditView::load(&state, query).await?))
 }
 
