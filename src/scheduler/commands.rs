@@ -128,55 +128,28 @@ pub trait Answered: Sized {
     fn from_answer(answer: Answer) -> Option<Result<Self, CommandError>>;
 }
 
-impl Answered for ReconcileRun {
-    fn from_answer(answer: Answer) -> Option<Result<Self, CommandError>> {
-        match answer {
-            Answer::Reconcile(result) => Some(result),
-            Answer::Refused(e) => Some(Err(e)),
-            _ => None,
+/// `Answered` for the type each of these [`Answer`] variants carries.
+macro_rules! answered {
+    ($($answer:ty => $variant:ident),* $(,)?) => {$(
+        impl Answered for $answer {
+            fn from_answer(answer: Answer) -> Option<Result<Self, CommandError>> {
+                match answer {
+                    Answer::$variant(result) => Some(result),
+                    Answer::Refused(e) => Some(Err(e)),
+                    _ => None,
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl Answered for Vec<KamikazeResult> {
-    fn from_answer(answer: Answer) -> Option<Result<Self, CommandError>> {
-        match answer {
-            Answer::Kamikaze(result) => Some(result),
-            Answer::Refused(e) => Some(Err(e)),
-            _ => None,
-        }
-    }
-}
-
-impl Answered for TeardownResult {
-    fn from_answer(answer: Answer) -> Option<Result<Self, CommandError>> {
-        match answer {
-            Answer::Teardown(result) => Some(result),
-            Answer::Refused(e) => Some(Err(e)),
-            _ => None,
-        }
-    }
-}
-
-impl Answered for () {
-    fn from_answer(answer: Answer) -> Option<Result<Self, CommandError>> {
-        match answer {
-            Answer::Done(result) => Some(result),
-            Answer::Refused(e) => Some(Err(e)),
-            _ => None,
-        }
-    }
-}
-
-impl Answered for bool {
-    fn from_answer(answer: Answer) -> Option<Result<Self, CommandError>> {
-        match answer {
-            Answer::Service(result) => Some(result),
-            Answer::Refused(e) => Some(Err(e)),
-            _ => None,
-        }
-    }
-}
+answered!(
+    ReconcileRun => Reconcile,
+    Vec<KamikazeResult> => Kamikaze,
+    TeardownResult => Teardown,
+    () => Done,
+    bool => Service,
+);
 
 /// How kamikaze went for one executor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -250,6 +250,32 @@ pub struct AuditView {
     pub query: AuditQuery,
 }
 
+/// The `outcome` filter of the audit trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutcomeFilter {
+    /// Entries whose action succeeded.
+    Ok,
+    /// Entries whose action failed.
+    Failed,
+}
+
+impl OutcomeFilter {
+    /// `ok`, `failed` or nothing (no filter); 400 else.
+    fn parse(value: Option<&str>) -> Result<Option<OutcomeFilter>, AppError> {
+        match value {
+            None => Ok(None),
+            Some("ok") => Ok(Some(OutcomeFilter::Ok)),
+            Some("failed") => Ok(Some(OutcomeFilter::Failed)),
+            Some(_) => Err(AppError::bad_request("outcome must be ok or failed")),
+        }
+    }
+
+    /// Whether an entry with this `ok` passes the filter.
+    fn admits(self, ok: bool) -> bool {
+        ok == (self == OutcomeFilter::Ok)
+    }
+}
+
 fn nonempty(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|v| !v.is_empty())
 }
@@ -257,10 +283,7 @@ fn nonempty(v: &Option<String>) -> Option<&str> {
 impl AuditView {
     /// Reads the log (within the handler timeout) and applies `query`.
     pub async fn load(state: &AppState, query: AuditQuery) -> Result<AuditView, AppError> {
-        let outcome = nonempty(&query.outcome);
-        if outcome.is_some_and(|o| o != "ok" && o != "failed") {
-            return Err(AppError::bad_request("outcome must be ok or failed"));
-        }
+        let outcome = OutcomeFilter::parse(nonempty(&query.outcome))?;
         let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
         if limit == 0 || limit > AUDIT_KEPT {
             return Err(AppError::bad_request(format!(
@@ -301,7 +324,7 @@ impl AuditView {
             .into_iter()
             .filter(|e| who.is_none_or(|w| e.who == w))
             .filter(|e| action.is_none_or(|a| e.action == a))
-            .filter(|e| outcome.is_none_or(|o| (o == "ok") == e.ok))
+            .filter(|e| outcome.is_none_or(|o| o.admits(e.ok)))
             .filter(|e| {
                 needle.as_deref().is_none_or(|n| {
                     let hay = format!(
