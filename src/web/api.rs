@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use super::AppState;
 use super::actions::{ActionsView, ask};
+use super::audit::{AuditQuery, AuditView};
 use super::auth::Peer;
 use super::error::AppError;
 use super::extract::{Admin, ApiPath, ApiQuery, JsonBody, json_field_error};
@@ -252,6 +253,15 @@ pub async fn actions(
 ) -> Json<ActionsView> {
     let s = state.handle.snapshot();
     Json(ActionsView::new(&state, &s, &headers, peer))
+}
+
+/// `GET /api/v1/audit`: the audit trail, with filters (see
+/// [`super::audit`]).
+pub async fn audit(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<AuditQuery>,
+) -> Result<Json<AuditView>, AppError> {
+    Ok(Json(AuditView::load(&state, query).await?))
 }
 
 /// `GET /api/v1/actions/results/{id}`: the JSON twin of a result page.

@@ -14,7 +14,6 @@ use tower_http::services::ServeDir;
 
 use super::AppState;
 use super::error::AppError;
-use super::extract::PagePath;
 
 const CSS: &str = include_str!("../../static/app.css");
 const JS: &str = include_str!("../../static/app.js");
@@ -33,7 +32,10 @@ pub fn version() -> &'static str {
     })
 }
 
-fn embedded(name: &str) -> Response {
+/// The compiled-in asset `name`; 404 (an HTML page, like every page
+/// outside `/api/`) for anything else. (`GET /static/{file}` is
+/// [`super::pages::asset`].)
+pub fn embedded(name: &str) -> Response {
     let (content_type, body) = match name {
         "app.css" => ("text/css; charset=utf-8", CSS),
         "app.js" => ("text/javascript; charset=utf-8", JS),
@@ -51,12 +53,6 @@ fn embedded(name: &str) -> Response {
         body,
     )
         .into_response()
-}
-
-/// `GET /static/{file}`: a compiled-in asset; 404 (an HTML page, like every
-/// page outside `/api/`) for anything else.
-pub async fn asset(PagePath(file): PagePath<String>) -> Response {
-    embedded(&file)
 }
 
 async fn asset_by_uri(uri: Uri) -> Response {

@@ -20,15 +20,12 @@
 //! substring of the reason, parameters or outcome) and `limit` (default
 //! [`DEFAULT_LIMIT`], at most `AUDIT_KEPT`); entries are newest first.
 
-use axum::Json;
-use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::auth::{Actor, Peer};
 use super::error::AppError;
-use super::extract::ApiQuery;
 use crate::coordination::AUDIT_KEPT;
 use crate::scheduler::FieldError;
 
@@ -388,14 +385,6 @@ impl AuditView {
             serde_urlencoded::to_string(pairs).unwrap_or_default()
         )
     }
-}
-
-/// `GET /api/v1/audit`.
-pub async fn api(
-    State(state): State<AppState>,
-    ApiQuery(query): ApiQuery<AuditQuery>,
-) -> Result<Json<AuditView>, AppError> {
-    Ok(Json(AuditView::load(&state, query).await?))
 }
 
 #[cfg(test)]

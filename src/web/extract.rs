@@ -27,7 +27,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 
 use super::AppState;
-use super::actions::leader_precheck;
 use super::audit::{self, Context};
 use super::auth::{self, Actor, Peer};
 use super::error::AppError;
@@ -163,6 +162,17 @@ impl FromRequestParts<AppState> for Admin {
             peer,
             path,
         })
+    }
+}
+
+/// 503 with the leader's URL unless the latest snapshot says this replica
+/// leads (the core double-checks: it answers `NotLeader` too).
+fn leader_precheck(state: &AppState, path: &str) -> Result<(), AppError> {
+    let s = state.handle.snapshot();
+    if s.leadership.is_leader() {
+        Ok(())
+    } else {
+        Err(AppError::not_leader(s.leader_url(), path))
     }
 }
 

@@ -411,7 +411,7 @@ pub fn router(state: AppState) -> Router {
             get(forms::result_page),
             get(api::action_result),
         ),
-        ("/audit", get(pages::audit), get(audit::api)),
+        ("/audit", get(pages::audit), get(api::audit)),
     ];
     let mut app = Router::new();
     for (path, page, json) in twins {
@@ -468,7 +468,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(api::metrics));
     app = match &state.config.static_dir {
         Some(dir) => app.nest("/static", assets::with_override(dir)),
-        None => app.route("/static/{file}", get(assets::asset)),
+        None => app.route("/static/{file}", get(pages::asset)),
     };
     if let Some(binary) = &state.config.executor_binary {
         // A versioned URL never changes its content: cacheable for good.

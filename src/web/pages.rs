@@ -594,3 +594,8 @@ pub fn with_cookie(mut response: Response, cookie: Option<axum::http::HeaderValu
     }
     response
 }
+
+/// `GET /static/{file}`: a compiled-in asset ([`super::assets::embedded`]).
+pub async fn asset(PagePath(file): PagePath<String>) -> Response {
+    super::assets::embedded(&file)
+}

@@ -152,17 +152,6 @@ impl ActionsView {
     }
 }
 
-/// 503 with the leader's URL unless the latest snapshot says this replica
-/// leads (the core double-checks: it answers `NotLeader` too).
-pub(crate) fn leader_precheck(state: &AppState, path: &str) -> Result<(), AppError> {
-    let s = state.handle.snapshot();
-    if s.leadership.is_leader() {
-        Ok(())
-    } else {
-        Err(AppError::not_leader(s.leader_url(), path))
-    }
-}
-
 fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
