@@ -28,7 +28,7 @@ use super::actions::{ActionsView, ask};
 use super::audit::{AuditQuery, AuditView};
 use super::auth::Peer;
 use super::error::AppError;
-use super::extract::{Admin, ApiPath, ApiQuery, JsonBody, json_field_error};
+use super::extract::{AdminChange, ApiPath, ApiQuery, JsonBody, json_field_error};
 use super::query::StrictQuery;
 use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
@@ -113,14 +113,6 @@ pub async fn service(
         .ok_or_else(|| AppError::not_found(format!("no service {name:?}")))
 }
 
-/// `?reason=` of a service change (its body is the spec).
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default)]
-pub struct ReasonQuery {
-    /// Why (see [`super::audit`]).
-    pub reason: Option<String>,
-}
-
 /// What a service change answers.
 #[derive(Debug, Serialize)]
 pub struct ServiceChange {
@@ -136,11 +128,9 @@ pub struct ServiceChange {
 /// created, 200 when replaced, 400 with field-level `errors`. Audited.
 pub async fn put_service(
     ApiPath(name): ApiPath<String>,
-    ApiQuery(reason): ApiQuery<ReasonQuery>,
-    admin: Admin,
+    AdminChange { admin, ctx }: AdminChange,
     JsonBody(body): JsonBody,
 ) -> Result<Response, AppError> {
-    let reason = super::audit::check_reason(reason.reason.as_deref())?;
     let mut value =
         body.ok_or_else(|| AppError::bad_request("the body must be a service spec (JSON object)"))?;
     let Some(object) = value.as_object_mut() else {
@@ -167,7 +157,6 @@ pub async fn put_service(
         "mem": spec.mem,
         "command": abbreviated(&spec.command),
     });
-    let ctx = admin.context(reason);
     let state = &admin.state;
     let result = ask(state, Request::PutService(Box::new(spec)))
         .await
@@ -210,11 +199,8 @@ async fn audit_change<T>(
 /// tasks are killed). 404 when there is no such service. Audited.
 pub async fn delete_service(
     ApiPath(name): ApiPath<String>,
-    ApiQuery(reason): ApiQuery<ReasonQuery>,
-    admin: Admin,
+    AdminChange { admin, ctx }: AdminChange,
 ) -> Result<Json<ServiceChange>, AppError> {
-    let reason = super::audit::check_reason(reason.reason.as_deref())?;
-    let ctx = admin.context(reason);
     let state = &admin.state;
     let result = ask::<bool>(state, Request::DeleteService(name.clone()))
         .await

@@ -176,6 +176,35 @@ fn leader_precheck(state: &AppState, path: &str) -> Result<(), AppError> {
     }
 }
 
+/// `?reason=` of a service change (its body is the spec).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct ReasonQuery {
+    /// Why (see [`super::audit`]).
+    pub reason: Option<String>,
+}
+
+/// A service change's checks, in this order: its `?reason=` decodes (400),
+/// the checks of [`Admin`], then the reason's length (400). (The body, the
+/// spec, is the handler's next extractor.)
+pub struct AdminChange {
+    /// Who acts, where.
+    pub admin: Admin,
+    /// Who asks and why.
+    pub ctx: Context,
+}
+
+impl FromRequestParts<AppState> for AdminChange {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        let ApiQuery(query) = ApiQuery::<ReasonQuery>::from_request_parts(parts, state).await?;
+        let admin = Admin::from_request_parts(parts, state).await?;
+        let ctx = admin.context(audit::check_reason(query.reason.as_deref())?);
+        Ok(AdminChange { admin, ctx })
+    }
+}
+
 /// Whether the request declares a JSON `Content-Type`
 /// (`application/json` or `application/*+json`); `None` when it declares
 /// none.
