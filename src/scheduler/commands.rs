@@ -12,83 +12,144 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::rules::rollout::RolloutAction;
 use super::snapshot::{ReconcileKind, ReconcileRun, Snapshot};
 use super::spec::{FieldError, ServiceSpec};
 use crate::coordination::CoordinationError;
 use crate::mesos::client::CallError;
 
-/// The reply end of a command.
-pub type Reply<T> = oneshot::Sender<Result<T, CommandError>>;
+/// The channel a command's [`Answer`] goes back on.
+pub type Reply = oneshot::Sender<Answer>;
+
+/// A [`Request`] from the web layer paired with the channel its [`Answer`]
+/// goes back on. The runner keeps the channel and hands the machine the
+/// request under a [`ReplyId`](super::core::io::ReplyId); the machine's
+/// answer goes back unchanged, so the web and the core speak one
+/// vocabulary.
+#[derive(Debug)]
+pub struct Command {
+    /// What is asked.
+    pub request: Request,
+    /// Where the answer goes.
+    pub reply: Reply,
+}
+
+impl Command {
+    /// A command asking `request`, and the receiving end of its answer.
+    pub fn new(request: Request) -> (Command, oneshot::Receiver<Answer>) {
+        let (reply, rx) = oneshot::channel();
+        (Command { request, reply }, rx)
+    }
+
+    /// Answers the command (a requester that gave up is no error).
+    pub fn answer(self, answer: Answer) {
+        let _ = self.reply.send(answer);
+    }
+
+    /// Answers the command without carrying it out.
+    pub fn refuse(self, error: CommandError) {
+        self.answer(Answer::Refused(error));
+    }
+}
 
 /// What the web layer can ask of the scheduler.
-// PutService carries a whole spec (240 bytes): commands are rare (one per
-// operator action) and moved once through a channel, so boxing it would
-// only add an allocation.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum Command {
-    /// Start a reconciliation now (coalesced with a running one).
-    Reconcile {
-        /// Explicit or implicit.
-        kind: ReconcileKind,
-        /// The run started (or the running one it was merged into).
-        reply: Reply<ReconcileRun>,
-    },
-    /// Send `kamikaze` to every executor of ours known from task records.
-    Kamikaze {
-        /// One result per executor.
-        reply: Reply<Vec<KamikazeResult>>,
-    },
+// PutService carries a whole spec (boxed: requests are moved through the
+// machine's inputs, which stay small).
+#[derive(Debug, Clone)]
+pub enum Request {
+    /// Start (or join) a reconciliation, coalesced with a running one;
+    /// answered with [`Answer::Reconcile`].
+    Reconcile(ReconcileKind),
+    /// Send `kamikaze` to every executor of ours known from task records;
+    /// answered with [`Answer::Kamikaze`], one result per executor.
+    Kamikaze,
     /// Tear the framework down (TEARDOWN), then delete the stored framework
     /// ID and task records; the replica stays up, registered as nothing.
-    Teardown {
-        /// What was torn down.
-        reply: Reply<TeardownResult>,
-    },
-    /// Step down as leader and rejoin the election at the back.
-    Abdicate {
-        /// Answered once the core stopped.
-        reply: Reply<()>,
-    },
+    /// Answered with [`Answer::Teardown`].
+    Teardown,
+    /// Step down as leader and rejoin the election at the back; answered
+    /// ([`Answer::Done`]) once the core stopped.
+    Abdicate,
     /// In state `removed`: clear the stale framework ID and task records and
-    /// register as a new framework.
-    Reregister {
-        /// Answered once the new SUBSCRIBE was sent.
-        reply: Reply<()>,
-    },
-    /// Create or replace a service.
-    PutService {
-        /// The new spec (validated by the core too).
-        spec: ServiceSpec,
-        /// `true` if it replaced an existing service.
-        reply: Reply<bool>,
-    },
-    /// Delete a service; its tasks are killed.
-    DeleteService {
-        /// The service name.
-        name: String,
-        /// `false` if there was no such service.
-        reply: Reply<bool>,
-    },
+    /// register as a new framework; answered ([`Answer::Done`]) once the new
+    /// SUBSCRIBE was sent.
+    Reregister,
+    /// Create or replace a service (the spec is validated by the core too);
+    /// answered with [`Answer::Service`], `true` if it replaced one.
+    PutService(Box<ServiceSpec>),
+    /// Delete a service, its tasks are killed; answered with
+    /// [`Answer::Service`], `false` if there was no such service.
+    DeleteService(String),
     /// Resume a halted rollout or roll back to the previous spec
-    /// ([`super::rules::rollout`]). [`CommandError::NotFound`] without such a
-    /// service, [`CommandError::Conflict`] when not halted (resume), or
-    /// (rollback) without a rollout under way or halted, without a
-    /// previous spec, or when `expected` is not the previous spec's
-    /// fingerprint.
+    /// ([`super::rules::rollout`]); answered with [`Answer::Service`] (`true`)
+    /// once the service record is stored. [`CommandError::NotFound`]
+    /// without such a service, [`CommandError::Conflict`] when not halted
+    /// (resume), or (rollback) without a rollout under way or halted,
+    /// without a previous spec, or when `expected` is not the previous
+    /// spec's fingerprint.
     Rollout {
-        /// The service name.
+        /// The service.
         name: String,
         /// What to do.
-        action: super::rules::rollout::RolloutAction,
+        action: RolloutAction,
         /// Rollback: the fingerprint of the spec to restore, as the
         /// operator saw it (`ServiceStatus::restore`); `None` skips the
         /// check.
         expected: Option<String>,
-        /// Answered once the service record is stored (`true`).
-        reply: Reply<bool>,
     },
 }
+
+/// The answer to a [`Request`].
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// To [`Request::Reconcile`]: the run started (or the running one it
+    /// was merged into).
+    Reconcile(Result<ReconcileRun, CommandError>),
+    /// To [`Request::Kamikaze`].
+    Kamikaze(Result<Vec<KamikazeResult>, CommandError>),
+    /// To [`Request::Teardown`].
+    Teardown(Result<TeardownResult, CommandError>),
+    /// To [`Request::Abdicate`] and [`Request::Reregister`].
+    Done(Result<(), CommandError>),
+    /// To [`Request::PutService`] (`true`: replaced),
+    /// [`Request::DeleteService`] (`false`: no such service) and
+    /// [`Request::Rollout`].
+    Service(Result<bool, CommandError>),
+    /// To any request that reached no core (this replica does not lead):
+    /// never given by the machine itself.
+    Refused(CommandError),
+}
+
+/// A type some [`Answer`] carries, so that [`SchedulerHandle::request`]
+/// hands the requester the answer it asked for.
+pub trait Answered: Sized {
+    /// The result inside `answer`, or `None` when `answer` carries another
+    /// type (a bug: the request and its answer do not pair).
+    fn from_answer(answer: Answer) -> Option<Result<Self, CommandError>>;
+}
+
+/// `Answered` for the type each of these [`Answer`] variants carries.
+macro_rules! answered {
+    ($($answer:ty => $variant:ident),* $(,)?) => {$(
+        impl Answered for $answer {
+            fn from_answer(answer: Answer) -> Option<Result<Self, CommandError>> {
+                match answer {
+                    Answer::$variant(result) => Some(result),
+                    Answer::Refused(e) => Some(Err(e)),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+answered!(
+    ReconcileRun => Reconcile,
+    Vec<KamikazeResult> => Kamikaze,
+    TeardownResult => Teardown,
+    () => Done,
+    bool => Service,
+);
 
 /// How kamikaze went for one executor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -188,19 +249,20 @@ impl SchedulerHandle {
         self.snapshots.clone()
     }
 
-    /// Sends a command built by `make` and waits at most `timeout` for its
-    /// reply. Errors: [`CommandError::Timeout`], or [`CommandError::NotLeader`]
-    /// when the scheduler is gone or lost leadership during the command —
-    /// then with the new leader's URL once a snapshot names one (waiting for
-    /// it within `timeout`), so the answer is the one a follower gives.
-    pub async fn request<T>(
+    /// Sends `request` and waits at most `timeout` for its answer, as the
+    /// type `T` that request is answered with. Errors:
+    /// [`CommandError::Timeout`], or [`CommandError::NotLeader`] when the
+    /// scheduler is gone or lost leadership during the command — then with
+    /// the new leader's URL once a snapshot names one (waiting for it
+    /// within `timeout`), so the answer is the one a follower gives.
+    pub async fn request<T: Answered>(
         &self,
         timeout: Duration,
-        make: impl FnOnce(Reply<T>) -> Command,
+        request: Request,
     ) -> Result<T, CommandError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let (tx, rx) = oneshot::channel();
-        let sent = tokio::time::timeout(timeout, self.commands.send(make(tx))).await;
+        let (command, rx) = Command::new(request);
+        let sent = tokio::time::timeout(timeout, self.commands.send(command)).await;
         let result = match sent {
             Err(_) => return Err(CommandError::Timeout(timeout)),
             // The supervisor is gone: the process is stopping.
@@ -211,7 +273,11 @@ impl SchedulerHandle {
                 Err(_) => return Err(CommandError::Timeout(timeout)),
                 // The term ended with the command unanswered.
                 Ok(Err(_)) => Err(CommandError::LeadershipLost),
-                Ok(Ok(result)) => result,
+                Ok(Ok(answer)) => T::from_answer(answer).unwrap_or_else(|| {
+                    Err(CommandError::Conflict(
+                        "internal error: mismatched answer".into(),
+                    ))
+                }),
             },
         };
         match result {

@@ -31,7 +31,10 @@ pub mod spec;
 pub mod standby;
 pub mod supervisor;
 
-pub use commands::{Command, CommandError, KamikazeResult, Reply, SchedulerHandle, TeardownResult};
+pub use commands::{
+    Answer, Answered, Command, CommandError, KamikazeResult, Reply, Request, SchedulerHandle,
+    TeardownResult,
+};
 pub use ids::{AgentId, TaskId};
 pub use records::{KillRequest, StatusEntry, TaskRecord};
 pub use snapshot::{

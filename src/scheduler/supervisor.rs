@@ -252,19 +252,7 @@ fn refuse(command: Command, deps: &CoreDeps) {
             _ => snapshot.leader_url(),
         }
     };
-    let error = || CommandError::NotLeader {
-        leader_url: leader_url.clone(),
-    };
-    match command {
-        Command::Reconcile { reply, .. } => drop(reply.send(Err(error()))),
-        Command::Kamikaze { reply } => drop(reply.send(Err(error()))),
-        Command::Teardown { reply } => drop(reply.send(Err(error()))),
-        Command::Abdicate { reply } => drop(reply.send(Err(error()))),
-        Command::Reregister { reply } => drop(reply.send(Err(error()))),
-        Command::PutService { reply, .. } => drop(reply.send(Err(error()))),
-        Command::DeleteService { reply, .. } => drop(reply.send(Err(error()))),
-        Command::Rollout { reply, .. } => drop(reply.send(Err(error()))),
-    }
+    command.refuse(CommandError::NotLeader { leader_url });
 }
 
 #[cfg(test)]

@@ -18,35 +18,24 @@
 //! | GET | `/metrics` | 200 OpenMetrics text |
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::AppState;
-use super::actions::{ActionsView, ask, leader_precheck};
-use super::auth::{self, Peer};
+use super::actions::{ActionsView, ask};
+use super::audit::{AuditQuery, AuditView};
+use super::auth::Peer;
 use super::error::AppError;
+use super::extract::{AdminChange, ApiPath, ApiQuery, JsonBody, json_field_error};
 use super::query::StrictQuery;
 use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
     StateView, TaskDetailView, TaskQuery, TasksView, readiness,
 };
-use crate::scheduler::{Command, FieldError, ServiceSpec, Snapshot};
-use crate::util::json::JsonError;
+use crate::scheduler::{FieldError, Request, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
-
-/// The problem for a query string that does not parse.
-pub(crate) fn bad_query(e: QueryRejection) -> AppError {
-    AppError::bad_request(e.body_text())
-}
-
-/// The problem for a path that does not decode.
-pub(crate) fn bad_path(e: PathRejection) -> AppError {
-    AppError::bad_request(e.body_text())
-}
 
 /// `GET /api/v1/state`.
 pub async fn state(State(state): State<AppState>) -> Json<StateView> {
@@ -67,9 +56,8 @@ pub async fn tasks(
 /// `GET /api/v1/tasks/{id}`.
 pub async fn task(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<TaskDetailView>, AppError> {
-    let Path(id) = id.map_err(bad_path)?;
     Ok(Json(TaskDetailView::new(&state.handle.snapshot(), &id)?))
 }
 
@@ -115,117 +103,14 @@ pub async fn services(State(state): State<AppState>) -> Json<ServicesView> {
 /// `GET /api/v1/services/{name}`.
 pub async fn service(
     State(state): State<AppState>,
-    name: Result<Path<String>, PathRejection>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Json<ServiceRow>, AppError> {
-    let Path(name) = name.map_err(bad_path)?;
     ServicesView::new(&state.handle.snapshot())
         .services
         .into_iter()
         .find(|s| s.name == name)
         .map(Json)
         .ok_or_else(|| AppError::not_found(format!("no service {name:?}")))
-}
-
-/// The checks every mutating API call (PUT, DELETE, POST) passes first:
-/// Origin, then the token (or loopback rule), then leadership, then the
-/// declared `Content-Type` ([`refuse_form_types`]). Returns who is acting.
-pub(crate) fn guard_api(
-    state: &AppState,
-    headers: &HeaderMap,
-    peer: Peer,
-    path: &str,
-) -> Result<auth::Actor, AppError> {
-    auth::check_origin(headers, &state.config.advertised_url, false)?;
-    let actor = auth::check_access(state.access, &state.keys, headers, peer, false)?;
-    leader_precheck(state, path)?;
-    refuse_form_types(headers)?;
-    Ok(actor)
-}
-
-/// Whether the request declares a JSON `Content-Type`
-/// (`application/json` or `application/*+json`); `None` when it declares
-/// none.
-fn declares_json(headers: &HeaderMap) -> Option<bool> {
-    headers.get(header::CONTENT_TYPE).map(|v| {
-        v.to_str()
-            .ok()
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|t| {
-                let t = t.trim().to_ascii_lowercase();
-                t == "application/json" || (t.starts_with("application/") && t.ends_with("+json"))
-            })
-    })
-}
-
-/// 415 when a mutating API call declares any `Content-Type` but JSON, even
-/// with an empty body: a plain HTML form on another site can only send
-/// `application/x-www-form-urlencoded`, `multipart/form-data` or
-/// `text/plain`, and must never drive the API ([`super::auth`]).
-fn refuse_form_types(headers: &HeaderMap) -> Result<(), AppError> {
-    if declares_json(headers) == Some(false) {
-        return Err(unsupported_media_type(
-            "the API accepts only Content-Type: application/json (form and text types are \
-             refused even with an empty body)",
-        ));
-    }
-    Ok(())
-}
-
-/// `?reason=` of a service change (its body is the spec).
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default)]
-pub struct ReasonQuery {
-    /// Why (see [`super::audit`]).
-    pub reason: Option<String>,
-}
-
-/// A JSON request body, after [`guard_api`]: empty is `None`; otherwise
-/// it must be declared JSON (415) and parse (400).
-pub(crate) fn json_body(
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Option<serde_json::Value>, AppError> {
-    let body = body
-        .map_err(|e| AppError::new(e.status(), "body", "Unreadable request body", e.body_text()))?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    if declares_json(headers) != Some(true) {
-        return Err(unsupported_media_type(
-            "send the body as Content-Type: application/json",
-        ));
-    }
-    match crate::util::json::parse(&body) {
-        Ok(value) => Ok(Some(value)),
-        Err(e) if e.syntax => Err(AppError::bad_request(format!(
-            "the body is not JSON: {}",
-            e.message
-        ))),
-        Err(e) => Err(json_field_error(e)),
-    }
-}
-
-/// A field-level 400 naming the JSON path of the value at fault (`body`
-/// for the whole document).
-fn json_field_error(e: JsonError) -> AppError {
-    let field = if e.path.is_empty() {
-        "body".to_string()
-    } else {
-        e.path
-    };
-    AppError::invalid(vec![FieldError {
-        field,
-        message: e.message,
-    }])
-}
-
-fn unsupported_media_type(detail: &str) -> AppError {
-    AppError::new(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "unsupported-media-type",
-        "Unsupported media type",
-        detail,
-    )
 }
 
 /// What a service change answers.
@@ -241,22 +126,13 @@ pub struct ServiceChange {
 /// The body is a service spec (the `--services` format of the README); `name` may be
 /// left out (taken from the path) but must match it when given. 201 when
 /// created, 200 when replaced, 400 with field-level `errors`. Audited.
-#[allow(clippy::too_many_arguments)]
 pub async fn put_service(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    peer: Peer,
-    name: Result<Path<String>, PathRejection>,
-    reason: Result<Query<ReasonQuery>, QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
+    ApiPath(name): ApiPath<String>,
+    AdminChange { admin, ctx }: AdminChange,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, AppError> {
-    let Path(name) = name.map_err(bad_path)?;
-    let Query(reason) = reason.map_err(bad_query)?;
-    let actor = guard_api(&state, &headers, peer, uri.path())?;
-    let reason = super::audit::check_reason(reason.reason.as_deref())?;
-    let mut value = json_body(&headers, body)?
-        .ok_or_else(|| AppError::bad_request("the body must be a service spec (JSON object)"))?;
+    let mut value =
+        body.ok_or_else(|| AppError::bad_request("the body must be a service spec (JSON object)"))?;
     let Some(object) = value.as_object_mut() else {
         return Err(AppError::bad_request("the body must be a JSON object"));
     };
@@ -281,16 +157,16 @@ pub async fn put_service(
         "mem": spec.mem,
         "command": abbreviated(&spec.command),
     });
-    let ctx = super::audit::Context::api(actor, peer, reason);
-    let result = ask(&state, |reply| Command::PutService { spec, reply })
+    let state = &admin.state;
+    let result = ask(state, Request::PutService(Box::new(spec)))
         .await
-        .map_err(|e| AppError::from_command(e, uri.path()));
+        .map_err(|e| AppError::from_command(e, &admin.path));
     let (status, outcome) = match &result {
         Ok(true) => (StatusCode::OK, "replaced"),
         Ok(false) => (StatusCode::CREATED, "created"),
         Err(e) => (e.status, "failed"),
     };
-    audit_change(&state, &ctx, "service.put", params, &result, status, || {
+    audit_change(state, &ctx, "service.put", params, &result, status, || {
         format!("service {name} {outcome}")
     })
     .await;
@@ -322,36 +198,24 @@ async fn audit_change<T>(
 /// `DELETE /api/v1/services/{name}[?reason=…]`: delete a service (its
 /// tasks are killed). 404 when there is no such service. Audited.
 pub async fn delete_service(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    peer: Peer,
-    name: Result<Path<String>, PathRejection>,
-    reason: Result<Query<ReasonQuery>, QueryRejection>,
+    ApiPath(name): ApiPath<String>,
+    AdminChange { admin, ctx }: AdminChange,
 ) -> Result<Json<ServiceChange>, AppError> {
-    let Path(name) = name.map_err(bad_path)?;
-    let Query(reason) = reason.map_err(bad_query)?;
-    let actor = guard_api(&state, &headers, peer, uri.path())?;
-    let reason = super::audit::check_reason(reason.reason.as_deref())?;
-    let ctx = super::audit::Context::api(actor, peer, reason);
-    let target = name.clone();
-    let result = ask(&state, |reply| Command::DeleteService {
-        name: target,
-        reply,
-    })
-    .await
-    .map_err(|e| AppError::from_command(e, uri.path()))
-    .and_then(|deleted| {
-        deleted
-            .then_some(())
-            .ok_or_else(|| AppError::not_found(format!("no service {name:?}")))
-    });
+    let state = &admin.state;
+    let result = ask::<bool>(state, Request::DeleteService(name.clone()))
+        .await
+        .map_err(|e| AppError::from_command(e, &admin.path))
+        .and_then(|deleted| {
+            deleted
+                .then_some(())
+                .ok_or_else(|| AppError::not_found(format!("no service {name:?}")))
+        });
     let status = result
         .as_ref()
         .map_or_else(|e| e.status, |_| StatusCode::OK);
     let params = serde_json::json!({ "name": name });
     audit_change(
-        &state,
+        state,
         &ctx,
         "service.delete",
         params,
@@ -377,12 +241,20 @@ pub async fn actions(
     Json(ActionsView::new(&state, &s, &headers, peer))
 }
 
+/// `GET /api/v1/audit`: the audit trail, with filters (see
+/// [`super::audit`]).
+pub async fn audit(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<AuditQuery>,
+) -> Result<Json<AuditView>, AppError> {
+    Ok(Json(AuditView::load(&state, query).await?))
+}
+
 /// `GET /api/v1/actions/results/{id}`: the JSON twin of a result page.
 pub async fn action_result(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, AppError> {
-    let Path(id) = id.map_err(bad_path)?;
     let record = state.results.get(&id).ok_or_else(|| {
         AppError::not_found(format!(
             "no action result {id:?} (results are kept in memory, the latest 100)"

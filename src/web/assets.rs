@@ -7,7 +7,6 @@
 use std::sync::OnceLock;
 
 use axum::Router;
-use axum::extract::Path;
 use axum::handler::HandlerWithoutStateExt;
 use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -33,7 +32,10 @@ pub fn version() -> &'static str {
     })
 }
 
-fn embedded(name: &str) -> Response {
+/// The compiled-in asset `name`; 404 (an HTML page, like every page
+/// outside `/api/`) for anything else. (`GET /static/{file}` is
+/// [`super::pages::asset`].)
+pub fn embedded(name: &str) -> Response {
     let (content_type, body) = match name {
         "app.css" => ("text/css; charset=utf-8", CSS),
         "app.js" => ("text/javascript; charset=utf-8", JS),
@@ -51,17 +53,6 @@ fn embedded(name: &str) -> Response {
         body,
     )
         .into_response()
-}
-
-/// `GET /static/{file}`: a compiled-in asset; 404 (an HTML page, like every
-/// page outside `/api/`) for anything else.
-pub async fn asset(
-    file: Result<Path<String>, axum::extract::rejection::PathRejection>,
-) -> Response {
-    match file {
-        Ok(Path(file)) => embedded(&file),
-        Err(e) => AppError::bad_request(e.body_text()).html().into_response(),
-    }
 }
 
 async fn asset_by_uri(uri: Uri) -> Response {

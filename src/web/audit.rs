@@ -20,9 +20,6 @@
 //! substring of the reason, parameters or outcome) and `limit` (default
 //! [`DEFAULT_LIMIT`], at most `AUDIT_KEPT`); entries are newest first.
 
-use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
 use axum::http::{HeaderMap, header};
 use serde::{Deserialize, Serialize};
 
@@ -250,6 +247,32 @@ pub struct AuditView {
     pub query: AuditQuery,
 }
 
+/// The `outcome` filter of the audit trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutcomeFilter {
+    /// Entries whose action succeeded.
+    Ok,
+    /// Entries whose action failed.
+    Failed,
+}
+
+impl OutcomeFilter {
+    /// `ok`, `failed` or nothing (no filter); 400 else.
+    fn parse(value: Option<&str>) -> Result<Option<OutcomeFilter>, AppError> {
+        match value {
+            None => Ok(None),
+            Some("ok") => Ok(Some(OutcomeFilter::Ok)),
+            Some("failed") => Ok(Some(OutcomeFilter::Failed)),
+            Some(_) => Err(AppError::bad_request("outcome must be ok or failed")),
+        }
+    }
+
+    /// Whether an entry with this `ok` passes the filter.
+    fn admits(self, ok: bool) -> bool {
+        ok == (self == OutcomeFilter::Ok)
+    }
+}
+
 fn nonempty(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|v| !v.is_empty())
 }
@@ -257,10 +280,7 @@ fn nonempty(v: &Option<String>) -> Option<&str> {
 impl AuditView {
     /// Reads the log (within the handler timeout) and applies `query`.
     pub async fn load(state: &AppState, query: AuditQuery) -> Result<AuditView, AppError> {
-        let outcome = nonempty(&query.outcome);
-        if outcome.is_some_and(|o| o != "ok" && o != "failed") {
-            return Err(AppError::bad_request("outcome must be ok or failed"));
-        }
+        let outcome = OutcomeFilter::parse(nonempty(&query.outcome))?;
         let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
         if limit == 0 || limit > AUDIT_KEPT {
             return Err(AppError::bad_request(format!(
@@ -301,7 +321,7 @@ impl AuditView {
             .into_iter()
             .filter(|e| who.is_none_or(|w| e.who == w))
             .filter(|e| action.is_none_or(|a| e.action == a))
-            .filter(|e| outcome.is_none_or(|o| (o == "ok") == e.ok))
+            .filter(|e| outcome.is_none_or(|o| o.admits(e.ok)))
             .filter(|e| {
                 needle.as_deref().is_none_or(|n| {
                     let hay = format!(
@@ -365,15 +385,6 @@ impl AuditView {
             serde_urlencoded::to_string(pairs).unwrap_or_default()
         )
     }
-}
-
-/// `GET /api/v1/audit`.
-pub async fn api(
-    State(state): State<AppState>,
-    query: Result<Query<AuditQuery>, QueryRejection>,
-) -> Result<Json<AuditView>, AppError> {
-    let Query(query) = query.map_err(super::api::bad_query)?;
-    Ok(Json(AuditView::load(&state, query).await?))
 }
 
 #[cfg(test)]

@@ -16,26 +16,27 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::Form;
-use axum::extract::rejection::{FormRejection, PathRejection};
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{MethodRouter, post};
 use serde::Deserialize;
 
 use super::AppState;
-use super::actions::{ActionRecord, OperatorAction, execute, leader_precheck};
-use super::api::bad_path;
-use super::audit::{self, Context};
+use super::actions::{ActionRecord, OperatorAction, execute};
 use super::auth::{self, Access, Peer, SESSION_COOKIE, SESSION_SECONDS, TokenCheck};
 use super::error::AppError;
+use super::extract::{ActionForm, AdminForm, PageForm, PagePath};
 use super::pages::{Chrome, LoginPage, safe_next, with_cookie};
 use super::views::Blast;
 use crate::scheduler::ReconcileKind;
 use crate::scheduler::rules::rollout::RolloutAction;
 
-/// Fields of the confirmation forms.
+// The browser forms ignore fields they do not take, unlike the API's
+// bodies: a browser posts every named control of a form (one form may
+// carry two actions' buttons, as a service's resume and rollback do), and
+// a page of an older version may post a field this one no longer takes.
+
+/// Fields of the confirmation forms (teardown, kamikaze).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct ConfirmForm {
@@ -49,15 +50,36 @@ pub struct ConfirmForm {
     pub reason: String,
 }
 
-/// Fields of the one-button forms.
+/// Fields of the reconcile buttons.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct ButtonForm {
+pub struct ReconcileForm {
     /// The CSRF token.
     pub csrf: String,
-    /// Reconcile: `explicit` or `implicit`.
+    /// `explicit` (or empty) or `implicit`.
     pub kind: String,
-    /// Resume and rollback: the service.
+    /// Why (optional; recorded in the audit trail).
+    pub reason: String,
+}
+
+/// Fields of the abdicate and reregister buttons.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ReasonForm {
+    /// The CSRF token.
+    pub csrf: String,
+    /// Why (optional; recorded in the audit trail).
+    pub reason: String,
+}
+
+/// Fields of a service's resume and rollback buttons (one form, two
+/// buttons: both post every field).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RolloutForm {
+    /// The CSRF token.
+    pub csrf: String,
+    /// The service.
     pub service: String,
     /// Rollback: the fingerprint of the spec to restore, as the page
     /// showed it.
@@ -65,6 +87,20 @@ pub struct ButtonForm {
     /// Why (optional; recorded in the audit trail).
     pub reason: String,
 }
+
+macro_rules! action_form {
+    ($($form:ty),*) => {$(
+        impl ActionForm for $form {
+            fn csrf(&self) -> &str {
+                &self.csrf
+            }
+            fn reason(&self) -> &str {
+                &self.reason
+            }
+        }
+    )*};
+}
+action_form!(ConfirmForm, ReconcileForm, ReasonForm, RolloutForm);
 
 /// Fields of the login form.
 #[derive(Debug, Default, Deserialize)]
@@ -76,32 +112,6 @@ pub struct LoginForm {
     pub token: String,
     /// Where to go afterwards.
     pub next: String,
-}
-
-fn form_error(e: FormRejection) -> AppError {
-    AppError::new(e.status(), "form", "Unusable form post", e.body_text()).html()
-}
-
-/// Origin, CSRF, access, leadership and reason checks of a browser post;
-/// the audit context of the action.
-fn guard_form(
-    state: &AppState,
-    headers: &HeaderMap,
-    peer: Peer,
-    csrf: &str,
-    path: &str,
-    reason: &str,
-) -> Result<Context, AppError> {
-    auth::check_origin(headers, &state.config.advertised_url, true).map_err(AppError::html)?;
-    state
-        .keys
-        .check_csrf(headers, csrf)
-        .map_err(AppError::html)?;
-    let actor = auth::check_access(state.access, &state.keys, headers, peer, true)
-        .map_err(AppError::html)?;
-    leader_precheck(state, path).map_err(AppError::html)?;
-    let reason = audit::check_reason(Some(reason)).map_err(AppError::html)?;
-    Ok(Context::browser(actor, peer, headers, reason))
 }
 
 fn to_result(record: &ActionRecord) -> Response {
@@ -159,16 +169,20 @@ pub async fn confirm_kamikaze(State(state): State<AppState>, headers: HeaderMap)
     confirm_page(&state, &headers, "kamikaze", None)
 }
 
+/// A confirmed action's post: after the checks of [`AdminForm`], the
+/// framework must still be the one the page showed (409) and the typed
+/// name its name (422, the page again).
 async fn post_confirmed(
-    state: AppState,
-    uri: Uri,
-    headers: HeaderMap,
-    peer: Peer,
-    form: Result<Form<ConfirmForm>, FormRejection>,
+    post: AdminForm<ConfirmForm>,
     action: OperatorAction,
 ) -> Result<Response, AppError> {
-    let Form(form) = form.map_err(form_error)?;
-    let ctx = guard_form(&state, &headers, peer, &form.csrf, uri.path(), &form.reason)?;
+    let AdminForm {
+        state,
+        form,
+        ctx,
+        headers,
+        path,
+    } = post;
     let s = state.handle.snapshot();
     let Some(id) = s.framework.id.as_deref() else {
         return Err(AppError::conflict("no framework is registered; nothing to do").html());
@@ -190,90 +204,80 @@ async fn post_confirmed(
         *page.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
         return Ok(page);
     }
-    let (record, _) = execute(&state, action, uri.path(), &ctx).await;
+    let (record, _) = execute(&state, action, &path, &ctx).await;
     Ok(to_result(&record))
 }
 
 /// `POST /actions/teardown`.
-pub async fn post_teardown(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    peer: Peer,
-    form: Result<Form<ConfirmForm>, FormRejection>,
-) -> Result<Response, AppError> {
-    post_confirmed(state, uri, headers, peer, form, OperatorAction::Teardown).await
+pub async fn post_teardown(post: AdminForm<ConfirmForm>) -> Result<Response, AppError> {
+    post_confirmed(post, OperatorAction::Teardown).await
 }
 
 /// `POST /actions/kamikaze`.
-pub async fn post_kamikaze(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    peer: Peer,
-    form: Result<Form<ConfirmForm>, FormRejection>,
-) -> Result<Response, AppError> {
-    post_confirmed(state, uri, headers, peer, form, OperatorAction::Kamikaze).await
+pub async fn post_kamikaze(post: AdminForm<ConfirmForm>) -> Result<Response, AppError> {
+    post_confirmed(post, OperatorAction::Kamikaze).await
 }
 
-async fn post_button(
-    state: AppState,
-    uri: Uri,
-    headers: HeaderMap,
-    peer: Peer,
-    form: Result<Form<ButtonForm>, FormRejection>,
-    make: fn(&ButtonForm) -> Result<OperatorAction, AppError>,
-) -> Result<Response, AppError> {
-    let Form(form) = form.map_err(form_error)?;
-    let ctx = guard_form(&state, &headers, peer, &form.csrf, uri.path(), &form.reason)?;
-    let action = make(&form).map_err(AppError::html)?;
-    let (record, _) = execute(&state, action, uri.path(), &ctx).await;
-    Ok(to_result(&record))
+/// Runs a one-button action once its post passed the checks of
+/// [`AdminForm`], and redirects to its result.
+async fn run<F>(post: AdminForm<F>, action: OperatorAction) -> Response {
+    let (record, _) = execute(&post.state, action, &post.path, &post.ctx).await;
+    to_result(&record)
 }
 
-/// The `POST` of a one-button action form (`/actions/reconcile`,
-/// `/actions/abdicate`, `/actions/reregister`): `make` reads the action from
-/// the form once the post passed the origin, CSRF and access checks.
-pub fn button(make: fn(&ButtonForm) -> Result<OperatorAction, AppError>) -> MethodRouter<AppState> {
-    post(
-        move |State(state): State<AppState>,
-              uri: Uri,
-              headers: HeaderMap,
-              peer: Peer,
-              form: Result<Form<ButtonForm>, FormRejection>| {
-            post_button(state, uri, headers, peer, form, make)
-        },
-    )
+/// `POST /actions/reconcile`: `kind` = `explicit` (the default) or
+/// `implicit` (else 400).
+pub async fn post_reconcile(post: AdminForm<ReconcileForm>) -> Result<Response, AppError> {
+    let kind = match post.form.kind.as_str() {
+        "" | "explicit" => ReconcileKind::Explicit,
+        "implicit" => ReconcileKind::Implicit,
+        other => {
+            return Err(AppError::bad_request(format!(
+                "kind must be explicit or implicit, not {other:?}"
+            ))
+            .html());
+        }
+    };
+    Ok(run(post, OperatorAction::Reconcile(kind)).await)
 }
 
-/// The action of the reconcile button: `kind` = `explicit` (the default)
-/// or `implicit` (else 400).
-pub fn reconcile_action(form: &ButtonForm) -> Result<OperatorAction, AppError> {
-    match form.kind.as_str() {
-        "" | "explicit" => Ok(OperatorAction::Reconcile(ReconcileKind::Explicit)),
-        "implicit" => Ok(OperatorAction::Reconcile(ReconcileKind::Implicit)),
-        other => Err(AppError::bad_request(format!(
-            "kind must be explicit or implicit, not {other:?}"
-        ))),
-    }
+/// `POST /actions/abdicate`.
+pub async fn post_abdicate(post: AdminForm<ReasonForm>) -> Response {
+    run(post, OperatorAction::Abdicate).await
 }
 
-/// The action of the resume and rollback buttons (on the services and
-/// overview pages): the form's `service` (400 when missing).
-pub fn rollout_action(
-    form: &ButtonForm,
+/// `POST /actions/reregister`.
+pub async fn post_reregister(post: AdminForm<ReasonForm>) -> Response {
+    run(post, OperatorAction::Reregister).await
+}
+
+/// `POST /actions/resume` (on the services and overview pages): the
+/// form's `service` (400 when missing).
+pub async fn post_resume(post: AdminForm<RolloutForm>) -> Result<Response, AppError> {
+    post_rollout(post, RolloutAction::Resume).await
+}
+
+/// `POST /actions/rollback`: as [`post_resume`], with the fingerprint the
+/// page showed as `expected`.
+pub async fn post_rollback(post: AdminForm<RolloutForm>) -> Result<Response, AppError> {
+    post_rollout(post, RolloutAction::Rollback).await
+}
+
+async fn post_rollout(
+    post: AdminForm<RolloutForm>,
     action: RolloutAction,
-) -> Result<OperatorAction, AppError> {
-    let service = form.service.trim();
+) -> Result<Response, AppError> {
+    let service = post.form.service.trim();
     if service.is_empty() {
-        return Err(AppError::bad_request("service is missing".to_string()));
+        return Err(AppError::bad_request("service is missing".to_string()).html());
     }
-    let expected = form.expected.trim();
-    Ok(OperatorAction::Rollout {
+    let expected = post.form.expected.trim();
+    let action = OperatorAction::Rollout {
         service: service.to_string(),
         action,
         expected: (!expected.is_empty()).then(|| expected.to_string()),
-    })
+    };
+    Ok(run(post, action).await)
 }
 
 #[derive(Template, WebTemplate)]
@@ -288,9 +292,8 @@ struct ResultPage {
 pub async fn result_page(
     State(state): State<AppState>,
     headers: HeaderMap,
-    id: Result<Path<String>, PathRejection>,
+    PagePath(id): PagePath<String>,
 ) -> Result<Response, AppError> {
-    let Path(id) = id.map_err(|e| bad_path(e).html())?;
     let record = state.results.get(&id).ok_or_else(|| {
         AppError::not_found(format!(
             "no action result {id:?} (results are kept in memory, the latest 100)"
@@ -319,9 +322,8 @@ pub async fn post_login(
     State(state): State<AppState>,
     headers: HeaderMap,
     peer: Peer,
-    form: Result<Form<LoginForm>, FormRejection>,
+    PageForm(form): PageForm<LoginForm>,
 ) -> Result<Response, AppError> {
-    let Form(form) = form.map_err(form_error)?;
     auth::check_origin(&headers, &state.config.advertised_url, true).map_err(AppError::html)?;
     state
         .keys

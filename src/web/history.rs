@@ -30,8 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde::{Deserialize, Serialize};
@@ -40,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::error::AppError;
+use super::extract::ApiQuery;
 use crate::coordination::Leadership;
 use crate::scheduler::Snapshot;
 use crate::scheduler::metrics::OfferLabels;
@@ -575,9 +575,8 @@ pub async fn shown(state: &AppState, window: Window) -> (HistoryView, Option<Str
 /// `GET /api/v1/history`: this replica's ring.
 pub async fn api(
     State(state): State<AppState>,
-    query: Result<Query<HistoryQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<HistoryQuery>,
 ) -> Result<Json<HistoryView>, AppError> {
-    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()))?;
     let window = Window::parse(query.window.as_deref())?;
     let points = query.points.unwrap_or(DEFAULT_POINTS);
     if points == 0 || points > MAX_POINTS {

@@ -22,15 +22,14 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::api::bad_path;
 use super::error::AppError;
+use super::extract::{ApiPath, ApiQuery, PagePath, PageQuery};
 use super::pages::Chrome;
 use crate::mesos::sandbox::{LogFile, MAX_READ, SandboxError, SandboxRef};
 
@@ -243,11 +242,9 @@ fn sandbox_error(e: SandboxError, hostname: &str) -> AppError {
 pub async fn api(
     State(state): State<AppState>,
     uri: Uri,
-    path: Result<Path<(String, String)>, PathRejection>,
-    query: Result<Query<LogQuery>, QueryRejection>,
+    ApiPath((id, file)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<LogQuery>,
 ) -> Result<Json<LogView>, AppError> {
-    let Path((id, file)) = path.map_err(bad_path)?;
-    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()))?;
     let here = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     Ok(Json(load(&state, &id, &file, query, here).await?))
 }
@@ -269,11 +266,9 @@ pub async fn page(
     State(state): State<AppState>,
     headers: HeaderMap,
     uri: Uri,
-    path: Result<Path<(String, String)>, PathRejection>,
-    query: Result<Query<LogQuery>, QueryRejection>,
+    PagePath((id, file)): PagePath<(String, String)>,
+    PageQuery(query): PageQuery<LogQuery>,
 ) -> Result<Response, AppError> {
-    let Path((id, file)) = path.map_err(|e| bad_path(e).html())?;
-    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
     let s = state.handle.snapshot();
     if !s.tasks.iter().any(|t| t.task_id == id) {
         return Err(AppError::not_found(format!("no task {id:?}")).html());

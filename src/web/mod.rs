@@ -23,6 +23,9 @@
 //!   the admin session cookie;
 //! - [`error`]: [`AppError`], the one error type at the HTTP edge (JSON
 //!   problem bodies, HTML error pages);
+//! - [`extract`]: the typed edges — path, query and body extractors in an
+//!   API and a page flavour, rejections as [`AppError`], the admin checks
+//!   ([`extract::Admin`], [`extract::AdminForm`]);
 //! - [`live`]: the server-sent-event stream that keeps pages live;
 //! - [`query`]: query strings that refuse unknown parameters, and the URI
 //!   length limit;
@@ -81,6 +84,7 @@ pub mod audit;
 pub mod auth;
 pub mod charts;
 pub mod error;
+pub mod extract;
 pub mod format;
 pub mod forms;
 pub mod history;
@@ -112,9 +116,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::coordination::Coordinator;
 use crate::executor::info::ServedExecutor;
-use crate::scheduler::rules::rollout::RolloutAction;
 use crate::scheduler::{SchedulerHandle, Snapshot};
-use actions::OperatorAction;
 
 pub use error::AppError;
 
@@ -409,7 +411,7 @@ pub fn router(state: AppState) -> Router {
             get(forms::result_page),
             get(api::action_result),
         ),
-        ("/audit", get(pages::audit), get(audit::api)),
+        ("/audit", get(pages::audit), get(api::audit)),
     ];
     let mut app = Router::new();
     for (path, page, json) in twins {
@@ -426,23 +428,11 @@ pub fn router(state: AppState) -> Router {
             "/actions/kamikaze",
             get(forms::confirm_kamikaze).post(forms::post_kamikaze),
         )
-        .route("/actions/reconcile", forms::button(forms::reconcile_action))
-        .route(
-            "/actions/abdicate",
-            forms::button(|_| Ok(OperatorAction::Abdicate)),
-        )
-        .route(
-            "/actions/reregister",
-            forms::button(|_| Ok(OperatorAction::Reregister)),
-        )
-        .route(
-            "/actions/resume",
-            forms::button(|f| forms::rollout_action(f, RolloutAction::Resume)),
-        )
-        .route(
-            "/actions/rollback",
-            forms::button(|f| forms::rollout_action(f, RolloutAction::Rollback)),
-        )
+        .route("/actions/reconcile", post(forms::post_reconcile))
+        .route("/actions/abdicate", post(forms::post_abdicate))
+        .route("/actions/reregister", post(forms::post_reregister))
+        .route("/actions/resume", post(forms::post_resume))
+        .route("/actions/rollback", post(forms::post_rollback))
         .route("/login", get(pages::login).post(forms::post_login))
         .route("/logout", post(forms::post_logout))
         // The rest of the API.
@@ -453,10 +443,23 @@ pub fn router(state: AppState) -> Router {
                 .put(api::put_service)
                 .delete(api::delete_service),
         )
-        .route("/api/v1/actions/{action}", post(actions::api_action))
+        .route("/api/v1/actions/reconcile", post(actions::reconcile))
+        .route("/api/v1/actions/kamikaze", post(actions::kamikaze))
+        .route("/api/v1/actions/teardown", post(actions::teardown))
+        .route("/api/v1/actions/abdicate", post(actions::abdicate))
+        .route("/api/v1/actions/reregister", post(actions::reregister))
+        .route("/api/v1/actions/{action}", post(actions::unknown_action))
+        .route(
+            "/api/v1/services/{name}/rollout/resume",
+            post(actions::resume),
+        )
+        .route(
+            "/api/v1/services/{name}/rollout/rollback",
+            post(actions::rollback),
+        )
         .route(
             "/api/v1/services/{name}/rollout/{action}",
-            post(actions::api_rollout),
+            post(actions::unknown_rollout_action),
         )
         .route("/api/v1/history", get(history::api))
         .route("/api/v1/stream", get(live::stream))
@@ -465,7 +468,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(api::metrics));
     app = match &state.config.static_dir {
         Some(dir) => app.nest("/static", assets::with_override(dir)),
-        None => app.route("/static/{file}", get(assets::asset)),
+        None => app.route("/static/{file}", get(pages::asset)),
     };
     if let Some(binary) = &state.config.executor_binary {
         // A versioned URL never changes its content: cacheable for good.

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
 use super::actions::ActionsView;
 use super::error::AppError;
+use super::extract::{PagePath, PageQuery};
 use super::views::{
     EventQuery, EventsView, OffersView, ReplicasView, ServicesView, StateView, TaskDetailView,
     TaskQuery, TasksView,
@@ -320,9 +320,8 @@ struct OverviewPage {
 pub async fn overview(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<super::history::HistoryQuery>, QueryRejection>,
+    PageQuery(query): PageQuery<super::history::HistoryQuery>,
 ) -> Result<Response, AppError> {
-    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
     let window = super::history::Window::parse(query.window.as_deref()).map_err(AppError::html)?;
     let (history, note) = super::history::shown(&state, window).await;
     let s = state.handle.snapshot();
@@ -379,12 +378,11 @@ struct TasksPage {
 /// a query that does not decode, or that the view refuses, is a 400 page.
 fn query_view<Q, V>(
     state: &AppState,
-    query: Result<Query<Q>, QueryRejection>,
+    query: &Q,
     make: impl FnOnce(&Arc<Snapshot>, &Q) -> Result<V, AppError>,
 ) -> Result<(Arc<Snapshot>, V), AppError> {
-    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
     let s = state.handle.snapshot();
-    let view = make(&s, &query).map_err(AppError::html)?;
+    let view = make(&s, query).map_err(AppError::html)?;
     Ok((s, view))
 }
 
@@ -392,9 +390,9 @@ fn query_view<Q, V>(
 pub async fn tasks(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<TaskQuery>, QueryRejection>,
+    PageQuery(query): PageQuery<TaskQuery>,
 ) -> Result<Response, AppError> {
-    let (s, view) = query_view(&state, query, |s, q| {
+    let (s, view) = query_view(&state, &query, |s, q| {
         TasksView::new(s, &state.derived(s), q)
     })?;
     let json = format!("/api/v1/tasks{}", view.query(&[]));
@@ -413,9 +411,8 @@ struct TaskPage {
 pub async fn task(
     State(state): State<AppState>,
     headers: HeaderMap,
-    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    PagePath(id): PagePath<String>,
 ) -> Result<Response, AppError> {
-    let Path(id) = id.map_err(|e| super::api::bad_path(e).html())?;
     let s = state.handle.snapshot();
     let view = TaskDetailView::new(&s, &id).map_err(AppError::html)?;
     let mut chrome = Chrome::new(&state, &s, &headers, "tasks", format!("Task {id}"), "");
@@ -479,9 +476,9 @@ struct EventsPage {
 pub async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<EventQuery>, QueryRejection>,
+    PageQuery(query): PageQuery<EventQuery>,
 ) -> Result<Response, AppError> {
-    let (s, view) = query_view(&state, query, |s, q| EventsView::new(s, q))?;
+    let (s, view) = query_view(&state, &query, |s, q| EventsView::new(s, q))?;
     let json = match &view.kind {
         Some(k) => format!(
             "/api/v1/events?{}",
@@ -537,9 +534,8 @@ struct AuditPage {
 pub async fn audit(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<super::audit::AuditQuery>, QueryRejection>,
+    PageQuery(query): PageQuery<super::audit::AuditQuery>,
 ) -> Result<Response, AppError> {
-    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()).html())?;
     let view = super::audit::AuditView::load(&state, query)
         .await
         .map_err(AppError::html)?;
@@ -597,4 +593,9 @@ pub fn with_cookie(mut response: Response, cookie: Option<axum::http::HeaderValu
             .append(axum::http::header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// `GET /static/{file}`: a compiled-in asset ([`super::assets::embedded`]).
+pub async fn asset(PagePath(file): PagePath<String>) -> Response {
+    super::assets::embedded(&file)
 }

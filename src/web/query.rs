@@ -11,7 +11,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::{self, DeserializeOwned, Visitor};
 
-use super::api::bad_query;
 use super::error::AppError;
 use crate::scheduler::FieldError;
 
@@ -70,7 +69,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for StrictQuery<T>
         if !unknown.is_empty() {
             return Err(AppError::invalid(unknown));
         }
-        let Query(value) = Query::<T>::try_from_uri(&parts.uri).map_err(bad_query)?;
+        let Query(value) = Query::<T>::try_from_uri(&parts.uri)?;
         Ok(StrictQuery(value))
     }
 }

@@ -133,11 +133,12 @@ async fn update_is_acknowledged_only_after_it_is_stored() {
     .await;
 
     // The executor exits: TASK_FAILED with a uuid, which must be stored first.
-    let results = replica
+    let results: Vec<mesos_appliance::scheduler::KamikazeResult> = replica
         .handle
-        .request(Duration::from_secs(5), |reply| {
-            mesos_appliance::scheduler::Command::Kamikaze { reply }
-        })
+        .request(
+            Duration::from_secs(5),
+            mesos_appliance::scheduler::Request::Kamikaze,
+        )
         .await
         .unwrap();
     assert_eq!(results.len(), 1);

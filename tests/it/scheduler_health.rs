@@ -277,7 +277,7 @@ fn ended_at(t: &mesos_appliance::scheduler::TaskRecord) -> Option<f64> {
 /// reconciliation answers do. The events name the failed health checks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_health_failing_instance_keeps_its_backoff_while_others_churn() {
-    use mesos_appliance::scheduler::{Command, ReconcileKind};
+    use mesos_appliance::scheduler::{ReconcileKind, ReconcileRun, Request};
     use mesos_appliance::testbed::SimulatedHealth;
     use support::zookeeper::ZkServer;
 
@@ -310,10 +310,10 @@ async fn a_health_failing_instance_keeps_its_backoff_while_others_churn() {
         for round in 0u32.. {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let _ = handle
-                .request(Duration::from_secs(5), |reply| Command::Reconcile {
-                    kind: ReconcileKind::Explicit,
-                    reply,
-                })
+                .request::<ReconcileRun>(
+                    Duration::from_secs(5),
+                    Request::Reconcile(ReconcileKind::Explicit),
+                )
                 .await;
             if round % 2 == 0 {
                 let instances = if round % 4 == 0 { 3 } else { 1 };

@@ -19,7 +19,7 @@ use std::time::Duration;
 use mesos_appliance::coordination::RecordKind;
 use mesos_appliance::scheduler::records::ServiceRecord;
 use mesos_appliance::scheduler::rules::rollout::RolloutAction;
-use mesos_appliance::scheduler::{Command, ServiceSpec, Snapshot, TaskRecord};
+use mesos_appliance::scheduler::{Request, ServiceSpec, Snapshot, TaskRecord};
 use mesos_appliance::testbed::{SimulatedHealth, Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, services};
@@ -93,12 +93,14 @@ async fn stored(replica: &Replica) -> ServiceRecord {
 async fn rollout(replica: &Replica, action: RolloutAction) {
     let answer = replica
         .handle
-        .request(Duration::from_secs(10), |reply| Command::Rollout {
-            name: "web".into(),
-            action,
-            expected: None,
-            reply,
-        })
+        .request::<bool>(
+            Duration::from_secs(10),
+            Request::Rollout {
+                name: "web".into(),
+                action,
+                expected: None,
+            },
+        )
         .await;
     assert_eq!(answer, Ok(true), "{action:?}");
 }

@@ -8,7 +8,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use mesos_appliance::scheduler::{Command, FrameworkState, TaskId};
+use mesos_appliance::scheduler::{FrameworkState, ReconcileRun, Request, TaskId};
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, running, services};
@@ -94,12 +94,9 @@ async fn scale_down_past_an_ignored_kill(
     tb.ignore_kill("many.1.");
     let mut spec = specs[0].clone();
     spec.instances = 1;
-    let replaced = replica
+    let replaced: bool = replica
         .handle
-        .request(Duration::from_secs(5), |reply| Command::PutService {
-            spec,
-            reply,
-        })
+        .request(Duration::from_secs(5), Request::PutService(Box::new(spec)))
         .await
         .unwrap();
     assert!(replaced);
@@ -476,10 +473,10 @@ async fn explicit_reconciliation_during_a_launch_never_runs_an_instance_twice() 
         let mut asked = 0;
         for _ in 0..2_000 {
             let answer = handle
-                .request(Duration::from_secs(5), |reply| Command::Reconcile {
-                    kind: mesos_appliance::scheduler::ReconcileKind::Explicit,
-                    reply,
-                })
+                .request::<ReconcileRun>(
+                    Duration::from_secs(5),
+                    Request::Reconcile(mesos_appliance::scheduler::ReconcileKind::Explicit),
+                )
                 .await;
             asked += usize::from(answer.is_ok());
             tokio::time::sleep(Duration::from_millis(5)).await;

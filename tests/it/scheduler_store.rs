@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use mesos_appliance::coordination::{CoordinationError, Leadership};
-use mesos_appliance::scheduler::{Command, CommandError, ReconcileKind, ServiceSpec};
+use mesos_appliance::scheduler::{CommandError, ReconcileKind, ReconcileRun, Request, ServiceSpec};
 use mesos_appliance::testbed::TestbedConfig;
 use mesos_appliance::web::error::AppError;
 use serde_json::json;
@@ -80,10 +80,10 @@ async fn a_held_write_holds_up_neither_the_stream_nor_commands() {
         let asked = Instant::now();
         let run = replica
             .handle
-            .request(Duration::from_secs(5), |reply| Command::Reconcile {
-                kind: ReconcileKind::Implicit,
-                reply,
-            })
+            .request::<ReconcileRun>(
+                Duration::from_secs(5),
+                Request::Reconcile(ReconcileKind::Implicit),
+            )
             .await
             .expect("reconciliation accepted");
         answers.push(asked.elapsed());

@@ -8,7 +8,7 @@ use crate::support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use mesos_appliance::scheduler::{Command, FrameworkState};
+use mesos_appliance::scheduler::{FrameworkState, KamikazeResult, Request};
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, running, services};
@@ -112,9 +112,9 @@ async fn twenty_instances_run_and_survive_agent_loss_and_kamikaze() {
         .filter(|t| t.service == "web" && t.state.as_str_name() == "TASK_RUNNING")
         .map(|t| t.task_id.to_string())
         .collect();
-    let results = replica
+    let results: Vec<KamikazeResult> = replica
         .handle
-        .request(Duration::from_secs(10), |reply| Command::Kamikaze { reply })
+        .request(Duration::from_secs(10), Request::Kamikaze)
         .await
         .expect("kamikaze accepted");
     assert_eq!(results.len(), 8, "one executor per web task: {results:?}");
@@ -237,10 +237,10 @@ async fn a_fixed_spec_launches_at_once_and_a_deleted_service_keeps_its_grace() {
 
     replica
         .handle
-        .request(Duration::from_secs(5), |reply| Command::DeleteService {
-            name: "flaky".into(),
-            reply,
-        })
+        .request::<bool>(
+            Duration::from_secs(5),
+            Request::DeleteService("flaky".into()),
+        )
         .await
         .unwrap();
     replica

@@ -902,3 +902,100 @@ async fn specs_refuse_keys_given_twice_and_errors_name_the_json_path() {
     assert_eq!(r.json()["errors"][0]["field"], "reason");
     assert!(web.core.received().is_empty());
 }
+
+/// One route per action: an unknown action (or rollout action) is 404
+/// naming the known ones before any other check, and a known path with
+/// another method is 405; an action body's field errors keep their
+/// messages (every unknown field named with what the action takes, the
+/// wrong type named per field), and nothing reaches the core.
+#[tokio::test]
+async fn action_routes_and_body_errors_keep_their_answers() {
+    let web = TestWeb::new(token_config(), leader_snapshot("http://127.0.0.1:8080", 3));
+    let empty = |path: &str| action(path).body(Body::empty()).unwrap();
+    let r = web.send(empty("/api/v1/actions/bogus")).await;
+    assert_eq!(
+        r.status,
+        StatusCode::NOT_FOUND,
+        "no token needed to learn it"
+    );
+    assert_eq!(
+        r.json()["detail"],
+        r#"no action "bogus"; actions are reconcile, kamikaze, teardown, abdicate, reregister"#
+    );
+    let r = web.send(empty("/api/v1/services/web/rollout/bogus")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        r.json()["detail"],
+        r#"no rollout action "bogus"; they are resume, rollback"#
+    );
+    let r = web.send(empty("/api/v1/actions/reconcile")).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.text());
+    let r = web.send(get("/api/v1/actions/abdicate")).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.header("allow"), Some("POST"));
+
+    let web = TestWeb::leader();
+    let post = |path: &str, body: serde_json::Value| json_request(Method::POST, path, &body);
+    let r = web
+        .send(post(
+            "/api/v1/actions/reconcile",
+            json!({"bogus": 1, "extra": 2}),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json()["errors"],
+        json!([
+            {"field": "bogus", "message": "unknown field; reconcile takes only kind, reason"},
+            {"field": "extra", "message": "unknown field; reconcile takes only kind, reason"},
+        ])
+    );
+    for (path, body, field, message) in [
+        (
+            "/api/v1/actions/abdicate",
+            json!({"why": "x"}),
+            "why",
+            "unknown field; abdicate takes only reason",
+        ),
+        (
+            "/api/v1/actions/abdicate",
+            json!({"reason": 5}),
+            "reason",
+            "must be a string",
+        ),
+        (
+            "/api/v1/actions/reconcile",
+            json!({"kind": "sideways"}),
+            "kind",
+            r#"must be "explicit" or "implicit""#,
+        ),
+        (
+            "/api/v1/actions/teardown",
+            json!({"framework_id": ["x"]}),
+            "framework_id",
+            "must be a string",
+        ),
+        (
+            "/api/v1/services/web/rollout/rollback",
+            json!({"expected": 1}),
+            "expected",
+            "must be a string",
+        ),
+        (
+            "/api/v1/services/web/rollout/resume",
+            json!({"force": true}),
+            "force",
+            "unknown field; resume takes only reason, expected",
+        ),
+    ] {
+        let r = web.send(post(path, body)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}: {}", r.text());
+        let v = r.json();
+        assert_eq!(
+            v["errors"],
+            json!([{"field": field, "message": message}]),
+            "{path}"
+        );
+    }
+    assert!(web.core.received().is_empty(), "{:?}", web.core.received());
+}

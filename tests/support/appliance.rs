@@ -17,7 +17,7 @@ use mesos_appliance::scheduler::core::CoreDeps;
 use mesos_appliance::scheduler::metrics::Metrics;
 use mesos_appliance::scheduler::rules::reconcile::ReconcilerConfig;
 use mesos_appliance::scheduler::{
-    Command, CommandError, SchedulerHandle, ServiceSpec, Snapshot, supervisor,
+    CommandError, Request, SchedulerHandle, ServiceSpec, Snapshot, supervisor,
 };
 use mesos_appliance::util::zk::ZkUrl;
 use tokio::task::JoinHandle;
@@ -222,10 +222,7 @@ pub async fn put_service(
     spec: ServiceSpec,
 ) -> Result<bool, CommandError> {
     handle
-        .request(Duration::from_secs(10), |reply| Command::PutService {
-            spec,
-            reply,
-        })
+        .request(Duration::from_secs(10), Request::PutService(Box::new(spec)))
         .await
 }
 

@@ -20,12 +20,13 @@ use mesos_appliance::coordination::memory::MemoryCoordinator;
 use mesos_appliance::coordination::{DeploymentRecord, Leadership, ReplicaInfo, Strategy};
 use mesos_appliance::mesos::v1::TaskState;
 use mesos_appliance::mesos::v1::task_status::{Reason, Source};
+use mesos_appliance::scheduler::Request as CoreRequest;
 use mesos_appliance::scheduler::snapshot::RestoreTarget;
 use mesos_appliance::scheduler::{
-    Command, CommandError, CommandSpec, EventEntry, EventKind, ExecutorKind, FrameworkState,
-    FrameworkStatus, KamikazeResult, OfferSummary, ReconcileKind, ReconcileOutcome, ReconcileRun,
-    ReconcileTrigger, ReconciliationStatus, SchedulerHandle, ServiceSpec, ServiceStatus, Snapshot,
-    StatusEntry, TaskRecord, TeardownResult,
+    Answer, Command, CommandError, CommandSpec, EventEntry, EventKind, ExecutorKind,
+    FrameworkState, FrameworkStatus, KamikazeResult, OfferSummary, ReconcileKind, ReconcileOutcome,
+    ReconcileRun, ReconcileTrigger, ReconciliationStatus, SchedulerHandle, ServiceSpec,
+    ServiceStatus, Snapshot, StatusEntry, TaskRecord, TeardownResult,
 };
 use mesos_appliance::web::{AppState, WebConfig, router};
 use prometheus_client::metrics::gauge::Gauge;
@@ -359,21 +360,21 @@ impl TestCore {
             // Replies of `Silent` commands, kept so they never resolve.
             let mut parked: Vec<Command> = Vec::new();
             while let Some(command) = rx.recv().await {
-                let name = match &command {
-                    Command::Reconcile { .. } => "reconcile",
-                    Command::Kamikaze { .. } => "kamikaze",
-                    Command::Teardown { .. } => "teardown",
-                    Command::Abdicate { .. } => "abdicate",
-                    Command::Reregister { .. } => "reregister",
-                    Command::PutService { .. } => "put_service",
-                    Command::DeleteService { .. } => "delete_service",
-                    Command::Rollout { .. } => "rollout",
+                let name = match &command.request {
+                    CoreRequest::Reconcile(_) => "reconcile",
+                    CoreRequest::Kamikaze => "kamikaze",
+                    CoreRequest::Teardown => "teardown",
+                    CoreRequest::Abdicate => "abdicate",
+                    CoreRequest::Reregister => "reregister",
+                    CoreRequest::PutService(_) => "put_service",
+                    CoreRequest::DeleteService(_) => "delete_service",
+                    CoreRequest::Rollout { .. } => "rollout",
                 };
                 self.log.lock().unwrap().push(name);
                 let mode = self.mode.lock().unwrap().clone();
                 match mode {
                     Mode::Silent => parked.push(command),
-                    Mode::Fail(e) => fail(command, e),
+                    Mode::Fail(e) => command.refuse(e),
                     Mode::Succeed => self.succeed(command),
                 }
             }
@@ -383,8 +384,10 @@ impl TestCore {
     fn succeed(&self, command: Command) {
         let mut s = (**self.snapshots.borrow()).clone();
         s.at += 1.0;
-        match command {
-            Command::Reconcile { kind, reply } => {
+        let Command { request, reply } = command;
+        let answer = |answer: Answer| drop(reply.send(answer));
+        match request {
+            CoreRequest::Reconcile(kind) => {
                 let active = s.tasks.iter().filter(|t| !t.is_terminal()).count();
                 let run = ReconcileRun {
                     id: 2,
@@ -405,9 +408,9 @@ impl TestCore {
                 s.reconciliation.running = Some(run.clone());
                 s.events
                     .push(event(s.at, "action", "manual reconciliation started"));
-                let _ = reply.send(Ok(run));
+                answer(Answer::Reconcile(Ok(run)));
             }
-            Command::Kamikaze { reply } => {
+            CoreRequest::Kamikaze => {
                 let blast = mesos_appliance::web::views::Blast::new(&s);
                 let results = blast
                     .executors
@@ -439,9 +442,9 @@ impl TestCore {
                 tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
                 s.tasks = tasks.into_iter().map(Arc::new).collect();
                 s.events.push(event(s.at, "action", "kamikaze sent"));
-                let _ = reply.send(Ok(results));
+                answer(Answer::Kamikaze(Ok(results)));
             }
-            Command::Teardown { reply } => {
+            CoreRequest::Teardown => {
                 let result = TeardownResult {
                     framework_id: s.framework.id.clone().unwrap_or_default(),
                     tasks: s.tasks.len(),
@@ -449,23 +452,22 @@ impl TestCore {
                 s.framework.id = None;
                 s.tasks.clear();
                 s.framework.state = FrameworkState::Subscribing;
-                let _ = reply.send(Ok(result));
+                answer(Answer::Teardown(Ok(result)));
             }
-            Command::Abdicate { reply } => {
-                let _ = reply.send(Ok(()));
-            }
-            Command::Reregister { reply } => {
+            CoreRequest::Abdicate => answer(Answer::Done(Ok(()))),
+            CoreRequest::Reregister => {
                 if s.framework.state == FrameworkState::Removed {
                     s.framework.state = FrameworkState::Subscribing;
-                    let _ = reply.send(Ok(()));
+                    answer(Answer::Done(Ok(())));
                 } else {
-                    let _ = reply.send(Err(CommandError::Conflict(format!(
+                    answer(Answer::Done(Err(CommandError::Conflict(format!(
                         "reregister applies in state removed, not {}",
                         s.framework.state.as_str()
-                    ))));
+                    )))));
                 }
             }
-            Command::PutService { spec, reply } => {
+            CoreRequest::PutService(spec) => {
+                let spec = *spec;
                 let existing = s.services.iter_mut().find(|x| x.spec.name == spec.name);
                 let replaced = existing.is_some();
                 match existing {
@@ -486,21 +488,20 @@ impl TestCore {
                         restore: None,
                     }),
                 }
-                let _ = reply.send(Ok(replaced));
+                answer(Answer::Service(Ok(replaced)));
             }
-            Command::DeleteService { name, reply } => {
+            CoreRequest::DeleteService(name) => {
                 let before = s.services.len();
                 s.services.retain(|x| x.spec.name != name);
-                let _ = reply.send(Ok(s.services.len() != before));
+                answer(Answer::Service(Ok(s.services.len() != before)));
             }
-            Command::Rollout {
+            CoreRequest::Rollout {
                 name,
                 action,
                 expected,
-                reply,
             } => {
                 // As the core answers: 404 unknown, 409 when it does not apply.
-                let answer = match s.services.iter_mut().find(|x| x.spec.name == name) {
+                let result = match s.services.iter_mut().find(|x| x.spec.name == name) {
                     None => Err(CommandError::NotFound(format!("service {name}"))),
                     Some(x) => {
                         let applies = match action {
@@ -532,23 +533,10 @@ impl TestCore {
                         }
                     }
                 };
-                let _ = reply.send(answer);
+                answer(Answer::Service(result));
             }
         }
         self.snapshots.send_replace(Arc::new(s));
-    }
-}
-
-fn fail(command: Command, e: CommandError) {
-    match command {
-        Command::Reconcile { reply, .. } => drop(reply.send(Err(e))),
-        Command::Kamikaze { reply } => drop(reply.send(Err(e))),
-        Command::Teardown { reply } => drop(reply.send(Err(e))),
-        Command::Abdicate { reply } => drop(reply.send(Err(e))),
-        Command::Reregister { reply } => drop(reply.send(Err(e))),
-        Command::PutService { reply, .. } => drop(reply.send(Err(e))),
-        Command::DeleteService { reply, .. } => drop(reply.send(Err(e))),
-        Command::Rollout { reply, .. } => drop(reply.send(Err(e))),
     }
 }
 

@@ -16,14 +16,14 @@ use crate::coordination::{
 use crate::mesos::client::{CallError, DisconnectReason, StopReason};
 use crate::mesos::operator::{Frameworks, OperatorError};
 use crate::mesos::v1;
-use crate::scheduler::commands::{CommandError, KamikazeResult, TeardownResult};
+// The requests and answers are the web layer's own vocabulary: the
+// machine takes and gives them unchanged.
+pub use crate::scheduler::commands::{Answer, Request};
 use crate::scheduler::ids::{AgentId, FrameworkId, TaskId};
 use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rules::reconcile::TaskList;
-use crate::scheduler::rules::rollout::RolloutAction;
-use crate::scheduler::snapshot::{EventEntry, ReconcileKind, ReconcileRun, Snapshot};
-use crate::scheduler::spec::service::ServiceSpec;
+use crate::scheduler::snapshot::{EventEntry, Snapshot};
 
 use super::TermOutcome;
 
@@ -269,52 +269,6 @@ pub enum OperatorAnswer {
     Frameworks(Result<Frameworks, OperatorFailure>),
     /// TEARDOWN.
     TornDown(Result<(), OperatorFailure>),
-}
-
-/// A command, without its reply channel (the runner keeps that).
-#[derive(Debug, Clone)]
-pub enum Request {
-    /// Start (or join) a reconciliation.
-    Reconcile(ReconcileKind),
-    /// `kamikaze` to every executor of ours.
-    Kamikaze,
-    /// TEARDOWN, then forget the framework ID and task records.
-    Teardown,
-    /// Step down.
-    Abdicate,
-    /// Register anew after `removed`.
-    Reregister,
-    /// Create or replace a service.
-    PutService(Box<ServiceSpec>),
-    /// Delete a service.
-    DeleteService(String),
-    /// Resume or roll back a service's rollout
-    /// ([`crate::scheduler::rules::rollout`]); answered with [`Answer::Service`].
-    Rollout {
-        /// The service.
-        name: String,
-        /// What to do.
-        action: RolloutAction,
-        /// Rollback: the fingerprint of the spec the operator saw as the
-        /// one to restore; refused (409) when it is no longer that.
-        expected: Option<String>,
-    },
-}
-
-/// The answer to a [`Request`].
-#[derive(Debug, Clone)]
-pub enum Answer {
-    /// To [`Request::Reconcile`].
-    Reconcile(Result<ReconcileRun, CommandError>),
-    /// To [`Request::Kamikaze`].
-    Kamikaze(Result<Vec<KamikazeResult>, CommandError>),
-    /// To [`Request::Teardown`].
-    Teardown(Result<TeardownResult, CommandError>),
-    /// To [`Request::Abdicate`] and [`Request::Reregister`].
-    Done(Result<(), CommandError>),
-    /// To [`Request::PutService`] (`true`: replaced) and
-    /// [`Request::DeleteService`].
-    Service(Result<bool, CommandError>),
 }
 
 /// What the machine asks for.

@@ -30,13 +30,16 @@
 //!
 //! Layout: this module holds the actions and `execute`, which runs one;
 //! `record.rs` the outcomes kept for the result pages ([`ActionRecord`],
-//! [`ResultLog`]); `api.rs` the JSON endpoints ([`api_action`],
-//! [`api_rollout`]) and their bodies.
+//! [`ResultLog`]); `api.rs` the JSON endpoints (one per action, e.g.
+//! [`reconcile`], [`rollback`]) and their bodies.
 
 mod api;
 mod record;
 
-pub use api::{api_action, api_rollout};
+pub use api::{
+    FrameworkBody, ReasonBody, ReconcileBody, RolloutBody, RolloutQuery, abdicate, kamikaze,
+    reconcile, reregister, resume, rollback, teardown, unknown_action, unknown_rollout_action,
+};
 pub use record::{ActionRecord, RESULTS_KEPT, ResultLog};
 
 use std::sync::Arc;
@@ -51,7 +54,8 @@ use super::error::AppError;
 use super::views::Blast;
 use crate::scheduler::rules::rollout::RolloutAction;
 use crate::scheduler::{
-    Command, CommandError, FrameworkState, ReconcileKind, ReconciliationStatus, Reply, Snapshot,
+    Answered, CommandError, FrameworkState, ReconcileKind, ReconciliationStatus, Request, Snapshot,
+    TeardownResult,
 };
 use record::reconcile_summary;
 
@@ -148,30 +152,19 @@ impl ActionsView {
     }
 }
 
-/// 503 with the leader's URL unless the latest snapshot says this replica
-/// leads (the core double-checks: it answers `NotLeader` too).
-pub(crate) fn leader_precheck(state: &AppState, path: &str) -> Result<(), AppError> {
-    let s = state.handle.snapshot();
-    if s.leadership.is_leader() {
-        Ok(())
-    } else {
-        Err(AppError::not_leader(s.leader_url(), path))
-    }
-}
-
 fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
-/// Sends a command built by `make` and waits for its answer at most the
-/// handler timeout in all (`SchedulerHandle::request` bounds the send and
-/// the wait for the reply each by it, which could add up to twice that).
-pub(crate) async fn ask<T>(
+/// Sends `request` and waits for its answer at most the handler timeout in
+/// all (`SchedulerHandle::request` bounds the send and the wait for the
+/// reply each by it, which could add up to twice that).
+pub(crate) async fn ask<T: Answered>(
     state: &AppState,
-    make: impl FnOnce(Reply<T>) -> Command,
+    request: Request,
 ) -> Result<T, CommandError> {
     let timeout = state.config.handler_timeout;
-    tokio::time::timeout(timeout, state.handle.request(timeout, make))
+    tokio::time::timeout(timeout, state.handle.request(timeout, request))
         .await
         .unwrap_or(Err(CommandError::Timeout(timeout)))
 }
@@ -215,12 +208,14 @@ pub(crate) async fn execute(
         } => {
             record.service = Some(service.clone());
             let name = service.clone();
-            ask(state, |reply| Command::Rollout {
-                name,
-                action,
-                expected,
-                reply,
-            })
+            ask::<bool>(
+                state,
+                Request::Rollout {
+                    name,
+                    action,
+                    expected,
+                },
+            )
             .await
             .map(|_| {
                 record.summary = match action {
@@ -234,7 +229,7 @@ pub(crate) async fn execute(
         OperatorAction::Reconcile(kind) => {
             record.kind = Some(kind);
             record.status = 202;
-            match ask(state, |reply| Command::Reconcile { kind, reply }).await {
+            match ask(state, Request::Reconcile(kind)).await {
                 Ok(run) => {
                     record.summary = reconcile_summary(&run);
                     record.reconcile = Some(run);
@@ -243,7 +238,7 @@ pub(crate) async fn execute(
                 Err(e) => Err(e),
             }
         }
-        OperatorAction::Kamikaze => match ask(state, |reply| Command::Kamikaze { reply }).await {
+        OperatorAction::Kamikaze => match ask::<Vec<_>>(state, Request::Kamikaze).await {
             Ok(results) => {
                 let accepted = results.iter().filter(|r| r.accepted).count();
                 record.summary = format!(
@@ -258,7 +253,7 @@ pub(crate) async fn execute(
             }
             Err(e) => Err(e),
         },
-        OperatorAction::Teardown => match ask(state, |reply| Command::Teardown { reply }).await {
+        OperatorAction::Teardown => match ask::<TeardownResult>(state, Request::Teardown).await {
             Ok(result) => {
                 record.summary = format!(
                     "framework {} torn down; stored framework ID and {} deleted",
@@ -270,24 +265,14 @@ pub(crate) async fn execute(
             }
             Err(e) => Err(e),
         },
-        OperatorAction::Abdicate => {
-            ask(state, |reply| Command::Abdicate { reply })
-                .await
-                .map(|()| {
-                    record.summary =
-                        "stepped down; another replica (or this one again) will lead".into()
-                })
-        }
-        OperatorAction::Reregister => {
-            ask(state, |reply| Command::Reregister { reply })
-                .await
-                .map(|()| {
-                    record.summary =
-                        "stale framework ID and task records cleared; subscribing as a \
+        OperatorAction::Abdicate => ask(state, Request::Abdicate).await.map(|()| {
+            record.summary = "stepped down; another replica (or this one again) will lead".into()
+        }),
+        OperatorAction::Reregister => ask(state, Request::Reregister).await.map(|()| {
+            record.summary = "stale framework ID and task records cleared; subscribing as a \
                                   new framework"
-                            .into()
-                })
-        }
+                .into()
+        }),
     };
     let error = match outcome {
         Ok(()) => None,

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::io::{
-    Answer, Effect, Effects, Input, OperatorAnswer, OperatorFailure, OperatorOp, ReplyId, Request,
+    Answer, Effect, Effects, Input, OperatorAnswer, OperatorFailure, OperatorOp, ReplyId,
     RequestId, StoreResult, SubscribedInfo,
 };
 use super::machine::{Machine, TermInfo};
@@ -35,7 +35,7 @@ use super::{CoreDeps, TermOutcome};
 use crate::mesos::client::{ClientConfig, ClientEvent, SchedulerClient};
 use crate::mesos::operator::OperatorClient;
 use crate::mesos::v1::scheduler::event;
-use crate::scheduler::commands::{Command, CommandError, Reply};
+use crate::scheduler::commands::{Command, Reply};
 use crate::scheduler::config::CoreConfig;
 use crate::scheduler::snapshot::{EventKind, FrameworkState, Snapshot};
 use crate::util::unix_now_secs;
@@ -74,15 +74,6 @@ impl Work {
             }
         });
     }
-}
-
-/// The reply channel of a command, by the answer it takes.
-enum ReplyTo {
-    Reconcile(Reply<crate::scheduler::snapshot::ReconcileRun>),
-    Kamikaze(Reply<Vec<crate::scheduler::commands::KamikazeResult>>),
-    Teardown(Reply<crate::scheduler::commands::TeardownResult>),
-    Done(Reply<()>),
-    Service(Reply<bool>),
 }
 
 /// Runs the core for leadership `term` until it ends. `commands` is lent
@@ -158,7 +149,7 @@ struct Runner<'a> {
     calls: CallLanes,
     results: mpsc::UnboundedReceiver<Msg>,
     results_tx: mpsc::UnboundedSender<Msg>,
-    replies: HashMap<ReplyId, ReplyTo>,
+    replies: HashMap<ReplyId, Reply>,
     next_reply: u64,
     wake_at: Option<Instant>,
     outcome: Option<TermOutcome>,
@@ -382,35 +373,8 @@ impl Runner<'_> {
     fn command(&mut self, machine: &mut Machine, command: Command) {
         self.next_reply += 1;
         let id = ReplyId(self.next_reply);
-        let (request, reply) = match command {
-            Command::Reconcile { kind, reply } => {
-                (Request::Reconcile(kind), ReplyTo::Reconcile(reply))
-            }
-            Command::Kamikaze { reply } => (Request::Kamikaze, ReplyTo::Kamikaze(reply)),
-            Command::Teardown { reply } => (Request::Teardown, ReplyTo::Teardown(reply)),
-            Command::Abdicate { reply } => (Request::Abdicate, ReplyTo::Done(reply)),
-            Command::Reregister { reply } => (Request::Reregister, ReplyTo::Done(reply)),
-            Command::PutService { spec, reply } => {
-                (Request::PutService(Box::new(spec)), ReplyTo::Service(reply))
-            }
-            Command::DeleteService { name, reply } => {
-                (Request::DeleteService(name), ReplyTo::Service(reply))
-            }
-            Command::Rollout {
-                name,
-                action,
-                expected,
-                reply,
-            } => (
-                Request::Rollout {
-                    name,
-                    action,
-                    expected,
-                },
-                ReplyTo::Service(reply),
-            ),
-        };
-        self.replies.insert(id, reply);
+        self.replies.insert(id, command.reply);
+        let request = command.request;
         self.feed(machine, Input::Command { id, request });
     }
 
@@ -523,21 +487,9 @@ impl Runner<'_> {
     }
 
     fn reply(&mut self, id: ReplyId, answer: Answer) {
-        let Some(reply) = self.replies.remove(&id) else {
-            return;
-        };
-        let mismatch = || CommandError::Conflict("internal error: mismatched answer".into());
-        match (reply, answer) {
-            (ReplyTo::Reconcile(tx), Answer::Reconcile(a)) => drop(tx.send(a)),
-            (ReplyTo::Kamikaze(tx), Answer::Kamikaze(a)) => drop(tx.send(a)),
-            (ReplyTo::Teardown(tx), Answer::Teardown(a)) => drop(tx.send(a)),
-            (ReplyTo::Done(tx), Answer::Done(a)) => drop(tx.send(a)),
-            (ReplyTo::Service(tx), Answer::Service(a)) => drop(tx.send(a)),
-            (ReplyTo::Reconcile(tx), _) => drop(tx.send(Err(mismatch()))),
-            (ReplyTo::Kamikaze(tx), _) => drop(tx.send(Err(mismatch()))),
-            (ReplyTo::Teardown(tx), _) => drop(tx.send(Err(mismatch()))),
-            (ReplyTo::Done(tx), _) => drop(tx.send(Err(mismatch()))),
-            (ReplyTo::Service(tx), _) => drop(tx.send(Err(mismatch()))),
+        if let Some(reply) = self.replies.remove(&id) {
+            // The requester may have given up (its handler timed out).
+            let _ = reply.send(answer);
         }
     }
 }
