@@ -6,14 +6,8 @@
 
 use std::sync::OnceLock;
 
-use axum::Router;
-use axum::handler::HandlerWithoutStateExt;
-use axum::http::{Uri, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use tower_http::services::ServeDir;
-
-use super::AppState;
-use super::error::AppError;
 
 const CSS: &str = include_str!("../../static/app.css");
 const JS: &str = include_str!("../../static/app.js");
@@ -32,34 +26,23 @@ pub fn version() -> &'static str {
     })
 }
 
-/// The compiled-in asset `name`; 404 (an HTML page, like every page
-/// outside `/api/`) for anything else. (`GET /static/{file}` is
-/// [`super::pages::asset`].)
-pub fn embedded(name: &str) -> Response {
+/// The compiled-in asset `name`, or `None` for anything else (the caller
+/// answers 404, an HTML page like every page outside `/api/`).
+/// (`GET /static/{file}` is [`super::pages::asset`].)
+pub fn embedded(name: &str) -> Option<Response> {
     let (content_type, body) = match name {
         "app.css" => ("text/css; charset=utf-8", CSS),
         "app.js" => ("text/javascript; charset=utf-8", JS),
-        _ => {
-            return AppError::not_found(format!("no asset {name:?}"))
-                .html()
-                .into_response();
-        }
+        _ => return None,
     };
-    (
-        [
-            (header::CONTENT_TYPE, content_type),
-            (header::CACHE_CONTROL, "public, max-age=86400"),
-        ],
-        body,
+    Some(
+        (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::CACHE_CONTROL, "public, max-age=86400"),
+            ],
+            body,
+        )
+            .into_response(),
     )
-        .into_response()
-}
-
-async fn asset_by_uri(uri: Uri) -> Response {
-    embedded(uri.path().trim_start_matches('/'))
-}
-
-/// `/static` served from `dir`, falling back to the compiled-in assets.
-pub fn with_override(dir: &std::path::Path) -> Router<AppState> {
-    Router::new().fallback_service(ServeDir::new(dir).fallback(asset_by_uri.into_service()))
 }

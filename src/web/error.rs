@@ -16,13 +16,10 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::{AppState, auth};
 use crate::coordination::CoordinationError;
 use crate::scheduler::{CommandError, FieldError};
 
@@ -333,23 +330,17 @@ impl ErrorDetail {
 }
 
 /// Marks a response as an HTML error page, with what it says, so that
-/// [`back_links`] can point its "Back" link at the page the user came from.
+/// [`super::pages::back_links`] can point its "Back" link at the page the user came from.
 #[derive(Clone)]
 struct HtmlError(ErrorDetail);
 
-/// Middleware: an HTML error page's "Back" link goes to the page the user
-/// came from — its `Referer`, when that is a page of this server other
-/// than the one that failed ([`auth::referring_page`]).
-pub async fn back_links(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let this = request.uri().path_and_query().map(|p| p.as_str());
-    let back = auth::referring_page(request.headers(), &state.config.advertised_url)
-        .filter(|page| Some(page.as_str()) != this);
-    let mut response = next.run(request).await;
+/// Re-renders the HTML error page `response` carries (if any) with its
+/// "Back" link to `back` (the middleware is [`super::pages::back_links`]).
+pub(super) fn set_back_link(response: &mut Response, back: Option<&str>) {
     let error = response.extensions_mut().remove::<HtmlError>();
     if let (Some(back), Some(HtmlError(detail))) = (back, error) {
-        *response.body_mut() = detail.page(&back).into_body();
+        *response.body_mut() = detail.page(back).into_body();
     }
-    response
 }
 
 impl IntoResponse for AppError {

@@ -467,7 +467,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics));
     app = match &state.config.static_dir {
-        Some(dir) => app.nest("/static", assets::with_override(dir)),
+        Some(dir) => app.nest("/static", pages::assets_with_override(dir)),
         None => app.route("/static/{file}", get(pages::asset)),
     };
     if let Some(binary) = &state.config.executor_binary {
@@ -491,7 +491,7 @@ pub fn router(state: AppState) -> Router {
     .method_not_allowed_fallback(error::method_not_allowed)
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
-        error::back_links,
+        pages::back_links,
     ))
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),

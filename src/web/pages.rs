@@ -595,7 +595,45 @@ pub fn with_cookie(mut response: Response, cookie: Option<axum::http::HeaderValu
     response
 }
 
-/// `GET /static/{file}`: a compiled-in asset ([`super::assets::embedded`]).
+/// `GET /static/{file}`: a compiled-in asset ([`super::assets::embedded`]);
+/// 404 for anything else.
 pub async fn asset(PagePath(file): PagePath<String>) -> Response {
-    super::assets::embedded(&file)
+    compiled_in(&file)
+}
+
+fn compiled_in(name: &str) -> Response {
+    super::assets::embedded(name).unwrap_or_else(|| {
+        AppError::not_found(format!("no asset {name:?}"))
+            .html()
+            .into_response()
+    })
+}
+
+async fn asset_by_uri(uri: axum::http::Uri) -> Response {
+    compiled_in(uri.path().trim_start_matches('/'))
+}
+
+/// `/static` served from `dir` (tower-http `ServeDir`), falling back to the
+/// compiled-in assets.
+pub fn assets_with_override(dir: &std::path::Path) -> axum::Router<super::AppState> {
+    use axum::handler::HandlerWithoutStateExt;
+    axum::Router::new().fallback_service(
+        tower_http::services::ServeDir::new(dir).fallback(asset_by_uri.into_service()),
+    )
+}
+
+/// Middleware: an HTML error page's "Back" link goes to the page the user
+/// came from — its `Referer`, when that is a page of this server other
+/// than the one that failed ([`super::auth::referring_page`]).
+pub async fn back_links(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let this = request.uri().path_and_query().map(|p| p.as_str());
+    let back = super::auth::referring_page(request.headers(), &state.config.advertised_url)
+        .filter(|page| Some(page.as_str()) != this);
+    let mut response = next.run(request).await;
+    super::error::set_back_link(&mut response, back.as_deref());
+    response
 }
