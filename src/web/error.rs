@@ -12,7 +12,7 @@
 //! failures. Page handlers mark their errors [`AppError::html`] and get an
 //! HTML error page with the same status instead. Its "Back" link is a plain
 //! link (the pages' CSP allows no inline script): to the page the user came
-//! from when that is a page of this server ([`back_links`]), else none.
+//! from when that is a page of this server ([`super::pages::back_links`]), else none.
 
 use askama::Template;
 use askama_web::WebTemplate;
