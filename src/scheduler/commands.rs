@@ -23,7 +23,7 @@ pub type Reply = oneshot::Sender<Answer>;
 
 /// A [`Request`] from the web layer paired with the channel its [`Answer`]
 /// goes back on. The runner keeps the channel and hands the machine the
-/// request under a [`ReplyId`](super::core::io::ReplyId); the machine's
+/// request under a `ReplyId` (`core::io`); the machine's
 /// answer goes back unchanged, so the web and the core speak one
 /// vocabulary.
 #[derive(Debug)]
