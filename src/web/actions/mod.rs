@@ -1,5 +1,5 @@
 //! Actions: reconcile (explicit, implicit), kamikaze, teardown, abdicate,
-//! reregister. Each is one [`Request`](crate::scheduler::Request) to the core, answered within
+//! reregister. Each is one [`Request`] to the core, answered within
 //! [`WebConfig::handler_timeout`](super::WebConfig::handler_timeout) or 503.
 //!
 //! API: `POST /api/v1/actions/{action}` (leader only; a follower answers
