@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::rules::rollout::RolloutAction;
 use super::snapshot::{ReconcileKind, ReconcileRun, Snapshot};
-use super::spec::{FieldError, ServiceSpec};
+use super::spec::{FieldError, ValidServiceSpec};
 use crate::coordination::CoordinationError;
 use crate::mesos::client::CallError;
 
@@ -74,9 +74,10 @@ pub enum Request {
     /// register as a new framework; answered ([`Answer::Done`]) once the new
     /// SUBSCRIBE was sent.
     Reregister,
-    /// Create or replace a service (the spec is validated by the core too);
-    /// answered with [`Answer::Service`], `true` if it replaced one.
-    PutService(Box<ServiceSpec>),
+    /// Create or replace a service, validated by the caller (where the
+    /// operator gets every field error); answered with [`Answer::Service`],
+    /// `true` if it replaced one.
+    PutService(Box<ValidServiceSpec>),
     /// Delete a service, its tasks are killed; answered with
     /// [`Answer::Service`], `false` if there was no such service.
     DeleteService(String),

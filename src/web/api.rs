@@ -34,6 +34,7 @@ use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
     StateView, TaskDetailView, TaskQuery, TasksView, readiness,
 };
+use crate::scheduler::spec::ValidServiceSpec;
 use crate::scheduler::{FieldError, Request, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
 
@@ -146,10 +147,7 @@ pub async fn put_service(
         }]));
     }
     let spec: ServiceSpec = crate::util::json::from_value(value).map_err(json_field_error)?;
-    let errors = spec.validate();
-    if !errors.is_empty() {
-        return Err(AppError::invalid(errors));
-    }
+    let spec = ValidServiceSpec::new(spec).map_err(AppError::invalid)?;
     let params = serde_json::json!({
         "name": spec.name,
         "instances": spec.instances,

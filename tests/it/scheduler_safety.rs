@@ -8,6 +8,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use mesos_appliance::scheduler::spec::ValidServiceSpec;
 use mesos_appliance::scheduler::{FrameworkState, ReconcileRun, Request, TaskId};
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
@@ -96,7 +97,10 @@ async fn scale_down_past_an_ignored_kill(
     spec.instances = 1;
     let replaced: bool = replica
         .handle
-        .request(Duration::from_secs(5), Request::PutService(Box::new(spec)))
+        .request(
+            Duration::from_secs(5),
+            Request::PutService(Box::new(ValidServiceSpec::new(spec).unwrap())),
+        )
         .await
         .unwrap();
     assert!(replaced);

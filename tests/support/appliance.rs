@@ -16,6 +16,7 @@ use mesos_appliance::scheduler::config::CoreConfig;
 use mesos_appliance::scheduler::core::CoreDeps;
 use mesos_appliance::scheduler::metrics::Metrics;
 use mesos_appliance::scheduler::rules::reconcile::ReconcilerConfig;
+use mesos_appliance::scheduler::spec::ValidServiceSpec;
 use mesos_appliance::scheduler::{
     CommandError, Request, SchedulerHandle, ServiceSpec, Snapshot, supervisor,
 };
@@ -221,6 +222,7 @@ pub async fn put_service(
     handle: &SchedulerHandle,
     spec: ServiceSpec,
 ) -> Result<bool, CommandError> {
+    let spec = ValidServiceSpec::new(spec).map_err(CommandError::Invalid)?;
     handle
         .request(Duration::from_secs(10), Request::PutService(Box::new(spec)))
         .await

@@ -467,7 +467,7 @@ impl TestCore {
                 }
             }
             CoreRequest::PutService(spec) => {
-                let spec = *spec;
+                let spec = spec.into_inner();
                 let existing = s.services.iter_mut().find(|x| x.spec.name == spec.name);
                 let replaced = existing.is_some();
                 match existing {

@@ -10,7 +10,9 @@
 //!   [`image_ref`], Docker image references;
 //! - [`health`]: the health check a task is launched with;
 //! - [`upgrade`]: how a service's tasks are replaced after a change;
-//! - [`errors`]: `FieldError`, one problem with one field.
+//! - [`errors`]: `FieldError`, one problem with one field;
+//! - [`valid`]: `ValidServiceSpec`, a spec that passed its validation (the
+//!   one the core accepts).
 //!
 //! A second kind of workload (a job spec: run to completion) belongs here
 //! too, as a module beside `service` that shares `command`, `container`
@@ -23,7 +25,9 @@ pub mod health;
 pub mod image_ref;
 pub mod service;
 pub mod upgrade;
+pub mod valid;
 
 pub use command::{CommandSpec, UriSpec};
 pub use errors::FieldError;
 pub use service::{Constraint, ExecutorKind, ServiceSpec};
+pub use valid::ValidServiceSpec;

@@ -24,6 +24,7 @@ use crate::scheduler::records::{Halt, ServiceRecord};
 use crate::scheduler::snapshot::{
     EventKind, FrameworkState, ReconcileKind, ReconcileRun, ReconcileTrigger,
 };
+use crate::scheduler::spec::ValidServiceSpec;
 use crate::scheduler::spec::service::{ExecutorKind, ServiceSpec};
 
 /// One service as the machine knows it: the stored record (spec, previous
@@ -302,20 +303,15 @@ impl Machine {
         }
     }
 
-    fn put_service(&mut self, reply: ReplyId, spec: Box<ServiceSpec>) {
-        let errors = spec.validate();
-        if !errors.is_empty() {
-            self.reply(reply, Answer::Service(Err(CommandError::Invalid(errors))));
-            return;
-        }
+    fn put_service(&mut self, reply: ReplyId, spec: Box<ValidServiceSpec>) {
         if self.service_writes.contains_key(&spec.name) {
             self.waiting_commands
                 .push((reply, Request::PutService(spec)));
             return;
         }
         let record = match self.services.get(&spec.name) {
-            Some(entry) => entry.record().replaced_by(*spec),
-            None => ServiceRecord::new(*spec),
+            Some(entry) => entry.record().replaced_by(spec.into_inner()),
+            None => ServiceRecord::new(spec.into_inner()),
         };
         self.write_service(Some(reply), record, Write::Put);
     }

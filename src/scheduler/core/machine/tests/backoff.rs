@@ -120,7 +120,7 @@ async fn another_service_s_change_and_a_scale_change_do_not_forgive() {
     let (_, id) = next_launch(&mut h).await;
     crash(&mut h, &id); // two failures: 4 s
     for spec in [service("other", 3), service("other", 1), service("web", 3)] {
-        let reply = h.command(Request::PutService(Box::new(spec)));
+        let reply = h.command(Request::PutService(Box::new(valid(spec))));
         h.answer_all();
         assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
     }
@@ -142,7 +142,7 @@ async fn another_service_s_change_and_a_scale_change_do_not_forgive() {
     // A new release (another fingerprint) starts clean.
     let mut release = service("web", 3);
     release.command = crate::scheduler::spec::command::CommandSpec::Shell("sleep 2000".into());
-    h.command(Request::PutService(Box::new(release)));
+    h.command(Request::PutService(Box::new(valid(release))));
     h.answer_all();
     assert_eq!(failures(&mut h, "web").await, 0);
 }

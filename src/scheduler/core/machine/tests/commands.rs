@@ -26,7 +26,7 @@ async fn commands_are_answered_while_a_write_is_in_flight() {
     let seen = h.snapshot().await.framework.last_event_at;
     assert!(seen.is_some());
     // and a service change waits only for its own write.
-    let put = h.command(Request::PutService(Box::new(service("db", 1))));
+    let put = h.command(Request::PutService(Box::new(valid(service("db", 1)))));
     assert!(h.reply(put).is_none());
     let (id, op) = h.stores.pop_back().expect("the service write");
     assert!(matches!(op, StoreOp::PutService(..)));
@@ -43,7 +43,7 @@ async fn a_service_written_by_someone_else_answers_a_version_conflict() {
     h.answer_all();
     // Someone edits the record in ZooKeeper behind the leader's back.
     h.store.services.get_mut("web").unwrap().1 = 5;
-    let id = h.command(Request::PutService(Box::new(service("web", 3))));
+    let id = h.command(Request::PutService(Box::new(valid(service("web", 3)))));
     h.answer_next_store();
     match h.reply(id) {
         Some(Answer::Service(Err(CommandError::Store(CoordinationError::VersionConflict {
@@ -54,7 +54,7 @@ async fn a_service_written_by_someone_else_answers_a_version_conflict() {
     // The services are read again; the next write goes through.
     assert!(matches!(h.stores.front(), Some((_, StoreOp::ListServices))));
     h.answer_all();
-    let again = h.command(Request::PutService(Box::new(service("web", 3))));
+    let again = h.command(Request::PutService(Box::new(valid(service("web", 3)))));
     h.answer_all();
     assert!(matches!(h.reply(again), Some(Answer::Service(Ok(true)))));
     assert_eq!(h.store.services["web"].1, 6);
@@ -78,8 +78,8 @@ async fn two_changes_to_one_service_go_one_after_the_other() {
     let mut h = Harness::leader(&[service("web", 1)], &[]);
     h.subscribe();
     h.answer_all();
-    let first = h.command(Request::PutService(Box::new(service("web", 2))));
-    let second = h.command(Request::PutService(Box::new(service("web", 3))));
+    let first = h.command(Request::PutService(Box::new(valid(service("web", 2)))));
+    let second = h.command(Request::PutService(Box::new(valid(service("web", 3)))));
     assert_eq!(h.stores.len(), 1, "the second waits for the first");
     h.answer_all();
     assert!(matches!(h.reply(first), Some(Answer::Service(Ok(true)))));
@@ -113,7 +113,7 @@ async fn a_command_is_answered_after_a_snapshot_that_shows_it() {
     // A snapshot goes out now (or went out less than its interval ago);
     // no time passes: the throttle would hold the next one back.
     h.feed(Input::Heartbeat);
-    let put = h.command(Request::PutService(Box::new(service("web", 3))));
+    let put = h.command(Request::PutService(Box::new(valid(service("web", 3)))));
     h.answer_all();
     assert!(matches!(h.reply(put), Some(Answer::Service(Ok(true)))));
     let shown = h.snapshot.as_ref().expect("a snapshot");

@@ -70,6 +70,11 @@ fn config() -> CoreConfig {
 }
 
 /// A service of `instances` tiny tasks.
+/// `spec`, validated as the web layer would before a `PutService`.
+fn valid(spec: ServiceSpec) -> crate::scheduler::spec::ValidServiceSpec {
+    crate::scheduler::spec::ValidServiceSpec::new(spec).expect("a valid test spec")
+}
+
 fn service(name: &str, instances: u32) -> ServiceSpec {
     serde_json::from_value(serde_json::json!({
         "name": name, "command": "sleep 1000", "cpus": 0.1, "mem": 16,

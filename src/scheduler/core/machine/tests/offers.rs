@@ -92,7 +92,7 @@ async fn offers_are_suppressed_when_done_and_revived_before_new_launches() {
         "declined with --decline-refuse-seconds: {calls:?}"
     );
     // More instances: REVIVE first, then the launch on the next offer.
-    let reply = h.command(Request::PutService(Box::new(service("web", 2))));
+    let reply = h.command(Request::PutService(Box::new(valid(service("web", 2)))));
     h.answer_all();
     assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
     assert_eq!(Harness::kinds_of_calls(&h.drain_call_log()), ["REVIVE"]);

@@ -103,7 +103,7 @@ async fn a_task_lost_in_reconciliation_revives() {
 /// REVIVE; `replaced`: the service existed.
 async fn put_revives(spec: ServiceSpec, replaced: bool) {
     let mut h = waiting_behind_a_filter().await;
-    let reply = h.command(Request::PutService(Box::new(spec)));
+    let reply = h.command(Request::PutService(Box::new(valid(spec))));
     h.answer_all();
     assert!(
         matches!(h.reply(reply), Some(Answer::Service(Ok(r))) if *r == replaced),
@@ -133,7 +133,7 @@ async fn a_killed_task_to_replace_revives_once_it_is_gone() {
         "instances": 2, "restart_backoff": "2s", "restart_backoff_max": "8s"
     }))
     .expect("a service spec");
-    h.command(Request::PutService(Box::new(changed)));
+    h.command(Request::PutService(Box::new(valid(changed))));
     h.answer_all();
     let calls = h.drain_call_log();
     let killed: Vec<crate::scheduler::ids::TaskId> = calls

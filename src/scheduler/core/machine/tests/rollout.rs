@@ -81,7 +81,7 @@ pub(super) async fn upgrading_from(
     let mut h = Harness::leader(std::slice::from_ref(old), tasks);
     h.subscribe();
     h.answer_all();
-    let reply = h.command(Request::PutService(Box::new(new.clone())));
+    let reply = h.command(Request::PutService(Box::new(valid(new.clone()))));
     h.answer_all();
     assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
     assert_eq!(h.marked(), ["web.0.stored"]);
@@ -342,7 +342,7 @@ async fn a_scale_down_during_a_halted_rollout_keeps_the_healthy_old_tasks() {
     assert!(h.marked().is_empty(), "halted: the old tasks stay");
     let mut fewer = new.clone();
     fewer.instances = 2;
-    let reply = h.command(Request::PutService(Box::new(fewer)));
+    let reply = h.command(Request::PutService(Box::new(valid(fewer))));
     h.answer_all();
     assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
     assert_eq!(h.marked(), ["web.0.stored"], "the broken task goes");

@@ -16,7 +16,7 @@ fn logged(h: &Harness, text: &str) -> usize {
 
 /// Puts `spec`, answered at once; asserts it was stored.
 fn put(h: &mut Harness, spec: &ServiceSpec) {
-    let reply = h.command(Request::PutService(Box::new(spec.clone())));
+    let reply = h.command(Request::PutService(Box::new(valid(spec.clone()))));
     h.answer_all();
     assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(_)))));
 }

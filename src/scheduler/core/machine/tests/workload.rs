@@ -44,7 +44,7 @@ async fn a_new_spec_replaces_one_task_at_a_time() {
     h.answer_all();
     let mut new = service("web", 2);
     new.command = crate::scheduler::spec::CommandSpec::Shell("sleep 2000".into());
-    let reply = h.command(Request::PutService(Box::new(new)));
+    let reply = h.command(Request::PutService(Box::new(valid(new))));
     h.answer_all();
     assert!(matches!(h.reply(reply), Some(Answer::Service(Ok(true)))));
     assert_eq!(h.marked(), ["web.0.stored"], "the lowest instance first");
