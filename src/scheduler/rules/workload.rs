@@ -8,13 +8,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::rollout::Judge;
-// Liveness is a property of the record; the workload rules are where the
-// core asks for it.
 use crate::backoff::Backoff;
 use crate::mesos::v1::{TaskState, task_status};
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::TaskRecord;
-pub use crate::scheduler::records::is_live;
 use crate::scheduler::spec::service::ServiceSpec;
 
 /// What one service needs.

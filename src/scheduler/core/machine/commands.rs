@@ -12,53 +12,21 @@ use tokio::time::Instant;
 
 use super::forget::Then;
 use super::rollout::Write;
+use super::service_table::ServiceEntry;
 use super::{Machine, Pending};
-use crate::coordination::{CoordinationError, Expect, RecordList, Written};
+use crate::coordination::{CoordinationError, RecordList, Written};
 use crate::executor::KAMIKAZE;
 use crate::mesos::client::CallError;
 use crate::scheduler::commands::{CommandError, KamikazeResult};
 use crate::scheduler::core::TermOutcome;
 use crate::scheduler::core::io::{Answer, MesosCall, ReplyId, Request, StoreOp, StoreResult};
 use crate::scheduler::ids::{AgentId, TaskId};
-use crate::scheduler::records::{Halt, ServiceRecord};
+use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::snapshot::{
     EventKind, FrameworkState, ReconcileKind, ReconcileRun, ReconcileTrigger,
 };
 use crate::scheduler::spec::ValidServiceSpec;
-use crate::scheduler::spec::service::{ExecutorKind, ServiceSpec};
-
-/// One service as the machine knows it: the stored record (spec, previous
-/// spec, rollout begun, halted rollout) and its version.
-#[derive(Debug, Clone)]
-pub(super) struct ServiceEntry {
-    pub(super) spec: ServiceSpec,
-    pub(super) version: i32,
-    pub(super) previous: Option<Box<ServiceSpec>>,
-    pub(super) rolling_out: bool,
-    pub(super) halted: Option<Halt>,
-}
-
-impl ServiceEntry {
-    pub(super) fn new(record: ServiceRecord, version: i32) -> ServiceEntry {
-        ServiceEntry {
-            spec: record.spec,
-            version,
-            previous: record.previous,
-            rolling_out: record.rolling_out,
-            halted: record.halted,
-        }
-    }
-
-    /// The record as stored.
-    pub(super) fn record(&self) -> ServiceRecord {
-        ServiceRecord {
-            spec: self.spec.clone(),
-            previous: self.previous.clone(),
-            rolling_out: self.rolling_out,
-            halted: self.halted.clone(),
-        }
-    }
-}
+use crate::scheduler::spec::service::ExecutorKind;
 
 /// Kamikaze runs waiting for their MESSAGE calls, by run number.
 #[derive(Debug, Default)]
@@ -294,19 +262,9 @@ impl Machine {
         }
     }
 
-    /// The version a service write expects.
-    fn service_expect(&self, name: &str) -> Expect {
-        match self.services.get(name) {
-            Some(entry) => Expect::Version(entry.version),
-            None if self.malformed_services.iter().any(|m| m == name) => Expect::Any,
-            None => Expect::Absent,
-        }
-    }
-
     fn put_service(&mut self, reply: ReplyId, spec: Box<ValidServiceSpec>) {
-        if self.service_writes.contains_key(&spec.name) {
-            self.waiting_commands
-                .push((reply, Request::PutService(spec)));
+        if self.services.writing(&spec.name) {
+            self.services.queue(reply, Request::PutService(spec));
             return;
         }
         let record = match self.services.get(&spec.name) {
@@ -324,27 +282,26 @@ impl Machine {
         why: Write,
     ) {
         let name = record.spec.name.clone();
-        let expect = self.service_expect(&name);
+        let expect = self.services.expect(&name);
         let record = Box::new(record);
         let request = self.store(
             StoreOp::PutService(record.clone(), expect),
             Pending::Command(Step::ServicePut { reply, record, why }),
         );
-        self.service_writes.insert(name, request);
+        self.services.begin_write(name, request);
     }
 
     fn delete_service(&mut self, reply: ReplyId, name: String) {
-        if self.service_writes.contains_key(&name) {
-            self.waiting_commands
-                .push((reply, Request::DeleteService(name)));
+        if self.services.writing(&name) {
+            self.services.queue(reply, Request::DeleteService(name));
             return;
         }
-        if !self.services.contains_key(&name) {
+        if !self.services.contains(&name) {
             let error = CommandError::NotFound(format!("service {name}"));
             self.reply(reply, Answer::Service(Err(error)));
             return;
         }
-        let expect = self.service_expect(&name);
+        let expect = self.services.expect(&name);
         let request = self.store(
             StoreOp::DeleteService(name.clone(), expect),
             Pending::Command(Step::ServiceDelete {
@@ -352,21 +309,21 @@ impl Machine {
                 name: name.clone(),
             }),
         );
-        self.service_writes.insert(name, request);
+        self.services.begin_write(name, request);
     }
 
     pub(super) fn on_command_stored(&mut self, step: Step, result: StoreResult, now: Instant) {
         match (step, result) {
             (Step::ServicePut { reply, record, why }, StoreResult::Written(written)) => {
                 let name = record.spec.name.clone();
-                self.service_writes.remove(&name);
+                self.services.end_write(&name);
                 match written {
                     Ok(Written::Version(version)) => {
                         let spec = record.spec.clone();
                         let previous = self
                             .services
                             .insert(name.clone(), ServiceEntry::new(*record, version));
-                        self.malformed_services.retain(|m| *m != name);
+                        self.services.clear_malformed(&name);
                         let replaced = previous.is_some();
                         if previous.as_ref().map(|p| p.spec.fingerprint())
                             != Some(spec.fingerprint())
@@ -377,7 +334,7 @@ impl Machine {
                             // `instances`, the backoff or `upgrade` alone
                             // forgives nothing: the same release would fail
                             // the same way.
-                            self.backoff.remove(&name);
+                            self.services.forgive(&name);
                         }
                         self.service_written(&spec, replaced, why, now);
                         self.needs_schedule = true;
@@ -396,7 +353,7 @@ impl Machine {
                 self.resume_service_commands(&name, now);
             }
             (Step::ServiceDelete { reply, name }, StoreResult::Written(written)) => {
-                self.service_writes.remove(&name);
+                self.services.end_write(&name);
                 match written {
                     Ok(_) => {
                         // Kill while the spec is still known, so each KILL
@@ -411,9 +368,9 @@ impl Machine {
                         for task_id in live {
                             self.request_kill(&task_id, &reason, now);
                         }
+                        // Its backoff, rollout deadline and shortfall go
+                        // with it: created again, it starts clean.
                         self.services.remove(&name);
-                        self.backoff.remove(&name);
-                        self.waiting.remove(&name);
                         self.log(
                             EventKind::Action,
                             format!("service {name} deleted; its tasks are killed"),
@@ -468,21 +425,12 @@ impl Machine {
 
     /// Commands for `name` that waited for its write.
     fn resume_service_commands(&mut self, name: &str, now: Instant) {
-        let (ready, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting_commands)
-            .into_iter()
-            .partition(|(_, request)| match request {
-                Request::PutService(spec) => spec.name == name,
-                Request::DeleteService(n) => n == name,
-                Request::Rollout { name: n, .. } => n == name,
-                _ => false,
-            });
-        self.waiting_commands = rest;
-        let mut ready = ready.into_iter();
+        let mut ready = self.services.take_queued(name).into_iter();
         // One goes now; the others wait for its write again.
         if let Some((id, request)) = ready.next() {
             self.on_command(id, request, now);
         }
-        self.waiting_commands.extend(ready);
+        self.services.requeue(ready);
     }
 
     /// The services as ZooKeeper holds them now (after a conflicting
@@ -499,9 +447,14 @@ impl Machine {
         }
         let changed: Vec<&String> = adopted
             .iter()
-            .filter(|(name, entry)| self.services.get(*name).map(|e| &e.spec) != Some(&entry.spec))
+            .filter(|(name, entry)| self.services.spec(name) != Some(&entry.spec))
             .map(|(name, _)| name)
-            .chain(self.services.keys().filter(|n| !adopted.contains_key(*n)))
+            .chain(
+                self.services
+                    .iter()
+                    .map(|(n, _)| n)
+                    .filter(|n| !adopted.contains_key(*n)),
+            )
             .collect();
         if !changed.is_empty() {
             let names: Vec<&str> = changed.iter().map(|n| n.as_str()).collect();
@@ -511,8 +464,7 @@ impl Machine {
             );
             self.log(EventKind::Service, message, now);
         }
-        self.services = adopted;
-        self.malformed_services = malformed;
+        self.services.adopt(adopted, malformed);
         self.needs_schedule = true;
         self.out.dirty = true;
     }

@@ -79,7 +79,7 @@ impl Machine {
         self.framework.id = None;
         self.framework.removed = None;
         self.tasks.clear();
-        self.backoff.clear();
+        self.services.forgive_all();
         self.out.dirty = true;
         match then {
             Then::Teardown {

@@ -14,8 +14,7 @@ use super::{Machine, Pending};
 use crate::coordination::Expect;
 use crate::scheduler::core::io::StoreOp;
 use crate::scheduler::ids::TaskId;
-use crate::scheduler::records::{KillRequest, TaskRecord};
-use crate::scheduler::rules::workload;
+use crate::scheduler::records::{KillRequest, TaskRecord, is_live};
 use crate::scheduler::snapshot::EventKind;
 
 impl Machine {
@@ -71,8 +70,9 @@ impl Machine {
     }
 
     /// Gives a live task a scale-down keeps the free instance number
-    /// `instance` ([`workload::assess`]); its record is stored with it, so
-    /// a new leader counts the same instances.
+    /// `instance` ([`assess`](crate::scheduler::rules::workload::assess));
+    /// its record is stored with it, so a new leader counts the same
+    /// instances.
     pub(super) fn request_move(&mut self, task_id: &TaskId, instance: u32) {
         let Some(entry) = self.tasks.get_mut(task_id) else {
             return;
@@ -89,7 +89,7 @@ impl Machine {
     }
 
     pub(super) fn write_move(&mut self, task_id: TaskId, instance: u32) {
-        let live = |r: &TaskRecord| workload::is_live(r);
+        let live = |r: &TaskRecord| is_live(r);
         let step = |task, record| Step::Move { task, record };
         if !self.write_record(&task_id, live, |r| r.instance = instance, step)
             && let Some(entry) = self.tasks.get_mut(&task_id)
@@ -154,8 +154,8 @@ impl Machine {
     /// The KILL grace period of a service's tasks.
     pub(super) fn kill_grace(&self, service: &str) -> Duration {
         self.services
-            .get(service)
-            .map_or(DEFAULT_KILL_GRACE, |s| s.spec.kill_grace_period)
+            .spec(service)
+            .map_or(DEFAULT_KILL_GRACE, |s| s.kill_grace_period)
     }
 
     /// Every task a previous term marked for killing and has not seen end

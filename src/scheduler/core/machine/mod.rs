@@ -10,6 +10,9 @@
 //!   the framework (teardown, reregister);
 //! - `removed`: a framework the master removed: live records become
 //!   TASK_KILLED as the master recorded them, without a KILL;
+//! - `service_table`: the known services, each with its per-term state
+//!   (backoff, rollout deadline, cached pass and snapshot results), and the
+//!   service writes in flight;
 //! - `tasks`: status updates and the answers to task writes,
 //!   acknowledgements (the table and its per-task write queue: `table`);
 //! - `kill_marks`: a kill or a new instance number stored in the record
@@ -41,6 +44,7 @@ mod removed;
 mod revive;
 mod rollout;
 mod schedule;
+mod service_table;
 mod startup;
 mod table;
 mod tasks;
@@ -49,12 +53,12 @@ mod view;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::io::{Effect, Effects, Input, ReplyId, Request, RequestId};
+use super::io::{Effect, Effects, Input, RequestId};
 use super::{Mismatch, TermOutcome};
 use crate::coordination::{ReplicaInfo, Strategy};
 use crate::mesos::v1;
@@ -63,15 +67,13 @@ use crate::scheduler::ids::AgentId;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::rules::kills::KillQueue;
 use crate::scheduler::rules::offers::OfferRegistry;
-use crate::scheduler::rules::placement::Shortfall;
 use crate::scheduler::rules::reconcile::Reconciler;
-use crate::scheduler::rules::workload::ServiceBackoff;
 use crate::scheduler::snapshot::{EventKind, FrameworkState};
 use crate::scheduler::spec::service::ServiceSpec;
 use outbox::Outbox;
 
-use commands::ServiceEntry;
 use framework::Framework;
+use service_table::ServiceTable;
 use startup::Startup;
 use table::TaskTable;
 
@@ -136,25 +138,8 @@ pub struct Machine {
     pending: HashMap<RequestId, Pending>,
     startup: Startup,
     framework: Framework,
-    /// Services by name.
-    services: BTreeMap<String, ServiceEntry>,
-    /// Stored service keys that do not decode (written over with
-    /// `Expect::Any`).
-    malformed_services: Vec<String>,
-    /// A service write in flight, by service name, and the commands for the
-    /// same service waiting behind it.
-    service_writes: HashMap<String, RequestId>,
-    waiting_commands: Vec<(ReplyId, Request)>,
-    /// Each service's instances' restart backoffs, by service name. Kept
-    /// for the term only: a new leader starts them clean.
-    backoff: HashMap<String, ServiceBackoff>,
-    /// Services whose rollout has an instance not available, and since
-    /// when (seconds since the UNIX epoch): the halt's deadline runs from it.
-    rollouts: HashMap<String, f64>,
-    /// Services whose rollout was under way at the last pass.
-    rolling: std::collections::BTreeSet<String>,
-    /// Services with instances that found no offer in the last pass, and why.
-    waiting: HashMap<String, Shortfall>,
+    /// The known services with their state, and the service writes.
+    services: ServiceTable,
     tasks: TaskTable,
     kills: KillQueue,
     offers: OfferRegistry,
@@ -165,10 +150,6 @@ pub struct Machine {
     /// New needs for offers and the filters that may hide them.
     revive: revive::ReviveWatch,
     launches: schedule::Launches,
-    /// Services the last scheduling pass found needing nothing.
-    settled: HashMap<String, schedule::Settled>,
-    /// Each service's counts as the last snapshot showed them.
-    shown: HashMap<String, view::Shown>,
     /// The task list of the last full snapshot (a command's answer
     /// publishes it again with what the command changed).
     shown_tasks: Vec<std::sync::Arc<crate::scheduler::records::TaskRecord>>,
@@ -214,21 +195,12 @@ impl Machine {
             out: Outbox::default(),
             pending: HashMap::new(),
             startup: Startup::default(),
-            services: BTreeMap::new(),
-            malformed_services: Vec::new(),
-            service_writes: HashMap::new(),
-            waiting_commands: Vec::new(),
-            backoff: HashMap::new(),
-            rollouts: HashMap::new(),
-            rolling: Default::default(),
-            waiting: HashMap::new(),
+            services: ServiceTable::default(),
             tasks: TaskTable::default(),
             agent_attributes: HashMap::new(),
             suppressed: false,
             revive: Default::default(),
             launches: schedule::Launches::default(),
-            settled: HashMap::new(),
-            shown: HashMap::new(),
             shown_tasks: Vec::new(),
             kamikazes: commands::Kamikazes::default(),
             health_log: Default::default(),

@@ -48,8 +48,6 @@ impl Machine {
     /// and halts the rollouts past it.
     pub(super) fn watch_rollouts(&mut self, progress: Vec<(String, Progress)>, now: Instant) {
         let at = self.unix(now);
-        self.rollouts
-            .retain(|name, _| self.services.contains_key(name));
         // Availability changes with time alone: while rollouts go on, each
         // pass refreshes the snapshot (one a second at most, housekeeping's
         // pace), and once more when the last one ends.
@@ -63,27 +61,27 @@ impl Machine {
             .filter(|(name, p)| under_way(name, p))
             .map(|(name, _)| name.clone())
             .collect();
-        if !rolling.is_empty() || rolling != self.rolling {
+        if self.services.set_rolling(|name| rolling.contains(name)) || !rolling.is_empty() {
             self.out.dirty = true;
         }
-        self.rolling = rolling;
         for (name, p) in progress {
-            let Some(entry) = self.services.get(&name) else {
+            let writing = self.services.writing(&name);
+            let Some(state) = self.services.state_mut(&name) else {
                 continue;
             };
-            let writing = self.service_writes.contains_key(&name);
-            if !p.under_way(entry.rolling_out) {
-                self.rollouts.remove(&name);
-                if (entry.rolling_out || entry.halted.is_some()) && !writing {
+            if !p.under_way(state.entry.rolling_out) {
+                state.rollout_since = None;
+                if (state.entry.rolling_out || state.entry.halted.is_some()) && !writing {
                     self.end_rollout(&name, now);
                 }
                 continue;
             }
             if p.unavailable.is_empty() {
-                self.rollouts.remove(&name);
+                state.rollout_since = None;
                 continue;
             }
-            let since = *self.rollouts.entry(name.clone()).or_insert(at);
+            let since = *state.rollout_since.get_or_insert(at);
+            let entry = &mut state.entry;
             if entry.halted.is_some() || writing {
                 continue;
             }
@@ -97,9 +95,7 @@ impl Machine {
                  until it is resumed or rolled back"
             );
             record.halted = Some(Halt { at, reason });
-            if let Some(entry) = self.services.get_mut(&name) {
-                entry.halted = record.halted.clone();
-            }
+            entry.halted = record.halted.clone();
             // Shown at once; stored next (a failed write is logged and the
             // services read again).
             self.log(EventKind::Service, message, now);
@@ -150,13 +146,13 @@ impl Machine {
         expected: Option<String>,
         now: Instant,
     ) {
-        if self.service_writes.contains_key(&name) {
+        if self.services.writing(&name) {
             let request = Request::Rollout {
                 name,
                 action,
                 expected,
             };
-            self.waiting_commands.push((reply, request));
+            self.services.queue(reply, request);
             return;
         }
         let Some(entry) = self.services.get(&name) else {
@@ -196,7 +192,7 @@ impl Machine {
     /// Why a rollback of `entry` does not apply now, if it does not.
     fn rollback_refusal(
         &self,
-        entry: &super::ServiceEntry,
+        entry: &super::service_table::ServiceEntry,
         expected: Option<&str>,
         now: Instant,
     ) -> Option<String> {
@@ -260,7 +256,9 @@ impl Machine {
         };
         if why != Write::Halt {
             // A new deadline for what follows.
-            self.rollouts.remove(name);
+            if let Some(state) = self.services.state_mut(name) {
+                state.rollout_since = None;
+            }
         }
         self.log(kind, message, now);
     }

@@ -16,17 +16,18 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::service_table::ServiceEntry;
 use super::{Machine, Pending, tasks};
 use crate::coordination::Expect;
 use crate::mesos::v1::{self, TaskState};
 use crate::scheduler::core::io::StoreOp;
 use crate::scheduler::ids::{AgentId, TaskId};
-use crate::scheduler::records::TaskRecord;
+use crate::scheduler::records::{TaskRecord, is_live};
 use crate::scheduler::rules::offers::Gone;
 use crate::scheduler::rules::placement::{self, Demand};
 use crate::scheduler::rules::rollout;
 use crate::scheduler::rules::taskinfo::{self, ExecutorSource};
-use crate::scheduler::rules::workload::{self, assess};
+use crate::scheduler::rules::workload::assess;
 use crate::scheduler::snapshot::EventKind;
 use crate::scheduler::spec::service::ExecutorKind;
 
@@ -54,7 +55,7 @@ pub(super) struct Settled {
 }
 
 impl Settled {
-    fn new(entry: &super::ServiceEntry, progress: rollout::Progress) -> Settled {
+    pub(super) fn new(entry: &ServiceEntry, progress: rollout::Progress) -> Settled {
         Settled {
             spec: entry.spec.clone(),
             halted: entry.halted.is_some(),
@@ -63,7 +64,7 @@ impl Settled {
     }
 
     /// True while `entry` is the service this was found of.
-    fn holds_for(&self, entry: &super::ServiceEntry) -> bool {
+    fn holds_for(&self, entry: &ServiceEntry) -> bool {
         self.halted == entry.halted.is_some() && self.spec == entry.spec
     }
 }
@@ -167,23 +168,20 @@ impl Machine {
         let orphaned: Vec<String> = self
             .tasks
             .services()
-            .filter(|(name, _)| !self.services.contains_key(name.as_str()))
+            .filter(|(name, _)| !self.services.contains(name))
             .map(|(name, _)| name.clone())
             .collect();
         for name in orphaned {
             self.tasks.take_changed(&name);
-            self.settled.remove(&name);
             if let Some(tasks) = self.tasks.service(&name) {
                 kills.extend(
                     tasks
                         .records()
-                        .filter(|r| workload::is_live(r))
+                        .filter(|r| is_live(r))
                         .map(|r| (r.task_id.clone(), "service deleted".to_string())),
                 );
             }
         }
-        self.settled
-            .retain(|name, _| self.services.contains_key(name.as_str()));
         let executor_resources = self
             .executor_source()
             .map(|s| s.resources())
@@ -194,15 +192,16 @@ impl Machine {
         let mut missing_total = 0;
         let launching: usize = self.launches.groups.values().map(|g| g.infos.len()).sum();
         let mut budget = LAUNCHING_MAX.saturating_sub(launching);
-        let names: Vec<String> = self.services.keys().cloned().collect();
+        let names = self.services.names();
         let mut records_read = 0;
         for name in names {
             let changed = self.tasks.take_changed(&name);
-            let Some(entry) = self.services.get(&name) else {
+            let Some(state) = self.services.state_mut(&name) else {
                 continue;
             };
+            let entry = &state.entry;
             if !changed
-                && let Some(settled) = self.settled.get(&name)
+                && let Some(settled) = &state.settled
                 && settled.holds_for(entry)
             {
                 rollouts.push((name, settled.progress.clone()));
@@ -222,12 +221,7 @@ impl Machine {
                 && assessment.moves.is_empty()
                 && replacement.is_none()
                 && progress.complete();
-            if quiet {
-                self.settled
-                    .insert(name.clone(), Settled::new(entry, progress.clone()));
-            } else {
-                self.settled.remove(&name);
-            }
+            state.settled = quiet.then(|| Settled::new(entry, progress.clone()));
             kills.extend(assessment.surplus.iter().cloned());
             moves.extend(assessment.moves.iter().cloned());
             if let Some(id) = replacement {
@@ -240,7 +234,7 @@ impl Machine {
             missing_total += assessment.missing.len();
             // Instances in their restart backoff wait; the rest are placed.
             let mut missing = assessment.missing;
-            if let Some(backoff) = self.backoff.get(&name) {
+            if let Some(backoff) = &state.backoff {
                 missing.retain(|i| backoff.ready(*i, now));
             }
             // Every instance past its backoff waits, also those beyond this
@@ -253,7 +247,7 @@ impl Machine {
             budget -= missing.len();
             let occupied: Vec<(AgentId, String)> = tasks
                 .records()
-                .filter(|t| workload::is_live(t))
+                .filter(|t| is_live(t))
                 .map(|t| (t.agent_id.clone(), t.hostname.clone()))
                 .collect();
             let resources = match spec.executor {
@@ -308,7 +302,7 @@ impl Machine {
     /// while no offers are held (declined offers come back no larger).
     fn note_waiting(&mut self, mut waiting: HashMap<String, placement::Shortfall>, now: Instant) {
         for (service, why) in waiting.iter_mut() {
-            let before = self.waiting.get(service).filter(|w| w.is_stuck());
+            let before = self.services.waiting(service).filter(|w| w.is_stuck());
             match before {
                 Some(stuck) if *why == placement::Shortfall::NoOffers => *why = stuck.clone(),
                 None if why.is_stuck() => {
@@ -318,8 +312,7 @@ impl Machine {
                 _ => {}
             }
         }
-        if waiting != self.waiting {
-            self.waiting = waiting;
+        if self.services.set_waiting(waiting) {
             self.out.dirty = true;
         }
     }
@@ -335,7 +328,7 @@ impl Machine {
         let mut by_offer: BTreeMap<String, Vec<(v1::TaskInfo, TaskRecord)>> = BTreeMap::new();
         let mut fingerprints: HashMap<String, String> = HashMap::new();
         for p in planned {
-            let Some(spec) = self.services.get(&p.service).map(|s| &s.spec) else {
+            let Some(spec) = self.services.spec(&p.service) else {
                 continue;
             };
             let fingerprint = fingerprints

@@ -23,7 +23,8 @@ use std::collections::BTreeSet;
 
 use tokio::time::Instant;
 
-use super::{Machine, Pending, ServiceEntry};
+use super::service_table::ServiceEntry;
+use super::{Machine, Pending};
 use crate::coordination::{DeploymentRecord, Expect, RecordList, Versioned, Written};
 use crate::mesos::operator::{self, Frameworks};
 use crate::scheduler::core::io::{
@@ -290,20 +291,21 @@ impl Machine {
                 self.services
                     .insert(name, ServiceEntry::new(record.value, record.version));
             } else {
-                self.malformed_services.push(name);
+                self.services.add_malformed(name);
             }
         }
-        self.malformed_services
-            .extend(listed.malformed.into_iter().map(|m| m.key));
+        for malformed in listed.malformed {
+            self.services.add_malformed(malformed.key);
+        }
         let seed = self.services.is_empty() && all_decoded;
         let file = self.term.initial_services.clone();
         if seed || (self.cfg.replace_services && !file.is_empty()) {
             let wanted: BTreeSet<&str> = file.iter().map(|s| s.name.as_str()).collect();
             let stale: Vec<String> = self
                 .services
-                .keys()
+                .names()
+                .into_iter()
                 .filter(|k| !wanted.contains(k.as_str()))
-                .cloned()
                 .collect();
             for name in stale {
                 self.startup.services_writes += 1;
@@ -313,7 +315,7 @@ impl Machine {
                 );
             }
             for spec in file {
-                if self.services.get(&spec.name).map(|s| &s.spec) == Some(&spec) {
+                if self.services.spec(&spec.name) == Some(&spec) {
                     continue;
                 }
                 self.startup.services_writes += 1;

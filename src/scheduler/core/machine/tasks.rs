@@ -402,11 +402,13 @@ impl Machine {
     fn note_transition(&mut self, record: &TaskRecord, now: Instant) {
         let state = record.state;
         if state == TaskState::TaskRunning {
-            self.backoff
-                .entry(record.service.clone())
-                .or_default()
-                .instance(record.instance)
-                .running(&record.task_id, workload::runs_healthy(record), now);
+            // A task of a service not known (any more) leaves no backoff.
+            if let Some(backoff) = self.services.backoff_mut(&record.service) {
+                let healthy = workload::runs_healthy(record);
+                backoff
+                    .instance(record.instance)
+                    .running(&record.task_id, healthy, now);
+            }
         }
         let last = record.timeline.last();
         if let (Some(entry), false) = (last, is_terminal(state))
@@ -433,12 +435,12 @@ impl Machine {
         }
         self.health_log.forget(&record.task_id);
         let wanted_dead = self.kills.done(&record.task_id).is_some() || record.kill.is_some();
-        let spec = self.services.get(&record.service).map(|s| s.spec.clone());
-        if let Some(spec) = &spec {
+        let spec = self.services.spec(&record.service).cloned();
+        if let Some(spec) = &spec
+            && let Some(backoff) = self.services.backoff_mut(&record.service)
+        {
             let failed = !wanted_dead && workload::counts_as_failure_of(record);
-            self.backoff
-                .entry(record.service.clone())
-                .or_default()
+            backoff
                 .instance(record.instance)
                 .terminal(spec, &record.task_id, failed, now);
         }

@@ -23,7 +23,7 @@ pub(super) struct Shown {
 }
 
 impl Shown {
-    fn new(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, now_secs: f64) -> Shown {
+    pub(super) fn new(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, now_secs: f64) -> Shown {
         let empty = ServiceTasks::default();
         let tasks = tasks.unwrap_or(&empty);
         Shown {
@@ -63,27 +63,27 @@ impl Machine {
             heartbeat_timeout_seconds: sub.map(|s| s.info.heartbeat_timeout.as_secs_f64()),
             strategy: self.cfg.strategy,
         };
-        let names: Vec<String> = self.services.keys().cloned().collect();
+        let names = self.services.names();
         let mut services = Vec::with_capacity(names.len());
         for name in names {
-            let Some(entry) = self.services.get(&name) else {
+            let Some(state) = self.services.state_mut(&name) else {
                 continue;
             };
+            let entry = &state.entry;
             let spec = &entry.spec;
             let recount = if light {
-                !self.shown.get(&name).is_some_and(|s| s.spec == *spec)
+                !state.shown.as_ref().is_some_and(|s| s.spec == *spec)
             } else {
                 let changed = self.tasks.take_shown_changed(&name);
-                changed || !self.shown.get(&name).is_some_and(|s| s.holds_for(spec))
+                changed || !state.shown.as_ref().is_some_and(|s| s.holds_for(spec))
             };
             if recount {
-                let shown = Shown::new(spec, self.tasks.service(&name), now_secs);
-                self.shown.insert(name.clone(), shown);
+                state.shown = Some(Shown::new(spec, self.tasks.service(&name), now_secs));
             }
-            let Some(shown) = self.shown.get(&name) else {
+            let Some(shown) = &state.shown else {
                 continue;
             };
-            let backoff = self.backoff.get(&name);
+            let backoff = state.backoff.as_ref();
             let mut status = ServiceStatus::new(
                 spec,
                 entry.previous.as_deref(),
@@ -107,11 +107,9 @@ impl Machine {
                     })
                     .collect();
             }
-            status.waiting = self.waiting.get(&name).map(ToString::to_string);
+            status.waiting = state.waiting.as_ref().map(ToString::to_string);
             services.push(status);
         }
-        self.shown
-            .retain(|name, _| self.services.contains_key(name.as_str()));
         self.metrics.services(Some(&services));
         let offers = self
             .offers

@@ -265,3 +265,43 @@ async fn a_health_check_kill_is_named_in_the_event() {
         Some("killed after 2 failed health checks")
     );
 }
+
+/// Two failures of `web`'s instance 1, shown as the service's.
+async fn failing_web() -> Harness {
+    let spec = service("web", 2);
+    let mut h = leader(std::slice::from_ref(&spec), 2, plain);
+    crash(&mut h, "web.1.stored");
+    let (_, id) = next_launch(&mut h).await;
+    crash(&mut h, &id);
+    assert_eq!(failures(&mut h, "web").await, 2);
+    h
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_deleted_and_created_again_starts_clean() {
+    let mut h = failing_web().await;
+    let delete = h.command(Request::DeleteService("web".into()));
+    h.answer_all();
+    assert!(matches!(h.reply(delete), Some(Answer::Service(Ok(true)))));
+    let put = h.command(Request::PutService(Box::new(valid(service("web", 2)))));
+    h.answer_all();
+    assert!(matches!(h.reply(put), Some(Answer::Service(Ok(false)))));
+    assert_eq!(failures(&mut h, "web").await, 0);
+}
+
+/// Deleted and created again in ZooKeeper by someone else, the leader
+/// reading the store after a conflict: the same as through the API.
+#[tokio::test(start_paused = true)]
+async fn a_service_gone_from_the_store_and_back_starts_clean() {
+    let mut h = failing_web().await;
+    let (record, _) = h.store.services.remove("web").unwrap();
+    let put = h.command(Request::PutService(Box::new(valid(service("web", 3)))));
+    h.answer_all();
+    assert!(matches!(h.reply(put), Some(Answer::Service(Err(_)))));
+    assert!(h.snapshot().await.services.is_empty(), "read again: gone");
+    h.store.services.insert("web".into(), (record, 1));
+    let put = h.command(Request::PutService(Box::new(valid(service("web", 3)))));
+    h.answer_all();
+    assert!(matches!(h.reply(put), Some(Answer::Service(Err(_)))));
+    assert_eq!(failures(&mut h, "web").await, 0, "read again: back, clean");
+}
