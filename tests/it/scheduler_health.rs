@@ -395,3 +395,74 @@ async fn a_health_failing_instance_keeps_its_backoff_while_others_churn() {
     );
     replica.stop().await;
 }
+
+/// Issue 24 C under a scheduler failover: instance 1 of `tally` keeps
+/// failing its health check and has reached `restart_backoff_max` (8 s);
+/// the leader stops (a failover stop) and the follower takes over. The
+/// instance keeps failing, so its next launch should still wait the cap
+/// after its last failed task ended: issue 24 asks that only the instance's
+/// own stable, healthy run forgive its failures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding: a leader change forgets every instance's restart backoff; the failing instance relaunches at once and climbs from 1 s again"]
+async fn a_failover_keeps_a_failing_instance_s_backoff() {
+    use mesos_appliance::testbed::SimulatedHealth;
+    use support::zookeeper::ZkServer;
+
+    let zk = ZkServer::start();
+    let tb = support::testbed(TestbedConfig::for_tests(4)).await;
+    tb.set_health("tally.1.", None, SimulatedHealth::Unhealthy);
+    let specs = services(json!([
+        {"name": "tally", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "ports": 1,
+         "instances": 3, "restart_backoff": "1s", "restart_backoff_max": "8s",
+         "health_check": {"type": "http", "port_index": 0, "path": "/health",
+            "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
+            "consecutive_failures": 1}}
+    ]));
+    let r1 = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        specs.clone(),
+        core_config(),
+    )
+    .await;
+    let failed_ones = |s: &Snapshot| {
+        s.tasks
+            .iter()
+            .filter(|t| t.task_id.as_str().starts_with("tally.1.") && t.is_terminal())
+            .count()
+    };
+    // Four failures: the next launch waits 8 s, the cap.
+    let s = r1
+        .wait_for("four failed tasks of tally.1", WAIT, |s| {
+            failed_ones(s) >= 4
+        })
+        .await;
+    let last_end = s
+        .tasks
+        .iter()
+        .filter(|t| t.task_id.as_str().starts_with("tally.1."))
+        .filter_map(|t| ended_at(t))
+        .fold(0.0, f64::max);
+    let r2 = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, core_config()).await;
+    r1.stop().await;
+    let s = r2
+        .wait_for("r2 launched tally.1 again", WAIT, |s| {
+            s.tasks
+                .iter()
+                .any(|t| t.task_id.as_str().starts_with("tally.1.") && t.launched_at > last_end)
+        })
+        .await;
+    let next = s
+        .tasks
+        .iter()
+        .filter(|t| t.task_id.as_str().starts_with("tally.1.") && t.launched_at > last_end)
+        .map(|t| t.launched_at)
+        .fold(f64::MAX, f64::min);
+    let gap = next - last_end;
+    assert!(
+        gap >= 8.0 - 0.05,
+        "tally.1 relaunched {gap:.1} s after its fourth failure, under the 8 s it had reached"
+    );
+    r2.stop().await;
+}

@@ -405,3 +405,72 @@ async fn offer_launch_and_kill_counters_follow_the_calls() {
     );
     replica.stop().await;
 }
+
+/// A framework that only waits out a restart backoff has nothing to place:
+/// holding offers meanwhile keeps them from every other framework (the
+/// master offers an agent's resources to one framework at a time,
+/// `src/master/allocator/mesos/hierarchical.cpp`), and the Mesos scheduler
+/// guide asks a framework without work to decline or SUPPRESS
+/// (`docs/app-framework-development-guide.md`). One agent; `tally` has one
+/// instance whose health check always fails and a 20 s backoff; once it
+/// waits in its backoff, a second framework subscribes and needs that agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding: an instance in its restart backoff counts as pending work, so the leader holds every offer until its TTL and other frameworks wait"]
+async fn an_instance_in_backoff_does_not_hold_offers_from_other_frameworks() {
+    use mesos_appliance::testbed::SimulatedHealth;
+
+    let tb = support::testbed(TestbedConfig::for_tests(1)).await;
+    tb.set_health("tally.", None, SimulatedHealth::Unhealthy);
+    let specs = services(json!([
+        {"name": "tally", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "ports": 1,
+         "instances": 1, "restart_backoff": "20s", "restart_backoff_max": "20s",
+         "health_check": {"type": "http", "port_index": 0, "path": "/health",
+            "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
+            "consecutive_failures": 1}}
+    ]));
+    // The product's offer TTL (10 s).
+    let hoarder = Replica::in_memory(
+        "r1",
+        &tb.url(),
+        specs,
+        CoreConfig {
+            offer_ttl: Duration::from_secs(10),
+            ..core_config()
+        },
+    )
+    .await;
+    hoarder
+        .wait_for("tally.0 failed once", WAIT, |s| {
+            s.tasks.iter().any(|t| t.is_terminal())
+        })
+        .await;
+    // Past the failure's own pass and the master's next allocation.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let other = Replica::in_memory(
+        "r2",
+        &tb.url(),
+        services(
+            json!([{"name": "other", "command": "serve", "cpus": 0.1, "mem": 16,
+            "instances": 1}]),
+        ),
+        CoreConfig {
+            framework_name: "bystander".into(),
+            ..core_config()
+        },
+    )
+    .await;
+    let started = std::time::Instant::now();
+    other
+        .wait_for("the bystander's task running", WAIT, |s| {
+            running(s, "other") == 1
+        })
+        .await;
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(3),
+        "the bystander waited {waited:?} for an offer while tally only waited out its backoff"
+    );
+    other.stop().await;
+    hoarder.stop().await;
+}
