@@ -474,3 +474,54 @@ async fn an_instance_in_backoff_does_not_hold_offers_from_other_frameworks() {
     other.stop().await;
     hoarder.stop().await;
 }
+
+/// A REVIVE clears every filter of the framework and makes the allocator
+/// offer everything again (`HierarchicalAllocatorProcess::reviveOffers` in
+/// `src/master/allocator/mesos/hierarchical.cpp`); other schedulers bound
+/// them (Marathon's `--min_revive_offers_interval`, 5 s by default).
+/// Twelve services of one instance each fail their health check at once
+/// and wait out staggered 1 s backoffs: each end of a backoff is a new need
+/// and REVIVEs, so the master gets several REVIVEs a second for as long as
+/// the crash loop lasts, while the framework already holds every offer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding: no bound on the REVIVE rate; a crash loop of many instances REVIVEs at its failure rate"]
+async fn a_crash_loop_of_many_instances_revives_at_a_bounded_rate() {
+    use mesos_appliance::testbed::SimulatedHealth;
+
+    let tb = support::testbed(TestbedConfig::for_tests(3)).await;
+    tb.set_health("crash", None, SimulatedHealth::Unhealthy);
+    let specs: Vec<serde_json::Value> = (0..12)
+        .map(|i| {
+            let backoff = format!("{}ms", 1000 + 83 * i);
+            json!({"name": format!("crash{i:02}"), "command": "sleep 1000", "cpus": 0.01,
+                "mem": 8, "ports": 1, "instances": 1, "restart_backoff": backoff,
+                "restart_backoff_max": backoff,
+                "health_check": {"type": "http", "port_index": 0, "path": "/health",
+                    "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
+                    "consecutive_failures": 1}})
+        })
+        .collect();
+    let replica = Replica::in_memory(
+        "r1",
+        &tb.url(),
+        services(serde_json::Value::Array(specs)),
+        config(),
+    )
+    .await;
+    replica
+        .wait_for("every service failed once", WAIT, |s| {
+            s.tasks.iter().filter(|t| t.is_terminal()).count() >= 12
+        })
+        .await;
+    let before = tb.scheduler_calls("REVIVE").len();
+    let window = Duration::from_secs(20);
+    tokio::time::sleep(window).await;
+    let revives = tb.scheduler_calls("REVIVE").len() - before;
+    let launches = replica.snapshot().tasks.len();
+    eprintln!("{revives} REVIVEs in {window:?}; {launches} tasks launched in all");
+    assert!(
+        revives <= 5,
+        "{revives} REVIVEs in {window:?}, more than one every 5 s"
+    );
+    replica.stop().await;
+}
