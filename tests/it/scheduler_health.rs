@@ -466,3 +466,44 @@ async fn a_failover_keeps_a_failing_instance_s_backoff() {
     );
     r2.stop().await;
 }
+
+/// An operator who lowers `restart_backoff_max` of a crash-looping service
+/// (not a new spec: the failure count stays) expects the instance's wait to
+/// be capped by the new maximum at once, not by the one it was computed
+/// with: instance 0 failed once under a 60 s backoff; the backoff becomes
+/// 1 s, at most 2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding: a lowered restart_backoff_max does not shorten a pending wait; the instance waits out the old 60 s"]
+async fn a_lowered_backoff_maximum_caps_the_pending_wait() {
+    use mesos_appliance::testbed::SimulatedHealth;
+
+    let tb = support::testbed(TestbedConfig::for_tests(1)).await;
+    tb.set_health("tally.", None, SimulatedHealth::Unhealthy);
+    let tally = |backoff: &str, max: &str| {
+        services(json!([
+            {"name": "tally", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "ports": 1,
+             "instances": 1, "restart_backoff": backoff, "restart_backoff_max": max,
+             "health_check": {"type": "http", "port_index": 0, "path": "/health",
+                "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
+                "consecutive_failures": 1}}
+        ]))
+    };
+    let replica = Replica::in_memory("r1", &tb.url(), tally("60s", "120s"), core_config()).await;
+    replica
+        .wait_for("tally.0 failed once", WAIT, |s| {
+            s.tasks.iter().any(|t| t.is_terminal())
+        })
+        .await;
+    replica
+        .put_service(tally("1s", "2s").remove(0))
+        .await
+        .expect("service stored");
+    replica
+        .wait_for(
+            "tally.0 launched again within the new maximum",
+            Duration::from_secs(5),
+            |s| s.tasks.len() >= 2,
+        )
+        .await;
+    replica.stop().await;
+}
