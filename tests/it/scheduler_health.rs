@@ -18,7 +18,7 @@ use std::time::Duration;
 use mesos_appliance::scheduler::Snapshot;
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
-use support::appliance::{Replica, core_config, running, services};
+use support::appliance::{Replica, core_config, health_checked, running, services};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -411,13 +411,7 @@ async fn a_failover_keeps_a_failing_instance_s_backoff() {
     let zk = ZkServer::start();
     let tb = support::testbed(TestbedConfig::for_tests(4)).await;
     tb.set_health("tally.1.", None, SimulatedHealth::Unhealthy);
-    let specs = services(json!([
-        {"name": "tally", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "ports": 1,
-         "instances": 3, "restart_backoff": "1s", "restart_backoff_max": "8s",
-         "health_check": {"type": "http", "port_index": 0, "path": "/health",
-            "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
-            "consecutive_failures": 1}}
-    ]));
+    let specs = services(json!([health_checked("tally", 3, "1s", "8s")]));
     let r1 = Replica::start(
         &zk.connect_string(),
         "r1",
@@ -479,15 +473,8 @@ async fn a_lowered_backoff_maximum_caps_the_pending_wait() {
 
     let tb = support::testbed(TestbedConfig::for_tests(1)).await;
     tb.set_health("tally.", None, SimulatedHealth::Unhealthy);
-    let tally = |backoff: &str, max: &str| {
-        services(json!([
-            {"name": "tally", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "ports": 1,
-             "instances": 1, "restart_backoff": backoff, "restart_backoff_max": max,
-             "health_check": {"type": "http", "port_index": 0, "path": "/health",
-                "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
-                "consecutive_failures": 1}}
-        ]))
-    };
+    let tally =
+        |backoff: &str, max: &str| services(json!([health_checked("tally", 1, backoff, max)]));
     let replica = Replica::in_memory("r1", &tb.url(), tally("60s", "120s"), core_config()).await;
     replica
         .wait_for("tally.0 failed once", WAIT, |s| {
@@ -520,15 +507,8 @@ async fn a_scaled_away_instance_shows_no_backoff() {
 
     let tb = support::testbed(TestbedConfig::for_tests(2)).await;
     tb.set_health("tally.1.", None, SimulatedHealth::Unhealthy);
-    let tally = |instances: u32| {
-        services(json!([
-            {"name": "tally", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "ports": 1,
-             "instances": instances, "restart_backoff": "30s", "restart_backoff_max": "60s",
-             "health_check": {"type": "http", "port_index": 0, "path": "/health",
-                "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
-                "consecutive_failures": 1}}
-        ]))
-    };
+    let tally =
+        |instances: u32| services(json!([health_checked("tally", instances, "30s", "60s")]));
     let replica = Replica::in_memory("r1", &tb.url(), tally(2), core_config()).await;
     replica
         .wait_for("tally.1 in its backoff", WAIT, |s| {

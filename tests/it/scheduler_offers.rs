@@ -13,7 +13,7 @@ use mesos_appliance::scheduler::config::CoreConfig;
 use mesos_appliance::scheduler::{FrameworkState, ServiceSpec, Snapshot};
 use mesos_appliance::testbed::{CallRecord, Testbed, TestbedConfig};
 use serde_json::json;
-use support::appliance::{Replica, core_config, running, services};
+use support::appliance::{Replica, core_config, health_checked, running, services};
 use support::client::eventually;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -421,13 +421,7 @@ async fn an_instance_in_backoff_does_not_hold_offers_from_other_frameworks() {
 
     let tb = support::testbed(TestbedConfig::for_tests(1)).await;
     tb.set_health("tally.", None, SimulatedHealth::Unhealthy);
-    let specs = services(json!([
-        {"name": "tally", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "ports": 1,
-         "instances": 1, "restart_backoff": "20s", "restart_backoff_max": "20s",
-         "health_check": {"type": "http", "port_index": 0, "path": "/health",
-            "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
-            "consecutive_failures": 1}}
-    ]));
+    let specs = services(json!([health_checked("tally", 1, "20s", "20s")]));
     // The product's offer TTL (10 s).
     let hoarder = Replica::in_memory(
         "r1",
@@ -493,12 +487,7 @@ async fn a_crash_loop_of_many_instances_revives_at_a_bounded_rate() {
     let specs: Vec<serde_json::Value> = (0..12)
         .map(|i| {
             let backoff = format!("{}ms", 1000 + 83 * i);
-            json!({"name": format!("crash{i:02}"), "command": "sleep 1000", "cpus": 0.01,
-                "mem": 8, "ports": 1, "instances": 1, "restart_backoff": backoff,
-                "restart_backoff_max": backoff,
-                "health_check": {"type": "http", "port_index": 0, "path": "/health",
-                    "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
-                    "consecutive_failures": 1}})
+            health_checked(&format!("crash{i:02}"), 1, &backoff, &backoff)
         })
         .collect();
     let replica = Replica::in_memory(
