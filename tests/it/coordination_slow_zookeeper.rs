@@ -161,6 +161,19 @@ async fn b_takes_over_while_flapping(one_way: Duration, window: Duration) -> Clu
 /// leading and subscribed, b never leads, and once the delay is gone a is
 /// still the one subscribed.
 async fn leader_keeps_leading_through(one_way: Duration, window: Duration) {
+    leader_keeps_leading_under(one_way, one_way, false, window).await;
+}
+
+/// [`leader_keeps_leading_through`] with `to_server` and `to_client` delays;
+/// with `mid_write`, the delay starts right after a scale-up of `web` to 12
+/// instances was put, while the leader writes its task records.
+async fn leader_keeps_leading_under(
+    to_server: Duration,
+    to_client: Duration,
+    mid_write: bool,
+    window: Duration,
+) {
+    let one_way = (to_server + to_client) / 2;
     support::init_tracing();
     let c = cluster().await;
     let rec_a = Recorder::start(c.a.coordinator.as_ref());
@@ -168,7 +181,17 @@ async fn leader_keeps_leading_through(one_way: Duration, window: Duration) {
     let subscribes_before = c.tb.scheduler_calls("SUBSCRIBE").len();
     let clock = SubscriptionClock::start(c.tb.clone());
     let t0 = Instant::now();
-    c.proxy.set_symmetric_latency(one_way);
+    if mid_write {
+        let spec = services(json!([
+            {"name": "web", "command": "serve", "cpus": 0.1, "mem": 32, "instances": 12}
+        ]))
+        .remove(0);
+        let handle = c.a.handle.clone();
+        tokio::spawn(async move { support::appliance::put_service(&handle, spec).await });
+        // The scale-up's launches and record writes are under way.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    c.proxy.set_latency(to_server, to_client);
     tokio::time::sleep(window).await;
     c.proxy.set_symmetric_latency(Duration::ZERO);
     c.a.wait_for("a subscribed after the delay is gone", WAIT, |s| {
@@ -221,6 +244,41 @@ async fn four_second_round_trip_keeps_the_leader() {
     // connection silent for 4 s (two fifths of the session) and could not
     // even reconnect: a's session lived on, nobody led for about 20 s.
     leader_keeps_leading_through(Duration::from_secs(2), KEEP_WINDOW).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_second_round_trip_all_towards_the_server_keeps_the_leader() {
+    // lease.rs promises the lease holds "however [the latency] is split
+    // between the two directions".
+    leader_keeps_leading_under(
+        Duration::from_millis(4500),
+        Duration::from_millis(500),
+        false,
+        KEEP_WINDOW,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_second_round_trip_all_towards_the_client_keeps_the_leader() {
+    leader_keeps_leading_under(
+        Duration::from_millis(500),
+        Duration::from_millis(4500),
+        false,
+        KEEP_WINDOW,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_second_round_trip_starting_mid_write_keeps_the_leader() {
+    leader_keeps_leading_under(
+        Duration::from_millis(1500),
+        Duration::from_millis(1500),
+        true,
+        KEEP_WINDOW,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

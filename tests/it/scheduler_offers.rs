@@ -13,7 +13,7 @@ use mesos_appliance::scheduler::config::CoreConfig;
 use mesos_appliance::scheduler::{FrameworkState, ServiceSpec, Snapshot};
 use mesos_appliance::testbed::{CallRecord, Testbed, TestbedConfig};
 use serde_json::json;
-use support::appliance::{Replica, core_config, running, services};
+use support::appliance::{Replica, core_config, health_checked, running, services};
 use support::client::eventually;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -402,6 +402,115 @@ async fn offer_launch_and_kill_counters_follow_the_calls() {
         metric(&replica, LAUNCHES),
         2.0,
         "no launch for a scale-down"
+    );
+    replica.stop().await;
+}
+
+/// A framework that only waits out a restart backoff has nothing to place:
+/// holding offers meanwhile keeps them from every other framework (the
+/// master offers an agent's resources to one framework at a time,
+/// `src/master/allocator/mesos/hierarchical.cpp`), and the Mesos scheduler
+/// guide asks a framework without work to decline or SUPPRESS
+/// (`docs/app-framework-development-guide.md`). One agent; `tally` has one
+/// instance whose health check always fails and a 20 s backoff; once it
+/// waits in its backoff, a second framework subscribes and needs that agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding: an instance in its restart backoff counts as pending work, so the leader holds every offer until its TTL and other frameworks wait"]
+async fn an_instance_in_backoff_does_not_hold_offers_from_other_frameworks() {
+    use mesos_appliance::testbed::SimulatedHealth;
+
+    let tb = support::testbed(TestbedConfig::for_tests(1)).await;
+    tb.set_health("tally.", None, SimulatedHealth::Unhealthy);
+    let specs = services(json!([health_checked("tally", 1, "20s", "20s")]));
+    // The product's offer TTL (10 s).
+    let hoarder = Replica::in_memory(
+        "r1",
+        &tb.url(),
+        specs,
+        CoreConfig {
+            offer_ttl: Duration::from_secs(10),
+            ..core_config()
+        },
+    )
+    .await;
+    hoarder
+        .wait_for("tally.0 failed once", WAIT, |s| {
+            s.tasks.iter().any(|t| t.is_terminal())
+        })
+        .await;
+    // Past the failure's own pass and the master's next allocation.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let other = Replica::in_memory(
+        "r2",
+        &tb.url(),
+        services(
+            json!([{"name": "other", "command": "serve", "cpus": 0.1, "mem": 16,
+            "instances": 1}]),
+        ),
+        CoreConfig {
+            framework_name: "bystander".into(),
+            ..core_config()
+        },
+    )
+    .await;
+    let started = std::time::Instant::now();
+    other
+        .wait_for("the bystander's task running", WAIT, |s| {
+            running(s, "other") == 1
+        })
+        .await;
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(3),
+        "the bystander waited {waited:?} for an offer while tally only waited out its backoff"
+    );
+    other.stop().await;
+    hoarder.stop().await;
+}
+
+/// A REVIVE clears every filter of the framework and makes the allocator
+/// offer everything again (`HierarchicalAllocatorProcess::reviveOffers` in
+/// `src/master/allocator/mesos/hierarchical.cpp`); other schedulers bound
+/// them (Marathon's `--min_revive_offers_interval`, 5 s by default).
+/// Twelve services of one instance each fail their health check at once
+/// and wait out staggered 1 s backoffs: each end of a backoff is a new need
+/// and REVIVEs, so the master gets several REVIVEs a second for as long as
+/// the crash loop lasts, while the framework already holds every offer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding: no bound on the REVIVE rate; a crash loop of many instances REVIVEs at its failure rate"]
+async fn a_crash_loop_of_many_instances_revives_at_a_bounded_rate() {
+    use mesos_appliance::testbed::SimulatedHealth;
+
+    let tb = support::testbed(TestbedConfig::for_tests(3)).await;
+    tb.set_health("crash", None, SimulatedHealth::Unhealthy);
+    let specs: Vec<serde_json::Value> = (0..12)
+        .map(|i| {
+            let backoff = format!("{}ms", 1000 + 83 * i);
+            health_checked(&format!("crash{i:02}"), 1, &backoff, &backoff)
+        })
+        .collect();
+    let replica = Replica::in_memory(
+        "r1",
+        &tb.url(),
+        services(serde_json::Value::Array(specs)),
+        config(),
+    )
+    .await;
+    replica
+        .wait_for("every service failed once", WAIT, |s| {
+            s.tasks.iter().filter(|t| t.is_terminal()).count() >= 12
+        })
+        .await;
+    let before = tb.scheduler_calls("REVIVE").len();
+    let window = Duration::from_secs(20);
+    tokio::time::sleep(window).await;
+    let revives = tb.scheduler_calls("REVIVE").len() - before;
+    let launches = replica.snapshot().tasks.len();
+    eprintln!("{revives} REVIVEs in {window:?}; {launches} tasks launched in all");
+    assert!(
+        revives <= 5,
+        "{revives} REVIVEs in {window:?}, more than one every 5 s"
     );
     replica.stop().await;
 }

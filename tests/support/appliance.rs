@@ -70,6 +70,23 @@ pub fn services(json: serde_json::Value) -> Vec<ServiceSpec> {
     serde_json::from_value(json).expect("test services")
 }
 
+/// A service of `instances` one-port tasks with an HTTP health check every
+/// second that kills at the first counted failure (for the testbed's
+/// `unhealthy` rule), and the restart backoff `backoff` up to `backoff_max`.
+pub fn health_checked(
+    name: &str,
+    instances: u32,
+    backoff: &str,
+    backoff_max: &str,
+) -> serde_json::Value {
+    serde_json::json!({"name": name, "command": "sleep 1000", "cpus": 0.1, "mem": 32,
+        "ports": 1, "instances": instances, "restart_backoff": backoff,
+        "restart_backoff_max": backoff_max,
+        "health_check": {"type": "http", "port_index": 0, "path": "/health",
+            "delay": "0s", "interval": "1s", "timeout": "1s", "grace_period": "0s",
+            "consecutive_failures": 1}})
+}
+
 /// One in-process replica.
 pub struct Replica {
     pub name: String,
