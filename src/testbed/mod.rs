@@ -412,10 +412,7 @@ impl TestbedInspector {
     /// Live and unreachable tasks, then the completed ones the master
     /// keeps (as `GET /testbed/tasks` lists them).
     pub fn tasks(&self) -> Vec<TaskView> {
-        let master = self.0.lock();
-        let mut tasks = master.task_views();
-        tasks.extend(master.completed_task_views());
-        tasks
+        self.0.lock().all_task_views()
     }
 }
 

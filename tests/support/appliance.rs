@@ -216,14 +216,19 @@ impl Replica {
     }
 
     /// A failover stop (SIGTERM): the scheduler stops, the replica leaves the
-    /// election at once and keeps all ZooKeeper state. A stopped replica
-    /// shows nothing, so its end-of-test checks do not run.
+    /// election at once and keeps all ZooKeeper state. The end-of-test
+    /// checks ([`super::checks`]) run first: this is where the replica's
+    /// life ends.
     pub async fn stop(mut self) {
+        let failure = self.checks.at_end().await;
         self.shutdown.cancel();
         if let Some(task) = self.task.take() {
             let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
         }
         self.coordinator.close().await;
+        if let Some(failure) = failure {
+            panic!("{failure}");
+        }
     }
 }
 

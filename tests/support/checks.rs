@@ -30,17 +30,24 @@
 //! `uninstall`). The strict order — the ACK effect only after the store's
 //! answer — is the core's property tests' job.
 //!
-//! When they run: on drop, unless the test is already panicking, the
-//! replica was stopped ([`Replica::stop`](crate::support::appliance::Replica::stop))
-//! or its process exited, or the test opted out with a reason
-//! ([`Checks::expect_disagreement`]; printed to the test's output). The
-//! master must be an in-process testbed that still runs (it is found by the
-//! replica's `--master`); otherwise the checks say so on stderr and are
-//! skipped. Under a multi-threaded runtime they wait up to [`SETTLE`] for
-//! updates in flight; under a current-thread runtime the test's runtime is
-//! blocked in the drop, so they look once.
+//! When they run: once per replica, where its life as the test sees it
+//! ends — [`Replica::stop`](crate::support::appliance::Replica::stop), a
+//! SIGTERM, SIGINT or SIGSTOP sent with
+//! [`Appliance::signal`](crate::support::processes::Appliance::signal), or
+//! the drop of a replica still running. A process that SIGKILL (a crash at
+//! the moment the test chose, which nothing may delay) or its own exit
+//! ended shows nothing: its drop runs the store check alone. Nothing runs
+//! while the test is already panicking, or after the test opted out with a
+//! reason ([`Checks::expect_disagreement`], printed to the test's output).
+//! The master must be an in-process testbed that still runs (found by the
+//! replica's `--master`, [`TestbedInspector::find`]); otherwise the checks
+//! say so on stderr and are skipped. A disagreement may be an update still
+//! on its way: from async code (a stop) and under a multi-threaded runtime
+//! they wait up to [`SETTLE`] for it to go; a drop under a current-thread
+//! runtime blocks the only thread that would deliver it, so it looks once.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -77,22 +84,28 @@ pub enum Store {
 
 /// The end-of-test checks of one replica.
 pub struct Checks {
+    /// The test (its thread's name when the replica started).
+    test: String,
     replica: String,
     master: String,
     view: View,
     store: Store,
     opt_out: Mutex<Option<String>>,
+    /// Set once the checks ran (or were due and skipped).
+    ended: AtomicBool,
 }
 
 impl Checks {
     /// Checks for `replica`, subscribed to `master` (its `--master`).
     pub fn new(replica: &str, master: &str, view: View, store: Store) -> Checks {
         Checks {
+            test: std::thread::current().name().unwrap_or("?").to_string(),
             replica: replica.to_string(),
             master: master.to_string(),
             view,
             store,
             opt_out: Mutex::new(None),
+            ended: AtomicBool::new(false),
         }
     }
 
@@ -102,54 +115,89 @@ impl Checks {
         *self.opt_out.lock().unwrap() = Some(why.to_string());
     }
 
-    /// Runs the checks (from a `Drop`); the failure names the test, the
-    /// replica and each disagreement. The caller panics with it once it
-    /// has stopped the replica. See the module doc for when they are
-    /// skipped.
+    /// Runs the checks from a `Drop` (or another place that cannot
+    /// await): on a thread of their own, waiting for a disagreement to
+    /// settle only under a multi-threaded runtime (a current-thread one is
+    /// blocked here). The failure names the test, the replica and each
+    /// disagreement; the caller panics with it once it has stopped the
+    /// replica. See the module doc for when they are skipped.
     pub fn at_drop(&self) -> Option<String> {
-        if std::thread::panicking() {
+        let master = self.due()?;
+        let can_wait = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let settle = if can_wait { SETTLE } else { Duration::ZERO };
+        on_own_runtime(self.check(&master, settle, true))
+    }
+
+    /// Only the "no ACK before its store" check, from a `Drop`, for a
+    /// replica that no longer runs (a process killed by the test or exited
+    /// on its own): it shows nothing, but what it acknowledged while it
+    /// ran must still be in the store.
+    pub fn after_exit(&self) -> Option<String> {
+        let master = self.due()?;
+        on_own_runtime(self.check(&master, Duration::ZERO, false))
+    }
+
+    /// Like [`Checks::at_drop`], from async code about to end the replica
+    /// (a failover stop): the test's runtime goes on while they wait.
+    pub async fn at_end(&self) -> Option<String> {
+        let master = self.due()?;
+        self.check(&master, SETTLE, true).await
+    }
+
+    /// The master to check against, when the checks are due: once per
+    /// replica, not while the test panics, not after an opt-out, and only
+    /// against an in-process testbed that still runs.
+    fn due(&self) -> Option<TestbedInspector> {
+        if std::thread::panicking() || self.ended.swap(true, Ordering::SeqCst) {
             return None;
         }
         if let Some(why) = self.opt_out.lock().unwrap().as_deref() {
             eprintln!("{}: end-of-test checks off: {why}", self.replica);
             return None;
         }
-        let Some(master) = TestbedInspector::find(&self.master) else {
+        let master = TestbedInspector::find(&self.master);
+        if master.is_none() {
             eprintln!(
                 "{}: end-of-test checks skipped: master {} is no running in-process testbed",
                 self.replica, self.master
             );
-            return None;
+        }
+        master
+    }
+
+    /// Every disagreement, in one message; waits up to `settle` for them
+    /// to go away (an update on its way).
+    async fn check(
+        &self,
+        master: &TestbedInspector,
+        settle: Duration,
+        shows: bool,
+    ) -> Option<String> {
+        let deadline = Instant::now() + settle;
+        let found = loop {
+            let found = self.disagreements(master, shows).await;
+            if found.is_empty() || Instant::now() >= deadline {
+                break found;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         };
-        let found = self.run(&master);
         (!found.is_empty()).then(|| {
             format!(
                 "end-of-test checks of replica {} (test {}, master {}) failed:\n{}",
                 self.replica,
-                std::thread::current().name().unwrap_or("?"),
+                self.test,
                 self.master,
                 found.join("\n")
             )
         })
     }
 
-    /// Every disagreement, after waiting (multi-threaded runtime only) up to
-    /// [`SETTLE`] for them to go away.
-    fn run(&self, master: &TestbedInspector) -> Vec<String> {
-        let can_wait = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let deadline = Instant::now() + if can_wait { SETTLE } else { Duration::ZERO };
-        loop {
-            let found = on_own_runtime(self.disagreements(master));
-            if found.is_empty() || Instant::now() >= deadline {
-                return found;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    async fn disagreements(&self, master: &TestbedInspector) -> Vec<String> {
+    /// The disagreements: the truth check while the replica `shows`
+    /// tasks, and the "no ACK before its store" check.
+    async fn disagreements(&self, master: &TestbedInspector, shows: bool) -> Vec<String> {
         let mut found = match self.shown().await {
+            _ if !shows => Vec::new(),
             Ok(shown) => super::truth::compare(&self.replica, &shown, &master.tasks()),
             Err(e) => vec![format!("{}: its tasks cannot be read: {e}", self.replica)],
         };
@@ -174,15 +222,7 @@ impl Checks {
                     .await
                     .map_err(|e| format!("GET /api/v1/tasks: {e}"))?;
                 let view: Value = response.json().await.map_err(|e| e.to_string())?;
-                Ok(view["tasks"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|t| {
-                        let text = |k: &str| t[k].as_str().unwrap_or_default().to_string();
-                        (text("id"), text("state"))
-                    })
-                    .collect())
+                Ok(super::truth::shown(&view))
             }
         }
     }

@@ -187,8 +187,23 @@ impl Appliance {
         }
     }
 
-    /// Sends a signal (`libc::SIGTERM`, `libc::SIGKILL`, …).
+    /// Sends a signal (`libc::SIGTERM`, `libc::SIGKILL`, …). Before one
+    /// that stops the process (SIGTERM, SIGINT) or freezes it (SIGSTOP: it
+    /// answers nothing from then on) the end-of-test checks
+    /// ([`super::checks`]) run, as on drop: this is where the replica's
+    /// life as the tests see it ends. SIGKILL is a crash at the moment the
+    /// test chose, so nothing delays it: the drop then runs the store check
+    /// alone ([`Checks::after_exit`]).
     pub fn signal(&self, signal: i32) {
+        if [libc::SIGTERM, libc::SIGINT, libc::SIGSTOP].contains(&signal)
+            && let Some(failure) = self.checks.as_ref().and_then(Checks::at_drop)
+        {
+            panic!(
+                "{failure}\n--- log of {} ---\n{}",
+                self.name,
+                tail(&self.log(), 40)
+            );
+        }
         let pid = self.pid() as i32;
         if pid > 0 {
             // SAFETY: kill(2) on our own child's PID has no memory effects.
@@ -262,16 +277,14 @@ impl Appliance {
 
 impl Drop for Appliance {
     fn drop(&mut self) {
+        let running = self
+            .child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
         let failure = match &self.checks {
-            Some(checks)
-                if self
-                    .child
-                    .as_mut()
-                    .is_some_and(|c| matches!(c.try_wait(), Ok(None))) =>
-            {
-                checks.at_drop()
-            }
-            _ => None,
+            Some(checks) if running => checks.at_drop(),
+            Some(checks) => checks.after_exit(),
+            None => None,
         };
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();

@@ -22,7 +22,14 @@ pub async fn disagreements(appliance: &Appliance, tb: &Testbed) -> Vec<String> {
     let Some((200, view)) = appliance.get("/api/v1/tasks?per_page=10000").await else {
         return vec![format!("{}: /api/v1/tasks did not answer", appliance.name)];
     };
-    let shown: Vec<(String, String)> = view["tasks"]
+    let mut master = tb.tasks();
+    master.extend(tb.completed_tasks());
+    compare(&appliance.name, &shown(&view), &master)
+}
+
+/// The tasks of a `/api/v1/tasks` answer: ID and state name.
+pub fn shown(view: &Value) -> Vec<(String, String)> {
+    view["tasks"]
         .as_array()
         .into_iter()
         .flatten()
@@ -30,10 +37,7 @@ pub async fn disagreements(appliance: &Appliance, tb: &Testbed) -> Vec<String> {
             let text = |k: &str| t[k].as_str().unwrap_or_default().to_string();
             (text("id"), text("state"))
         })
-        .collect();
-    let mut master = tb.tasks();
-    master.extend(tb.completed_tasks());
-    compare(&appliance.name, &shown, &master)
+        .collect()
 }
 
 /// The disagreements between the tasks `replica` shows (ID and state name)

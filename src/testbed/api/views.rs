@@ -287,6 +287,14 @@ impl Master {
         out
     }
 
+    /// Live and unreachable tasks, then the completed ones the master
+    /// keeps: `GET /testbed/tasks`.
+    pub fn all_task_views(&self) -> Vec<TaskView> {
+        let mut tasks = self.task_views();
+        tasks.extend(self.completed_task_views());
+        tasks
+    }
+
     /// The completed tasks the master keeps (up to
     /// `max_completed_tasks_per_framework` per framework, removed frameworks
     /// included), oldest first per framework, frameworks sorted by ID.
