@@ -1,7 +1,7 @@
-//! Checks every replica harness runs when it is dropped at the end of a
-//! test ([`crate::support::appliance::Replica`],
-//! [`crate::support::processes::Appliance`]), so that no test has to
-//! remember them:
+//! Checks every replica harness runs where a replica's life in a test ends
+//! ([`crate::support::appliance::Replica`],
+//! [`crate::support::processes::Appliance`]; see "When they run" below), so
+//! that no test has to remember them:
 //!
 //! - **Truth** ([`super::truth`]): a replica still running shows no task
 //!   live (`TASK_STARTING`, `TASK_RUNNING`, `TASK_KILLING`) that the testbed
@@ -24,7 +24,7 @@
 //! store that lands after its ACK but before the test ends passes), the
 //! earlier acknowledgements of a task (only the latest is kept, and a record
 //! only moves forward), a terminal update whose record is gone (it is read
-//! as pruned after `--terminal-retention`; a missing record is a failure only
+//! as pruned after the core's terminal retention, `CoreConfig::terminal_retention`; a missing record is a failure only
 //! for a non-terminal state), and anything of a framework the store no
 //! longer names (forgotten by the teardown action, `reregister`,
 //! `uninstall`). The strict order — the ACK effect only after the store's
