@@ -99,6 +99,7 @@ impl Testbed {
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
+        let zk_spec = config.zk.clone();
         let body_limit = config.max_request_bytes;
         let session_timeout = config.zk_session_timeout;
         let allocation_interval = config.allocation_interval;
@@ -113,6 +114,7 @@ impl Testbed {
             m.schedule(allocation_interval, Timer::Allocate { periodic: true });
         }
         let app = App(shared.clone());
+        register(addr, zk_spec, &shared);
         let stop = CancellationToken::new();
         start_process_mode(&app, addr, &stop)?;
         let router = router(app.clone()).layer(DefaultBodyLimit::max(body_limit));
@@ -362,6 +364,55 @@ impl Testbed {
             }
         }
         self.stop.cancel();
+    }
+}
+
+/// In-process testbeds of this process: the address, the `--zk` URL (if
+/// any) and the master. Weak, so a dropped testbed is gone from here too.
+type Registry = Vec<(SocketAddr, Option<String>, std::sync::Weak<Mutex<Master>>)>;
+
+static RUNNING: Mutex<Registry> = Mutex::new(Vec::new());
+
+fn register(addr: SocketAddr, zk: Option<String>, master: &Shared) {
+    let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+    running.retain(|(_, _, m)| m.strong_count() > 0);
+    running.push((addr, zk, Arc::downgrade(master)));
+}
+
+/// A read-only view of an in-process testbed, found by the master URL a
+/// scheduler was given ([`TestbedInspector::find`]). It reads the master
+/// under its lock, without the HTTP API: a test harness can inspect the
+/// master from a `Drop` that blocks the runtime serving that API.
+#[derive(Clone)]
+pub struct TestbedInspector(App);
+
+impl TestbedInspector {
+    /// The running in-process testbed that `master` names: a `--master`
+    /// value, `http://host:port` (or a comma-separated list of them), or
+    /// the `zk://` URL a testbed elected through. `None` when no testbed
+    /// of this process matches (it stopped, or runs elsewhere).
+    pub fn find(master: &str) -> Option<TestbedInspector> {
+        let running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        running.iter().find_map(|(addr, zk, shared)| {
+            let named = master.split(',').any(|part| {
+                let part = part.trim().trim_end_matches('/');
+                let host = part
+                    .strip_prefix("http://")
+                    .or_else(|| part.strip_prefix("https://"))
+                    .unwrap_or(part);
+                host == addr.to_string() || zk.as_deref() == Some(master)
+            });
+            named
+                .then(|| shared.upgrade())
+                .flatten()
+                .map(|shared| TestbedInspector(App(shared)))
+        })
+    }
+
+    /// Live and unreachable tasks, then the completed ones the master
+    /// keeps (as `GET /testbed/tasks` lists them).
+    pub fn tasks(&self) -> Vec<TaskView> {
+        self.0.lock().all_task_views()
     }
 }
 

@@ -1,7 +1,9 @@
 //! The ZooKeeper test harness itself, checked against the real server with
 //! the bare `zookeeper-client` crate: a server starts and serves, a session
 //! can be expired on demand, the chaos proxy cuts, restores and slows down a
-//! client, and a restarted server keeps its data.
+//! client, and a restarted server keeps its data. And the replica
+//! harness's end-of-test checks (`support::checks`) fail on a deliberate
+//! disagreement, and keep quiet when a test opts out.
 
 use crate::support;
 
@@ -153,4 +155,98 @@ async fn restart_keeps_data_and_port() {
     server.restart();
     let c2 = client(&server.connect_string()).await;
     assert_eq!(c2.get_data("/keep").await.unwrap().0, b"v");
+}
+
+/// Drops `replica` (named `r1`) and asserts that its end-of-test checks
+/// panicked, naming it and saying `expected`.
+fn assert_drop_fails_with(replica: support::appliance::Replica, expected: &str) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(replica)));
+    let payload = result.expect_err("the end-of-test checks did not fail");
+    let failure = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_else(|| "a panic without a message".into());
+    assert!(failure.contains("replica r1"), "{failure}");
+    assert!(failure.contains(expected), "{failure}");
+}
+
+/// ZooKeeper, a one-agent testbed and one replica with one `sleep` task,
+/// once the master has seen that task's TASK_RUNNING acknowledged; and the
+/// task's ID.
+async fn one_acknowledged_task() -> (
+    ZkServer,
+    mesos_appliance::testbed::Testbed,
+    support::appliance::Replica,
+    String,
+) {
+    use support::appliance::{Replica, core_config, running, services};
+    let zk = ZkServer::start();
+    let tb = support::testbed(mesos_appliance::testbed::TestbedConfig::for_tests(1)).await;
+    let specs = services(serde_json::json!([
+        {"name": "web", "command": "sleep 1000", "cpus": 0.1, "mem": 16, "instances": 1}
+    ]));
+    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let s = replica
+        .wait_for("1 running", Duration::from_secs(30), |s| {
+            running(s, "web") == 1
+        })
+        .await;
+    let id = s.tasks[0].task_id.to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !tb.tasks().iter().any(|t| {
+        t.task_id == id
+            && t.acknowledged == Some(mesos_appliance::mesos::v1::TaskState::TaskRunning)
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "RUNNING not acknowledged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (zk, tb, replica, id)
+}
+
+/// The "no ACK before its store" check of a replica's drop: a record
+/// deleted behind the leader's back after its RUNNING was acknowledged is an
+/// acknowledged update the store does not reflect.
+#[tokio::test]
+async fn the_drop_check_finds_an_acknowledged_update_missing_from_the_store() {
+    let (zk, _tb, replica, id) = one_acknowledged_task().await;
+    let raw = client(&zk.connect_string()).await;
+    raw.delete(&format!("/appliance/tasks/{id}"), None)
+        .await
+        .expect("delete the record");
+
+    assert_drop_fails_with(
+        replica,
+        &format!(
+            "the master saw TASK_RUNNING of task {id} acknowledged, but no task record is stored"
+        ),
+    );
+}
+
+/// The truth check of a replica's drop: the master ends a task (its agent
+/// marked gone) and the replica, whose runtime this test holds, never hears
+/// of it: it still shows the task TASK_RUNNING.
+#[tokio::test]
+async fn the_drop_check_finds_a_task_shown_live_that_the_master_ended() {
+    let (_zk, tb, replica, id) = one_acknowledged_task().await;
+    let agent = tb.agents()[0].id.clone();
+    // No await from here on: the replica cannot take the update in.
+    assert!(tb.mark_agent_gone(&agent));
+
+    assert_drop_fails_with(
+        replica,
+        &format!("r1: task {id} shown TASK_RUNNING, the master has it completed TASK_LOST"),
+    );
+}
+
+/// The opt-out: a replica told to expect a disagreement drops quietly.
+#[tokio::test]
+async fn a_replica_told_to_expect_a_disagreement_drops_without_checking() {
+    let (_zk, tb, replica, _) = one_acknowledged_task().await;
+    let agent = tb.agents()[0].id.clone();
+    assert!(tb.mark_agent_gone(&agent));
+    replica.expect_disagreement("this test ends a task behind the replica's back");
+    drop(replica);
 }

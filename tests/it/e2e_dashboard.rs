@@ -22,6 +22,7 @@ use mesos_appliance::web::WebConfig;
 use serde_json::json;
 use support::appliance::{core_config, services};
 use support::browser::Browser;
+use support::checks::{Checks, Store, View};
 use support::replicas::{SESSION, replica};
 use support::zookeeper::{ZkServer, free_port};
 use tokio_util::sync::CancellationToken;
@@ -32,13 +33,26 @@ struct Replica {
     url: String,
     running: Running,
     coordinator: Arc<ZkCoordinator>,
-    _stop: CancellationToken,
+    stop: CancellationToken,
+    /// The end-of-test checks every replica harness runs on drop.
+    checks: Checks,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let failure = self.checks.at_drop();
+        self.stop.cancel();
+        if let Some(failure) = failure {
+            panic!("{failure}");
+        }
+    }
 }
 
 async fn replica_on(zk: &ZkServer, tb: &Testbed, name: &str) -> Replica {
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let zk_url = ZkUrl::parse(&format!("zk://{}/e2e", zk.connect_string()), "x").unwrap();
+    let store = Store::Zk(zk_url.clone());
     let mut info = replica(name);
     info.advertised_url = url.clone();
     let coordinator = Arc::new(
@@ -60,11 +74,18 @@ async fn replica_on(zk: &ZkServer, tb: &Testbed, name: &str) -> Replica {
     let running = start_replica(core, client, coordinator.clone(), specs, web, stop.clone())
         .await
         .unwrap();
+    let checks = Checks::new(
+        name,
+        &tb.url(),
+        View::Snapshot(running.handle.clone()),
+        store,
+    );
     Replica {
         url,
         running,
         coordinator,
-        _stop: stop,
+        stop,
+        checks,
     }
 }
 

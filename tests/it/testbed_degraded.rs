@@ -157,7 +157,7 @@ async fn agent_marked_gone_loses_its_tasks_for_good() {
         tasks["tasks"],
         json!([{"framework_id": fid, "task_id": "t1", "agent_id": agent, "executor_id": "t1",
             "state": "TASK_LOST", "unreachable": false, "unacknowledged_updates": 0,
-            "healthy": null, "completed": true}])
+            "acknowledged": "TASK_RUNNING", "healthy": null, "completed": true}])
     );
     let reachable = control(&tb, &format!("agents/{agent}/reachable"), json!({})).await;
     assert_eq!(reachable.status, 409, "{}", reachable.body);

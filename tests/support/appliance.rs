@@ -24,6 +24,7 @@ use mesos_appliance::util::zk::ZkUrl;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::checks::{Checks, Store, View};
 use super::replicas;
 
 /// Core settings for tests: short offer TTL, reconciliation and kill timers.
@@ -98,6 +99,8 @@ pub struct Replica {
     pub fence: CancellationToken,
     shutdown: CancellationToken,
     task: Option<JoinHandle<()>>,
+    /// The end-of-test checks, run on drop unless the replica was stopped.
+    checks: Checks,
 }
 
 impl Replica {
@@ -123,8 +126,9 @@ impl Replica {
     ) -> Replica {
         super::mesos::init();
         let name = zk_config.replica.replica_id.clone();
+        let store = Store::Zk(zk_config.url.clone());
         let coordinator = Arc::new(ZkCoordinator::start(zk_config).await.expect("coordinator"));
-        Replica::with_coordinator(coordinator, &name, master, services, core)
+        Replica::with_coordinator(coordinator, store, &name, master, services, core)
     }
 
     /// Starts the only replica `name` on the in-memory coordinator (it leads
@@ -137,12 +141,15 @@ impl Replica {
         core: CoreConfig,
     ) -> Replica {
         super::mesos::init();
-        let coordinator = Arc::new(MemoryCoordinator::new(replicas::replica(name)));
-        Replica::with_coordinator(coordinator, name, master, services, core)
+        let coordinator: Arc<dyn Coordinator> =
+            Arc::new(MemoryCoordinator::new(replicas::replica(name)));
+        let store = Store::Memory(coordinator.clone());
+        Replica::with_coordinator(coordinator, store, name, master, services, core)
     }
 
     fn with_coordinator(
         coordinator: Arc<dyn Coordinator>,
+        store: Store,
         name: &str,
         master: &str,
         services: Vec<ServiceSpec>,
@@ -160,7 +167,9 @@ impl Replica {
         let fence = deps.fence.clone();
         let shutdown = CancellationToken::new();
         let (handle, task) = supervisor::start(core, deps, shutdown.clone());
+        let checks = Checks::new(name, master, View::Snapshot(handle.clone()), store);
         Replica {
+            checks,
             name: name.into(),
             handle,
             coordinator,
@@ -217,20 +226,41 @@ impl Replica {
         }
     }
 
+    /// Turns this replica's end-of-test checks off (the truth check and
+    /// the "no ACK before its store" check, [`super::checks`]) because the
+    /// scenario breaks them on purpose; `why` is printed at the end.
+    pub fn expect_disagreement(&self, why: &str) {
+        self.checks.expect_disagreement(why);
+    }
+
     /// A failover stop (SIGTERM): the scheduler stops, the replica leaves the
-    /// election at once and keeps all ZooKeeper state.
+    /// election at once and keeps all ZooKeeper state. The end-of-test
+    /// checks ([`super::checks`]) run first: this is where the replica's
+    /// life ends.
     pub async fn stop(mut self) {
+        let failure = self.checks.at_end().await;
         self.shutdown.cancel();
         if let Some(task) = self.task.take() {
             let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
         }
         self.coordinator.close().await;
+        if let Some(failure) = failure {
+            panic!("{failure}");
+        }
     }
 }
 
 impl Drop for Replica {
     fn drop(&mut self) {
+        let failure = if self.shutdown.is_cancelled() {
+            None
+        } else {
+            self.checks.at_drop()
+        };
         self.shutdown.cancel();
+        if let Some(failure) = failure {
+            panic!("{failure}");
+        }
     }
 }
 

@@ -20,6 +20,9 @@
 //!   request helpers for `oneshot`;
 //! - [`browser`]: headless Chromium through chromedriver and fantoccini;
 //! - [`processes`]: real `mesos-appliance` processes;
+//! - [`checks`]: what every replica harness checks when it drops (the
+//!   truth check of [`truth`], and no ACK before its store), with the
+//!   per-test opt-out;
 //! - [`pymesos`]: a venv with pymesos, the independent Python client.
 //!
 //! Every test binary compiles this module on its own, so not every helper is
@@ -29,6 +32,7 @@
 pub mod appliance;
 pub mod browser;
 pub mod chaos_proxy;
+pub mod checks;
 pub mod client;
 pub mod cluster;
 pub mod executor;

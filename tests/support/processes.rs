@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::checks::{Checks, Store, View};
 use super::zookeeper::free_port;
 
 /// How long tests wait for a replica to reach a state.
@@ -22,6 +23,9 @@ pub struct Appliance {
     child: Option<Child>,
     log: PathBuf,
     _dir: tempfile::TempDir,
+    /// The end-of-test checks of a scheduler replica (`None` for the
+    /// subcommands: `demo`, `uninstall`, …), run on drop while it runs.
+    checks: Option<Checks>,
 }
 
 /// Flags every test replica gets: ZooKeeper, master, fast timers.
@@ -105,9 +109,11 @@ impl Appliance {
             .stderr(out)
             .spawn()
             .expect("spawn mesos-appliance");
+        let url = format!("http://127.0.0.1:{port}");
         Appliance {
+            checks: replica_checks(name, &url, args),
             name: name.to_string(),
-            url: format!("http://127.0.0.1:{port}"),
+            url,
             child: Some(child),
             log,
             _dir: dir,
@@ -181,8 +187,23 @@ impl Appliance {
         }
     }
 
-    /// Sends a signal (`libc::SIGTERM`, `libc::SIGKILL`, …).
+    /// Sends a signal (`libc::SIGTERM`, `libc::SIGKILL`, …). Before one
+    /// that stops the process (SIGTERM, SIGINT) or freezes it (SIGSTOP: it
+    /// answers nothing from then on) the end-of-test checks
+    /// ([`super::checks`]) run, as on drop: this is where the replica's
+    /// life as the tests see it ends. SIGKILL is a crash at the moment the
+    /// test chose, so nothing delays it: the drop then runs the store check
+    /// alone ([`Checks::after_exit`]).
     pub fn signal(&self, signal: i32) {
+        if [libc::SIGTERM, libc::SIGINT, libc::SIGSTOP].contains(&signal)
+            && let Some(failure) = self.checks.as_ref().and_then(Checks::at_drop)
+        {
+            panic!(
+                "{failure}\n--- log of {} ---\n{}",
+                self.name,
+                tail(&self.log(), 40)
+            );
+        }
         let pid = self.pid() as i32;
         if pid > 0 {
             // SAFETY: kill(2) on our own child's PID has no memory effects.
@@ -220,11 +241,61 @@ impl Appliance {
     }
 }
 
+/// The checks of a replica spawned with `args`: one with a `--master`
+/// and no subcommand. Its records are read from `--zk` when it has one.
+fn replica_checks(name: &str, url: &str, args: &[String]) -> Option<Checks> {
+    if args.first().is_some_and(|a| !a.starts_with("--")) {
+        return None;
+    }
+    let flag = |f: &str| {
+        let at = args.iter().rposition(|a| a == f)?;
+        args.get(at + 1).cloned()
+    };
+    let master = flag("--master")?;
+    let framework = flag("--framework-name").unwrap_or_default();
+    let store = flag("--zk")
+        .and_then(|zk| mesos_appliance::util::zk::ZkUrl::parse(&zk, &framework).ok())
+        .map_or(Store::Unreadable, Store::Zk);
+    Some(Checks::new(
+        name,
+        &master,
+        View::Api(url.to_string()),
+        store,
+    ))
+}
+
+impl Appliance {
+    /// Turns this replica's end-of-test checks off (the truth check and
+    /// the "no ACK before its store" check, [`super::checks`]) because the
+    /// scenario breaks them on purpose; `why` is printed at the end.
+    pub fn expect_disagreement(&self, why: &str) {
+        if let Some(checks) = &self.checks {
+            checks.expect_disagreement(why);
+        }
+    }
+}
+
 impl Drop for Appliance {
     fn drop(&mut self) {
+        let running = self
+            .child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
+        let failure = match &self.checks {
+            Some(checks) if running => checks.at_drop(),
+            Some(checks) => checks.after_exit(),
+            None => None,
+        };
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if let Some(failure) = failure {
+            panic!(
+                "{failure}\n--- log of {} ---\n{}",
+                self.name,
+                tail(&self.log(), 40)
+            );
         }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use mesos_appliance::mesos::v1::TaskState;
-use mesos_appliance::testbed::Testbed;
+use mesos_appliance::testbed::{TaskView, Testbed};
 use serde_json::Value;
 
 use super::processes::Appliance;
@@ -22,33 +22,51 @@ pub async fn disagreements(appliance: &Appliance, tb: &Testbed) -> Vec<String> {
     let Some((200, view)) = appliance.get("/api/v1/tasks?per_page=10000").await else {
         return vec![format!("{}: /api/v1/tasks did not answer", appliance.name)];
     };
-    let live: HashMap<String, TaskState> = tb
-        .tasks()
+    let mut master = tb.tasks();
+    master.extend(tb.completed_tasks());
+    compare(&appliance.name, &shown(&view), &master)
+}
+
+/// The tasks of a `/api/v1/tasks` answer: ID and state name.
+pub fn shown(view: &Value) -> Vec<(String, String)> {
+    view["tasks"]
+        .as_array()
         .into_iter()
-        .map(|t| (t.task_id, t.state))
-        .collect();
-    let completed: HashMap<String, TaskState> = tb
-        .completed_tasks()
-        .into_iter()
-        .map(|t| (t.task_id, t.state))
-        .collect();
+        .flatten()
+        .map(|t| {
+            let text = |k: &str| t[k].as_str().unwrap_or_default().to_string();
+            (text("id"), text("state"))
+        })
+        .collect()
+}
+
+/// The disagreements between the tasks `replica` shows (ID and state name)
+/// and the master's tasks (live and completed), in words.
+pub fn compare(replica: &str, shown: &[(String, String)], master: &[TaskView]) -> Vec<String> {
+    let mut live: HashMap<&str, TaskState> = HashMap::new();
+    let mut completed: HashMap<&str, TaskState> = HashMap::new();
+    for t in master {
+        let map = if t.completed {
+            &mut completed
+        } else {
+            &mut live
+        };
+        map.insert(&t.task_id, t.state);
+    }
     let mut out = Vec::new();
-    for task in view["tasks"].as_array().into_iter().flatten() {
-        let id = task["id"].as_str().unwrap_or_default();
-        let state = task["state"].as_str().unwrap_or_default();
-        if !LIVE.contains(&state) {
+    for (id, state) in shown {
+        if !LIVE.contains(&state.as_str()) {
             continue;
         }
-        let master = if let Some(s) = completed.get(id) {
+        let master = if let Some(s) = completed.get(id.as_str()) {
             format!("completed {}", s.as_str_name())
-        } else if live.contains_key(id) {
+        } else if live.contains_key(id.as_str()) {
             continue;
         } else {
             "unknown to the master".to_string()
         };
         out.push(format!(
-            "{}: task {id} shown {state}, the master has it {master}",
-            appliance.name
+            "{replica}: task {id} shown {state}, the master has it {master}"
         ));
     }
     out

@@ -351,12 +351,7 @@ async fn render_json(render: impl FnOnce() -> Vec<u8> + Send + 'static) -> Respo
 
 /// Views are copied under the lock and serialized after it is released.
 async fn tasks(State(app): State<App>) -> Response {
-    let tasks = {
-        let master = app.lock();
-        let mut tasks = master.task_views();
-        tasks.extend(master.completed_task_views());
-        tasks
-    };
+    let tasks = app.lock().all_task_views();
     render_json(move || serde_json::to_vec(&json!({ "tasks": tasks })).expect("views serialize"))
         .await
 }

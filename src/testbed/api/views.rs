@@ -37,12 +37,26 @@ pub struct TaskView {
     pub unreachable: bool,
     /// Updates the agent holds that the scheduler has not acknowledged.
     pub unacknowledged_updates: usize,
+    /// The state of the latest update the scheduler acknowledged (by its
+    /// Mesos name), `None` before the first: the testbed's own record.
+    #[serde(serialize_with = "optional_state_name")]
+    pub acknowledged: Option<TaskState>,
     /// `healthy` of the latest status the master has seen, if set.
     pub healthy: Option<bool>,
     /// The master no longer tracks the task: it ended (its terminal update
     /// acknowledged, its framework removed or its agent gone). `state` is
     /// its terminal state.
     pub completed: bool,
+}
+
+fn optional_state_name<S: serde::Serializer>(
+    state: &Option<TaskState>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match state {
+        Some(state) => s.serialize_str(state.as_str_name()),
+        None => s.serialize_none(),
+    }
 }
 
 fn state_name<S: serde::Serializer>(state: &TaskState, s: S) -> Result<S::Ok, S::Error> {
@@ -92,6 +106,7 @@ fn task_view(t: &Task, unreachable: bool, completed: bool) -> TaskView {
         state: t.state,
         unreachable,
         unacknowledged_updates: t.pending.len(),
+        acknowledged: t.acknowledged,
         healthy: t.healthy,
         completed,
     }
@@ -270,6 +285,14 @@ impl Master {
             .collect();
         out.sort_by(|a, b| (&a.framework_id, &a.task_id).cmp(&(&b.framework_id, &b.task_id)));
         out
+    }
+
+    /// Live and unreachable tasks, then the completed ones the master
+    /// keeps: `GET /testbed/tasks`.
+    pub fn all_task_views(&self) -> Vec<TaskView> {
+        let mut tasks = self.task_views();
+        tasks.extend(self.completed_task_views());
+        tasks
     }
 
     /// The completed tasks the master keeps (up to

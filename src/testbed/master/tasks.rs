@@ -49,6 +49,13 @@ pub(crate) struct Task {
     /// How many times the front update was re-sent: its next retry comes
     /// after [`Master::status_update_retry_interval`] of this count.
     pub retries: u32,
+    /// The state of the latest update the scheduler acknowledged (the
+    /// one in flight when its ACKNOWLEDGE came): inspection only, for
+    /// tests that check an acknowledgement against what the scheduler
+    /// stored. A Mesos agent forgets an update once it is acknowledged
+    /// (`src/status_update_manager/status_update_manager_process.hpp`);
+    /// this is the testbed's own record, not Mesos state.
+    pub acknowledged: Option<TaskState>,
     pub resources: Resources,
     /// Resources already given back to the agent.
     pub released: bool,
@@ -124,6 +131,7 @@ impl Task {
             statuses: VecDeque::new(),
             pending: VecDeque::new(),
             retries: 0,
+            acknowledged: None,
             resources: Resources::from_protos(&info.resources),
             released: false,
             container_id,

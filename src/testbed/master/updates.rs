@@ -153,6 +153,7 @@ impl Master {
             task.pending = Default::default();
         }
         task.retries = 0;
+        task.acknowledged = Some(acked.state());
         if is_terminal(acked.state()) {
             if let Some(task) = self.tasks.remove(&key) {
                 let limit = self.cfg.max_completed_tasks_per_framework;
