@@ -75,10 +75,16 @@ impl Backoff {
     /// rule that counts its attempts itself (a service's consecutive
     /// failures). No bounds are raised: a zero `first` gives zero.
     pub fn nth(first: Duration, max: Duration, n: u32) -> Duration {
-        // 2^20 · first exceeds any sane cap; stop doubling there to avoid
-        // overflow.
-        let factor = 1u32 << n.min(20);
-        first.saturating_mul(factor).min(max)
+        // Doubles until the cap (at most ~100 rounds: a Duration's range),
+        // so a tiny `first` still reaches a large `max`.
+        let mut delay = first;
+        for _ in 0..n {
+            if delay >= max || delay.is_zero() {
+                break;
+            }
+            delay = delay.saturating_mul(2);
+        }
+        delay.min(max)
     }
 
     /// Starts over from `first` (after a success).
@@ -100,6 +106,18 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nth_reaches_a_cap_far_above_two_to_the_twentieth_of_the_first_delay() {
+        let year = Duration::from_secs(365 * 86_400);
+        let ms = Duration::from_millis(1);
+        assert_eq!(Backoff::nth(ms, year, 0), ms);
+        assert_eq!(Backoff::nth(ms, year, 10), Duration::from_millis(1024));
+        // 2^35 ms is about 398 days: past the cap.
+        assert_eq!(Backoff::nth(ms, year, 35), year);
+        assert_eq!(Backoff::nth(ms, year, u32::MAX), year);
+        assert_eq!(Backoff::nth(Duration::ZERO, year, 50), Duration::ZERO);
+    }
 
     #[test]
     fn doubles_up_to_the_cap_with_jitter_in_the_upper_half() {

@@ -467,7 +467,6 @@ async fn a_failover_keeps_a_failing_instance_s_backoff() {
 /// with: instance 0 failed once under a 60 s backoff; the backoff becomes
 /// 1 s, at most 2 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding: a lowered restart_backoff_max does not shorten a pending wait; the instance waits out the old 60 s"]
 async fn a_lowered_backoff_maximum_caps_the_pending_wait() {
     use mesos_appliance::testbed::SimulatedHealth;
 
@@ -501,7 +500,6 @@ async fn a_lowered_backoff_maximum_caps_the_pending_wait() {
 /// `next_launch_after` (a scale-up keeps the instance's count, issue 24 C;
 /// that is about what launches next, not what is shown meanwhile).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding: a scaled-away instance still shows in the service's backoff, consecutive_failures and next_launch_after"]
 async fn a_scaled_away_instance_shows_no_backoff() {
     use mesos_appliance::testbed::SimulatedHealth;
 

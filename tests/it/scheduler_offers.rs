@@ -415,7 +415,6 @@ async fn offer_launch_and_kill_counters_follow_the_calls() {
 /// instance whose health check always fails and a 20 s backoff; once it
 /// waits in its backoff, a second framework subscribes and needs that agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding: an instance in its restart backoff counts as pending work, so the leader holds every offer until its TTL and other frameworks wait"]
 async fn an_instance_in_backoff_does_not_hold_offers_from_other_frameworks() {
     use mesos_appliance::testbed::SimulatedHealth;
 

@@ -284,6 +284,14 @@ impl RestartBackoff {
         self.not_before.is_none_or(|t| now >= t)
     }
 
+    /// Shortens a wait under way to at most `max` from `now` (a lowered
+    /// `restart_backoff_max`); the count stays.
+    pub fn cap(&mut self, max: Duration, now: Instant) {
+        if let Some(t) = self.not_before.as_mut() {
+            *t = (*t).min(now + max);
+        }
+    }
+
     /// Time left before the instance may launch.
     pub fn remaining(&self, now: Instant) -> Duration {
         self.not_before
@@ -315,32 +323,46 @@ impl ServiceBackoff {
         self.instances.get(&instance).is_none_or(|b| b.ready(now))
     }
 
+    /// [`RestartBackoff::cap`] for every instance.
+    pub fn cap(&mut self, max: Duration, now: Instant) {
+        for backoff in self.instances.values_mut() {
+            backoff.cap(max, now);
+        }
+    }
+
+    /// The backoffs of the instances `spec` runs (`0..instances`): one kept
+    /// for an instance a scale-down removed is not shown or counted, and
+    /// applies again if a scale-up brings the instance back.
+    fn current<'a>(
+        &'a self,
+        spec: &ServiceSpec,
+    ) -> impl Iterator<Item = (u32, &'a RestartBackoff)> + 'a {
+        self.instances.range(..spec.instances).map(|(i, b)| (*i, b))
+    }
+
     /// The instances with failures not forgiven at `now`, ascending, with
     /// their count and the time left before each may launch (zero when it
     /// may).
     pub fn failing(&self, spec: &ServiceSpec, now: Instant) -> Vec<(u32, u32, Duration)> {
-        self.instances
-            .iter()
-            .map(|(i, b)| (*i, b.failures_at(spec, now), b.remaining(now)))
+        self.current(spec)
+            .map(|(i, b)| (i, b.failures_at(spec, now), b.remaining(now)))
             .filter(|(_, failures, _)| *failures > 0)
             .collect()
     }
 
     /// The most consecutive failures of any instance at `now`.
     pub fn failures_at(&self, spec: &ServiceSpec, now: Instant) -> u32 {
-        self.instances
-            .values()
-            .map(|b| b.failures_at(spec, now))
+        self.current(spec)
+            .map(|(_, b)| b.failures_at(spec, now))
             .max()
             .unwrap_or(0)
     }
 
     /// The soonest time an instance in backoff at `now` may launch.
-    pub fn next_launch(&self, now: Instant) -> Option<Duration> {
-        self.instances
-            .values()
-            .filter(|b| !b.ready(now))
-            .map(|b| b.remaining(now))
+    pub fn next_launch(&self, spec: &ServiceSpec, now: Instant) -> Option<Duration> {
+        self.current(spec)
+            .filter(|(_, b)| !b.ready(now))
+            .map(|(_, b)| b.remaining(now))
             .min()
     }
 }
@@ -579,6 +601,30 @@ mod tests {
         b.terminal(&s, "c", true, late);
         assert_eq!(b.failures, 1, "the long run reset the count first");
         assert_eq!(b.remaining(late).as_secs(), 1);
+    }
+
+    #[test]
+    fn a_scaled_away_instance_is_not_shown_and_a_lowered_cap_shortens_a_wait() {
+        let t0 = Instant::now();
+        let mut s = spec(3);
+        s.restart_backoff = Duration::from_secs(60);
+        s.restart_backoff_max = Duration::from_secs(600);
+        let mut b = ServiceBackoff::default();
+        b.instance(2).terminal(&s, "web.2.a", true, t0);
+        assert_eq!(b.failures_at(&s, t0), 1);
+        assert_eq!(b.next_launch(&s, t0), Some(Duration::from_secs(60)));
+        // Scaled to 2: instance 2 is gone from the view, its count kept.
+        s.instances = 2;
+        assert_eq!(b.failures_at(&s, t0), 0);
+        assert!(b.failing(&s, t0).is_empty());
+        assert_eq!(b.next_launch(&s, t0), None);
+        s.instances = 3;
+        assert_eq!(b.failing(&s, t0), [(2, 1, Duration::from_secs(60))]);
+        // A lowered maximum: at most 2 s more from the change.
+        let later = t0 + Duration::from_secs(5);
+        b.cap(Duration::from_secs(2), later);
+        assert_eq!(b.next_launch(&s, later), Some(Duration::from_secs(2)));
+        assert_eq!(b.failures_at(&s, later), 1);
     }
 
     #[test]

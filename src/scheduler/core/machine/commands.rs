@@ -335,6 +335,10 @@ impl Machine {
                             // forgives nothing: the same release would fail
                             // the same way.
                             self.services.forgive(&name);
+                        } else if let Some(backoff) = self.services.backoff_mut(&name) {
+                            // A lowered `restart_backoff_max` caps a wait
+                            // under way at the new maximum from now.
+                            backoff.cap(spec.restart_backoff_max, now);
                         }
                         self.service_written(&spec, replaced, why, now);
                         self.needs_schedule = true;

@@ -231,12 +231,16 @@ impl Machine {
             if assessment.missing.is_empty() {
                 continue;
             }
-            missing_total += assessment.missing.len();
             // Instances in their restart backoff wait; the rest are placed.
+            // Only these are pending work: while every missing instance
+            // backs off, held offers are declined and offers suppressed
+            // (other frameworks get them), and the end of a backoff is a
+            // new need that REVIVEs (`revive`).
             let mut missing = assessment.missing;
             if let Some(backoff) = &state.backoff {
                 missing.retain(|i| backoff.ready(*i, now));
             }
+            missing_total += missing.len();
             // Every instance past its backoff waits, also those beyond this
             // pass's budget: a launch spread over many passes is one need.
             self.revive.waits(&name, &missing);

@@ -94,7 +94,7 @@ impl Machine {
             if let Some(backoff) = backoff {
                 status.consecutive_failures = backoff.failures_at(spec, now);
                 status.next_launch_after = backoff
-                    .next_launch(now)
+                    .next_launch(spec, now)
                     .map(|left| now_secs + left.as_secs_f64());
                 status.backoff = backoff
                     .failing(spec, now)

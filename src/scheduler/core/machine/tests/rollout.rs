@@ -309,6 +309,8 @@ async fn a_task_killed_by_its_health_check_is_replaced_with_backoff() {
     assert_eq!(s.services[0].consecutive_failures, 1);
     h.advance(Duration::from_secs(2)).await;
     h.answer_all();
+    h.offer("o2", "agent-1", 4.0);
+    h.answer_all();
     assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
 }
 

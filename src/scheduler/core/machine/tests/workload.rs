@@ -15,14 +15,30 @@ async fn a_failed_task_is_replaced_after_the_restart_backoff() {
     h.update(failed);
     h.answer_all();
     h.drain_call_log();
-    // Offers come at once; the replacement waits for the 2 s backoff.
+    // Offers come at once; the replacement waits for the 2 s backoff, and
+    // the offer is declined meanwhile (other frameworks may use it).
     h.offer("o1", "agent-1", 4.0);
     h.answer_all();
-    assert!(Harness::launched(&h.drain_call_log()).is_empty());
+    let calls = h.drain_call_log();
+    assert!(Harness::launched(&calls).is_empty());
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, MesosCall::Decline { offer_ids, .. } if offer_ids == &["o1"])),
+        "{calls:?}"
+    );
     let s = h.snapshot().await;
     assert_eq!(s.services[0].consecutive_failures, 1);
     assert!(s.services[0].next_launch_after.is_some());
+    // The end of the backoff REVIVEs; the next offer launches.
     h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert!(
+        calls.iter().any(|c| matches!(c, MesosCall::Revive)),
+        "{calls:?}"
+    );
+    h.offer("o2", "agent-1", 4.0);
     h.answer_all();
     assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
     assert!(
