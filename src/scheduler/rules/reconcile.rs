@@ -25,7 +25,6 @@
 //! [`Reconciler::tick`] asks for.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -38,14 +37,6 @@ mod runs;
 pub use runs::{
     ReconcileKind, ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus,
 };
-
-/// Source of run IDs, unique in the process (a reconciler lives for one
-/// leadership term; results pages outlive it).
-static RUN_IDS: AtomicU64 = AtomicU64::new(1);
-
-fn next_run_id() -> u64 {
-    RUN_IDS.fetch_add(1, Ordering::Relaxed)
-}
 
 /// The `(task, agent)` pairs an explicit run asks about.
 pub type TaskList = Vec<(TaskId, Option<AgentId>)>;
@@ -114,6 +105,12 @@ pub struct Reconciler {
     last_end: Option<Instant>,
     next_periodic: Option<Instant>,
     history: VecDeque<ReconcileRun>,
+    /// The ID of the next run. Run IDs are counted here, not globally, so a
+    /// run replays from its inputs; a reconciler lives for one term, so the
+    /// runner starts each term's count where the last term's stopped
+    /// ([`Reconciler::with_first_run_id`]): the history keeps a watermark
+    /// on run IDs, and pages outlive a term.
+    next_id: u64,
 }
 
 impl Reconciler {
@@ -127,7 +124,25 @@ impl Reconciler {
             last_end: None,
             next_periodic,
             history: VecDeque::new(),
+            next_id: 1,
         }
+    }
+
+    /// Numbers this reconciler's runs from `id` on (at least 1).
+    pub fn with_first_run_id(mut self, id: u64) -> Self {
+        self.next_id = id.max(1);
+        self
+    }
+
+    /// The ID the next new run gets: one past every ID handed out so far.
+    pub fn next_run_id(&self) -> u64 {
+        self.next_id
+    }
+
+    fn new_run_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id = self.next_id.saturating_add(1);
+        id
     }
 
     /// A new subscription: whatever runs is superseded and an explicit run of
@@ -196,7 +211,7 @@ impl Reconciler {
             let queued = self.queue(kind, trigger, now_secs);
             return (Self::placeholder(queued), Vec::new());
         } else {
-            next_run_id()
+            self.new_run_id()
         };
         let list = match kind {
             ReconcileKind::Explicit => tasks(),
@@ -234,8 +249,9 @@ impl Reconciler {
         let at = match self.queued.iter().position(|q| q.kind == kind) {
             Some(at) => at,
             None => {
+                let id = self.new_run_id();
                 self.queued.push(Queued {
-                    id: next_run_id(),
+                    id,
                     kind,
                     trigger,
                     since: now_secs,
@@ -255,7 +271,10 @@ impl Reconciler {
     /// The ID of the queued run of `kind`, taken off the queue (it starts
     /// now), or a new ID.
     fn queued_id(&mut self, kind: ReconcileKind) -> u64 {
-        self.take_queued(kind).map_or_else(next_run_id, |q| q.id)
+        match self.take_queued(kind) {
+            Some(q) => q.id,
+            None => self.new_run_id(),
+        }
     }
 
     /// The next queued run: explicit before implicit.
@@ -370,7 +389,7 @@ impl Reconciler {
             let periodic_due = self.next_periodic.is_some_and(|at| now >= at);
             let next = self.next_queued().or_else(|| {
                 periodic_due.then(|| Queued {
-                    id: next_run_id(),
+                    id: self.new_run_id(),
                     kind: ReconcileKind::Implicit,
                     trigger: ReconcileTrigger::Periodic,
                     since: now_secs,

@@ -27,13 +27,14 @@ use super::placement::{Planned, task_resources};
 use crate::executor::info::{self as executor, ExecutorResources};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::{self, command_info, environment};
+use crate::scheduler::ids::IdSource;
 use crate::scheduler::spec::{CommandSpec, ExecutorKind, ServiceSpec};
 
 pub use crate::executor::info::EXECUTOR_BINARY;
 
-/// A task ID: `<service>.<instance>.<uuid>`.
-pub fn new_task_id(service: &str, instance: u32) -> String {
-    format!("{service}.{instance}.{}", uuid::Uuid::new_v4())
+/// A task ID: `<service>.<instance>.<uuid>`, the UUID drawn from `ids`.
+pub fn new_task_id(service: &str, instance: u32, ids: &mut IdSource) -> String {
+    format!("{service}.{instance}.{}", ids.uuid())
 }
 
 /// The executor ID of our executor for a task: one executor per task.

@@ -64,6 +64,7 @@ use crate::coordination::{ReplicaInfo, Strategy};
 use crate::mesos::v1;
 use crate::scheduler::config::CoreConfig;
 use crate::scheduler::ids::AgentId;
+use crate::scheduler::ids::IdSource;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::rules::kills::KillQueue;
 use crate::scheduler::rules::offers::OfferRegistry;
@@ -96,6 +97,12 @@ pub struct TermInfo {
     /// `--services`, written when ZooKeeper holds none (or always, with
     /// `replace_services`).
     pub initial_services: Vec<ServiceSpec>,
+    /// Where task IDs come from: seeded in tests, from the OS in production.
+    pub ids: IdSource,
+    /// The ID of this term's first reconciliation run: the runner continues
+    /// the previous term's count ([`Machine::next_run_id`]), so run IDs stay
+    /// unique in the process (the pages' history keeps a watermark on them).
+    pub first_run_id: u64,
 }
 
 /// Maps the machine's monotonic time to wall-clock seconds, for records and
@@ -145,6 +152,8 @@ pub struct Machine {
     offers: OfferRegistry,
     agent_attributes: HashMap<AgentId, Vec<v1::Attribute>>,
     reconciler: Reconciler,
+    /// The task ID source of the term.
+    ids: IdSource,
     /// SUPPRESS is in effect (or on its way).
     suppressed: bool,
     /// New needs for offers and the filters that may hide them.
@@ -183,7 +192,9 @@ impl Machine {
         let kills = KillQueue::new(cfg.kill_retry_min, cfg.kill_retry_max);
         Machine {
             offers: OfferRegistry::new(cfg.offer_ttl, cfg.offer_linger),
-            reconciler: Reconciler::new(cfg.reconcile.clone(), now),
+            reconciler: Reconciler::new(cfg.reconcile.clone(), now)
+                .with_first_run_id(term.first_run_id),
+            ids: term.ids.clone(),
             framework: Framework::new(term.wary, now + cfg.framework_id_refresh_interval),
             kills,
             clock: Clock {
@@ -228,6 +239,12 @@ impl Machine {
         self.out.publish_now = true;
         self.begin_startup(now);
         self.finish(now)
+    }
+
+    /// The ID the next reconciliation run of this term would get: the
+    /// next term starts its count there.
+    pub fn next_run_id(&self) -> u64 {
+        self.reconciler.next_run_id()
     }
 
     /// Handles one input.

@@ -339,7 +339,7 @@ impl Machine {
                 .entry(p.service.clone())
                 .or_insert_with(|| spec.fingerprint())
                 .clone();
-            let task_id = taskinfo::new_task_id(&spec.name, p.instance);
+            let task_id = taskinfo::new_task_id(&spec.name, p.instance, &mut self.ids);
             let info = taskinfo::task_info(spec, &p, &task_id, &framework_id, executor.as_ref());
             let executor_id = info
                 .executor

@@ -19,6 +19,7 @@ mod store;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +38,7 @@ use crate::mesos::operator::OperatorClient;
 use crate::mesos::v1::scheduler::event;
 use crate::scheduler::commands::{Command, Reply};
 use crate::scheduler::config::CoreConfig;
+use crate::scheduler::ids::IdSource;
 use crate::scheduler::snapshot::{EventKind, FrameworkState, Snapshot};
 use crate::util::unix_now_secs;
 
@@ -75,6 +77,12 @@ impl Work {
         });
     }
 }
+
+/// The ID of the next term's first reconciliation run. The machine counts
+/// its runs itself (its runs replay from their inputs); the runner carries
+/// the count from one term to the next in this process, so a run ID never
+/// comes back on the pages (their history keeps a watermark on run IDs).
+static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Runs the core for leadership `term` until it ends. `commands` is lent
 /// for the term. `wary`: this replica's previous term ended because another
@@ -123,6 +131,8 @@ pub async fn run_term(
             replica: deps.coordinator.replica().clone(),
             wary,
             initial_services: deps.initial_services.clone(),
+            ids: IdSource::from_os(),
+            first_run_id: NEXT_RUN_ID.load(Ordering::Relaxed),
         },
         deps.metrics.clone(),
         now,
@@ -131,6 +141,7 @@ pub async fn run_term(
     let effects = machine.start(now);
     runner.perform(effects);
     let outcome = runner.run(&mut machine, commands).await;
+    NEXT_RUN_ID.fetch_max(machine.next_run_id(), Ordering::Relaxed);
     let effects = machine.end(&outcome, Instant::now());
     runner.perform(effects);
     runner.stop_client();

@@ -320,3 +320,16 @@ fn cancel_ends_the_run_and_clears_the_queue() {
         "implicit dropped too"
     );
 }
+
+#[test]
+fn run_ids_continue_from_the_first_id_given() {
+    let t0 = Instant::now();
+    let mut r = Reconciler::new(cfg(), t0).with_first_run_id(41);
+    assert_eq!(r.next_run_id(), 41);
+    r.subscribed(tasks(&["a"]), t0, 0.0);
+    assert_eq!(r.status().running.map(|q| q.id), Some(41));
+    // The implicit run that follows the explicit one is queued with an ID.
+    assert_eq!(r.next_run_id(), 43);
+    // A fresh reconciler (another term) without a first ID starts at 1.
+    assert_eq!(Reconciler::new(cfg(), t0).next_run_id(), 1);
+}

@@ -6,6 +6,7 @@
 
 mod backoff;
 mod commands;
+mod determinism;
 mod lag;
 mod launch_reconcile;
 mod lifecycle;
@@ -269,7 +270,13 @@ struct Harness {
     ended: Option<TermOutcome>,
     wake_at: Option<Instant>,
     next_reply: u64,
+    /// Every [`Effects`](crate::scheduler::core::io::Effects) the machine
+    /// returned, Debug-formatted, in order (to compare two runs).
+    trace: Vec<String>,
 }
+
+/// The seed of the task ID source in tests that do not choose one.
+const TEST_SEED: u64 = 1;
 
 impl Harness {
     /// A leader whose store holds `framework_id`, `services` and `tasks`.
@@ -278,6 +285,17 @@ impl Harness {
         framework_id: Option<&str>,
         services: &[ServiceSpec],
         tasks: &[TaskRecord],
+    ) -> Harness {
+        Self::seeded(cfg, framework_id, services, tasks, TEST_SEED)
+    }
+
+    /// [`Harness::new`] with the task ID source seeded by `seed`.
+    fn seeded(
+        cfg: CoreConfig,
+        framework_id: Option<&str>,
+        services: &[ServiceSpec],
+        tasks: &[TaskRecord],
+        seed: u64,
     ) -> Harness {
         let mut store = Store {
             framework_id: framework_id.map(str::to_string),
@@ -298,9 +316,19 @@ impl Harness {
             cfg,
             TermInfo {
                 term: 1,
-                replica: ReplicaInfo::new("http://unit.test", "d1", "test"),
+                // Fixed, not `ReplicaInfo::new` (a random ID, the clock):
+                // the determinism tests compare snapshots.
+                replica: ReplicaInfo {
+                    replica_id: "replica-1".into(),
+                    advertised_url: "http://unit.test".into(),
+                    deployment_id: "d1".into(),
+                    version: "test".into(),
+                    started_at: 1_000_000,
+                },
                 wary: false,
                 initial_services: Vec::new(),
+                ids: crate::scheduler::ids::IdSource::seeded(seed),
+                first_run_id: 1,
             },
             Metrics::register(&mut registry),
             Instant::now(),
@@ -321,6 +349,7 @@ impl Harness {
             ended: None,
             wake_at: None,
             next_reply: 0,
+            trace: Vec::new(),
         }
     }
 
@@ -344,6 +373,7 @@ impl Harness {
     }
 
     fn take(&mut self, effects: crate::scheduler::core::io::Effects) {
+        self.trace.push(format!("{effects:?}"));
         for effect in effects.items {
             match effect {
                 Effect::Store { id, op } => self.stores.push_back((id, op)),
