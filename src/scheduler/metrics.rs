@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::core::Stats;
 use super::snapshot::ServiceStatus;
 
 /// Prefix of every metric name the appliance exports, e.g.
@@ -168,6 +169,34 @@ impl Metrics {
                 event: event.into(),
             })
             .inc_by(n);
+    }
+
+    /// Adds what the core counted since its last report and sets the
+    /// gauges it keeps.
+    pub fn record(&self, stats: &Stats) {
+        self.framework_subscribed
+            .set(i64::from(stats.framework_subscribed));
+        self.event_lag_seconds.set(stats.event_lag_seconds);
+        self.event_inbox_depth
+            .set(i64::try_from(stats.event_inbox_depth).unwrap_or(i64::MAX));
+        for (event, n) in &stats.offers {
+            self.offer(event, *n);
+        }
+        if stats.launches > 0 {
+            self.launches.inc_by(stats.launches);
+        }
+        if stats.kills > 0 {
+            self.kills.inc_by(stats.kills);
+        }
+        for (labels, n) in &stats.status_updates {
+            self.status_updates.get_or_create(labels).inc_by(*n);
+        }
+        for (labels, n) in &stats.reconciliations {
+            self.reconciliations.get_or_create(labels).inc_by(*n);
+        }
+        for seconds in &stats.reconciliation_seconds {
+            self.reconciliation_seconds.observe(*seconds);
+        }
     }
 }
 

@@ -134,7 +134,7 @@ impl Machine {
         }
         let ids = self.offers.clear(Gone::Declined, now);
         if !ids.is_empty() {
-            self.metrics.offer("declined", ids.len() as u64);
+            self.count_offers("declined", ids.len());
             self.revive.filtered(Some(self.cfg.decline_refuse_seconds));
             self.call(
                 MesosCall::Decline {
@@ -157,7 +157,7 @@ impl Machine {
             return;
         }
         for (task_id, kill) in self.kills.due(now) {
-            self.metrics.kills.inc();
+            self.stats.kills += 1;
             let attempt = kill.attempts;
             self.call(
                 MesosCall::Kill {
@@ -189,8 +189,8 @@ impl Machine {
                 // these tasks with TASK_STAGING from now on).
                 self.tasks.launch_settled(&tasks);
                 let count = tasks.len();
-                self.metrics.offer("used", 1);
-                self.metrics.launches.inc_by(count as u64);
+                self.count_offers("used", 1);
+                self.stats.launches += count as u64;
                 if count > 0 {
                     self.log(
                         EventKind::Launch,

@@ -215,7 +215,7 @@ impl Machine {
         }
         self.framework.client_running = false;
         self.framework.subscription = None;
-        self.metrics.framework_subscribed.set(0);
+        self.stats.framework_subscribed = false;
     }
 
     pub(super) fn on_framework_operator(
@@ -349,10 +349,10 @@ impl Machine {
         }
         self.framework.epoch += 1;
         let dropped = self.offers.clear(Gone::Dropped, now);
-        self.metrics.offer("dropped", dropped.len() as u64);
+        self.count_offers("dropped", dropped.len());
         self.suppressed = false;
         self.revive.subscribed();
-        self.metrics.framework_subscribed.set(1);
+        self.stats.framework_subscribed = true;
         let master = info.master.clone();
         self.framework.subscription = Some(Subscription {
             info,
@@ -372,9 +372,9 @@ impl Machine {
 
     pub(super) fn on_disconnected(&mut self, reason: DisconnectReason, now: Instant) {
         self.framework.subscription = None;
-        self.metrics.framework_subscribed.set(0);
+        self.stats.framework_subscribed = false;
         let dropped = self.offers.clear(Gone::Dropped, now);
-        self.metrics.offer("dropped", dropped.len() as u64);
+        self.count_offers("dropped", dropped.len());
         self.reconcile_cancel(now);
         if self.framework.tearing_down {
             return;
@@ -390,7 +390,7 @@ impl Machine {
     pub(super) fn on_client_stopped(&mut self, reason: StopReason, now: Instant) {
         self.framework.client_running = false;
         self.framework.subscription = None;
-        self.metrics.framework_subscribed.set(0);
+        self.stats.framework_subscribed = false;
         self.offers.clear(Gone::Dropped, now);
         self.reconcile_cancel(now);
         if self.framework.tearing_down {

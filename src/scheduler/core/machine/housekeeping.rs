@@ -87,7 +87,7 @@ impl Machine {
         for id in &expired {
             self.offers.remove(id, Gone::Declined, now);
         }
-        self.metrics.offer("expired", expired.len() as u64);
+        self.count_offers("expired", expired.len());
         self.out.dirty = true;
         if self.framework.client_running {
             self.revive.filtered(None);

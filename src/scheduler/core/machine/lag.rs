@@ -62,9 +62,7 @@ impl Machine {
             self.out.dirty = true;
         }
         let seconds = self.lag.lag(now).as_secs_f64();
-        self.metrics.event_lag_seconds.set(seconds);
-        self.metrics
-            .event_inbox_depth
-            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+        self.stats.event_lag_seconds = seconds;
+        self.stats.event_inbox_depth = depth;
     }
 }

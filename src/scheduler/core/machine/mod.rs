@@ -46,6 +46,7 @@ mod rollout;
 mod schedule;
 mod service_table;
 mod startup;
+mod stats;
 mod table;
 mod tasks;
 mod view;
@@ -65,7 +66,6 @@ use crate::mesos::v1;
 use crate::scheduler::config::CoreConfig;
 use crate::scheduler::ids::AgentId;
 use crate::scheduler::ids::IdSource;
-use crate::scheduler::metrics::Metrics;
 use crate::scheduler::rules::kills::KillQueue;
 use crate::scheduler::rules::offers::OfferRegistry;
 use crate::scheduler::rules::reconcile::Reconciler;
@@ -76,6 +76,7 @@ use outbox::Outbox;
 use framework::Framework;
 use service_table::ServiceTable;
 use startup::Startup;
+pub use stats::Stats;
 use table::TaskTable;
 
 /// Events kept for the events page.
@@ -139,7 +140,8 @@ enum Pending {
 pub struct Machine {
     cfg: CoreConfig,
     term: TermInfo,
-    metrics: Metrics,
+    /// Counts for the metrics, taken by the runner.
+    stats: Stats,
     clock: Clock,
     out: Outbox,
     pending: HashMap<RequestId, Pending>,
@@ -182,13 +184,7 @@ pub struct Machine {
 impl Machine {
     /// A machine for one term, its clock anchored at `now` = `now_unix`
     /// (seconds since the UNIX epoch). Call [`Machine::start`] next.
-    pub fn new(
-        cfg: CoreConfig,
-        term: TermInfo,
-        metrics: Metrics,
-        now: Instant,
-        now_unix: f64,
-    ) -> Machine {
+    pub fn new(cfg: CoreConfig, term: TermInfo, now: Instant, now_unix: f64) -> Machine {
         let kills = KillQueue::new(cfg.kill_retry_min, cfg.kill_retry_max);
         Machine {
             offers: OfferRegistry::new(cfg.offer_ttl, cfg.offer_linger),
@@ -202,7 +198,7 @@ impl Machine {
                 base_unix: now_unix,
             },
             term,
-            metrics,
+            stats: Stats::default(),
             out: Outbox::default(),
             pending: HashMap::new(),
             startup: Startup::default(),
@@ -230,7 +226,6 @@ impl Machine {
     /// deployment under `hard`). Nothing O(tasks) happens before the
     /// client subscribes: the task records are read next to it.
     pub fn start(&mut self, now: Instant) -> Effects {
-        self.metrics.leader.set(1);
         self.log(
             EventKind::Leadership,
             format!("became leader (term {})", self.term.term),
@@ -377,8 +372,7 @@ impl Machine {
         self.out.items.clear();
         self.out.acks.clear();
         self.out.items.push(Effect::StopClient);
-        self.metrics.leader.set(0);
-        self.metrics.framework_subscribed.set(0);
+        self.stats.framework_subscribed = false;
         match outcome {
             // on_client_stopped already said why.
             TermOutcome::FailedOver => {}
@@ -397,7 +391,6 @@ impl Machine {
         let mut effects = self.finish(now);
         // Only the leader reports rollouts, health and its event lag
         // (after the last snapshot, which sets them).
-        self.metrics.services(None);
         self.inbox(None, 0, false, now);
         effects.wake_at = None;
         effects

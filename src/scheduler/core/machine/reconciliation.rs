@@ -80,17 +80,13 @@ impl Machine {
                 }
                 Action::Finished(run) => {
                     let kind = format!("{:?}", run.kind).to_lowercase();
-                    self.metrics
-                        .reconciliations
-                        .get_or_create(&ReconcileLabels {
-                            kind: kind.clone(),
-                            outcome: run.outcome.to_string(),
-                        })
-                        .inc();
+                    let labels = ReconcileLabels {
+                        kind: kind.clone(),
+                        outcome: run.outcome.to_string(),
+                    };
+                    *self.stats.reconciliations.entry(labels).or_default() += 1;
                     if let Some(end) = run.finished_at {
-                        self.metrics
-                            .reconciliation_seconds
-                            .observe(end - run.started_at);
+                        self.stats.reconciliation_seconds.push(end - run.started_at);
                     }
                     let detail = if run.unanswered.is_empty() {
                         String::new()

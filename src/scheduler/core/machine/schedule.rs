@@ -110,7 +110,7 @@ pub(super) enum Step {
 impl Machine {
     pub(super) fn on_offers(&mut self, offers: Vec<v1::Offer>, now: Instant) {
         let at = self.unix(now);
-        self.metrics.offer("received", offers.len() as u64);
+        self.count_offers("received", offers.len());
         for offer in offers {
             self.agent_attributes
                 .insert((&offer.agent_id).into(), offer.attributes.clone());
@@ -122,14 +122,14 @@ impl Machine {
 
     pub(super) fn on_rescind(&mut self, offer_id: &str, now: Instant) {
         if self.offers.remove(offer_id, Gone::Rescinded, now).is_some() {
-            self.metrics.offer("rescinded", 1);
+            self.count_offers("rescinded", 1);
             self.out.dirty = true;
         }
     }
 
     pub(super) fn on_agent_lost(&mut self, agent: &AgentId, now: Instant) {
         let dropped = self.offers.remove_agent(agent, now);
-        self.metrics.offer("dropped", dropped.len() as u64);
+        self.count_offers("dropped", dropped.len());
         self.log(
             EventKind::Agent,
             format!("agent {agent} lost; {} offer(s) dropped", dropped.len()),

@@ -194,26 +194,24 @@ impl Machine {
         self.acknowledge(status);
     }
 
-    fn count_update(&self, status: &v1::TaskStatus) {
+    fn count_update(&mut self, status: &v1::TaskStatus) {
         let name = |s: Option<&str>| s.unwrap_or("none").to_string();
-        self.metrics
-            .status_updates
-            .get_or_create(&UpdateLabels {
-                state: status.state().as_str_name().into(),
-                source: name(
-                    status
-                        .source
-                        .and_then(|s| task_status::Source::try_from(s).ok())
-                        .map(|s| s.as_str_name()),
-                ),
-                reason: name(
-                    status
-                        .reason
-                        .and_then(|r| task_status::Reason::try_from(r).ok())
-                        .map(|r| r.as_str_name()),
-                ),
-            })
-            .inc();
+        let labels = UpdateLabels {
+            state: status.state().as_str_name().into(),
+            source: name(
+                status
+                    .source
+                    .and_then(|s| task_status::Source::try_from(s).ok())
+                    .map(|s| s.as_str_name()),
+            ),
+            reason: name(
+                status
+                    .reason
+                    .and_then(|r| task_status::Reason::try_from(r).ok())
+                    .map(|r| r.as_str_name()),
+            ),
+        };
+        *self.stats.status_updates.entry(labels).or_default() += 1;
     }
 
     pub(super) fn on_task_stored(&mut self, step: Step, result: StoreResult, now: Instant) {

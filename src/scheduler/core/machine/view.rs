@@ -110,7 +110,6 @@ impl Machine {
             status.waiting = state.waiting.as_ref().map(ToString::to_string);
             services.push(status);
         }
-        self.metrics.services(Some(&services));
         let offers = self
             .offers
             .iter()

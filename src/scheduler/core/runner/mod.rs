@@ -134,16 +134,24 @@ pub async fn run_term(
             ids: IdSource::from_os(),
             first_run_id: NEXT_RUN_ID.load(Ordering::Relaxed),
         },
-        deps.metrics.clone(),
         now,
         unix_now_secs(),
     );
     let effects = machine.start(now);
+    // The counts go out before the effects they count, as they did when
+    // the machine updated the registry itself.
+    deps.metrics.leader.set(1);
+    deps.metrics.record(&machine.take_stats());
     runner.perform(effects);
     let outcome = runner.run(&mut machine, commands).await;
     NEXT_RUN_ID.fetch_max(machine.next_run_id(), Ordering::Relaxed);
     let effects = machine.end(&outcome, Instant::now());
+    deps.metrics.record(&machine.take_stats());
     runner.perform(effects);
+    // Only the leader reports these.
+    deps.metrics.leader.set(0);
+    deps.metrics.framework_subscribed.set(0);
+    deps.metrics.services(None);
     runner.stop_client();
     outcome
 }
@@ -202,6 +210,7 @@ impl Runner<'_> {
             self.drain(machine, commands);
             self.report_inbox(machine);
             let effects = machine.settle(Instant::now());
+            self.deps.metrics.record(&machine.take_stats());
             self.perform(effects);
             // Let the tasks this round woke run before the next: a command's
             // HTTP handler woken by its answer waits in this worker's queue
@@ -243,6 +252,7 @@ impl Runner<'_> {
 
     fn feed(&mut self, machine: &mut Machine, input: Input) {
         let effects = machine.handle(input, Instant::now());
+        self.deps.metrics.record(&machine.take_stats());
         self.perform(effects);
     }
 
@@ -477,6 +487,7 @@ impl Runner<'_> {
 
     /// Adds the election's view to the machine's snapshot and publishes it.
     fn publish(&self, mut snapshot: Snapshot) {
+        self.deps.metrics.services(Some(&snapshot.services));
         let coordinator = &self.deps.coordinator;
         snapshot.leadership = coordinator.leadership().borrow().clone();
         snapshot.deployment = coordinator

@@ -17,8 +17,8 @@ async fn the_lag_is_the_age_of_the_oldest_event_waiting() {
     let now = Instant::now();
     h.machine
         .inbox(Some(read + Duration::from_secs(10)), 5, true, now);
-    assert_eq!(h.machine.metrics.event_lag_seconds.get(), 90.0);
-    assert_eq!(h.machine.metrics.event_inbox_depth.get(), 5);
+    assert_eq!(h.machine.stats.event_lag_seconds, 90.0);
+    assert_eq!(h.machine.stats.event_inbox_depth, 5);
     let s = h.snapshot().await;
     let fw = &s.framework;
     let lag = fw.event_lag_seconds;
@@ -31,7 +31,7 @@ async fn the_lag_is_the_age_of_the_oldest_event_waiting() {
     );
     // Caught up: nothing waits, no lag.
     h.machine.inbox(None, 0, false, Instant::now());
-    assert_eq!(h.machine.metrics.event_lag_seconds.get(), 0.0);
+    assert_eq!(h.machine.stats.event_lag_seconds, 0.0);
     h.feed(Input::Heartbeat);
     let s = h.snapshot().await;
     assert_eq!(s.framework.event_lag_seconds, 0.0);

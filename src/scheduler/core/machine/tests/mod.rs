@@ -15,6 +15,7 @@ mod removed;
 mod revive;
 mod rollout;
 mod rollout_end;
+mod stats;
 mod tasks;
 mod workload;
 
@@ -34,7 +35,6 @@ use crate::scheduler::core::io::{
     Ack, Answer, Effect, Input, MesosCall, OperatorAnswer, OperatorOp, ReplyId, Request, RequestId,
     StoreOp, StoreResult, SubscribedInfo,
 };
-use crate::scheduler::metrics::Metrics;
 use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rules::reconcile::ReconcilerConfig;
@@ -311,7 +311,6 @@ impl Harness {
                 .tasks
                 .insert(task.task_id.to_string(), (task.clone(), 3));
         }
-        let mut registry = prometheus_client::registry::Registry::default();
         let machine = Machine::new(
             cfg,
             TermInfo {
@@ -330,7 +329,6 @@ impl Harness {
                 ids: crate::scheduler::ids::IdSource::seeded(seed),
                 first_run_id: 1,
             },
-            Metrics::register(&mut registry),
             Instant::now(),
             1_000_000.0,
         );
