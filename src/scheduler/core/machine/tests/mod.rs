@@ -11,6 +11,7 @@ mod lag;
 mod launch_reconcile;
 mod lifecycle;
 mod offers;
+mod properties;
 mod removed;
 mod revive;
 mod rollout;
