@@ -4,6 +4,7 @@
     python3 .ci/imports.py check          # exit 1 on an upward import or a circle
     python3 .ci/imports.py layers         # the layer graph: who imports whom
     python3 .ci/imports.py graph DIR      # the graph of DIR's entries (e.g. src/scheduler)
+    python3 .ci/imports.py selftest       # the check finds what it must, in made-up trees
 
 The layers, bottom to top (docs/architecture.md#layers): a module may import
 its own layer and the layers below it, never a sibling on its floor or a
@@ -280,9 +281,51 @@ def check():
     return 0
 
 
+def selftest():
+    """The check finds an upward import, a sibling import and a circle in a
+    made-up tree, and passes a clean one."""
+    import tempfile
+    global SRC
+    kept = SRC
+    cases = {
+        "clean": {"util/mod.rs": "", "mesos/mod.rs": "use crate::util::x;",
+                  "scheduler/mod.rs": "mod a; mod b;", "scheduler/a.rs": "use super::b::Y;",
+                  "scheduler/b.rs": "use crate::mesos::Z;"},
+        "upward": {"util/mod.rs": "", "mesos/mod.rs": "fn f() { crate::web::page(); }",
+                   "web/mod.rs": ""},
+        "sibling": {"mesos/mod.rs": "use crate::{coordination::{url::Url}, util};",
+                    "coordination/mod.rs": "", "util/mod.rs": ""},
+        "circle": {"scheduler/mod.rs": "mod a; mod b;", "scheduler/a.rs": "use super::b::Y;",
+                   "scheduler/b.rs": "// use super::a::X; in a comment does not count\nuse crate::scheduler::a::X;"},
+    }
+    failures = 0
+    for name, files in cases.items():
+        with tempfile.TemporaryDirectory() as root:
+            for rel, text in files.items():
+                path = os.path.join(root, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+            SRC = root
+            with open(os.devnull, "w") as quiet:
+                stdout, sys.stdout = sys.stdout, quiet
+                try:
+                    code = check()
+                finally:
+                    sys.stdout = stdout
+            SRC = kept
+        if (code == 0) != (name == "clean"):
+            print(f"selftest: case {name!r} gave exit {code}")
+            failures += 1
+    print("imports selftest: " + ("failed" if failures else "ok"))
+    return 1 if failures else 0
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] == "check":
         return check()
+    if argv[1] == "selftest":
+        return selftest()
     if argv[1] == "layers":
         print("layer -> layers it imports (files):")
         print_graph(layer_edges())

@@ -468,6 +468,11 @@ pub struct CommonArgs {
     /// 0 or more) [default: 120; demo: 10].
     #[arg(long, global = true, value_parser = refuse_seconds, allow_hyphen_values = true, env = "MESOS_APPLIANCE_DECLINE_REFUSE_SECONDS")]
     pub decline_refuse_seconds: Option<f64>,
+    /// The least time between two REVIVEs: a need for offers that arises
+    /// sooner waits for the interval's end (0: no bound). A subscription's
+    /// first REVIVE is never delayed.
+    #[arg(long, global = true, default_value = "1s", value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_MIN_REVIVE_INTERVAL")]
+    pub min_revive_interval: Duration,
     /// How often the stored framework ID is re-read and compared with ours.
     #[arg(long, global = true, default_value = "30s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_FRAMEWORK_ID_REFRESH_INTERVAL")]
     pub framework_id_refresh_interval: Duration,

@@ -87,6 +87,7 @@ pub fn core_config(
     c.decline_refuse_seconds = common
         .decline_refuse_seconds
         .unwrap_or(defaults.decline_refuse_seconds);
+    c.min_revive_interval = common.min_revive_interval;
     c.reconcile.interval = common
         .reconcile_interval
         .unwrap_or(defaults.reconcile_interval);

@@ -59,6 +59,11 @@ pub struct CoreConfig {
     /// Filter sent with declines when nothing is pending
     /// (`--decline-refuse-seconds`), in seconds.
     pub decline_refuse_seconds: f64,
+    /// The least time between two REVIVEs of one subscription
+    /// (`--min-revive-interval`): a need for offers that arises sooner is
+    /// revived for at the interval's end. The subscription's first REVIVE
+    /// is never delayed. Zero: no bound.
+    pub min_revive_interval: Duration,
     /// Reconciliation timing (`--reconcile-*`, `--explicit-reconcile-*`).
     pub reconcile: ReconcilerConfig,
     /// The stored framework ID is re-read this often and compared
@@ -107,6 +112,7 @@ impl Default for CoreConfig {
             offer_ttl: Duration::from_secs(10),
             offer_linger: Duration::from_secs(120),
             decline_refuse_seconds: 120.0,
+            min_revive_interval: Duration::from_secs(1),
             reconcile: ReconcilerConfig {
                 interval: Duration::from_secs(15 * 60),
                 initial_delay: Duration::from_secs(60),

@@ -23,7 +23,7 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
@@ -264,8 +264,7 @@ struct LogPage {
 /// A failed read shows its reason on the page, with the error's status.
 pub async fn page(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    uri: Uri,
+    request: axum::http::request::Parts,
     PagePath((id, file)): PagePath<(String, String)>,
     PageQuery(query): PageQuery<LogQuery>,
 ) -> Result<Response, AppError> {
@@ -279,13 +278,14 @@ pub async fn page(
         ))
         .html());
     };
+    let uri = &request.uri;
     let here = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     let result = load(&state, &id, &file, query, here).await;
     let seg = crate::util::segment(&id);
     let mut chrome = Chrome::new(
         &state,
         &s,
-        &headers,
+        &request.headers,
         "tasks",
         format!("{} of {id}", log_file.name()),
         "",

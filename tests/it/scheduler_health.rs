@@ -403,7 +403,6 @@ async fn a_health_failing_instance_keeps_its_backoff_while_others_churn() {
 /// after its last failed task ended: issue 24 asks that only the instance's
 /// own stable, healthy run forgive its failures.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding: a leader change forgets every instance's restart backoff; the failing instance relaunches at once and climbs from 1 s again"]
 async fn a_failover_keeps_a_failing_instance_s_backoff() {
     use mesos_appliance::testbed::SimulatedHealth;
     use support::zookeeper::ZkServer;

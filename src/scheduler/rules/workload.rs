@@ -365,6 +365,143 @@ impl ServiceBackoff {
             .map(|(_, b)| b.remaining(now))
             .min()
     }
+
+    /// True when no instance has a backoff.
+    pub fn is_empty(&self) -> bool {
+        self.instances.is_empty()
+    }
+
+    /// Rebuilds the backoffs of `spec`'s instances from the task records a
+    /// new leader loads (any order; other services' records are ignored),
+    /// so that a leader change forgives no failure. `now` is the machine's
+    /// time for `now_unix` (seconds since the UNIX epoch), which maps the
+    /// records' times onto it.
+    ///
+    /// Per instance, from its newest task back: a task that failed
+    /// ([`counts_as_failure_of`], and no kill was requested) counts; a
+    /// task of an older release (another fingerprint) ends the count, as
+    /// a new release forgives the old one's failures; so does a task that
+    /// ran stably ([`stable_run`]) before it ended (it still counts when it
+    /// then failed, as [`RestartBackoff::terminal`] does). Other ends (a
+    /// requested kill, a loss) neither count nor forgive. The instance
+    /// waits from its newest failure's end for the delay of its count. A
+    /// live task that is running healthy keeps its clock, so its stable
+    /// run forgives as it would have under the previous leader.
+    ///
+    /// Limits: only the records still stored count. Terminal records are
+    /// deleted after `terminal_retention` (an hour by default), so failures
+    /// older than that are forgiven, and a task's timeline keeps its last
+    /// [`TIMELINE_LEN`](crate::scheduler::records::TIMELINE_LEN) updates, so
+    /// a run whose start fell off it is timed from its oldest kept update.
+    pub fn from_records<'a>(
+        spec: &ServiceSpec,
+        records: impl IntoIterator<Item = &'a TaskRecord>,
+        now: Instant,
+        now_unix: f64,
+    ) -> ServiceBackoff {
+        let at = |unix: f64| {
+            let ago = now_unix - unix;
+            if ago >= 0.0 {
+                now.checked_sub(Duration::try_from_secs_f64(ago).unwrap_or(Duration::MAX))
+                    .unwrap_or(now)
+            } else {
+                now + Duration::try_from_secs_f64(-ago).unwrap_or_default()
+            }
+        };
+        let fingerprint = spec.fingerprint();
+        let mut by_instance: BTreeMap<u32, Vec<&TaskRecord>> = BTreeMap::new();
+        for record in records.into_iter().filter(|r| r.service == spec.name) {
+            by_instance.entry(record.instance).or_default().push(record);
+        }
+        let stable = stable_run(spec).as_secs_f64();
+        let mut out = ServiceBackoff::default();
+        for (instance, mut tasks) in by_instance {
+            // Newest first.
+            tasks.sort_by(|a, b| b.launched_at.total_cmp(&a.launched_at));
+            let mut backoff = RestartBackoff::default();
+            let mut newest_failure: Option<f64> = None;
+            for (i, task) in tasks.iter().enumerate() {
+                if task.fingerprint != fingerprint {
+                    break;
+                }
+                let run = healthy_run(task);
+                if !task.is_terminal() {
+                    // Only the newest live task keeps a clock (a duplicate
+                    // does not take over a running one).
+                    if i == 0
+                        && let Some(since) = run.current
+                    {
+                        backoff.running_since = Some((task.task_id.clone(), at(since)));
+                    }
+                    continue;
+                }
+                let ended = task.timeline.last().map_or(task.updated_at, |e| e.at);
+                if task.kill.is_none() && counts_as_failure_of(task) {
+                    backoff.failures = backoff.failures.saturating_add(1);
+                    newest_failure.get_or_insert(ended);
+                }
+                let ran_stably = run.longest >= stable
+                    || run.current.is_some_and(|since| ended - since >= stable);
+                if ran_stably {
+                    break;
+                }
+            }
+            if let Some(ended) = newest_failure {
+                let delay = Backoff::nth(
+                    spec.restart_backoff,
+                    spec.restart_backoff_max,
+                    backoff.failures - 1,
+                );
+                backoff.not_before = Some(at(ended) + delay);
+            }
+            if backoff.failures > 0 || backoff.running_since.is_some() {
+                out.instances.insert(instance, backoff);
+            }
+        }
+        out
+    }
+}
+
+/// A task's healthy running per its timeline (seconds since the UNIX
+/// epoch): the longest stretch that ended before its last update, and the
+/// one still going at it, if any.
+struct HealthyRun {
+    longest: f64,
+    current: Option<f64>,
+}
+
+/// Reads `record`'s timeline as [`RestartBackoff::running`] would have
+/// seen it: RUNNING and [`runs_healthy`] starts or keeps the clock, an
+/// unhealthy report stops it, a terminal update ends it.
+fn healthy_run(record: &TaskRecord) -> HealthyRun {
+    let checked = record.health_checked == Some(true);
+    let mut health: Option<bool> = None;
+    let mut run = HealthyRun {
+        longest: 0.0,
+        current: None,
+    };
+    for entry in &record.timeline {
+        if entry.healthy.is_some() {
+            health = entry.healthy;
+        }
+        let healthy = if checked {
+            health == Some(true)
+        } else {
+            health != Some(false)
+        };
+        match entry.state {
+            TaskState::TaskRunning if healthy => {
+                run.current.get_or_insert(entry.at);
+            }
+            TaskState::TaskRunning => {
+                if let Some(since) = run.current.take() {
+                    run.longest = run.longest.max(entry.at - since);
+                }
+            }
+            _ => {}
+        }
+    }
+    run
 }
 
 #[cfg(test)]
@@ -644,5 +781,109 @@ mod tests {
         // A duplicate's healthy report does not restart a running clock.
         b.running(&TaskId::from("dup"), true, late + MIN_STABLE_RUN);
         assert_eq!(b.failures_at(&s, late + MIN_STABLE_RUN), 0);
+    }
+
+    /// A terminal record of instance `instance` of `spec(1)`'s release:
+    /// launched at `at`, RUNNING (healthy) from `at + 1` for `ran` s, then
+    /// `end` (`TASK_FAILED` counts, `TASK_KILLED` alone does not).
+    fn ended(id: &str, instance: u32, at: f64, ran: f64, end: &str) -> TaskRecord {
+        use crate::scheduler::StatusEntry;
+        let entry = |at: f64, state: &str| StatusEntry {
+            at,
+            state: TaskState::from_str_name(state).unwrap(),
+            source: Some(task_status::Source::Executor),
+            reason: None,
+            message: None,
+            healthy: None,
+        };
+        let mut t = task(id, instance, end, at);
+        t.fingerprint = spec(1).fingerprint();
+        t.timeline = vec![entry(at + 1.0, "TASK_RUNNING"), entry(at + 1.0 + ran, end)];
+        t.updated_at = at + 1.0 + ran;
+        t
+    }
+
+    #[test]
+    fn a_new_leader_rebuilds_each_instance_s_backoff_from_its_records() {
+        let s = spec(3); // 1 s doubling to 5 s; a stable run is 10 s
+        let now = Instant::now();
+        let now_unix = 993.0;
+        let records = [
+            // Instance 0: three failures after a stable run (which itself
+            // failed: it counts, then the count stops).
+            ended("a0", 0, 900.0, 30.0, "TASK_FAILED"),
+            ended("a1", 0, 940.0, 0.5, "TASK_FAILED"),
+            ended("a2", 0, 950.0, 0.5, "TASK_FAILED"),
+            // A kill the scheduler asked for neither counts nor forgives.
+            TaskRecord {
+                kill: Some(crate::scheduler::KillRequest {
+                    reason: "x".into(),
+                    requested_at: 0.0,
+                    attempts: 1,
+                }),
+                ..ended("a3", 0, 960.0, 0.5, "TASK_KILLED")
+            },
+            ended("a4", 0, 990.0, 0.5, "TASK_FAILED"),
+            // Instance 1: a stable run in the middle resets the count.
+            ended("b0", 1, 900.0, 0.5, "TASK_FAILED"),
+            ended("b1", 1, 910.0, 20.0, "TASK_KILLED"),
+            ended("b2", 1, 980.0, 0.5, "TASK_FAILED"),
+        ];
+        let b = ServiceBackoff::from_records(&s, &records, now, now_unix);
+        let at_now = b.failing(&s, now);
+        // a4 ended at 991.5: 4 failures wait 5 s (capped), 3.5 s left.
+        // b2 ended at 981.5: 1 failure waits 1 s, over by now.
+        assert_eq!(at_now.len(), 2);
+        assert_eq!((at_now[0].0, at_now[0].1), (0, 4));
+        assert_eq!(at_now[0].2, Duration::from_millis(3500));
+        assert_eq!((at_now[1].0, at_now[1].1), (1, 1));
+        assert!(b.ready(1, now) && !b.ready(0, now));
+        // Instance 2 has no records: clean.
+        assert!(b.ready(2, now));
+        assert_eq!(b.instances.len(), 2);
+    }
+
+    #[test]
+    fn a_rebuilt_backoff_skips_older_releases_and_counts_tasks_that_never_started() {
+        use crate::scheduler::StatusEntry;
+        let s = spec(1);
+        let now = Instant::now();
+        let old = TaskRecord {
+            fingerprint: "older release".into(),
+            ..ended("o", 0, 800.0, 0.5, "TASK_FAILED")
+        };
+        // Its executor terminated before the task started.
+        let mut never = ended("n", 0, 990.0, 0.0, "TASK_FAILED");
+        never.timeline = vec![StatusEntry {
+            at: 995.0,
+            state: TaskState::TaskFailed,
+            source: Some(task_status::Source::Agent),
+            reason: Some(task_status::Reason::ExecutorTerminated),
+            message: None,
+            healthy: None,
+        }];
+        let b = ServiceBackoff::from_records(&s, [&old, &never], now, 1000.0);
+        assert_eq!(b.failing(&s, now), [(0, 1, Duration::ZERO)]);
+        // Only the older release's failures: forgiven.
+        let b = ServiceBackoff::from_records(&s, [&old], now, 1000.0);
+        assert!(b.is_empty());
+        // Another service's records are not this one's.
+        let other = TaskRecord {
+            service: "db".into(),
+            ..never.clone()
+        };
+        assert!(ServiceBackoff::from_records(&s, [&other], now, 1000.0).is_empty());
+    }
+
+    #[test]
+    fn a_rebuilt_backoff_keeps_a_running_task_s_clock() {
+        let s = spec(1);
+        let now = Instant::now();
+        let failed = ended("f", 0, 900.0, 0.5, "TASK_FAILED");
+        let mut live = ended("l", 0, 950.0, 0.0, "TASK_RUNNING");
+        live.timeline.truncate(1); // RUNNING since 951
+        let b = ServiceBackoff::from_records(&s, [&failed, &live], now, 955.0);
+        assert_eq!(b.failures_at(&s, now), 1, "4 s of 10");
+        assert_eq!(b.failures_at(&s, now + Duration::from_secs(6)), 0);
     }
 }

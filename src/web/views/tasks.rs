@@ -144,9 +144,9 @@ pub struct TasksView {
     /// Number of pages (at least 1).
     pub pages: usize,
     /// Sort key.
-    pub sort: &'static str,
+    pub sort: SortKey,
     /// `asc` or `desc`.
-    pub order: &'static str,
+    pub order: Order,
     /// Filters in effect.
     pub filter: TaskFilter,
     /// Tasks without a record that the leader is killing (rogue tasks the
@@ -160,7 +160,82 @@ pub struct TasksView {
     pub state_counts: Vec<(String, usize)>,
 }
 
-const SORT_KEYS: [&str; 6] = ["id", "service", "state", "host", "updated", "launched"];
+/// What the task list is sorted by (`sort=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SortKey {
+    /// The task ID (the snapshot's own order; the default).
+    Id,
+    /// Service, then instance.
+    Service,
+    /// The Mesos task state's name.
+    State,
+    /// The agent's host name.
+    Host,
+    /// The last status update's time.
+    Updated,
+    /// The launch time.
+    Launched,
+}
+
+impl SortKey {
+    const ALL: [SortKey; 6] = [
+        SortKey::Id,
+        SortKey::Service,
+        SortKey::State,
+        SortKey::Host,
+        SortKey::Updated,
+        SortKey::Launched,
+    ];
+
+    /// The key as `sort=` writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SortKey::Id => "id",
+            SortKey::Service => "service",
+            SortKey::State => "state",
+            SortKey::Host => "host",
+            SortKey::Updated => "updated",
+            SortKey::Launched => "launched",
+        }
+    }
+
+    fn parse(text: &str) -> Option<SortKey> {
+        SortKey::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for SortKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The sort direction (`order=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Ascending (the default).
+    Asc,
+    /// Descending.
+    Desc,
+}
+
+impl Order {
+    /// The direction as `order=` writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Asc => "asc",
+            Order::Desc => "desc",
+        }
+    }
+}
+
+impl std::fmt::Display for Order {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Every Mesos task state's name, in the protobuf enum's order (prost
 /// generates no list, so the enum's values are tried).
@@ -229,22 +304,19 @@ impl TasksView {
             q: non_empty(&query.q),
         };
         let sort = match non_empty(&query.sort) {
-            None => "id",
-            Some(k) => SORT_KEYS
-                .iter()
-                .copied()
-                .find(|s| *s == k)
-                .unwrap_or_else(|| {
-                    errors.push(field("sort", format!("one of {}", SORT_KEYS.join(", "))));
-                    "id"
-                }),
+            None => SortKey::Id,
+            Some(k) => SortKey::parse(&k).unwrap_or_else(|| {
+                let keys: Vec<&str> = SortKey::ALL.iter().map(|k| k.as_str()).collect();
+                errors.push(field("sort", format!("one of {}", keys.join(", "))));
+                SortKey::Id
+            }),
         };
         let order = match non_empty(&query.order).as_deref() {
-            None | Some("asc") => "asc",
-            Some("desc") => "desc",
+            None | Some("asc") => Order::Asc,
+            Some("desc") => Order::Desc,
             Some(_) => {
                 errors.push(field("order", "asc or desc"));
-                "asc"
+                Order::Asc
             }
         };
         let page = parse_number("page", &query.page, 1, usize::MAX, &mut errors);
@@ -266,9 +338,9 @@ impl TasksView {
             && needle.is_none();
         let start = (page - 1).saturating_mul(per_page);
         // The snapshot holds tasks sorted by ID: the default view is a slice.
-        if unfiltered && sort == "id" {
+        if unfiltered && sort == SortKey::Id {
             let n = s.tasks.len();
-            let rows: Vec<TaskRow> = if order == "asc" {
+            let rows: Vec<TaskRow> = if order == Order::Asc {
                 s.tasks
                     .iter()
                     .skip(start)
@@ -324,16 +396,16 @@ impl TasksView {
             .collect();
         // Other keys sort stably and fall back on the ID order.
         match sort {
-            "service" => {
+            SortKey::Service => {
                 matched.sort_by(|a, b| (&a.service, a.instance).cmp(&(&b.service, b.instance)))
             }
-            "state" => matched.sort_by_key(|t| t.state.as_str_name()),
-            "host" => matched.sort_by(|a, b| a.hostname.cmp(&b.hostname)),
-            "updated" => matched.sort_by(|a, b| a.updated_at.total_cmp(&b.updated_at)),
-            "launched" => matched.sort_by(|a, b| a.launched_at.total_cmp(&b.launched_at)),
-            _ => {}
+            SortKey::State => matched.sort_by_key(|t| t.state.as_str_name()),
+            SortKey::Host => matched.sort_by(|a, b| a.hostname.cmp(&b.hostname)),
+            SortKey::Updated => matched.sort_by(|a, b| a.updated_at.total_cmp(&b.updated_at)),
+            SortKey::Launched => matched.sort_by(|a, b| a.launched_at.total_cmp(&b.launched_at)),
+            SortKey::Id => {}
         }
-        if order == "desc" {
+        if order == Order::Desc {
             matched.reverse();
         }
         let pages = matched.len().div_ceil(per_page).max(1);
@@ -369,8 +441,22 @@ impl TasksView {
             ("state", self.filter.state.as_deref().unwrap_or("")),
             ("health", self.filter.health.as_deref().unwrap_or("")),
             ("q", self.filter.q.as_deref().unwrap_or("")),
-            ("sort", if self.sort == "id" { "" } else { self.sort }),
-            ("order", if self.order == "asc" { "" } else { self.order }),
+            (
+                "sort",
+                if self.sort == SortKey::Id {
+                    ""
+                } else {
+                    self.sort.as_str()
+                },
+            ),
+            (
+                "order",
+                if self.order == Order::Asc {
+                    ""
+                } else {
+                    self.order.as_str()
+                },
+            ),
             ("page", if self.page == 1 { "" } else { &page }),
             (
                 "per_page",
@@ -399,7 +485,7 @@ impl TasksView {
 
     /// Link to sort by `key`: toggles the order when already sorted by it.
     pub fn sort_link(&self, key: &str) -> String {
-        let order = if self.sort == key && self.order == "asc" {
+        let order = if self.sort.as_str() == key && self.order == Order::Asc {
             "desc"
         } else {
             ""
@@ -413,8 +499,8 @@ impl TasksView {
 
     /// `▲`/`▼` after the column this view is sorted by.
     pub fn sort_mark(&self, key: &str) -> &'static str {
-        match (self.sort == key, self.order) {
-            (true, "asc") => "▲",
+        match (self.sort.as_str() == key, self.order) {
+            (true, Order::Asc) => "▲",
             (true, _) => "▼",
             _ => "",
         }

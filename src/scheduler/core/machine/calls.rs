@@ -115,19 +115,23 @@ impl Machine {
     /// master sees ACCEPT, DECLINE, SUPPRESS in that order; with work
     /// pending, keep offers (they expire after the offer TTL) and REVIVE if
     /// suppressed or if `new_need` (see `revive`): a filter may hide what
-    /// the new need asks for.
+    /// the new need asks for. A REVIVE inside `min_revive_interval` of the
+    /// last one is deferred to the interval's end (`revive`).
     pub(super) fn settle_offers(&mut self, pending: bool, new_need: bool, now: Instant) {
         if !self.framework.client_running {
             return;
         }
         if pending {
-            if self.suppressed || new_need {
+            if !(self.suppressed || new_need) {
+                self.revive.not_needed();
+            } else if self.revive.may_revive(now, self.cfg.min_revive_interval) {
                 self.suppressed = false;
-                self.revive.revived();
+                self.revive.revived(now);
                 self.call(MesosCall::Revive, Pending::Schedule(Step::Revive));
             }
             return;
         }
+        self.revive.not_needed();
         if !self.launches.groups.is_empty() {
             // `accept` asks for another pass once they are.
             return;

@@ -409,6 +409,16 @@ impl Machine {
         if self.framework.restart_at.is_some_and(|t| now >= t) {
             self.start_client(now);
         }
+        // A deferred REVIVE's interval is over: the pass sends it if work
+        // is still pending.
+        if self.may_schedule()
+            && self
+                .revive
+                .deferred_until(self.cfg.min_revive_interval)
+                .is_some_and(|t| now >= t)
+        {
+            self.needs_schedule = true;
+        }
         if now >= self.framework.next_check {
             self.framework.next_check = now + self.cfg.framework_id_refresh_interval;
             self.check_framework_id();

@@ -165,6 +165,11 @@ impl Machine {
             subscribed.then(|| self.kills.next_deadline()).flatten(),
             self.framework.restart_at,
             self.needs_schedule.then(|| self.schedule_due(now)),
+            // A deferred REVIVE's pass (once asked for, `schedule_due`
+            // rules).
+            (!self.needs_schedule && self.may_schedule())
+                .then(|| self.revive.deferred_until(self.cfg.min_revive_interval))
+                .flatten(),
             self.out
                 .dirty
                 .then(|| self.last_publish.map_or(now, |t| t + self.snapshot_pause())),

@@ -16,24 +16,42 @@
 //! task to replace and the end of a backoff alike. An instance waiting across
 //! passes is no new need: a launch that the launch budget spreads over many
 //! passes, or offers that keep not fitting, revive once, not on every pass.
+//!
+//! REVIVEs are at least `min_revive_interval` apart (`--min-revive-interval`):
+//! each one makes the allocator offer everything again, and a crash loop of
+//! many instances with staggered backoffs would otherwise REVIVE at its
+//! failure rate (Marathon bounds it the same way with
+//! `--min_revive_offers_interval`). A need that arises inside the interval is
+//! deferred to its end, never dropped: the pass then REVIVEs if work is still
+//! pending. A subscription's first REVIVE is never delayed.
 
 use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// Instances waiting for placement, by service, and whether filters of this
-/// framework may stand. Memory: one entry per waiting instance, twice during
-/// a pass.
+/// framework may stand. Memory: one entry per waiting instance, at most four
+/// times (previous, current, new, deferred).
 #[derive(Debug, Default)]
 pub(super) struct ReviveWatch {
     /// The previous pass's waiting instances, by service, ascending.
     previous: HashMap<String, Vec<u32>>,
     /// This pass's so far.
     current: HashMap<String, Vec<u32>>,
-    /// This pass found an instance that did not wait in the previous one.
-    new_need: bool,
+    /// This pass's instances that did not wait in the previous one.
+    new: Vec<(String, u32)>,
+    /// The last pass's need: its new instances.
+    need: Vec<(String, u32)>,
     /// A filter may hide offers: since the last REVIVE a DECLINE or an
     /// ACCEPT with a filter was sent, or the subscription is fresh (the
     /// previous connection's filters may stand).
     filters_may_stand: bool,
+    /// When this subscription last sent a REVIVE.
+    last_revive: Option<Instant>,
+    /// The instances whose REVIVE was due inside the interval and waits
+    /// for its end, as long as one of them still waits (empty: none).
+    deferred: Vec<(String, u32)>,
 }
 
 impl ReviveWatch {
@@ -42,8 +60,11 @@ impl ReviveWatch {
     pub(super) fn subscribed(&mut self) {
         self.previous.clear();
         self.current.clear();
-        self.new_need = false;
+        self.new.clear();
+        self.need.clear();
         self.filters_may_stand = true;
+        self.last_revive = None;
+        self.deferred.clear();
     }
 
     /// A DECLINE, or an ACCEPT, with a filter of `refuse_seconds` was sent
@@ -54,10 +75,50 @@ impl ReviveWatch {
         }
     }
 
-    /// A REVIVE was sent: it clears every filter of the framework
+    /// A REVIVE was sent at `now`: it clears every filter of the framework
     /// (`reviveOffers` in `src/master/allocator/mesos/hierarchical.cpp`).
-    pub(super) fn revived(&mut self) {
+    pub(super) fn revived(&mut self, now: Instant) {
         self.filters_may_stand = false;
+        self.last_revive = Some(now);
+        self.need.clear();
+        self.deferred.clear();
+    }
+
+    /// May a REVIVE go out at `now`, `interval` after the last one? If not,
+    /// it is deferred: [`ReviveWatch::deferred_until`] says when the pass
+    /// that sends it is due.
+    pub(super) fn may_revive(&mut self, now: Instant, interval: Duration) -> bool {
+        if self.last_revive.is_none_or(|t| now >= t + interval) {
+            return true;
+        }
+        let mut need = std::mem::take(&mut self.need);
+        if need.is_empty() && self.deferred.is_empty() {
+            // Suppressed with nothing new: whatever waits is the need.
+            need = self
+                .previous
+                .iter()
+                .flat_map(|(s, is)| is.iter().map(|i| (s.clone(), *i)))
+                .collect();
+        }
+        self.deferred.extend(need);
+        self.deferred.sort_unstable();
+        self.deferred.dedup();
+        false
+    }
+
+    /// A pass found no REVIVE needed (nothing pending, or no filter and no
+    /// suppression to hide offers): a deferred one is dropped with its need.
+    pub(super) fn not_needed(&mut self) {
+        self.need.clear();
+        self.deferred.clear();
+    }
+
+    /// When a deferred REVIVE may go out, if one waits.
+    pub(super) fn deferred_until(&self, interval: Duration) -> Option<Instant> {
+        (!self.deferred.is_empty())
+            .then_some(self.last_revive)
+            .flatten()
+            .map(|t| t + interval)
     }
 
     /// A REVIVE failed: the filters it was to clear may stand.
@@ -72,20 +133,31 @@ impl ReviveWatch {
         if missing.is_empty() {
             return;
         }
-        if !self.new_need {
-            let before = self.previous.get(service).map(Vec::as_slice);
-            let before = before.unwrap_or_default();
-            self.new_need = missing.iter().any(|i| before.binary_search(i).is_err());
-        }
+        let before = self.previous.get(service).map(Vec::as_slice);
+        let before = before.unwrap_or_default();
+        self.new.extend(
+            missing
+                .iter()
+                .filter(|i| before.binary_search(i).is_err())
+                .map(|i| (service.to_string(), *i)),
+        );
         self.current.insert(service.to_string(), missing.to_vec());
     }
 
     /// The pass is over: true if it should REVIVE, i.e. something new waits
-    /// while a filter or a suppression (`suppressed`) may hide offers.
+    /// (or an instance of a deferred REVIVE still waits) while a filter or a
+    /// suppression (`suppressed`) may hide offers.
     pub(super) fn end_pass(&mut self, suppressed: bool) -> bool {
         self.previous = std::mem::take(&mut self.current);
-        let new_need = std::mem::take(&mut self.new_need);
-        new_need && (self.filters_may_stand || suppressed)
+        self.need = std::mem::take(&mut self.new);
+        let previous = &self.previous;
+        self.deferred.retain(|(s, i)| {
+            previous
+                .get(s)
+                .is_some_and(|is| is.binary_search(i).is_ok())
+        });
+        let need = !self.need.is_empty() || !self.deferred.is_empty();
+        need && (self.filters_may_stand || suppressed)
     }
 }
 
@@ -99,7 +171,7 @@ mod tests {
         w.subscribed();
         w.waits("web", &[0, 1, 2]);
         assert!(w.end_pass(false), "fresh subscription: all new");
-        w.revived();
+        w.revived(Instant::now());
         w.waits("web", &[1, 2]);
         assert!(!w.end_pass(true), "fewer wait: nothing new");
         w.filtered(Some(30.0));
@@ -108,7 +180,7 @@ mod tests {
         w.waits("web", &[0, 1, 2]);
         w.waits("db", &[0]);
         assert!(w.end_pass(false), "a new service");
-        w.revived();
+        w.revived(Instant::now());
         w.waits("web", &[0, 1, 2]);
         w.waits("db", &[0, 1]);
         assert!(!w.end_pass(false), "new, but no filter and not suppressed");

@@ -34,6 +34,7 @@ use crate::scheduler::core::{StartupError, TermOutcome};
 use crate::scheduler::ids::FrameworkId;
 use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
+use crate::scheduler::rules::workload::ServiceBackoff;
 
 /// Where the term's start stands.
 #[derive(Debug, Default)]
@@ -357,6 +358,7 @@ impl Machine {
             ));
         }
         let waiting = self.tasks.load(list.records);
+        self.rebuild_backoffs(now);
         // A framework the master removed has no tasks left to kill.
         self.settle_removed_records(now);
         if self.framework.removed.is_none() {
@@ -368,5 +370,24 @@ impl Machine {
         }
         self.reconcile_after_subscription(now);
         self.needs_schedule = true;
+    }
+
+    /// Each instance's restart backoff from its stored tasks: the previous
+    /// leader's count lived in its memory only, and a leader change must not
+    /// forgive a crash-looping instance (`ServiceBackoff::from_records`).
+    fn rebuild_backoffs(&mut self, now: Instant) {
+        let now_unix = self.unix(now);
+        for name in self.services.names() {
+            let (Some(spec), Some(tasks)) = (self.services.spec(&name), self.tasks.service(&name))
+            else {
+                continue;
+            };
+            let rebuilt = ServiceBackoff::from_records(spec, tasks.stored(), now, now_unix);
+            if !rebuilt.is_empty()
+                && let Some(backoff) = self.services.backoff_mut(&name)
+            {
+                *backoff = rebuilt;
+            }
+        }
     }
 }

@@ -264,3 +264,85 @@ async fn a_launch_spread_over_passes_by_its_budget_revives_once() {
             .collect::<Vec<_>>()
     );
 }
+
+/// [`waiting_behind_a_filter`]'s leader after web.1 was lost (one REVIVE)
+/// and its replacement launched on an offer, whose ACCEPT set a filter;
+/// call log drained. The REVIVE was sent at the returned instant.
+async fn revived_then_filtered() -> (Harness, Instant) {
+    let mut h = waiting_behind_a_filter().await;
+    h.update(reconciled("web.1.stored", TaskState::TaskLost));
+    h.answer_all();
+    let revived_at = Instant::now();
+    let calls = h.drain_call_log();
+    assert_eq!(revives(&calls), 1, "{:?}", Harness::kinds_of_calls(&calls));
+    h.offer("o2", "agent-2", 4.0);
+    h.answer_all();
+    assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
+    (h, revived_at)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_need_inside_the_revive_interval_waits_for_its_end() {
+    let (mut h, revived_at) = revived_then_filtered().await;
+    // 100 ms after the REVIVE, a second need behind the ACCEPT's filter.
+    h.advance(Duration::from_millis(100)).await;
+    h.update(reconciled("web.0.stored", TaskState::TaskLost));
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(revives(&calls), 0, "{:?}", Harness::kinds_of_calls(&calls));
+    let interval = config().min_revive_interval;
+    h.advance(interval - Duration::from_millis(150)).await;
+    h.answer_all();
+    assert_eq!(revives(&h.drain_call_log()), 0, "inside the interval");
+    h.advance(Duration::from_millis(100)).await;
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(
+        revives(&calls),
+        1,
+        "at the interval's end: {:?}",
+        Harness::kinds_of_calls(&calls)
+    );
+    let sent = Instant::now() - revived_at;
+    assert!(sent >= interval && sent < interval + Duration::from_millis(100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deferred_revive_is_dropped_once_its_need_is_met() {
+    let (mut h, _) = revived_then_filtered().await;
+    h.advance(Duration::from_millis(100)).await;
+    h.update(reconciled("web.0.stored", TaskState::TaskLost));
+    h.answer_all();
+    // An offer comes anyway and web.0's replacement launches.
+    h.offer("o3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(
+        Harness::launched(&calls).len(),
+        1,
+        "{:?}",
+        Harness::kinds_of_calls(&calls)
+    );
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(revives(&calls), 0, "{:?}", Harness::kinds_of_calls(&calls));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscription_s_first_revive_is_never_delayed() {
+    let (mut h, _) = revived_then_filtered().await;
+    h.update(reconciled("web.0.stored", TaskState::TaskLost));
+    h.feed(Input::Disconnected(
+        crate::mesos::client::DisconnectReason::EndOfStream,
+    ));
+    h.subscribe();
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(
+        revives(&calls),
+        1,
+        "the new subscription revives at once, within the interval: {:?}",
+        Harness::kinds_of_calls(&calls)
+    );
+}

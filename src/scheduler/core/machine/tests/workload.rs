@@ -157,3 +157,44 @@ async fn a_pass_over_many_records_paces_the_next_one() {
     h.answer_all();
     assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
 }
+
+/// A new leader's term starts with an instance's failed tasks in the store:
+/// its backoff is rebuilt from them (three failures, the newest ended 1 s
+/// before the term: 8 s, the cap, so 7 s left), not started afresh.
+#[tokio::test(start_paused = true)]
+async fn a_term_started_with_stored_failures_keeps_the_backoff() {
+    let spec = service("web", 1);
+    let failed = |n: u32, ended: f64| TaskRecord {
+        task_id: format!("web.0.failed{n}").into(),
+        state: TaskState::TaskFailed,
+        launched_at: ended - 1.0,
+        updated_at: ended,
+        ..running_record("web", 0, &spec)
+    };
+    // The harness's clock reads 1_000_000 s since the epoch at the start.
+    let tasks = [
+        failed(0, 999_991.0),
+        failed(1, 999_995.0),
+        failed(2, 999_999.0),
+    ];
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &tasks);
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    assert!(Harness::launched(&h.drain_call_log()).is_empty());
+    let s = h.snapshot().await;
+    assert_eq!(s.services[0].consecutive_failures, 3);
+    h.advance(Duration::from_secs(6)).await;
+    h.offer("o2", "agent-1", 4.0);
+    h.answer_all();
+    assert!(
+        Harness::launched(&h.drain_call_log()).is_empty(),
+        "6 s of the 7 s left"
+    );
+    h.advance(Duration::from_millis(1500)).await;
+    h.offer("o3", "agent-1", 4.0);
+    h.answer_all();
+    assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
+}
