@@ -2,6 +2,8 @@
 //! layer in the OpenMetrics text format). Counters get `_total` appended by
 //! the encoder.
 
+use std::collections::HashMap;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -9,7 +11,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::core::Stats;
 use super::snapshot::ServiceStatus;
 
 /// Prefix of every metric name the appliance exports, e.g.
@@ -198,6 +199,35 @@ impl Metrics {
             self.reconciliation_seconds.observe(*seconds);
         }
     }
+}
+
+/// What the scheduler core counted for the metrics, as plain values: the
+/// counts since the last `Machine::take_stats` (in `core/machine/stats.rs`),
+/// and the gauges' current values. The runner takes them after each settle
+/// and publishes them ([`Metrics::record`]); the core never touches the
+/// registry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Gauge: the framework is subscribed.
+    pub framework_subscribed: bool,
+    /// Gauge: how far behind the Mesos stream the machine is, seconds.
+    pub event_lag_seconds: f64,
+    /// Gauge: events received and not applied yet.
+    pub event_inbox_depth: usize,
+    /// Offer events (`received`, `used`, `declined`, `expired`,
+    /// `rescinded`, `dropped`) by event.
+    pub offers: HashMap<&'static str, u64>,
+    /// Tasks launched.
+    pub launches: u64,
+    /// KILL calls sent.
+    pub kills: u64,
+    /// Status updates by state, source and reason.
+    pub status_updates: HashMap<UpdateLabels, u64>,
+    /// Reconciliation runs ended, by kind and outcome.
+    pub reconciliations: HashMap<ReconcileLabels, u64>,
+    /// Durations of the runs that ended, seconds (one per run, so at most
+    /// the runs of one batch between two takes).
+    pub reconciliation_seconds: Vec<f64>,
 }
 
 #[cfg(test)]
