@@ -47,8 +47,11 @@ pub(super) struct Startup {
     teardowns: usize,
     /// Services-file writes in flight.
     services_writes: usize,
-    /// The client was started and the task records asked for.
+    /// The client was started (or deferred) and the task records asked for.
     running: bool,
+    /// Registering a new framework waits for the task records: see
+    /// [`Machine::startup_running`].
+    client_deferred: bool,
 }
 
 /// What a startup request in flight was for.
@@ -338,13 +341,22 @@ impl Machine {
         }
     }
 
-    /// Starts the client and reads the task records beside it.
+    /// Starts the client and reads the task records beside it. Without a
+    /// stored framework ID the client waits for the records instead: a
+    /// SUBSCRIBE that registers a new framework while a failed read of the
+    /// records then ends the term would leave that framework at the master
+    /// with its ID stored nowhere, and the next leader refusing to orphan it.
+    /// Resubscribing with a stored ID orphans nothing, so it goes at once.
     fn startup_running(&mut self, now: Instant) {
         if self.startup.running {
             return;
         }
         self.startup.running = true;
-        self.start_client(now);
+        if self.framework.id.is_some() {
+            self.start_client(now);
+        } else {
+            self.startup.client_deferred = true;
+        }
         self.store(StoreOp::ListTasks, Pending::Startup(Step::LoadTasks));
     }
 
@@ -359,6 +371,9 @@ impl Machine {
         }
         let waiting = self.tasks.load(list.records);
         self.rebuild_backoffs(now);
+        if std::mem::take(&mut self.startup.client_deferred) {
+            self.start_client(now);
+        }
         // A framework the master removed has no tasks left to kill.
         self.settle_removed_records(now);
         if self.framework.removed.is_none() {
