@@ -4,7 +4,9 @@
 //! Modules are named by the part they exercise:
 //! - `client_*`: the Mesos scheduler/operator clients and leader detection
 //!   against the in-process `mesos-testbed`;
-//! - `coordination_*`: election and stores on a real ZooKeeper server;
+//! - `coordination_*`: election and stores on a real ZooKeeper server, and
+//!   two replicas through the faults of a three-server ensemble
+//!   (`coordination_ensemble`);
 //! - `scheduler_*`: the scheduler core driving the testbed;
 //! - `deploy_*`: deployment strategies, scenarios, uninstall, the CLI and the
 //!   deployment files, mostly as real processes;
@@ -15,8 +17,9 @@
 //! - `pymesos_client`, `wire_vectors`: clients and bytes nobody here wrote.
 //!
 //! Tests that need ZooKeeper start their own server on a free loopback port
-//! ([`support::zookeeper::ZkServer`]); the rest run on the in-memory
-//! coordinator.
+//! ([`support::zookeeper::ZkServer`]) or ensemble
+//! ([`support::zookeeper_ensemble::ZkEnsemble`]); the rest run on the
+//! in-memory coordinator.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -28,6 +31,7 @@ mod client_refusals;
 mod client_subscription;
 mod coordination_audit;
 mod coordination_election;
+mod coordination_ensemble;
 mod coordination_harness;
 mod coordination_slow_zookeeper;
 mod coordination_stores;

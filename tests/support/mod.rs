@@ -3,6 +3,8 @@
 //!
 //! - [`zookeeper`]: a real standalone ZooKeeper server per test
 //!   ([`zookeeper::ZkServer`]), plus [`zookeeper::expire_session`];
+//! - [`zookeeper_ensemble`]: a real three-server ZooKeeper ensemble
+//!   ([`zookeeper_ensemble::ZkEnsemble`]) to stop, kill and restart;
 //! - [`zk_write_hold`]: a ZooKeeper proxy that holds write requests
 //!   ([`zk_write_hold::ZkWriteHold`]);
 //! - [`chaos_proxy`]: a TCP proxy that cuts a client off
@@ -44,6 +46,7 @@ pub mod truth;
 pub mod web;
 pub mod zk_write_hold;
 pub mod zookeeper;
+pub mod zookeeper_ensemble;
 
 use std::time::Duration;
 

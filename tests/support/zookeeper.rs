@@ -19,6 +19,10 @@
 //!
 //! The server log is kept in the data directory (`zk.log`) and printed to
 //! stderr when a server fails to start.
+//!
+//! [`super::zookeeper_ensemble`] runs three of these as one ensemble
+//! (`QuorumPeerMain`) through [`ZkServer::configure`], [`ZkServer::spawn`]
+//! and [`ZkServer::wait_ready`].
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -48,32 +52,50 @@ const SLF4J_CANDIDATES: &[&str] = &[
     "/usr/share/zookeeper/lib/slf4j-simple.jar",
 ];
 
-/// A running standalone ZooKeeper server on `127.0.0.1`, killed on drop.
+/// The class a standalone server runs.
+const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+
+/// A running ZooKeeper server on `127.0.0.1`, killed on drop: standalone,
+/// or one member of a [`super::zookeeper_ensemble::ZkEnsemble`].
 pub struct ZkServer {
     dir: TempDir,
     port: u16,
     child: Option<Child>,
+    /// The Java class to run: standalone, or a quorum peer.
+    main_class: &'static str,
 }
 
 impl ZkServer {
-    /// Starts a server on a free loopback port and waits until it serves.
+    /// Starts a standalone server on a free loopback port and waits until
+    /// it serves.
     ///
     /// Panics (this is test support) when Java or the ZooKeeper jar is missing
     /// or the server does not answer within 30 s; the message says which.
     pub fn start() -> ZkServer {
+        let mut server = ZkServer::configure(STANDALONE_MAIN, "");
+        server.start_again();
+        server
+    }
+
+    /// A server that is not running yet: a free client port, its own data
+    /// directory and a `zoo.cfg` with the fast-test settings followed by
+    /// `extra` (whole lines, e.g. an ensemble's `server.N=` list), to be
+    /// run as `main_class`. Start it with [`ZkServer::start_again`], or
+    /// with [`ZkServer::spawn`] and [`ZkServer::wait_ready`] when several
+    /// must start together (an ensemble serves only once a quorum runs).
+    pub fn configure(main_class: &'static str, extra: &str) -> ZkServer {
         let dir = tempfile::Builder::new()
             .prefix("zk-test-")
             .tempdir()
             .expect("create ZooKeeper temp dir");
         std::fs::create_dir_all(dir.path().join("data")).expect("create data dir");
-        let port = free_port();
-        let mut server = ZkServer {
+        let server = ZkServer {
             dir,
-            port,
+            port: free_port(),
             child: None,
+            main_class,
         };
-        server.write_config();
-        server.start_again();
+        server.write_config(extra);
         server
     }
 
@@ -92,6 +114,17 @@ impl ZkServer {
         self.dir.path()
     }
 
+    /// The data folder (`zoo.cfg`'s `dataDir`, where an ensemble member's
+    /// `myid` goes).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Whether the server process was started and not stopped.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Kills the server process (SIGKILL: no clean shutdown, like a crash).
     /// Sessions and data survive in the data directory. No-op when stopped.
     pub fn stop(&mut self) {
@@ -101,9 +134,41 @@ impl ZkServer {
         }
     }
 
+    /// Stops the server the way an operator's restart does: SIGTERM (the
+    /// JVM runs its shutdown hooks and closes its sockets), then SIGKILL if
+    /// it is still there after 10 s. No-op when stopped.
+    pub fn terminate(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(pid) = i32::try_from(child.id()) {
+            // SAFETY: kill(2) on our own child's pid, which wait() has not reaped.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
     /// Starts the server again on the same port and data directory and waits
     /// until it serves. No-op when it is running.
     pub fn start_again(&mut self) {
+        if self.child.is_some() {
+            return;
+        }
+        self.spawn();
+        self.wait_ready();
+    }
+
+    /// Starts the server process without waiting for it to serve. No-op
+    /// when it is running.
+    pub fn spawn(&mut self) {
         if self.child.is_some() {
             return;
         }
@@ -128,7 +193,7 @@ impl ZkServer {
                 "-cp",
             ])
             .arg(&classpath)
-            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+            .arg(self.main_class)
             .arg(self.dir.path().join("zoo.cfg"))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup log"))
@@ -136,7 +201,6 @@ impl ZkServer {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run java (install default-jre-headless): {e}"));
         self.child = Some(child);
-        self.wait_ready();
     }
 
     /// Stops the server and starts it again on the same port and data dir.
@@ -148,21 +212,7 @@ impl ZkServer {
     /// Sends a four-letter-word command (`ruok`, `srvr`, `mntr`, `cons`, `wchp`) and
     /// returns the answer; `None` when the server does not answer.
     pub fn four_letter(&self, cmd: &str) -> Option<String> {
-        let mut stream = TcpStream::connect_timeout(&self.addr(), Duration::from_secs(1)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        stream.write_all(cmd.as_bytes()).ok()?;
-        let _ = stream.shutdown(std::net::Shutdown::Write);
-        // The server closes right after answering, sometimes with a reset:
-        // keep what arrived before the error.
-        let mut answer = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            match stream.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => answer.extend_from_slice(&buf[..n]),
-            }
-        }
-        (!answer.is_empty()).then(|| String::from_utf8_lossy(&answer).into_owned())
+        four_letter(self.addr(), cmd)
     }
 
     /// Waits until znode `path` has no children (or does not exist), e.g.
@@ -187,7 +237,9 @@ impl ZkServer {
         }
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until the server serves clients (an ensemble member: until it
+    /// is in a quorum); panics when it exits first or after 30 s.
+    pub fn wait_ready(&mut self) {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             // `ruok` answers `imok` as soon as the port is open, before the
@@ -214,8 +266,8 @@ impl ZkServer {
         }
     }
 
-    fn write_config(&self) {
-        let cfg = format!(
+    fn write_config(&self, extra: &str) {
+        let mut cfg = format!(
             "tickTime=500\n\
              dataDir={}\n\
              clientPort={}\n\
@@ -225,9 +277,10 @@ impl ZkServer {
              maxClientCnxns=0\n\
              admin.enableServer=false\n\
              4lw.commands.whitelist=ruok,srvr,mntr,cons,wchp\n",
-            self.dir.path().join("data").display(),
+            self.data_dir().display(),
             self.port
         );
+        cfg.push_str(extra);
         std::fs::write(self.dir.path().join("zoo.cfg"), cfg).expect("write zoo.cfg");
     }
 
@@ -277,6 +330,26 @@ pub async fn expire_session(server: &str, session: zk::SessionInfo, proxy: &Chao
     })
     .await;
     proxy.restore();
+}
+
+/// Sends a four-letter-word command to the server at `addr` and returns
+/// the answer; `None` when it does not answer (1 s to connect, 2 s to read).
+pub fn four_letter(addr: SocketAddr, cmd: &str) -> Option<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.write_all(cmd.as_bytes()).ok()?;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    // The server closes right after answering, sometimes with a reset:
+    // keep what arrived before the error.
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    (!answer.is_empty()).then(|| String::from_utf8_lossy(&answer).into_owned())
 }
 
 fn find_file(candidates: &[&str]) -> Option<PathBuf> {

@@ -1,0 +1,390 @@
+//! Two appliance replicas on a real three-server ZooKeeper ensemble (see
+//! `support::zookeeper_ensemble`) and the testbed master, through the
+//! ensemble faults an operator meets: a rolling restart, a SIGKILLed
+//! ensemble leader, and two of three servers down for longer than a
+//! session.
+//!
+//! A [`Watch`] samples the replicas' snapshots, the master's frameworks and
+//! the ensemble's quorum every 50 ms for the whole scenario and records a
+//! violation when
+//! - two replicas are subscribed at once, or the master has two frameworks
+//!   or two live subscriptions;
+//! - a replica is still subscribed more than [`NO_QUORUM_GRACE`] after the
+//!   ensemble lost its quorum.
+//!
+//! At the end one replica is subscribed with the framework ID and the task
+//! IDs of the start, and the master has one active framework. Each
+//! scenario prints its leaderless time (no replica subscribed), and the
+//! master's view of it. Session timeout 2 s ([`SESSION`]).
+
+use crate::support;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mesos_appliance::scheduler::{FrameworkState, SchedulerHandle};
+use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use serde_json::json;
+use support::appliance::{Replica, SubscriptionClock, core_config, running, services};
+use support::replicas::SESSION;
+use support::zookeeper_ensemble::{Mode, ZkEnsemble, has_quorum};
+use tokio::task::{JoinHandle, block_in_place};
+
+const WAIT: Duration = Duration::from_secs(30);
+/// How many tasks the service runs.
+const TASKS: usize = 4;
+/// How often the [`Watch`] looks.
+const SAMPLE: Duration = Duration::from_millis(50);
+/// How long a replica may stay subscribed once the ensemble has no quorum:
+/// "about one session timeout". The leader's lease suspends it after four
+/// fifths of the session timeout without an answer from ZooKeeper; the
+/// rest covers the snapshot interval and the sampling of the quorum.
+const NO_QUORUM_GRACE: Duration = Duration::from_millis(SESSION.as_millis() as u64 + 1000);
+
+/// What the [`Watch`] saw.
+#[derive(Default)]
+struct Seen {
+    violations: Vec<String>,
+    /// Time with no replica subscribed, in total and the longest stretch.
+    leaderless: Duration,
+    longest_leaderless: Duration,
+    leaderless_since: Option<Instant>,
+    /// When the ensemble was last seen without a quorum, if it still is.
+    no_quorum_since: Option<Instant>,
+    /// The longest stretch without a quorum.
+    longest_no_quorum: Duration,
+    /// The longest time a replica was seen subscribed after the quorum went.
+    subscribed_without_quorum: Duration,
+    /// Which replicas were subscribed, in the order they took over.
+    leaders: Vec<String>,
+}
+
+/// Samples the replicas, the master and the ensemble while a scenario runs.
+struct Watch {
+    seen: Arc<Mutex<Seen>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Watch {
+    fn start(replicas: &[Replica], tb: Arc<Testbed>, ensemble: Vec<SocketAddr>) -> Watch {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let handles: Vec<(String, SchedulerHandle)> = replicas
+            .iter()
+            .map(|r| (r.name.clone(), r.handle.clone()))
+            .collect();
+        let quorum = {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                loop {
+                    let asked = Instant::now();
+                    let addrs = ensemble.clone();
+                    let up = tokio::task::spawn_blocking(move || has_quorum(&addrs))
+                        .await
+                        .unwrap_or(false);
+                    {
+                        let mut s = seen.lock().unwrap();
+                        if up {
+                            s.no_quorum_since = None;
+                        } else {
+                            // From before the question: the quorum may have
+                            // gone while the members were being asked.
+                            let since = *s.no_quorum_since.get_or_insert(asked);
+                            s.longest_no_quorum = s.longest_no_quorum.max(asked - since);
+                        }
+                    }
+                    tokio::time::sleep(SAMPLE).await;
+                }
+            })
+        };
+        let sampler = {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut last = Instant::now();
+                loop {
+                    tokio::time::sleep(SAMPLE).await;
+                    let now = Instant::now();
+                    let subscribed: Vec<&str> = handles
+                        .iter()
+                        .filter(|(_, h)| h.snapshot().framework.state == FrameworkState::Subscribed)
+                        .map(|(name, _)| name.as_str())
+                        .collect();
+                    let frameworks = tb.frameworks();
+                    let active = frameworks.iter().filter(|f| !f.completed).count();
+                    let connected = frameworks.iter().filter(|f| f.connected).count();
+                    let mut s = seen.lock().unwrap();
+                    if subscribed.len() > 1 {
+                        s.violations
+                            .push(format!("two subscribed leaders: {subscribed:?}"));
+                    }
+                    if active > 1 || connected > 1 {
+                        s.violations.push(format!(
+                            "master: {active} active frameworks, {connected} subscriptions"
+                        ));
+                    }
+                    if let (Some(since), [leader, ..]) = (s.no_quorum_since, &subscribed[..]) {
+                        let after = now - since;
+                        s.subscribed_without_quorum = s.subscribed_without_quorum.max(after);
+                        if after > NO_QUORUM_GRACE {
+                            s.violations.push(format!(
+                                "{leader} subscribed {after:?} after the quorum was lost"
+                            ));
+                        }
+                    }
+                    match subscribed.first() {
+                        Some(leader) => {
+                            s.leaderless_since = None;
+                            if s.leaders.last().map(String::as_str) != Some(leader) {
+                                s.leaders.push(leader.to_string());
+                            }
+                        }
+                        None => {
+                            s.leaderless += now - last;
+                            let since = *s.leaderless_since.get_or_insert(last);
+                            s.longest_leaderless = s.longest_leaderless.max(now - since);
+                        }
+                    }
+                    last = now;
+                }
+            })
+        };
+        Watch {
+            seen,
+            tasks: vec![quorum, sampler],
+        }
+    }
+
+    fn seen<T>(&self, f: impl FnOnce(&Seen) -> T) -> T {
+        f(&self.seen.lock().unwrap())
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+    }
+}
+
+/// The ensemble, the master, two replicas (the first leads and runs
+/// [`TASKS`] tasks, the second follows), what the scenario must keep, and
+/// the watchers started once all that runs.
+struct Scenario {
+    name: &'static str,
+    ensemble: ZkEnsemble,
+    tb: Arc<Testbed>,
+    replicas: Vec<Replica>,
+    framework_id: String,
+    task_ids: Vec<String>,
+    watch: Watch,
+    clock: SubscriptionClock,
+    started: Instant,
+}
+
+impl Scenario {
+    async fn start(name: &'static str) -> Scenario {
+        support::init_tracing();
+        let ensemble = block_in_place(ZkEnsemble::start);
+        let tb = Arc::new(support::testbed(TestbedConfig::for_tests(3)).await);
+        let specs = services(json!([{"name": "web", "command": "sleep 1000", "cpus": 0.1,
+            "mem": 32, "instances": TASKS}]));
+        let zk = ensemble.connect_string();
+        let first = Replica::start(&zk, "r1", &tb.url(), specs.clone(), core_config()).await;
+        let s = first
+            .wait_for("all tasks running", WAIT, |s| running(s, "web") == TASKS)
+            .await;
+        let framework_id = s.framework.id.clone().expect("a framework ID");
+        let task_ids = task_ids(&s);
+        let second = Replica::start(&zk, "r2", &tb.url(), specs, core_config()).await;
+        second
+            .wait_for("r2 follows", WAIT, |s| {
+                s.framework.state == FrameworkState::Standby && s.leader_url().is_some()
+            })
+            .await;
+        let replicas = vec![first, second];
+        let watch = Watch::start(&replicas, tb.clone(), ensemble.addrs());
+        let clock = SubscriptionClock::start(tb.clone());
+        Scenario {
+            name,
+            ensemble,
+            tb,
+            replicas,
+            framework_id,
+            task_ids,
+            watch,
+            clock,
+            started: Instant::now(),
+        }
+    }
+
+    /// Waits until a replica is subscribed and runs every task; its index.
+    async fn wait_subscribed(&self) -> usize {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let found = self.replicas.iter().position(|r| {
+                let s = r.snapshot();
+                s.framework.state == FrameworkState::Subscribed && running(&s, "web") == TASKS
+            });
+            if let Some(i) = found {
+                return i;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: no subscribed replica with {TASKS} tasks within {WAIT:?}; ensemble {:?}",
+                self.name,
+                self.ensemble.modes()
+            );
+            tokio::time::sleep(SAMPLE).await;
+        }
+    }
+
+    /// Checks the end state and the watch, prints the figures and stops
+    /// the replicas (which runs their own end-of-test checks).
+    async fn finish(self) {
+        let leader = self.wait_subscribed().await;
+        // A last stretch of watching with everything back.
+        tokio::time::sleep(SESSION).await;
+        let s = self.replicas[leader].snapshot();
+        assert_eq!(s.framework.state, FrameworkState::Subscribed);
+        assert_eq!(
+            s.framework.id.as_deref(),
+            Some(self.framework_id.as_str()),
+            "{}: the same framework ID",
+            self.name
+        );
+        assert_eq!(task_ids(&s), self.task_ids, "{}: the same tasks", self.name);
+        let mut at_master: Vec<String> = self.tb.tasks().into_iter().map(|t| t.task_id).collect();
+        at_master.sort();
+        assert_eq!(
+            at_master, self.task_ids,
+            "{}: the master's tasks",
+            self.name
+        );
+        let active: Vec<_> = self
+            .tb
+            .frameworks()
+            .into_iter()
+            .filter(|f| !f.completed)
+            .collect();
+        assert_eq!(active.len(), 1, "{}: one active framework", self.name);
+        assert_eq!(active[0].id, self.framework_id);
+        assert!(
+            active[0].connected,
+            "{}: subscribed at the master",
+            self.name
+        );
+
+        let elapsed = self.started.elapsed();
+        self.watch.seen(|seen| {
+            eprintln!(
+                "ensemble {}: leaderless {:?} in total, longest {:?} (of {:?}); the master saw no \
+                 subscription for {:?}; leaders {:?}; longest without quorum {:?}, a replica \
+                 subscribed up to {:?} into it",
+                self.name,
+                seen.leaderless,
+                seen.longest_leaderless,
+                elapsed,
+                self.clock.leaderless(),
+                seen.leaders,
+                seen.longest_no_quorum,
+                seen.subscribed_without_quorum,
+            );
+            assert!(
+                seen.violations.is_empty(),
+                "{}: {:?}",
+                self.name,
+                seen.violations
+            );
+        });
+        for replica in self.replicas {
+            replica.stop().await;
+        }
+    }
+}
+
+/// The task IDs in a snapshot, sorted.
+fn task_ids(s: &mesos_appliance::scheduler::Snapshot) -> Vec<String> {
+    let mut ids: Vec<String> = s.tasks.iter().map(|t| t.task_id.to_string()).collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_of_the_ensemble_keeps_one_leader_and_the_tasks() {
+    let mut sc = Scenario::start("rolling restart").await;
+    for i in 0..support::zookeeper_ensemble::SIZE {
+        let was = sc.ensemble.modes()[i];
+        let t0 = Instant::now();
+        block_in_place(|| {
+            sc.ensemble.terminate(i);
+            sc.ensemble.start_again(&[i]);
+            sc.ensemble.wait_serving(3, WAIT);
+        });
+        eprintln!(
+            "rolling restart: member {} ({was:?}) back in the quorum after {:?}",
+            i + 1,
+            t0.elapsed()
+        );
+        sc.wait_subscribed().await;
+    }
+    sc.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_the_ensemble_leader_keeps_one_leader_and_the_tasks() {
+    let mut sc = Scenario::start("leader SIGKILL").await;
+    let leader = sc.ensemble.leader().expect("the ensemble has a leader");
+    let t0 = Instant::now();
+    block_in_place(|| {
+        sc.ensemble.kill(leader);
+        sc.ensemble.wait_serving(2, WAIT);
+    });
+    eprintln!(
+        "leader SIGKILL: member {} killed, new quorum after {:?}",
+        leader + 1,
+        t0.elapsed()
+    );
+    sc.wait_subscribed().await;
+    block_in_place(|| {
+        sc.ensemble.start_again(&[leader]);
+        sc.ensemble.wait_serving(3, WAIT);
+    });
+    sc.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_down_longer_than_a_session_then_back() {
+    let mut sc = Scenario::start("two of three down").await;
+    // The two followers go; the leader stays up but loses its quorum.
+    let down: Vec<usize> = (0..support::zookeeper_ensemble::SIZE)
+        .filter(|i| sc.ensemble.modes()[*i] == Mode::Follower)
+        .collect();
+    assert_eq!(down.len(), 2, "{:?}", sc.ensemble.modes());
+    block_in_place(|| down.iter().for_each(|i| sc.ensemble.kill(*i)));
+    let outage = SESSION * 2 + Duration::from_secs(1);
+    tokio::time::sleep(outage).await;
+    let subscribed: Vec<&str> = sc
+        .replicas
+        .iter()
+        .filter(|r| r.snapshot().framework.state == FrameworkState::Subscribed)
+        .map(|r| r.name.as_str())
+        .collect();
+    assert!(
+        subscribed.is_empty(),
+        "subscribed {outage:?} into the outage: {subscribed:?}"
+    );
+    let t0 = Instant::now();
+    block_in_place(|| {
+        sc.ensemble.start_again(&down);
+        sc.ensemble.wait_serving(3, WAIT);
+    });
+    eprintln!(
+        "two of three down: {outage:?} down, quorum back {:?} after the restart",
+        t0.elapsed()
+    );
+    let without = sc.watch.seen(|s| s.longest_no_quorum);
+    assert!(
+        without >= SESSION,
+        "the watch saw the quorum gone for only {without:?}"
+    );
+    sc.finish().await;
+}
