@@ -361,6 +361,34 @@ mod tests {
     }
 
     #[test]
+    fn ensemble_url_keeps_every_server_in_order() {
+        // The form a three-server ensemble is given in: the client gets the
+        // whole list and moves to another server when one goes away.
+        let url = "zk://127.0.0.1:40001,127.0.0.1:40002,127.0.0.1:40003/appliance";
+        let u = ZkUrl::parse(url, "x").unwrap();
+        assert_eq!(
+            u.hosts,
+            vec!["127.0.0.1:40001", "127.0.0.1:40002", "127.0.0.1:40003"]
+        );
+        assert_eq!(u.root, "/appliance");
+        assert_eq!(
+            u.connect_string(),
+            "127.0.0.1:40001,127.0.0.1:40002,127.0.0.1:40003"
+        );
+        assert_eq!(u.to_string(), url);
+        assert_eq!(ZkUrl::parse(&u.to_string(), "x").unwrap(), u);
+        // An empty entry (a stray comma) is skipped, a broken one refused.
+        assert_eq!(
+            ZkUrl::parse("zk://a:1,,b:2,/r", "x").unwrap().hosts,
+            ["a:1", "b:2"]
+        );
+        assert_eq!(
+            ZkUrl::parse("zk://a:1,b/r", "x"),
+            Err(ZkUrlError::Host("b".into()))
+        );
+    }
+
+    #[test]
     fn password_may_hold_colons_and_ipv6_hosts_pass() {
         let u = ZkUrl::parse("zk://u:a:b@[::1]:2181/r", "x").unwrap();
         assert_eq!(u.credentials.unwrap().password, "a:b");
