@@ -72,18 +72,18 @@ impl ZkServer {
     /// Panics (this is test support) when Java or the ZooKeeper jar is missing
     /// or the server does not answer within 30 s; the message says which.
     pub fn start() -> ZkServer {
-        let mut server = ZkServer::configure(STANDALONE_MAIN, "");
+        let mut server = ZkServer::configure(STANDALONE_MAIN, free_port(), "");
         server.start_again();
         server
     }
 
-    /// A server that is not running yet: a free client port, its own data
-    /// directory and a `zoo.cfg` with the fast-test settings followed by
+    /// A server that is not running yet: client port `port` on loopback,
+    /// its own data directory and a `zoo.cfg` with the fast-test settings followed by
     /// `extra` (whole lines, e.g. an ensemble's `server.N=` list), to be
     /// run as `main_class`. Start it with [`ZkServer::start_again`], or
     /// with [`ZkServer::spawn`] and [`ZkServer::wait_ready`] when several
     /// must start together (an ensemble serves only once a quorum runs).
-    pub fn configure(main_class: &'static str, extra: &str) -> ZkServer {
+    pub fn configure(main_class: &'static str, port: u16, extra: &str) -> ZkServer {
         let dir = tempfile::Builder::new()
             .prefix("zk-test-")
             .tempdir()
@@ -91,7 +91,7 @@ impl ZkServer {
         std::fs::create_dir_all(dir.path().join("data")).expect("create data dir");
         let server = ZkServer {
             dir,
-            port: free_port(),
+            port,
             child: None,
             main_class,
         };
@@ -358,8 +358,18 @@ fn find_file(candidates: &[&str]) -> Option<PathBuf> {
 
 /// A free TCP port on loopback (bind to port 0, read it, release it).
 pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind a free loopback port")
+    free_ports(1)[0]
+}
+
+/// `n` different free TCP ports on loopback. All are held until all are
+/// found: ports taken one at a time may repeat (the kernel hands a
+/// released port out again), which an ensemble's nine ports must not.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind a free loopback port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().expect("bound address").port())
+        .collect()
 }

@@ -20,7 +20,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::zookeeper::{ZkServer, four_letter, free_port};
+use super::zookeeper::{ZkServer, four_letter, free_ports};
 
 /// The class an ensemble member runs (reads the `server.N` list and `myid`).
 const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
@@ -79,14 +79,18 @@ pub struct ZkEnsemble {
 impl ZkEnsemble {
     /// Starts three members and waits until all of them serve.
     pub fn start() -> ZkEnsemble {
-        // Peer (quorum) and leader-election ports, two a member.
+        // A client, a peer (quorum) and a leader-election port a member.
+        let ports = free_ports(3 * SIZE);
         let peers: String = (1..=SIZE)
-            .map(|id| format!("server.{id}=127.0.0.1:{}:{}\n", free_port(), free_port()))
+            .map(|id| {
+                let (peer, election) = (ports[SIZE + 2 * (id - 1)], ports[SIZE + 2 * id - 1]);
+                format!("server.{id}=127.0.0.1:{peer}:{election}\n")
+            })
             .collect();
         let extra = format!("{QUORUM_SETTINGS}{peers}");
         let mut servers: Vec<ZkServer> = (1..=SIZE)
             .map(|id| {
-                let server = ZkServer::configure(QUORUM_MAIN, &extra);
+                let server = ZkServer::configure(QUORUM_MAIN, ports[id - 1], &extra);
                 std::fs::write(server.data_dir().join("myid"), format!("{id}\n"))
                     .expect("write myid");
                 server
