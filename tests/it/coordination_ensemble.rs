@@ -238,6 +238,14 @@ impl Scenario {
         }
     }
 
+    /// Does `fault` to the ensemble (blocking calls, so off the async
+    /// workers) and prints how long it took.
+    fn fault(&mut self, what: &str, fault: impl FnOnce(&mut ZkEnsemble)) {
+        let t0 = Instant::now();
+        block_in_place(|| fault(&mut self.ensemble));
+        eprintln!("{}: {what} took {:?}", self.name, t0.elapsed());
+    }
+
     /// Waits until a replica is subscribed and runs every task; its index.
     async fn wait_subscribed(&self) -> usize {
         let deadline = Instant::now() + WAIT;
@@ -336,16 +344,13 @@ async fn rolling_restart_of_the_ensemble_keeps_one_leader_and_the_tasks() {
     let mut sc = Scenario::start("rolling restart").await;
     for i in 0..support::zookeeper_ensemble::SIZE {
         let was = sc.ensemble.modes()[i];
-        let t0 = Instant::now();
-        block_in_place(|| {
-            sc.ensemble.terminate(i);
-            sc.ensemble.start_again(&[i]);
-            sc.ensemble.wait_serving(3, WAIT);
-        });
-        eprintln!(
-            "rolling restart: member {} ({was:?}) back in the quorum after {:?}",
-            i + 1,
-            t0.elapsed()
+        sc.fault(
+            &format!("SIGTERM and restart of member {} ({was:?})", i + 1),
+            |e| {
+                e.terminate(i);
+                e.start_again(&[i]);
+                e.wait_serving(3, WAIT);
+            },
         );
         sc.wait_subscribed().await;
     }
@@ -356,20 +361,17 @@ async fn rolling_restart_of_the_ensemble_keeps_one_leader_and_the_tasks() {
 async fn sigkill_of_the_ensemble_leader_keeps_one_leader_and_the_tasks() {
     let mut sc = Scenario::start("leader SIGKILL").await;
     let leader = sc.ensemble.leader().expect("the ensemble has a leader");
-    let t0 = Instant::now();
-    block_in_place(|| {
-        sc.ensemble.kill(leader);
-        sc.ensemble.wait_serving(2, WAIT);
-    });
-    eprintln!(
-        "leader SIGKILL: member {} killed, new quorum after {:?}",
-        leader + 1,
-        t0.elapsed()
+    sc.fault(
+        &format!("SIGKILL of member {} (leader) to a new quorum", leader + 1),
+        |e| {
+            e.kill(leader);
+            e.wait_serving(2, WAIT);
+        },
     );
     sc.wait_subscribed().await;
-    block_in_place(|| {
-        sc.ensemble.start_again(&[leader]);
-        sc.ensemble.wait_serving(3, WAIT);
+    sc.fault("its restart", |e| {
+        e.start_again(&[leader]);
+        e.wait_serving(3, WAIT);
     });
     sc.finish().await;
 }
@@ -382,7 +384,9 @@ async fn two_servers_down_longer_than_a_session_then_back() {
         .filter(|i| sc.ensemble.modes()[*i] == Mode::Follower)
         .collect();
     assert_eq!(down.len(), 2, "{:?}", sc.ensemble.modes());
-    block_in_place(|| down.iter().for_each(|i| sc.ensemble.kill(*i)));
+    sc.fault("SIGKILL of both followers", |e| {
+        down.iter().for_each(|i| e.kill(*i))
+    });
     let outage = SESSION * 2 + Duration::from_secs(1);
     tokio::time::sleep(outage).await;
     let subscribed: Vec<&str> = sc
@@ -395,14 +399,15 @@ async fn two_servers_down_longer_than_a_session_then_back() {
         subscribed.is_empty(),
         "subscribed {outage:?} into the outage: {subscribed:?}"
     );
-    let t0 = Instant::now();
-    block_in_place(|| {
-        sc.ensemble.start_again(&down);
-        sc.ensemble.wait_serving(3, WAIT);
+    sc.fault("their restart to a quorum of three", |e| {
+        e.start_again(&down);
+        e.wait_serving(3, WAIT);
     });
+    let back = Instant::now();
+    sc.wait_subscribed().await;
     eprintln!(
-        "two of three down: {outage:?} down, quorum back {:?} after the restart",
-        t0.elapsed()
+        "two of three down: subscribed again {:?} after the quorum was back",
+        back.elapsed()
     );
     let without = sc.watch.seen(|s| s.longest_no_quorum);
     assert!(
