@@ -9,11 +9,13 @@
 //! violation when
 //! - two replicas are subscribed at once, or the master has two frameworks
 //!   or two live subscriptions;
-//! - a replica is still subscribed more than [`NO_QUORUM_GRACE`] after the
-//!   ensemble lost its quorum.
+//! - a replica is still subscribed, or the master still has a live
+//!   subscription, more than [`NO_QUORUM_GRACE`] after the ensemble lost
+//!   its quorum.
 //!
 //! At the end one replica is subscribed with the framework ID and the task
-//! IDs of the start, and the master has one active framework. Each
+//! IDs of the start, the master has one active framework, and its call log
+//! has no call on a subscription after a newer one was answered. Each
 //! scenario prints its leaderless time (no replica subscribed), and the
 //! master's view of it. Session timeout 2 s ([`SESSION`]).
 
@@ -143,12 +145,16 @@ impl Watch {
                             ),
                         );
                     }
-                    if let (Some(since), [leader, ..]) = (s.no_quorum_since, &subscribed[..]) {
+                    if let Some(since) = s.no_quorum_since
+                        && (!subscribed.is_empty() || connected > 0)
+                    {
                         let after = now - since;
                         s.subscribed_without_quorum = s.subscribed_without_quorum.max(after);
                         if after > NO_QUORUM_GRACE {
-                            let what =
-                                format!("{leader} subscribed {after:?} after the quorum was lost");
+                            let what = format!(
+                                "subscribed {after:?} after the quorum was lost: replicas \
+                                 {subscribed:?}, {connected} at the master"
+                            );
                             s.violation(at, what);
                         }
                     }
@@ -296,6 +302,12 @@ impl Scenario {
             "{}: {count} violations: {violations:?}",
             self.name
         );
+        let stale = calls_on_superseded_streams(&self.tb);
+        assert!(
+            stale.is_empty(),
+            "{}: calls on a subscription after a newer SUBSCRIBE: {stale:?}",
+            self.name
+        );
         let s = self.replicas[leader].snapshot();
         assert_eq!(s.framework.state, FrameworkState::Subscribed);
         assert_eq!(
@@ -330,6 +342,27 @@ impl Scenario {
             replica.stop().await;
         }
     }
+}
+
+/// The scheduler calls (but SUBSCRIBE) the master received on a stream
+/// after a newer SUBSCRIBE had been answered: a deposed leader still acting
+/// after the next one subscribed, which fencing must prevent.
+fn calls_on_superseded_streams(tb: &Testbed) -> Vec<String> {
+    let mut current: Option<String> = None;
+    let mut stale = Vec::new();
+    for call in tb.calls().into_iter().filter(|c| c.api == "scheduler") {
+        if call.call_type == "SUBSCRIBE" {
+            if call.stream_id.is_some() {
+                current = call.stream_id;
+            }
+        } else if call.stream_id.is_some() && call.stream_id != current {
+            stale.push(format!(
+                "#{} {} on {:?}",
+                call.seq, call.call_type, call.stream_id
+            ));
+        }
+    }
+    stale
 }
 
 /// The task IDs in a snapshot, sorted.
