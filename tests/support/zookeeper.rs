@@ -14,6 +14,7 @@
 //! - [`ZkServer::restart`]: stop and start again on the same port and data
 //!   directory (sessions persist if the restart is quicker than their timeout);
 //! - [`ZkServer::stop`] / [`ZkServer::start_again`]: the same in two steps;
+//! - [`ZkServer::terminate`]: a clean stop (SIGTERM) instead of a crash;
 //! - [`expire_session`]: make the server end a live session now;
 //! - the [`super::chaos_proxy::ChaosProxy`] to cut one client off.
 //!
@@ -55,7 +56,7 @@ const SLF4J_CANDIDATES: &[&str] = &[
 /// The class a standalone server runs.
 const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 
-/// A running ZooKeeper server on `127.0.0.1`, killed on drop: standalone,
+/// A ZooKeeper server process on `127.0.0.1`, killed on drop: standalone,
 /// or one member of a [`super::zookeeper_ensemble::ZkEnsemble`].
 pub struct ZkServer {
     dir: TempDir,
@@ -118,11 +119,6 @@ impl ZkServer {
     /// `myid` goes).
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
-    }
-
-    /// Whether the server process was started and not stopped.
-    pub fn is_running(&self) -> bool {
-        self.child.is_some()
     }
 
     /// Kills the server process (SIGKILL: no clean shutdown, like a crash).

@@ -20,6 +20,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::processes::tail;
 use super::zookeeper::{ZkServer, four_letter, free_ports};
 
 /// The class an ensemble member runs (reads the `server.N` list and `myid`).
@@ -164,18 +165,19 @@ impl ZkEnsemble {
             }
             assert!(
                 Instant::now() < deadline,
-                "{count} serving members not within {within:?}: {modes:?}"
+                "{count} serving members not within {within:?}: {modes:?}\n{}",
+                self.log_tails(20)
             );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
-    /// The members' logs, for a failure message.
-    pub fn logs(&self) -> String {
+    /// The last `lines` lines of each member's log, for a failure message.
+    pub fn log_tails(&self, lines: usize) -> String {
         self.servers
             .iter()
             .enumerate()
-            .map(|(i, s)| format!("--- member {} ---\n{}", i + 1, s.log()))
+            .map(|(i, s)| format!("--- member {} ---\n{}\n", i + 1, tail(&s.log(), lines)))
             .collect()
     }
 }
