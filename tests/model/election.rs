@@ -53,7 +53,7 @@ pub struct Protocol {
 
 impl Protocol {
     /// The protocol as the code runs it, with bounds that `cargo test`
-    /// explores in about a second in debug (some 17,000 states): two
+    /// explores in about a second in debug (some 18,000 states): two
     /// replicas, one fault, one request per replica.
     pub fn as_built() -> Protocol {
         Protocol {
@@ -66,8 +66,9 @@ impl Protocol {
     }
 
     /// Wider bounds for a run by hand (ignored test `deep`): two faults
-    /// in one run, one request per replica (some 375,000 states, about
-    /// 20 s in debug).
+    /// in one run, one request per replica (some 410,000 states; the
+    /// `deep` test, which also runs it without the fence, takes about a
+    /// minute in debug).
     pub fn deep() -> Protocol {
         Protocol {
             faults: 2,
@@ -214,6 +215,8 @@ pub struct State {
     /// refused by the fence.
     failover_write: bool,
     fence_refused: bool,
+    /// Example: a request in flight when its session expired, refused.
+    expired_refused: bool,
 }
 
 /// A step of the system.
@@ -266,6 +269,7 @@ pub const DEPOSED_AUDIT: &str = "a deposed member's in-flight audit append is re
 pub const SUPERSEDED: &str = "no write of a superseded deployment after the newer one's";
 pub const FAILOVER_EXAMPLE: &str = "a new leader's write is accepted after a failover";
 pub const REFUSAL_EXAMPLE: &str = "the fence refuses a deposed sender";
+pub const EXPIRY_EXAMPLE: &str = "a write in flight when its session expired is refused";
 
 impl Model for Protocol {
     type State = State;
@@ -292,6 +296,7 @@ impl Model for Protocol {
             last_writer: None,
             failover_write: false,
             fence_refused: false,
+            expired_refused: false,
         }]
     }
 
@@ -445,6 +450,7 @@ impl Model for Protocol {
             Property::always(SUPERSEDED, |_, s: &State| !s.superseded_write),
             Property::sometimes(FAILOVER_EXAMPLE, |_, s: &State| s.failover_write),
             Property::sometimes(REFUSAL_EXAMPLE, |_, s: &State| s.fence_refused),
+            Property::sometimes(EXPIRY_EXAMPLE, |_, s: &State| s.expired_refused),
         ]
     }
 }
@@ -467,6 +473,7 @@ impl Protocol {
     /// properties' observations noted.
     fn apply(&self, s: &mut State, request: Request) {
         if !s.server.live(request.session) {
+            s.expired_refused = true;
             return;
         }
         let fenced = if request.write.is_store() {
@@ -596,7 +603,7 @@ fn deep() {
     for property in [ONE_WRITER, DEPOSED_WRITE, DEPOSED_AUDIT] {
         assert!(checker.discovery(property).is_none(), "{property}");
     }
-    for example in [FAILOVER_EXAMPLE, REFUSAL_EXAMPLE] {
+    for example in [FAILOVER_EXAMPLE, REFUSAL_EXAMPLE, EXPIRY_EXAMPLE] {
         assert!(checker.discovery(example).is_some(), "{example}");
     }
     counterexample(&checker, SUPERSEDED);
