@@ -372,7 +372,8 @@ impl Coordinator for MemoryCoordinator {
 
     async fn append_audit(&self, entry: &Value) -> Result<u64> {
         super::audit_bytes(entry)?;
-        let mut state = self.open()?;
+        // Fenced like the ZooKeeper implementation's appends.
+        let mut state = self.fenced()?;
         let seq = state.audit_next;
         state.audit_next += 1;
         state.audit.push_back((seq, entry.clone()));

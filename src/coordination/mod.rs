@@ -468,9 +468,12 @@ pub trait Coordinator: Send + Sync + 'static {
     /// Appends `entry` to the audit log, an append-only log shared by every
     /// replica (`audit/entry-<seq>`, sequential znodes), and prunes it to
     /// the newest [`AUDIT_KEPT`] (ZooKeeper: after answering, so that the
-    /// caller waits for one write). Not fenced: a replica records what it did
-    /// even when it lost leadership meanwhile. Returns the entry's
-    /// sequence number (grows by at least one per entry).
+    /// caller waits for one write). Fenced like the store writes: only the
+    /// leader appends, and a leader deposed meanwhile (its election node
+    /// gone) gets [`CoordinationError::NotLeader`], so the log never takes
+    /// a deposed leader's entry after its successor's
+    /// (`docs/election-model.md`). Returns the entry's sequence number
+    /// (grows by at least one per entry).
     /// [`CoordinationError::Invalid`] for an entry above
     /// [`MAX_AUDIT_ENTRY_BYTES`].
     async fn append_audit(&self, entry: &serde_json::Value) -> Result<u64>;

@@ -4,7 +4,10 @@
 //! ([`super::api`]) appends one [`AuditEntry`] to the coordinator's audit
 //! log ([`Coordinator::append_audit`](crate::coordination::Coordinator::append_audit)):
 //! `audit/entry-<seq>` znodes under the deployment's root, the newest
-//! [`AUDIT_KEPT`] kept. It is therefore
+//! [`AUDIT_KEPT`] kept. Appends are fenced like the leader's other writes,
+//! so only the leader records: an action refused on a follower leaves no
+//! entry, and the entry of an `abdicate` is lost when the step-down ends
+//! the term before it is written. The log is therefore
 //! the same on every replica and survives failovers and restarts; the
 //! `uninstall` job prints its last entries before deleting it with the
 //! rest.
@@ -26,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::auth::{Actor, Peer};
 use super::error::AppError;
-use crate::coordination::AUDIT_KEPT;
+use crate::coordination::{AUDIT_KEPT, CoordinationError};
 use crate::scheduler::FieldError;
 
 /// Longest `reason` accepted, characters.
@@ -208,6 +211,14 @@ pub async fn record(
     let timeout = state.config.handler_timeout;
     match tokio::time::timeout(timeout, state.coordinator.append_audit(&value)).await {
         Ok(Ok(seq)) => tracing::info!(seq, action, who = %entry.who, ok = entry.ok, "audited"),
+        // Appends are fenced: a replica that does not lead records nothing
+        // (the action was refused here and the leader's log is the record).
+        Ok(Err(CoordinationError::NotLeader)) => {
+            tracing::info!(
+                action,
+                "audit entry not written: this replica does not lead"
+            )
+        }
         Ok(Err(e)) => tracing::warn!(action, error = %e, "cannot write the audit entry"),
         Err(_) => tracing::warn!(action, "cannot write the audit entry: no answer in time"),
     }

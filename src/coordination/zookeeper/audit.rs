@@ -3,15 +3,17 @@
 //! appends to one ordered log without coordinating; the newest
 //! [`AUDIT_KEPT`] are kept (pruned after the append has answered; readers
 //! take the newest anyway). The `audit` znode is created on first use (an
-//! older deployment's root has none).
+//! older deployment's root has none). Appends are fenced like the store
+//! writes: only the leader's are taken (see [`append`]).
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use zookeeper_client as zk;
 
+use super::stores::fenced_multi;
 use super::{Inner, map_zk};
-use crate::coordination::{AUDIT_KEPT, Result, audit_bytes};
+use crate::coordination::{AUDIT_KEPT, CoordinationError, Result, audit_bytes};
 
 /// Prefix of the entries' znode names.
 const ENTRY_PREFIX: &str = "entry-";
@@ -44,30 +46,29 @@ async fn entries(inner: &Inner, client: &zk::Client) -> Result<Vec<(u64, String)
 /// once the log can hold more than [`AUDIT_KEPT`] entries: an action's
 /// answer waits for one write, not for a listing of the log and deletes
 /// queued behind the leader's task writes.
+///
+/// The create is fenced like the store writes (`stores::fenced_multi`):
+/// only the leader appends, and ZooKeeper refuses the append of a leader
+/// whose election node has gone (`NotLeader`), so a deposed leader's
+/// entry never lands after its successor's.
 pub(super) async fn append(inner: &Arc<Inner>, entry: &Value) -> Result<u64> {
     let data = audit_bytes(entry)?;
     let client = inner.client()?;
     let dir = &inner.paths.audit;
     let prefix = format!("{dir}/{ENTRY_PREFIX}");
-    let sequential = zk::CreateMode::PersistentSequential.with_acls(inner.acls);
-    let created = match inner
-        .timed(client.create(&prefix, &data, &sequential))
-        .await
-    {
-        Err(zk::Error::NoNode) => {
+    let seq = match create_entry(inner, &prefix, &data).await {
+        // The one conflict a sequential create meets: no `audit` znode
+        // yet. Creating the empty directory needs no fence.
+        Err(CoordinationError::VersionConflict { .. }) => {
             let plain = zk::CreateMode::Persistent.with_acls(inner.acls);
             match inner.timed(client.create(dir, &[], &plain)).await {
                 Ok(_) | Err(zk::Error::NodeExists) => {}
                 Err(e) => return Err(map_zk(e, dir)),
             }
-            inner
-                .timed(client.create(&prefix, &data, &sequential))
-                .await
+            create_entry(inner, &prefix, &data).await
         }
         other => other,
-    };
-    let (_, seq) = created.map_err(|e| map_zk(e, dir))?;
-    let seq = u64::try_from(seq.into_i64()).unwrap_or(0);
+    }?;
     // Sequence numbers start at 0: up to entry AUDIT_KEPT - 1 nothing can
     // be in excess.
     if seq >= AUDIT_KEPT as u64 {
@@ -75,6 +76,22 @@ pub(super) async fn append(inner: &Arc<Inner>, entry: &Value) -> Result<u64> {
         tokio::spawn(async move { prune(&inner, &client).await });
     }
     Ok(seq)
+}
+
+/// The fenced sequential create of one entry; its sequence number.
+async fn create_entry(inner: &Inner, prefix: &str, data: &[u8]) -> Result<u64> {
+    let sequential = zk::CreateMode::PersistentSequential.with_acls(inner.acls);
+    let results = fenced_multi(inner, prefix, |w| w.add_create(prefix, data, &sequential)).await?;
+    match results.into_iter().next() {
+        Some(zk::MultiWriteResult::Create { path, .. }) => {
+            path.rsplit('/').next().and_then(sequence).ok_or_else(|| {
+                CoordinationError::Unexpected(format!("audit entry created as {path}"))
+            })
+        }
+        other => Err(CoordinationError::Unexpected(format!(
+            "a create answered {other:?}"
+        ))),
+    }
 }
 
 /// Deletes the oldest entries beyond [`AUDIT_KEPT`]. Replicas may prune

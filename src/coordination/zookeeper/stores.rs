@@ -433,7 +433,7 @@ async fn delete_fenced(inner: &Inner, path: &str, expect: Expect) -> Result<bool
 
 /// Runs `build`'s operations as one multi-op behind a check that our member
 /// node exists. `NotLeader` when we do not lead or the check fails.
-async fn fenced_multi(
+pub(super) async fn fenced_multi(
     inner: &Inner,
     path: &str,
     build: impl FnOnce(&mut zk::CheckWriter<'_>) -> std::result::Result<(), zk::Error>,
