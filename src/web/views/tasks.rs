@@ -47,6 +47,10 @@ pub struct TaskRow {
     /// Since when `healthy` holds (absent with it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub healthy_since: Option<f64>,
+    /// While the task is TASK_UNREACHABLE: since when, as stored with its
+    /// record (the `unreachable` policy counts from it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable_since: Option<f64>,
 }
 
 impl TaskRow {
@@ -66,6 +70,8 @@ impl TaskRow {
             kill: t.kill.clone(),
             healthy: t.health(),
             healthy_since: t.health().and(t.healthy_since),
+            unreachable_since: (t.state == TaskState::TaskUnreachable)
+                .then(|| crate::scheduler::rules::partition::unreachable_since(t)),
         }
     }
 
