@@ -127,15 +127,21 @@ pub fn replaced(record: &TaskRecord, policy: &UnreachablePolicy, now: f64) -> bo
     }
 }
 
-/// True when `record` holds its host for placement constraints (UNIQUE):
-/// a live task the master can reach. An unreachable or unknown task does
-/// not: its agent is away, and its replacement may need the host back.
-pub fn occupies_host(record: &TaskRecord) -> bool {
-    is_live(record)
+/// True when `record` is a task the master can reach: not terminal, not
+/// unreachable or unknown. Only such a task's executor gets messages.
+pub fn reachable(record: &TaskRecord) -> bool {
+    !record.is_terminal()
         && !matches!(
             record.state,
             TaskState::TaskUnreachable | TaskState::TaskUnknown
         )
+}
+
+/// True when `record` holds its host for placement constraints (UNIQUE):
+/// a live task the master can reach. An unreachable or unknown task does
+/// not: its agent is away, and its replacement may need the host back.
+pub fn occupies_host(record: &TaskRecord) -> bool {
+    is_live(record) && reachable(record)
 }
 
 /// When the assessment of `record` changes by time alone (its wait ends),
