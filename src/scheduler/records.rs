@@ -530,6 +530,46 @@ mod tests {
     }
 
     #[test]
+    fn the_partition_mark_keeps_the_first_unreachable_and_the_return() {
+        let json = serde_json::json!({
+            "task_id": "web.0.1", "service": "web", "instance": 0, "fingerprint": "f",
+            "agent_id": "a1", "hostname": "h1", "executor": "command", "executor_id": "web.0.1",
+            "state": "TASK_RUNNING", "launched_at": 1.0, "updated_at": 2.0
+        });
+        let mut record: TaskRecord = serde_json::from_value(json).unwrap();
+        let update = |state: TaskState| TaskStatus {
+            state: state as i32,
+            ..Default::default()
+        };
+        record.apply(&update(TaskState::TaskUnreachable), 10.0);
+        // A reconciliation answer repeats it: the first time stays.
+        record.apply(&update(TaskState::TaskUnreachable), 15.0);
+        let mark = |r: &TaskRecord| r.partition.map(|m| (m.unreachable_since, m.returned_at));
+        assert_eq!(mark(&record), Some((10.0, None)));
+        record.apply(&update(TaskState::TaskRunning), 20.0);
+        assert_eq!(mark(&record), Some((10.0, Some(20.0))));
+        let stored = serde_json::to_value(&record).unwrap();
+        assert_eq!(stored["partition"]["unreachable_since"], 10.0);
+        assert_eq!(
+            serde_json::from_value::<TaskRecord>(stored).unwrap(),
+            record
+        );
+        // A second partition starts a new mark.
+        record.apply(&update(TaskState::TaskUnreachable), 30.0);
+        assert_eq!(mark(&record), Some((30.0, None)));
+        // TASK_UNKNOWN is no return; a confirming reconciliation is stored.
+        record.apply(&update(TaskState::TaskUnknown), 31.0);
+        assert_eq!(mark(&record), Some((30.0, None)));
+        let confirm = TaskStatus {
+            reason: Some(task_status::Reason::Reconciliation as i32),
+            ..update(TaskState::TaskUnknown)
+        };
+        assert!(record.changed_by(&confirm) && !record.unknown_confirmed());
+        record.apply(&confirm, 32.0);
+        assert!(record.unknown_confirmed() && !record.changed_by(&confirm));
+    }
+
+    #[test]
     fn stored_records_keep_the_previous_spec_and_read_plain_specs() {
         let a: ServiceSpec = serde_json::from_value(serde_json::json!({
             "name": "web", "command": "x", "cpus": 0.1, "mem": 32, "instances": 2, "ports": 1}))
