@@ -49,6 +49,8 @@ pub struct ServiceCounts {
     pub starting: u32,
     /// Tasks being killed.
     pub killing: u32,
+    /// Tasks unreachable and not given up (`rules/partition.rs`).
+    pub unreachable: u32,
     /// Live tasks reported healthy.
     pub healthy: u32,
     /// Live tasks reported unhealthy.
@@ -71,6 +73,7 @@ impl ServiceCounts {
             running: a.running,
             starting: a.starting,
             killing: a.killing,
+            unreachable: a.unreachable,
             healthy: health(true),
             unhealthy: health(false),
             progress: rollout::progress(spec, tasks, now),
@@ -89,6 +92,11 @@ pub struct ServiceStatus {
     pub starting: u32,
     /// Tasks being killed.
     pub killing: u32,
+    /// Tasks whose agent is unreachable (TASK_UNREACHABLE), waited for or
+    /// already replaced, not yet given up (the service's `unreachable`
+    /// policy).
+    #[serde(default)]
+    pub unreachable: u32,
     /// Consecutive failed tasks of the instance that failed most (each
     /// instance has its own restart backoff).
     pub consecutive_failures: u32,
@@ -164,6 +172,7 @@ impl ServiceStatus {
             running: counts.running,
             starting: counts.starting,
             killing: counts.killing,
+            unreachable: counts.unreachable,
             consecutive_failures: 0,
             next_launch_after: None,
             backoff: Vec::new(),

@@ -154,6 +154,27 @@ pub struct TaskRecord {
     /// then derives it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_checked: Option<bool>,
+    /// Set from the task's first TASK_UNREACHABLE on: when it became
+    /// unreachable and, once it was heard from again, when. The
+    /// `unreachable` policy's timers count from here, so a new leader
+    /// continues them (`rules/partition.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<PartitionMark>,
+}
+
+/// When a task became unreachable, and when it came back (see
+/// [`TaskRecord::partition`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PartitionMark {
+    /// The scheduler's receipt of the first TASK_UNREACHABLE, seconds since
+    /// the UNIX epoch (a repeated one, e.g. a reconciliation answer, keeps
+    /// it).
+    pub unreachable_since: f64,
+    /// The first live update after it (the agent re-registered, Mesos
+    /// sends TASK_RUNNING with REASON_AGENT_REREGISTERED), seconds since the
+    /// UNIX epoch; `None` while the task stays unreachable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned_at: Option<f64>,
 }
 
 impl TaskRecord {
@@ -249,8 +270,47 @@ impl TaskRecord {
     /// agent re-sending an update whose acknowledgement was lost — changes
     /// nothing and is not written again.
     pub fn changed_by(&self, status: &TaskStatus) -> bool {
+        let reason = status.reason;
         status.state() != self.state
-            || status.reason == Some(task_status::Reason::TaskHealthCheckStatusUpdated as i32)
+            || reason == Some(task_status::Reason::TaskHealthCheckStatusUpdated as i32)
+            // The explicit reconciliation that confirms a TASK_UNKNOWN is
+            // what lets its instance go (`rules/partition.rs`): it is
+            // stored, once.
+            || (self.state == TaskState::TaskUnknown
+                && reason == Some(task_status::Reason::Reconciliation as i32)
+                && !self.unknown_confirmed())
+    }
+
+    /// True when the task is TASK_UNKNOWN and an explicit reconciliation
+    /// answer (REASON_RECONCILIATION) said so last.
+    pub fn unknown_confirmed(&self) -> bool {
+        self.state == TaskState::TaskUnknown
+            && self.timeline.last().is_some_and(|e| {
+                e.state == TaskState::TaskUnknown
+                    && e.reason == Some(task_status::Reason::Reconciliation)
+            })
+    }
+
+    /// Keeps [`TaskRecord::partition`] after the state became
+    /// `self.state` at `at`: the first TASK_UNREACHABLE (again, after a
+    /// return) starts a mark, the first live update after it ends it.
+    fn note_partition(&mut self, at: f64) {
+        let unreachable = self.state == TaskState::TaskUnreachable;
+        let open = self.partition.is_some_and(|m| m.returned_at.is_none());
+        if unreachable && !open {
+            self.partition = Some(PartitionMark {
+                unreachable_since: at,
+                returned_at: None,
+            });
+        } else if open
+            && matches!(
+                self.state,
+                TaskState::TaskRunning | TaskState::TaskStarting | TaskState::TaskKilling
+            )
+            && let Some(mark) = &mut self.partition
+        {
+            mark.returned_at = Some(at);
+        }
     }
 
     /// Records an update: state, time, health (when the update carries it,
@@ -270,6 +330,7 @@ impl TaskRecord {
             self.healthy = Some(healthy);
             self.healthy_since = Some(at);
         }
+        self.note_partition(at);
         self.timeline.push(StatusEntry::from_status(status, at));
         if self.timeline.len() > TIMELINE_LEN {
             let excess = self.timeline.len() - TIMELINE_LEN;
@@ -466,6 +527,46 @@ mod tests {
         record.apply(&killed, 4.0);
         assert_eq!((record.healthy, record.healthy_since), (None, Some(4.0)));
         assert_eq!(record.timeline[0].healthy, Some(true), "the report stays");
+    }
+
+    #[test]
+    fn the_partition_mark_keeps_the_first_unreachable_and_the_return() {
+        let json = serde_json::json!({
+            "task_id": "web.0.1", "service": "web", "instance": 0, "fingerprint": "f",
+            "agent_id": "a1", "hostname": "h1", "executor": "command", "executor_id": "web.0.1",
+            "state": "TASK_RUNNING", "launched_at": 1.0, "updated_at": 2.0
+        });
+        let mut record: TaskRecord = serde_json::from_value(json).unwrap();
+        let update = |state: TaskState| TaskStatus {
+            state: state as i32,
+            ..Default::default()
+        };
+        record.apply(&update(TaskState::TaskUnreachable), 10.0);
+        // A reconciliation answer repeats it: the first time stays.
+        record.apply(&update(TaskState::TaskUnreachable), 15.0);
+        let mark = |r: &TaskRecord| r.partition.map(|m| (m.unreachable_since, m.returned_at));
+        assert_eq!(mark(&record), Some((10.0, None)));
+        record.apply(&update(TaskState::TaskRunning), 20.0);
+        assert_eq!(mark(&record), Some((10.0, Some(20.0))));
+        let stored = serde_json::to_value(&record).unwrap();
+        assert_eq!(stored["partition"]["unreachable_since"], 10.0);
+        assert_eq!(
+            serde_json::from_value::<TaskRecord>(stored).unwrap(),
+            record
+        );
+        // A second partition starts a new mark.
+        record.apply(&update(TaskState::TaskUnreachable), 30.0);
+        assert_eq!(mark(&record), Some((30.0, None)));
+        // TASK_UNKNOWN is no return; a confirming reconciliation is stored.
+        record.apply(&update(TaskState::TaskUnknown), 31.0);
+        assert_eq!(mark(&record), Some((30.0, None)));
+        let confirm = TaskStatus {
+            reason: Some(task_status::Reason::Reconciliation as i32),
+            ..update(TaskState::TaskUnknown)
+        };
+        assert!(record.changed_by(&confirm) && !record.unknown_confirmed());
+        record.apply(&confirm, 32.0);
+        assert!(record.unknown_confirmed() && !record.changed_by(&confirm));
     }
 
     #[test]

@@ -237,7 +237,9 @@ async fn the_drop_check_finds_a_task_shown_live_that_the_master_ended() {
 
     assert_drop_fails_with(
         replica,
-        &format!("r1: task {id} shown TASK_RUNNING, the master has it completed TASK_LOST"),
+        &format!(
+            "r1: task {id} shown TASK_RUNNING, the master has it completed TASK_GONE_BY_OPERATOR"
+        ),
     );
 }
 

@@ -47,6 +47,7 @@ mod pymesos_client;
 mod scheduler_failover;
 mod scheduler_health;
 mod scheduler_offers;
+mod scheduler_partition;
 mod scheduler_removed;
 mod scheduler_revive;
 mod scheduler_rollout;

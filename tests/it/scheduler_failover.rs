@@ -284,7 +284,9 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
                 let phantom_lost = s
                     .tasks
                     .iter()
-                    .any(|t| t.task_id == phantom && t.state.as_str_name() == "TASK_LOST");
+                    // TASK_GONE: the answer to a PARTITION_AWARE framework
+                    // (`Master::reconcile`, `src/master/master.cpp`).
+                    .any(|t| t.task_id == phantom && t.state.as_str_name() == "TASK_GONE");
                 let master_tasks = tb.tasks();
                 let unrecorded_gone = !master_tasks
                     .iter()

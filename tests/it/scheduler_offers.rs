@@ -45,6 +45,8 @@ fn subscribed_with(service: &'static str, n: usize) -> impl Fn(&Snapshot) -> boo
             && s.tasks
                 .iter()
                 .filter(|t| t.service == service && !t.is_terminal())
+                // An unreachable task stays in its record (PARTITION_AWARE).
+                .filter(|t| t.state.as_str_name() != "TASK_UNREACHABLE")
                 .count()
                 == n
     }
@@ -139,10 +141,12 @@ async fn suppress_at_instance_count_and_revive_before_new_launches() {
     assert!(tb.make_agent_unreachable(&victim));
     let s = replica
         .wait_for("web replaced on another agent", WAIT, |s| {
+            // The lost tasks stay TASK_UNREACHABLE (PARTITION_AWARE).
             subscribed_with("web", 3)(s)
                 && s.tasks
                     .iter()
                     .filter(|t| t.service == "web" && !t.is_terminal())
+                    .filter(|t| t.state.as_str_name() != "TASK_UNREACHABLE")
                     .all(|t| t.agent_id != victim)
         })
         .await;

@@ -6,9 +6,9 @@
 //!   TASK_KILLED (as the master recorded them), sending no KILL;
 //! - the framework torn down by an operator's `TEARDOWN`: the same, for the
 //!   connected leader and after a restart;
-//! - an agent marked gone while away: its tasks are TASK_LOST (the master's
-//!   reconciliation answer to a framework that is not PARTITION_AWARE) and
-//!   replaced.
+//! - an agent marked gone while away: its tasks are TASK_GONE_BY_OPERATOR
+//!   (the master's reconciliation answer to a PARTITION_AWARE framework)
+//!   and replaced.
 //!
 //! Each ends by comparing `/api/v1/tasks` with the master's tasks.
 
@@ -161,8 +161,8 @@ async fn an_operator_teardown_at_the_master_shows_the_tasks_killed_before_and_af
 }
 
 /// An agent marked gone while no replica was connected: the next leader's
-/// explicit reconciliation learns TASK_LOST for its tasks (the answer to a
-/// framework that is not PARTITION_AWARE, `Master::reconcile` case 5 in
+/// explicit reconciliation learns TASK_GONE_BY_OPERATOR for its tasks (the
+/// answer to a PARTITION_AWARE framework, `Master::reconcile` case 5 in
 /// `src/master/master.cpp`), stores it, and launches replacements.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_marked_gone_while_away_ends_its_tasks_and_they_are_replaced() {
@@ -182,13 +182,13 @@ async fn an_agent_marked_gone_while_away_ends_its_tasks_and_they_are_replaced() 
     let b = Appliance::spawn("b", &s.sleep_args(&[]));
     let state = b
         .wait_state("lost tasks recorded and replaced", WAIT, |st| {
-            three_running(st) && count(st, "TASK_LOST") == on_gone.len() as u64
+            three_running(st) && count(st, "TASK_GONE_BY_OPERATOR") == on_gone.len() as u64
         })
         .await;
     assert_eq!(framework_id(&state).as_deref(), Some(fid.as_str()));
     for id in &on_gone {
         let (_, detail) = b.get(&format!("/api/v1/tasks/{id}")).await.unwrap();
-        assert_eq!(detail["task"]["state"], "TASK_LOST", "{detail}");
+        assert_eq!(detail["task"]["state"], "TASK_GONE_BY_OPERATOR", "{detail}");
     }
     assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }

@@ -5,7 +5,9 @@
 //! filter 120 s. The leader declined the free agent's offer for 120 s and
 //! sent SUPPRESS; it dies (or hangs, its stream left open); the agent of
 //! instance 0 becomes unreachable while no replica works; the next leader
-//! learns TASK_LOST from its reconciliation and must run the replacement
+//! learns TASK_UNREACHABLE from its reconciliation (the appliance is
+//! PARTITION_AWARE; its default `unreachable` policy replaces at once) and
+//! must run the replacement
 //! within 5 s, although the previous leader's filter hides the only agent
 //! that fits:
 //! - SIGKILL: the master deactivates the framework when its stream closes,
@@ -187,8 +189,8 @@ async fn lost_instance_is_replaced_at_once(departure: Departure) {
         "replacement RUNNING {after:.2} s after the reconciliation"
     );
     let state = b
-        .wait_state("3 running, instance 0's task lost", WAIT, |st| {
-            running_count(st) == 3 && count(st, "TASK_LOST") == 1
+        .wait_state("3 running, instance 0's task unreachable", WAIT, |st| {
+            running_count(st) == 3 && count(st, "TASK_UNREACHABLE") == 1
         })
         .await;
     assert_eq!(framework_id(&state).as_deref(), Some(fid.as_str()));

@@ -459,7 +459,7 @@ async fn subscription_gauge_sums_to_one_over_replicas() {
 /// Explicit reconciliation asked over and over while hundreds of tasks
 /// launch (a dashboard button pressed repeatedly, a script): a task whose
 /// ACCEPT the master has not processed yet must not be asked about (the
-/// master answers TASK_LOST), or its instance is launched again while the
+/// master answers TASK_GONE), or its instance is launched again while the
 /// first task starts anyway. At the end every instance runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explicit_reconciliation_during_a_launch_never_runs_an_instance_twice() {

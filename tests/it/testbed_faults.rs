@@ -76,6 +76,20 @@ async fn unreachable_agent_loses_its_tasks_until_it_comes_back() {
         )
     );
     assert_eq!(answer["unreachable_time"], lost["unreachable_time"]);
+    // Without its agent ID the master does not look the task up: unknown
+    // (`Master::_reconcileTasks` case (6); capture t).
+    call(
+        &tb.url(),
+        &sub.stream_id,
+        json!({"framework_id": {"value": fid}, "type": "RECONCILE",
+               "reconcile": {"tasks": [{"task_id": {"value": "t1"}}]}}),
+    )
+    .await;
+    let answer = sub.expect_update("t1").await;
+    assert_eq!(
+        (answer["state"].as_str(), answer["message"].as_str()),
+        (Some("TASK_LOST"), Some("Reconciliation: Task is unknown"))
+    );
     // Implicit reconciliation leaves unreachable tasks out.
     call(
         &tb.url(),

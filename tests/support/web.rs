@@ -146,6 +146,7 @@ pub fn sample_task(i: usize, generation: u32) -> TaskRecord {
         healthy: None,
         healthy_since: None,
         health_checked: None,
+        partition: None,
     }
 }
 
@@ -200,6 +201,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             running: running("web"),
             starting: 0,
             killing: 0,
+            unreachable: 0,
             consecutive_failures: 0,
             next_launch_after: None,
             backoff: Vec::new(),
@@ -236,6 +238,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             running: running("batch"),
             starting: 0,
             killing: 0,
+            unreachable: 0,
             consecutive_failures: 1,
             next_launch_after: Some(now() + 20.0),
             backoff: Vec::new(),
@@ -477,6 +480,7 @@ impl TestCore {
                         running: 0,
                         starting: 0,
                         killing: 0,
+                        unreachable: 0,
                         consecutive_failures: 0,
                         next_launch_after: None,
                         backoff: Vec::new(),

@@ -152,6 +152,11 @@ pub enum StoreOp {
     DeleteTask(TaskId, Expect),
     /// Delete every task record ([`StoreResult::Count`]).
     DeleteAllTasks,
+    /// Append an entry (the JSON of the web layer's audit entry) to the
+    /// audit log ([`StoreResult::Written`], the entry's sequence number as
+    /// its version): what the scheduler decided on its own that an
+    /// operator must be able to find.
+    AppendAudit(Box<serde_json::Value>),
 }
 
 /// What a store operation gave, errors typed.

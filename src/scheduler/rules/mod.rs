@@ -7,6 +7,8 @@
 //! - [`placement`]: which offer a task goes to (first fit, constraints,
 //!   ports);
 //! - [`workload`]: missing and surplus instances, restart backoff;
+//! - [`partition`]: unreachable and unknown tasks under a service's
+//!   `unreachable` policy, and a task that returns;
 //! - [`rollout`]: health-gated rolling replacement and when it halts;
 //! - [`reconcile`]: the reconciliation state machine;
 //! - [`kills`]: kills re-sent until confirmed;
@@ -14,6 +16,7 @@
 
 pub mod kills;
 pub mod offers;
+pub mod partition;
 pub mod placement;
 pub mod reconcile;
 pub mod rollout;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::partition;
 use super::rollout::Judge;
 use crate::backoff::Backoff;
 use crate::mesos::v1::{TaskState, task_status};
@@ -35,6 +36,14 @@ pub struct Assessment {
     pub starting: u32,
     /// Tasks with a kill requested that are not terminal yet.
     pub killing: u32,
+    /// Live tasks in TASK_UNREACHABLE not given up yet (`expunge_after`),
+    /// whether still waited for or already replaced
+    /// ([`partition::standing`]).
+    pub unreachable: u32,
+    /// When this assessment changes by time alone (an unreachable task's
+    /// wait ends), seconds since the UNIX epoch: the service must be
+    /// assessed again then.
+    pub wake_at: Option<f64>,
 }
 
 /// Assesses `spec` against its tasks (any order; other services' tasks are
@@ -58,12 +67,31 @@ pub fn assess<'a>(
     // pass assesses every service, so this runs over every record several
     // times a second while tens of thousands of tasks launch.
     let mut live: Vec<&TaskRecord> = Vec::new();
+    // Instances an unreachable or unknown task still stands for
+    // (`partition`): not missing, not running.
+    let mut standing_by: Vec<u32> = Vec::new();
+    let policy = spec.unreachable_policy();
     for task in tasks.into_iter().filter(|t| t.service == spec.name) {
         if task.is_terminal() {
             continue;
         }
         if task.kill.is_some() {
             out.killing += 1;
+            continue;
+        }
+        if let Some(standing) = partition::standing(task, &policy, now)
+            && standing != partition::Standing::Expunged
+        {
+            out.unreachable += 1;
+        }
+        if partition::stands_by(task, &policy, now) {
+            standing_by.push(task.instance);
+            if let Some(at) = partition::next_change(task, &policy, now) {
+                out.wake_at = Some(out.wake_at.map_or(at, |w: f64| w.min(at)));
+            }
+            continue;
+        }
+        if partition::replaced(task, &policy, now) {
             continue;
         }
         live.push(task);
@@ -81,6 +109,13 @@ pub fn assess<'a>(
     // One task per instance; the others are duplicates.
     let mut kept: Vec<&TaskRecord> = Vec::new();
     for group in live.chunk_by(|a, b| a.instance == b.instance) {
+        // A copy back from a partition beside its replacement: the
+        // policy's `kill_on_return` decides.
+        if let Some((keep, dead)) = partition::settle_return(group, policy.kill_on_return) {
+            kept.push(group[keep]);
+            out.surplus.extend(dead);
+            continue;
+        }
         kept.push(group[0]);
         for t in &group[1..] {
             out.surplus.push((
@@ -110,6 +145,11 @@ pub fn assess<'a>(
             out.running += 1;
         } else {
             out.starting += 1;
+        }
+    }
+    for instance in standing_by {
+        if let Some(slot) = covered.get_mut(instance as usize) {
+            *slot = true;
         }
     }
     let mut free = (0..spec.instances).filter(|i| !covered[*i as usize]);
@@ -536,6 +576,7 @@ mod tests {
             healthy: None,
             healthy_since: None,
             health_checked: None,
+            partition: None,
         }
     }
 

@@ -10,6 +10,8 @@
 //!   [`image_ref`], Docker image references;
 //! - [`health`]: the health check a task is launched with;
 //! - [`upgrade`]: how a service's tasks are replaced after a change;
+//! - [`unreachable`]: how long an unreachable task is waited for, and which
+//!   copy dies when it returns;
 //! - [`errors`]: `FieldError`, one problem with one field;
 //! - [`valid`]: `ValidServiceSpec`, a spec that passed its validation (the
 //!   one the core accepts).
@@ -24,6 +26,7 @@ pub mod errors;
 pub mod health;
 pub mod image_ref;
 pub mod service;
+pub mod unreachable;
 pub mod upgrade;
 pub mod valid;
 

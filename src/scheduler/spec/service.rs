@@ -11,12 +11,14 @@
 //!  "restart_backoff": "1s", "restart_backoff_max": "1m", "kill_grace_period": "5s",
 //!  "executor": "command",
 //!  "health_check": {"type": "http", "port_index": 0, "path": "/"},
-//!  "container": {"image": "python:3.12-alpine"}}
+//!  "container": {"image": "python:3.12-alpine"},
+//!  "unreachable": {"inactive_after": "20s", "expunge_after": "40s", "kill_on_return": "old"}}
 //! ```
 //!
 //! `health_check` is [`super::health::HealthCheckSpec`], `container`
-//! [`super::container::ContainerSpec`]; both are optional and left out of
-//! the stored JSON when absent.
+//! [`super::container::ContainerSpec`], `unreachable`
+//! [`super::unreachable::UnreachablePolicy`]; all are optional and left out
+//! of the stored JSON when absent.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,6 +29,7 @@ use super::command::{CommandSpec, UriSpec, check_uri};
 use super::container::ContainerSpec;
 use super::errors::FieldError;
 use super::health::HealthCheckSpec;
+use super::unreachable::UnreachablePolicy;
 use super::upgrade::UpgradePolicy;
 
 /// Longest service name: names become task-ID prefixes and znode names.
@@ -200,6 +203,11 @@ pub struct ServiceSpec {
     /// [`UpgradePolicy`]); not part of the fingerprint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<UpgradePolicy>,
+    /// What happens when a task becomes unreachable (absent: the
+    /// defaults of [`UnreachablePolicy`], replace at once); not part of
+    /// the fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<UnreachablePolicy>,
 }
 
 fn default_backoff() -> Duration {
@@ -307,6 +315,9 @@ impl ServiceSpec {
         if let Some(upgrade) = &self.upgrade {
             errors.extend(upgrade.validate());
         }
+        if let Some(unreachable) = &self.unreachable {
+            errors.extend(unreachable.validate());
+        }
         errors
     }
 
@@ -323,6 +334,11 @@ impl ServiceSpec {
         self.upgrade.clone().unwrap_or_default()
     }
 
+    /// The spec's `unreachable`, or the defaults.
+    pub fn unreachable_policy(&self) -> UnreachablePolicy {
+        self.unreachable.clone().unwrap_or_default()
+    }
+
     /// A short, stable fingerprint of everything that shapes a task (all but
     /// `instances` and the restart backoff): tasks launched from an older
     /// fingerprint are replaced by a rolling upgrade.
@@ -332,6 +348,7 @@ impl ServiceSpec {
         shape.restart_backoff = Duration::ZERO;
         shape.restart_backoff_max = Duration::ZERO;
         shape.upgrade = None;
+        shape.unreachable = None;
         let text = serde_json::to_string(&shape).unwrap_or_default();
         // FNV-1a: stable across builds and platforms, unlike std's hasher.
         let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {

@@ -141,19 +141,11 @@ impl Master {
             }
             return Some(latest_state(task));
         }
-        if let Some(task) = self.unreachable_tasks.get(&key) {
-            let mut status = Self::master_status(
-                &request.task_id,
-                Some(&task.agent_id),
-                pick(TaskState::TaskUnreachable),
-                Reconciliation,
-                "Reconciliation: Task is unreachable",
-            );
-            status.unreachable_time = task
-                .unreachable_since
-                .map(|n| v1::TimeInfo { nanoseconds: n });
-            return Some(status);
-        }
+        // An unreachable task is answered by the agent the request names
+        // (`Master::_reconcileTasks` in `src/master/master.cpp`, case (4)),
+        // not looked up: asked without its agent ID, it is unknown (case
+        // (6); capture t at 10.545: TASK_UNKNOWN for a partition-aware
+        // framework's unreachable task).
         let agent_id = request.agent_id.as_ref().map(|a| a.value.as_str());
         match agent_id.map(|a| self.agent_state(a)) {
             Some(Some(AgentState::Recovering)) => None,

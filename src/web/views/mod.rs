@@ -139,6 +139,9 @@ pub struct Counts {
     pub services: usize,
     /// Desired instances over all services.
     pub desired_instances: u64,
+    /// Instances whose task is unreachable (waited for or replaced, not
+    /// given up) over all services.
+    pub unreachable_instances: u64,
     /// Offers held.
     pub offers: usize,
 }
@@ -322,6 +325,7 @@ impl StateView {
                 tasks_by_state: d.task_counts.iter().cloned().collect(),
                 services: s.services.len(),
                 desired_instances: s.services.iter().map(|x| u64::from(x.spec.instances)).sum(),
+                unreachable_instances: s.services.iter().map(|x| u64::from(x.unreachable)).sum(),
                 offers: s.offers.len(),
             },
             replica: s.replica.clone(),

@@ -47,6 +47,10 @@ pub struct TaskRow {
     /// Since when `healthy` holds (absent with it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub healthy_since: Option<f64>,
+    /// While the task is TASK_UNREACHABLE: since when, as stored with its
+    /// record (the `unreachable` policy counts from it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable_since: Option<f64>,
 }
 
 impl TaskRow {
@@ -66,6 +70,8 @@ impl TaskRow {
             kill: t.kill.clone(),
             healthy: t.health(),
             healthy_since: t.health().and(t.healthy_since),
+            unreachable_since: (t.state == TaskState::TaskUnreachable)
+                .then(|| crate::scheduler::rules::partition::unreachable_since(t)),
         }
     }
 
@@ -563,6 +569,11 @@ pub struct TaskDetailView {
     /// checks"), when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health_kill: Option<String>,
+    /// While TASK_UNREACHABLE, where it stands under its service's
+    /// `unreachable` policy as of the snapshot: `unreachable` (waited for),
+    /// `inactive` (replaced) or `expunged` (given up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<&'static str>,
     /// Its recent status updates, newest first.
     pub timeline: Vec<StatusEntry>,
 }
@@ -578,15 +589,18 @@ impl TaskDetailView {
             // Tolerate a snapshot that is not sorted after all.
             .or_else(|| s.tasks.iter().find(|t| t.task_id == id));
         let t = found.ok_or_else(|| AppError::not_found(format!("no task {id:?}")))?;
+        let spec = s
+            .services
+            .iter()
+            .find(|x| x.spec.name == t.service)
+            .map(|x| &x.spec);
+        let policy = spec.map(|s| s.unreachable_policy()).unwrap_or_default();
         Ok(TaskDetailView {
             task: TaskRow::new(t),
             fingerprint: t.fingerprint.clone(),
-            health_kill: t.health_kill(
-                s.services
-                    .iter()
-                    .find(|x| x.spec.name == t.service)
-                    .map(|x| &x.spec),
-            ),
+            health_kill: t.health_kill(spec),
+            partition: crate::scheduler::rules::partition::standing(t, &policy, s.at)
+                .map(|p| p.as_str()),
             timeline: t.timeline.iter().rev().cloned().collect(),
         })
     }

@@ -22,6 +22,7 @@ use crate::scheduler::core::TermOutcome;
 use crate::scheduler::core::io::{Answer, MesosCall, ReplyId, Request, StoreOp, StoreResult};
 use crate::scheduler::ids::{AgentId, TaskId};
 use crate::scheduler::records::ServiceRecord;
+use crate::scheduler::rules::partition;
 use crate::scheduler::snapshot::{
     EventKind, FrameworkState, ReconcileKind, ReconcileRun, ReconcileTrigger,
 };
@@ -160,8 +161,9 @@ impl Machine {
         Ok(run)
     }
 
-    /// Sends `kamikaze` to every executor of ours known from live records;
-    /// answers once the master took or refused each MESSAGE.
+    /// Sends `kamikaze` to every executor of ours known from live records
+    /// the master can reach (not on an unreachable agent); answers once the
+    /// master took or refused each MESSAGE.
     fn kamikaze(&mut self, reply: ReplyId, now: Instant) {
         if let Err(e) = self.require_subscribed() {
             self.reply(reply, Answer::Kamikaze(Err(e)));
@@ -170,7 +172,7 @@ impl Machine {
         let executors: BTreeSet<(AgentId, String, String)> = self
             .tasks
             .records()
-            .filter(|r| r.executor == ExecutorKind::Appliance && !r.is_terminal())
+            .filter(|r| r.executor == ExecutorKind::Appliance && partition::reachable(r))
             .map(|r| {
                 (
                     r.agent_id.clone(),

@@ -24,6 +24,7 @@ impl Machine {
         self.offers.forget_lingering(now);
         self.kill_stuck_tasks(now);
         self.forget_old_terminal_tasks(now);
+        self.forget_given_up_tasks(now);
         for message in self.health_log.due(now) {
             self.log(EventKind::Task, message, now);
         }

@@ -134,6 +134,7 @@ impl Machine {
         now: Instant,
     ) {
         self.log(EventKind::Kill, format!("killing {task}: {reason}"), now);
+        self.audit_return_kill(task, reason, now);
         self.queue_kill(task, grace, now);
         self.send_due_kills(now);
     }

@@ -22,6 +22,8 @@
 //!   stored, DECLINE, SUPPRESS, REVIVE, KILLs, and their answers;
 //! - `revive`: when a new need for offers must REVIVE;
 //! - `housekeeping`: offer expiry, stuck tasks, old records;
+//! - `partition`: unreachable and unknown tasks, a copy back from a
+//!   partition (the rules: `rules/partition.rs`);
 //! - `lag`: how far behind the Mesos stream the machine is;
 //! - `health_log`: health changes on the events page, coalesced per task;
 //! - `commands`: the web layer's commands;
@@ -39,6 +41,7 @@ mod kill_marks;
 mod lag;
 mod outbox;
 mod pacing;
+mod partition;
 mod reconciliation;
 mod removed;
 mod revive;
@@ -442,7 +445,14 @@ impl Machine {
             hostname: Some(self.cfg.hostname.clone()),
             principal: self.cfg.principal.clone(),
             webui_url: (!self.cfg.webui_url.is_empty()).then(|| self.cfg.webui_url.clone()),
-            capabilities: Vec::new(),
+            // PARTITION_AWARE: an agent that loses the master turns our
+            // tasks TASK_UNREACHABLE, not TASK_LOST, and they come back as
+            // they were when it returns; each service's `unreachable`
+            // policy decides how long to wait (`rules/partition.rs`,
+            // `docs/high-availability-framework-guide.md` in apache/mesos).
+            capabilities: vec![v1::framework_info::Capability {
+                r#type: Some(v1::framework_info::capability::Type::PartitionAware as i32),
+            }],
             labels: None,
             roles: Vec::new(),
         }

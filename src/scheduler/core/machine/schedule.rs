@@ -24,6 +24,7 @@ use crate::scheduler::core::io::StoreOp;
 use crate::scheduler::ids::{AgentId, TaskId};
 use crate::scheduler::records::{TaskRecord, is_live};
 use crate::scheduler::rules::offers::Gone;
+use crate::scheduler::rules::partition;
 use crate::scheduler::rules::placement::{self, Demand};
 use crate::scheduler::rules::rollout;
 use crate::scheduler::rules::taskinfo::{self, ExecutorSource};
@@ -220,7 +221,9 @@ impl Machine {
                 && assessment.surplus.is_empty()
                 && assessment.moves.is_empty()
                 && replacement.is_none()
-                && progress.complete();
+                && progress.complete()
+                // An unreachable task's wait ends by time alone.
+                && assessment.wake_at.is_none();
             state.settled = quiet.then(|| Settled::new(entry, progress.clone()));
             kills.extend(assessment.surplus.iter().cloned());
             moves.extend(assessment.moves.iter().cloned());
@@ -249,9 +252,10 @@ impl Machine {
             }
             missing.truncate(budget);
             budget -= missing.len();
+            // An unreachable task does not hold its host (`partition`).
             let occupied: Vec<(AgentId, String)> = tasks
                 .records()
-                .filter(|t| is_live(t))
+                .filter(|t| partition::occupies_host(t))
                 .map(|t| (t.agent_id.clone(), t.hostname.clone()))
                 .collect();
             let resources = match spec.executor {
@@ -368,6 +372,7 @@ impl Machine {
                 healthy: None,
                 healthy_since: None,
                 health_checked: Some(info.health_check.is_some()),
+                partition: None,
             };
             by_offer.entry(p.offer_id).or_default().push((info, record));
         }

@@ -362,6 +362,7 @@ mod tests {
             healthy: None,
             healthy_since: None,
             health_checked: None,
+            partition: None,
         })
     }
 

@@ -84,6 +84,8 @@ pub(super) enum Step {
     Delete { task: TaskId },
     /// Re-reading a record after a version conflict.
     Reload { task: TaskId },
+    /// An audit entry of the scheduler's own (`partition`).
+    Audit,
 }
 
 impl Machine {
@@ -242,6 +244,7 @@ impl Machine {
                     // replacement runs): decide again.
                     self.needs_schedule = true;
                     self.note_transition(&record, now);
+                    self.confirm_unknown(&record, now);
                     self.out.acks.extend(ack);
                     if revived && let Some(kill) = &record.kill {
                         let grace = self.kill_grace(&record.service);
@@ -323,6 +326,11 @@ impl Machine {
                 Err(e) => self.write_failed(task, Some(e), now),
             },
             Step::Reload { task } => self.write_failed(task, None, now),
+            Step::Audit => {
+                if let Err(e) = written {
+                    self.warn(format!("could not append to the audit log: {e}"));
+                }
+            }
         }
     }
 

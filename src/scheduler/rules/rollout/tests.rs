@@ -32,6 +32,7 @@ fn task(id: &str, instance: u32, fingerprint: &str, running_at: f64) -> TaskReco
         healthy: None,
         healthy_since: None,
         health_checked: None,
+        partition: None,
     }
 }
 

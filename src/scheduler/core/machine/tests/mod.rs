@@ -11,6 +11,7 @@ mod lag;
 mod launch_reconcile;
 mod lifecycle;
 mod offers;
+mod partition;
 mod properties;
 mod removed;
 mod revive;
@@ -105,6 +106,7 @@ fn running_record(service: &str, instance: u32, spec: &ServiceSpec) -> TaskRecor
         healthy: None,
         healthy_since: None,
         health_checked: None,
+        partition: None,
     }
 }
 
@@ -139,6 +141,8 @@ struct Store {
     tasks: BTreeMap<String, (TaskRecord, i32)>,
     /// Task writes performed, by task ID (to count needless ones).
     task_writes: BTreeMap<String, usize>,
+    /// Audit entries appended, oldest first.
+    audit: Vec<serde_json::Value>,
 }
 
 /// The records of a store map as a listing, sorted by key, all decoded.
@@ -247,6 +251,10 @@ impl Store {
                 let n = self.tasks.len();
                 self.tasks.clear();
                 StoreResult::Count(Ok(n))
+            }
+            StoreOp::AppendAudit(entry) => {
+                self.audit.push(*entry);
+                StoreResult::Written(Ok(Written::Version(self.audit.len() as i32)))
             }
         }
     }

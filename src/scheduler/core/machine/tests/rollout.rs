@@ -147,6 +147,7 @@ async fn adding_a_health_check_judges_each_task_by_the_check_it_runs() {
     // Launched without a check: no health report will ever come.
     let plain = |instance| TaskRecord {
         health_checked: Some(false),
+        partition: None,
         ..running_record("web", instance, &old)
     };
     let (mut h, new0) = upgrading_from(&old, &[plain(0), plain(1)], &new).await;
@@ -322,6 +323,7 @@ async fn a_scale_down_during_a_halted_rollout_keeps_the_healthy_old_tasks() {
         healthy: Some(false),
         healthy_since: Some(2.0),
         health_checked: Some(true),
+        partition: None,
         ..running_record("web", 0, &new)
     };
     let tasks = [broken, healthy_record(1, &old), healthy_record(2, &old)];
