@@ -56,6 +56,7 @@ mod testbed_faults;
 mod testbed_health;
 mod testbed_inspection;
 mod testbed_lifecycle;
+mod testbed_maintenance;
 mod testbed_offers;
 mod testbed_operator;
 mod testbed_tasks;

@@ -35,7 +35,12 @@ impl Master {
     /// agent or without process mode.
     pub fn restart_agent(&mut self, agent_index: usize, down: Duration) -> bool {
         // A gone agent never comes back (`master/gone.rs`).
-        if self.agents[agent_index].state == AgentState::Gone {
+        // Nor does an agent whose machine is DOWN (capture v: its
+        // re-registration is refused; `master/maintenance.rs`).
+        if matches!(
+            self.agents[agent_index].state,
+            AgentState::Gone | AgentState::Down
+        ) {
             return false;
         }
         let Some(endpoint) = self.processes.endpoints.get_mut(agent_index) else {

@@ -162,8 +162,11 @@ impl Master {
                 ..Default::default()
             }),
             allocation_info: allocation,
+            unavailability: None,
         };
         let agent_id = agent.id.clone();
+        let mut proto = proto;
+        proto.unavailability = self.agent_unavailability(agent_index);
         self.offers.insert(
             id,
             OfferRecord {
@@ -197,6 +200,7 @@ impl Master {
         for id in ids {
             self.remove_offer(&id);
         }
+        self.remove_inverse_offers_of(framework_id);
     }
 
     /// Rescinds every offer on an agent: RESCIND to the holder, then removal.
