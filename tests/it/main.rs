@@ -42,6 +42,7 @@ mod executor_tasks;
 mod pymesos_client;
 mod scheduler_failover;
 mod scheduler_health;
+mod scheduler_maintenance;
 mod scheduler_offers;
 mod scheduler_removed;
 mod scheduler_revive;

@@ -204,6 +204,12 @@ async fn run_single(
         StoreOp::ListTasks => StoreResult::Tasks(tasks.list().await),
         StoreOp::ReadTask(task) => StoreResult::Task(Box::new(tasks.get(&task).await)),
         StoreOp::DeleteAllTasks => StoreResult::Count(tasks.delete_all().await),
+        StoreOp::AppendAudit(entry) => StoreResult::Count(
+            coordinator
+                .append_audit(&entry)
+                .await
+                .map(|seq| usize::try_from(seq).unwrap_or(usize::MAX)),
+        ),
         // Batched by the lane; never sent alone.
         StoreOp::PutTask(..) | StoreOp::DeleteTask(..) => StoreResult::Written(Err(
             CoordinationError::Invalid("task writes go in batches".into()),

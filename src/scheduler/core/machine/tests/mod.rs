@@ -10,6 +10,7 @@ mod determinism;
 mod lag;
 mod launch_reconcile;
 mod lifecycle;
+mod maintenance;
 mod offers;
 mod properties;
 mod removed;
@@ -139,6 +140,8 @@ struct Store {
     tasks: BTreeMap<String, (TaskRecord, i32)>,
     /// Task writes performed, by task ID (to count needless ones).
     task_writes: BTreeMap<String, usize>,
+    /// Audit entries appended.
+    audit: Vec<serde_json::Value>,
 }
 
 /// The records of a store map as a listing, sorted by key, all decoded.
@@ -242,6 +245,10 @@ impl Store {
                 } else {
                     Written::Absent
                 }))
+            }
+            StoreOp::AppendAudit(entry) => {
+                self.audit.push(entry);
+                StoreResult::Count(Ok(self.audit.len()))
             }
             StoreOp::DeleteAllTasks => {
                 let n = self.tasks.len();
@@ -581,6 +588,8 @@ impl Harness {
                 MesosCall::Revive => "REVIVE",
                 MesosCall::Message { .. } => "MESSAGE",
                 MesosCall::Teardown => "TEARDOWN",
+                MesosCall::AnswerInverseOffers { accept: true, .. } => "ACCEPT_INVERSE_OFFERS",
+                MesosCall::AnswerInverseOffers { accept: false, .. } => "DECLINE_INVERSE_OFFERS",
             })
             .collect()
     }
