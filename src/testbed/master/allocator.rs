@@ -101,10 +101,7 @@ impl Master {
                 continue;
             };
             let offer = self.make_offer(&framework_id, index, free);
-            match batches.iter_mut().find(|(f, _)| *f == framework_id) {
-                Some((_, offers)) => offers.push(offer),
-                None => batches.push((framework_id, vec![offer])),
-            }
+            super::push_batch(&mut batches, framework_id, offer);
         }
         for (framework_id, offers) in batches {
             let event = Event {

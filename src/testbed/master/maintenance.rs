@@ -50,13 +50,13 @@ use std::time::Instant;
 
 use super::agent_side::AgentSide;
 use super::allocator::refuse_duration;
-use super::{AgentState, Master, now_nanos, now_secs, push_bounded, update_event};
+use super::{AgentState, Master, now_nanos, now_secs};
 use crate::mesos::resources::Resources;
 use crate::mesos::v1::maintenance::{
     ClusterStatus, InverseOfferStatus, Schedule, cluster_status, inverse_offer_status,
 };
 use crate::mesos::v1::scheduler::{Event, event};
-use crate::mesos::v1::{self, TaskState, task_status};
+use crate::mesos::v1::{self, task_status};
 
 /// A machine as the master matches it: hostname (case-insensitive) and IP
 /// (`MachineID` equality in `src/common/type_utils.cpp`).
@@ -364,10 +364,7 @@ impl Master {
                         agent_id: agent_id.clone(),
                     },
                 );
-                match batches.iter_mut().find(|(f, _)| *f == framework_id) {
-                    Some((_, offers)) => offers.push(offer),
-                    None => batches.push((framework_id, vec![offer])),
-                }
+                super::push_batch(&mut batches, framework_id, offer);
             }
         }
         for (framework_id, inverse_offers) in batches {
@@ -535,31 +532,8 @@ impl Master {
         self.agent_shutdown(index);
         let message = format!("Agent {hostname} removed: Operator initiated 'Machine DOWN'");
         for key in self.tasks.keys_on(&agent_id) {
-            let Some(mut task) = self.tasks.remove(&key) else {
-                continue;
-            };
-            self.release_task_resources(&mut task);
-            let mut status = Self::master_status(
-                &task.task_id,
-                Some(&agent_id),
-                TaskState::TaskLost,
-                task_status::Reason::AgentRemoved,
-                &message,
-            );
-            status.timestamp = Some(now_secs());
-            if task.custom_executor {
-                status.executor_id = Some(v1::ExecutorId {
-                    value: task.executor_id.clone(),
-                });
-            }
-            task.state = TaskState::TaskLost;
-            task.pending.clear();
-            task.healthy = None;
-            let framework_id = task.framework_id.clone();
-            self.send(&framework_id, &update_event(status));
-            let limit = self.cfg.max_completed_tasks_per_framework;
-            if let Some(framework) = self.frameworks.get_mut(&framework_id) {
-                push_bounded(&mut framework.completed_tasks, task, limit);
+            if let Some(task) = self.tasks.remove(&key) {
+                self.lose_task(task, task_status::Reason::AgentRemoved, &message);
             }
         }
         self.rescind_offers_on(&agent_id);

@@ -553,6 +553,15 @@ impl Master {
     }
 }
 
+/// Adds `item` to `framework_id`'s batch (one event per framework and
+/// allocation round, in the order frameworks first got something).
+pub(crate) fn push_batch<T>(batches: &mut Vec<(String, Vec<T>)>, framework_id: String, item: T) {
+    match batches.iter_mut().find(|(f, _)| *f == framework_id) {
+        Some((_, items)) => items.push(item),
+        None => batches.push((framework_id, vec![item])),
+    }
+}
+
 /// Appends to a bounded queue, dropping the oldest entry when full.
 pub(crate) fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, limit: usize) {
     queue.push_back(item);
