@@ -869,6 +869,20 @@ mod tests {
     }
 
     #[test]
+    fn maintenance_lead_time_defaults_to_an_hour() {
+        assert_eq!(
+            serve(&[]).0.maintenance_lead_time,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(
+            serve(&["--maintenance-lead-time", "10m"])
+                .0
+                .maintenance_lead_time,
+            Duration::from_secs(600)
+        );
+    }
+
+    #[test]
     fn upgrade_max_unavailable_zero_is_refused() {
         let e = refused(&["--upgrade-max-unavailable", "0"]);
         assert!(e.to_string().contains("--upgrade-max-unavailable"), "{e}");

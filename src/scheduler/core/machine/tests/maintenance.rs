@@ -91,6 +91,30 @@ async fn an_offer_whose_window_starts_within_the_lead_time_is_declined_and_a_far
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_lead_time_is_configurable() {
+    let cfg = CoreConfig {
+        maintenance_lead: Duration::from_secs(60),
+        ..config()
+    };
+    let mut h = Harness::new(cfg, Some(FRAMEWORK), &[service("web", 1)], &[]);
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    // Ten minutes away is beyond a one-minute lead: the offer is used.
+    let window = window_in(&h, 600.0);
+    h.feed(Input::Offers(vec![offer_with(
+        "o-1",
+        "agent-1",
+        Some(window),
+    )]));
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(Harness::launched(&calls).len(), 1, "{calls:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_inverse_offer_is_accepted_when_every_service_keeps_its_floor_and_the_instance_is_replaced_elsewhere()
  {
     let spec = service("web", 2);
