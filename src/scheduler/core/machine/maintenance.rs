@@ -85,6 +85,9 @@ pub(super) struct Maintenance {
     leaving: BTreeMap<AgentId, Window>,
     /// Outstanding inverse offers (ID → agent) not yet answered.
     inverse_offers: HashMap<String, AgentId>,
+    /// The last answer per agent (accepted, why): the master asks again
+    /// every few seconds, and only a changed answer is logged and audited.
+    answers: HashMap<Option<AgentId>, (bool, String)>,
 }
 
 impl Maintenance {
@@ -277,7 +280,8 @@ impl Machine {
         self.out.dirty = true;
     }
 
-    /// Sends the answer, logs it, and records it in the audit log.
+    /// Sends the answer; logs it and records it in the audit log when it
+    /// differs from the agent's last one.
     fn answer(
         &mut self,
         id: String,
@@ -287,6 +291,19 @@ impl Machine {
         now: Instant,
     ) {
         self.maintenance.inverse_offers.remove(&id);
+        self.call(
+            MesosCall::AnswerInverseOffers {
+                inverse_offer_ids: vec![id.clone()],
+                accept,
+                refuse_seconds: ANSWER_REFUSE_SECONDS,
+            },
+            Pending::Maintenance,
+        );
+        let answer = (accept, why.clone());
+        if self.maintenance.answers.get(&agent) == Some(&answer) {
+            return;
+        }
+        self.maintenance.answers.insert(agent.clone(), answer);
         let verb = if accept { "accepted" } else { "declined" };
         let agent_text = agent.as_ref().map_or("-".to_string(), |a| a.to_string());
         self.log(
@@ -310,14 +327,6 @@ impl Machine {
             "framework_id": self.framework.id.as_ref().map(|f| f.to_string()),
         });
         self.store(StoreOp::AppendAudit(entry), Pending::Maintenance);
-        self.call(
-            MesosCall::AnswerInverseOffers {
-                inverse_offer_ids: vec![id],
-                accept,
-                refuse_seconds: ANSWER_REFUSE_SECONDS,
-            },
-            Pending::Maintenance,
-        );
     }
 
     /// RESCIND_INVERSE_OFFER: the offer is forgotten (an unknown one too).
@@ -344,6 +353,10 @@ impl Machine {
         let before = self.maintenance.windows.len() + self.maintenance.leaving.len();
         self.maintenance.windows.retain(|_, w| !w.is_over(at));
         self.maintenance.leaving.retain(|_, w| !w.is_over(at));
+        let windows = &self.maintenance.windows;
+        self.maintenance
+            .answers
+            .retain(|agent, _| agent.as_ref().is_some_and(|a| windows.contains_key(a)));
         if before != self.maintenance.windows.len() + self.maintenance.leaving.len() {
             self.out.dirty = true;
         }

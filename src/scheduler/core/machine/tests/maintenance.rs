@@ -208,6 +208,16 @@ async fn an_inverse_offer_that_would_break_a_floor_is_declined_with_the_reason_i
         "{reason}"
     );
     assert!(h.logs.iter().any(|l| l.contains(&reason)));
+    // Asked again with nothing changed: answered again, not audited again.
+    h.feed(Input::InverseOffers(vec![inverse_offer(
+        "io-2",
+        Some("agent-0"),
+        window,
+    )]));
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert!(Harness::kinds_of_calls(&calls).contains(&"DECLINE_INVERSE_OFFERS"));
+    assert_eq!(h.store.audit.len(), 1);
     // Nothing moves.
     h.offer("o-2", "agent-2", 4.0);
     h.answer_all();
