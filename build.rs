@@ -9,6 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/mesos/v1/scheduler/scheduler.proto",
         "proto/mesos/v1/executor/executor.proto",
         "proto/mesos/v1/master/master.proto",
+        "proto/mesos/v1/maintenance/maintenance.proto",
     ];
     let fds = protox::compile(files, ["proto"])?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);

@@ -458,6 +458,10 @@ pub struct CommonArgs {
         env = "MESOS_APPLIANCE_UPGRADE_MAX_UNAVAILABLE"
     )]
     pub upgrade_max_unavailable: u32,
+    /// No new task is placed on an agent whose maintenance window (an
+    /// offer's `unavailability`) starts within this long.
+    #[arg(long, global = true, default_value = "1h", value_parser = humantime::parse_duration, env = "MESOS_APPLIANCE_MAINTENANCE_LEAD_TIME")]
+    pub maintenance_lead_time: Duration,
     /// Unused offers are declined after this long (more than 0).
     #[arg(long, global = true, default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_OFFER_TTL")]
     pub offer_ttl: Duration,
@@ -862,6 +866,20 @@ mod tests {
         assert_eq!(url("0.0.0.0:18181", Some("box")), "http://box:18181");
         assert_eq!(url("[::]:18181", Some("box")), "http://box:18181");
         assert_eq!(url("0.0.0.0:18181", None), "http://localhost:18181");
+    }
+
+    #[test]
+    fn maintenance_lead_time_defaults_to_an_hour() {
+        assert_eq!(
+            serve(&[]).0.maintenance_lead_time,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(
+            serve(&["--maintenance-lead-time", "10m"])
+                .0
+                .maintenance_lead_time,
+            Duration::from_secs(600)
+        );
     }
 
     #[test]

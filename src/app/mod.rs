@@ -82,6 +82,7 @@ pub fn core_config(
     c.strategy = common.framework_deployment_strategy.into();
     c.on_framework_removed = common.on_framework_removed;
     c.upgrade_max_unavailable = common.upgrade_max_unavailable;
+    c.maintenance_lead = common.maintenance_lead_time;
     c.offer_ttl = common.offer_ttl;
     c.offer_linger = common.offer_linger_ttl;
     c.decline_refuse_seconds = common

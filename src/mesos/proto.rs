@@ -25,4 +25,10 @@ pub mod v1 {
     pub mod master {
         include!(concat!(env!("OUT_DIR"), "/mesos.v1.master.rs"));
     }
+
+    /// Package `mesos.v1.maintenance`: maintenance schedules and the
+    /// cluster's maintenance status.
+    pub mod maintenance {
+        include!(concat!(env!("OUT_DIR"), "/mesos.v1.maintenance.rs"));
+    }
 }

@@ -52,6 +52,10 @@ pub struct CoreConfig {
     /// this many desired instances not running at a time
     /// (`--upgrade-max-unavailable`).
     pub upgrade_max_unavailable: u32,
+    /// No new task goes to an agent whose maintenance window starts within
+    /// this long (`--maintenance-lead-time`): services never finish, so a
+    /// task placed there would be killed by the window.
+    pub maintenance_lead: Duration,
     /// Unused offers are declined after this long (`--offer-ttl`).
     pub offer_ttl: Duration,
     /// Gone offers are remembered this long (`--offer-linger-ttl`).
@@ -109,6 +113,7 @@ impl Default for CoreConfig {
             replace_services: false,
             on_framework_removed: OnFrameworkRemoved::Wait,
             upgrade_max_unavailable: 1,
+            maintenance_lead: Duration::from_secs(3600),
             offer_ttl: Duration::from_secs(10),
             offer_linger: Duration::from_secs(120),
             decline_refuse_seconds: 120.0,

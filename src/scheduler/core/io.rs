@@ -46,6 +46,10 @@ pub enum Input {
     Offers(Vec<v1::Offer>),
     /// RESCIND of an offer.
     Rescind(String),
+    /// INVERSE_OFFERS: agents to give back before their maintenance window.
+    InverseOffers(Vec<v1::InverseOffer>),
+    /// RESCIND_INVERSE_OFFER.
+    RescindInverseOffer(String),
     /// UPDATEs, consecutive ones of the stream in one batch.
     Updates(Vec<v1::TaskStatus>),
     /// FAILURE of an agent: its offers are void.
@@ -225,6 +229,15 @@ pub enum MesosCall {
     },
     /// TEARDOWN the framework.
     Teardown,
+    /// ACCEPT_INVERSE_OFFERS (`accept`) or DECLINE_INVERSE_OFFERS.
+    AnswerInverseOffers {
+        /// The inverse offers.
+        inverse_offer_ids: Vec<String>,
+        /// Accept or decline.
+        accept: bool,
+        /// Filter: no new inverse offer for the agent for this long, seconds.
+        refuse_seconds: f64,
+    },
 }
 
 /// An acknowledgement of a status update (only updates with a uuid).

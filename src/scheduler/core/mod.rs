@@ -83,7 +83,7 @@ pub use io::{
     Ack, Answer, Effect, Effects, Input, MesosCall, OperatorAnswer, OperatorFailure, OperatorOp,
     ReplyId, Request, RequestId, StoreOp, StoreResult, SubscribedInfo,
 };
-pub use machine::{Machine, Stats, TermInfo};
+pub use machine::{Machine, MaintenanceWindow, Stats, TermInfo};
 pub use runner::run_term;
 
 use super::metrics::Metrics;

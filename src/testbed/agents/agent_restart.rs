@@ -22,9 +22,9 @@ use std::time::Duration;
 
 use super::executor_api::serve_agent;
 use crate::executor::config::format_duration;
-use crate::mesos::v1::{self, TaskState, task_status};
+use crate::mesos::v1::{TaskState, task_status};
 use crate::testbed::master::processes::{ExecutorTimer, ProcessState, Termination};
-use crate::testbed::master::{AgentState, Master, Timer, push_bounded, update_event};
+use crate::testbed::master::{AgentState, Master, Timer};
 
 /// Delay before trying to re-bind an agent's port again.
 const REBIND_RETRY: Duration = Duration::from_millis(100);
@@ -35,7 +35,12 @@ impl Master {
     /// agent or without process mode.
     pub fn restart_agent(&mut self, agent_index: usize, down: Duration) -> bool {
         // A gone agent never comes back (`master/gone.rs`).
-        if self.agents[agent_index].state == AgentState::Gone {
+        // Nor does an agent whose machine is DOWN (capture v: its
+        // re-registration is refused; `master/maintenance.rs`).
+        if matches!(
+            self.agents[agent_index].state,
+            AgentState::Gone | AgentState::Down
+        ) {
             return false;
         }
         let Some(endpoint) = self.processes.endpoints.get_mut(agent_index) else {
@@ -85,28 +90,10 @@ impl Master {
             .filter(|(_, t)| !self.checkpoints(&t.framework_id))
             .map(|(k, _)| k.clone())
             .collect();
+        let message = format!("Agent {hostname} disconnected");
         for key in keys {
-            let Some(mut task) = self.tasks.remove(&key) else {
-                continue;
-            };
-            self.release_task_resources(&mut task);
-            let mut status = Self::master_status(
-                &task.task_id,
-                Some(&agent_id),
-                TaskState::TaskLost,
-                task_status::Reason::AgentDisconnected,
-                &format!("Agent {hostname} disconnected"),
-            );
-            if task.custom_executor {
-                status.executor_id = Some(v1::ExecutorId {
-                    value: task.executor_id.clone(),
-                });
-            }
-            task.state = TaskState::TaskLost;
-            self.send(&key.0, &update_event(status));
-            let limit = self.cfg.max_completed_tasks_per_framework;
-            if let Some(framework) = self.frameworks.get_mut(&key.0) {
-                push_bounded(&mut framework.completed_tasks, task, limit);
+            if let Some(task) = self.tasks.remove(&key) {
+                self.lose_task(task, task_status::Reason::AgentDisconnected, &message);
             }
         }
         let lost_executors: Vec<(String, String)> = self.agents[agent_index]

@@ -10,6 +10,7 @@
 //! and `http`; nothing imports it but `mod.rs`.
 
 pub(super) mod control;
+pub(super) mod maintenance_api;
 pub(super) mod operator_api;
 pub(super) mod scheduler_api;
 pub(super) mod views;

@@ -1,4 +1,5 @@
-//! The operator API subset (`POST /api/v1`: GET_FRAMEWORKS, TEARDOWN,
+//! The operator API subset (`POST /api/v1`: GET_FRAMEWORKS, TEARDOWN, the
+//! maintenance calls — in `maintenance_api.rs` —,
 //! MARK_AGENT_GONE — the last in `master/gone.rs`) and the
 //! legacy endpoints `/master/teardown`, `/master/state`, `/master/frameworks`,
 //! `/master/slaves` and `/master/redirect` (each also without the `/master` prefix, as the
@@ -92,21 +93,15 @@ fn handle(
             let answer = OperatorResponse {
                 r#type: Some(response::Type::GetFrameworks as i32),
                 get_frameworks: Some(master.get_frameworks()),
+                ..Default::default()
             };
-            let body = match accept {
-                Encoding::Json => json::to_vec(&answer),
-                Encoding::Protobuf => answer.encode_to_vec(),
-            };
-            (
-                StatusCode::OK,
-                [(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(accept.media_type()),
-                )],
-                body,
-            )
-                .into_response()
+            answer_with(accept, &answer)
         }
+        call::Type::GetMaintenanceSchedule
+        | call::Type::GetMaintenanceStatus
+        | call::Type::UpdateMaintenanceSchedule
+        | call::Type::StartMaintenance
+        | call::Type::StopMaintenance => super::maintenance_api::handle(master, &call, accept),
         call::Type::Teardown => match &call.teardown {
             None => text(
                 StatusCode::BAD_REQUEST,
@@ -139,6 +134,23 @@ fn handle(
         ),
     };
     (response, Some(call))
+}
+
+/// A 200 answer of `answer` in the `accept`ed encoding.
+pub(super) fn answer_with(accept: Encoding, answer: &OperatorResponse) -> Response {
+    let body = match accept {
+        Encoding::Json => json::to_vec(answer),
+        Encoding::Protobuf => answer.encode_to_vec(),
+    };
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(accept.media_type()),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 /// Operator teardown of an active or inactive framework: 200 and an empty

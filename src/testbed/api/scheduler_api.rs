@@ -145,6 +145,14 @@ fn validate(call: &Call, principal: Option<&str>) -> Result<(), String> {
         T::Message => missing(call.message.is_some(), "message"),
         T::Request => missing(call.request.is_some(), "request"),
         T::UpdateFramework => missing(call.update_framework.is_some(), "update_framework"),
+        T::AcceptInverseOffers => missing(
+            call.accept_inverse_offers.is_some(),
+            "accept_inverse_offers",
+        ),
+        T::DeclineInverseOffers => missing(
+            call.decline_inverse_offers.is_some(),
+            "decline_inverse_offers",
+        ),
         T::Acknowledge => {
             let Some(ack) = &call.acknowledge else {
                 return Err("Expecting 'acknowledge' to be present".into());
@@ -236,8 +244,27 @@ fn dispatch(master: &mut Master, headers: &HeaderMap, call: &Call, dropped: &mut
         T::Acknowledge => master.acknowledge(fid, call.acknowledge.as_ref().expect("validated")),
         T::Reconcile => master.reconcile(fid, &call.reconcile.as_ref().expect("validated").tasks),
         T::Message => master.message(fid, call.message.as_ref().expect("validated")),
-        // The default allocator ignores REQUEST; inverse offers are not simulated.
-        T::Request | T::AcceptInverseOffers | T::DeclineInverseOffers => {}
+        // The default allocator ignores REQUEST.
+        T::Request => {}
+        // Inverse offers: `master/maintenance.rs`.
+        T::AcceptInverseOffers => {
+            let answer = call.accept_inverse_offers.as_ref().expect("validated");
+            master.answer_inverse_offers(
+                fid,
+                &answer.inverse_offer_ids,
+                answer.filters.as_ref(),
+                true,
+            );
+        }
+        T::DeclineInverseOffers => {
+            let answer = call.decline_inverse_offers.as_ref().expect("validated");
+            master.answer_inverse_offers(
+                fid,
+                &answer.inverse_offer_ids,
+                answer.filters.as_ref(),
+                false,
+            );
+        }
         T::UpdateFramework => {
             let update = call.update_framework.as_ref().expect("validated");
             if let Some(framework) = master.frameworks.get_mut(fid) {

@@ -341,6 +341,7 @@ impl Master {
                     AgentState::Unreachable { .. } => "unreachable",
                     AgentState::Recovering => "recovering",
                     AgentState::Gone => "gone",
+                    AgentState::Down => "down",
                 }
                 .into(),
                 containerizers: a.spec.containerizers.clone(),

@@ -101,10 +101,7 @@ impl Master {
                 continue;
             };
             let offer = self.make_offer(&framework_id, index, free);
-            match batches.iter_mut().find(|(f, _)| *f == framework_id) {
-                Some((_, offers)) => offers.push(offer),
-                None => batches.push((framework_id, vec![offer])),
-            }
+            super::push_batch(&mut batches, framework_id, offer);
         }
         for (framework_id, offers) in batches {
             let event = Event {
@@ -162,8 +159,11 @@ impl Master {
                 ..Default::default()
             }),
             allocation_info: allocation,
+            unavailability: None,
         };
         let agent_id = agent.id.clone();
+        let mut proto = proto;
+        proto.unavailability = self.agent_unavailability(agent_index);
         self.offers.insert(
             id,
             OfferRecord {
@@ -197,6 +197,7 @@ impl Master {
         for id in ids {
             self.remove_offer(&id);
         }
+        self.remove_inverse_offers_of(framework_id);
     }
 
     /// Rescinds every offer on an agent: RESCIND to the holder, then removal.

@@ -165,8 +165,8 @@ impl Master {
         // Deactivation forgets the framework's offer filters, so a scheduler
         // that reconnects is offered what its previous connection declined
         // (`HierarchicalAllocatorProcess::deactivateFramework` in
-        // `src/master/allocator/mesos/hierarchical.cpp`). The testbed has no
-        // inverse offers, hence no inverse-offer filters to drop.
+        // `src/master/allocator/mesos/hierarchical.cpp`); its inverse-offer
+        // filters go with its offers (`remove_offers_of`).
         framework.filters.clear();
         framework.generation += 1;
         let generation = framework.generation;

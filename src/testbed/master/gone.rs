@@ -72,7 +72,8 @@ impl Master {
                     }
                 }
             }
-            AgentState::Gone => {}
+            // A DOWN machine's agent has no tasks left (`master/maintenance.rs`).
+            AgentState::Gone | AgentState::Down => {}
         }
         let agent = &mut self.agents[index];
         agent.executors.clear();

@@ -34,6 +34,7 @@ pub(super) mod faults;
 pub(super) mod frameworks;
 pub(super) mod gone;
 pub(super) mod launch;
+pub(super) mod maintenance;
 pub(super) mod operations;
 pub(super) mod processes;
 pub(super) mod stream;
@@ -257,6 +258,9 @@ pub(crate) enum AgentState {
     Recovering,
     /// Marked gone by the operator (`master/gone.rs`): removed for good.
     Gone,
+    /// Removed because its machine is DOWN for maintenance
+    /// (`master/maintenance.rs`): back, without tasks, once it is UP.
+    Down,
 }
 
 /// A simulated executor on an agent.
@@ -317,6 +321,8 @@ pub(crate) struct Master {
     pub offers: HashMap<String, self::allocator::OfferRecord>,
     pub calls: CallLog,
     pub faults: Faults,
+    /// The maintenance schedule, inverse offers and DOWN machines.
+    pub(crate) maintenance: maintenance::Maintenance,
     /// Incremented by every simulated master failover.
     pub epoch: u64,
     /// Frameworks' infos remembered across a simulated master failover, to
@@ -377,6 +383,7 @@ impl Master {
             offers: HashMap::new(),
             calls: CallLog::default(),
             faults: Faults::default(),
+            maintenance: Default::default(),
             epoch: 0,
             recovery_infos: HashMap::new(),
             next_framework: 0,
@@ -439,6 +446,7 @@ impl Master {
             Timer::Allocate { periodic } => {
                 if self.leadership == Leadership::Leading {
                     self.allocate();
+                    self.allocate_inverse_offers();
                 }
                 if periodic {
                     let interval = self.cfg.allocation_interval;
@@ -542,6 +550,15 @@ impl Master {
     /// The framework of a live or unreachable task, if the master knows it.
     pub fn framework(&self, framework_id: &str) -> Option<&Framework> {
         self.frameworks.get(framework_id)
+    }
+}
+
+/// Adds `item` to `framework_id`'s batch (one event per framework and
+/// allocation round, in the order frameworks first got something).
+pub(crate) fn push_batch<T>(batches: &mut Vec<(String, Vec<T>)>, framework_id: String, item: T) {
+    match batches.iter_mut().find(|(f, _)| *f == framework_id) {
+        Some((_, items)) => items.push(item),
+        None => batches.push((framework_id, vec![item])),
     }
 }
 

@@ -106,6 +106,40 @@ impl Master {
         self.forward_head(framework_id, task_id);
     }
 
+    /// A live task the master gives up on (its agent is removed or lost
+    /// it): its resources go back, its framework gets TASK_LOST with
+    /// `reason` and `message` from the master (with the executor ID for a
+    /// custom executor's task), and it joins the framework's completed
+    /// tasks.
+    pub(crate) fn lose_task(
+        &mut self,
+        mut task: super::tasks::Task,
+        reason: crate::mesos::v1::task_status::Reason,
+        message: &str,
+    ) {
+        use crate::mesos::v1::{self, TaskState};
+        self.release_task_resources(&mut task);
+        let mut status = Self::master_status(
+            &task.task_id,
+            Some(&task.agent_id),
+            TaskState::TaskLost,
+            reason,
+            message,
+        );
+        if task.custom_executor {
+            status.executor_id = Some(v1::ExecutorId {
+                value: task.executor_id.clone(),
+            });
+        }
+        task.state = TaskState::TaskLost;
+        let framework_id = task.framework_id.clone();
+        self.send(&framework_id, &super::update_event(status));
+        let limit = self.cfg.max_completed_tasks_per_framework;
+        if let Some(framework) = self.frameworks.get_mut(&framework_id) {
+            super::push_bounded(&mut framework.completed_tasks, task, limit);
+        }
+    }
+
     /// Gives a task's resources back to its agent (once) and detaches it from
     /// its executor; the command executor exits with its task.
     pub(crate) fn release_task_resources(&mut self, task: &mut Task) {

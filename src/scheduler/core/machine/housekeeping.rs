@@ -21,6 +21,7 @@ impl Machine {
             self.out.dirty = true;
         }
         self.expire_offers(now);
+        self.maintenance_housekeeping(now);
         self.offers.forget_lingering(now);
         self.kill_stuck_tasks(now);
         self.forget_old_terminal_tasks(now);

@@ -27,10 +27,13 @@
 //! - `lag`: how far behind the Mesos stream the machine is;
 //! - `health_log`: health changes on the events page, coalesced per task;
 //! - `commands`: the web layer's commands;
+//! - `maintenance`: offers with `unavailability`, answers to inverse
+//!   offers, tasks moved off an agent before its window;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
 //! - `view`: the snapshot;
 //! - `outbox`: the effects a step collects, and its close (`finish`).
 
+mod audit;
 mod calls;
 mod commands;
 mod forget;
@@ -39,6 +42,7 @@ mod health_log;
 mod housekeeping;
 mod kill_marks;
 mod lag;
+mod maintenance;
 mod outbox;
 mod pacing;
 mod partition;
@@ -77,6 +81,7 @@ use crate::scheduler::spec::service::ServiceSpec;
 use outbox::Outbox;
 
 use framework::Framework;
+pub use maintenance::Window as MaintenanceWindow;
 use service_table::ServiceTable;
 use startup::Startup;
 pub use stats::Stats;
@@ -136,6 +141,8 @@ enum Pending {
     Task(tasks::Step),
     Schedule(schedule::Step),
     Command(commands::Step),
+    /// A maintenance call or audit entry: its answer changes nothing.
+    Maintenance,
 }
 
 /// The leader's state for one term, driven by [`Input`]s. See the module
@@ -156,6 +163,8 @@ pub struct Machine {
     kills: KillQueue,
     offers: OfferRegistry,
     agent_attributes: HashMap<AgentId, Vec<v1::Attribute>>,
+    /// Agents' maintenance windows and the agents being emptied.
+    maintenance: maintenance::Maintenance,
     reconciler: Reconciler,
     /// The task ID source of the term.
     ids: IdSource,
@@ -208,6 +217,7 @@ impl Machine {
             services: ServiceTable::default(),
             tasks: TaskTable::default(),
             agent_attributes: HashMap::new(),
+            maintenance: Default::default(),
             suppressed: false,
             revive: Default::default(),
             launches: schedule::Launches::default(),
@@ -264,6 +274,14 @@ impl Machine {
                 self.lag.applied(now);
                 self.on_rescind(&offer_id, now);
             }
+            Input::InverseOffers(offers) => {
+                self.lag.applied(now);
+                self.on_inverse_offers(offers, now);
+            }
+            Input::RescindInverseOffer(id) => {
+                self.lag.applied(now);
+                self.on_rescind_inverse_offer(&id, now);
+            }
             Input::Updates(statuses) => {
                 self.lag.applied(now);
                 self.on_updates(statuses, now);
@@ -313,6 +331,11 @@ impl Machine {
             Input::Called { id, result } => match self.pending.remove(&id) {
                 Some(Pending::Schedule(step)) => self.on_called(step, result, now),
                 Some(Pending::Command(step)) => self.on_command_called(step, result, now),
+                Some(Pending::Maintenance) => {
+                    if let Err(e) = result {
+                        tracing::warn!(error = %e, "maintenance call failed");
+                    }
+                }
                 Some(other) => self.unexpected(id, &other),
                 None => {}
             },

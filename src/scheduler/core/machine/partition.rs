@@ -19,6 +19,7 @@
 
 use tokio::time::Instant;
 
+use super::audit::Decision;
 use super::{Machine, Pending, schedule, tasks};
 use crate::coordination::Expect;
 use crate::mesos::v1::TaskState;
@@ -65,30 +66,23 @@ impl Machine {
         let Some(record) = self.tasks.get(task).map(|e| e.record.clone()) else {
             return;
         };
-        let entry = serde_json::json!({
-            "at": self.unix(now),
-            "who": "scheduler",
-            "method": "policy",
-            "client": "leader",
-            "via": "scheduler",
-            "action": RETURN_KILL_ACTION,
-            "params": {
-                "service": record.service,
-                "instance": record.instance,
-                "task_id": record.task_id,
-                "agent_id": record.agent_id,
-                "hostname": record.hostname,
+        let outcome = format!("killing {task} on {}: {reason}", record.hostname);
+        self.audit(
+            Decision {
+                method: "policy",
+                action: RETURN_KILL_ACTION,
+                params: serde_json::json!({
+                    "service": record.service,
+                    "instance": record.instance,
+                    "task_id": record.task_id,
+                    "agent_id": record.agent_id,
+                    "hostname": record.hostname,
+                }),
+                reason: reason.to_string(),
+                status: 200,
+                outcome,
             },
-            "reason": reason,
-            "ok": true,
-            "status": 200,
-            "outcome": format!("killing {task} on {}: {reason}", record.hostname),
-            "replica": self.term.replica.advertised_url,
-            "framework_id": self.framework.id.as_ref().map(|id| id.as_str().to_string()),
-        });
-        self.store(
-            StoreOp::AppendAudit(Box::new(entry)),
-            Pending::Task(tasks::Step::Audit),
+            now,
         );
     }
 

@@ -112,11 +112,17 @@ impl Machine {
     pub(super) fn on_offers(&mut self, offers: Vec<v1::Offer>, now: Instant) {
         let at = self.unix(now);
         self.count_offers("received", offers.len());
+        let mut blocked = Vec::new();
         for offer in offers {
             self.agent_attributes
                 .insert((&offer.agent_id).into(), offer.attributes.clone());
+            if !self.offer_usable(&offer, now) {
+                blocked.push(offer.id.value);
+                continue;
+            }
             self.offers.add(offer, now, at);
         }
+        self.decline_blocked(blocked, now);
         self.out.dirty = true;
         self.needs_schedule = true;
     }
@@ -201,7 +207,11 @@ impl Machine {
                 continue;
             };
             let entry = &state.entry;
+            // While an agent is emptied for its window, no service counts
+            // as settled: which of its tasks leave changes without a record
+            // changing.
             if !changed
+                && !self.maintenance.any_leaving()
                 && let Some(settled) = &state.settled
                 && settled.holds_for(entry)
             {
@@ -212,7 +222,23 @@ impl Machine {
             let empty = super::table::ServiceTasks::default();
             let tasks = self.tasks.service(&name).unwrap_or(&empty);
             records_read += tasks.len();
-            let assessment = assess(spec, tasks.records(), at);
+            // Tasks leaving an agent for its maintenance window are not
+            // counted: their instances get replacements, and they are
+            // killed once those are available (`maintenance`).
+            let maintenance = &self.maintenance;
+            let assessment = assess(
+                spec,
+                tasks.records().filter(|r| !maintenance.is_leaving(r)),
+                at,
+            );
+            let leaving_kills = if maintenance.any_leaving() {
+                maintenance.kills(spec, tasks.records(), at)
+            } else {
+                Vec::new()
+            };
+            let leaving = tasks
+                .records()
+                .any(|r| is_live(r) && maintenance.is_leaving(r));
             let halted = entry.halted.is_some();
             let max = self.cfg.upgrade_max_unavailable;
             let replacement = rollout::next_replacement(spec, tasks.records(), max, halted, at);
@@ -221,11 +247,13 @@ impl Machine {
                 && assessment.surplus.is_empty()
                 && assessment.moves.is_empty()
                 && replacement.is_none()
+                && !leaving
                 && progress.complete()
                 // An unreachable task's wait ends by time alone.
                 && assessment.wake_at.is_none();
             state.settled = quiet.then(|| Settled::new(entry, progress.clone()));
             kills.extend(assessment.surplus.iter().cloned());
+            kills.extend(leaving_kills);
             moves.extend(assessment.moves.iter().cloned());
             if let Some(id) = replacement {
                 kills.push((id, "replaced by a newer service spec".into()));

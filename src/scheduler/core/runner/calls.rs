@@ -264,5 +264,45 @@ async fn send(client: Option<SchedulerClient>, call: MesosCall) -> Result<(), Ca
                 .await
         }
         MesosCall::Teardown => client.teardown().await,
+        MesosCall::AnswerInverseOffers {
+            inverse_offer_ids,
+            accept,
+            refuse_seconds,
+        } => {
+            let ids = inverse_offer_ids
+                .into_iter()
+                .map(|value| v1::OfferId { value })
+                .collect();
+            let filters = Some(v1::Filters {
+                refuse_seconds: Some(refuse_seconds),
+            });
+            let (kind, accept_body, decline_body) = if accept {
+                (
+                    call::Type::AcceptInverseOffers,
+                    Some(call::AcceptInverseOffers {
+                        inverse_offer_ids: ids,
+                        filters,
+                    }),
+                    None,
+                )
+            } else {
+                (
+                    call::Type::DeclineInverseOffers,
+                    None,
+                    Some(call::DeclineInverseOffers {
+                        inverse_offer_ids: ids,
+                        filters,
+                    }),
+                )
+            };
+            client
+                .call(Call {
+                    r#type: Some(kind as i32),
+                    accept_inverse_offers: accept_body,
+                    decline_inverse_offers: decline_body,
+                    ..Default::default()
+                })
+                .await
+        }
     }
 }

@@ -359,6 +359,15 @@ impl Runner<'_> {
                         Some(r) => Input::Rescind(r.offer_id.value),
                         None => Input::OtherEvent,
                     },
+                    event::Type::InverseOffers => Input::InverseOffers(
+                        e.inverse_offers
+                            .map(|o| o.inverse_offers)
+                            .unwrap_or_default(),
+                    ),
+                    event::Type::RescindInverseOffer => match e.rescind_inverse_offer {
+                        Some(r) => Input::RescindInverseOffer(r.inverse_offer_id.value),
+                        None => Input::OtherEvent,
+                    },
                     event::Type::Update => {
                         Input::Updates(e.update.map(|u| vec![u.status]).unwrap_or_default())
                     }

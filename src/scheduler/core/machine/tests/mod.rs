@@ -10,6 +10,7 @@ mod determinism;
 mod lag;
 mod launch_reconcile;
 mod lifecycle;
+mod maintenance;
 mod offers;
 mod partition;
 mod properties;
@@ -589,6 +590,8 @@ impl Harness {
                 MesosCall::Revive => "REVIVE",
                 MesosCall::Message { .. } => "MESSAGE",
                 MesosCall::Teardown => "TEARDOWN",
+                MesosCall::AnswerInverseOffers { accept: true, .. } => "ACCEPT_INVERSE_OFFERS",
+                MesosCall::AnswerInverseOffers { accept: false, .. } => "DECLINE_INVERSE_OFFERS",
             })
             .collect()
     }
