@@ -50,6 +50,7 @@ mod scheduler_safety;
 mod scheduler_store;
 mod scheduler_workload;
 mod testbed_degraded;
+mod testbed_drain;
 mod testbed_election;
 mod testbed_fault_api;
 mod testbed_faults;

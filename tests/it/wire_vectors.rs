@@ -168,6 +168,7 @@ fn our_json_mapping_reads_the_masters_json_answer() {
     let ours = json::to_value(&Response {
         r#type: Some(response::Type::GetFrameworks as i32),
         get_frameworks: Some(frameworks),
+        ..Default::default()
     });
     assert_eq!(ours, original);
 }
