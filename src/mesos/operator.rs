@@ -20,6 +20,9 @@ use crate::mesos::media::PROTOBUF;
 use crate::mesos::v1;
 use crate::mesos::v1::master::{Call, Response, call, response};
 
+/// An agent as `GET_AGENTS` describes it (`deactivated`, `drain_info`).
+pub type Agent = response::get_agents::Agent;
+
 /// A framework as `GET_FRAMEWORKS` describes it.
 pub type Framework = response::get_frameworks::Framework;
 
@@ -179,6 +182,27 @@ impl OperatorClient {
             frameworks: list.frameworks,
             completed: list.completed_frameworks,
         })
+    }
+
+    /// Lists the agents registered with the master (`GET_AGENTS`): not the
+    /// unreachable or gone ones.
+    ///
+    /// # Errors
+    /// See [`OperatorError`].
+    pub async fn get_agents(&self) -> Result<Vec<Agent>, OperatorError> {
+        let call = Call {
+            r#type: Some(call::Type::GetAgents as i32),
+            ..Default::default()
+        };
+        let body = self.v1(call).await?;
+        let answer = Response::decode(body).map_err(|e| OperatorError::Decode(e.to_string()))?;
+        if answer.r#type() != response::Type::GetAgents {
+            return Err(OperatorError::Decode(format!(
+                "expected GET_AGENTS, got type {:?}",
+                answer.r#type
+            )));
+        }
+        Ok(answer.get_agents.unwrap_or_default().agents)
     }
 
     /// Tears a framework down: the master kills its tasks and refuses its ID

@@ -18,6 +18,8 @@
 //! - `kill_marks`: a kill or a new instance number stored in the record
 //!   before it is acted on;
 //! - `schedule`: the scheduling pass, placement and launches;
+//! - `agents`: the agent table (drained, deactivated, lost agents) and
+//!   the offers of agents that take no new task;
 //! - `calls`: what follows on the wire: ACCEPT once the records are
 //!   stored, DECLINE, SUPPRESS, REVIVE, KILLs, and their answers;
 //! - `revive`: when a new need for offers must REVIVE;
@@ -29,6 +31,7 @@
 //! - `view`: the snapshot;
 //! - `outbox`: the effects a step collects, and its close (`finish`).
 
+mod agents;
 mod calls;
 mod commands;
 mod forget;
@@ -133,6 +136,8 @@ enum Pending {
     Task(tasks::Step),
     Schedule(schedule::Step),
     Command(commands::Step),
+    /// A GET_AGENTS (`agents`).
+    Agents,
 }
 
 /// The leader's state for one term, driven by [`Input`]s. See the module
@@ -153,6 +158,7 @@ pub struct Machine {
     kills: KillQueue,
     offers: OfferRegistry,
     agent_attributes: HashMap<AgentId, Vec<v1::Attribute>>,
+    agents: agents::AgentTable,
     reconciler: Reconciler,
     /// The task ID source of the term.
     ids: IdSource,
@@ -205,6 +211,7 @@ impl Machine {
             services: ServiceTable::default(),
             tasks: TaskTable::default(),
             agent_attributes: HashMap::new(),
+            agents: Default::default(),
             suppressed: false,
             revive: Default::default(),
             launches: schedule::Launches::default(),
@@ -251,10 +258,12 @@ impl Machine {
         match input {
             Input::Subscribed(info) => {
                 self.lag.applied(now);
+                self.agents.poll_soon();
                 self.on_subscribed(info, now);
             }
             Input::Offers(offers) => {
                 self.lag.applied(now);
+                self.agents_from_offers(&offers, now);
                 self.on_offers(offers, now);
             }
             Input::Rescind(offer_id) => {
@@ -263,10 +272,14 @@ impl Machine {
             }
             Input::Updates(statuses) => {
                 self.lag.applied(now);
+                for status in &statuses {
+                    self.agents_from_update(status, now);
+                }
                 self.on_updates(statuses, now);
             }
             Input::AgentLost(agent_id) => {
                 self.lag.applied(now);
+                self.agent_failed(&agent_id, now);
                 self.on_agent_lost(&agent_id, now);
             }
             Input::ExecutorExited {
@@ -316,6 +329,7 @@ impl Machine {
             Input::Operator { id, answer } => match self.pending.remove(&id) {
                 Some(Pending::Startup(step)) => self.on_startup_operator(step, answer, now),
                 Some(Pending::Framework(step)) => self.on_framework_operator(step, answer, now),
+                Some(Pending::Agents) => self.on_agents_listed(answer, now),
                 Some(other) => self.unexpected(id, &other),
                 None => {}
             },
@@ -406,6 +420,7 @@ impl Machine {
     fn on_tick(&mut self, now: Instant) {
         self.reconcile_tick(now);
         self.send_due_kills(now);
+        self.poll_agents(now);
         if self.framework.restart_at.is_some_and(|t| now >= t) {
             self.start_client(now);
         }

@@ -4,6 +4,7 @@
 //! ticking the machine when it asked to be woken. Tests hold answers back
 //! where the order matters (a write in flight, a lost leadership).
 
+mod agents;
 mod backoff;
 mod commands;
 mod determinism;
