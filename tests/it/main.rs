@@ -40,6 +40,7 @@ mod e2e_dashboard;
 mod executor_agent;
 mod executor_tasks;
 mod pymesos_client;
+mod scheduler_drain;
 mod scheduler_failover;
 mod scheduler_health;
 mod scheduler_offers;
