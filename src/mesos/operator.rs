@@ -165,18 +165,9 @@ impl OperatorClient {
     /// # Errors
     /// See [`OperatorError`].
     pub async fn get_frameworks(&self) -> Result<Frameworks, OperatorError> {
-        let call = Call {
-            r#type: Some(call::Type::GetFrameworks as i32),
-            ..Default::default()
-        };
-        let body = self.v1(call).await?;
-        let answer = Response::decode(body).map_err(|e| OperatorError::Decode(e.to_string()))?;
-        if answer.r#type() != response::Type::GetFrameworks {
-            return Err(OperatorError::Decode(format!(
-                "expected GET_FRAMEWORKS, got type {:?}",
-                answer.r#type
-            )));
-        }
+        let answer = self
+            .get(call::Type::GetFrameworks, response::Type::GetFrameworks)
+            .await?;
         let list = answer.get_frameworks.unwrap_or_default();
         Ok(Frameworks {
             frameworks: list.frameworks,
@@ -190,19 +181,33 @@ impl OperatorClient {
     /// # Errors
     /// See [`OperatorError`].
     pub async fn get_agents(&self) -> Result<Vec<Agent>, OperatorError> {
+        let answer = self
+            .get(call::Type::GetAgents, response::Type::GetAgents)
+            .await?;
+        Ok(answer.get_agents.unwrap_or_default().agents)
+    }
+
+    /// A read-only call of `kind` without fields, whose answer must be of
+    /// type `expected`.
+    async fn get(
+        &self,
+        kind: call::Type,
+        expected: response::Type,
+    ) -> Result<Response, OperatorError> {
         let call = Call {
-            r#type: Some(call::Type::GetAgents as i32),
+            r#type: Some(kind as i32),
             ..Default::default()
         };
         let body = self.v1(call).await?;
         let answer = Response::decode(body).map_err(|e| OperatorError::Decode(e.to_string()))?;
-        if answer.r#type() != response::Type::GetAgents {
+        if answer.r#type() != expected {
             return Err(OperatorError::Decode(format!(
-                "expected GET_AGENTS, got type {:?}",
+                "expected {}, got type {:?}",
+                expected.as_str_name(),
                 answer.r#type
             )));
         }
-        Ok(answer.get_agents.unwrap_or_default().agents)
+        Ok(answer)
     }
 
     /// Tears a framework down: the master kills its tasks and refuses its ID

@@ -63,6 +63,7 @@ mod testbed_operator;
 mod testbed_tasks;
 mod testbed_transport;
 mod web_actions;
+mod web_agents;
 mod web_api;
 mod web_audit;
 mod web_browser;

@@ -86,16 +86,10 @@ fn answer_agents(h: &mut Harness, agents: &[ListedAgent]) {
     h.answer_all();
 }
 
+/// The agents of the tasks launched by the ACCEPTs in `calls`.
 fn launched_on(calls: &[MesosCall]) -> Vec<String> {
-    calls
-        .iter()
-        .filter_map(|c| match c {
-            MesosCall::Accept { operations, .. } => Some(operations),
-            _ => None,
-        })
-        .flatten()
-        .filter_map(|op| op.launch.as_ref())
-        .flat_map(|l| l.task_infos.iter().map(|t| t.agent_id.value.clone()))
+    Harness::launched_infos(calls)
+        .map(|t| t.agent_id.value.clone())
         .collect()
 }
 
