@@ -20,6 +20,9 @@ use crate::mesos::media::PROTOBUF;
 use crate::mesos::v1;
 use crate::mesos::v1::master::{Call, Response, call, response};
 
+/// An agent as `GET_AGENTS` describes it (`deactivated`, `drain_info`).
+pub type Agent = response::get_agents::Agent;
+
 /// A framework as `GET_FRAMEWORKS` describes it.
 pub type Framework = response::get_frameworks::Framework;
 
@@ -162,23 +165,49 @@ impl OperatorClient {
     /// # Errors
     /// See [`OperatorError`].
     pub async fn get_frameworks(&self) -> Result<Frameworks, OperatorError> {
-        let call = Call {
-            r#type: Some(call::Type::GetFrameworks as i32),
-            ..Default::default()
-        };
-        let body = self.v1(call).await?;
-        let answer = Response::decode(body).map_err(|e| OperatorError::Decode(e.to_string()))?;
-        if answer.r#type() != response::Type::GetFrameworks {
-            return Err(OperatorError::Decode(format!(
-                "expected GET_FRAMEWORKS, got type {:?}",
-                answer.r#type
-            )));
-        }
+        let answer = self
+            .get(call::Type::GetFrameworks, response::Type::GetFrameworks)
+            .await?;
         let list = answer.get_frameworks.unwrap_or_default();
         Ok(Frameworks {
             frameworks: list.frameworks,
             completed: list.completed_frameworks,
         })
+    }
+
+    /// Lists the agents registered with the master (`GET_AGENTS`): not the
+    /// unreachable or gone ones.
+    ///
+    /// # Errors
+    /// See [`OperatorError`].
+    pub async fn get_agents(&self) -> Result<Vec<Agent>, OperatorError> {
+        let answer = self
+            .get(call::Type::GetAgents, response::Type::GetAgents)
+            .await?;
+        Ok(answer.get_agents.unwrap_or_default().agents)
+    }
+
+    /// A read-only call of `kind` without fields, whose answer must be of
+    /// type `expected`.
+    async fn get(
+        &self,
+        kind: call::Type,
+        expected: response::Type,
+    ) -> Result<Response, OperatorError> {
+        let call = Call {
+            r#type: Some(kind as i32),
+            ..Default::default()
+        };
+        let body = self.v1(call).await?;
+        let answer = Response::decode(body).map_err(|e| OperatorError::Decode(e.to_string()))?;
+        if answer.r#type() != expected {
+            return Err(OperatorError::Decode(format!(
+                "expected {}, got type {:?}",
+                expected.as_str_name(),
+                answer.r#type
+            )));
+        }
+        Ok(answer)
     }
 
     /// Tears a framework down: the master kills its tasks and refuses its ID

@@ -110,6 +110,72 @@ pub struct FrameworkStatus {
     pub strategy: Strategy,
 }
 
+/// Where an agent stands, as the leader last learnt it (from the master's
+/// `GET_AGENTS` and from its scheduler events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentState {
+    /// Registered and offering: new tasks may go there.
+    Active,
+    /// Lost by the master (FAILURE, TASK_UNREACHABLE, or no longer listed).
+    Unreachable,
+    /// The operator's DRAIN_AGENT is killing its tasks.
+    Draining,
+    /// Drained: no tasks left, deactivated until REACTIVATE_AGENT.
+    Drained,
+    /// DEACTIVATE_AGENT: no offers; its tasks keep running.
+    Deactivated,
+    /// Removed for good (MARK_AGENT_GONE, or a drain with `mark_gone`).
+    Gone,
+}
+
+impl AgentState {
+    /// True when new tasks may be placed on an agent in this state.
+    pub fn takes_new_tasks(self) -> bool {
+        self == AgentState::Active
+    }
+
+    /// The state's name as the pages show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentState::Active => "active",
+            AgentState::Unreachable => "unreachable",
+            AgentState::Draining => "draining",
+            AgentState::Drained => "drained",
+            AgentState::Deactivated => "deactivated",
+            AgentState::Gone => "gone",
+        }
+    }
+}
+
+/// A maintenance window of an agent's machine (`Unavailability` in
+/// `include/mesos/v1/mesos.proto`), as the leader last saw it on an offer
+/// or inverse offer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MaintenanceWindow {
+    /// When it starts, seconds since the UNIX epoch.
+    pub start: f64,
+    /// How long it lasts, seconds; `None` for open-ended.
+    pub duration_seconds: Option<f64>,
+}
+
+/// One agent of the leader's agent table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    /// Agent ID.
+    pub agent_id: AgentId,
+    /// Hostname (empty until an offer or GET_AGENTS named it).
+    pub hostname: String,
+    /// Where it stands.
+    pub state: AgentState,
+    /// Since when, seconds since the UNIX epoch.
+    pub since: f64,
+    /// Its machine's maintenance window, when one is known.
+    pub maintenance: Option<MaintenanceWindow>,
+    /// This framework's live tasks there, sorted.
+    pub tasks: Vec<TaskId>,
+}
+
 /// An offer the leader holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OfferSummary {
@@ -249,6 +315,9 @@ pub struct Snapshot {
     pub tasks: Vec<Arc<TaskRecord>>,
     /// Offers held (leader only).
     pub offers: Vec<OfferSummary>,
+    /// The agent table, by agent ID (leader only).
+    #[serde(default)]
+    pub agents: Vec<AgentStatus>,
     /// Reconciliation runs.
     pub reconciliation: ReconciliationStatus,
     /// Recent events, oldest first.
@@ -306,6 +375,7 @@ impl Snapshot {
             services: Vec::new(),
             tasks: Vec::new(),
             offers: Vec::new(),
+            agents: Vec::new(),
             reconciliation: ReconciliationStatus::default(),
             events: Vec::new(),
             unrecorded_kills: Vec::new(),

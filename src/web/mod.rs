@@ -38,9 +38,9 @@
 //!
 //! | method | path | who | answers |
 //! |---|---|---|---|
-//! | GET | `/`, `/tasks`, `/tasks/{id}`, `/services`, `/offers`, `/replicas`, `/events`, `/actions`, `/audit` | anyone | 200 HTML (400 bad query, 404 unknown task) |
+//! | GET | `/`, `/tasks`, `/tasks/{id}`, `/services`, `/offers`, `/agents`, `/replicas`, `/events`, `/actions`, `/audit` | anyone | 200 HTML (400 bad query, 404 unknown task) |
 //! | GET | `/tasks/{id}/logs/{stdout\|stderr}?offset=` | anyone | 200 HTML, a page of the task's sandbox file ([`logs`]); 400, 404, 410, 502, 503, 504 |
-//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}`, `/audit` | anyone | 200 JSON twins of the pages (400, 404 as problems; `/tasks`, `/events` and `/audit` refuse unknown parameters) |
+//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/agents`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}`, `/audit` | anyone | 200 JSON twins of the pages (400, 404 as problems; `/tasks`, `/events` and `/audit` refuse unknown parameters) |
 //! | GET | `/api/v1/tasks/{id}/logs/{stdout\|stderr}?offset=&length=` | anyone | 200 one read of the sandbox file ([`logs::LogView`]); 400, 404, 410, 502, 503, 504 |
 //! | GET | `/api/v1/history?window=15m\|1h\|6h&points=N` | anyone | 200 the charts' samples and marks ([`history::HistoryView`]); 400 |
 //! | GET | `/api/v1/stream` | anyone | server-sent events, one per snapshot |
@@ -78,6 +78,7 @@
 //! while. See [`auth`] for the details.
 
 pub mod actions;
+pub mod agents;
 pub mod api;
 pub mod assets;
 pub mod audit;
@@ -397,11 +398,12 @@ impl App {
 /// HTML page or, under `/api/`, a JSON problem.
 pub fn router(state: AppState) -> Router {
     // Pages with a JSON twin at `/api/v1` + the same path.
-    let twins: [(&str, MethodRouter<AppState>, MethodRouter<AppState>); 10] = [
+    let twins: [(&str, MethodRouter<AppState>, MethodRouter<AppState>); 11] = [
         ("/tasks", get(pages::tasks), get(api::tasks)),
         ("/tasks/{id}", get(pages::task), get(api::task)),
         ("/tasks/{id}/logs/{file}", get(logs::page), get(logs::api)),
         ("/offers", get(pages::offers), get(api::offers)),
+        ("/agents", get(agents::page), get(agents::api)),
         ("/replicas", get(pages::replicas), get(api::replicas)),
         ("/events", get(pages::events), get(api::events)),
         ("/services", get(pages::services), get(api::services)),

@@ -261,6 +261,11 @@ pub enum OperatorOp {
     },
     /// TEARDOWN of a framework ID.
     Teardown(String),
+    /// GET_AGENTS, given up after `within`.
+    ListAgents {
+        /// How long to wait at most.
+        within: Duration,
+    },
 }
 
 /// Why an operator call gave no answer.
@@ -287,6 +292,8 @@ pub enum OperatorAnswer {
     Frameworks(Result<Frameworks, OperatorFailure>),
     /// TEARDOWN.
     TornDown(Result<(), OperatorFailure>),
+    /// GET_AGENTS.
+    Agents(Result<Vec<crate::mesos::operator::Agent>, OperatorFailure>),
 }
 
 /// What the machine asks for.

@@ -9,6 +9,7 @@
 //! | `GET /testbed/agents` | `{"agents": [AgentView…]}` |
 //! | `POST /testbed/agents/{agent_id}/unreachable` | the agent stops answering health checks: TASK_LOST (REASON_AGENT_REMOVED, no uuid), FAILURE{agent_id}, RESCIND of its offers |
 //! | `POST /testbed/agents/{agent_id}/reachable` | the agent re-registers with its tasks: TASK_RUNNING (REASON_AGENT_REREGISTERED) |
+//! | `POST /testbed/agents/{agent_id}/partition` `{"seconds": N}` | the agent is unreachable now (as `unreachable`) and reachable again after `N` seconds (at most one hour) with its tasks (`master/partition.rs`) |
 //! | `POST /testbed/agents/{agent_id}/gone` | the operator's MARK_AGENT_GONE (also served on `/api/v1`): TASK_GONE_BY_OPERATOR (TASK_LOST if not PARTITION_AWARE), RESCIND, FAILURE; the agent never returns (`master/gone.rs`) |
 //! | `POST /testbed/frameworks/{framework_id}/drop-stream` | cut the framework's subscription without a terminating chunk |
 //! | `POST /testbed/heartbeats/stop` `{"framework_id": "…"}` (optional) | stop HEARTBEAT events (for one framework or all) |
@@ -89,6 +90,10 @@ pub(crate) fn routes() -> Router<App> {
             json_only(post(reachable)),
         )
         .route("/testbed/agents/{agent_id}/gone", json_only(post(gone)))
+        .route(
+            "/testbed/agents/{agent_id}/partition",
+            json_only(post(partition)),
+        )
         .route(
             "/testbed/frameworks/{framework_id}/drop-stream",
             json_only(post(drop_stream)),
@@ -379,6 +384,36 @@ async fn reachable(State(app): State<App>, Path(agent_id): Path<String>) -> Resp
         return refusal;
     }
     master.agent_reachable(&agent_id);
+    done()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PartitionBody {
+    seconds: f64,
+}
+
+async fn partition(
+    State(app): State<App>,
+    Path(agent_id): Path<String>,
+    Required(body): Required<PartitionBody>,
+) -> Response {
+    let ms = body.seconds * 1000.0;
+    if !(0.0..=MAX_DELAY_MS as f64).contains(&ms) {
+        return bad_request(format!(
+            "seconds must be between 0 and 3600, got {}",
+            body.seconds
+        ));
+    }
+    let duration = match bounded_delay("seconds", ms as u64) {
+        Ok(duration) => duration,
+        Err(error) => return bad_request(error),
+    };
+    let mut master = app.lock();
+    if let Some(refusal) = agent_refusal(&master, &agent_id) {
+        return refusal;
+    }
+    master.partition_agent(&agent_id, duration);
     done()
 }
 

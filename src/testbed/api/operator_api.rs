@@ -1,6 +1,7 @@
-//! The operator API subset (`POST /api/v1`: GET_FRAMEWORKS, TEARDOWN, the
-//! maintenance calls — in `maintenance_api.rs` —,
-//! MARK_AGENT_GONE — the last in `master/gone.rs`) and the
+//! The operator API subset (`POST /api/v1`: GET_FRAMEWORKS, GET_AGENTS,
+//! TEARDOWN, the maintenance calls — in `maintenance_api.rs` —,
+//! MARK_AGENT_GONE — in `master/gone.rs` — and DRAIN_AGENT,
+//! DEACTIVATE_AGENT and REACTIVATE_AGENT — in `master/drain.rs`) and the
 //! legacy endpoints `/master/teardown`, `/master/state`, `/master/frameworks`,
 //! `/master/slaves` and `/master/redirect` (each also without the `/master` prefix, as the
 //! master's HTTP delegate serves them). Sources: `src/master/http.cpp`
@@ -128,6 +129,17 @@ fn handle(
                 }
             }
         },
+        call::Type::GetAgents => {
+            let answer = OperatorResponse {
+                r#type: Some(response::Type::GetAgents as i32),
+                get_agents: Some(master.get_agents()),
+                ..Default::default()
+            };
+            answer_with(accept, &answer)
+        }
+        call::Type::DrainAgent | call::Type::DeactivateAgent | call::Type::ReactivateAgent => {
+            agent_hold(master, &call)
+        }
         _ => text(
             StatusCode::NOT_IMPLEMENTED,
             "This operator call is not simulated by mesos-testbed",
@@ -151,6 +163,39 @@ pub(super) fn answer_with(accept: Encoding, answer: &OperatorResponse) -> Respon
         body,
     )
         .into_response()
+}
+
+/// DRAIN_AGENT, DEACTIVATE_AGENT and REACTIVATE_AGENT (`master/drain.rs`):
+/// 200 with an empty body, or 400 with the master's text (capture u).
+fn agent_hold(master: &mut Master, call: &Call) -> Response {
+    let missing = |field: &str| {
+        text(
+            StatusCode::BAD_REQUEST,
+            format!("Failed to validate master::Call: Expecting '{field}' to be present"),
+        )
+    };
+    let result = match call.r#type() {
+        call::Type::DrainAgent => match &call.drain_agent {
+            None => return missing("drain_agent"),
+            Some(d) => master.drain_agent(
+                &d.agent_id.value,
+                d.max_grace_period.as_ref(),
+                d.mark_gone(),
+            ),
+        },
+        call::Type::DeactivateAgent => match &call.deactivate_agent {
+            None => return missing("deactivate_agent"),
+            Some(d) => master.deactivate_agent(&d.agent_id.value),
+        },
+        _ => match &call.reactivate_agent {
+            None => return missing("reactivate_agent"),
+            Some(r) => master.reactivate_agent(&r.agent_id.value),
+        },
+    };
+    match result {
+        Ok(()) => empty(StatusCode::OK),
+        Err(body) => text(StatusCode::BAD_REQUEST, body),
+    }
 }
 
 /// Operator teardown of an active or inactive framework: 200 and an empty

@@ -82,7 +82,7 @@ impl Master {
         let mut batches: Vec<(String, Vec<v1::Offer>)> = Vec::new();
         for index in 0..self.agents.len() {
             let agent = &self.agents[index];
-            if agent.state != AgentState::Registered {
+            if agent.state != AgentState::Registered || self.holds.deactivated(&agent.id) {
                 continue;
             }
             let free = agent.available();

@@ -28,6 +28,7 @@
 pub(super) mod agent_side;
 pub(super) mod allocator;
 pub(super) mod calls;
+pub(super) mod drain;
 pub(super) mod election;
 pub(super) mod executor_table;
 pub(super) mod faults;
@@ -36,6 +37,7 @@ pub(super) mod gone;
 pub(super) mod launch;
 pub(super) mod maintenance;
 pub(super) mod operations;
+pub(super) mod partition;
 pub(super) mod processes;
 pub(super) mod stream;
 pub(super) mod task_table;
@@ -318,6 +320,8 @@ pub(crate) struct Master {
     pub tasks: TaskTable,
     /// Tasks on unreachable agents.
     pub unreachable_tasks: TaskTable,
+    /// Agents deactivated or drained by the operator (`master/drain.rs`).
+    pub(crate) holds: self::drain::AgentHolds,
     pub offers: HashMap<String, self::allocator::OfferRecord>,
     pub calls: CallLog,
     pub faults: Faults,
@@ -380,6 +384,7 @@ impl Master {
             agent_indexes,
             tasks: TaskTable::default(),
             unreachable_tasks: TaskTable::default(),
+            holds: Default::default(),
             offers: HashMap::new(),
             calls: CallLog::default(),
             faults: Faults::default(),

@@ -140,6 +140,7 @@ impl Master {
                 );
             }
         }
+        self.drain_on_reregistration(agent_id);
         true
     }
 }

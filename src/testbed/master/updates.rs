@@ -195,6 +195,7 @@ impl Master {
                     push_bounded(&mut framework.completed_tasks, task, limit);
                 }
             }
+            self.drain_progress(&ack.agent_id.value);
         } else if !task.pending.is_empty() {
             self.forward_head(framework_id, &ack.task_id.value);
         }

@@ -18,6 +18,8 @@
 //! - `kill_marks`: a kill or a new instance number stored in the record
 //!   before it is acted on;
 //! - `schedule`: the scheduling pass, placement and launches;
+//! - `agents`: the agent table (drained, deactivated, lost agents) and
+//!   the offers of agents that take no new task;
 //! - `calls`: what follows on the wire: ACCEPT once the records are
 //!   stored, DECLINE, SUPPRESS, REVIVE, KILLs, and their answers;
 //! - `revive`: when a new need for offers must REVIVE;
@@ -33,6 +35,7 @@
 //! - `view`: the snapshot;
 //! - `outbox`: the effects a step collects, and its close (`finish`).
 
+mod agents;
 mod audit;
 mod calls;
 mod commands;
@@ -143,6 +146,8 @@ enum Pending {
     Command(commands::Step),
     /// A maintenance call or audit entry: its answer changes nothing.
     Maintenance,
+    /// A GET_AGENTS (`agents`).
+    Agents,
 }
 
 /// The leader's state for one term, driven by [`Input`]s. See the module
@@ -165,6 +170,7 @@ pub struct Machine {
     agent_attributes: HashMap<AgentId, Vec<v1::Attribute>>,
     /// Agents' maintenance windows and the agents being emptied.
     maintenance: maintenance::Maintenance,
+    agents: agents::AgentTable,
     reconciler: Reconciler,
     /// The task ID source of the term.
     ids: IdSource,
@@ -218,6 +224,7 @@ impl Machine {
             tasks: TaskTable::default(),
             agent_attributes: HashMap::new(),
             maintenance: Default::default(),
+            agents: Default::default(),
             suppressed: false,
             revive: Default::default(),
             launches: schedule::Launches::default(),
@@ -264,10 +271,12 @@ impl Machine {
         match input {
             Input::Subscribed(info) => {
                 self.lag.applied(now);
+                self.agents.poll_soon();
                 self.on_subscribed(info, now);
             }
             Input::Offers(offers) => {
                 self.lag.applied(now);
+                self.agents_from_offers(&offers, now);
                 self.on_offers(offers, now);
             }
             Input::Rescind(offer_id) => {
@@ -284,10 +293,14 @@ impl Machine {
             }
             Input::Updates(statuses) => {
                 self.lag.applied(now);
+                for status in &statuses {
+                    self.agents_from_update(status, now);
+                }
                 self.on_updates(statuses, now);
             }
             Input::AgentLost(agent_id) => {
                 self.lag.applied(now);
+                self.agent_failed(&agent_id, now);
                 self.on_agent_lost(&agent_id, now);
             }
             Input::ExecutorExited {
@@ -342,6 +355,7 @@ impl Machine {
             Input::Operator { id, answer } => match self.pending.remove(&id) {
                 Some(Pending::Startup(step)) => self.on_startup_operator(step, answer, now),
                 Some(Pending::Framework(step)) => self.on_framework_operator(step, answer, now),
+                Some(Pending::Agents) => self.on_agents_listed(answer, now),
                 Some(other) => self.unexpected(id, &other),
                 None => {}
             },
@@ -432,6 +446,7 @@ impl Machine {
     fn on_tick(&mut self, now: Instant) {
         self.reconcile_tick(now);
         self.send_due_kills(now);
+        self.poll_agents(now);
         if self.framework.restart_at.is_some_and(|t| now >= t) {
             self.start_client(now);
         }

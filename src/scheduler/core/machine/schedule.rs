@@ -170,6 +170,7 @@ impl Machine {
         if !self.may_schedule() {
             return;
         }
+        self.decline_held_agents(now);
         let mut kills: Vec<(TaskId, String)> = Vec::new();
         let mut moves: Vec<(TaskId, u32)> = Vec::new();
         let orphaned: Vec<String> = self

@@ -141,6 +141,7 @@ impl Machine {
                 self.shown_tasks.clone()
             },
             offers,
+            agents: self.agent_statuses(),
             reconciliation: self.reconciler.status(),
             events: self.out.events.iter().cloned().collect(),
             unrecorded_kills: self

@@ -483,6 +483,15 @@ impl Runner<'_> {
                     };
                     OperatorAnswer::Frameworks(listed)
                 }
+                OperatorOp::ListAgents { within } => OperatorAnswer::Agents(
+                    match tokio::time::timeout(within, operator.get_agents()).await {
+                        Ok(answer) => answer.map_err(OperatorFailure::Failed),
+                        Err(_) => Err(OperatorFailure::TimedOut {
+                            after: within,
+                            no_leader: operator.detector().problem(),
+                        }),
+                    },
+                ),
                 OperatorOp::Teardown(framework_id) => OperatorAnswer::TornDown(
                     operator
                         .teardown(&framework_id)

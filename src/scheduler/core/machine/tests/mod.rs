@@ -4,6 +4,7 @@
 //! ticking the machine when it asked to be woken. Tests hold answers back
 //! where the order matters (a write in flight, a lost leadership).
 
+mod agents;
 mod backoff;
 mod commands;
 mod determinism;
@@ -554,6 +555,13 @@ impl Harness {
 
     /// The task IDs launched by the ACCEPTs in `calls`.
     fn launched(calls: &[MesosCall]) -> Vec<String> {
+        Self::launched_infos(calls)
+            .map(|t| t.task_id.value.clone())
+            .collect()
+    }
+
+    /// The tasks launched by the ACCEPTs in `calls`.
+    fn launched_infos(calls: &[MesosCall]) -> impl Iterator<Item = &v1::TaskInfo> {
         calls
             .iter()
             .filter_map(|c| match c {
@@ -562,8 +570,7 @@ impl Harness {
             })
             .flatten()
             .filter_map(|op| op.launch.as_ref())
-            .flat_map(|l| l.task_infos.iter().map(|t| t.task_id.value.clone()))
-            .collect()
+            .flat_map(|l| l.task_infos.iter())
     }
 
     /// The latest snapshot (forcing one out if the throttle held it).

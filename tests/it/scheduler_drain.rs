@@ -1,0 +1,185 @@
+//! The operator drains an agent on the master (`DRAIN_AGENT`, the testbed
+//! imitating capture u): the scheduler acknowledges the drain's updates
+//! within a second, replaces the tasks on other agents without restart
+//! backoff, shows the agent draining then drained (snapshot and
+//! `/api/v1/agents`), and places nothing there until `REACTIVATE_AGENT`.
+//! Real ZooKeeper, in-process replica, testbed master.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use mesos_appliance::mesos::v1::TaskState;
+use mesos_appliance::scheduler::Snapshot;
+use mesos_appliance::scheduler::snapshot::AgentState;
+use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use mesos_appliance::web::agents::AgentsView;
+use serde_json::json;
+use support::appliance::{Replica, core_config, running, services};
+use support::zookeeper::ZkServer;
+use tokio::time::Instant;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn web(instances: u32) -> mesos_appliance::scheduler::ServiceSpec {
+    services(
+        json!([{"name": "web", "command": "sleep 100000", "cpus": 0.1, "mem": 32,
+        "instances": instances, "constraints": ["hostname:UNIQUE"],
+        "restart_backoff": "20s", "restart_backoff_max": "60s"}]),
+    )
+    .remove(0)
+}
+
+fn agent_state(s: &Snapshot, agent: &str) -> Option<AgentState> {
+    s.agents
+        .iter()
+        .find(|a| a.agent_id.as_str() == agent)
+        .map(|a| a.state)
+}
+
+/// Live `web` tasks by agent.
+fn live_agents(s: &Snapshot) -> Vec<String> {
+    s.tasks
+        .iter()
+        .filter(|t| t.service == "web" && t.state == TaskState::TaskRunning && t.kill.is_none())
+        .map(|t| t.agent_id.to_string())
+        .collect()
+}
+
+async fn operator(tb: &Testbed, body: serde_json::Value) {
+    let answer = support::mesos::operator(&tb.url(), body).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_agent_s_tasks_are_replaced_at_once_and_it_gets_nothing_until_reactivated() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(4)).await.unwrap();
+    let replica = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        vec![web(3)],
+        core_config(),
+    )
+    .await;
+    let s = replica
+        .wait_for("3 running", WAIT, |s| running(s, "web") == 3)
+        .await;
+    let before: BTreeSet<String> = live_agents(&s).into_iter().collect();
+    let drained = before.iter().next().unwrap().clone();
+    let old: Vec<String> = s
+        .tasks
+        .iter()
+        .filter(|t| t.agent_id.as_str() == drained)
+        .map(|t| t.task_id.to_string())
+        .collect();
+    assert_eq!(old.len(), 1);
+
+    // Watch every snapshot for the agent's states, in order.
+    let mut rx = replica.handle.subscribe();
+    let watched = drained.clone();
+    let seen = tokio::spawn(async move {
+        let mut states: Vec<AgentState> = Vec::new();
+        while rx.changed().await.is_ok() {
+            let state = agent_state(&rx.borrow_and_update(), &watched);
+            if let Some(state) = state
+                && states.last() != Some(&state)
+            {
+                states.push(state);
+                if state == AgentState::Drained {
+                    break;
+                }
+            }
+        }
+        states
+    });
+
+    let drained_at = Instant::now();
+    operator(
+        &tb,
+        json!({"type": "DRAIN_AGENT", "drain_agent": {"agent_id": {"value": drained},
+            "max_grace_period": {"seconds": 5}}}),
+    )
+    .await;
+    // Acknowledged within 1 s: an acknowledged terminal update ends the
+    // task on the master (it leaves the live tasks).
+    loop {
+        let acked = !tb.tasks().iter().any(|t| t.task_id == old[0]);
+        if acked {
+            break;
+        }
+        assert!(
+            drained_at.elapsed() < Duration::from_secs(1),
+            "TASK_KILLED of {} not acknowledged within 1 s",
+            old[0]
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let acked_after = drained_at.elapsed();
+    // Replaced on another agent, without the 20 s restart backoff.
+    let s = replica
+        .wait_for("3 running again", Duration::from_secs(10), |s| {
+            running(s, "web") == 3 && !live_agents(s).contains(&drained)
+        })
+        .await;
+    let replaced_after = drained_at.elapsed();
+    assert!(
+        replaced_after < Duration::from_secs(10),
+        "{replaced_after:?}"
+    );
+    let status = s.services.iter().find(|x| x.spec.name == "web").unwrap();
+    assert_eq!(status.consecutive_failures, 0);
+    assert!(status.next_launch_after.is_none());
+
+    let states = tokio::time::timeout(Duration::from_secs(15), seen)
+        .await
+        .expect("the agent shows DRAINED (GET_AGENTS poll)")
+        .unwrap();
+    assert_eq!(
+        states
+            .iter()
+            .filter(|s| **s != AgentState::Active)
+            .collect::<Vec<_>>(),
+        [&AgentState::Draining, &AgentState::Drained],
+        "{states:?}"
+    );
+    // The JSON twin shows it too.
+    let view = serde_json::to_value(AgentsView::new(&replica.snapshot())).unwrap();
+    let entry = view["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["agent_id"] == drained.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(entry["state"], "drained");
+    assert!(entry["hostname"].as_str().is_some_and(|h| !h.is_empty()));
+
+    // A fourth instance can only go to the drained agent (hostname:UNIQUE):
+    // it waits until REACTIVATE_AGENT.
+    replica.put_service(web(4)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let s = replica.snapshot();
+    assert_eq!(running(&s, "web"), 3);
+    assert!(!live_agents(&s).contains(&drained));
+    let reactivated_at = Instant::now();
+    operator(
+        &tb,
+        json!({"type": "REACTIVATE_AGENT", "reactivate_agent": {"agent_id": {"value": drained}}}),
+    )
+    .await;
+    let s = replica
+        .wait_for("4 running", Duration::from_secs(20), |s| {
+            running(s, "web") == 4 && live_agents(s).contains(&drained)
+        })
+        .await;
+    assert_eq!(agent_state(&s, &drained), Some(AgentState::Active));
+    eprintln!(
+        "drain: acknowledged after {acked_after:?}, replaced after {replaced_after:?}; \
+         back on the agent {:?} after REACTIVATE_AGENT",
+        reactivated_at.elapsed()
+    );
+    replica.stop().await;
+}
