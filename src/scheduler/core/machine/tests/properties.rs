@@ -149,7 +149,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..SERVICES.len() as u8, any::<bool>())
             .prop_map(|(service, rollback)| Op::Rollout { service, rollback }),
         1 => any::<bool>().prop_map(|explicit| Op::Reconcile { explicit }),
-        1 => Just(Op::Settle),
+        2 => Just(Op::Settle),
     ]
 }
 
@@ -498,9 +498,10 @@ impl World {
         self.offers.push(id);
     }
 
-    /// SUBSCRIBED, when the client runs and has no subscription.
+    /// SUBSCRIBED, when the client runs and has no subscription; or to an
+    /// ended term (an event already on its way when the term ended).
     fn subscribe(&mut self, master: u8) {
-        if self.subscribed || self.deposed || self.h.started_clients == self.clients_before {
+        if self.subscribed || self.h.started_clients == self.clients_before {
             return;
         }
         self.subscribed = true;
