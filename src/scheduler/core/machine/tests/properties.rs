@@ -757,6 +757,7 @@ fn the_generator_reaches_every_invariant() {
         let (running, ops) = case().new_tree(&mut runner).expect("a case").current();
         total.add(run_case(running, &ops).expect("the invariants hold"));
     }
+    eprintln!("reached: {total:?}");
     assert!(total.replacements > 0, "{total:?}");
     assert!(total.settled > 0, "{total:?}");
     assert!(total.terms > 0, "{total:?}");
