@@ -3,7 +3,7 @@
 //! the moment of an effect). See `docs/architecture.md`, "Property tests
 //! of the core", for what is covered and how a failure replays.
 //!
-//! The inputs ([`Op`]): offers and rescinds; status updates in any state,
+//! The inputs ([`Op`]): offers, rescinds and lost agents; status updates in any state,
 //! duplicated, stale or for tasks nobody launched; health-check results;
 //! the master's reconciliation answers; store answers that succeed or fail
 //! (late ones: every answer waits for its own step); Mesos call answers
@@ -64,6 +64,8 @@ enum Op {
     Offer { agent: u8, cpus: u8 },
     /// RESCIND of offer `pick` (modulo the offers sent).
     Rescind { pick: u8 },
+    /// FAILURE of agent `agent`: its offers are void.
+    AgentLost { agent: u8 },
     /// An update of known task `pick` (modulo; one past the end is a task
     /// nobody launched), sent twice when `twice`.
     Update { pick: u8, state: u8, twice: bool },
@@ -124,6 +126,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0..3u8, 1..5u8).prop_map(|(agent, cpus)| Op::Offer { agent, cpus }),
         1 => any::<u8>().prop_map(|pick| Op::Rescind { pick }),
+        1 => (0..3u8).prop_map(|agent| Op::AgentLost { agent }),
         4 => (any::<u8>(), 0..STATES.len() as u8, any::<bool>())
             .prop_map(|(pick, state, twice)| Op::Update { pick, state, twice }),
         2 => (any::<u8>(), prop::bool::weighted(0.8))
@@ -390,6 +393,10 @@ impl World {
                     let id = self.offers[usize::from(pick) % self.offers.len()].clone();
                     self.h.feed(Input::Rescind(id));
                 }
+            }
+            Op::AgentLost { agent } => {
+                self.h
+                    .feed(Input::AgentLost(format!("agent-{agent}").into()));
             }
             Op::Update { pick, state, twice } => {
                 let task = self.task(pick);
