@@ -137,8 +137,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => prop::bool::weighted(0.85).prop_map(|ok| Op::Calls { ok }),
         2 => (0..12u8).prop_map(|seconds| Op::Wait { seconds }),
         1 => any::<bool>().prop_map(|leader_changed| Op::Disconnect { leader_changed }),
-        1 => (0..2u8).prop_map(|master| Op::Subscribe { master }),
-        1 => (0..3u8, any::<bool>()).prop_map(|(how, land)| Op::Depose { how, land }),
+        2 => (0..2u8).prop_map(|master| Op::Subscribe { master }),
+        2 => (0..3u8, any::<bool>()).prop_map(|(how, land)| Op::Depose { how, land }),
         1 => Just(Op::Regain),
         2 => (0..SERVICES.len() as u8, 0..5u8, 0..3u8, any::<bool>()).prop_map(
             |(service, instances, version, checked)| Op::Put {
