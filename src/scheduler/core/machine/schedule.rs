@@ -256,6 +256,16 @@ impl Machine {
             kills.extend(assessment.surplus.iter().cloned());
             kills.extend(leaving_kills);
             moves.extend(assessment.moves.iter().cloned());
+            // A task whose record is being written may be up already (a
+            // RUNNING or healthy update in flight) although the stored
+            // record says it is down: its kill would wait behind that
+            // write and land on an available task. The pass that follows
+            // the write decides on it again.
+            let replacement = replacement.filter(|id| {
+                self.tasks
+                    .get(id.as_str())
+                    .is_none_or(|entry| !entry.writing)
+            });
             if let Some(id) = replacement {
                 kills.push((id, "replaced by a newer service spec".into()));
             }

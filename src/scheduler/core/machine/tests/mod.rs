@@ -284,6 +284,12 @@ struct Harness {
     /// Every [`Effects`](crate::scheduler::core::io::Effects) the machine
     /// returned, Debug-formatted, in order (to compare two runs).
     trace: Vec<String>,
+    /// Looks at each effect as it comes, before the harness takes it, with
+    /// the store as the machine knew it when deciding (the property tests'
+    /// checks that only hold at that moment); what it reports is kept in
+    /// `violations`.
+    watch: Option<fn(&Harness, &Effect) -> Option<String>>,
+    violations: Vec<String>,
 }
 
 /// The seed of the task ID source in tests that do not choose one.
@@ -359,6 +365,8 @@ impl Harness {
             wake_at: None,
             next_reply: 0,
             trace: Vec::new(),
+            watch: None,
+            violations: Vec::new(),
         }
     }
 
@@ -384,6 +392,11 @@ impl Harness {
     fn take(&mut self, effects: crate::scheduler::core::io::Effects) {
         self.trace.push(format!("{effects:?}"));
         for effect in effects.items {
+            if let Some(watch) = self.watch
+                && let Some(violation) = watch(self, &effect)
+            {
+                self.violations.push(violation);
+            }
             match effect {
                 Effect::Store { id, op } => self.stores.push_back((id, op)),
                 Effect::Call { id, call } => {

@@ -411,3 +411,49 @@ async fn a_flapping_task_adds_one_health_event_per_window() {
     );
     assert_eq!(events(&h), 2);
 }
+
+/// Found by the property tests (`properties`): a rollout replaces a down
+/// outdated task at once, but one whose record is being written may be up
+/// already. Here instance 0's RUNNING update is being stored when the new
+/// spec arrives; the scheduling pass saw it STAGING (down) and marked it
+/// for a kill behind the write, although by then it was available while
+/// instance 1 was not — one available instance fewer than the rule allows.
+/// The pass now decides on such a task once its write is stored.
+#[tokio::test(start_paused = true)]
+async fn a_rollout_does_not_kill_a_task_whose_running_update_is_being_stored() {
+    let old = checked(2, "sleep 1000");
+    let new = checked(2, "sleep 2000");
+    // Launched as the term starts (not stuck in STAGING).
+    let staging = |instance| TaskRecord {
+        state: TaskState::TaskStaging,
+        launched_at: 1_000_000.0,
+        updated_at: 1_000_000.0,
+        ..running_record("web", instance, &old)
+    };
+    let mut h = Harness::leader(std::slice::from_ref(&old), &[staging(0), staging(1)]);
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    // RUNNING and healthy: both writes wait in instance 0's queue.
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("r0")));
+    h.update(health("web.0.stored", true, "h0"));
+    h.advance(Duration::from_secs(6)).await;
+    h.command(Request::PutService(Box::new(valid(new))));
+    // The service write is answered first, the task's after it.
+    let at = h
+        .stores
+        .iter()
+        .position(|(_, op)| matches!(op, StoreOp::PutService(..)))
+        .expect("the service write");
+    let (id, op) = h.stores.remove(at).expect("the service write");
+    let result = h.store.apply(op);
+    h.feed(Input::Stored { id, result });
+    h.answer_all();
+    assert_eq!(
+        h.stored("web.0.stored").unwrap().state,
+        TaskState::TaskRunning
+    );
+    // Instance 1 (down) is replaced; instance 0 (healthy since 6 s) stays
+    // until instance 1's replacement is available.
+    assert_eq!(h.marked(), ["web.1.stored"], "{:#?}", h.logs);
+}
