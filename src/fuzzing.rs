@@ -160,9 +160,9 @@ fn decoded_bound(n: usize) -> usize {
 ///   through the client's own decoding pipeline with a 64 KiB record limit.
 /// - JSON: the rest is one event in Mesos' JSON mapping.
 ///
-/// Invariants: no panic; each event decoded re-encodes within
-/// [`decoded_bound`] of its record; the stream yields at most one event per
-/// record; an error ends the stream.
+/// Invariants: no panic; the events decoded re-encode within
+/// `decoded_bound` of the bytes they came from; a framing error ends the
+/// stream (a record that is not an event does not).
 pub fn scheduler_event(data: &[u8]) {
     use crate::mesos::v1::scheduler::Event;
     let (choice, rest) = split_first(data);
@@ -212,7 +212,7 @@ pub fn scheduler_event(data: &[u8]) {
 /// and health check ([`crate::executor::health::HealthPolicy::from_proto`]).
 /// The first byte's low bit picks the encoding; the rest is one event.
 ///
-/// Invariants: no panic; the event re-encodes within [`decoded_bound`].
+/// Invariants: no panic; the event re-encodes within `decoded_bound`.
 pub fn executor_event(data: &[u8]) {
     use crate::executor::health::HealthPolicy;
     use crate::mesos::v1::executor::event;
