@@ -33,6 +33,7 @@ FLOORS = [
     {"scheduler"},
     {"web", "testbed"},
     {"app"},
+    {"fuzzing"},
 ]
 FLOOR = {name: i for i, floor in enumerate(FLOORS) for name in floor}
 

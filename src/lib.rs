@@ -52,6 +52,9 @@
 //! - [`app`] wires the layers into processes: the command line, `serve`,
 //!   `uninstall`, `demo`. Start reading here to follow a replica from its
 //!   flags to its first SUBSCRIBE.
+//! - `fuzzing` (hidden from these docs): the bodies of the fuzz targets in
+//!   `fuzz/`, one function per decoder, and the replay of their corpora in
+//!   `cargo test` (`docs/fuzzing.md`).
 //!
 //! # Where the reasons are written down
 //!
@@ -79,6 +82,8 @@ pub mod app;
 pub mod backoff;
 pub mod coordination;
 pub mod executor;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod mesos;
 pub mod scheduler;
 pub mod testbed;

@@ -184,7 +184,7 @@ async fn refused(status: u16, response: reqwest::Response) -> ConnectionError {
 }
 
 /// Decodes one record in the subscription's encoding.
-fn decode_event(encoding: Encoding, record: &[u8]) -> Result<Event, ConnectionError> {
+pub(crate) fn decode_event(encoding: Encoding, record: &[u8]) -> Result<Event, ConnectionError> {
     match encoding {
         Encoding::Protobuf => {
             Event::decode(record).map_err(|e| ConnectionError::Decode(e.to_string()))

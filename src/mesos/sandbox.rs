@@ -356,29 +356,13 @@ impl SandboxClient {
         let read =
             |offset: i64, length: u64| self.read_at(&files, &path, agent, sandbox, offset, length);
         let (size, _) = read(-1, 0).await?;
-        // An offset past the end reads nothing at the end: the size stays
-        // the file's, so a follower waits for bytes that will come.
-        let start = match offset {
-            Some(offset) => offset.min(size),
-            None => size.saturating_sub(length),
-        };
+        let start = start_of(size, offset, length);
         let (at, data) = if start >= size || length == 0 {
             (start, String::new())
         } else {
             read(start as i64, length).await?
         };
-        // Decoded lossily, the text may hold more bytes than were read;
-        // the file's bytes read are what the agent answered, bounded.
-        let read_bytes = raw_len(&data).min(length);
-        Ok(Chunk {
-            offset: at,
-            length: read_bytes,
-            size: size.max(at + read_bytes),
-            next_offset: at + read_bytes,
-            data,
-            agent: files,
-            path,
-        })
+        Ok(chunk_of(size, at, data, length, files, path))
     }
 
     /// One `/files/read` call: the offset answered and the data.
@@ -403,14 +387,7 @@ impl SandboxClient {
                 sandbox.agent_id
             )));
         }
-        let value = json_of("the agent's files API", status, &body)?;
-        match (value["offset"].as_u64(), value["data"].as_str()) {
-            (Some(at), Some(data)) => Ok((at, data.to_string())),
-            _ => Err(SandboxError::Unexpected {
-                what: "the agent's files API".into(),
-                detail: "no data and offset".into(),
-            }),
-        }
+        files_answer(status, &body)
     }
 
     fn forget(&self, agent: &str, sandbox: &SandboxRef) {
@@ -420,6 +397,57 @@ impl SandboxClient {
             sandbox.executor_id.clone(),
         );
         forget(&self.directories, &key);
+    }
+}
+
+/// Where the read of `length` bytes from `offset` (`None`: the last
+/// `length` bytes) starts in a file of `size` bytes. An offset past the
+/// end reads nothing at the end: the size stays the file's, so a follower
+/// waits for bytes that will come.
+pub(crate) fn start_of(size: u64, offset: Option<u64>, length: u64) -> u64 {
+    match offset {
+        Some(offset) => offset.min(size),
+        None => size.saturating_sub(length),
+    }
+}
+
+/// The chunk read at `at` (the agent's answered offset) of a file of
+/// `size` bytes (the size answered first), asking for `length` bytes.
+pub(crate) fn chunk_of(
+    size: u64,
+    at: u64,
+    data: String,
+    length: u64,
+    agent: String,
+    path: String,
+) -> Chunk {
+    // Decoded lossily, the text may hold more bytes than were read;
+    // the file's bytes read are what the agent answered, bounded.
+    let read_bytes = raw_len(&data).min(length);
+    // The offset is the agent's word: near 2^64 the end saturates rather
+    // than overflowing.
+    let end = at.saturating_add(read_bytes);
+    Chunk {
+        offset: at,
+        length: read_bytes,
+        size: size.max(end),
+        next_offset: end,
+        data,
+        agent,
+        path,
+    }
+}
+
+/// A `/files/read` answer other than 404: its `offset` and `data`
+/// (`src/files/files.cpp`, `FilesProcess::_read`).
+pub(crate) fn files_answer(status: u16, body: &[u8]) -> Result<(u64, String), SandboxError> {
+    let value = json_of("the agent's files API", status, body)?;
+    match (value["offset"].as_u64(), value["data"].as_str()) {
+        (Some(at), Some(data)) => Ok((at, data.to_string())),
+        _ => Err(SandboxError::Unexpected {
+            what: "the agent's files API".into(),
+            detail: "no data and offset".into(),
+        }),
     }
 }
 
@@ -503,5 +531,26 @@ mod tests {
         assert_eq!(LogFile::parse("stdout"), Some(LogFile::Stdout));
         assert_eq!(LogFile::parse("stderr").map(LogFile::name), Some("stderr"));
         assert_eq!(LogFile::parse("../etc"), None);
+    }
+
+    /// An agent answering an offset near 2^64 (seen while writing the
+    /// `files_read` fuzz target): the chunk's end stays at 2^64 - 1
+    /// rather than overflowing.
+    #[test]
+    fn an_answered_offset_at_the_end_of_u64_does_not_overflow() {
+        let (at, data) = files_answer(200, br#"{"offset":18446744073709551615,"data":"ab"}"#)
+            .expect("a files/read answer");
+        let chunk = chunk_of(10, at, data, 2, String::new(), String::new());
+        assert_eq!(chunk.offset, u64::MAX);
+        assert_eq!(chunk.next_offset, u64::MAX);
+        assert_eq!(chunk.size, u64::MAX);
+    }
+
+    #[test]
+    fn reads_start_at_the_offset_or_the_tail_within_the_file() {
+        assert_eq!(start_of(100, Some(10), 5), 10);
+        assert_eq!(start_of(100, Some(500), 5), 100);
+        assert_eq!(start_of(100, None, 30), 70);
+        assert_eq!(start_of(10, None, 30), 0);
     }
 }
