@@ -30,6 +30,7 @@ mod client_operator;
 mod client_refusals;
 mod client_subscription;
 mod coordination_audit;
+mod coordination_deployment_fence;
 mod coordination_election;
 mod coordination_ensemble;
 mod coordination_harness;
