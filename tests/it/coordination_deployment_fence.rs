@@ -111,6 +111,18 @@ async fn the_deployments_own_record_writes_keep_its_replicas_writing() {
     a1.put_record(RecordKind::Tasks, "t1", &json!({"n": 1}), Expect::Absent)
         .await
         .expect("the writer of the record follows its own write");
+    // The results are those of the writes, not of the checks before them.
+    let set = a1
+        .put_record(
+            RecordKind::Tasks,
+            "t1",
+            &json!({"n": 1}),
+            Expect::Version(0),
+        )
+        .await;
+    assert_eq!(set.ok(), Some(1), "a set answers the record's new version");
+    let audit = a1.append_audit(&json!({"action": "teardown"})).await;
+    assert!(audit.is_ok(), "{audit:?}");
 
     // The sibling takes over and writes too: it follows the record of its
     // own deployment (through the watch) instead of being fenced by it.
@@ -120,7 +132,7 @@ async fn the_deployments_own_record_writes_keep_its_replicas_writing() {
         RecordKind::Tasks,
         "t1",
         &json!({"n": 2}),
-        Expect::Version(0),
+        Expect::Version(1),
     )
     .await
     .expect("a replica of the same deployment still writes");

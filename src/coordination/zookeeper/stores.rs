@@ -497,7 +497,9 @@ async fn fenced_multi_ops(
         .map_err(|e| MultiFailure::Whole(CoordinationError::Invalid(e.to_string())))?;
     match inner.timed(async { Ok(writer.commit().await) }).await {
         Err(e) => Err(MultiFailure::Whole(map_zk(e, path))),
-        Ok(Ok(results)) => Ok(results),
+        // The deployment check's own result comes first: callers read the
+        // results of `build`'s operations only.
+        Ok(Ok(mut results)) => Ok(results.split_off(first.min(results.len()))),
         Ok(Err(zk::CheckWriteError::CheckFailed { source })) => match source {
             zk::Error::NoNode | zk::Error::BadVersion => {
                 tracing::warn!(node = %member, "fenced write refused: member node gone");
