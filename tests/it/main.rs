@@ -65,6 +65,7 @@ mod testbed_offers;
 mod testbed_operator;
 mod testbed_tasks;
 mod testbed_transport;
+mod web_abdicate_audit;
 mod web_actions;
 mod web_api;
 mod web_audit;
