@@ -14,18 +14,9 @@ use mesos_appliance::coordination::{
 };
 use serde_json::json;
 use support::replicas::{start, wait_follower_of, wait_leader};
-use support::zookeeper::ZkServer;
-use zookeeper_client as zk;
+use support::zookeeper::{ZkServer, raw_client};
 
 const T: Duration = Duration::from_secs(10);
-
-async fn raw_client(zk: &ZkServer) -> zk::Client {
-    zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(2))
-        .connect(&zk.connect_string())
-        .await
-        .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replaced_deployments_leader_is_refused_before_it_notices_the_new_record() {
