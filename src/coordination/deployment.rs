@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 use super::{CoordinationError, Coordinator, DeploymentRecord, Expect, Strategy};
 
 /// Registers this replica's deployment; returns the record it observed (its
-/// own, or the running deployment's under `failover`). Retries on
+/// own, or the running deployment's under `failover`), and binds the fenced
+/// writes to it ([`Coordinator::bind_deployment`]). Retries on
 /// compare-and-set conflicts.
 pub async fn register(
     coordinator: &dyn Coordinator,
@@ -41,8 +42,11 @@ pub async fn register(
                 },
                 Expect::Absent,
             ),
-            Some(v) if v.value.deployment_id == deployment_id => return Ok(v.value.clone()),
-            Some(v) if strategy == Strategy::Failover => return Ok(v.value.clone()),
+            Some(v) if v.value.deployment_id == deployment_id || strategy == Strategy::Failover => {
+                // Ours already, or `failover` runs under the running one.
+                coordinator.bind_deployment(deployment_id, v);
+                return Ok(v.value.clone());
+            }
             Some(v) => (
                 DeploymentRecord {
                     deployment_id: deployment_id.to_string(),
@@ -55,6 +59,7 @@ pub async fn register(
         };
         match coordinator.write_deployment(&record, expect).await {
             Ok(written) => {
+                coordinator.bind_deployment(deployment_id, &written);
                 if let Some(old) = current {
                     tracing::warn!(
                         old = %old.value.deployment_id,

@@ -399,6 +399,16 @@ pub trait Coordinator: Send + Sync + 'static {
         expect: Expect,
     ) -> Result<Versioned<DeploymentRecord>>;
 
+    /// Binds the fenced writes to the deployment record: from now on they
+    /// are refused ([`CoordinationError::NotLeader`]) once the record has
+    /// moved on to a deployment that fences `ours` (`observed` is the record
+    /// `ours` registered under), also before [`Coordinator::watch_deployment`]
+    /// has delivered it. Called by [`deployment::register`]. The default does
+    /// nothing: an in-process coordinator has no other deployment to fear.
+    fn bind_deployment(&self, ours: &str, observed: &Versioned<DeploymentRecord>) {
+        let _ = (ours, observed);
+    }
+
     /// The `deployment` record as it changes; replicas of a superseded
     /// deployment learn it here. `None` when absent or unreadable.
     fn watch_deployment(&self) -> watch::Receiver<Option<Versioned<DeploymentRecord>>>;

@@ -6,8 +6,9 @@
 //! `audit/entry-<seq>` znodes under the deployment's root, the newest
 //! [`AUDIT_KEPT`] kept. Appends are fenced like the leader's other writes,
 //! so only the leader records: an action refused on a follower leaves no
-//! entry, and the entry of an `abdicate` is lost when the step-down ends
-//! the term before it is written. The log is therefore
+//! entry. An `abdicate` is recorded before the step-down (which ends the
+//! term and so the right to append), the other actions after they ran.
+//! The log is therefore
 //! the same on every replica and survives failovers and restarts; the
 //! `uninstall` job prints its last entries before deleting it with the
 //! rest.
@@ -180,15 +181,16 @@ pub struct Outcome {
 }
 
 /// Appends the entry for `action` (with `params`) asked in `ctx`, which
-/// came to `outcome`, within the handler timeout. A failure to record is
-/// logged, never answered: the action already ran.
+/// came to `outcome`, within the handler timeout; true when written. A
+/// failure to record is logged, never answered: the action already ran (or,
+/// for `abdicate`, runs regardless).
 pub async fn record(
     state: &AppState,
     ctx: &Context,
     action: &str,
     params: serde_json::Value,
     outcome: &Outcome,
-) {
+) -> bool {
     let s = state.handle.snapshot();
     let entry = AuditEntry {
         seq: 0,
@@ -210,7 +212,10 @@ pub async fn record(
     let value = serde_json::to_value(&entry).unwrap_or_default();
     let timeout = state.config.handler_timeout;
     match tokio::time::timeout(timeout, state.coordinator.append_audit(&value)).await {
-        Ok(Ok(seq)) => tracing::info!(seq, action, who = %entry.who, ok = entry.ok, "audited"),
+        Ok(Ok(seq)) => {
+            tracing::info!(seq, action, who = %entry.who, ok = entry.ok, "audited");
+            return true;
+        }
         // Appends are fenced: a replica that does not lead records nothing
         // (the action was refused here and the leader's log is the record).
         Ok(Err(CoordinationError::NotLeader)) => {
@@ -222,6 +227,7 @@ pub async fn record(
         Ok(Err(e)) => tracing::warn!(action, error = %e, "cannot write the audit entry"),
         Err(_) => tracing::warn!(action, "cannot write the audit entry: no answer in time"),
     }
+    false
 }
 
 /// Filters of `/audit` and `/api/v1/audit` (see the module doc); any other

@@ -14,7 +14,7 @@ use mesos_appliance::coordination::{
 };
 use serde_json::json;
 use support::replicas::{config, start, start_with, wait_follower_of, wait_leader};
-use support::zookeeper::ZkServer;
+use support::zookeeper::{ZkServer, raw_client};
 use zookeeper_client as zk;
 
 const T: Duration = Duration::from_secs(10);
@@ -26,14 +26,6 @@ fn record(deployment: &str, epoch: u64) -> DeploymentRecord {
         strategy: Strategy::Upgrade,
         teardown_done: false,
     }
-}
-
-async fn raw_client(zk: &ZkServer) -> zk::Client {
-    zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(2))
-        .connect(&zk.connect_string())
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

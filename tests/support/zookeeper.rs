@@ -296,6 +296,16 @@ impl Drop for ZkServer {
     }
 }
 
+/// A plain client of `server` (2 s session), for writing behind the
+/// coordinators' backs.
+pub async fn raw_client(server: &ZkServer) -> zk::Client {
+    zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(2))
+        .connect(&server.connect_string())
+        .await
+        .unwrap()
+}
+
 /// Makes the server end `session` now, as if its holder had vanished for
 /// longer than the session timeout. The holder must reach the server
 /// through `proxy`.

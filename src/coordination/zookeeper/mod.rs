@@ -10,7 +10,9 @@
 //!   proof that its session lives (a term ends without a recent one);
 //! - `audit`: the audit log (sequential znodes, pruned to the newest entries);
 //! - `stores`: deployment record, framework ID, services and tasks, with
-//!   fenced multi-op writes.
+//!   fenced multi-op writes;
+//! - `deployment_fence`: the deployment record's version every fenced
+//!   multi-op checks too.
 //!
 //! Every ZooKeeper call runs under [`ZkConfig::operation_timeout`]. Session
 //! events are handled by every wait (a watch may fire with a session event
@@ -24,6 +26,7 @@
 //! them.
 
 mod audit;
+mod deployment_fence;
 mod election;
 mod lease;
 mod session;
@@ -165,6 +168,8 @@ pub(crate) struct Inner {
     /// server heard the session at or after that instant (`lease`).
     proven_at: Mutex<Option<std::time::Instant>>,
     deployment: watch::Sender<Option<Versioned<DeploymentRecord>>>,
+    /// The deployment record's version our fenced writes check.
+    deployment_fence: deployment_fence::DeploymentFence,
     shutdown: CancellationToken,
 }
 
@@ -317,6 +322,7 @@ impl ZkCoordinator {
             member: Mutex::new(OwnNode::default()),
             proven_at: Mutex::new(None),
             deployment: watch::Sender::new(None),
+            deployment_fence: Default::default(),
             shutdown: CancellationToken::new(),
             config,
         });
@@ -420,6 +426,10 @@ impl Coordinator for ZkCoordinator {
         expect: Expect,
     ) -> Result<Versioned<DeploymentRecord>> {
         stores::write_deployment(&self.inner, record, expect).await
+    }
+
+    fn bind_deployment(&self, ours: &str, observed: &Versioned<DeploymentRecord>) {
+        self.inner.deployment_fence.bind(ours, observed);
     }
 
     fn watch_deployment(&self) -> watch::Receiver<Option<Versioned<DeploymentRecord>>> {

@@ -1,8 +1,10 @@
 //! The deployment record, framework ID, and service and task records.
 //!
-//! Fenced writes (framework ID, records) are multi-ops whose first
-//! operation checks that our member node exists; ZooKeeper applies all or
-//! nothing, so a deposed leader's write fails with `NotLeader`.
+//! Fenced writes (framework ID, records, audit entries) are multi-ops whose
+//! first operation checks that our member node exists and whose second
+//! checks the version of the deployment record we run under
+//! (`deployment_fence`); ZooKeeper applies all or nothing, so a deposed
+//! leader's write, or one of a replaced deployment, fails with `NotLeader`.
 
 use serde_json::Value;
 use zookeeper_client as zk;
@@ -57,10 +59,14 @@ pub(super) async fn write_deployment(
     let path = &inner.paths.deployment;
     let data = serde_json::to_vec(record).unwrap_or_default();
     let version = write_unfenced(inner, &client, path, &data, expect).await?;
-    Ok(Versioned {
+    let written = Versioned {
         value: record.clone(),
         version,
-    })
+    };
+    // Our own deployment's write (`teardown_done`): the next fenced write
+    // must check the new version, not wait for the watch to deliver it.
+    inner.deployment_fence.follow(&written);
+    Ok(written)
 }
 
 pub(super) async fn framework_id(inner: &Inner) -> Result<Option<Versioned<String>>> {
@@ -432,7 +438,9 @@ async fn delete_fenced(inner: &Inner, path: &str, expect: Expect) -> Result<bool
 }
 
 /// Runs `build`'s operations as one multi-op behind a check that our member
-/// node exists. `NotLeader` when we do not lead or the check fails.
+/// node exists and, once bound, that the deployment record is at the version
+/// our deployment runs under. `NotLeader` when we do not lead or a check
+/// fails.
 pub(super) async fn fenced_multi(
     inner: &Inner,
     path: &str,
@@ -448,7 +456,8 @@ pub(super) async fn fenced_multi(
 
 /// Why a fenced multi-op failed.
 enum MultiFailure {
-    /// Operation `index` (0-based, after the leadership check) failed, so
+    /// Operation `index` (0-based, after the leadership and deployment
+    /// checks) failed, so
     /// none was applied.
     Operation { index: usize, source: zk::Error },
     /// The request failed as a whole (not leader, timeout, connection).
@@ -471,11 +480,26 @@ async fn fenced_multi_ops(
     let mut writer = client
         .new_check_writer(&member, None)
         .map_err(|e| MultiFailure::Whole(map_zk(e, &member)))?;
+    // The newest record the watch saw may be a sibling's write of our own
+    // deployment (`teardown_done`): follow it before checking.
+    if let Some(seen) = inner.deployment.borrow().as_ref() {
+        inner.deployment_fence.follow(seen);
+    }
+    let deployment = inner.deployment_fence.version();
+    if let Some(version) = deployment {
+        writer
+            .add_check_version(&inner.paths.deployment, version)
+            .map_err(|e| MultiFailure::Whole(map_zk(e, &inner.paths.deployment)))?;
+    }
+    // Operations of `build` start after the deployment check.
+    let first = usize::from(deployment.is_some());
     build(&mut writer)
         .map_err(|e| MultiFailure::Whole(CoordinationError::Invalid(e.to_string())))?;
     match inner.timed(async { Ok(writer.commit().await) }).await {
         Err(e) => Err(MultiFailure::Whole(map_zk(e, path))),
-        Ok(Ok(results)) => Ok(results),
+        // The deployment check's own result comes first: callers read the
+        // results of `build`'s operations only.
+        Ok(Ok(mut results)) => Ok(results.split_off(first.min(results.len()))),
         Ok(Err(zk::CheckWriteError::CheckFailed { source })) => match source {
             zk::Error::NoNode | zk::Error::BadVersion => {
                 tracing::warn!(node = %member, "fenced write refused: member node gone");
@@ -483,8 +507,20 @@ async fn fenced_multi_ops(
             }
             other => Err(MultiFailure::Whole(map_zk(other, path))),
         },
+        Ok(Err(zk::CheckWriteError::OperationFailed { index, source })) if index < first => {
+            tracing::warn!(
+                node = %inner.paths.deployment,
+                version = ?deployment,
+                error = %source,
+                "fenced write refused: the deployment record moved on (a newer deployment took over)"
+            );
+            Err(MultiFailure::Whole(CoordinationError::NotLeader))
+        }
         Ok(Err(zk::CheckWriteError::OperationFailed { index, source })) => {
-            Err(MultiFailure::Operation { index, source })
+            Err(MultiFailure::Operation {
+                index: index - first,
+                source,
+            })
         }
         Ok(Err(zk::CheckWriteError::RequestFailed { source })) => {
             Err(MultiFailure::Whole(map_zk(source, path)))

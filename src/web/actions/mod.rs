@@ -59,6 +59,9 @@ use crate::scheduler::{
 };
 use record::reconcile_summary;
 
+/// The outcome of an `abdicate`, recorded before the step-down.
+const ABDICATE_SUMMARY: &str = "stepped down; another replica (or this one again) will lead";
+
 /// One action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OperatorAction {
@@ -200,6 +203,22 @@ pub(crate) async fn execute(
         error: None,
         leader_url: None,
     };
+    // The step-down ends the term, and with it the leader's right to append
+    // (appends are fenced): an `abdicate` is recorded before it runs, as
+    // asked; a failure to step down is recorded after, if it still can be.
+    let recorded_before = action == OperatorAction::Abdicate
+        && audit::record(
+            state,
+            ctx,
+            action.name(),
+            serde_json::json!({}),
+            &Outcome {
+                ok: true,
+                status: 200,
+                summary: ABDICATE_SUMMARY.into(),
+            },
+        )
+        .await;
     let outcome: Result<(), CommandError> = match action.clone() {
         OperatorAction::Rollout {
             service,
@@ -265,9 +284,9 @@ pub(crate) async fn execute(
             }
             Err(e) => Err(e),
         },
-        OperatorAction::Abdicate => ask(state, Request::Abdicate).await.map(|()| {
-            record.summary = "stepped down; another replica (or this one again) will lead".into()
-        }),
+        OperatorAction::Abdicate => ask(state, Request::Abdicate)
+            .await
+            .map(|()| record.summary = ABDICATE_SUMMARY.into()),
         OperatorAction::Reregister => ask(state, Request::Reregister).await.map(|()| {
             record.summary = "stale framework ID and task records cleared; subscribing as a \
                                   new framework"
@@ -310,6 +329,8 @@ pub(crate) async fn execute(
         status: record.status,
         summary: record.summary.clone(),
     };
-    audit::record(state, ctx, action.name(), params, &outcome).await;
+    if !(recorded_before && outcome.ok) {
+        audit::record(state, ctx, action.name(), params, &outcome).await;
+    }
     (state.results.push(record), error)
 }
