@@ -157,6 +157,8 @@ pub(super) async fn run(inner: Arc<Inner>, first: zk::Client) {
                     "ZooKeeper session ended; rejoining with a new session"
                 );
                 inner.signal.publish(Leadership::Candidate);
+                // The servers may still hold (or revive) it with our node.
+                inner.abandoned.note(client.session_id());
                 inner.set_member(None);
                 inner.client.send_replace(None);
                 drop(client);
