@@ -20,7 +20,10 @@
 //!   whose terms end before its scheduler can act holding the lock through
 //!   growing hold-offs.
 //! - `Expired` (or `Closed`, `AuthFailed`): the session is over; the caller
-//!   rebuilds the client and rejoins.
+//!   rebuilds the client and rejoins. The client may have given the session
+//!   up on its own while the servers keep (or revive) it: the new session's
+//!   join deletes the old session's node (`abandoned`) rather than queue
+//!   behind it for another session timeout.
 //!
 //! A suspended replica keeps its node, and every reconnect attempt renews
 //! its session, so a link that lets it reconnect but not lead (a long round
@@ -42,7 +45,7 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 use super::session::SessionEnd;
-use super::{Inner, lease, map_zk};
+use super::{Inner, abandoned, lease, map_zk};
 use crate::coordination::{CoordinationError, Leadership, Member, ReplicaInfo, Result};
 
 const MEMBER_PREFIX: &str = "member-";
@@ -269,18 +272,28 @@ async fn wait_for(
 }
 
 /// Finds a member node this session already owns (a create whose answer
-/// was lost with the connection) or creates one; records its path.
+/// was lost with the connection) or creates one; records its path. On the
+/// way, deletes the nodes of sessions our client gave up (`abandoned`).
 async fn join(inner: &Inner, client: &zk::Client) -> Result<String, zk::Error> {
-    let session = client.session_id().0;
+    let session = client.session_id();
+    let given_up = inner.abandoned.snapshot();
+    let mut own = None;
     for (_, name) in sorted_members(inner, client).await? {
         let path = format!("{}/{name}", inner.paths.election);
         match inner.timed(client.check_stat(&path)).await? {
-            Some(stat) if stat.ephemeral_owner == session => {
-                inner.set_member(Some(path.clone()));
-                return Ok(path);
+            Some(stat) if stat.ephemeral_owner == session.0 => {
+                own.get_or_insert(path);
+            }
+            Some(stat) if abandoned::is_stale(stat.ephemeral_owner, &given_up, session) => {
+                abandoned::remove(inner, client, &path, &stat).await?;
             }
             _ => {}
         }
+    }
+    inner.abandoned.forget(&given_up);
+    if let Some(path) = own {
+        inner.set_member(Some(path.clone()));
+        return Ok(path);
     }
     let data = serde_json::to_vec(&inner.config.replica).unwrap_or_default();
     let prefix = format!("{}/{MEMBER_PREFIX}", inner.paths.election);

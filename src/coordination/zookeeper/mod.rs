@@ -8,6 +8,8 @@
 //!   suspension, hold-off, abdication.
 //! - `lease`: probes that keep a slow connection busy, and the leader's
 //!   proof that its session lives (a term ends without a recent one);
+//! - `abandoned`: the sessions our client gave up, whose election nodes
+//!   the next session deletes (the servers may revive such a session);
 //! - `audit`: the audit log (sequential znodes, pruned to the newest entries);
 //! - `stores`: deployment record, framework ID, services and tasks, with
 //!   fenced multi-op writes;
@@ -25,6 +27,7 @@
 //! (e.g. `/mesos-appliance`) are created open so other frameworks can share
 //! them.
 
+mod abandoned;
 mod audit;
 mod deployment_fence;
 mod election;
@@ -167,6 +170,8 @@ pub(crate) struct Inner {
     /// When the newest answered request of the live session was sent: the
     /// server heard the session at or after that instant (`lease`).
     proven_at: Mutex<Option<std::time::Instant>>,
+    /// Sessions our client gave up (`abandoned`).
+    abandoned: abandoned::Abandoned,
     deployment: watch::Sender<Option<Versioned<DeploymentRecord>>>,
     /// The deployment record's version our fenced writes check.
     deployment_fence: deployment_fence::DeploymentFence,
@@ -321,6 +326,7 @@ impl ZkCoordinator {
             client: watch::Sender::new(None),
             member: Mutex::new(OwnNode::default()),
             proven_at: Mutex::new(None),
+            abandoned: abandoned::Abandoned::default(),
             deployment: watch::Sender::new(None),
             deployment_fence: Default::default(),
             shutdown: CancellationToken::new(),

@@ -105,6 +105,7 @@ pub(super) async fn run(inner: Arc<Inner>, first: zk::Client) {
         let client = match next.take() {
             Some(client) => client,
             None => {
+                let started = tokio::time::Instant::now();
                 let attempt = async {
                     let client = connect(&inner).await?;
                     ensure_paths(&inner, &client).await?;
@@ -120,11 +121,15 @@ pub(super) async fn run(inner: Arc<Inner>, first: zk::Client) {
                         client
                     }
                     Err(e) => {
+                        // The backoff spaces the attempts' starts: an attempt
+                        // that timed out (no server with a quorum for the
+                        // session timeout) has waited already, and waiting on
+                        // would delay the session once the quorum is back.
                         let delay = backoff.next_delay();
-                        tracing::warn!(error = %e, retry_in = ?delay, "cannot open a ZooKeeper session");
+                        tracing::warn!(error = %e, retry_in = ?delay.saturating_sub(started.elapsed()), "cannot open a ZooKeeper session");
                         tokio::select! {
                             _ = inner.shutdown.cancelled() => break,
-                            _ = tokio::time::sleep(delay) => {}
+                            _ = tokio::time::sleep_until(started + delay) => {}
                         }
                         continue;
                     }
@@ -157,6 +162,8 @@ pub(super) async fn run(inner: Arc<Inner>, first: zk::Client) {
                     "ZooKeeper session ended; rejoining with a new session"
                 );
                 inner.signal.publish(Leadership::Candidate);
+                // The servers may still hold (or revive) it with our node.
+                inner.abandoned.note(client.session_id());
                 inner.set_member(None);
                 inner.client.send_replace(None);
                 drop(client);
