@@ -169,17 +169,31 @@ async fn bench(o: Options) {
             subscribed: at - before,
             reconciled: run.finished_at - before,
         };
+        // A stopped leader exits by itself; a lingering one is a finding.
+        let exit = leader.wait_exit(Duration::from_secs(30)).await;
+        // Where the time went, from the replicas' logs: the old leader
+        // leaving the election (a failover stop only) and the new one
+        // leading.
+        let steps = [
+            ("left", logged_at(&leader.log(), LEFT, before)),
+            ("elected", logged_at(&follower.log(), LEADING, before)),
+            // Its records read and its subscription up.
+            ("reconciling", Some(run.started_at)),
+        ];
+        let steps: Vec<String> = steps
+            .iter()
+            .filter_map(|(what, at)| Some(format!("{what} {:.3} s", at.as_ref()? - before)))
+            .collect();
         println!(
-            "kill {:>2} {kind}: → SUBSCRIBED {:.3} s ({:.2}×), → all reconciled {:.3} s ({:.2}×); load {load}",
+            "kill {:>2} {kind}: → SUBSCRIBED {:.3} s ({:.2}×), → all reconciled {:.3} s ({:.2}×); {}; load {load}",
             kill + 1,
             sample.subscribed,
             sample.subscribed / SESSION.as_secs_f64(),
             sample.reconciled,
             sample.reconciled / SESSION.as_secs_f64(),
+            steps.join(", "),
         );
         samples[kill % 2].push(sample);
-        // A stopped leader exits by itself; a lingering one is a finding.
-        let exit = leader.wait_exit(Duration::from_secs(30)).await;
         if signal == libc::SIGTERM && !exit.success() {
             println!("  the stopped leader exited with {exit}");
         }
@@ -258,6 +272,24 @@ async fn steady(leader: &Appliance, follower: &Appliance, tasks: usize, within: 
         "{}: the follower did not read the {tasks} task records within {within:?}",
         follower.name
     );
+}
+
+/// The election's log line of a replica that leaves it (a failover stop).
+const LEFT: &str = " left the election";
+/// The election's log line of a replica that starts to lead.
+const LEADING: &str = " leading term=";
+
+/// The time (Unix seconds) of the first line of `log` at or after `since`
+/// that contains `what`. The replicas log in text, each line starting with
+/// its RFC 3339 UTC time.
+fn logged_at(log: &str, what: &str, since: f64) -> Option<f64> {
+    log.lines()
+        .filter(|line| line.contains(what))
+        .filter_map(|line| {
+            let at = humantime::parse_rfc3339(line.split_whitespace().next()?).ok()?;
+            Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
+        })
+        .find(|at| *at >= since)
 }
 
 /// p50, p99 and max, nearest rank.
