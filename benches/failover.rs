@@ -106,6 +106,10 @@ const KINDS: [(&str, i32); 2] = [("SIGKILL", libc::SIGKILL), ("SIGTERM", libc::S
 struct Sample {
     subscribed: f64,
     reconciled: f64,
+    /// The new leader's election (from its log; NaN if not found).
+    elected: f64,
+    /// The start of its reconciliation: records read and subscribed.
+    reconciling: f64,
 }
 
 fn main() {
@@ -165,19 +169,21 @@ async fn bench(o: Options) {
         let run = reconciled_after(&follower, before, o.tasks, wait)
             .await
             .unwrap_or_else(|e| panic!("after {kind}: {e}"));
-        let sample = Sample {
-            subscribed: at - before,
-            reconciled: run.finished_at - before,
-        };
         // A stopped leader exits by itself; a lingering one is a finding.
         let exit = leader.wait_exit(Duration::from_secs(30)).await;
         // Where the time went, from the replicas' logs: the old leader
         // leaving the election (a failover stop only) and the new one
-        // leading.
+        // leading; then the start of its reconciliation.
+        let elected = logged_at(&follower.log(), LEADING, before);
+        let sample = Sample {
+            subscribed: at - before,
+            reconciled: run.finished_at - before,
+            elected: elected.map_or(f64::NAN, |at| at - before),
+            reconciling: run.started_at - before,
+        };
         let steps = [
             ("left", logged_at(&leader.log(), LEFT, before)),
-            ("elected", logged_at(&follower.log(), LEADING, before)),
-            // Its records read and its subscription up.
+            ("elected", elected),
             ("reconciling", Some(run.started_at)),
         ];
         let steps: Vec<String> = steps
@@ -223,6 +229,23 @@ async fn bench(o: Options) {
             samples[i].len(),
             row(pick(|s| s.subscribed)),
             row(pick(|s| s.reconciled)),
+        );
+    }
+    println!(
+        "\nwhere the time goes, p50 / max from the signal: the new leader elected; its reconciliation started (records read, subscribed)"
+    );
+    for (i, (kind, _)) in KINDS.iter().enumerate() {
+        if samples[i].is_empty() {
+            continue;
+        }
+        let p50_max = |f: fn(&Sample) -> f64| {
+            let [p50, _, max] = percentiles(samples[i].iter().map(f).collect());
+            format!("{p50:.3} / {max:.3} s")
+        };
+        println!(
+            "  {kind}: elected {}; reconciling {}",
+            p50_max(|s| s.elected),
+            p50_max(|s| s.reconciling)
         );
     }
     let p99 = |i: usize| percentiles(samples[i].iter().map(|s| s.subscribed).collect())[1];
