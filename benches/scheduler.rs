@@ -126,14 +126,6 @@ fn main() {
     runtime.block_on(side_by_side(&sizes, &runs));
 }
 
-/// Agents of each testbed for `tasks` tasks: 100, or one per 250 tasks.
-fn agents_for(tasks: usize) -> usize {
-    std::env::var("BENCH_AGENTS")
-        .ok()
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| tasks.div_ceil(250).max(100))
-}
-
 async fn side_by_side(sizes: &[usize], runs: &[String]) {
     support::mesos::init();
     let wanted = |run: &str| runs.iter().any(|r| r == run);
@@ -143,7 +135,7 @@ async fn side_by_side(sizes: &[usize], runs: &[String]) {
     );
     let mut results = Vec::new();
     for &tasks in sizes {
-        let agents = agents_for(tasks);
+        let agents = harness::agents_for(tasks);
         println!(
             "\n== {} tasks on {agents} agents (load average {}) ==",
             thousands(tasks),

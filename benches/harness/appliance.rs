@@ -117,7 +117,9 @@ fn failure(replica: &Appliance, what: &str) -> String {
     )
 }
 
-async fn wait_all_running(replica: &Appliance, tasks: usize) -> Result<(), String> {
+/// Waits until `replica`'s `/api/v1/state` counts `tasks` tasks
+/// TASK_RUNNING (at most [`deadline_for`] `tasks`).
+pub async fn wait_all_running(replica: &Appliance, tasks: usize) -> Result<(), String> {
     let running = || async {
         replica
             .state()
@@ -158,12 +160,19 @@ async fn request(
 }
 
 /// A finished reconciliation run as the API shows it.
-struct Run {
-    started_at: f64,
-    finished_at: f64,
-    asked: u64,
-    answered: u64,
-    outcome: String,
+pub struct Run {
+    /// When it started (Unix seconds, the appliance's clock).
+    pub started_at: f64,
+    /// When its last answer came or it gave up.
+    pub finished_at: f64,
+    /// Tasks asked about.
+    pub asked: u64,
+    /// Tasks answered.
+    pub answered: u64,
+    /// How it ended.
+    pub outcome: String,
+    /// Why it ran (`subscribed` for the run every subscription starts).
+    pub trigger: String,
 }
 
 impl Run {
@@ -174,6 +183,7 @@ impl Run {
             asked: run["asked"].as_u64().unwrap_or(0),
             answered: run["answered"].as_u64().unwrap_or(0),
             outcome: run["outcome"].as_str().unwrap_or("").to_string(),
+            trigger: run["trigger"].as_str().unwrap_or("").to_string(),
         })
     }
 
@@ -289,6 +299,30 @@ async fn reconcile_all(
     }
 }
 
+/// Waits for the end of the explicit reconciliation that `replica` started
+/// on a subscription at or after `since` (Unix seconds), and checks that it
+/// asked about and heard from all `tasks`. It is the newest finished run
+/// (`reconciliation.last`) until the implicit run that follows it, which
+/// waits for the cooldown (`--reconcile-cooldown`, 30 s by default).
+pub async fn reconciled_after(
+    replica: &Appliance,
+    since: f64,
+    tasks: usize,
+    within: Duration,
+) -> Result<Run, String> {
+    let run = poll(within, Duration::from_millis(20), || async {
+        Ok(replica
+            .state()
+            .await
+            .and_then(|state| Run::from(&state["reconciliation"]["last"]))
+            .filter(|run| run.started_at >= since && run.trigger == "subscribed"))
+    })
+    .await?
+    .ok_or_else(|| failure(replica, "no reconciliation after the failover"))?;
+    run.check(tasks)?;
+    Ok(run)
+}
+
 /// Latencies of one kind of command.
 #[derive(Debug, Default, Clone)]
 pub struct Latencies {
@@ -388,31 +422,22 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     }
 
     let http = crate::support::mesos::client();
-    let before = testbed.subscribed_at(&http).await?.len();
     let killed_at = unix_now_secs();
     leader.signal(libc::SIGKILL);
     let _ = leader.wait_exit(Duration::from_secs(10)).await;
     let deadline = Instant::now() + deadline_for(tasks);
     let left = || deadline.saturating_duration_since(Instant::now());
-    let subscribed = poll(left(), Duration::from_millis(20), || async {
-        Ok(testbed
-            .subscribed_at(&http)
-            .await?
-            .get(before)
-            .map(|at| at - killed_at))
-    })
-    .await?
-    .ok_or_else(|| failure(&follower, "no SUBSCRIBE after the leader's SIGKILL"))?;
-    let run = poll(left(), Duration::from_millis(100), || async {
-        Ok(follower
-            .state()
-            .await
-            .and_then(|state| Run::from(&state["reconciliation"]["last"]))
-            .filter(|run| run.started_at > killed_at))
-    })
-    .await?
-    .ok_or_else(|| failure(&follower, "no reconciliation after the failover"))?;
-    run.check(tasks)?;
+    let subscribed = testbed
+        .subscribed_since(&http, killed_at, left())
+        .await
+        .map_err(|e| {
+            failure(
+                &follower,
+                &format!("no SUBSCRIBE after the leader's SIGKILL: {e}"),
+            )
+        })?
+        - killed_at;
+    let run = reconciled_after(&follower, killed_at, tasks, left()).await?;
     Ok(FailoverFigures {
         launch,
         reconcile_command,

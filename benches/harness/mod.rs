@@ -89,6 +89,15 @@ pub fn deadline_for(tasks: usize) -> Duration {
     Duration::from_secs(120) + Duration::from_millis(20 * tasks as u64)
 }
 
+/// Agents of each testbed for `tasks` tasks: 100, or one per 250 tasks
+/// (`BENCH_AGENTS` overrides).
+pub fn agents_for(tasks: usize) -> usize {
+    std::env::var("BENCH_AGENTS")
+        .ok()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| tasks.div_ceil(250).max(100))
+}
+
 /// The machine's load averages (1, 5, 15 min), from `/proc/loadavg`.
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")

@@ -78,6 +78,25 @@ impl TestbedProcess {
             .filter_map(|c| c["at"].as_f64())
             .collect())
     }
+
+    /// The arrival time of the first SUBSCRIBE answered 200 at or after
+    /// `since` (UNIX seconds), polled every 10 ms for at most `within`.
+    pub async fn subscribed_since(
+        &self,
+        http: &reqwest::Client,
+        since: f64,
+        within: std::time::Duration,
+    ) -> Result<f64, String> {
+        super::poll(within, std::time::Duration::from_millis(10), || async {
+            Ok(self
+                .subscribed_at(http)
+                .await?
+                .into_iter()
+                .find(|at| *at >= since))
+        })
+        .await?
+        .ok_or_else(|| format!("none within {within:?}"))
+    }
 }
 
 impl Drop for TestbedProcess {
