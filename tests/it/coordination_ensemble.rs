@@ -74,8 +74,10 @@ struct Seen {
     /// Whether every replica was seen out of the election (a `Candidate`,
     /// its session given up) while the quorum was gone.
     all_out: bool,
-    /// When a replica was first seen back in the election (following or
-    /// leading, on a new session) after that.
+    /// When every replica was first seen back in the election (following
+    /// or leading, on a new session) after that. Not the first one back:
+    /// a replica that returns first may find the other's abandoned node
+    /// ahead of its own, which only that other replica may delete.
     rejoined_at: Option<Instant>,
     /// The longest time a replica was seen subscribed after the quorum went.
     subscribed_without_quorum: Duration,
@@ -160,7 +162,7 @@ impl Watch {
                     let at = now - start;
                     if s.no_quorum_since.is_some() && out == leaderships.len() {
                         s.all_out = true;
-                    } else if s.all_out && out < leaderships.len() && s.rejoined_at.is_none() {
+                    } else if s.all_out && out == 0 && s.rejoined_at.is_none() {
                         s.rejoined_at = Some(now);
                     }
                     if subscribed.len() > 1 {
@@ -471,7 +473,7 @@ async fn two_servers_down_longer_than_a_session_then_back() {
     let since = |at: Option<Instant>| at.map(|at| subscribed_at.saturating_duration_since(at));
     let (quorum_back, rejoined) = sc.watch.seen(|s| (s.quorum_back_at, s.rejoined_at));
     eprintln!(
-        "two of three down: subscribed again {:?} after a replica was back in the election, \
+        "two of three down: subscribed again {:?} after both replicas were back in the election, \
          {:?} after the quorum was seen back, {:?} after all three served",
         since(rejoined),
         since(quorum_back),
@@ -485,13 +487,13 @@ async fn two_servers_down_longer_than_a_session_then_back() {
     sc.finish().await;
     // The servers revive the sessions the clients gave up during the
     // outage; the replicas must not wait for them to expire again (that
-    // took a session and more). Measured from a replica's return to the
-    // election on a new session: a server may answer `srvr` as a follower
+    // took a session and more). Measured from both replicas' return to
+    // the election on new sessions: a server may answer `srvr` as a follower
     // a second before it takes client sessions.
-    let rejoined = since(rejoined).expect("both replicas left the election, then one came back");
+    let rejoined = since(rejoined).expect("both replicas left the election, then came back");
     assert!(
         rejoined < SESSION / 2,
-        "subscribed again only {rejoined:?} after a replica was back in the election: the \
+        "subscribed again only {rejoined:?} after both replicas were back in the election: the \
          abandoned sessions' election nodes were waited out"
     );
 }

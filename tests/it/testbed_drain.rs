@@ -15,6 +15,10 @@ use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::{Value, json};
 use support::mesos::*;
 
+/// How long an offer probe listens: long enough for an allocation round
+/// (1 s by default) on a loaded machine, so "nothing offered" means it.
+const PROBE: Duration = Duration::from_secs(2);
+
 /// A framework subscribed with `capabilities` (e.g. `PARTITION_AWARE`).
 async fn framework(tb: &Testbed, name: &str, capabilities: &[&str]) -> (Subscription, String) {
     let caps: Vec<Value> = capabilities.iter().map(|c| json!({"type": c})).collect();
@@ -236,7 +240,7 @@ async fn drain_kills_tasks_for_the_drain_and_ends_drained_until_reactivated() {
     assert_eq!(drained["deactivated"], true);
 
     // The offer probe: only the other agent is offered.
-    let offered = offered_agents(&tb, &mut pa, &pa_id, Duration::from_millis(800)).await;
+    let offered = offered_agents(&tb, &mut pa, &pa_id, PROBE).await;
     assert!(!offered.is_empty());
     assert!(!offered.contains(&agent), "{offered:?}");
 
@@ -253,7 +257,7 @@ async fn drain_kills_tasks_for_the_drain_and_ends_drained_until_reactivated() {
         (&json!(true), &json!(false))
     );
     assert!(active.get("drain_info").is_none());
-    let offered = offered_agents(&tb, &mut pa, &pa_id, Duration::from_millis(800)).await;
+    let offered = offered_agents(&tb, &mut pa, &pa_id, PROBE).await;
     assert!(offered.contains(&agent), "{offered:?}");
     let answer = op(&tb, hold("REACTIVATE_AGENT", &agent)).await;
     assert_eq!(
@@ -318,11 +322,7 @@ async fn deactivate_stops_offers_until_reactivated() {
         (&json!(false), &json!(true))
     );
     assert!(entry.get("drain_info").is_none());
-    assert!(
-        offered_agents(&tb, &mut pa, &pa_id, Duration::from_millis(600))
-            .await
-            .is_empty()
-    );
+    assert!(offered_agents(&tb, &mut pa, &pa_id, PROBE).await.is_empty());
     assert!(
         tb.tasks()
             .iter()
@@ -332,7 +332,7 @@ async fn deactivate_stops_offers_until_reactivated() {
     assert_eq!(op(&tb, hold("DEACTIVATE_AGENT", &agent)).await.status, 200);
     assert_eq!(op(&tb, hold("REACTIVATE_AGENT", &agent)).await.status, 200);
     assert_eq!(
-        offered_agents(&tb, &mut pa, &pa_id, Duration::from_millis(600)).await,
+        offered_agents(&tb, &mut pa, &pa_id, PROBE).await,
         vec![agent]
     );
 
