@@ -160,11 +160,16 @@ async fn drain_kills_tasks_for_the_drain_and_ends_drained_until_reactivated() {
     let offer = loop {
         let event = kk.expect("OFFERS").await;
         let offers = event["offers"]["offers"].as_array().unwrap().clone();
-        if let Some(o) = offers
-            .iter()
-            .find(|o| o["agent_id"]["value"] == agent.as_str())
-        {
-            break o.clone();
+        // kk keeps no other offer: one held here would keep the other
+        // agent from pa's offer probe below.
+        let (here, others): (Vec<_>, Vec<_>) = offers
+            .into_iter()
+            .partition(|o| o["agent_id"]["value"] == agent.as_str());
+        for other in &others {
+            call(&tb.url(), &kk.stream_id, decline(&kk_id, other)).await;
+        }
+        if let Some(o) = here.into_iter().next() {
+            break o;
         }
     };
     call(
