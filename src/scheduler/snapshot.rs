@@ -170,7 +170,9 @@ pub struct AgentStatus {
     pub state: AgentState,
     /// Since when, seconds since the UNIX epoch.
     pub since: f64,
-    /// Its machine's maintenance window, when one is known.
+    /// Its machine's maintenance window, when one is known: the leader
+    /// learns it from offers and inverse offers that carry it (`null`
+    /// says none was seen, not that none is scheduled).
     pub maintenance: Option<MaintenanceWindow>,
     /// This framework's live tasks there, sorted.
     pub tasks: Vec<TaskId>,
