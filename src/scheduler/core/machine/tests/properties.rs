@@ -420,8 +420,15 @@ struct World {
     /// Agents the machine was told (GET_AGENTS, this term) are draining,
     /// drained or deactivated.
     held: HashSet<String>,
+    /// The agents' states in the last GET_AGENTS answer ([`Op::Agents`]),
+    /// what the settle step answers again.
+    agent_states: [u8; 3],
     /// Offers whose maintenance window starts within the lead time.
     windowed: HashSet<String>,
+    /// Calls of the log checked against [`World::held`].
+    holds_checked: usize,
+    /// A violation found between checks.
+    violation: Option<String>,
     /// Inverse offer IDs sent.
     inverse: Vec<String>,
     reach: Reach,
@@ -452,8 +459,11 @@ impl World {
             calls: 0,
             ended: HashSet::new(),
             held: HashSet::new(),
+            agent_states: [0; 3],
             windowed: HashSet::new(),
             inverse: Vec::new(),
+            holds_checked: 0,
+            violation: None,
             reach: Reach::default(),
         }
     }
@@ -667,6 +677,34 @@ impl World {
         }
     }
 
+    /// The ACCEPTs since the last look against the holds as they are now
+    /// (before an answer changes them); the first violation is kept for
+    /// [`World::check`].
+    fn check_holds(&mut self) {
+        // No ACCEPT on an agent the table holds (draining, drained,
+        // deactivated) or of an offer whose window is within the lead time.
+        let new = &self.h.call_log[self.holds_checked..];
+        for call in new {
+            match call {
+                MesosCall::Accept { offer_id, .. } if self.windowed.contains(offer_id) => {
+                    let e = format!("ACCEPT of {offer_id}, its window near");
+                    self.violation.get_or_insert(e);
+                }
+                MesosCall::AnswerInverseOffers { .. } => self.reach.inverse += 1,
+                _ => {}
+            }
+        }
+        for task in Harness::launched_infos(new) {
+            if self.held.contains(&task.agent_id.value) {
+                self.violation.get_or_insert(format!(
+                    "ACCEPT of {} on {}, which the agent table holds",
+                    task.task_id.value, task.agent_id.value
+                ));
+            }
+        }
+        self.holds_checked = self.h.call_log.len();
+    }
+
     /// Answers the GET_AGENTS calls in flight (other operator calls as the
     /// harness does) with agents 0-2 in `states` ([`Op::Agents`]).
     fn agents(&mut self, states: [u8; 3]) {
@@ -694,6 +732,8 @@ impl World {
             self.h.feed(Input::Operator { id, answer });
         }
         if answered && !self.deposed {
+            self.check_holds();
+            self.agent_states = states;
             self.held = (0..3)
                 .filter(|i| states[*i] != 0)
                 .map(|i| format!("agent-{i}"))
@@ -802,6 +842,7 @@ impl World {
     async fn settle(&mut self) {
         self.regain();
         for _ in 0..4 {
+            self.agents(self.agent_states);
             self.h.answer_all();
             self.subscribe(self.master);
             for agent in 0..3 {
@@ -825,25 +866,9 @@ impl World {
                 return Err(format!("ACCEPT of {task} before its record is stored"));
             }
         }
-        // No ACCEPT on an agent the table holds (draining, drained,
-        // deactivated) or of an offer whose window is within the lead time.
-        let new = &self.h.call_log[self.calls..];
-        for call in new {
-            match call {
-                MesosCall::Accept { offer_id, .. } if self.windowed.contains(offer_id) => {
-                    return Err(format!("ACCEPT of {offer_id}, its window near"));
-                }
-                MesosCall::AnswerInverseOffers { .. } => self.reach.inverse += 1,
-                _ => {}
-            }
-        }
-        for task in Harness::launched_infos(new) {
-            if self.held.contains(&task.agent_id.value) {
-                return Err(format!(
-                    "ACCEPT of {} on {}, which the agent table holds",
-                    task.task_id.value, task.agent_id.value
-                ));
-            }
+        self.check_holds();
+        if let Some(violation) = self.violation.take() {
+            return Err(violation);
         }
         if !self.held.is_empty() {
             self.reach.held += 1;
