@@ -282,6 +282,19 @@ impl Machine {
             self.agents.declined.insert(agent);
             ids.push(offer_id);
         }
+        self.decline_held(ids);
+    }
+
+    /// Declines offer `offer_id` of held agent `agent`, taken for a launch
+    /// the hold came too late for (no longer among the held offers).
+    pub(super) fn decline_for_hold(&mut self, offer_id: String, agent: AgentId) {
+        self.agents.declined.insert(agent);
+        self.decline_held(vec![offer_id]);
+    }
+
+    /// DECLINE of held agents' offers with the hold's long filter (a REVIVE
+    /// clears it once an agent is active again).
+    fn decline_held(&mut self, ids: Vec<String>) {
         self.count_offers("declined", ids.len());
         self.revive.filtered(Some(HOLD_REFUSE_SECONDS));
         self.call(

@@ -87,6 +87,24 @@ impl Machine {
             }
             return;
         }
+        // The placement saw the agent active; GET_AGENTS may have shown it
+        // draining, drained or deactivated while the records were written.
+        if let Some(agent) = infos.first().map(|i| i.agent_id.value.clone())
+            && !self.agents.takes_new_tasks(&agent)
+        {
+            self.log(
+                EventKind::Agent,
+                format!(
+                    "ACCEPT of offer {} not sent: agent {agent} takes no new task since the \
+                     placement; reconciliation settles the {count} task record(s) written for it",
+                    g.offer_id
+                ),
+                now,
+            );
+            self.decline_for_hold(g.offer_id, agent.as_str().into());
+            self.launch_unsettled(&tasks, now);
+            return;
+        }
         let operations = if infos.is_empty() {
             Vec::new()
         } else {

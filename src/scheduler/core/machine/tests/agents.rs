@@ -33,7 +33,7 @@ fn leader(n: u32) -> Harness {
 }
 
 /// The executor's TASK_KILLED for the agent's drain (capture u).
-fn drained_kill(task: &str, agent: &str, state: TaskState) -> v1::TaskStatus {
+pub(super) fn drained_kill(task: &str, agent: &str, state: TaskState) -> v1::TaskStatus {
     v1::TaskStatus {
         reason: Some(task_status::Reason::AgentDraining as i32),
         message: Some("Command terminated with signal Terminated".into()),
@@ -45,7 +45,7 @@ fn drained_kill(task: &str, agent: &str, state: TaskState) -> v1::TaskStatus {
 }
 
 /// A GET_AGENTS entry.
-fn listed(agent: &str, deactivated: bool, drain: Option<v1::DrainState>) -> ListedAgent {
+pub(super) fn listed(agent: &str, deactivated: bool, drain: Option<v1::DrainState>) -> ListedAgent {
     ListedAgent {
         agent_info: v1::AgentInfo {
             hostname: format!("{agent}.test"),
@@ -287,4 +287,32 @@ async fn the_table_learns_from_offers_failures_and_updates() {
         .unwrap();
     assert_eq!(entry.tasks, ["web.0.stored"]);
     assert_eq!(entry.maintenance, None);
+}
+
+/// An agent held while a launch's records are being written: the ACCEPT
+/// is not sent (the placement saw the agent active, the table holds it
+/// now); the offer is declined for the hold and reconciliation settles the
+/// written record. Found by the core's property tests.
+#[tokio::test(start_paused = true)]
+async fn no_accept_on_an_agent_held_while_the_launch_records_were_written() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.advance(Duration::from_secs(1)).await;
+    h.drain_call_log();
+    h.offer("o-1", "agent-1", 4.0);
+    assert!(!h.stores.is_empty(), "the launch's record is being written");
+    answer_agents(
+        &mut h,
+        &[listed("agent-1", false, Some(v1::DrainState::Draining))],
+    );
+    let calls = h.drain_call_log();
+    assert!(launched_on(&calls).is_empty(), "{calls:?}");
+    assert!(
+        calls.iter().any(|c| matches!(c,
+            MesosCall::Decline { offer_ids, .. } if offer_ids == &["o-1".to_string()])),
+        "{calls:?}"
+    );
+    let s = h.snapshot().await;
+    assert_eq!(s.services[0].consecutive_failures, 0);
 }

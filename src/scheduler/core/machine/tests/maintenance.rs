@@ -7,7 +7,7 @@
 use super::*;
 
 /// `unavailability` starting `secs` after the machine's clock at `now`.
-fn window_in(h: &Harness, secs: f64) -> v1::Unavailability {
+pub(super) fn window_in(h: &Harness, secs: f64) -> v1::Unavailability {
     let at = h.machine.unix(tokio::time::Instant::now()) + secs;
     v1::Unavailability {
         start: v1::TimeInfo {
@@ -19,7 +19,11 @@ fn window_in(h: &Harness, secs: f64) -> v1::Unavailability {
     }
 }
 
-fn offer_with(id: &str, agent: &str, unavailability: Option<v1::Unavailability>) -> v1::Offer {
+pub(super) fn offer_with(
+    id: &str,
+    agent: &str,
+    unavailability: Option<v1::Unavailability>,
+) -> v1::Offer {
     v1::Offer {
         id: v1::OfferId { value: id.into() },
         agent_id: v1::AgentId {
@@ -34,7 +38,7 @@ fn offer_with(id: &str, agent: &str, unavailability: Option<v1::Unavailability>)
     }
 }
 
-fn inverse_offer(
+pub(super) fn inverse_offer(
     id: &str,
     agent: Option<&str>,
     unavailability: v1::Unavailability,

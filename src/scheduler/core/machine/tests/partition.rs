@@ -24,7 +24,7 @@ fn web(kill_on_return: KillOnReturn) -> ServiceSpec {
 }
 
 /// The master's TASK_UNREACHABLE for `task` (`Master::markUnreachable`).
-fn unreachable(task: &str) -> v1::TaskStatus {
+pub(super) fn unreachable(task: &str) -> v1::TaskStatus {
     v1::TaskStatus {
         source: Some(task_status::Source::Master as i32),
         reason: Some(task_status::Reason::AgentRemoved as i32),
@@ -34,7 +34,7 @@ fn unreachable(task: &str) -> v1::TaskStatus {
 
 /// The master's TASK_RUNNING for `task` when its agent re-registers
 /// (`Master::_reregisterSlave`).
-fn returned(task: &str) -> v1::TaskStatus {
+pub(super) fn returned(task: &str) -> v1::TaskStatus {
     v1::TaskStatus {
         source: Some(task_status::Source::Master as i32),
         reason: Some(task_status::Reason::AgentReregistered as i32),

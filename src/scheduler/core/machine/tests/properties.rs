@@ -12,8 +12,11 @@
 //! writes in flight landing or not) and a new term; service changes (add,
 //! scale, a new spec with or without a health check, delete) and the
 //! rollouts they start, resumed or rolled back; explicit and implicit
-//! reconciliation; and a settle step that answers everything and offers
-//! enough for every instance.
+//! reconciliation; partitions (TASK_UNREACHABLE, returns, TASK_GONE*,
+//! TASK_DROPPED, TASK_UNKNOWN, random unreachable policies); drains
+//! (TASK_KILLED for the drain, GET_AGENTS answers); offers with a
+//! maintenance window, inverse offers and their rescinds; and a settle
+//! step that answers everything and offers enough for every instance.
 //!
 //! A new kind of input is one [`Op`] variant, one arm in [`op`] and one in
 //! [`World::step`]; a new invariant is a check in [`World::check`] (after
@@ -34,11 +37,15 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
+use super::agents::{drained_kill, listed};
+use super::maintenance::{inverse_offer, offer_with, window_in};
+use super::partition::{returned, unreachable};
 use super::rollout::health;
 use super::*;
 use crate::mesos::client::{CallError, DisconnectReason, ErrorKind, StopReason};
 use crate::mesos::is_terminal;
 use crate::scheduler::records::is_live;
+use crate::scheduler::rules::partition::occupies_host;
 use crate::scheduler::rules::reconcile::ReconcileKind;
 use crate::scheduler::rules::rollout::{self as rules, RolloutAction};
 
@@ -94,12 +101,14 @@ enum Op {
     /// A new term begins (after a deposition), from the store.
     Regain,
     /// PUT of service `service` with `instances`, command `version`, a
-    /// health check when `checked`.
+    /// health check when `checked`, unreachable policy `policy`
+    /// ([`spec`]).
     Put {
         service: u8,
         instances: u8,
         version: u8,
         checked: bool,
+        policy: u8,
     },
     /// DELETE of service `service`.
     Delete { service: u8 },
@@ -110,7 +119,44 @@ enum Op {
     /// Everything answered, enough offers, a few seconds: then the
     /// settled invariants are checked.
     Settle,
+    /// The master's TASK_UNREACHABLE for known task `pick` (its agent
+    /// partitioned away; `Master::markUnreachable`).
+    Unreachable { pick: u8 },
+    /// Known task `pick` is back: TASK_RUNNING REASON_AGENT_REREGISTERED
+    /// (`Master::_reregisterSlave`).
+    Returned { pick: u8 },
+    /// TASK_GONE, TASK_GONE_BY_OPERATOR, TASK_DROPPED or TASK_UNKNOWN
+    /// (`kind` modulo) for known task `pick`, as an update or, when
+    /// `reconciled`, as an explicit reconciliation's answer.
+    Gone {
+        pick: u8,
+        kind: u8,
+        reconciled: bool,
+    },
+    /// The executor's TASK_KILLED REASON_AGENT_DRAINING for known task
+    /// `pick` (the agent's drain ended it).
+    DrainKilled { pick: u8 },
+    /// The GET_AGENTS calls in flight answered: agent `i` is active (0),
+    /// draining (1), drained (2) or deactivated (3) per `states[i]`.
+    Agents { states: [u8; 3] },
+    /// An offer of agent `agent` whose maintenance window starts in
+    /// `minutes` minutes (within the 1 h lead time below 60).
+    WindowOffer { agent: u8, minutes: u8 },
+    /// INVERSE_OFFERS for agent `agent` (none when `agent` is 3: an
+    /// inverse offer for no agent) with a window in `minutes` minutes.
+    InverseOffer { agent: u8, minutes: u8 },
+    /// RESCIND_INVERSE_OFFER of inverse offer `pick` (modulo; one past the
+    /// end is an unknown inverse offer).
+    RescindInverse { pick: u8 },
 }
+
+/// The states of [`Op::Gone`].
+const GONE: [TaskState; 4] = [
+    TaskState::TaskGone,
+    TaskState::TaskGoneByOperator,
+    TaskState::TaskDropped,
+    TaskState::TaskUnknown,
+];
 
 const STATES: [TaskState; 7] = [
     TaskState::TaskStaging,
@@ -140,12 +186,13 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..2u8).prop_map(|master| Op::Subscribe { master }),
         2 => (0..3u8, any::<bool>()).prop_map(|(how, land)| Op::Depose { how, land }),
         1 => Just(Op::Regain),
-        2 => (0..SERVICES.len() as u8, 0..5u8, 0..3u8, any::<bool>()).prop_map(
-            |(service, instances, version, checked)| Op::Put {
+        2 => (0..SERVICES.len() as u8, 0..5u8, 0..3u8, any::<bool>(), 0..3u8).prop_map(
+            |(service, instances, version, checked, policy)| Op::Put {
                 service,
                 instances,
                 version,
                 checked,
+                policy,
             }
         ),
         1 => (0..SERVICES.len() as u8).prop_map(|service| Op::Delete { service }),
@@ -153,6 +200,17 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(service, rollback)| Op::Rollout { service, rollback }),
         1 => any::<bool>().prop_map(|explicit| Op::Reconcile { explicit }),
         2 => Just(Op::Settle),
+        2 => any::<u8>().prop_map(|pick| Op::Unreachable { pick }),
+        1 => any::<u8>().prop_map(|pick| Op::Returned { pick }),
+        1 => (any::<u8>(), 0..GONE.len() as u8, any::<bool>())
+            .prop_map(|(pick, kind, reconciled)| Op::Gone { pick, kind, reconciled }),
+        1 => any::<u8>().prop_map(|pick| Op::DrainKilled { pick }),
+        1 => prop::array::uniform3(prop::strategy::Union::new_weighted(vec![
+            (3, Just(0u8)), (1, Just(1u8)), (1, Just(2u8)), (1, Just(3u8)),
+        ])).prop_map(|states| Op::Agents { states }),
+        1 => (0..3u8, 0..120u8).prop_map(|(agent, minutes)| Op::WindowOffer { agent, minutes }),
+        1 => (0..4u8, 0..120u8).prop_map(|(agent, minutes)| Op::InverseOffer { agent, minutes }),
+        1 => any::<u8>().prop_map(|pick| Op::RescindInverse { pick }),
     ]
 }
 
@@ -167,14 +225,23 @@ fn case() -> impl Strategy<Value = (u8, Vec<Op>)> {
 
 /// Service `name`'s spec: `instances` tiny tasks, command `version`, a
 /// command health check when `checked`; rollouts wait 3 s for an
-/// available task and halt after 20 s.
-fn spec(name: &str, instances: u32, version: u8, checked: bool) -> ServiceSpec {
+/// available task and halt after 20 s. Policy 0 is the default
+/// unreachable policy (replaced at once); 1 and 2 wait 5 s, forget after
+/// 10 s (so [`Op::Wait`]s cross both) and kill the old or the new copy on
+/// return.
+fn spec(name: &str, instances: u32, version: u8, checked: bool, policy: u8) -> ServiceSpec {
     let mut json = serde_json::json!({
         "name": name, "command": format!("sleep {}", 1000 + u32::from(version)),
         "cpus": 0.1, "mem": 16, "instances": instances,
         "restart_backoff": "2s", "restart_backoff_max": "8s",
         "upgrade": {"min_healthy": "3s", "deadline": "20s"}
     });
+    if policy > 0 {
+        let kill_on_return = if policy == 1 { "old" } else { "new" };
+        json["unreachable"] = serde_json::json!({
+            "inactive_after": "5s", "expunge_after": "10s", "kill_on_return": kill_on_return
+        });
+    }
     if checked {
         json["health_check"] = serde_json::json!({"type": "command", "command": "true"});
     }
@@ -193,6 +260,14 @@ struct Reach {
     terms: usize,
     /// Records seen coming back from a terminal state (with a kill mark).
     revived: usize,
+    /// Records seen unreachable (per check).
+    unreachable: usize,
+    /// Records seen returned from a partition (per check).
+    returned: usize,
+    /// Checks made while the agent table held an agent.
+    held: usize,
+    /// Inverse offers answered.
+    inverse: usize,
 }
 
 impl Reach {
@@ -201,6 +276,10 @@ impl Reach {
         self.settled += other.settled;
         self.terms += other.terms;
         self.revived += other.revived;
+        self.unreachable += other.unreachable;
+        self.returned += other.returned;
+        self.held += other.held;
+        self.inverse += other.inverse;
     }
 }
 
@@ -309,6 +388,14 @@ fn acked_early(h: &Harness, watched: &Watched, ack: &Ack) -> Option<String> {
     }
 }
 
+/// `update` with its uuid set to `uuid` (one [`World::uuid`] gave).
+fn uuid_of(update: v1::TaskStatus, uuid: &str) -> v1::TaskStatus {
+    v1::TaskStatus {
+        uuid: Some(uuid.as_bytes().to_vec()),
+        ..update
+    }
+}
+
 /// One case's world: the harness (the runner's part, the store) across
 /// terms, and what the checks remember between steps.
 struct World {
@@ -330,6 +417,20 @@ struct World {
     calls: usize,
     /// Tasks whose record was seen terminal.
     ended: HashSet<String>,
+    /// Agents the machine was told (GET_AGENTS, this term) are draining,
+    /// drained or deactivated.
+    held: HashSet<String>,
+    /// The agents' states in the last GET_AGENTS answer ([`Op::Agents`]),
+    /// what the settle step answers again.
+    agent_states: [u8; 3],
+    /// Offers whose maintenance window starts within the lead time.
+    windowed: HashSet<String>,
+    /// Calls of the log checked against [`World::held`].
+    holds_checked: usize,
+    /// A violation found between checks.
+    violation: Option<String>,
+    /// Inverse offer IDs sent.
+    inverse: Vec<String>,
     reach: Reach,
 }
 
@@ -337,7 +438,7 @@ impl World {
     /// A subscribed leader of `web` ([`INSTANCES`] instances) of which
     /// `running` run.
     fn new(running: u8) -> World {
-        let web = spec(SERVICES[0], INSTANCES, 0, false);
+        let web = spec(SERVICES[0], INSTANCES, 0, false, 1);
         let records: Vec<TaskRecord> = (0..u32::from(running))
             .map(|i| running_record(SERVICES[0], i, &web))
             .collect();
@@ -357,6 +458,12 @@ impl World {
             next_id: 0,
             calls: 0,
             ended: HashSet::new(),
+            held: HashSet::new(),
+            agent_states: [0; 3],
+            windowed: HashSet::new(),
+            inverse: Vec::new(),
+            holds_checked: 0,
+            violation: None,
             reach: Reach::default(),
         }
     }
@@ -395,6 +502,9 @@ impl World {
                 }
             }
             Op::AgentLost { agent } => {
+                // The table holds a lost agent no more (unreachable, or
+                // gone after a drain): a later offer shows it active.
+                self.held.remove(&format!("agent-{agent}"));
                 self.h
                     .feed(Input::AgentLost(format!("agent-{agent}").into()));
             }
@@ -461,9 +571,10 @@ impl World {
                 instances,
                 version,
                 checked,
+                policy,
             } => {
                 let name = SERVICES[usize::from(service)];
-                let spec = spec(name, instances.into(), version, checked);
+                let spec = spec(name, instances.into(), version, checked, policy);
                 self.h.command(Request::PutService(Box::new(valid(spec))));
             }
             Op::Delete { service } => {
@@ -490,12 +601,151 @@ impl World {
                 self.h.command(Request::Reconcile(kind));
             }
             Op::Settle => self.settle().await,
+            Op::Unreachable { pick } => {
+                let task = self.task(pick);
+                let uuid = self.uuid(&task, TaskState::TaskUnreachable);
+                let agent = self.agent_of(&task);
+                // As after FAILURE: the agent is unreachable in the table.
+                self.held.remove(&agent);
+                let update = v1::TaskStatus {
+                    agent_id: Some(v1::AgentId { value: agent }),
+                    ..unreachable(&task)
+                };
+                self.h.update(uuid_of(update, &uuid));
+            }
+            Op::Returned { pick } => {
+                let task = self.task(pick);
+                let uuid = self.uuid(&task, TaskState::TaskRunning);
+                self.h.update(uuid_of(returned(&task), &uuid));
+            }
+            Op::Gone {
+                pick,
+                kind,
+                reconciled: answer,
+            } => {
+                let task = self.task(pick);
+                let state = GONE[usize::from(kind) % GONE.len()];
+                if answer {
+                    self.h.update(reconciled(&task, state));
+                } else {
+                    let uuid = self.uuid(&task, state);
+                    self.h.update(status(&task, state, Some(&uuid)));
+                }
+            }
+            Op::DrainKilled { pick } => {
+                let task = self.task(pick);
+                let agent = self.agent_of(&task);
+                let uuid = self.uuid(&task, TaskState::TaskKilled);
+                let update = drained_kill(&task, &agent, TaskState::TaskKilled);
+                self.h.update(uuid_of(update, &uuid));
+            }
+            Op::Agents { states } => self.agents(states),
+            Op::WindowOffer { agent, minutes } => {
+                self.next_id += 1;
+                let id = format!("o-{}", self.next_id);
+                let window = window_in(&self.h, f64::from(minutes) * 60.0);
+                let offer = offer_with(&id, &format!("agent-{agent}"), Some(window));
+                if minutes < 60 {
+                    // Within the default lead time (1 h): never used.
+                    self.windowed.insert(id.clone());
+                }
+                self.h.feed(Input::Offers(vec![offer]));
+                self.offers.push(id);
+            }
+            Op::InverseOffer { agent, minutes } => {
+                self.next_id += 1;
+                let id = format!("io-{}", self.next_id);
+                let agent = (agent < 3).then(|| format!("agent-{agent}"));
+                let window = window_in(&self.h, f64::from(minutes) * 60.0);
+                let inverse = inverse_offer(&id, agent.as_deref(), window);
+                self.h.feed(Input::InverseOffers(vec![inverse]));
+                self.inverse.push(id);
+            }
+            Op::RescindInverse { pick } => {
+                let id = self
+                    .inverse
+                    .get(usize::from(pick) % (self.inverse.len() + 1))
+                    .cloned()
+                    .unwrap_or_else(|| "io-unknown".to_string());
+                self.h.feed(Input::RescindInverseOffer(id));
+            }
         }
         // The machine ended its term itself (abdicated, failed over, a
         // framework-ID mismatch): the runner ends it, its writes land.
         if self.h.ended.is_some() && !self.deposed {
             self.depose(0, true);
         }
+    }
+
+    /// The ACCEPTs since the last look against the holds as they are now
+    /// (before an answer changes them); the first violation is kept for
+    /// [`World::check`].
+    fn check_holds(&mut self) {
+        // No ACCEPT on an agent the table holds (draining, drained,
+        // deactivated) or of an offer whose window is within the lead time.
+        let new = &self.h.call_log[self.holds_checked..];
+        for call in new {
+            match call {
+                MesosCall::Accept { offer_id, .. } if self.windowed.contains(offer_id) => {
+                    let e = format!("ACCEPT of {offer_id}, its window near");
+                    self.violation.get_or_insert(e);
+                }
+                MesosCall::AnswerInverseOffers { .. } => self.reach.inverse += 1,
+                _ => {}
+            }
+        }
+        for task in Harness::launched_infos(new) {
+            if self.held.contains(&task.agent_id.value) {
+                self.violation.get_or_insert(format!(
+                    "ACCEPT of {} on {}, which the agent table holds",
+                    task.task_id.value, task.agent_id.value
+                ));
+            }
+        }
+        self.holds_checked = self.h.call_log.len();
+    }
+
+    /// Answers the GET_AGENTS calls in flight (other operator calls as the
+    /// harness does) with agents 0-2 in `states` ([`Op::Agents`]).
+    fn agents(&mut self, states: [u8; 3]) {
+        let drains = [
+            None,
+            Some(v1::DrainState::Draining),
+            Some(v1::DrainState::Drained),
+            None,
+        ];
+        let listed: Vec<_> = (0..3)
+            .map(|i| {
+                let state = usize::from(states[i].min(3));
+                listed(&format!("agent-{i}"), state == 3, drains[state])
+            })
+            .collect();
+        let mut answered = false;
+        while let Some((id, op)) = self.h.operators.pop_front() {
+            let answer = match op {
+                OperatorOp::ListAgents { .. } => {
+                    answered = true;
+                    OperatorAnswer::Agents(Ok(listed.clone()))
+                }
+                _ => OperatorAnswer::Frameworks(Ok(Frameworks::default())),
+            };
+            self.h.feed(Input::Operator { id, answer });
+        }
+        if answered && !self.deposed {
+            self.check_holds();
+            self.agent_states = states;
+            self.held = (0..3)
+                .filter(|i| states[*i] != 0)
+                .map(|i| format!("agent-{i}"))
+                .collect();
+        }
+    }
+
+    /// The agent of `task`'s stored record (`agent-0` when none).
+    fn agent_of(&self, task: &str) -> String {
+        self.h
+            .stored(task)
+            .map_or_else(|| "agent-0".to_string(), |r| r.agent_id.to_string())
     }
 
     fn offer(&mut self, agent: u8, cpus: f64) {
@@ -581,6 +831,8 @@ impl World {
         self.deposed = false;
         self.subscribed = false;
         self.clients_before = self.h.started_clients;
+        // A new machine's agent table is empty until its own GET_AGENTS.
+        self.held.clear();
         self.reach.terms += 1;
         self.h.start();
     }
@@ -590,6 +842,7 @@ impl World {
     async fn settle(&mut self) {
         self.regain();
         for _ in 0..4 {
+            self.agents(self.agent_states);
             self.h.answer_all();
             self.subscribe(self.master);
             for agent in 0..3 {
@@ -613,6 +866,13 @@ impl World {
                 return Err(format!("ACCEPT of {task} before its record is stored"));
             }
         }
+        self.check_holds();
+        if let Some(violation) = self.violation.take() {
+            return Err(violation);
+        }
+        if !self.held.is_empty() {
+            self.reach.held += 1;
+        }
         self.calls = self.h.call_log.len();
         // Every launched task ID is unique, across terms.
         let mut ids = HashSet::new();
@@ -622,6 +882,12 @@ impl World {
         // A terminal task never comes back to life in the records (an
         // update saying it lives is recorded with a kill mark).
         for (id, (record, _)) in &self.h.store.tasks {
+            if record.state == TaskState::TaskUnreachable {
+                self.reach.unreachable += 1;
+            }
+            if record.partition.is_some_and(|m| m.returned_at.is_some()) {
+                self.reach.returned += 1;
+            }
             if record.is_terminal() {
                 self.ended.insert(id.clone());
             } else if self.ended.contains(id) {
@@ -645,7 +911,10 @@ impl World {
         }
         self.reach.settled += 1;
         let mut live: HashMap<&str, Vec<u32>> = HashMap::new();
-        for (record, _) in h.store.tasks.values().filter(|(r, _)| is_live(r)) {
+        // An unreachable or unknown copy is no live copy: its instance may
+        // have a replacement, and `kill_on_return` settles it if it returns.
+        let copies = h.store.tasks.values().map(|(r, _)| r);
+        for record in copies.filter(|r| occupies_host(r)) {
             live.entry(record.service.as_str())
                 .or_default()
                 .push(record.instance);
@@ -769,4 +1038,8 @@ fn the_generator_reaches_every_invariant() {
     assert!(total.settled > 0, "{total:?}");
     assert!(total.terms > 0, "{total:?}");
     assert!(total.revived > 0, "{total:?}");
+    assert!(total.unreachable > 0, "{total:?}");
+    assert!(total.returned > 0, "{total:?}");
+    assert!(total.held > 0, "{total:?}");
+    assert!(total.inverse > 0, "{total:?}");
 }
