@@ -446,3 +446,34 @@ async fn agent_1(url: &str) -> String {
         .find(|id| id.ends_with("-S1"))
         .unwrap()
 }
+
+/// DRAIN_AGENT of an agent whose machine is in the maintenance schedule is
+/// refused with 400 (`Master::Http::drainAgent` in src/master/http.cpp,
+/// the machine printed as `MachineID`'s `operator<<` in
+/// src/common/type_utils.cpp); once the schedule is empty the drain is taken.
+#[tokio::test]
+async fn drain_of_an_agent_in_the_maintenance_schedule_is_refused() {
+    init();
+    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let url = tb.url();
+    let agent = agent_1(&url).await;
+    let drain = json!({"type": "DRAIN_AGENT", "drain_agent": {"agent_id": {"value": agent}}});
+    let answer = operator(&url, schedule(vec![machine(1)], nanos_from_now(3600))).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answer = operator(&url, drain.clone()).await;
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (
+            400,
+            format!(
+                "Agent {agent} is part of a maintenance schedule under Machine agent-1 (127.0.0.1)"
+            )
+            .as_str()
+        )
+    );
+    let none = json!({"type": "UPDATE_MAINTENANCE_SCHEDULE",
+        "update_maintenance_schedule": {"schedule": {}}});
+    assert_eq!(operator(&url, none).await.status, 200);
+    let answer = operator(&url, drain).await;
+    assert_eq!((answer.status, answer.body.as_str()), (200, ""));
+}

@@ -185,11 +185,15 @@ fn agent_hold(master: &mut Master, call: &Call) -> Response {
         },
         call::Type::DeactivateAgent => match &call.deactivate_agent {
             None => return missing("deactivate_agent"),
-            Some(d) => master.deactivate_agent(&d.agent_id.value),
+            Some(d) => master
+                .deactivate_agent(&d.agent_id.value)
+                .map_err(Into::into),
         },
         _ => match &call.reactivate_agent {
             None => return missing("reactivate_agent"),
-            Some(r) => master.reactivate_agent(&r.agent_id.value),
+            Some(r) => master
+                .reactivate_agent(&r.agent_id.value)
+                .map_err(Into::into),
         },
     };
     match result {

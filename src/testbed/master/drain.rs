@@ -109,9 +109,16 @@ impl Master {
         agent_id: &str,
         max_grace_period: Option<&v1::master::Duration>,
         mark_gone: bool,
-    ) -> Result<(), &'static str> {
+    ) -> Result<(), String> {
         if !self.agent_known(agent_id) {
-            return Err(UNKNOWN_AGENT);
+            return Err(UNKNOWN_AGENT.into());
+        }
+        // `Master::Http::drainAgent` (src/master/http.cpp): a registered
+        // agent whose machine is in the maintenance schedule is refused.
+        if let Some(machine) = self.scheduled_machine(agent_id) {
+            return Err(format!(
+                "Agent {agent_id} is part of a maintenance schedule under Machine {machine}"
+            ));
         }
         // The agent's DrainConfig carries the grace period as a DurationInfo
         // (capture u: `{"nanoseconds":5000000000}`).

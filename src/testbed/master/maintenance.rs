@@ -167,6 +167,24 @@ impl Master {
         }
     }
 
+    /// The scheduled machine of a registered agent, as Mesos prints a
+    /// `MachineID` (`operator<<` in src/common/type_utils.cpp: `host (ip)`,
+    /// or whichever of the two is set); `None` when it is not scheduled.
+    pub(crate) fn scheduled_machine(&self, agent_id: &str) -> Option<String> {
+        let index = self.agent_index(agent_id)?;
+        if self.agents[index].state != super::AgentState::Registered {
+            return None;
+        }
+        let machine = self.maintenance.machines.get(&self.machine_of(index))?;
+        let (host, ip) = (machine.id.hostname.as_deref(), machine.id.ip.as_deref());
+        Some(match (host, ip) {
+            (Some(h), Some(i)) => format!("{h} ({i})"),
+            (Some(h), None) => h.to_string(),
+            (None, Some(i)) => i.to_string(),
+            (None, None) => String::new(),
+        })
+    }
+
     /// The agent's scheduled unavailability, set on its offers.
     pub(crate) fn agent_unavailability(&self, agent_index: usize) -> Option<v1::Unavailability> {
         if self.maintenance.machines.is_empty() {
