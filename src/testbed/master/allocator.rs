@@ -103,14 +103,11 @@ impl Master {
             let offer = self.make_offer(&framework_id, index, free);
             super::push_batch(&mut batches, framework_id, offer);
         }
-        for (framework_id, offers) in batches {
-            let event = Event {
-                r#type: Some(event::Type::Offers as i32),
-                offers: Some(event::Offers { offers }),
-                ..Default::default()
-            };
-            self.send(&framework_id, &event);
-        }
+        self.send_batches(batches, |offers| Event {
+            r#type: Some(event::Type::Offers as i32),
+            offers: Some(event::Offers { offers }),
+            ..Default::default()
+        });
     }
 
     fn make_offer(&mut self, framework_id: &str, agent_index: usize, free: Resources) -> v1::Offer {

@@ -385,14 +385,11 @@ impl Master {
                 super::push_batch(&mut batches, framework_id, offer);
             }
         }
-        for (framework_id, inverse_offers) in batches {
-            let event = Event {
-                r#type: Some(event::Type::InverseOffers as i32),
-                inverse_offers: Some(event::InverseOffers { inverse_offers }),
-                ..Default::default()
-            };
-            self.send(&framework_id, &event);
-        }
+        self.send_batches(batches, |inverse_offers| Event {
+            r#type: Some(event::Type::InverseOffers as i32),
+            inverse_offers: Some(event::InverseOffers { inverse_offers }),
+            ..Default::default()
+        });
     }
 
     /// Removes the inverse offers `which` selects and tells their

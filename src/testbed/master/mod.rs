@@ -501,6 +501,20 @@ impl Master {
 
     // ---- events -------------------------------------------------------------
 
+    /// Sends each framework its batch (from [`push_batch`]) as one event
+    /// that `event` builds: one OFFERS or INVERSE_OFFERS per framework and
+    /// allocation round, as the allocator's offer callback does
+    /// (src/master/allocator/mesos/hierarchical.cpp).
+    pub(crate) fn send_batches<T>(
+        &mut self,
+        batches: Vec<(String, Vec<T>)>,
+        event: impl Fn(Vec<T>) -> Event,
+    ) {
+        for (framework_id, items) in batches {
+            self.send(&framework_id, &event(items));
+        }
+    }
+
     /// Queues `event` on the framework's stream. A framework that is not
     /// connected does not get it (master.cpp drops events for disconnected
     /// frameworks); one whose queue is full is disconnected.
