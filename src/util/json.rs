@@ -60,7 +60,7 @@ fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> JsonError {
         path.clear();
     }
     let inner = e.into_inner();
-    let message = inner.to_string();
+    let message = without_rust_names(&inner.to_string());
     let named = ["missing field `", "unknown field `", "duplicate field `"]
         .iter()
         .find_map(|start| message.strip_prefix(start)?.split('`').next());
@@ -79,6 +79,35 @@ fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> JsonError {
         syntax: inner.is_syntax() || inner.is_eof(),
         message,
     }
+}
+
+/// `message` with serde's names of our Rust types (`expected struct
+/// UnreachablePolicy`) said in JSON's words (`expected an object`): the
+/// operator wrote JSON and never sees the type names.
+fn without_rust_names(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("expected ") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "expected ".len()..];
+        let (kind, json) = if after.starts_with("struct ") {
+            ("struct ", "expected an object")
+        } else if after.starts_with("enum ") {
+            ("enum ", "expected a string naming one of its values")
+        } else {
+            out.push_str("expected ");
+            rest = after;
+            continue;
+        };
+        let name = &after[kind.len()..];
+        let end = name
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(name.len());
+        out.push_str(json);
+        rest = &name[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Walks `text` once and refuses the first key given twice in an object
@@ -189,6 +218,48 @@ impl<'de> Visitor<'de> for Unique<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_errors_name_json_kinds_not_rust_types() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Outer {
+            policy: Policy,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Policy {
+            kill: Kill,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        enum Kill {
+            Old,
+        }
+        let e = parse::<Outer>(br#"{"policy": "always"}"#).unwrap_err();
+        assert_eq!(e.path, "policy");
+        assert!(
+            e.message
+                .starts_with(r#"invalid type: string "always", expected an object"#),
+            "{}",
+            e.message
+        );
+        for kill in ["3", "[]", r#"{"a": 1}"#] {
+            let text = format!(r#"{{"policy": {{"kill": {kill}}}}}"#);
+            let e = parse::<Outer>(text.as_bytes()).unwrap_err();
+            assert_eq!(e.path, "policy.kill");
+            assert!(!e.message.contains("Kill"), "{}", e.message);
+        }
+        assert_eq!(
+            without_rust_names("invalid type: map, expected enum Kill"),
+            "invalid type: map, expected a string naming one of its values"
+        );
+        assert_eq!(
+            without_rust_names("invalid type: map, expected struct A_b at line 1"),
+            "invalid type: map, expected an object at line 1"
+        );
+        assert_eq!(without_rust_names("expected `old`"), "expected `old`");
+    }
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]

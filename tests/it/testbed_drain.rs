@@ -433,3 +433,42 @@ async fn a_partitioned_agent_comes_back_with_its_tasks() {
     );
     assert!(!tb.tasks()[0].unreachable);
 }
+
+/// REACTIVATE_AGENT of an unreachable agent: the master clears the hold in
+/// its registry, then finds no registered agent and answers 409 "Agent
+/// removed while processing the call" (`Master::Http::_reactivateAgent`,
+/// src/master/http.cpp); a second REACTIVATE_AGENT is 400 "Agent is not
+/// deactivated", and the agent comes back active.
+#[tokio::test]
+async fn reactivate_of_an_unreachable_agent_is_a_conflict_that_clears_the_hold() {
+    let tb = testbed(TestbedConfig::for_tests(1)).await;
+    let (mut pa, pa_id) = framework(&tb, "cap-pa", &["PARTITION_AWARE"]).await;
+    let agent = running_task(&tb, &mut pa, &pa_id, "pa-1").await;
+    let answer = post(
+        &format!("{}/testbed/agents/{agent}/partition", tb.url()),
+        &[("Content-Type", "application/json")],
+        r#"{"seconds": 2}"#,
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(pa.expect_update("pa-1").await["state"], "TASK_UNREACHABLE");
+    assert_eq!(op(&tb, hold("DEACTIVATE_AGENT", &agent)).await.status, 200);
+
+    let refused = op(&tb, hold("REACTIVATE_AGENT", &agent)).await;
+    assert_eq!(
+        (refused.status, refused.body.as_str()),
+        (409, "Agent removed while processing the call")
+    );
+    let again = op(&tb, hold("REACTIVATE_AGENT", &agent)).await;
+    assert_eq!(
+        (again.status, again.body.as_str()),
+        (400, "Agent is not deactivated")
+    );
+
+    let back = pa.expect_update("pa-1").await;
+    assert_eq!(back["state"], "TASK_RUNNING");
+    let entry = listed(&tb, &agent)
+        .await
+        .expect("the agent is listed again");
+    assert_eq!(entry["deactivated"], json!(false), "{entry}");
+}

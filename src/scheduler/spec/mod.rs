@@ -10,7 +10,7 @@
 //!   [`image_ref`], Docker image references;
 //! - [`health`]: the health check a task is launched with;
 //! - [`upgrade`]: how a service's tasks are replaced after a change;
-//! - [`unreachable`]: how long an unreachable task is waited for, and which
+//! - [`unreachable`](mod@unreachable): how long an unreachable task is waited for, and which
 //!   copy dies when it returns;
 //! - [`errors`]: `FieldError`, one problem with one field;
 //! - [`valid`]: `ValidServiceSpec`, a spec that passed its validation (the

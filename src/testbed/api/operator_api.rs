@@ -22,6 +22,7 @@ use crate::mesos::media::Encoding;
 use crate::mesos::v1::master::{Call, Response as OperatorResponse, call, response};
 use crate::testbed::http::{self, empty, text};
 use crate::testbed::master::App;
+use crate::testbed::master::drain::HoldRefusal;
 use crate::testbed::master::{Leadership, Master};
 
 /// `POST /api/v1`.
@@ -166,7 +167,8 @@ pub(super) fn answer_with(accept: Encoding, answer: &OperatorResponse) -> Respon
 }
 
 /// DRAIN_AGENT, DEACTIVATE_AGENT and REACTIVATE_AGENT (`master/drain.rs`):
-/// 200 with an empty body, or 400 with the master's text (capture u).
+/// 200 with an empty body, or 400 (409 for REACTIVATE_AGENT of an
+/// unreachable agent) with the master's text (capture u; `_reactivateAgent`).
 fn agent_hold(master: &mut Master, call: &Call) -> Response {
     let missing = |field: &str| {
         text(
@@ -177,11 +179,13 @@ fn agent_hold(master: &mut Master, call: &Call) -> Response {
     let result = match call.r#type() {
         call::Type::DrainAgent => match &call.drain_agent {
             None => return missing("drain_agent"),
-            Some(d) => master.drain_agent(
-                &d.agent_id.value,
-                d.max_grace_period.as_ref(),
-                d.mark_gone(),
-            ),
+            Some(d) => master
+                .drain_agent(
+                    &d.agent_id.value,
+                    d.max_grace_period.as_ref(),
+                    d.mark_gone(),
+                )
+                .map_err(Into::into),
         },
         call::Type::DeactivateAgent => match &call.deactivate_agent {
             None => return missing("deactivate_agent"),
@@ -191,14 +195,13 @@ fn agent_hold(master: &mut Master, call: &Call) -> Response {
         },
         _ => match &call.reactivate_agent {
             None => return missing("reactivate_agent"),
-            Some(r) => master
-                .reactivate_agent(&r.agent_id.value)
-                .map_err(Into::into),
+            Some(r) => master.reactivate_agent(&r.agent_id.value),
         },
     };
     match result {
         Ok(()) => empty(StatusCode::OK),
-        Err(body) => text(StatusCode::BAD_REQUEST, body),
+        Err(HoldRefusal::BadRequest(body)) => text(StatusCode::BAD_REQUEST, body),
+        Err(HoldRefusal::Conflict(body)) => text(StatusCode::CONFLICT, body),
     }
 }
 

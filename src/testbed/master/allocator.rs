@@ -290,7 +290,7 @@ impl Master {
     /// Validates and takes the offers named by an ACCEPT. On success returns
     /// the agent index and the offered resources (the offers are gone). On
     /// failure every valid named offer is still removed and the error names
-    /// the first invalid one (master.cpp `accept`: "Offer <id> is no longer
+    /// the first invalid one (master.cpp `accept`: "Offer `<id>` is no longer
     /// valid").
     pub fn take_offers(
         &mut self,

@@ -32,6 +32,8 @@
 //! - REACTIVATE_AGENT: 400 "Agent is not deactivated" for an active (or
 //!   unknown) agent, 400 "Agent is still in the DRAINING state" while
 //!   draining; otherwise 200, `drain_info` is cleared and offers resume.
+//!   Of an unreachable agent the hold is cleared too, but the answer is 409
+//!   "Agent removed while processing the call" (`_reactivateAgent`).
 //!
 //! `max_grace_period` caps the kill grace period of each task; the
 //! simulated executors end their tasks at once, so it only shows in
@@ -51,6 +53,30 @@ pub(crate) const UNKNOWN_AGENT: &str = "Unknown agent";
 pub(crate) const NOT_DEACTIVATED: &str = "Agent is not deactivated";
 /// The 400 body of REACTIVATE_AGENT while the agent drains.
 pub(crate) const STILL_DRAINING: &str = "Agent is still in the DRAINING state";
+/// The 409 body of REACTIVATE_AGENT for an agent that is not registered
+/// (unreachable): the hold is dropped all the same.
+pub(crate) const REMOVED_WHILE_PROCESSING: &str = "Agent removed while processing the call";
+
+/// Why the master refused an agent-hold call: its HTTP status and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldRefusal {
+    /// 400 Bad Request with this text.
+    BadRequest(String),
+    /// 409 Conflict with this text.
+    Conflict(&'static str),
+}
+
+impl From<String> for HoldRefusal {
+    fn from(body: String) -> Self {
+        HoldRefusal::BadRequest(body)
+    }
+}
+
+impl From<&'static str> for HoldRefusal {
+    fn from(body: &'static str) -> Self {
+        HoldRefusal::BadRequest(body.to_string())
+    }
+}
 
 /// The operator's hold on one agent: the master's `slaves.deactivated` and
 /// `slaves.draining` (kept in its registry, so they outlive an
@@ -165,15 +191,22 @@ impl Master {
     }
 
     /// REACTIVATE_AGENT: the drain info is dropped and offers resume with the
-    /// next allocation round.
-    pub fn reactivate_agent(&mut self, agent_id: &str) -> Result<(), &'static str> {
+    /// next allocation round. Of an agent that is not registered (an
+    /// unreachable one) the hold is dropped too, but the answer is 409
+    /// (`Master::Http::_reactivateAgent` in src/master/http.cpp erases
+    /// `draining`/`deactivated` from the registry and memory, then finds no
+    /// registered `Slave` and answers Conflict).
+    pub fn reactivate_agent(&mut self, agent_id: &str) -> Result<(), HoldRefusal> {
         if !self.holds.deactivated(agent_id) {
-            return Err(NOT_DEACTIVATED);
+            return Err(NOT_DEACTIVATED.into());
         }
         if self.holds.draining(agent_id).is_some() {
-            return Err(STILL_DRAINING);
+            return Err(STILL_DRAINING.into());
         }
         self.holds.by_agent.remove(agent_id);
+        if !self.agent_registered(agent_id) {
+            return Err(HoldRefusal::Conflict(REMOVED_WHILE_PROCESSING));
+        }
         Ok(())
     }
 

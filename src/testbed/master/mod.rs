@@ -28,7 +28,7 @@
 pub(super) mod agent_side;
 pub(super) mod allocator;
 pub(super) mod calls;
-pub(super) mod drain;
+pub mod drain;
 pub(super) mod election;
 pub(super) mod executor_table;
 pub(super) mod faults;

@@ -47,7 +47,7 @@ pub(crate) struct Task {
     /// Emptied (and its buffer freed) once all are acknowledged.
     pub pending: VecDeque<v1::TaskStatus>,
     /// How many times the front update was re-sent: its next retry comes
-    /// after [`Master::status_update_retry_interval`] of this count.
+    /// after [`retry_interval`](super::updates::retry_interval) of this count.
     pub retries: u32,
     /// The state of the latest update the scheduler acknowledged (the
     /// one in flight when its ACKNOWLEDGE came): inspection only, for

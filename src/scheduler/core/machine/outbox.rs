@@ -154,7 +154,7 @@ impl Machine {
         }
     }
 
-    /// When timers next need [`Input::Tick`].
+    /// When timers next need [`Input::Tick`](crate::scheduler::core::io::Input::Tick).
     pub(super) fn next_wake(&self, now: Instant) -> Instant {
         let mut next = self.next_housekeeping.min(self.framework.next_check);
         let subscribed = self.framework.is_subscribed();
