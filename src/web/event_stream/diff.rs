@@ -137,9 +137,13 @@ fn status(task: &TaskRecord, entry: Option<&StatusEntry>) -> TaskStatusData {
             .map_or(task.state, |e| e.state)
             .as_str_name()
             .to_string(),
-        reason: entry.and_then(|e| e.reason).map(|r| r.as_str_name().to_string()),
+        reason: entry
+            .and_then(|e| e.reason)
+            .map(|r| r.as_str_name().to_string()),
         message: entry.and_then(|e| e.message.clone()),
-        source: entry.and_then(|e| e.source).map(|s| s.as_str_name().to_string()),
+        source: entry
+            .and_then(|e| e.source)
+            .map(|s| s.as_str_name().to_string()),
         agent_id: task.agent_id.to_string(),
         hostname: task.hostname.clone(),
         healthy: entry.and_then(|e| e.healthy),
@@ -247,7 +251,11 @@ fn services(before: &Snapshot, now: &Snapshot, out: &mut Vec<Found>) {
         let was = prior.and_then(|p| p.rollout.as_ref());
         match (was, &s.rollout) {
             (None, Some(r)) => {
-                push(out, EventType::Deployment, &deployment(at, name, "started", r, None));
+                push(
+                    out,
+                    EventType::Deployment,
+                    &deployment(at, name, "started", r, None),
+                );
                 if let Some(halt) = &r.halted {
                     let data = deployment(halt.at, name, "halted", r, Some(halt.reason.clone()));
                     push(out, EventType::Deployment, &data);
@@ -261,14 +269,22 @@ fn services(before: &Snapshot, now: &Snapshot, out: &mut Vec<Found>) {
                         push(out, EventType::Deployment, &data);
                     }
                     (Some(_), None) => {
-                        push(out, EventType::Deployment, &deployment(at, name, "resumed", r, None));
+                        push(
+                            out,
+                            EventType::Deployment,
+                            &deployment(at, name, "resumed", r, None),
+                        );
                     }
                     _ => {}
                 }
                 let moved = (w.desired, w.replaced, w.healthy, w.remaining)
                     != (r.desired, r.replaced, r.healthy, r.remaining);
                 if moved {
-                    push(out, EventType::Deployment, &deployment(at, name, "step", r, None));
+                    push(
+                        out,
+                        EventType::Deployment,
+                        &deployment(at, name, "step", r, None),
+                    );
                 }
             }
             (Some(w), None) => {
@@ -361,7 +377,12 @@ mod tests {
         json!({"at": at, "state": state, "source": "SOURCE_EXECUTOR", "healthy": healthy})
     }
 
-    fn task(id: &str, state: &str, timeline: Vec<serde_json::Value>, healthy: Option<bool>) -> Arc<TaskRecord> {
+    fn task(
+        id: &str,
+        state: &str,
+        timeline: Vec<serde_json::Value>,
+        healthy: Option<bool>,
+    ) -> Arc<TaskRecord> {
         let record = json!({
             "task_id": id, "service": "web", "instance": 0, "fingerprint": "f0",
             "agent_id": "S1", "hostname": "agent-1", "executor": "command",
@@ -390,17 +411,27 @@ mod tests {
         b.tasks = vec![task(
             "web.0.x",
             "TASK_RUNNING",
-            vec![entry(11.0, "TASK_STARTING", None), entry(11.5, "TASK_RUNNING", None)],
+            vec![
+                entry(11.0, "TASK_STARTING", None),
+                entry(11.5, "TASK_RUNNING", None),
+            ],
             None,
         )];
         let found = diff(&a, &b);
         assert_eq!(
             kinds(&found),
-            [("task_status", "TASK_STARTING".into()), ("task_status", "TASK_RUNNING".into())]
+            [
+                ("task_status", "TASK_STARTING".into()),
+                ("task_status", "TASK_RUNNING".into())
+            ]
         );
         let d = &found[1].1;
         assert_eq!(
-            (d["task_id"].as_str(), d["service"].as_str(), d["agent_id"].as_str()),
+            (
+                d["task_id"].as_str(),
+                d["service"].as_str(),
+                d["agent_id"].as_str()
+            ),
             (Some("web.0.x"), Some("web"), Some("S1"))
         );
         // Unchanged records (the same Arc) give nothing; a new task with
@@ -413,17 +444,31 @@ mod tests {
     #[test]
     fn updates_after_the_last_one_seen_are_found_when_the_timeline_rotated() {
         let mut a = empty();
-        a.tasks = vec![task("t", "TASK_RUNNING", vec![entry(1.0, "TASK_STARTING", None), entry(2.0, "TASK_RUNNING", None)], None)];
+        a.tasks = vec![task(
+            "t",
+            "TASK_RUNNING",
+            vec![
+                entry(1.0, "TASK_STARTING", None),
+                entry(2.0, "TASK_RUNNING", None),
+            ],
+            None,
+        )];
         let mut b = empty();
         b.tasks = vec![task(
             "t",
             "TASK_FAILED",
-            vec![entry(3.0, "TASK_KILLING", None), entry(4.0, "TASK_FAILED", None)],
+            vec![
+                entry(3.0, "TASK_KILLING", None),
+                entry(4.0, "TASK_FAILED", None),
+            ],
             None,
         )];
         assert_eq!(
             kinds(&diff(&a, &b)),
-            [("task_status", "TASK_KILLING".into()), ("task_status", "TASK_FAILED".into())]
+            [
+                ("task_status", "TASK_KILLING".into()),
+                ("task_status", "TASK_FAILED".into())
+            ]
         );
     }
 
@@ -464,17 +509,21 @@ mod tests {
         b.services = vec![service(json!(null))];
         assert_eq!(kinds(&diff(&a, &b)), [("service", "added".into())]);
         a.services = b.services.clone();
-        let progress = |replaced: u32, halted: serde_json::Value| {
-            json!({"desired": 2, "replaced": replaced, "healthy": replaced, "remaining": 2 - replaced, "halted": halted})
-        };
+        let progress = |replaced: u32, halted: serde_json::Value| json!({"desired": 2, "replaced": replaced, "healthy": replaced, "remaining": 2 - replaced, "halted": halted});
         b.services = vec![service(progress(0, json!(null)))];
         assert_eq!(kinds(&diff(&a, &b)), [("deployment", "started".into())]);
         let mut c = empty();
-        c.services = vec![service(progress(1, json!({"at": 5.0, "reason": "instance 1 not healthy"})))];
+        c.services = vec![service(progress(
+            1,
+            json!({"at": 5.0, "reason": "instance 1 not healthy"}),
+        ))];
         let found = diff(&b, &c);
         assert_eq!(
             kinds(&found),
-            [("deployment", "halted".into()), ("deployment", "step".into())]
+            [
+                ("deployment", "halted".into()),
+                ("deployment", "step".into())
+            ]
         );
         assert_eq!(found[0].1["reason"], "instance 1 not healthy");
         let mut d = empty();

@@ -118,9 +118,9 @@ impl Resync {
                  does not know"
             ),
             Resync::Ahead => "the Last-Event-ID is newer than any event of this leader".into(),
-            Resync::Gap { lost } => format!(
-                "{lost} events after the Last-Event-ID are no longer buffered"
-            ),
+            Resync::Gap { lost } => {
+                format!("{lost} events after the Last-Event-ID are no longer buffered")
+            }
         }
     }
 }
@@ -310,7 +310,13 @@ mod tests {
             assert_eq!(EventId::parse(&a), Some(w[0]));
         }
         assert_eq!(id(3, 17), "00000000030000000017");
-        for bad in ["", "17", "0000000003000000001x", "000000000300000000170", "-0000000030000000017"] {
+        for bad in [
+            "",
+            "17",
+            "0000000003000000001x",
+            "000000000300000000170",
+            "-0000000030000000017",
+        ] {
             assert_eq!(EventId::parse(bad), None, "{bad:?}");
         }
     }
@@ -328,7 +334,10 @@ mod tests {
         assert!(j.subscribe(None).is_none());
         j.begin(4);
         let ids = publish(&j, 2);
-        assert_eq!(ids, [EventId { epoch: 4, seq: 1 }, EventId { epoch: 4, seq: 2 }]);
+        assert_eq!(
+            ids,
+            [EventId { epoch: 4, seq: 1 }, EventId { epoch: 4, seq: 2 }]
+        );
     }
 
     #[test]
@@ -341,7 +350,12 @@ mod tests {
         let replayed: Vec<EventId> = start.replay.iter().map(|e| e.id).collect();
         assert_eq!(replayed, ids[3..]);
         // Up to date: nothing to replay; "before the first" replays all.
-        assert!(j.subscribe(Some(&ids[5].to_string())).unwrap().replay.is_empty());
+        assert!(
+            j.subscribe(Some(&ids[5].to_string()))
+                .unwrap()
+                .replay
+                .is_empty()
+        );
         let all = j.subscribe(Some(&id(4, 0))).unwrap();
         assert_eq!((all.resync, all.replay.len()), (None, 6));
     }

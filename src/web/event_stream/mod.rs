@@ -187,8 +187,9 @@ pub fn start(state: &AppState) {
 struct Lead {
     term: u64,
     epoch: u64,
-    /// The newest audit sequence number published (or seen at election).
-    audit: Option<u64>,
+    /// The newest audit sequence number published or seen at election
+    /// (`Some(None)`: the log was empty); `None` until first read.
+    audit: Option<Option<u64>>,
 }
 
 async fn run(state: AppState) {
@@ -279,7 +280,11 @@ fn lost(state: &AppState, s: &Snapshot, l: &Lead) {
          new leader)",
     );
     hub.epoch.send_replace(None);
-    tracing::info!(epoch = l.epoch, term = l.term, "event stream: leadership lost");
+    tracing::info!(
+        epoch = l.epoch,
+        term = l.term,
+        "event stream: leadership lost"
+    );
 }
 
 /// This replica's election sequence number, `None` when it cannot be read
@@ -308,23 +313,23 @@ async fn audit_tail(state: &AppState, lead: &mut Lead) {
     let Ok(Ok(newest)) = tokio::time::timeout(timeout, coordinator.audit_log(1)).await else {
         return;
     };
-    let newest_seq = newest.last().map_or(0, |(seq, _)| *seq);
+    let newest_seq = newest.last().map(|(seq, _)| *seq);
     let Some(last) = lead.audit else {
         // Elected just now: entries before are not this epoch's events.
         lead.audit = Some(newest_seq);
         return;
     };
-    if newest_seq <= last {
+    let Some(newest_seq) = newest_seq.filter(|n| last.is_none_or(|l| *n > l)) else {
         return;
-    }
-    let want = usize::try_from(newest_seq - last)
+    };
+    let want = usize::try_from(newest_seq - last.unwrap_or(0) + 1)
         .unwrap_or(usize::MAX)
         .min(crate::coordination::AUDIT_KEPT);
     let Ok(Ok(entries)) = tokio::time::timeout(timeout, coordinator.audit_log(want)).await else {
         return;
     };
     for (seq, mut value) in entries {
-        if seq <= last {
+        if last.is_some_and(|l| seq <= l) {
             continue;
         }
         if let Some(object) = value.as_object_mut() {
@@ -334,7 +339,7 @@ async fn audit_tail(state: &AppState, lead: &mut Lead) {
             .events
             .journal
             .publish(EventType::Audit.as_str(), value.to_string());
-        lead.audit = Some(seq);
+        lead.audit = Some(Some(seq));
     }
 }
 
