@@ -85,10 +85,10 @@ impl SseReader {
     /// The next block (comments included), `None` at the end.
     async fn block(&mut self) -> Option<SseEvent> {
         loop {
-            let text = String::from_utf8_lossy(&self.buffer).replace("\r\n", "\n");
-            if let Some(end) = text.find("\n\n") {
-                let block = text[..end].to_string();
-                self.buffer = text[end + 2..].as_bytes().to_vec();
+            // The server ends lines with `\n` alone (axum does).
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let block = String::from_utf8_lossy(&self.buffer[..end]).into_owned();
+                self.buffer.drain(..end + 2);
                 return Some(parse(&block));
             }
             if self.ended {
