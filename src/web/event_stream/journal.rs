@@ -143,6 +143,7 @@ pub struct Start {
 /// a broadcast of at most `max_lag` items per stream.
 pub struct Journal {
     capacity: usize,
+    max_lag: usize,
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Item>,
 }
@@ -159,11 +160,14 @@ struct Inner {
 
 impl Journal {
     /// A journal keeping `capacity` events (at least 1), each stream at
-    /// most `max_lag` events behind (at least 1).
+    /// most `max_lag` events behind (at least 1, rounded up to a power of
+    /// two: the broadcast's ring has that size).
     pub fn new(capacity: usize, max_lag: usize) -> Journal {
-        let (tx, _) = broadcast::channel(max_lag.max(1));
+        let max_lag = max_lag.max(1).next_power_of_two();
+        let (tx, _) = broadcast::channel(max_lag);
         Journal {
             capacity: capacity.max(1),
+            max_lag,
             inner: Mutex::new(Inner {
                 epoch: None,
                 buffered: None,
@@ -172,6 +176,11 @@ impl Journal {
             }),
             tx,
         }
+    }
+
+    /// How far a stream may fall behind, events.
+    pub fn max_lag(&self) -> usize {
+        self.max_lag
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

@@ -123,7 +123,7 @@ pub struct EventStreamConfig {
     /// Events kept for resuming (default 4096).
     pub buffer: usize,
     /// Events a stream may fall behind before it is ended with a
-    /// `disconnect` (default 1024).
+    /// `disconnect` (default 1024; rounded up to a power of two).
     pub max_lag: usize,
     /// Time between keep-alive comments on an idle stream (default 15 s).
     pub keep_alive: Duration,
@@ -521,18 +521,15 @@ impl Feed {
     }
 }
 
-fn sse(
-    begun: Start,
-    types: Option<Vec<EventType>>,
-    asked: String,
-    state: &AppState,
-) -> impl futures::Stream<Item = Result<Event, Infallible>> + use<> {
+/// The feed of a new stream: a first block (`retry:` and a comment), the
+/// `resync` if any, the replay, then live events.
+fn feed(begun: Start, types: Option<Vec<EventType>>, asked: String, max_lag: usize) -> Feed {
     let mut feed = Feed {
         pending: VecDeque::new(),
         live: begun.live,
         types,
         last_sent: None,
-        max_lag: state.events.config.max_lag,
+        max_lag,
         done: false,
     };
     feed.pending.push_back(
@@ -560,9 +557,109 @@ fn sse(
             feed.last_sent = Some(e.id);
         }
     }
+    feed
+}
+
+fn sse(
+    begun: Start,
+    types: Option<Vec<EventType>>,
+    asked: String,
+    state: &AppState,
+) -> impl futures::Stream<Item = Result<Event, Infallible>> + use<> {
+    let feed = feed(begun, types, asked, state.events.journal.max_lag());
     futures::stream::unfold(feed, |mut feed| async move {
         let event = feed.next().await?;
         Some((Ok(event), feed))
     })
     .take_until(state.shutdown.clone().cancelled_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The SSE text of an event (as axum writes it).
+    fn text(e: Event) -> String {
+        use axum::response::IntoResponse;
+        let body = Sse::new(futures::stream::iter([Ok::<_, Infallible>(e)])).into_response();
+        let bytes = futures::executor::block_on(axum::body::to_bytes(body.into_body(), 1 << 16));
+        String::from_utf8(bytes.unwrap().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn types_parse_and_unknown_ones_are_named() {
+        assert_eq!(parse_types(None).unwrap(), None);
+        assert_eq!(parse_types(Some(" ")).unwrap(), None);
+        assert_eq!(
+            parse_types(Some("audit, task_status")).unwrap(),
+            Some(vec![EventType::Audit, EventType::TaskStatus])
+        );
+        let e = parse_types(Some("audit,tasks")).unwrap_err();
+        assert_eq!(e.errors[0].field, "type");
+        assert!(e.errors[0].message.contains("\"tasks\""));
+        for t in EventType::ALL {
+            assert_eq!(EventType::from_name(t.as_str()), Some(t));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_feed_filters_resyncs_and_ends_with_a_reason() {
+        let j = Journal::new(4, 3);
+        j.begin(2);
+        for kind in ["audit", "health", "audit", "health", "audit", "health"] {
+            j.publish(kind, "{}".into());
+        }
+        // Asked from event 1: events 2 and 3 are gone (buffer of 4).
+        let asked = EventId { epoch: 2, seq: 1 }.to_string();
+        let begun = j.subscribe(Some(&asked)).unwrap();
+        let mut f = feed(begun, Some(vec![EventType::Health]), asked.clone(), 3);
+        let first = text(f.next().await.unwrap());
+        assert!(
+            first.contains(": newest id 00000000020000000006\n"),
+            "{first}"
+        );
+        assert!(first.contains("retry: 1000\n"), "{first}");
+        let resync = text(f.next().await.unwrap());
+        assert!(resync.contains("event: resync\n"), "{resync}");
+        assert!(resync.contains("id: 00000000020000000006\n"), "{resync}");
+        assert!(
+            resync.contains("\"last_event_id\":\"00000000020000000001\""),
+            "{resync}"
+        );
+        // Only health events after that; the end says why.
+        j.publish("audit", "{}".into());
+        j.publish("health", "{\"n\":8}".into());
+        let e = text(f.next().await.unwrap());
+        assert!(
+            e.contains("id: 00000000020000000008\nevent: health\n"),
+            "{e}"
+        );
+        j.end("leadership lost");
+        let end = text(f.next().await.unwrap());
+        assert!(end.contains("event: disconnect\n"), "{end}");
+        assert!(end.contains("leadership lost"), "{end}");
+        assert!(
+            end.contains("\"last_event_id\":\"00000000020000000008\""),
+            "{end}"
+        );
+        assert!(f.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_feed_behind_by_more_than_its_bound_is_disconnected() {
+        let j = Journal::new(100, 3);
+        j.begin(1);
+        let begun = j.subscribe(None).unwrap();
+        assert_eq!(j.max_lag(), 4);
+        let mut f = feed(begun, None, String::new(), j.max_lag());
+        let first = text(f.next().await.unwrap());
+        assert!(first.contains("newest id"), "{first}");
+        for _ in 0..10 {
+            j.publish("audit", "{}".into());
+        }
+        let e = text(f.next().await.unwrap());
+        assert!(e.contains("consumer too slow, 10 events behind"), "{e}");
+        assert!(e.contains("\"behind\":10"), "{e}");
+        assert!(f.next().await.is_none());
+    }
 }
