@@ -44,8 +44,9 @@ pub const PATH: &str = "/api/v1/events/stream";
 pub const AUDIT_POLL: Duration = Duration::from_secs(1);
 
 /// How long a leader's stream request waits for the hub to learn its
-/// epoch (right after an election) before answering 503.
-pub const READY_WAIT: Duration = Duration::from_secs(5);
+/// epoch (one ZooKeeper read right after an election) before answering
+/// 503.
+pub const READY_WAIT: Duration = Duration::from_millis(500);
 
 /// The event types a client may ask for with `?type=`; `resync` and
 /// `disconnect` are always sent.
@@ -200,6 +201,7 @@ async fn run(state: AppState) {
     let mut tick = tokio::time::interval(AUDIT_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let shutdown = state.shutdown.clone();
+    let mut watching = true;
     loop {
         let s = snapshots.borrow().clone();
         match (s.leadership.term(), &lead) {
@@ -244,10 +246,10 @@ async fn run(state: AppState) {
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            changed = snapshots.changed() => {
-                if changed.is_err() {
-                    break;
-                }
+            changed = snapshots.changed(), if watching => {
+                // The core is gone (the process is stopping): serve what
+                // is journalled until the shutdown.
+                watching = changed.is_ok();
             }
             _ = tick.tick() => {}
             _ = hub.audit.notified() => {}
