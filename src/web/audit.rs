@@ -214,6 +214,7 @@ pub async fn record(
     match tokio::time::timeout(timeout, state.coordinator.append_audit(&value)).await {
         Ok(Ok(seq)) => {
             tracing::info!(seq, action, who = %entry.who, ok = entry.ok, "audited");
+            state.events.nudge_audit();
             return true;
         }
         // Appends are fenced: a replica that does not lead records nothing

@@ -27,6 +27,7 @@
 //!   API and a page flavour, rejections as [`AppError`], the admin checks
 //!   ([`extract::Admin`], [`extract::AdminForm`]);
 //! - [`live`]: the server-sent-event stream that keeps pages live;
+//! - [`event_stream`]: the public, resumable event stream;
 //! - [`query`]: query strings that refuse unknown parameters, and the URI
 //!   length limit;
 //! - [`assets`]: CSS and JS from `static/`, compiled in (a directory may
@@ -44,6 +45,7 @@
 //! | GET | `/api/v1/tasks/{id}/logs/{stdout\|stderr}?offset=&length=` | anyone | 200 one read of the sandbox file ([`logs::LogView`]); 400, 404, 410, 502, 503, 504 |
 //! | GET | `/api/v1/history?window=15m\|1h\|6h&points=N` | anyone | 200 the charts' samples and marks ([`history::HistoryView`]); 400 |
 //! | GET | `/api/v1/stream` | anyone | server-sent events, one per snapshot |
+//! | GET | `/api/v1/events/stream?type=&last_event_id=` | anyone | the public event stream ([`event_stream`], `docs/events.md`); 307 to the leader on a follower, 400 unknown type, 503 no leader |
 //! | PUT, DELETE | `/api/v1/services/{name}` | admin | 201/200; 400 field errors, 401, 403, 404, 413, 415 (any declared type but JSON, even without a body), 503 |
 //! | POST | `/api/v1/actions/{reconcile,kamikaze,teardown,abdicate,reregister}` | admin | 202/200; 400, 401, 403, 404, 409, 415, 502, 503 (+`Location` on a follower) |
 //! | POST | `/api/v1/services/{name}/rollout/{resume,rollback}` | admin | 200; 400, 401, 403, 404, 409, 415, 503 (+`Location` on a follower) |
@@ -85,6 +87,7 @@ pub mod audit;
 pub mod auth;
 pub mod charts;
 pub mod error;
+pub mod event_stream;
 pub mod extract;
 pub mod format;
 pub mod forms;
@@ -185,6 +188,8 @@ pub struct WebConfig {
     /// Serve HTTPS with this certificate and key (`--tls-cert`,
     /// `--tls-key`), reloaded on SIGHUP; plain HTTP when `None`.
     pub tls: Option<tls::TlsFiles>,
+    /// Bounds of `/api/v1/events/stream` ([`event_stream`]).
+    pub events: event_stream::EventStreamConfig,
 }
 
 impl WebConfig {
@@ -204,6 +209,7 @@ impl WebConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             agent_timeout: DEFAULT_AGENT_TIMEOUT,
             tls: None,
+            events: event_stream::EventStreamConfig::default(),
         }
     }
 
@@ -229,6 +235,7 @@ impl fmt::Debug for WebConfig {
             .field("max_connections", &self.max_connections)
             .field("agent_timeout", &self.agent_timeout)
             .field("tls", &self.tls)
+            .field("events", &self.events)
             .finish()
     }
 }
@@ -274,6 +281,8 @@ pub struct App {
     /// Cancelled when the server shuts down: ends the live streams so the
     /// graceful shutdown does not wait for them.
     pub(crate) shutdown: CancellationToken,
+    /// The public event stream's journal and hub ([`event_stream`]).
+    pub events: event_stream::Hub,
     /// The aggregates of the latest snapshot seen (see [`App::derived`]).
     derived: std::sync::Mutex<Option<(Arc<Snapshot>, Arc<views::Derived>)>>,
 }
@@ -291,7 +300,9 @@ impl AppState {
         let access = auth::Access::from_config(&config);
         let sandboxes = crate::mesos::sandbox::SandboxClient::new(config.agent_timeout);
         let http = leader_client(config.handler_timeout);
+        let events = event_stream::Hub::new(config.events);
         AppState(Arc::new(App {
+            events,
             config,
             handle,
             coordinator,
@@ -465,6 +476,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/history", get(history::api))
         .route("/api/v1/stream", get(live::stream))
+        .route(event_stream::PATH, get(event_stream::stream))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics));
@@ -721,6 +733,7 @@ pub async fn serve_on(
     let token = state.shutdown.clone();
     let config = state.config.clone();
     let scheme = if tls.is_some() { "https" } else { "http" };
+    event_stream::start(&state);
     let app = router(state);
     let task = tokio::spawn(async move {
         server::run(listener, app, &config, tls, async move {

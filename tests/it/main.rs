@@ -77,6 +77,7 @@ mod web_api;
 mod web_audit;
 mod web_browser;
 mod web_console;
+mod web_events;
 mod web_liveness;
 mod web_logs;
 mod web_pages;

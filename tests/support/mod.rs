@@ -25,7 +25,8 @@
 //! - [`checks`]: what every replica harness checks when it drops (the
 //!   truth check of [`truth`], and no ACK before its store), with the
 //!   per-test opt-out;
-//! - [`pymesos`]: a venv with pymesos, the independent Python client.
+//! - [`pymesos`]: a venv with pymesos, the independent Python client;
+//! - [`sse`]: a server-sent-events reader.
 //!
 //! Every test binary compiles this module on its own, so not every helper is
 //! used everywhere.
@@ -42,6 +43,7 @@ pub mod mesos;
 pub mod processes;
 pub mod pymesos;
 pub mod replicas;
+pub mod sse;
 pub mod truth;
 pub mod web;
 pub mod zk_write_hold;
