@@ -122,7 +122,8 @@ impl Machine {
                 blocked.push(offer.id.value);
                 continue;
             }
-            self.why.received(&offer.id.value, &offer.agent_id.value, None);
+            self.why
+                .received(&offer.id.value, &offer.agent_id.value, None);
             self.offers.add(offer, now, at);
         }
         self.decline_blocked(blocked, now);

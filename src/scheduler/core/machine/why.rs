@@ -25,10 +25,10 @@
 
 use std::collections::HashMap;
 
+use crate::scheduler::counts::{LastFailure, OffersSummary};
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rules::offers::OfferRegistry;
 use crate::scheduler::rules::placement::{self, Demand};
-use crate::scheduler::counts::{LastFailure, OffersSummary};
 
 /// Offers remembered between two passes at most (more are not counted).
 pub(super) const FRESH_MAX: usize = 10_000;
@@ -47,7 +47,12 @@ pub(super) struct Why {
 
 impl Why {
     /// An offer arrived; `declined`: the reason it was declined at once.
-    pub(super) fn received(&mut self, offer_id: &str, agent_id: &str, declined: Option<&'static str>) {
+    pub(super) fn received(
+        &mut self,
+        offer_id: &str,
+        agent_id: &str,
+        declined: Option<&'static str>,
+    ) {
         if self.fresh.len() < FRESH_MAX {
             self.fresh
                 .push((offer_id.to_string(), agent_id.to_string(), declined));

@@ -16,7 +16,10 @@ fn big(name: &str) -> ServiceSpec {
 }
 
 fn status_of<'a>(s: &'a Snapshot, name: &str) -> &'a crate::scheduler::snapshot::ServiceStatus {
-    s.services.iter().find(|x| x.spec.name == name).expect("the service")
+    s.services
+        .iter()
+        .find(|x| x.spec.name == name)
+        .expect("the service")
 }
 
 #[tokio::test(start_paused = true)]
@@ -33,9 +36,16 @@ async fn offers_too_small_count_once_each_as_insufficient_mem() {
     h.advance(Duration::from_secs(3)).await;
     h.answer_all();
     let s = h.snapshot().await;
-    let offers = status_of(s, "huge").offers.clone().expect("an offers summary");
+    let offers = status_of(s, "huge")
+        .offers
+        .clone()
+        .expect("an offers summary");
     assert_eq!(offers.processed, 3, "{offers:?}");
-    assert_eq!(offers.reasons.get("insufficient_mem"), Some(&3), "{offers:?}");
+    assert_eq!(
+        offers.reasons.get("insufficient_mem"),
+        Some(&3),
+        "{offers:?}"
+    );
     assert_eq!(offers.reasons.len(), 1, "{offers:?}");
     assert!(offers.last_offer_at.is_some());
     assert_eq!(offers.reasons_text(), "insufficient mem 3");
@@ -50,7 +60,9 @@ async fn a_failure_is_kept_with_its_reason_and_a_launch_starts_a_new_window() {
     h.answer_all();
     h.offer("o-1", "agent-1", 4.0);
     h.answer_all();
-    let id = Harness::launched(&h.drain_call_log()).pop().expect("a launch");
+    let id = Harness::launched(&h.drain_call_log())
+        .pop()
+        .expect("a launch");
     h.update(v1::TaskStatus {
         reason: Some(task_status::Reason::ContainerLaunchFailed as i32),
         message: Some("Failed to pull image 'nope:latest'".into()),
@@ -64,7 +76,10 @@ async fn a_failure_is_kept_with_its_reason_and_a_launch_starts_a_new_window() {
     let failure = web.last_failure.clone().expect("a last failure");
     assert_eq!(failure.task_id, id);
     assert_eq!(failure.state, "TASK_FAILED");
-    assert_eq!(failure.reason.as_deref(), Some("REASON_CONTAINER_LAUNCH_FAILED"));
+    assert_eq!(
+        failure.reason.as_deref(),
+        Some("REASON_CONTAINER_LAUNCH_FAILED")
+    );
     assert_eq!(
         failure.message.as_deref(),
         Some("Failed to pull image 'nope:latest'")
@@ -77,8 +92,12 @@ async fn a_failure_is_kept_with_its_reason_and_a_launch_starts_a_new_window() {
         .expect("resources")
         .to_protos(None);
     h.feed(Input::Offers(vec![v1::Offer {
-        id: v1::OfferId { value: "small".into() },
-        agent_id: v1::AgentId { value: "agent-2".into() },
+        id: v1::OfferId {
+            value: "small".into(),
+        },
+        agent_id: v1::AgentId {
+            value: "agent-2".into(),
+        },
         hostname: "agent-2.test".into(),
         resources,
         ..Default::default()
@@ -86,16 +105,25 @@ async fn a_failure_is_kept_with_its_reason_and_a_launch_starts_a_new_window() {
     h.answer_all();
     let s = h.snapshot().await;
     let offers = status_of(s, "web").offers.clone().expect("a summary");
-    assert_eq!(offers.reasons.get("insufficient_cpus"), Some(&1), "{offers:?}");
+    assert_eq!(
+        offers.reasons.get("insufficient_cpus"),
+        Some(&1),
+        "{offers:?}"
+    );
     h.offer("o-2", "agent-1", 4.0);
     h.answer_all();
-    let next = Harness::launched(&h.drain_call_log()).pop().expect("a relaunch");
+    let next = Harness::launched(&h.drain_call_log())
+        .pop()
+        .expect("a relaunch");
     assert_ne!(next, id);
     let s = h.snapshot().await;
     assert!(status_of(s, "web").offers.is_none(), "a new window");
     // The last failure stays shown after the relaunch.
     assert_eq!(
-        status_of(s, "web").last_failure.as_ref().map(|f| f.task_id.clone()),
+        status_of(s, "web")
+            .last_failure
+            .as_ref()
+            .map(|f| f.task_id.clone()),
         Some(id)
     );
 }
