@@ -388,7 +388,9 @@ pub fn web_request(data: &[u8]) {
 ///
 /// Invariants: no panic; the chunk's length is at most the length asked
 /// (capped at [`crate::mesos::sandbox::MAX_READ`]), its next offset is its
-/// offset plus its length and the size at least that.
+/// offset plus its length and the size at least that; the chunk is the
+/// bytes answered less at most 3 at each end (a cut character), and a read
+/// from an offset keeps its first byte (it always progresses).
 pub fn files_read(data: &[u8]) {
     use crate::mesos::sandbox::{MAX_READ, chunk_of, files_answer, start_of};
     let Some((head, rest)) = data.split_at_checked(13) else {
@@ -407,16 +409,33 @@ pub fn files_read(data: &[u8]) {
         return;
     };
     let start = start_of(size, offset, length);
-    let (at, text) = if start >= size || length == 0 {
-        (start, String::new())
+    let (at, bytes) = if start >= size || length == 0 {
+        (start, Vec::new())
     } else {
         match files_answer(200, data_answer) {
             Ok(answer) => answer,
             Err(_) => return,
         }
     };
-    let chunk = chunk_of(size, at, text, length, String::new(), String::new());
+    let tail = offset.is_none() && at > 0;
+    let chunk = chunk_of(
+        size,
+        at,
+        bytes.clone(),
+        length,
+        tail,
+        String::new(),
+        String::new(),
+    );
     assert!(chunk.length <= length, "{chunk:?}");
+    assert_eq!(chunk.length, chunk.data.len() as u64);
+    // The chunk is the bytes answered, less at most 3 at each end.
+    let kept = bytes.len().min(length as usize);
+    assert!(chunk.data.len() + 6 >= kept && chunk.data.len() <= kept);
+    if !tail && kept > 0 {
+        assert!(chunk.length > 0, "no progress: {chunk:?}");
+        assert_eq!(&bytes[..chunk.data.len()], &chunk.data[..]);
+    }
     assert_eq!(chunk.next_offset, chunk.offset.saturating_add(chunk.length));
     assert!(chunk.size >= chunk.next_offset, "{chunk:?}");
 }

@@ -12,15 +12,24 @@
 //!    `src/slave/http.cpp`, `ExecutorWriter` — a master's state does not
 //!    carry it);
 //! 3. the agent's `/files/read?path=<directory>/stdout&offset=&length=`
-//!    answers `{"data", "offset"}` (`src/files/files.cpp`): `offset=-1`
-//!    gives the file's size, reads are capped at 16 pages, an unknown path
-//!    is 404 (the sandbox was garbage-collected).
+//!    answers `{"data", "offset"}` and nothing else (`src/files/files.cpp`,
+//!    `FilesProcess::__read`): there is no size field; `offset=-1` answers
+//!    the file's size *as* `offset` with empty data, so every read is two
+//!    calls (size, then bytes). Reads are capped at 16 pages, an unknown
+//!    path is 404 (the sandbox was garbage-collected).
 //!
 //! Every call is bounded in time ([`SandboxClient::timeout`], the whole
 //! request, body included) and in size (the body is read up to a limit and
 //! refused past it). `files/read` writes the file's bytes into JSON as
 //! they are, so a log that is not UTF-8 gives a body that is not UTF-8;
-//! it is decoded lossily (invalid bytes become U+FFFD) before parsing. The
+//! the `data` string is taken as bytes ([`files_answer`]), so a chunk
+//! carries the file's exact bytes, valid UTF-8 or not.
+//!
+//! A chunk ends on a UTF-8 character boundary ([`utf8_end`]): a multi-byte
+//! character cut by `length` is left for the next read, so a chunk may be
+//! up to 3 bytes shorter than asked, and a client that concatenates chunks
+//! from `next_offset` never sees half a character. A read without an
+//! offset (the tail) also starts on a character ([`utf8_start`]). The
 //! agent address and sandbox directory are cached for a minute; a miss
 //! asks again, and an agent that cannot be reached is forgotten, so that
 //! the next read looks its address up afresh.
@@ -95,10 +104,10 @@ pub struct SandboxRef {
 pub struct Chunk {
     /// Byte offset of `data` in the file.
     pub offset: u64,
-    /// The bytes read, decoded lossily (invalid UTF-8 as U+FFFD); raw
-    /// text, not escaped for HTML.
-    pub data: String,
-    /// Bytes read (of the file, before decoding).
+    /// The file's bytes read, exactly (not necessarily UTF-8; ends on a
+    /// character boundary, see the module doc).
+    pub data: Vec<u8>,
+    /// Bytes read: `data.len()`.
     pub length: u64,
     /// The file's size when read.
     pub size: u64,
@@ -358,11 +367,12 @@ impl SandboxClient {
         let (size, _) = read(-1, 0).await?;
         let start = start_of(size, offset, length);
         let (at, data) = if start >= size || length == 0 {
-            (start, String::new())
+            (start, Vec::new())
         } else {
             read(start as i64, length).await?
         };
-        Ok(chunk_of(size, at, data, length, files, path))
+        let tail = offset.is_none() && at > 0;
+        Ok(chunk_of(size, at, data, length, tail, files, path))
     }
 
     /// One `/files/read` call: the offset answered and the data.
@@ -374,7 +384,7 @@ impl SandboxClient {
         sandbox: &SandboxRef,
         offset: i64,
         length: u64,
-    ) -> Result<(u64, String), SandboxError> {
+    ) -> Result<(u64, Vec<u8>), SandboxError> {
         let url = format!(
             "{files}?path={}&offset={offset}&length={length}",
             crate::util::segment(path)
@@ -412,24 +422,30 @@ pub(crate) fn start_of(size: u64, offset: Option<u64>, length: u64) -> u64 {
 }
 
 /// The chunk read at `at` (the agent's answered offset) of a file of
-/// `size` bytes (the size answered first), asking for `length` bytes.
+/// `size` bytes (the size answered first), asking for `length` bytes;
+/// `tail`: a read of the file's end, which may start inside a character
+/// ([`utf8_start`]). The data is cut to at most `length` bytes and to a
+/// character boundary ([`utf8_end`]).
 pub(crate) fn chunk_of(
     size: u64,
     at: u64,
-    data: String,
+    mut data: Vec<u8>,
     length: u64,
+    tail: bool,
     agent: String,
     path: String,
 ) -> Chunk {
-    // Decoded lossily, the text may hold more bytes than were read;
-    // the file's bytes read are what the agent answered, bounded.
-    let read_bytes = raw_len(&data).min(length);
+    data.truncate(usize::try_from(length).unwrap_or(usize::MAX));
+    let skip = if tail { utf8_start(&data) } else { 0 };
+    let mut data = data.split_off(skip);
+    data.truncate(utf8_end(&data));
     // The offset is the agent's word: near 2^64 the end saturates rather
     // than overflowing.
-    let end = at.saturating_add(read_bytes);
+    let at = at.saturating_add(skip as u64);
+    let end = at.saturating_add(data.len() as u64);
     Chunk {
         offset: at,
-        length: read_bytes,
+        length: data.len() as u64,
         size: size.max(end),
         next_offset: end,
         data,
@@ -438,33 +454,96 @@ pub(crate) fn chunk_of(
     }
 }
 
-/// A `/files/read` answer other than 404: its `offset` and `data`
-/// (`src/files/files.cpp`, `FilesProcess::_read`).
-pub(crate) fn files_answer(status: u16, body: &[u8]) -> Result<(u64, String), SandboxError> {
-    let value = json_of("the agent's files API", status, body)?;
-    match (value["offset"].as_u64(), value["data"].as_str()) {
-        (Some(at), Some(data)) => Ok((at, data.to_string())),
-        _ => Err(SandboxError::Unexpected {
-            what: "the agent's files API".into(),
-            detail: "no data and offset".into(),
-        }),
+/// Where `bytes` (a read of a file) should end so as not to split a
+/// character: `bytes.len()`, or the start of a multi-byte UTF-8 sequence
+/// cut short by the end of `bytes` (1 to 3 bytes before it, RFC 3629 §3).
+/// Invalid bytes are not characters and end anywhere, so a file that is
+/// not UTF-8 still reads to its end; and when `bytes` holds nothing but
+/// the cut sequence (a read shorter than the character, or a file that
+/// ends with half a character) it is answered whole, so that a reader
+/// always gets past it.
+pub fn utf8_end(bytes: &[u8]) -> usize {
+    let len = bytes.len();
+    // The last byte that is not a continuation byte (10xxxxxx), among the
+    // last 3: a lead byte whose sequence may be cut.
+    let Some(lead) = (len.saturating_sub(3)..len)
+        .rev()
+        .find(|&i| bytes[i] & 0xC0 != 0x80)
+    else {
+        return len;
+    };
+    match std::str::from_utf8(&bytes[lead..]) {
+        // An incomplete sequence: valid so far, cut by the end.
+        Err(e) if e.valid_up_to() == 0 && e.error_len().is_none() && lead > 0 => lead,
+        _ => len,
     }
 }
 
-/// Bytes the agent read, from the decoded text: each U+FFFD stands for
-/// one invalid byte (the lossy decoding replaces each maximal invalid
-/// sequence, at most 3 bytes, by one; counting one is a lower bound, so
-/// the next read may repeat a byte or two but never skips any).
-fn raw_len(text: &str) -> u64 {
-    text.chars()
-        .map(|c| {
-            if c == '\u{FFFD}' {
-                1
-            } else {
-                c.len_utf8() as u64
+/// Where a read that may have started inside a character (the tail of a
+/// file) should start: after at most 3 leading continuation bytes, when a
+/// character starts right after them; 0 otherwise (the bytes are then
+/// invalid ones of the file, kept).
+pub fn utf8_start(bytes: &[u8]) -> usize {
+    let skip = bytes
+        .iter()
+        .take(3)
+        .take_while(|b| *b & 0xC0 == 0x80)
+        .count();
+    if skip > 0 && skip < bytes.len() && bytes[skip] & 0xC0 != 0x80 {
+        skip
+    } else {
+        0
+    }
+}
+
+/// A `/files/read` answer other than 404: its `offset` and `data`
+/// (`src/files/files.cpp`, `FilesProcess::__read`), the data as the
+/// bytes the agent wrote (JSON escapes decoded, every other byte kept,
+/// UTF-8 or not).
+pub(crate) fn files_answer(status: u16, body: &[u8]) -> Result<(u64, Vec<u8>), SandboxError> {
+    let unexpected = |detail: String| SandboxError::Unexpected {
+        what: "the agent's files API".into(),
+        detail,
+    };
+    if status != 200 {
+        return Err(status_error("the agent's files API", status, body));
+    }
+    match serde_json::from_slice::<FilesRead>(body) {
+        Ok(read) => Ok((read.offset, read.data.0)),
+        Err(e) if e.is_data() => Err(unexpected(format!("no data and offset ({e})"))),
+        Err(e) => Err(unexpected(format!("a body that is not JSON ({e})"))),
+    }
+}
+
+/// The body of a `/files/read` answer.
+#[derive(Deserialize)]
+struct FilesRead {
+    offset: u64,
+    data: RawBytes,
+}
+
+/// A JSON string taken as bytes: serde_json hands a string to
+/// `deserialize_bytes` without checking that it is UTF-8 (its documented
+/// behaviour for byte buffers).
+struct RawBytes(Vec<u8>);
+
+impl<'de> Deserialize<'de> for RawBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawBytes, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = RawBytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
             }
-        })
-        .sum()
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<RawBytes, E> {
+                Ok(RawBytes(v.to_vec()))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawBytes, E> {
+                Ok(RawBytes(v.as_bytes().to_vec()))
+            }
+        }
+        d.deserialize_bytes(Visitor)
+    }
 }
 
 fn cached<K: std::hash::Hash + Eq>(cache: &Cache<K>, key: &K) -> Option<String> {
@@ -490,18 +569,24 @@ fn remember<K: std::hash::Hash + Eq>(cache: &Cache<K>, key: K, value: String) {
 /// The body as JSON, after checking the status; invalid UTF-8 is replaced
 /// (see the module doc).
 fn json_of(what: &str, status: u16, body: &[u8]) -> Result<serde_json::Value, SandboxError> {
-    let text = String::from_utf8_lossy(body);
     if status != 200 {
-        let excerpt: String = text.chars().take(200).collect();
-        return Err(SandboxError::Unexpected {
-            what: what.to_string(),
-            detail: format!("HTTP {status}: {}", excerpt.trim()),
-        });
+        return Err(status_error(what, status, body));
     }
+    let text = String::from_utf8_lossy(body);
     serde_json::from_str(&text).map_err(|e| SandboxError::Unexpected {
         what: what.to_string(),
         detail: format!("a body that is not JSON ({e})"),
     })
+}
+
+/// An answer other than 200, with the start of its body.
+fn status_error(what: &str, status: u16, body: &[u8]) -> SandboxError {
+    let text = String::from_utf8_lossy(body);
+    let excerpt: String = text.chars().take(200).collect();
+    SandboxError::Unexpected {
+        what: what.to_string(),
+        detail: format!("HTTP {status}: {}", excerpt.trim()),
+    }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -520,10 +605,100 @@ mod tests {
     use super::*;
 
     #[test]
-    fn invalid_bytes_count_once_each() {
-        let text = String::from_utf8_lossy(b"ab\xffc\xe2\x82").into_owned();
-        assert_eq!(raw_len(&text), 5);
-        assert_eq!(raw_len("é"), 2);
+    fn answers_keep_the_files_bytes_utf8_or_not() {
+        // Raw bytes inside the JSON string, as rapidjson writes them.
+        let body = b"{\"data\":\"ab\\n\xffc\xe2\x82\xac\xf0\x9f\",\"offset\":3}";
+        let (at, data) = files_answer(200, body).expect("an answer");
+        assert_eq!(at, 3);
+        assert_eq!(data, b"ab\n\xffc\xe2\x82\xac\xf0\x9f");
+        // Read at 3 asking 9 bytes: the cut 4-byte character is left for
+        // the next read; the invalid byte is kept.
+        let chunk = chunk_of(100, at, data, 9, false, String::new(), String::new());
+        assert_eq!(chunk.data, b"ab\n\xffc\xe2\x82\xac");
+        assert_eq!((chunk.length, chunk.next_offset), (8, 11));
+        assert!(files_answer(200, b"{\"offset\":1}").is_err());
+        assert!(files_answer(200, b"not json").is_err());
+        assert!(files_answer(500, b"oops").is_err());
+    }
+
+    #[test]
+    fn chunks_end_and_tails_start_on_characters() {
+        let s = "aé€😀".as_bytes(); // 1, 2, 3 and 4 bytes
+        assert_eq!(utf8_end(s), s.len());
+        assert_eq!(utf8_end(&s[..2]), 1); // half of é
+        assert_eq!(utf8_end(&s[..4]), 3); // a third of €
+        assert_eq!(utf8_end(&s[..5]), 3);
+        assert_eq!(utf8_end(&s[..7]), 6); // a quarter of 😀
+        assert_eq!(utf8_end(&s[..9]), 6);
+        // Only the cut character: answered whole, so that reads progress.
+        assert_eq!(utf8_end(&s[6..8]), 2);
+        // Invalid bytes end anywhere.
+        assert_eq!(utf8_end(b"a\xff"), 2);
+        assert_eq!(utf8_end(b"a\x80\x80\x80"), 4);
+        assert_eq!(utf8_end(b"a\xe2\x28"), 3);
+        assert_eq!(utf8_end(b""), 0);
+        // A tail read starting inside 😀 starts after it.
+        let t = "€😀b".as_bytes();
+        assert_eq!(utf8_start(&t[4..]), 3);
+        assert_eq!(utf8_start(&t[1..]), 2);
+        assert_eq!(utf8_start(t), 0);
+        // Continuation bytes with no character after them: kept.
+        assert_eq!(utf8_start(&t[4..7]), 0);
+        assert_eq!(utf8_start(b"\x80\x80\x80\x80a"), 0);
+        let tail = chunk_of(8, 4, t[4..].to_vec(), 4, true, String::new(), String::new());
+        assert_eq!((tail.offset, tail.length, tail.next_offset), (7, 1, 8));
+        assert_eq!(tail.data, b"b");
+    }
+
+    proptest::proptest! {
+        /// Any bytes, read in chunks of any length from `next_offset`:
+        /// the concatenation is the bytes, each chunk is at most `length`
+        /// bytes, reads always progress, and a chunk of valid UTF-8 text
+        /// (with `length` ≥ 4, the longest character) is valid UTF-8.
+        #[test]
+        fn chunks_concatenate_to_the_file_and_split_no_character(
+            text in ".{0,200}",
+            noise in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()), 0..3),
+            length in 1u64..40,
+        ) {
+            let mut file = text.into_bytes();
+            let valid = noise.is_empty();
+            for (at, byte) in noise {
+                let i = at.index(file.len() + 1);
+                file.insert(i, byte);
+            }
+            let size = file.len() as u64;
+            let mut out = Vec::new();
+            let mut offset = 0u64;
+            while offset < size {
+                let end = (offset + length).min(size) as usize;
+                let read = file[offset as usize..end].to_vec();
+                let chunk = chunk_of(size, offset, read, length, false, String::new(), String::new());
+                proptest::prop_assert!(chunk.length <= length);
+                proptest::prop_assert!(chunk.length > 0, "no progress at {offset}");
+                proptest::prop_assert_eq!(chunk.next_offset, offset + chunk.length);
+                if valid && length >= 4 {
+                    proptest::prop_assert!(std::str::from_utf8(&chunk.data).is_ok());
+                }
+                out.extend_from_slice(&chunk.data);
+                offset = chunk.next_offset;
+            }
+            proptest::prop_assert_eq!(out, file);
+        }
+
+        /// The end is never more than 3 bytes back, and what it leaves
+        /// out is the start of one character, cut.
+        #[test]
+        fn the_end_cuts_only_a_partial_character(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12)) {
+            let end = utf8_end(&bytes);
+            proptest::prop_assert!(end <= bytes.len() && bytes.len() - end <= 3);
+            if end < bytes.len() {
+                let e = std::str::from_utf8(&bytes[end..]).unwrap_err();
+                proptest::prop_assert!(e.valid_up_to() == 0 && e.error_len().is_none());
+            }
+            let start = utf8_start(&bytes);
+            proptest::prop_assert!(start <= 3 && start <= bytes.len());
+        }
     }
 
     #[test]
@@ -540,7 +715,7 @@ mod tests {
     fn an_answered_offset_at_the_end_of_u64_does_not_overflow() {
         let (at, data) = files_answer(200, br#"{"offset":18446744073709551615,"data":"ab"}"#)
             .expect("a files/read answer");
-        let chunk = chunk_of(10, at, data, 2, String::new(), String::new());
+        let chunk = chunk_of(10, at, data, 2, false, String::new(), String::new());
         assert_eq!(chunk.offset, u64::MAX);
         assert_eq!(chunk.next_offset, u64::MAX);
         assert_eq!(chunk.size, u64::MAX);

@@ -111,6 +111,16 @@ pub struct ServiceStatus {
     /// (largest offer: 4)"); absent when nothing waits.
     #[serde(default)]
     pub waiting: Option<String>,
+    /// The service's last failed task (a task that ended as a failure of
+    /// its own: not killed by the appliance), this leader's term; absent
+    /// when none failed (Marathon's `lastTaskFailure`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<LastFailure>,
+    /// The offers its missing instances were not launched on, by reason,
+    /// since its last launch (Marathon's `processedOffersSummary`); absent
+    /// when no offer was passed over since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offers: Option<OffersSummary>,
     /// Live tasks whose health check last reported healthy.
     #[serde(default)]
     pub healthy: u32,
@@ -129,6 +139,70 @@ pub struct ServiceStatus {
     /// `POST …/rollout/rollback` takes as `expected`.
     #[serde(default)]
     pub restore: Option<RestoreTarget>,
+}
+
+/// A service's last failed task: what Mesos said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastFailure {
+    /// The task.
+    pub task_id: String,
+    /// Its instance number.
+    pub instance: u32,
+    /// Its terminal Mesos state (`TASK_FAILED`, …).
+    pub state: String,
+    /// The Mesos reason of the last update (`REASON_COMMAND_EXECUTOR_FAILED`,
+    /// …; `TaskStatus.reason`), if any.
+    pub reason: Option<String>,
+    /// The last update's message (`TaskStatus.message`), if any.
+    pub message: Option<String>,
+    /// When (seconds since the UNIX epoch).
+    pub at: f64,
+    /// The agent it ran on.
+    pub agent_id: String,
+    /// The agent's hostname.
+    pub hostname: String,
+}
+
+/// Offers passed over for a service's missing instances, counted per
+/// reason since its last launch (a new launch starts over). The reasons
+/// (`insufficient_cpus`, `insufficient_mem`, `insufficient_disk`,
+/// `insufficient_ports`, `constraint`, `unused`, `maintenance`,
+/// `agent_draining`) are explained in `docs/why-not-running.md`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OffersSummary {
+    /// Start of the window (seconds since the UNIX epoch).
+    pub since: f64,
+    /// Offers looked at in the window.
+    pub processed: u64,
+    /// Count per reason (an offer short of several resources counts once
+    /// for each).
+    pub reasons: std::collections::BTreeMap<String, u64>,
+    /// When the last offer was looked at.
+    pub last_offer_at: Option<f64>,
+}
+
+impl OffersSummary {
+    /// An empty window starting at `at`.
+    pub fn since(at: f64) -> OffersSummary {
+        OffersSummary {
+            since: at,
+            processed: 0,
+            reasons: Default::default(),
+            last_offer_at: None,
+        }
+    }
+
+    /// The reasons for people, most frequent first: "insufficient mem 12,
+    /// constraint 3".
+    pub fn reasons_text(&self) -> String {
+        let mut by_count: Vec<(&String, &u64)> = self.reasons.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        by_count
+            .into_iter()
+            .map(|(reason, n)| format!("{} {n}", reason.replace('_', " ")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// One instance's restart backoff ([`crate::scheduler::rules::workload::RestartBackoff`]).
@@ -177,6 +251,8 @@ impl ServiceStatus {
             next_launch_after: None,
             backoff: Vec::new(),
             waiting: None,
+            last_failure: None,
+            offers: None,
             healthy: counts.healthy,
             unhealthy: counts.unhealthy,
             rollout,

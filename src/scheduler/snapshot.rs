@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::counts::{InstanceBackoff, RestoreTarget, ServiceCounts, ServiceStatus};
+pub use super::counts::{
+    InstanceBackoff, LastFailure, OffersSummary, RestoreTarget, ServiceCounts, ServiceStatus,
+};
 use super::ids::{AgentId, TaskId};
 use super::records::TaskRecord;
 pub use super::rules::reconcile::{

@@ -14,10 +14,26 @@
 //!   `app.js` when it shows the end of the file. The task page embeds both
 //!   tails the same way.
 //!
+//! Chunks: a read ends on a UTF-8 character boundary (a character cut by
+//! `length` is left for the next read, so `length` in the answer may be up
+//! to 3 bytes less than asked; a tail read also starts on a character;
+//! [`crate::mesos::sandbox::utf8_end`]). `size` is the file's size when
+//! read (the agent's answer to `offset=-1`, `src/files/files.cpp`), and
+//! `next_offset` is `offset + length`: a client that asks again from
+//! `next_offset` until it reaches `size` and concatenates the chunks' bytes
+//! gets the file byte for byte, for any `length`.
+//!
+//! The bytes of a chunk: `data` is the chunk as text. When the chunk is not
+//! valid UTF-8 (a log with invalid bytes, or a read that starts inside a
+//! character), `data` has U+FFFD for each invalid sequence and
+//! `data_base64` (standard alphabet, padded; RFC 4648 §4) carries the exact
+//! bytes; it is absent otherwise. So a byte-exact client takes
+//! `data_base64` when present, else `data`'s UTF-8 bytes.
+//!
 //! On a follower both read the leader's JSON API (the leader knows the
 //! master). Nothing from a log reaches HTML unescaped: [`display_text`]
 //! drops ANSI escape sequences and shows other control characters as
-//! `\u{FFFD}`; invalid UTF-8 was already replaced when decoding.
+//! `\u{FFFD}`, and invalid UTF-8 is shown as U+FFFD.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -25,6 +41,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
@@ -55,15 +72,20 @@ pub struct LogView {
     pub file: LogFile,
     /// Byte offset of `data` in the file.
     pub offset: u64,
-    /// Bytes read.
+    /// Bytes read: at most the `length` asked, up to 3 bytes less so as to
+    /// end on a character (see the module doc).
     pub length: u64,
     /// The file's size when read.
     pub size: u64,
     /// Where to read next to follow the file.
     pub next_offset: u64,
-    /// The bytes read, invalid UTF-8 replaced by U+FFFD (raw otherwise:
-    /// escape before showing).
+    /// The bytes read as text, invalid UTF-8 replaced by U+FFFD (raw
+    /// otherwise: escape before showing).
     pub data: String,
+    /// The bytes read, base64 (RFC 4648 §4), when they are not valid
+    /// UTF-8 (`data` is then lossy); absent when `data` is exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_base64: Option<String>,
     /// `data` for display: ANSI escapes removed, other control characters
     /// (but newline and tab) replaced by U+FFFD.
     pub text: String,
@@ -192,6 +214,14 @@ pub async fn load(
         .read(&sandbox, file, query.offset, length)
         .await
         .map_err(|e| sandbox_error(e, &task.hostname))?;
+    let (data, data_base64) = match String::from_utf8(chunk.data) {
+        Ok(text) => (text, None),
+        Err(e) => {
+            let bytes = e.into_bytes();
+            let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            (String::from_utf8_lossy(&bytes).into_owned(), Some(b64))
+        }
+    };
     Ok(LogView {
         task_id: id.to_string(),
         file,
@@ -199,8 +229,9 @@ pub async fn load(
         length: chunk.length,
         size: chunk.size,
         next_offset: chunk.next_offset,
-        text: display_text(&chunk.data),
-        data: chunk.data,
+        text: display_text(&data),
+        data,
+        data_base64,
         agent: chunk.agent,
         path: chunk.path,
     })

@@ -83,5 +83,6 @@ mod web_logs;
 mod web_pages;
 mod web_rollout;
 mod web_tls;
+mod web_why;
 mod wire_health_container;
 mod wire_vectors;

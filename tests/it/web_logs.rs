@@ -165,6 +165,15 @@ async fn hostile_logs_are_shown_as_text_and_bad_agents_are_bounded() {
         data.contains("<script>") && data.contains("\u{FFFD}"),
         "{data:?}"
     );
+    // The exact bytes, invalid ones included, in `data_base64`.
+    {
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(log["data_base64"].as_str().expect("data_base64"))
+            .unwrap();
+        assert_eq!(raw, HOSTILE);
+        assert_eq!(log["size"], HOSTILE.len());
+    }
     let text = log["text"].as_str().unwrap();
     assert!(
         !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains("pwned"),
@@ -412,4 +421,132 @@ async fn the_testbed_serves_sandboxes_like_an_agent() {
 
 async fn fetch_read(agent: String, query: String) -> (u16, Vec<u8>) {
     fetch(&format!("{agent}/files/read?{query}")).await
+}
+
+/// A task's `stdout` of 2-, 3- and 4-byte characters (`é`, `€`, `😀`), an
+/// invalid sequence (`\xff\xfe`) and a character cut at the file's end,
+/// written by a real process (testbed process mode). Read through
+/// `/api/v1/tasks/{id}/logs/stdout` in chunks of 7, 1000, 4095 and 4096
+/// bytes from `next_offset` to `size`, the concatenated bytes are the
+/// file's, byte for byte; a chunk's `data` never splits a character.
+const MULTIBYTE: &str = r#"i=0; while [ $i -lt 1500 ]; do printf 'a\303\251b\342\202\254c\360\237\230\200 %d\n' $i; i=$((i+1)); done; printf 'bad:\377\376 end \342\202'; sleep 600"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunked_reads_of_a_multibyte_log_give_the_file_byte_for_byte() {
+    use base64::Engine;
+    use mesos_appliance::app::start_replica;
+    use mesos_appliance::coordination::memory::MemoryCoordinator;
+    use mesos_appliance::mesos::client::ClientConfig;
+    use mesos_appliance::mesos::detector::MasterSpec;
+    use support::appliance::{core_config, services};
+    use support::processes::WAIT;
+    use support::zookeeper::free_port;
+    use tokio_util::sync::CancellationToken;
+
+    support::mesos::init();
+    let mut tb_config = TestbedConfig::for_tests(1);
+    tb_config.run_executors = Some(env!("CARGO_BIN_EXE_mesos-appliance-executor").into());
+    let tb = support::testbed(tb_config).await;
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut info = support::replicas::replica("chunks");
+    info.advertised_url = url.clone();
+    let mut core = core_config();
+    core.framework_name = "chunks".into();
+    let specs = services(json!([
+        {"name": "multibyte", "command": MULTIBYTE, "cpus": 0.1, "mem": 32, "instances": 1, "executor": "appliance", "kill_grace_period": "1s"}
+    ]));
+    let web = WebConfig::new(format!("127.0.0.1:{port}").parse().unwrap(), url.clone());
+    let stop = CancellationToken::new();
+    let client = ClientConfig::new(MasterSpec::parse(&tb.url()).unwrap());
+    let running = start_replica(
+        core,
+        client,
+        Arc::new(MemoryCoordinator::new(info)),
+        specs,
+        web,
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    let http = support::mesos::client();
+    let get = |path: String| {
+        let request = http.get(format!("{url}{path}"));
+        async move {
+            let r = request.send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    // The task runs and its log reaches its end marker (the cut `€`).
+    let deadline = Instant::now() + WAIT;
+    let (task, tail) = loop {
+        let s = running.handle.snapshot();
+        if let Some(t) = s
+            .tasks
+            .iter()
+            .find(|t| t.state.as_str_name() == "TASK_RUNNING")
+        {
+            let (status, tail) = get(format!("/api/v1/tasks/{}/logs/stdout", t.task_id)).await;
+            if status == 200 && tail["data"].as_str().is_some_and(|d| d.contains(" end ")) {
+                break (t.task_id.to_string(), tail);
+            }
+        }
+        assert!(Instant::now() < deadline, "no complete log");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // The file itself, from the sandbox the agent names.
+    let file = std::fs::read(tail["path"].as_str().unwrap()).unwrap();
+    assert_eq!(tail["size"], file.len(), "{tail}");
+    assert!(file.len() > 3 * 4096, "{}", file.len());
+    assert!(file.ends_with(b" end \xe2\x82"));
+    // A tail read starts on a character: its text has no U+FFFD but for
+    // the invalid bytes and the cut character.
+    let text = tail["data"].as_str().unwrap();
+    assert!(!text.starts_with('\u{FFFD}'), "{text:?}");
+
+    for length in [7u64, 1000, 4095, 4096] {
+        let mut bytes = Vec::new();
+        let mut offset = 0u64;
+        let mut reads = 0;
+        loop {
+            let (status, chunk) = get(format!(
+                "/api/v1/tasks/{task}/logs/stdout?offset={offset}&length={length}"
+            ))
+            .await;
+            assert_eq!(status, 200, "{chunk}");
+            assert_eq!(chunk["offset"], offset, "{chunk}");
+            assert_eq!(chunk["size"], file.len(), "{chunk}");
+            let n = chunk["length"].as_u64().unwrap();
+            let next = chunk["next_offset"].as_u64().unwrap();
+            assert_eq!(next, offset + n, "{chunk}");
+            assert!(n <= length, "{chunk}");
+            let data = chunk["data"].as_str().unwrap();
+            let raw = match chunk["data_base64"].as_str() {
+                Some(b64) => base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .unwrap(),
+                None => data.as_bytes().to_vec(),
+            };
+            assert_eq!(raw.len() as u64, n, "{chunk}");
+            let expected = &file[offset as usize..next as usize];
+            assert_eq!(raw, expected, "length {length} at {offset}");
+            // Valid UTF-8 bytes come as text, whole characters only.
+            if std::str::from_utf8(expected).is_ok() {
+                assert!(chunk.get("data_base64").is_none(), "{chunk}");
+                assert_eq!(data.as_bytes(), expected);
+            }
+            bytes.extend_from_slice(&raw);
+            if next >= chunk["size"].as_u64().unwrap() {
+                break;
+            }
+            assert!(n > 0, "no progress at {offset}: {chunk}");
+            offset = next;
+            reads += 1;
+            assert!(reads < 10_000);
+        }
+        assert_eq!(bytes, file, "chunks of {length}");
+    }
+    stop.cancel();
+    tb.shutdown().await;
 }

@@ -33,6 +33,8 @@
 //!   offers, tasks moved off an agent before its window;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
 //! - `view`: the snapshot;
+//! - `why`: each service's last failure and the offers it was not
+//!   launched on, by reason ("why isn't it running?");
 //! - `outbox`: the effects a step collects, and its close (`finish`).
 
 mod agents;
@@ -60,6 +62,7 @@ mod stats;
 mod table;
 mod tasks;
 mod view;
+mod why;
 
 #[cfg(test)]
 mod tests;
@@ -197,6 +200,8 @@ pub struct Machine {
     lag: lag::EventLag,
     /// The term is ending: nothing more is started.
     ending: bool,
+    /// Last failures and passed-over offers, per service (`why`).
+    why: why::Why,
 }
 
 impl Machine {
@@ -238,6 +243,7 @@ impl Machine {
             last_publish: None,
             lag: lag::EventLag::default(),
             ending: false,
+            why: why::Why::default(),
             cfg,
         }
     }

@@ -117,9 +117,13 @@ impl Machine {
             self.agent_attributes
                 .insert((&offer.agent_id).into(), offer.attributes.clone());
             if !self.offer_usable(&offer, now) {
+                self.why
+                    .received(&offer.id.value, &offer.agent_id.value, Some("maintenance"));
                 blocked.push(offer.id.value);
                 continue;
             }
+            self.why
+                .received(&offer.id.value, &offer.agent_id.value, None);
             self.offers.add(offer, now, at);
         }
         self.decline_blocked(blocked, now);
@@ -332,6 +336,20 @@ impl Machine {
             .filter(|d| placed.get(d.spec.name.as_str()).copied().unwrap_or(0) < d.missing.len())
             .map(|d| (d.spec.name.clone(), placement::shortfall(d, &self.offers)))
             .collect();
+        let at = self.unix(now);
+        for d in &demands {
+            if waiting.contains_key(&d.spec.name) {
+                let agents = &self.agents;
+                let takes = |agent: &str| agents.takes_new_tasks(agent);
+                self.why.tally(d, &self.offers, &takes, at);
+            }
+        }
+        for service in placed.keys() {
+            self.why.launched(service);
+        }
+        self.why.end_pass();
+        let services = &self.services;
+        self.why.retain(&|name| services.contains(name));
         drop(placed);
         drop(demands);
         self.note_waiting(waiting, now);

@@ -446,6 +446,7 @@ impl Machine {
             && let Some(backoff) = self.services.backoff_mut(&record.service)
         {
             let failed = !wanted_dead && workload::counts_as_failure_of(record);
+            self.why.ended(record, failed);
             backoff
                 .instance(record.instance)
                 .terminal(spec, &record.task_id, failed, now);

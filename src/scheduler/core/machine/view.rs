@@ -108,6 +108,8 @@ impl Machine {
                     .collect();
             }
             status.waiting = state.waiting.as_ref().map(ToString::to_string);
+            status.last_failure = self.why.last_failure(&name);
+            status.offers = self.why.summary(&name);
             services.push(status);
         }
         let offers = self

@@ -21,6 +21,7 @@ mod rollout;
 mod rollout_end;
 mod stats;
 mod tasks;
+mod why;
 mod workload;
 
 use std::collections::{BTreeMap, VecDeque};

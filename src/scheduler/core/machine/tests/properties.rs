@@ -874,6 +874,31 @@ impl World {
             self.reach.held += 1;
         }
         self.calls = self.h.call_log.len();
+        // "Why isn't it running" (`why`): each offer is counted at most
+        // once per service, with one to four reasons (four resources may
+        // be short at once); a last failure is one of the service's tasks.
+        if let Some(snapshot) = &self.h.snapshot {
+            for status in &snapshot.services {
+                let name = &status.spec.name;
+                if let Some(o) = &status.offers {
+                    let reasons: u64 = o.reasons.values().sum();
+                    if o.processed > self.offers.len() as u64
+                        || reasons < o.processed
+                        || reasons > 4 * o.processed
+                    {
+                        return Err(format!(
+                            "{name} counted {o:?} of {} offers sent",
+                            self.offers.len()
+                        ));
+                    }
+                }
+                if let Some(f) = &status.last_failure
+                    && !f.task_id.starts_with(&format!("{name}."))
+                {
+                    return Err(format!("{name}'s last failure is {f:?}"));
+                }
+            }
+        }
         // Every launched task ID is unique, across terms.
         let mut ids = HashSet::new();
         if let Some(twice) = launched.iter().find(|id| !ids.insert(*id)) {
