@@ -33,9 +33,9 @@ pub const RESTART_VARIABLE: &str = "MESOS_APPLIANCE_RESTART";
 /// Runs the command; prints its output or its error; returns the exit code.
 pub async fn run(args: CtlArgs) -> Exit {
     if let CtlCommand::Completion { shell } = args.command {
-        let mut cmd = clap::Command::new("mesos-appliance")
-            .subcommand(super::args::command().name("ctl").bin_name("ctl"));
-        clap_complete::generate(shell, &mut cmd, "mesos-appliance", &mut std::io::stdout());
+        let script = completion(shell);
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(&script).and_then(|()| stdout.flush());
         return Exit::Ok;
     }
     let waits = matches!(
@@ -75,6 +75,20 @@ async fn dispatch(client: &Client, command: CtlCommand, json: bool) -> Result<()
         }
         CtlCommand::Completion { .. } => Ok(()),
     }
+}
+
+/// The completion script of `shell` for `mesos-appliance ctl …` (a
+/// `mesos-appliance` command whose one subcommand is `ctl`).
+pub fn completion(shell: clap_complete::Shell) -> Vec<u8> {
+    let ctl = super::args::command()
+        .name("ctl")
+        .bin_name("mesos-appliance ctl");
+    let mut cmd = clap::Command::new("mesos-appliance")
+        .bin_name("mesos-appliance")
+        .subcommand(ctl);
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "mesos-appliance", &mut script);
+    script
 }
 
 /// Writes `text` and a newline to standard output; false once it is closed
@@ -492,6 +506,17 @@ mod tests {
         }
         let e = read_specs(&dir.path().join("missing.json")).unwrap_err();
         assert_eq!(e.exit(), Exit::Usage);
+    }
+
+    #[test]
+    fn completion_scripts_name_the_subcommands() {
+        use clap::ValueEnum;
+        for shell in clap_complete::Shell::value_variants() {
+            let script = String::from_utf8(completion(*shell)).unwrap();
+            for word in ["ctl", "services", "apply", "wait", "url"] {
+                assert!(script.contains(word), "{shell}: {word}");
+            }
+        }
     }
 
     #[test]

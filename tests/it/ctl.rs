@@ -227,7 +227,7 @@ async fn services_are_listed_shown_applied_scaled_and_deleted() {
     // and print no token.
     let bad = s.spec_file(
         "bad.json",
-        &json!({"name": "bad", "command": "x", "cpus": 0, "mem": 32}),
+        &json!({"name": "bad", "command": "x", "cpus": 0, "mem": 32, "instances": 1}),
     );
     let o = ctl(url, &["services", "apply", "-f", path(&bad)]).await;
     exits(&o, 1, "an invalid spec");
@@ -270,7 +270,11 @@ async fn services_are_listed_shown_applied_scaled_and_deleted() {
     assert_eq!(json_of(&o)["services"], json!([]));
     let o = ctl(url, &["services", "delete", "web"]).await;
     exits(&o, 1, "deleting a deleted service");
-    assert!(stderr(&o).contains("no service \"web\""), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error: Not found: "),
+        "{}",
+        stderr(&o)
+    );
 
     // Nobody there: exit 4 within the timeout.
     let nobody = format!("http://127.0.0.1:{}", support::zookeeper::free_port());
