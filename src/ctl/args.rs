@@ -147,9 +147,12 @@ pub enum CtlCommand {
     Events(EventsArgs),
     /// The audit trail: who changed what, and why.
     Audit(AuditArgs),
-    /// Agents.
+    /// Agents: list, drain, cancel a drain.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Jobs: start a run now.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
     /// Print a shell completion script (bash, zsh, fish, …).
     Completion {
         /// The shell.
@@ -290,13 +293,65 @@ pub struct AuditArgs {
     pub limit: usize,
 }
 
-/// `agents …`. `drain` and `cancel` come with the appliance's drain API
-/// (issue 26 §4); `docs/cli.md#agents` says where they plug in.
+/// `agents …`.
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
     /// List the agents with their states and this framework's tasks.
     #[command(alias = "ls")]
     List,
+    /// Start the appliance's SLA-aware drain of an agent
+    /// (`POST /api/v1/agents/{id}/drain`, `docs/draining.md`).
+    Drain {
+        /// The agent ID.
+        agent: String,
+        /// The floor per service while its tasks move: a number of tasks or
+        /// a share of its instances such as `50%`.
+        #[arg(long)]
+        min_healthy: String,
+        /// What to ask the master once the agent is empty: `none`,
+        /// `drain_agent` or `deactivate_agent`.
+        #[arg(long, default_value = "none")]
+        then: String,
+        /// Why (kept in the drain and the audit trail).
+        #[arg(long)]
+        why: Option<String>,
+    },
+    /// Cancel an agent's drain (`DELETE /api/v1/agents/{id}/drain`).
+    Cancel {
+        /// The agent ID.
+        agent: String,
+        /// Why (kept in the audit trail).
+        #[arg(long)]
+        why: Option<String>,
+    },
+}
+
+/// `jobs …`.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Start a run of a job now (`POST /api/v1/jobs/{name}/runs`,
+    /// `docs/jobs.md`). Never retried once sent: a second run could start.
+    Run {
+        /// The job name.
+        name: String,
+        /// An argument appended to the job's command (repeatable).
+        #[arg(long = "arg", allow_hyphen_values = true)]
+        args: Vec<String>,
+        /// `KEY=VALUE` added to the job's environment (repeatable).
+        #[arg(long = "env", value_parser = key_value)]
+        env: Vec<(String, String)>,
+        /// Why (kept in the audit trail).
+        #[arg(long)]
+        why: Option<String>,
+    },
+}
+
+/// Parses `KEY=VALUE`.
+fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err("expected KEY=VALUE".into()),
+    }
 }
 
 /// Parses `argv` (program name, `ctl`, arguments).
@@ -355,6 +410,17 @@ mod tests {
         assert!(e.use_stderr());
         assert!(parse_args(&["--timeout", "0s", "tasks"]).is_err());
         assert!(parse_args(&["logs", "t1", "stdin"]).is_err());
+        assert!(parse_args(&["jobs", "run", "backup", "--env", "NOEQUALS"]).is_err());
+        assert!(
+            parse_args(&["agents", "drain", "a1"]).is_err(),
+            "--min-healthy is required"
+        );
+        let a = parse_args(&["jobs", "run", "backup", "--arg", "-v", "--env", "A=b=c"]).unwrap();
+        let CtlCommand::Jobs(JobsCommand::Run { args, env, .. }) = a.command else {
+            panic!("not jobs run")
+        };
+        assert_eq!(args, ["-v"]);
+        assert_eq!(env, [("A".to_string(), "b=c".to_string())]);
     }
 
     #[test]

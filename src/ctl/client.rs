@@ -14,9 +14,13 @@
 //! - **Retries.** When no replica gave a final answer (all unreachable, or
 //!   none leads, or `502`/`503`/`504`), the round is retried with a
 //!   jittered capped backoff ([`crate::backoff`], 200 ms to 2 s) until the
-//!   command's deadline; then [`CtlError::Unreachable`]. Only idempotent
-//!   requests are sent (GET, PUT of a whole spec, DELETE), so a retry after
-//!   a lost answer does no harm (a repeated DELETE may answer 404).
+//!   command's deadline; then [`CtlError::Unreachable`]. GET, PUT of a
+//!   whole spec and DELETE are idempotent, so a retry after a lost answer
+//!   does no harm (a repeated DELETE may answer 404). A POST (a drain, a
+//!   job run) is sent again only when it certainly did not arrive (the
+//!   connection was refused, or a follower answered not-leader); after a
+//!   lost answer, a 502 or a 504 the command stops and says it may have
+//!   been carried out.
 //! - **Errors.** Any other non-2xx answer is an RFC 9457 problem
 //!   (`type`, `title`, `detail`, `errors[]`), turned into [`CtlError::Api`].
 //! - **Bounds.** Bodies are read up to [`MAX_BODY`]; each request has a
@@ -298,7 +302,7 @@ impl Client {
         base: &str,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<(u16, Value), String> {
+    ) -> Result<(u16, Value), Failed> {
         let url = format!("{base}{path}");
         let mut request = self
             .http
@@ -310,11 +314,16 @@ impl Client {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|e| describe(&url, &e))?;
+        let response = request.send().await.map_err(|e| Failed {
+            why: describe(&url, &e),
+            // A refused connection carried nothing; anything later may have.
+            maybe_done: !e.is_connect(),
+        })?;
         let status = response.status().as_u16();
-        let bytes = read_bounded(response, MAX_BODY)
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
+        let bytes = read_bounded(response, MAX_BODY).await.map_err(|e| Failed {
+            why: format!("{url}: {e}"),
+            maybe_done: true,
+        })?;
         let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
             Value::String(String::from_utf8_lossy(&bytes[..bytes.len().min(2000)]).into_owned())
         });
@@ -335,6 +344,9 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(u16, Value), CtlError> {
+        // POST starts something (a drain, a job run): sent again after an
+        // answer was lost, it could start a second one.
+        let idempotent = method != Method::POST;
         let mut backoff = Backoff::jittered(Duration::from_millis(200), Duration::from_secs(2));
         let mut last = String::from("nothing tried");
         loop {
@@ -355,7 +367,14 @@ impl Client {
                         if self.known_leader().as_deref() == Some(base.as_str()) {
                             self.set_leader(None);
                         }
-                        last = e;
+                        if e.maybe_done && !idempotent {
+                            return Err(CtlError::Unreachable(format!(
+                                "{}; the request may have been carried out: \
+                                 check before sending it again",
+                                e.why
+                            )));
+                        }
+                        last = e.why;
                         continue;
                     }
                 };
@@ -373,7 +392,7 @@ impl Client {
                     }
                     continue;
                 }
-                if matches!(status, 502..=504) {
+                if matches!(status, 502..=504) && idempotent {
                     last = format!("{base}: HTTP {status}: {}", detail_of(&answer));
                     continue;
                 }
@@ -471,6 +490,13 @@ impl Client {
             self.set_leader(None);
         }
     }
+}
+
+/// A request that got no answer: why, and whether it may have reached
+/// the server (anything but a refused connection).
+struct Failed {
+    why: String,
+    maybe_done: bool,
 }
 
 /// True when `body` is a problem document of kind `kind`

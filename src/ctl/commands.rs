@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::args::{
-    AgentsCommand, ApplyArgs, AuditArgs, CtlArgs, CtlCommand, EventsArgs, Exit, LogsArgs,
-    ServicesCommand, TasksArgs,
+    AgentsCommand, ApplyArgs, AuditArgs, CtlArgs, CtlCommand, EventsArgs, Exit, JobsCommand,
+    LogsArgs, ServicesCommand, TasksArgs,
 };
 use super::client::{Client, CtlError, query_value, segment};
 use super::render;
@@ -73,6 +73,53 @@ async fn dispatch(client: &Client, command: CtlCommand, json: bool) -> Result<()
             show(json, &view, render::agents);
             Ok(())
         }
+        CtlCommand::Agents(AgentsCommand::Drain {
+            agent,
+            min_healthy,
+            then,
+            why,
+        }) => {
+            // `50%` is the API's string form; a bare number is a count.
+            let floor = min_healthy
+                .parse::<u32>()
+                .map_or_else(|_| json!(min_healthy), |n| json!(n));
+            let body = json!({"min_healthy": floor, "then": then, "reason": why});
+            let path = format!("/api/v1/agents/{}/drain", segment(&agent));
+            let (_, answer) = client.call(Method::POST, &path, Some(&body)).await?;
+            show(json, &answer, summary);
+            Ok(())
+        }
+        CtlCommand::Agents(AgentsCommand::Cancel { agent, why }) => {
+            let body = json!({"reason": why});
+            let path = format!("/api/v1/agents/{}/drain", segment(&agent));
+            let (_, answer) = client.call(Method::DELETE, &path, Some(&body)).await?;
+            show(json, &answer, summary);
+            Ok(())
+        }
+        CtlCommand::Jobs(JobsCommand::Run {
+            name,
+            args,
+            env,
+            why,
+        }) => {
+            let env: serde_json::Map<String, Value> =
+                env.into_iter().map(|(k, v)| (k, json!(v))).collect();
+            let body = json!({"args": args, "env": env});
+            let path = format!(
+                "/api/v1/jobs/{}/runs{}",
+                segment(&name),
+                reason(why.as_deref())
+            );
+            let (_, answer) = client.call(Method::POST, &path, Some(&body)).await?;
+            show(json, &answer, |run| {
+                format!(
+                    "job {name} run {} {}",
+                    run["run_id"].as_str().unwrap_or("?"),
+                    run["state"].as_str().unwrap_or("started")
+                )
+            });
+            Ok(())
+        }
         CtlCommand::Completion { .. } => Ok(()),
     }
 }
@@ -98,6 +145,13 @@ fn out(text: &str) -> bool {
     writeln!(stdout, "{text}")
         .and_then(|()| stdout.flush())
         .is_ok()
+}
+
+/// An action record's `summary` (the actions API's answer).
+fn summary(record: &Value) -> String {
+    record["summary"]
+        .as_str()
+        .map_or_else(|| record.to_string(), str::to_string)
 }
 
 /// Prints `value` as JSON with `--json`, else as `table` renders it.
@@ -214,7 +268,7 @@ fn read_specs(path: &std::path::Path) -> Result<Vec<Value>, CtlError> {
         }
     };
     for (i, spec) in specs.iter().enumerate() {
-        if !spec["name"].as_str().is_some_and(|n| !n.is_empty()) {
+        if spec["name"].as_str().is_none_or(str::is_empty) {
             return Err(CtlError::Usage(format!("{what}: [{i}].name: missing")));
         }
     }
