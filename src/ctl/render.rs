@@ -15,6 +15,14 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
+/// The table's text with each line's trailing padding cut.
+fn text(t: &Table) -> String {
+    t.lines()
+        .map(|line| line.trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn s(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
@@ -93,7 +101,7 @@ pub fn services(view: &Value) -> String {
             command(spec),
         ]);
     }
-    t.to_string()
+    text(&t)
 }
 
 /// `services show NAME`.
@@ -175,7 +183,7 @@ pub fn tasks(view: &Value) -> String {
             age(&task["updated"]),
         ]);
     }
-    let mut out = t.to_string();
+    let mut out = text(&t);
     let (matched, shown) = (
         n(&view["matched"]),
         view["tasks"].as_array().map_or(0, Vec::len),
@@ -200,16 +208,39 @@ pub fn audit(view: &Value) -> String {
             s(&e["outcome"]),
         ]);
     }
-    let mut out = t.to_string();
+    let mut out = text(&t);
     if let Some(error) = view["error"].as_str() {
         out += &format!("\n(incomplete: {error})");
     }
     out
 }
 
+/// An agent's drain (`drain` of `/api/v1/agents`, `docs/draining.md`):
+/// `-`, or its state and task counts.
+fn drain(d: &Value) -> String {
+    if d.is_null() {
+        return "-".into();
+    }
+    format!(
+        "{}: {} moved, {} waiting, {} blocked",
+        s(&d["state"]),
+        n(&d["moved"]),
+        n(&d["waiting"]),
+        n(&d["blocked"])
+    )
+}
+
 /// `agents list`.
 pub fn agents(view: &Value) -> String {
-    let mut t = table(&["ID", "HOST", "STATE", "SINCE", "TASKS", "MAINTENANCE"]);
+    let mut t = table(&[
+        "ID",
+        "HOST",
+        "STATE",
+        "SINCE",
+        "TASKS",
+        "MAINTENANCE",
+        "DRAIN",
+    ]);
     for a in view["agents"].as_array().into_iter().flatten() {
         let maintenance = match &a["maintenance"] {
             Value::Null => "-".to_string(),
@@ -222,9 +253,10 @@ pub fn agents(view: &Value) -> String {
             age(&a["since"]),
             a["tasks"].as_array().map_or(0, Vec::len).to_string(),
             maintenance,
+            drain(&a["drain"]),
         ]);
     }
-    t.to_string()
+    text(&t)
 }
 
 #[cfg(test)]
@@ -246,6 +278,23 @@ mod tests {
         assert!(lines[1].contains("1/2 replaced") && lines[1].contains("sleep 100"));
         assert!(
             lines[2].contains("HALTED") && lines[2].contains('…'),
+            "{text}"
+        );
+        assert!(
+            text.lines().all(|l| !l.ends_with(' ')),
+            "no trailing padding"
+        );
+    }
+
+    #[test]
+    fn agents_show_their_drains() {
+        let view = json!({"agents": [
+            {"agent_id": "S0", "hostname": "a0", "state": "active", "tasks": ["t1"]},
+            {"agent_id": "S1", "hostname": "a1", "state": "active", "tasks": [],
+                "drain": {"state": "running", "moved": 2, "waiting": 1, "blocked": 0}}]});
+        let text = agents(&view);
+        assert!(
+            text.contains("running: 2 moved, 1 waiting, 0 blocked"),
             "{text}"
         );
     }
