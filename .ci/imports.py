@@ -31,7 +31,7 @@ FLOORS = [
     {"mesos", "coordination"},
     {"executor"},
     {"scheduler"},
-    {"web", "testbed"},
+    {"web", "testbed", "ctl"},
     {"app"},
     {"fuzzing"},
 ]

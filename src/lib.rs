@@ -49,6 +49,9 @@
 //!   stream. [`testbed`] is `mesos-testbed`: a Mesos master in one
 //!   process, with simulated agents, fault injection under `/testbed/`,
 //!   optional ZooKeeper election and real executor processes.
+//! - [`ctl`] is `mesos-appliance ctl`, the command-line client of the JSON
+//!   API (on the floor of [`web`] and [`testbed`], importing neither: it
+//!   reads the API's JSON).
 //! - [`app`] wires the layers into processes: the command line, `serve`,
 //!   `uninstall`, `demo`. Start reading here to follow a replica from its
 //!   flags to its first SUBSCRIBE.
@@ -81,6 +84,7 @@
 pub mod app;
 pub mod backoff;
 pub mod coordination;
+pub mod ctl;
 pub mod executor;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -9,6 +9,12 @@ use mesos_appliance::app::{demo, serve, uninstall};
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // `mesos-appliance ctl …`: the API client, with its own flags and no logs.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == "ctl") {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        return mesos_appliance::ctl::main(argv).await;
+    }
     let job = Cli::job_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let common = match &job {
         Job::Serve(common, _) | Job::Uninstall(common, _, _) | Job::Demo(common, _) => common,

@@ -184,6 +184,7 @@ Jobs:
   mesos-appliance uninstall [--dry-run]   fence every replica, tear the framework(s)
                                           down, delete the ZooKeeper subtree
   mesos-appliance demo                    embedded mesos-testbed + dashboard
+  mesos-appliance ctl --help              the API client: services, tasks, logs, events
 
 Durations: 500ms, 30s, 5m, 2h, 7days, 1h 30m; at most 365 days, never negative.
 

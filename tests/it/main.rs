@@ -8,6 +8,7 @@
 //!   two replicas through the faults of a three-server ensemble
 //!   (`coordination_ensemble`);
 //! - `scheduler_*`: the scheduler core driving the testbed;
+//! - `ctl`: `mesos-appliance ctl` as a process against real replicas;
 //! - `deploy_*`: deployment strategies, scenarios, uninstall, the CLI and the
 //!   deployment files, mostly as real processes;
 //! - `executor_*`: `mesos-appliance-executor` under the testbed's process mode;
@@ -36,6 +37,7 @@ mod coordination_ensemble;
 mod coordination_harness;
 mod coordination_slow_zookeeper;
 mod coordination_stores;
+mod ctl;
 mod deploy_cli;
 mod deploy_files;
 mod deploy_scenarios;

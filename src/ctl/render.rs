@@ -1,0 +1,315 @@
+//! Human tables of `mesos-appliance ctl` (`comfy-table`, plain text without
+//! borders so that `grep` and `awk` work on them). Each function takes the
+//! API's JSON answer and leaves out what it does not know.
+
+use comfy_table::{ContentArrangement, Table, presets};
+use serde_json::Value;
+
+use crate::util::unix_now_secs;
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.iter().copied());
+    t
+}
+
+/// The table's text with each line's trailing padding cut.
+fn text(t: &Table) -> String {
+    t.lines()
+        .map(|line| line.trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// `at` (seconds since the UNIX epoch) as an age: `5s`, `3m`, `2h`, `4d`.
+pub fn age(at: &Value) -> String {
+    let Some(at) = at.as_f64() else {
+        return "-".into();
+    };
+    let secs = (unix_now_secs() - at).max(0.0) as u64;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86400),
+    }
+}
+
+/// The rollout column of a service: `-`, `3/4 replaced`, `HALTED`.
+fn rollout(row: &Value) -> String {
+    let r = &row["rollout"];
+    if r.is_null() {
+        "-".into()
+    } else if !r["halted"].is_null() {
+        "HALTED".into()
+    } else {
+        format!("{}/{} replaced", n(&r["replaced"]), n(&r["desired"]))
+    }
+}
+
+fn command(spec: &Value) -> String {
+    let text = match &spec["command"] {
+        Value::Array(argv) => argv.iter().map(s).collect::<Vec<_>>().join(" "),
+        other => s(other),
+    };
+    if text.chars().count() > 40 {
+        format!("{}…", text.chars().take(39).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// `services list`.
+pub fn services(view: &Value) -> String {
+    let mut t = table(&[
+        "NAME",
+        "INSTANCES",
+        "RUNNING",
+        "STARTING",
+        "HEALTHY",
+        "ROLLOUT",
+        "COMMAND",
+    ]);
+    for row in view["services"].as_array().into_iter().flatten() {
+        let spec = &row["spec"];
+        let healthy = if spec["health_check"].is_null() {
+            "-".to_string()
+        } else {
+            n(&row["healthy"]).to_string()
+        };
+        t.add_row(vec![
+            s(&row["name"]),
+            n(&spec["instances"]).to_string(),
+            n(&row["running"]).to_string(),
+            n(&row["starting"]).to_string(),
+            healthy,
+            rollout(row),
+            command(spec),
+        ]);
+    }
+    text(&t)
+}
+
+/// `services show NAME`.
+pub fn service(row: &Value) -> String {
+    let spec = &row["spec"];
+    let mut out = format!(
+        "Service:    {}\nCommand:    {}\nResources:  cpus {} mem {} MB disk {} MB ports {}\n\
+         Instances:  {} desired, {} running, {} starting, {} being killed, {} unreachable\n",
+        s(&row["name"]),
+        command(spec),
+        s(&spec["cpus"]),
+        s(&spec["mem"]),
+        s(&spec["disk"]),
+        s(&spec["ports"]),
+        n(&spec["instances"]),
+        n(&row["running"]),
+        n(&row["starting"]),
+        n(&row["killing"]),
+        n(&row["unreachable"]),
+    );
+    if !spec["health_check"].is_null() {
+        out += &format!(
+            "Health:     {} healthy, {} unhealthy ({} check)\n",
+            n(&row["healthy"]),
+            n(&row["unhealthy"]),
+            s(&spec["health_check"]["type"])
+        );
+    }
+    let r = &row["rollout"];
+    if !r.is_null() {
+        out += &format!(
+            "Rollout:    {}/{} replaced, {} available, {} outdated\n",
+            n(&r["replaced"]),
+            n(&r["desired"]),
+            n(&r["healthy"]),
+            n(&r["remaining"])
+        );
+        if !r["halted"].is_null() {
+            out += &format!(
+                "Halted:     {} ago: {}\n",
+                age(&r["halted"]["at"]),
+                s(&r["halted"]["reason"])
+            );
+        }
+    }
+    if n(&row["consecutive_failures"]) > 0 {
+        out += &format!("Failures:   {} in a row\n", n(&row["consecutive_failures"]));
+    }
+    if let Some(waiting) = row["waiting"].as_str() {
+        out += &format!("Waiting:    {waiting}\n");
+    }
+    out
+}
+
+/// `tasks`.
+pub fn tasks(view: &Value) -> String {
+    let mut t = table(&[
+        "ID", "SERVICE", "INSTANCE", "STATE", "HEALTH", "HOST", "PORTS", "UPDATED",
+    ]);
+    for task in view["tasks"].as_array().into_iter().flatten() {
+        let health = match task["healthy"].as_bool() {
+            Some(true) => "healthy",
+            Some(false) => "unhealthy",
+            None => "-",
+        };
+        let ports = task["ports"]
+            .as_array()
+            .map(|p| p.iter().map(s).collect::<Vec<_>>().join(","))
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "-".into());
+        t.add_row(vec![
+            s(&task["id"]),
+            s(&task["service"]),
+            s(&task["instance"]),
+            s(&task["state"]),
+            health.to_string(),
+            s(&task["hostname"]),
+            ports,
+            age(&task["updated"]),
+        ]);
+    }
+    let mut out = text(&t);
+    let (matched, shown) = (
+        n(&view["matched"]),
+        view["tasks"].as_array().map_or(0, Vec::len),
+    );
+    if matched as usize > shown {
+        out += &format!("\n({shown} of {matched} shown)");
+    }
+    out
+}
+
+/// `audit`.
+pub fn audit(view: &Value) -> String {
+    let mut t = table(&["SEQ", "AGE", "WHO", "ACTION", "STATUS", "REASON", "OUTCOME"]);
+    for e in view["entries"].as_array().into_iter().flatten() {
+        t.add_row(vec![
+            s(&e["seq"]),
+            age(&e["at"]),
+            s(&e["who"]),
+            s(&e["action"]),
+            s(&e["status"]),
+            s(&e["reason"]),
+            s(&e["outcome"]),
+        ]);
+    }
+    let mut out = text(&t);
+    if let Some(error) = view["error"].as_str() {
+        out += &format!("\n(incomplete: {error})");
+    }
+    out
+}
+
+/// An agent's drain (`drain` of `/api/v1/agents`, `docs/draining.md`):
+/// `-`, or its state and task counts.
+fn drain(d: &Value) -> String {
+    if d.is_null() {
+        return "-".into();
+    }
+    format!(
+        "{}: {} moved, {} waiting, {} blocked",
+        s(&d["state"]),
+        n(&d["moved"]),
+        n(&d["waiting"]),
+        n(&d["blocked"])
+    )
+}
+
+/// `agents list`.
+pub fn agents(view: &Value) -> String {
+    let mut t = table(&[
+        "ID",
+        "HOST",
+        "STATE",
+        "SINCE",
+        "TASKS",
+        "MAINTENANCE",
+        "DRAIN",
+    ]);
+    for a in view["agents"].as_array().into_iter().flatten() {
+        let maintenance = match &a["maintenance"] {
+            Value::Null => "-".to_string(),
+            m => format!("from {}", age(&m["start"])),
+        };
+        t.add_row(vec![
+            s(&a["agent_id"]),
+            s(&a["hostname"]),
+            s(&a["state"]),
+            age(&a["since"]),
+            a["tasks"].as_array().map_or(0, Vec::len).to_string(),
+            maintenance,
+            drain(&a["drain"]),
+        ]);
+    }
+    text(&t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn services_show_counts_and_rollouts() {
+        let view = json!({"services": [
+            {"name": "web", "spec": {"command": ["sleep", "100"], "instances": 2,
+                "health_check": {"type": "http"}}, "running": 2, "starting": 0, "healthy": 1,
+                "rollout": {"desired": 2, "replaced": 1, "halted": null}},
+            {"name": "batch", "spec": {"command": "x".repeat(60), "instances": 1},
+                "running": 0, "starting": 1, "rollout": {"halted": {"reason": "r"}}}]});
+        let text = services(&view);
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        assert!(lines[0].starts_with("NAME"), "{text}");
+        assert!(lines[1].contains("1/2 replaced") && lines[1].contains("sleep 100"));
+        assert!(
+            lines[2].contains("HALTED") && lines[2].contains('…'),
+            "{text}"
+        );
+        assert!(
+            text.lines().all(|l| !l.ends_with(' ')),
+            "no trailing padding"
+        );
+    }
+
+    #[test]
+    fn agents_show_their_drains() {
+        let view = json!({"agents": [
+            {"agent_id": "S0", "hostname": "a0", "state": "active", "tasks": ["t1"]},
+            {"agent_id": "S1", "hostname": "a1", "state": "active", "tasks": [],
+                "drain": {"state": "running", "moved": 2, "waiting": 1, "blocked": 0}}]});
+        let text = agents(&view);
+        assert!(
+            text.contains("running: 2 moved, 1 waiting, 0 blocked"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_halted_service_shows_its_reason() {
+        let row = json!({"name": "web", "spec": {"command": "a", "instances": 2},
+            "rollout": {"desired": 2, "replaced": 1, "healthy": 0, "remaining": 1,
+                "halted": {"at": unix_now_secs() - 5.0, "reason": "instance(s) 0 not healthy"}},
+            "waiting": "no offer"});
+        let text = service(&row);
+        assert!(
+            text.contains("Halted:     5s ago: instance(s) 0 not healthy"),
+            "{text}"
+        );
+        assert!(text.contains("Waiting:    no offer"));
+    }
+}

@@ -1,0 +1,400 @@
+//! `mesos-appliance ctl` (`docs/cli.md`) as a process, against real
+//! `mesos-appliance` replicas on a real ZooKeeper and the testbed master:
+//!
+//! - services list / show / apply / scale / delete, tables and `--json`,
+//!   the audit entries they leave (who and why), a bad token and a bad
+//!   spec as clear errors with their exit codes, no replica reachable;
+//! - `apply --wait` exits 0 on a completed rollout and 3 with the API's
+//!   halt reason for a release whose tasks never become healthy (the
+//!   testbed's simulated health checks fail for its fingerprint, as in
+//!   `scheduler_rollout`);
+//! - `apply --wait` sent to a follower exits 0 although the leader is
+//!   killed in the middle of the rollout.
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use mesos_appliance::testbed::SimulatedHealth;
+use serde_json::{Value, json};
+use support::cluster::Cluster;
+use support::processes::*;
+
+const TOKEN: &str = "ctl-test-token-0123456789abcdef";
+const CTL_WAIT: Duration = Duration::from_secs(90);
+
+impl Cluster {
+    /// A replica's flags: no services, the admin token `ci:TOKEN`.
+    fn ctl_args(&self, deployment: &str) -> Vec<String> {
+        let tokens = self.dir.path().join("tokens");
+        std::fs::write(&tokens, format!("ci:{TOKEN}\n")).unwrap();
+        let mut args = base_args(&self.zk.connect_string(), &self.tb.url(), "ctl");
+        args.extend([
+            "--admin-token-file".into(),
+            tokens.display().to_string(),
+            "--deployment-id".into(),
+            deployment.into(),
+        ]);
+        args
+    }
+
+    fn spec_file(&self, name: &str, spec: &Value) -> PathBuf {
+        services_file(self.dir.path(), name, spec)
+    }
+}
+
+/// `web` with two instances of `command`, a command health check every
+/// second, `min_healthy` and a 6 s upgrade deadline.
+fn web(command: &str, min_healthy: &str) -> Value {
+    json!({"name": "web", "command": command, "cpus": 0.1, "mem": 32, "instances": 2,
+        "restart_backoff": "1s", "restart_backoff_max": "4s", "kill_grace_period": "1s",
+        "health_check": {"type": "command", "command": "true", "delay": "0s",
+            "interval": "1s", "timeout": "1s", "grace_period": "1s",
+            "consecutive_failures": 3},
+        "upgrade": {"min_healthy": min_healthy, "deadline": "6s"}})
+}
+
+fn ctl_command(urls: &str, token: &str, args: &[&str]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_mesos-appliance"));
+    c.arg("ctl")
+        .args(["--url", urls])
+        .args(args)
+        .env("MESOS_APPLIANCE_TOKEN", token)
+        .env_remove("MESOS_APPLIANCE_URL")
+        .env_remove("MESOS_APPLIANCE_TOKEN_FILE")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    c
+}
+
+/// Runs `mesos-appliance ctl --url URLS ARGS` with the token; its output.
+async fn ctl(urls: &str, args: &[&str]) -> Output {
+    ctl_as(urls, TOKEN, args).await
+}
+
+async fn ctl_as(urls: &str, token: &str, args: &[&str]) -> Output {
+    let run = ctl_command(urls, token, args).output();
+    tokio::time::timeout(CTL_WAIT + Duration::from_secs(30), run)
+        .await
+        .unwrap_or_else(|_| panic!("ctl {args:?} did not end"))
+        .expect("run ctl")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts `o` exited with `code`; shows its output otherwise.
+fn exits(o: &Output, code: i32, what: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{what}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        stdout(o),
+        stderr(o)
+    );
+}
+
+fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(o), stderr(o)))
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Polls `ctl ARGS --json` until `pred` holds.
+async fn ctl_until(url: &str, args: &[&str], what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let o = ctl(url, &all).await;
+        if o.status.success() {
+            let v = json_of(&o);
+            if pred(&v) {
+                return v;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {}\n{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn running(tasks: &Value) -> usize {
+    tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "TASK_RUNNING")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_are_listed_shown_applied_scaled_and_deleted() {
+    let s = Cluster::start().await;
+    let a = Appliance::spawn("a", &s.ctl_args("d1"));
+    a.wait_state("subscribed", WAIT, |st| framework_state(st) == "subscribed")
+        .await;
+    let url = a.url.as_str();
+
+    // Create, and wait until both instances are healthy.
+    let file = s.spec_file("web.json", &web("sleep 1000", "1s"));
+    let o = ctl(
+        url,
+        &[
+            "services",
+            "apply",
+            "-f",
+            path(&file),
+            "--wait",
+            "--why",
+            "first release",
+        ],
+    )
+    .await;
+    exits(&o, 0, "apply --wait of a new service");
+    assert!(stdout(&o).contains("service web created"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("service web: 2/2 running, 2 healthy: rollout complete"),
+        "{}",
+        stdout(&o)
+    );
+
+    // Tables by default, the API's JSON with --json.
+    let o = ctl(url, &["services", "list"]).await;
+    exits(&o, 0, "services list");
+    let table = stdout(&o);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].contains("NAME") && lines[0].contains("ROLLOUT"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("web") && lines[1].contains("sleep 1000"),
+        "{table}"
+    );
+    let o = ctl(url, &["services", "list", "--json"]).await;
+    exits(&o, 0, "services list --json");
+    assert_eq!(json_of(&o)["services"][0]["name"], "web");
+    let o = ctl(url, &["services", "show", "web", "--json"]).await;
+    assert_eq!(json_of(&o)["spec"]["instances"], 2);
+    let o = ctl(url, &["services", "show", "web"]).await;
+    assert!(
+        stdout(&o).contains("2 desired, 2 running"),
+        "{}",
+        stdout(&o)
+    );
+    let o = ctl(url, &["tasks", "--service", "web"]).await;
+    exits(&o, 0, "tasks");
+    assert_eq!(
+        stdout(&o).matches("TASK_RUNNING").count(),
+        2,
+        "{}",
+        stdout(&o)
+    );
+
+    // Scale to 3: the stored spec with a new count.
+    let o = ctl(
+        url,
+        &["services", "scale", "web", "3", "--why", "more load"],
+    )
+    .await;
+    exits(&o, 0, "scale");
+    assert!(
+        stdout(&o).contains("service web replaced"),
+        "{}",
+        stdout(&o)
+    );
+    ctl_until(url, &["tasks", "--service", "web"], "three running", |v| {
+        running(v) == 3
+    })
+    .await;
+
+    // Errors: a bad spec names its field, a bad token says so; both exit 1
+    // and print no token.
+    let bad = s.spec_file(
+        "bad.json",
+        &json!({"name": "bad", "command": "x", "cpus": 0, "mem": 32, "instances": 1}),
+    );
+    let o = ctl(url, &["services", "apply", "-f", path(&bad)]).await;
+    exits(&o, 1, "an invalid spec");
+    assert!(
+        stderr(&o).starts_with("error: Invalid request: "),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("\n  cpus: "), "{}", stderr(&o));
+    let o = ctl_as(url, "wrong-token", &["services", "delete", "web"]).await;
+    exits(&o, 1, "a wrong token");
+    assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
+    assert!(stderr(&o).contains("token"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("wrong-token") && !stderr(&o).contains(TOKEN));
+    // A spec file that is not JSON: usage, nothing sent.
+    let junk = s.dir.path().join("junk.json");
+    std::fs::write(&junk, "{").unwrap();
+    let o = ctl(url, &["services", "apply", "-f", path(&junk)]).await;
+    exits(&o, 2, "a spec file that is not JSON");
+
+    // The audit trail says who and why.
+    let o = ctl(url, &["audit", "--json", "--action", "service.put"]).await;
+    exits(&o, 0, "audit");
+    let entries = json_of(&o)["entries"].as_array().unwrap().clone();
+    let reasons: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["ok"] == true)
+        .map(|e| e["reason"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(reasons, ["more load", "first release"], "{entries:?}");
+    assert!(entries.iter().all(|e| e["who"] == "ci"), "{entries:?}");
+    let o = ctl(url, &["audit"]).await;
+    assert!(stdout(&o).contains("service.put"), "{}", stdout(&o));
+
+    // Delete: gone from the list; deleting again is the API's 404.
+    let o = ctl(url, &["services", "delete", "web", "--why", "done"]).await;
+    exits(&o, 0, "delete");
+    assert_eq!(stdout(&o).trim(), "service web deleted");
+    let o = ctl(url, &["services", "list", "--json"]).await;
+    assert_eq!(json_of(&o)["services"], json!([]));
+    let o = ctl(url, &["services", "delete", "web"]).await;
+    exits(&o, 1, "deleting a deleted service");
+    assert!(
+        stderr(&o).starts_with("error: Not found: "),
+        "{}",
+        stderr(&o)
+    );
+
+    // Nobody there: exit 4 within the timeout.
+    let nobody = format!("http://127.0.0.1:{}", support::zookeeper::free_port());
+    let started = Instant::now();
+    let o = ctl(&nobody, &["services", "list", "--timeout", "1s"]).await;
+    exits(&o, 4, "no replica");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(stderr(&o).contains("no replica answered"), "{}", stderr(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_wait_exits_with_the_halt_reason_when_the_release_never_becomes_healthy() {
+    let s = Cluster::start().await;
+    let a = Appliance::spawn("a", &s.ctl_args("d1"));
+    a.wait_state("subscribed", WAIT, |st| framework_state(st) == "subscribed")
+        .await;
+    let old = s.spec_file("old.json", &web("sleep 1000", "1s"));
+    let o = ctl(&a.url, &["services", "apply", "-f", path(&old), "--wait"]).await;
+    exits(&o, 0, "the first release");
+
+    // Every task of the new release fails its checks.
+    let broken = web("sleep 2000", "1s");
+    let fingerprint = support::appliance::services(json!([broken.clone()]))
+        .remove(0)
+        .fingerprint();
+    s.tb.set_health(
+        "web.",
+        Some(("appliance.fingerprint", fingerprint.as_str())),
+        SimulatedHealth::Unhealthy,
+    );
+    let file = s.spec_file("broken.json", &broken);
+    let o = ctl(
+        &a.url,
+        &[
+            "services",
+            "apply",
+            "-f",
+            path(&file),
+            "--wait",
+            "--timeout",
+            "60s",
+        ],
+    )
+    .await;
+    exits(&o, 3, "a release that never becomes healthy");
+    let err = stderr(&o);
+    assert!(
+        err.contains("error: the rollout of service web halted: ") && err.contains("instance(s) 0"),
+        "{err}"
+    );
+    // The old instance still runs: the halt kept it.
+    let o = ctl(&a.url, &["services", "show", "web"]).await;
+    assert!(stdout(&o).contains("Halted:"), "{}", stdout(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_wait_on_a_follower_survives_the_leader_killed_mid_rollout() {
+    let s = Cluster::start().await;
+    let a = Appliance::spawn("a", &s.ctl_args("d1"));
+    a.wait_state("a subscribed", WAIT, |st| {
+        framework_state(st) == "subscribed"
+    })
+    .await;
+    let b = Appliance::spawn("b", &s.ctl_args("d1"));
+    b.wait_state("b follows a", WAIT, |st| {
+        st["leadership"]["role"] == "follower" && st["leadership"]["leader_url"] == a.url.as_str()
+    })
+    .await;
+    let old = s.spec_file("old.json", &web("sleep 1000", "1s"));
+    let o = ctl(&b.url, &["services", "apply", "-f", path(&old), "--wait"]).await;
+    exits(&o, 0, "the first release, through the follower");
+
+    // A release that takes a while: each replacement must stay healthy
+    // for 3 s before the next instance is replaced.
+    let new = s.spec_file("new.json", &web("sleep 2000", "3s"));
+    let child = ctl_command(
+        &b.url,
+        TOKEN,
+        &[
+            "services",
+            "apply",
+            "-f",
+            path(&new),
+            "--wait",
+            "--timeout",
+            "80s",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn ctl");
+    // Kill the leader once the rollout is under way.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some((200, row)) = a.get("/api/v1/services/web").await
+            && row["rollout"].is_object()
+            && row["spec"]["command"] == "sleep 2000"
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no rollout began on a");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    a.signal(libc::SIGKILL);
+    let o = tokio::time::timeout(CTL_WAIT, child.wait_with_output())
+        .await
+        .expect("ctl ends")
+        .expect("ctl output");
+    exits(&o, 0, "apply --wait through the leader's death");
+    assert!(
+        stdout(&o).contains("service web: 2/2 running, 2 healthy: rollout complete"),
+        "{}",
+        stdout(&o)
+    );
+    let state = b
+        .wait_state("b leads", WAIT, |st| st["leadership"]["role"] == "leader")
+        .await;
+    assert_eq!(framework_state(&state), "subscribed");
+    let row = b.get("/api/v1/services/web").await.unwrap().1;
+    assert_eq!(row["spec"]["command"], "sleep 2000");
+    assert!(row["rollout"].is_null(), "{row}");
+}
