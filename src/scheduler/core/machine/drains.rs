@@ -68,7 +68,9 @@ pub(super) enum Step {
         record: Box<DrainRecord>,
     },
     /// The `then` call of the agent's drain.
-    Then { agent: AgentId },
+    Then {
+        agent: AgentId,
+    },
 }
 
 /// The kill reason of a task moved off `agent` by its drain (how the
@@ -179,7 +181,13 @@ impl Machine {
     }
 
     /// `CancelDrain` (see [`crate::scheduler::Request::CancelDrain`]).
-    pub(super) fn cancel_drain(&mut self, reply: ReplyId, agent: AgentId, by: String, now: Instant) {
+    pub(super) fn cancel_drain(
+        &mut self,
+        reply: ReplyId,
+        agent: AgentId,
+        by: String,
+        now: Instant,
+    ) {
         if self.drains.writing.contains(&agent) {
             let why = format!("a change of agent {agent}'s drain is being stored");
             self.reply(reply, Answer::Drain(Err(CommandError::Conflict(why))));
@@ -325,6 +333,9 @@ impl Machine {
             };
             self.log(EventKind::Agent, message, now);
         }
+        if record.state.holds() {
+            self.note_agent(&agent, now);
+        }
         if record.state == DrainState::Cancelled {
             self.release_agent(&agent, now);
         }
@@ -338,6 +349,26 @@ impl Machine {
     pub(super) fn drains_tick(&mut self, now: Instant) {
         if !self.drains.loaded || !self.tasks.is_loaded() || !self.drains.any_holding() {
             return;
+        }
+        // Progress changes with time alone (a replacement becomes
+        // available): the snapshot is refreshed while a drain runs.
+        if self
+            .drains
+            .by_agent
+            .values()
+            .any(|(d, _)| d.state == DrainState::Running)
+        {
+            self.out.dirty = true;
+        }
+        let held: Vec<AgentId> = self
+            .drains
+            .by_agent
+            .iter()
+            .filter(|(a, (d, _))| d.state.holds() && !self.agents.knows(a))
+            .map(|(a, _)| a.clone())
+            .collect();
+        for agent in held {
+            self.note_agent(&agent, now);
         }
         let mut occupied: BTreeSet<&str> = BTreeSet::new();
         for record in self.tasks.records() {
@@ -512,9 +543,11 @@ impl Machine {
                     evacuation::Step::Kill { replacement, .. } => {
                         (DrainProgress::Moved, Some(replacement), None)
                     }
-                    evacuation::Step::WaitForHealth { replacement, why } => {
-                        (DrainProgress::WaitingForHealth, Some(replacement), Some(why))
-                    }
+                    evacuation::Step::WaitForHealth { replacement, why } => (
+                        DrainProgress::WaitingForHealth,
+                        Some(replacement),
+                        Some(why),
+                    ),
                     evacuation::Step::Floor { replacement, why } => {
                         (DrainProgress::Blocked, Some(replacement), Some(why))
                     }
