@@ -15,6 +15,7 @@ fn agent(id: &str, state: AgentState, tasks: &[&str]) -> AgentStatus {
         since: now() - 90.0,
         maintenance: None,
         tasks: tasks.iter().map(|t| (*t).into()).collect(),
+        drain: None,
     }
 }
 
