@@ -352,12 +352,12 @@ impl Machine {
         }
         // Progress changes with time alone (a replacement becomes
         // available): the snapshot is refreshed while a drain runs.
-        if self
+        let running = self
             .drains
             .by_agent
             .values()
-            .any(|(d, _)| d.state == DrainState::Running)
-        {
+            .any(|(d, _)| d.state == DrainState::Running);
+        if running {
             self.out.dirty = true;
         }
         let held: Vec<AgentId> = self
@@ -370,10 +370,14 @@ impl Machine {
         for agent in held {
             self.note_agent(&agent, now);
         }
+        // Which agents still have a task of ours: one pass over the
+        // records, only while a drain runs (a done one only holds).
         let mut occupied: BTreeSet<&str> = BTreeSet::new();
-        for record in self.tasks.records() {
-            if !record.is_terminal() {
-                occupied.insert(record.agent_id.as_str());
+        if running {
+            for record in self.tasks.records() {
+                if !record.is_terminal() {
+                    occupied.insert(record.agent_id.as_str());
+                }
             }
         }
         let at = self.unix(now);
