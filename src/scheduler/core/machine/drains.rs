@@ -97,6 +97,13 @@ impl Drains {
         self.by_agent.values().any(|(d, _)| d.state.holds())
     }
 
+    /// True while some drain is moving tasks (not only holding an agent).
+    pub(super) fn any_running(&self) -> bool {
+        self.by_agent
+            .values()
+            .any(|(d, _)| d.state == DrainState::Running)
+    }
+
     /// How `task` of `spec` leaves, when a drain holds its agent: with the
     /// drain's floor for the service.
     pub(super) fn leave(&self, spec: &ServiceSpec, task: &TaskRecord) -> Option<Leave> {

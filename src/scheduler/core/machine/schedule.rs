@@ -216,7 +216,9 @@ impl Machine {
             // without a record changing.
             if !changed
                 && !self.maintenance.any_leaving()
-                && !self.drains.any_holding()
+                // A done drain only holds: a task there again changes
+                // records.
+                && !self.drains.any_running()
                 && let Some(settled) = &state.settled
                 && settled.holds_for(entry)
             {
