@@ -376,6 +376,8 @@ impl TestCore {
                     CoreRequest::PutService(_) => "put_service",
                     CoreRequest::DeleteService(_) => "delete_service",
                     CoreRequest::Rollout { .. } => "rollout",
+                    CoreRequest::StartDrain { .. } => "start_drain",
+                    CoreRequest::CancelDrain { .. } => "cancel_drain",
                 };
                 self.log.lock().unwrap().push(name);
                 let mode = self.mode.lock().unwrap().clone();
@@ -544,6 +546,73 @@ impl TestCore {
                     }
                 };
                 answer(Answer::Service(result));
+            }
+            // As the core answers (`machine/drains.rs`): 404 for an agent
+            // not in the table, 409 while one runs or is done; the agent's
+            // entry shows the drain.
+            CoreRequest::StartDrain {
+                agent_id,
+                min_healthy,
+                reason,
+                by,
+                then,
+            } => {
+                use mesos_appliance::scheduler::drains::{DrainRecord, DrainState, DrainStatus};
+                let at = s.at;
+                let result = match s.agents.iter_mut().find(|a| a.agent_id == agent_id) {
+                    None => Err(CommandError::NotFound(format!("agent {agent_id}"))),
+                    Some(a) if a.drain.as_ref().is_some_and(|d| d.state.holds()) => {
+                        Err(CommandError::Conflict(format!(
+                            "agent {agent_id} is already being drained"
+                        )))
+                    }
+                    Some(a) => {
+                        let record = DrainRecord {
+                            agent_id,
+                            min_healthy,
+                            reason,
+                            by,
+                            started_at: at,
+                            then,
+                            state: DrainState::Running,
+                            finished_at: None,
+                            cancelled_by: None,
+                            then_called: false,
+                            then_error: None,
+                        };
+                        a.drain = Some(DrainStatus::new(&record, Vec::new()));
+                        Ok(record)
+                    }
+                };
+                answer(Answer::Drain(result));
+            }
+            CoreRequest::CancelDrain { agent_id, by } => {
+                use mesos_appliance::scheduler::drains::{DrainRecord, DrainState};
+                let at = s.at;
+                let result = match s.agents.iter_mut().find(|a| a.agent_id == agent_id) {
+                    Some(a) if a.drain.as_ref().is_some_and(|d| d.state.holds()) => {
+                        let d = a.drain.as_mut().expect("a drain");
+                        d.state = DrainState::Cancelled;
+                        d.finished_at = Some(at);
+                        Ok(DrainRecord {
+                            agent_id,
+                            min_healthy: d.min_healthy,
+                            reason: d.reason.clone(),
+                            by: d.by.clone(),
+                            started_at: d.started_at,
+                            then: d.then,
+                            state: DrainState::Cancelled,
+                            finished_at: Some(at),
+                            cancelled_by: Some(by),
+                            then_called: false,
+                            then_error: None,
+                        })
+                    }
+                    _ => Err(CommandError::NotFound(format!(
+                        "a running or done drain of agent {agent_id}"
+                    ))),
+                };
+                answer(Answer::Drain(result));
             }
         }
         self.snapshots.send_replace(Arc::new(s));

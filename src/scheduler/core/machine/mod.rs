@@ -31,6 +31,10 @@
 //! - `commands`: the web layer's commands;
 //! - `maintenance`: offers with `unavailability`, answers to inverse
 //!   offers, tasks moved off an agent before its window;
+//! - `drains`: the appliance's SLA-aware drain of an agent (stored, held,
+//!   done, cancelled); `evacuation`: the rule that moves tasks off an agent
+//!   (replacement first, kill once it is available, a floor kept), shared
+//!   by maintenance and drains;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
 //! - `view`: the snapshot;
 //! - `why`: each service's last failure and the offers it was not
@@ -41,6 +45,8 @@ mod agents;
 mod audit;
 mod calls;
 mod commands;
+mod drains;
+mod evacuation;
 mod forget;
 mod framework;
 mod health_log;
@@ -151,6 +157,8 @@ enum Pending {
     Maintenance,
     /// A GET_AGENTS (`agents`).
     Agents,
+    /// A drain's read, write or `then` call (`drains`).
+    Drain(drains::Step),
 }
 
 /// The leader's state for one term, driven by [`Input`]s. See the module
@@ -174,6 +182,8 @@ pub struct Machine {
     /// Agents' maintenance windows and the agents being emptied.
     maintenance: maintenance::Maintenance,
     agents: agents::AgentTable,
+    /// The appliance's drains of agents.
+    drains: drains::Drains,
     reconciler: Reconciler,
     /// The task ID source of the term.
     ids: IdSource,
@@ -230,6 +240,7 @@ impl Machine {
             agent_attributes: HashMap::new(),
             maintenance: Default::default(),
             agents: Default::default(),
+            drains: Default::default(),
             suppressed: false,
             revive: Default::default(),
             launches: schedule::Launches::default(),
@@ -344,6 +355,7 @@ impl Machine {
                 Some(Pending::Framework(step)) => self.on_framework_stored(step, result, now),
                 Some(Pending::Task(step)) => self.on_task_stored(step, result, now),
                 Some(Pending::Command(step)) => self.on_command_stored(step, result, now),
+                Some(Pending::Drain(step)) => self.on_drain_stored(step, result, now),
                 Some(other) => self.unexpected(id, &other),
                 None => {}
             },
@@ -362,6 +374,7 @@ impl Machine {
                 Some(Pending::Startup(step)) => self.on_startup_operator(step, answer, now),
                 Some(Pending::Framework(step)) => self.on_framework_operator(step, answer, now),
                 Some(Pending::Agents) => self.on_agents_listed(answer, now),
+                Some(Pending::Drain(step)) => self.on_drain_operator(step, answer, now),
                 Some(other) => self.unexpected(id, &other),
                 None => {}
             },
@@ -453,6 +466,7 @@ impl Machine {
         self.reconcile_tick(now);
         self.send_due_kills(now);
         self.poll_agents(now);
+        self.drains_tick(now);
         if self.framework.restart_at.is_some_and(|t| now >= t) {
             self.start_client(now);
         }
