@@ -44,9 +44,10 @@ use super::error::AppError;
 use super::extract::ApiQuery;
 use crate::coordination::Leadership;
 use crate::scheduler::Snapshot;
+use crate::scheduler::drains::{DrainState, DrainStatus};
 use crate::scheduler::ids::AgentId;
 use crate::scheduler::metrics::OfferLabels;
-use crate::scheduler::snapshot::{AgentState, MaintenanceWindow};
+use crate::scheduler::snapshot::{AgentState, AgentStatus, MaintenanceWindow};
 
 /// Time between two samples.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
@@ -430,6 +431,8 @@ struct SeenAgent {
     since: f64,
     window: Option<MaintenanceWindow>,
     window_began: bool,
+    /// The appliance's drain last marked: its start and state.
+    drain: Option<(f64, DrainState)>,
 }
 
 /// The kind of mark of an agent's move into `state` from `before`
@@ -547,6 +550,7 @@ impl Seen {
                 since: a.since,
                 window: None,
                 window_began: false,
+                drain: None,
             });
             entry.state = a.state;
             entry.since = a.since;
@@ -576,10 +580,56 @@ impl Seen {
                 }
             }
         }
+        for a in &s.agents {
+            if let (Some(d), Some(entry)) = (&a.drain, self.agents.get_mut(&a.agent_id)) {
+                mark_drain(history, a, d, &mut entry.drain);
+            }
+        }
         let listed: std::collections::HashSet<&AgentId> =
             s.agents.iter().map(|a| &a.agent_id).collect();
         self.agents.retain(|id, _| listed.contains(id));
     }
+}
+
+/// Marks the appliance's drain `d` of agent `a` (`docs/draining.md`) when
+/// it started, ended or was cancelled since `seen`, the drain last marked;
+/// each at its own time (`started_at`, `finished_at`).
+fn mark_drain(
+    history: &History,
+    a: &AgentStatus,
+    d: &DrainStatus,
+    seen: &mut Option<(f64, DrainState)>,
+) {
+    let name = if a.hostname.is_empty() {
+        a.agent_id.to_string()
+    } else {
+        format!("{} ({})", a.hostname, a.agent_id)
+    };
+    let same_drain = seen.is_some_and(|(started, _)| started == d.started_at);
+    if !same_drain {
+        history.mark(
+            d.started_at,
+            "drain",
+            format!(
+                "SLA drain of agent {name} started by {} (min_healthy {}, then {})",
+                d.by,
+                d.min_healthy,
+                d.then.as_str()
+            ),
+        );
+    }
+    let before = seen.filter(|_| same_drain).map(|(_, state)| state);
+    if before != Some(d.state) && d.state != DrainState::Running {
+        let at = d.finished_at.unwrap_or(d.started_at);
+        let text = match d.state {
+            DrainState::Done => {
+                format!("SLA drain of agent {name} done: {} task(s) moved", d.moved)
+            }
+            _ => format!("SLA drain of agent {name} cancelled"),
+        };
+        history.mark(at, "drain", text);
+    }
+    *seen = Some((d.started_at, d.state));
 }
 
 /// The sum of the `event` series of the offers counter.
@@ -788,6 +838,7 @@ mod tests {
             since,
             maintenance: None,
             tasks: Vec::new(),
+            drain: None,
         }
     }
 
@@ -873,6 +924,61 @@ mod tests {
         seen.update(&s, &h);
         assert_eq!(marks_of(&h, "drain").len(), 2);
         assert_eq!(marks_of(&h, "maintenance").len(), 2);
+    }
+
+    #[test]
+    fn the_appliances_drains_are_marked_when_started_done_and_cancelled() {
+        use crate::scheduler::drains::{DrainRecord, MinHealthy, ThenAction};
+        let h = History::new();
+        let mut seen = Seen::default();
+        let mut s = snapshot(&[]);
+        let mut record = DrainRecord {
+            agent_id: "S0".into(),
+            min_healthy: MinHealthy::Count(3),
+            reason: Some("kernel".into()),
+            by: "admin".into(),
+            started_at: 3000.0,
+            then: ThenAction::DrainAgent,
+            state: DrainState::Running,
+            finished_at: None,
+            cancelled_by: None,
+            then_called: false,
+            then_error: None,
+        };
+        let with = |record: &DrainRecord| {
+            let mut a = agent("S0", AgentState::Active, 100.0);
+            a.drain = Some(DrainStatus::new(record, Vec::new()));
+            a
+        };
+        s.at = 3001.0;
+        s.agents = vec![with(&record)];
+        seen.update(&s, &h);
+        seen.update(&s, &h);
+        record.state = DrainState::Done;
+        record.finished_at = Some(3050.0);
+        s.agents = vec![with(&record)];
+        seen.update(&s, &h);
+        seen.update(&s, &h);
+        let drains = marks_of(&h, "drain");
+        assert_eq!(drains.len(), 2, "{drains:?}");
+        assert_eq!(drains[0].at, 3000.0);
+        assert!(drains[0].text.contains("SLA drain of agent S0.example (S0) started by admin (min_healthy 3, then drain_agent)"), "{drains:?}");
+        assert_eq!(drains[1].at, 3050.0);
+        assert!(drains[1].text.contains("done"), "{drains:?}");
+        record.state = DrainState::Cancelled;
+        record.finished_at = Some(3070.0);
+        s.agents = vec![with(&record)];
+        seen.update(&s, &h);
+        // A new drain of the same agent is marked anew.
+        record.state = DrainState::Running;
+        record.started_at = 3100.0;
+        record.finished_at = None;
+        s.agents = vec![with(&record)];
+        seen.update(&s, &h);
+        let drains = marks_of(&h, "drain");
+        assert_eq!(drains.len(), 4, "{drains:?}");
+        assert!(drains[2].text.contains("cancelled"), "{drains:?}");
+        assert_eq!(drains[3].at, 3100.0);
     }
 
     #[test]
