@@ -35,6 +35,7 @@ struct State {
     framework_id: Option<Versioned<String>>,
     services: Records,
     tasks: Records,
+    drains: Records,
     /// The audit log, oldest first, and the next sequence number.
     audit: std::collections::VecDeque<(u64, Value)>,
     audit_next: u64,
@@ -79,6 +80,7 @@ impl State {
         match kind {
             RecordKind::Services => &mut self.services,
             RecordKind::Tasks => &mut self.tasks,
+            RecordKind::Drains => &mut self.drains,
         }
     }
 }

@@ -20,6 +20,7 @@
 //! | `framework-id` | persistent | the framework ID, plain UTF-8 |
 //! | `services/<name>` | persistent | a service record, JSON ([`RecordKind::Services`]) |
 //! | `tasks/<task-id>` | persistent | a task record, JSON ([`RecordKind::Tasks`]) |
+//! | `drains/<agent-id>` | persistent | an agent's drain, JSON ([`RecordKind::Drains`]) |
 //! | `audit/entry-<seq>` | persistent sequential | one audit entry, JSON; the last [`AUDIT_KEPT`] are kept |
 //!
 //! ## Leadership
@@ -204,13 +205,16 @@ pub enum Expect {
     Any,
 }
 
-/// The two record collections under the root: `services/` and `tasks/`.
+/// The record collections under the root: `services/`, `tasks/` and
+/// `drains/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RecordKind {
     /// `services/<name>`: desired workload.
     Services,
     /// `tasks/<task-id>`: task records.
     Tasks,
+    /// `drains/<agent-id>`: the appliance's drains of agents.
+    Drains,
 }
 
 impl RecordKind {
@@ -219,6 +223,7 @@ impl RecordKind {
         match self {
             RecordKind::Services => "services",
             RecordKind::Tasks => "tasks",
+            RecordKind::Drains => "drains",
         }
     }
 }

@@ -187,6 +187,47 @@ impl OperatorClient {
         Ok(answer.get_agents.unwrap_or_default().agents)
     }
 
+    /// `DRAIN_AGENT` of `agent_id` (`include/mesos/v1/master/master.proto`
+    /// `Call.DrainAgent`, `Master::Http::drainAgent` in
+    /// `src/master/http.cpp`): no grace period override, not marked gone.
+    /// The master answers 200 with no body.
+    ///
+    /// # Errors
+    /// See [`OperatorError`]; an unknown agent is refused with 400.
+    pub async fn drain_agent(&self, agent_id: &str) -> Result<(), OperatorError> {
+        let call = Call {
+            r#type: Some(call::Type::DrainAgent as i32),
+            drain_agent: Some(call::DrainAgent {
+                agent_id: v1::AgentId {
+                    value: agent_id.to_string(),
+                },
+                max_grace_period: None,
+                mark_gone: None,
+            }),
+            ..Default::default()
+        };
+        self.v1(call).await.map(|_| ())
+    }
+
+    /// `DEACTIVATE_AGENT` of `agent_id` (`Call.DeactivateAgent`,
+    /// `Master::Http::deactivateAgent` in `src/master/http.cpp`): the
+    /// master offers it to nobody until reactivated. 200 with no body.
+    ///
+    /// # Errors
+    /// See [`OperatorError`].
+    pub async fn deactivate_agent(&self, agent_id: &str) -> Result<(), OperatorError> {
+        let call = Call {
+            r#type: Some(call::Type::DeactivateAgent as i32),
+            deactivate_agent: Some(call::DeactivateAgent {
+                agent_id: v1::AgentId {
+                    value: agent_id.to_string(),
+                },
+            }),
+            ..Default::default()
+        };
+        self.v1(call).await.map(|_| ())
+    }
+
     /// A read-only call of `kind` without fields, whose answer must be of
     /// type `expected`.
     async fn get(

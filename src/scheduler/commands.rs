@@ -98,6 +98,32 @@ pub enum Request {
         /// check.
         expected: Option<String>,
     },
+    /// Start an SLA-aware drain of an agent (`docs/draining.md`); answered
+    /// with [`Answer::Drain`] once the drain record is stored.
+    /// [`CommandError::NotFound`] for an agent the leader does not know,
+    /// [`CommandError::Conflict`] when a drain of it runs or is done (a
+    /// cancelled one is replaced).
+    StartDrain {
+        /// The agent.
+        agent_id: super::AgentId,
+        /// The floor per service.
+        min_healthy: super::drains::MinHealthy,
+        /// Why, if given.
+        reason: Option<String>,
+        /// Who asks (the audit actor's name).
+        by: String,
+        /// The operator call once done.
+        then: super::drains::ThenAction,
+    },
+    /// Cancel the drain of an agent; answered with [`Answer::Drain`] once
+    /// stored. [`CommandError::NotFound`] when no drain of it runs or is
+    /// done.
+    CancelDrain {
+        /// The agent.
+        agent_id: super::AgentId,
+        /// Who asks.
+        by: String,
+    },
 }
 
 /// The answer to a [`Request`].
@@ -116,6 +142,9 @@ pub enum Answer {
     /// [`Request::DeleteService`] (`false`: no such service) and
     /// [`Request::Rollout`].
     Service(Result<bool, CommandError>),
+    /// To [`Request::StartDrain`] and [`Request::CancelDrain`]: the drain
+    /// as stored.
+    Drain(Result<super::drains::DrainRecord, CommandError>),
     /// To any request that reached no core (this replica does not lead):
     /// never given by the machine itself.
     Refused(CommandError),
@@ -150,6 +179,7 @@ answered!(
     TeardownResult => Teardown,
     () => Done,
     bool => Service,
+    super::drains::DrainRecord => Drain,
 );
 
 /// How kamikaze went for one executor.

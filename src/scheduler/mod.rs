@@ -22,6 +22,7 @@ pub mod commands;
 pub mod config;
 pub mod core;
 pub mod counts;
+pub mod drains;
 pub mod ids;
 pub mod metrics;
 pub mod records;

@@ -176,6 +176,10 @@ pub struct AgentStatus {
     pub maintenance: Option<MaintenanceWindow>,
     /// This framework's live tasks there, sorted.
     pub tasks: Vec<TaskId>,
+    /// The appliance's SLA-aware drain of the agent, with its progress
+    /// (`null`: none; `docs/draining.md`).
+    #[serde(default)]
+    pub drain: Option<crate::scheduler::drains::DrainStatus>,
 }
 
 /// An offer the leader holds.

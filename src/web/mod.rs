@@ -47,6 +47,7 @@
 //! | PUT, DELETE | `/api/v1/services/{name}` | admin | 201/200; 400 field errors, 401, 403, 404, 413, 415 (any declared type but JSON, even without a body), 503 |
 //! | POST | `/api/v1/actions/{reconcile,kamikaze,teardown,abdicate,reregister}` | admin | 202/200; 400, 401, 403, 404, 409, 415, 502, 503 (+`Location` on a follower) |
 //! | POST | `/api/v1/services/{name}/rollout/{resume,rollback}` | admin | 200; 400, 401, 403, 404, 409, 415, 503 (+`Location` on a follower) |
+//! | POST, DELETE | `/api/v1/agents/{agent_id}/drain` | admin | 202 started / 200 cancelled (`docs/draining.md`); 400 field errors, 401, 403, 404, 409, 415, 503 |
 //! | GET | `/actions/teardown`, `/actions/kamikaze` | anyone (login first in token mode: 303) | confirmation page |
 //! | POST | `/actions/{teardown,kamikaze,reconcile,abdicate,reregister,resume,rollback}` | admin session or loopback rule; `Origin` + CSRF | 303 to `/actions/results/{id}`; 401, 403, 409, 422, 503 |
 //! | GET | `/actions/results/{id}` | anyone | 200 result page, 404 |
@@ -453,6 +454,10 @@ pub fn router(state: AppState) -> Router {
             get(api::service)
                 .put(api::put_service)
                 .delete(api::delete_service),
+        )
+        .route(
+            "/api/v1/agents/{agent_id}/drain",
+            post(actions::drain_start).delete(actions::drain_cancel),
         )
         .route("/api/v1/actions/reconcile", post(actions::reconcile))
         .route("/api/v1/actions/kamikaze", post(actions::kamikaze))

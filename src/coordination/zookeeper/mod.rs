@@ -123,6 +123,7 @@ pub(crate) struct Paths {
     framework_id: String,
     services: String,
     tasks: String,
+    drains: String,
     audit: String,
 }
 
@@ -135,6 +136,7 @@ impl Paths {
             framework_id: format!("{root}/framework-id"),
             services: format!("{root}/services"),
             tasks: format!("{root}/tasks"),
+            drains: format!("{root}/drains"),
             audit: format!("{root}/audit"),
         }
     }
@@ -143,6 +145,7 @@ impl Paths {
         match kind {
             RecordKind::Services => &self.services,
             RecordKind::Tasks => &self.tasks,
+            RecordKind::Drains => &self.drains,
         }
     }
 }

@@ -56,7 +56,7 @@ pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
 }
 
 /// Creates the root (ancestors open, the root with our ACLs) and the
-/// `election`, `services` and `tasks` directories if absent.
+/// `election`, `services`, `tasks` and `drains` directories if absent.
 /// Whether the root existed before is the answer.
 pub(super) async fn ensure_paths(inner: &Inner, client: &zk::Client) -> Result<bool> {
     let root = &inner.paths.root;
@@ -80,6 +80,7 @@ pub(super) async fn ensure_paths(inner: &Inner, client: &zk::Client) -> Result<b
         &inner.paths.election,
         &inner.paths.services,
         &inner.paths.tasks,
+        &inner.paths.drains,
     ];
     for dir in dirs {
         // Check first: creating an existing node needs CREATE on its parent,

@@ -161,6 +161,10 @@ pub enum StoreOp {
     /// its version): what the scheduler decided on its own that an
     /// operator must be able to find.
     AppendAudit(Box<serde_json::Value>),
+    /// List the agents' drains ([`StoreResult::Drains`]).
+    ListDrains,
+    /// Write an agent's drain ([`StoreResult::Written`]), fenced.
+    PutDrain(Box<crate::scheduler::drains::DrainRecord>, Expect),
 }
 
 /// What a store operation gave, errors typed.
@@ -180,6 +184,8 @@ pub enum StoreResult {
     Written(Result<Written, CoordinationError>),
     /// A bulk delete: how many went.
     Count(Result<usize, CoordinationError>),
+    /// The stored drains (undecodable ones listed apart).
+    Drains(Result<RecordList<crate::scheduler::drains::DrainRecord>, CoordinationError>),
 }
 
 /// A Mesos scheduler call. Offer calls (ACCEPT, DECLINE, SUPPRESS, REVIVE)
@@ -266,6 +272,21 @@ pub enum OperatorOp {
         /// How long to wait at most.
         within: Duration,
     },
+    /// DRAIN_AGENT of an agent (no grace period override, not marked
+    /// gone), given up after `within`.
+    DrainAgent {
+        /// The agent.
+        agent: AgentId,
+        /// How long to wait at most.
+        within: Duration,
+    },
+    /// DEACTIVATE_AGENT of an agent, given up after `within`.
+    DeactivateAgent {
+        /// The agent.
+        agent: AgentId,
+        /// How long to wait at most.
+        within: Duration,
+    },
 }
 
 /// Why an operator call gave no answer.
@@ -294,6 +315,8 @@ pub enum OperatorAnswer {
     TornDown(Result<(), OperatorFailure>),
     /// GET_AGENTS.
     Agents(Result<Vec<crate::mesos::operator::Agent>, OperatorFailure>),
+    /// DRAIN_AGENT or DEACTIVATE_AGENT.
+    AgentCalled(Result<(), OperatorFailure>),
 }
 
 /// What the machine asks for.

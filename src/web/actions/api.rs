@@ -91,7 +91,7 @@ fn check_framework_id(state: &AppState, wanted: Option<&str>) -> Result<(), AppE
 
 /// Runs `action` for `admin` with `reason` (checked as the audit trail
 /// takes it) and answers its record: `status` on success, else the error.
-async fn run(
+pub(super) async fn run(
     admin: &Admin,
     action: OperatorAction,
     reason: Option<String>,

@@ -34,12 +34,14 @@
 //! [`reconcile`], [`rollback`]) and their bodies.
 
 mod api;
+mod drain;
 mod record;
 
 pub use api::{
     FrameworkBody, ReasonBody, ReconcileBody, RolloutBody, RolloutQuery, abdicate, kamikaze,
     reconcile, reregister, resume, rollback, teardown, unknown_action, unknown_rollout_action,
 };
+pub use drain::{CancelDrainBody, DrainBody, cancel as drain_cancel, check_drain, start as drain_start};
 pub use record::{ActionRecord, RESULTS_KEPT, ResultLog};
 
 use std::sync::Arc;
@@ -52,6 +54,7 @@ use super::audit::{self, Context, Outcome};
 use super::auth::{self, Peer};
 use super::error::AppError;
 use super::views::Blast;
+use crate::scheduler::drains::DrainRecord;
 use crate::scheduler::rules::rollout::RolloutAction;
 use crate::scheduler::{
     Answered, CommandError, FrameworkState, ReconcileKind, ReconciliationStatus, Request, Snapshot,
@@ -86,6 +89,21 @@ pub enum OperatorAction {
         /// operator saw it (refused when it changed since).
         expected: Option<String>,
     },
+    /// Start the appliance's SLA-aware drain of an agent
+    /// (`docs/draining.md`).
+    Drain {
+        /// The agent.
+        agent_id: String,
+        /// The floor per service.
+        min_healthy: crate::scheduler::drains::MinHealthy,
+        /// The operator call once done.
+        then: crate::scheduler::drains::ThenAction,
+    },
+    /// Cancel an agent's drain.
+    CancelDrain {
+        /// The agent.
+        agent_id: String,
+    },
 }
 
 impl OperatorAction {
@@ -105,6 +123,8 @@ impl OperatorAction {
             OperatorAction::Teardown => "teardown",
             OperatorAction::Abdicate => "abdicate",
             OperatorAction::Reregister => "reregister",
+            OperatorAction::Drain { .. } => "drain",
+            OperatorAction::CancelDrain { .. } => "cancel_drain",
         }
     }
 }
@@ -202,6 +222,7 @@ pub(crate) async fn execute(
         teardown: None,
         error: None,
         leader_url: None,
+        drain: None,
     };
     // The step-down ends the term, and with it the leader's right to append
     // (appends are fenced): an `abdicate` is recorded before it runs, as
@@ -243,6 +264,37 @@ pub(crate) async fn execute(
                         format!("service {service} rolled back to its previous spec")
                     }
                 }
+            })
+        }
+        OperatorAction::Drain {
+            agent_id,
+            min_healthy,
+            then,
+        } => {
+            record.status = 202;
+            let request = Request::StartDrain {
+                agent_id: agent_id.as_str().into(),
+                min_healthy,
+                reason: ctx.reason.clone(),
+                by: ctx.actor.name.clone(),
+                then,
+            };
+            ask::<DrainRecord>(state, request).await.map(|drain| {
+                record.summary = format!(
+                    "drain of agent {agent_id} started: min_healthy {min_healthy}, then {}",
+                    then.as_str()
+                );
+                record.drain = Some(drain);
+            })
+        }
+        OperatorAction::CancelDrain { agent_id } => {
+            let request = Request::CancelDrain {
+                agent_id: agent_id.as_str().into(),
+                by: ctx.actor.name.clone(),
+            };
+            ask::<DrainRecord>(state, request).await.map(|drain| {
+                record.summary = format!("drain of agent {agent_id} cancelled");
+                record.drain = Some(drain);
             })
         }
         OperatorAction::Reconcile(kind) => {
@@ -323,6 +375,14 @@ pub(crate) async fn execute(
             serde_json::json!({ "framework_id": record.framework_id })
         }
         OperatorAction::Abdicate | OperatorAction::Reregister => serde_json::json!({}),
+        OperatorAction::Drain {
+            agent_id,
+            min_healthy,
+            then,
+        } => serde_json::json!({
+            "agent_id": agent_id, "min_healthy": min_healthy, "then": then
+        }),
+        OperatorAction::CancelDrain { agent_id } => serde_json::json!({ "agent_id": agent_id }),
     };
     let outcome = Outcome {
         ok: record.ok,

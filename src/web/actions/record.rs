@@ -57,6 +57,9 @@ pub struct ActionRecord {
     /// The leader, when this replica turned out not to lead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_url: Option<String>,
+    /// Drain and cancel_drain: the drain as stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<crate::scheduler::drains::DrainRecord>,
 }
 
 impl ActionRecord {

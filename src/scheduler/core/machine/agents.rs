@@ -85,6 +85,11 @@ impl AgentTable {
             .is_none_or(|e| e.state.takes_new_tasks())
     }
 
+    /// True when the table lists `agent`.
+    pub(super) fn knows(&self, agent: &str) -> bool {
+        self.by_id.contains_key(agent)
+    }
+
     /// Ask GET_AGENTS at the next tick (a new subscription).
     pub(super) fn poll_soon(&mut self) {
         self.next_poll = None;
@@ -132,6 +137,15 @@ impl Machine {
             now,
         );
         if state.takes_new_tasks() && self.agents.declined.remove(agent) {
+            self.revive_for_agent(now);
+        }
+    }
+
+    /// A hold of the appliance's own on `agent` ended (a drain was
+    /// cancelled): a REVIVE clears the decline filters of its offers, if
+    /// any were declined and it takes new tasks now.
+    pub(super) fn release_agent(&mut self, agent: &AgentId, now: Instant) {
+        if self.takes_new_tasks(agent) && self.agents.declined.remove(agent) {
             self.revive_for_agent(now);
         }
     }
@@ -270,7 +284,7 @@ impl Machine {
         let held: Vec<(String, AgentId)> = self
             .offers
             .iter()
-            .filter(|o| !self.agents.takes_new_tasks(o.agent_id()))
+            .filter(|o| !self.takes_new_tasks(o.agent_id()))
             .map(|o| (o.id().to_string(), AgentId::from(o.agent_id())))
             .collect();
         if held.is_empty() {
@@ -308,7 +322,7 @@ impl Machine {
     }
 
     /// The table for the snapshot, with this framework's live tasks.
-    pub(super) fn agent_statuses(&self) -> Vec<AgentStatus> {
+    pub(super) fn agent_statuses(&self, now: Instant) -> Vec<AgentStatus> {
         let mut tasks: BTreeMap<&str, Vec<crate::scheduler::ids::TaskId>> = BTreeMap::new();
         for record in self.tasks.stored().filter(|r| is_live(r)) {
             tasks
@@ -335,6 +349,7 @@ impl Machine {
                             duration_seconds: w.duration,
                         }),
                     tasks: there,
+                    drain: self.drain_status(id, now),
                 }
             })
             .collect()

@@ -90,7 +90,7 @@ impl Machine {
         // The placement saw the agent active; GET_AGENTS may have shown it
         // draining, drained or deactivated while the records were written.
         if let Some(agent) = infos.first().map(|i| i.agent_id.value.clone())
-            && !self.agents.takes_new_tasks(&agent)
+            && !self.takes_new_tasks(&agent)
         {
             self.log(
                 EventKind::Agent,

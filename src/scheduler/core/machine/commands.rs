@@ -116,6 +116,14 @@ impl Machine {
                 action,
                 expected,
             } => self.rollout_command(id, name, action, expected, now),
+            Request::StartDrain {
+                agent_id,
+                min_healthy,
+                reason,
+                by,
+                then,
+            } => self.start_drain(id, agent_id, min_healthy, reason, by, then, now),
+            Request::CancelDrain { agent_id, by } => self.cancel_drain(id, agent_id, by, now),
         }
     }
 

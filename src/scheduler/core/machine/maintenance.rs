@@ -18,7 +18,8 @@
 //!   reason (which service, how many available, how many needed) goes to the
 //!   events page and the audit log. A declined agent is asked again by the
 //!   master after the decline's filter, and judged again then;
-//! - once accepted, the agent's tasks *leave*: each instance there gets a
+//! - once accepted, the agent's tasks *leave* by the evacuation rule shared
+//!   with the SLA-aware drain (`evacuation.rs`): each instance there gets a
 //!   replacement on another agent (the scheduling pass sees the instance as
 //!   missing), and the old task is killed only once the replacement is
 //!   available — start first, then kill, as a rollout does;
@@ -31,10 +32,11 @@ use std::collections::{BTreeMap, HashMap};
 use tokio::time::Instant;
 
 use super::audit::Decision;
+use super::evacuation::Leave;
 use super::{Machine, Pending};
 use crate::mesos::v1;
 use crate::scheduler::core::io::MesosCall;
-use crate::scheduler::ids::{AgentId, TaskId};
+use crate::scheduler::ids::AgentId;
 use crate::scheduler::records::{TaskRecord, is_live};
 use crate::scheduler::rules::rollout::Judge;
 use crate::scheduler::snapshot::EventKind;
@@ -102,37 +104,17 @@ impl Maintenance {
         !self.leaving.is_empty()
     }
 
-    /// The leaving tasks of `records` whose instance has an available task
-    /// elsewhere: they are killed now (the replacement took over).
-    pub(super) fn kills<'a>(
-        &self,
-        spec: &ServiceSpec,
-        records: impl IntoIterator<Item = &'a TaskRecord> + Clone,
-        now: f64,
-    ) -> Vec<(TaskId, String)> {
-        let judge = Judge::new(spec);
-        let mut kills = Vec::new();
-        for task in records.clone() {
-            if !is_live(task) || task.kill.is_some() || !self.is_leaving(task) {
-                continue;
-            }
-            let covered = records.clone().into_iter().any(|other| {
-                other.instance == task.instance
-                    && other.task_id != task.task_id
-                    && !self.is_leaving(other)
-                    && judge.available(other, now)
-            });
-            if covered {
-                kills.push((
-                    task.task_id.clone(),
-                    format!(
-                        "moved off agent {} ahead of its maintenance window",
-                        task.agent_id
-                    ),
-                ));
-            }
-        }
-        kills
+    /// How `task` leaves, when it runs on an agent being emptied for its
+    /// window: no floor (it was checked when the inverse offer was
+    /// accepted), and the kill reason.
+    pub(super) fn leave(&self, task: &TaskRecord) -> Option<Leave> {
+        self.is_leaving(task).then(|| Leave {
+            floor: None,
+            why: format!(
+                "moved off agent {} ahead of its maintenance window",
+                task.agent_id
+            ),
+        })
     }
 }
 

@@ -31,6 +31,10 @@
 //! - `commands`: the web layer's commands;
 //! - `maintenance`: offers with `unavailability`, answers to inverse
 //!   offers, tasks moved off an agent before its window;
+//! - `drains`: the appliance's SLA-aware drain of an agent (stored, held,
+//!   done, cancelled); `evacuation`: the rule that moves tasks off an agent
+//!   (replacement first, kill once it is available, a floor kept), shared
+//!   by maintenance and drains;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
 //! - `view`: the snapshot;
 //! - `outbox`: the effects a step collects, and its close (`finish`).
@@ -39,6 +43,8 @@ mod agents;
 mod audit;
 mod calls;
 mod commands;
+mod drains;
+mod evacuation;
 mod forget;
 mod framework;
 mod health_log;
@@ -148,6 +154,8 @@ enum Pending {
     Maintenance,
     /// A GET_AGENTS (`agents`).
     Agents,
+    /// A drain's read, write or `then` call (`drains`).
+    Drain(drains::Step),
 }
 
 /// The leader's state for one term, driven by [`Input`]s. See the module
@@ -171,6 +179,8 @@ pub struct Machine {
     /// Agents' maintenance windows and the agents being emptied.
     maintenance: maintenance::Maintenance,
     agents: agents::AgentTable,
+    /// The appliance's drains of agents.
+    drains: drains::Drains,
     reconciler: Reconciler,
     /// The task ID source of the term.
     ids: IdSource,
@@ -225,6 +235,7 @@ impl Machine {
             agent_attributes: HashMap::new(),
             maintenance: Default::default(),
             agents: Default::default(),
+            drains: Default::default(),
             suppressed: false,
             revive: Default::default(),
             launches: schedule::Launches::default(),
@@ -338,6 +349,7 @@ impl Machine {
                 Some(Pending::Framework(step)) => self.on_framework_stored(step, result, now),
                 Some(Pending::Task(step)) => self.on_task_stored(step, result, now),
                 Some(Pending::Command(step)) => self.on_command_stored(step, result, now),
+                Some(Pending::Drain(step)) => self.on_drain_stored(step, result, now),
                 Some(other) => self.unexpected(id, &other),
                 None => {}
             },
@@ -356,6 +368,7 @@ impl Machine {
                 Some(Pending::Startup(step)) => self.on_startup_operator(step, answer, now),
                 Some(Pending::Framework(step)) => self.on_framework_operator(step, answer, now),
                 Some(Pending::Agents) => self.on_agents_listed(answer, now),
+                Some(Pending::Drain(step)) => self.on_drain_operator(step, answer, now),
                 Some(other) => self.unexpected(id, &other),
                 None => {}
             },
@@ -447,6 +460,7 @@ impl Machine {
         self.reconcile_tick(now);
         self.send_due_kills(now);
         self.poll_agents(now);
+        self.drains_tick(now);
         if self.framework.restart_at.is_some_and(|t| now >= t) {
             self.start_client(now);
         }

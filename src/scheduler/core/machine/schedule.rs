@@ -17,7 +17,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::service_table::ServiceEntry;
-use super::{Machine, Pending, tasks};
+use super::{Machine, Pending, evacuation, tasks};
 use crate::coordination::Expect;
 use crate::mesos::v1::{self, TaskState};
 use crate::scheduler::core::io::StoreOp;
@@ -156,6 +156,9 @@ impl Machine {
     pub(super) fn may_schedule(&self) -> bool {
         self.framework.is_subscribed()
             && self.tasks.is_loaded()
+            // A new leader places nothing before it knows which agents
+            // its predecessor was draining.
+            && self.drains.is_loaded()
             && !self.framework.registering
             && self.framework.id.is_some()
     }
@@ -208,11 +211,12 @@ impl Machine {
                 continue;
             };
             let entry = &state.entry;
-            // While an agent is emptied for its window, no service counts
-            // as settled: which of its tasks leave changes without a record
-            // changing.
+            // While an agent is emptied (for its window, or drained), no
+            // service counts as settled: which of its tasks leave changes
+            // without a record changing.
             if !changed
                 && !self.maintenance.any_leaving()
+                && !self.drains.any_holding()
                 && let Some(settled) = &state.settled
                 && settled.holds_for(entry)
             {
@@ -223,23 +227,21 @@ impl Machine {
             let empty = super::table::ServiceTasks::default();
             let tasks = self.tasks.service(&name).unwrap_or(&empty);
             records_read += tasks.len();
-            // Tasks leaving an agent for its maintenance window are not
-            // counted: their instances get replacements, and they are
-            // killed once those are available (`maintenance`).
+            // Tasks leaving an agent (for its maintenance window, or by a
+            // drain) are not counted: their instances get replacements,
+            // and they are killed once those are available and the floor
+            // holds (`evacuation`).
             let maintenance = &self.maintenance;
-            let assessment = assess(
-                spec,
-                tasks.records().filter(|r| !maintenance.is_leaving(r)),
-                at,
-            );
-            let leaving_kills = if maintenance.any_leaving() {
-                maintenance.kills(spec, tasks.records(), at)
+            let drains = &self.drains;
+            let leave = |r: &TaskRecord| maintenance.leave(r).or_else(|| drains.leave(spec, r));
+            let assessment = assess(spec, tasks.records().filter(|r| leave(r).is_none()), at);
+            let evacuating = maintenance.any_leaving() || drains.any_holding();
+            let leaving_kills = if evacuating {
+                evacuation::kills(evacuation::look(spec, tasks.records(), leave, at))
             } else {
                 Vec::new()
             };
-            let leaving = tasks
-                .records()
-                .any(|r| is_live(r) && maintenance.is_leaving(r));
+            let leaving = evacuating && tasks.records().any(|r| is_live(r) && leave(r).is_some());
             let halted = entry.halted.is_some();
             let max = self.cfg.upgrade_max_unavailable;
             let replacement = rollout::next_replacement(spec, tasks.records(), max, halted, at);

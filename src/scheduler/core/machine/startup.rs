@@ -83,6 +83,7 @@ impl Machine {
             Pending::Startup(Step::ReadFrameworkId),
         );
         self.store(StoreOp::ListServices, Pending::Startup(Step::ReadServices));
+        self.load_drains();
         if self.is_hard() {
             self.store(
                 StoreOp::ReadDeployment,

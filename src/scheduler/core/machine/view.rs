@@ -141,7 +141,7 @@ impl Machine {
                 self.shown_tasks.clone()
             },
             offers,
-            agents: self.agent_statuses(),
+            agents: self.agent_statuses(now),
             reconciliation: self.reconciler.status(),
             events: self.out.events.iter().cloned().collect(),
             unrecorded_kills: self

@@ -492,6 +492,27 @@ impl Runner<'_> {
                         }),
                     },
                 ),
+                OperatorOp::DrainAgent { agent, within } => OperatorAnswer::AgentCalled(
+                    match tokio::time::timeout(within, operator.drain_agent(agent.as_str())).await
+                    {
+                        Ok(answer) => answer.map_err(OperatorFailure::Failed),
+                        Err(_) => Err(OperatorFailure::TimedOut {
+                            after: within,
+                            no_leader: operator.detector().problem(),
+                        }),
+                    },
+                ),
+                OperatorOp::DeactivateAgent { agent, within } => OperatorAnswer::AgentCalled(
+                    match tokio::time::timeout(within, operator.deactivate_agent(agent.as_str()))
+                        .await
+                    {
+                        Ok(answer) => answer.map_err(OperatorFailure::Failed),
+                        Err(_) => Err(OperatorFailure::TimedOut {
+                            after: within,
+                            no_leader: operator.detector().problem(),
+                        }),
+                    },
+                ),
                 OperatorOp::Teardown(framework_id) => OperatorAnswer::TornDown(
                     operator
                         .teardown(&framework_id)

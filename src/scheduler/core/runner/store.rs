@@ -22,6 +22,7 @@ use crate::coordination::{
 };
 use crate::scheduler::core::io::{RequestId, StoreOp, StoreResult};
 use crate::scheduler::ids::TaskId;
+use crate::scheduler::drains::DrainRecord;
 use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
 
@@ -143,8 +144,9 @@ impl StoreLane {
         let tasks = self.tasks.clone();
         let services = self.services.clone();
         let results = self.results.clone();
+        let drains = RecordStore::<DrainRecord>::new(self.coordinator.clone(), RecordKind::Drains);
         self.work.spawn(async move {
-            let result = run_single(coordinator.as_ref(), &tasks, &services, op).await;
+            let result = run_single(coordinator.as_ref(), &tasks, &services, &drains, op).await;
             let _ = results.send(Msg::Stored(id, result));
         });
     }
@@ -163,6 +165,7 @@ async fn run_single(
     coordinator: &dyn Coordinator,
     tasks: &RecordStore<TaskRecord>,
     services: &RecordStore<ServiceRecord>,
+    drains: &RecordStore<DrainRecord>,
     op: StoreOp,
 ) -> StoreResult {
     match op {
@@ -209,6 +212,15 @@ async fn run_single(
                 .append_audit(&entry)
                 .await
                 .map(|seq| Written::Version(i32::try_from(seq).unwrap_or(i32::MAX))),
+        ),
+        StoreOp::ListDrains => StoreResult::Drains(
+            drains.list().await,
+        ),
+        StoreOp::PutDrain(record, expect) => StoreResult::Written(
+            drains
+                .put(record.agent_id.as_str(), &*record, expect)
+                .await
+                .map(Written::Version),
         ),
         // Batched by the lane; never sent alone.
         StoreOp::PutTask(..) | StoreOp::DeleteTask(..) => StoreResult::Written(Err(

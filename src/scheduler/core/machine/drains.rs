@@ -1,0 +1,542 @@
+//! The machine's side of the appliance's SLA-aware drain
+//! (`docs/draining.md`; shapes in [`crate::scheduler::drains`]):
+//! - the drains are read at the term's start (`drains/<agent_id>`), and
+//!   nothing is scheduled before they are known, so a new leader never
+//!   places a task on an agent its predecessor was draining;
+//! - a drain that is `running` or `done` holds its agent: its offers are
+//!   declined with the hold's long filter (`agents.rs`), and an ACCEPT
+//!   whose records were written before the drain began is not sent;
+//! - its tasks leave by the evacuation rule (`evacuation.rs`) with the
+//!   drain's floor: replacement first, kill once the replacement is
+//!   available and the service keeps `min_healthy`;
+//! - once no task of ours is left on the agent (every record there is
+//!   terminal) the drain is `done` (stored, audited); with `then` set, the
+//!   master's `DRAIN_AGENT` or `DEACTIVATE_AGENT` follows once
+//!   (`include/mesos/v1/master/master.proto`), its outcome stored so that a
+//!   new leader does not call it again;
+//! - a cancelled drain releases the agent: a REVIVE clears the decline
+//!   filters of its offers.
+//!
+//! Every write is a compare-and-set on the version the leader read or
+//! wrote last (fenced like every leader write); a conflict reads the drains
+//! again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::audit::Decision;
+use super::evacuation::{self, Leave};
+use super::{Machine, Pending};
+use crate::coordination::{CoordinationError, Expect, RecordList, Written};
+use crate::scheduler::commands::CommandError;
+use crate::scheduler::core::io::{
+    Answer, OperatorAnswer, OperatorOp, ReplyId, StoreOp, StoreResult,
+};
+use crate::scheduler::drains::{
+    DrainProgress, DrainRecord, DrainState, DrainStatus, DrainTask, MinHealthy, ThenAction,
+};
+use crate::scheduler::ids::AgentId;
+use crate::scheduler::records::{TaskRecord, is_live};
+use crate::scheduler::snapshot::EventKind;
+use crate::scheduler::spec::ServiceSpec;
+
+/// How long the master may take to answer a `then` call.
+pub(super) const THEN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The drains the leader knows (see the module doc).
+#[derive(Debug, Default)]
+pub(super) struct Drains {
+    /// The stored drains were read.
+    loaded: bool,
+    /// Each agent's drain with its stored version.
+    by_agent: BTreeMap<AgentId, (DrainRecord, i32)>,
+    /// Agents whose drain record is being written.
+    writing: BTreeSet<AgentId>,
+    /// Agents whose `then` call is in flight.
+    calling: BTreeSet<AgentId>,
+}
+
+/// What a drain request in flight was for.
+#[derive(Debug)]
+pub(super) enum Step {
+    Load,
+    /// A write of `record`; `reply` when a command asked for it.
+    Put {
+        reply: Option<ReplyId>,
+        record: Box<DrainRecord>,
+    },
+    /// The `then` call of the agent's drain.
+    Then { agent: AgentId },
+}
+
+/// The kill reason of a task moved off `agent` by its drain (how the
+/// progress knows a task as moved).
+fn moved_reason(agent: &AgentId) -> String {
+    format!("moved off agent {agent} by its drain")
+}
+
+impl Drains {
+    /// True once the stored drains were read.
+    pub(super) fn is_loaded(&self) -> bool {
+        self.loaded
+    }
+
+    /// True while a drain holds `agent` (running or done).
+    pub(super) fn holds(&self, agent: &str) -> bool {
+        self.by_agent
+            .get(agent)
+            .is_some_and(|(d, _)| d.state.holds())
+    }
+
+    /// True while some drain holds an agent.
+    pub(super) fn any_holding(&self) -> bool {
+        self.by_agent.values().any(|(d, _)| d.state.holds())
+    }
+
+    /// How `task` of `spec` leaves, when a drain holds its agent: with the
+    /// drain's floor for the service.
+    pub(super) fn leave(&self, spec: &ServiceSpec, task: &TaskRecord) -> Option<Leave> {
+        let (drain, _) = self.by_agent.get(&task.agent_id)?;
+        drain.state.holds().then(|| Leave {
+            floor: Some(drain.min_healthy.floor(spec.instances)),
+            why: moved_reason(&task.agent_id),
+        })
+    }
+
+    /// The drain of `agent`, if any.
+    pub(super) fn get(&self, agent: &str) -> Option<&DrainRecord> {
+        self.by_agent.get(agent).map(|(d, _)| d)
+    }
+}
+
+impl Machine {
+    /// Reads the stored drains (at the term's start).
+    pub(super) fn load_drains(&mut self) {
+        self.store(StoreOp::ListDrains, Pending::Drain(Step::Load));
+    }
+
+    /// True unless `agent` takes no new task: held by the master's state
+    /// (`agents.rs`) or by a drain.
+    pub(super) fn takes_new_tasks(&self, agent: &str) -> bool {
+        self.agents.takes_new_tasks(agent) && !self.drains.holds(agent)
+    }
+
+    /// `StartDrain` (see [`crate::scheduler::Request::StartDrain`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start_drain(
+        &mut self,
+        reply: ReplyId,
+        agent: AgentId,
+        min_healthy: MinHealthy,
+        reason: Option<String>,
+        by: String,
+        then: ThenAction,
+        now: Instant,
+    ) {
+        let refuse = |m: &mut Machine, e: CommandError| m.reply(reply, Answer::Drain(Err(e)));
+        if !self.drains.loaded || !self.tasks.is_loaded() {
+            let why = "the drains and task records are still being read from ZooKeeper; \
+                       try again in a moment";
+            return refuse(self, CommandError::Conflict(why.into()));
+        }
+        let known = self.agents.knows(&agent) || self.tasks.records().any(|r| r.agent_id == agent);
+        if !known {
+            return refuse(self, CommandError::NotFound(format!("agent {agent}")));
+        }
+        if self.drains.writing.contains(&agent) {
+            let why = format!("a change of agent {agent}'s drain is being stored");
+            return refuse(self, CommandError::Conflict(why));
+        }
+        let expect = match self.drains.by_agent.get(&agent) {
+            Some((d, _)) if d.state.holds() => {
+                let why = format!(
+                    "agent {agent} is already being drained (state {}, started by {}); \
+                     cancel that drain first",
+                    d.state.as_str(),
+                    d.by
+                );
+                return refuse(self, CommandError::Conflict(why));
+            }
+            Some((_, version)) => Expect::Version(*version),
+            None => Expect::Absent,
+        };
+        let record = DrainRecord {
+            agent_id: agent.clone(),
+            min_healthy,
+            reason,
+            by,
+            started_at: self.unix(now),
+            then,
+            state: DrainState::Running,
+            finished_at: None,
+            cancelled_by: None,
+            then_called: false,
+            then_error: None,
+        };
+        self.put_drain(Some(reply), record, expect);
+    }
+
+    /// `CancelDrain` (see [`crate::scheduler::Request::CancelDrain`]).
+    pub(super) fn cancel_drain(&mut self, reply: ReplyId, agent: AgentId, by: String, now: Instant) {
+        if self.drains.writing.contains(&agent) {
+            let why = format!("a change of agent {agent}'s drain is being stored");
+            self.reply(reply, Answer::Drain(Err(CommandError::Conflict(why))));
+            return;
+        }
+        let Some((drain, version)) = self
+            .drains
+            .by_agent
+            .get(&agent)
+            .filter(|(d, _)| d.state.holds())
+        else {
+            let error = CommandError::NotFound(format!("a running or done drain of agent {agent}"));
+            self.reply(reply, Answer::Drain(Err(error)));
+            return;
+        };
+        let record = DrainRecord {
+            state: DrainState::Cancelled,
+            finished_at: Some(self.unix(now)),
+            cancelled_by: Some(by),
+            ..drain.clone()
+        };
+        let expect = Expect::Version(*version);
+        self.put_drain(Some(reply), record, expect);
+    }
+
+    fn put_drain(&mut self, reply: Option<ReplyId>, record: DrainRecord, expect: Expect) {
+        self.drains.writing.insert(record.agent_id.clone());
+        let record = Box::new(record);
+        self.store(
+            StoreOp::PutDrain(record.clone(), expect),
+            Pending::Drain(Step::Put { reply, record }),
+        );
+    }
+
+    pub(super) fn on_drain_stored(&mut self, step: Step, result: StoreResult, now: Instant) {
+        match (step, result) {
+            (Step::Load, StoreResult::Drains(Ok(list))) => self.drains_loaded(list, now),
+            (Step::Load, StoreResult::Drains(Err(e))) => {
+                self.end_term(crate::scheduler::core::TermOutcome::StartupFailed(
+                    crate::scheduler::core::StartupError::Read {
+                        what: "drains",
+                        source: e,
+                    },
+                ));
+            }
+            (Step::Put { reply, record }, StoreResult::Written(result)) => {
+                self.drain_written(reply, *record, result, now)
+            }
+            (step, _) => tracing::warn!(?step, "unexpected answer to a drain request"),
+        }
+    }
+
+    fn drains_loaded(&mut self, list: RecordList<DrainRecord>, now: Instant) {
+        for bad in &list.malformed {
+            self.warn(format!(
+                "drain record {} is malformed and ignored: {}",
+                bad.key, bad.reason
+            ));
+        }
+        let first = !self.drains.loaded;
+        self.drains.loaded = true;
+        self.drains.by_agent = list
+            .records
+            .into_iter()
+            .map(|(_, v)| (v.value.agent_id.clone(), (v.value, v.version)))
+            .collect();
+        if first {
+            let running: Vec<String> = self
+                .drains
+                .by_agent
+                .values()
+                .filter(|(d, _)| d.state.holds())
+                .map(|(d, _)| format!("{} ({})", d.agent_id, d.state.as_str()))
+                .collect();
+            if !running.is_empty() {
+                self.log(
+                    EventKind::Agent,
+                    format!("drains continued: {}", running.join(", ")),
+                    now,
+                );
+            }
+        }
+        self.needs_schedule = true;
+        self.out.dirty = true;
+    }
+
+    fn drain_written(
+        &mut self,
+        reply: Option<ReplyId>,
+        record: DrainRecord,
+        result: Result<Written, CoordinationError>,
+        now: Instant,
+    ) {
+        let agent = record.agent_id.clone();
+        self.drains.writing.remove(&agent);
+        let version = match result {
+            Ok(Written::Version(v)) => v,
+            Ok(other) => {
+                tracing::warn!(?other, "unexpected answer to a drain write");
+                0
+            }
+            Err(e) => {
+                if matches!(e, CoordinationError::VersionConflict { .. }) {
+                    // Someone else wrote it: read them all again.
+                    self.load_drains();
+                }
+                let message = format!("drain of agent {agent} not stored: {e}");
+                match reply {
+                    Some(reply) => self.reply(reply, Answer::Drain(Err(e.into()))),
+                    None => self.warn(message),
+                }
+                return;
+            }
+        };
+        let before = self
+            .drains
+            .by_agent
+            .insert(agent.clone(), (record.clone(), version))
+            .map(|(d, _)| d.state);
+        self.out.dirty = true;
+        self.needs_schedule = true;
+        if before != Some(record.state) {
+            let message = match record.state {
+                DrainState::Running => format!(
+                    "drain of agent {agent} started by {} (min_healthy {}, then {}){}",
+                    record.by,
+                    record.min_healthy,
+                    record.then.as_str(),
+                    record
+                        .reason
+                        .as_ref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                ),
+                DrainState::Done => format!(
+                    "drain of agent {agent} done: no task of ours is left there; the agent \
+                     stays held until the drain is cancelled"
+                ),
+                DrainState::Cancelled => format!(
+                    "drain of agent {agent} cancelled by {}",
+                    record.cancelled_by.as_deref().unwrap_or("-")
+                ),
+            };
+            self.log(EventKind::Agent, message, now);
+        }
+        if record.state == DrainState::Cancelled {
+            self.release_agent(&agent, now);
+        }
+        if let Some(reply) = reply {
+            self.reply(reply, Answer::Drain(Ok(record)));
+        }
+    }
+
+    /// From the tick: a running drain with nothing of ours left becomes
+    /// done; a done drain's `then` call is made once.
+    pub(super) fn drains_tick(&mut self, now: Instant) {
+        if !self.drains.loaded || !self.tasks.is_loaded() || !self.drains.any_holding() {
+            return;
+        }
+        let mut occupied: BTreeSet<&str> = BTreeSet::new();
+        for record in self.tasks.records() {
+            if !record.is_terminal() {
+                occupied.insert(record.agent_id.as_str());
+            }
+        }
+        let at = self.unix(now);
+        let mut writes = Vec::new();
+        let mut calls = Vec::new();
+        for (agent, (drain, version)) in &self.drains.by_agent {
+            if self.drains.writing.contains(agent) {
+                continue;
+            }
+            match drain.state {
+                DrainState::Running if !occupied.contains(agent.as_str()) => {
+                    let done = DrainRecord {
+                        state: DrainState::Done,
+                        finished_at: Some(at),
+                        ..drain.clone()
+                    };
+                    writes.push((done, *version));
+                }
+                DrainState::Done
+                    if drain.then != ThenAction::None
+                        && !drain.then_called
+                        && drain.then_error.is_none()
+                        && !self.drains.calling.contains(agent)
+                        && self.framework.is_subscribed() =>
+                {
+                    calls.push((agent.clone(), drain.then));
+                }
+                _ => {}
+            }
+        }
+        for (done, version) in writes {
+            self.audit(
+                Decision {
+                    method: "drain",
+                    action: "drain.done",
+                    params: serde_json::json!({"agent_id": done.agent_id, "by": done.by}),
+                    reason: format!(
+                        "every task of ours moved off agent {} keeping min_healthy {}",
+                        done.agent_id, done.min_healthy
+                    ),
+                    status: 200,
+                    outcome: "drain done; the agent stays held until cancelled".into(),
+                },
+                now,
+            );
+            self.put_drain(None, done, Expect::Version(version));
+        }
+        for (agent, then) in calls {
+            self.drains.calling.insert(agent.clone());
+            let op = match then {
+                ThenAction::DrainAgent => OperatorOp::DrainAgent {
+                    agent: agent.clone(),
+                    within: THEN_TIMEOUT,
+                },
+                _ => OperatorOp::DeactivateAgent {
+                    agent: agent.clone(),
+                    within: THEN_TIMEOUT,
+                },
+            };
+            self.operator(op, Pending::Drain(Step::Then { agent }));
+        }
+    }
+
+    /// The answer to a `then` call: stored in the drain (a failure too:
+    /// it is not retried on its own; the operator sees it and acts).
+    pub(super) fn on_drain_operator(&mut self, step: Step, answer: OperatorAnswer, now: Instant) {
+        let (Step::Then { agent }, OperatorAnswer::AgentCalled(result)) = (step, answer) else {
+            return;
+        };
+        self.drains.calling.remove(&agent);
+        let Some((drain, version)) = self.drains.by_agent.get(&agent).cloned() else {
+            return;
+        };
+        if drain.state != DrainState::Done || self.drains.writing.contains(&agent) {
+            return;
+        }
+        let call = match drain.then {
+            ThenAction::DrainAgent => "DRAIN_AGENT",
+            _ => "DEACTIVATE_AGENT",
+        };
+        let (record, outcome) = match result {
+            Ok(()) => (
+                DrainRecord {
+                    then_called: true,
+                    ..drain
+                },
+                format!("{call} of agent {agent} accepted by the master"),
+            ),
+            Err(e) => (
+                DrainRecord {
+                    then_error: Some(e.to_string()),
+                    ..drain
+                },
+                format!("{call} of agent {agent} failed: {e}"),
+            ),
+        };
+        self.log(EventKind::Agent, outcome.clone(), now);
+        self.audit(
+            Decision {
+                method: "drain",
+                action: "drain.then",
+                params: serde_json::json!({"agent_id": agent, "then": record.then}),
+                reason: format!("the drain of agent {agent} is done"),
+                status: if record.then_called { 200 } else { 502 },
+                outcome,
+            },
+            now,
+        );
+        self.put_drain(None, record, Expect::Version(version));
+    }
+
+    /// The drain of `agent` with its progress, for the snapshot.
+    pub(super) fn drain_status(&self, agent: &AgentId, now: Instant) -> Option<DrainStatus> {
+        let drain = self.drains.get(agent)?;
+        let at = self.unix(now);
+        let moved = moved_reason(agent);
+        let mut services: BTreeSet<&str> = BTreeSet::new();
+        for record in self.tasks.records() {
+            if record.agent_id == *agent {
+                services.insert(record.service.as_str());
+            }
+        }
+        let mut tasks = Vec::new();
+        let empty = super::table::ServiceTasks::default();
+        for name in services {
+            let records = self.tasks.service(name).unwrap_or(&empty);
+            let copy_of = |instance: u32| {
+                records
+                    .records()
+                    .find(|o| o.instance == instance && o.agent_id != *agent && is_live(o))
+                    .map(|o| o.task_id.clone())
+            };
+            // Moved already: killed by the drain.
+            for r in records.records().filter(|r| r.agent_id == *agent) {
+                if r.kill.as_ref().is_some_and(|k| k.reason == moved) {
+                    tasks.push(DrainTask {
+                        task_id: r.task_id.clone(),
+                        service: r.service.clone(),
+                        instance: r.instance,
+                        progress: DrainProgress::Moved,
+                        replacement: copy_of(r.instance),
+                        reason: None,
+                    });
+                }
+            }
+            let Some(spec) = self.services.spec(name) else {
+                continue;
+            };
+            let holds = drain.state.holds();
+            let steps = evacuation::look(
+                spec,
+                records.records(),
+                |t| {
+                    if holds && t.agent_id == *agent {
+                        self.drains.leave(spec, t)
+                    } else {
+                        None
+                    }
+                },
+                at,
+            );
+            for (task_id, step) in steps {
+                let Some(r) = self.tasks.get(task_id.as_str()).map(|e| e.record.clone()) else {
+                    continue;
+                };
+                let (progress, replacement, reason) = match step {
+                    evacuation::Step::Kill { replacement, .. } => {
+                        (DrainProgress::Moved, Some(replacement), None)
+                    }
+                    evacuation::Step::WaitForHealth { replacement, why } => {
+                        (DrainProgress::WaitingForHealth, Some(replacement), Some(why))
+                    }
+                    evacuation::Step::Floor { replacement, why } => {
+                        (DrainProgress::Blocked, Some(replacement), Some(why))
+                    }
+                    evacuation::Step::NoReplacement => {
+                        let why = match self.services.waiting(name) {
+                            Some(s) if s.is_stuck() => format!("no offer fits elsewhere: {s}"),
+                            _ => "waiting for an offer elsewhere for the replacement".into(),
+                        };
+                        (DrainProgress::Blocked, None, Some(why))
+                    }
+                };
+                tasks.push(DrainTask {
+                    task_id: r.task_id.clone(),
+                    service: r.service.clone(),
+                    instance: r.instance,
+                    progress,
+                    replacement,
+                    reason,
+                });
+            }
+        }
+        tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        Some(DrainStatus::new(drain, tasks))
+    }
+}

@@ -1,0 +1,152 @@
+//! Evacuation: the one rule that empties an agent without losing
+//! capacity, shared by maintenance windows (`maintenance.rs`, an accepted
+//! inverse offer) and the appliance's SLA-aware drain (`drains.rs`).
+//!
+//! The rule (start the replacement, wait until it is available, then kill;
+//! the practice of Aurora's SLA-aware drain and Singularity's decommission,
+//! and of this appliance's rollouts):
+//! - a *leaving* task (live, on an agent being emptied) does not count for
+//!   its instance in the scheduling pass, so the instance is missing and the
+//!   pass places a replacement — an extra task of the same instance — on
+//!   another agent (the emptied agent takes no new task: its offers are
+//!   declined);
+//! - the leaving task is killed once a copy of its instance elsewhere is
+//!   *available* (RUNNING and healthy for `upgrade.min_healthy`, as a
+//!   rollout's [`Judge`] says);
+//! - and only if the kill keeps the service's available tasks at or above
+//!   the evacuation's floor, when it has one (a drain's `min_healthy`;
+//!   maintenance has none: its floor was checked when the inverse offer was
+//!   accepted). Kills of one pass count against the floor one after the
+//!   other.
+//!
+//! This is pure: the machine applies the kills and shows the waits.
+
+use crate::scheduler::ids::TaskId;
+use crate::scheduler::records::{TaskRecord, is_live};
+use crate::scheduler::rules::rollout::Judge;
+use crate::scheduler::spec::ServiceSpec;
+
+/// How one leaving task leaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Leave {
+    /// The service's available tasks may not fall below this (`None`: no
+    /// floor).
+    pub floor: Option<u32>,
+    /// The kill reason once it has moved (stored in the task record).
+    pub why: String,
+}
+
+/// Where one leaving task stands after a look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Kill it now: a copy elsewhere is available and the floor holds.
+    Kill {
+        /// The available copy.
+        replacement: TaskId,
+        /// The kill reason.
+        why: String,
+    },
+    /// A copy runs elsewhere but is not available yet.
+    WaitForHealth {
+        /// The copy.
+        replacement: TaskId,
+        /// What it waits for.
+        why: String,
+    },
+    /// A copy is available but the kill would take the service below the
+    /// floor.
+    Floor {
+        /// The available copy.
+        replacement: TaskId,
+        /// Which floor.
+        why: String,
+    },
+    /// No copy of the instance elsewhere yet (placement's business).
+    NoReplacement,
+}
+
+/// Looks at `spec`'s `records` (all of one service, any agent) and tells,
+/// for each live leaving task (`leaving` gives how it leaves, `None` for a
+/// task that stays), what happens to it now (see the module doc). `now`:
+/// seconds since the UNIX epoch.
+pub(super) fn look<'a>(
+    spec: &ServiceSpec,
+    records: impl IntoIterator<Item = &'a TaskRecord> + Clone,
+    leaving: impl Fn(&TaskRecord) -> Option<Leave>,
+    now: f64,
+) -> Vec<(TaskId, Step)> {
+    let judge = Judge::new(spec);
+    let mut available = records
+        .clone()
+        .into_iter()
+        .filter(|t| t.service == spec.name && judge.available(t, now))
+        .count() as u32;
+    let mut steps = Vec::new();
+    for task in records.clone() {
+        if !is_live(task) {
+            continue;
+        }
+        let Some(leave) = leaving(task) else {
+            continue;
+        };
+        let copies: Vec<&TaskRecord> = records
+            .clone()
+            .into_iter()
+            .filter(|o| {
+                o.instance == task.instance
+                    && o.task_id != task.task_id
+                    && is_live(o)
+                    && leaving(o).is_none()
+            })
+            .collect();
+        let ready = copies.iter().find(|o| judge.available(o, now));
+        let step = match (ready, copies.first()) {
+            (Some(copy), _) => {
+                let after = available.saturating_sub(u32::from(judge.available(task, now)));
+                match leave.floor {
+                    Some(floor) if after < floor => Step::Floor {
+                        replacement: copy.task_id.clone(),
+                        why: format!(
+                            "would drop {} below {floor} healthy ({available} available now)",
+                            spec.name
+                        ),
+                    },
+                    _ => {
+                        available = after;
+                        Step::Kill {
+                            replacement: copy.task_id.clone(),
+                            why: leave.why,
+                        }
+                    }
+                }
+            }
+            (None, Some(copy)) => Step::WaitForHealth {
+                replacement: copy.task_id.clone(),
+                why: format!(
+                    "replacement {} is {}{}, not yet available",
+                    copy.task_id,
+                    copy.state.as_str_name(),
+                    match copy.healthy {
+                        Some(true) => ", healthy",
+                        Some(false) => ", unhealthy",
+                        None => "",
+                    }
+                ),
+            },
+            (None, None) => Step::NoReplacement,
+        };
+        steps.push((task.task_id.clone(), step));
+    }
+    steps
+}
+
+/// The kills among `steps`.
+pub(super) fn kills(steps: Vec<(TaskId, Step)>) -> Vec<(TaskId, String)> {
+    steps
+        .into_iter()
+        .filter_map(|(id, step)| match step {
+            Step::Kill { why, .. } => Some((id, why)),
+            _ => None,
+        })
+        .collect()
+}

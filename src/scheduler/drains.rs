@@ -1,0 +1,311 @@
+//! The SLA-aware drain of an agent by the appliance (`docs/draining.md`):
+//! the stored record (`drains/<agent_id>` in ZooKeeper), its floor, and the
+//! progress the snapshot shows.
+//!
+//! A drain empties one agent without letting any service fall below its
+//! floor: each instance there gets a replacement on another agent first,
+//! and the old task is killed only once the replacement is available
+//! (RUNNING and healthy, as a rollout judges it). The rule itself is the
+//! core's (`core/machine/evacuation.rs`, shared with maintenance windows);
+//! this module holds the shapes.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::ids::{AgentId, TaskId};
+
+/// The floor a drain keeps for every service with tasks on the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MinHealthy {
+    /// At least this many available (RUNNING and healthy) tasks.
+    Count(u32),
+    /// At least this share of the service's `instances`, in percent (0 to
+    /// 100), rounded up.
+    Percent(u32),
+}
+
+impl MinHealthy {
+    /// The floor for a service of `instances` instances: N, or
+    /// ⌈P × instances / 100⌉.
+    pub fn floor(self, instances: u32) -> u32 {
+        match self {
+            MinHealthy::Count(n) => n,
+            MinHealthy::Percent(p) => {
+                let product = u64::from(p) * u64::from(instances);
+                u32::try_from(product.div_ceil(100)).unwrap_or(u32::MAX)
+            }
+        }
+    }
+
+    /// Reads the JSON the API takes: a non-negative integer, or a string
+    /// `"P%"` with P an integer from 0 to 100. The error says what is
+    /// expected.
+    pub fn from_json(value: &serde_json::Value) -> Result<MinHealthy, String> {
+        const EXPECTED: &str =
+            r#"must be a non-negative integer (tasks) or a string "P%" with P from 0 to 100"#;
+        match value {
+            serde_json::Value::Number(n) => n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(MinHealthy::Count)
+                .ok_or_else(|| EXPECTED.to_string()),
+            serde_json::Value::String(s) => s
+                .strip_suffix('%')
+                .and_then(|p| p.trim().parse::<u32>().ok())
+                .filter(|p| *p <= 100)
+                .map(MinHealthy::Percent)
+                .ok_or_else(|| EXPECTED.to_string()),
+            _ => Err(EXPECTED.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for MinHealthy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MinHealthy::Count(n) => write!(f, "{n}"),
+            MinHealthy::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+/// JSON: a number (`3`) or a string (`"75%"`), as the API takes it.
+impl Serialize for MinHealthy {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MinHealthy::Count(n) => s.serialize_u32(*n),
+            MinHealthy::Percent(_) => s.serialize_str(&self.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MinHealthy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        MinHealthy::from_json(&value).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What follows a drain once every task moved: an operator call on the
+/// master (`include/mesos/v1/master/master.proto`, `DRAIN_AGENT`,
+/// `DEACTIVATE_AGENT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThenAction {
+    /// Nothing: the agent stays held by the appliance only.
+    #[default]
+    None,
+    /// `DRAIN_AGENT` (the master kills what else runs there).
+    DrainAgent,
+    /// `DEACTIVATE_AGENT` (the master offers it to nobody).
+    DeactivateAgent,
+}
+
+impl ThenAction {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThenAction::None => "none",
+            ThenAction::DrainAgent => "drain_agent",
+            ThenAction::DeactivateAgent => "deactivate_agent",
+        }
+    }
+
+    /// Reads the API's name; the error lists the names.
+    pub fn parse(name: &str) -> Result<ThenAction, String> {
+        match name {
+            "none" => Ok(ThenAction::None),
+            "drain_agent" => Ok(ThenAction::DrainAgent),
+            "deactivate_agent" => Ok(ThenAction::DeactivateAgent),
+            _ => Err(r#"must be "none", "drain_agent" or "deactivate_agent""#.into()),
+        }
+    }
+}
+
+/// Where a drain stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainState {
+    /// Tasks are being moved off; the agent takes no new task.
+    Running,
+    /// Every task moved; the agent still takes no new task until the
+    /// drain is cancelled.
+    Done,
+    /// Cancelled by an operator: the agent takes tasks again.
+    Cancelled,
+}
+
+impl DrainState {
+    /// True while the agent is held (no new task goes there).
+    pub fn holds(self) -> bool {
+        matches!(self, DrainState::Running | DrainState::Done)
+    }
+
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainState::Running => "running",
+            DrainState::Done => "done",
+            DrainState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One drain, as stored at `drains/<agent_id>` (JSON, versioned writes by
+/// the leader only). A new leader reads it and goes on where the last one
+/// stopped: the moves are known from the task records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrainRecord {
+    /// The agent drained.
+    pub agent_id: AgentId,
+    /// The floor kept for every service with tasks there.
+    pub min_healthy: MinHealthy,
+    /// Why (the operator's words), if given.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Who started it (the audit trail's actor name).
+    pub by: String,
+    /// When it started, seconds since the UNIX epoch.
+    pub started_at: f64,
+    /// The operator call once done.
+    #[serde(default)]
+    pub then: ThenAction,
+    /// Where it stands.
+    pub state: DrainState,
+    /// When it became done or cancelled, seconds since the UNIX epoch.
+    #[serde(default)]
+    pub finished_at: Option<f64>,
+    /// Who cancelled it, when cancelled.
+    #[serde(default)]
+    pub cancelled_by: Option<String>,
+    /// The `then` call was answered by the master (a new leader does not
+    /// send it again).
+    #[serde(default)]
+    pub then_called: bool,
+    /// The `then` call's failure, if it failed.
+    #[serde(default)]
+    pub then_error: Option<String>,
+}
+
+/// How one task of the drained agent stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainProgress {
+    /// Its replacement is available elsewhere and it was killed (or is
+    /// being killed).
+    Moved,
+    /// Its replacement runs elsewhere but is not available yet.
+    WaitingForHealth,
+    /// Nothing moves: no replacement could be placed, or killing it would
+    /// take its service below the floor (see `reason`).
+    Blocked,
+}
+
+/// One task of the drained agent in the progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrainTask {
+    /// The task on the drained agent.
+    pub task_id: TaskId,
+    /// Its service.
+    pub service: String,
+    /// Its instance.
+    pub instance: u32,
+    /// Where it stands.
+    pub progress: DrainProgress,
+    /// The instance's copy on another agent, when there is one.
+    pub replacement: Option<TaskId>,
+    /// Why it waits or is blocked (`None` once moved).
+    pub reason: Option<String>,
+}
+
+/// A drain with its progress: `drain` of an `/api/v1/agents` entry and of
+/// the snapshot's agents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrainStatus {
+    /// Where it stands.
+    pub state: DrainState,
+    /// The floor, as given (`3` or `"75%"`).
+    pub min_healthy: MinHealthy,
+    /// Why, if given.
+    pub reason: Option<String>,
+    /// Who started it.
+    pub by: String,
+    /// When it started, seconds since the UNIX epoch.
+    pub started_at: f64,
+    /// When it became done or was cancelled.
+    pub finished_at: Option<f64>,
+    /// The operator call once done.
+    pub then: ThenAction,
+    /// The `then` call was answered.
+    pub then_called: bool,
+    /// The `then` call's failure.
+    pub then_error: Option<String>,
+    /// Tasks moved.
+    pub moved: usize,
+    /// Tasks whose replacement is not available yet.
+    pub waiting: usize,
+    /// Tasks that cannot move now.
+    pub blocked: usize,
+    /// This framework's tasks of the agent, moved or still there, by task
+    /// ID.
+    pub tasks: Vec<DrainTask>,
+}
+
+impl DrainStatus {
+    /// The status of `record` with `tasks` (the counts are theirs).
+    pub fn new(record: &DrainRecord, tasks: Vec<DrainTask>) -> DrainStatus {
+        let count = |p: DrainProgress| tasks.iter().filter(|t| t.progress == p).count();
+        DrainStatus {
+            state: record.state,
+            min_healthy: record.min_healthy,
+            reason: record.reason.clone(),
+            by: record.by.clone(),
+            started_at: record.started_at,
+            finished_at: record.finished_at,
+            then: record.then,
+            then_called: record.then_called,
+            then_error: record.then_error.clone(),
+            moved: count(DrainProgress::Moved),
+            waiting: count(DrainProgress::WaitingForHealth),
+            blocked: count(DrainProgress::Blocked),
+            tasks,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn min_healthy_reads_counts_and_percentages() {
+        assert_eq!(MinHealthy::from_json(&json!(3)), Ok(MinHealthy::Count(3)));
+        assert_eq!(
+            MinHealthy::from_json(&json!("75%")),
+            Ok(MinHealthy::Percent(75))
+        );
+        for bad in [
+            json!(-1),
+            json!(1.5),
+            json!("101%"),
+            json!("75"),
+            json!(null),
+        ] {
+            assert!(MinHealthy::from_json(&bad).is_err(), "{bad}");
+        }
+        assert_eq!(serde_json::to_value(MinHealthy::Count(3)).unwrap(), json!(3));
+        assert_eq!(
+            serde_json::to_value(MinHealthy::Percent(75)).unwrap(),
+            json!("75%")
+        );
+    }
+
+    #[test]
+    fn percentages_round_up() {
+        assert_eq!(MinHealthy::Percent(75).floor(4), 3);
+        assert_eq!(MinHealthy::Percent(50).floor(3), 2);
+        assert_eq!(MinHealthy::Percent(100).floor(3), 3);
+        assert_eq!(MinHealthy::Percent(0).floor(3), 0);
+        assert_eq!(MinHealthy::Count(3).floor(10), 3);
+    }
+}
