@@ -293,7 +293,10 @@ mod tests {
         ] {
             assert!(MinHealthy::from_json(&bad).is_err(), "{bad}");
         }
-        assert_eq!(serde_json::to_value(MinHealthy::Count(3)).unwrap(), json!(3));
+        assert_eq!(
+            serde_json::to_value(MinHealthy::Count(3)).unwrap(),
+            json!(3)
+        );
         assert_eq!(
             serde_json::to_value(MinHealthy::Percent(75)).unwrap(),
             json!("75%")

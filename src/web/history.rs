@@ -250,7 +250,8 @@ impl History {
             .front()
             .map(|s| s.at)
             .into_iter()
-            .chain(ring.marks.front().map(|m| m.at))
+            // Marks may be dated back (an agent's move, at its `since`).
+            .chain(ring.marks.iter().map(|m| m.at))
             .fold(now, f64::min);
         let from = (now - window.seconds()).max(earliest - SAMPLE_INTERVAL.as_secs_f64());
         let inside: Vec<&Sample> = ring.samples.iter().filter(|s| s.at >= from).collect();

@@ -8,6 +8,7 @@
 //! Also: sample snapshots (a leader with tasks, a follower), and request
 //! helpers for `tower::ServiceExt::oneshot`.
 
+use mesos_appliance::scheduler::drains::{DrainRecord, DrainState, DrainStatus};
 use mesos_appliance::scheduler::records::Halt;
 use mesos_appliance::scheduler::rules::rollout::{RolloutAction, RolloutStatus};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -372,6 +373,8 @@ impl TestCore {
                     CoreRequest::PutService(_) => "put_service",
                     CoreRequest::DeleteService(_) => "delete_service",
                     CoreRequest::Rollout { .. } => "rollout",
+                    CoreRequest::StartDrain { .. } => "start_drain",
+                    CoreRequest::CancelDrain { .. } => "cancel_drain",
                 };
                 self.log.lock().unwrap().push(name);
                 let mode = self.mode.lock().unwrap().clone();
@@ -538,6 +541,69 @@ impl TestCore {
                     }
                 };
                 answer(Answer::Service(result));
+            }
+            CoreRequest::StartDrain {
+                agent_id,
+                min_healthy,
+                reason,
+                by,
+                then,
+            } => {
+                // As the core answers: 404 unknown agent, 409 a drain holds it.
+                let result = match s.agents.iter_mut().find(|a| a.agent_id == agent_id) {
+                    None => Err(CommandError::NotFound(format!("agent {agent_id}"))),
+                    Some(a) if a.drain.as_ref().is_some_and(|d| d.state.holds()) => Err(
+                        CommandError::Conflict(format!("a drain of agent {agent_id} runs")),
+                    ),
+                    Some(a) => {
+                        let record = DrainRecord {
+                            agent_id: agent_id.clone(),
+                            min_healthy,
+                            reason,
+                            by,
+                            started_at: s.at,
+                            then,
+                            state: DrainState::Running,
+                            finished_at: None,
+                            cancelled_by: None,
+                            then_called: false,
+                            then_error: None,
+                        };
+                        a.drain = Some(DrainStatus::new(&record, Vec::new()));
+                        Ok(record)
+                    }
+                };
+                answer(Answer::Drain(result));
+            }
+            CoreRequest::CancelDrain { agent_id, by } => {
+                let held = s
+                    .agents
+                    .iter_mut()
+                    .find(|a| a.agent_id == agent_id)
+                    .and_then(|a| a.drain.as_mut().filter(|d| d.state.holds()));
+                let result = match held {
+                    None => Err(CommandError::NotFound(format!(
+                        "no drain of agent {agent_id}"
+                    ))),
+                    Some(d) => {
+                        d.state = DrainState::Cancelled;
+                        d.finished_at = Some(s.at);
+                        Ok(DrainRecord {
+                            agent_id: agent_id.clone(),
+                            min_healthy: d.min_healthy,
+                            reason: d.reason.clone(),
+                            by: d.by.clone(),
+                            started_at: d.started_at,
+                            then: d.then,
+                            state: DrainState::Cancelled,
+                            finished_at: d.finished_at,
+                            cancelled_by: Some(by),
+                            then_called: d.then_called,
+                            then_error: d.then_error.clone(),
+                        })
+                    }
+                };
+                answer(Answer::Drain(result));
             }
         }
         self.snapshots.send_replace(Arc::new(s));

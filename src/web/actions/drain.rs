@@ -97,7 +97,12 @@ pub async fn cancel(
     admin: Admin,
     ActionBody(body): ActionBody<CancelDrainBody>,
 ) -> Result<Response, AppError> {
-    run(&admin, OperatorAction::CancelDrain { agent_id }, body.reason).await
+    run(
+        &admin,
+        OperatorAction::CancelDrain { agent_id },
+        body.reason,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -41,7 +41,9 @@ pub use api::{
     FrameworkBody, ReasonBody, ReconcileBody, RolloutBody, RolloutQuery, abdicate, kamikaze,
     reconcile, reregister, resume, rollback, teardown, unknown_action, unknown_rollout_action,
 };
-pub use drain::{CancelDrainBody, DrainBody, cancel as drain_cancel, check_drain, start as drain_start};
+pub use drain::{
+    CancelDrainBody, DrainBody, cancel as drain_cancel, check_drain, start as drain_start,
+};
 pub use record::{ActionRecord, RESULTS_KEPT, ResultLog};
 
 use std::sync::Arc;

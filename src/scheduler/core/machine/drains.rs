@@ -68,7 +68,9 @@ pub(super) enum Step {
         record: Box<DrainRecord>,
     },
     /// The `then` call of the agent's drain.
-    Then { agent: AgentId },
+    Then {
+        agent: AgentId,
+    },
 }
 
 /// The kill reason of a task moved off `agent` by its drain (how the
@@ -179,7 +181,13 @@ impl Machine {
     }
 
     /// `CancelDrain` (see [`crate::scheduler::Request::CancelDrain`]).
-    pub(super) fn cancel_drain(&mut self, reply: ReplyId, agent: AgentId, by: String, now: Instant) {
+    pub(super) fn cancel_drain(
+        &mut self,
+        reply: ReplyId,
+        agent: AgentId,
+        by: String,
+        now: Instant,
+    ) {
         if self.drains.writing.contains(&agent) {
             let why = format!("a change of agent {agent}'s drain is being stored");
             self.reply(reply, Answer::Drain(Err(CommandError::Conflict(why))));
@@ -512,9 +520,11 @@ impl Machine {
                     evacuation::Step::Kill { replacement, .. } => {
                         (DrainProgress::Moved, Some(replacement), None)
                     }
-                    evacuation::Step::WaitForHealth { replacement, why } => {
-                        (DrainProgress::WaitingForHealth, Some(replacement), Some(why))
-                    }
+                    evacuation::Step::WaitForHealth { replacement, why } => (
+                        DrainProgress::WaitingForHealth,
+                        Some(replacement),
+                        Some(why),
+                    ),
                     evacuation::Step::Floor { replacement, why } => {
                         (DrainProgress::Blocked, Some(replacement), Some(why))
                     }

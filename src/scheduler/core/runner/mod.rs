@@ -493,8 +493,7 @@ impl Runner<'_> {
                     },
                 ),
                 OperatorOp::DrainAgent { agent, within } => OperatorAnswer::AgentCalled(
-                    match tokio::time::timeout(within, operator.drain_agent(agent.as_str())).await
-                    {
+                    match tokio::time::timeout(within, operator.drain_agent(agent.as_str())).await {
                         Ok(answer) => answer.map_err(OperatorFailure::Failed),
                         Err(_) => Err(OperatorFailure::TimedOut {
                             after: within,

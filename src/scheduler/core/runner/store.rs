@@ -21,8 +21,8 @@ use crate::coordination::{
     CoordinationError, Coordinator, Expect, RecordKind, RecordStore, RecordWrite, Written,
 };
 use crate::scheduler::core::io::{RequestId, StoreOp, StoreResult};
-use crate::scheduler::ids::TaskId;
 use crate::scheduler::drains::DrainRecord;
+use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
 
@@ -213,9 +213,7 @@ async fn run_single(
                 .await
                 .map(|seq| Written::Version(i32::try_from(seq).unwrap_or(i32::MAX))),
         ),
-        StoreOp::ListDrains => StoreResult::Drains(
-            drains.list().await,
-        ),
+        StoreOp::ListDrains => StoreResult::Drains(drains.list().await),
         StoreOp::PutDrain(record, expect) => StoreResult::Written(
             drains
                 .put(record.agent_id.as_str(), &*record, expect)
