@@ -174,18 +174,19 @@ async fn operator_drains_an_agent_from_the_agents_page_and_cancels_it() {
     // The progress on the live Agents page, until the drain is done.
     b.goto(&format!("{}/agents", r.url)).await;
     let cell = format!("{row} td.drain");
-    let text = b.text(&cell).await;
+    let detail = format!("tr[data-drain-of='{drained}']");
+    let text = b.text(&detail).await;
     assert!(text.contains("min_healthy 1"), "{text}");
     assert!(text.contains("kernel upgrade"), "{text}");
     assert!(text.contains("moved ·"), "the counts: {text}");
     b.wait_for_text(&format!("{cell} .drain-state"), "done", WAIT)
         .await;
-    let text = b.text(&cell).await;
+    let text = b.text(&detail).await;
     assert!(
         text.contains("1 moved · 0 waiting for health · 0 blocked"),
         "{text}"
     );
-    assert_eq!(b.count(&format!("{cell} li.progress-moved")).await, 1);
+    assert_eq!(b.count(&format!("{detail} li.progress-moved")).await, 1);
     assert_eq!(b.count(&format!("{row} a.drain-start")).await, 0);
     b.screenshot("agents-03-done").await;
     let s = r.running.handle.snapshot();
@@ -194,9 +195,10 @@ async fn operator_drains_an_agent_from_the_agents_page_and_cancels_it() {
     assert!(!live.contains(&drained), "{live:?}");
 
     // Cancel: the agent is released, the Drain button is back.
-    b.type_into(&format!("{cell} input.reason"), "kernel done")
+    b.type_into(&format!("{detail} input.reason"), "kernel done")
         .await;
-    b.click(&format!("{cell} button.cancel-drain-button")).await;
+    b.click(&format!("{detail} button.cancel-drain-button"))
+        .await;
     b.wait_for_path("/actions/results/").await;
     assert_eq!(b.text("#result-outcome").await, "ok");
     assert!(b.text("#result-summary").await.contains("cancelled"));

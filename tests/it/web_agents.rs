@@ -128,9 +128,15 @@ async fn the_agents_page_shows_each_drain_s_progress_and_its_buttons() {
     let web = TestWeb::new(test_config(), s);
 
     let html = web.send(get("/agents")).await.text();
+    // An agent's row, with the row of its drain's progress when it has one.
     let row = |id: &str| {
         let row = html.split(&format!(r#"data-agent="{id}""#)).nth(1).unwrap();
-        row[..row.find("</tr>").unwrap()].to_string()
+        let row = &row[..row.find("</tr>").unwrap()];
+        let detail = html
+            .split(&format!(r#"data-drain-of="{id}""#))
+            .nth(1)
+            .map_or("", |d| &d[..d.find("</tr>").unwrap()]);
+        format!("{row}{detail}")
     };
     // No drain: the Drain button, to the confirmation page.
     assert!(
