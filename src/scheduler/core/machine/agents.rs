@@ -150,6 +150,22 @@ impl Machine {
         }
     }
 
+    /// Lists `agent` as active (with the hostname a task record of ours
+    /// there gives) unless the table knows it already: an agent being
+    /// drained is shown with its drain before GET_AGENTS or an offer named
+    /// it (a new leader), and the next GET_AGENTS sets its state.
+    pub(super) fn note_agent(&mut self, agent: &AgentId, now: Instant) {
+        if self.agents.knows(agent) {
+            return;
+        }
+        let hostname = self
+            .tasks
+            .records()
+            .find(|r| r.agent_id == *agent)
+            .map(|r| r.hostname.clone());
+        self.set_agent(agent, hostname.as_deref(), AgentState::Active, now);
+    }
+
     /// A REVIVE that clears the hold's decline filters.
     fn revive_for_agent(&mut self, now: Instant) {
         if !self.framework.is_subscribed() {

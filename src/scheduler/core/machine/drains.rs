@@ -333,6 +333,9 @@ impl Machine {
             };
             self.log(EventKind::Agent, message, now);
         }
+        if record.state.holds() {
+            self.note_agent(&agent, now);
+        }
         if record.state == DrainState::Cancelled {
             self.release_agent(&agent, now);
         }
@@ -346,6 +349,26 @@ impl Machine {
     pub(super) fn drains_tick(&mut self, now: Instant) {
         if !self.drains.loaded || !self.tasks.is_loaded() || !self.drains.any_holding() {
             return;
+        }
+        // Progress changes with time alone (a replacement becomes
+        // available): the snapshot is refreshed while a drain runs.
+        if self
+            .drains
+            .by_agent
+            .values()
+            .any(|(d, _)| d.state == DrainState::Running)
+        {
+            self.out.dirty = true;
+        }
+        let held: Vec<AgentId> = self
+            .drains
+            .by_agent
+            .iter()
+            .filter(|(a, (d, _))| d.state.holds() && !self.agents.knows(a))
+            .map(|(a, _)| a.clone())
+            .collect();
+        for agent in held {
+            self.note_agent(&agent, now);
         }
         let mut occupied: BTreeSet<&str> = BTreeSet::new();
         for record in self.tasks.records() {

@@ -29,9 +29,10 @@ async fn a_new_leader_subscribes_before_it_reads_the_task_records() {
         &tasks,
     );
     h.start();
-    // Only the small reads come first.
+    // Only the small reads come first (the drains: one per drained agent).
     let first: Vec<String> = h.stores.iter().map(|(_, op)| format!("{op:?}")).collect();
-    assert_eq!(first, ["ReadFrameworkId", "ListServices"]);
+    assert_eq!(first, ["ReadFrameworkId", "ListServices", "ListDrains"]);
+    h.answer_next_store();
     h.answer_next_store();
     h.answer_next_store();
     assert_eq!(

@@ -8,6 +8,7 @@ mod agents;
 mod backoff;
 mod commands;
 mod determinism;
+mod drains;
 mod lag;
 mod launch_reconcile;
 mod lifecycle;
@@ -145,6 +146,8 @@ struct Store {
     task_writes: BTreeMap<String, usize>,
     /// Audit entries appended, oldest first.
     audit: Vec<serde_json::Value>,
+    /// The drains, by agent.
+    drains: BTreeMap<String, (crate::scheduler::drains::DrainRecord, i32)>,
 }
 
 /// The records of a store map as a listing, sorted by key, all decoded.
@@ -257,6 +260,15 @@ impl Store {
             StoreOp::AppendAudit(entry) => {
                 self.audit.push(*entry);
                 StoreResult::Written(Ok(Written::Version(self.audit.len() as i32)))
+            }
+            StoreOp::ListDrains => StoreResult::Drains(Ok(listed(&self.drains))),
+            StoreOp::PutDrain(record, expect) => {
+                let key = record.agent_id.to_string();
+                let current = self.drains.get(&key).map(|(_, v)| *v);
+                StoreResult::Written(Self::check(current, expect, &key).map(|v| {
+                    self.drains.insert(key, ((*record).clone(), v));
+                    Written::Version(v)
+                }))
             }
         }
     }

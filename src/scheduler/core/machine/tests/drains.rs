@@ -1,0 +1,389 @@
+//! The appliance's SLA-aware drain (`machine/drains.rs`, the shared rule in
+//! `machine/evacuation.rs`): replacement first, kill once it is available
+//! and the floor holds; the agent held (offers declined) until cancelled;
+//! a stored drain continued by a new leader; done, then the master's call.
+
+use super::*;
+use crate::scheduler::commands::CommandError;
+use crate::scheduler::drains::{DrainProgress, DrainRecord, DrainState, MinHealthy, ThenAction};
+
+fn start(h: &mut Harness, agent: &str, min_healthy: MinHealthy, then: ThenAction) -> ReplyId {
+    h.command(Request::StartDrain {
+        agent_id: agent.into(),
+        min_healthy,
+        reason: Some("kernel upgrade".into()),
+        by: "admin".into(),
+        then,
+    })
+}
+
+fn drain_answer(h: &Harness, id: ReplyId) -> Result<DrainRecord, CommandError> {
+    match h.reply(id) {
+        Some(Answer::Drain(r)) => r.clone(),
+        other => panic!("no drain answer: {other:?}"),
+    }
+}
+
+fn stored_drain<'a>(h: &'a Harness, agent: &str) -> Option<&'a DrainRecord> {
+    h.store.drains.get(agent).map(|(d, _)| d)
+}
+
+/// `web` with one task on each of agent-0..agent-(n-1), RUNNING long ago.
+fn web(n: u32) -> (ServiceSpec, Vec<TaskRecord>) {
+    let spec = service("web", n);
+    let tasks = (0..n).map(|i| running_record("web", i, &spec)).collect();
+    (spec, tasks)
+}
+
+fn declined(calls: &[MesosCall]) -> Vec<(String, Option<f64>)> {
+    calls
+        .iter()
+        .flat_map(|c| match c {
+            MesosCall::Decline {
+                offer_ids,
+                refuse_seconds,
+            } => offer_ids
+                .iter()
+                .map(|o| (o.clone(), *refuse_seconds))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+fn killed(calls: &[MesosCall]) -> Vec<String> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            MesosCall::Kill { task_id, .. } => Some(task_id.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An update of `task` on `agent`.
+fn update_on(task: &str, agent: &str, state: TaskState, uuid: &str) -> v1::TaskStatus {
+    v1::TaskStatus {
+        agent_id: Some(v1::AgentId {
+            value: agent.into(),
+        }),
+        ..status(task, state, Some(uuid))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_starts_the_replacement_first_and_kills_the_old_task_once_it_is_available() {
+    let (spec, tasks) = web(3);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    let id = start(&mut h, "agent-0", MinHealthy::Count(3), ThenAction::None);
+    h.answer_all();
+    let record = drain_answer(&h, id).expect("started");
+    assert_eq!(record.state, DrainState::Running);
+    assert_eq!(stored_drain(&h, "agent-0"), Some(&record));
+    // The drained agent's offer is declined with the hold's long filter;
+    // nothing is killed before a replacement runs.
+    h.offer("o-0", "agent-0", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert!(Harness::launched(&calls).is_empty(), "{calls:?}");
+    assert_eq!(declined(&calls), [("o-0".to_string(), Some(3600.0))]);
+    assert!(killed(&calls).is_empty());
+    // Another agent's offer takes the replacement of instance 0.
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let launched: Vec<&v1::TaskInfo> = Harness::launched_infos(&calls).collect();
+    assert_eq!(launched.len(), 1, "{calls:?}");
+    assert_eq!(launched[0].agent_id.value, "agent-3");
+    let replacement = launched[0].task_id.value.clone();
+    assert!(replacement.starts_with("web.0."), "{replacement}");
+    // RUNNING, but not yet available (upgrade.min_healthy, 10 s): the old
+    // task stays, and the progress says why.
+    h.update(update_on(
+        &replacement,
+        "agent-3",
+        TaskState::TaskRunning,
+        "u1",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(5)).await;
+    h.answer_all();
+    assert!(killed(&h.drain_call_log()).is_empty());
+    let drain = h
+        .snapshot()
+        .await
+        .agents
+        .iter()
+        .find(|a| a.agent_id.as_str() == "agent-0")
+        .and_then(|a| a.drain.clone())
+        .expect("the drain in the snapshot");
+    assert_eq!(drain.waiting, 1, "{drain:?}");
+    let task = &drain.tasks[0];
+    assert_eq!(task.progress, DrainProgress::WaitingForHealth);
+    assert_eq!(
+        task.replacement.as_ref().map(|t| t.to_string()),
+        Some(replacement.clone())
+    );
+    // Available: the old task is killed, as moved by the drain.
+    h.advance(Duration::from_secs(6)).await;
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(killed(&calls), ["web.0.stored"]);
+    assert_eq!(
+        h.stored("web.0.stored")
+            .and_then(|r| r.kill.as_ref())
+            .map(|k| k.reason.clone()),
+        Some("moved off agent agent-0 by its drain".to_string())
+    );
+    // Once it is gone, the drain is done (and audited); the agent stays
+    // held.
+    h.update(update_on(
+        "web.0.stored",
+        "agent-0",
+        TaskState::TaskKilled,
+        "u2",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let done = stored_drain(&h, "agent-0").expect("stored");
+    assert_eq!(done.state, DrainState::Done);
+    assert!(done.finished_at.is_some());
+    assert!(h.store.audit.iter().any(|e| e["action"] == "drain.done"));
+    h.offer("o-0b", "agent-0", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert!(Harness::launched(&calls).is_empty());
+    assert_eq!(declined(&calls).len(), 1);
+    let drain = h
+        .snapshot()
+        .await
+        .agents
+        .iter()
+        .find(|a| a.agent_id.as_str() == "agent-0")
+        .and_then(|a| a.drain.clone())
+        .expect("the drain");
+    assert_eq!(
+        (drain.state, drain.moved),
+        (DrainState::Done, 1),
+        "{drain:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kill_that_would_take_the_service_below_min_healthy_waits() {
+    let (spec, mut tasks) = web(3);
+    // Instance 2 is unhealthy: web has two available tasks.
+    tasks[2].healthy = Some(false);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let id = start(
+        &mut h,
+        "agent-0",
+        MinHealthy::Percent(100),
+        ThenAction::None,
+    );
+    h.answer_all();
+    assert!(drain_answer(&h, id).is_ok());
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let replacement = Harness::launched(&calls)
+        .into_iter()
+        .find(|t| t.starts_with("web.0."))
+        .expect("the replacement of instance 0");
+    h.update(update_on(
+        &replacement,
+        "agent-3",
+        TaskState::TaskRunning,
+        "u1",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(15)).await;
+    h.answer_all();
+    // Three available with the replacement; killing the old one leaves
+    // two, below 100 % of 3.
+    let calls = h.drain_call_log();
+    assert!(
+        !killed(&calls).contains(&"web.0.stored".to_string()),
+        "{calls:?}"
+    );
+    let drain = h
+        .snapshot()
+        .await
+        .agents
+        .iter()
+        .find(|a| a.agent_id.as_str() == "agent-0")
+        .and_then(|a| a.drain.clone())
+        .expect("the drain");
+    let task = drain
+        .tasks
+        .iter()
+        .find(|t| t.task_id.as_str() == "web.0.stored")
+        .expect("listed");
+    assert_eq!(task.progress, DrainProgress::Blocked, "{drain:?}");
+    assert!(
+        task.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("would drop web below 3 healthy"),
+        "{task:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_agents_are_not_found_and_a_second_drain_conflicts() {
+    let (spec, tasks) = web(2);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let id = start(&mut h, "agent-9", MinHealthy::Count(1), ThenAction::None);
+    h.answer_all();
+    assert!(matches!(
+        drain_answer(&h, id),
+        Err(CommandError::NotFound(_))
+    ));
+    assert!(h.store.drains.is_empty());
+    let first = start(&mut h, "agent-0", MinHealthy::Count(1), ThenAction::None);
+    h.answer_all();
+    assert!(drain_answer(&h, first).is_ok());
+    let second = start(&mut h, "agent-0", MinHealthy::Count(1), ThenAction::None);
+    h.answer_all();
+    assert!(matches!(
+        drain_answer(&h, second),
+        Err(CommandError::Conflict(_))
+    ));
+    // Cancelling what does not run is not found.
+    let cancel = h.command(Request::CancelDrain {
+        agent_id: "agent-1".into(),
+        by: "admin".into(),
+    });
+    assert!(matches!(
+        drain_answer(&h, cancel),
+        Err(CommandError::NotFound(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_drain_releases_the_agent_with_a_revive_and_may_start_again() {
+    let (spec, tasks) = web(2);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    start(&mut h, "agent-0", MinHealthy::Count(1), ThenAction::None);
+    h.answer_all();
+    h.offer("o-0", "agent-0", 4.0);
+    h.answer_all();
+    h.drain_call_log();
+    let cancel = h.command(Request::CancelDrain {
+        agent_id: "agent-0".into(),
+        by: "ops".into(),
+    });
+    h.answer_all();
+    let record = drain_answer(&h, cancel).expect("cancelled");
+    assert_eq!(record.state, DrainState::Cancelled);
+    assert_eq!(record.cancelled_by.as_deref(), Some("ops"));
+    assert_eq!(
+        stored_drain(&h, "agent-0").map(|d| d.state),
+        Some(DrainState::Cancelled)
+    );
+    let calls = h.drain_call_log();
+    assert!(
+        Harness::kinds_of_calls(&calls).contains(&"REVIVE"),
+        "{calls:?}"
+    );
+    // A cancelled drain is replaced by a new one.
+    let again = start(&mut h, "agent-0", MinHealthy::Count(1), ThenAction::None);
+    h.answer_all();
+    assert_eq!(
+        drain_answer(&h, again).map(|d| d.state),
+        Ok(DrainState::Running)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_leader_continues_a_stored_drain() {
+    let (spec, tasks) = web(2);
+    let mut h = Harness::new(config(), Some(FRAMEWORK), &[spec], &tasks);
+    let record = DrainRecord {
+        agent_id: "agent-0".into(),
+        min_healthy: MinHealthy::Count(1),
+        reason: None,
+        by: "admin".into(),
+        started_at: 5.0,
+        then: ThenAction::None,
+        state: DrainState::Running,
+        finished_at: None,
+        cancelled_by: None,
+        then_called: false,
+        then_error: None,
+    };
+    h.store.drains.insert("agent-0".into(), (record.clone(), 4));
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    h.offer("o-0", "agent-0", 4.0);
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let launched: Vec<&v1::TaskInfo> = Harness::launched_infos(&calls).collect();
+    assert_eq!(launched.len(), 1, "{calls:?}");
+    assert_eq!(launched[0].agent_id.value, "agent-3");
+    assert!(declined(&calls).iter().any(|(o, _)| o == "o-0"));
+    // Not restarted: the stored record is untouched.
+    assert_eq!(h.store.drains.get("agent-0"), Some(&(record, 4)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_done_drain_calls_the_masters_drain_agent_once() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    // Known from an offer; nothing of ours there.
+    h.offer("o-5", "agent-5", 0.01);
+    h.answer_all();
+    let id = start(
+        &mut h,
+        "agent-5",
+        MinHealthy::Count(1),
+        ThenAction::DrainAgent,
+    );
+    h.answer_stores();
+    assert!(drain_answer(&h, id).is_ok());
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_stores();
+    assert_eq!(
+        stored_drain(&h, "agent-5").map(|d| d.state),
+        Some(DrainState::Done)
+    );
+    h.advance(Duration::from_secs(2)).await;
+    let calls: Vec<(RequestId, OperatorOp)> = h
+        .operators
+        .iter()
+        .filter(|(_, op)| matches!(op, OperatorOp::DrainAgent { .. }))
+        .cloned()
+        .collect();
+    assert_eq!(calls.len(), 1, "{:?}", h.operators);
+    let (call, op) = calls[0].clone();
+    assert!(matches!(op, OperatorOp::DrainAgent { agent, .. } if agent.as_str() == "agent-5"));
+    h.operators.retain(|(id, _)| *id != call);
+    h.feed(Input::Operator {
+        id: call,
+        answer: OperatorAnswer::AgentCalled(Ok(())),
+    });
+    h.answer_stores();
+    assert!(stored_drain(&h, "agent-5").is_some_and(|d| d.then_called));
+    h.advance(Duration::from_secs(5)).await;
+    assert!(
+        !h.operators
+            .iter()
+            .any(|(_, op)| matches!(op, OperatorOp::DrainAgent { .. })),
+        "called once"
+    );
+}
