@@ -452,3 +452,45 @@ async fn the_overview_counts_unreachable_instances_and_its_charts_mark_partition
     );
     stop.cancel();
 }
+
+#[tokio::test]
+async fn in_token_mode_the_drain_page_asks_for_a_login_and_posts_need_the_session() {
+    let mut s = leader_snapshot("http://sched-a.cluster.test:8080", 2);
+    s.agents = vec![agent("S1", AgentState::Active, &[])];
+    let web = TestWeb::new(token_config(), s);
+    let r = web.send(get("/agents/S1/drain")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let login = r.header("location").unwrap().to_string();
+    assert_eq!(login, "/login?next=%2Fagents%2FS1%2Fdrain");
+    // The login form takes the page back as its `next`.
+    let r = web.send(get(&login)).await;
+    let (cookie, token) = (r.cookie("ma_csrf").unwrap(), r.csrf_field().unwrap());
+    let html = r.text();
+    assert!(
+        html.contains(r#"name="next" value="/agents/S1/drain""#),
+        "{html}"
+    );
+
+    // Without the admin session: 401, nothing runs.
+    for (path, fields) in [
+        (
+            "/agents/S1/drain",
+            vec![("csrf", token.as_str()), ("min_healthy", "1")],
+        ),
+        ("/agents/S1/drain/cancel", vec![("csrf", token.as_str())]),
+    ] {
+        let mut post = form_post(
+            path,
+            Some("http://sched-a.cluster.test:8080"),
+            &cookie,
+            &fields,
+        );
+        post.headers_mut().insert(
+            axum::http::header::HOST,
+            "sched-a.cluster.test:8080".parse().unwrap(),
+        );
+        let r = web.send(post).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{path}: {}", r.text());
+    }
+    assert!(web.core.received().is_empty());
+}
