@@ -121,13 +121,55 @@ async fn operator_drains_an_agent_from_the_agents_page_and_cancels_it() {
         web_agents(s).len() == 2 && s.agents.len() == 3
     })
     .await;
-    let drained = web_agents(&s)[0].clone();
-    let row = format!("tr[data-agent='{drained}']");
-
     let b = Browser::start().await;
     b.goto(&format!("{}/agents", r.url)).await;
     assert_eq!(b.count("#agents a.drain-start").await, 3);
     b.screenshot("agents-01-before").await;
+
+    // A floor above the service's instances: the replacement starts, but
+    // the old task may not die; the live page shows the drain blocked and
+    // why.
+    let blocked = web_agents(&s)[1].clone();
+    let brow = format!("tr[data-agent='{blocked}']");
+    b.click(&format!("{brow} a.drain-start")).await;
+    b.wait_for_path(&format!("/agents/{blocked}/drain")).await;
+    b.type_into("#drain-min-healthy", "3").await;
+    b.click("#drain-submit").await;
+    b.wait_for_path("/actions/results/").await;
+    assert_eq!(b.text("#result-outcome").await, "ok");
+    b.click("#result-agents").await;
+    b.wait_for_path("/agents").await;
+    let bdetail = format!("tr[data-drain-of='{blocked}']");
+    b.wait_for_text(&bdetail, "would drop web below 3 healthy", WAIT)
+        .await;
+    assert_eq!(b.text(&format!("{brow} .drain-state")).await, "running");
+    let text = b.text(&bdetail).await;
+    assert!(
+        text.contains("0 moved · 0 waiting for health · 1 blocked"),
+        "{text}"
+    );
+    assert_eq!(b.count(&format!("{bdetail} li.progress-blocked")).await, 1);
+    assert_eq!(b.count(&format!("{brow} a.drain-start")).await, 0);
+    b.screenshot("agents-02-blocked").await;
+    b.click(&format!("{bdetail} button.cancel-drain-button"))
+        .await;
+    b.wait_for_path("/actions/results/").await;
+    assert_eq!(b.text("#result-outcome").await, "ok");
+    // The surplus copy goes: two live web tasks again.
+    let s = wait(&r, "2 live web tasks after the cancel", |s| {
+        web_agents(s).len() == 2
+            && s.tasks
+                .iter()
+                .filter(|t| t.service == "web" && !t.is_terminal())
+                .count()
+                == 2
+    })
+    .await;
+
+    // A drain that completes.
+    let drained = web_agents(&s)[0].clone();
+    let row = format!("tr[data-agent='{drained}']");
+    b.goto(&format!("{}/agents", r.url)).await;
 
     // The Drain button opens the confirmation page: what moves, the form.
     b.click(&format!("{row} a.drain-start")).await;
@@ -146,7 +188,7 @@ async fn operator_drains_an_agent_from_the_agents_page_and_cancels_it() {
             .snapshot()
             .agents
             .iter()
-            .all(|a| a.drain.is_none()),
+            .any(|a| a.agent_id.as_str() == drained && a.drain.is_none()),
         "nothing started"
     );
     b.client
@@ -159,7 +201,7 @@ async fn operator_drains_an_agent_from_the_agents_page_and_cancels_it() {
     b.type_into("#drain-min-healthy", "1").await;
     b.select("#drain-then", "none").await;
     b.type_into("#drain-reason", "kernel upgrade").await;
-    b.screenshot("agents-02-confirm").await;
+    b.screenshot("agents-03-confirm").await;
     b.click("#drain-submit").await;
     b.wait_for_path("/actions/results/").await;
     assert_eq!(b.text("#result-outcome").await, "ok");
@@ -188,7 +230,7 @@ async fn operator_drains_an_agent_from_the_agents_page_and_cancels_it() {
     );
     assert_eq!(b.count(&format!("{detail} li.progress-moved")).await, 1);
     assert_eq!(b.count(&format!("{row} a.drain-start")).await, 0);
-    b.screenshot("agents-03-done").await;
+    b.screenshot("agents-04-done").await;
     let s = r.running.handle.snapshot();
     let live = web_agents(&s);
     assert_eq!(live.len(), 2, "{live:?}");
@@ -206,7 +248,7 @@ async fn operator_drains_an_agent_from_the_agents_page_and_cancels_it() {
     b.wait_for_text(&format!("{cell} .drain-state"), "cancelled", WAIT)
         .await;
     assert_eq!(b.count(&format!("{row} a.drain-start")).await, 1);
-    b.screenshot("agents-04-cancelled").await;
+    b.screenshot("agents-05-cancelled").await;
 
     // The overview's charts mark the drain, started and done.
     b.goto(&format!("{}/?window=15m", r.url)).await;
@@ -217,6 +259,6 @@ async fn operator_drains_an_agent_from_the_agents_page_and_cancels_it() {
         marks.contains("SLA drain of agent") && marks.contains(&drained),
         "{marks}"
     );
-    b.screenshot("agents-05-overview-marks").await;
+    b.screenshot("agents-06-overview-marks").await;
     b.close().await;
 }
