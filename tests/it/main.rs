@@ -56,6 +56,7 @@ mod scheduler_removed;
 mod scheduler_revive;
 mod scheduler_rollout;
 mod scheduler_safety;
+mod scheduler_sla_drain;
 mod scheduler_store;
 mod scheduler_workload;
 mod testbed_degraded;

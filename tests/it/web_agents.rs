@@ -494,3 +494,113 @@ async fn in_token_mode_the_drain_page_asks_for_a_login_and_posts_need_the_sessio
     }
     assert!(web.core.received().is_empty());
 }
+
+/// `POST /api/v1/agents/{id}/drain` and its `DELETE`: the admin token,
+/// field errors in the problem shape, 404 for an unknown agent, 409 for a
+/// second drain, and the drain in `/api/v1/agents` (`docs/draining.md`).
+#[tokio::test]
+async fn a_drain_is_an_admin_action_with_field_errors_and_shows_in_the_agents_api() {
+    use axum::body::Body;
+    use axum::http::{Method, header};
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 2);
+    s.agents = vec![agent("S0", AgentState::Active, &["web.0.a"])];
+    let web = TestWeb::new(token_config(), s);
+    let post = |path: &str, body: &str, token: bool| {
+        let mut b = request(Method::POST, path).header(header::CONTENT_TYPE, "application/json");
+        if token {
+            b = b.header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+        }
+        b.body(Body::from(body.to_string())).unwrap()
+    };
+    let r = web
+        .send(post(
+            "/api/v1/agents/S0/drain",
+            r#"{"min_healthy":3}"#,
+            false,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = web
+        .send(post(
+            "/api/v1/agents/S0/drain",
+            r#"{"min_healthy":"x","then":"reboot","extra":1}"#,
+            true,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    let fields: Vec<String> = r.json()["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(fields, ["extra"], "unknown fields first: {}", r.text());
+    let r = web
+        .send(post(
+            "/api/v1/agents/S0/drain",
+            r#"{"min_healthy":"x","then":"reboot"}"#,
+            true,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert_eq!(
+        r.json()["errors"].as_array().unwrap().len(),
+        2,
+        "{}",
+        r.text()
+    );
+    assert!(web.core.received().is_empty(), "nothing reached the core");
+    let r = web
+        .send(post(
+            "/api/v1/agents/S9/drain",
+            r#"{"min_healthy":3}"#,
+            true,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
+    let r = web
+        .send(post(
+            "/api/v1/agents/S0/drain",
+            r#"{"min_healthy":"75%","reason":"kernel upgrade","then":"drain_agent"}"#,
+            true,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["action"], "drain");
+    assert_eq!(v["drain"]["min_healthy"], "75%");
+    assert_eq!(v["drain"]["then"], "drain_agent");
+    let r = web
+        .send(post(
+            "/api/v1/agents/S0/drain",
+            r#"{"min_healthy":3}"#,
+            true,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text());
+    let agents = web
+        .send(
+            request(Method::GET, "/api/v1/agents")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .json();
+    let drain = &agents["agents"][0]["drain"];
+    assert_eq!(drain["state"], "running", "{agents}");
+    assert_eq!(drain["reason"], "kernel upgrade");
+    let r = web
+        .send(
+            request(Method::DELETE, "/api/v1/agents/S0/drain")
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["action"], "cancel_drain");
+    assert_eq!(
+        web.core.received(),
+        ["start_drain", "start_drain", "start_drain", "cancel_drain"]
+    );
+}

@@ -156,6 +156,20 @@ impl Appliance {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// `method <path>` with a JSON body (PUT, DELETE, …); status and JSON
+    /// answer.
+    pub async fn send(&self, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
+        let response = super::mesos::client()
+            .request(method, format!("{}{path}", self.url))
+            .json(&body)
+            .timeout(Duration::from_secs(15))
+            .send()
+            .await
+            .expect("request sent");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
     /// `/api/v1/state`.
     pub async fn state(&self) -> Option<Value> {
         self.get("/api/v1/state").await.map(|(_, v)| v)

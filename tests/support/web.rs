@@ -8,7 +8,6 @@
 //! Also: sample snapshots (a leader with tasks, a follower), and request
 //! helpers for `tower::ServiceExt::oneshot`.
 
-use mesos_appliance::scheduler::drains::{DrainRecord, DrainState, DrainStatus};
 use mesos_appliance::scheduler::records::Halt;
 use mesos_appliance::scheduler::rules::rollout::{RolloutAction, RolloutStatus};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -542,6 +541,9 @@ impl TestCore {
                 };
                 answer(Answer::Service(result));
             }
+            // As the core answers (`machine/drains.rs`): 404 for an agent
+            // not in the table, 409 while one runs or is done; the agent's
+            // entry shows the drain.
             CoreRequest::StartDrain {
                 agent_id,
                 min_healthy,
@@ -549,19 +551,22 @@ impl TestCore {
                 by,
                 then,
             } => {
-                // As the core answers: 404 unknown agent, 409 a drain holds it.
+                use mesos_appliance::scheduler::drains::{DrainRecord, DrainState, DrainStatus};
+                let at = s.at;
                 let result = match s.agents.iter_mut().find(|a| a.agent_id == agent_id) {
                     None => Err(CommandError::NotFound(format!("agent {agent_id}"))),
-                    Some(a) if a.drain.as_ref().is_some_and(|d| d.state.holds()) => Err(
-                        CommandError::Conflict(format!("a drain of agent {agent_id} runs")),
-                    ),
+                    Some(a) if a.drain.as_ref().is_some_and(|d| d.state.holds()) => {
+                        Err(CommandError::Conflict(format!(
+                            "agent {agent_id} is already being drained"
+                        )))
+                    }
                     Some(a) => {
                         let record = DrainRecord {
-                            agent_id: agent_id.clone(),
+                            agent_id,
                             min_healthy,
                             reason,
                             by,
-                            started_at: s.at,
+                            started_at: at,
                             then,
                             state: DrainState::Running,
                             finished_at: None,
@@ -576,32 +581,30 @@ impl TestCore {
                 answer(Answer::Drain(result));
             }
             CoreRequest::CancelDrain { agent_id, by } => {
-                let held = s
-                    .agents
-                    .iter_mut()
-                    .find(|a| a.agent_id == agent_id)
-                    .and_then(|a| a.drain.as_mut().filter(|d| d.state.holds()));
-                let result = match held {
-                    None => Err(CommandError::NotFound(format!(
-                        "no drain of agent {agent_id}"
-                    ))),
-                    Some(d) => {
+                use mesos_appliance::scheduler::drains::{DrainRecord, DrainState};
+                let at = s.at;
+                let result = match s.agents.iter_mut().find(|a| a.agent_id == agent_id) {
+                    Some(a) if a.drain.as_ref().is_some_and(|d| d.state.holds()) => {
+                        let d = a.drain.as_mut().expect("a drain");
                         d.state = DrainState::Cancelled;
-                        d.finished_at = Some(s.at);
+                        d.finished_at = Some(at);
                         Ok(DrainRecord {
-                            agent_id: agent_id.clone(),
+                            agent_id,
                             min_healthy: d.min_healthy,
                             reason: d.reason.clone(),
                             by: d.by.clone(),
                             started_at: d.started_at,
                             then: d.then,
                             state: DrainState::Cancelled,
-                            finished_at: d.finished_at,
+                            finished_at: Some(at),
                             cancelled_by: Some(by),
-                            then_called: d.then_called,
-                            then_error: d.then_error.clone(),
+                            then_called: false,
+                            then_error: None,
                         })
                     }
+                    _ => Err(CommandError::NotFound(format!(
+                        "a running or done drain of agent {agent_id}"
+                    ))),
                 };
                 answer(Answer::Drain(result));
             }
