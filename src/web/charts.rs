@@ -3,8 +3,9 @@
 //! (running, staging/starting, failed tasks; one line per service) and a
 //! bar chart of offers received and declined per minute share one time
 //! axis, with the [marks](super::history::Mark) — leadership changes,
-//! subscriptions, master changes, reconciliations — drawn across each as
-//! dashed lines (hover one for what happened). Every text that comes from
+//! subscriptions, master changes, reconciliations, partitions, drains and
+//! maintenance windows — drawn across each as dashed lines, one colour per
+//! kind (hover one for what happened). Every text that comes from
 //! data is XML-escaped.
 //!
 //! The charts sit in the overview's live part, so `app.js` re-renders them
@@ -34,9 +35,23 @@ pub fn mark_colour(kind: &str) -> &'static str {
         "leadership" => "#b35c00",
         "subscribed" => "#2e7d32",
         "master" => "#6a1b9a",
+        "partition" => "#c62828",
+        "drain" => "#00838f",
+        "maintenance" => "#8d6e63",
         _ => "#1565c0",
     }
 }
+
+/// The kinds of [marks](super::history::Mark), in the legend's order.
+pub const MARK_KINDS: &[&str] = &[
+    "leadership",
+    "subscribed",
+    "master",
+    "reconcile",
+    "partition",
+    "drain",
+    "maintenance",
+];
 
 /// One chart, ready for the template.
 #[derive(Debug, Clone)]
@@ -59,7 +74,7 @@ pub struct Charts {
     /// Services and their colour's index in the palette (CSS `sw-<i>`).
     pub legend: Vec<(String, usize)>,
     /// Mark kinds (CSS `mk-<kind>`).
-    pub mark_legend: [&'static str; 4],
+    pub mark_legend: &'static [&'static str],
     /// Marks in the window, newest first (for the list under the charts).
     pub marks: Vec<super::history::Mark>,
     /// Whose ring it is.
@@ -290,7 +305,7 @@ impl Charts {
             window,
             charts,
             legend,
-            mark_legend: ["leadership", "subscribed", "master", "reconcile"],
+            mark_legend: MARK_KINDS,
             marks: view.marks.iter().rev().take(12).cloned().collect(),
             source: view.replica.clone(),
             points: view.times.len(),
@@ -332,11 +347,23 @@ mod tests {
                 received: 4,
                 declined: 3,
             }],
-            marks: vec![Mark {
-                at: 1500.0,
-                kind: "leadership".into(),
-                text: "<b>leader</b> & co".into(),
-            }],
+            marks: vec![
+                Mark {
+                    at: 1500.0,
+                    kind: "leadership".into(),
+                    text: "<b>leader</b> & co".into(),
+                },
+                Mark {
+                    at: 1600.0,
+                    kind: "partition".into(),
+                    text: "agent a1 unreachable".into(),
+                },
+                Mark {
+                    at: 1700.0,
+                    kind: "drain".into(),
+                    text: "agent a1 draining".into(),
+                },
+            ],
         };
         let charts = Charts::new(&view, Window::Quarter, None);
         let all: String = charts.charts.iter().map(|c| c.svg.as_str()).collect();
@@ -345,6 +372,15 @@ mod tests {
         assert!(all.contains("<polyline"));
         assert!(all.contains("offers-received") && all.contains("offers-declined"));
         assert_eq!(all.matches("class=\"mark mark-leadership\"").count(), 4);
+        // Partitions and drains: a line of their own colour on each chart.
+        assert_eq!(
+            all.matches(r##"class="mark mark-partition" x1="##).count(),
+            4
+        );
+        assert_eq!(all.matches(r##"stroke="#c62828""##).count(), 4);
+        assert_eq!(all.matches(r##"stroke="#00838f""##).count(), 4);
+        assert!(all.contains("agent a1 draining"));
+        assert!(charts.mark_legend.contains(&"partition") && charts.mark_legend.contains(&"drain"));
         assert_eq!(nice_max(7.0), 10.0);
         assert_eq!(nice_max(3.0), 3.0);
     }

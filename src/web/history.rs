@@ -6,8 +6,10 @@
 //! failed (`TASK_FAILED`, `TASK_ERROR`), and the offers received and
 //! declined since the last sample (the core's `offers_total` counters).
 //! Between samples it watches every snapshot for *marks*: leadership
-//! changes, new subscriptions, a new leading master, and reconciliation
-//! runs. Samples older than [`KEEP`] (6 h) are dropped, so the ring holds
+//! changes, new subscriptions, a new leading master, reconciliation runs,
+//! partitions (an agent unreachable and back), drains (the master's
+//! `DRAIN_AGENT` / `DEACTIVATE_AGENT`, the appliance's SLA drain) and
+//! maintenance windows (learnt, begun). Samples older than [`KEEP`] (6 h) are dropped, so the ring holds
 //! at most `KEEP / SAMPLE_INTERVAL` samples; at most [`MAX_SERVICES`]
 //! services are told apart (the rest count as `other`) and counts are
 //! 16-bit (saturating), which bounds a sample's size. Marks are bounded by
@@ -25,7 +27,7 @@
 //! [`DEFAULT_POINTS`], at most [`MAX_POINTS`]; each point is the last
 //! sample of its slice), offers per minute, and the marks.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,7 +44,10 @@ use super::error::AppError;
 use super::extract::ApiQuery;
 use crate::coordination::Leadership;
 use crate::scheduler::Snapshot;
+use crate::scheduler::drains::{DrainState, DrainStatus};
+use crate::scheduler::ids::AgentId;
 use crate::scheduler::metrics::OfferLabels;
+use crate::scheduler::snapshot::{AgentState, AgentStatus, MaintenanceWindow};
 
 /// Time between two samples.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
@@ -75,7 +80,10 @@ struct Sample {
 pub struct Mark {
     /// When, seconds since the UNIX epoch.
     pub at: f64,
-    /// `leadership`, `subscribed`, `master` or `reconcile`.
+    /// `leadership`, `subscribed`, `master`, `reconcile`, `partition`
+    /// (an agent unreachable, back or gone), `drain` (the master's
+    /// DRAIN_AGENT or DEACTIVATE_AGENT, the appliance's SLA drain) or
+    /// `maintenance` (a window learnt, a window begun).
     pub kind: String,
     /// What, in words.
     pub text: String,
@@ -242,7 +250,8 @@ impl History {
             .front()
             .map(|s| s.at)
             .into_iter()
-            .chain(ring.marks.front().map(|m| m.at))
+            // Marks may be dated back (an agent's move, at its `since`).
+            .chain(ring.marks.iter().map(|m| m.at))
             .fold(now, f64::min);
         let from = (now - window.seconds()).max(earliest - SAMPLE_INTERVAL.as_secs_f64());
         let inside: Vec<&Sample> = ring.samples.iter().filter(|s| s.at >= from).collect();
@@ -300,12 +309,18 @@ impl History {
             starting: series(1),
             failed: series(2),
             offers,
-            marks: ring
-                .marks
-                .iter()
-                .filter(|m| m.at >= from)
-                .cloned()
-                .collect(),
+            marks: {
+                // A mark may be dated back (an agent's move, at its
+                // `since`): shown in time order.
+                let mut marks: Vec<Mark> = ring
+                    .marks
+                    .iter()
+                    .filter(|m| m.at >= from)
+                    .cloned()
+                    .collect();
+                marks.sort_by(|a, b| a.at.total_cmp(&b.at));
+                marks
+            },
         }
     }
 }
@@ -394,7 +409,8 @@ pub struct HistoryView {
     pub failed: Vec<Vec<u32>>,
     /// Offers received and declined per minute.
     pub offers: Vec<OfferMinute>,
-    /// Leadership changes, subscriptions, master changes, reconciliations.
+    /// Leadership changes, subscriptions, master changes, reconciliations,
+    /// partitions, drains and maintenance windows, in time order.
     pub marks: Vec<Mark>,
 }
 
@@ -405,6 +421,40 @@ struct Seen {
     subscribed_at: Option<f64>,
     master: Option<String>,
     reconcile: u64,
+    /// Per agent: the state and `since` last marked, the maintenance
+    /// window last marked as learnt, and whether its start was marked.
+    agents: HashMap<AgentId, SeenAgent>,
+}
+
+/// What [`Seen`] last marked of one agent.
+struct SeenAgent {
+    state: AgentState,
+    since: f64,
+    window: Option<MaintenanceWindow>,
+    window_began: bool,
+    /// The appliance's drain last marked: its start and state.
+    drain: Option<(f64, DrainState)>,
+}
+
+/// The kind of mark of an agent's move into `state` from `before`
+/// (`None`: first seen), or none for a move that is neither a partition
+/// nor a drain.
+fn agent_mark(before: Option<AgentState>, state: AgentState) -> Option<(&'static str, String)> {
+    use AgentState::*;
+    let (kind, what) = match (before, state) {
+        (_, Unreachable) => ("partition", "unreachable".to_string()),
+        (Some(Unreachable), Active) => ("partition", "reachable again".to_string()),
+        (Some(Unreachable), Gone) | (None, Gone) => ("partition", "gone".to_string()),
+        (_, Gone) => ("drain", "gone".to_string()),
+        (_, Draining) => ("drain", "draining (the master's DRAIN_AGENT)".to_string()),
+        (_, Drained) => ("drain", "drained".to_string()),
+        (_, Deactivated) => ("drain", "deactivated (DEACTIVATE_AGENT)".to_string()),
+        (Some(Draining | Drained | Deactivated), Active) => {
+            ("drain", "active again (REACTIVATE_AGENT)".to_string())
+        }
+        (_, Active) => return None,
+    };
+    Some((kind, what))
 }
 
 impl Seen {
@@ -464,7 +514,123 @@ impl Seen {
             newest = newest.max(run.id);
         }
         self.reconcile = newest;
+        self.update_agents(s, history);
     }
+
+    /// Partition, drain and maintenance marks from the agent table
+    /// (`docs/partitions.md`): a move is marked at the agent's `since`, so
+    /// a new leader that first sees an agent unreachable or draining marks
+    /// when that began; a follower's empty table forgets nothing, so
+    /// leading again marks no move twice.
+    fn update_agents(&mut self, s: &Snapshot, history: &History) {
+        if s.agents.is_empty() {
+            return;
+        }
+        for a in &s.agents {
+            let name = if a.hostname.is_empty() {
+                a.agent_id.to_string()
+            } else {
+                format!("{} ({})", a.hostname, a.agent_id)
+            };
+            let seen = self.agents.get_mut(&a.agent_id);
+            let before = seen.as_ref().map(|x| (x.state, x.since));
+            if before.map(|b| b.0) != Some(a.state) {
+                let at = a.since.min(s.at);
+                if let Some((kind, what)) = agent_mark(before.map(|b| b.0), a.state) {
+                    let text = match before {
+                        Some((AgentState::Unreachable, lost)) if a.state == AgentState::Active => {
+                            format!("agent {name} {what} after {:.0} s", (at - lost).max(0.0))
+                        }
+                        _ => format!("agent {name} {what}"),
+                    };
+                    history.mark(at, kind, text);
+                }
+            }
+            let entry = self.agents.entry(a.agent_id.clone()).or_insert(SeenAgent {
+                state: a.state,
+                since: a.since,
+                window: None,
+                window_began: false,
+                drain: None,
+            });
+            entry.state = a.state;
+            entry.since = a.since;
+            if let Some(w) = a.maintenance {
+                if entry.window != Some(w) {
+                    let length = w
+                        .duration_seconds
+                        .map_or("open-ended".to_string(), |d| format!("for {d:.0} s"));
+                    history.mark(
+                        s.at,
+                        "maintenance",
+                        format!(
+                            "maintenance window of {name} learnt: from {} {length}",
+                            crate::util::format_time(w.start)
+                        ),
+                    );
+                    entry.window = Some(w);
+                    entry.window_began = false;
+                }
+                if !entry.window_began && w.start <= s.at {
+                    history.mark(
+                        w.start,
+                        "maintenance",
+                        format!("maintenance window of {name} began"),
+                    );
+                    entry.window_began = true;
+                }
+            }
+        }
+        for a in &s.agents {
+            if let (Some(d), Some(entry)) = (&a.drain, self.agents.get_mut(&a.agent_id)) {
+                mark_drain(history, a, d, &mut entry.drain);
+            }
+        }
+        let listed: std::collections::HashSet<&AgentId> =
+            s.agents.iter().map(|a| &a.agent_id).collect();
+        self.agents.retain(|id, _| listed.contains(id));
+    }
+}
+
+/// Marks the appliance's drain `d` of agent `a` (`docs/draining.md`) when
+/// it started, ended or was cancelled since `seen`, the drain last marked;
+/// each at its own time (`started_at`, `finished_at`).
+fn mark_drain(
+    history: &History,
+    a: &AgentStatus,
+    d: &DrainStatus,
+    seen: &mut Option<(f64, DrainState)>,
+) {
+    let name = if a.hostname.is_empty() {
+        a.agent_id.to_string()
+    } else {
+        format!("{} ({})", a.hostname, a.agent_id)
+    };
+    let same_drain = seen.is_some_and(|(started, _)| started == d.started_at);
+    if !same_drain {
+        history.mark(
+            d.started_at,
+            "drain",
+            format!(
+                "SLA drain of agent {name} started by {} (min_healthy {}, then {})",
+                d.by,
+                d.min_healthy,
+                d.then.as_str()
+            ),
+        );
+    }
+    let before = seen.filter(|_| same_drain).map(|(_, state)| state);
+    if before != Some(d.state) && d.state != DrainState::Running {
+        let at = d.finished_at.unwrap_or(d.started_at);
+        let text = match d.state {
+            DrainState::Done => {
+                format!("SLA drain of agent {name} done: {} task(s) moved", d.moved)
+            }
+            _ => format!("SLA drain of agent {name} cancelled"),
+        };
+        history.mark(at, "drain", text);
+    }
+    *seen = Some((d.started_at, d.state));
 }
 
 /// The sum of the `event` series of the offers counter.
@@ -598,6 +764,7 @@ mod tests {
     use super::*;
     use crate::coordination::ReplicaInfo;
     use crate::scheduler::records::TaskRecord;
+    use crate::scheduler::snapshot::{AgentState, AgentStatus, MaintenanceWindow};
 
     fn snapshot(tasks: &[(&str, &str)]) -> Snapshot {
         let mut s = Snapshot::standby(
@@ -662,6 +829,157 @@ mod tests {
         assert_eq!(v.services.len(), MAX_SERVICES + 1);
         assert_eq!(v.services.last().map(String::as_str), Some(OTHER));
         assert_eq!(v.running[MAX_SERVICES], [5]);
+    }
+
+    fn agent(id: &str, state: AgentState, since: f64) -> AgentStatus {
+        AgentStatus {
+            agent_id: id.into(),
+            hostname: format!("{id}.example"),
+            state,
+            since,
+            maintenance: None,
+            tasks: Vec::new(),
+            drain: None,
+        }
+    }
+
+    fn marks_of(h: &History, kind: &str) -> Vec<Mark> {
+        h.view(Window::Six, 10_000.0, 10, "")
+            .marks
+            .into_iter()
+            .filter(|m| m.kind == kind)
+            .collect()
+    }
+
+    #[test]
+    fn partitions_are_marked_when_an_agent_is_lost_and_when_it_returns() {
+        let h = History::new();
+        let mut seen = Seen::default();
+        let mut s = snapshot(&[]);
+        s.at = 1000.0;
+        s.agents = vec![agent("S0", AgentState::Active, 900.0)];
+        seen.update(&s, &h);
+        assert!(marks_of(&h, "partition").is_empty());
+        s.at = 1010.0;
+        s.agents = vec![agent("S0", AgentState::Unreachable, 1005.0)];
+        seen.update(&s, &h);
+        // The same state again marks nothing new.
+        s.at = 1015.0;
+        seen.update(&s, &h);
+        s.at = 1060.0;
+        s.agents = vec![agent("S0", AgentState::Active, 1050.0)];
+        seen.update(&s, &h);
+        let marks = marks_of(&h, "partition");
+        assert_eq!(marks.len(), 2, "{marks:?}");
+        assert_eq!(marks[0].at, 1005.0);
+        assert!(marks[0].text.contains("S0.example") && marks[0].text.contains("unreachable"));
+        assert_eq!(marks[1].at, 1050.0);
+        assert!(
+            marks[1].text.contains("reachable again after 45 s"),
+            "{marks:?}"
+        );
+    }
+
+    #[test]
+    fn drains_and_maintenance_are_marked() {
+        let h = History::new();
+        let mut seen = Seen::default();
+        let mut s = snapshot(&[]);
+        s.at = 2000.0;
+        // First seen already draining (a new leader): marked at its `since`.
+        let mut m = agent("S1", AgentState::Active, 1000.0);
+        m.maintenance = Some(MaintenanceWindow {
+            start: 2100.0,
+            duration_seconds: Some(600.0),
+        });
+        s.agents = vec![agent("S0", AgentState::Draining, 1990.0), m.clone()];
+        seen.update(&s, &h);
+        s.at = 2050.0;
+        s.agents[0] = agent("S0", AgentState::Drained, 2040.0);
+        seen.update(&s, &h);
+        let drains = marks_of(&h, "drain");
+        assert_eq!(drains.len(), 2, "{drains:?}");
+        assert_eq!(drains[0].at, 1990.0);
+        assert!(drains[0].text.contains("draining"), "{drains:?}");
+        assert!(drains[1].text.contains("drained"), "{drains:?}");
+        // The window is marked when learnt and when it begins, once each.
+        let maintenance = marks_of(&h, "maintenance");
+        assert_eq!(maintenance.len(), 1, "{maintenance:?}");
+        assert!(
+            maintenance[0].text.contains("S1.example"),
+            "{maintenance:?}"
+        );
+        s.at = 2110.0;
+        seen.update(&s, &h);
+        s.at = 2120.0;
+        seen.update(&s, &h);
+        let maintenance = marks_of(&h, "maintenance");
+        assert_eq!(maintenance.len(), 2, "{maintenance:?}");
+        assert_eq!(maintenance[1].at, 2100.0);
+        assert!(maintenance[1].text.contains("began"), "{maintenance:?}");
+        // A follower's empty table forgets nothing: leading again marks no
+        // transition twice.
+        s.agents.clear();
+        seen.update(&s, &h);
+        s.agents = vec![agent("S0", AgentState::Drained, 2040.0), m];
+        seen.update(&s, &h);
+        assert_eq!(marks_of(&h, "drain").len(), 2);
+        assert_eq!(marks_of(&h, "maintenance").len(), 2);
+    }
+
+    #[test]
+    fn the_appliances_drains_are_marked_when_started_done_and_cancelled() {
+        use crate::scheduler::drains::{DrainRecord, MinHealthy, ThenAction};
+        let h = History::new();
+        let mut seen = Seen::default();
+        let mut s = snapshot(&[]);
+        let mut record = DrainRecord {
+            agent_id: "S0".into(),
+            min_healthy: MinHealthy::Count(3),
+            reason: Some("kernel".into()),
+            by: "admin".into(),
+            started_at: 3000.0,
+            then: ThenAction::DrainAgent,
+            state: DrainState::Running,
+            finished_at: None,
+            cancelled_by: None,
+            then_called: false,
+            then_error: None,
+        };
+        let with = |record: &DrainRecord| {
+            let mut a = agent("S0", AgentState::Active, 100.0);
+            a.drain = Some(DrainStatus::new(record, Vec::new()));
+            a
+        };
+        s.at = 3001.0;
+        s.agents = vec![with(&record)];
+        seen.update(&s, &h);
+        seen.update(&s, &h);
+        record.state = DrainState::Done;
+        record.finished_at = Some(3050.0);
+        s.agents = vec![with(&record)];
+        seen.update(&s, &h);
+        seen.update(&s, &h);
+        let drains = marks_of(&h, "drain");
+        assert_eq!(drains.len(), 2, "{drains:?}");
+        assert_eq!(drains[0].at, 3000.0);
+        assert!(drains[0].text.contains("SLA drain of agent S0.example (S0) started by admin (min_healthy 3, then drain_agent)"), "{drains:?}");
+        assert_eq!(drains[1].at, 3050.0);
+        assert!(drains[1].text.contains("done"), "{drains:?}");
+        record.state = DrainState::Cancelled;
+        record.finished_at = Some(3070.0);
+        s.agents = vec![with(&record)];
+        seen.update(&s, &h);
+        // A new drain of the same agent is marked anew.
+        record.state = DrainState::Running;
+        record.started_at = 3100.0;
+        record.finished_at = None;
+        s.agents = vec![with(&record)];
+        seen.update(&s, &h);
+        let drains = marks_of(&h, "drain");
+        assert_eq!(drains.len(), 4, "{drains:?}");
+        assert!(drains[2].text.contains("cancelled"), "{drains:?}");
+        assert_eq!(drains[3].at, 3100.0);
     }
 
     #[test]

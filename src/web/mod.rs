@@ -53,6 +53,7 @@
 //! | GET | `/actions/teardown`, `/actions/kamikaze` | anyone (login first in token mode: 303) | confirmation page |
 //! | POST | `/actions/{teardown,kamikaze,reconcile,abdicate,reregister,resume,rollback}` | admin session or loopback rule; `Origin` + CSRF | 303 to `/actions/results/{id}`; 401, 403, 409, 422, 503 |
 //! | GET | `/actions/results/{id}` | anyone | 200 result page, 404 |
+//! | GET, POST | `/agents/{agent_id}/drain` (confirmation page, start), POST `/agents/{agent_id}/drain/cancel` | as the other actions' pages and posts | 200 page (404 unknown agent); 303 to `/actions/results/{id}`; 401, 403, 422 (the page again, fields named), 503 |
 //! | GET, POST | `/login`; POST `/logout` | anyone (`Origin` + CSRF) | 303 with the session cookie, 401 wrong token, 429 too many wrong tokens |
 //! | GET | `/healthz` | anyone | 200 `ok` |
 //! | GET | `/readyz` | anyone | 200 / 503 with the reason |
@@ -447,6 +448,14 @@ pub fn router(state: AppState) -> Router {
         .route("/actions/reregister", post(forms::post_reregister))
         .route("/actions/resume", post(forms::post_resume))
         .route("/actions/rollback", post(forms::post_rollback))
+        .route(
+            "/agents/{agent_id}/drain",
+            get(agents::confirm_drain).post(agents::post_drain),
+        )
+        .route(
+            "/agents/{agent_id}/drain/cancel",
+            post(agents::post_cancel_drain),
+        )
         .route("/login", get(pages::login).post(forms::post_login))
         .route("/logout", post(forms::post_logout))
         // The rest of the API.

@@ -43,6 +43,7 @@ mod deploy_files;
 mod deploy_scenarios;
 mod deploy_strategies;
 mod deploy_uninstall;
+mod e2e_agents_drain;
 mod e2e_dashboard;
 mod executor_agent;
 mod executor_tasks;
