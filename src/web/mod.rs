@@ -477,7 +477,10 @@ pub fn router(state: AppState) -> Router {
             get(jobs::runs).post(jobs::start_run),
         )
         .route("/api/v1/jobs/{name}/runs/{run_id}", get(jobs::run))
-        .route("/api/v1/jobs/{name}/runs/{run_id}/kill", post(jobs::kill_run))
+        .route(
+            "/api/v1/jobs/{name}/runs/{run_id}/kill",
+            post(jobs::kill_run),
+        )
         .route("/api/v1/history", get(history::api))
         .route("/api/v1/stream", get(live::stream))
         .route("/healthz", get(api::healthz))

@@ -8,6 +8,7 @@ mod agents;
 mod backoff;
 mod commands;
 mod determinism;
+mod jobs;
 mod lag;
 mod launch_reconcile;
 mod lifecycle;
@@ -278,20 +279,20 @@ impl Store {
                     Written::Version(v)
                 }))
             }
-            StoreOp::DeleteJob(key, _) => StoreResult::Written(Ok(
-                if self.jobs.remove(&key).is_some() {
+            StoreOp::DeleteJob(key, _) => {
+                StoreResult::Written(Ok(if self.jobs.remove(&key).is_some() {
                     Written::Deleted
                 } else {
                     Written::Absent
-                },
-            )),
-            StoreOp::DeleteRun(key, _) => StoreResult::Written(Ok(
-                if self.runs.remove(&key).is_some() {
+                }))
+            }
+            StoreOp::DeleteRun(key, _) => {
+                StoreResult::Written(Ok(if self.runs.remove(&key).is_some() {
                     Written::Deleted
                 } else {
                     Written::Absent
-                },
-            )),
+                }))
+            }
         }
     }
 }
