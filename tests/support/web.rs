@@ -372,6 +372,11 @@ impl TestCore {
                     CoreRequest::PutService(_) => "put_service",
                     CoreRequest::DeleteService(_) => "delete_service",
                     CoreRequest::Rollout { .. } => "rollout",
+                    CoreRequest::PutJob(_) => "put_job",
+                    CoreRequest::DeleteJob(_) => "delete_job",
+                    CoreRequest::SetJobEnabled { .. } => "set_job_enabled",
+                    CoreRequest::StartRun(_) => "start_run",
+                    CoreRequest::KillRun { .. } => "kill_run",
                 };
                 self.log.lock().unwrap().push(name);
                 let mode = self.mode.lock().unwrap().clone();
@@ -539,6 +544,15 @@ impl TestCore {
                 };
                 answer(Answer::Service(result));
             }
+            // This fake core keeps no jobs: the jobs' rules are the real
+            // core's (`core/machine/jobs.rs`), tested with it.
+            CoreRequest::PutJob(_)
+            | CoreRequest::DeleteJob(_)
+            | CoreRequest::SetJobEnabled { .. }
+            | CoreRequest::StartRun(_)
+            | CoreRequest::KillRun { .. } => answer(Answer::Refused(CommandError::Conflict(
+                "the fake core keeps no jobs".into(),
+            ))),
         }
         self.snapshots.send_replace(Arc::new(s));
     }
