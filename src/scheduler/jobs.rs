@@ -313,12 +313,12 @@ mod tests {
 
     #[test]
     fn scheduled_run_ids_are_the_trigger_time_and_sort_by_it() {
-        let a = RunId::scheduled(1_796_241_600);
+        let a = RunId::scheduled(1_796_155_200);
         assert_eq!(a, "20261201T200000Z");
-        assert_eq!(RunId::scheduled_at(&a), Some(1_796_241_600));
-        let b = RunId::scheduled(1_796_241_660);
+        assert_eq!(RunId::scheduled_at(&a), Some(1_796_155_200));
+        let b = RunId::scheduled(1_796_155_260);
         assert!(a < b);
-        let m = RunId::manual(1_796_241_600, 0xab);
+        let m = RunId::manual(1_796_155_200, 0xab);
         assert_eq!(m, "20261201T200000Z-m0000ab");
         assert_eq!(RunId::scheduled_at(&m), None);
         assert!(a < m && m < b);
@@ -338,14 +338,14 @@ mod tests {
     fn a_run_record_round_trips_as_documented() {
         let run = RunRecord {
             job: "report".into(),
-            run_id: RunId::scheduled(1_796_241_600),
+            run_id: RunId::scheduled(1_796_155_200),
             trigger: Trigger::Schedule {
-                at: 1_796_241_600.0,
+                at: 1_796_155_200.0,
             },
             state: RunState::TimedOut,
             reason: Some("timed out after 1m".into()),
-            created_at: 1_796_241_600.2,
-            finished_at: Some(1_796_241_661.0),
+            created_at: 1_796_155_200.2,
+            finished_at: Some(1_796_155_261.0),
             args: vec![],
             env: BTreeMap::new(),
             attempts: vec![],
