@@ -260,7 +260,6 @@ impl Machine {
         );
         self.out.publish_now = true;
         self.begin_startup(now);
-        self.begin_jobs();
         self.finish(now)
     }
 
