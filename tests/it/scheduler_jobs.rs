@@ -139,11 +139,22 @@ async fn a_forbid_job_launches_once_per_run_across_a_leader_change() {
         })
         .await;
     let want = report(&leader).cloned().unwrap();
-    third
-        .wait_for("r3 shows the leader's history", WAIT, |s| {
-            report(s).is_some_and(|j| j.runs == want.runs && j.next_run_at == want.next_run_at)
-        })
-        .await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let s = third.snapshot();
+        let got = report(&s);
+        if got.is_some_and(|j| j.runs == want.runs && j.next_run_at == want.next_run_at) {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let got = got.map(|j| (j.runs.clone(), j.next_run_at));
+            panic!(
+                "r3 shows {got:#?}\nthe leader {:#?}",
+                (&want.runs, want.next_run_at)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     third.stop().await;
     second.stop().await;
 }
