@@ -36,6 +36,8 @@ struct State {
     services: Records,
     tasks: Records,
     drains: Records,
+    jobs: Records,
+    runs: Records,
     /// The audit log, oldest first, and the next sequence number.
     audit: std::collections::VecDeque<(u64, Value)>,
     audit_next: u64,
@@ -81,6 +83,8 @@ impl State {
             RecordKind::Services => &mut self.services,
             RecordKind::Tasks => &mut self.tasks,
             RecordKind::Drains => &mut self.drains,
+            RecordKind::Jobs => &mut self.jobs,
+            RecordKind::Runs => &mut self.runs,
         }
     }
 }

@@ -21,6 +21,8 @@
 //! | `services/<name>` | persistent | a service record, JSON ([`RecordKind::Services`]) |
 //! | `tasks/<task-id>` | persistent | a task record, JSON ([`RecordKind::Tasks`]) |
 //! | `drains/<agent-id>` | persistent | an agent's drain, JSON ([`RecordKind::Drains`]) |
+//! | `jobs/<name>` | persistent | a job record, JSON ([`RecordKind::Jobs`]) |
+//! | `runs/<job>.<run-id>` | persistent | a job's run record, JSON ([`RecordKind::Runs`]) |
 //! | `audit/entry-<seq>` | persistent sequential | one audit entry, JSON; the last [`AUDIT_KEPT`] are kept |
 //!
 //! ## Leadership
@@ -205,8 +207,8 @@ pub enum Expect {
     Any,
 }
 
-/// The record collections under the root: `services/`, `tasks/` and
-/// `drains/`.
+/// The record collections under the root: `services/`, `tasks/`,
+/// `drains/`, `jobs/` and `runs/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RecordKind {
     /// `services/<name>`: desired workload.
@@ -215,6 +217,11 @@ pub enum RecordKind {
     Tasks,
     /// `drains/<agent-id>`: the appliance's drains of agents.
     Drains,
+    /// `jobs/<name>`: job specs (`docs/jobs.md`).
+    Jobs,
+    /// `runs/<job>.<run-id>`: the runs of jobs, each written before its
+    /// first attempt is launched (`docs/jobs.md#exactly-once`).
+    Runs,
 }
 
 impl RecordKind {
@@ -224,6 +231,8 @@ impl RecordKind {
             RecordKind::Services => "services",
             RecordKind::Tasks => "tasks",
             RecordKind::Drains => "drains",
+            RecordKind::Jobs => "jobs",
+            RecordKind::Runs => "runs",
         }
     }
 }

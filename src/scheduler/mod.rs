@@ -24,6 +24,7 @@ pub mod core;
 pub mod counts;
 pub mod drains;
 pub mod ids;
+pub mod jobs;
 pub mod metrics;
 pub mod records;
 pub mod rules;

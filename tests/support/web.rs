@@ -378,6 +378,11 @@ impl TestCore {
                     CoreRequest::Rollout { .. } => "rollout",
                     CoreRequest::StartDrain { .. } => "start_drain",
                     CoreRequest::CancelDrain { .. } => "cancel_drain",
+                    CoreRequest::PutJob(_) => "put_job",
+                    CoreRequest::DeleteJob(_) => "delete_job",
+                    CoreRequest::SetJobEnabled { .. } => "set_job_enabled",
+                    CoreRequest::StartRun(_) => "start_run",
+                    CoreRequest::KillRun { .. } => "kill_run",
                 };
                 self.log.lock().unwrap().push(name);
                 let mode = self.mode.lock().unwrap().clone();
@@ -614,6 +619,15 @@ impl TestCore {
                 };
                 answer(Answer::Drain(result));
             }
+            // This fake core keeps no jobs: the jobs' rules are the real
+            // core's (`core/machine/jobs.rs`), tested with it.
+            CoreRequest::PutJob(_)
+            | CoreRequest::DeleteJob(_)
+            | CoreRequest::SetJobEnabled { .. }
+            | CoreRequest::StartRun(_)
+            | CoreRequest::KillRun { .. } => answer(Answer::Refused(CommandError::Conflict(
+                "the fake core keeps no jobs".into(),
+            ))),
         }
         self.snapshots.send_replace(Arc::new(s));
     }

@@ -124,6 +124,8 @@ pub(crate) struct Paths {
     services: String,
     tasks: String,
     drains: String,
+    jobs: String,
+    runs: String,
     audit: String,
 }
 
@@ -137,6 +139,8 @@ impl Paths {
             services: format!("{root}/services"),
             tasks: format!("{root}/tasks"),
             drains: format!("{root}/drains"),
+            jobs: format!("{root}/jobs"),
+            runs: format!("{root}/runs"),
             audit: format!("{root}/audit"),
         }
     }
@@ -146,6 +150,8 @@ impl Paths {
             RecordKind::Services => &self.services,
             RecordKind::Tasks => &self.tasks,
             RecordKind::Drains => &self.drains,
+            RecordKind::Jobs => &self.jobs,
+            RecordKind::Runs => &self.runs,
         }
     }
 }

@@ -124,6 +124,11 @@ impl Machine {
                 then,
             } => self.start_drain(id, agent_id, min_healthy, reason, by, then, now),
             Request::CancelDrain { agent_id, by } => self.cancel_drain(id, agent_id, by, now),
+            request @ (Request::PutJob(_)
+            | Request::DeleteJob(_)
+            | Request::SetJobEnabled { .. }
+            | Request::StartRun(_)
+            | Request::KillRun { .. }) => self.on_job_command(id, request, now),
         }
     }
 
@@ -273,6 +278,11 @@ impl Machine {
     }
 
     fn put_service(&mut self, reply: ReplyId, spec: Box<ValidServiceSpec>) {
+        if self.jobs.contains(&spec.name) {
+            let error = CommandError::Conflict(format!("a job is named {}", spec.name));
+            self.reply(reply, Answer::Service(Err(error)));
+            return;
+        }
         if self.services.writing(&spec.name) {
             self.services.queue(reply, Request::PutService(spec));
             return;

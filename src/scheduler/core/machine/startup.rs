@@ -359,6 +359,8 @@ impl Machine {
             self.startup.client_deferred = true;
         }
         self.store(StoreOp::ListTasks, Pending::Startup(Step::LoadTasks));
+        // The jobs and their runs, next to the task records (`jobs`).
+        self.begin_jobs();
     }
 
     /// The task records are known: kills a previous term wanted resume,

@@ -157,6 +157,7 @@ impl Machine {
                     attempts: k.attempts,
                 })
                 .collect(),
+            jobs: self.jobs.statuses(),
         }
     }
 }

@@ -50,7 +50,12 @@ async fn a_new_leader_subscribes_before_it_reads_the_task_records() {
     assert!(Harness::launched(&calls).is_empty(), "{calls:?}");
     assert!(reconcile_calls(&calls).is_empty(), "{calls:?}");
     assert!(h.acks.is_empty());
-    assert_eq!(h.stores.len(), 1, "only the task list is outstanding");
+    let outstanding: Vec<String> = h.stores.iter().map(|(_, op)| format!("{op:?}")).collect();
+    assert_eq!(
+        outstanding,
+        ["ListTasks", "ListJobs", "ListRuns"],
+        "only the task list (and the jobs', read beside it) is outstanding"
+    );
 
     // The records arrive: the subscription's explicit run asks about both,
     // the held update (an echo) is acknowledged without a write, and the
