@@ -62,6 +62,7 @@ mod testbed_drain;
 mod testbed_election;
 mod testbed_fault_api;
 mod testbed_faults;
+mod testbed_finite;
 mod testbed_health;
 mod testbed_inspection;
 mod testbed_lifecycle;

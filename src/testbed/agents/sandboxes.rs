@@ -141,7 +141,8 @@ impl Master {
                         && p.framework_id == *framework_id
                         && p.executor_id == *executor_id
                 })
-                .map(|p| p.sandbox.clone());
+                .map(|p| p.sandbox.clone())
+                .or_else(|| self.command_sandbox(index, framework_id, executor_id));
             let task_id = executor.tasks.first().cloned().unwrap_or_default();
             let launched = self
                 .tasks
