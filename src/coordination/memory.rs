@@ -35,6 +35,8 @@ struct State {
     framework_id: Option<Versioned<String>>,
     services: Records,
     tasks: Records,
+    jobs: Records,
+    runs: Records,
     /// The audit log, oldest first, and the next sequence number.
     audit: std::collections::VecDeque<(u64, Value)>,
     audit_next: u64,
@@ -79,6 +81,8 @@ impl State {
         match kind {
             RecordKind::Services => &mut self.services,
             RecordKind::Tasks => &mut self.tasks,
+            RecordKind::Jobs => &mut self.jobs,
+            RecordKind::Runs => &mut self.runs,
         }
     }
 }

@@ -20,6 +20,8 @@
 //! | `framework-id` | persistent | the framework ID, plain UTF-8 |
 //! | `services/<name>` | persistent | a service record, JSON ([`RecordKind::Services`]) |
 //! | `tasks/<task-id>` | persistent | a task record, JSON ([`RecordKind::Tasks`]) |
+//! | `jobs/<name>` | persistent | a job record, JSON ([`RecordKind::Jobs`]) |
+//! | `runs/<job>.<run-id>` | persistent | a job's run record, JSON ([`RecordKind::Runs`]) |
 //! | `audit/entry-<seq>` | persistent sequential | one audit entry, JSON; the last [`AUDIT_KEPT`] are kept |
 //!
 //! ## Leadership
@@ -204,13 +206,19 @@ pub enum Expect {
     Any,
 }
 
-/// The two record collections under the root: `services/` and `tasks/`.
+/// The record collections under the root: `services/`, `tasks/`, `jobs/`
+/// and `runs/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RecordKind {
     /// `services/<name>`: desired workload.
     Services,
     /// `tasks/<task-id>`: task records.
     Tasks,
+    /// `jobs/<name>`: job specs (`docs/jobs.md`).
+    Jobs,
+    /// `runs/<job>.<run-id>`: the runs of jobs, each written before its
+    /// first attempt is launched (`docs/jobs.md#exactly-once`).
+    Runs,
 }
 
 impl RecordKind {
@@ -219,6 +227,8 @@ impl RecordKind {
         match self {
             RecordKind::Services => "services",
             RecordKind::Tasks => "tasks",
+            RecordKind::Jobs => "jobs",
+            RecordKind::Runs => "runs",
         }
     }
 }

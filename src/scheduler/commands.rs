@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::rules::rollout::RolloutAction;
 use super::snapshot::{ReconcileKind, ReconcileRun, Snapshot};
-use super::spec::{FieldError, ValidServiceSpec};
+use super::jobs::RunRecord;
+use super::spec::{FieldError, ValidJobSpec, ValidServiceSpec};
 use crate::coordination::CoordinationError;
 use crate::mesos::client::CallError;
 
@@ -98,6 +99,51 @@ pub enum Request {
         /// check.
         expected: Option<String>,
     },
+    /// Create or replace a job, validated by the caller; answered with
+    /// [`Answer::Service`], `true` if it replaced one.
+    /// [`CommandError::Conflict`] when a service has the name.
+    PutJob(Box<ValidJobSpec>),
+    /// Delete a job and its runs (running attempts are killed); answered
+    /// with [`Answer::Service`], `false` if there was no such job.
+    DeleteJob(String),
+    /// Enable or disable a job's schedule; answered with
+    /// [`Answer::Service`] (`true`) once stored. [`CommandError::NotFound`]
+    /// without such a job, [`CommandError::Conflict`] without a schedule.
+    SetJobEnabled {
+        /// The job.
+        name: String,
+        /// The new `schedule.enabled`.
+        enabled: bool,
+    },
+    /// Start a run of a job now; answered with [`Answer::Run`] once its run
+    /// record is stored (its task launches when an offer fits).
+    StartRun(Box<RunRequest>),
+    /// Kill a run; answered with [`Answer::Run`] once the kill is stored
+    /// (the run becomes `killed` when its task ends).
+    /// [`CommandError::Conflict`] when it already finished.
+    KillRun {
+        /// The job.
+        name: String,
+        /// The run.
+        run_id: String,
+        /// Who asks, and why (`killed by <who>[: <why>]`).
+        by: String,
+    },
+}
+
+/// A manual run of a job ([`Request::StartRun`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRequest {
+    /// The job.
+    pub job: String,
+    /// Arguments appended to the job's command.
+    pub args: Vec<String>,
+    /// Environment added to the job's.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Who asked (the audit's user).
+    pub by: String,
+    /// Why, as given.
+    pub reason: Option<String>,
 }
 
 /// The answer to a [`Request`].
@@ -116,6 +162,9 @@ pub enum Answer {
     /// [`Request::DeleteService`] (`false`: no such service) and
     /// [`Request::Rollout`].
     Service(Result<bool, CommandError>),
+    /// To [`Request::StartRun`] and [`Request::KillRun`]: the run record
+    /// as stored.
+    Run(Result<RunRecord, CommandError>),
     /// To any request that reached no core (this replica does not lead):
     /// never given by the machine itself.
     Refused(CommandError),
@@ -150,6 +199,7 @@ answered!(
     TeardownResult => Teardown,
     () => Done,
     bool => Service,
+    RunRecord => Run,
 );
 
 /// How kamikaze went for one executor.

@@ -63,6 +63,23 @@ pub struct RolloutLabels {
     pub state: &'static str,
 }
 
+/// Labels of `job_runs`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobRunLabels {
+    /// The job.
+    pub job: String,
+    /// The finished run's state (`succeeded`, `failed`, `killed`,
+    /// `timed_out`, `skipped`, `missed`).
+    pub outcome: String,
+}
+
+/// Labels of `job_start_lateness_seconds`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLabels {
+    /// The job.
+    pub job: String,
+}
+
 /// Every metric the core updates. Clones share the underlying values.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -91,6 +108,15 @@ pub struct Metrics {
     pub event_lag_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Events read off the Mesos stream and not yet applied (leader only).
     pub event_inbox_depth: Gauge,
+    /// Finished job runs by job and outcome.
+    pub job_runs: Family<JobRunLabels, Counter>,
+    /// Trigger time to the first attempt's TASK_RUNNING, seconds, by job.
+    pub job_lateness: Family<JobLabels, Histogram, fn() -> Histogram>,
+}
+
+/// The buckets of `job_start_lateness_seconds`.
+fn lateness_histogram() -> Histogram {
+    Histogram::new([0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0])
 }
 
 impl Metrics {
@@ -109,6 +135,8 @@ impl Metrics {
             tasks_health: Family::default(),
             event_lag_seconds: Gauge::default(),
             event_inbox_depth: Gauge::default(),
+            job_runs: Family::default(),
+            job_lateness: Family::new_with_constructor(lateness_histogram as fn() -> Histogram),
         };
         // (name, help, metric): each clone shares the value the core updates.
         macro_rules! register {
@@ -137,6 +165,9 @@ impl Metrics {
                 => m.event_lag_seconds;
             "event_inbox_depth", "Events read off the Mesos stream and not yet applied"
                 => m.event_inbox_depth;
+            "job_runs", "Finished job runs by job and outcome" => m.job_runs;
+            "job_start_lateness_seconds",
+                "Seconds from a job run's trigger to its first TASK_RUNNING" => m.job_lateness;
         }
         m
     }
@@ -198,6 +229,19 @@ impl Metrics {
         for seconds in &stats.reconciliation_seconds {
             self.reconciliation_seconds.observe(*seconds);
         }
+        for (job, outcome) in &stats.job_outcomes {
+            self.job_runs
+                .get_or_create(&JobRunLabels {
+                    job: job.clone(),
+                    outcome: (*outcome).to_string(),
+                })
+                .inc();
+        }
+        for (job, seconds) in &stats.job_lateness {
+            self.job_lateness
+                .get_or_create(&JobLabels { job: job.clone() })
+                .observe(*seconds);
+        }
     }
 }
 
@@ -228,6 +272,11 @@ pub struct Stats {
     /// Durations of the runs that ended, seconds (one per run, so at most
     /// the runs of one batch between two takes).
     pub reconciliation_seconds: Vec<f64>,
+    /// Job runs that finished: (job, outcome).
+    pub job_outcomes: Vec<(String, &'static str)>,
+    /// Job runs whose first attempt reached TASK_RUNNING: (job, seconds
+    /// since the trigger).
+    pub job_lateness: Vec<(String, f64)>,
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub mod config;
 pub mod core;
 pub mod counts;
 pub mod ids;
+pub mod jobs;
 pub mod metrics;
 pub mod records;
 pub mod rules;

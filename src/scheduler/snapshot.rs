@@ -328,6 +328,9 @@ pub struct Snapshot {
     /// master, e.g. in reconciliation), still awaiting a terminal update.
     #[serde(default)]
     pub unrecorded_kills: Vec<UnrecordedKill>,
+    /// Jobs with their kept runs, by name (`docs/jobs.md`).
+    #[serde(default)]
+    pub jobs: Vec<super::jobs::JobStatus>,
 }
 
 /// A KILL the leader keeps re-sending for a task it has no record of.
@@ -381,6 +384,7 @@ impl Snapshot {
             reconciliation: ReconciliationStatus::default(),
             events: Vec::new(),
             unrecorded_kills: Vec::new(),
+            jobs: Vec::new(),
         }
     }
 

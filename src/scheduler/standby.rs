@@ -137,6 +137,7 @@ impl Standby {
         if let Some(read) = &self.read {
             snapshot.tasks = read.tasks.clone();
         }
+        snapshot.jobs = read_jobs(coordinator).await;
         // Keep the leader's recent events when this replica just lost leadership.
         snapshot.events = deps.snapshots.borrow().events.clone();
         snapshot.at = now;
@@ -169,6 +170,24 @@ impl Standby {
             &counts,
         )
     }
+}
+
+/// The jobs and their runs as stored (empty when they cannot be read):
+/// the same [`crate::scheduler::jobs::statuses`] the leader shows.
+async fn read_jobs(
+    coordinator: &Arc<dyn crate::coordination::Coordinator>,
+) -> Vec<crate::scheduler::jobs::JobStatus> {
+    use crate::scheduler::jobs::{JobRecord, RunRecord, statuses};
+    let jobs = RecordStore::<JobRecord>::new(coordinator.clone(), RecordKind::Jobs);
+    let Ok(jobs) = jobs.list().await else {
+        return Vec::new();
+    };
+    let runs = RecordStore::<RunRecord>::new(coordinator.clone(), RecordKind::Runs);
+    let runs = runs.list().await.map(|l| l.records).unwrap_or_default();
+    statuses(
+        jobs.records.into_iter().map(|(_, v)| v.value),
+        runs.into_iter().map(|(_, v)| Arc::new(v.value)),
+    )
 }
 
 #[cfg(test)]

@@ -69,6 +69,38 @@ pub mod duration {
         let text = <String as serde::Deserialize>::deserialize(d)?;
         super::parse_duration(&text).map_err(serde::de::Error::custom)
     }
+
+    /// The same for an `Option<Duration>` field (`null` or absent: `None`;
+    /// pair with `default` and `skip_serializing_if`).
+    pub mod option {
+        use std::time::Duration;
+
+        /// Writes `Some(d)` as [`super::serialize`], `None` as `null`.
+        ///
+        /// # Errors
+        /// Those of `serializer`.
+        pub fn serialize<S: serde::Serializer>(
+            d: &Option<Duration>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => super::serialize(d, serializer),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        /// Reads `null` or a duration string.
+        ///
+        /// # Errors
+        /// Neither `null` nor a duration [`super::super::parse_duration`] takes.
+        pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            let text = <Option<String> as serde::Deserialize>::deserialize(d)?;
+            text.map(|t| super::super::parse_duration(&t).map_err(serde::de::Error::custom))
+                .transpose()
+        }
+    }
 }
 
 /// Now, in seconds since the UNIX epoch, as Mesos writes timestamps.

@@ -15,6 +15,7 @@
 //! - [`pages`]: server-rendered askama templates (`templates/`), usable
 //!   without JavaScript;
 //! - [`api`]: the JSON API, health, readiness and metrics;
+//! - [`jobs`]: the jobs API (specs, runs, run now, kill, enable, disable);
 //! - [`actions`]: reconcile, kamikaze, teardown, abdicate, reregister — one
 //!   command each, the API endpoint and the in-memory log of outcomes;
 //! - [`forms`]: the same actions from the browser: confirmation pages, CSRF,
@@ -89,6 +90,7 @@ pub mod extract;
 pub mod format;
 pub mod forms;
 pub mod history;
+pub mod jobs;
 pub mod leader;
 pub mod live;
 pub mod logs;
@@ -463,6 +465,19 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/services/{name}/rollout/{action}",
             post(actions::unknown_rollout_action),
         )
+        .route("/api/v1/jobs", get(jobs::list))
+        .route(
+            "/api/v1/jobs/{name}",
+            get(jobs::get).put(jobs::put).delete(jobs::delete),
+        )
+        .route("/api/v1/jobs/{name}/enable", post(jobs::enable))
+        .route("/api/v1/jobs/{name}/disable", post(jobs::disable))
+        .route(
+            "/api/v1/jobs/{name}/runs",
+            get(jobs::runs).post(jobs::start_run),
+        )
+        .route("/api/v1/jobs/{name}/runs/{run_id}", get(jobs::run))
+        .route("/api/v1/jobs/{name}/runs/{run_id}/kill", post(jobs::kill_run))
         .route("/api/v1/history", get(history::api))
         .route("/api/v1/stream", get(live::stream))
         .route("/healthz", get(api::healthz))

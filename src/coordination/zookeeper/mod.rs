@@ -123,6 +123,8 @@ pub(crate) struct Paths {
     framework_id: String,
     services: String,
     tasks: String,
+    jobs: String,
+    runs: String,
     audit: String,
 }
 
@@ -135,6 +137,8 @@ impl Paths {
             framework_id: format!("{root}/framework-id"),
             services: format!("{root}/services"),
             tasks: format!("{root}/tasks"),
+            jobs: format!("{root}/jobs"),
+            runs: format!("{root}/runs"),
             audit: format!("{root}/audit"),
         }
     }
@@ -143,6 +147,8 @@ impl Paths {
         match kind {
             RecordKind::Services => &self.services,
             RecordKind::Tasks => &self.tasks,
+            RecordKind::Jobs => &self.jobs,
+            RecordKind::Runs => &self.runs,
         }
     }
 }

@@ -80,6 +80,8 @@ pub(super) async fn ensure_paths(inner: &Inner, client: &zk::Client) -> Result<b
         &inner.paths.election,
         &inner.paths.services,
         &inner.paths.tasks,
+        &inner.paths.jobs,
+        &inner.paths.runs,
     ];
     for dir in dirs {
         // Check first: creating an existing node needs CREATE on its parent,

@@ -20,6 +20,7 @@ use crate::mesos::v1;
 // machine takes and gives them unchanged.
 pub use crate::scheduler::commands::{Answer, Request};
 use crate::scheduler::ids::{AgentId, FrameworkId, TaskId};
+use crate::scheduler::jobs::{JobRecord, RunRecord};
 use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rules::reconcile::TaskList;
@@ -161,6 +162,19 @@ pub enum StoreOp {
     /// its version): what the scheduler decided on its own that an
     /// operator must be able to find.
     AppendAudit(Box<serde_json::Value>),
+    /// List the job records ([`StoreResult::Jobs`]).
+    ListJobs,
+    /// Write a job record ([`StoreResult::Written`]).
+    PutJob(Box<JobRecord>, Expect),
+    /// Delete a job record ([`StoreResult::Written`]).
+    DeleteJob(String, Expect),
+    /// List the run records ([`StoreResult::Runs`]).
+    ListRuns,
+    /// Write a run record ([`StoreResult::Written`]): a new run's with
+    /// [`Expect::Absent`] before its first attempt launches.
+    PutRun(Arc<RunRecord>, Expect),
+    /// Delete a run record by key `<job>.<run-id>` ([`StoreResult::Written`]).
+    DeleteRun(String, Expect),
 }
 
 /// What a store operation gave, errors typed.
@@ -176,6 +190,10 @@ pub enum StoreResult {
     Tasks(Result<RecordList<TaskRecord>, CoordinationError>),
     /// One task record, if present (boxed: records are large).
     Task(Box<Result<Option<Versioned<TaskRecord>>, CoordinationError>>),
+    /// The stored job records.
+    Jobs(Result<RecordList<JobRecord>, CoordinationError>),
+    /// The stored run records.
+    Runs(Result<RecordList<RunRecord>, CoordinationError>),
     /// A write or delete.
     Written(Result<Written, CoordinationError>),
     /// A bulk delete: how many went.

@@ -16,15 +16,15 @@
 //! - [`valid`]: `ValidServiceSpec`, a spec that passed its validation (the
 //!   one the core accepts).
 //!
-//! A second kind of workload (a job spec: run to completion) belongs here
-//! too, as a module beside `service` that shares `command`, `container`
-//! and `health` with it.
+//! - [`job`]: `JobSpec`, work that runs to completion (now or on a cron
+//!   schedule); what its task runs is written as for a service.
 
 pub mod command;
 pub mod container;
 pub mod errors;
 pub mod health;
 pub mod image_ref;
+pub mod job;
 pub mod service;
 pub mod unreachable;
 pub mod upgrade;
@@ -32,5 +32,6 @@ pub mod valid;
 
 pub use command::{CommandSpec, UriSpec};
 pub use errors::FieldError;
+pub use job::{JobSpec, ValidJobSpec};
 pub use service::{Constraint, ExecutorKind, ServiceSpec};
 pub use valid::ValidServiceSpec;

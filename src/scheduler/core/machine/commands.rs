@@ -116,6 +116,11 @@ impl Machine {
                 action,
                 expected,
             } => self.rollout_command(id, name, action, expected, now),
+            request @ (Request::PutJob(_)
+            | Request::DeleteJob(_)
+            | Request::SetJobEnabled { .. }
+            | Request::StartRun(_)
+            | Request::KillRun { .. }) => self.on_job_command(id, request, now),
         }
     }
 
@@ -265,6 +270,11 @@ impl Machine {
     }
 
     fn put_service(&mut self, reply: ReplyId, spec: Box<ValidServiceSpec>) {
+        if self.jobs.contains(&spec.name) {
+            let error = CommandError::Conflict(format!("a job is named {}", spec.name));
+            self.reply(reply, Answer::Service(Err(error)));
+            return;
+        }
         if self.services.writing(&spec.name) {
             self.services.queue(reply, Request::PutService(spec));
             return;

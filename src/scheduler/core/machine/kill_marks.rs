@@ -156,7 +156,9 @@ impl Machine {
     pub(super) fn kill_grace(&self, service: &str) -> Duration {
         self.services
             .spec(service)
-            .map_or(DEFAULT_KILL_GRACE, |s| s.kill_grace_period)
+            .map(|s| s.kill_grace_period)
+            .or_else(|| self.jobs.grace(service))
+            .unwrap_or(DEFAULT_KILL_GRACE)
     }
 
     /// Every task a previous term marked for killing and has not seen end

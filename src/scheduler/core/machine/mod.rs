@@ -29,6 +29,7 @@
 //! - `lag`: how far behind the Mesos stream the machine is;
 //! - `health_log`: health changes on the events page, coalesced per task;
 //! - `commands`: the web layer's commands;
+//! - `jobs`: job records, triggers, runs and their attempts (`docs/jobs.md`);
 //! - `maintenance`: offers with `unavailability`, answers to inverse
 //!   offers, tasks moved off an agent before its window;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
@@ -43,6 +44,7 @@ mod forget;
 mod framework;
 mod health_log;
 mod housekeeping;
+mod jobs;
 mod kill_marks;
 mod lag;
 mod maintenance;
@@ -148,6 +150,8 @@ enum Pending {
     Maintenance,
     /// A GET_AGENTS (`agents`).
     Agents,
+    /// A job or run record (`jobs`).
+    Jobs(jobs::Step),
 }
 
 /// The leader's state for one term, driven by [`Input`]s. See the module
@@ -164,6 +168,8 @@ pub struct Machine {
     framework: Framework,
     /// The known services with their state, and the service writes.
     services: ServiceTable,
+    /// The jobs with their runs.
+    jobs: jobs::Jobs,
     tasks: TaskTable,
     kills: KillQueue,
     offers: OfferRegistry,
@@ -221,6 +227,7 @@ impl Machine {
             pending: HashMap::new(),
             startup: Startup::default(),
             services: ServiceTable::default(),
+            jobs: jobs::Jobs::default(),
             tasks: TaskTable::default(),
             agent_attributes: HashMap::new(),
             maintenance: Default::default(),
@@ -253,6 +260,7 @@ impl Machine {
         );
         self.out.publish_now = true;
         self.begin_startup(now);
+        self.begin_jobs();
         self.finish(now)
     }
 
@@ -338,6 +346,7 @@ impl Machine {
                 Some(Pending::Framework(step)) => self.on_framework_stored(step, result, now),
                 Some(Pending::Task(step)) => self.on_task_stored(step, result, now),
                 Some(Pending::Command(step)) => self.on_command_stored(step, result, now),
+                Some(Pending::Jobs(step)) => self.on_jobs_stored(step, result, now),
                 Some(other) => self.unexpected(id, &other),
                 None => {}
             },
@@ -467,6 +476,7 @@ impl Machine {
         if now >= self.next_housekeeping {
             self.next_housekeeping = now + HOUSEKEEPING;
             self.housekeeping(now);
+            self.jobs_pass(now);
         }
     }
 

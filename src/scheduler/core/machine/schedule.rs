@@ -176,7 +176,7 @@ impl Machine {
         let orphaned: Vec<String> = self
             .tasks
             .services()
-            .filter(|(name, _)| !self.services.contains(name))
+            .filter(|(name, _)| !self.services.contains(name) && !self.jobs.contains(name))
             .map(|(name, _)| name.clone())
             .collect();
         for name in orphaned {
@@ -303,6 +303,23 @@ impl Machine {
             };
             demands_data.push((spec.clone(), missing, occupied, resources));
         }
+        // Job attempts whose run records are stored (`jobs`): one demand
+        // each, named `<job>.<run-id>`, its instance the attempt number.
+        for demand in self.job_demands(now) {
+            missing_total += 1;
+            self.revive.waits(&demand.key, &[demand.attempt]);
+            if budget == 0 {
+                continue;
+            }
+            budget -= 1;
+            let resources = match demand.spec.executor {
+                ExecutorKind::Appliance => executor_resources.clone(),
+                ExecutorKind::Command => Default::default(),
+            };
+            let mut spec = demand.spec;
+            spec.name = demand.key;
+            demands_data.push((spec, vec![demand.attempt], Vec::new(), resources));
+        }
         self.last_pass_records = records_read;
         self.watch_rollouts(rollouts, now);
         for (task_id, reason) in kills {
@@ -375,6 +392,11 @@ impl Machine {
         let mut by_offer: BTreeMap<String, Vec<(v1::TaskInfo, TaskRecord)>> = BTreeMap::new();
         let mut fingerprints: HashMap<String, String> = HashMap::new();
         for p in planned {
+            if let Some((task_id, spec)) = self.job_launch(&p.service, p.instance) {
+                let launch = self.job_task(&spec, &p, task_id, &framework_id, executor.as_ref(), at);
+                by_offer.entry(p.offer_id).or_default().push(launch);
+                continue;
+            }
             let Some(spec) = self.services.spec(&p.service) else {
                 continue;
             };
@@ -450,5 +472,48 @@ impl Machine {
             );
         }
         self.out.dirty = true;
+    }
+
+    /// The task info and record of a placed job attempt (`jobs`).
+    fn job_task(
+        &self,
+        spec: &crate::scheduler::spec::service::ServiceSpec,
+        p: &placement::Planned,
+        task_id: TaskId,
+        framework_id: &crate::scheduler::ids::FrameworkId,
+        executor: Option<&ExecutorSource>,
+        at: f64,
+    ) -> (v1::TaskInfo, TaskRecord) {
+        let info = taskinfo::task_info(spec, p, task_id.as_str(), framework_id, executor);
+        let executor_id = info
+            .executor
+            .as_ref()
+            .map(|e| e.executor_id.value.clone())
+            .unwrap_or_else(|| task_id.to_string());
+        let record = TaskRecord {
+            task_id,
+            service: spec.name.clone(),
+            instance: p.instance,
+            fingerprint: "job".into(),
+            agent_id: p.agent_id.clone(),
+            hostname: p.hostname.clone(),
+            executor: if info.executor.is_some() {
+                ExecutorKind::Appliance
+            } else {
+                ExecutorKind::Command
+            },
+            executor_id,
+            ports: p.ports.clone(),
+            state: TaskState::TaskStaging,
+            launched_at: at,
+            updated_at: at,
+            kill: None,
+            timeline: Vec::new(),
+            healthy: None,
+            healthy_since: None,
+            health_checked: Some(false),
+            partition: None,
+        };
+        (info, record)
     }
 }

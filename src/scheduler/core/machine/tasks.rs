@@ -244,6 +244,7 @@ impl Machine {
                     // replacement runs): decide again.
                     self.needs_schedule = true;
                     self.note_transition(&record, now);
+                    self.job_task_changed(&record, now);
                     self.confirm_unknown(&record, now);
                     self.out.acks.extend(ack);
                     if revived && let Some(kill) = &record.kill {

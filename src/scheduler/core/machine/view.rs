@@ -155,6 +155,7 @@ impl Machine {
                     attempts: k.attempts,
                 })
                 .collect(),
+            jobs: self.jobs.statuses(),
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::coordination::{
 };
 use crate::scheduler::core::io::{RequestId, StoreOp, StoreResult};
 use crate::scheduler::ids::TaskId;
+use crate::scheduler::jobs::{JobRecord, RunRecord};
 use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
 
@@ -44,6 +45,7 @@ pub(super) struct StoreLane {
     coordinator: Arc<dyn Coordinator>,
     tasks: RecordStore<TaskRecord>,
     services: RecordStore<ServiceRecord>,
+    jobs: JobStores,
     queue: VecDeque<(RequestId, TaskWrite)>,
     in_flight: usize,
     /// Operations other than task writes in flight: task batches wait.
@@ -61,6 +63,10 @@ impl StoreLane {
         StoreLane {
             tasks: RecordStore::new(coordinator.clone(), RecordKind::Tasks),
             services: RecordStore::new(coordinator.clone(), RecordKind::Services),
+            jobs: JobStores {
+                jobs: RecordStore::new(coordinator.clone(), RecordKind::Jobs),
+                runs: RecordStore::new(coordinator.clone(), RecordKind::Runs),
+            },
             coordinator,
             queue: VecDeque::new(),
             in_flight: 0,
@@ -142,12 +148,65 @@ impl StoreLane {
         let coordinator = self.coordinator.clone();
         let tasks = self.tasks.clone();
         let services = self.services.clone();
+        let jobs = self.jobs.clone();
         let results = self.results.clone();
         self.work.spawn(async move {
-            let result = run_single(coordinator.as_ref(), &tasks, &services, op).await;
+            let result = match op {
+                StoreOp::ListJobs
+                | StoreOp::PutJob(..)
+                | StoreOp::DeleteJob(..)
+                | StoreOp::ListRuns
+                | StoreOp::PutRun(..)
+                | StoreOp::DeleteRun(..) => run_job_op(&jobs, op).await,
+                op => run_single(coordinator.as_ref(), &tasks, &services, op).await,
+            };
             let _ = results.send(Msg::Stored(id, result));
         });
     }
+}
+
+/// The stores of job and run records.
+#[derive(Clone)]
+struct JobStores {
+    jobs: RecordStore<JobRecord>,
+    runs: RecordStore<RunRecord>,
+}
+
+/// A job or run operation (fenced writes, as every record write).
+async fn run_job_op(stores: &JobStores, op: StoreOp) -> StoreResult {
+    match op {
+        StoreOp::ListJobs => StoreResult::Jobs(stores.jobs.list().await),
+        StoreOp::PutJob(record, expect) => StoreResult::Written(
+            stores
+                .jobs
+                .put(&record.spec.name, &record, expect)
+                .await
+                .map(Written::Version),
+        ),
+        StoreOp::DeleteJob(name, expect) => {
+            StoreResult::Written(stores.jobs.delete(&name, expect).await.map(deleted))
+        }
+        StoreOp::ListRuns => StoreResult::Runs(stores.runs.list().await),
+        StoreOp::PutRun(record, expect) => StoreResult::Written(
+            stores
+                .runs
+                .put(&record.key(), &record, expect)
+                .await
+                .map(Written::Version),
+        ),
+        StoreOp::DeleteRun(key, expect) => {
+            StoreResult::Written(stores.runs.delete(&key, expect).await.map(deleted))
+        }
+        _ => StoreResult::Written(Err(CoordinationError::Invalid(
+            "not a job operation".into(),
+        ))),
+    }
+}
+
+fn run_job_op_unreachable() -> StoreResult {
+    StoreResult::Written(Err(CoordinationError::Invalid(
+        "job operations go through run_job_op".into(),
+    )))
 }
 
 fn deleted(gone: bool) -> Written {
@@ -214,5 +273,12 @@ async fn run_single(
         StoreOp::PutTask(..) | StoreOp::DeleteTask(..) => StoreResult::Written(Err(
             CoordinationError::Invalid("task writes go in batches".into()),
         )),
+        // `run_job_op`.
+        StoreOp::ListJobs
+        | StoreOp::PutJob(..)
+        | StoreOp::DeleteJob(..)
+        | StoreOp::ListRuns
+        | StoreOp::PutRun(..)
+        | StoreOp::DeleteRun(..) => run_job_op_unreachable(),
     }
 }

@@ -145,6 +145,8 @@ struct Store {
     task_writes: BTreeMap<String, usize>,
     /// Audit entries appended, oldest first.
     audit: Vec<serde_json::Value>,
+    jobs: BTreeMap<String, (crate::scheduler::jobs::JobRecord, i32)>,
+    runs: BTreeMap<String, (crate::scheduler::jobs::RunRecord, i32)>,
 }
 
 /// The records of a store map as a listing, sorted by key, all decoded.
@@ -258,6 +260,38 @@ impl Store {
                 self.audit.push(*entry);
                 StoreResult::Written(Ok(Written::Version(self.audit.len() as i32)))
             }
+            StoreOp::ListJobs => StoreResult::Jobs(Ok(listed(&self.jobs))),
+            StoreOp::ListRuns => StoreResult::Runs(Ok(listed(&self.runs))),
+            StoreOp::PutJob(record, expect) => {
+                let key = record.spec.name.clone();
+                let current = self.jobs.get(&key).map(|(_, v)| *v);
+                StoreResult::Written(Self::check(current, expect, &key).map(|v| {
+                    self.jobs.insert(key, (*record, v));
+                    Written::Version(v)
+                }))
+            }
+            StoreOp::PutRun(record, expect) => {
+                let key = record.key();
+                let current = self.runs.get(&key).map(|(_, v)| *v);
+                StoreResult::Written(Self::check(current, expect, &key).map(|v| {
+                    self.runs.insert(key, ((*record).clone(), v));
+                    Written::Version(v)
+                }))
+            }
+            StoreOp::DeleteJob(key, _) => StoreResult::Written(Ok(
+                if self.jobs.remove(&key).is_some() {
+                    Written::Deleted
+                } else {
+                    Written::Absent
+                },
+            )),
+            StoreOp::DeleteRun(key, _) => StoreResult::Written(Ok(
+                if self.runs.remove(&key).is_some() {
+                    Written::Deleted
+                } else {
+                    Written::Absent
+                },
+            )),
         }
     }
 }

@@ -1,0 +1,518 @@
+//! Jobs: work that runs to completion, now (a manual run) or on a cron
+//! schedule. What a job's task runs is written exactly as for a service
+//! (command, resources, environment, executor, URIs, container); the rest
+//! says when it runs, how often it is retried, how long it may take and how
+//! many finished runs are kept. Stored under `jobs/<name>`; the clock and
+//! run rules are in `docs/jobs.md`.
+//!
+//! ```json
+//! {"name": "report", "command": "./report.sh", "cpus": 0.1, "mem": 64,
+//!  "env": {"TARGET": "daily"}, "uris": ["https://example.org/report.sh"],
+//!  "schedule": {"cron": "0 30 2 * * *", "timezone": "Europe/Berlin",
+//!               "starting_deadline": "5m", "concurrency": "forbid", "enabled": true},
+//!  "retries": {"count": 2, "backoff": "10s"},
+//!  "timeout": "1h", "history": 20}
+//! ```
+//!
+//! `cron` is parsed by the `croner` crate: five fields (minute first) or
+//! six (seconds first). `timezone` is an IANA name (the `chrono-tz`
+//! database); the schedule is read in that zone's wall-clock time.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::command::{CommandSpec, UriSpec};
+use super::container::ContainerSpec;
+use super::errors::FieldError;
+use super::service::{ExecutorKind, ServiceSpec};
+
+/// Most retries of one run.
+pub const MAX_RETRIES: u32 = 100;
+/// Most finished runs kept per job.
+pub const MAX_HISTORY: u32 = 1000;
+/// Longest `cron` expression accepted (bytes).
+pub const MAX_CRON_LEN: usize = 200;
+
+/// What a trigger that comes while a run of the job is still going does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Concurrency {
+    /// Start the new run beside the running ones.
+    Allow,
+    /// Start nothing: the trigger is recorded as `skipped: concurrency`.
+    #[default]
+    Forbid,
+    /// Kill the running runs (recorded as `killed`), then start the new one.
+    Replace,
+}
+
+impl Concurrency {
+    /// The policy's JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Concurrency::Allow => "allow",
+            Concurrency::Forbid => "forbid",
+            Concurrency::Replace => "replace",
+        }
+    }
+}
+
+/// When a job runs on its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    /// A cron expression: `min hour day month weekday`, or with a leading
+    /// seconds field (six fields). Read in `timezone`.
+    pub cron: String,
+    /// An IANA time zone name (`Europe/Berlin`); `UTC` when left out.
+    #[serde(default = "default_timezone")]
+    pub timezone: String,
+    /// How late after its trigger time a run may still start; a trigger
+    /// that could not start within it is recorded as `missed` and never
+    /// launched late.
+    #[serde(default = "default_deadline", with = "crate::util::duration")]
+    pub starting_deadline: Duration,
+    /// What a trigger does while a run is still going.
+    #[serde(default)]
+    pub concurrency: Concurrency,
+    /// `false`: no trigger fires (manual runs still start).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+/// How a failed attempt is retried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// Attempts after the first, on a non-zero exit or a lost task
+    /// (TASK_FAILED, TASK_LOST, TASK_DROPPED, TASK_GONE, TASK_ERROR).
+    #[serde(default)]
+    pub count: u32,
+    /// Delay before the first retry; it doubles per retry up to
+    /// `backoff_max`.
+    #[serde(default = "default_retry_backoff", with = "crate::util::duration")]
+    pub backoff: Duration,
+    /// Cap of the retry delay.
+    #[serde(default = "default_retry_backoff_max", with = "crate::util::duration")]
+    pub backoff_max: Duration,
+}
+
+impl Default for RetrySpec {
+    fn default() -> RetrySpec {
+        RetrySpec {
+            count: 0,
+            backoff: default_retry_backoff(),
+            backoff_max: default_retry_backoff_max(),
+        }
+    }
+}
+
+impl RetrySpec {
+    /// The delay before retry `n` (1 = the first retry): `backoff ×
+    /// 2^(n-1)`, capped at `backoff_max`.
+    pub fn delay(&self, n: u32) -> Duration {
+        let factor = 1u32 << n.saturating_sub(1).min(20);
+        self.backoff.saturating_mul(factor).min(self.backoff_max)
+    }
+}
+
+/// One job as users write it and as stored in ZooKeeper.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// `[a-z0-9-]`, 1–63 characters, starting with a letter or digit; not
+    /// the name of a service (task IDs start with it).
+    pub name: String,
+    /// The command each attempt runs.
+    pub command: CommandSpec,
+    /// CPUs per attempt (Mesos `cpus`), > 0.
+    pub cpus: f64,
+    /// Memory per attempt in MB (Mesos `mem`), ≥ 1.
+    pub mem: f64,
+    /// Disk per attempt in MB (Mesos `disk`).
+    #[serde(default)]
+    pub disk: f64,
+    /// Ports per attempt, as for a service (`PORT0`, …).
+    #[serde(default)]
+    pub ports: u32,
+    /// Environment variables for the task.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Files to fetch into the sandbox: URL strings or [`UriSpec`] objects.
+    #[serde(default, deserialize_with = "super::command::uris_or_urls")]
+    pub uris: Vec<UriSpec>,
+    /// Placement constraints, as for a service.
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    /// Time between SIGTERM and SIGKILL when an attempt is killed.
+    #[serde(default = "default_grace", with = "crate::util::duration")]
+    pub kill_grace_period: Duration,
+    /// Which executor runs the attempts.
+    #[serde(default)]
+    pub executor: ExecutorKind,
+    /// The image the attempts run in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<Box<ContainerSpec>>,
+    /// When the job runs on its own; absent: only manual runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleSpec>,
+    /// Retries of a failed attempt.
+    #[serde(default)]
+    pub retries: RetrySpec,
+    /// A run still going this long after its first attempt was launched
+    /// is killed and recorded as `timed_out`; absent: no limit.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::util::duration::option"
+    )]
+    pub timeout: Option<Duration>,
+    /// Finished runs kept (older ones are deleted); 1 to [`MAX_HISTORY`].
+    #[serde(default = "default_history")]
+    pub history: u32,
+}
+
+fn default_timezone() -> String {
+    "UTC".into()
+}
+
+fn default_deadline() -> Duration {
+    Duration::from_secs(60)
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_retry_backoff() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_retry_backoff_max() -> Duration {
+    Duration::from_secs(300)
+}
+
+fn default_grace() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_history() -> u32 {
+    10
+}
+
+fn problem(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+impl JobSpec {
+    /// What one attempt runs, as a one-instance service spec: the shape the
+    /// launch path (`rules/taskinfo.rs`) and the validation of services
+    /// share with jobs.
+    pub fn task_spec(&self) -> ServiceSpec {
+        ServiceSpec {
+            name: self.name.clone(),
+            command: self.command.clone(),
+            cpus: self.cpus,
+            mem: self.mem,
+            disk: self.disk,
+            ports: self.ports,
+            instances: 1,
+            env: self.env.clone(),
+            uris: self.uris.clone(),
+            constraints: self.constraints.clone(),
+            restart_backoff: self.retries.backoff.max(Duration::from_millis(1)),
+            restart_backoff_max: self
+                .retries
+                .backoff_max
+                .max(self.retries.backoff)
+                .max(Duration::from_millis(1)),
+            kill_grace_period: self.kill_grace_period,
+            executor: self.executor,
+            health_check: None,
+            container: self.container.clone(),
+            upgrade: None,
+            unreachable: None,
+        }
+    }
+
+    /// Checks every field; returns all problems found (empty when valid).
+    /// The task's fields are checked by [`ServiceSpec::validate`] (same
+    /// field names), the schedule by `croner` and `chrono-tz`.
+    pub fn validate(&self) -> Vec<FieldError> {
+        let mut errors: Vec<FieldError> = self
+            .task_spec()
+            .validate()
+            .into_iter()
+            // The retry delays stand in for the restart backoff: reported
+            // below under their own names.
+            .filter(|e| !e.field.starts_with("restart_backoff"))
+            .collect();
+        if let Some(schedule) = &self.schedule {
+            if let Err(e) = schedule.parse() {
+                errors.push(e);
+            }
+        }
+        if self.retries.count > MAX_RETRIES {
+            errors.push(problem("retries.count", format!("at most {MAX_RETRIES}")));
+        }
+        if self.retries.backoff.is_zero() || self.retries.backoff > self.retries.backoff_max {
+            errors.push(problem(
+                "retries.backoff",
+                "must be positive and not above retries.backoff_max",
+            ));
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            errors.push(problem("timeout", "must be positive"));
+        }
+        if self.history == 0 || self.history > MAX_HISTORY {
+            errors.push(problem("history", format!("must be 1 to {MAX_HISTORY}")));
+        }
+        errors
+    }
+}
+
+/// A schedule whose cron expression and time zone parsed.
+#[derive(Debug, Clone)]
+pub struct ParsedSchedule {
+    /// The cron pattern.
+    pub cron: croner::Cron,
+    /// The zone it is read in.
+    pub timezone: chrono_tz::Tz,
+}
+
+impl ScheduleSpec {
+    /// Parses `cron` (five fields, or six with seconds first) and
+    /// `timezone`.
+    ///
+    /// # Errors
+    /// A [`FieldError`] naming `schedule.cron` or `schedule.timezone`.
+    pub fn parse(&self) -> Result<ParsedSchedule, FieldError> {
+        if self.cron.len() > MAX_CRON_LEN {
+            return Err(problem(
+                "schedule.cron",
+                format!("at most {MAX_CRON_LEN} characters"),
+            ));
+        }
+        let cron = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .build()
+            .parse(&self.cron)
+            .map_err(|e| problem("schedule.cron", format!("not a cron expression: {e}")))?;
+        let timezone: chrono_tz::Tz = self.timezone.parse().map_err(|_| {
+            problem(
+                "schedule.timezone",
+                "not an IANA time zone name (e.g. UTC, Europe/Berlin)",
+            )
+        })?;
+        Ok(ParsedSchedule { cron, timezone })
+    }
+}
+
+impl ParsedSchedule {
+    /// The first trigger strictly after `after` (seconds since the UNIX
+    /// epoch, whole seconds), as seconds since the epoch; `None` when the
+    /// pattern matches no later time (croner searches a bounded range).
+    ///
+    /// Daylight-saving rules are croner's (`docs/jobs.md#clock-rules`): a
+    /// wall-clock time that does not exist (spring forward) fires once, at
+    /// the first time after the gap; a fixed time that exists twice (fall
+    /// back) fires once, at its first occurrence.
+    pub fn next_after(&self, after: i64) -> Option<i64> {
+        use chrono::TimeZone as _;
+        let start = self.timezone.timestamp_opt(after, 0).single()?;
+        self.cron
+            .find_next_occurrence(&start, false)
+            .ok()
+            .map(|t| t.timestamp())
+    }
+}
+
+/// A [`JobSpec`] whose [`JobSpec::validate`] found nothing wrong: the one
+/// the core accepts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidJobSpec(JobSpec);
+
+impl ValidJobSpec {
+    /// Validates `spec`.
+    ///
+    /// # Errors
+    /// Every field error [`JobSpec::validate`] finds.
+    pub fn new(spec: JobSpec) -> Result<ValidJobSpec, Vec<FieldError>> {
+        let errors = spec.validate();
+        if errors.is_empty() {
+            Ok(ValidJobSpec(spec))
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The spec.
+    pub fn into_inner(self) -> JobSpec {
+        self.0
+    }
+
+    /// The parsed schedule, if the job has one.
+    pub fn schedule(&self) -> Option<ParsedSchedule> {
+        // Validated: parsing cannot fail.
+        self.0.schedule.as_ref().and_then(|s| s.parse().ok())
+    }
+}
+
+impl std::ops::Deref for ValidJobSpec {
+    type Target = JobSpec;
+
+    fn deref(&self) -> &JobSpec {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone as _;
+
+    fn spec(extra: serde_json::Value) -> JobSpec {
+        let mut value = serde_json::json!({
+            "name": "report", "command": "sleep 1", "cpus": 0.1, "mem": 32
+        });
+        if let (Some(v), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
+            v.extend(extra.clone());
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn fields(errors: &[FieldError]) -> Vec<&str> {
+        errors.iter().map(|e| e.field.as_str()).collect()
+    }
+
+    #[test]
+    fn a_minimal_job_is_valid_with_the_defaults() {
+        let job = spec(serde_json::json!({}));
+        assert!(job.validate().is_empty(), "{:?}", job.validate());
+        assert_eq!(job.history, 10);
+        assert_eq!(job.retries.count, 0);
+        assert!(job.schedule.is_none() && job.timeout.is_none());
+        // Round trip through the stored JSON.
+        let text = serde_json::to_string(&job).unwrap();
+        assert_eq!(serde_json::from_str::<JobSpec>(&text).unwrap(), job);
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let job = spec(serde_json::json!({
+            "name": "Bad Name", "cpus": 0, "env": {"1X": "y"},
+            "schedule": {"cron": "61 * * * *", "timezone": "Mars/Olympus"},
+            "retries": {"count": 1000, "backoff": "0s"},
+            "timeout": "0s", "history": 0
+        }));
+        let errors = job.validate();
+        let names = fields(&errors);
+        for field in [
+            "name",
+            "cpus",
+            "env.1X",
+            "schedule.cron",
+            "retries.count",
+            "retries.backoff",
+            "timeout",
+            "history",
+        ] {
+            assert!(names.contains(&field), "{field} not in {errors:?}");
+        }
+        let tz = spec(serde_json::json!({
+            "schedule": {"cron": "* * * * *", "timezone": "Mars/Olympus"}
+        }))
+        .validate();
+        assert_eq!(fields(&tz), ["schedule.timezone"]);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let value = serde_json::json!({
+            "name": "r", "command": "true", "cpus": 0.1, "mem": 32, "instances": 2
+        });
+        assert!(serde_json::from_value::<JobSpec>(value).is_err());
+    }
+
+    #[test]
+    fn retry_delays_double_up_to_the_cap() {
+        let r = RetrySpec {
+            count: 5,
+            backoff: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(35),
+        };
+        let d: Vec<u64> = (1..=4).map(|n| r.delay(n).as_secs()).collect();
+        assert_eq!(d, [10, 20, 35, 35]);
+    }
+
+    fn schedule(cron: &str, tz: &str) -> ParsedSchedule {
+        ScheduleSpec {
+            cron: cron.into(),
+            timezone: tz.into(),
+            starting_deadline: Duration::from_secs(60),
+            concurrency: Concurrency::Forbid,
+            enabled: true,
+        }
+        .parse()
+        .unwrap()
+    }
+
+    #[test]
+    fn five_and_six_field_expressions_give_the_next_trigger() {
+        let base = chrono::Utc
+            .with_ymd_and_hms(2026, 12, 2, 20, 0, 10)
+            .unwrap()
+            .timestamp();
+        assert_eq!(
+            schedule("*/1 * * * *", "UTC").next_after(base),
+            Some(base + 50)
+        );
+        assert_eq!(
+            schedule("*/5 * * * * *", "UTC").next_after(base),
+            Some(base + 5)
+        );
+    }
+
+    #[test]
+    fn a_wall_clock_time_missing_in_spring_fires_once_right_after_the_gap() {
+        // Europe/Berlin, 2026-03-29: 02:00 CET becomes 03:00 CEST.
+        let tz = chrono_tz::Europe::Berlin;
+        let s = schedule("30 2 * * *", "Europe/Berlin");
+        let before = tz
+            .with_ymd_and_hms(2026, 3, 28, 23, 0, 0)
+            .unwrap()
+            .timestamp();
+        let first = s.next_after(before).unwrap();
+        let expected = tz.with_ymd_and_hms(2026, 3, 29, 3, 0, 0).unwrap();
+        assert_eq!(first, expected.timestamp());
+        // Once: the next is the next day's 02:30.
+        let second = s.next_after(first).unwrap();
+        let next_day = tz.with_ymd_and_hms(2026, 3, 30, 2, 30, 0).unwrap();
+        assert_eq!(second, next_day.timestamp());
+    }
+
+    #[test]
+    fn a_wall_clock_time_repeated_in_autumn_fires_once() {
+        // Europe/Berlin, 2026-10-25: 03:00 CEST becomes 02:00 CET.
+        let tz = chrono_tz::Europe::Berlin;
+        let s = schedule("30 2 * * *", "Europe/Berlin");
+        let before = tz
+            .with_ymd_and_hms(2026, 10, 25, 1, 0, 0)
+            .unwrap()
+            .timestamp();
+        let first = s.next_after(before).unwrap();
+        let cest = tz
+            .with_ymd_and_hms(2026, 10, 25, 2, 30, 0)
+            .earliest()
+            .unwrap();
+        assert_eq!(first, cest.timestamp());
+        let second = s.next_after(first).unwrap();
+        let next_day = tz.with_ymd_and_hms(2026, 10, 26, 2, 30, 0).unwrap();
+        assert_eq!(second, next_day.timestamp());
+    }
+}
