@@ -12,9 +12,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::jobs::RunRecord;
 use super::rules::rollout::RolloutAction;
 use super::snapshot::{ReconcileKind, ReconcileRun, Snapshot};
-use super::jobs::RunRecord;
 use super::spec::{FieldError, ValidJobSpec, ValidServiceSpec};
 use crate::coordination::CoordinationError;
 use crate::mesos::client::CallError;

@@ -339,7 +339,9 @@ mod tests {
         let run = RunRecord {
             job: "report".into(),
             run_id: RunId::scheduled(1_796_241_600),
-            trigger: Trigger::Schedule { at: 1_796_241_600.0 },
+            trigger: Trigger::Schedule {
+                at: 1_796_241_600.0,
+            },
             state: RunState::TimedOut,
             reason: Some("timed out after 1m".into()),
             created_at: 1_796_241_600.2,

@@ -268,7 +268,9 @@ async fn audit<T>(
     result: &Result<T, AppError>,
     summary: impl FnOnce() -> String,
 ) {
-    let status = result.as_ref().map_or_else(|e| e.status, |_| StatusCode::OK);
+    let status = result
+        .as_ref()
+        .map_or_else(|e| e.status, |_| StatusCode::OK);
     let outcome = super::audit::Outcome {
         ok: result.is_ok(),
         status: status.as_u16(),
@@ -420,10 +422,7 @@ impl RunBody {
         }
         for (i, a) in self.args.iter().enumerate() {
             if a.len() > MAX_RUN_VALUE || a.contains('\0') {
-                errors.push(problem(
-                    format!("args[{i}]"),
-                    "at most 4096 bytes, no NUL",
-                ));
+                errors.push(problem(format!("args[{i}]"), "at most 4096 bytes, no NUL"));
             }
         }
         if self.env.len() > MAX_RUN_ENV {

@@ -230,7 +230,10 @@ impl Machine {
         }
         // Runs of a job deleted while its runs were being deleted.
         for key in orphans {
-            self.store(StoreOp::DeleteRun(key, Expect::Any), Pending::Jobs(Step::DeleteRun));
+            self.store(
+                StoreOp::DeleteRun(key, Expect::Any),
+                Pending::Jobs(Step::DeleteRun),
+            );
         }
         self.jobs.loaded = true;
         let n = self.jobs.jobs.len();
@@ -368,7 +371,13 @@ impl Machine {
         self.write_job(Some(reply), record, expect, replaced);
     }
 
-    fn write_job(&mut self, reply: Option<ReplyId>, record: JobRecord, expect: Expect, replaced: bool) {
+    fn write_job(
+        &mut self,
+        reply: Option<ReplyId>,
+        record: JobRecord,
+        expect: Expect,
+        replaced: bool,
+    ) {
         let name = record.spec.name.clone();
         match self.jobs.jobs.get_mut(&name) {
             Some(entry) => entry.writing = true,
@@ -445,8 +454,9 @@ impl Machine {
             return;
         };
         if entry.writing || entry.version.is_none() {
-            let error =
-                CommandError::Conflict(format!("a change of job {name} is being stored; try again"));
+            let error = CommandError::Conflict(format!(
+                "a change of job {name} is being stored; try again"
+            ));
             self.reply(reply, Answer::Service(Err(error)));
             return;
         }
@@ -482,8 +492,9 @@ impl Machine {
             return;
         };
         if entry.writing || entry.version.is_none() {
-            let error =
-                CommandError::Conflict(format!("a change of job {name} is being stored; try again"));
+            let error = CommandError::Conflict(format!(
+                "a change of job {name} is being stored; try again"
+            ));
             self.reply(reply, Answer::Service(Err(error)));
             return;
         }
@@ -518,7 +529,10 @@ impl Machine {
         run.env = request.env;
         self.log(
             EventKind::Service,
-            format!("job {} run {run_id} (manual, by {})", request.job, request.by),
+            format!(
+                "job {} run {run_id} (manual, by {})",
+                request.job, request.by
+            ),
             now,
         );
         self.record_run(run, Some(reply));
@@ -678,11 +692,11 @@ impl Machine {
                 entry.run.state.as_str()
             )));
         }
-        let task = entry
-            .run
-            .current()
-            .map(|a| a.task_id.clone())
-            .filter(|t| self.tasks.get(t.as_str()).is_some_and(|e| !e.record.is_terminal()));
+        let task = entry.run.current().map(|a| a.task_id.clone()).filter(|t| {
+            self.tasks
+                .get(t.as_str())
+                .is_some_and(|e| !e.record.is_terminal())
+        });
         let timed_out = why.starts_with("timed out");
         self.update_run(job, run_id, |run| {
             run.kill = Some(why.to_string());
@@ -903,7 +917,9 @@ impl Machine {
                 }
             }
             if run.state.is_finished() {
-                self.stats.job_outcomes.push((name.to_string(), run.state.as_str()));
+                self.stats
+                    .job_outcomes
+                    .push((name.to_string(), run.state.as_str()));
             }
             let what = match run.state {
                 RunState::Starting => "fires".to_string(),
@@ -941,7 +957,10 @@ impl Machine {
             let Some(attempt) = run.current() else {
                 continue;
             };
-            let task = self.tasks.get(attempt.task_id.as_str()).map(|e| e.record.clone());
+            let task = self
+                .tasks
+                .get(attempt.task_id.as_str())
+                .map(|e| e.record.clone());
             if let Some(task) = &task {
                 // An update stored by an earlier term, or before the run
                 // was read.
@@ -985,8 +1004,15 @@ impl Machine {
                 e.runs
                     .values()
                     .filter(|r| !r.run.state.is_finished() && r.run.kill.is_none())
-                    .filter(|r| spec.timeout.is_some_and(|t| at - r.run.created_at > t.as_secs_f64()))
-                    .filter_map(|r| r.run.current().map(|a| (r.run.run_id.clone(), a.task_id.clone())))
+                    .filter(|r| {
+                        spec.timeout
+                            .is_some_and(|t| at - r.run.created_at > t.as_secs_f64())
+                    })
+                    .filter_map(|r| {
+                        r.run
+                            .current()
+                            .map(|a| (r.run.run_id.clone(), a.task_id.clone()))
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -1079,8 +1105,14 @@ impl Machine {
         let entry = self.jobs.jobs.get(job)?;
         let run = &entry.runs.get(run_id)?.run;
         let current = run.current()?;
-        (current.number == attempt && run.state == RunState::Starting && run.kill.is_none())
-            .then(|| (current.task_id.clone(), run_task_spec(&entry.record.spec, run)))
+        (current.number == attempt && run.state == RunState::Starting && run.kill.is_none()).then(
+            || {
+                (
+                    current.task_id.clone(),
+                    run_task_spec(&entry.record.spec, run),
+                )
+            },
+        )
     }
 }
 
@@ -1125,9 +1157,15 @@ mod tests {
             kill: None,
         };
         let task = run_task_spec(&spec, &run);
-        assert_eq!(task.command, CommandSpec::Shell("echo 'a b' '$HOME'".into()));
+        assert_eq!(
+            task.command,
+            CommandSpec::Shell("echo 'a b' '$HOME'".into())
+        );
         assert_eq!(task.env.len(), 2);
         run.args.clear();
-        assert_eq!(run_task_spec(&spec, &run).command, CommandSpec::Shell("echo".into()));
+        assert_eq!(
+            run_task_spec(&spec, &run).command,
+            CommandSpec::Shell("echo".into())
+        );
     }
 }

@@ -393,7 +393,8 @@ impl Machine {
         let mut fingerprints: HashMap<String, String> = HashMap::new();
         for p in planned {
             if let Some((task_id, spec)) = self.job_launch(&p.service, p.instance) {
-                let launch = self.job_task(&spec, &p, task_id, &framework_id, executor.as_ref(), at);
+                let launch =
+                    self.job_task(&spec, &p, task_id, &framework_id, executor.as_ref(), at);
                 by_offer.entry(p.offer_id).or_default().push(launch);
                 continue;
             }

@@ -278,20 +278,20 @@ impl Store {
                     Written::Version(v)
                 }))
             }
-            StoreOp::DeleteJob(key, _) => StoreResult::Written(Ok(
-                if self.jobs.remove(&key).is_some() {
+            StoreOp::DeleteJob(key, _) => {
+                StoreResult::Written(Ok(if self.jobs.remove(&key).is_some() {
                     Written::Deleted
                 } else {
                     Written::Absent
-                },
-            )),
-            StoreOp::DeleteRun(key, _) => StoreResult::Written(Ok(
-                if self.runs.remove(&key).is_some() {
+                }))
+            }
+            StoreOp::DeleteRun(key, _) => {
+                StoreResult::Written(Ok(if self.runs.remove(&key).is_some() {
                     Written::Deleted
                 } else {
                     Written::Absent
-                },
-            )),
+                }))
+            }
         }
     }
 }
