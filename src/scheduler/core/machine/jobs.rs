@@ -197,6 +197,9 @@ impl Machine {
     }
 
     fn jobs_loaded(&mut self, now: Instant) {
+        if self.jobs.jobs_read.is_none() || self.jobs.runs_read.is_none() {
+            return;
+        }
         let (Some(jobs), Some(runs)) = (self.jobs.jobs_read.take(), self.jobs.runs_read.take())
         else {
             return;

@@ -8,6 +8,8 @@ mod agents;
 mod backoff;
 mod commands;
 mod determinism;
+mod job_properties;
+mod jobs;
 mod lag;
 mod launch_reconcile;
 mod lifecycle;

@@ -1,0 +1,306 @@
+//! Property test of jobs in the core (`docs/jobs.md#exactly-once`):
+//! random sequences of time passing, offers, store answers (each waits
+//! for its own step, so offers come while run records are being written),
+//! status updates of the jobs'
+//! tasks (any state), manual runs, kills and new terms (the old leader's
+//! writes in flight landing or not), against a job firing every 10 s with
+//! a random concurrency policy, retries and timeout. Kept beside
+//! `properties` (one service's world) so that each stays readable.
+//!
+//! Invariants:
+//! - no task record of an attempt is written before a stored run record
+//!   holds that attempt (checked at the effect);
+//! - every task ID is launched (in an ACCEPT) at most once, over all
+//!   terms: each trigger launches at most one first attempt;
+//! - a run launches at most `1 + retries.count` attempts, and a run
+//!   recorded `skipped` or `missed` launches none;
+//! - every scheduled run ID is a trigger of the schedule.
+
+use std::collections::{BTreeMap, HashSet};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use super::*;
+use crate::scheduler::jobs::{JobRecord, RunId, RunState};
+use crate::scheduler::spec::job::JobSpec;
+
+/// Cases per `cargo test` run.
+const CASES: u32 = 48;
+/// Steps of a case, at most.
+const STEPS: usize = 60;
+const BASE: f64 = 1_000_000.0;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Offer,
+    /// An update of the `n`th launched task (modulo), in this state.
+    Update(usize, TaskState, bool),
+    ManualRun,
+    /// Kill the `n`th run (modulo).
+    Kill(usize),
+    /// The leader goes; its writes in flight land or not.
+    NewTerm(bool),
+    /// The oldest store operation is answered.
+    AnswerOne,
+    /// Every store operation and call is answered (and those they lead to).
+    AnswerAll,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let state = prop_oneof![
+        Just(TaskState::TaskRunning),
+        Just(TaskState::TaskFinished),
+        Just(TaskState::TaskFailed),
+        Just(TaskState::TaskKilled),
+        Just(TaskState::TaskLost),
+    ];
+    prop_oneof![
+        4 => (1u64..15).prop_map(Op::Advance),
+        3 => Just(Op::Offer),
+        4 => (any::<usize>(), state, any::<bool>()).prop_map(|(n, s, e)| Op::Update(n, s, e)),
+        1 => Just(Op::ManualRun),
+        1 => any::<usize>().prop_map(Op::Kill),
+        1 => any::<bool>().prop_map(Op::NewTerm),
+        3 => Just(Op::AnswerOne),
+        3 => Just(Op::AnswerAll),
+    ]
+}
+
+fn job_spec() -> impl Strategy<Value = JobSpec> {
+    (
+        prop_oneof![Just("allow"), Just("forbid"), Just("replace")],
+        0u32..3,
+        prop::option::of(5u64..40),
+        2u32..5,
+    )
+        .prop_map(|(concurrency, retries, timeout, history)| {
+            let mut v = serde_json::json!({
+                "name": "report", "command": "true", "cpus": 0.1, "mem": 32,
+                "schedule": {"cron": "*/10 * * * * *", "starting_deadline": "5s",
+                             "concurrency": concurrency},
+                "retries": {"count": retries, "backoff": "2s"},
+                "history": history
+            });
+            if let Some(t) = timeout {
+                v["timeout"] = format!("{t}s").into();
+            }
+            serde_json::from_value(v).unwrap()
+        })
+}
+
+/// The effect-time invariant: a job attempt's task record is written only
+/// once a stored run record holds the attempt.
+fn watch(h: &Harness, effect: &Effect) -> Option<String> {
+    if let Effect::Store {
+        op: StoreOp::PutTask(record, Expect::Absent),
+        ..
+    } = effect
+    {
+        let (job, rest) = record.task_id.as_str().split_once('.')?;
+        let (run_id, _) = rest.rsplit_once('.')?;
+        let stored = h
+            .store
+            .runs
+            .get(&format!("{job}.{run_id}"))
+            .is_some_and(|(r, _)| r.attempts.iter().any(|a| a.task_id == record.task_id));
+        if !stored {
+            return Some(format!(
+                "task record {} before its run record",
+                record.task_id
+            ));
+        }
+    }
+    None
+}
+
+/// A harness for a new term over `store`, its clock at `unix`.
+fn term(store: Store, term: u64, unix: f64) -> Harness {
+    let mut h = Harness::new(config(), Some(FRAMEWORK), &[], &[]);
+    h.store = store;
+    let mut info = h.machine.term.clone();
+    info.term = term;
+    h.machine = Machine::new(h.machine.cfg.clone(), info, Instant::now(), unix);
+    h.watch = Some(watch);
+    h.start();
+    h.answer_all();
+    h.subscribe();
+    h.answer_all();
+    h
+}
+
+struct World {
+    h: Harness,
+    spec: JobSpec,
+    terms: u64,
+    launched: Vec<String>,
+    seen: HashSet<String>,
+    offers: u64,
+    uuid: u64,
+}
+
+impl World {
+    fn collect(&mut self) -> Result<(), String> {
+        for id in Harness::launched(&self.h.drain_call_log()) {
+            if !self.seen.insert(id.clone()) {
+                return Err(format!("task {id} launched twice"));
+            }
+            self.launched.push(id);
+        }
+        if let Some(v) = self.h.violations.first() {
+            return Err(v.clone());
+        }
+        Ok(())
+    }
+
+    async fn step(&mut self, op: &Op) -> Result<(), String> {
+        match op {
+            Op::Advance(s) => self.h.advance(Duration::from_secs(*s)).await,
+            Op::Offer => {
+                self.offers += 1;
+                self.h
+                    .offer(&format!("o-{}-{}", self.terms, self.offers), "agent-0", 4.0);
+            }
+            Op::Update(n, state, exit) => {
+                if !self.launched.is_empty() {
+                    let id = self.launched[n % self.launched.len()].clone();
+                    self.uuid += 1;
+                    let mut s = status(&id, *state, Some(&format!("u{}", self.uuid)));
+                    if *exit {
+                        s.message = Some("Command exited with status 1".into());
+                    }
+                    self.h.update(s);
+                }
+            }
+            Op::ManualRun => {
+                self.h.command(Request::StartRun(Box::new(
+                    crate::scheduler::commands::RunRequest {
+                        job: "report".into(),
+                        args: vec![],
+                        env: Default::default(),
+                        by: "prop".into(),
+                        reason: None,
+                    },
+                )));
+            }
+            Op::Kill(n) => {
+                let runs: Vec<String> = self
+                    .h
+                    .store
+                    .runs
+                    .values()
+                    .map(|(r, _)| r.run_id.clone())
+                    .collect();
+                if !runs.is_empty() {
+                    let run_id = runs[n % runs.len()].clone();
+                    self.h.command(Request::KillRun {
+                        name: "report".into(),
+                        run_id,
+                        by: "killed by prop".into(),
+                    });
+                }
+            }
+            Op::NewTerm(land) => {
+                self.collect()?;
+                let unix = self.h.machine.unix(Instant::now());
+                let mut old =
+                    std::mem::replace(&mut self.h, Harness::new(config(), None, &[], &[]));
+                if *land {
+                    while let Some((_, op)) = old.stores.pop_front() {
+                        old.store.apply(op);
+                    }
+                }
+                self.terms += 1;
+                self.h = term(old.store, self.terms, unix);
+            }
+            Op::AnswerOne => {
+                if !self.h.stores.is_empty() {
+                    self.h.answer_next_store();
+                }
+            }
+            Op::AnswerAll => self.h.answer_all(),
+        }
+        self.collect()?;
+        self.check()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let mut per_run: BTreeMap<String, usize> = BTreeMap::new();
+        for id in &self.launched {
+            let (_, rest) = id.split_once('.').unwrap_or_default();
+            let (run_id, _) = rest.rsplit_once('.').unwrap_or_default();
+            *per_run.entry(run_id.to_string()).or_default() += 1;
+        }
+        let schedule = self.spec.schedule.as_ref().unwrap().parse().unwrap();
+        for (r, _) in self.h.store.runs.values() {
+            let n = per_run.get(&r.run_id).copied().unwrap_or(0);
+            if n > 1 + self.spec.retries.count as usize {
+                return Err(format!("run {} launched {n} attempts", r.run_id));
+            }
+            if matches!(r.state, RunState::Skipped | RunState::Missed) && n > 0 {
+                return Err(format!("run {} is {:?} but launched", r.run_id, r.state));
+            }
+            if let Some(at) = RunId::scheduled_at(&r.run_id)
+                && schedule.next_after(at - 1) != Some(at)
+            {
+                return Err(format!("run {} is no trigger of the schedule", r.run_id));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run_case(spec: JobSpec, ops: &[Op]) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let mut store = Store {
+            framework_id: Some(FRAMEWORK.into()),
+            ..Store::default()
+        };
+        store.jobs.insert(
+            "report".into(),
+            (
+                JobRecord {
+                    spec: spec.clone(),
+                    created_at: BASE,
+                    updated_at: BASE,
+                },
+                0,
+            ),
+        );
+        let mut world = World {
+            h: term(store, 1, BASE),
+            spec,
+            terms: 1,
+            launched: Vec::new(),
+            seen: HashSet::new(),
+            offers: 0,
+            uuid: 0,
+        };
+        for op in ops {
+            world.step(op).await?;
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn job_runs_launch_at_most_once_per_trigger_and_only_after_their_record() {
+    let mut runner = TestRunner::new(Config {
+        cases: CASES,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(
+        &(job_spec(), prop::collection::vec(op(), 1..STEPS)),
+        |(spec, ops)| run_case(spec, &ops).map_err(TestCaseError::fail),
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

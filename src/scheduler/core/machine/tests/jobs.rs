@@ -1,0 +1,434 @@
+//! Jobs (`docs/jobs.md`): triggers from the injected clock, one run record
+//! per trigger written before its task record, concurrency, retries,
+//! timeouts, missed triggers, a new leader's runs, daylight-saving days.
+
+use super::*;
+use crate::scheduler::jobs::{JobRecord, RunRecord, RunState};
+use crate::scheduler::spec::job::JobSpec;
+
+/// The machine's clock starts here (seconds since the UNIX epoch).
+const BASE: f64 = 1_000_000.0;
+
+fn job(extra: serde_json::Value) -> JobSpec {
+    let mut value = serde_json::json!({
+        "name": "report", "command": "./report.sh", "cpus": 0.1, "mem": 32,
+        "schedule": {"cron": "*/10 * * * * *", "starting_deadline": "5s"}
+    });
+    if let (Some(v), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
+        for (k, x) in extra {
+            if k == "schedule" {
+                let s = v["schedule"].as_object_mut().unwrap();
+                s.extend(x.as_object().unwrap().clone());
+            } else {
+                v.insert(k.clone(), x.clone());
+            }
+        }
+    }
+    let spec: JobSpec = serde_json::from_value(value).unwrap();
+    assert!(spec.validate().is_empty(), "{:?}", spec.validate());
+    spec
+}
+
+/// A subscribed leader whose store holds `spec` (created at `created`)
+/// and `runs`, `tasks`; its clock at `base`.
+fn leader_at(
+    base: f64,
+    spec: &JobSpec,
+    created: f64,
+    runs: &[RunRecord],
+    tasks: &[TaskRecord],
+) -> Harness {
+    let mut h = Harness::new(config(), Some(FRAMEWORK), &[], tasks);
+    h.machine = Machine::new(
+        h.machine.cfg.clone(),
+        h.machine.term.clone(),
+        Instant::now(),
+        base,
+    );
+    h.store.jobs.insert(
+        spec.name.clone(),
+        (
+            JobRecord {
+                spec: spec.clone(),
+                created_at: created,
+                updated_at: created,
+            },
+            0,
+        ),
+    );
+    for run in runs {
+        h.store.runs.insert(run.key(), (run.clone(), 1));
+    }
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_all();
+    h
+}
+
+fn leader(spec: &JobSpec) -> Harness {
+    leader_at(BASE, spec, BASE, &[], &[])
+}
+
+/// The stored runs, oldest first.
+fn runs(h: &Harness) -> Vec<RunRecord> {
+    h.store.runs.values().map(|(r, _)| r.clone()).collect()
+}
+
+fn states(h: &Harness) -> Vec<(String, RunState)> {
+    runs(h).into_iter().map(|r| (r.run_id, r.state)).collect()
+}
+
+/// Advances, answering all I/O, offering one agent's resources each second.
+async fn run_for(h: &mut Harness, secs: u64) -> Vec<String> {
+    let mut launched = Vec::new();
+    for i in 0..secs {
+        h.offer(&format!("o-{i}-{}", h.next_reply), "agent-0", 4.0);
+        h.next_reply += 1;
+        h.answer_all();
+        h.advance(Duration::from_secs(1)).await;
+        h.answer_all();
+        launched.extend(Harness::launched(&h.drain_call_log()));
+    }
+    launched
+}
+
+/// Runs second by second until something launches (at most `max` s):
+/// what launched and after how many seconds.
+async fn until_launch(h: &mut Harness, max: u64) -> (Vec<String>, u64) {
+    for i in 1..=max {
+        let launched = run_for(h, 1).await;
+        if !launched.is_empty() {
+            return (launched, i);
+        }
+    }
+    (Vec::new(), max)
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_trigger_records_one_run_before_its_task_and_launches_it_once() {
+    let spec = job(serde_json::json!({}));
+    let mut h = leader(&spec);
+    // The order of writes: the run record (`runs/`), then the task record.
+    h.watch = Some(|h: &Harness, effect: &Effect| {
+        if let Effect::Store {
+            op: StoreOp::PutTask(record, Expect::Absent),
+            ..
+        } = effect
+        {
+            let stored = h
+                .store
+                .runs
+                .values()
+                .any(|(r, _)| r.attempts.iter().any(|a| a.task_id == record.task_id));
+            if !stored {
+                return Some(format!("task {} before its run record", record.task_id));
+            }
+        }
+        None
+    });
+    let launched = run_for(&mut h, 12).await;
+    assert!(h.violations.is_empty(), "{:?}", h.violations);
+    // 1_000_010 = 1970-01-12T13:46:50Z.
+    assert_eq!(launched, ["report.19700112T134650Z.1"]);
+    assert_eq!(
+        states(&h),
+        [("19700112T134650Z".to_string(), RunState::Starting)]
+    );
+    h.update(status(&launched[0], TaskState::TaskRunning, Some("u1")));
+    h.answer_all();
+    assert_eq!(runs(&h)[0].state, RunState::Running);
+    h.update(status(&launched[0], TaskState::TaskFinished, Some("u2")));
+    h.answer_all();
+    let run = &runs(&h)[0];
+    assert_eq!(run.state, RunState::Succeeded);
+    assert_eq!(run.reason.as_deref(), Some("exit status 0"));
+    // The next trigger: one more run, one more task.
+    let launched = run_for(&mut h, 10).await;
+    assert_eq!(launched, ["report.19700112T134700Z.1"]);
+    let snapshot = h.snapshot().await;
+    assert_eq!(snapshot.jobs.len(), 1);
+    assert_eq!(snapshot.jobs[0].runs.len(), 2);
+    assert_eq!(snapshot.jobs[0].next_run_at, Some(1_000_030.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn forbid_records_an_overlapping_trigger_as_skipped() {
+    let spec = job(serde_json::json!({"schedule": {"concurrency": "forbid"}}));
+    let mut h = leader(&spec);
+    let launched = run_for(&mut h, 12).await;
+    h.update(status(&launched[0], TaskState::TaskRunning, Some("u1")));
+    h.answer_all();
+    let launched = run_for(&mut h, 20).await;
+    assert!(launched.is_empty(), "{launched:?}");
+    let s = states(&h);
+    assert_eq!(s[0].1, RunState::Running);
+    assert_eq!(
+        &s[1..],
+        [
+            ("19700112T134700Z".to_string(), RunState::Skipped),
+            ("19700112T134710Z".to_string(), RunState::Skipped),
+        ]
+    );
+    assert!(
+        runs(&h)[1]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("skipped: concurrency")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn replace_kills_the_running_run_then_starts_the_new_one() {
+    let spec = job(serde_json::json!({"schedule": {"concurrency": "replace"}}));
+    let mut h = leader(&spec);
+    let first = run_for(&mut h, 12).await;
+    h.update(status(&first[0], TaskState::TaskRunning, Some("u1")));
+    h.answer_all();
+    let second = run_for(&mut h, 10).await;
+    assert_eq!(second, ["report.19700112T134700Z.1"]);
+    assert_eq!(h.marked(), [first[0].clone()]);
+    h.update(status(&first[0], TaskState::TaskKilled, Some("u2")));
+    h.answer_all();
+    let r = runs(&h);
+    assert_eq!(r[0].state, RunState::Killed);
+    assert_eq!(
+        r[0].reason.as_deref(),
+        Some("replaced by run 19700112T134700Z")
+    );
+    assert_eq!(r[1].state, RunState::Starting);
+}
+
+#[tokio::test(start_paused = true)]
+async fn allow_runs_both() {
+    let spec = job(serde_json::json!({"schedule": {"concurrency": "allow"}}));
+    let mut h = leader(&spec);
+    let first = run_for(&mut h, 12).await;
+    h.update(status(&first[0], TaskState::TaskRunning, Some("u1")));
+    h.answer_all();
+    let second = run_for(&mut h, 10).await;
+    assert_eq!(second, ["report.19700112T134700Z.1"]);
+    assert!(h.marked().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_attempt_is_retried_with_backoff_then_the_run_fails_with_the_exit_status() {
+    let spec = job(serde_json::json!({
+        "schedule": {"cron": "0 0 * * * *"},
+        "retries": {"count": 2, "backoff": "3s"}
+    }));
+    let mut h = leader(&spec);
+    let id = h.command(Request::StartRun(Box::new(
+        crate::scheduler::commands::RunRequest {
+            job: "report".into(),
+            args: vec![],
+            env: Default::default(),
+            by: "alice".into(),
+            reason: None,
+        },
+    )));
+    h.answer_all();
+    let Some(Answer::Run(Ok(run))) = h.reply(id) else {
+        panic!("{:?}", h.reply(id));
+    };
+    let run_id = run.run_id.clone();
+    let failed = |task: &str, uuid: &str| v1::TaskStatus {
+        message: Some("Command exited with status 3".into()),
+        ..status(task, TaskState::TaskFailed, Some(uuid))
+    };
+    for attempt in 1..=3u32 {
+        let (launched, waited) = until_launch(&mut h, 20).await;
+        assert_eq!(launched, [format!("report.{run_id}.{attempt}")]);
+        if attempt > 1 {
+            // The retry waited for its backoff: 3 s, then 6 s.
+            let delay = 3 * (1 << (attempt - 2));
+            assert!(waited >= delay, "attempt {attempt} after {waited} s");
+        }
+        h.update(failed(&launched[0], &format!("f{attempt}")));
+        h.answer_all();
+        if attempt < 3 {
+            let r = &runs(&h)[0];
+            assert_eq!(r.state, RunState::Starting);
+            let delay = 3.0 * f64::from(1u32 << (attempt - 1));
+            let ended = r.attempts[attempt as usize - 1].ended_at.unwrap();
+            assert!((r.retry_at.unwrap() - ended - delay).abs() < 0.01);
+        }
+    }
+    let r = &runs(&h)[0];
+    assert_eq!(r.state, RunState::Failed);
+    assert_eq!(r.reason.as_deref(), Some("exit status 3"));
+    assert_eq!(r.attempts.len(), 3);
+    assert_eq!(r.attempts[2].exit_status, Some(3));
+    assert!(
+        matches!(&r.trigger, crate::scheduler::jobs::Trigger::Manual { by, .. } if by == "alice")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_past_its_timeout_is_killed_and_recorded_timed_out() {
+    let spec = job(serde_json::json!({"timeout": "5s"}));
+    let mut h = leader(&spec);
+    let launched = run_for(&mut h, 12).await;
+    h.update(status(&launched[0], TaskState::TaskRunning, Some("u1")));
+    h.answer_all();
+    run_for(&mut h, 5).await;
+    assert_eq!(h.marked(), [launched[0].clone()]);
+    h.update(status(&launched[0], TaskState::TaskKilled, Some("u2")));
+    h.answer_all();
+    let r = &runs(&h)[0];
+    assert_eq!(r.state, RunState::TimedOut);
+    assert_eq!(r.reason.as_deref(), Some("timed out after 5s"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trigger_no_leader_could_launch_within_the_deadline_is_missed_not_launched() {
+    // The last stored trigger was 30 s before this leader's start: the
+    // two triggers since are past their 5 s deadline.
+    let spec = job(serde_json::json!({}));
+    let last = RunRecord {
+        job: "report".into(),
+        run_id: crate::scheduler::jobs::RunId::scheduled(999_970),
+        trigger: crate::scheduler::jobs::Trigger::Schedule { at: 999_970.0 },
+        state: RunState::Succeeded,
+        reason: None,
+        created_at: 999_970.0,
+        finished_at: Some(999_975.0),
+        args: vec![],
+        env: Default::default(),
+        attempts: vec![],
+        retry_at: None,
+        kill: None,
+    };
+    let mut h = leader_at(BASE, &spec, 999_000.0, &[last], &[]);
+    let launched = run_for(&mut h, 3).await;
+    // Only the trigger within its deadline launches.
+    assert_eq!(launched, ["report.19700112T134640Z.1"]);
+    let s = states(&h);
+    assert_eq!(s.len(), 4);
+    // 999_980, 999_990: missed; 1_000_000 (the start): within the deadline.
+    assert_eq!(s[1].1, RunState::Missed);
+    assert_eq!(s[2].1, RunState::Missed);
+    assert_eq!(s[3].1, RunState::Starting);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_leader_launches_a_recorded_attempt_once_and_never_fires_its_trigger_again() {
+    let spec = job(serde_json::json!({
+        "schedule": {"starting_deadline": "1m", "concurrency": "allow"}
+    }));
+    let recorded = |id: &str| RunRecord {
+        job: "report".into(),
+        run_id: id.into(),
+        trigger: crate::scheduler::jobs::Trigger::Schedule {
+            at: crate::scheduler::jobs::RunId::scheduled_at(id).unwrap() as f64,
+        },
+        state: RunState::Starting,
+        reason: None,
+        created_at: 999_990.0,
+        finished_at: None,
+        args: vec![],
+        env: Default::default(),
+        attempts: vec![crate::scheduler::jobs::Attempt {
+            number: 1,
+            task_id: format!("report.{id}.1").as_str().into(),
+            created_at: 999_990.0,
+            running_at: None,
+            ended_at: None,
+            task_state: None,
+            exit_status: None,
+            message: None,
+        }],
+        retry_at: None,
+        kill: None,
+    };
+    // The old leader stored the run of 999_990 and died before its task
+    // record: the new one launches that attempt.
+    let run = recorded("19700112T134630Z");
+    let mut h = leader_at(BASE, &spec, 999_000.0, &[run.clone()], &[]);
+    let mut launched = run_for(&mut h, 5).await;
+    launched.sort();
+    // The recorded attempt, and the trigger of 1_000_000 (allow).
+    assert_eq!(
+        launched,
+        ["report.19700112T134630Z.1", "report.19700112T134640Z.1"]
+    );
+    // The old leader launched it (its task record is stored): nothing is
+    // launched again; the trigger at 1_000_000 fires once.
+    let mut task = running_record("report", 1, &service("report", 1));
+    task.task_id = "report.19700112T134630Z.1".into();
+    let mut h = leader_at(BASE, &spec, 999_000.0, &[run], &[task]);
+    let launched = run_for(&mut h, 5).await;
+    assert_eq!(launched, ["report.19700112T134640Z.1"]);
+    let s = states(&h);
+    assert_eq!(s[0].1, RunState::Running, "{s:?}");
+    assert_eq!(s.len(), 2);
+}
+
+/// Seconds since the epoch of a wall-clock time in Europe/Berlin.
+fn berlin(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> f64 {
+    use chrono::TimeZone as _;
+    chrono_tz::Europe::Berlin
+        .with_ymd_and_hms(y, mo, d, h, mi, 0)
+        .earliest()
+        .unwrap()
+        .timestamp() as f64
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_time_missing_in_spring_runs_once_at_the_shifted_time() {
+    let spec = job(serde_json::json!({
+        "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Berlin"}
+    }));
+    // 01:55 CET; 02:30 does not exist (02:00 CET → 03:00 CEST).
+    let base = berlin(2026, 3, 29, 1, 55);
+    let mut h = leader_at(base, &spec, base, &[], &[]);
+    run_for(&mut h, 10 * 60).await;
+    // 03:00 CEST = 01:00Z, once.
+    let ids: Vec<String> = runs(&h).into_iter().map(|r| r.run_id).collect();
+    assert_eq!(ids, ["20260329T010000Z"]);
+    run_for(&mut h, 60).await;
+    assert_eq!(runs(&h).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_time_repeated_in_autumn_runs_once() {
+    let spec = job(serde_json::json!({
+        "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Berlin", "concurrency": "allow"}
+    }));
+    // 02:25 CEST; 02:30 comes twice (03:00 CEST → 02:00 CET).
+    let base = berlin(2026, 10, 25, 2, 25);
+    let mut h = leader_at(base, &spec, base, &[], &[]);
+    run_for(&mut h, 75 * 60).await;
+    let ids: Vec<String> = runs(&h).into_iter().map(|r| r.run_id).collect();
+    // 02:30 CEST = 00:30Z; not 02:30 CET = 01:30Z.
+    assert_eq!(ids, ["20261025T003000Z"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn history_keeps_the_newest_finished_runs() {
+    let spec = job(serde_json::json!({"history": 2, "schedule": {"concurrency": "allow"}}));
+    let mut h = leader(&spec);
+    for i in 0..4 {
+        let (launched, _) = until_launch(&mut h, 15).await;
+        assert_eq!(launched.len(), 1, "round {i}");
+        h.update(status(&launched[0], TaskState::TaskFinished, Some("u")));
+        h.answer_all();
+    }
+    let ids: Vec<String> = runs(&h).into_iter().map(|r| r.run_id).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[1], "19700112T134720Z");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_cannot_take_a_services_name_nor_a_service_a_jobs() {
+    let spec = job(serde_json::json!({}));
+    let mut h = leader(&spec);
+    let id = h.command(Request::PutService(Box::new(valid(service("report", 1)))));
+    assert!(matches!(
+        h.reply(id),
+        Some(Answer::Service(Err(
+            crate::scheduler::commands::CommandError::Conflict(_)
+        )))
+    ));
+}
