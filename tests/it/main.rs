@@ -78,6 +78,7 @@ mod web_api;
 mod web_audit;
 mod web_browser;
 mod web_console;
+mod web_jobs_browser;
 mod web_liveness;
 mod web_logs;
 mod web_pages;

@@ -372,6 +372,11 @@ impl TestCore {
                     CoreRequest::PutService(_) => "put_service",
                     CoreRequest::DeleteService(_) => "delete_service",
                     CoreRequest::Rollout { .. } => "rollout",
+                    CoreRequest::PutJob(_)
+                    | CoreRequest::DeleteJob(_)
+                    | CoreRequest::SetJobEnabled { .. }
+                    | CoreRequest::StartRun(_)
+                    | CoreRequest::KillRun { .. } => "job",
                 };
                 self.log.lock().unwrap().push(name);
                 let mode = self.mode.lock().unwrap().clone();
@@ -390,6 +395,15 @@ impl TestCore {
         let Command { request, reply } = command;
         let answer = |answer: Answer| drop(reply.send(answer));
         match request {
+            // The scripted core has no jobs (tests/it/web_jobs_browser.rs
+            // drives the real core).
+            CoreRequest::PutJob(_)
+            | CoreRequest::DeleteJob(_)
+            | CoreRequest::SetJobEnabled { .. }
+            | CoreRequest::StartRun(_)
+            | CoreRequest::KillRun { .. } => answer(Answer::Refused(CommandError::Conflict(
+                "the scripted core has no jobs".into(),
+            ))),
             CoreRequest::Reconcile(kind) => {
                 let active = s.tasks.iter().filter(|t| !t.is_terminal()).count();
                 let run = ReconcileRun {

@@ -64,22 +64,32 @@ impl Master {
             .map(|c| c.container_id.clone())
     }
 
-    /// The sandbox of a live command process, for the agent's `/state`.
+    /// Process mode: the sandbox of a command executor, for the agent's
+    /// `/state` — where its command runs, runs or ran. The path is known
+    /// from the launch on, as a real agent creates the directory before it
+    /// starts the executor (`src/slave/paths.cpp`); `None` outside
+    /// process mode.
     pub(super) fn command_sandbox(
         &self,
         agent_index: usize,
         framework_id: &str,
         executor_id: &str,
+        container_id: &str,
     ) -> Option<std::path::PathBuf> {
-        self.processes
-            .commands
-            .values()
-            .find(|c| {
-                c.agent_index == agent_index
-                    && c.framework_id == framework_id
-                    && c.task_id == executor_id
-            })
-            .map(|c| c.sandbox.clone())
+        self.cfg.run_executors.as_ref()?;
+        let agent_id = &self.agents.get(agent_index)?.id;
+        Some(
+            self.processes
+                .work_dir
+                .join("slaves")
+                .join(agent_id)
+                .join("frameworks")
+                .join(framework_id)
+                .join("executors")
+                .join(executor_id)
+                .join("runs")
+                .join(container_id),
+        )
     }
 
     /// Starts a command-executor task for real in process mode; false when
@@ -156,16 +166,8 @@ impl Master {
             .map(|e| e.addr.to_string())
             .unwrap_or_default();
         let sandbox = self
-            .processes
-            .work_dir
-            .join("slaves")
-            .join(&agent_id)
-            .join("frameworks")
-            .join(framework_id)
-            .join("executors")
-            .join(task_id)
-            .join("runs")
-            .join(&container_id);
+            .command_sandbox(agent_index, framework_id, task_id, &container_id)
+            .ok_or("process mode is off")?;
         std::fs::create_dir_all(&sandbox).map_err(|e| format!("Failed to create sandbox: {e}"))?;
         let stdout = std::fs::File::create(sandbox.join("stdout")).map_err(|e| e.to_string())?;
         let mut stderr =

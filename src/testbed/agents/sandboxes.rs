@@ -142,7 +142,16 @@ impl Master {
                         && p.executor_id == *executor_id
                 })
                 .map(|p| p.sandbox.clone())
-                .or_else(|| self.command_sandbox(index, framework_id, executor_id));
+                .or_else(|| {
+                    executor.info.is_none().then(|| {
+                        self.command_sandbox(
+                            index,
+                            framework_id,
+                            executor_id,
+                            &executor.container_id,
+                        )
+                    })?
+                });
             let task_id = executor.tasks.first().cloned().unwrap_or_default();
             let launched = self
                 .tasks
