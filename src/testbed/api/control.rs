@@ -582,7 +582,7 @@ struct HealthBody {
 async fn set_health(State(app): State<App>, Required(body): Required<HealthBody>) -> Response {
     let label = match parse_label(body.label.as_deref()) {
         Ok(label) => label,
-        Err(refusal) => return refusal,
+        Err(error) => return bad_request(error),
     };
     let mut master = app.lock();
     if let Some(refusal) = prefix_refusal(&body.task_id_prefix, master.faults.health.len()) {
@@ -612,7 +612,7 @@ struct TaskExitBody {
 async fn set_task_exit(State(app): State<App>, Required(body): Required<TaskExitBody>) -> Response {
     let label = match parse_label(body.label.as_deref()) {
         Ok(label) => label,
-        Err(refusal) => return refusal,
+        Err(error) => return bad_request(error),
     };
     if body.run_ms > MAX_RUN_MS {
         return bad_request(format!(
@@ -639,14 +639,14 @@ async fn set_task_exit(State(app): State<App>, Required(body): Required<TaskExit
     done()
 }
 
-/// A rule's optional `key=value` label, or the 400 answer.
-fn parse_label(label: Option<&str>) -> Result<Option<(String, String)>, Response> {
+/// A rule's optional `key=value` label, or the 400 answer's text.
+fn parse_label(label: Option<&str>) -> Result<Option<(String, String)>, String> {
     match label.map(|l| l.split_once('=')) {
         None => Ok(None),
         Some(Some((key, value))) if !key.is_empty() => {
             Ok(Some((key.to_string(), value.to_string())))
         }
-        Some(_) => Err(bad_request("label must be key=value".into())),
+        Some(_) => Err("label must be key=value".into()),
     }
 }
 

@@ -52,14 +52,13 @@ pub(crate) fn command_message(raw: i32) -> String {
 fn signal_name(signal: i32) -> String {
     // SAFETY: strsignal returns a pointer to a static or thread-local
     // string, valid until the next call on this thread; it is copied at once.
-    let text = unsafe {
+    unsafe {
         let ptr = libc::strsignal(signal);
         if ptr.is_null() {
             return format!("Unknown signal {signal}");
         }
         std::ffi::CStr::from_ptr(ptr).to_string_lossy().into_owned()
-    };
-    text
+    }
 }
 
 /// The raw wait status of a process that exited with `code`.
