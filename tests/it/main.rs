@@ -48,6 +48,7 @@ mod pymesos_client;
 mod scheduler_drain;
 mod scheduler_failover;
 mod scheduler_health;
+mod scheduler_jobs;
 mod scheduler_maintenance;
 mod scheduler_offers;
 mod scheduler_partition;

@@ -372,11 +372,11 @@ impl TestCore {
                     CoreRequest::PutService(_) => "put_service",
                     CoreRequest::DeleteService(_) => "delete_service",
                     CoreRequest::Rollout { .. } => "rollout",
-                    CoreRequest::PutJob(_)
-                    | CoreRequest::DeleteJob(_)
-                    | CoreRequest::SetJobEnabled { .. }
-                    | CoreRequest::StartRun(_)
-                    | CoreRequest::KillRun { .. } => "job",
+                    CoreRequest::PutJob(_) => "put_job",
+                    CoreRequest::DeleteJob(_) => "delete_job",
+                    CoreRequest::SetJobEnabled { .. } => "set_job_enabled",
+                    CoreRequest::StartRun(_) => "start_run",
+                    CoreRequest::KillRun { .. } => "kill_run",
                 };
                 self.log.lock().unwrap().push(name);
                 let mode = self.mode.lock().unwrap().clone();
@@ -395,15 +395,6 @@ impl TestCore {
         let Command { request, reply } = command;
         let answer = |answer: Answer| drop(reply.send(answer));
         match request {
-            // The scripted core has no jobs (tests/it/web_jobs_browser.rs
-            // drives the real core).
-            CoreRequest::PutJob(_)
-            | CoreRequest::DeleteJob(_)
-            | CoreRequest::SetJobEnabled { .. }
-            | CoreRequest::StartRun(_)
-            | CoreRequest::KillRun { .. } => answer(Answer::Refused(CommandError::Conflict(
-                "the scripted core has no jobs".into(),
-            ))),
             CoreRequest::Reconcile(kind) => {
                 let active = s.tasks.iter().filter(|t| !t.is_terminal()).count();
                 let run = ReconcileRun {
@@ -553,6 +544,15 @@ impl TestCore {
                 };
                 answer(Answer::Service(result));
             }
+            // This fake core keeps no jobs: the jobs' rules are the real
+            // core's (`core/machine/jobs.rs`), tested with it.
+            CoreRequest::PutJob(_)
+            | CoreRequest::DeleteJob(_)
+            | CoreRequest::SetJobEnabled { .. }
+            | CoreRequest::StartRun(_)
+            | CoreRequest::KillRun { .. } => answer(Answer::Refused(CommandError::Conflict(
+                "the fake core keeps no jobs".into(),
+            ))),
         }
         self.snapshots.send_replace(Arc::new(s));
     }

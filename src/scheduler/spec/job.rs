@@ -252,10 +252,8 @@ impl JobSpec {
             // below under their own names.
             .filter(|e| !e.field.starts_with("restart_backoff"))
             .collect();
-        if let Some(schedule) = &self.schedule {
-            if let Err(e) = schedule.parse() {
-                errors.push(e);
-            }
+        if let Some(Err(e)) = self.schedule.as_ref().map(ScheduleSpec::parse) {
+            errors.push(e);
         }
         if self.retries.count > MAX_RETRIES {
             errors.push(problem("retries.count", format!("at most {MAX_RETRIES}")));

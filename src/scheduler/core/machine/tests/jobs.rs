@@ -345,7 +345,7 @@ async fn a_new_leader_launches_a_recorded_attempt_once_and_never_fires_its_trigg
     // The old leader stored the run of 999_990 and died before its task
     // record: the new one launches that attempt.
     let run = recorded("19700112T134630Z");
-    let mut h = leader_at(BASE, &spec, 999_000.0, &[run.clone()], &[]);
+    let mut h = leader_at(BASE, &spec, 999_000.0, std::slice::from_ref(&run), &[]);
     let mut launched = run_for(&mut h, 5).await;
     launched.sort();
     // The recorded attempt, and the trigger of 1_000_000 (allow).
