@@ -1,6 +1,7 @@
 //! `mesos-appliance demo`: the appliance on an embedded default — an
 //! in-process `mesos-testbed` with a few agents, the in-memory coordinator,
-//! two sample services and the dashboard on `--listen`. When
+//! two sample services, two sample jobs (one cron every minute, one on
+//! demand) and the dashboard on `--listen`. When
 //! `mesos-appliance-executor` sits next to the binary, the testbed runs it
 //! for real for the `web` service (so kamikaze kills real processes);
 //! otherwise it simulates it.
@@ -20,6 +21,7 @@ use crate::coordination::memory::MemoryCoordinator;
 use crate::mesos::client::ClientConfig;
 use crate::mesos::detector::MasterSpec;
 use crate::scheduler::ServiceSpec;
+use crate::scheduler::spec::job::{JobSpec, ValidJobSpec};
 use crate::testbed::{AgentSpec, DEFAULT_AGENT_RESOURCES, Testbed, TestbedConfig};
 
 /// The demo's services when `--services` is not given.
@@ -39,6 +41,69 @@ pub fn sample_services() -> Vec<ServiceSpec> {
         }
     ]))
     .expect("sample services are valid")
+}
+
+/// The demo's jobs: `report` every minute (cron), `backup` on demand.
+/// Their commands end, so a newcomer sees runs succeed: for real when the
+/// testbed runs commands (process mode), otherwise after the run time
+/// [`demo_task_exits`] gives the simulated tasks.
+pub fn sample_jobs() -> Vec<JobSpec> {
+    serde_json::from_value(serde_json::json!([
+        {
+            "name": "report",
+            "command": "echo \"report of $(date -u +%H:%M) starting\"; sleep 3; echo \"report done\"",
+            "cpus": 0.1, "mem": 32,
+            "schedule": {"cron": "*/1 * * * *", "timezone": "UTC", "concurrency": "forbid"},
+            "history": 20
+        },
+        {
+            "name": "backup",
+            "command": "for step in snapshot copy verify; do echo \"backup: $step\"; sleep 1; done",
+            "cpus": 0.1, "mem": 32,
+            "retries": {"count": 1, "backoff": "5s"},
+            "timeout": "5m"
+        }
+    ]))
+    .expect("sample jobs are valid")
+}
+
+/// Without process mode the testbed runs nothing: the demo jobs' tasks
+/// (task IDs `<job>.<run>.<attempt>`) end after 3 s with exit status 0
+/// (the testbed's `task-exit` fault, `docs/testbed.md#finite-tasks`).
+fn demo_task_exits(testbed: &Testbed) {
+    for job in sample_jobs() {
+        testbed.set_task_exit(&format!("{}.", job.name), None, Duration::from_secs(3), 0);
+    }
+}
+
+/// Stores the demo jobs once this replica leads (the memory coordinator
+/// starts empty), retrying for a minute.
+fn put_sample_jobs(handle: crate::scheduler::SchedulerHandle) {
+    tokio::spawn(async move {
+        for spec in sample_jobs() {
+            let name = spec.name.clone();
+            let Ok(valid) = ValidJobSpec::new(spec) else {
+                continue;
+            };
+            let mut stored = false;
+            for _ in 0..120 {
+                let request = crate::scheduler::Request::PutJob(Box::new(valid.clone()));
+                match handle
+                    .request::<bool>(Duration::from_secs(2), request)
+                    .await
+                {
+                    Ok(_) => {
+                        stored = true;
+                        break;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                }
+            }
+            if !stored {
+                tracing::warn!(job = %name, "the demo could not store its sample job");
+            }
+        }
+    });
 }
 
 /// Runs the demo until Ctrl-C or SIGTERM.
@@ -107,6 +172,10 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
     )
     .await
     .map_err(|e| (exit::FAILURE, e.to_string()))?;
+    if executor.is_none() {
+        demo_task_exits(&testbed);
+    }
+    put_sample_jobs(running.handle.clone());
     println!("mesos-appliance demo");
     println!("  dashboard:     {}", running.dashboard_url);
     println!(
@@ -143,5 +212,26 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
             format!("the scheduler stopped unexpectedly: {why}"),
         )),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod job_tests {
+    use super::*;
+
+    #[test]
+    fn the_sample_jobs_are_valid_one_cron_one_on_demand() {
+        let jobs = sample_jobs();
+        for job in &jobs {
+            assert!(
+                ValidJobSpec::new(job.clone()).is_ok(),
+                "{}: {:?}",
+                job.name,
+                ValidJobSpec::new(job.clone()).err()
+            );
+        }
+        let cron: Vec<_> = jobs.iter().filter_map(|j| j.schedule.as_ref()).collect();
+        assert_eq!(cron.len(), 1);
+        assert_eq!(cron[0].cron, "*/1 * * * *");
     }
 }

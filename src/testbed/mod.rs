@@ -270,6 +270,26 @@ impl Testbed {
             });
     }
 
+    /// Simulated tasks whose ID starts with `prefix` (and that carry
+    /// `label`, a `(key, value)`, if given), launched from now on, exit
+    /// with `exit_code` `run` after their TASK_RUNNING: TASK_FINISHED for
+    /// 0, TASK_FAILED otherwise (the `task-exit` fault, see
+    /// `testbed::master::finite`); the last matching call wins.
+    pub fn set_task_exit(
+        &self,
+        prefix: &str,
+        label: Option<(&str, &str)>,
+        run: std::time::Duration,
+        exit_code: u8,
+    ) {
+        self.app.lock().faults.exits.push(master::faults::ExitRule {
+            task_id_prefix: prefix.to_string(),
+            label: label.map(|(k, v)| (k.to_string(), v.to_string())),
+            run,
+            exit_code,
+        });
+    }
+
     /// `/api/v1` answers 404 as on a master without the v1 operator API,
     /// until [`Testbed::clear_faults`].
     pub fn remove_operator_api(&self) {

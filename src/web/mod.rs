@@ -16,6 +16,7 @@
 //!   without JavaScript;
 //! - [`api`]: the JSON API, health, readiness and metrics;
 //! - [`jobs`]: the jobs API (specs, runs, run now, kill, enable, disable);
+//! - [`job_pages`]: the Jobs pages and their Run now / Kill / Enable / Disable forms;
 //! - [`actions`]: reconcile, kamikaze, teardown, abdicate, reregister — one
 //!   command each, the API endpoint and the in-memory log of outcomes;
 //! - [`forms`]: the same actions from the browser: confirmation pages, CSRF,
@@ -95,6 +96,7 @@ pub mod extract;
 pub mod format;
 pub mod forms;
 pub mod history;
+pub mod job_pages;
 pub mod jobs;
 pub mod leader;
 pub mod live;
@@ -511,7 +513,8 @@ pub fn router(state: AppState) -> Router {
         .route(event_stream::PATH, get(event_stream::stream))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
-        .route("/metrics", get(api::metrics));
+        .route("/metrics", get(api::metrics))
+        .merge(job_pages::routes());
     app = match &state.config.static_dir {
         Some(dir) => app.nest("/static", pages::assets_with_override(dir)),
         None => app.route("/static/{file}", get(pages::asset)),

@@ -208,6 +208,7 @@ impl Master {
     /// shutdownFramework); no task updates follow
     /// (`docs/mesos-protocol.md#what-the-scheduler-sees-when-an-executor-exits`).
     pub(super) fn process_framework_removed(&mut self, framework_id: &str) {
+        self.kill_framework_commands(framework_id);
         let containers: Vec<String> = self
             .processes
             .live

@@ -332,6 +332,7 @@ impl Master {
                     self.destroy_container(&container_id, None);
                 }
             }
+            ExecutorTimer::KillEscalation { container_id } => self.escalate_kill(&container_id),
             ExecutorTimer::AgentUp { agent_index, epoch } => self.agent_up(agent_index, epoch),
             ExecutorTimer::Reregistration { agent_index, epoch } => {
                 self.reregistration_timeout(agent_index, epoch)
@@ -358,6 +359,11 @@ impl Master {
             }
             kill_session(process.pid);
         }
+        for command in self.processes.commands.values() {
+            if command.agent_index == index {
+                kill_session(command.pid);
+            }
+        }
     }
 
     /// SIGKILLs every executor session (testbed shutdown): nothing outlives
@@ -365,6 +371,9 @@ impl Master {
     pub(crate) fn kill_all_processes(&mut self) {
         for process in self.processes.live.values() {
             kill_session(process.pid);
+        }
+        for command in self.processes.commands.values() {
+            kill_session(command.pid);
         }
         for endpoint in &self.processes.endpoints {
             endpoint.stop.cancel();
@@ -381,6 +390,12 @@ impl Master {
             .live
             .values()
             .map(|p| p.view(&self.agents[p.agent_index].id, None))
+            .chain(
+                self.processes
+                    .commands
+                    .values()
+                    .map(|c| c.view(&self.agents[c.agent_index].id, None)),
+            )
             .collect();
         out.sort_by(|a, b| a.container_id.cmp(&b.container_id));
         out.extend(self.processes.finished.iter().cloned());
@@ -392,7 +407,14 @@ impl Master {
 /// `sid` is its pid): its own process group, then every process whose
 /// session is `sid` — the task groups it created inside the session.
 pub(crate) fn kill_session(sid: u32) {
-    crate::executor::tasks::signal_group(sid, libc::SIGKILL);
+    signal_session(sid, libc::SIGKILL);
+}
+
+/// Sends `signal` to the session `sid`: its own process group, then every
+/// process whose session is `sid` (`os::killtree` with groups and sessions,
+/// `3rdparty/stout/include/stout/os/posix/killtree.hpp`).
+pub(crate) fn signal_session(sid: u32, signal: i32) {
+    crate::executor::tasks::signal_group(sid, signal);
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return;
     };
@@ -418,7 +440,7 @@ pub(crate) fn kill_session(sid: u32) {
         if session == Some(sid) && pid > 1 {
             // SAFETY: kill(2) has no memory-safety preconditions.
             unsafe {
-                libc::kill(pid, libc::SIGKILL);
+                libc::kill(pid, signal);
             }
         }
     }

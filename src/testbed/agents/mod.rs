@@ -2,7 +2,8 @@
 //! - `containerizers`: which containers an agent can launch;
 //! - `health`: simulated executors' health checks;
 //! - process mode: `executors` (real `mesos-appliance-executor` processes
-//!   and their sandboxes), `executor_api` and `executor_events` (the
+//!   and their sandboxes), `command_executor` (command-executor tasks run
+//!   for real), `executor_api` and `executor_events` (the
 //!   agent's `POST /api/v1/executor` and the events it carries),
 //!   `agent_restart` (an agent that dies and comes back);
 //! - `sandboxes`: each agent's `/state` and files API.
@@ -13,6 +14,7 @@
 //! `pub(super)`, so the compiler keeps `master/` from calling them directly.
 
 pub(super) mod agent_restart;
+pub(super) mod command_executor;
 pub(super) mod containerizers;
 pub(super) mod executor_api;
 pub(super) mod executor_events;
@@ -34,7 +36,18 @@ impl AgentSide for Master {
         self.process_launch(framework_id, agent_index, task_id)
     }
 
+    fn agent_start_command(&mut self, framework_id: &str, task_id: &str) -> bool {
+        self.start_command(framework_id, task_id)
+    }
+
+    fn agent_task_released(&mut self, framework_id: &str, task_id: &str) {
+        self.command_task_released(framework_id, task_id);
+    }
+
     fn agent_kill_task(&mut self, framework_id: &str, task: &Task, kill: &call::Kill) -> bool {
+        if !task.custom_executor {
+            return self.kill_command(framework_id, task, kill);
+        }
         self.process_kill(framework_id, task, kill)
     }
 

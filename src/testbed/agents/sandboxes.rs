@@ -141,7 +141,17 @@ impl Master {
                         && p.framework_id == *framework_id
                         && p.executor_id == *executor_id
                 })
-                .map(|p| p.sandbox.clone());
+                .map(|p| p.sandbox.clone())
+                .or_else(|| {
+                    executor.info.is_none().then(|| {
+                        self.command_sandbox(
+                            index,
+                            framework_id,
+                            executor_id,
+                            &executor.container_id,
+                        )
+                    })?
+                });
             let task_id = executor.tasks.first().cloned().unwrap_or_default();
             let launched = self
                 .tasks

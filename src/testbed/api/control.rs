@@ -20,7 +20,8 @@
 //! | `POST /testbed/faults/drop-calls` `{"call_type": "ACCEPT", "count": 1}` | lose the next `count` scheduler calls of that type: each is answered 202 as usual and not acted on (`"dropped": true` in the call log) |
 //! | `POST /testbed/faults/latency` `{"stream_ms": 0, "response_ms": 0}` | delay every event on scheduler subscription streams (open ones too) and every answer of the scheduler API |
 //! | `POST /testbed/faults/health` `{"task_id_prefix": "…", "label": "key=value" (optional), "health": "healthy" \| "unhealthy" \| "flapping"}` | results of the simulated executors' health checks of matching tasks, from their next check (see `agents/health.rs`); the last matching call wins |
-//! | `POST /testbed/faults/clear` | forget every fault above (stopped heartbeats, ignore-kill, hold-staging, no-operator-api, health, dropped calls, latency) |
+//! | `POST /testbed/faults/task-exit` `{"task_id_prefix": "…", "label": "key=value" (optional), "run_ms": N, "exit_code": 0}` | simulated tasks matching it launched from now on exit `run_ms` after their TASK_RUNNING with `exit_code`: TASK_FINISHED for 0, TASK_FAILED otherwise, `Command exited with status N` (see `master/finite.rs`); the last matching call wins |
+//! | `POST /testbed/faults/clear` | forget every fault above (stopped heartbeats, ignore-kill, hold-staging, no-operator-api, health, task-exit, dropped calls, latency) |
 //! | `POST /testbed/master/failover` `{"reregister_delay_ms": 1000}` | simulate a master failover (new master ID, streams cut, agents re-register after the delay) |
 //! | `GET /testbed/executors` | `{"executors": [ExecutorView…]}`: executor processes (process mode) |
 //! | `POST /testbed/agents/{agent_id}/restart` `{"down_ms": 1000}` | process mode: the agent dies and comes back after `down_ms` (see `agent_restart`) |
@@ -70,7 +71,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::testbed::master::faults::{HealthRule, SimulatedHealth};
+use crate::testbed::master::faults::{ExitRule, HealthRule, SimulatedHealth};
 use crate::testbed::master::{AgentState, App, Faults, Master};
 
 /// The `/testbed` routes; any other path under `/testbed` answers 404 and
@@ -115,6 +116,7 @@ pub(crate) fn routes() -> Router<App> {
         .route("/testbed/faults/drop-calls", json_only(post(drop_calls)))
         .route("/testbed/faults/latency", json_only(post(latency)))
         .route("/testbed/faults/health", json_only(post(set_health)))
+        .route("/testbed/faults/task-exit", json_only(post(set_task_exit)))
         .route("/testbed/faults/clear", json_only(post(clear_faults)))
         .route("/testbed/master/failover", json_only(post(failover)))
         .route("/testbed/executors", json_only(get(executors)))
@@ -578,10 +580,9 @@ struct HealthBody {
 }
 
 async fn set_health(State(app): State<App>, Required(body): Required<HealthBody>) -> Response {
-    let label = match body.label.as_deref().map(|l| l.split_once('=')) {
-        None => None,
-        Some(Some((key, value))) if !key.is_empty() => Some((key.to_string(), value.to_string())),
-        Some(_) => return bad_request("label must be key=value".into()),
+    let label = match parse_label(body.label.as_deref()) {
+        Ok(label) => label,
+        Err(error) => return bad_request(error),
     };
     let mut master = app.lock();
     if let Some(refusal) = prefix_refusal(&body.task_id_prefix, master.faults.health.len()) {
@@ -593,6 +594,60 @@ async fn set_health(State(app): State<App>, Required(body): Required<HealthBody>
         health: body.health,
     });
     done()
+}
+
+/// Longest run time the `task-exit` fault gives a simulated task: a day.
+const MAX_RUN_MS: u64 = 86_400_000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskExitBody {
+    task_id_prefix: String,
+    #[serde(default)]
+    label: Option<String>,
+    run_ms: u64,
+    exit_code: u16,
+}
+
+async fn set_task_exit(State(app): State<App>, Required(body): Required<TaskExitBody>) -> Response {
+    let label = match parse_label(body.label.as_deref()) {
+        Ok(label) => label,
+        Err(error) => return bad_request(error),
+    };
+    if body.run_ms > MAX_RUN_MS {
+        return bad_request(format!(
+            "run_ms must be 0 to {MAX_RUN_MS} (a day), got {}",
+            body.run_ms
+        ));
+    }
+    let Ok(exit_code) = u8::try_from(body.exit_code) else {
+        return bad_request(format!(
+            "exit_code must be 0 to 255 (a process's exit status), got {}",
+            body.exit_code
+        ));
+    };
+    let mut master = app.lock();
+    if let Some(refusal) = prefix_refusal(&body.task_id_prefix, master.faults.exits.len()) {
+        return refusal;
+    }
+    master.faults.exits.push(ExitRule {
+        task_id_prefix: body.task_id_prefix,
+        label,
+        run: Duration::from_millis(body.run_ms),
+        exit_code,
+    });
+    done()
+}
+
+/// A rule's optional `key=value` label, or the 400 answer's text.
+fn parse_label(label: Option<&str>) -> Result<Option<(String, String)>, String> {
+    match label.map(|l| l.split_once('=')) {
+        None => Ok(None),
+        Some(Some((key, value))) if !key.is_empty() => {
+            Ok(Some((key.to_string(), value.to_string())))
+        }
+        Some(_) => Err("label must be key=value".into()),
+    }
 }
 
 async fn no_operator_api(State(app): State<App>) -> Response {

@@ -39,6 +39,10 @@ Fault injection and inspection (JSON; not part of Mesos):
   POST /testbed/faults/health               body {\"task_id_prefix\": ..., \"label\": \"k=v\" (optional),
                                             \"health\": \"healthy\" | \"unhealthy\" | \"flapping\"}:
                                             results of the simulated executors' health checks
+  POST /testbed/faults/task-exit            body {\"task_id_prefix\": ..., \"label\": \"k=v\" (optional),
+                                            \"run_ms\": N, \"exit_code\": 0}: simulated tasks exit
+                                            N ms after TASK_RUNNING (TASK_FINISHED for 0,
+                                            TASK_FAILED otherwise)
   POST /testbed/faults/clear
   POST /testbed/master/failover             body {\"reregister_delay_ms\": 1000}
   GET  /testbed/executors                   executor processes (--run-executors)
@@ -63,7 +67,11 @@ REASON_EXECUTOR_TERMINATED). Images are never pulled.
 Process mode (--run-executors): tasks whose ExecutorInfo command ends with
 mesos-appliance-executor run that binary for real, one process per executor,
 in a sandbox under --work-dir. Each agent serves POST /api/v1/executor on a
-port of its own (MESOS_AGENT_ENDPOINT; the port in offers' URLs).
+port of its own (MESOS_AGENT_ENDPOINT; the port in offers' URLs). Tasks with
+a CommandInfo (the command executor) run their command for real, as Mesos'
+command executor does: TASK_FINISHED on exit 0, TASK_FAILED \"Command exited
+with status N\" otherwise; a KILL sends SIGTERM, then SIGKILL after the kill
+policy's grace period (3 s by default), and the task is TASK_KILLED.
 
 Example:
   mesos-testbed --port 5050 --agents 3

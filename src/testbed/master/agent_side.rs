@@ -25,6 +25,15 @@ pub(crate) trait AgentSide {
     /// takes the task (otherwise it runs on a simulated executor).
     fn agent_run_task(&mut self, framework_id: &str, agent_index: usize, task_id: &str) -> bool;
 
+    /// Process mode: the command executor starts a command-executor task
+    /// as a real process (TASK_STARTING, the process, TASK_RUNNING); true
+    /// when it did, false outside process mode or for a custom executor's task.
+    fn agent_start_command(&mut self, framework_id: &str, task_id: &str) -> bool;
+
+    /// The task is over at the master (a terminal update went out, or it
+    /// was lost or removed): a process still running it is killed.
+    fn agent_task_released(&mut self, framework_id: &str, task_id: &str);
+
     /// KillTaskMessage: true when a real executor process was told.
     fn agent_kill_task(&mut self, framework_id: &str, task: &Task, kill: &call::Kill) -> bool;
 

@@ -48,6 +48,17 @@ pub(crate) struct HealthRule {
     pub health: SimulatedHealth,
 }
 
+/// A `task-exit` fault: a simulated task whose ID starts with
+/// `task_id_prefix` (and that carries `label`, if set) exits with
+/// `exit_code` `run` after its TASK_RUNNING (`master/finite.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ExitRule {
+    pub task_id_prefix: String,
+    pub label: Option<(String, String)>,
+    pub run: Duration,
+    pub exit_code: u8,
+}
+
 /// Injected faults (see `api/control.rs`).
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
@@ -72,6 +83,8 @@ pub(crate) struct Faults {
     pub stream_latency: super::stream::SharedDelay,
     /// Results of simulated health checks, the last matching rule winning.
     pub health: Vec<HealthRule>,
+    /// Run times and exit codes of simulated tasks, the last matching rule winning.
+    pub exits: Vec<ExitRule>,
 }
 
 impl Faults {

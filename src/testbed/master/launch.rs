@@ -274,11 +274,21 @@ impl Master {
             );
             return;
         }
+        // Process mode runs a command-executor task for real
+        // (`testbed::agents::command_executor`).
+        if self.agent_start_command(framework_id, task_id) {
+            self.agent_start_health_checks(framework_id, task_id);
+            return;
+        }
+        let Some(task) = self.tasks.get(&key) else {
+            return;
+        };
         let starting = self.executor_status(task, TaskState::TaskStarting, None);
         let running = self.executor_status(task, TaskState::TaskRunning, None);
         self.agent_update(framework_id, task_id, starting);
         self.agent_update(framework_id, task_id, running);
         self.agent_start_health_checks(framework_id, task_id);
+        self.schedule_simulated_exit(framework_id, task_id);
     }
 
     /// How launching the task's executor container fails on its agent, if

@@ -32,6 +32,7 @@ pub mod drain;
 pub(super) mod election;
 pub(super) mod executor_table;
 pub(super) mod faults;
+pub(super) mod finite;
 pub(super) mod frameworks;
 pub(super) mod gone;
 pub(super) mod launch;
@@ -142,6 +143,14 @@ pub(crate) enum Timer {
     HealthCheck {
         framework_id: String,
         task_id: String,
+    },
+    /// A simulated task's command exits (the `task-exit` fault, `master/finite.rs`).
+    SimulatedExit {
+        framework_id: String,
+        task_id: String,
+        /// The executor container that ran it: a later task of the same ID is not ended.
+        container_id: String,
+        exit_code: u8,
     },
 }
 
@@ -496,6 +505,12 @@ impl Master {
                 framework_id,
                 task_id,
             } => self.agent_health_check(&framework_id, &task_id),
+            Timer::SimulatedExit {
+                framework_id,
+                task_id,
+                container_id,
+                exit_code,
+            } => self.simulated_exit(&framework_id, &task_id, &container_id, exit_code),
         }
     }
 

@@ -62,11 +62,35 @@ pub(crate) struct ExecutorProcess {
     pub termination: Option<Termination>,
 }
 
+/// Process mode: a command-executor task running for real
+/// (`testbed::agents::command_executor`). The command executor and its
+/// one task are a single process here: the task's command, in its own
+/// session, in the executor's sandbox.
+#[derive(Debug)]
+pub(crate) struct CommandProcess {
+    pub agent_index: usize,
+    pub framework_id: String,
+    /// The task's ID, also its executor's ID.
+    pub task_id: String,
+    pub container_id: String,
+    /// Process ID of the command (also its session ID).
+    pub pid: u32,
+    pub sandbox: PathBuf,
+    /// `TaskInfo.kill_policy.grace_period`, if set.
+    pub grace: Option<std::time::Duration>,
+    /// When the first KILL sent SIGTERM (`killGracePeriodStart`).
+    pub kill_started: Option<std::time::Instant>,
+    /// When SIGKILL follows unless it exited (`killGracePeriodTimer`).
+    pub escalate_at: Option<std::time::Instant>,
+}
+
 /// Process-mode state of the master.
 #[derive(Debug, Default)]
 pub(crate) struct Processes {
     /// Live executor processes by container ID.
     pub live: HashMap<String, ExecutorProcess>,
+    /// Live command-executor tasks by container ID.
+    pub commands: HashMap<String, CommandProcess>,
     /// Per agent: its executor endpoint.
     pub endpoints: Vec<AgentEndpoint>,
     /// Exited executors, for views and tests.
@@ -96,6 +120,8 @@ pub(crate) struct AgentEndpoint {
 pub(crate) enum ExecutorTimer {
     /// The executor must have subscribed by now.
     Registration { container_id: String },
+    /// A killed command's grace period is over: SIGKILL if it still runs.
+    KillEscalation { container_id: String },
     /// The executor had its shutdown grace period.
     ShutdownGrace { container_id: String },
     /// A restarted agent comes back up.
@@ -135,6 +161,25 @@ impl ExecutorProcess {
             pid: self.pid,
             sandbox: self.sandbox.clone(),
             state: self.state,
+            wait_status,
+        }
+    }
+}
+
+impl CommandProcess {
+    pub(crate) fn view(&self, agent_id: &str, wait_status: Option<i32>) -> ExecutorView {
+        ExecutorView {
+            framework_id: self.framework_id.clone(),
+            executor_id: self.task_id.clone(),
+            agent_id: agent_id.to_string(),
+            container_id: self.container_id.clone(),
+            pid: self.pid,
+            sandbox: self.sandbox.clone(),
+            state: match (wait_status, self.kill_started) {
+                (Some(_), _) => ProcessState::Exited,
+                (None, Some(_)) => ProcessState::Terminating,
+                (None, None) => ProcessState::Subscribed,
+            },
             wait_status,
         }
     }

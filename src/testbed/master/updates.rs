@@ -14,6 +14,7 @@
 //! `--status-update-retry-min` and `--status-update-retry-max`, the
 //! doubling is [`Backoff`]'s.
 
+use super::agent_side::AgentSide;
 use super::tasks::{StatusRecord, Task, is_terminal};
 use super::{AgentState, Master, Timer, push_bounded, update_event};
 use crate::backoff::Backoff;
@@ -147,6 +148,7 @@ impl Master {
             return;
         }
         task.released = true;
+        self.agent_task_released(&task.framework_id, &task.task_id.value);
         let Some(index) = self.agent_index(&task.agent_id) else {
             return;
         };
