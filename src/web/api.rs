@@ -28,14 +28,14 @@ use super::actions::{ActionsView, ask};
 use super::audit::{AuditQuery, AuditView};
 use super::auth::Peer;
 use super::error::AppError;
-use super::extract::{AdminChange, ApiPath, ApiQuery, JsonBody, json_field_error};
+use super::extract::{AdminChange, ApiPath, ApiQuery, JsonBody, json_field_error, named_spec_body};
 use super::query::StrictQuery;
 use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
     StateView, TaskDetailView, TaskQuery, TasksView, readiness,
 };
 use crate::scheduler::spec::ValidServiceSpec;
-use crate::scheduler::{FieldError, Request, ServiceSpec, Snapshot};
+use crate::scheduler::{Request, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
 
 /// `GET /api/v1/state`.
@@ -132,20 +132,7 @@ pub async fn put_service(
     AdminChange { admin, ctx }: AdminChange,
     JsonBody(body): JsonBody,
 ) -> Result<Response, AppError> {
-    let mut value =
-        body.ok_or_else(|| AppError::bad_request("the body must be a service spec (JSON object)"))?;
-    let Some(object) = value.as_object_mut() else {
-        return Err(AppError::bad_request("the body must be a JSON object"));
-    };
-    let named = object
-        .entry("name")
-        .or_insert_with(|| serde_json::Value::String(name.clone()));
-    if named.as_str() != Some(name.as_str()) {
-        return Err(AppError::invalid(vec![FieldError {
-            field: "name".into(),
-            message: format!("must equal the name in the path ({name:?})"),
-        }]));
-    }
+    let value = named_spec_body(body, &name, "service spec")?;
     let spec: ServiceSpec = crate::util::json::from_value(value).map_err(json_field_error)?;
     let spec = ValidServiceSpec::new(spec).map_err(AppError::invalid)?;
     let params = serde_json::json!({

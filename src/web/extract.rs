@@ -275,6 +275,32 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
 
 /// A field-level 400 naming the JSON path of the value at fault (`body`
 /// for the whole document).
+/// The body of a `PUT` of a named spec (`/api/v1/services/{name}`,
+/// `/api/v1/jobs/{name}`) as a JSON object whose `name` is the path's:
+/// filled in when left out. 400 without a JSON object (`what` names the
+/// spec kind), 400 with a field error on `name` when it differs.
+pub(crate) fn named_spec_body(
+    body: Option<serde_json::Value>,
+    name: &str,
+    what: &str,
+) -> Result<serde_json::Value, AppError> {
+    let mut value = body
+        .ok_or_else(|| AppError::bad_request(format!("the body must be a {what} (JSON object)")))?;
+    let Some(object) = value.as_object_mut() else {
+        return Err(AppError::bad_request("the body must be a JSON object"));
+    };
+    let named = object
+        .entry("name")
+        .or_insert_with(|| serde_json::Value::String(name.to_string()));
+    if named.as_str() != Some(name) {
+        return Err(AppError::invalid(vec![FieldError {
+            field: "name".into(),
+            message: format!("must equal the name in the path ({name:?})"),
+        }]));
+    }
+    Ok(value)
+}
+
 pub(crate) fn json_field_error(e: JsonError) -> AppError {
     let field = if e.path.is_empty() {
         "body".to_string()

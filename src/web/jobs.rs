@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::actions::ask;
 use super::error::AppError;
-use super::extract::{AdminChange, ApiPath, JsonBody, json_field_error};
+use super::extract::{AdminChange, ApiPath, JsonBody, json_field_error, named_spec_body};
 use crate::scheduler::FieldError;
 use crate::scheduler::commands::RunRequest;
 use crate::scheduler::jobs::{Attempt, JobStatus, RunRecord, RunState, Trigger};
@@ -290,20 +290,7 @@ pub async fn put(
     AdminChange { admin, ctx }: AdminChange,
     JsonBody(body): JsonBody,
 ) -> Result<Response, AppError> {
-    let mut value =
-        body.ok_or_else(|| AppError::bad_request("the body must be a job spec (JSON object)"))?;
-    let Some(object) = value.as_object_mut() else {
-        return Err(AppError::bad_request("the body must be a JSON object"));
-    };
-    let named = object
-        .entry("name")
-        .or_insert_with(|| serde_json::Value::String(name.clone()));
-    if named.as_str() != Some(name.as_str()) {
-        return Err(AppError::invalid(vec![FieldError {
-            field: "name".into(),
-            message: format!("must equal the name in the path ({name:?})"),
-        }]));
-    }
+    let value = named_spec_body(body, &name, "job spec")?;
     let spec: JobSpec = crate::util::json::from_value(value).map_err(json_field_error)?;
     let spec = ValidJobSpec::new(spec).map_err(AppError::invalid)?;
     let params = serde_json::json!({

@@ -429,35 +429,7 @@ impl Machine {
                 .clone();
             let task_id = taskinfo::new_task_id(&spec.name, p.instance, &mut self.ids);
             let info = taskinfo::task_info(spec, &p, &task_id, &framework_id, executor.as_ref());
-            let executor_id = info
-                .executor
-                .as_ref()
-                .map(|e| e.executor_id.value.clone())
-                .unwrap_or_else(|| task_id.clone());
-            let record = TaskRecord {
-                task_id: task_id.as_str().into(),
-                service: spec.name.clone(),
-                instance: p.instance,
-                fingerprint,
-                agent_id: p.agent_id.clone(),
-                hostname: p.hostname.clone(),
-                executor: if info.executor.is_some() {
-                    ExecutorKind::Appliance
-                } else {
-                    ExecutorKind::Command
-                },
-                executor_id,
-                ports: p.ports.clone(),
-                state: TaskState::TaskStaging,
-                launched_at: at,
-                updated_at: at,
-                kill: None,
-                timeline: Vec::new(),
-                healthy: None,
-                healthy_since: None,
-                health_checked: Some(info.health_check.is_some()),
-                partition: None,
-            };
+            let record = staging_record(&info, spec, &p, task_id.as_str().into(), fingerprint, at);
             by_offer.entry(p.offer_id).or_default().push((info, record));
         }
         let refuse_seconds = if more_pending {
@@ -508,35 +480,45 @@ impl Machine {
         at: f64,
     ) -> (v1::TaskInfo, TaskRecord) {
         let info = taskinfo::task_info(spec, p, task_id.as_str(), framework_id, executor);
-        let executor_id = info
-            .executor
-            .as_ref()
-            .map(|e| e.executor_id.value.clone())
-            .unwrap_or_else(|| task_id.to_string());
-        let record = TaskRecord {
-            task_id,
-            service: spec.name.clone(),
-            instance: p.instance,
-            fingerprint: "job".into(),
-            agent_id: p.agent_id.clone(),
-            hostname: p.hostname.clone(),
-            executor: if info.executor.is_some() {
-                ExecutorKind::Appliance
-            } else {
-                ExecutorKind::Command
-            },
-            executor_id,
-            ports: p.ports.clone(),
-            state: TaskState::TaskStaging,
-            launched_at: at,
-            updated_at: at,
-            kill: None,
-            timeline: Vec::new(),
-            healthy: None,
-            healthy_since: None,
-            health_checked: Some(false),
-            partition: None,
-        };
+        let record = staging_record(&info, spec, p, task_id, "job".into(), at);
         (info, record)
+    }
+}
+
+/// The record of a task about to be launched (TASK_STAGING), written before
+/// the ACCEPT that carries `info`: its executor is the appliance's when
+/// `info` names one, else Mesos' command executor (whose executor ID is the
+/// task ID).
+fn staging_record(
+    info: &v1::TaskInfo,
+    spec: &crate::scheduler::spec::service::ServiceSpec,
+    p: &placement::Planned,
+    task_id: TaskId,
+    fingerprint: String,
+    at: f64,
+) -> TaskRecord {
+    let (executor, executor_id) = match &info.executor {
+        Some(e) => (ExecutorKind::Appliance, e.executor_id.value.clone()),
+        None => (ExecutorKind::Command, task_id.to_string()),
+    };
+    TaskRecord {
+        task_id,
+        service: spec.name.clone(),
+        instance: p.instance,
+        fingerprint,
+        agent_id: p.agent_id.clone(),
+        hostname: p.hostname.clone(),
+        executor,
+        executor_id,
+        ports: p.ports.clone(),
+        state: TaskState::TaskStaging,
+        launched_at: at,
+        updated_at: at,
+        kill: None,
+        timeline: Vec::new(),
+        healthy: None,
+        healthy_since: None,
+        health_checked: Some(info.health_check.is_some()),
+        partition: None,
     }
 }
