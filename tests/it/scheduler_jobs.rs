@@ -5,12 +5,9 @@
 //! next run time on every replica; triggers passed while no leader could
 //! launch are `missed` and never launched late.
 //!
-//! Not here yet (see the report of the jobs-core branch): the leader
-//! SIGKILLed as a process, ZooKeeper cut from the leader for longer than a
-//! session, and finite testbed tasks (exit codes, run times) for the
-//! retry and timeout acceptance; those rules are covered by the core's
-//! unit and property tests (`core/machine/tests/jobs.rs`,
-//! `job_properties.rs`).
+//! The rest of the acceptance (the leader SIGKILLed as a process,
+//! ZooKeeper cut from the leader, retries, timeouts, `replace`, `allow`)
+//! is in `scheduler_jobs_acceptance`.
 
 use crate::support;
 
