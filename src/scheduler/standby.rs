@@ -9,9 +9,11 @@
 //! the records' stat (one read: their count and the version of their set
 //! of keys, [`Coordinator::records_stat`](crate::coordination::Coordinator::records_stat))
 //! and reads the records again only when
-//! - a record was created or deleted since the last read, or
-//!   [`STALE_AFTER`] passed (a rewritten record, e.g. a new state, does not
-//!   change the stat), and
+//! - a record was created or deleted since the last read, a job's run
+//!   record (read on every refresh, `docs/jobs.md`) says an attempt's task
+//!   ended while the records last read show it live, or [`STALE_AFTER`]
+//!   passed (a rewritten record, e.g. a new state, does not change the
+//!   stat), and
 //! - at least [`PER_RECORD`] × records passed since the last read (at
 //!   least the refresh period): 10,000 tasks are read at most every 10 s,
 //!   50,000 every 50 s.
@@ -74,15 +76,35 @@ impl Standby {
     }
 
     /// Whether the task records must be read again at `now`, given their
-    /// stat now.
-    fn due(&self, stat: RecordsStat, now: Instant) -> bool {
+    /// stat now and whether the runs read now are [`Standby::runs_ahead`].
+    fn due(&self, stat: RecordsStat, runs_ahead: bool, now: Instant) -> bool {
         let Some(read) = &self.read else {
             return true;
         };
         let age = now.saturating_duration_since(read.at);
         let count = u32::try_from(stat.count.max(read.stat.count)).unwrap_or(u32::MAX);
         let pace = REFRESH.max(PER_RECORD.saturating_mul(count));
-        age >= pace && (stat != read.stat || age >= STALE_AFTER)
+        age >= pace && (stat != read.stat || runs_ahead || age >= STALE_AFTER)
+    }
+
+    /// Whether a run in `jobs` has an attempt that ended (`ended_at`) whose
+    /// task the records last read still show live: its task record was
+    /// rewritten (a terminal update), which the records' stat does not
+    /// show. Without this a standby would show a finished job task running
+    /// for up to [`STALE_AFTER`] after its run record says it ended.
+    fn runs_ahead(&self, jobs: &[crate::scheduler::jobs::JobStatus]) -> bool {
+        let Some(read) = &self.read else {
+            return false;
+        };
+        jobs.iter()
+            .flat_map(|j| j.runs.iter())
+            .flat_map(|r| r.attempts.iter())
+            .filter(|a| a.ended_at.is_some())
+            .any(|a| {
+                read.tasks
+                    .binary_search_by(|t| t.task_id.as_str().cmp(a.task_id.as_str()))
+                    .is_ok_and(|i| !read.tasks[i].is_terminal())
+            })
     }
 
     /// Publishes what a replica that does not lead can know; `held` is the
@@ -112,19 +134,24 @@ impl Standby {
             Ok(list) => list.records.into_iter().map(|(_, v)| v.value).collect(),
             Err(_) => Vec::new(),
         };
+        let jobs = read_jobs(coordinator).await;
         if let Ok(stat) = coordinator.records_stat(RecordKind::Tasks).await
-            && self.due(stat, Instant::now())
+            && self.due(stat, self.runs_ahead(&jobs), Instant::now())
         {
             let tasks = RecordStore::<TaskRecord>::new(coordinator.clone(), RecordKind::Tasks);
             if let Ok(list) = tasks.list().await {
+                let mut tasks: Vec<Arc<TaskRecord>> = list
+                    .records
+                    .into_iter()
+                    .map(|(_, v)| Arc::new(v.value))
+                    .collect();
+                // By task ID, as the leader's snapshot (its readers
+                // binary-search it).
+                tasks.sort_by(|a, b| a.task_id.as_str().cmp(b.task_id.as_str()));
                 self.read = Some(Read {
                     at: Instant::now(),
                     stat,
-                    tasks: list
-                        .records
-                        .into_iter()
-                        .map(|(_, v)| Arc::new(v.value))
-                        .collect(),
+                    tasks,
                     counts: HashMap::new(),
                 });
             }
@@ -137,7 +164,7 @@ impl Standby {
         if let Some(read) = &self.read {
             snapshot.tasks = read.tasks.clone();
         }
-        snapshot.jobs = read_jobs(coordinator).await;
+        snapshot.jobs = jobs;
         // Keep the leader's recent events when this replica just lost leadership.
         snapshot.events = deps.snapshots.borrow().events.clone();
         snapshot.at = now;
@@ -216,26 +243,111 @@ mod tests {
             keys_version,
         };
         assert!(
-            Standby::default().due(stat(50_000, 7), t0),
+            Standby::default().due(stat(50_000, 7), false, t0),
             "nothing read yet"
         );
         // A few records: unchanged keys are not read again until stale.
         let few = read_at(t0, 10, 7);
-        assert!(!few.due(stat(10, 7), t0 + REFRESH));
-        assert!(few.due(stat(11, 8), t0 + REFRESH), "a record was created");
-        assert!(!few.due(stat(11, 8), t0 + REFRESH / 2), "within the period");
-        assert!(few.due(stat(10, 7), t0 + STALE_AFTER), "stale");
+        assert!(!few.due(stat(10, 7), false, t0 + REFRESH));
+        assert!(
+            few.due(stat(11, 8), false, t0 + REFRESH),
+            "a record was created"
+        );
+        assert!(
+            !few.due(stat(11, 8), false, t0 + REFRESH / 2),
+            "within the period"
+        );
+        assert!(few.due(stat(10, 7), false, t0 + STALE_AFTER), "stale");
         // 20,000 records: at most one read per 20 s, whatever changed.
         let many = read_at(t0, 20_000, 7);
-        assert!(!many.due(stat(20_000, 8), t0 + Duration::from_secs(19)));
-        assert!(many.due(stat(20_000, 8), t0 + Duration::from_secs(20)));
-        assert!(!many.due(stat(20_000, 7), t0 + Duration::from_secs(20)));
+        assert!(!many.due(stat(20_000, 8), false, t0 + Duration::from_secs(19)));
+        assert!(many.due(stat(20_000, 8), false, t0 + Duration::from_secs(20)));
+        assert!(!many.due(stat(20_000, 7), false, t0 + Duration::from_secs(20)));
         // Past a minute a large table is still paced by its size.
         let huge = read_at(t0, 100_000, 7);
-        assert!(!huge.due(stat(100_000, 7), t0 + STALE_AFTER));
-        assert!(huge.due(stat(100_000, 7), t0 + Duration::from_secs(100)));
+        assert!(!huge.due(stat(100_000, 7), false, t0 + STALE_AFTER));
+        assert!(huge.due(stat(100_000, 7), false, t0 + Duration::from_secs(100)));
         let mut forgotten = huge;
         forgotten.forget();
-        assert!(forgotten.due(stat(100_000, 7), t0));
+        assert!(forgotten.due(stat(100_000, 7), false, t0));
+    }
+
+    fn task(id: &str, state: &str) -> Arc<TaskRecord> {
+        use crate::mesos::v1::TaskState;
+        Arc::new(TaskRecord {
+            task_id: id.into(),
+            service: "report".into(),
+            instance: 0,
+            fingerprint: String::new(),
+            agent_id: "a".into(),
+            hostname: "h".into(),
+            executor: crate::scheduler::spec::ExecutorKind::Command,
+            executor_id: id.into(),
+            ports: vec![],
+            state: TaskState::from_str_name(state).unwrap(),
+            launched_at: 0.0,
+            updated_at: 0.0,
+            kill: None,
+            timeline: vec![],
+            healthy: None,
+            healthy_since: None,
+            health_checked: None,
+            partition: None,
+        })
+    }
+
+    /// A job with one run whose attempt ended (`ended`) or not.
+    fn job_with_attempt(task_id: &str, ended: bool) -> Vec<crate::scheduler::jobs::JobStatus> {
+        use crate::scheduler::jobs::{JobRecord, JobStatus, RunRecord};
+        let run: RunRecord = serde_json::from_value(serde_json::json!({
+            "job": "report", "run_id": "20261201T200000Z",
+            "trigger": {"kind": "schedule", "at": 0.0}, "state": "succeeded",
+            "reason": null, "created_at": 0.0, "finished_at": null, "args": [], "env": {},
+            "attempts": [{"number": 1, "task_id": task_id, "created_at": 0.0,
+                "running_at": 1.0, "ended_at": if ended { Some(2.0) } else { None },
+                "task_state": if ended { "TASK_FINISHED" } else { "TASK_RUNNING" },
+                "exit_status": null, "message": null}],
+            "retry_at": null, "kill": null}))
+        .unwrap();
+        let record: JobRecord = serde_json::from_value(serde_json::json!({
+            "spec": {"name": "report", "command": "true", "cpus": 0.1, "mem": 32},
+            "created_at": 0.0, "updated_at": 0.0}))
+        .unwrap();
+        vec![JobStatus {
+            record,
+            next_run_at: None,
+            runs: vec![Arc::new(run)],
+        }]
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_ended_attempt_shown_live_reads_the_task_records_again() {
+        let t0 = Instant::now();
+        let stat = RecordsStat {
+            count: 2,
+            keys_version: 7,
+        };
+        let mut standby = read_at(t0, 2, 7);
+        let read = standby.read.as_mut().unwrap();
+        read.tasks = vec![
+            task("report.20261201T200000Z.1", "TASK_RUNNING"),
+            task("web.1", "TASK_RUNNING"),
+        ];
+        let id = "report.20261201T200000Z.1";
+        assert!(!standby.runs_ahead(&job_with_attempt(id, false)));
+        let ahead = standby.runs_ahead(&job_with_attempt(id, true));
+        assert!(
+            ahead,
+            "the run says its attempt ended; the read says running"
+        );
+        assert!(standby.due(stat, ahead, t0 + REFRESH));
+        assert!(!standby.due(stat, ahead, t0 + REFRESH / 2), "still paced");
+        assert!(!standby.due(stat, false, t0 + REFRESH), "no change seen");
+        // Once read again with the terminal state, nothing is ahead.
+        standby.read.as_mut().unwrap().tasks[0] =
+            task("report.20261201T200000Z.1", "TASK_FINISHED");
+        assert!(!standby.runs_ahead(&job_with_attempt(id, true)));
+        // A task whose record is gone (pruned) is not waited for.
+        assert!(!standby.runs_ahead(&job_with_attempt("report.x.1", true)));
     }
 }

@@ -52,6 +52,7 @@ mod scheduler_drain;
 mod scheduler_failover;
 mod scheduler_health;
 mod scheduler_jobs;
+mod scheduler_jobs_acceptance;
 mod scheduler_maintenance;
 mod scheduler_offers;
 mod scheduler_partition;
