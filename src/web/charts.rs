@@ -3,8 +3,8 @@
 //! (running, staging/starting, failed tasks; one line per service) and a
 //! bar chart of offers received and declined per minute share one time
 //! axis, with the [marks](super::history::Mark) — leadership changes,
-//! subscriptions, master changes, reconciliations, partitions, drains and
-//! maintenance windows — drawn across each as dashed lines, one colour per
+//! subscriptions, master changes, reconciliations, partitions, drains,
+//! maintenance windows and job runs — drawn across each as dashed lines, one colour per
 //! kind (hover one for what happened). Every text that comes from
 //! data is XML-escaped.
 //!
@@ -38,6 +38,7 @@ pub fn mark_colour(kind: &str) -> &'static str {
         "partition" => "#c62828",
         "drain" => "#00838f",
         "maintenance" => "#8d6e63",
+        "job" => "#5d4037",
         _ => "#1565c0",
     }
 }
@@ -51,6 +52,7 @@ pub const MARK_KINDS: &[&str] = &[
     "partition",
     "drain",
     "maintenance",
+    "job",
 ];
 
 /// One chart, ready for the template.

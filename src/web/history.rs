@@ -46,6 +46,7 @@ use crate::coordination::Leadership;
 use crate::scheduler::Snapshot;
 use crate::scheduler::drains::{DrainState, DrainStatus};
 use crate::scheduler::ids::AgentId;
+use crate::scheduler::jobs::{RunState, Trigger};
 use crate::scheduler::metrics::OfferLabels;
 use crate::scheduler::snapshot::{AgentState, AgentStatus, MaintenanceWindow};
 
@@ -424,6 +425,8 @@ struct Seen {
     /// Per agent: the state and `since` last marked, the maintenance
     /// window last marked as learnt, and whether its start was marked.
     agents: HashMap<AgentId, SeenAgent>,
+    /// Per job run (`<job>.<run-id>`): the state last marked.
+    runs: HashMap<String, RunState>,
 }
 
 /// What [`Seen`] last marked of one agent.
@@ -515,6 +518,51 @@ impl Seen {
         }
         self.reconcile = newest;
         self.update_agents(s, history);
+        self.update_runs(s, history);
+    }
+
+    /// Job run marks (`docs/jobs.md`): a run's start at its creation and
+    /// its end at `finished_at`, each once; a skipped or missed run is one
+    /// mark. Runs no longer kept are forgotten; an empty job list (a
+    /// replica that has not read the jobs yet) forgets nothing.
+    fn update_runs(&mut self, s: &Snapshot, history: &History) {
+        if s.jobs.is_empty() {
+            return;
+        }
+        let mut listed = std::collections::HashSet::new();
+        for run in s.jobs.iter().flat_map(|j| j.runs.iter()) {
+            let key = run.key();
+            let before = self.runs.get(&key).copied();
+            let trigger = match &run.trigger {
+                Trigger::Schedule { .. } => "scheduled".to_string(),
+                Trigger::Manual { by, .. } => format!("manual, by {by}"),
+            };
+            let never_ran = matches!(run.state, RunState::Skipped | RunState::Missed);
+            if before.is_none() && !never_ran {
+                history.mark(
+                    run.created_at,
+                    "job",
+                    format!("job {} run {} started ({trigger})", run.job, run.run_id),
+                );
+            }
+            if run.state.is_finished() && before.is_none_or(|b| !b.is_finished()) {
+                // Reasons often begin with the state ("skipped: concurrency").
+                let state = run.state.as_str();
+                let outcome = match run.reason.as_deref() {
+                    Some(r) if r.starts_with(state) => r.to_string(),
+                    Some(r) => format!("{state}: {r}"),
+                    None => state.to_string(),
+                };
+                history.mark(
+                    run.finished_at.unwrap_or(run.created_at),
+                    "job",
+                    format!("job {} run {} {outcome}", run.job, run.run_id),
+                );
+            }
+            self.runs.insert(key.clone(), run.state);
+            listed.insert(key);
+        }
+        self.runs.retain(|key, _| listed.contains(key));
     }
 
     /// Partition, drain and maintenance marks from the agent table
@@ -877,6 +925,70 @@ mod tests {
         assert!(
             marks[1].text.contains("reachable again after 45 s"),
             "{marks:?}"
+        );
+    }
+
+    #[test]
+    fn job_runs_are_marked_when_they_start_and_end_once_each() {
+        use crate::scheduler::jobs::{JobRecord, JobStatus, RunRecord};
+        let h = History::new();
+        let mut seen = Seen::default();
+        let spec: crate::scheduler::spec::job::JobSpec = serde_json::from_value(
+            serde_json::json!({"name": "report", "command": "true", "cpus": 0.1, "mem": 32}),
+        )
+        .unwrap();
+        let run = |id: &str, state: RunState, finished: Option<f64>| RunRecord {
+            job: "report".into(),
+            run_id: id.into(),
+            trigger: Trigger::Schedule { at: 100.0 },
+            state,
+            reason: (state == RunState::Skipped).then(|| "skipped: concurrency".into()),
+            created_at: 100.0,
+            finished_at: finished,
+            args: vec![],
+            env: Default::default(),
+            attempts: vec![],
+            retry_at: None,
+            kill: None,
+        };
+        let mut s = snapshot(&[]);
+        let jobs = |runs: Vec<RunRecord>| {
+            vec![JobStatus {
+                record: JobRecord {
+                    spec: spec.clone(),
+                    created_at: 0.0,
+                    updated_at: 0.0,
+                },
+                next_run_at: None,
+                runs: runs.into_iter().map(std::sync::Arc::new).collect(),
+            }]
+        };
+        s.jobs = jobs(vec![run("r1", RunState::Running, None)]);
+        seen.update(&s, &h);
+        seen.update(&s, &h);
+        s.jobs = jobs(vec![
+            run("r1", RunState::Succeeded, Some(130.0)),
+            run("r2", RunState::Skipped, Some(110.0)),
+        ]);
+        seen.update(&s, &h);
+        seen.update(&s, &h);
+        // A replica that has not read the jobs yet forgets nothing.
+        s.jobs.clear();
+        seen.update(&s, &h);
+        s.jobs = jobs(vec![run("r1", RunState::Succeeded, Some(130.0))]);
+        seen.update(&s, &h);
+        let texts: Vec<(f64, String)> = marks_of(&h, "job")
+            .into_iter()
+            .map(|m| (m.at, m.text))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                (100.0, "job report run r1 started (scheduled)".to_string()),
+                (110.0, "job report run r2 skipped: concurrency".to_string()),
+                (130.0, "job report run r1 succeeded".to_string()),
+            ],
+            "{texts:?}"
         );
     }
 
