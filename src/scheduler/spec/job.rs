@@ -35,6 +35,12 @@ pub const MAX_HISTORY: u32 = 1000;
 /// Longest `cron` expression accepted (bytes).
 pub const MAX_CRON_LEN: usize = 200;
 
+/// The shortest `schedule.starting_deadline` accepted: the core records a
+/// trigger at its housekeeping tick, up to a second after the trigger's
+/// time (`docs/jobs.md#clock-rules`), so a shorter deadline would record
+/// most triggers `missed`.
+pub const MIN_STARTING_DEADLINE: Duration = Duration::from_secs(2);
+
 /// What a trigger that comes while a run of the job is still going does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -263,6 +269,15 @@ impl JobSpec {
             )),
             _ => {}
         }
+        if let Some(s) = &self.schedule {
+            if s.starting_deadline < MIN_STARTING_DEADLINE {
+                errors.push(problem(
+                    "schedule.starting_deadline",
+                    "at least 2s: triggers are recorded by a tick once a second, \
+                     so a shorter deadline would mark most runs missed",
+                ));
+            }
+        }
         if self.retries.count > MAX_RETRIES {
             errors.push(problem("retries.count", format!("at most {MAX_RETRIES}")));
         }
@@ -464,6 +479,23 @@ mod tests {
             let errors = spec(serde_json::json!({"schedule": {"cron": cron}})).validate();
             assert!(errors.is_empty(), "{cron}: {errors:?}");
         }
+    }
+
+    #[test]
+    fn a_starting_deadline_shorter_than_the_tick_is_refused() {
+        // Triggers are recorded by a tick once a second: a deadline under
+        // two seconds would record nearly every trigger `missed`.
+        for d in ["0s", "1s", "1500ms"] {
+            let errors = spec(serde_json::json!({
+                "schedule": {"cron": "* * * * *", "starting_deadline": d}
+            }))
+            .validate();
+            assert_eq!(fields(&errors), ["schedule.starting_deadline"], "{d}");
+        }
+        let ok = spec(serde_json::json!({
+            "schedule": {"cron": "* * * * *", "starting_deadline": "2s"}
+        }));
+        assert!(ok.validate().is_empty());
     }
 
     #[test]
