@@ -269,14 +269,16 @@ impl JobSpec {
             )),
             _ => {}
         }
-        if let Some(s) = &self.schedule {
-            if s.starting_deadline < MIN_STARTING_DEADLINE {
-                errors.push(problem(
-                    "schedule.starting_deadline",
-                    "at least 2s: triggers are recorded by a tick once a second, \
-                     so a shorter deadline would mark most runs missed",
-                ));
-            }
+        if self
+            .schedule
+            .as_ref()
+            .is_some_and(|s| s.starting_deadline < MIN_STARTING_DEADLINE)
+        {
+            errors.push(problem(
+                "schedule.starting_deadline",
+                "at least 2s: triggers are recorded by a tick once a second, \
+                 so a shorter deadline would mark most runs missed",
+            ));
         }
         if self.retries.count > MAX_RETRIES {
             errors.push(problem("retries.count", format!("at most {MAX_RETRIES}")));
@@ -323,7 +325,8 @@ impl ScheduleSpec {
         // promises five or six, so more are refused. Nicknames (`@daily`)
         // are one field.
         let count = self.cron.split_whitespace().count();
-        if !(count == 1 && self.cron.trim_start().starts_with('@')) && !(5..=6).contains(&count) {
+        let nickname = count == 1 && self.cron.trim_start().starts_with('@');
+        if !nickname && !(5..=6).contains(&count) {
             return Err(problem(
                 "schedule.cron",
                 format!("has {count} fields; five (minute first) or six (seconds first)"),
