@@ -81,8 +81,31 @@ fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> JsonError {
     }
 }
 
+/// serde's names of primitive types and what they are in JSON.
+const PRIMITIVES: [(&str, &str); 12] = [
+    ("f64", "a number"),
+    ("f32", "a number"),
+    ("u8", "a whole number from 0 to 255"),
+    ("u16", "a whole number from 0 to 65535"),
+    ("u32", "a whole number from 0 to 4294967295"),
+    ("u64", "a whole number from 0 to 18446744073709551615"),
+    ("usize", "a whole number from 0 to 18446744073709551615"),
+    ("i8", "a whole number from -128 to 127"),
+    ("i16", "a whole number from -32768 to 32767"),
+    ("i32", "a whole number from -2147483648 to 2147483647"),
+    (
+        "i64",
+        "a whole number from -9223372036854775808 to 9223372036854775807",
+    ),
+    (
+        "isize",
+        "a whole number from -9223372036854775808 to 9223372036854775807",
+    ),
+];
+
 /// `message` with serde's names of our Rust types (`expected struct
-/// UnreachablePolicy`) said in JSON's words (`expected an object`): the
+/// UnreachablePolicy`) said in JSON's words (`expected an object`;
+/// `expected f64` becomes `expected a number`): the
 /// operator wrote JSON and never sees the type names.
 fn without_rust_names(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
@@ -94,6 +117,14 @@ fn without_rust_names(message: &str) -> String {
             ("struct ", "expected an object")
         } else if after.starts_with("enum ") {
             ("enum ", "expected a string naming one of its values")
+        } else if let Some((rust, json)) = PRIMITIVES.iter().find(|(rust, _)| {
+            after.starts_with(rust)
+                && !after[rust.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+        }) {
+            out.push_str("expected ");
+            out.push_str(json);
+            rest = &after[rust.len()..];
+            continue;
         } else {
             out.push_str("expected ");
             rest = after;
@@ -259,6 +290,20 @@ mod tests {
             "invalid type: map, expected an object at line 1"
         );
         assert_eq!(without_rust_names("expected `old`"), "expected `old`");
+        // Primitive types name JSON numbers, not Rust types.
+        assert_eq!(
+            without_rust_names(r#"invalid type: string "a", expected f64"#),
+            r#"invalid type: string "a", expected a number"#
+        );
+        assert_eq!(
+            without_rust_names("invalid value: integer `-1`, expected u32 at line 1"),
+            "invalid value: integer `-1`, expected a whole number from 0 to 4294967295 at line 1"
+        );
+        assert_eq!(
+            without_rust_names("expected i64"),
+            "expected a whole number from -9223372036854775808 to 9223372036854775807"
+        );
+        assert_eq!(without_rust_names("expected u32s"), "expected u32s");
     }
 
     #[derive(Debug, serde::Deserialize)]

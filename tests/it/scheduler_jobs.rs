@@ -172,7 +172,7 @@ async fn triggers_while_no_leader_could_launch_are_missed_and_never_launched() {
         &first,
         job(json!({
             "name": "report", "command": "sleep 3600", "cpus": 0.1, "mem": 32,
-            "schedule": {"cron": "*/2 * * * * *", "starting_deadline": "1s",
+            "schedule": {"cron": "*/2 * * * * *", "starting_deadline": "2s",
                          "concurrency": "allow"}
         })),
     )

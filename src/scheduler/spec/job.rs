@@ -35,6 +35,12 @@ pub const MAX_HISTORY: u32 = 1000;
 /// Longest `cron` expression accepted (bytes).
 pub const MAX_CRON_LEN: usize = 200;
 
+/// The shortest `schedule.starting_deadline` accepted: the core records a
+/// trigger at its housekeeping tick, up to a second after the trigger's
+/// time (`docs/jobs.md#clock-rules`), so a shorter deadline would record
+/// most triggers `missed`.
+pub const MIN_STARTING_DEADLINE: Duration = Duration::from_secs(2);
+
 /// What a trigger that comes while a run of the job is still going does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -252,8 +258,27 @@ impl JobSpec {
             // below under their own names.
             .filter(|e| !e.field.starts_with("restart_backoff"))
             .collect();
-        if let Some(Err(e)) = self.schedule.as_ref().map(ScheduleSpec::parse) {
-            errors.push(e);
+        match self.schedule.as_ref().map(ScheduleSpec::parse) {
+            Some(Err(e)) => errors.push(e),
+            // A pattern no date matches (30 February) would never fire and
+            // would make croner search up to the year 5000 on every
+            // housekeeping tick: refused once here, where it is cheap.
+            Some(Ok(parsed)) if parsed.next_after(0).is_none() => errors.push(problem(
+                "schedule.cron",
+                "matches no date (e.g. 30 February): it would never run",
+            )),
+            _ => {}
+        }
+        if self
+            .schedule
+            .as_ref()
+            .is_some_and(|s| s.starting_deadline < MIN_STARTING_DEADLINE)
+        {
+            errors.push(problem(
+                "schedule.starting_deadline",
+                "at least 2s: triggers are recorded by a tick once a second, \
+                 so a shorter deadline would mark most runs missed",
+            ));
         }
         if self.retries.count > MAX_RETRIES {
             errors.push(problem("retries.count", format!("at most {MAX_RETRIES}")));
@@ -294,6 +319,17 @@ impl ScheduleSpec {
             return Err(problem(
                 "schedule.cron",
                 format!("at most {MAX_CRON_LEN} characters"),
+            ));
+        }
+        // croner also takes a seventh field (years); `docs/jobs.md#spec`
+        // promises five or six, so more are refused. Nicknames (`@daily`)
+        // are one field.
+        let count = self.cron.split_whitespace().count();
+        let nickname = count == 1 && self.cron.trim_start().starts_with('@');
+        if !nickname && !(5..=6).contains(&count) {
+            return Err(problem(
+                "schedule.cron",
+                format!("has {count} fields; five (minute first) or six (seconds first)"),
             ));
         }
         let cron = croner::parser::CronParser::builder()
@@ -427,6 +463,42 @@ mod tests {
         }))
         .validate();
         assert_eq!(fields(&tz), ["schedule.timezone"]);
+    }
+
+    #[test]
+    fn a_pattern_that_never_matches_or_has_seven_fields_is_refused() {
+        // 30 February and 31 April never come: croner would search up to
+        // the year 5000 on every housekeeping tick (`docs/jobs.md#spec`).
+        for cron in [
+            "0 0 30 2 *",
+            "0 0 0 31 4 *",
+            "0 0 0 1 1 * 2025",
+            "* * * * * * *",
+        ] {
+            let errors = spec(serde_json::json!({"schedule": {"cron": cron}})).validate();
+            assert_eq!(fields(&errors), ["schedule.cron"], "{cron}: {errors:?}");
+        }
+        for cron in ["0 0 29 2 *", "*/5 * * * *", "0 30 2 * * *", "@daily"] {
+            let errors = spec(serde_json::json!({"schedule": {"cron": cron}})).validate();
+            assert!(errors.is_empty(), "{cron}: {errors:?}");
+        }
+    }
+
+    #[test]
+    fn a_starting_deadline_shorter_than_the_tick_is_refused() {
+        // Triggers are recorded by a tick once a second: a deadline under
+        // two seconds would record nearly every trigger `missed`.
+        for d in ["0s", "1s", "1500ms"] {
+            let errors = spec(serde_json::json!({
+                "schedule": {"cron": "* * * * *", "starting_deadline": d}
+            }))
+            .validate();
+            assert_eq!(fields(&errors), ["schedule.starting_deadline"], "{d}");
+        }
+        let ok = spec(serde_json::json!({
+            "schedule": {"cron": "* * * * *", "starting_deadline": "2s"}
+        }));
+        assert!(ok.validate().is_empty());
     }
 
     #[test]

@@ -507,6 +507,13 @@ impl Machine {
             self.reply(reply, Answer::Service(Err(error)));
             return;
         };
+        if schedule.enabled == enabled {
+            // Already so: no write. Moving `updated_at` would move the floor
+            // of the next trigger (`jobs::next_trigger`) past a trigger the
+            // tick has not recorded yet, and that trigger would get no run.
+            self.reply(reply, Answer::Service(Ok(true)));
+            return;
+        }
         schedule.enabled = enabled;
         record.updated_at = at;
         let expect = Expect::Version(entry.version.unwrap_or_default());

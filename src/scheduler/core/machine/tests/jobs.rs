@@ -432,3 +432,25 @@ async fn a_job_cannot_take_a_services_name_nor_a_service_a_jobs() {
         )))
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn enabling_an_enabled_job_changes_nothing_and_loses_no_trigger() {
+    // The housekeeping tick runs half a second after each whole second, so
+    // a trigger waits up to a second for its run record. An `enable` of a
+    // job already enabled in that gap must not move the job's last change
+    // past the trigger (`docs/jobs.md#exactly-once`: every trigger gets a
+    // run record).
+    let spec = job(serde_json::json!({}));
+    let mut h = leader_at(BASE + 0.5, &spec, BASE, &[], &[]);
+    let launched = run_for(&mut h, 9).await; // the clock at BASE + 9.5
+    assert!(launched.is_empty(), "{launched:?}");
+    h.advance(Duration::from_millis(600)).await; // BASE + 10.1: trigger due
+    let id = h.command(Request::SetJobEnabled {
+        name: "report".into(),
+        enabled: true,
+    });
+    h.answer_all();
+    assert!(matches!(h.reply(id), Some(Answer::Service(Ok(_)))));
+    let launched = run_for(&mut h, 2).await;
+    assert_eq!(launched, ["report.19700112T134650Z.1"]);
+}
