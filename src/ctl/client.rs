@@ -134,7 +134,13 @@ impl std::fmt::Display for CtlError {
                 errors,
                 ..
             } => {
-                write!(f, "error: {title}: {detail}")?;
+                // A detail that repeats the title ("Not found" / "not found:
+                // job x") is printed alone.
+                if detail.to_lowercase().starts_with(&title.to_lowercase()) {
+                    write!(f, "error: {detail}")?;
+                } else {
+                    write!(f, "error: {title}: {detail}")?;
+                }
                 for (field, message) in errors {
                     write!(f, "\n  {field}: {message}")?;
                 }
@@ -583,7 +589,13 @@ mod tests {
         assert_eq!(e.exit(), Exit::Api);
         // Not a problem document: the status's reason and the text.
         let e = CtlError::from_answer(502, &json!("Bad gateway from nginx"));
-        assert_eq!(e.to_string(), "error: Bad Gateway: Bad gateway from nginx");
+        assert_eq!(e.to_string(), "error: Bad gateway from nginx");
+        let e = CtlError::from_answer(
+            404,
+            &json!({"type": "urn:mesos-appliance:problem:not-found", "title": "Not found",
+                "status": 404, "detail": "not found: job nope"}),
+        );
+        assert_eq!(e.to_string(), "error: not found: job nope");
     }
 
     #[test]

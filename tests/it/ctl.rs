@@ -271,7 +271,7 @@ async fn services_are_listed_shown_applied_scaled_and_deleted() {
     let o = ctl(url, &["services", "delete", "web"]).await;
     exits(&o, 1, "deleting a deleted service");
     assert!(
-        stderr(&o).starts_with("error: Not found: "),
+        stderr(&o).to_lowercase().starts_with("error: not found"),
         "{}",
         stderr(&o)
     );
