@@ -513,3 +513,95 @@ async fn the_services_file_seeds_under_failover_and_replaces_under_upgrade_and_h
     d.wait_state("third running", WAIT, running(1)).await;
     assert_eq!(services_of(&d).await, service_set(&[("solo", "alone", 1)]));
 }
+
+/// Polls `GET path` on `a` until `done` holds for the JSON answer.
+async fn wait_json(a: &Appliance, what: &str, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some((200, body)) = a.get(path).await
+            && done(&body)
+        {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: {:?}\n{}",
+            a.get(path).await,
+            tail(&a.log(), 20)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `hard` tears the old framework down, its running job attempt with it,
+/// and deletes the task records: the new deployment ends that run
+/// `killed` (naming the hard deployment) and launches its attempt nowhere
+/// again (docs/jobs.md, "Exactly once").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_ends_a_running_job_run_killed_and_launches_it_nowhere_again() {
+    let s = setup(1).await;
+    let mut a = Appliance::spawn("a", &s.args("d1", &web("v1", 1), &[]));
+    a.wait_state("running", WAIT, running(1)).await;
+    let job = json!({"command": "sleep 600", "cpus": 0.1, "mem": 32});
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (status, body) = a
+            .send(reqwest::Method::PUT, "/api/v1/jobs/batch", job.clone())
+            .await;
+        if status == 201 {
+            break;
+        }
+        assert!(
+            status == 409 && tokio::time::Instant::now() < deadline,
+            "PUT job: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, run) = a.post("/api/v1/jobs/batch/runs", json!({})).await;
+    assert_eq!(status, 201, "{run}");
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+    let path = format!("/api/v1/jobs/batch/runs/{run_id}");
+    let started = wait_json(&a, "run running", &path, |r| r["state"] == "running").await;
+    let task_id = started["attempts"][0]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let b = Appliance::spawn(
+        "b",
+        &s.args(
+            "d2",
+            &web("v1", 1),
+            &["--framework-deployment-strategy", "hard"],
+        ),
+    );
+    a.wait_exit(WAIT).await;
+    b.wait_state("fresh framework running", WAIT, running(1))
+        .await;
+    let ended = wait_json(&b, "run ended", &path, |r| r["state"] != "running").await;
+    assert_eq!(ended["state"], "killed", "{ended}");
+    assert!(
+        ended["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hard"),
+        "{ended}"
+    );
+    // Given time to (wrongly) launch it again, the attempt ran once.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let state = support::mesos::master_state(&s.tb.url()).await;
+    let launches = ["frameworks", "completed_frameworks"]
+        .iter()
+        .flat_map(|k| state[*k].as_array().cloned().unwrap_or_default())
+        .flat_map(|f| {
+            ["tasks", "completed_tasks"]
+                .iter()
+                .flat_map(|k| f[*k].as_array().cloned().unwrap_or_default())
+                .collect::<Vec<_>>()
+        })
+        .filter(|t| t["id"] == task_id.as_str())
+        .count();
+    assert_eq!(launches, 1, "{task_id} launched once: {state}");
+    let ended = wait_json(&b, "run still ended", &path, |_| true).await;
+    assert_eq!(ended["state"], "killed", "{ended}");
+}

@@ -231,6 +231,9 @@ impl Machine {
         for job in self.jobs.jobs.values_mut() {
             job.last_trigger = jobs::last_trigger(job.runs.values().map(|r| r.run.as_ref()));
         }
+        if self.hard_forgot_tasks() {
+            self.end_runs_torn_down(now);
+        }
         // Runs of a job deleted while its runs were being deleted.
         for key in orphans {
             self.store(
@@ -244,6 +247,36 @@ impl Machine {
             self.log(EventKind::Service, format!("{n} job(s) loaded"), now);
         }
         self.out.dirty = true;
+    }
+
+    /// A `hard` deployment tore the old framework down with every task and
+    /// deleted the task records: each run still going ends `killed`, so its
+    /// attempt is neither launched again (no task record) nor left
+    /// `running` for a task no one will hear of.
+    fn end_runs_torn_down(&mut self, now: Instant) {
+        let at = self.unix(now);
+        let why = "killed: its framework was torn down by a hard deployment";
+        let going: Vec<(String, String)> = self
+            .jobs
+            .jobs
+            .iter()
+            .flat_map(|(name, job)| {
+                job.runs
+                    .values()
+                    .filter(|r| !r.run.state.is_finished())
+                    .map(move |r| (name.clone(), r.run.run_id.clone()))
+            })
+            .collect();
+        for (job, run_id) in going {
+            self.update_run(&job, &run_id, |run| {
+                run.kill = Some(why.to_string());
+                run.state = RunState::Killed;
+                run.reason = Some(why.to_string());
+                run.finished_at = Some(at);
+                run.retry_at = None;
+            });
+            self.write_run(&job, &run_id);
+        }
     }
 
     pub(super) fn on_jobs_stored(&mut self, step: Step, result: StoreResult, now: Instant) {

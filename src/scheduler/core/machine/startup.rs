@@ -52,6 +52,9 @@ pub(super) struct Startup {
     /// Registering a new framework waits for the task records: see
     /// [`Machine::startup_running`].
     client_deferred: bool,
+    /// This term's `hard` teardown deleted the task records: the job runs
+    /// that were going end `killed` (`jobs`).
+    hard_forgot_tasks: bool,
 }
 
 /// What a startup request in flight was for.
@@ -130,6 +133,7 @@ impl Machine {
                 if let Err(e) = r {
                     return self.startup_failed(hard("deleting task records")(e));
                 }
+                self.startup.hard_forgot_tasks = true;
                 let mut done = record.value.clone();
                 done.teardown_done = true;
                 self.store(
@@ -182,6 +186,11 @@ impl Machine {
             }
         }
         self.after_reads(now);
+    }
+
+    /// True when this term's `hard` teardown deleted the task records.
+    pub(super) fn hard_forgot_tasks(&self) -> bool {
+        self.startup.hard_forgot_tasks
     }
 
     /// The deployment record read at the start (`hard` only reads it).
