@@ -250,6 +250,18 @@ impl<'de> Visitor<'de> for Unique<'_> {
 mod tests {
     use super::*;
 
+    /// A time written to ZooKeeper reads back equal (serde_json's
+    /// `float_roundtrip`): this one came back one bit off without it, and
+    /// a standby's run history then differed from the leader's.
+    #[test]
+    fn times_read_back_equal() {
+        let at = 1_796_251_608.507_413_9_f64;
+        let text = serde_json::to_string(&at).unwrap();
+        assert_eq!(serde_json::from_str::<f64>(&text).unwrap(), at);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(from_value::<f64>(value).unwrap(), at);
+    }
+
     #[test]
     fn type_errors_name_json_kinds_not_rust_types() {
         #[derive(Debug, serde::Deserialize)]
