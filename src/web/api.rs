@@ -151,33 +151,12 @@ pub async fn put_service(
         Ok(false) => (StatusCode::CREATED, "created"),
         Err(e) => (e.status, "failed"),
     };
-    audit_change(state, &ctx, "service.put", params, &result, status, || {
+    super::audit::record_result(state, &ctx, "service.put", params, &result, status, || {
         format!("service {name} {outcome}")
     })
     .await;
     result?;
     Ok((status, Json(ServiceChange { name, outcome })).into_response())
-}
-
-/// Writes the audit entry of a service change.
-async fn audit_change<T>(
-    state: &AppState,
-    ctx: &super::audit::Context,
-    action: &str,
-    params: serde_json::Value,
-    result: &Result<T, AppError>,
-    status: StatusCode,
-    summary: impl FnOnce() -> String,
-) {
-    let outcome = super::audit::Outcome {
-        ok: result.is_ok(),
-        status: status.as_u16(),
-        summary: match result {
-            Ok(_) => summary(),
-            Err(e) => format!("{action} failed: {}: {}", e.title, e.detail),
-        },
-    };
-    super::audit::record(state, ctx, action, params, &outcome).await;
 }
 
 /// `DELETE /api/v1/services/{name}[?reason=…]`: delete a service (its
@@ -195,17 +174,14 @@ pub async fn delete_service(
                 .then_some(())
                 .ok_or_else(|| AppError::not_found(format!("no service {name:?}")))
         });
-    let status = result
-        .as_ref()
-        .map_or_else(|e| e.status, |_| StatusCode::OK);
     let params = serde_json::json!({ "name": name });
-    audit_change(
+    super::audit::record_result(
         state,
         &ctx,
         "service.delete",
         params,
         &result,
-        status,
+        StatusCode::OK,
         || format!("service {name} deleted"),
     )
     .await;

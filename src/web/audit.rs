@@ -180,6 +180,46 @@ pub struct Outcome {
     pub summary: String,
 }
 
+impl Outcome {
+    /// The outcome of a handler's `result`: `ok_status` and `summary()` when
+    /// it succeeded; the error's status and `"<action> failed: <title>:
+    /// <detail>"` when it did not.
+    pub fn of<T>(
+        action: &str,
+        result: &Result<T, AppError>,
+        ok_status: axum::http::StatusCode,
+        summary: impl FnOnce() -> String,
+    ) -> Self {
+        match result {
+            Ok(_) => Self {
+                ok: true,
+                status: ok_status.as_u16(),
+                summary: summary(),
+            },
+            Err(e) => Self {
+                ok: false,
+                status: e.status.as_u16(),
+                summary: format!("{action} failed: {}: {}", e.title, e.detail),
+            },
+        }
+    }
+}
+
+/// [`record`]s the [`Outcome::of`] a handler's `result` (API and page
+/// handlers of service and job changes share it).
+pub async fn record_result<T>(
+    state: &AppState,
+    ctx: &Context,
+    action: &str,
+    params: serde_json::Value,
+    result: &Result<T, AppError>,
+    ok_status: axum::http::StatusCode,
+    summary: impl FnOnce() -> String,
+) -> bool {
+    let outcome = Outcome::of(action, result, ok_status, summary);
+    record(state, ctx, action, params, &outcome).await
+}
+
 /// Appends the entry for `action` (with `params`) asked in `ctx`, which
 /// came to `outcome`, within the handler timeout; true when written. A
 /// failure to record is logged, never answered: the action already ran (or,
@@ -408,6 +448,24 @@ impl AuditView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outcome_takes_the_status_of_the_result() {
+        let created: Result<(), AppError> = Ok(());
+        let o = Outcome::of("job.put", &created, axum::http::StatusCode::CREATED, || {
+            "job j created".into()
+        });
+        assert!(o.ok);
+        assert_eq!((o.status, o.summary.as_str()), (201, "job j created"));
+        let missing: Result<(), AppError> = Err(AppError::not_found("no job \"j\""));
+        let o = Outcome::of("job.kill", &missing, axum::http::StatusCode::OK, || {
+            unreachable!("no summary of a failure")
+        });
+        assert!(!o.ok);
+        assert_eq!(o.status, 404);
+        assert!(o.summary.starts_with("job.kill failed: "), "{}", o.summary);
+        assert!(o.summary.ends_with("no job \"j\""), "{}", o.summary);
+    }
 
     #[test]
     fn reasons_are_bounded_and_trimmed() {

@@ -387,29 +387,6 @@ fn run_path(name: &str, run_id: &str) -> String {
     )
 }
 
-/// Writes the audit entry of a job action posted from a page, as the API
-/// writes it (`job.run`, `job.enable`, …).
-async fn audit<T>(
-    post: &AdminForm<ReasonForm>,
-    action: &str,
-    params: serde_json::Value,
-    result: &Result<T, AppError>,
-    summary: impl FnOnce() -> String,
-) {
-    let status = result
-        .as_ref()
-        .map_or_else(|e| e.status, |_| StatusCode::OK);
-    let outcome = super::audit::Outcome {
-        ok: result.is_ok(),
-        status: status.as_u16(),
-        summary: match result {
-            Ok(_) => summary(),
-            Err(e) => format!("{action} failed: {}: {}", e.title, e.detail),
-        },
-    };
-    super::audit::record(&post.state, &post.ctx, action, params, &outcome).await;
-}
-
 /// `POST /jobs/{name}/run`: Run now (no extra arguments); to the new run's page.
 pub async fn post_run(
     PagePath(name): PagePath<String>,
@@ -427,10 +404,18 @@ pub async fn post_run(
         .await
         .map_err(|e| AppError::from_command(e, &post.path));
     let params = serde_json::json!({ "name": name, "args": 0, "env": [] });
-    audit(&post, "job.run", params, &result, || {
-        let id = result.as_ref().map(|r| r.run_id.as_str()).unwrap_or("");
-        format!("job {name} run {id} (manual, by {by})")
-    })
+    super::audit::record_result(
+        &post.state,
+        &post.ctx,
+        "job.run",
+        params,
+        &result,
+        StatusCode::OK,
+        || {
+            let id = result.as_ref().map(|r| r.run_id.as_str()).unwrap_or("");
+            format!("job {name} run {id} (manual, by {by})")
+        },
+    )
     .await;
     let run = result.map_err(AppError::html)?;
     Ok(to(run_path(&name, &run.run_id)))
@@ -456,9 +441,15 @@ async fn set_enabled(
         ("job.disable", "disabled")
     };
     let params = serde_json::json!({ "name": name });
-    audit(&post, action, params, &result, || {
-        format!("job {name} {outcome}")
-    })
+    super::audit::record_result(
+        &post.state,
+        &post.ctx,
+        action,
+        params,
+        &result,
+        StatusCode::OK,
+        || format!("job {name} {outcome}"),
+    )
     .await;
     result.map_err(AppError::html)?;
     Ok(to(job_path(&name)))
@@ -501,9 +492,15 @@ pub async fn post_kill(
     .await
     .map_err(|e| AppError::from_command(e, &post.path));
     let params = serde_json::json!({ "name": name, "run_id": run_id });
-    audit(&post, "job.kill", params, &result, || {
-        format!("job {name} run {run_id} killed")
-    })
+    super::audit::record_result(
+        &post.state,
+        &post.ctx,
+        "job.kill",
+        params,
+        &result,
+        StatusCode::OK,
+        || format!("job {name} run {run_id} killed"),
+    )
     .await;
     result.map_err(AppError::html)?;
     Ok(to(run_path(&name, &run_id)))

@@ -259,29 +259,6 @@ pub struct JobChange {
     pub outcome: &'static str,
 }
 
-/// Writes the audit entry of a job action.
-async fn audit<T>(
-    state: &AppState,
-    ctx: &super::audit::Context,
-    action: &str,
-    params: serde_json::Value,
-    result: &Result<T, AppError>,
-    summary: impl FnOnce() -> String,
-) {
-    let status = result
-        .as_ref()
-        .map_or_else(|e| e.status, |_| StatusCode::OK);
-    let outcome = super::audit::Outcome {
-        ok: result.is_ok(),
-        status: status.as_u16(),
-        summary: match result {
-            Ok(_) => summary(),
-            Err(e) => format!("{action} failed: {}: {}", e.title, e.detail),
-        },
-    };
-    super::audit::record(state, ctx, action, params, &outcome).await;
-}
-
 /// `PUT /api/v1/jobs/{name}[?reason=…]`: create or replace a job. The body
 /// is a job spec; `name` may be left out (taken from the path) but must
 /// match it when given. 201 created, 200 replaced, 400 field errors.
@@ -308,7 +285,7 @@ pub async fn put(
         Ok(false) => (StatusCode::CREATED, "created"),
         Err(e) => (e.status, "failed"),
     };
-    audit(state, &ctx, "job.put", params, &result, || {
+    super::audit::record_result(state, &ctx, "job.put", params, &result, status, || {
         format!("job {name} {outcome}")
     })
     .await;
@@ -332,9 +309,15 @@ pub async fn delete(
                 .ok_or_else(|| AppError::not_found(format!("no job {name:?}")))
         });
     let params = serde_json::json!({ "name": name });
-    audit(state, &ctx, "job.delete", params, &result, || {
-        format!("job {name} deleted")
-    })
+    super::audit::record_result(
+        state,
+        &ctx,
+        "job.delete",
+        params,
+        &result,
+        StatusCode::OK,
+        || format!("job {name} deleted"),
+    )
     .await;
     result?;
     Ok(Json(JobChange {
@@ -361,7 +344,7 @@ async fn set_enabled(
     .map_err(|e| AppError::from_command(e, &admin.path));
     let action = if enabled { "job.enable" } else { "job.disable" };
     let params = serde_json::json!({ "name": name });
-    audit(state, &ctx, action, params, &result, || {
+    super::audit::record_result(state, &ctx, action, params, &result, StatusCode::OK, || {
         format!("job {name} {outcome}")
     })
     .await;
@@ -462,10 +445,18 @@ pub async fn start_run(
     let result = ask::<RunRecord>(state, Request::StartRun(Box::new(request)))
         .await
         .map_err(|e| AppError::from_command(e, &admin.path));
-    audit(state, &ctx, "job.run", params, &result, || {
-        let id = result.as_ref().map(|r| r.run_id.as_str()).unwrap_or("");
-        format!("job {name} run {id} (manual, by {by})")
-    })
+    super::audit::record_result(
+        state,
+        &ctx,
+        "job.run",
+        params,
+        &result,
+        StatusCode::OK,
+        || {
+            let id = result.as_ref().map(|r| r.run_id.as_str()).unwrap_or("");
+            format!("job {name} run {id} (manual, by {by})")
+        },
+    )
     .await;
     let run = result?;
     let view = RunView::new(&run, &state.handle.snapshot());
@@ -494,9 +485,15 @@ pub async fn kill_run(
     .await
     .map_err(|e| AppError::from_command(e, &admin.path));
     let params = serde_json::json!({ "name": name, "run_id": run_id });
-    audit(state, &ctx, "job.kill", params, &result, || {
-        format!("job {name} run {run_id} killed")
-    })
+    super::audit::record_result(
+        state,
+        &ctx,
+        "job.kill",
+        params,
+        &result,
+        StatusCode::OK,
+        || format!("job {name} run {run_id} killed"),
+    )
     .await;
     let run = result?;
     Ok(Json(RunView::new(&run, &state.handle.snapshot())))
