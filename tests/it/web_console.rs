@@ -15,22 +15,14 @@
 
 use crate::support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use mesos_appliance::app::start_replica;
-use mesos_appliance::coordination::memory::MemoryCoordinator;
-use mesos_appliance::mesos::client::ClientConfig;
-use mesos_appliance::mesos::detector::MasterSpec;
 use mesos_appliance::testbed::TestbedConfig;
-use mesos_appliance::web::WebConfig;
 use serde_json::json;
-use support::appliance::{core_config, services};
+use support::appliance::{Served, services};
 use support::browser::Browser;
 use support::processes::{Appliance, WAIT, base_args, services_file, with_flags};
-use support::replicas::replica;
-use support::zookeeper::{ZkServer, free_port};
-use tokio_util::sync::CancellationToken;
+use support::zookeeper::ZkServer;
 
 /// A task's output: hostile bytes first, then one numbered line a second.
 const NOISY: &str = r#"printf '<script>alert(1)</script> \033[31mred\033[0m bad:\377 end\n'; i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 1; done"#;
@@ -41,31 +33,14 @@ async fn a_task_log_is_followed_live_and_shown_safely() {
     let mut tb_config = TestbedConfig::for_tests(1);
     tb_config.run_executors = Some(env!("CARGO_BIN_EXE_mesos-appliance-executor").into());
     let tb = support::testbed(tb_config).await;
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let mut info = replica("logs");
-    info.advertised_url = url.clone();
-    let mut core = core_config();
-    core.framework_name = "logs".into();
     let specs = services(json!([
         {"name": "noisy", "command": NOISY, "cpus": 0.1, "mem": 32, "instances": 1, "executor": "appliance", "kill_grace_period": "1s"}
     ]));
-    let web = WebConfig::new(format!("127.0.0.1:{port}").parse().unwrap(), url.clone());
-    let stop = CancellationToken::new();
-    let client = ClientConfig::new(MasterSpec::parse(&tb.url()).unwrap());
-    let running = start_replica(
-        core,
-        client,
-        Arc::new(MemoryCoordinator::new(info)),
-        specs,
-        web,
-        stop.clone(),
-    )
-    .await
-    .unwrap();
+    let served = Served::start("logs", &tb.url(), specs).await;
+    let url = served.url.clone();
     let deadline = tokio::time::Instant::now() + WAIT;
     let task = loop {
-        let s = running.handle.snapshot();
+        let s = served.running.handle.snapshot();
         if let Some(t) = s
             .tasks
             .iter()
@@ -111,7 +86,7 @@ async fn a_task_log_is_followed_live_and_shown_safely() {
     assert_eq!(b.count("#log script").await, 0);
     b.screenshot_committed("task-log").await;
     b.close().await;
-    stop.cancel();
+    served.stop.cancel();
     tb.shutdown().await;
 }
 

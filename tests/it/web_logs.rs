@@ -434,41 +434,19 @@ const MULTIBYTE: &str = r#"i=0; while [ $i -lt 1500 ]; do printf 'a\303\251b\342
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunked_reads_of_a_multibyte_log_give_the_file_byte_for_byte() {
     use base64::Engine;
-    use mesos_appliance::app::start_replica;
-    use mesos_appliance::coordination::memory::MemoryCoordinator;
-    use mesos_appliance::mesos::client::ClientConfig;
-    use mesos_appliance::mesos::detector::MasterSpec;
-    use support::appliance::{core_config, services};
+
+    use support::appliance::{Served, services};
     use support::processes::WAIT;
-    use support::zookeeper::free_port;
-    use tokio_util::sync::CancellationToken;
 
     support::mesos::init();
     let mut tb_config = TestbedConfig::for_tests(1);
     tb_config.run_executors = Some(env!("CARGO_BIN_EXE_mesos-appliance-executor").into());
     let tb = support::testbed(tb_config).await;
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let mut info = support::replicas::replica("chunks");
-    info.advertised_url = url.clone();
-    let mut core = core_config();
-    core.framework_name = "chunks".into();
     let specs = services(json!([
         {"name": "multibyte", "command": MULTIBYTE, "cpus": 0.1, "mem": 32, "instances": 1, "executor": "appliance", "kill_grace_period": "1s"}
     ]));
-    let web = WebConfig::new(format!("127.0.0.1:{port}").parse().unwrap(), url.clone());
-    let stop = CancellationToken::new();
-    let client = ClientConfig::new(MasterSpec::parse(&tb.url()).unwrap());
-    let running = start_replica(
-        core,
-        client,
-        Arc::new(MemoryCoordinator::new(info)),
-        specs,
-        web,
-        stop.clone(),
-    )
-    .await
-    .unwrap();
+    let served = Served::start("chunks", &tb.url(), specs).await;
+    let url = served.url.clone();
     let http = support::mesos::client();
     let get = |path: String| {
         let request = http.get(format!("{url}{path}"));
@@ -481,7 +459,7 @@ async fn chunked_reads_of_a_multibyte_log_give_the_file_byte_for_byte() {
     // The task runs and its log reaches its end marker (the cut `€`).
     let deadline = Instant::now() + WAIT;
     let (task, tail) = loop {
-        let s = running.handle.snapshot();
+        let s = served.running.handle.snapshot();
         if let Some(t) = s
             .tasks
             .iter()
@@ -547,6 +525,6 @@ async fn chunked_reads_of_a_multibyte_log_give_the_file_byte_for_byte() {
         }
         assert_eq!(bytes, file, "chunks of {length}");
     }
-    stop.cancel();
+    served.stop.cancel();
     tb.shutdown().await;
 }

@@ -9,31 +9,17 @@
 
 use crate::support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mesos_appliance::app::start_replica;
-use mesos_appliance::coordination::memory::MemoryCoordinator;
-use mesos_appliance::mesos::client::ClientConfig;
-use mesos_appliance::mesos::detector::MasterSpec;
 use mesos_appliance::testbed::TestbedConfig;
-use mesos_appliance::web::WebConfig;
 use serde_json::{Value, json};
-use support::appliance::{core_config, services};
+use support::appliance::{Served, services};
 use support::processes::WAIT;
-use support::zookeeper::free_port;
-use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_say_what_failed_and_why_offers_were_declined() {
     support::mesos::init();
     let tb = support::testbed(TestbedConfig::for_tests(1)).await;
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let mut info = support::replicas::replica("why");
-    info.advertised_url = url.clone();
-    let mut core = core_config();
-    core.framework_name = "why".into();
     let specs = services(json!([
         {"name": "huge", "command": "sleep 1000", "cpus": 0.1, "mem": 1_000_000, "instances": 1},
         {"name": "boxed", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "instances": 1,
@@ -41,19 +27,8 @@ async fn services_say_what_failed_and_why_offers_were_declined() {
          "restart_backoff": "1s", "restart_backoff_max": "4s"},
         {"name": "plain", "command": "sleep 1000", "cpus": 0.1, "mem": 32, "instances": 1}
     ]));
-    let web = WebConfig::new(format!("127.0.0.1:{port}").parse().unwrap(), url.clone());
-    let stop = CancellationToken::new();
-    let client = ClientConfig::new(MasterSpec::parse(&tb.url()).unwrap());
-    let _running = start_replica(
-        core,
-        client,
-        Arc::new(MemoryCoordinator::new(info)),
-        specs,
-        web,
-        stop.clone(),
-    )
-    .await
-    .unwrap();
+    let served = Served::start("why", &tb.url(), specs).await;
+    let url = served.url.clone();
     let http = support::mesos::client();
     let service = |all: &Value, name: &str| {
         all["services"]
@@ -125,6 +100,6 @@ async fn services_say_what_failed_and_why_offers_were_declined() {
         "{failure_row}"
     );
     assert!(!html.contains("id=\"last-failure-plain\""));
-    stop.cancel();
+    served.stop.cancel();
     tb.shutdown().await;
 }

@@ -355,3 +355,54 @@ impl Drop for SubscriptionClock {
         self.task.abort();
     }
 }
+
+/// A whole replica as `serve` runs it — scheduler and dashboard on a free
+/// loopback port — on the in-memory coordinator (it leads at once), for
+/// tests whose subject is what the web server shows. Stops on drop.
+pub struct Served {
+    /// The dashboard's base URL, `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// The replica: its handle and web server.
+    pub running: mesos_appliance::app::Running,
+    /// Cancel to stop the replica (dropping does it too).
+    pub stop: CancellationToken,
+}
+
+impl Served {
+    /// Starts replica and framework `name` with `services`, subscribing to
+    /// `master` (a URL).
+    pub async fn start(name: &str, master: &str, services: Vec<ServiceSpec>) -> Served {
+        super::mesos::init();
+        let port = super::zookeeper::free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let mut info = replicas::replica(name);
+        info.advertised_url = url.clone();
+        let mut core = core_config();
+        core.framework_name = name.into();
+        let web = mesos_appliance::web::WebConfig::new(
+            format!("127.0.0.1:{port}")
+                .parse()
+                .expect("loopback address"),
+            url.clone(),
+        );
+        let stop = CancellationToken::new();
+        let client = ClientConfig::new(MasterSpec::parse(master).expect("master URL"));
+        let running = mesos_appliance::app::start_replica(
+            core,
+            client,
+            Arc::new(MemoryCoordinator::new(info)),
+            services,
+            web,
+            stop.clone(),
+        )
+        .await
+        .expect("replica started");
+        Served { url, running, stop }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
