@@ -68,17 +68,28 @@ pub struct ErrorDetail {
     pub html: bool,
 }
 
-#[derive(Serialize)]
-struct Problem<'a> {
+/// An RFC 9457 problem document (`application/problem+json`), the body of
+/// every error the JSON API answers.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"type": "urn:mesos-appliance:problem:not-found", "title": "Not found",
+    "status": 404, "detail": "no service \"web\""}))]
+pub struct Problem {
+    /// `urn:mesos-appliance:problem:<kind>`, e.g. `…:not-leader`, `…:invalid`.
     #[serde(rename = "type")]
-    kind: String,
-    title: &'a str,
-    status: u16,
-    detail: &'a str,
+    pub kind: String,
+    /// Short, fixed summary of the kind.
+    pub title: String,
+    /// The HTTP status.
+    #[schema(minimum = 400, maximum = 599)]
+    pub status: u16,
+    /// What happened this time.
+    pub detail: String,
+    /// The leader's URL (answers of a replica that does not lead).
     #[serde(skip_serializing_if = "Option::is_none")]
-    leader_url: Option<&'a str>,
+    pub leader_url: Option<String>,
+    /// Field-level problems (validation), each naming the field's JSON path.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    errors: &'a [FieldError],
+    pub errors: Vec<FieldError>,
 }
 
 impl AppError {
@@ -362,11 +373,11 @@ impl IntoResponse for ErrorDetail {
         } else {
             let problem = Problem {
                 kind: self.type_uri(),
-                title: self.title,
+                title: self.title.to_string(),
                 status: self.status.as_u16(),
-                detail: &self.detail,
-                leader_url: self.leader_url.as_deref(),
-                errors: &self.errors,
+                detail: self.detail.clone(),
+                leader_url: self.leader_url.clone(),
+                errors: self.errors.clone(),
             };
             let body = serde_json::to_vec(&problem).unwrap_or_default();
             (
