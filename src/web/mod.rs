@@ -48,6 +48,7 @@
 //! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/agents`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}`, `/audit` | anyone | 200 JSON twins of the pages (400, 404 as problems; `/tasks`, `/events` and `/audit` refuse unknown parameters) |
 //! | GET | `/api/v1/tasks/{id}/logs/{stdout\|stderr}?offset=&length=` | anyone | 200 one read of the sandbox file ([`logs::LogView`]); 400, 404, 410, 502, 503, 504 |
 //! | GET | `/api/v1/history?window=15m\|1h\|6h&points=N` | anyone | 200 the charts' samples and marks ([`history::HistoryView`]); 400 |
+//! | GET | `/api/v1/openapi.json` | anyone | 200 the OpenAPI 3.1 document of every JSON route ([`openapi`], `docs/api.md`) |
 //! | GET | `/api/v1/stream` | anyone | server-sent events, one per snapshot |
 //! | GET | `/api/v1/events/stream?type=&last_event_id=` | anyone | the public event stream ([`event_stream`], `docs/events.md`); 307 to the leader on a follower, 400 unknown type, 503 no leader |
 //! | PUT, DELETE | `/api/v1/services/{name}` | admin | 201/200; 400 field errors, 401, 403, 404, 413, 415 (any declared type but JSON, even without a body), 503 |

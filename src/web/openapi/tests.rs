@@ -223,7 +223,16 @@ fn no_json_route_is_registered_outside_the_table() {
             if path.extension().is_none_or(|e| e != "rs") {
                 continue;
             }
-            let text = std::fs::read_to_string(&path).unwrap();
+            if path.ends_with("web/openapi/tests.rs") {
+                continue;
+            }
+            // Code only: comments may show the pattern.
+            let text: String = std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .map(|l| format!("{l}\n"))
+                .collect();
             let table = path.ends_with("web/openapi.rs");
             for found in route.captures_iter(&text) {
                 let p = &found[1];
