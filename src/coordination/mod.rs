@@ -159,7 +159,9 @@ impl Leadership {
 
 /// `--framework-deployment-strategy` (`docs/deployment-strategies.md#strategies`).
 /// Serialized lowercase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Join the election and take over the stored framework ID.

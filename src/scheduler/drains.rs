@@ -29,7 +29,11 @@ impl utoipa::PartialSchema for MinHealthy {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
         OneOfBuilder::new()
-            .item(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0)),
+            )
             .item(
                 ObjectBuilder::new()
                     .schema_type(Type::String)

@@ -208,7 +208,19 @@ pub struct OfferSummary {
 }
 
 /// What an [`EventEntry`] is about; `/api/v1/events?kind=` filters by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// An operator action (reconcile, kamikaze, teardown, services…).

@@ -57,7 +57,7 @@ pub async fn state(State(state): State<AppState>) -> Json<StateView> {
     path = "/api/v1/tasks",
     tag = "tasks",
     params(TaskQuery),
-    responses((status = 200, description = "A page of tasks", body = TasksView), crate::web::openapi::responses::BadRequest)
+    responses((status = 200, description = "A page of tasks", body = TasksView), crate::web::error::responses::BadRequest)
 )]
 pub async fn tasks(
     State(state): State<AppState>,
@@ -73,7 +73,7 @@ pub async fn tasks(
     path = "/api/v1/tasks/{id}",
     tag = "tasks",
     params(("id" = String, Path, description = "The task ID")),
-    responses((status = 200, description = "The task", body = TaskDetailView), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound)
+    responses((status = 200, description = "The task", body = TaskDetailView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
 )]
 pub async fn task(
     State(state): State<AppState>,
@@ -126,7 +126,7 @@ pub async fn replicas(State(state): State<AppState>) -> Json<ReplicasView> {
     path = "/api/v1/events",
     tag = "events",
     params(EventQuery),
-    responses((status = 200, description = "Recent events", body = EventsView), crate::web::openapi::responses::BadRequest)
+    responses((status = 200, description = "Recent events", body = EventsView), crate::web::error::responses::BadRequest)
 )]
 pub async fn events(
     State(state): State<AppState>,
@@ -152,7 +152,7 @@ pub async fn services(State(state): State<AppState>) -> Json<ServicesView> {
     path = "/api/v1/services/{name}",
     tag = "services",
     params(("name" = String, Path, description = "The service")),
-    responses((status = 200, description = "The service", body = ServiceRow), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound)
+    responses((status = 200, description = "The service", body = ServiceRow), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
 )]
 pub async fn service(
     State(state): State<AppState>,
@@ -185,7 +185,7 @@ pub struct ServiceChange {
     tag = "services",
     params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery),
     request_body(content = ServiceSpec, description = "The service spec; `name` may be left out", content_type = "application/json"),
-    responses((status = 200, description = "Replaced", body = ServiceChange), (status = 201, description = "Created", body = ServiceChange), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Replaced", body = ServiceChange), (status = 201, description = "Created", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn put_service(
@@ -248,7 +248,7 @@ async fn audit_change<T>(
     path = "/api/v1/services/{name}",
     tag = "services",
     params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery),
-    responses((status = 200, description = "Deleted", body = ServiceChange), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Deleted", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn delete_service(
@@ -308,7 +308,7 @@ pub async fn actions(
     path = "/api/v1/audit",
     tag = "audit",
     params(AuditQuery),
-    responses((status = 200, description = "Audit entries", body = AuditView), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::Unavailable)
+    responses((status = 200, description = "Audit entries", body = AuditView), crate::web::error::responses::BadRequest, crate::web::error::responses::Unavailable)
 )]
 pub async fn audit(
     State(state): State<AppState>,
@@ -323,7 +323,7 @@ pub async fn audit(
     path = "/api/v1/actions/results/{id}",
     tag = "actions",
     params(("id" = String, Path, description = "The action result ID")),
-    responses((status = 200, description = "The action's record", body = super::actions::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound)
+    responses((status = 200, description = "The action's record", body = super::actions::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
 )]
 pub async fn action_result(
     State(state): State<AppState>,

@@ -793,7 +793,7 @@ pub async fn shown(state: &AppState, window: Window) -> (HistoryView, Option<Str
     path = "/api/v1/history",
     tag = "state",
     params(HistoryQuery),
-    responses((status = 200, description = "Samples and marks", body = HistoryView), crate::web::openapi::responses::BadRequest)
+    responses((status = 200, description = "Samples and marks", body = HistoryView), crate::web::error::responses::BadRequest)
 )]
 pub async fn api(
     State(state): State<AppState>,

@@ -221,7 +221,7 @@ pub async fn list(State(state): State<AppState>) -> Json<JobsView> {
     path = "/api/v1/jobs/{name}",
     tag = "jobs",
     params(("name" = String, Path, description = "The job")),
-    responses((status = 200, description = "The job and its runs", body = JobView), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound)
+    responses((status = 200, description = "The job and its runs", body = JobView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
 )]
 pub async fn get(
     State(state): State<AppState>,
@@ -241,7 +241,7 @@ pub async fn get(
     path = "/api/v1/jobs/{name}/runs",
     tag = "jobs",
     params(("name" = String, Path, description = "The job")),
-    responses((status = 200, description = "The job's runs", body = RunsView), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound)
+    responses((status = 200, description = "The job's runs", body = RunsView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
 )]
 pub async fn runs(
     State(state): State<AppState>,
@@ -261,7 +261,7 @@ pub async fn runs(
     path = "/api/v1/jobs/{name}/runs/{run_id}",
     tag = "jobs",
     params(("name" = String, Path, description = "The job"), ("run_id" = String, Path, description = "The run")),
-    responses((status = 200, description = "The run", body = RunView), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound)
+    responses((status = 200, description = "The run", body = RunView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
 )]
 pub async fn run(
     State(state): State<AppState>,
@@ -318,7 +318,7 @@ async fn audit<T>(
     tag = "jobs",
     params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
     request_body(content = JobSpec, description = "The job spec; `name` may be left out", content_type = "application/json"),
-    responses((status = 200, description = "Replaced", body = JobChange), (status = 201, description = "Created", body = JobChange), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Replaced", body = JobChange), (status = 201, description = "Created", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn put(
@@ -359,7 +359,7 @@ pub async fn put(
     path = "/api/v1/jobs/{name}",
     tag = "jobs",
     params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
-    responses((status = 200, description = "Deleted", body = JobChange), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Deleted", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn delete(
@@ -413,13 +413,14 @@ async fn set_enabled(
     Ok(Json(JobChange { name, outcome }))
 }
 
-/// `POST /api/v1/jobs/{name}/enable[?reason=…]`.
+/// `POST /api/v1/jobs/{name}/enable[?reason=…]`: 409 for a job without
+/// a schedule (nothing to enable).
 #[utoipa::path(
     post,
     path = "/api/v1/jobs/{name}/enable",
     tag = "jobs",
     params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
-    responses((status = 200, description = "Enabled", body = JobChange), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Enabled", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn enable(
@@ -429,13 +430,14 @@ pub async fn enable(
     set_enabled(name, change, true).await
 }
 
-/// `POST /api/v1/jobs/{name}/disable[?reason=…]`.
+/// `POST /api/v1/jobs/{name}/disable[?reason=…]`: 409 for a job without
+/// a schedule (nothing to disable).
 #[utoipa::path(
     post,
     path = "/api/v1/jobs/{name}/disable",
     tag = "jobs",
     params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
-    responses((status = 200, description = "Disabled", body = JobChange), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Disabled", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn disable(
@@ -498,7 +500,7 @@ impl RunBody {
     tag = "jobs",
     params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
     request_body(content = Option<RunBody>, content_type = "application/json"),
-    responses((status = 201, description = "The run, stored", body = RunView), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 201, description = "The run, stored", body = RunView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn start_run(
@@ -548,7 +550,7 @@ pub async fn start_run(
     path = "/api/v1/jobs/{name}/runs/{run_id}/kill",
     tag = "jobs",
     params(("name" = String, Path, description = "The job"), ("run_id" = String, Path, description = "The run"), crate::web::extract::ReasonQuery),
-    responses((status = 200, description = "The run, being killed", body = RunView), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "The run, being killed", body = RunView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn kill_run(

@@ -276,7 +276,7 @@ fn sandbox_error(e: SandboxError, hostname: &str) -> AppError {
     path = "/api/v1/tasks/{id}/logs/{file}",
     tag = "tasks",
     params(("id" = String, Path, description = "The task ID"), ("file" = LogFile, Path, description = "`stdout` or `stderr`"), LogQuery),
-    responses((status = 200, description = "One read of the file", body = LogView), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, (status = 410, description = "The sandbox is gone", body = crate::web::openapi::Problem, content_type = "application/problem+json"), crate::web::openapi::responses::Upstream, crate::web::openapi::responses::Unavailable)
+    responses((status = 200, description = "One read of the file", body = LogView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, (status = 410, description = "The sandbox is gone", body = crate::web::error::Problem, content_type = "application/problem+json"), crate::web::error::responses::Upstream, crate::web::error::responses::Unavailable)
 )]
 pub async fn api(
     State(state): State<AppState>,

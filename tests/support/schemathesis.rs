@@ -30,7 +30,10 @@ pub fn binary() -> PathBuf {
         .arg(format!("schemathesis=={VERSION}"))
         .status()
         .expect("pip runs");
-    assert!(status.success(), "pip install schemathesis=={VERSION} failed");
+    assert!(
+        status.success(),
+        "pip install schemathesis=={VERSION} failed"
+    );
     std::fs::write(&ready, b"").expect("mark the venv ready");
     binary
 }

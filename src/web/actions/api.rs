@@ -111,7 +111,7 @@ pub(super) async fn run(
     path = "/api/v1/actions/reconcile",
     tag = "actions",
     request_body(content = Option<ReconcileBody>, content_type = "application/json"),
-    responses((status = 202, description = "Started or joined", body = super::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::Upstream, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 202, description = "Started or joined", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn reconcile(
@@ -128,7 +128,7 @@ pub async fn reconcile(
     path = "/api/v1/actions/kamikaze",
     tag = "actions",
     request_body(content = Option<FrameworkBody>, content_type = "application/json"),
-    responses((status = 200, description = "One result per executor", body = super::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::Upstream, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "One result per executor", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn kamikaze(
@@ -145,7 +145,7 @@ pub async fn kamikaze(
     path = "/api/v1/actions/teardown",
     tag = "actions",
     request_body(content = Option<FrameworkBody>, content_type = "application/json"),
-    responses((status = 200, description = "What was removed", body = super::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::Upstream, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "What was removed", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn teardown(
@@ -162,7 +162,7 @@ pub async fn teardown(
     path = "/api/v1/actions/abdicate",
     tag = "actions",
     request_body(content = Option<ReasonBody>, content_type = "application/json"),
-    responses((status = 200, description = "Stepped down", body = super::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Stepped down", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn abdicate(
@@ -179,7 +179,7 @@ pub async fn abdicate(
     path = "/api/v1/actions/reregister",
     tag = "actions",
     request_body(content = Option<ReasonBody>, content_type = "application/json"),
-    responses((status = 200, description = "Registering again", body = super::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::Upstream, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Registering again", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn reregister(
@@ -213,7 +213,7 @@ pub struct RolloutQuery {
     tag = "services",
     params(("name" = String, Path, description = "The service"), RolloutQuery),
     request_body(content = Option<RolloutBody>, content_type = "application/json"),
-    responses((status = 200, description = "Resumed", body = super::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Resumed", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn resume(
@@ -239,7 +239,7 @@ pub async fn resume(
     tag = "services",
     params(("name" = String, Path, description = "The service"), RolloutQuery),
     request_body(content = Option<RolloutBody>, content_type = "application/json"),
-    responses((status = 200, description = "Rolling back", body = super::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Rolling back", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn rollback(

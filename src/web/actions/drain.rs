@@ -18,12 +18,14 @@ use crate::web::extract::{ActionBody, Admin, ApiPath, fields};
 #[serde(default, deny_unknown_fields)]
 pub struct DrainBody {
     /// The floor per service: a non-negative integer or `"P%"` (required).
+    #[schema(value_type = crate::scheduler::drains::MinHealthy, required = true)]
     pub min_healthy: Option<serde_json::Value>,
     /// Why (recorded in the drain and the audit trail).
     #[serde(deserialize_with = "fields::string")]
     pub reason: Option<String>,
     /// `none` (default), `drain_agent` or `deactivate_agent`.
     #[serde(deserialize_with = "fields::string")]
+    #[schema(example = "drain_agent")]
     pub then: Option<String>,
 }
 
@@ -81,7 +83,7 @@ pub fn check_drain(body: &DrainBody) -> Result<(MinHealthy, ThenAction), Vec<Fie
     tag = "agents",
     params(("agent_id" = String, Path, description = "The Mesos agent ID")),
     request_body(content = DrainBody, content_type = "application/json"),
-    responses((status = 202, description = "Drain started", body = super::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::Conflict, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 202, description = "Drain started", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn start(
@@ -107,7 +109,7 @@ pub async fn start(
     tag = "agents",
     params(("agent_id" = String, Path, description = "The Mesos agent ID")),
     request_body(content = Option<CancelDrainBody>, content_type = "application/json"),
-    responses((status = 200, description = "Drain cancelled", body = super::ActionRecord), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::NotFound, crate::web::openapi::responses::AdminRefusals),
+    responses((status = 200, description = "Drain cancelled", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn cancel(

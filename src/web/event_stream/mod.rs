@@ -391,7 +391,7 @@ const MAX_LAST_EVENT_ID: usize = 64;
     path = "/api/v1/events/stream",
     tag = "events",
     params(StreamQuery, ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event")),
-    responses((status = 200, description = "Server-sent events (docs/events.md)", body = String, content_type = "text/event-stream"), (status = 307, description = "This replica does not lead: `Location` is the leader's stream"), crate::web::openapi::responses::BadRequest, crate::web::openapi::responses::Unavailable)
+    responses((status = 200, description = "Server-sent events (docs/events.md)", body = String, content_type = "text/event-stream"), (status = 307, description = "This replica does not lead: `Location` is the leader's stream"), crate::web::error::responses::BadRequest, crate::web::error::responses::Unavailable)
 )]
 pub async fn stream(
     State(state): State<AppState>,
