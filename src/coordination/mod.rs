@@ -64,7 +64,7 @@ pub use records::{MalformedRecord, RecordList, RecordStore};
 
 /// What a replica publishes about itself in its election member node, and
 /// what followers show about the leader. JSON with snake_case keys.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReplicaInfo {
     /// Unique per process (a UUID unless configured).
     pub replica_id: String,
@@ -93,7 +93,7 @@ impl ReplicaInfo {
 }
 
 /// One election member, as listed by [`Coordinator::members`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Member {
     /// The ZooKeeper sequence number of the member node; the lowest leads.
     pub sequence: u64,
@@ -107,7 +107,7 @@ pub struct Member {
 /// `{"role":"follower","leader":{…}}`, `{"role":"candidate"}`,
 /// `{"role":"suspended"}` (the names `/api/v1/state` uses,
 /// `docs/architecture.md#http-api`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Leadership {
     /// Not (yet) in the election: connecting, joining, waiting out the
@@ -159,7 +159,9 @@ impl Leadership {
 
 /// `--framework-deployment-strategy` (`docs/deployment-strategies.md#strategies`).
 /// Serialized lowercase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Join the election and take over the stored framework ID.
@@ -172,7 +174,7 @@ pub enum Strategy {
 }
 
 /// Content of the `deployment` znode: which deployment owns the framework.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeploymentRecord {
     /// The owning deployment's ID (`--deployment-id`).
     pub deployment_id: String,
@@ -188,7 +190,7 @@ pub struct DeploymentRecord {
 /// A value with the version of the znode it was read from or written to,
 /// for compare-and-set. Versions are ZooKeeper's `dataVersion`: 0 when
 /// created, +1 per write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Versioned<T> {
     /// The decoded content of the znode.
     pub value: T,

@@ -58,7 +58,7 @@ const CACHE_FOR: Duration = Duration::from_secs(60);
 const CACHE_ENTRIES: usize = 4096;
 
 /// Which sandbox file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFile {
     /// `stdout`.
@@ -100,7 +100,7 @@ pub struct SandboxRef {
 }
 
 /// One read of a sandbox file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Chunk {
     /// Byte offset of `data` in the file.
     pub offset: u64,

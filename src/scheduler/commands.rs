@@ -233,7 +233,7 @@ answered!(
 );
 
 /// How kamikaze went for one executor.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct KamikazeResult {
     /// Agent ID.
     pub agent_id: super::AgentId,
@@ -249,7 +249,7 @@ pub struct KamikazeResult {
 }
 
 /// What a teardown removed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TeardownResult {
     /// The framework torn down.
     pub framework_id: String,

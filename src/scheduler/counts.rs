@@ -11,7 +11,7 @@ use super::rules::workload::assess;
 use super::spec::service::ServiceSpec;
 
 /// The spec a rollback restores.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RestoreTarget {
     /// Its [`ServiceSpec::fingerprint`].
     pub fingerprint: String,
@@ -82,7 +82,7 @@ impl ServiceCounts {
 }
 
 /// A service with its desired and actual task counts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ServiceStatus {
     /// The spec.
     pub spec: ServiceSpec,
@@ -142,7 +142,7 @@ pub struct ServiceStatus {
 }
 
 /// A service's last failed task: what Mesos said.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LastFailure {
     /// The task.
     pub task_id: String,
@@ -168,7 +168,7 @@ pub struct LastFailure {
 /// (`insufficient_cpus`, `insufficient_mem`, `insufficient_disk`,
 /// `insufficient_ports`, `constraint`, `unused`, `maintenance`,
 /// `agent_draining`) are explained in `docs/why-not-running.md`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct OffersSummary {
     /// Start of the window (seconds since the UNIX epoch).
     pub since: f64,
@@ -206,7 +206,7 @@ impl OffersSummary {
 }
 
 /// One instance's restart backoff ([`crate::scheduler::rules::workload::RestartBackoff`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct InstanceBackoff {
     /// The instance number.
     pub instance: u32,

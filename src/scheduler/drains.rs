@@ -23,6 +23,32 @@ pub enum MinHealthy {
     Percent(u32),
 }
 
+/// The schema of the JSON a [`MinHealthy`] is written and read as: a
+/// non-negative integer (a count), or `"P%"` (a share of `instances`).
+impl utoipa::PartialSchema for MinHealthy {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0)),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(r"^[0-9]+%$")),
+            )
+            .description(Some(
+                "At least this many available tasks (an integer), or this share of the \
+                 service's instances (\"P%\", 0 to 100, rounded up)",
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for MinHealthy {}
+
 impl MinHealthy {
     /// The floor for a service of `instances` instances: N, or
     /// ⌈P × instances / 100⌉.
@@ -88,7 +114,7 @@ impl<'de> Deserialize<'de> for MinHealthy {
 /// What follows a drain once every task moved: an operator call on the
 /// master (`include/mesos/v1/master/master.proto`, `DRAIN_AGENT`,
 /// `DEACTIVATE_AGENT`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ThenAction {
     /// Nothing: the agent stays held by the appliance only.
@@ -122,7 +148,7 @@ impl ThenAction {
 }
 
 /// Where a drain stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DrainState {
     /// Tasks are being moved off; the agent takes no new task.
@@ -153,7 +179,7 @@ impl DrainState {
 /// One drain, as stored at `drains/<agent_id>` (JSON, versioned writes by
 /// the leader only). A new leader reads it and goes on where the last one
 /// stopped: the moves are known from the task records.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DrainRecord {
     /// The agent drained.
     pub agent_id: AgentId,
@@ -187,7 +213,7 @@ pub struct DrainRecord {
 }
 
 /// How one task of the drained agent stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DrainProgress {
     /// Its replacement is available elsewhere and it was killed (or is
@@ -201,7 +227,7 @@ pub enum DrainProgress {
 }
 
 /// One task of the drained agent in the progress.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DrainTask {
     /// The task on the drained agent.
     pub task_id: TaskId,
@@ -219,7 +245,7 @@ pub struct DrainTask {
 
 /// A drain with its progress: `drain` of an `/api/v1/agents` entry and of
 /// the snapshot's agents.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DrainStatus {
     /// Where it stands.
     pub state: DrainState,

@@ -14,7 +14,7 @@ use crate::mesos::v1;
 macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident, $proto:ty) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
         #[serde(transparent)]
         pub struct $name(String);
 

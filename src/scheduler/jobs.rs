@@ -17,7 +17,7 @@ use super::ids::TaskId;
 use super::spec::job::JobSpec;
 
 /// A job as stored under `jobs/<name>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobRecord {
     /// The spec, as validated when it was put.
     pub spec: JobSpec,
@@ -28,7 +28,7 @@ pub struct JobRecord {
 }
 
 /// The state of a run (`docs/jobs.md#run-states`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     /// Recorded; an attempt is waiting for an offer, for its retry delay,
@@ -85,7 +85,7 @@ impl RunState {
 }
 
 /// What started a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Trigger {
     /// The job's schedule, at `at` (the cron time, seconds since the UNIX
@@ -117,7 +117,7 @@ impl Trigger {
 }
 
 /// One attempt of a run: one Mesos task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Attempt {
     /// 1 for the first attempt, 2 for the first retry, …
     pub number: u32,
@@ -146,7 +146,7 @@ pub struct Attempt {
 }
 
 /// One run of a job, as stored under `runs/<job>.<run-id>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunRecord {
     /// The job.
     pub job: String,
@@ -198,7 +198,7 @@ impl RunRecord {
 
 /// A job as the snapshot shows it: the same on the leader and on every
 /// standby replica, which computes it from the same records.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobStatus {
     /// The stored record.
     pub record: JobRecord,

@@ -19,12 +19,13 @@ use crate::mesos::v1::{TaskState, TaskStatus, task_status};
 pub const TIMELINE_LEN: usize = 20;
 
 /// One status update as recorded in a task's timeline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StatusEntry {
     /// When the scheduler received it, seconds since the UNIX epoch.
     pub at: f64,
     /// The Mesos state, stored by name (`TASK_RUNNING`).
     #[serde(deserialize_with = "names::lenient_task_state")]
+    #[schema(value_type = String, example = "TASK_RUNNING")]
     pub state: TaskState,
     /// Who produced it (`SOURCE_MASTER`, `SOURCE_AGENT`, `SOURCE_EXECUTOR`);
     /// stored as `""` when the update named none.
@@ -33,6 +34,7 @@ pub struct StatusEntry {
         serialize_with = "names::source_or_empty",
         deserialize_with = "names::lenient_source"
     )]
+    #[schema(value_type = String, example = "SOURCE_EXECUTOR")]
     pub source: Option<task_status::Source>,
     /// The Mesos reason, stored by name (`REASON_RECONCILIATION`).
     #[serde(
@@ -40,6 +42,7 @@ pub struct StatusEntry {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "names::lenient_reason"
     )]
+    #[schema(value_type = Option<String>, example = "REASON_COMMAND_EXECUTOR_FAILED")]
     pub reason: Option<task_status::Reason>,
     /// The update's message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,7 +79,7 @@ impl StatusEntry {
 }
 
 /// Why the scheduler wants a task dead, and how often it asked Mesos.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct KillRequest {
     /// Why: `scaled down`, `replaced by upgrade`, `stuck in TASK_STAGING`, …
     pub reason: String,
@@ -101,7 +104,7 @@ impl KillRequest {
 /// One task, as stored in ZooKeeper and shown by the dashboard and
 /// `/api/v1/tasks`. JSON with snake_case keys; IDs and Mesos enums as
 /// strings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskRecord {
     /// `<service>.<instance>.<uuid>`.
     pub task_id: TaskId,
@@ -126,6 +129,7 @@ pub struct TaskRecord {
     /// Latest Mesos state (`TASK_STAGING` until the first update). A stored
     /// name this build does not know reads as `TASK_UNKNOWN`.
     #[serde(deserialize_with = "names::lenient_task_state")]
+    #[schema(value_type = String, example = "TASK_RUNNING")]
     pub state: TaskState,
     /// Launch time, seconds since the UNIX epoch.
     pub launched_at: f64,
@@ -164,7 +168,7 @@ pub struct TaskRecord {
 
 /// When a task became unreachable, and when it came back (see
 /// [`TaskRecord::partition`]).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PartitionMark {
     /// The scheduler's receipt of the first TASK_UNREACHABLE, seconds since
     /// the UNIX epoch (a repeated one, e.g. a reconciliation answer, keeps
@@ -345,7 +349,7 @@ pub fn is_live(task: &TaskRecord) -> bool {
 }
 
 /// Why and since when a rollout is halted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Halt {
     /// Seconds since the UNIX epoch.
     pub at: f64,
@@ -358,7 +362,7 @@ pub struct Halt {
 /// began and is not complete yet, and a halted rollout. Records written before these existed are plain specs and read
 /// as such; the spec's fields are as strict as in [`ServiceSpec`] (an
 /// unknown field is refused).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ServiceRecord {
     /// The desired spec.
     #[serde(flatten)]
@@ -378,7 +382,7 @@ pub struct ServiceRecord {
 }
 
 /// What a stored record holds besides the spec.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct Extras {
     #[serde(default)]
     previous: Option<Box<ServiceSpec>>,

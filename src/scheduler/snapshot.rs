@@ -27,7 +27,7 @@ use crate::mesos::v1::TaskState;
 
 /// Where the framework stands, as `framework.state` in `/api/v1/state`
 /// (`docs/architecture.md#http-api`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FrameworkState {
     /// This replica does not lead.
@@ -64,7 +64,7 @@ impl FrameworkState {
 }
 
 /// The framework as `/api/v1/state` shows it under `framework`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FrameworkStatus {
     /// The framework ID (plain string); `None` before the first SUBSCRIBED.
     pub id: Option<String>,
@@ -114,7 +114,7 @@ pub struct FrameworkStatus {
 
 /// Where an agent stands, as the leader last learnt it (from the master's
 /// `GET_AGENTS` and from its scheduler events).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentState {
     /// Registered and offering: new tasks may go there.
@@ -153,7 +153,7 @@ impl AgentState {
 /// A maintenance window of an agent's machine (`Unavailability` in
 /// `include/mesos/v1/mesos.proto`), as the leader last saw it on an offer
 /// or inverse offer.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MaintenanceWindow {
     /// When it starts, seconds since the UNIX epoch.
     pub start: f64,
@@ -162,7 +162,7 @@ pub struct MaintenanceWindow {
 }
 
 /// One agent of the leader's agent table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AgentStatus {
     /// Agent ID.
     pub agent_id: AgentId,
@@ -185,7 +185,7 @@ pub struct AgentStatus {
 }
 
 /// An offer the leader holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct OfferSummary {
     /// Offer ID.
     pub id: String,
@@ -208,7 +208,19 @@ pub struct OfferSummary {
 }
 
 /// What an [`EventEntry`] is about; `/api/v1/events?kind=` filters by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// An operator action (reconcile, kamikaze, teardown, services…).
@@ -294,7 +306,7 @@ impl std::fmt::Display for EventKind {
 
 /// Something worth showing on the events page: ERRORs, failovers,
 /// leadership changes, actions, subscriptions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventEntry {
     /// When, seconds since the UNIX epoch.
     pub at: f64,
@@ -305,7 +317,7 @@ pub struct EventEntry {
 }
 
 /// Everything the web layer shows, as of `at`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Snapshot {
     /// When this snapshot was made.
     pub at: f64,
@@ -340,7 +352,7 @@ pub struct Snapshot {
 }
 
 /// A KILL the leader keeps re-sending for a task it has no record of.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct UnrecordedKill {
     /// The task ID the master reported.
     pub task_id: TaskId,

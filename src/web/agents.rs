@@ -25,7 +25,7 @@ use crate::scheduler::snapshot::{AgentState, AgentStatus};
 use crate::scheduler::{FieldError, Snapshot};
 
 /// `/api/v1/agents` and the Agents page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AgentsView {
     /// The leader's agent table, by agent ID (empty on followers).
     pub agents: Vec<AgentStatus>,
@@ -44,6 +44,12 @@ impl AgentsView {
 }
 
 /// `GET /api/v1/agents`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agents",
+    tag = "agents",
+    responses((status = 200, description = "The agents", body = AgentsView))
+)]
 pub async fn api(State(state): State<AppState>) -> Json<AgentsView> {
     Json(AgentsView::new(&state.handle.snapshot()))
 }
@@ -123,7 +129,7 @@ pub async fn page(State(state): State<AppState>, headers: HeaderMap) -> Response
 // so they are audited with who and why and end on the result page.
 
 /// Fields of the drain form.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct DrainForm {
     /// The CSRF token.
@@ -137,7 +143,7 @@ pub struct DrainForm {
 }
 
 /// Fields of the cancel button.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct CancelForm {
     /// The CSRF token.

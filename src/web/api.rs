@@ -39,6 +39,12 @@ use crate::scheduler::{Request, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
 
 /// `GET /api/v1/state`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/state",
+    tag = "state",
+    responses((status = 200, description = "The scheduler's state", body = StateView))
+)]
 pub async fn state(State(state): State<AppState>) -> Json<StateView> {
     let s = state.handle.snapshot();
     Json(StateView::new(&s, &state.derived(&s), unix_now_secs()))
@@ -46,6 +52,13 @@ pub async fn state(State(state): State<AppState>) -> Json<StateView> {
 
 /// `GET /api/v1/tasks`: filters and paging as [`TaskQuery`]; another
 /// parameter is 400, named.
+#[utoipa::path(
+    get,
+    path = "/api/v1/tasks",
+    tag = "tasks",
+    params(TaskQuery),
+    responses((status = 200, description = "A page of tasks", body = TasksView), crate::web::error::responses::BadRequest)
+)]
 pub async fn tasks(
     State(state): State<AppState>,
     StrictQuery(query): StrictQuery<TaskQuery>,
@@ -55,6 +68,13 @@ pub async fn tasks(
 }
 
 /// `GET /api/v1/tasks/{id}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/tasks/{id}",
+    tag = "tasks",
+    params(("id" = String, Path, description = "The task ID")),
+    responses((status = 200, description = "The task", body = TaskDetailView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
+)]
 pub async fn task(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
@@ -63,6 +83,12 @@ pub async fn task(
 }
 
 /// `GET /api/v1/offers`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/offers",
+    tag = "state",
+    responses((status = 200, description = "Offers held", body = OffersView))
+)]
 pub async fn offers(State(state): State<AppState>) -> Json<OffersView> {
     Json(OffersView::new(&state.handle.snapshot()))
 }
@@ -82,6 +108,12 @@ pub async fn replicas_view(state: &AppState, s: &Snapshot) -> ReplicasView {
 }
 
 /// `GET /api/v1/replicas`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/replicas",
+    tag = "state",
+    responses((status = 200, description = "The replicas", body = ReplicasView))
+)]
 pub async fn replicas(State(state): State<AppState>) -> Json<ReplicasView> {
     let s = state.handle.snapshot();
     Json(replicas_view(&state, &s).await)
@@ -89,6 +121,13 @@ pub async fn replicas(State(state): State<AppState>) -> Json<ReplicasView> {
 
 /// `GET /api/v1/events`: `kind`, `limit` as [`EventQuery`]; another
 /// parameter is 400, named.
+#[utoipa::path(
+    get,
+    path = "/api/v1/events",
+    tag = "events",
+    params(EventQuery),
+    responses((status = 200, description = "Recent events", body = EventsView), crate::web::error::responses::BadRequest)
+)]
 pub async fn events(
     State(state): State<AppState>,
     StrictQuery(query): StrictQuery<EventQuery>,
@@ -97,11 +136,24 @@ pub async fn events(
 }
 
 /// `GET /api/v1/services`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/services",
+    tag = "services",
+    responses((status = 200, description = "The services", body = ServicesView))
+)]
 pub async fn services(State(state): State<AppState>) -> Json<ServicesView> {
     Json(ServicesView::new(&state.handle.snapshot()))
 }
 
 /// `GET /api/v1/services/{name}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/services/{name}",
+    tag = "services",
+    params(("name" = String, Path, description = "The service")),
+    responses((status = 200, description = "The service", body = ServiceRow), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
+)]
 pub async fn service(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -115,7 +167,7 @@ pub async fn service(
 }
 
 /// What a service change answers.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ServiceChange {
     /// The service.
     pub name: String,
@@ -127,6 +179,15 @@ pub struct ServiceChange {
 /// The body is a service spec (the `--services` format of the README); `name` may be
 /// left out (taken from the path) but must match it when given. 201 when
 /// created, 200 when replaced, 400 with field-level `errors`. Audited.
+#[utoipa::path(
+    put,
+    path = "/api/v1/services/{name}",
+    tag = "services",
+    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery),
+    request_body(content = ServiceSpec, description = "The service spec; `name` may be left out", content_type = "application/json"),
+    responses((status = 200, description = "Replaced", body = ServiceChange), (status = 201, description = "Created", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn put_service(
     ApiPath(name): ApiPath<String>,
     AdminChange { admin, ctx }: AdminChange,
@@ -161,6 +222,14 @@ pub async fn put_service(
 
 /// `DELETE /api/v1/services/{name}[?reason=…]`: delete a service (its
 /// tasks are killed). 404 when there is no such service. Audited.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/services/{name}",
+    tag = "services",
+    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery),
+    responses((status = 200, description = "Deleted", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn delete_service(
     ApiPath(name): ApiPath<String>,
     AdminChange { admin, ctx }: AdminChange,
@@ -193,6 +262,12 @@ pub async fn delete_service(
 }
 
 /// `GET /api/v1/actions`: the JSON twin of the actions page.
+#[utoipa::path(
+    get,
+    path = "/api/v1/actions",
+    tag = "actions",
+    responses((status = 200, description = "The actions and their recent results", body = ActionsView))
+)]
 pub async fn actions(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -204,6 +279,13 @@ pub async fn actions(
 
 /// `GET /api/v1/audit`: the audit trail, with filters (see
 /// [`super::audit`]).
+#[utoipa::path(
+    get,
+    path = "/api/v1/audit",
+    tag = "audit",
+    params(AuditQuery),
+    responses((status = 200, description = "Audit entries", body = AuditView), crate::web::error::responses::BadRequest, crate::web::error::responses::Unavailable)
+)]
 pub async fn audit(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<AuditQuery>,
@@ -212,6 +294,13 @@ pub async fn audit(
 }
 
 /// `GET /api/v1/actions/results/{id}`: the JSON twin of a result page.
+#[utoipa::path(
+    get,
+    path = "/api/v1/actions/results/{id}",
+    tag = "actions",
+    params(("id" = String, Path, description = "The action result ID")),
+    responses((status = 200, description = "The action's record", body = super::actions::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
+)]
 pub async fn action_result(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
@@ -226,12 +315,18 @@ pub async fn action_result(
 }
 
 /// `GET /healthz`: liveness — 200 `ok` while the process serves HTTP.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "health",
+    responses((status = 200, description = "`ok`", body = String, content_type = "text/plain"))
+)]
 pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
 /// What `/readyz` answers.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct ReadyBody<'a> {
     #[serde(flatten)]
     readiness: &'a Readiness,
@@ -242,6 +337,12 @@ struct ReadyBody<'a> {
 /// `GET /readyz`: 200 when ready (leader and subscribed, events arriving
 /// within the heartbeat timeout as of now; or follower of a live leader),
 /// else 503; the body says why either way.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "health",
+    responses((status = 200, description = "Ready", body = ReadyBody), (status = 503, description = "Not ready; the body says why", body = ReadyBody))
+)]
 pub async fn readyz(State(state): State<AppState>) -> Response {
     let s = state.handle.snapshot();
     let r = readiness(&s, unix_now_secs());
@@ -260,6 +361,12 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 
 /// `GET /metrics`: the core's registry, then the web layer's HTTP metrics,
 /// in the OpenMetrics text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "health",
+    responses((status = 200, description = "OpenMetrics text", body = String, content_type = "application/openmetrics-text"))
+)]
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, AppError> {
     use prometheus_client::encoding::text::{encode_eof, encode_registry};
     let mut out = String::new();

@@ -41,7 +41,7 @@ pub const MAX_USER_AGENT_CHARS: usize = 256;
 pub const DEFAULT_LIMIT: usize = 100;
 
 /// One audit entry, as stored (JSON) and shown.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditEntry {
     /// Position in the log (the znode's sequence number); set when read.
     #[serde(default)]
@@ -273,7 +273,8 @@ pub async fn record(
 
 /// Filters of `/audit` and `/api/v1/audit` (see the module doc); any other
 /// parameter is refused (400), so a misspelt filter never passes as none.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditQuery {
     /// Only entries by this name.
@@ -289,7 +290,7 @@ pub struct AuditQuery {
 }
 
 /// `/api/v1/audit` and the audit page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AuditView {
     /// Matching entries, newest first.
     pub entries: Vec<AuditEntry>,

@@ -68,17 +68,28 @@ pub struct ErrorDetail {
     pub html: bool,
 }
 
-#[derive(Serialize)]
-struct Problem<'a> {
+/// An RFC 9457 problem document (`application/problem+json`), the body of
+/// every error the JSON API answers.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"type": "urn:mesos-appliance:problem:not-found", "title": "Not found",
+    "status": 404, "detail": "no service \"web\""}))]
+pub struct Problem {
+    /// `urn:mesos-appliance:problem:<kind>`, e.g. `…:not-leader`, `…:invalid`.
     #[serde(rename = "type")]
-    kind: String,
-    title: &'a str,
-    status: u16,
-    detail: &'a str,
+    pub kind: String,
+    /// Short, fixed summary of the kind.
+    pub title: String,
+    /// The HTTP status.
+    #[schema(minimum = 400, maximum = 599)]
+    pub status: u16,
+    /// What happened this time.
+    pub detail: String,
+    /// The leader's URL (answers of a replica that does not lead).
     #[serde(skip_serializing_if = "Option::is_none")]
-    leader_url: Option<&'a str>,
+    pub leader_url: Option<String>,
+    /// Field-level problems (validation), each naming the field's JSON path.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    errors: &'a [FieldError],
+    pub errors: Vec<FieldError>,
 }
 
 impl AppError {
@@ -362,11 +373,11 @@ impl IntoResponse for ErrorDetail {
         } else {
             let problem = Problem {
                 kind: self.type_uri(),
-                title: self.title,
+                title: self.title.to_string(),
                 status: self.status.as_u16(),
-                detail: &self.detail,
-                leader_url: self.leader_url.as_deref(),
-                errors: &self.errors,
+                detail: self.detail.clone(),
+                leader_url: self.leader_url.clone(),
+                errors: self.errors.clone(),
             };
             let body = serde_json::to_vec(&problem).unwrap_or_default();
             (
@@ -426,4 +437,69 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> AppError {
         format!("{method} is not allowed on {}", uri.path()),
     );
     if wants_json(&uri) { e } else { e.html() }
+}
+
+/// The error responses shared by the operations: RFC 9457 problem
+/// documents ([`Problem`]) as the web layer really answers them.
+pub mod responses {
+    use super::Problem;
+
+    /// 400: a path, query or body that does not decode or validate; field
+    /// problems in `errors`.
+    #[derive(utoipa::IntoResponses)]
+    #[response(status = 400, content_type = "application/problem+json")]
+    pub struct BadRequest(pub Problem);
+
+    /// 404: no such object.
+    #[derive(utoipa::IntoResponses)]
+    #[response(status = 404, content_type = "application/problem+json")]
+    pub struct NotFound(pub Problem);
+
+    /// 409: the change does not apply in the current state.
+    #[derive(utoipa::IntoResponses)]
+    #[response(status = 409, content_type = "application/problem+json")]
+    pub struct Conflict(pub Problem);
+
+    /// 503: no leader known, or the store or the core did not answer in
+    /// time (`Retry-After`).
+    #[derive(utoipa::IntoResponses)]
+    #[response(status = 503, content_type = "application/problem+json")]
+    pub struct Unavailable(pub Problem);
+
+    /// 502 / 504: the Mesos master or agent failed or did not answer in time.
+    #[derive(utoipa::IntoResponses)]
+    pub enum Upstream {
+        /// The Mesos master or agent answered an error, or is unreachable.
+        #[response(status = 502, content_type = "application/problem+json")]
+        BadGateway(Problem),
+        /// The agent did not answer in time.
+        #[response(status = 504, content_type = "application/problem+json")]
+        Timeout(Problem),
+    }
+
+    /// The refusals of every change (`Admin` / `AdminChange` in
+    /// `web/extract.rs`), in the order they are checked.
+    #[derive(utoipa::IntoResponses)]
+    pub enum AdminRefusals {
+        /// `Origin` / `Referer` from another site (`cross-origin`), or
+        /// actions disabled.
+        #[response(status = 403, content_type = "application/problem+json")]
+        Forbidden(Problem),
+        /// No admin token, or a wrong one (`WWW-Authenticate: Bearer`).
+        #[response(status = 401, content_type = "application/problem+json")]
+        Unauthorized(Problem),
+        /// Too many wrong tokens from this client (`Retry-After`).
+        #[response(status = 429, content_type = "application/problem+json")]
+        TooMany(Problem),
+        /// The body is larger than 64 KiB.
+        #[response(status = 413, content_type = "application/problem+json")]
+        TooLarge(Problem),
+        /// A `Content-Type` other than JSON was declared (even without a body).
+        #[response(status = 415, content_type = "application/problem+json")]
+        Unsupported(Problem),
+        /// This replica does not lead: `leader_url` and `Location` name the
+        /// leader; or no leader is known; or the core did not answer in time.
+        #[response(status = 503, content_type = "application/problem+json")]
+        NotLeader(Problem),
+    }
 }

@@ -177,7 +177,8 @@ fn leader_precheck(state: &AppState, path: &str) -> Result<(), AppError> {
 }
 
 /// `?reason=` of a service change (its body is the spec).
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(default)]
 pub struct ReasonQuery {
     /// Why (see [`super::audit`]).

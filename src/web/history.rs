@@ -77,7 +77,7 @@ struct Sample {
 }
 
 /// A thing that happened at one moment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Mark {
     /// When, seconds since the UNIX epoch.
     pub at: f64,
@@ -373,7 +373,7 @@ impl Window {
 }
 
 /// Offers in one minute.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct OfferMinute {
     /// The minute's start, seconds since the UNIX epoch.
     pub at: f64,
@@ -385,7 +385,7 @@ pub struct OfferMinute {
 
 /// `/api/v1/history`: a window of the ring (see the module doc). Series
 /// are indexed like `services`, each value like `times`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HistoryView {
     /// The replica whose ring this is.
     pub replica: String,
@@ -734,7 +734,8 @@ pub fn spawn_sampler(
 }
 
 /// `window` and `points` of `/api/v1/history` and the overview.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(default)]
 pub struct HistoryQuery {
     /// `15m`, `1h` (default) or `6h`.
@@ -787,6 +788,13 @@ pub async fn shown(state: &AppState, window: Window) -> (HistoryView, Option<Str
 }
 
 /// `GET /api/v1/history`: this replica's ring.
+#[utoipa::path(
+    get,
+    path = "/api/v1/history",
+    tag = "state",
+    params(HistoryQuery),
+    responses((status = 200, description = "Samples and marks", body = HistoryView), crate::web::error::responses::BadRequest)
+)]
 pub async fn api(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<HistoryQuery>,

@@ -41,14 +41,14 @@ pub const MAX_RUN_ENV: usize = 100;
 pub const MAX_RUN_VALUE: usize = 4096;
 
 /// `GET /api/v1/jobs`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobsView {
     /// The jobs, by name.
     pub jobs: Vec<JobRow>,
 }
 
 /// One job without its runs.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobRow {
     /// The job.
     pub name: String,
@@ -73,7 +73,7 @@ pub struct JobRow {
 }
 
 /// `GET /api/v1/jobs/{name}`: the row and its runs.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobView {
     /// The row.
     #[serde(flatten)]
@@ -83,7 +83,7 @@ pub struct JobView {
 }
 
 /// `GET /api/v1/jobs/{name}/runs`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RunsView {
     /// The job.
     pub job: String,
@@ -93,7 +93,7 @@ pub struct RunsView {
 
 /// One run as the API shows it: the record, and per attempt where its
 /// task ran and its sandbox logs.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RunView {
     /// The job.
     pub job: String,
@@ -120,7 +120,7 @@ pub struct RunView {
 }
 
 /// One attempt, with its task's agent and log links.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AttemptView {
     /// The stored attempt.
     #[serde(flatten)]
@@ -202,6 +202,12 @@ fn find<'a>(s: &'a Snapshot, name: &str) -> Result<&'a JobStatus, AppError> {
 }
 
 /// `GET /api/v1/jobs`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/jobs",
+    tag = "jobs",
+    responses((status = 200, description = "The jobs", body = JobsView))
+)]
 pub async fn list(State(state): State<AppState>) -> Json<JobsView> {
     let s = state.handle.snapshot();
     Json(JobsView {
@@ -210,6 +216,13 @@ pub async fn list(State(state): State<AppState>) -> Json<JobsView> {
 }
 
 /// `GET /api/v1/jobs/{name}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/jobs/{name}",
+    tag = "jobs",
+    params(("name" = String, Path, description = "The job")),
+    responses((status = 200, description = "The job and its runs", body = JobView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
+)]
 pub async fn get(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -223,6 +236,13 @@ pub async fn get(
 }
 
 /// `GET /api/v1/jobs/{name}/runs`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/jobs/{name}/runs",
+    tag = "jobs",
+    params(("name" = String, Path, description = "The job")),
+    responses((status = 200, description = "The job's runs", body = RunsView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
+)]
 pub async fn runs(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -236,6 +256,13 @@ pub async fn runs(
 }
 
 /// `GET /api/v1/jobs/{name}/runs/{run_id}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/jobs/{name}/runs/{run_id}",
+    tag = "jobs",
+    params(("name" = String, Path, description = "The job"), ("run_id" = String, Path, description = "The run")),
+    responses((status = 200, description = "The run", body = RunView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
+)]
 pub async fn run(
     State(state): State<AppState>,
     ApiPath((name, run_id)): ApiPath<(String, String)>,
@@ -251,7 +278,7 @@ pub async fn run(
 }
 
 /// What a job change answers.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobChange {
     /// The job.
     pub name: String,
@@ -262,6 +289,15 @@ pub struct JobChange {
 /// `PUT /api/v1/jobs/{name}[?reason=…]`: create or replace a job. The body
 /// is a job spec; `name` may be left out (taken from the path) but must
 /// match it when given. 201 created, 200 replaced, 400 field errors.
+#[utoipa::path(
+    put,
+    path = "/api/v1/jobs/{name}",
+    tag = "jobs",
+    params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
+    request_body(content = JobSpec, description = "The job spec; `name` may be left out", content_type = "application/json"),
+    responses((status = 200, description = "Replaced", body = JobChange), (status = 201, description = "Created", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn put(
     ApiPath(name): ApiPath<String>,
     AdminChange { admin, ctx }: AdminChange,
@@ -295,6 +331,14 @@ pub async fn put(
 
 /// `DELETE /api/v1/jobs/{name}[?reason=…]`: delete a job and its runs
 /// (running attempts are killed). 404 without such a job.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/jobs/{name}",
+    tag = "jobs",
+    params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
+    responses((status = 200, description = "Deleted", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn delete(
     ApiPath(name): ApiPath<String>,
     AdminChange { admin, ctx }: AdminChange,
@@ -352,7 +396,16 @@ async fn set_enabled(
     Ok(Json(JobChange { name, outcome }))
 }
 
-/// `POST /api/v1/jobs/{name}/enable[?reason=…]`.
+/// `POST /api/v1/jobs/{name}/enable[?reason=…]`: 409 for a job without
+/// a schedule (nothing to enable).
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{name}/enable",
+    tag = "jobs",
+    params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
+    responses((status = 200, description = "Enabled", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn enable(
     ApiPath(name): ApiPath<String>,
     change: AdminChange,
@@ -360,7 +413,16 @@ pub async fn enable(
     set_enabled(name, change, true).await
 }
 
-/// `POST /api/v1/jobs/{name}/disable[?reason=…]`.
+/// `POST /api/v1/jobs/{name}/disable[?reason=…]`: 409 for a job without
+/// a schedule (nothing to disable).
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{name}/disable",
+    tag = "jobs",
+    params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
+    responses((status = 200, description = "Disabled", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn disable(
     ApiPath(name): ApiPath<String>,
     change: AdminChange,
@@ -369,7 +431,7 @@ pub async fn disable(
 }
 
 /// The optional body of `POST /api/v1/jobs/{name}/runs`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
     /// Arguments appended to the job's command.
@@ -415,6 +477,15 @@ impl RunBody {
 /// `POST /api/v1/jobs/{name}/runs[?reason=…]`: start a run now. The body
 /// is optional ([`RunBody`]). 201 with the run once its record is stored;
 /// the audit entry says "manual, by <who>".
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{name}/runs",
+    tag = "jobs",
+    params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
+    request_body(content = Option<RunBody>, content_type = "application/json"),
+    responses((status = 201, description = "The run, stored", body = RunView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn start_run(
     ApiPath(name): ApiPath<String>,
     AdminChange { admin, ctx }: AdminChange,
@@ -465,6 +536,14 @@ pub async fn start_run(
 
 /// `POST /api/v1/jobs/{name}/runs/{run_id}/kill[?reason=…]`: kill a run.
 /// 200 with the run (still `starting` or `running` until its task ends).
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{name}/runs/{run_id}/kill",
+    tag = "jobs",
+    params(("name" = String, Path, description = "The job"), ("run_id" = String, Path, description = "The run"), crate::web::extract::ReasonQuery),
+    responses((status = 200, description = "The run, being killed", body = RunView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn kill_run(
     ApiPath((name, run_id)): ApiPath<(String, String)>,
     AdminChange { admin, ctx }: AdminChange,

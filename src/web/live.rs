@@ -27,6 +27,12 @@ struct Pulse<'a> {
 }
 
 /// `GET /api/v1/stream`: see the module doc.
+#[utoipa::path(
+    get,
+    path = "/api/v1/stream",
+    tag = "events",
+    responses((status = 200, description = "Server-sent events: `snapshot` events, one per snapshot (at most one a second)", body = String, content_type = "text/event-stream"))
+)]
 pub async fn stream(
     State(state): State<AppState>,
 ) -> (

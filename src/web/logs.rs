@@ -54,7 +54,8 @@ use crate::mesos::sandbox::{LogFile, MAX_READ, SandboxError, SandboxRef};
 pub const DEFAULT_LENGTH: u64 = 16 * 1024;
 
 /// `offset` and `length` of a log read.
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(default)]
 pub struct LogQuery {
     /// Byte offset to read from; the tail when absent.
@@ -64,7 +65,7 @@ pub struct LogQuery {
 }
 
 /// One read of a task's log: `/api/v1/tasks/{id}/logs/{file}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LogView {
     /// The task.
     pub task_id: String,
@@ -270,6 +271,13 @@ fn sandbox_error(e: SandboxError, hostname: &str) -> AppError {
 }
 
 /// `GET /api/v1/tasks/{id}/logs/{file}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/tasks/{id}/logs/{file}",
+    tag = "tasks",
+    params(("id" = String, Path, description = "The task ID"), ("file" = LogFile, Path, description = "`stdout` or `stderr`"), LogQuery),
+    responses((status = 200, description = "One read of the file", body = LogView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, (status = 410, description = "The sandbox is gone", body = crate::web::error::Problem, content_type = "application/problem+json"), crate::web::error::responses::Upstream, crate::web::error::responses::Unavailable)
+)]
 pub async fn api(
     State(state): State<AppState>,
     uri: Uri,

@@ -30,6 +30,8 @@
 //!   ([`extract::Admin`], [`extract::AdminForm`]);
 //! - [`live`]: the server-sent-event stream that keeps pages live;
 //! - [`event_stream`]: the public, resumable event stream;
+//! - [`openapi`]: the JSON routes and their OpenAPI 3.1 document, from one
+//!   table (`/api/v1/openapi.json`; how to add a route is in its doc);
 //! - [`query`]: query strings that refuse unknown parameters, and the URI
 //!   length limit;
 //! - [`assets`]: CSS and JS from `static/`, compiled in (a directory may
@@ -46,6 +48,7 @@
 //! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/agents`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}`, `/audit` | anyone | 200 JSON twins of the pages (400, 404 as problems; `/tasks`, `/events` and `/audit` refuse unknown parameters) |
 //! | GET | `/api/v1/tasks/{id}/logs/{stdout\|stderr}?offset=&length=` | anyone | 200 one read of the sandbox file ([`logs::LogView`]); 400, 404, 410, 502, 503, 504 |
 //! | GET | `/api/v1/history?window=15m\|1h\|6h&points=N` | anyone | 200 the charts' samples and marks ([`history::HistoryView`]); 400 |
+//! | GET | `/api/v1/openapi.json` | anyone | 200 the OpenAPI 3.1 document of every JSON route ([`openapi`], `docs/api.md`) |
 //! | GET | `/api/v1/stream` | anyone | server-sent events, one per snapshot |
 //! | GET | `/api/v1/events/stream?type=&last_event_id=` | anyone | the public event stream ([`event_stream`], `docs/events.md`); 307 to the leader on a follower, 400 unknown type, 503 no leader |
 //! | PUT, DELETE | `/api/v1/services/{name}` | admin | 201/200; 400 field errors, 401, 403, 404, 413, 415 (any declared type but JSON, even without a body), 503 |
@@ -102,6 +105,7 @@ pub mod leader;
 pub mod live;
 pub mod logs;
 pub mod metrics;
+pub mod openapi;
 pub mod pages;
 pub mod query;
 mod server;
@@ -118,7 +122,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{get, post};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -414,31 +418,22 @@ impl App {
 /// [`api`] / [`pages`] / [`actions`]). Unknown routes answer 404, as an
 /// HTML page or, under `/api/`, a JSON problem.
 pub fn router(state: AppState) -> Router {
-    // Pages with a JSON twin at `/api/v1` + the same path.
-    let twins: [(&str, MethodRouter<AppState>, MethodRouter<AppState>); 11] = [
-        ("/tasks", get(pages::tasks), get(api::tasks)),
-        ("/tasks/{id}", get(pages::task), get(api::task)),
-        ("/tasks/{id}/logs/{file}", get(logs::page), get(logs::api)),
-        ("/offers", get(pages::offers), get(api::offers)),
-        ("/agents", get(agents::page), get(agents::api)),
-        ("/replicas", get(pages::replicas), get(api::replicas)),
-        ("/events", get(pages::events), get(api::events)),
-        ("/services", get(pages::services), get(api::services)),
-        ("/actions", get(pages::actions), get(api::actions)),
-        (
-            "/actions/results/{id}",
-            get(forms::result_page),
-            get(api::action_result),
-        ),
-        ("/audit", get(pages::audit), get(api::audit)),
-    ];
-    let mut app = Router::new();
-    for (path, page, json) in twins {
-        app = app.route(path, page).route(&format!("/api/v1{path}"), json);
-    }
-    app = app
-        // Pages of their own.
+    // Pages; most have a JSON twin at `/api/v1` + the same path, routed
+    // (and documented) by [`openapi::routes`] with the rest of the API.
+    let (api, _) = openapi::routes().split_for_parts();
+    let mut app = Router::new()
         .route("/", get(pages::overview))
+        .route("/tasks", get(pages::tasks))
+        .route("/tasks/{id}", get(pages::task))
+        .route("/tasks/{id}/logs/{file}", get(logs::page))
+        .route("/offers", get(pages::offers))
+        .route("/agents", get(agents::page))
+        .route("/replicas", get(pages::replicas))
+        .route("/events", get(pages::events))
+        .route("/services", get(pages::services))
+        .route("/actions", get(pages::actions))
+        .route("/actions/results/{id}", get(forms::result_page))
+        .route("/audit", get(pages::audit))
         .route(
             "/actions/teardown",
             get(forms::confirm_teardown).post(forms::post_teardown),
@@ -462,59 +457,9 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/login", get(pages::login).post(forms::post_login))
         .route("/logout", post(forms::post_logout))
-        // The rest of the API.
-        .route("/api/v1/state", get(api::state))
-        .route(
-            "/api/v1/services/{name}",
-            get(api::service)
-                .put(api::put_service)
-                .delete(api::delete_service),
-        )
-        .route(
-            "/api/v1/agents/{agent_id}/drain",
-            post(actions::drain_start).delete(actions::drain_cancel),
-        )
-        .route("/api/v1/actions/reconcile", post(actions::reconcile))
-        .route("/api/v1/actions/kamikaze", post(actions::kamikaze))
-        .route("/api/v1/actions/teardown", post(actions::teardown))
-        .route("/api/v1/actions/abdicate", post(actions::abdicate))
-        .route("/api/v1/actions/reregister", post(actions::reregister))
-        .route("/api/v1/actions/{action}", post(actions::unknown_action))
-        .route(
-            "/api/v1/services/{name}/rollout/resume",
-            post(actions::resume),
-        )
-        .route(
-            "/api/v1/services/{name}/rollout/rollback",
-            post(actions::rollback),
-        )
-        .route(
-            "/api/v1/services/{name}/rollout/{action}",
-            post(actions::unknown_rollout_action),
-        )
-        .route("/api/v1/jobs", get(jobs::list))
-        .route(
-            "/api/v1/jobs/{name}",
-            get(jobs::get).put(jobs::put).delete(jobs::delete),
-        )
-        .route("/api/v1/jobs/{name}/enable", post(jobs::enable))
-        .route("/api/v1/jobs/{name}/disable", post(jobs::disable))
-        .route(
-            "/api/v1/jobs/{name}/runs",
-            get(jobs::runs).post(jobs::start_run),
-        )
-        .route("/api/v1/jobs/{name}/runs/{run_id}", get(jobs::run))
-        .route(
-            "/api/v1/jobs/{name}/runs/{run_id}/kill",
-            post(jobs::kill_run),
-        )
-        .route("/api/v1/history", get(history::api))
-        .route("/api/v1/stream", get(live::stream))
-        .route(event_stream::PATH, get(event_stream::stream))
-        .route("/healthz", get(api::healthz))
-        .route("/readyz", get(api::readyz))
-        .route("/metrics", get(api::metrics))
-        .merge(job_pages::routes());
+        .merge(job_pages::routes())
+        // The JSON API, health, readiness and metrics.
+        .merge(api);
     app = match &state.config.static_dir {
         Some(dir) => app.nest("/static", pages::assets_with_override(dir)),
         None => app.route("/static/{file}", get(pages::asset)),

@@ -89,6 +89,7 @@ mod web_jobs;
 mod web_jobs_browser;
 mod web_liveness;
 mod web_logs;
+mod web_openapi;
 mod web_pages;
 mod web_rollout;
 mod web_tls;

@@ -26,6 +26,7 @@
 //!   truth check of [`truth`], and no ACK before its store), with the
 //!   per-test opt-out;
 //! - [`pymesos`]: a venv with pymesos, the independent Python client;
+//! - [`schemathesis`]: a venv with schemathesis, the schema-driven API tester;
 //! - [`sse`]: a server-sent-events reader.
 //!
 //! Every test binary compiles this module on its own, so not every helper is
@@ -43,6 +44,7 @@ pub mod mesos;
 pub mod processes;
 pub mod pymesos;
 pub mod replicas;
+pub mod schemathesis;
 pub mod sse;
 pub mod truth;
 pub mod web;

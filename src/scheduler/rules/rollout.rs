@@ -39,7 +39,7 @@ use crate::scheduler::records::{Halt, TaskRecord, is_live};
 use crate::scheduler::spec::ServiceSpec;
 
 /// An operator's action on a service's rollout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RolloutAction {
     /// Clear the halt: replacing goes on, with a new deadline.
@@ -131,7 +131,7 @@ impl<'a> Judge<'a> {
 
 /// A rollout as the snapshot shows it (present while one is under way or
 /// halted).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RolloutStatus {
     /// Desired instances.
     pub desired: u32,
@@ -152,7 +152,7 @@ pub fn is_down(task: &TaskRecord) -> bool {
 }
 
 /// Where a service's rollout stands.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Progress {
     /// Desired instances whose task runs the current spec.
     pub replaced: u32,

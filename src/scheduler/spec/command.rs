@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a task runs: a shell command line (`/bin/sh -c`), or an argv array
 /// executed directly (Mesos `CommandInfo.shell` = false).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum CommandSpec {
     /// Run by `/bin/sh -c`.
@@ -29,7 +29,7 @@ impl CommandSpec {
 /// In a service: an object `{"value": URL, "executable": false, "extract":
 /// true, "cache": false}` (all but `value` optional, defaults as shown, as in
 /// Mesos' `CommandInfo.URI`) or a bare URL string, which takes the defaults.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UriSpec {
     /// The URL.

@@ -39,7 +39,7 @@ use crate::mesos::v1::{self, container_info, image, volume};
 pub use super::image_ref::{ImageReferenceError, MAX_IMAGE_LEN, check_image_reference};
 
 /// A Docker network mode (`ContainerInfo.DockerInfo.Network`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum DockerNetwork {
     /// The agent's network (Mesos' default on Linux).
     #[default]
@@ -57,7 +57,7 @@ pub enum DockerNetwork {
 }
 
 /// `RO` or `RW`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum VolumeMode {
     /// Read-only.
     #[serde(rename = "RO")]
@@ -68,7 +68,7 @@ pub enum VolumeMode {
 }
 
 /// A host directory mounted into the container.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeSpec {
     /// Where it appears in the container (absolute, or relative to the sandbox).
@@ -80,7 +80,7 @@ pub struct VolumeSpec {
 }
 
 /// One port of a Docker BRIDGE or USER network.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PortMappingSpec {
     /// The container's port the task's port (of the same index) maps to.
@@ -91,7 +91,7 @@ pub struct PortMappingSpec {
 }
 
 /// A `docker run` option (`--key=value`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ParameterSpec {
     /// The option without its dashes, e.g. `memory-swap`.
@@ -101,7 +101,7 @@ pub struct ParameterSpec {
 }
 
 /// The Docker containerizer's settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DockerSpec {
     /// The image reference.
@@ -124,7 +124,7 @@ pub struct DockerSpec {
 }
 
 /// A service's container (see the module docs): `image` or `docker`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContainerSpec {
     /// Mesos containerizer: the Docker image to provision.

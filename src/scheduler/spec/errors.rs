@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// One problem with a field of a spec.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error, utoipa::ToSchema)]
 #[error("{field}: {message}")]
 pub struct FieldError {
     /// The field, e.g. `cpus` or `constraints[1]`.

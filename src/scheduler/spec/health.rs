@@ -37,7 +37,7 @@ pub const MAX_CONSECUTIVE_FAILURES: u32 = 1000;
 pub const MIN_PERIOD: Duration = Duration::from_secs(1);
 
 /// The kind of check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HealthCheckKind {
     /// `GET scheme://127.0.0.1:port/path`; healthy on 200–399.
@@ -49,7 +49,7 @@ pub enum HealthCheckKind {
 }
 
 /// A service's health check (see the module docs).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HealthCheckSpec {
     /// `http`, `tcp` or `command`.
@@ -73,17 +73,21 @@ pub struct HealthCheckSpec {
     /// Failures before the first success are ignored this long after the
     /// task started (it includes `delay`).
     #[serde(default = "default_grace", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub grace_period: Duration,
     /// From the end of one check to the start of the next; at least
     /// [`MIN_PERIOD`].
     #[serde(default = "default_interval", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub interval: Duration,
     /// Longest check, which then counts as a failure; at least
     /// [`MIN_PERIOD`].
     #[serde(default = "default_timeout", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub timeout: Duration,
     /// Before the first check, from the task's start.
     #[serde(default = "default_delay", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub delay: Duration,
     /// Failures in a row (past the grace period) after which the executor
     /// kills the task; 1 to [`MAX_CONSECUTIVE_FAILURES`].

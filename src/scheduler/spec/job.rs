@@ -42,7 +42,7 @@ pub const MAX_CRON_LEN: usize = 200;
 pub const MIN_STARTING_DEADLINE: Duration = Duration::from_secs(2);
 
 /// What a trigger that comes while a run of the job is still going does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Concurrency {
     /// Start the new run beside the running ones.
@@ -66,7 +66,7 @@ impl Concurrency {
 }
 
 /// When a job runs on its own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleSpec {
     /// A cron expression: `min hour day month weekday`, or with a leading
@@ -79,6 +79,7 @@ pub struct ScheduleSpec {
     /// that could not start within it is recorded as `missed` and never
     /// launched late.
     #[serde(default = "default_deadline", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub starting_deadline: Duration,
     /// What a trigger does while a run is still going.
     #[serde(default)]
@@ -89,7 +90,7 @@ pub struct ScheduleSpec {
 }
 
 /// How a failed attempt is retried.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrySpec {
     /// Attempts after the first, on a non-zero exit or a lost task
@@ -99,9 +100,11 @@ pub struct RetrySpec {
     /// Delay before the first retry; it doubles per retry up to
     /// `backoff_max`.
     #[serde(default = "default_retry_backoff", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub backoff: Duration,
     /// Cap of the retry delay.
     #[serde(default = "default_retry_backoff_max", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub backoff_max: Duration,
 }
 
@@ -125,7 +128,7 @@ impl RetrySpec {
 }
 
 /// One job as users write it and as stored in ZooKeeper.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
     /// `[a-z0-9-]`, 1–63 characters, starting with a letter or digit; not
@@ -154,6 +157,7 @@ pub struct JobSpec {
     pub constraints: Vec<String>,
     /// Time between SIGTERM and SIGKILL when an attempt is killed.
     #[serde(default = "default_grace", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub kill_grace_period: Duration,
     /// Which executor runs the attempts.
     #[serde(default)]
@@ -174,6 +178,7 @@ pub struct JobSpec {
         skip_serializing_if = "Option::is_none",
         with = "crate::util::duration::option"
     )]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub timeout: Option<Duration>,
     /// Finished runs kept (older ones are deleted); 1 to [`MAX_HISTORY`].
     #[serde(default = "default_history")]

@@ -43,7 +43,7 @@ pub const MAX_INSTANCES: u32 = 10_000;
 pub const MAX_SCALAR: f64 = 1_000_000.0;
 
 /// Which executor runs the service's tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecutorKind {
     /// The Mesos command executor (one per task).
@@ -146,7 +146,7 @@ impl Constraint {
 }
 
 /// One service as users write it and as stored in ZooKeeper.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
     /// `[a-z0-9-]`, 1–63 characters, starting with a letter or digit.
@@ -182,12 +182,15 @@ pub struct ServiceSpec {
     /// `restart_backoff_max` (at least 10 seconds; see
     /// [`crate::scheduler::rules::workload::RestartBackoff`]).
     #[serde(default = "default_backoff", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub restart_backoff: Duration,
     /// Cap of the restart backoff.
     #[serde(default = "default_backoff_max", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub restart_backoff_max: Duration,
     /// Time between SIGTERM and SIGKILL when a task is killed (Mesos `KillPolicy`).
     #[serde(default = "default_grace", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub kill_grace_period: Duration,
     /// Which executor runs the tasks.
     #[serde(default)]

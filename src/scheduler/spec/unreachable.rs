@@ -24,7 +24,7 @@ pub const MAX_UNREACHABLE_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Which copy of an instance dies when a task that was unreachable comes
 /// back and its instance's replacement runs too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum KillOnReturn {
     /// The task that came back (the replacement stays).
@@ -45,17 +45,19 @@ impl std::fmt::Display for KillOnReturn {
 
 /// How long an unreachable task is waited for, and which copy dies when it
 /// returns. Not part of the tasks' shape: changing it replaces no task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnreachablePolicy {
     /// How long an unreachable task still stands for its instance: no
     /// replacement starts before. Zero replaces at once.
     #[serde(default, with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub inactive_after: Duration,
     /// When an unreachable task is given up for good: it no longer shows as
     /// its instance's copy, and its record is forgotten like an ended
     /// task's. Not below `inactive_after`.
     #[serde(default, with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub expunge_after: Duration,
     /// Which copy dies when the task comes back while its replacement runs.
     #[serde(default)]

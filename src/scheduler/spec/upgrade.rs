@@ -22,16 +22,18 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 
 /// How a service's tasks are replaced after its spec changes. Not part of
 /// the tasks' shape: changing it replaces no task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpgradePolicy {
     /// How long a replacement must stay RUNNING (and healthy, with a
     /// check) before it counts as available.
     #[serde(default = "default_min_healthy", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub min_healthy: Duration,
     /// How long an instance may stay not available during a rollout before
     /// the rollout halts; above `min_healthy`.
     #[serde(default = "default_deadline", with = "crate::util::duration")]
+    #[schema(value_type = String, example = "30s")]
     pub deadline: Duration,
 }
 

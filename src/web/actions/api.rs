@@ -19,7 +19,7 @@ use crate::web::extract::{ActionBody, Admin, ApiPath, fields};
 use crate::web::query::StrictQuery;
 
 /// The body of `reconcile`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReconcileBody {
     /// Explicit (the default) or implicit.
@@ -31,7 +31,7 @@ pub struct ReconcileBody {
 }
 
 /// The body of `teardown` and `kamikaze`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FrameworkBody {
     /// When given, the action is refused (409) unless this framework is
@@ -45,7 +45,7 @@ pub struct FrameworkBody {
 }
 
 /// The body of `abdicate` and `reregister`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReasonBody {
     /// Why (recorded in the audit trail).
@@ -54,7 +54,7 @@ pub struct ReasonBody {
 }
 
 /// The body of `resume` and `rollback`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RolloutBody {
     /// Why (recorded in the audit trail).
@@ -106,6 +106,14 @@ pub(super) async fn run(
 }
 
 /// `POST /api/v1/actions/reconcile`: 202 with the run started (or joined).
+#[utoipa::path(
+    post,
+    path = "/api/v1/actions/reconcile",
+    tag = "actions",
+    request_body(content = Option<ReconcileBody>, content_type = "application/json"),
+    responses((status = 202, description = "Started or joined", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn reconcile(
     admin: Admin,
     ActionBody(body): ActionBody<ReconcileBody>,
@@ -115,6 +123,14 @@ pub async fn reconcile(
 }
 
 /// `POST /api/v1/actions/kamikaze`: 200, one result per executor.
+#[utoipa::path(
+    post,
+    path = "/api/v1/actions/kamikaze",
+    tag = "actions",
+    request_body(content = Option<FrameworkBody>, content_type = "application/json"),
+    responses((status = 200, description = "One result per executor", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn kamikaze(
     admin: Admin,
     ActionBody(body): ActionBody<FrameworkBody>,
@@ -124,6 +140,14 @@ pub async fn kamikaze(
 }
 
 /// `POST /api/v1/actions/teardown`: 200 with what was removed.
+#[utoipa::path(
+    post,
+    path = "/api/v1/actions/teardown",
+    tag = "actions",
+    request_body(content = Option<FrameworkBody>, content_type = "application/json"),
+    responses((status = 200, description = "What was removed", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn teardown(
     admin: Admin,
     ActionBody(body): ActionBody<FrameworkBody>,
@@ -133,6 +157,14 @@ pub async fn teardown(
 }
 
 /// `POST /api/v1/actions/abdicate`: 200 once this replica stepped down.
+#[utoipa::path(
+    post,
+    path = "/api/v1/actions/abdicate",
+    tag = "actions",
+    request_body(content = Option<ReasonBody>, content_type = "application/json"),
+    responses((status = 200, description = "Stepped down", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn abdicate(
     admin: Admin,
     ActionBody(body): ActionBody<ReasonBody>,
@@ -142,6 +174,14 @@ pub async fn abdicate(
 
 /// `POST /api/v1/actions/reregister`: 200 (only in state `removed`, else
 /// 409).
+#[utoipa::path(
+    post,
+    path = "/api/v1/actions/reregister",
+    tag = "actions",
+    request_body(content = Option<ReasonBody>, content_type = "application/json"),
+    responses((status = 200, description = "Registering again", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn reregister(
     admin: Admin,
     ActionBody(body): ActionBody<ReasonBody>,
@@ -157,7 +197,8 @@ pub async fn unknown_action(ApiPath(name): ApiPath<String>) -> AppError {
 }
 
 /// The query of `POST …/rollout/{action}`.
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RolloutQuery {
     /// Rollback: the fingerprint of the spec to restore, as the operator
     /// saw it (`restore.fingerprint` of the service).
@@ -166,6 +207,15 @@ pub struct RolloutQuery {
 
 /// `POST /api/v1/services/{name}/rollout/resume`: resume the service's
 /// halted rollout; see [`rollback`].
+#[utoipa::path(
+    post,
+    path = "/api/v1/services/{name}/rollout/resume",
+    tag = "services",
+    params(("name" = String, Path, description = "The service"), RolloutQuery),
+    request_body(content = Option<RolloutBody>, content_type = "application/json"),
+    responses((status = 200, description = "Resumed", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn resume(
     service: ApiPath<String>,
     admin: Admin,
@@ -183,6 +233,15 @@ pub async fn resume(
 /// the action record, 404 for an unknown service, 409 when not halted
 /// (resume), or (rollback) with no rollout under way or halted, no
 /// previous spec, or a previous spec other than `expected`. Audited.
+#[utoipa::path(
+    post,
+    path = "/api/v1/services/{name}/rollout/rollback",
+    tag = "services",
+    params(("name" = String, Path, description = "The service"), RolloutQuery),
+    request_body(content = Option<RolloutBody>, content_type = "application/json"),
+    responses((status = 200, description = "Rolling back", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn rollback(
     service: ApiPath<String>,
     admin: Admin,

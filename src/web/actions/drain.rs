@@ -14,21 +14,23 @@ use crate::web::error::AppError;
 use crate::web::extract::{ActionBody, Admin, ApiPath, fields};
 
 /// The body of `POST …/drain`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DrainBody {
     /// The floor per service: a non-negative integer or `"P%"` (required).
+    #[schema(value_type = crate::scheduler::drains::MinHealthy, required = true)]
     pub min_healthy: Option<serde_json::Value>,
     /// Why (recorded in the drain and the audit trail).
     #[serde(deserialize_with = "fields::string")]
     pub reason: Option<String>,
     /// `none` (default), `drain_agent` or `deactivate_agent`.
     #[serde(deserialize_with = "fields::string")]
+    #[schema(example = "drain_agent")]
     pub then: Option<String>,
 }
 
 /// The body of `DELETE …/drain`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct CancelDrainBody {
     /// Why (recorded in the audit trail).
@@ -75,6 +77,15 @@ pub fn check_drain(body: &DrainBody) -> Result<(MinHealthy, ThenAction), Vec<Fie
 /// body (400 with field errors, 415); then 202 with the action record once
 /// the drain is stored, 404 for an agent the leader does not know, 409
 /// when a drain of it runs or is done (cancel it first). Audited.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agents/{agent_id}/drain",
+    tag = "agents",
+    params(("agent_id" = String, Path, description = "The Mesos agent ID")),
+    request_body(content = DrainBody, content_type = "application/json"),
+    responses((status = 202, description = "Drain started", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn start(
     ApiPath(agent_id): ApiPath<String>,
     admin: Admin,
@@ -92,6 +103,15 @@ pub async fn start(
 /// `DELETE /api/v1/agents/{agent_id}/drain`: cancel the agent's drain; the
 /// agent takes new tasks again. 200 with the action record, 404 when no
 /// drain of it runs or is done. Audited.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/agents/{agent_id}/drain",
+    tag = "agents",
+    params(("agent_id" = String, Path, description = "The Mesos agent ID")),
+    request_body(content = Option<CancelDrainBody>, content_type = "application/json"),
+    responses((status = 200, description = "Drain cancelled", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
 pub async fn cancel(
     ApiPath(agent_id): ApiPath<String>,
     admin: Admin,

@@ -33,8 +33,8 @@
 //! [`ResultLog`]); `api.rs` the JSON endpoints (one per action, e.g.
 //! [`reconcile`], [`rollback`]) and their bodies.
 
-mod api;
-mod drain;
+pub(crate) mod api;
+pub(crate) mod drain;
 mod record;
 
 pub use api::{
@@ -132,7 +132,7 @@ impl OperatorAction {
 }
 
 /// `/api/v1/actions` and the actions page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ActionsView {
     /// Whether this replica leads (actions run only on the leader).
     pub leading: bool,

@@ -13,7 +13,7 @@ use crate::scheduler::{KamikazeResult, ReconcileKind, ReconcileRun, Snapshot, Te
 pub const RESULTS_KEPT: usize = 100;
 
 /// The outcome of one action, as the result page and the API show it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ActionRecord {
     /// Random ID (the result page is `/actions/results/{id}`).
     pub id: String,

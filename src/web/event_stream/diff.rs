@@ -21,7 +21,7 @@ use crate::scheduler::snapshot::AgentStatus;
 use crate::scheduler::{ServiceStatus, Snapshot};
 
 /// `task_status`: one status update of a task (or its launch).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct TaskStatusData {
     /// When the update was received (or the task launched), seconds since
     /// the UNIX epoch.
@@ -49,7 +49,7 @@ pub struct TaskStatusData {
 }
 
 /// `health`: a task's health check result changed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct HealthData {
     /// Since when, seconds since the UNIX epoch.
     pub at: f64,
@@ -64,7 +64,7 @@ pub struct HealthData {
 }
 
 /// `service`: a service was added, changed or removed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ServiceData {
     /// When the hub saw it, seconds since the UNIX epoch.
     pub at: f64,
@@ -81,7 +81,7 @@ pub struct ServiceData {
 
 /// `deployment`: a service's rollout started, progressed, halted, resumed
 /// or ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct DeploymentData {
     /// When the hub saw it (a halt: when it halted), seconds since the
     /// UNIX epoch.
@@ -103,7 +103,7 @@ pub struct DeploymentData {
 }
 
 /// `agent`: an agent appeared, changed state or left the agent table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct AgentData {
     /// Since when, seconds since the UNIX epoch.
     pub at: f64,

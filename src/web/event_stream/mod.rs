@@ -102,7 +102,7 @@ impl EventType {
 
 /// `leadership`: this replica was elected (the first event of its epoch)
 /// or lost leadership (the last).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LeadershipData {
     /// When the hub saw it, seconds since the UNIX epoch.
     pub at: f64,
@@ -346,7 +346,8 @@ async fn audit_tail(state: &AppState, lead: &mut Lead) {
 }
 
 /// The query of the stream.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(default, deny_unknown_fields)]
 pub struct StreamQuery {
     /// Comma-separated event types to send (default: all).
@@ -385,6 +386,13 @@ pub fn parse_types(types: Option<&str>) -> Result<Option<Vec<EventType>>, AppErr
 const MAX_LAST_EVENT_ID: usize = 64;
 
 /// `GET /api/v1/events/stream`: see the module doc and `docs/events.md`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/events/stream",
+    tag = "events",
+    params(StreamQuery, ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event")),
+    responses((status = 200, description = "Server-sent events (docs/events.md)", body = String, content_type = "text/event-stream"), (status = 307, description = "This replica does not lead: `Location` is the leader's stream"), crate::web::error::responses::BadRequest, crate::web::error::responses::Unavailable)
+)]
 pub async fn stream(
     State(state): State<AppState>,
     OriginalUri(uri): OriginalUri,
@@ -436,7 +444,7 @@ pub async fn stream(
 }
 
 /// `resync`'s data.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ResyncData {
     reason: String,
     /// The ID the client asked to resume after.
@@ -446,7 +454,7 @@ struct ResyncData {
 }
 
 /// `disconnect`'s data.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct DisconnectData {
     reason: String,
     /// For a slow consumer: how many events it missed (at least).

@@ -14,7 +14,7 @@ use crate::scheduler::{
 use crate::web::error::AppError;
 
 /// `/api/v1/offers` and the offers page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct OffersView {
     /// Offers held by the leader (none on followers).
     pub offers: Vec<OfferSummary>,
@@ -34,7 +34,8 @@ impl OffersView {
 
 /// Query of `/events` and `/api/v1/events`: `kind` (exact, one of
 /// [`EventKind::ALL`]; anything else is 400) and `limit` (1–1000, default 200).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventQuery {
     /// Only events of this kind.
     pub kind: Option<String>,
@@ -43,7 +44,7 @@ pub struct EventQuery {
 }
 
 /// `/api/v1/events` and the events page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct EventsView {
     /// Recent events, newest first.
     pub events: Vec<EventEntry>,
@@ -91,7 +92,7 @@ impl EventsView {
 }
 
 /// One service in `/api/v1/services`: `name`, `spec`, and the counts.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ServiceRow {
     /// The service name.
     pub name: String,
@@ -108,7 +109,7 @@ impl ServiceRow {
 }
 
 /// `/api/v1/services` and the services page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ServicesView {
     /// Services, sorted by name.
     pub services: Vec<ServiceRow>,
@@ -138,7 +139,7 @@ impl ServicesView {
 }
 
 /// One election member in `/api/v1/replicas`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ReplicaRow {
     /// Replica ID.
     pub replica_id: String,
@@ -167,7 +168,7 @@ pub struct ReplicaRow {
 }
 
 /// `/api/v1/replicas` and the replicas page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ReplicasView {
     /// Election members, the leader first.
     pub replicas: Vec<ReplicaRow>,
@@ -248,7 +249,7 @@ impl ReplicasView {
 pub const BLAST_TASKS_LISTED: usize = 50;
 
 /// One executor that kamikaze would address.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ExecutorRow {
     /// Agent ID.
     pub agent_id: AgentId,
@@ -274,7 +275,7 @@ impl ExecutorRow {
 
 /// What the destructive actions would hit, for the actions page and the
 /// confirmation pages.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Blast {
     /// The framework ID teardown would remove.
     pub framework_id: Option<String>,

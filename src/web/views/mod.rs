@@ -69,7 +69,7 @@ impl Derived {
 }
 
 /// `framework` in `/api/v1/state`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct FrameworkView {
     /// The framework ID, `null` before the first SUBSCRIBED.
     pub id: Option<String>,
@@ -114,7 +114,7 @@ pub struct FrameworkView {
 }
 
 /// `leadership` in `/api/v1/state`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct LeadershipView {
     /// `leader`, `follower`, `candidate` or `suspended`.
     pub role: &'static str,
@@ -127,7 +127,7 @@ pub struct LeadershipView {
 }
 
 /// `counts` in `/api/v1/state`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Counts {
     /// Task records.
     pub tasks: usize,
@@ -147,7 +147,7 @@ pub struct Counts {
 }
 
 /// Readiness, as `/readyz` answers it and the overview shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Readiness {
     /// Leader and subscribed (with events arriving), or follower of a known
     /// (live) leader.
@@ -157,7 +157,7 @@ pub struct Readiness {
 }
 
 /// The last and the running reconciliation.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ReconcileSummary {
     /// The run in progress.
     pub running: Option<ReconcileRun>,
@@ -166,7 +166,7 @@ pub struct ReconcileSummary {
 }
 
 /// `/api/v1/state` and the overview page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StateView {
     /// The framework.
     pub framework: FrameworkView,

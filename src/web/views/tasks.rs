@@ -13,7 +13,7 @@ use crate::scheduler::{
 use crate::web::error::AppError;
 
 /// One task in `/api/v1/tasks` and on the tasks page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TaskRow {
     /// The task ID.
     pub id: TaskId,
@@ -101,7 +101,8 @@ impl TaskRow {
 /// - `page`: from 1; `per_page`: 1–10000, default 50.
 ///
 /// Empty values count as absent (HTML forms send them).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct TaskQuery {
     /// Exact service name.
     pub service: Option<String>,
@@ -122,7 +123,7 @@ pub struct TaskQuery {
 }
 
 /// The filters in effect, echoed in `/api/v1/tasks`.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct TaskFilter {
     /// The service filter, when given.
     pub service: Option<String>,
@@ -135,7 +136,7 @@ pub struct TaskFilter {
 }
 
 /// `/api/v1/tasks` and the tasks page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TasksView {
     /// This page of matching tasks.
     pub tasks: Vec<TaskRow>,
@@ -167,7 +168,7 @@ pub struct TasksView {
 }
 
 /// What the task list is sorted by (`sort=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SortKey {
     /// The task ID (the snapshot's own order; the default).
@@ -218,7 +219,7 @@ impl std::fmt::Display for SortKey {
 }
 
 /// The sort direction (`order=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Order {
     /// Ascending (the default).
@@ -559,7 +560,7 @@ impl TasksView {
 }
 
 /// `/api/v1/tasks/{id}` and the task page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TaskDetailView {
     /// The task.
     pub task: TaskRow,

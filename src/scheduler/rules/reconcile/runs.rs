@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::scheduler::ids::TaskId;
 
 /// Which reconciliation (Mesos' `docs/reconciliation.md`, `docs/mesos-protocol.md#reconciliation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReconcileKind {
     /// RECONCILE naming every non-terminal task, retried with backoff.
@@ -16,7 +16,7 @@ pub enum ReconcileKind {
 }
 
 /// One reconciliation run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReconcileRun {
     /// Run number, unique in this process; a queued request carries the
     /// number its run will have, so its result can be followed.
@@ -43,7 +43,7 @@ pub struct ReconcileRun {
 }
 
 /// Why a reconciliation run started (`trigger` in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum ReconcileTrigger {
     /// The explicit run every (re-)subscription starts.
     #[serde(rename = "subscribed")]
@@ -83,7 +83,7 @@ impl std::fmt::Display for ReconcileTrigger {
 }
 
 /// Where a reconciliation run stands (`outcome` in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReconcileOutcome {
     /// Waiting for the running run or the cooldown.
@@ -127,7 +127,7 @@ impl std::fmt::Display for ReconcileOutcome {
 }
 
 /// Reconciliation history for the overview.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReconciliationStatus {
     /// The run in progress.
     pub running: Option<ReconcileRun>,
