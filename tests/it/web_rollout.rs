@@ -287,7 +287,7 @@ async fn a_rollback_names_its_target_and_refuses_a_stale_or_repeated_one() {
 }
 
 /// `POST /api/v1/services/{name}/restart` (the contract in
-/// `docs/services.md`): admin token and same origin, 202 with the record,
+/// `docs/health-checks.md`): admin token and same origin, 202 with the record,
 /// audited as `restart` with who and why; 404 unknown, 409 while a rollout
 /// is halted; the browser twin `POST /actions/restart` checks CSRF.
 #[tokio::test]
@@ -334,7 +334,7 @@ async fn a_rolling_restart_is_accepted_audited_and_refused_when_it_does_not_appl
         .json();
     let entry = &audit["entries"][0];
     assert_eq!(entry["action"], "restart", "{audit}");
-    assert_eq!(entry["by"], "admin");
+    assert_eq!(entry["who"], "admin", "{audit}");
     assert_eq!(entry["reason"], "new certs");
     assert_eq!(entry["params"]["service"], "batch");
 

@@ -209,7 +209,7 @@ pub struct ServiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreachable: Option<UnreachablePolicy>,
     /// The restart generation: how many rolling restarts were asked for
-    /// (`POST /api/v1/services/{name}/restart`, `docs/services.md`). Not
+    /// (`POST /api/v1/services/{name}/restart`, `docs/health-checks.md`). Not
     /// part of the spec users write or read (never in the spec's JSON):
     /// stored beside it in the service record
     /// ([`ServiceRecord`](crate::scheduler::records::ServiceRecord)), carried

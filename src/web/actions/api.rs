@@ -215,7 +215,7 @@ async fn rollout(
 
 /// `POST /api/v1/services/{name}/restart`: a rolling restart (body left
 /// out, or `{"reason": "…"}`): every task of the service is replaced
-/// through its rollout, health-gated (`docs/services.md`). Checks as
+/// through its rollout, health-gated (`docs/health-checks.md`). Checks as
 /// [`rollback`]; then 202 with the action record once the restart is
 /// stored, 404 for an unknown service, 409 while a rollout is under way or
 /// halted or when the service has 0 instances. Audited as `restart`.
