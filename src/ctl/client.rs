@@ -73,6 +73,17 @@ pub enum CtlError {
     },
     /// `apply --wait`: not finished before the deadline.
     TimedOut(String),
+    /// `jobs run --wait`: the run ended other than `succeeded`.
+    RunEnded {
+        /// The job.
+        job: String,
+        /// The run ID.
+        run: String,
+        /// Its final state (`failed`, `killed`, …).
+        state: String,
+        /// Why, as the API gives it.
+        reason: String,
+    },
 }
 
 impl CtlError {
@@ -84,6 +95,7 @@ impl CtlError {
             CtlError::Unreachable(_) => Exit::Unreachable,
             CtlError::Halted { .. } => Exit::Halted,
             CtlError::TimedOut(_) => Exit::TimedOut,
+            CtlError::RunEnded { .. } => Exit::Halted,
         }
     }
 
@@ -155,6 +167,12 @@ impl std::fmt::Display for CtlError {
                 )
             }
             CtlError::TimedOut(m) => write!(f, "error: {m}"),
+            CtlError::RunEnded {
+                job,
+                run,
+                state,
+                reason,
+            } => write!(f, "error: job {job} run {run} ended {state}: {reason}"),
         }
     }
 }
