@@ -416,6 +416,13 @@ impl Client {
                     }
                     continue;
                 }
+                // The leader refused before doing anything (still reading
+                // ZooKeeper after a failover): safe to send again, a POST
+                // too.
+                if status == 503 && is_problem(&answer, "not-ready") {
+                    last = format!("{base}: {}", detail_of(&answer));
+                    continue;
+                }
                 if matches!(status, 502..=504) && idempotent {
                     last = format!("{base}: HTTP {status}: {}", detail_of(&answer));
                     continue;
