@@ -3,8 +3,10 @@
 //! the services page's buttons (`POST /actions/resume`, `/actions/rollback`):
 //! the admin token, Origin and CSRF rules, 404 for an unknown service or
 //! action, 409 when there is no halted rollout or no previous spec, and the
-//! success paths with their records. The sample snapshot has service `web`
-//! halted with a previous spec and service `batch` with neither.
+//! success paths with their records; and the rolling restart
+//! (`POST /api/v1/services/{name}/restart`, `POST /actions/restart`). The
+//! sample snapshot has service `web` halted with a previous spec and
+//! service `batch` with neither.
 
 use crate::support;
 
@@ -349,4 +351,59 @@ async fn a_rolling_restart_is_accepted_audited_and_refused_when_it_does_not_appl
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
     assert_eq!(r.json()["errors"][0]["field"], "why");
     assert_eq!(web.core.received(), ["rollout", "rollout", "rollout"]);
+}
+
+/// The browser twin `POST /actions/restart` (for the Services page's
+/// button): Origin and CSRF checked, then post / redirect / result page;
+/// a restart that does not apply (web's rollout is halted) shows its 409.
+#[tokio::test]
+async fn the_restart_form_checks_origin_and_csrf_then_shows_the_result() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/services")).await;
+    let cookie = r.cookie("ma_csrf").expect("csrf cookie");
+    let token = r.csrf_field().expect("csrf field");
+    let fields = [
+        ("csrf", token.as_str()),
+        ("service", "batch"),
+        ("reason", "new certs"),
+    ];
+    let evil = form_post(
+        "/actions/restart",
+        Some("http://evil.test"),
+        &cookie,
+        &fields,
+    );
+    assert_eq!(web.send(evil).await.status, StatusCode::FORBIDDEN);
+    let r = web
+        .send(form_post(
+            "/actions/restart",
+            ORIGIN,
+            &cookie,
+            &[("csrf", "garbage"), ("service", "batch")],
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(web.core.received().is_empty());
+
+    let r = web
+        .send(form_post("/actions/restart", ORIGIN, &cookie, &fields))
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text());
+    let html = web.send(get(r.header("location").unwrap())).await.text();
+    assert!(
+        html.contains("rolling restart of service batch begun"),
+        "{html}"
+    );
+    let r = web
+        .send(form_post(
+            "/actions/restart",
+            ORIGIN,
+            &cookie,
+            &[("csrf", &token), ("service", "web")],
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let html = web.send(get(r.header("location").unwrap())).await.text();
+    assert!(html.contains("failed (409)"), "{html}");
+    assert_eq!(web.core.received(), ["rollout", "rollout"]);
 }

@@ -1,5 +1,6 @@
 //! `POST /api/v1/actions/{reconcile,kamikaze,teardown,abdicate,reregister}`
-//! and `POST /api/v1/services/{name}/rollout/{resume,rollback}`: one
+//! `POST /api/v1/services/{name}/rollout/{resume,rollback}` and
+//! `POST /api/v1/services/{name}/restart`: one
 //! handler and one body struct per action; the checks of the request
 //! ([`Admin`]) and of its body ([`ActionBody`]) are the extractors', then
 //! `execute` (`actions/mod.rs`) runs it.

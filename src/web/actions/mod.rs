@@ -31,7 +31,7 @@
 //! Layout: this module holds the actions and `execute`, which runs one;
 //! `record.rs` the outcomes kept for the result pages ([`ActionRecord`],
 //! [`ResultLog`]); `api.rs` the JSON endpoints (one per action, e.g.
-//! [`reconcile`], [`rollback`]) and their bodies.
+//! [`reconcile`], [`rollback`], [`restart`]) and their bodies.
 
 mod api;
 mod drain;
