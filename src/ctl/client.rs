@@ -631,6 +631,65 @@ mod tests {
         assert!(!is_problem(&json!("text"), "not-leader"));
     }
 
+    /// A leader still reading the jobs answers a run 503 `not-ready`
+    /// (`docs/jobs.md`): nothing was done, so the POST is sent again within
+    /// the timeout, and the second answer is the run.
+    #[tokio::test]
+    async fn a_post_refused_as_not_ready_is_sent_again() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let posts = std::sync::Arc::new(AtomicUsize::new(0));
+        let seen = posts.clone();
+        let app = axum::Router::new()
+            .route(
+                "/api/v1/state",
+                axum::routing::get(|| async {
+                    axum::Json(json!({"leadership": {"role": "leader"}}))
+                }),
+            )
+            .route(
+                "/api/v1/jobs/report/runs",
+                axum::routing::post(move || {
+                    let n = seen.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        use axum::response::IntoResponse;
+                        if n == 0 {
+                            let problem = json!({
+                                "type": "urn:mesos-appliance:problem:not-ready",
+                                "title": "Not ready yet", "status": 503,
+                                "detail": "the leader is still reading the jobs"});
+                            (
+                                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                                axum::Json(problem),
+                            )
+                                .into_response()
+                        } else {
+                            let run = json!({"run_id": "r1", "state": "starting"});
+                            (axum::http::StatusCode::CREATED, axum::Json(run)).into_response()
+                        }
+                    }
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let global = GlobalArgs {
+            urls: vec![url],
+            token: None,
+            token_file: None,
+            json: false,
+            timeout: None,
+            request_timeout: Duration::from_secs(5),
+        };
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = Client::new(&global, Duration::from_secs(10)).unwrap();
+        let (status, run) = client
+            .call(Method::POST, "/api/v1/jobs/report/runs", Some(&json!({})))
+            .await
+            .unwrap();
+        assert_eq!((status, run["run_id"].as_str()), (201, Some("r1")));
+        assert_eq!(posts.load(Ordering::SeqCst), 2);
+    }
+
     #[test]
     fn names_are_encoded_as_one_path_segment() {
         assert_eq!(segment("web"), "web");
