@@ -21,10 +21,12 @@ COPY Cargo.toml Cargo.lock build.rs ./
 COPY proto proto
 COPY benches benches
 COPY src src
-# Read at compile time: askama templates and the dashboard's CSS/JS
+# Read at compile time: askama templates, the dashboard's CSS/JS and the
+# demo's worker spec (examples/demo-worker.json)
 # (include_str!). tests/deploy_files.rs checks this list against the sources.
 COPY templates templates
 COPY static static
+COPY examples examples
 RUN target="$(uname -m)-unknown-linux-musl" \
  && cargo build --release --locked --target "$target" \
       --bin mesos-appliance --bin mesos-appliance-executor --bin mesos-testbed \

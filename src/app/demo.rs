@@ -1,6 +1,6 @@
 //! `mesos-appliance demo`: the appliance on an embedded default — an
 //! in-process `mesos-testbed` with a few agents, the in-memory coordinator,
-//! two sample services, two sample jobs (one cron every minute, one on
+//! two sample services with health checks, two sample jobs (one cron every minute, one on
 //! demand) and the dashboard on `--listen`. When
 //! `mesos-appliance-executor` sits next to the binary, the testbed runs it
 //! for real for the `web` service (so kamikaze kills real processes);
@@ -24,21 +24,44 @@ use crate::scheduler::ServiceSpec;
 use crate::scheduler::spec::job::{JobSpec, ValidJobSpec};
 use crate::testbed::{AgentSpec, DEFAULT_AGENT_RESOURCES, Testbed, TestbedConfig};
 
-/// The demo's services when `--services` is not given.
-pub fn sample_services() -> Vec<ServiceSpec> {
+/// The demo's `worker` service: also `examples/demo-worker.json`, which
+/// `examples/demo-worker-v2.json` replaces in the demo's rollout
+/// (`README.md`, "What the demo shows").
+pub const DEMO_WORKER: &str = include_str!("../../examples/demo-worker.json");
+
+/// The HTTP health check of the demo's services: on their first port, every
+/// 2 s; a replacement must stay healthy 3 s before the next one goes.
+fn http_check() -> serde_json::Value {
+    serde_json::json!({"type": "http", "port_index": 0, "path": "/health",
+        "delay": "1s", "interval": "2s", "timeout": "1s", "grace_period": "5s",
+        "consecutive_failures": 3})
+}
+
+/// The demo's services when `--services` is not given. Both have an HTTP
+/// health check, answered by the testbed's simulated checks
+/// (`docs/testbed.md#containers-and-health-checks`: healthy unless a
+/// `/testbed/faults/health` rule says otherwise). In process mode
+/// (`real_executors`) `mesos-appliance-executor` runs `web`'s check for
+/// real, and `web` serves no HTTP: it gets a command check instead.
+pub fn sample_services(real_executors: bool) -> Vec<ServiceSpec> {
+    let web_check = if real_executors {
+        serde_json::json!({"type": "command", "command": "true", "interval": "2s",
+            "timeout": "1s", "grace_period": "5s"})
+    } else {
+        http_check()
+    };
+    let worker: serde_json::Value =
+        serde_json::from_str(DEMO_WORKER).expect("examples/demo-worker.json is JSON");
     serde_json::from_value(serde_json::json!([
         {
             "name": "web",
             "command": "while true; do echo \"$(date) $APPLIANCE_SERVICE.$APPLIANCE_INSTANCE serving on port $PORT0\"; sleep 5; done",
             "cpus": 0.1, "mem": 32, "ports": 1, "instances": 3,
-            "executor": "appliance", "kill_grace_period": "2s"
+            "executor": "appliance", "kill_grace_period": "2s",
+            "health_check": web_check,
+            "upgrade": {"min_healthy": "3s", "deadline": "2m"}
         },
-        {
-            "name": "worker",
-            "command": ["sleep", "3600"],
-            "cpus": 0.25, "mem": 64, "instances": 2,
-            "constraints": ["hostname:UNIQUE"]
-        }
+        worker
     ]))
     .expect("sample services are valid")
 }
@@ -118,13 +141,13 @@ pub async fn run(common: CommonArgs, args: DemoArgs) -> ExitCode {
 }
 
 async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
-    let services = match &common.services {
-        Some(path) => load_services(Some(path)).map_err(|e| (exit::USAGE, e.0))?,
-        None => sample_services(),
-    };
     let advertised = advertised_url(&common);
     let web = web_config(&common, &advertised).map_err(|e| (exit::USAGE, e.0))?;
     let executor = web.executor_binary.as_ref().map(|e| e.path.clone());
+    let services = match &common.services {
+        Some(path) => load_services(Some(path)).map_err(|e| (exit::USAGE, e.0))?,
+        None => sample_services(executor.is_some()),
+    };
     let listener = bind(web.listen)
         .await
         .map_err(|e| (exit::FAILURE, e.to_string()))?;

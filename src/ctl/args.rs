@@ -15,7 +15,8 @@ pub enum Exit {
     Api = 1,
     /// Bad flags, a bad spec file, or a file that cannot be read.
     Usage = 2,
-    /// `apply --wait`: the rollout halted (its reason printed).
+    /// `apply --wait`: the rollout halted (its reason printed); `jobs run
+    /// --wait`: the run ended other than `succeeded`.
     Halted = 3,
     /// No replica answered (or none led) within `--timeout`.
     Unreachable = 4,
@@ -329,6 +330,40 @@ pub enum AgentsCommand {
 /// `jobs …`.
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
+    /// List the jobs: schedule, enabled, next and last run.
+    #[command(alias = "ls")]
+    List,
+    /// Show one job: spec, schedule and its kept runs.
+    Show {
+        /// The job name.
+        name: String,
+    },
+    /// Kill a run of a job (`POST /api/v1/jobs/{name}/runs/{run_id}/kill`).
+    Kill {
+        /// The job name.
+        name: String,
+        /// The run ID (`jobs show NAME` lists them).
+        run: String,
+        /// Why (kept in the audit trail).
+        #[arg(long)]
+        why: Option<String>,
+    },
+    /// Let the job's schedule fire again.
+    Enable {
+        /// The job name.
+        name: String,
+        /// Why (kept in the audit trail).
+        #[arg(long)]
+        why: Option<String>,
+    },
+    /// Stop the job's schedule from firing (manual runs still start).
+    Disable {
+        /// The job name.
+        name: String,
+        /// Why (kept in the audit trail).
+        #[arg(long)]
+        why: Option<String>,
+    },
     /// Start a run of a job now (`POST /api/v1/jobs/{name}/runs`,
     /// `docs/jobs.md`). Never retried once sent: a second run could start.
     Run {
@@ -343,6 +378,11 @@ pub enum JobsCommand {
         /// Why (kept in the audit trail).
         #[arg(long)]
         why: Option<String>,
+        /// Wait until the run finishes: exit 0 when it succeeded, 3 when it
+        /// failed, was killed, timed out, skipped or missed, 5 past
+        /// --timeout.
+        #[arg(long)]
+        wait: bool,
     },
 }
 

@@ -73,6 +73,17 @@ pub enum CtlError {
     },
     /// `apply --wait`: not finished before the deadline.
     TimedOut(String),
+    /// `jobs run --wait`: the run ended other than `succeeded`.
+    RunEnded {
+        /// The job.
+        job: String,
+        /// The run ID.
+        run: String,
+        /// Its final state (`failed`, `killed`, …).
+        state: String,
+        /// Why, as the API gives it.
+        reason: String,
+    },
 }
 
 impl CtlError {
@@ -84,6 +95,7 @@ impl CtlError {
             CtlError::Unreachable(_) => Exit::Unreachable,
             CtlError::Halted { .. } => Exit::Halted,
             CtlError::TimedOut(_) => Exit::TimedOut,
+            CtlError::RunEnded { .. } => Exit::Halted,
         }
     }
 
@@ -155,6 +167,12 @@ impl std::fmt::Display for CtlError {
                 )
             }
             CtlError::TimedOut(m) => write!(f, "error: {m}"),
+            CtlError::RunEnded {
+                job,
+                run,
+                state,
+                reason,
+            } => write!(f, "error: job {job} run {run} ended {state}: {reason}"),
         }
     }
 }
@@ -398,6 +416,13 @@ impl Client {
                     }
                     continue;
                 }
+                // The leader refused before doing anything (still reading
+                // ZooKeeper after a failover): safe to send again, a POST
+                // too.
+                if status == 503 && is_problem(&answer, "not-ready") {
+                    last = format!("{base}: {}", detail_of(&answer));
+                    continue;
+                }
                 if matches!(status, 502..=504) && idempotent {
                     last = format!("{base}: HTTP {status}: {}", detail_of(&answer));
                     continue;
@@ -604,6 +629,65 @@ mod tests {
         assert!(is_problem(&body, "not-leader"));
         assert!(!is_problem(&body, "leader"));
         assert!(!is_problem(&json!("text"), "not-leader"));
+    }
+
+    /// A leader still reading the jobs answers a run 503 `not-ready`
+    /// (`docs/jobs.md`): nothing was done, so the POST is sent again within
+    /// the timeout, and the second answer is the run.
+    #[tokio::test]
+    async fn a_post_refused_as_not_ready_is_sent_again() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let posts = std::sync::Arc::new(AtomicUsize::new(0));
+        let seen = posts.clone();
+        let app = axum::Router::new()
+            .route(
+                "/api/v1/state",
+                axum::routing::get(|| async {
+                    axum::Json(json!({"leadership": {"role": "leader"}}))
+                }),
+            )
+            .route(
+                "/api/v1/jobs/report/runs",
+                axum::routing::post(move || {
+                    let n = seen.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        use axum::response::IntoResponse;
+                        if n == 0 {
+                            let problem = json!({
+                                "type": "urn:mesos-appliance:problem:not-ready",
+                                "title": "Not ready yet", "status": 503,
+                                "detail": "the leader is still reading the jobs"});
+                            (
+                                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                                axum::Json(problem),
+                            )
+                                .into_response()
+                        } else {
+                            let run = json!({"run_id": "r1", "state": "starting"});
+                            (axum::http::StatusCode::CREATED, axum::Json(run)).into_response()
+                        }
+                    }
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let global = GlobalArgs {
+            urls: vec![url],
+            token: None,
+            token_file: None,
+            json: false,
+            timeout: None,
+            request_timeout: Duration::from_secs(5),
+        };
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = Client::new(&global, Duration::from_secs(10)).unwrap();
+        let (status, run) = client
+            .call(Method::POST, "/api/v1/jobs/report/runs", Some(&json!({})))
+            .await
+            .unwrap();
+        assert_eq!((status, run["run_id"].as_str()), (201, Some("r1")));
+        assert_eq!(posts.load(Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -26,9 +26,6 @@ pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(600);
 pub const MAX_SPEC_FILE: u64 = 4 * 1024 * 1024;
 /// How often `apply --wait` and `logs --follow` ask again.
 const POLL: Duration = Duration::from_secs(1);
-/// The variable `services restart` sets in a service's `env` to change its
-/// tasks' shape (no restart endpoint yet: `docs/cli.md#services`).
-pub const RESTART_VARIABLE: &str = "MESOS_APPLIANCE_RESTART";
 
 /// Runs the command; prints its output or its error; returns the exit code.
 pub async fn run(args: CtlArgs) -> Exit {
@@ -42,6 +39,7 @@ pub async fn run(args: CtlArgs) -> Exit {
         &args.command,
         CtlCommand::Services(ServicesCommand::Apply(ApplyArgs { wait: true, .. }))
             | CtlCommand::Services(ServicesCommand::Restart { wait: true, .. })
+            | CtlCommand::Jobs(JobsCommand::Run { wait: true, .. })
     );
     let timeout = args.global.timeout.unwrap_or(if waits {
         DEFAULT_WAIT_TIMEOUT
@@ -96,11 +94,44 @@ async fn dispatch(client: &Client, command: CtlCommand, json: bool) -> Result<()
             show(json, &answer, summary);
             Ok(())
         }
+        CtlCommand::Jobs(JobsCommand::List) => {
+            let view = client.get("/api/v1/jobs").await?;
+            show(json, &view, render::jobs);
+            Ok(())
+        }
+        CtlCommand::Jobs(JobsCommand::Show { name }) => {
+            let view = client.get(&job_path(&name)).await?;
+            show(json, &view, render::job);
+            Ok(())
+        }
+        CtlCommand::Jobs(JobsCommand::Kill { name, run, why }) => {
+            let path = format!(
+                "{}/runs/{}/kill{}",
+                job_path(&name),
+                segment(&run),
+                reason(why.as_deref())
+            );
+            let (_, answer) = client.call(Method::POST, &path, None).await?;
+            show(json, &answer, |r| {
+                format!(
+                    "job {name} run {run} being killed ({})",
+                    r["state"].as_str().unwrap_or("?")
+                )
+            });
+            Ok(())
+        }
+        CtlCommand::Jobs(JobsCommand::Enable { name, why }) => {
+            set_job_enabled(client, &name, true, why.as_deref(), json).await
+        }
+        CtlCommand::Jobs(JobsCommand::Disable { name, why }) => {
+            set_job_enabled(client, &name, false, why.as_deref(), json).await
+        }
         CtlCommand::Jobs(JobsCommand::Run {
             name,
             args,
             env,
             why,
+            wait,
         }) => {
             let env: serde_json::Map<String, Value> =
                 env.into_iter().map(|(k, v)| (k, json!(v))).collect();
@@ -111,13 +142,23 @@ async fn dispatch(client: &Client, command: CtlCommand, json: bool) -> Result<()
                 reason(why.as_deref())
             );
             let (_, answer) = client.call(Method::POST, &path, Some(&body)).await?;
-            show(json, &answer, |run| {
+            let line = |run: &Value| {
                 format!(
                     "job {name} run {} {}",
                     run["run_id"].as_str().unwrap_or("?"),
                     run["state"].as_str().unwrap_or("started")
                 )
-            });
+            };
+            if !wait {
+                show(json, &answer, line);
+                return Ok(());
+            }
+            if !json {
+                out(&line(&answer));
+            }
+            let run_id = answer["run_id"].as_str().unwrap_or_default().to_string();
+            let done = wait_for_run(client, &name, &run_id, json).await?;
+            show(json, &done, line);
             Ok(())
         }
         CtlCommand::Completion { .. } => Ok(()),
@@ -197,19 +238,119 @@ async fn services(client: &Client, command: ServicesCommand, json: bool) -> Resu
             apply(client, vec![spec], why.as_deref(), false, json).await?;
         }
         ServicesCommand::Restart { name, why, wait } => {
-            let mut spec = stored_spec(client, &name).await?;
-            let now = crate::util::unix_now_secs() as u64;
-            if !spec["env"].is_object() {
-                spec["env"] = json!({});
-            }
-            spec["env"][RESTART_VARIABLE] = json!(now.to_string());
-            apply(client, vec![spec], why.as_deref(), wait, json).await?;
+            restart(client, &name, why.as_deref(), wait, json).await?;
         }
         ServicesCommand::Delete { name, why } => {
             let path = format!("{}{}", service_path(&name), reason(why.as_deref()));
             let (_, answer) = client.call(Method::DELETE, &path, None).await?;
             show(json, &answer, |_| format!("service {name} deleted"));
         }
+    }
+    Ok(())
+}
+
+fn job_path(name: &str) -> String {
+    format!("/api/v1/jobs/{}", segment(name))
+}
+
+/// `jobs enable` / `jobs disable`.
+async fn set_job_enabled(
+    client: &Client,
+    name: &str,
+    enabled: bool,
+    why: Option<&str>,
+    json: bool,
+) -> Result<(), CtlError> {
+    let verb = if enabled { "enable" } else { "disable" };
+    let path = format!("{}/{verb}{}", job_path(name), reason(why));
+    let (_, answer) = client.call(Method::POST, &path, None).await?;
+    show(json, &answer, |a| {
+        format!("job {name} {}", a["outcome"].as_str().unwrap_or(verb))
+    });
+    Ok(())
+}
+
+/// `jobs run --wait`: polls the run every second until it is finished
+/// (`docs/jobs.md#run-states`); the run when it `succeeded`, else
+/// [`CtlError::RunEnded`]; [`CtlError::TimedOut`] past the deadline.
+async fn wait_for_run(
+    client: &Client,
+    job: &str,
+    run_id: &str,
+    json: bool,
+) -> Result<Value, CtlError> {
+    let path = format!("{}/runs/{}", job_path(job), segment(run_id));
+    let mut said = String::new();
+    loop {
+        let run = match client.get(&path).await {
+            Ok(run) => run,
+            // A replica that has not read the run yet.
+            Err(CtlError::Api { status: 404, .. }) => Value::Null,
+            Err(e) => return Err(e),
+        };
+        let state = run["state"].as_str().unwrap_or("starting").to_string();
+        match state.as_str() {
+            "succeeded" => return Ok(run),
+            "starting" | "running" => {
+                if state != said && !json {
+                    eprintln!("job {job} run {run_id}: {state}");
+                }
+                said = state;
+            }
+            _ => {
+                if json {
+                    out(&serde_json::to_string_pretty(&run).unwrap_or_default());
+                }
+                return Err(CtlError::RunEnded {
+                    job: job.to_string(),
+                    run: run_id.to_string(),
+                    reason: run["reason"].as_str().unwrap_or("no reason given").into(),
+                    state,
+                });
+            }
+        }
+        if Instant::now() + POLL >= client.deadline() {
+            return Err(CtlError::TimedOut(format!(
+                "job {job} run {run_id} not finished within the timeout (still {said})"
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// `services restart`: `POST /api/v1/services/{name}/restart` (a rolling
+/// restart, `docs/cli.md#services`); with `wait`, polls as `apply --wait`
+/// until the service shows the next restart generation and its rollout is
+/// complete (or halted).
+async fn restart(
+    client: &Client,
+    name: &str,
+    why: Option<&str>,
+    wait: bool,
+    json: bool,
+) -> Result<(), CtlError> {
+    let before = client.get(&service_path(name)).await?;
+    let generation = before["restart_generation"].as_u64().unwrap_or(0);
+    let body = json!({ "reason": why });
+    let path = format!("{}/restart", service_path(name));
+    let (_, answer) = client.call(Method::POST, &path, Some(&body)).await?;
+    if !wait {
+        show(json, &answer, summary);
+        return Ok(());
+    }
+    if !json {
+        out(&summary(&answer));
+    }
+    // What the row must show: the next generation (a replica may not show
+    // the restart yet right after the 202).
+    let target = json!({ "name": name, "restart_generation": generation + 1 });
+    let verdicts = wait_for(client, std::slice::from_ref(&target), json).await?;
+    if json {
+        let result = json!({
+            "name": name, "outcome": "restarted", "rollout": "complete",
+            "status": verdicts.first(), "action": answer,
+        });
+        out(&serde_json::to_string_pretty(&result).unwrap_or_default());
     }
     Ok(())
 }

@@ -259,6 +259,85 @@ pub fn agents(view: &Value) -> String {
     text(&t)
 }
 
+/// `at` (seconds since the UNIX epoch) as a time to come: `in 5s`, `in 3m`;
+/// `-` without one, `now` once due.
+fn due(at: &Value) -> String {
+    let Some(at) = at.as_f64() else {
+        return "-".into();
+    };
+    let secs = (at - unix_now_secs()).max(0.0) as u64;
+    match secs {
+        0 => "now".into(),
+        1..60 => format!("in {secs}s"),
+        60..3600 => format!("in {}m", secs / 60),
+        3600..86400 => format!("in {}h", secs / 3600),
+        _ => format!("in {}d", secs / 86400),
+    }
+}
+
+/// `jobs list`.
+pub fn jobs(view: &Value) -> String {
+    let mut t = table(&["NAME", "SCHEDULE", "ENABLED", "NEXT", "ACTIVE", "LAST RUN"]);
+    for j in view["jobs"].as_array().into_iter().flatten() {
+        let last = &j["last_run"];
+        let last = if last.is_null() {
+            "-".to_string()
+        } else {
+            format!("{} {} ago", s(&last["state"]), age(&last["created_at"]))
+        };
+        t.add_row(vec![
+            s(&j["name"]),
+            s(&j["schedule"]),
+            if j["schedule"].is_null() {
+                "-".into()
+            } else {
+                s(&j["enabled"])
+            },
+            due(&j["next_run_at"]),
+            n(&j["active_runs"]).to_string(),
+            last,
+        ]);
+    }
+    text(&t)
+}
+
+/// `jobs show NAME`: the job, then its kept runs.
+pub fn job(view: &Value) -> String {
+    let spec = &view["spec"];
+    let mut out = format!(
+        "Job:        {}\nCommand:    {}\nSchedule:   {}{}\nNext run:   {}\n",
+        s(&view["name"]),
+        command(spec),
+        s(&view["schedule"]),
+        if view["schedule"].is_null() {
+            String::new()
+        } else if view["enabled"] == true {
+            " (enabled)".into()
+        } else {
+            " (disabled)".into()
+        },
+        due(&view["next_run_at"]),
+    );
+    let mut t = table(&["RUN", "TRIGGER", "STATE", "AGE", "ATTEMPTS", "REASON"]);
+    for r in view["runs"].as_array().into_iter().flatten() {
+        let trigger = match (&r["trigger"]["kind"], &r["trigger"]["by"]) {
+            (kind, Value::Null) => s(kind),
+            (kind, by) => format!("{} by {}", s(kind), s(by)),
+        };
+        t.add_row(vec![
+            s(&r["run_id"]),
+            trigger,
+            s(&r["state"]),
+            age(&r["created_at"]),
+            r["attempts"].as_array().map_or(0, Vec::len).to_string(),
+            s(&r["reason"]),
+        ]);
+    }
+    out += "\n";
+    out += &text(&t);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

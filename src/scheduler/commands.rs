@@ -287,6 +287,11 @@ pub enum CommandError {
     /// wrote the record) from an outage.
     #[error("ZooKeeper: {0}")]
     Store(CoordinationError),
+    /// The leader cannot take the command yet (it is still reading what
+    /// the command is about from ZooKeeper after becoming leader); nothing
+    /// was done, and the same command may be sent again shortly.
+    #[error("{0}")]
+    NotReady(String),
     /// No answer within the handler timeout.
     #[error("the scheduler did not answer within {0:?}")]
     Timeout(Duration),

@@ -241,6 +241,16 @@ impl AppError {
                 detail,
             ),
             CommandError::Store(e) => AppError::from(e),
+            CommandError::NotReady(_) => {
+                let mut e = AppError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "not-ready",
+                    "Not ready yet",
+                    detail,
+                );
+                e.retry_after = Some(1);
+                e
+            }
             CommandError::Timeout(_) => AppError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "timeout",

@@ -21,7 +21,7 @@
 use axum::Form;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FormRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
@@ -101,8 +101,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AppError> {
-        let Query(value) = Query::<T>::try_from_uri(&parts.uri)?;
-        Ok(ApiQuery(value))
+        super::query::decode(parts.uri.query().unwrap_or("")).map(ApiQuery)
     }
 }
 

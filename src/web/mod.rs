@@ -447,6 +447,7 @@ pub fn router(state: AppState) -> Router {
         .route("/actions/reregister", post(forms::post_reregister))
         .route("/actions/resume", post(forms::post_resume))
         .route("/actions/rollback", post(forms::post_rollback))
+        .route("/actions/restart", post(forms::post_restart))
         .route(
             "/agents/{agent_id}/drain",
             get(agents::confirm_drain).post(agents::post_drain),

@@ -130,6 +130,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(actions::api::reregister))
         .routes(routes!(actions::api::resume))
         .routes(routes!(actions::api::rollback))
+        .routes(routes!(actions::api::restart))
         .routes(routes!(jobs::list))
         .routes(routes!(jobs::get, jobs::put, jobs::delete))
         .routes(routes!(jobs::enable))

@@ -4,7 +4,7 @@
 //! answer every task as though it had filtered them); and [`bounded_uri`],
 //! which answers an over-long URI with the usual problem document.
 
-use axum::extract::{FromRequestParts, Query, Request};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::middleware::Next;
@@ -69,9 +69,48 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for StrictQuery<T>
         if !unknown.is_empty() {
             return Err(AppError::invalid(unknown));
         }
-        let Query(value) = Query::<T>::try_from_uri(&parts.uri)?;
-        Ok(StrictQuery(value))
+        decode(raw).map(StrictQuery)
     }
+}
+
+/// Decodes a query string as a `T`. A parameter given twice, or a value
+/// that does not decode, is 400 with a field error naming the parameter
+/// and the value, worded for people (RFC 9457 `errors[]`), not serde's
+/// message alone.
+pub fn decode<T: DeserializeOwned>(raw: &str) -> Result<T, AppError> {
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(raw.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let mut twice: Vec<FieldError> = Vec::new();
+    for (i, (name, _)) in pairs.iter().enumerate() {
+        if pairs[..i].iter().any(|(n, _)| n == name) && !twice.iter().any(|e| &e.field == name) {
+            twice.push(FieldError {
+                field: name.clone(),
+                message: "given more than once; give it once".into(),
+            });
+        }
+    }
+    if !twice.is_empty() {
+        return Err(AppError::invalid(twice));
+    }
+    let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded::parse(raw.as_bytes()));
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let field = e.path().to_string();
+        let value = pairs
+            .iter()
+            .find(|(n, _)| *n == field)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let inner = e.into_inner().to_string();
+        let message = if inner.contains("invalid digit") || inner.contains("too large") {
+            format!("{value:?} is not a whole number from 0 to {}", u64::MAX)
+        } else if inner.contains("cannot parse integer from empty string") {
+            "is empty; give a whole number".to_string()
+        } else {
+            format!("{value:?} is not a valid value ({inner})")
+        };
+        AppError::invalid(vec![FieldError { field, message }])
+    })
 }
 
 /// The field names serde's derive gives a struct `T` (empty for anything
@@ -111,6 +150,33 @@ impl<'de> de::Deserializer<'de> for FieldNames<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Chunk {
+        offset: Option<u64>,
+        #[allow(dead_code)]
+        length: Option<u64>,
+    }
+
+    #[test]
+    fn bad_values_and_repeats_name_the_parameter_in_plain_words() {
+        let e = decode::<Chunk>("offset=abc").unwrap_err();
+        assert_eq!(e.errors[0].field, "offset");
+        assert!(
+            e.errors[0]
+                .message
+                .contains("\"abc\" is not a whole number"),
+            "{e:?}"
+        );
+        assert!(!e.detail.contains("Failed to deserialize"), "{e:?}");
+        let e = decode::<Chunk>("offset=-1").unwrap_err();
+        assert_eq!(e.errors[0].field, "offset");
+        let e = decode::<Chunk>("offset=1&offset=2").unwrap_err();
+        assert_eq!(e.errors[0].field, "offset");
+        assert!(e.errors[0].message.contains("more than once"));
+        assert_eq!(decode::<Chunk>("offset=7").unwrap().offset, Some(7));
+        assert_eq!(decode::<Chunk>("").unwrap().offset, None);
+    }
 
     #[test]
     fn field_names_are_those_of_the_struct() {

@@ -9,7 +9,9 @@
 //!   testbed's simulated health checks fail for its fingerprint, as in
 //!   `scheduler_rollout`);
 //! - `apply --wait` sent to a follower exits 0 although the leader is
-//!   killed in the middle of the rollout.
+//!   killed in the middle of the rollout;
+//! - `services restart --wait` (a rolling restart) across a leader kill;
+//! - `jobs list / show / run --wait / kill / enable / disable`.
 
 use crate::support;
 
@@ -397,4 +399,206 @@ async fn apply_wait_on_a_follower_survives_the_leader_killed_mid_rollout() {
     let row = b.get("/api/v1/services/web").await.unwrap().1;
     assert_eq!(row["spec"]["command"], "sleep 2000");
     assert!(row["rollout"].is_null(), "{row}");
+}
+
+/// A rolling restart (`POST /api/v1/services/{name}/restart`, through
+/// `ctl services restart --wait` on a follower): the leader is SIGKILLed
+/// mid-restart, the new leader continues it from the restart generation
+/// stored in ZooKeeper, and every task is replaced exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_wait_on_a_follower_replaces_every_task_once_across_a_leader_kill() {
+    let s = Cluster::start().await;
+    let a = Appliance::spawn("a", &s.ctl_args("d1"));
+    a.wait_state("a subscribed", WAIT, |st| {
+        framework_state(st) == "subscribed"
+    })
+    .await;
+    let b = Appliance::spawn("b", &s.ctl_args("d1"));
+    b.wait_state("b follows a", WAIT, |st| {
+        st["leadership"]["role"] == "follower" && st["leadership"]["leader_url"] == a.url.as_str()
+    })
+    .await;
+    // Each replacement must stay healthy for 3 s before the next goes.
+    let file = s.spec_file("web.json", &web("sleep 1000", "3s"));
+    let o = ctl(&b.url, &["services", "apply", "-f", path(&file), "--wait"]).await;
+    exits(&o, 0, "the first release");
+    let web_tasks = || -> std::collections::BTreeSet<String> {
+        s.tb.tasks()
+            .into_iter()
+            .chain(s.tb.completed_tasks())
+            .map(|t| t.task_id)
+            .filter(|id| id.starts_with("web."))
+            .collect()
+    };
+    let before = web_tasks();
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    let child = ctl_command(
+        &b.url,
+        TOKEN,
+        &[
+            "services",
+            "restart",
+            "web",
+            "--why",
+            "rotate the certificates",
+            "--wait",
+            "--timeout",
+            "80s",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn ctl");
+    // Kill the leader once the restart's rollout is under way.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some((200, row)) = a.get("/api/v1/services/web").await
+            && row["rollout"].is_object()
+            && row["restart_generation"] == 1
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no restart began on a");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    a.signal(libc::SIGKILL);
+    let o = tokio::time::timeout(CTL_WAIT, child.wait_with_output())
+        .await
+        .expect("ctl ends")
+        .expect("ctl output");
+    exits(&o, 0, "restart --wait through the leader's death");
+    assert!(
+        stdout(&o).contains("service web: 2/2 running, 2 healthy: rollout complete"),
+        "{}",
+        stdout(&o)
+    );
+    b.wait_state("b leads", WAIT, |st| st["leadership"]["role"] == "leader")
+        .await;
+    let row = b.get("/api/v1/services/web").await.unwrap().1;
+    assert_eq!(row["restart_generation"], 1, "{row}");
+    assert!(row["rollout"].is_null(), "{row}");
+    assert_eq!(
+        row["spec"]["command"], "sleep 1000",
+        "the spec is unchanged"
+    );
+    assert!(row["spec"].get("restart_generation").is_none(), "{row}");
+    // Exactly one new task per instance, both running; the old ones ended.
+    let after = web_tasks();
+    let new: Vec<&String> = after.difference(&before).collect();
+    assert_eq!(new.len(), 2, "replaced exactly once: {after:?}");
+    let running: std::collections::BTreeSet<String> =
+        s.tb.tasks()
+            .into_iter()
+            .filter(|t| t.task_id.starts_with("web.") && t.state.as_str_name() == "TASK_RUNNING")
+            .map(|t| t.task_id)
+            .collect();
+    assert_eq!(
+        running.iter().collect::<Vec<_>>(),
+        new,
+        "the new tasks run, the old ones do not"
+    );
+    // Audited with who and why (written by a, read from b).
+    let o = ctl(&b.url, &["audit", "--json", "--action", "restart"]).await;
+    exits(&o, 0, "audit");
+    let audit = json_of(&o);
+    let entry = &audit["entries"][0];
+    assert_eq!(entry["who"], "ci", "{audit}");
+    assert_eq!(entry["reason"], "rotate the certificates", "{audit}");
+}
+
+/// `PUT /api/v1/jobs/{name}` with the admin token.
+async fn put_job(url: &str, job: &Value) {
+    let name = job["name"].as_str().unwrap();
+    let response = reqwest::Client::new()
+        .put(format!("{url}/api/v1/jobs/{name}"))
+        .bearer_auth(TOKEN)
+        .json(job)
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await
+        .expect("PUT sent");
+    assert!(response.status().is_success(), "{}", response.status());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_listed_shown_run_waited_for_killed_enabled_and_disabled() {
+    let s = Cluster::start().await;
+    // `quick` runs end 1 s after TASK_RUNNING with exit status 0, `flaky`
+    // runs with 3; `slow` runs go on until killed.
+    s.tb.set_task_exit("quick.", None, Duration::from_secs(1), 0);
+    s.tb.set_task_exit("flaky.", None, Duration::from_secs(1), 3);
+    let a = Appliance::spawn("a", &s.ctl_args("d1"));
+    a.wait_state("subscribed", WAIT, |st| framework_state(st) == "subscribed")
+        .await;
+    let url = a.url.as_str();
+    for name in ["quick", "flaky", "slow"] {
+        put_job(
+            url,
+            &json!({"name": name, "command": "sleep 1", "cpus": 0.1, "mem": 16,
+                "schedule": {"cron": "0 0 1 1 *"}}),
+        )
+        .await;
+    }
+    let list = ctl_until(url, &["jobs", "list"], "three jobs", |v| {
+        v["jobs"].as_array().is_some_and(|j| j.len() == 3)
+    })
+    .await;
+    assert_eq!(list["jobs"][0]["enabled"], true, "{list}");
+    let o = ctl(url, &["jobs", "list"]).await;
+    exits(&o, 0, "jobs list");
+    let table = stdout(&o);
+    assert!(
+        table.contains("NAME") && table.contains("quick") && table.contains("0 0 1 1 *"),
+        "{table}"
+    );
+
+    // Disable and enable, audited.
+    let o = ctl(url, &["jobs", "disable", "quick", "--why", "freeze"]).await;
+    exits(&o, 0, "disable");
+    assert_eq!(stdout(&o).trim(), "job quick disabled");
+    let o = ctl(url, &["jobs", "show", "quick", "--json"]).await;
+    assert_eq!(json_of(&o)["enabled"], false);
+    let o = ctl(url, &["jobs", "enable", "quick"]).await;
+    exits(&o, 0, "enable");
+    assert_eq!(stdout(&o).trim(), "job quick enabled");
+
+    // run --wait: 0 for a run that succeeds, 3 with the state otherwise.
+    let o = ctl(url, &["jobs", "run", "quick", "--wait", "--why", "now"]).await;
+    exits(&o, 0, "a run that succeeds");
+    assert!(stdout(&o).contains("succeeded"), "{}", stdout(&o));
+    let o = ctl(url, &["jobs", "run", "flaky", "--wait"]).await;
+    exits(&o, 3, "a run that fails");
+    assert!(stderr(&o).contains("ended failed"), "{}", stderr(&o));
+
+    // kill: the run started by `run` ends killed.
+    let o = ctl(url, &["jobs", "run", "slow", "--json"]).await;
+    exits(&o, 0, "run slow");
+    let run_id = json_of(&o)["run_id"].as_str().unwrap().to_string();
+    ctl_until(url, &["jobs", "show", "slow"], "slow running", |v| {
+        v["runs"][0]["state"] == "running"
+    })
+    .await;
+    let o = ctl(url, &["jobs", "kill", "slow", &run_id, "--why", "enough"]).await;
+    exits(&o, 0, "kill");
+    assert!(
+        stdout(&o).contains(&format!("job slow run {run_id} being killed")),
+        "{}",
+        stdout(&o)
+    );
+    ctl_until(url, &["jobs", "show", "slow"], "slow killed", |v| {
+        v["runs"][0]["state"] == "killed"
+    })
+    .await;
+    let o = ctl(url, &["jobs", "show", "slow"]).await;
+    exits(&o, 0, "show");
+    let shown = stdout(&o);
+    assert!(
+        shown.contains(&run_id) && shown.contains("killed"),
+        "{shown}"
+    );
+    // An unknown job is the API's 404, exit 1.
+    let o = ctl(url, &["jobs", "show", "nope"]).await;
+    exits(&o, 1, "unknown job");
 }

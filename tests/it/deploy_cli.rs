@@ -570,6 +570,37 @@ async fn demo_prints_its_url_runs_both_sample_services_and_stops_on_ctrl_c() {
         assert_eq!(states, vec!["TASK_RUNNING"; want], "{service}: {tasks}");
     }
 
+    // The demo's rollout (README): the second worker spec, applied with
+    // `ctl … --wait` on the loopback listener, rolls out health-gated.
+    let (_, worker) = demo.get("/api/v1/services/worker").await.unwrap();
+    assert_eq!(worker["spec"]["health_check"]["type"], "http", "{worker}");
+    let v2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo-worker-v2.json");
+    let ctl = tokio::process::Command::new(env!("CARGO_BIN_EXE_mesos-appliance"))
+        .args(["ctl", "--url", &demo.url, "services", "apply", "-f"])
+        .arg(&v2)
+        .args(["--wait", "--timeout", "90s"])
+        .env_remove("MESOS_APPLIANCE_TOKEN")
+        .env_remove("MESOS_APPLIANCE_URL")
+        .env_remove("MESOS_APPLIANCE_TOKEN_FILE")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let o = tokio::time::timeout(Duration::from_secs(120), ctl)
+        .await
+        .expect("ctl ends")
+        .expect("ctl runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("service worker: 2/2 running, 2 healthy: rollout complete"),
+        "{out}"
+    );
+
     demo.signal(libc::SIGINT);
     let status = demo.wait_exit(Duration::from_secs(20)).await;
     assert_eq!(status.code(), Some(0), "{}", tail(&demo.log(), 20));

@@ -470,3 +470,34 @@ fn the_dockerfile_check_notices_a_missing_copy() {
     assert!(ignored("target/\n*.md\n", "README.md"));
     assert!(!ignored("target/\n*.md\ntests/data/\n", "tests"));
 }
+
+/// The demo's rollout: `examples/demo-worker-v2.json` is the demo's
+/// `worker` with another command (a new fingerprint, so applying it rolls
+/// out), the same HTTP health check and upgrade policy; the demo's
+/// services have health checks in both of the demo's modes.
+#[test]
+fn the_demo_rollout_spec_changes_only_the_command() {
+    use mesos_appliance::app::demo::sample_services;
+    use mesos_appliance::scheduler::spec::health::HealthCheckKind;
+    let v1 = parse_services_file(&format!("[{}]", read("examples/demo-worker.json")))
+        .expect("valid v1")
+        .remove(0);
+    let v2 = parse_services_file(&format!("[{}]", read("examples/demo-worker-v2.json")))
+        .expect("valid v2")
+        .remove(0);
+    assert_ne!(v1.fingerprint(), v2.fingerprint());
+    assert_eq!(v1.health_check, v2.health_check);
+    assert_eq!(v1.upgrade, v2.upgrade);
+    for real in [false, true] {
+        let services = sample_services(real);
+        assert!(services.iter().all(|s| s.health_check.is_some()));
+        let worker = services.iter().find(|s| s.name == "worker").unwrap();
+        assert_eq!(worker, &v1, "the demo runs examples/demo-worker.json");
+        assert_eq!(
+            worker.health_check.as_ref().unwrap().kind,
+            HealthCheckKind::Http
+        );
+    }
+    let web = sample_services(false).remove(0);
+    assert_eq!(web.health_check.unwrap().kind, HealthCheckKind::Http);
+}

@@ -104,6 +104,24 @@ async fn the_type_filter_sends_only_the_types_asked_for() {
     );
     let bad = web.send(get(&format!("{PATH}?kind=health"))).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.json()["errors"][0]["field"], "kind");
+    // `type` repeated is the same as a comma list; anything else repeated
+    // is a field error in plain words.
+    let mut repeated = open(&web, &format!("{PATH}?type=health&type=leadership")).await;
+    let s = web.snapshot();
+    web.publish(updated(&s, 1, TaskState::TaskRunning, Some(true)));
+    let e = repeated.expect(QUICK, "repeated type").await;
+    assert_eq!(e.event, "health");
+    let bad = web
+        .send(get(&format!("{PATH}?last_event_id=1&last_event_id=2")))
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let body = bad.json();
+    assert_eq!(body["errors"][0]["field"], "last_event_id", "{body}");
+    assert!(
+        !body.to_string().contains("Failed to deserialize"),
+        "{body}"
+    );
 }
 
 #[tokio::test]

@@ -171,3 +171,33 @@ async fn job_changes_need_the_token() {
         assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{method} {path}");
     }
 }
+
+/// A leader still reading the jobs refuses before doing anything: 503 with
+/// `Retry-After` and the problem type `not-ready` (clients retry it, `ctl`
+/// a POST too), not a 409 that reads as a final refusal.
+#[tokio::test]
+async fn a_job_command_before_the_jobs_are_read_is_503_with_retry_after() {
+    let web = TestWeb::leader();
+    web.core.set_mode(Mode::Fail(
+        mesos_appliance::scheduler::CommandError::NotReady(
+            "the leader is still reading the jobs; try again in a moment".into(),
+        ),
+    ));
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/jobs/report/runs",
+            &json!({}),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let v = r.json();
+    assert_eq!(v["type"], "urn:mesos-appliance:problem:not-ready", "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("still reading the jobs")
+    );
+}

@@ -254,6 +254,23 @@ async fn hostile_logs_are_shown_as_text_and_bad_agents_are_bounded() {
         ))
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    // A value that is no offset, or one given twice: the parameter named in
+    // plain words (RFC 9457 `errors[]`), no serde message.
+    for (query, field) in [
+        ("offset=abc", "offset"),
+        ("offset=-5", "offset"),
+        ("length=1&length=2", "length"),
+    ] {
+        let r = web
+            .send(get_request(&format!(
+                "/api/v1/tasks/t-hostile/logs/stdout?{query}"
+            )))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{query}");
+        let v = r.json();
+        assert_eq!(v["errors"][0]["field"], field, "{query}: {v}");
+        assert!(!v.to_string().contains("Failed to deserialize"), "{v}");
+    }
     let r = web
         .send(get_request("/api/v1/tasks/t-hostile/logs/passwd"))
         .await;

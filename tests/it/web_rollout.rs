@@ -3,8 +3,10 @@
 //! the services page's buttons (`POST /actions/resume`, `/actions/rollback`):
 //! the admin token, Origin and CSRF rules, 404 for an unknown service or
 //! action, 409 when there is no halted rollout or no previous spec, and the
-//! success paths with their records. The sample snapshot has service `web`
-//! halted with a previous spec and service `batch` with neither.
+//! success paths with their records; and the rolling restart
+//! (`POST /api/v1/services/{name}/restart`, `POST /actions/restart`). The
+//! sample snapshot has service `web` halted with a previous spec and
+//! service `batch` with neither.
 
 use crate::support;
 
@@ -284,4 +286,124 @@ async fn a_rollback_names_its_target_and_refuses_a_stale_or_repeated_one() {
     let again = format!("/api/v1/services/web/rollout/rollback?expected={RESTORE_FINGERPRINT}");
     let r = web.send(empty(post(&again))).await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text());
+}
+
+/// `POST /api/v1/services/{name}/restart` (the contract in
+/// `docs/health-checks.md`): admin token and same origin, 202 with the record,
+/// audited as `restart` with who and why; 404 unknown, 409 while a rollout
+/// is halted; the browser twin `POST /actions/restart` checks CSRF.
+#[tokio::test]
+async fn a_rolling_restart_is_accepted_audited_and_refused_when_it_does_not_apply() {
+    let web = TestWeb::new(
+        token_config(),
+        leader_snapshot("http://sched-a.cluster.test:8080", 8),
+    );
+    let path = "/api/v1/services/batch/restart";
+    let r = web.send(empty(post(path))).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = web
+        .send(empty(
+            post(path)
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .header(header::ORIGIN, "http://evil.test"),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(web.core.received().is_empty(), "nothing reached the core");
+
+    let authed = |path: &str, body: &'static str| {
+        post(path)
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let r = web.send(authed(path, r#"{"reason":"new certs"}"#)).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["action"], "restart");
+    assert_eq!(v["service"], "batch");
+    assert_eq!(v["status"], 202);
+    assert_eq!(v["reason"], "new certs");
+    let audit = web
+        .send(
+            request(Method::GET, "/api/v1/audit")
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .json();
+    let entry = &audit["entries"][0];
+    assert_eq!(entry["action"], "restart", "{audit}");
+    assert_eq!(entry["who"], "admin", "{audit}");
+    assert_eq!(entry["reason"], "new certs");
+    assert_eq!(entry["params"]["service"], "batch");
+
+    // `web`'s rollout is halted: 409; unknown: 404; unknown field: 400.
+    let r = web.send(authed("/api/v1/services/web/restart", "{}")).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text());
+    let r = web
+        .send(authed("/api/v1/services/nosuch/restart", ""))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
+    let r = web.send(authed(path, r#"{"why":"x"}"#)).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert_eq!(r.json()["errors"][0]["field"], "why");
+    assert_eq!(web.core.received(), ["rollout", "rollout", "rollout"]);
+}
+
+/// The browser twin `POST /actions/restart` (for the Services page's
+/// button): Origin and CSRF checked, then post / redirect / result page;
+/// a restart that does not apply (web's rollout is halted) shows its 409.
+#[tokio::test]
+async fn the_restart_form_checks_origin_and_csrf_then_shows_the_result() {
+    let web = TestWeb::leader();
+    let r = web.send(get("/services")).await;
+    let cookie = r.cookie("ma_csrf").expect("csrf cookie");
+    let token = r.csrf_field().expect("csrf field");
+    let fields = [
+        ("csrf", token.as_str()),
+        ("service", "batch"),
+        ("reason", "new certs"),
+    ];
+    let evil = form_post(
+        "/actions/restart",
+        Some("http://evil.test"),
+        &cookie,
+        &fields,
+    );
+    assert_eq!(web.send(evil).await.status, StatusCode::FORBIDDEN);
+    let r = web
+        .send(form_post(
+            "/actions/restart",
+            ORIGIN,
+            &cookie,
+            &[("csrf", "garbage"), ("service", "batch")],
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(web.core.received().is_empty());
+
+    let r = web
+        .send(form_post("/actions/restart", ORIGIN, &cookie, &fields))
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text());
+    let html = web.send(get(r.header("location").unwrap())).await.text();
+    assert!(
+        html.contains("rolling restart of service batch begun"),
+        "{html}"
+    );
+    let r = web
+        .send(form_post(
+            "/actions/restart",
+            ORIGIN,
+            &cookie,
+            &[("csrf", &token), ("service", "web")],
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let html = web.send(get(r.header("location").unwrap())).await.text();
+    assert!(html.contains("failed (409)"), "{html}");
+    assert_eq!(web.core.received(), ["rollout", "rollout"]);
 }

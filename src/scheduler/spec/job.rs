@@ -248,6 +248,7 @@ impl JobSpec {
             container: self.container.clone(),
             upgrade: None,
             unreachable: None,
+            restart_generation: 0,
         }
     }
 
@@ -294,8 +295,10 @@ impl JobSpec {
                 "must be positive and not above retries.backoff_max",
             ));
         }
-        if self.timeout.is_some_and(|t| t.is_zero()) {
-            errors.push(problem("timeout", "must be positive"));
+        // Runs are checked against it by a once-a-second tick: a shorter
+        // timeout could not be kept.
+        if self.timeout.is_some_and(|t| t < Duration::from_secs(1)) {
+            errors.push(problem("timeout", "must be at least 1s"));
         }
         if self.history == 0 || self.history > MAX_HISTORY {
             errors.push(problem("history", format!("must be 1 to {MAX_HISTORY}")));
@@ -439,6 +442,19 @@ mod tests {
         // Round trip through the stored JSON.
         let text = serde_json::to_string(&job).unwrap();
         assert_eq!(serde_json::from_str::<JobSpec>(&text).unwrap(), job);
+    }
+
+    #[test]
+    fn a_timeout_under_a_second_is_refused() {
+        for short in ["1ns", "999ms", "0s"] {
+            let errors = spec(serde_json::json!({"timeout": short})).validate();
+            assert_eq!(fields(&errors), ["timeout"], "{short}: {errors:?}");
+        }
+        assert!(
+            spec(serde_json::json!({"timeout": "1s"}))
+                .validate()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `POST /api/v1/actions/{reconcile,kamikaze,teardown,abdicate,reregister}`
-//! and `POST /api/v1/services/{name}/rollout/{resume,rollback}`: one
+//! `POST /api/v1/services/{name}/rollout/{resume,rollback}` and
+//! `POST /api/v1/services/{name}/restart`: one
 //! handler and one body struct per action; the checks of the request
 //! ([`Admin`]) and of its body ([`ActionBody`]) are the extractors', then
 //! `execute` (`actions/mod.rs`) runs it.
@@ -268,6 +269,34 @@ async fn rollout(
         service,
         action,
         expected,
+    };
+    run(&admin, action, body.reason).await
+}
+
+/// `POST /api/v1/services/{name}/restart`: a rolling restart (body left
+/// out, or `{"reason": "…"}`): every task of the service is replaced
+/// through its rollout, health-gated (`docs/health-checks.md`). Checks as
+/// [`rollback`]; then 202 with the action record once the restart is
+/// stored, 404 for an unknown service, 409 while a rollout is under way or
+/// halted or when the service has 0 instances. Audited as `restart`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/services/{name}/restart",
+    tag = "services",
+    params(("name" = String, Path, description = "The service")),
+    request_body(content = Option<ReasonBody>, content_type = "application/json"),
+    responses((status = 202, description = "Restart stored; the rollout replaces every task", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
+    security(("admin_token" = []), ())
+)]
+pub async fn restart(
+    ApiPath(service): ApiPath<String>,
+    admin: Admin,
+    ActionBody(body): ActionBody<ReasonBody>,
+) -> Result<Response, AppError> {
+    let action = OperatorAction::Rollout {
+        service,
+        action: RolloutAction::Restart,
+        expected: None,
     };
     run(&admin, action, body.reason).await
 }

@@ -17,12 +17,13 @@ pub const RESULTS_KEPT: usize = 100;
 pub struct ActionRecord {
     /// Random ID (the result page is `/actions/results/{id}`).
     pub id: String,
-    /// `reconcile`, `kamikaze`, `teardown`, `abdicate`, `reregister`.
+    /// `reconcile`, `kamikaze`, `teardown`, `abdicate`, `reregister`,
+    /// `resume`, `rollback`, `restart`, `drain`, `cancel_drain`.
     pub action: &'static str,
     /// `explicit` / `implicit` for reconcile.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<ReconcileKind>,
-    /// Resume and rollback: the service.
+    /// Resume, rollback and restart: the service.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
     /// When it was asked for.

@@ -32,16 +32,24 @@ pub struct EventId {
 }
 
 impl EventId {
-    /// Parses the 20-digit text form; `None` for anything else.
+    /// Parses the text form as the decimal number it is (epoch × 10^10 +
+    /// seq): the 20 digits sent, or the same number without its leading
+    /// zeros (`257` is epoch 0, event 257), as clients that store the ID
+    /// as a number send it; `None` for anything else (not 1 to 20 decimal
+    /// digits).
     pub fn parse(text: &str) -> Option<EventId> {
         let text = text.trim();
-        if text.len() != 2 * HALF_DIGITS || !text.bytes().all(|b| b.is_ascii_digit()) {
+        if text.is_empty()
+            || text.len() > 2 * HALF_DIGITS
+            || !text.bytes().all(|b| b.is_ascii_digit())
+        {
             return None;
         }
-        let (epoch, seq) = text.split_at(HALF_DIGITS);
+        let n: u128 = text.parse().ok()?;
+        let split = u128::from(HALF_MAX) + 1;
         Some(EventId {
-            epoch: epoch.parse().ok()?,
-            seq: seq.parse().ok()?,
+            epoch: u64::try_from(n / split).ok()?,
+            seq: u64::try_from(n % split).ok()?,
         })
     }
 }
@@ -319,9 +327,15 @@ mod tests {
             assert_eq!(EventId::parse(&a), Some(w[0]));
         }
         assert_eq!(id(3, 17), "00000000030000000017");
+        // The same number without its zero padding.
+        assert_eq!(EventId::parse("257"), Some(EventId { epoch: 0, seq: 257 }));
+        assert_eq!(
+            EventId::parse("30000000017"),
+            Some(EventId { epoch: 3, seq: 17 })
+        );
         for bad in [
             "",
-            "17",
+            "1e3",
             "0000000003000000001x",
             "000000000300000000170",
             "-0000000030000000017",

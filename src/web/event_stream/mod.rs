@@ -32,7 +32,6 @@ use tokio::sync::{Notify, broadcast, watch};
 
 use super::AppState;
 use super::error::AppError;
-use super::query::StrictQuery;
 use crate::scheduler::{FieldError, Snapshot};
 use journal::{EventId, Item, Journal, Start, Stored};
 
@@ -358,6 +357,42 @@ pub struct StreamQuery {
     pub last_event_id: Option<String>,
 }
 
+impl StreamQuery {
+    /// The query string as a [`StreamQuery`]: `type` may be repeated
+    /// (`?type=a&type=b`) or a comma list (`?type=a,b`), or both; unknown
+    /// parameters and a repeated `last_event_id` are 400 with field errors
+    /// ([`StrictQuery`](super::query::StrictQuery)'s rules).
+    pub fn parse(raw: &str) -> Result<StreamQuery, AppError> {
+        let mut types: Vec<String> = Vec::new();
+        let mut rest: Vec<(String, String)> = Vec::new();
+        for (name, value) in form_urlencoded::parse(raw.as_bytes()) {
+            if name == "type" {
+                types.push(value.into_owned());
+            } else {
+                rest.push((name.into_owned(), value.into_owned()));
+            }
+        }
+        let known = super::query::field_names::<StreamQuery>();
+        let unknown: Vec<FieldError> = rest
+            .iter()
+            .filter(|(name, _)| !known.contains(&name.as_str()))
+            .map(|(name, _)| FieldError {
+                field: name.clone(),
+                message: format!("unknown parameter; the parameters are {}", known.join(", ")),
+            })
+            .collect();
+        if !unknown.is_empty() {
+            return Err(AppError::invalid(unknown));
+        }
+        let rest = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(&rest)
+            .finish();
+        let mut query: StreamQuery = super::query::decode(&rest)?;
+        query.types = (!types.is_empty()).then(|| types.join(","));
+        Ok(query)
+    }
+}
+
 /// The types of `?type=`: `None` for all; 400 naming the unknown ones.
 pub fn parse_types(types: Option<&str>) -> Result<Option<Vec<EventType>>, AppError> {
     let Some(types) = types.map(str::trim).filter(|t| !t.is_empty()) else {
@@ -397,8 +432,8 @@ pub async fn stream(
     State(state): State<AppState>,
     OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
-    StrictQuery(query): StrictQuery<StreamQuery>,
 ) -> Result<Response, AppError> {
+    let query = StreamQuery::parse(uri.query().unwrap_or(""))?;
     let types = parse_types(query.types.as_deref())?;
     let path_and_query = uri.path_and_query().map_or(PATH, |p| p.as_str());
     if let Some(leader) = super::leader::other_leader(&state, path_and_query)? {

@@ -336,7 +336,8 @@ impl Machine {
     /// A job command (see [`Request`]).
     pub(super) fn on_job_command(&mut self, reply: ReplyId, request: Request, now: Instant) {
         if !self.jobs.loaded {
-            let error = CommandError::Conflict(
+            // Nothing was done: 503 with `Retry-After`, for clients to retry.
+            let error = CommandError::NotReady(
                 "the leader is still reading the jobs; try again in a moment".into(),
             );
             let answer = match request {
@@ -733,6 +734,13 @@ impl Machine {
             return Err(CommandError::Conflict(format!(
                 "run {run_id} of job {job} is {}",
                 entry.run.state.as_str()
+            )));
+        }
+        // A second kill (a double click, a retry) changes nothing: 409, so
+        // only the first is audited as done.
+        if let Some(kill) = &entry.run.kill {
+            return Err(CommandError::Conflict(format!(
+                "run {run_id} of job {job} is already being killed ({kill})"
             )));
         }
         let task = entry.run.current().map(|a| a.task_id.clone()).filter(|t| {

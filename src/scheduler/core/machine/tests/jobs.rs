@@ -454,3 +454,94 @@ async fn enabling_an_enabled_job_changes_nothing_and_loses_no_trigger() {
     let launched = run_for(&mut h, 2).await;
     assert_eq!(launched, ["report.19700112T134650Z.1"]);
 }
+
+fn manual_run() -> Request {
+    Request::StartRun(Box::new(crate::scheduler::commands::RunRequest {
+        job: "report".into(),
+        args: vec![],
+        env: Default::default(),
+        by: "alice".into(),
+        reason: None,
+    }))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_command_before_the_jobs_are_read_is_not_ready_not_a_conflict() {
+    let spec = job(serde_json::json!({}));
+    let mut h = Harness::new(config(), Some(FRAMEWORK), &[], &[]);
+    h.store.jobs.insert(
+        spec.name.clone(),
+        (
+            JobRecord {
+                spec: spec.clone(),
+                created_at: BASE,
+                updated_at: BASE,
+            },
+            0,
+        ),
+    );
+    h.start();
+    // The reads of the jobs are not answered yet.
+    let id = h.command(manual_run());
+    assert!(
+        matches!(
+            h.reply(id),
+            Some(Answer::Run(Err(
+                crate::scheduler::commands::CommandError::NotReady(_)
+            )))
+        ),
+        "{:?}",
+        h.reply(id)
+    );
+    let valid = crate::scheduler::spec::job::ValidJobSpec::new(spec.clone()).expect("valid");
+    let put = h.command(Request::PutJob(Box::new(valid)));
+    assert!(
+        matches!(
+            h.reply(put),
+            Some(Answer::Service(Err(
+                crate::scheduler::commands::CommandError::NotReady(_)
+            )))
+        ),
+        "{:?}",
+        h.reply(put)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_kill_of_a_run_being_killed_is_a_conflict() {
+    let spec = job(serde_json::json!({"schedule": {"cron": "0 0 * * * *"}}));
+    let mut h = leader(&spec);
+    let id = h.command(manual_run());
+    h.answer_all();
+    let Some(Answer::Run(Ok(run))) = h.reply(id) else {
+        panic!("{:?}", h.reply(id));
+    };
+    let run_id = run.run_id.clone();
+    let (launched, _) = until_launch(&mut h, 20).await;
+    h.update(status(&launched[0], TaskState::TaskRunning, Some("r1")));
+    h.answer_all();
+    let kill = || Request::KillRun {
+        name: "report".into(),
+        run_id: run_id.clone(),
+        by: "killed by alice".into(),
+    };
+    let ids: Vec<ReplyId> = (0..4).map(|_| h.command(kill())).collect();
+    h.answer_all();
+    let ok = ids
+        .iter()
+        .filter(|id| matches!(h.reply(**id), Some(Answer::Run(Ok(_)))))
+        .count();
+    let conflicts = ids
+        .iter()
+        .filter(|id| {
+            matches!(
+                h.reply(**id),
+                Some(Answer::Run(Err(
+                    crate::scheduler::commands::CommandError::Conflict(_)
+                )))
+            )
+        })
+        .count();
+    assert_eq!((ok, conflicts), (1, 3));
+    assert_eq!(h.marked(), [launched[0].clone()], "one kill");
+}
