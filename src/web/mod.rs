@@ -104,6 +104,7 @@ pub mod logs;
 pub mod metrics;
 pub mod pages;
 pub mod query;
+pub mod service_pages;
 mod server;
 pub mod tls;
 pub mod tokens;
@@ -514,7 +515,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
-        .merge(job_pages::routes());
+        .merge(job_pages::routes())
+        .merge(service_pages::routes());
     app = match &state.config.static_dir {
         Some(dir) => app.nest("/static", pages::assets_with_override(dir)),
         None => app.route("/static/{file}", get(pages::asset)),

@@ -443,6 +443,8 @@ struct ServicesPage {
     view: ServicesView,
     /// For the rollout's resume and rollback forms.
     csrf: String,
+    /// Show the change links ([`super::service_pages`]).
+    can_act: bool,
 }
 
 /// `GET /services`: desired workload with running counts, health, and
@@ -461,6 +463,7 @@ pub async fn services(State(state): State<AppState>, headers: HeaderMap) -> Resp
         ),
         view: ServicesView::new(&s),
         csrf,
+        can_act: super::service_pages::can_act(&state, &headers),
     };
     with_cookie(page.into_response(), cookie)
 }
