@@ -207,7 +207,6 @@ pub fn can_act(state: &AppState, headers: &HeaderMap) -> bool {
 /// disabled.
 fn admin_page(state: &AppState, headers: &HeaderMap, next: &str) -> Result<(), Response> {
     if state.access == Access::Token && !state.keys.has_session(headers) {
-        let next = crate::util::segment(next);
         return Err(Redirect::to(&format!("/login?next={next}")).into_response());
     }
     auth::check_access(state.access, &state.keys, headers, Peer(None), true)
@@ -246,7 +245,14 @@ pub async fn service(
     let (csrf, cookie) = state.keys.csrf_for(&headers, state.secure_cookies());
     let json = format!("/api/v1/services/{}", crate::util::segment(&name));
     let page = ServicePage {
-        chrome: Chrome::new(&state, &s, &headers, "services", format!("Service {name}"), json),
+        chrome: Chrome::new(
+            &state,
+            &s,
+            &headers,
+            "services",
+            format!("Service {name}"),
+            json,
+        ),
         spec: serde_json::to_string_pretty(&svc.status.spec).unwrap_or_default(),
         svc,
         tasks,
@@ -528,7 +534,13 @@ struct ConfirmPage {
 }
 
 impl ConfirmPage {
-    fn new(state: &AppState, s: &Snapshot, headers: &HeaderMap, name: &str, title: String) -> (Self, Option<axum::http::HeaderValue>) {
+    fn new(
+        state: &AppState,
+        s: &Snapshot,
+        headers: &HeaderMap,
+        name: &str,
+        title: String,
+    ) -> (Self, Option<axum::http::HeaderValue>) {
         let (csrf, cookie) = state.keys.csrf_for(headers, state.secure_cookies());
         let page = ConfirmPage {
             chrome: Chrome::new(state, s, headers, "services", title, "").still(),
@@ -556,10 +568,7 @@ impl ConfirmPage {
     }
 }
 
-async fn preview(
-    post: AdminForm<SpecForm>,
-    name: Option<String>,
-) -> Result<Response, AppError> {
+async fn preview(post: AdminForm<SpecForm>, name: Option<String>) -> Result<Response, AppError> {
     let AdminForm {
         state,
         form,
@@ -568,7 +577,16 @@ async fn preview(
     } = post;
     let spec = match validate(&form.spec, name.as_deref()) {
         Ok(spec) => spec.into_inner(),
-        Err(e) => return Ok(editor(&state, &headers, name, form.spec, form.base, Some(&e))),
+        Err(e) => {
+            return Ok(editor(
+                &state,
+                &headers,
+                name,
+                form.spec,
+                form.base,
+                Some(&e),
+            ));
+        }
     };
     let s = state.handle.snapshot();
     let old = stored(&s, &spec.name);
@@ -807,8 +825,7 @@ pub async fn post_scale(
     let from = old.instances;
     let mut new = old.clone();
     new.instances = n;
-    let spec = ValidServiceSpec::new(new)
-        .map_err(|e| AppError::invalid(e).html())?;
+    let spec = ValidServiceSpec::new(new).map_err(|e| AppError::invalid(e).html())?;
     let params = serde_json::json!({ "name": name, "instances": n, "from": from });
     let result = ask::<bool>(&post.state, Request::PutService(Box::new(spec)))
         .await
@@ -892,7 +909,10 @@ pub(super) fn routes() -> axum::Router<AppState> {
         .route("/services/{name}/edit", get(edit_editor).post(post_edit))
         .route("/services/{name}/apply", post(post_apply))
         .route("/services/{name}/scale", get(scale_page).post(post_scale))
-        .route("/services/{name}/delete", get(delete_page).post(post_delete))
+        .route(
+            "/services/{name}/delete",
+            get(delete_page).post(post_delete),
+        )
 }
 
 #[cfg(test)]
@@ -901,7 +921,8 @@ mod tests {
 
     #[test]
     fn locate_finds_nested_keys_in_order() {
-        let text = "{\n  \"name\": \"a\",\n  \"path\": 1,\n  \"health_check\": {\n    \"path\": 3\n  }\n}";
+        let text =
+            "{\n  \"name\": \"a\",\n  \"path\": 1,\n  \"health_check\": {\n    \"path\": 3\n  }\n}";
         assert_eq!(locate(text, "name"), Some(2));
         assert_eq!(locate(text, "health_check.path"), Some(5));
         assert_eq!(locate(text, "constraints[1]"), None);
