@@ -23,6 +23,10 @@
 //!   `POST /services/{name}/scale` applies it (`service.scale`).
 //! - `GET /services/{name}/delete`: the confirmation naming every task that
 //!   dies; `POST` deletes (`service.delete`).
+//! - `GET /services/{name}/restart`: the confirmation of a rolling restart,
+//!   naming the tasks it replaces; it posts to `POST /actions/restart`
+//!   ([`super::forms`]), the same command as `POST
+//!   /api/v1/services/{name}/restart`.
 //!
 //! Every post passes the checks of every browser action ([`AdminForm`]:
 //! Origin, CSRF, the admin session or the loopback rule, leadership, the
@@ -900,6 +904,72 @@ pub async fn post_delete(
     Ok(Redirect::to("/services").into_response())
 }
 
+/// `GET /services/{name}/restart`: the confirmation of a rolling restart
+/// (every live task replaced, one at a time, health-gated, by the rollout
+/// machinery), naming the tasks it replaces. It posts `service` and
+/// `reason` to `POST /actions/restart`, the browser twin of `POST
+/// /api/v1/services/{name}/restart`. No form while a rollout is under way
+/// or halted, or without instances: the restart would be refused (409).
+pub async fn restart_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    PagePath(name): PagePath<String>,
+) -> Result<Response, AppError> {
+    if let Err(to) = admin_page(
+        &state,
+        &headers,
+        &format!("{}/restart", service_path(&name)),
+    ) {
+        return Ok(to);
+    }
+    let s = state.handle.snapshot();
+    let row = find_row(&s, &name)?;
+    let (mut page, cookie) = ConfirmPage::new(
+        &state,
+        &s,
+        &headers,
+        &name,
+        format!("Confirm: restart service {name}"),
+    );
+    page.verb = "restart";
+    let fingerprint = row.status.spec.fingerprint();
+    if row.status.rollout.is_some() {
+        page.error = Some(format!(
+            "A rollout of service {name} is under way or halted: let it finish, resume it or              roll it back before a restart."
+        ));
+        return Ok(page.respond(cookie, StatusCode::CONFLICT));
+    }
+    if row.status.spec.instances == 0 {
+        page.error = Some(format!(
+            "Service {name} has 0 instances: nothing to restart."
+        ));
+        return Ok(page.respond(cookie, StatusCode::CONFLICT));
+    }
+    page.tasks = live_tasks(&s, &name)
+        .into_iter()
+        .map(|t| {
+            TaskItem::new(
+                t,
+                &fingerprint,
+                "replaced by the rolling restart (killed once its replacement is available)",
+            )
+        })
+        .collect();
+    page.intro = format!(
+        "Restarts service {name} without changing its spec: a rolling rollout replaces each of          its {} live task(s) one at a time, each killed only once its replacement is available          (RUNNING{} for the spec's upgrade.min_healthy). It halts past upgrade.deadline; resume          and roll back work as for any rollout.",
+        page.tasks.len(),
+        if row.status.spec.health_check.is_some() {
+            " and healthy"
+        } else {
+            ""
+        }
+    );
+    page.hidden = vec![("service", name.clone())];
+    page.action = "/actions/restart".into();
+    page.button = format!("Restart {name}");
+    Ok(page.respond(cookie, StatusCode::OK))
+}
+
 /// The pages' routes (see the module doc).
 pub(super) fn routes() -> axum::Router<AppState> {
     use axum::routing::{get, post};
@@ -913,6 +983,7 @@ pub(super) fn routes() -> axum::Router<AppState> {
             "/services/{name}/delete",
             get(delete_page).post(post_delete),
         )
+        .route("/services/{name}/restart", get(restart_page))
 }
 
 #[cfg(test)]

@@ -534,3 +534,33 @@ async fn a_follower_links_to_the_leader_and_refuses_posts() {
 }
 
 const SAMPLE: &str = mesos_appliance::web::service_pages::SAMPLE_SPEC;
+
+#[tokio::test]
+async fn the_restart_confirmation_names_the_tasks_or_says_why_not() {
+    let web = leader();
+    // `web` has a halted rollout in the sample snapshot.
+    let r = web.send(get("/services/web/restart")).await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    let html = r.text();
+    assert!(html.contains("under way or halted"), "{html}");
+    assert!(!html.contains(r#"action="/actions/restart""#));
+    let live: Vec<String> = web
+        .snapshot()
+        .tasks
+        .iter()
+        .filter(|t| t.service == "batch" && !t.is_terminal() && t.kill.is_none())
+        .map(|t| t.task_id.to_string())
+        .collect();
+    let r = web.send(get("/services/batch/restart")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let html = r.text();
+    assert!(html.contains(r#"action="/actions/restart""#), "{html}");
+    assert_eq!(hidden(&html, "service"), "batch");
+    assert_eq!(
+        html.matches("replaced by the rolling restart").count(),
+        live.len()
+    );
+    let r = web.send(get("/services/nope/restart")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(web.core.received().is_empty());
+}
