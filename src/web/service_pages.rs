@@ -485,32 +485,59 @@ fn validate(text: &str, name: Option<&str>) -> Result<ValidServiceSpec, AppError
 
 /// One line of a diff.
 pub struct DiffLine {
-    /// `add`, `del` or `same`.
+    /// `add`, `del`, `same`, or `gap` for unchanged lines left out.
     pub tag: &'static str,
-    /// `+`, `-` or a space.
+    /// `+`, `-`, a space, or `…`.
     pub sign: &'static str,
-    /// The line, without its end.
+    /// The line, without its end (`gap`: how many lines are left out).
     pub text: String,
 }
 
-/// The line diff of `old` against `new` ([`similar`]'s Myers diff).
+/// Unchanged lines shown around each change.
+const DIFF_CONTEXT: usize = 3;
+
+/// The line diff of `old` against `new` ([`similar`]'s Myers diff): the
+/// changed lines with [`DIFF_CONTEXT`] unchanged ones around each group,
+/// the unchanged lines between groups as one `gap` line.
 pub fn line_diff(old: &str, new: &str) -> Vec<DiffLine> {
     use similar::{ChangeTag, TextDiff};
-    TextDiff::from_lines(old, new)
-        .iter_all_changes()
-        .map(|c| {
-            let (tag, sign) = match c.tag() {
-                ChangeTag::Insert => ("add", "+"),
-                ChangeTag::Delete => ("del", "-"),
-                ChangeTag::Equal => ("same", " "),
-            };
-            DiffLine {
-                tag,
-                sign,
-                text: c.value().trim_end_matches(['\n', '\r']).to_string(),
+    let diff = TextDiff::from_lines(old, new);
+    let mut out = Vec::new();
+    let mut shown_to = 0; // old-side lines covered so far
+    for group in diff.grouped_ops(DIFF_CONTEXT) {
+        let first = group.first().map_or(0, |op| op.old_range().start);
+        if first > shown_to {
+            out.push(DiffLine {
+                tag: "gap",
+                sign: "…",
+                text: format!("{} unchanged line(s)", first - shown_to),
+            });
+        }
+        for op in &group {
+            for c in diff.iter_changes(op) {
+                let (tag, sign) = match c.tag() {
+                    ChangeTag::Insert => ("add", "+"),
+                    ChangeTag::Delete => ("del", "-"),
+                    ChangeTag::Equal => ("same", " "),
+                };
+                out.push(DiffLine {
+                    tag,
+                    sign,
+                    text: c.value().trim_end_matches(['\n', '\r']).to_string(),
+                });
             }
-        })
-        .collect()
+        }
+        shown_to = group.last().map_or(shown_to, |op| op.old_range().end);
+    }
+    let total = old.lines().count();
+    if !out.is_empty() && total > shown_to {
+        out.push(DiffLine {
+            tag: "gap",
+            sign: "…",
+            text: format!("{} unchanged line(s)", total - shown_to),
+        });
+    }
+    out
 }
 
 #[derive(Template, WebTemplate)]
@@ -1035,5 +1062,19 @@ mod tests {
             tags,
             [("same", "a"), ("del", "b"), ("add", "B"), ("same", "c")]
         );
+    }
+
+    #[test]
+    fn diff_leaves_out_far_unchanged_lines() {
+        let old: String = (0..20).map(|i| format!("{i}\n")).collect();
+        let new = old.replace("10\n", "ten\n");
+        let d = line_diff(&old, &new);
+        let tags: Vec<_> = d.iter().map(|l| (l.tag, l.text.as_str())).collect();
+        assert_eq!(tags[0], ("gap", "7 unchanged line(s)"));
+        assert_eq!(tags[1], ("same", "7"));
+        assert!(tags.contains(&("del", "10")) && tags.contains(&("add", "ten")));
+        assert_eq!(tags.last(), Some(&("gap", "6 unchanged line(s)")));
+        assert!(line_diff("a\n", "a\n").is_empty(), "no change, no lines");
+        assert_eq!(line_diff("", "x\n").len(), 1);
     }
 }
