@@ -26,9 +26,6 @@ pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(600);
 pub const MAX_SPEC_FILE: u64 = 4 * 1024 * 1024;
 /// How often `apply --wait` and `logs --follow` ask again.
 const POLL: Duration = Duration::from_secs(1);
-/// The variable `services restart` sets in a service's `env` to change its
-/// tasks' shape (no restart endpoint yet: `docs/cli.md#services`).
-pub const RESTART_VARIABLE: &str = "MESOS_APPLIANCE_RESTART";
 
 /// Runs the command; prints its output or its error; returns the exit code.
 pub async fn run(args: CtlArgs) -> Exit {
@@ -197,19 +194,50 @@ async fn services(client: &Client, command: ServicesCommand, json: bool) -> Resu
             apply(client, vec![spec], why.as_deref(), false, json).await?;
         }
         ServicesCommand::Restart { name, why, wait } => {
-            let mut spec = stored_spec(client, &name).await?;
-            let now = crate::util::unix_now_secs() as u64;
-            if !spec["env"].is_object() {
-                spec["env"] = json!({});
-            }
-            spec["env"][RESTART_VARIABLE] = json!(now.to_string());
-            apply(client, vec![spec], why.as_deref(), wait, json).await?;
+            restart(client, &name, why.as_deref(), wait, json).await?;
         }
         ServicesCommand::Delete { name, why } => {
             let path = format!("{}{}", service_path(&name), reason(why.as_deref()));
             let (_, answer) = client.call(Method::DELETE, &path, None).await?;
             show(json, &answer, |_| format!("service {name} deleted"));
         }
+    }
+    Ok(())
+}
+
+/// `services restart`: `POST /api/v1/services/{name}/restart` (a rolling
+/// restart, `docs/cli.md#services`); with `wait`, polls as `apply --wait`
+/// until the service shows the next restart generation and its rollout is
+/// complete (or halted).
+async fn restart(
+    client: &Client,
+    name: &str,
+    why: Option<&str>,
+    wait: bool,
+    json: bool,
+) -> Result<(), CtlError> {
+    let before = client.get(&service_path(name)).await?;
+    let generation = before["restart_generation"].as_u64().unwrap_or(0);
+    let body = json!({ "reason": why });
+    let path = format!("{}/restart", service_path(name));
+    let (_, answer) = client.call(Method::POST, &path, Some(&body)).await?;
+    if !wait {
+        show(json, &answer, summary);
+        return Ok(());
+    }
+    if !json {
+        out(&summary(&answer));
+    }
+    // What the row must show: the next generation (a replica may not show
+    // the restart yet right after the 202).
+    let target = json!({ "name": name, "restart_generation": generation + 1 });
+    let verdicts = wait_for(client, std::slice::from_ref(&target), json).await?;
+    if json {
+        let result = json!({
+            "name": name, "outcome": "restarted", "rollout": "complete",
+            "status": verdicts.first(), "action": answer,
+        });
+        out(&serde_json::to_string_pretty(&result).unwrap_or_default());
     }
     Ok(())
 }

@@ -65,10 +65,17 @@ pub fn same(a: &Value, b: &Value) -> bool {
 }
 
 /// True when `row` (a service of the API) shows `applied` (the spec that
-/// was PUT), by [`APPLIED_FIELDS`] given in `applied`. Objects given in
+/// was PUT), by [`APPLIED_FIELDS`] given in `applied` (and, when `applied`
+/// has a `restart_generation`, the row's is at least that). Objects given in
 /// `applied` are compared by the keys they give (the API adds defaults).
 pub fn shows(row: &Value, applied: &Value) -> bool {
     let spec = &row["spec"];
+    // `services restart --wait` gives the generation it waits for.
+    if let Some(want) = applied.get("restart_generation").and_then(Value::as_u64)
+        && row["restart_generation"].as_u64().unwrap_or(0) < want
+    {
+        return false;
+    }
     APPLIED_FIELDS
         .iter()
         .all(|field| match applied.get(*field) {

@@ -139,6 +139,10 @@ pub struct ServiceStatus {
     /// `POST …/rollout/rollback` takes as `expected`.
     #[serde(default)]
     pub restore: Option<RestoreTarget>,
+    /// How many rolling restarts were asked for (0: never); stored with
+    /// the service, not part of its spec (`POST …/restart`).
+    #[serde(default)]
+    pub restart_generation: u64,
 }
 
 /// A service's last failed task: what Mesos said.
@@ -258,6 +262,7 @@ impl ServiceStatus {
             rollout,
             can_roll_back: restore.is_some(),
             restore,
+            restart_generation: spec.restart_generation,
         }
     }
 }

@@ -355,37 +355,69 @@ pub struct Halt {
 
 /// A service as stored under `services/<name>`: the spec's own fields,
 /// plus the spec it replaced (what a rollback restores), whether a rollout
-/// began and is not complete yet, and a halted rollout. Records written before these existed are plain specs and read
-/// as such; the spec's fields are as strict as in [`ServiceSpec`] (an
+/// began and is not complete yet, a halted rollout and the restart
+/// generation. Records written before these existed are plain specs and
+/// read as such; the spec's fields are as strict as in [`ServiceSpec`] (an
 /// unknown field is refused).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServiceRecord {
-    /// The desired spec.
-    #[serde(flatten)]
+    /// The desired spec (with its restart generation).
     pub spec: ServiceSpec,
-    /// The spec before the last change of the tasks' shape (fingerprint).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The spec before the last change of the tasks' shape (fingerprint),
+    /// with restart generation 0 (a rollback keeps the current one).
     pub previous: Option<Box<ServiceSpec>>,
     /// True from a change of shape (or a rollback) until its rollout is
     /// complete
     /// ([`Progress::under_way`](super::rules::rollout::Progress::under_way));
     /// absent (false) in records written before it existed.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rolling_out: bool,
     /// Set while the rollout to `spec` is halted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub halted: Option<Halt>,
 }
 
-/// What a stored record holds besides the spec.
-#[derive(Deserialize)]
+/// What a stored record holds besides the spec (the spec's
+/// `restart_generation`, which its own JSON leaves out, is stored here as
+/// `restart_generation`, absent when 0).
+#[derive(Serialize, Deserialize)]
 struct Extras {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     previous: Option<Box<ServiceSpec>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     rolling_out: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     halted: Option<Halt>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    restart_generation: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The record's keys besides the spec's.
+const EXTRA_KEYS: [&str; 4] = ["previous", "rolling_out", "halted", "restart_generation"];
+
+impl Serialize for ServiceRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let spec = serde_json::to_value(&self.spec).map_err(S::Error::custom)?;
+        let extras = serde_json::to_value(Extras {
+            previous: self.previous.clone(),
+            rolling_out: self.rolling_out,
+            halted: self.halted.clone(),
+            restart_generation: self.spec.restart_generation,
+        })
+        .map_err(S::Error::custom)?;
+        let mut map = s.serialize_map(None)?;
+        for object in [spec, extras] {
+            if let serde_json::Value::Object(fields) = object {
+                for (key, value) in fields {
+                    map.serialize_entry(&key, &value)?;
+                }
+            }
+        }
+        map.end()
+    }
 }
 
 impl<'de> Deserialize<'de> for ServiceRecord {
@@ -393,13 +425,15 @@ impl<'de> Deserialize<'de> for ServiceRecord {
         use serde::de::Error;
         let mut object = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
         let mut extras = serde_json::Map::new();
-        for key in ["previous", "rolling_out", "halted"] {
+        for key in EXTRA_KEYS {
             if let Some(value) = object.remove(key) {
                 extras.insert(key.to_string(), value);
             }
         }
         let extras: Extras = serde_json::from_value(extras.into()).map_err(D::Error::custom)?;
-        let spec = serde_json::from_value(object.into()).map_err(D::Error::custom)?;
+        let mut spec: ServiceSpec =
+            serde_json::from_value(object.into()).map_err(D::Error::custom)?;
+        spec.restart_generation = extras.restart_generation;
         Ok(ServiceRecord {
             spec,
             previous: extras.previous,
@@ -425,6 +459,9 @@ impl ServiceRecord {
     /// of anything else (instances, backoff) keeps all three — except that
     /// scaling to 0 ends a rollout (nothing is left to replace).
     pub fn replaced_by(&self, spec: ServiceSpec) -> ServiceRecord {
+        let mut spec = spec;
+        // A restart is the record's, not the user's: it carries over.
+        spec.restart_generation = self.spec.restart_generation;
         let live = spec.instances > 0;
         if spec.fingerprint() == self.spec.fingerprint() {
             ServiceRecord {
@@ -436,10 +473,28 @@ impl ServiceRecord {
         } else {
             ServiceRecord {
                 spec,
-                previous: Some(Box::new(self.spec.clone())),
+                previous: Some(Box::new(ServiceSpec {
+                    restart_generation: 0,
+                    ..self.spec.clone()
+                })),
                 rolling_out: live,
                 halted: None,
             }
+        }
+    }
+
+    /// The record after a rolling restart was asked for: the restart
+    /// generation goes up by one (so every task's fingerprint is outdated)
+    /// and a rollout begins; the previous spec stays what a rollback
+    /// restores.
+    pub fn restarted(&self) -> ServiceRecord {
+        let mut spec = self.spec.clone();
+        spec.restart_generation = spec.restart_generation.saturating_add(1);
+        ServiceRecord {
+            spec,
+            previous: self.previous.clone(),
+            rolling_out: true,
+            halted: None,
         }
     }
 
@@ -461,6 +516,7 @@ impl ServiceRecord {
     pub fn rolled_back(&self) -> Option<ServiceRecord> {
         let mut back = (**self.previous.as_ref()?).clone();
         back.instances = self.spec.instances;
+        back.restart_generation = self.spec.restart_generation;
         Some(ServiceRecord {
             rolling_out: back.instances > 0,
             spec: back,
@@ -617,5 +673,47 @@ mod tests {
         let odd = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
             "instances": 1, "instnaces": 2});
         assert!(serde_json::from_value::<ServiceRecord>(odd).is_err());
+    }
+
+    #[test]
+    fn a_restart_is_stored_beside_the_spec_and_outdates_its_fingerprint() {
+        let a: ServiceSpec = serde_json::from_value(serde_json::json!({
+            "name": "web", "command": "x", "cpus": 0.1, "mem": 32, "instances": 2}))
+        .unwrap();
+        let plain = ServiceRecord::new(a.clone());
+        let restarted = plain.restarted();
+        assert_eq!(restarted.spec.restart_generation, 1);
+        assert!(restarted.rolling_out && restarted.halted.is_none());
+        assert_ne!(restarted.spec.fingerprint(), a.fingerprint());
+        // Never in the spec's own JSON; in the record, and read back.
+        let spec_json = serde_json::to_value(&restarted.spec).unwrap();
+        assert!(spec_json.get("restart_generation").is_none());
+        let json = serde_json::to_value(&restarted).unwrap();
+        assert_eq!(json["restart_generation"], 1);
+        assert!(
+            serde_json::to_value(&plain)
+                .unwrap()
+                .get("restart_generation")
+                .is_none()
+        );
+        let back: ServiceRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, restarted);
+        assert_eq!(back.spec.fingerprint(), restarted.spec.fingerprint());
+        // A PUT of the same spec keeps the generation: no second restart,
+        // no undoing it; a user cannot set it in the spec.
+        let again = back.replaced_by(a.clone());
+        assert_eq!(again.spec.fingerprint(), restarted.spec.fingerprint());
+        let sneaky = serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
+            "instances": 1, "restart_generation": 7});
+        assert!(serde_json::from_value::<ServiceSpec>(sneaky).is_err());
+        // A new shape keeps the generation; its previous spec is stored
+        // without one, and a rollback keeps the current generation.
+        let mut b = a.clone();
+        b.mem = 64.0;
+        let upgraded = again.replaced_by(b);
+        assert_eq!(upgraded.spec.restart_generation, 1);
+        assert_eq!(upgraded.previous.as_deref(), Some(&a));
+        let rolled = upgraded.rolled_back().unwrap();
+        assert_eq!(rolled.spec.restart_generation, 1);
     }
 }

@@ -263,6 +263,12 @@ pub async fn post_rollback(post: AdminForm<RolloutForm>) -> Result<Response, App
     post_rollout(post, RolloutAction::Rollback).await
 }
 
+/// `POST /actions/restart`: a rolling restart of the form's `service`
+/// (400 when missing); `expected` is ignored.
+pub async fn post_restart(post: AdminForm<RolloutForm>) -> Result<Response, AppError> {
+    post_rollout(post, RolloutAction::Restart).await
+}
+
 async fn post_rollout(
     post: AdminForm<RolloutForm>,
     action: RolloutAction,
@@ -272,6 +278,11 @@ async fn post_rollout(
         return Err(AppError::bad_request("service is missing".to_string()).html());
     }
     let expected = post.form.expected.trim();
+    let expected = if action == RolloutAction::Restart {
+        ""
+    } else {
+        expected
+    };
     let action = OperatorAction::Rollout {
         service: service.to_string(),
         action,

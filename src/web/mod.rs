@@ -453,6 +453,7 @@ pub fn router(state: AppState) -> Router {
         .route("/actions/reregister", post(forms::post_reregister))
         .route("/actions/resume", post(forms::post_resume))
         .route("/actions/rollback", post(forms::post_rollback))
+        .route("/actions/restart", post(forms::post_restart))
         .route(
             "/agents/{agent_id}/drain",
             get(agents::confirm_drain).post(agents::post_drain),
@@ -489,6 +490,7 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/services/{name}/rollout/rollback",
             post(actions::rollback),
         )
+        .route("/api/v1/services/{name}/restart", post(actions::restart))
         .route(
             "/api/v1/services/{name}/rollout/{action}",
             post(actions::unknown_rollout_action),

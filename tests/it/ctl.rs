@@ -398,3 +398,110 @@ async fn apply_wait_on_a_follower_survives_the_leader_killed_mid_rollout() {
     assert_eq!(row["spec"]["command"], "sleep 2000");
     assert!(row["rollout"].is_null(), "{row}");
 }
+
+/// A rolling restart (`POST /api/v1/services/{name}/restart`, through
+/// `ctl services restart --wait` on a follower): the leader is SIGKILLed
+/// mid-restart, the new leader continues it from the restart generation
+/// stored in ZooKeeper, and every task is replaced exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_wait_on_a_follower_replaces_every_task_once_across_a_leader_kill() {
+    let s = Cluster::start().await;
+    let a = Appliance::spawn("a", &s.ctl_args("d1"));
+    a.wait_state("a subscribed", WAIT, |st| {
+        framework_state(st) == "subscribed"
+    })
+    .await;
+    let b = Appliance::spawn("b", &s.ctl_args("d1"));
+    b.wait_state("b follows a", WAIT, |st| {
+        st["leadership"]["role"] == "follower" && st["leadership"]["leader_url"] == a.url.as_str()
+    })
+    .await;
+    // Each replacement must stay healthy for 3 s before the next goes.
+    let file = s.spec_file("web.json", &web("sleep 1000", "3s"));
+    let o = ctl(&b.url, &["services", "apply", "-f", path(&file), "--wait"]).await;
+    exits(&o, 0, "the first release");
+    let web_tasks = || -> std::collections::BTreeSet<String> {
+        s.tb.tasks()
+            .into_iter()
+            .chain(s.tb.completed_tasks())
+            .map(|t| t.task_id)
+            .filter(|id| id.starts_with("web."))
+            .collect()
+    };
+    let before = web_tasks();
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    let child = ctl_command(
+        &b.url,
+        TOKEN,
+        &[
+            "services",
+            "restart",
+            "web",
+            "--why",
+            "rotate the certificates",
+            "--wait",
+            "--timeout",
+            "80s",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn ctl");
+    // Kill the leader once the restart's rollout is under way.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some((200, row)) = a.get("/api/v1/services/web").await
+            && row["rollout"].is_object()
+            && row["restart_generation"] == 1
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no restart began on a");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    a.signal(libc::SIGKILL);
+    let o = tokio::time::timeout(CTL_WAIT, child.wait_with_output())
+        .await
+        .expect("ctl ends")
+        .expect("ctl output");
+    exits(&o, 0, "restart --wait through the leader's death");
+    assert!(
+        stdout(&o).contains("service web: 2/2 running, 2 healthy: rollout complete"),
+        "{}",
+        stdout(&o)
+    );
+    b.wait_state("b leads", WAIT, |st| st["leadership"]["role"] == "leader")
+        .await;
+    let row = b.get("/api/v1/services/web").await.unwrap().1;
+    assert_eq!(row["restart_generation"], 1, "{row}");
+    assert!(row["rollout"].is_null(), "{row}");
+    assert_eq!(
+        row["spec"]["command"], "sleep 1000",
+        "the spec is unchanged"
+    );
+    assert!(row["spec"].get("restart_generation").is_none(), "{row}");
+    // Exactly one new task per instance, both running; the old ones ended.
+    let after = web_tasks();
+    let new: Vec<&String> = after.difference(&before).collect();
+    assert_eq!(new.len(), 2, "replaced exactly once: {after:?}");
+    let running: std::collections::BTreeSet<String> =
+        s.tb.tasks()
+            .into_iter()
+            .filter(|t| t.task_id.starts_with("web.") && t.state.as_str_name() == "TASK_RUNNING")
+            .map(|t| t.task_id)
+            .collect();
+    assert_eq!(
+        running.iter().collect::<Vec<_>>(),
+        new,
+        "the new tasks run, the old ones do not"
+    );
+    // Audited with who and why (written by a, read from b).
+    let o = ctl(&b.url, &["audit", "--json", "--action", "restart"]).await;
+    exits(&o, 0, "audit");
+    let audit = json_of(&o);
+    let entry = &audit["entries"][0];
+    assert_eq!(entry["who"], "ci", "{audit}");
+    assert_eq!(entry["reason"], "rotate the certificates", "{audit}");
+}

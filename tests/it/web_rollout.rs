@@ -285,3 +285,68 @@ async fn a_rollback_names_its_target_and_refuses_a_stale_or_repeated_one() {
     let r = web.send(empty(post(&again))).await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text());
 }
+
+/// `POST /api/v1/services/{name}/restart` (the contract in
+/// `docs/health-checks.md`): admin token and same origin, 202 with the record,
+/// audited as `restart` with who and why; 404 unknown, 409 while a rollout
+/// is halted; the browser twin `POST /actions/restart` checks CSRF.
+#[tokio::test]
+async fn a_rolling_restart_is_accepted_audited_and_refused_when_it_does_not_apply() {
+    let web = TestWeb::new(
+        token_config(),
+        leader_snapshot("http://sched-a.cluster.test:8080", 8),
+    );
+    let path = "/api/v1/services/batch/restart";
+    let r = web.send(empty(post(path))).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = web
+        .send(empty(
+            post(path)
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .header(header::ORIGIN, "http://evil.test"),
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(web.core.received().is_empty(), "nothing reached the core");
+
+    let authed = |path: &str, body: &'static str| {
+        post(path)
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let r = web.send(authed(path, r#"{"reason":"new certs"}"#)).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["action"], "restart");
+    assert_eq!(v["service"], "batch");
+    assert_eq!(v["status"], 202);
+    assert_eq!(v["reason"], "new certs");
+    let audit = web
+        .send(
+            request(Method::GET, "/api/v1/audit")
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .json();
+    let entry = &audit["entries"][0];
+    assert_eq!(entry["action"], "restart", "{audit}");
+    assert_eq!(entry["who"], "admin", "{audit}");
+    assert_eq!(entry["reason"], "new certs");
+    assert_eq!(entry["params"]["service"], "batch");
+
+    // `web`'s rollout is halted: 409; unknown: 404; unknown field: 400.
+    let r = web.send(authed("/api/v1/services/web/restart", "{}")).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text());
+    let r = web
+        .send(authed("/api/v1/services/nosuch/restart", ""))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
+    let r = web.send(authed(path, r#"{"why":"x"}"#)).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert_eq!(r.json()["errors"][0]["field"], "why");
+    assert_eq!(web.core.received(), ["rollout", "rollout", "rollout"]);
+}

@@ -229,6 +229,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
                 fingerprint: RESTORE_FINGERPRINT.into(),
                 summary: "sleep 1000; no health check".into(),
             }),
+            restart_generation: 0,
         },
         ServiceStatus {
             spec: spec(
@@ -252,6 +253,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             rollout: None,
             can_roll_back: false,
             restore: None,
+            restart_generation: 0,
         },
     ];
     s.tasks = records.into_iter().map(Arc::new).collect();
@@ -503,6 +505,7 @@ impl TestCore {
                         rollout: None,
                         can_roll_back: false,
                         restore: None,
+                        restart_generation: 0,
                     }),
                 }
                 answer(Answer::Service(Ok(replaced)));
@@ -525,6 +528,8 @@ impl TestCore {
                             RolloutAction::Resume => {
                                 x.rollout.as_ref().is_some_and(|r| r.halted.is_some())
                             }
+                            // As `machine/rollout.rs` `restart_refusal`.
+                            RolloutAction::Restart => x.rollout.is_none() && x.spec.instances > 0,
                             RolloutAction::Rollback => {
                                 x.can_roll_back
                                     && expected.as_ref().is_none_or(|e| {
@@ -535,6 +540,10 @@ impl TestCore {
                         if applies {
                             if let Some(r) = x.rollout.as_mut() {
                                 r.halted = None;
+                            }
+                            if action == RolloutAction::Restart {
+                                x.restart_generation += 1;
+                                x.spec.restart_generation = x.restart_generation;
                             }
                             if action == RolloutAction::Rollback {
                                 // No toggling: the previous spec is spent.

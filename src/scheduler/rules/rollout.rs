@@ -48,14 +48,20 @@ pub enum RolloutAction {
     /// rollout is under way or halted; the previous spec is then
     /// forgotten (no toggling back).
     Rollback,
+    /// A rolling restart: the restart generation goes up by one, which
+    /// outdates every task, and the rollout replaces them all like any
+    /// other (Marathon's `POST /v2/apps/{id}/restart`). Refused while a
+    /// rollout is under way or halted, and for a service of 0 instances.
+    Restart,
 }
 
 impl RolloutAction {
-    /// `resume` or `rollback`.
+    /// `resume`, `rollback` or `restart`.
     pub fn as_str(self) -> &'static str {
         match self {
             RolloutAction::Resume => "resume",
             RolloutAction::Rollback => "rollback",
+            RolloutAction::Restart => "restart",
         }
     }
 }

@@ -243,6 +243,7 @@ impl JobSpec {
             container: self.container.clone(),
             upgrade: None,
             unreachable: None,
+            restart_generation: 0,
         }
     }
 

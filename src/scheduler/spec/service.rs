@@ -208,6 +208,15 @@ pub struct ServiceSpec {
     /// the fingerprint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreachable: Option<UnreachablePolicy>,
+    /// The restart generation: how many rolling restarts were asked for
+    /// (`POST /api/v1/services/{name}/restart`, `docs/health-checks.md`). Not
+    /// part of the spec users write or read (never in the spec's JSON):
+    /// stored beside it in the service record
+    /// ([`ServiceRecord`](crate::scheduler::records::ServiceRecord)), carried
+    /// over when a spec replaces it, and part of the fingerprint when not 0,
+    /// so a restart makes every task outdated and the rollout replaces them.
+    #[serde(skip)]
+    pub restart_generation: u64,
 }
 
 fn default_backoff() -> Duration {
@@ -340,7 +349,8 @@ impl ServiceSpec {
     }
 
     /// A short, stable fingerprint of everything that shapes a task (all but
-    /// `instances` and the restart backoff): tasks launched from an older
+    /// `instances`, the restart backoff, `upgrade` and `unreachable`; with
+    /// the restart generation): tasks launched from an older
     /// fingerprint are replaced by a rolling upgrade.
     pub fn fingerprint(&self) -> String {
         let mut shape = self.clone();
@@ -349,7 +359,12 @@ impl ServiceSpec {
         shape.restart_backoff_max = Duration::ZERO;
         shape.upgrade = None;
         shape.unreachable = None;
-        let text = serde_json::to_string(&shape).unwrap_or_default();
+        let mut text = serde_json::to_string(&shape).unwrap_or_default();
+        if self.restart_generation > 0 {
+            // Skipped by serde: mixed in only when set, so the fingerprint
+            // of a service never restarted is what it always was.
+            text.push_str(&format!("\u{0}restart={}", self.restart_generation));
+        }
         // FNV-1a: stable across builds and platforms, unlike std's hasher.
         let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

@@ -213,6 +213,25 @@ async fn rollout(
     run(&admin, action, body.reason).await
 }
 
+/// `POST /api/v1/services/{name}/restart`: a rolling restart (body left
+/// out, or `{"reason": "…"}`): every task of the service is replaced
+/// through its rollout, health-gated (`docs/health-checks.md`). Checks as
+/// [`rollback`]; then 202 with the action record once the restart is
+/// stored, 404 for an unknown service, 409 while a rollout is under way or
+/// halted or when the service has 0 instances. Audited as `restart`.
+pub async fn restart(
+    ApiPath(service): ApiPath<String>,
+    admin: Admin,
+    ActionBody(body): ActionBody<ReasonBody>,
+) -> Result<Response, AppError> {
+    let action = OperatorAction::Rollout {
+        service,
+        action: RolloutAction::Restart,
+        expected: None,
+    };
+    run(&admin, action, body.reason).await
+}
+
 /// `POST /api/v1/services/{name}/rollout/{other}`: 404 naming the rollout
 /// actions there are.
 pub async fn unknown_rollout_action(ApiPath((_, name)): ApiPath<(String, String)>) -> AppError {

@@ -39,7 +39,8 @@ mod record;
 
 pub use api::{
     FrameworkBody, ReasonBody, ReconcileBody, RolloutBody, RolloutQuery, abdicate, kamikaze,
-    reconcile, reregister, resume, rollback, teardown, unknown_action, unknown_rollout_action,
+    reconcile, reregister, restart, resume, rollback, teardown, unknown_action,
+    unknown_rollout_action,
 };
 pub use drain::{
     CancelDrainBody, DrainBody, cancel as drain_cancel, check_drain, start as drain_start,
@@ -120,6 +121,10 @@ impl OperatorAction {
                 action: RolloutAction::Rollback,
                 ..
             } => "rollback",
+            OperatorAction::Rollout {
+                action: RolloutAction::Restart,
+                ..
+            } => "restart",
             OperatorAction::Reconcile(_) => "reconcile",
             OperatorAction::Kamikaze => "kamikaze",
             OperatorAction::Teardown => "teardown",
@@ -249,6 +254,10 @@ pub(crate) async fn execute(
             expected,
         } => {
             record.service = Some(service.clone());
+            if action == RolloutAction::Restart {
+                // Accepted: stored now, carried out by the rollout.
+                record.status = 202;
+            }
             let name = service.clone();
             ask::<bool>(
                 state,
@@ -265,6 +274,10 @@ pub(crate) async fn execute(
                     RolloutAction::Rollback => {
                         format!("service {service} rolled back to its previous spec")
                     }
+                    RolloutAction::Restart => format!(
+                        "rolling restart of service {service} begun: every task is replaced, \
+                         health-gated"
+                    ),
                 }
             })
         }
@@ -369,6 +382,11 @@ pub(crate) async fn execute(
         "action"
     );
     let params = match &action {
+        OperatorAction::Rollout {
+            service,
+            action: RolloutAction::Restart,
+            ..
+        } => serde_json::json!({ "service": service }),
         OperatorAction::Rollout {
             service, expected, ..
         } => serde_json::json!({ "service": service, "expected": expected }),

@@ -3,7 +3,8 @@
 //! deadline, halting it (stored with the service, so a new leader and the
 //! standby views see it), ending it once complete (clearing the stored
 //! rollout and any halt, also a stale one a new leader finds with nothing
-//! outdated), and the operator's resume and rollback.
+//! outdated), and the operator's resume, rollback and rolling restart
+//! (the restart generation goes up: every task is outdated).
 //!
 //! When an instance stopped being available during a rollout is kept in
 //! memory only: a new leader starts the deadline afresh (a stored halt
@@ -34,6 +35,8 @@ pub(super) enum Write {
     Resume,
     /// The operator rolls back to the previous spec.
     Rollback,
+    /// The operator asked for a rolling restart.
+    Restart,
 }
 
 impl Write {
@@ -180,6 +183,10 @@ impl Machine {
                     .map(|r| (r, Write::Rollback))
                     .ok_or_else(|| format!("service {name} has no previous spec to roll back to")),
             },
+            RolloutAction::Restart => match self.restart_refusal(entry, now) {
+                Some(why) => Err(why),
+                None => Ok((entry.record().restarted(), Write::Restart)),
+            },
         };
         match record {
             Ok((record, why)) => self.write_service(Some(reply), record, why),
@@ -187,6 +194,40 @@ impl Machine {
                 self.reply(reply, Answer::Service(Err(CommandError::Conflict(message))));
             }
         }
+    }
+
+    /// Why a rolling restart of `entry` does not apply now, if it does
+    /// not: with 0 instances there is nothing to restart, and a rollout
+    /// under way or halted is finished, resumed or rolled back first (one
+    /// rollout at a time, as a PUT of a new shape would replace it).
+    fn restart_refusal(
+        &self,
+        entry: &super::service_table::ServiceEntry,
+        now: Instant,
+    ) -> Option<String> {
+        let name = &entry.spec.name;
+        if entry.spec.instances == 0 {
+            return Some(format!(
+                "service {name} has 0 instances; there is nothing to restart"
+            ));
+        }
+        if entry.halted.is_some() {
+            return Some(format!(
+                "the rollout of service {name} is halted; resume or roll it back before \
+                 restarting"
+            ));
+        }
+        let empty = super::table::ServiceTasks::default();
+        let tasks = self.tasks.service(name).unwrap_or(&empty);
+        let rolling = rollout::progress(&entry.spec, tasks.records(), self.unix(now));
+        if rolling.under_way(entry.rolling_out) {
+            return Some(format!(
+                "a rollout of service {name} is under way ({} task(s) still to replace); \
+                 restart once it is complete",
+                rolling.remaining
+            ));
+        }
+        None
     }
 
     /// Why a rollback of `entry` does not apply now, if it does not.
@@ -245,6 +286,14 @@ impl Machine {
             Write::Resume => (
                 EventKind::Action,
                 format!("rollout of service {name} resumed"),
+            ),
+            Write::Restart => (
+                EventKind::Action,
+                format!(
+                    "rolling restart of service {name} begun (restart generation {}): its {} \
+                     task(s) are replaced under its upgrade policy",
+                    spec.restart_generation, spec.instances
+                ),
             ),
             Write::Rollback => (
                 EventKind::Action,

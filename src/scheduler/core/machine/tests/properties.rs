@@ -11,7 +11,7 @@
 //! and master failover; leadership loss (lost, abdicated, failed over, its
 //! writes in flight landing or not) and a new term; service changes (add,
 //! scale, a new spec with or without a health check, delete) and the
-//! rollouts they start, resumed or rolled back; explicit and implicit
+//! rollouts they start, resumed or rolled back, rolling restarts; explicit and implicit
 //! reconciliation; partitions (TASK_UNREACHABLE, returns, TASK_GONE*,
 //! TASK_DROPPED, TASK_UNKNOWN, random unreachable policies); drains
 //! (TASK_KILLED for the drain, GET_AGENTS answers); offers with a
@@ -116,6 +116,9 @@ enum Op {
     Delete { service: u8 },
     /// Resume, or roll back, service `service`'s rollout.
     Rollout { service: u8, rollback: bool },
+    /// A rolling restart of service `service` (every task replaced, under
+    /// the same rollout rules).
+    Restart { service: u8 },
     /// A reconciliation asked for by the operator.
     Reconcile { explicit: bool },
     /// Everything answered, enough offers, a few seconds: then the
@@ -205,6 +208,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..SERVICES.len() as u8).prop_map(|service| Op::Delete { service }),
         1 => (0..SERVICES.len() as u8, any::<bool>())
             .prop_map(|(service, rollback)| Op::Rollout { service, rollback }),
+        1 => (0..SERVICES.len() as u8).prop_map(|service| Op::Restart { service }),
         1 => any::<bool>().prop_map(|explicit| Op::Reconcile { explicit }),
         2 => Just(Op::Settle),
         2 => any::<u8>().prop_map(|pick| Op::Unreachable { pick }),
@@ -279,6 +283,9 @@ struct Reach {
     inverse: usize,
     /// Kills of a drain checked against its floor.
     drain_kills: usize,
+    /// Of the replacement kills, those of a service restarted at least
+    /// once.
+    restart_kills: usize,
 }
 
 impl Reach {
@@ -291,6 +298,7 @@ impl Reach {
         self.returned += other.returned;
         self.held += other.held;
         self.inverse += other.inverse;
+        self.restart_kills += other.restart_kills;
         self.drain_kills += other.drain_kills;
     }
 }
@@ -359,6 +367,9 @@ fn watch(h: &Harness, effect: &Effect) -> Option<String> {
     let (service, _) = h.store.services.get(&record.service)?;
     let now = h.machine.clock.unix(Instant::now());
     WATCHED.with(|w| w.borrow_mut().reach.replacements += 1);
+    if service.spec.restart_generation > 0 {
+        WATCHED.with(|w| w.borrow_mut().reach.restart_kills += 1);
+    }
     if !rules::is_available(&service.spec, stored, now) {
         return None; // Down already: replacing it costs nothing.
     }
@@ -679,6 +690,13 @@ impl World {
                     } else {
                         RolloutAction::Resume
                     },
+                    expected: None,
+                });
+            }
+            Op::Restart { service } => {
+                self.h.command(Request::Rollout {
+                    name: SERVICES[usize::from(service)].into(),
+                    action: RolloutAction::Restart,
                     expected: None,
                 });
             }
@@ -1119,13 +1137,18 @@ fn run_case(running: u8, ops: &[Op]) -> Result<Reach, String> {
                 .and_then(|()| world.check())
                 .map_err(|e| format!("step {i} ({op:?}): {e}"))?;
         }
-        let (replacements, drain_kills) = WATCHED.with(|w| {
+        let (replacements, drain_kills, restart_kills) = WATCHED.with(|w| {
             let w = w.borrow();
-            (w.reach.replacements, w.reach.drain_kills)
+            (
+                w.reach.replacements,
+                w.reach.drain_kills,
+                w.reach.restart_kills,
+            )
         });
         Ok(Reach {
             replacements,
             drain_kills,
+            restart_kills,
             ..world.reach
         })
     })
@@ -1209,4 +1232,5 @@ fn the_generator_reaches_every_invariant() {
     assert!(total.held > 0, "{total:?}");
     assert!(total.inverse > 0, "{total:?}");
     assert!(total.drain_kills > 0, "{total:?}");
+    assert!(total.restart_kills > 0, "{total:?}");
 }

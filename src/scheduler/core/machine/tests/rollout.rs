@@ -457,3 +457,85 @@ async fn a_rollout_does_not_kill_a_task_whose_running_update_is_being_stored() {
     // until instance 1's replacement is available.
     assert_eq!(h.marked(), ["web.1.stored"], "{:#?}", h.logs);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rolling_restart_replaces_every_task_one_at_a_time_health_gated() {
+    let spec = checked(2, "sleep 1000");
+    let tasks = [healthy_record(0, &spec), healthy_record(1, &spec)];
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &tasks);
+    h.subscribe();
+    h.answer_all();
+    assert!(h.marked().is_empty(), "nothing outdated before");
+    let restart = rollout(&mut h, RolloutAction::Restart, None);
+    h.answer_all();
+    assert!(matches!(h.reply(restart), Some(Answer::Service(Ok(true)))));
+    let stored = h.store.services["web"].0.clone();
+    assert_eq!(stored.spec.restart_generation, 1);
+    assert!(stored.rolling_out);
+    assert_ne!(stored.spec.fingerprint(), spec.fingerprint());
+    assert!(
+        h.logs
+            .iter()
+            .any(|l| l.contains("rolling restart of service web begun")),
+        "{:?}",
+        h.logs
+    );
+    // One at a time, as any rollout: instance 0 first.
+    assert_eq!(h.marked(), ["web.0.stored"]);
+    // A second restart while this one runs is refused.
+    let again = rollout(&mut h, RolloutAction::Restart, None);
+    h.answer_all();
+    assert!(conflict(&h, again), "{:?}", h.reply(again));
+    h.update(status("web.0.stored", TaskState::TaskKilled, Some("k0")));
+    h.offer("o1", "agent-1", 4.0);
+    h.answer_all();
+    let launched = Harness::launched(&h.drain_call_log());
+    assert_eq!(launched.len(), 1);
+    let new0 = launched[0].clone();
+    assert_eq!(
+        h.stored(&new0).unwrap().fingerprint,
+        stored.spec.fingerprint(),
+        "the replacement runs the restarted shape"
+    );
+    h.update(status(&new0, TaskState::TaskRunning, Some("r0")));
+    h.answer_all();
+    // Not healthy yet: instance 1 keeps running.
+    run_for(&mut h, Duration::from_secs(10)).await;
+    assert_eq!(h.marked(), ["web.0.stored"]);
+    h.update(health(&new0, true, "h0"));
+    h.answer_all();
+    run_for(&mut h, Duration::from_secs(6)).await;
+    assert_eq!(h.marked(), ["web.0.stored", "web.1.stored"]);
+    replace_instance_1(&mut h).await;
+    let stored = &h.store.services["web"].0;
+    assert!(!stored.rolling_out, "complete, and stored so");
+    assert_eq!(stored.spec.restart_generation, 1, "kept");
+    // A PUT of the same spec afterwards changes nothing.
+    let put = h.command(Request::PutService(Box::new(valid(spec.clone()))));
+    h.answer_all();
+    assert!(matches!(h.reply(put), Some(Answer::Service(Ok(true)))));
+    run_for(&mut h, Duration::from_secs(3)).await;
+    assert_eq!(h.marked(), ["web.0.stored", "web.1.stored"], "no new kills");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_of_nothing_or_during_a_halt_is_refused() {
+    let none = checked(0, "sleep 1000");
+    let mut h = Harness::leader(std::slice::from_ref(&none), &[]);
+    h.subscribe();
+    h.answer_all();
+    let id = rollout(&mut h, RolloutAction::Restart, None);
+    h.answer_all();
+    assert!(conflict(&h, id), "0 instances: {:?}", h.reply(id));
+    assert_eq!(h.store.services["web"].0.spec.restart_generation, 0);
+    let unknown = h.command(Request::Rollout {
+        name: "nosuch".into(),
+        action: RolloutAction::Restart,
+        expected: None,
+    });
+    h.answer_all();
+    assert!(matches!(
+        h.reply(unknown),
+        Some(Answer::Service(Err(CommandError::NotFound(_))))
+    ));
+}
