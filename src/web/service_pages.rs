@@ -606,7 +606,7 @@ async fn preview(post: AdminForm<SpecForm>, name: Option<String>) -> Result<Resp
         headers,
         ..
     } = post;
-    let spec = match validate(&form.spec, name.as_deref()) {
+    let mut spec = match validate(&form.spec, name.as_deref()) {
         Ok(spec) => spec.into_inner(),
         Err(e) => {
             return Ok(editor(
@@ -621,6 +621,11 @@ async fn preview(post: AdminForm<SpecForm>, name: Option<String>) -> Result<Resp
     };
     let s = state.handle.snapshot();
     let old = stored(&s, &spec.name);
+    // The restart generation is not in the spec's JSON; the core carries
+    // the stored one over (`ServiceSpec::restart_generation`).
+    if let Some(o) = old {
+        spec.restart_generation = o.restart_generation;
+    }
     let pretty = |spec: &ServiceSpec| serde_json::to_string_pretty(spec).unwrap_or_default() + "\n";
     let old_text = old.map(pretty).unwrap_or_default();
     let new_text = pretty(&spec);
