@@ -1,4 +1,5 @@
-//! The service pages (issue 29 §1): create, edit, scale and delete a
+//! The service pages (`docs/services-pages.md`, issue 29 §1): create,
+//! edit, scale, restart and delete a
 //! service from the dashboard, the browser twins of `PUT` / `DELETE
 //! /api/v1/services/{name}` ([`super::api`]).
 //!
@@ -49,7 +50,7 @@ use super::api::{put_params, service_spec};
 use super::auth::{self, Access, Peer};
 use super::error::AppError;
 use super::extract::{ActionForm, AdminForm, PagePath, PageQuery, parse_json};
-use super::pages::{Chrome, with_cookie};
+use super::pages::{Chrome, can_act, with_cookie};
 use super::views::{ServiceRow, ServicesView};
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rules::workload::assess;
@@ -196,26 +197,16 @@ fn doomed(s: &Snapshot, old: Option<&ServiceSpec>, new: Option<&ServiceSpec>) ->
         .collect()
 }
 
-/// Whether this browser may act: the loopback or insecure rule, or an
-/// admin session in token mode.
-pub fn can_act(state: &AppState, headers: &HeaderMap) -> bool {
-    match state.access {
-        Access::Loopback | Access::Insecure => true,
-        Access::Token => state.keys.has_session(headers),
-        Access::Disabled => false,
-    }
-}
-
-/// A page that leads to a change: to the login first in token mode
-/// without a session (coming back to `next`), a 403 page when actions are
-/// disabled.
-fn admin_page(state: &AppState, headers: &HeaderMap, next: &str) -> Result<(), Response> {
+/// What a page that leads to a change answers instead of itself: the
+/// login (coming back to `next`) in token mode without a session, a 403
+/// page when actions are disabled; `None` when the page may show.
+fn admin_page(state: &AppState, headers: &HeaderMap, next: &str) -> Option<Response> {
     if state.access == Access::Token && !state.keys.has_session(headers) {
-        return Err(Redirect::to(&format!("/login?next={next}")).into_response());
+        return Some(Redirect::to(&format!("/login?next={next}")).into_response());
     }
     auth::check_access(state.access, &state.keys, headers, Peer(None), true)
-        .map(drop)
-        .map_err(|e| e.html().into_response())
+        .err()
+        .map(|e| e.html().into_response())
 }
 
 fn service_path(name: &str) -> String {
@@ -418,7 +409,7 @@ fn syntax_line(detail: &str) -> Option<usize> {
 
 /// `GET /services/_new`: the editor with a sample spec.
 pub async fn new_editor(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(to) = admin_page(&state, &headers, "/services/_new") {
+    if let Some(to) = admin_page(&state, &headers, "/services/_new") {
         return to;
     }
     editor(
@@ -437,7 +428,7 @@ pub async fn edit_editor(
     headers: HeaderMap,
     PagePath(name): PagePath<String>,
 ) -> Result<Response, AppError> {
-    if let Err(to) = admin_page(&state, &headers, &format!("{}/edit", service_path(&name))) {
+    if let Some(to) = admin_page(&state, &headers, &format!("{}/edit", service_path(&name))) {
         return Ok(to);
     }
     let s = state.handle.snapshot();
@@ -707,9 +698,20 @@ async fn audit<F, T>(
     result: &Result<T, AppError>,
     summary: impl FnOnce() -> String,
 ) {
-    let status = result
-        .as_ref()
-        .map_or_else(|e| e.status, |_| StatusCode::OK);
+    audit_as(post, action, params, result, StatusCode::OK, summary).await;
+}
+
+/// [`audit`] with the status of a success (201 for a created service, as
+/// the API answers).
+async fn audit_as<F, T>(
+    post: &AdminForm<F>,
+    action: &str,
+    params: serde_json::Value,
+    result: &Result<T, AppError>,
+    ok: StatusCode,
+    summary: impl FnOnce() -> String,
+) {
+    let status = result.as_ref().map_or_else(|e| e.status, |_| ok);
     let outcome = super::audit::Outcome {
         ok: result.is_ok(),
         status: status.as_u16(),
@@ -733,12 +735,12 @@ pub async fn post_apply(
     let result = ask::<bool>(&post.state, Request::PutService(Box::new(spec)))
         .await
         .map_err(|e| AppError::from_command(e, &post.path));
-    audit(&post, "service.put", params, &result, || {
-        let outcome = if matches!(result, Ok(true)) {
-            "replaced"
-        } else {
-            "created"
-        };
+    let (ok, outcome) = if matches!(result, Ok(true)) {
+        (StatusCode::OK, "replaced")
+    } else {
+        (StatusCode::CREATED, "created")
+    };
+    audit_as(&post, "service.put", params, &result, ok, || {
         format!("service {name} {outcome}")
     })
     .await;
@@ -777,7 +779,7 @@ pub async fn scale_page(
     PagePath(name): PagePath<String>,
     PageQuery(query): PageQuery<ScaleQuery>,
 ) -> Result<Response, AppError> {
-    if let Err(to) = admin_page(&state, &headers, &format!("{}/scale", service_path(&name))) {
+    if let Some(to) = admin_page(&state, &headers, &format!("{}/scale", service_path(&name))) {
         return Ok(to);
     }
     let s = state.handle.snapshot();
@@ -881,7 +883,7 @@ pub async fn delete_page(
     headers: HeaderMap,
     PagePath(name): PagePath<String>,
 ) -> Result<Response, AppError> {
-    if let Err(to) = admin_page(&state, &headers, &format!("{}/delete", service_path(&name))) {
+    if let Some(to) = admin_page(&state, &headers, &format!("{}/delete", service_path(&name))) {
         return Ok(to);
     }
     let s = state.handle.snapshot();
@@ -947,7 +949,7 @@ pub async fn restart_page(
     headers: HeaderMap,
     PagePath(name): PagePath<String>,
 ) -> Result<Response, AppError> {
-    if let Err(to) = admin_page(
+    if let Some(to) = admin_page(
         &state,
         &headers,
         &format!("{}/restart", service_path(&name)),
