@@ -193,16 +193,8 @@ pub async fn put_service(
     AdminChange { admin, ctx }: AdminChange,
     JsonBody(body): JsonBody,
 ) -> Result<Response, AppError> {
-    let value = named_spec_body(body, &name, "service spec")?;
-    let spec: ServiceSpec = crate::util::json::from_value(value).map_err(json_field_error)?;
-    let spec = ValidServiceSpec::new(spec).map_err(AppError::invalid)?;
-    let params = serde_json::json!({
-        "name": spec.name,
-        "instances": spec.instances,
-        "cpus": spec.cpus,
-        "mem": spec.mem,
-        "command": abbreviated(&spec.command),
-    });
+    let spec = service_spec(body, &name)?;
+    let params = put_params(&spec);
     let state = &admin.state;
     let result = ask(state, Request::PutService(Box::new(spec)))
         .await
@@ -218,6 +210,31 @@ pub async fn put_service(
     .await;
     result?;
     Ok((status, Json(ServiceChange { name, outcome })).into_response())
+}
+
+/// The spec of a service change to `name` from a parsed body: a JSON
+/// object whose `name`, when given, is `name`; 400 with field errors else
+/// or when [`ValidServiceSpec::new`] refuses it. The API's `PUT` and the
+/// dashboard's editor (`super::service_pages`) both validate with this.
+pub(crate) fn service_spec(
+    body: Option<serde_json::Value>,
+    name: &str,
+) -> Result<ValidServiceSpec, AppError> {
+    let value = named_spec_body(body, name, "service spec")?;
+    let spec: ServiceSpec = crate::util::json::from_value(value).map_err(json_field_error)?;
+    ValidServiceSpec::new(spec).map_err(AppError::invalid)
+}
+
+/// The audit parameters of a `service.put`: name, instances, cpus, mem
+/// and the command, abbreviated.
+pub(crate) fn put_params(spec: &ServiceSpec) -> serde_json::Value {
+    serde_json::json!({
+        "name": spec.name,
+        "instances": spec.instances,
+        "cpus": spec.cpus,
+        "mem": spec.mem,
+        "command": abbreviated(&spec.command),
+    })
 }
 
 /// `DELETE /api/v1/services/{name}[?reason=…]`: delete a service (its

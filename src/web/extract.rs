@@ -262,15 +262,20 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 "send the body as Content-Type: application/json",
             ));
         }
-        match crate::util::json::parse(&body) {
-            Ok(value) => Ok(JsonBody(Some(value))),
-            Err(e) if e.syntax => Err(AppError::bad_request(format!(
-                "the body is not JSON: {}",
-                e.message
-            ))),
-            Err(e) => Err(json_field_error(e)),
-        }
+        parse_json(&body).map(|value| JsonBody(Some(value)))
     }
+}
+
+/// A JSON document as the API reads a body: 400 when it is not JSON, 400
+/// with a field error when a key is given twice in one object.
+pub(crate) fn parse_json(body: &[u8]) -> Result<serde_json::Value, AppError> {
+    crate::util::json::parse(body).map_err(|e| {
+        if e.syntax {
+            AppError::bad_request(format!("the body is not JSON: {}", e.message))
+        } else {
+            json_field_error(e)
+        }
+    })
 }
 
 /// A field-level 400 naming the JSON path of the value at fault (`body`

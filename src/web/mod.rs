@@ -109,6 +109,7 @@ pub mod openapi;
 pub mod pages;
 pub mod query;
 mod server;
+pub mod service_pages;
 pub mod tls;
 pub mod tokens;
 pub mod views;
@@ -459,6 +460,7 @@ pub fn router(state: AppState) -> Router {
         .route("/login", get(pages::login).post(forms::post_login))
         .route("/logout", post(forms::post_logout))
         .merge(job_pages::routes())
+        .merge(service_pages::routes())
         // The JSON API, health, readiness and metrics.
         .merge(api);
     app = match &state.config.static_dir {

@@ -436,6 +436,16 @@ pub async fn offers(State(state): State<AppState>, headers: HeaderMap) -> impl I
     }
 }
 
+/// Whether this browser may act: the loopback or insecure rule, or an
+/// admin session in token mode.
+pub fn can_act(state: &AppState, headers: &HeaderMap) -> bool {
+    match state.access {
+        auth::Access::Loopback | auth::Access::Insecure => true,
+        auth::Access::Token => state.keys.has_session(headers),
+        auth::Access::Disabled => false,
+    }
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "services.html")]
 struct ServicesPage {
@@ -443,6 +453,8 @@ struct ServicesPage {
     view: ServicesView,
     /// For the rollout's resume and rollback forms.
     csrf: String,
+    /// Show the change links (`docs/services-pages.md`).
+    can_act: bool,
 }
 
 /// `GET /services`: desired workload with running counts, health, and
@@ -461,6 +473,7 @@ pub async fn services(State(state): State<AppState>, headers: HeaderMap) -> Resp
         ),
         view: ServicesView::new(&s),
         csrf,
+        can_act: can_act(&state, &headers),
     };
     with_cookie(page.into_response(), cookie)
 }

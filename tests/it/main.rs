@@ -92,6 +92,8 @@ mod web_logs;
 mod web_openapi;
 mod web_pages;
 mod web_rollout;
+mod web_services;
+mod web_services_browser;
 mod web_tls;
 mod web_why;
 mod wire_health_container;
