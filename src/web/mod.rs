@@ -30,6 +30,8 @@
 //!   ([`extract::Admin`], [`extract::AdminForm`]);
 //! - [`live`]: the server-sent-event stream that keeps pages live;
 //! - [`event_stream`]: the public, resumable event stream;
+//! - [`marathon_compat`]: the read-only Marathon `/v2` subset
+//!   (`/v2/apps`, `/v2/tasks`, `/v2/events`) for load balancers;
 //! - [`query`]: query strings that refuse unknown parameters, and the URI
 //!   length limit;
 //! - [`assets`]: CSS and JS from `static/`, compiled in (a directory may
@@ -57,6 +59,7 @@
 //! | GET | `/actions/results/{id}` | anyone | 200 result page, 404 |
 //! | GET, POST | `/agents/{agent_id}/drain` (confirmation page, start), POST `/agents/{agent_id}/drain/cancel` | as the other actions' pages and posts | 200 page (404 unknown agent); 303 to `/actions/results/{id}`; 401, 403, 422 (the page again, fields named), 503 |
 //! | GET, POST | `/login`; POST `/logout` | anyone (`Origin` + CSRF) | 303 with the session cookie, 401 wrong token, 429 too many wrong tokens |
+//! | GET | `/v2/apps`, `/v2/apps/{id}`, `/v2/tasks`, `/v2/events` | anyone | Marathon's JSON and event names ([`marathon_compat`], `docs/marathon.md`); 404 `{"message"}`; `/v2/events` 307 to the leader on a follower, 503 no leader |
 //! | GET | `/healthz` | anyone | 200 `ok` |
 //! | GET | `/readyz` | anyone | 200 / 503 with the reason |
 //! | GET | `/metrics` | anyone | OpenMetrics text |
@@ -101,6 +104,7 @@ pub mod jobs;
 pub mod leader;
 pub mod live;
 pub mod logs;
+pub mod marathon_compat;
 pub mod metrics;
 pub mod pages;
 pub mod query;
@@ -514,7 +518,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
-        .merge(job_pages::routes());
+        .merge(job_pages::routes())
+        .merge(marathon_compat::routes());
     app = match &state.config.static_dir {
         Some(dir) => app.nest("/static", pages::assets_with_override(dir)),
         None => app.route("/static/{file}", get(pages::asset)),

@@ -243,6 +243,7 @@ impl JobSpec {
             container: self.container.clone(),
             upgrade: None,
             unreachable: None,
+            labels: Default::default(),
         }
     }
 
