@@ -713,7 +713,7 @@ pub fn translate(stored: &Stored, s: &Snapshot) -> Option<serde_json::Value> {
     Some(match stored.kind {
         "task_status" => {
             let task_id = text("task_id");
-            let record = s.tasks.iter().find(|t| t.task_id.to_string() == task_id);
+            let record = s.tasks.iter().find(|t| t.task_id == task_id);
             let host = text("hostname");
             serde_json::json!({
                 "eventType": "status_update_event",
@@ -797,6 +797,108 @@ mod tests {
     #[test]
     fn times_are_rfc3339_with_milliseconds() {
         assert_eq!(time(1.5), "1970-01-01T00:00:01.500Z");
+    }
+
+    fn stored(kind: &'static str, data: serde_json::Value) -> Stored {
+        Stored {
+            id: super::super::event_stream::journal::EventId { epoch: 1, seq: 1 },
+            kind,
+            data: data.to_string(),
+        }
+    }
+
+    #[test]
+    fn journalled_events_get_marathon_names() {
+        let replica = crate::coordination::ReplicaInfo::new("http://a:1", "d", "v");
+        let mut s = Snapshot::standby(replica, "f", "*", crate::coordination::Strategy::Failover);
+        let spec: crate::scheduler::ServiceSpec = serde_json::from_value(serde_json::json!({
+            "name": "web", "command": "x", "cpus": 1, "mem": 1, "instances": 1, "ports": 1,
+            "labels": {"MARATHON_SERVICE_PORT_0": "10001"}}))
+        .unwrap();
+        let version = spec.fingerprint();
+        s.services.push(
+            serde_json::from_value(serde_json::json!({
+            "spec": spec, "running": 1, "starting": 0, "killing": 0, "unreachable": 0,
+            "consecutive_failures": 0, "next_launch_after": null, "backoff": [],
+            "healthy": 0, "unhealthy": 0, "can_roll_back": false}))
+            .unwrap(),
+        );
+        let e = translate(
+            &stored(
+                "task_status",
+                serde_json::json!({"at": 1.5, "task_id": "web.0.x",
+                "service": "web", "instance": 0, "state": "TASK_RUNNING", "agent_id": "A",
+                "hostname": "10.0.0.7", "message": null}),
+            ),
+            &s,
+        )
+        .unwrap();
+        assert_eq!(e["eventType"], "status_update_event");
+        assert_eq!(e["timestamp"], "1970-01-01T00:00:01.500Z");
+        assert_eq!(e["appId"], "/web");
+        assert_eq!(e["taskStatus"], "TASK_RUNNING");
+        assert_eq!(e["slaveId"], "A");
+        assert_eq!(e["ipAddresses"][0]["ipAddress"], "10.0.0.7");
+        let e = translate(
+            &stored(
+                "health",
+                serde_json::json!({"at": 2.0, "task_id": "web.0.x",
+                "service": "web", "healthy": true, "was": null}),
+            ),
+            &s,
+        )
+        .unwrap();
+        assert_eq!(
+            (e["eventType"].as_str(), e["alive"].as_bool()),
+            (Some("health_status_changed_event"), Some(true))
+        );
+        for (change, name) in [
+            ("started", "deployment_info"),
+            ("step", "deployment_info"),
+            ("resumed", "deployment_info"),
+            ("done", "deployment_success"),
+            ("halted", "deployment_failed"),
+        ] {
+            let e = translate(
+                &stored(
+                    "deployment",
+                    serde_json::json!({"at": 3.0, "service": "web",
+                    "change": change, "desired": 1, "replaced": 0, "healthy": 0,
+                    "remaining": 1, "reason": "slow"}),
+                ),
+                &s,
+            )
+            .unwrap();
+            assert_eq!(e["eventType"], name, "{change}");
+            assert_eq!(e["plan"]["id"], format!("web-{version}"));
+        }
+        let e = translate(
+            &stored(
+                "service",
+                serde_json::json!({"at": 4.0, "service": "web",
+                "change": "added", "instances": 1, "fingerprint": version}),
+            ),
+            &s,
+        )
+        .unwrap();
+        assert_eq!(e["eventType"], "api_post_event");
+        assert_eq!(e["appDefinition"]["portDefinitions"][0]["port"], 10001);
+        let e = translate(
+            &stored(
+                "service",
+                serde_json::json!({"at": 4.0, "service": "old",
+                "change": "removed", "instances": null, "fingerprint": null}),
+            ),
+            &s,
+        )
+        .unwrap();
+        assert_eq!(
+            (e["eventType"].as_str(), e["appId"].as_str()),
+            (Some("app_terminated_event"), Some("/old"))
+        );
+        for kind in ["agent", "leadership", "audit"] {
+            assert!(translate(&stored(kind, serde_json::json!({"at": 1.0})), &s).is_none());
+        }
     }
 
     #[test]

@@ -357,7 +357,11 @@ async fn load_balancers_read_v2_apps_tasks_and_events_from_any_replica() {
     );
     // The filter holds for the greeting too; unfiltered, it comes first.
     assert!(skipped.iter().all(|e| e.event != "event_stream_attached"));
-    let all = client.get(format!("{}/v2/events", a.url)).send().await.unwrap();
+    let all = client
+        .get(format!("{}/v2/events", a.url))
+        .send()
+        .await
+        .unwrap();
     let mut all = SseReader::from_response(all);
     let first = all.expect(WAIT, "the greeting").await;
     assert_eq!(first.event, "event_stream_attached");
