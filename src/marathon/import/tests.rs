@@ -296,3 +296,123 @@ fn absolute_ids() {
     assert_eq!(absolute("../ui", "/prod/search"), "/prod/ui");
     assert_eq!(absolute("./a/", "/p"), "/p/a");
 }
+
+mod random {
+    //! Whatever an app's fields hold, the import neither panics nor makes
+    //! an invalid spec, and every app ends as a spec or a refusal.
+
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    use super::super::*;
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (-1e12f64..1e12).prop_map(Value::from),
+            prop_oneof![Just(0.0), Just(0.5), Just(1.0), Just(1e300), Just(-1.0)]
+                .prop_map(Value::from),
+            "[a-zA-Z0-9:/._ $-]{0,12}".prop_map(Value::from),
+            prop_oneof![
+                Just("DOCKER"),
+                Just("MESOS"),
+                Just("MESOS_HTTP"),
+                Just("COMMAND"),
+                Just("TCP"),
+                Just("UNIQUE"),
+                Just("CLUSTER"),
+                Just("container/bridge"),
+                Just("BRIDGE"),
+                Just("disabled"),
+                Just("hostname"),
+                Just("nginx:1.27"),
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        "[a-zA-Z]{1,8}",
+                        Just("image".to_string()),
+                        Just("protocol".to_string()),
+                        Just("portIndex".to_string()),
+                        Just("containerPort".to_string()),
+                        Just("servicePort".to_string()),
+                        Just("value".to_string()),
+                        Just("mode".to_string()),
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+    }
+
+    const KEYS: [&str; 26] = [
+        "id",
+        "cmd",
+        "args",
+        "cpus",
+        "mem",
+        "disk",
+        "instances",
+        "env",
+        "labels",
+        "container",
+        "networks",
+        "portDefinitions",
+        "ports",
+        "healthChecks",
+        "constraints",
+        "fetch",
+        "uris",
+        "backoffSeconds",
+        "maxLaunchDelaySeconds",
+        "backoffFactor",
+        "taskKillGracePeriodSeconds",
+        "upgradeStrategy",
+        "unreachableStrategy",
+        "killSelection",
+        "secrets",
+        "apps",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn any_field_values_give_valid_specs_or_reasons(
+            fixture in 0usize..4,
+            changes in prop::collection::vec((0usize..KEYS.len(), json()), 1..6),
+        ) {
+            let name = ["docker-http.json", "apps.json", "groups.json", "unsupported.json"][fixture];
+            let mut doc: Value = serde_json::from_str(&super::fixture(name)).unwrap();
+            let app = match &mut doc {
+                Value::Array(apps) => &mut apps[0],
+                Value::Object(o) if o.contains_key("apps") => &mut o.get_mut("apps").unwrap()[0],
+                other => other,
+            };
+            for (key, value) in changes {
+                app[KEYS[key]] = value;
+            }
+            let text = doc.to_string();
+            if let Ok(out) = import(&text) {
+                for spec in &out.specs {
+                    prop_assert!(spec.validate().is_empty(), "{:?}", spec.validate());
+                }
+                let refused: std::collections::BTreeSet<&str> = out
+                    .notes
+                    .iter()
+                    .filter(|n| n.outcome == Outcome::Refused)
+                    .map(|n| n.app.as_str())
+                    .collect();
+                prop_assert_eq!(refused.len(), out.refused());
+            }
+        }
+    }
+}
