@@ -374,7 +374,10 @@ impl App<'_> {
             Value::Number(n) => n.as_f64(),
             Value::Null => None,
             other => {
-                self.not_carried(join(path, key), format!("not a number: {other}"));
+                self.not_carried(
+                    join(path, key),
+                    format!("not a number but {}", kind(&other)),
+                );
                 None
             }
         }
@@ -400,7 +403,10 @@ impl App<'_> {
             Value::String(s) => Some(s),
             Value::Null => None,
             other => {
-                self.not_carried(join(path, key), format!("not a string: {other}"));
+                self.not_carried(
+                    join(path, key),
+                    format!("not a string but {}", kind(&other)),
+                );
                 None
             }
         }
@@ -411,7 +417,10 @@ impl App<'_> {
             Value::Bool(b) => Some(b),
             Value::Null => None,
             other => {
-                self.not_carried(join(path, key), format!("not true or false: {other}"));
+                self.not_carried(
+                    join(path, key),
+                    format!("not true or false but {}", kind(&other)),
+                );
                 None
             }
         }
@@ -427,7 +436,10 @@ impl App<'_> {
             Value::Object(o) => Some(o),
             Value::Null => None,
             other => {
-                self.not_carried(join(path, key), format!("not an object: {other}"));
+                self.not_carried(
+                    join(path, key),
+                    format!("not an object but {}", kind(&other)),
+                );
                 None
             }
         }
@@ -443,7 +455,10 @@ impl App<'_> {
             Value::Array(a) => Some(a),
             Value::Null => None,
             other => {
-                self.not_carried(join(path, key), format!("not an array: {other}"));
+                self.not_carried(
+                    join(path, key),
+                    format!("not an array but {}", kind(&other)),
+                );
                 None
             }
         }
@@ -466,6 +481,19 @@ impl App<'_> {
             }
         }
         out
+    }
+}
+
+/// What a JSON value is, for notes: never the value itself (it may be a
+/// secret).
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "true or false",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -832,7 +860,7 @@ fn convert(
         Some(other) => {
             a.not_carried(
                 "unreachableStrategy",
-                format!("neither an object nor \"disabled\": {other}"),
+                format!("neither an object nor \"disabled\" but {}", kind(&other)),
             );
             None
         }
