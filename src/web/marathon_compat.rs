@@ -23,7 +23,7 @@
 //! otherwise. Query parameters other than those above are ignored, as
 //! Marathon ignores them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -504,14 +504,29 @@ fn task_of(task: &TaskRecord, service_ports: &[Option<u32>]) -> MarathonTask {
     }
 }
 
-/// The live tasks of `service` (all services when `None`).
-fn live_tasks(s: &Snapshot, status: &ServiceStatus) -> Vec<MarathonTask> {
+/// The live tasks of `status`'s service, from `by_service` (see
+/// [`live_by_service`]).
+fn live_tasks(
+    by_service: &HashMap<&str, Vec<&TaskRecord>>,
+    status: &ServiceStatus,
+) -> Vec<MarathonTask> {
     let ports = service_ports(status);
-    s.tasks
-        .iter()
-        .filter(|t| t.service == status.spec.name && !t.is_terminal())
+    by_service
+        .get(status.spec.name.as_str())
+        .into_iter()
+        .flatten()
         .map(|t| task_of(t, &ports))
         .collect()
+}
+
+/// The snapshot's live (not terminal) tasks by service, in one pass over
+/// them.
+fn live_by_service(s: &Snapshot) -> HashMap<&str, Vec<&TaskRecord>> {
+    let mut out: HashMap<&str, Vec<&TaskRecord>> = HashMap::new();
+    for t in s.tasks.iter().filter(|t| !t.is_terminal()) {
+        out.entry(t.service.as_str()).or_default().push(t);
+    }
+    out
 }
 
 /// The query's `(key, value)` pairs (at most 64 looked at).
@@ -540,6 +555,11 @@ pub async fn apps(State(state): State<AppState>, RawQuery(query): RawQuery) -> J
         .find(|(k, _)| k == "id")
         .map(|(_, v)| v.trim_matches('/').to_string());
     let s = state.handle.snapshot();
+    let by_service = if with_tasks {
+        live_by_service(&s)
+    } else {
+        HashMap::new()
+    };
     let apps = s
         .services
         .iter()
@@ -548,7 +568,7 @@ pub async fn apps(State(state): State<AppState>, RawQuery(query): RawQuery) -> J
                 .as_deref()
                 .is_none_or(|f| st.spec.name.contains(f))
         })
-        .map(|st| app_of(st, with_tasks.then(|| live_tasks(&s, st))))
+        .map(|st| app_of(st, with_tasks.then(|| live_tasks(&by_service, st))))
         .collect();
     Json(AppsAnswer { apps })
 }
@@ -563,7 +583,7 @@ pub async fn app(State(state): State<AppState>, Path(id): Path<String>) -> Respo
     let s = state.handle.snapshot();
     match s.services.iter().find(|st| st.spec.name == name) {
         Some(st) => Json(AppAnswer {
-            app: app_of(st, Some(live_tasks(&s, st))),
+            app: app_of(st, Some(live_tasks(&live_by_service(&s), st))),
         })
         .into_response(),
         None => not_found(format!("App '/{name}' does not exist")),
@@ -579,9 +599,10 @@ pub async fn tasks(State(state): State<AppState>, RawQuery(query): RawQuery) -> 
         .find(|(k, _)| k == "status")
         .map(|(_, v)| v.to_ascii_lowercase());
     let s = state.handle.snapshot();
+    let by_service = live_by_service(&s);
     let mut tasks = Vec::new();
     for st in &s.services {
-        for t in live_tasks(&s, st) {
+        for t in live_tasks(&by_service, st) {
             let keep = match status.as_deref() {
                 Some("running") => t.state == "TASK_RUNNING",
                 Some("staging") => t.state == "TASK_STAGING" || t.state == "TASK_STARTING",
@@ -708,12 +729,17 @@ pub fn translate(stored: &Stored, s: &Snapshot) -> Option<serde_json::Value> {
     let at = data["at"].as_f64().map_or_else(now, time);
     let service = text("service");
     let app_id = format!("/{service}");
-    let status = s.services.iter().find(|st| st.spec.name == service);
-    let version = status.map(|st| st.spec.fingerprint()).unwrap_or_default();
+    let status = || s.services.iter().find(|st| st.spec.name == service);
+    let version = || status().map(|st| st.spec.fingerprint()).unwrap_or_default();
     Some(match stored.kind {
         "task_status" => {
             let task_id = text("task_id");
-            let record = s.tasks.iter().find(|t| t.task_id == task_id);
+            // Tasks are sorted by ID (`Snapshot::tasks`).
+            let record = s
+                .tasks
+                .binary_search_by(|t| t.task_id.as_str().cmp(task_id.as_str()))
+                .ok()
+                .map(|i| &s.tasks[i]);
             let host = text("hostname");
             serde_json::json!({
                 "eventType": "status_update_event",
@@ -726,11 +752,12 @@ pub fn translate(stored: &Stored, s: &Snapshot) -> Option<serde_json::Value> {
                 "host": host,
                 "ipAddresses": ip_addresses(&host),
                 "ports": record.map(|t| t.ports.clone()).unwrap_or_default(),
-                "version": record.map(|t| t.fingerprint.clone()).unwrap_or(version),
+                "version": record.map_or_else(version, |t| t.fingerprint.clone()),
             })
         }
         "health" => {
             let task_id = text("task_id");
+            let version = version();
             serde_json::json!({
                 "eventType": "health_status_changed_event",
                 "timestamp": at,
@@ -742,6 +769,7 @@ pub fn translate(stored: &Stored, s: &Snapshot) -> Option<serde_json::Value> {
             })
         }
         "deployment" => {
+            let version = version();
             let id = format!("{service}-{version}");
             let plan = serde_json::json!({
                 "id": id,
@@ -767,7 +795,7 @@ pub fn translate(stored: &Stored, s: &Snapshot) -> Option<serde_json::Value> {
                 "timestamp": at,
                 "clientIp": serde_json::Value::Null,
                 "uri": format!("/v2/apps/{service}"),
-                "appDefinition": status.map(|st| app_of(st, None)),
+                "appDefinition": status().map(|st| app_of(st, None)),
             }),
         },
         _ => return None,
