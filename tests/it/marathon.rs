@@ -443,4 +443,34 @@ async fn load_balancers_read_v2_apps_tasks_and_events_from_any_replica() {
         );
     }
     drop(stream);
+
+    // A new release of web: its rollout as Marathon's deployment events,
+    // on the unfiltered stream opened above.
+    let release = json!({"name": "web", "command": "sleep 2000", "cpus": 0.1, "mem": 32,
+        "instances": 2, "ports": 2,
+        "labels": {"HAPROXY_GROUP": "external", "MARATHON_SERVICE_PORT_0": "10001"},
+        "health_check": {"type": "command", "command": "true", "delay": "0s",
+            "interval": "1s", "timeout": "1s", "grace_period": "1s"},
+        "upgrade": {"min_healthy": "1s", "deadline": "30s"}});
+    let (status, body) = a
+        .send(reqwest::Method::PUT, "/api/v1/services/web", release)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (info, _) = all
+        .until(WAIT, "deployment_info of web", |e| {
+            e.event == "deployment_info"
+        })
+        .await;
+    let plan = &info.json()["plan"];
+    assert_eq!(plan["steps"][0]["actions"][0]["app"], "/web", "{plan}");
+    let (done, between) = all
+        .until(Duration::from_secs(60), "deployment_success of web", |e| {
+            e.event == "deployment_success"
+        })
+        .await;
+    assert_eq!(done.json()["id"], plan["id"], "{:#?}", done);
+    assert!(
+        between.iter().all(|e| e.event != "deployment_failed"),
+        "{between:#?}"
+    );
 }
