@@ -31,7 +31,7 @@ FLOORS = [
     {"mesos", "coordination"},
     {"executor"},
     {"scheduler"},
-    {"web", "testbed", "ctl"},
+    {"web", "testbed", "ctl", "marathon"},
     {"app"},
     {"fuzzing"},
 ]

@@ -18,7 +18,7 @@ cd "$(dirname "$0")"
 export CARGO_TARGET_DIR="$PWD/../target"
 RUSTC_WRAPPER="$PWD/rustc-sancov" cargo build --bins
 bin="$CARGO_TARGET_DIR/debug"
-all=(recordio scheduler_event executor_event service_spec web_request files_read)
+all=(recordio scheduler_event executor_event service_spec web_request files_read marathon_import)
 mkdir -p logs
 cmin=false
 if [ "${1:-}" = --cmin ]; then cmin=true; shift; fi

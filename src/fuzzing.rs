@@ -29,13 +29,14 @@ use crate::mesos::recordio::RecordIoCodec;
 
 /// The names of the targets, as in `fuzz/Cargo.toml` and
 /// `fuzz/corpus/<target>/`.
-pub const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 7] = [
     "recordio",
     "scheduler_event",
     "executor_event",
     "service_spec",
     "web_request",
     "files_read",
+    "marathon_import",
 ];
 
 /// Runs the target named `target` (one of [`TARGETS`]) on `data`; `false`
@@ -48,6 +49,7 @@ pub fn run(target: &str, data: &[u8]) -> bool {
         "service_spec" => service_spec,
         "web_request" => web_request,
         "files_read" => files_read,
+        "marathon_import" => marathon_import,
         _ => return false,
     };
     body(data);
@@ -438,6 +440,42 @@ pub fn files_read(data: &[u8]) {
     }
     assert_eq!(chunk.next_offset, chunk.offset.saturating_add(chunk.length));
     assert!(chunk.size >= chunk.next_offset, "{chunk:?}");
+}
+
+/// `mesos-appliance import marathon` ([`crate::marathon::import`]) on a
+/// file the user gives: the JSON text.
+///
+/// Invariants: every spec made validates (as `PUT /api/v1/services`
+/// would check it) and reads back from its stored form; every app ends
+/// as a spec or a refusal, at most once refused.
+pub fn marathon_import(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(out) = crate::marathon::import::import(text) else {
+        return;
+    };
+    let mut refused = std::collections::BTreeSet::new();
+    for note in &out.notes {
+        if note.outcome == crate::marathon::Outcome::Refused {
+            assert!(
+                refused.insert(note.app.clone()),
+                "{} refused twice",
+                note.app
+            );
+        }
+    }
+    for spec in &out.specs {
+        let errors = spec.validate();
+        assert!(
+            errors.is_empty(),
+            "an imported spec does not validate: {errors:?}"
+        );
+        let stored = serde_json::to_vec(spec).expect("a spec serializes");
+        let back: crate::scheduler::ServiceSpec =
+            crate::util::json::parse(&stored).expect("a stored spec reads back");
+        assert_eq!(&back, spec, "a spec's stored form reads back the same");
+    }
 }
 
 #[cfg(test)]

@@ -52,6 +52,9 @@
 //! - [`ctl`] is `mesos-appliance ctl`, the command-line client of the JSON
 //!   API (on the floor of [`web`] and [`testbed`], importing neither: it
 //!   reads the API's JSON).
+//! - [`marathon`] is `mesos-appliance import marathon`: Marathon app
+//!   definitions to service specs (on the floor of [`web`], importing
+//!   only the specs below it).
 //! - [`app`] wires the layers into processes: the command line, `serve`,
 //!   `uninstall`, `demo`. Start reading here to follow a replica from its
 //!   flags to its first SUBSCRIBE.
@@ -88,6 +91,7 @@ pub mod ctl;
 pub mod executor;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod marathon;
 pub mod mesos;
 pub mod scheduler;
 pub mod testbed;

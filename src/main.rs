@@ -15,6 +15,10 @@ async fn main() -> ExitCode {
         let _ = rustls::crypto::ring::default_provider().install_default();
         return mesos_appliance::ctl::main(argv).await;
     }
+    // `mesos-appliance import marathon FILE`: a file conversion, no logs.
+    if argv.get(1).is_some_and(|a| a == "import") {
+        return mesos_appliance::marathon::main(argv);
+    }
     let job = Cli::job_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let common = match &job {
         Job::Serve(common, _) | Job::Uninstall(common, _, _) | Job::Demo(common, _) => common,

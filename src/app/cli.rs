@@ -185,6 +185,7 @@ Jobs:
                                           down, delete the ZooKeeper subtree
   mesos-appliance demo                    embedded mesos-testbed + dashboard
   mesos-appliance ctl --help              the API client: services, tasks, logs, events
+  mesos-appliance import marathon FILE    Marathon app JSON to service specs (docs/marathon.md)
 
 Durations: 500ms, 30s, 5m, 2h, 7days, 1h 30m; at most 365 days, never negative.
 

@@ -32,6 +32,8 @@
 //! - [`event_stream`]: the public, resumable event stream;
 //! - [`openapi`]: the JSON routes and their OpenAPI 3.1 document, from one
 //!   table (`/api/v1/openapi.json`; how to add a route is in its doc);
+//! - [`marathon_compat`]: the read-only Marathon `/v2` subset
+//!   (`/v2/apps`, `/v2/tasks`, `/v2/events`) for load balancers;
 //! - [`query`]: query strings that refuse unknown parameters, and the URI
 //!   length limit;
 //! - [`assets`]: CSS and JS from `static/`, compiled in (a directory may
@@ -60,6 +62,7 @@
 //! | GET | `/actions/results/{id}` | anyone | 200 result page, 404 |
 //! | GET, POST | `/agents/{agent_id}/drain` (confirmation page, start), POST `/agents/{agent_id}/drain/cancel` | as the other actions' pages and posts | 200 page (404 unknown agent); 303 to `/actions/results/{id}`; 401, 403, 422 (the page again, fields named), 503 |
 //! | GET, POST | `/login`; POST `/logout` | anyone (`Origin` + CSRF) | 303 with the session cookie, 401 wrong token, 429 too many wrong tokens |
+//! | GET | `/v2/apps`, `/v2/apps/{id}`, `/v2/tasks`, `/v2/events` | anyone | Marathon's JSON and event names ([`marathon_compat`], `docs/marathon.md`); 404 `{"message"}`; `/v2/events` 307 to the leader on a follower, 503 no leader |
 //! | GET | `/healthz` | anyone | 200 `ok` |
 //! | GET | `/readyz` | anyone | 200 / 503 with the reason |
 //! | GET | `/metrics` | anyone | OpenMetrics text |
@@ -104,6 +107,7 @@ pub mod jobs;
 pub mod leader;
 pub mod live;
 pub mod logs;
+pub mod marathon_compat;
 pub mod metrics;
 pub mod openapi;
 pub mod pages;
@@ -462,7 +466,9 @@ pub fn router(state: AppState) -> Router {
         .merge(job_pages::routes())
         .merge(service_pages::routes())
         // The JSON API, health, readiness and metrics.
-        .merge(api);
+        .merge(api)
+        // The read-only Marathon subset (`docs/marathon.md`).
+        .merge(marathon_compat::routes());
     app = match &state.config.static_dir {
         Some(dir) => app.nest("/static", pages::assets_with_override(dir)),
         None => app.route("/static/{file}", get(pages::asset)),

@@ -47,6 +47,7 @@ mod e2e_agents_drain;
 mod e2e_dashboard;
 mod executor_agent;
 mod executor_tasks;
+mod marathon;
 mod pymesos_client;
 mod scheduler_drain;
 mod scheduler_failover;

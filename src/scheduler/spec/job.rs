@@ -249,6 +249,7 @@ impl JobSpec {
             upgrade: None,
             unreachable: None,
             restart_generation: 0,
+            labels: Default::default(),
         }
     }
 

@@ -220,7 +220,28 @@ pub struct ServiceSpec {
     /// so a restart makes every task outdated and the rollout replaces them.
     #[serde(skip)]
     pub restart_generation: u64,
+    /// Free-form key/value metadata for tools that read services (load
+    /// balancers reading the Marathon-compatible `/v2/apps`, e.g.
+    /// `HAPROXY_GROUP`; `docs/marathon.md`). Not sent to Mesos and not part
+    /// of the fingerprint: changing labels replaces no task. At most
+    /// [`MAX_LABELS`] entries, keys up to [`MAX_LABEL_KEY`] bytes, values up
+    /// to [`MAX_LABEL_VALUE`] bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
+
+/// Most labels of one service.
+pub const MAX_LABELS: usize = 64;
+/// Longest label key, bytes.
+pub const MAX_LABEL_KEY: usize = 128;
+/// Longest label value, bytes.
+pub const MAX_LABEL_VALUE: usize = 1024;
+/// The label that carries port `i`'s Marathon service port
+/// (`MARATHON_SERVICE_PORT_<i>`, e.g. `"10001"`): `mesos-appliance import
+/// marathon` writes it, and the Marathon-compatible `/v2/apps` shows it as
+/// `portDefinitions[i].port` or `container.portMappings[i].servicePort`,
+/// the port marathon-lb binds its frontend to (`docs/marathon.md`).
+pub const SERVICE_PORT_LABEL: &str = "MARATHON_SERVICE_PORT_";
 
 fn default_backoff() -> Duration {
     Duration::from_secs(1)
@@ -330,6 +351,22 @@ impl ServiceSpec {
         if let Some(unreachable) = &self.unreachable {
             errors.extend(unreachable.validate());
         }
+        if self.labels.len() > MAX_LABELS {
+            errors.push(problem("labels", format!("at most {MAX_LABELS} labels")));
+        }
+        for (key, value) in &self.labels {
+            if key.is_empty() || key.len() > MAX_LABEL_KEY || key.chars().any(char::is_control) {
+                errors.push(problem(
+                    format!("labels.{key}"),
+                    format!("keys are 1-{MAX_LABEL_KEY} bytes without control characters"),
+                ));
+            } else if value.len() > MAX_LABEL_VALUE {
+                errors.push(problem(
+                    format!("labels.{key}"),
+                    format!("at most {MAX_LABEL_VALUE} bytes"),
+                ));
+            }
+        }
         errors
     }
 
@@ -362,6 +399,7 @@ impl ServiceSpec {
         shape.restart_backoff_max = Duration::ZERO;
         shape.upgrade = None;
         shape.unreachable = None;
+        shape.labels.clear();
         let mut text = serde_json::to_string(&shape).unwrap_or_default();
         if self.restart_generation > 0 {
             // Skipped by serde: mixed in only when set, so the fingerprint
@@ -508,6 +546,28 @@ mod tests {
         assert_eq!(s.kill_grace_period, Duration::from_secs(90));
         let back: ServiceSpec = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn labels_are_bounded_and_not_part_of_the_shape() {
+        let a = spec(
+            serde_json::json!({"name": "a", "command": "x", "cpus": 1, "mem": 1,
+            "instances": 1, "labels": {"HAPROXY_GROUP": "external"}}),
+        );
+        assert!(a.validate().is_empty());
+        let mut b = a.clone();
+        b.labels.clear();
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert!(serde_json::to_value(&b).unwrap().get("labels").is_none());
+        b.labels.insert(String::new(), "x".into());
+        b.labels
+            .insert("big".into(), "v".repeat(MAX_LABEL_VALUE + 1));
+        let fields: Vec<String> = b.validate().into_iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["labels.", "labels.big"]);
+        for i in 0..=MAX_LABELS {
+            b.labels.insert(format!("k{i}"), String::new());
+        }
+        assert!(b.validate().iter().any(|e| e.field == "labels"));
     }
 
     #[test]

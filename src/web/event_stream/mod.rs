@@ -166,6 +166,11 @@ impl Hub {
         &self.journal
     }
 
+    /// The time between keep-alive comments on an idle stream.
+    pub fn keep_alive(&self) -> Duration {
+        self.config.keep_alive
+    }
+
     /// Says an audit entry was just written: the hub reads the log's tail
     /// now rather than at its next poll.
     pub fn nudge_audit(&self) {
