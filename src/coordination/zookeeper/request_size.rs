@@ -80,7 +80,7 @@ mod tests {
     fn a_create_counts_path_data_and_every_acl() {
         let open = zk::Acls::anyone_all();
         // header 9 + path 4+3 + data 4+2 + ACLs 4 + (4 + 4+5 + 4+6) + flags 4
-        assert_eq!(create("/ab", b"{}", &open), 9 + 7 + 6 + 4 + 27 + 4);
+        assert_eq!(create("/ab", b"{}", &open), 9 + 7 + 6 + (4 + 23) + 4);
         assert_eq!(set_data("/ab", b"{}"), 9 + 7 + 6 + 4);
         assert_eq!(delete("/ab"), 9 + 7 + 4);
         assert_eq!(check("/ab"), 9 + 7 + 4);
