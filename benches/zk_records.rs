@@ -27,10 +27,13 @@ use std::time::{Duration, Instant};
 use mesos_appliance::coordination::{Coordinator, Expect, RecordKind, RecordWrite};
 use mesos_appliance::scheduler::records::TaskRecord;
 use serde_json::json;
-use support::replicas::{start, wait_leader};
+use support::replicas::{config, start_with, wait_leader};
 use support::zookeeper::ZkServer;
 
 const T: Duration = Duration::from_secs(30);
+/// The replicas' session timeout: `serve`'s default (the tests' 2 s is too
+/// short for 100,000 records on a loaded machine).
+const SESSION: Duration = Duration::from_secs(10);
 const BATCH: usize = 1000;
 
 fn main() {
@@ -88,7 +91,8 @@ fn record(i: usize) -> TaskRecord {
 
 async fn run(n: usize) {
     let zk = ZkServer::start();
-    let leader = start(&zk.connect_string(), "leader").await;
+    let leader =
+        start_with(config(&zk.connect_string(), "leader").with_session_timeout(SESSION)).await;
     wait_leader(leader.as_ref(), T).await;
     let sample = serde_json::to_vec(&record(0)).expect("json");
     let started = Instant::now();
@@ -114,7 +118,7 @@ async fn run(n: usize) {
     let names: usize = (0..n).map(|i| record(i).task_id.len()).sum();
     // Hand over: a new leader reads everything.
     leader.close().await;
-    let next = start(&zk.connect_string(), "next").await;
+    let next = start_with(config(&zk.connect_string(), "next").with_session_timeout(SESSION)).await;
     wait_leader(next.as_ref(), T).await;
     let started = Instant::now();
     let list = next.list_records(RecordKind::Tasks).await.expect("listed");

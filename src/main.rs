@@ -20,7 +20,7 @@ fn main() -> ExitCode {
 /// before any thread starts). By default glibc gives threads arenas of
 /// their own, up to 8 per core (`malloc(3)`, `mallopt(3)`: `M_ARENA_MAX`),
 /// and memory freed in one is not reused by another: at 10,000 tasks the
-/// replica's peak RSS was 71 MiB with them and 61 MiB with one
+/// replica's peak RSS was 69 MiB with them and 60–62 MiB with one
 /// (`benches/memory.py`). The allocations that matter are the core actor's
 /// and the runtime's few threads share them; glibc's per-thread cache
 /// keeps small allocations off the arena lock. A `MALLOC_ARENA_MAX` in the
