@@ -18,7 +18,7 @@
 //! (running, with its STAGING/STARTING/RUNNING timeline).
 
 #[path = "../tests/support/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod support;
 
 use std::io::{Read, Write};
