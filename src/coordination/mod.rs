@@ -351,6 +351,23 @@ pub enum CoordinationError {
     /// The caller passed something unusable (e.g. a record key with `/`).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// The write would make a ZooKeeper request larger than the server
+    /// accepts without a flag (`jute.maxbuffer`, 1,048,575 bytes by default;
+    /// `docs/deployment-strategies.md#request-sizes`): refused before it is
+    /// sent, as the server would close the connection instead of answering.
+    /// Not transient: the record must shrink.
+    #[error(
+        "record too large for ZooKeeper: {bytes} bytes to write {path}, over the {limit}-byte \
+         request limit (jute.maxbuffer)"
+    )]
+    TooLarge {
+        /// The znode the write was for.
+        path: String,
+        /// The size of the request it would take, in bytes.
+        bytes: usize,
+        /// The largest request allowed, in bytes.
+        limit: usize,
+    },
     /// The coordinator was closed.
     #[error("coordinator closed")]
     Closed,

@@ -285,6 +285,12 @@ impl From<CoordinationError> for AppError {
             }
             CoordinationError::NotLeader => AppError::not_leader(None, ""),
             CoordinationError::Invalid(_) => AppError::bad_request(detail),
+            CoordinationError::TooLarge { .. } => AppError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                "Too large to store",
+                format!("ZooKeeper: {detail}"),
+            ),
             _ => AppError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store",

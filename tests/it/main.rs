@@ -35,6 +35,7 @@ mod coordination_deployment_fence;
 mod coordination_election;
 mod coordination_ensemble;
 mod coordination_harness;
+mod coordination_request_size;
 mod coordination_slow_zookeeper;
 mod coordination_stores;
 mod ctl;

@@ -81,7 +81,12 @@ pub(super) async fn append(inner: &Arc<Inner>, entry: &Value) -> Result<u64> {
 /// The fenced sequential create of one entry; its sequence number.
 async fn create_entry(inner: &Inner, prefix: &str, data: &[u8]) -> Result<u64> {
     let sequential = zk::CreateMode::PersistentSequential.with_acls(inner.acls);
-    let results = fenced_multi(inner, prefix, |w| w.add_create(prefix, data, &sequential)).await?;
+    // The request names the prefix; the server appends the sequence.
+    let bytes = super::request_size::create(prefix, data, &inner.acls);
+    let results = fenced_multi(inner, prefix, bytes, |w| {
+        w.add_create(prefix, data, &sequential)
+    })
+    .await?;
     match results.into_iter().next() {
         Some(zk::MultiWriteResult::Create { path, .. }) => {
             path.rsplit('/').next().and_then(sequence).ok_or_else(|| {

@@ -32,6 +32,7 @@ mod audit;
 mod deployment_fence;
 mod election;
 mod lease;
+pub mod request_size;
 mod session;
 mod stores;
 
@@ -391,6 +392,25 @@ impl ZkCoordinator {
     /// The root znode path.
     pub fn root(&self) -> &str {
         &self.inner.paths.root
+    }
+
+    /// The largest record, in JSON bytes, that creating `key` under `kind`
+    /// can carry now: the fenced `multi` of that one create must fit in
+    /// [`request_size::MAX_REQUEST`] bytes (a larger one is refused with
+    /// [`CoordinationError::TooLarge`]). `None` while not a member of the
+    /// election (no fenced write can be sent).
+    pub fn max_record_bytes(&self, kind: RecordKind, key: &str) -> Option<usize> {
+        let member = self.inner.member()?;
+        let path = format!("{}/{key}", self.inner.paths.records(kind));
+        let checks = request_size::check(&member)
+            + self
+                .inner
+                .deployment_fence
+                .version()
+                .map_or(0, |_| request_size::check(&self.inner.paths.deployment));
+        let empty =
+            request_size::multi(checks + request_size::create(&path, &[], &self.inner.acls));
+        request_size::MAX_REQUEST.checked_sub(empty)
     }
 }
 

@@ -9,6 +9,7 @@
 use serde_json::Value;
 use zookeeper_client as zk;
 
+use super::request_size::{self, MAX_REQUEST};
 use super::{Inner, map_zk};
 use crate::coordination::{
     CoordinationError, DeploymentRecord, Expect, MalformedRecord, RecordKind, RecordList,
@@ -21,10 +22,14 @@ const READ_BATCH: usize = 256;
 const DELETE_BATCH: usize = 200;
 /// Attempts of an unconditional write racing with creates and deletes.
 const ANY_ATTEMPTS: usize = 5;
-/// Operations per `multi` of a batch write, and their bytes: well under
-/// the server's request limit (`jute.maxbuffer`, 1 MiB by default).
+/// Operations per `multi` of a batch write, and their bytes as encoded
+/// ([`request_size`]): half the server's request limit
+/// ([`MAX_REQUEST`]), so that a batch never waits long behind another
+/// on the wire. A single write larger than that goes in a `multi` of its
+/// own, up to [`MAX_REQUEST`]; beyond, it is refused
+/// ([`CoordinationError::TooLarge`]).
 const MULTI_OPS: usize = 250;
-const MULTI_BYTES: usize = 512 * 1024;
+const MULTI_BYTES: usize = MAX_REQUEST / 2;
 /// Times one `multi` is retried without the operations that failed before
 /// the rest of its chunk goes one write at a time.
 const MULTI_ATTEMPTS: usize = 4;
@@ -239,7 +244,8 @@ pub(super) async fn delete_records(inner: &Inner, kind: RecordKind) -> Result<us
     let mut deleted = 0;
     for chunk in names.chunks(DELETE_BATCH) {
         let paths: Vec<String> = chunk.iter().map(|n| format!("{dir}/{n}")).collect();
-        let batch = fenced_multi(inner, dir, |w| {
+        let bytes = paths.iter().map(|p| request_size::delete(p)).sum();
+        let batch = fenced_multi(inner, dir, bytes, |w| {
             for path in &paths {
                 w.add_delete(path, None)?;
             }
@@ -384,7 +390,12 @@ async fn write_fenced(inner: &Inner, path: &str, data: &[u8], expect: Expect) ->
             Expect::Version(v) => (true, Some(v)),
             Expect::Any => (true, None),
         };
-        let result = fenced_multi(inner, path, |w| {
+        let bytes = if set {
+            request_size::set_data(path, data)
+        } else {
+            request_size::create(path, data, &inner.acls)
+        };
+        let result = fenced_multi(inner, path, bytes, |w| {
             if set {
                 w.add_set_data(path, data, version)
             } else {
@@ -401,7 +412,9 @@ async fn write_fenced(inner: &Inner, path: &str, data: &[u8], expect: Expect) ->
             }
             // Absent: create instead (a concurrent create makes us loop).
             (Expect::Any, Err(CoordinationError::VersionConflict { .. })) => {
-                match fenced_multi(inner, path, |w| w.add_create(path, data, &create)).await {
+                let bytes = request_size::create(path, data, &inner.acls);
+                match fenced_multi(inner, path, bytes, |w| w.add_create(path, data, &create)).await
+                {
                     Ok(_) => return Ok(0),
                     Err(CoordinationError::VersionConflict { .. }) => continue,
                     Err(e) => return Err(e),
@@ -427,7 +440,8 @@ async fn delete_fenced(inner: &Inner, path: &str, expect: Expect) -> Result<bool
             ));
         }
     };
-    match fenced_multi(inner, path, |w| w.add_delete(path, version)).await {
+    let bytes = request_size::delete(path);
+    match fenced_multi(inner, path, bytes, |w| w.add_delete(path, version)).await {
         Ok(_) => Ok(true),
         Err(CoordinationError::VersionConflict { .. }) if expect == Expect::Any => {
             // The only conflict a delete without version has is NoNode.
@@ -440,13 +454,16 @@ async fn delete_fenced(inner: &Inner, path: &str, expect: Expect) -> Result<bool
 /// Runs `build`'s operations as one multi-op behind a check that our member
 /// node exists and, once bound, that the deployment record is at the version
 /// our deployment runs under. `NotLeader` when we do not lead or a check
-/// fails.
+/// fails. `operations` is the size of `build`'s operations as encoded
+/// ([`request_size`]); a request that would exceed [`MAX_REQUEST`] is not
+/// sent: [`CoordinationError::TooLarge`].
 pub(super) async fn fenced_multi(
     inner: &Inner,
     path: &str,
+    operations: usize,
     build: impl FnOnce(&mut zk::CheckWriter<'_>) -> std::result::Result<(), zk::Error>,
 ) -> Result<Vec<zk::MultiWriteResult>> {
-    fenced_multi_ops(inner, path, build)
+    fenced_multi_ops(inner, path, operations, build)
         .await
         .map_err(|failure| match failure {
             MultiFailure::Whole(e) => e,
@@ -468,6 +485,7 @@ enum MultiFailure {
 async fn fenced_multi_ops(
     inner: &Inner,
     path: &str,
+    operations: usize,
     build: impl FnOnce(&mut zk::CheckWriter<'_>) -> std::result::Result<(), zk::Error>,
 ) -> std::result::Result<Vec<zk::MultiWriteResult>, MultiFailure> {
     let client = inner.client().map_err(MultiFailure::Whole)?;
@@ -486,6 +504,16 @@ async fn fenced_multi_ops(
         inner.deployment_fence.follow(seen);
     }
     let deployment = inner.deployment_fence.version();
+    let checks = request_size::check(&member)
+        + deployment.map_or(0, |_| request_size::check(&inner.paths.deployment));
+    let bytes = request_size::multi(checks + operations);
+    if bytes > MAX_REQUEST {
+        return Err(MultiFailure::Whole(CoordinationError::TooLarge {
+            path: path.to_string(),
+            bytes,
+            limit: MAX_REQUEST,
+        }));
+    }
     if let Some(version) = deployment {
         writer
             .add_check_version(&inner.paths.deployment, version)
@@ -573,8 +601,12 @@ pub(super) async fn write_records(
             _ => batched.push(i),
         }
     }
-    for chunk in chunks(&writes, &batched) {
-        write_chunk(inner, dir, &writes, chunk, &mut results).await;
+    let sizes: Vec<usize> = writes
+        .iter()
+        .map(|w| operation_size(inner, dir, w))
+        .collect();
+    for chunk in chunks(&sizes, &batched) {
+        write_chunk(inner, dir, &writes, &sizes, chunk, &mut results).await;
     }
     results
         .into_iter()
@@ -582,15 +614,28 @@ pub(super) async fn write_records(
         .collect()
 }
 
-/// Splits `indexes` into runs that fit one `multi`.
-fn chunks(writes: &[RecordWrite], indexes: &[usize]) -> Vec<Vec<usize>> {
+/// The size of `write`'s operation in a `multi` ([`request_size`]).
+fn operation_size(inner: &Inner, dir: &str, write: &RecordWrite) -> usize {
+    let path = format!("{dir}/{}", write.key());
+    match write {
+        RecordWrite::Put {
+            json,
+            expect: Expect::Absent,
+            ..
+        } => request_size::create(&path, json, &inner.acls),
+        RecordWrite::Put { json, .. } => request_size::set_data(&path, json),
+        RecordWrite::Delete { .. } => request_size::delete(&path),
+    }
+}
+
+/// Splits `indexes` into runs that fit one `multi`: at most [`MULTI_OPS`]
+/// operations of at most [`MULTI_BYTES`] together (`sizes`, by write); a
+/// larger write alone.
+fn chunks(sizes: &[usize], indexes: &[usize]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut bytes = 0;
     for &i in indexes {
-        let size = match &writes[i] {
-            RecordWrite::Put { key, json, .. } => key.len() + json.len() + 64,
-            RecordWrite::Delete { key, .. } => key.len() + 64,
-        };
+        let size = sizes[i];
         match out.last_mut() {
             Some(last) if last.len() < MULTI_OPS && bytes + size <= MULTI_BYTES => {
                 last.push(i);
@@ -610,6 +655,7 @@ async fn write_chunk(
     inner: &Inner,
     dir: &str,
     writes: &[RecordWrite],
+    sizes: &[usize],
     mut pending: Vec<usize>,
     results: &mut [Option<Result<Written>>],
 ) {
@@ -619,7 +665,8 @@ async fn write_chunk(
         if pending.is_empty() {
             return;
         }
-        let outcome = fenced_multi_ops(inner, dir, |w| {
+        let bytes = pending.iter().map(|&i| sizes[i]).sum();
+        let outcome = fenced_multi_ops(inner, dir, bytes, |w| {
             for &i in &pending {
                 let p = path(i);
                 match &writes[i] {
