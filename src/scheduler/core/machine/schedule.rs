@@ -43,6 +43,50 @@ const ACCEPT_REFUSE_SECONDS: f64 = 1.0;
 /// all (the leader's peak memory).
 const LAUNCHING_MAX: usize = 2_000;
 
+/// Records one scheduling pass reads at most (but always one service's):
+/// the services past it wait for the next pass, which resumes with them.
+/// A pass costs about a microsecond per record read (`pass_cost` in the
+/// machine's tests), so a command waits behind one pass of about 10 ms
+/// whatever the task count.
+pub(super) const PASS_RECORDS: usize = 10_000;
+
+/// The scheduling pass's bound: how many records a pass may read, and the
+/// service the next pass starts with after one that ran out of budget.
+///
+/// A pass goes over the services in name order, from `resume` on (then
+/// from the first), and assesses each one whose records or stored record
+/// changed; before one that would take it past `budget` records (once it
+/// assessed one), it stops assessing: that service and those after it are
+/// deferred to the next pass, which is due at once (paced as any pass).
+/// A deferred service places nothing and kills nothing in this pass; what
+/// the last assessment found stands meanwhile: its instances still wait
+/// (offers are kept for them, no REVIVE is new), its rollout's progress
+/// and its shortfall are as they were. Every service is assessed within
+/// `ceil(records / budget) + 1` passes.
+#[derive(Debug)]
+pub(super) struct PassBound {
+    /// Records a pass may read (tests set it low).
+    pub(super) budget: usize,
+    /// The first service the last pass deferred.
+    resume: Option<String>,
+}
+
+impl Default for PassBound {
+    fn default() -> PassBound {
+        PassBound {
+            budget: PASS_RECORDS,
+            resume: None,
+        }
+    }
+}
+
+impl PassBound {
+    /// True while a pass deferred services the next one must assess.
+    pub(super) fn deferred(&self) -> bool {
+        self.resume.is_some()
+    }
+}
+
 /// A service the last scheduling pass found needing nothing: no missing
 /// instance, no surplus task, no replacement due, no rollout in progress.
 /// None of these changes with time alone (availability only grows with
@@ -207,21 +251,60 @@ impl Machine {
         let mut missing_total = 0;
         let launching: usize = self.launches.groups.values().map(|g| g.infos.len()).sum();
         let mut budget = LAUNCHING_MAX.saturating_sub(launching);
-        let names = self.services.names();
+        let mut names = self.services.names();
+        // From where the last pass stopped (`PassBound`).
+        if let Some(resume) = self.pass.resume.take() {
+            let from = names.partition_point(|n| *n < resume);
+            names.rotate_left(from);
+        }
         let mut records_read = 0;
+        let mut assessed = 0usize;
+        let mut carried_waiting: HashMap<String, placement::Shortfall> = HashMap::new();
         for name in names {
+            let skip = |machine: &Machine| {
+                let Some(state) = machine.services.state(&name) else {
+                    return true;
+                };
+                // While an agent is emptied (for its window, or drained), no
+                // service counts as settled: which of its tasks leave changes
+                // without a record changing.
+                !machine.tasks.is_changed(&name)
+                    && !machine.maintenance.any_leaving()
+                    // A done drain only holds: a task there again changes
+                    // records.
+                    && !machine.drains.any_running()
+                    && state
+                        .settled
+                        .as_ref()
+                        .is_some_and(|s| s.holds_for(&state.entry))
+            };
+            let deferring = self.pass.resume.is_some();
+            let over_budget = || {
+                let reads = self.tasks.service(&name).map_or(0, |t| t.len());
+                assessed > 0 && records_read + reads > self.pass.budget
+            };
+            if deferring || (over_budget() && !skip(self)) {
+                self.pass.resume.get_or_insert_with(|| name.clone());
+                let Some(state) = self.services.state(&name) else {
+                    continue;
+                };
+                let progress = state.settled.as_ref().map(|s| &s.progress);
+                if let Some(progress) = progress.or(state.progress.as_ref()) {
+                    rollouts.push((name.clone(), progress.clone()));
+                }
+                if let Some(waiting) = &state.waiting {
+                    carried_waiting.insert(name.clone(), waiting.clone());
+                }
+                missing_total += self.revive.carry(&name);
+                continue;
+            }
             let changed = self.tasks.take_changed(&name);
             let Some(state) = self.services.state_mut(&name) else {
                 continue;
             };
             let entry = &state.entry;
-            // While an agent is emptied (for its window, or drained), no
-            // service counts as settled: which of its tasks leave changes
-            // without a record changing.
             if !changed
                 && !self.maintenance.any_leaving()
-                // A done drain only holds: a task there again changes
-                // records.
                 && !self.drains.any_running()
                 && let Some(settled) = &state.settled
                 && settled.holds_for(entry)
@@ -229,6 +312,7 @@ impl Machine {
                 rollouts.push((name, settled.progress.clone()));
                 continue;
             }
+            assessed += 1;
             let spec = &entry.spec;
             let empty = super::table::ServiceTasks::default();
             let tasks = self.tasks.service(&name).unwrap_or(&empty);
@@ -261,6 +345,7 @@ impl Machine {
                 // An unreachable task's wait ends by time alone.
                 && assessment.wake_at.is_none();
             state.settled = quiet.then(|| Settled::new(entry, progress.clone()));
+            state.progress = Some(progress.clone());
             kills.extend(assessment.surplus.iter().cloned());
             kills.extend(leaving_kills);
             moves.extend(assessment.moves.iter().cloned());
@@ -352,11 +437,12 @@ impl Machine {
         for p in &planned {
             *placed.entry(p.service.as_str()).or_default() += 1;
         }
-        let waiting: HashMap<String, placement::Shortfall> = demands
+        let mut waiting: HashMap<String, placement::Shortfall> = demands
             .iter()
             .filter(|d| placed.get(d.spec.name.as_str()).copied().unwrap_or(0) < d.missing.len())
             .map(|d| (d.spec.name.clone(), placement::shortfall(d, &self.offers)))
             .collect();
+        waiting.extend(carried_waiting);
         let at = self.unix(now);
         for d in &demands {
             if waiting.contains_key(&d.spec.name) {
@@ -380,6 +466,9 @@ impl Machine {
         }
         let new_need = self.revive.end_pass(self.suppressed);
         self.settle_offers(unplaced > 0, new_need, now);
+        if self.pass.deferred() {
+            self.needs_schedule = true;
+        }
     }
 
     /// Keeps why services wait for offers; an event when a service becomes

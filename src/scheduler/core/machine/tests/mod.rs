@@ -17,6 +17,7 @@ mod lifecycle;
 mod maintenance;
 mod offers;
 mod partition;
+mod pass_cost;
 mod properties;
 mod removed;
 mod revive;
