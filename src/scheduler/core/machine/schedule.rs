@@ -53,16 +53,18 @@ pub(super) const PASS_RECORDS: usize = 10_000;
 /// The scheduling pass's bound: how many records a pass may read, and the
 /// service the next pass starts with after one that ran out of budget.
 ///
-/// A pass goes over the services in name order, from `resume` on (then
-/// from the first), and assesses each one whose records or stored record
-/// changed; before one that would take it past `budget` records (once it
-/// assessed one), it stops assessing: that service and those after it are
-/// deferred to the next pass, which is due at once (paced as any pass).
+/// A round of passes goes over the services in name order: each pass
+/// from `resume` on (the first pass of a round from the first service),
+/// assessing each one whose records or stored record changed; before one
+/// that would take it past `budget` records (once it assessed one), it
+/// stops assessing: that service and those after it are deferred to the
+/// next pass of the round, which is due at once (paced as any pass). The
+/// services before `resume` were assessed earlier in the round.
 /// A deferred service places nothing and kills nothing in this pass; what
 /// the last assessment found stands meanwhile: its instances still wait
 /// (offers are kept for them, no REVIVE is new), its rollout's progress
-/// and its shortfall are as they were. Every service is assessed within
-/// `ceil(records / budget) + 1` passes.
+/// and its shortfall are as they were. A round takes at most one pass per
+/// service, and about `records / budget` passes.
 #[derive(Debug)]
 pub(super) struct PassBound {
     /// Records a pass may read (tests set it low).
@@ -251,12 +253,10 @@ impl Machine {
         let mut missing_total = 0;
         let launching: usize = self.launches.groups.values().map(|g| g.infos.len()).sum();
         let mut budget = LAUNCHING_MAX.saturating_sub(launching);
-        let mut names = self.services.names();
-        // From where the last pass stopped (`PassBound`).
-        if let Some(resume) = self.pass.resume.take() {
-            let from = names.partition_point(|n| *n < resume);
-            names.rotate_left(from);
-        }
+        let names = self.services.names();
+        // From where the last pass stopped (`PassBound`): the services
+        // before it were assessed earlier in this round.
+        let resume = self.pass.resume.take();
         let mut records_read = 0;
         let mut assessed = 0usize;
         let mut carried_waiting: HashMap<String, placement::Shortfall> = HashMap::new();
@@ -278,13 +278,16 @@ impl Machine {
                         .as_ref()
                         .is_some_and(|s| s.holds_for(&state.entry))
             };
+            let earlier = resume.as_ref().is_some_and(|r| name < *r);
             let deferring = self.pass.resume.is_some();
             let over_budget = || {
                 let reads = self.tasks.service(&name).map_or(0, |t| t.len());
                 assessed > 0 && records_read + reads > self.pass.budget
             };
-            if deferring || (over_budget() && !skip(self)) {
-                self.pass.resume.get_or_insert_with(|| name.clone());
+            if earlier || deferring || (over_budget() && !skip(self)) {
+                if !earlier {
+                    self.pass.resume.get_or_insert_with(|| name.clone());
+                }
                 let Some(state) = self.services.state(&name) else {
                     continue;
                 };
@@ -461,13 +464,18 @@ impl Machine {
         drop(demands);
         self.note_waiting(waiting, now);
         let unplaced = missing_total.saturating_sub(planned.len());
+        // Services deferred to the next pass may want the offers left:
+        // they are neither declined nor suppressed before that pass.
+        let deferred = self.pass.deferred();
         if !planned.is_empty() {
-            self.launch(planned, unplaced > 0, now);
+            self.launch(planned, unplaced > 0 || deferred, now);
         }
         let new_need = self.revive.end_pass(self.suppressed);
-        self.settle_offers(unplaced > 0, new_need, now);
-        if self.pass.deferred() {
+        if deferred {
             self.needs_schedule = true;
+        }
+        if !deferred || unplaced > 0 {
+            self.settle_offers(unplaced > 0, new_need, now);
         }
     }
 
