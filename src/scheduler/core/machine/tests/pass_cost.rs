@@ -22,6 +22,13 @@ const BATCH: usize = 1024;
 #[tokio::test(start_paused = true)]
 #[ignore = "a probe to profile the pass with; run it in release"]
 async fn pass_cost_while_100k_tasks_start() {
+    // Unbounded (every changed service in each pass), then bounded.
+    for budget in [usize::MAX, super::super::schedule::PASS_RECORDS] {
+        probe(budget).await;
+    }
+}
+
+async fn probe(budget: usize) {
     let specs: Vec<ServiceSpec> = (0..SERVICES)
         .map(|s| service(&format!("svc{s}"), PER_SERVICE))
         .collect();
@@ -35,6 +42,7 @@ async fn pass_cost_while_100k_tasks_start() {
     }
     let ids: Vec<String> = records.iter().map(|r| r.task_id.to_string()).collect();
     let mut h = Harness::leader(&specs, &records);
+    h.machine.pass.budget = budget;
     h.subscribe();
     h.answer_all();
     let mut passes = Vec::new();
@@ -72,7 +80,7 @@ async fn pass_cost_while_100k_tasks_start() {
     let total: Duration = passes.iter().sum();
     let max = passes.iter().max().copied().unwrap_or_default();
     println!(
-        "{} passes over {} records: {:.1} ms in all, {:.2} ms each on average, {:.2} ms at most",
+        "budget {budget}: {} passes over {} records: {:.1} ms in all, {:.2} ms each on average, {:.2} ms at most",
         passes.len(),
         ids.len(),
         total.as_secs_f64() * 1e3,
