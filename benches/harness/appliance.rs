@@ -263,11 +263,11 @@ async fn time_pages(url: &str, tasks: usize) -> Vec<(String, Vec<Duration>)> {
         .await
         .ok();
     let task_id = match task_id {
-        Some(r) => r.json::<Value>().await.ok().and_then(|v| {
-            v["tasks"][0]["task_id"]
-                .as_str()
-                .map(|s| s.to_string())
-        }),
+        Some(r) => r
+            .json::<Value>()
+            .await
+            .ok()
+            .and_then(|v| v["tasks"][0]["task_id"].as_str().map(|s| s.to_string())),
         None => None,
     }
     .unwrap_or_else(|| "none".into());

@@ -96,10 +96,16 @@ pub fn print_size(r: &SizeResults) {
             let at = (s.len() * 99).div_ceil(100).saturating_sub(1);
             s.get(at).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
         };
-        let healthz = a.pages.iter().find(|(p, _)| p == "/healthz").map(|(_, s)| p99(s));
+        let healthz = a
+            .pages
+            .iter()
+            .find(|(p, _)| p == "/healthz")
+            .map(|(_, s)| p99(s));
         for (path, samples) in &a.pages {
             let ratio = match (path.as_str(), healthz) {
-                ("/api/v1/state", Some(h)) if h > 0.0 => format!(" ({:.1}× /healthz)", p99(samples) / h),
+                ("/api/v1/state", Some(h)) if h > 0.0 => {
+                    format!(" ({:.1}× /healthz)", p99(samples) / h)
+                }
                 _ => String::new(),
             };
             println!(

@@ -369,7 +369,11 @@ mod tests {
                 Msg::StoreBatch(answers) => {
                     batches += 1;
                     written += answers.len();
-                    assert!(answers.iter().all(|(_, r)| matches!(r, StoreResult::Written(Ok(_)))));
+                    assert!(
+                        answers
+                            .iter()
+                            .all(|(_, r)| matches!(r, StoreResult::Written(Ok(_))))
+                    );
                     lane.batch_done();
                 }
                 Msg::Stored(id, result) => {

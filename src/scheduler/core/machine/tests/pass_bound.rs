@@ -25,7 +25,9 @@ fn offers(ids: &[&str]) -> Input {
     Input::Offers(
         ids.iter()
             .map(|id| v1::Offer {
-                id: v1::OfferId { value: (*id).into() },
+                id: v1::OfferId {
+                    value: (*id).into(),
+                },
                 agent_id: v1::AgentId {
                     value: format!("agent-{id}"),
                 },
