@@ -267,7 +267,7 @@ async fn time_pages(url: &str, tasks: usize) -> Vec<(String, Vec<Duration>)> {
             .json::<Value>()
             .await
             .ok()
-            .and_then(|v| v["tasks"][0]["task_id"].as_str().map(|s| s.to_string())),
+            .and_then(|v| v["tasks"][0]["id"].as_str().map(|s| s.to_string())),
         None => None,
     }
     .unwrap_or_else(|| "none".into());
