@@ -15,8 +15,8 @@
 //! At each size N, each scheduler gets a fresh `mesos-testbed` process (the
 //! release binary; Mesos' defaults: 1 s allocation interval, agents of
 //! `cpus:4;mem:8192;disk:65536;ports:[31000-32000]`, status update retries
-//! from 10 s) with 100 agents (more above 25,000 tasks: one per 250 tasks,
-//! where 400 would fit; `BENCH_AGENTS` overrides), and launches N
+//! from 10 s) with one agent per 100 tasks, at least 100 (1,000 at 100,000;
+//! `BENCH_AGENTS` overrides), and launches N
 //! tasks of `cpus` 0.01, `mem` 1, `sleep 3600` (command executor):
 //! - `floor`: a do-nothing Rust client on the crate's own Mesos client
 //!   (`harness/floor.rs`): it accepts every offer with as many tasks as fit
@@ -179,12 +179,14 @@ async fn progress<T>(
     run: impl std::future::Future<Output = Result<T, String>>,
 ) -> Result<T, String> {
     let started = Instant::now();
+    let load = harness::LoadWatch::start();
     let result = run.await;
     println!(
-        "  {name}: {} in {:.0} s (load average {})",
+        "  {name}: {} in {:.0} s (load average {}; highest 1-min load during the run {:.2})",
         if result.is_ok() { "done" } else { "FAILED" },
         started.elapsed().as_secs_f64(),
-        harness::load_average()
+        harness::load_average(),
+        load.stop()
     );
     result
 }

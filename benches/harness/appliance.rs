@@ -228,6 +228,7 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
     let launch = started.elapsed();
 
     let (asked_at, run) = reconcile_all(&replica, tasks, 0.0).await?;
+    let pages = time_pages(&replica.url, tasks).await;
     Ok(Figures {
         launch,
         reconcile: Duration::from_secs_f64((run.finished_at - asked_at).max(0.0)),
@@ -241,7 +242,66 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
         testbed_memory: testbed.memory(),
         cpu: cpu_time(replica.pid()).unwrap_or_default(),
         testbed_cpu: testbed.cpu_time(),
+        pages,
     })
+}
+
+/// Requests of each page timed by [`time_pages`].
+const PAGE_SAMPLES: usize = 50;
+
+/// Times the dashboard's pages and the JSON state against `/healthz`, one
+/// request at a time, [`PAGE_SAMPLES`] each: the overview, the tasks page
+/// (first page, a middle page, sorted by update time and by host), the
+/// services page, one task's page, `/api/v1/state` and `/healthz`.
+async fn time_pages(url: &str, tasks: usize) -> Vec<(String, Vec<Duration>)> {
+    let http = crate::support::mesos::client();
+    let middle = (tasks / 100).max(1);
+    let task_id = http
+        .get(format!("{url}/api/v1/tasks?per_page=1"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .ok();
+    let task_id = match task_id {
+        Some(r) => r
+            .json::<Value>()
+            .await
+            .ok()
+            .and_then(|v| v["tasks"][0]["id"].as_str().map(|s| s.to_string())),
+        None => None,
+    }
+    .unwrap_or_else(|| "none".into());
+    let paths = [
+        "/healthz".to_string(),
+        "/api/v1/state".to_string(),
+        "/".to_string(),
+        "/tasks".to_string(),
+        format!("/tasks?page={middle}"),
+        format!("/tasks?sort=updated&order=desc&page={middle}"),
+        "/tasks?sort=host&order=desc".to_string(),
+        "/services".to_string(),
+        format!("/tasks/{task_id}"),
+    ];
+    let mut out = Vec::new();
+    for path in paths {
+        let mut samples = Vec::with_capacity(PAGE_SAMPLES);
+        for _ in 0..PAGE_SAMPLES {
+            let started = Instant::now();
+            let answer = http
+                .get(format!("{url}{path}"))
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await;
+            if let Ok(answer) = answer
+                && answer.status().is_success()
+                && answer.bytes().await.is_ok()
+            {
+                samples.push(started.elapsed());
+            }
+        }
+        out.push((path, samples));
+    }
+    out
 }
 
 /// Asks `replica` for an explicit reconciliation and waits for its end: the
@@ -357,6 +417,11 @@ pub struct FailoverFigures {
     /// `PUT /api/v1/services/probe` while the tasks launched and
     /// reconciled.
     pub put_command: Latencies,
+    /// `POST /api/v1/actions/reconcile` at the follower from the leader's
+    /// SIGKILL until the follower reconciled every task.
+    pub failover_reconcile_command: Latencies,
+    /// `PUT /api/v1/services/probe` at the follower over the same time.
+    pub failover_put_command: Latencies,
     /// The explicit reconciliation of all tasks after the launch, asked →
     /// all answered, while probed.
     pub probed_reconcile: Duration,
@@ -424,6 +489,11 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     let http = crate::support::mesos::client();
     let killed_at = unix_now_secs();
     leader.signal(libc::SIGKILL);
+    // The same commands at the follower from the SIGKILL until it has
+    // reconciled every task (before it leads, its answers are quick
+    // refusals: counted, with their status, among the failures).
+    let done = tokio_util::sync::CancellationToken::new();
+    let failover_probes = tokio::spawn(probe(follower.url.clone(), done.clone()));
     let _ = leader.wait_exit(Duration::from_secs(10)).await;
     let deadline = Instant::now() + deadline_for(tasks);
     let left = || deadline.saturating_duration_since(Instant::now());
@@ -437,8 +507,14 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
             )
         })?
         - killed_at;
-    let run = reconciled_after(&follower, killed_at, tasks, left()).await?;
+    let run = reconciled_after(&follower, killed_at, tasks, left()).await;
+    done.cancel();
+    let (failover_reconcile_command, failover_put_command) =
+        failover_probes.await.map_err(|e| e.to_string())?;
+    let run = run?;
     Ok(FailoverFigures {
+        failover_reconcile_command,
+        failover_put_command,
         launch,
         reconcile_command,
         put_command,

@@ -151,7 +151,11 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                     tokio::spawn(async move {
                         if let Err(error) = client.accept(vec![offer.id], vec![launch], None).await
                         {
+                            // Its tasks are not relaunched: the run cannot
+                            // reach N running, so it ends now rather than
+                            // at the deadline.
                             eprintln!("ACCEPT failed: {error}");
+                            std::process::exit(3);
                         }
                     });
                 }
@@ -208,7 +212,14 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                             }
                         });
                     }
-                } else if !reconciliation && status.state() != TaskState::TaskStarting {
+                } else if !reconciliation
+                    && !matches!(
+                        status.state(),
+                        // TASK_RUNNING again: a retried update whose
+                        // acknowledgement was still on its way.
+                        TaskState::TaskStarting | TaskState::TaskRunning
+                    )
+                {
                     eprintln!(
                         "task {} is {:?}: {}",
                         status.task_id.value,

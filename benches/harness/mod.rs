@@ -41,6 +41,49 @@ pub struct Figures {
     pub cpu: Duration,
     /// CPU time its testbed used by then.
     pub testbed_cpu: Duration,
+    /// Pages and JSON endpoints timed after the reconciliation (the
+    /// appliance only): each one's path and latencies.
+    pub pages: Vec<(String, Vec<Duration>)>,
+}
+
+/// The highest 1-minute load average seen while a run went on, sampled
+/// every second from `/proc/loadavg` (the machine is shared: a figure from
+/// a loaded machine says so).
+pub struct LoadWatch {
+    peak: std::sync::Arc<std::sync::Mutex<f64>>,
+    done: tokio_util::sync::CancellationToken,
+}
+
+impl LoadWatch {
+    /// Starts sampling.
+    pub fn start() -> LoadWatch {
+        let peak = std::sync::Arc::new(std::sync::Mutex::new(0.0f64));
+        let done = tokio_util::sync::CancellationToken::new();
+        let (p, d) = (peak.clone(), done.clone());
+        tokio::spawn(async move {
+            loop {
+                if let Some(one) = load_average()
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    && let Ok(mut peak) = p.lock()
+                {
+                    *peak = peak.max(one);
+                }
+                tokio::select! {
+                    _ = d.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        });
+        LoadWatch { peak, done }
+    }
+
+    /// Stops sampling: the highest 1-minute load average seen.
+    pub fn stop(self) -> f64 {
+        self.done.cancel();
+        self.peak.lock().map(|p| *p).unwrap_or(f64::NAN)
+    }
 }
 
 /// The runtime every benchmark process runs on: two worker threads, as
@@ -89,13 +132,14 @@ pub fn deadline_for(tasks: usize) -> Duration {
     Duration::from_secs(120) + Duration::from_millis(20 * tasks as u64)
 }
 
-/// Agents of each testbed for `tasks` tasks: 100, or one per 250 tasks
-/// (`BENCH_AGENTS` overrides).
+/// Agents of each testbed for `tasks` tasks: one per 100 tasks, at least
+/// 100 (10,000 tasks on 100 agents, 50,000 on 500, 100,000 on 1,000, as
+/// issue 30 asks; `BENCH_AGENTS` overrides).
 pub fn agents_for(tasks: usize) -> usize {
     std::env::var("BENCH_AGENTS")
         .ok()
         .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| tasks.div_ceil(250).max(100))
+        .unwrap_or_else(|| tasks.div_ceil(100).max(100))
 }
 
 /// The machine's load averages (1, 5, 15 min), from `/proc/loadavg`.

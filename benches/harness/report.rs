@@ -88,6 +88,33 @@ pub fn print_size(r: &SizeResults) {
             println!("  {name} phases: {}", steps.join(", "));
         }
     }
+    if let Some(a) = ok(&r.appliance).filter(|a| !a.pages.is_empty()) {
+        println!("  appliance pages after the reconciliation (one request at a time):");
+        let p99 = |samples: &[Duration]| {
+            let mut s = samples.to_vec();
+            s.sort();
+            let at = (s.len() * 99).div_ceil(100).saturating_sub(1);
+            s.get(at).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
+        };
+        let healthz = a
+            .pages
+            .iter()
+            .find(|(p, _)| p == "/healthz")
+            .map(|(_, s)| p99(s));
+        for (path, samples) in &a.pages {
+            let ratio = match (path.as_str(), healthz) {
+                ("/api/v1/state", Some(h)) if h > 0.0 => {
+                    format!(" ({:.1}× /healthz)", p99(samples) / h)
+                }
+                _ => String::new(),
+            };
+            println!(
+                "    {path:<44} {:>3} answers, p99 {:>7.1} ms{ratio}",
+                samples.len(),
+                p99(samples)
+            );
+        }
+    }
     if let Some(a) = ok(&r.appliance) {
         for (name, peer) in [("pymesos", ok(&r.pymesos)), ("floor", ok(&r.floor))] {
             let Some(p) = peer else { continue };
@@ -117,6 +144,14 @@ pub fn print_size(r: &SizeResults) {
                 &f.reconcile_command,
             );
             print_latencies("  PUT /api/v1/services/probe meanwhile", &f.put_command);
+            print_latencies(
+                "  POST /api/v1/actions/reconcile at the follower, SIGKILL → all reconciled",
+                &f.failover_reconcile_command,
+            );
+            print_latencies(
+                "  PUT /api/v1/services/probe at the follower, SIGKILL → all reconciled",
+                &f.failover_put_command,
+            );
             println!(
                 "  SIGKILL leader → follower SUBSCRIBED {:.2} s ({:.2} × session); → all reconciled {:.2} s ({}); new leader RSS {} MiB",
                 f.subscribed.as_secs_f64(),

@@ -210,6 +210,8 @@ pub struct Machine {
     last_schedule: Option<Instant>,
     /// Records the last scheduling pass read (it paces the next one).
     last_pass_records: usize,
+    /// Where the next scheduling pass resumes, and its record budget.
+    pass: schedule::PassBound,
     next_housekeeping: Instant,
     last_publish: Option<Instant>,
     /// When applied events were read off the stream, and those waiting.
@@ -257,6 +259,7 @@ impl Machine {
             needs_schedule: false,
             last_schedule: None,
             last_pass_records: 0,
+            pass: schedule::PassBound::default(),
             next_housekeeping: now + HOUSEKEEPING,
             last_publish: None,
             lag: lag::EventLag::default(),

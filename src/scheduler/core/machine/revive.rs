@@ -144,6 +144,18 @@ impl ReviveWatch {
         self.current.insert(service.to_string(), missing.to_vec());
     }
 
+    /// `service` was not assessed in this pass (the pass's record budget
+    /// was spent, `schedule`): its instances that waited in the previous
+    /// pass still wait, none of them new. Returns how many.
+    pub(super) fn carry(&mut self, service: &str) -> usize {
+        let Some(before) = self.previous.get(service) else {
+            return 0;
+        };
+        let count = before.len();
+        self.current.insert(service.to_string(), before.clone());
+        count
+    }
+
     /// The pass is over: true if it should REVIVE, i.e. something new waits
     /// (or an instance of a deferred REVIVE still waits) while a filter or a
     /// suppression (`suppressed`) may hide offers.

@@ -43,6 +43,52 @@ const ACCEPT_REFUSE_SECONDS: f64 = 1.0;
 /// all (the leader's peak memory).
 const LAUNCHING_MAX: usize = 2_000;
 
+/// Records one scheduling pass reads at most (but always one service's):
+/// the services past it wait for the next pass, which resumes with them.
+/// A pass costs about a microsecond per record read (`pass_cost` in the
+/// machine's tests), so a command waits behind one pass of about 10 ms
+/// whatever the task count.
+pub(super) const PASS_RECORDS: usize = 10_000;
+
+/// The scheduling pass's bound: how many records a pass may read, and the
+/// service the next pass starts with after one that ran out of budget.
+///
+/// A round of passes goes over the services in name order: each pass
+/// from `resume` on (the first pass of a round from the first service),
+/// assessing each one whose records or stored record changed; before one
+/// that would take it past `budget` records (once it assessed one), it
+/// stops assessing: that service and those after it are deferred to the
+/// next pass of the round, which is due at once (paced as any pass). The
+/// services before `resume` were assessed earlier in the round.
+/// A deferred service places nothing and kills nothing in this pass; what
+/// the last assessment found stands meanwhile: its instances still wait
+/// (offers are kept for them, no REVIVE is new), its rollout's progress
+/// and its shortfall are as they were. A round takes at most one pass per
+/// service, and about `records / budget` passes.
+#[derive(Debug)]
+pub(super) struct PassBound {
+    /// Records a pass may read (tests set it low).
+    pub(super) budget: usize,
+    /// The first service the last pass deferred.
+    resume: Option<String>,
+}
+
+impl Default for PassBound {
+    fn default() -> PassBound {
+        PassBound {
+            budget: PASS_RECORDS,
+            resume: None,
+        }
+    }
+}
+
+impl PassBound {
+    /// True while a pass deferred services the next one must assess.
+    pub(super) fn deferred(&self) -> bool {
+        self.resume.is_some()
+    }
+}
+
 /// A service the last scheduling pass found needing nothing: no missing
 /// instance, no surplus task, no replacement due, no rollout in progress.
 /// None of these changes with time alone (availability only grows with
@@ -208,20 +254,60 @@ impl Machine {
         let launching: usize = self.launches.groups.values().map(|g| g.infos.len()).sum();
         let mut budget = LAUNCHING_MAX.saturating_sub(launching);
         let names = self.services.names();
+        // From where the last pass stopped (`PassBound`): the services
+        // before it were assessed earlier in this round.
+        let resume = self.pass.resume.take();
         let mut records_read = 0;
+        let mut assessed = 0usize;
+        let mut carried_waiting: HashMap<String, placement::Shortfall> = HashMap::new();
         for name in names {
+            let skip = |machine: &Machine| {
+                let Some(state) = machine.services.state(&name) else {
+                    return true;
+                };
+                // While an agent is emptied (for its window, or drained), no
+                // service counts as settled: which of its tasks leave changes
+                // without a record changing.
+                !machine.tasks.is_changed(&name)
+                    && !machine.maintenance.any_leaving()
+                    // A done drain only holds: a task there again changes
+                    // records.
+                    && !machine.drains.any_running()
+                    && state
+                        .settled
+                        .as_ref()
+                        .is_some_and(|s| s.holds_for(&state.entry))
+            };
+            let earlier = resume.as_ref().is_some_and(|r| name < *r);
+            let deferring = self.pass.resume.is_some();
+            let over_budget = || {
+                let reads = self.tasks.service(&name).map_or(0, |t| t.len());
+                assessed > 0 && records_read + reads > self.pass.budget
+            };
+            if earlier || deferring || (over_budget() && !skip(self)) {
+                if !earlier {
+                    self.pass.resume.get_or_insert_with(|| name.clone());
+                }
+                let Some(state) = self.services.state(&name) else {
+                    continue;
+                };
+                let progress = state.settled.as_ref().map(|s| &s.progress);
+                if let Some(progress) = progress.or(state.progress.as_ref()) {
+                    rollouts.push((name.clone(), progress.clone()));
+                }
+                if let Some(waiting) = &state.waiting {
+                    carried_waiting.insert(name.clone(), waiting.clone());
+                }
+                missing_total += self.revive.carry(&name);
+                continue;
+            }
             let changed = self.tasks.take_changed(&name);
             let Some(state) = self.services.state_mut(&name) else {
                 continue;
             };
             let entry = &state.entry;
-            // While an agent is emptied (for its window, or drained), no
-            // service counts as settled: which of its tasks leave changes
-            // without a record changing.
             if !changed
                 && !self.maintenance.any_leaving()
-                // A done drain only holds: a task there again changes
-                // records.
                 && !self.drains.any_running()
                 && let Some(settled) = &state.settled
                 && settled.holds_for(entry)
@@ -229,6 +315,7 @@ impl Machine {
                 rollouts.push((name, settled.progress.clone()));
                 continue;
             }
+            assessed += 1;
             let spec = &entry.spec;
             let empty = super::table::ServiceTasks::default();
             let tasks = self.tasks.service(&name).unwrap_or(&empty);
@@ -261,6 +348,7 @@ impl Machine {
                 // An unreachable task's wait ends by time alone.
                 && assessment.wake_at.is_none();
             state.settled = quiet.then(|| Settled::new(entry, progress.clone()));
+            state.progress = Some(progress.clone());
             kills.extend(assessment.surplus.iter().cloned());
             kills.extend(leaving_kills);
             moves.extend(assessment.moves.iter().cloned());
@@ -352,11 +440,12 @@ impl Machine {
         for p in &planned {
             *placed.entry(p.service.as_str()).or_default() += 1;
         }
-        let waiting: HashMap<String, placement::Shortfall> = demands
+        let mut waiting: HashMap<String, placement::Shortfall> = demands
             .iter()
             .filter(|d| placed.get(d.spec.name.as_str()).copied().unwrap_or(0) < d.missing.len())
             .map(|d| (d.spec.name.clone(), placement::shortfall(d, &self.offers)))
             .collect();
+        waiting.extend(carried_waiting);
         let at = self.unix(now);
         for d in &demands {
             if waiting.contains_key(&d.spec.name) {
@@ -375,11 +464,19 @@ impl Machine {
         drop(demands);
         self.note_waiting(waiting, now);
         let unplaced = missing_total.saturating_sub(planned.len());
+        // Services deferred to the next pass may want the offers left:
+        // they are neither declined nor suppressed before that pass.
+        let deferred = self.pass.deferred();
         if !planned.is_empty() {
-            self.launch(planned, unplaced > 0, now);
+            self.launch(planned, unplaced > 0 || deferred, now);
         }
         let new_need = self.revive.end_pass(self.suppressed);
-        self.settle_offers(unplaced > 0, new_need, now);
+        if deferred {
+            self.needs_schedule = true;
+        }
+        if !deferred || unplaced > 0 {
+            self.settle_offers(unplaced > 0, new_need, now);
+        }
     }
 
     /// Keeps why services wait for offers; an event when a service becomes

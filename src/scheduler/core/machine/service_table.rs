@@ -88,6 +88,10 @@ pub(super) struct ServiceState {
     pub(super) shown: Option<Shown>,
     /// Instances found no offer in the last pass, and why.
     pub(super) waiting: Option<Shortfall>,
+    /// Its rollout's progress as the last pass that assessed it found it:
+    /// what a pass that defers it (its record budget spent, see
+    /// `schedule`) reports meanwhile.
+    pub(super) progress: Option<crate::scheduler::rules::rollout::Progress>,
 }
 
 impl ServiceState {
@@ -100,6 +104,7 @@ impl ServiceState {
             settled: None,
             shown: None,
             waiting: None,
+            progress: None,
         }
     }
 
@@ -140,6 +145,11 @@ impl ServiceTable {
     /// The spec of `name`.
     pub(super) fn spec(&self, name: &str) -> Option<&ServiceSpec> {
         self.get(name).map(|e| &e.spec)
+    }
+
+    /// `name` with its state.
+    pub(super) fn state(&self, name: &str) -> Option<&ServiceState> {
+        self.services.get(name)
     }
 
     /// `name` with its state, to change.

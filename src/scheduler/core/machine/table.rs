@@ -264,6 +264,12 @@ impl TaskTable {
         self.services.get(service)
     }
 
+    /// True if a record of `service` changed since [`TaskTable::take_changed`]
+    /// last asked (which it does not reset).
+    pub(super) fn is_changed(&self, service: &str) -> bool {
+        self.services.get(service).is_some_and(|s| s.changed)
+    }
+
     /// True if a record of `service` changed since the last call for it;
     /// clears the mark.
     pub(super) fn take_changed(&mut self, service: &str) -> bool {

@@ -292,3 +292,105 @@ async fn run_single(
         | StoreOp::DeleteRun(..) => run_job_op_unreachable(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordination::ReplicaInfo;
+    use crate::coordination::memory::MemoryCoordinator;
+    use crate::mesos::v1::TaskState;
+    use crate::scheduler::spec::service::{ExecutorKind, ServiceSpec};
+    use tokio_util::sync::CancellationToken;
+
+    fn record(i: usize) -> TaskRecord {
+        TaskRecord {
+            task_id: format!("web.{i}.t").into(),
+            service: "web".into(),
+            instance: i as u32,
+            fingerprint: "f".into(),
+            agent_id: "agent-0".into(),
+            hostname: "host-0".into(),
+            executor: ExecutorKind::Command,
+            executor_id: format!("web.{i}.t"),
+            ports: Vec::new(),
+            state: TaskState::TaskStaging,
+            launched_at: 1.0,
+            updated_at: 1.0,
+            kill: None,
+            timeline: Vec::new(),
+            healthy: None,
+            healthy_since: None,
+            health_checked: None,
+            partition: None,
+        }
+    }
+
+    /// A command's write (a service record here) sent while 5,000 task
+    /// writes wait for their batches is answered after at most the
+    /// batches already sent ([`BATCHES_IN_FLIGHT`]), not after the
+    /// backlog: no task batch leaves while it is out.
+    #[tokio::test]
+    async fn a_command_write_overtakes_thousands_of_queued_task_writes() {
+        let coordinator = Arc::new(MemoryCoordinator::new(ReplicaInfo::new(
+            "http://unit.test",
+            "d1",
+            "test",
+        )));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let token = CancellationToken::new();
+        let _stop = token.clone().drop_guard();
+        let mut lane = StoreLane::new(coordinator, tx, Work(token));
+        const TASKS: usize = 5_000;
+        for i in 0..TASKS {
+            lane.submit(
+                RequestId(i as u64),
+                StoreOp::PutTask(Arc::new(record(i)), Expect::Absent),
+            );
+        }
+        lane.pump();
+        let spec: ServiceSpec = serde_json::from_value(serde_json::json!({
+            "name": "web", "command": "sleep 1", "cpus": 0.1, "mem": 16, "instances": 1
+        }))
+        .expect("a spec");
+        let command = RequestId(u64::MAX);
+        lane.submit(
+            command,
+            StoreOp::PutService(Box::new(ServiceRecord::new(spec)), Expect::Absent),
+        );
+        let mut batches = 0;
+        let mut written = 0;
+        let mut command_after = None;
+        while written < TASKS || command_after.is_none() {
+            let msg = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+                .await
+                .expect("the lane answers")
+                .expect("the channel is open");
+            match msg {
+                Msg::StoreBatch(answers) => {
+                    batches += 1;
+                    written += answers.len();
+                    assert!(
+                        answers
+                            .iter()
+                            .all(|(_, r)| matches!(r, StoreResult::Written(Ok(_))))
+                    );
+                    lane.batch_done();
+                }
+                Msg::Stored(id, result) => {
+                    assert_eq!(id, command);
+                    assert!(matches!(result, StoreResult::Written(Ok(_))), "{result:?}");
+                    command_after = Some(batches);
+                    lane.single_done();
+                }
+                Msg::Input(_) => unreachable!("the store lane sends no inputs"),
+            }
+            lane.pump();
+        }
+        let before = command_after.expect("answered");
+        assert!(
+            before <= BATCHES_IN_FLIGHT,
+            "the command's write waited for {before} task batches"
+        );
+        assert_eq!(batches, TASKS.div_ceil(BATCH));
+    }
+}

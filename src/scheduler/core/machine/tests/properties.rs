@@ -545,6 +545,7 @@ impl World {
             .collect();
         WATCHED.with(|w| *w.borrow_mut() = Watched::default());
         let mut h = Harness::leader(std::slice::from_ref(&web), &records);
+        h.machine.pass.budget = PASS_BUDGET.with(|b| b.get());
         h.watch = Some(watch);
         h.subscribe();
         World {
@@ -1189,6 +1190,23 @@ fn run(test: &str, cases: u32) -> Reach {
         );
     }
     reach.into_inner()
+}
+
+thread_local! {
+    /// The scheduling pass's record budget in this thread's cases
+    /// (`schedule::PassBound`).
+    static PASS_BUDGET: std::cell::Cell<usize> =
+        const { std::cell::Cell::new(super::super::schedule::PASS_RECORDS) };
+}
+
+/// The invariants again with passes of one service each (a record budget
+/// of one): every pass defers the other service, as a pass does at 100,000
+/// tasks.
+#[test]
+fn machine_invariants_with_bounded_passes() {
+    PASS_BUDGET.with(|b| b.set(1));
+    let reach = run("machine_invariants_with_bounded_passes", CASES);
+    eprintln!("machine_invariants_with_bounded_passes reached: {reach:?}");
 }
 
 #[test]

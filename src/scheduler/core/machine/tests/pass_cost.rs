@@ -1,0 +1,93 @@
+//! What the scheduling pass costs at 100,000 tasks: not a check (it is
+//! `#[ignore]`d and asserts nothing about time), a probe to profile with.
+//!
+//! ```text
+//! cargo test --release --lib pass_cost -- --ignored --nocapture
+//! valgrind --tool=callgrind target/release/deps/mesos_appliance-… pass_cost --ignored
+//! ```
+//!
+//! Ten services of 10,000 instances, every task TASK_STAGING in the store;
+//! then TASK_RUNNING for all of them in batches of 1,024 (the runner's
+//! batch), each batch's writes answered, then one pass per batch (timed
+//! alone), as while a launch of 100,000 tasks finishes.
+
+use std::time::{Duration, Instant as StdInstant};
+
+use super::*;
+
+const SERVICES: usize = 10;
+const PER_SERVICE: u32 = 10_000;
+const BATCH: usize = 1024;
+
+#[tokio::test(start_paused = true)]
+#[ignore = "a probe to profile the pass with; run it in release"]
+async fn pass_cost_while_100k_tasks_start() {
+    // Unbounded (every changed service in each pass), then bounded.
+    for budget in [usize::MAX, super::super::schedule::PASS_RECORDS] {
+        probe(budget).await;
+    }
+}
+
+async fn probe(budget: usize) {
+    let specs: Vec<ServiceSpec> = (0..SERVICES)
+        .map(|s| service(&format!("svc{s}"), PER_SERVICE))
+        .collect();
+    let mut records = Vec::new();
+    for spec in &specs {
+        for i in 0..PER_SERVICE {
+            let mut r = running_record(&spec.name, i, spec);
+            r.state = TaskState::TaskStaging;
+            records.push(r);
+        }
+    }
+    let ids: Vec<String> = records.iter().map(|r| r.task_id.to_string()).collect();
+    let mut h = Harness::leader(&specs, &records);
+    h.machine.pass.budget = budget;
+    h.subscribe();
+    h.answer_all();
+    let mut passes = Vec::new();
+    let mut uuid = 0u64;
+    // Interleaved over the services, as updates arrive.
+    let mut order: Vec<&String> = Vec::with_capacity(ids.len());
+    for i in 0..PER_SERVICE as usize {
+        for s in 0..SERVICES {
+            order.push(&ids[s * PER_SERVICE as usize + i]);
+        }
+    }
+    for batch in order.chunks(BATCH) {
+        let statuses = batch
+            .iter()
+            .map(|id| {
+                uuid += 1;
+                status(id, TaskState::TaskRunning, Some(&format!("u{uuid}")))
+            })
+            .collect();
+        let now = Instant::now();
+        let effects = h.machine.handle(Input::Updates(statuses), now);
+        h.take(effects);
+        while let Some((id, op)) = h.stores.pop_front() {
+            let result = h.store.apply(op);
+            let effects = h.machine.handle(Input::Stored { id, result }, now);
+            h.take(effects);
+        }
+        h.calls.clear();
+        // The pass alone (`settle` runs it when its pacing allows; here
+        // every batch gets one).
+        let started = StdInstant::now();
+        h.machine.schedule(now);
+        passes.push(started.elapsed());
+        let effects = h.machine.settle(now);
+        h.take(effects);
+        tokio::time::advance(Duration::from_millis(10)).await;
+    }
+    let total: Duration = passes.iter().sum();
+    let max = passes.iter().max().copied().unwrap_or_default();
+    println!(
+        "budget {budget}: {} passes over {} records: {:.1} ms in all, {:.2} ms each on average, {:.2} ms at most",
+        passes.len(),
+        ids.len(),
+        total.as_secs_f64() * 1e3,
+        total.as_secs_f64() * 1e3 / passes.len() as f64,
+        max.as_secs_f64() * 1e3
+    );
+}
