@@ -897,6 +897,7 @@ fn convert(
         upgrade: None,
         unreachable,
         labels,
+        restart_generation: 0,
     })
 }
 
