@@ -8,21 +8,12 @@
 
 use crate::support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use mesos_appliance::app::start_replica;
-use mesos_appliance::coordination::zookeeper::{ZkConfig, ZkCoordinator};
-use mesos_appliance::mesos::client::ClientConfig;
-use mesos_appliance::mesos::detector::MasterSpec;
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
-use mesos_appliance::util::zk::ZkUrl;
-use mesos_appliance::web::WebConfig;
-use support::appliance::core_config;
+use support::appliance::{Served, ServedConfig};
 use support::browser::Browser;
-use support::replicas::{SESSION, replica};
-use support::zookeeper::{ZkServer, free_port};
-use tokio_util::sync::CancellationToken;
+use support::zookeeper::ZkServer;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -34,27 +25,12 @@ async fn run_now_from_the_jobs_page_shows_the_run_succeed_with_its_stdout() {
     tb_config.run_executors = Some(env!("CARGO_BIN_EXE_mesos-appliance-executor").into());
     let tb = Testbed::start(tb_config).await.unwrap();
 
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let zk_url = ZkUrl::parse(&format!("zk://{}/jobs-ui", zk.connect_string()), "x").unwrap();
-    let mut info = replica("a");
-    info.advertised_url = url.clone();
-    let coordinator = Arc::new(
-        ZkCoordinator::start(ZkConfig::new(zk_url, info).with_session_timeout(SESSION))
-            .await
-            .unwrap(),
-    );
-    let mut core = core_config();
-    core.framework_name = "jobs-ui".into();
-    core.snapshot_interval = Duration::from_millis(100);
-    let mut web = WebConfig::new(format!("127.0.0.1:{port}").parse().unwrap(), url.clone());
-    web.handler_timeout = Duration::from_secs(10);
-    let stop = CancellationToken::new();
-    let client = ClientConfig::new(MasterSpec::parse(&tb.url()).unwrap());
-    let running = start_replica(core, client, coordinator, Vec::new(), web, stop.clone())
-        .await
-        .unwrap();
-    let _stop = stop.drop_guard();
+    let mut config = ServedConfig::new("jobs-ui");
+    config.core.snapshot_interval = Duration::from_millis(100);
+    config.web.handler_timeout = Duration::from_secs(10);
+    let served = Served::start_on_zk(&zk.connect_string(), config, &tb.url(), Vec::new()).await;
+    let url = served.url.clone();
+    let running = &served.running;
 
     // The job, through the API (loopback: no token configured), once
     // this replica leads.

@@ -356,23 +356,23 @@ impl Drop for SubscriptionClock {
     }
 }
 
-/// A whole replica as `serve` runs it — scheduler and dashboard on a free
-/// loopback port — on the in-memory coordinator (it leads at once), for
-/// tests whose subject is what the web server shows. Stops on drop.
-pub struct Served {
+/// What [`Served`] starts: replica and framework `name` on a free loopback
+/// port, the tests' [`core_config`] and a web server there. Change fields
+/// before starting.
+pub struct ServedConfig {
     /// The dashboard's base URL, `http://127.0.0.1:<port>`.
     pub url: String,
-    /// The replica: its handle and web server.
-    pub running: mesos_appliance::app::Running,
-    /// Cancel to stop the replica (dropping does it too).
-    pub stop: CancellationToken,
+    /// The replica (advertising `url`).
+    pub info: mesos_appliance::coordination::ReplicaInfo,
+    /// The scheduler's settings (`framework_name` is `name`).
+    pub core: CoreConfig,
+    /// The web server's settings (listening on `url`'s port).
+    pub web: mesos_appliance::web::WebConfig,
 }
 
-impl Served {
-    /// Starts replica and framework `name` with `services`, subscribing to
-    /// `master` (a URL).
-    pub async fn start(name: &str, master: &str, services: Vec<ServiceSpec>) -> Served {
-        super::mesos::init();
+impl ServedConfig {
+    /// The settings of replica and framework `name`.
+    pub fn new(name: &str) -> ServedConfig {
         let port = super::zookeeper::free_port();
         let url = format!("http://127.0.0.1:{port}");
         let mut info = replicas::replica(name);
@@ -385,19 +385,82 @@ impl Served {
                 .expect("loopback address"),
             url.clone(),
         );
+        ServedConfig {
+            url,
+            info,
+            core,
+            web,
+        }
+    }
+}
+
+/// A whole replica as `serve` runs it — scheduler and dashboard on a free
+/// loopback port — for tests whose subject is what the web server shows.
+/// Stops on drop.
+pub struct Served {
+    /// The dashboard's base URL, `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// The replica: its handle and web server.
+    pub running: mesos_appliance::app::Running,
+    /// Cancel to stop the replica (dropping does it too).
+    pub stop: CancellationToken,
+}
+
+impl Served {
+    /// Starts replica and framework `name` with `services` on the in-memory
+    /// coordinator (it leads at once), subscribing to `master` (a URL).
+    pub async fn start(name: &str, master: &str, services: Vec<ServiceSpec>) -> Served {
+        let config = ServedConfig::new(name);
+        let coordinator = Arc::new(MemoryCoordinator::new(config.info.clone()));
+        Served::start_with(config, coordinator, master, services).await
+    }
+
+    /// Starts `config`'s replica on ZooKeeper `zk` (host:port), root
+    /// `/<framework name>`, with the tests' short session
+    /// ([`replicas::SESSION`]): it leads once elected.
+    pub async fn start_on_zk(
+        zk: &str,
+        config: ServedConfig,
+        master: &str,
+        services: Vec<ServiceSpec>,
+    ) -> Served {
+        let root = format!("zk://{zk}/{}", config.core.framework_name);
+        let url = ZkUrl::parse(&root, &config.core.framework_name).expect("ZooKeeper URL");
+        let coordinator = Arc::new(
+            ZkCoordinator::start(
+                ZkConfig::new(url, config.info.clone()).with_session_timeout(replicas::SESSION),
+            )
+            .await
+            .expect("coordinator"),
+        );
+        Served::start_with(config, coordinator, master, services).await
+    }
+
+    /// Starts `config`'s replica on `coordinator`, subscribing to `master`.
+    pub async fn start_with(
+        config: ServedConfig,
+        coordinator: Arc<dyn Coordinator>,
+        master: &str,
+        services: Vec<ServiceSpec>,
+    ) -> Served {
+        super::mesos::init();
         let stop = CancellationToken::new();
         let client = ClientConfig::new(MasterSpec::parse(master).expect("master URL"));
         let running = mesos_appliance::app::start_replica(
-            core,
+            config.core,
             client,
-            Arc::new(MemoryCoordinator::new(info)),
+            coordinator,
             services,
-            web,
+            config.web,
             stop.clone(),
         )
         .await
         .expect("replica started");
-        Served { url, running, stop }
+        Served {
+            url: config.url,
+            running,
+            stop,
+        }
     }
 }
 
