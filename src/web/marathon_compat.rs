@@ -590,30 +590,64 @@ pub async fn app(State(state): State<AppState>, Path(id): Path<String>) -> Respo
     }
 }
 
+/// Which tasks `GET /v2/tasks?status=` keeps: Marathon's REST reference
+/// names `running` and `staging`; no `status` keeps them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StatusFilter {
+    All,
+    Running,
+    Staging,
+}
+
+impl StatusFilter {
+    /// Reads the `status` parameter (any case); `Err` names an unknown
+    /// value and the known ones.
+    fn parse(value: Option<&str>) -> Result<StatusFilter, String> {
+        match value.map(str::to_ascii_lowercase).as_deref() {
+            None => Ok(StatusFilter::All),
+            Some("running") => Ok(StatusFilter::Running),
+            Some("staging") => Ok(StatusFilter::Staging),
+            Some(other) => Err(format!(
+                "unknown status '{other}': use running or staging, or leave it out for all tasks"
+            )),
+        }
+    }
+
+    fn keeps(self, state: &str) -> bool {
+        match self {
+            StatusFilter::All => true,
+            StatusFilter::Running => state == "TASK_RUNNING",
+            StatusFilter::Staging => state == "TASK_STAGING" || state == "TASK_STARTING",
+        }
+    }
+}
+
 /// `GET /v2/tasks` (`?status=running` keeps TASK_RUNNING only, `staging`
-/// the tasks not yet running).
-pub async fn tasks(State(state): State<AppState>, RawQuery(query): RawQuery) -> Json<TasksAnswer> {
+/// the tasks not yet running; any other value is a 400 with Marathon's
+/// `{"message"}` body).
+pub async fn tasks(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
     let pairs = pairs(query.as_deref());
     let status = pairs
         .iter()
         .find(|(k, _)| k == "status")
-        .map(|(_, v)| v.to_ascii_lowercase());
+        .map(|(_, v)| v.as_str());
+    let filter = match StatusFilter::parse(status) {
+        Ok(filter) => filter,
+        Err(message) => {
+            return (StatusCode::BAD_REQUEST, Json(MarathonError { message })).into_response();
+        }
+    };
     let s = state.handle.snapshot();
     let by_service = live_by_service(&s);
     let mut tasks = Vec::new();
     for st in &s.services {
-        for t in live_tasks(&by_service, st) {
-            let keep = match status.as_deref() {
-                Some("running") => t.state == "TASK_RUNNING",
-                Some("staging") => t.state == "TASK_STAGING" || t.state == "TASK_STARTING",
-                _ => true,
-            };
-            if keep {
-                tasks.push(t);
-            }
-        }
+        tasks.extend(
+            live_tasks(&by_service, st)
+                .into_iter()
+                .filter(|t| filter.keeps(&t.state)),
+        );
     }
-    Json(TasksAnswer { tasks })
+    Json(TasksAnswer { tasks }).into_response()
 }
 
 /// `GET /v2/events`: see the module doc.
@@ -813,6 +847,22 @@ mod tests {
         assert_eq!(p[2], ("label".into(), "x=y".into()));
         assert!(!embeds_tasks(&pairs(Some("embed=apps.counts"))));
         assert!(!embeds_tasks(&pairs(None)));
+    }
+
+    #[test]
+    fn the_status_filter_knows_marathons_two_values() {
+        assert_eq!(StatusFilter::parse(None), Ok(StatusFilter::All));
+        assert_eq!(
+            StatusFilter::parse(Some("RUNNING")),
+            Ok(StatusFilter::Running)
+        );
+        let staging = StatusFilter::parse(Some("staging")).unwrap();
+        assert!(staging.keeps("TASK_STARTING") && !staging.keeps("TASK_RUNNING"));
+        let err = StatusFilter::parse(Some("bogus")).unwrap_err();
+        assert!(
+            err.contains("'bogus'") && err.contains("running or staging"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -79,13 +79,18 @@ pub const MAX_SPEC_TEXT: usize = 256 * 1024;
 const ABSENT: &str = "absent";
 
 /// A short version of a stored spec (FNV-1a of its JSON, as
-/// [`ServiceSpec::fingerprint`] hashes the task shape), or `absent`: what
-/// a confirmation page saw, checked again when it is posted.
+/// [`ServiceSpec::fingerprint`] hashes the task shape, and of its restart
+/// generation when not 0 — the JSON leaves that out, yet a rolling restart
+/// started since the page was shown is a change), or `absent`: what a
+/// confirmation page saw, checked again when it is posted.
 pub fn spec_version(spec: Option<&ServiceSpec>) -> String {
     let Some(spec) = spec else {
         return ABSENT.to_string();
     };
-    let text = serde_json::to_string(spec).unwrap_or_default();
+    let mut text = serde_json::to_string(spec).unwrap_or_default();
+    if spec.restart_generation != 0 {
+        text.push_str(&format!("\nrestart_generation={}", spec.restart_generation));
+    }
     let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
@@ -1043,6 +1048,22 @@ mod tests {
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}");
             assert_eq!(e.errors[0].field, "instances");
         }
+    }
+
+    #[test]
+    fn a_rolling_restart_changes_the_version_a_page_saw() {
+        let mut spec = validate(SAMPLE_SPEC, None).unwrap().into_inner();
+        let before = spec_version(Some(&spec));
+        assert_eq!(before.len(), 16);
+        spec.restart_generation = 1;
+        let restarted = spec_version(Some(&spec));
+        assert_ne!(
+            before, restarted,
+            "a restart since the page must be a change"
+        );
+        spec.restart_generation = 2;
+        assert_ne!(restarted, spec_version(Some(&spec)));
+        assert_eq!(spec_version(None), ABSENT);
     }
 
     #[test]

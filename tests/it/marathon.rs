@@ -428,6 +428,15 @@ async fn load_balancers_read_v2_apps_tasks_and_events_from_any_replica() {
             (status, missing["message"].as_str()),
             (404, Some("App '/nope' does not exist"))
         );
+        let (status, bogus) = r.get("/v2/tasks?status=bogus").await.unwrap();
+        assert_eq!(status, 400, "{bogus}");
+        assert!(
+            bogus["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("bogus"),
+            "{bogus}"
+        );
         let (_, tasks) = r.get("/v2/tasks?status=running").await.unwrap();
         let web_tasks: Vec<&Value> = tasks["tasks"]
             .as_array()
