@@ -204,6 +204,55 @@ async fn a_crash_loop_backs_off_although_each_task_reaches_running() {
     replica.stop().await;
 }
 
+/// A command that cannot be executed (a typo in the program's path) under
+/// the default command executor: real Mesos reports TASK_RUNNING (its
+/// launch helper started) and then TASK_FAILED "Command exited with status
+/// 1" with "Failed to execute" on stderr; either that or an executor that
+/// dies after TASK_STARTING must back off like any failure, with the
+/// failure shown — never relaunch in a tight loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_cannot_be_executed_backs_off_and_says_why() {
+    let tb = support::executor::process_testbed().await;
+    let specs = services(
+        json!([{"name": "typo", "command": ["/nonexistent/bin/serve"],
+        "cpus": 0.1, "mem": 8, "instances": 1,
+        "restart_backoff": "1s", "restart_backoff_max": "4s"}]),
+    );
+    let replica = Replica::in_memory("r1", &tb.url(), specs, core_config()).await;
+    let status = |s: &mesos_appliance::scheduler::Snapshot| {
+        s.services.iter().find(|x| x.spec.name == "typo").cloned()
+    };
+    let s = replica
+        .wait_for("three consecutive failures", WAIT, |s| {
+            status(s).is_some_and(|x| x.consecutive_failures >= 3)
+        })
+        .await;
+    let failure = status(&s)
+        .and_then(|x| x.last_failure)
+        .expect("the last failure is shown");
+    assert!(
+        failure
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("exited with status 1"),
+        "{failure:?}"
+    );
+    let mut launches: Vec<f64> = s
+        .tasks
+        .iter()
+        .filter(|t| t.service == "typo")
+        .map(|t| t.launched_at)
+        .collect();
+    launches.sort_by(f64::total_cmp);
+    let gaps: Vec<f64> = launches.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.len() >= 2 && gaps[0] >= 1.0 && gaps[1] >= 2.0,
+        "relaunched without backing off: {gaps:?}"
+    );
+    replica.stop().await;
+}
+
 /// A changed spec forgets the old spec's failures (a fixed command must not
 /// sit out the broken one's backoff), and deleting a service kills its
 /// tasks with the service's own grace period.

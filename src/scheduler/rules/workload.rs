@@ -186,15 +186,17 @@ pub fn counts_as_failure(state: TaskState, reason: Option<task_status::Reason>) 
 /// task its health check killed (TASK_KILLED carrying `healthy = false`,
 /// `src/launcher/executor.cpp` in apache/mesos: the scheduler did not ask
 /// for it; callers leave out kills they requested), and a
-/// task whose executor terminated before the task ever started: TASK_FAILED
-/// with REASON_EXECUTOR_TERMINATED and no TASK_STARTING or TASK_RUNNING in
-/// its timeline. Its container never ran — an agent without a
-/// containerizer for it reports exactly that ("Abnormal executor
-/// termination: unknown container", `src/slave/slave.cpp`
-/// executorTerminated), as does an executor that dies at start — so a
-/// replacement launched at once would fail the same way, in a loop. An
-/// executor that exits under a running task (`kamikaze`, a crash) is still
-/// not the task's fault.
+/// task whose executor terminated before the task ever ran: TASK_FAILED
+/// with REASON_EXECUTOR_TERMINATED and no TASK_RUNNING in its timeline.
+/// Its command never ran — an agent without a containerizer for it reports
+/// exactly that ("Abnormal executor termination: unknown container",
+/// `src/slave/slave.cpp` executorTerminated), as does an executor that
+/// dies at start, TASK_STARTING or not (the command executor sends
+/// TASK_STARTING before it forks the command and ABORTs when that fork
+/// fails, `src/launcher/executor.cpp` launch) — so a replacement launched
+/// at once would fail the same way, in a loop. An executor that exits
+/// under a running task (`kamikaze`, a crash) is still not the task's
+/// fault.
 pub fn counts_as_failure_of(record: &TaskRecord) -> bool {
     let last = record.timeline.last();
     let reason = last.and_then(|e| e.reason);
@@ -205,13 +207,13 @@ pub fn counts_as_failure_of(record: &TaskRecord) -> bool {
     if state == TaskState::TaskKilled && last.is_some_and(|e| e.healthy == Some(false)) {
         return true;
     }
-    let started = record
+    let ran = record
         .timeline
         .iter()
-        .any(|e| matches!(e.state, TaskState::TaskStarting | TaskState::TaskRunning));
+        .any(|e| e.state == TaskState::TaskRunning);
     state == TaskState::TaskFailed
         && reason == Some(task_status::Reason::ExecutorTerminated)
-        && !started
+        && !ran
 }
 
 /// One instance's restart backoff (a service's instance number): after a
@@ -710,6 +712,15 @@ mod tests {
             entry("TASK_FAILED", terminated),
         ];
         assert!(!counts_as_failure_of(&kamikaze), "it ran: not its fault");
+        let mut aborted_at_start = never_ran.clone();
+        aborted_at_start.timeline = vec![
+            entry("TASK_STARTING", None),
+            entry("TASK_FAILED", terminated),
+        ];
+        assert!(
+            counts_as_failure_of(&aborted_at_start),
+            "the executor died before the command ran: a loop unless it backs off"
+        );
         let mut launch_failed = never_ran.clone();
         launch_failed.timeline = vec![entry("TASK_FAILED", Some("REASON_CONTAINER_LAUNCH_FAILED"))];
         assert!(counts_as_failure_of(&launch_failed));

@@ -54,6 +54,15 @@ fn nanos(d: &crate::mesos::v1::DurationInfo) -> Duration {
     Duration::from_nanos(u64::try_from(d.nanoseconds).unwrap_or(0))
 }
 
+/// What [`spawn_command`](Master::spawn_command) started.
+enum Spawned {
+    /// The command runs as this process.
+    Pid(u32),
+    /// The command could not be executed (why, as the launch helper
+    /// prints it).
+    Exec(String),
+}
+
 impl Master {
     /// The live command process running `task_id` of `framework_id`.
     fn command_of(&self, framework_id: &str, task_id: &str) -> Option<String> {
@@ -111,7 +120,26 @@ impl Master {
         let starting = self.executor_status(task, TaskState::TaskStarting, None);
         self.agent_update(framework_id, task_id, starting);
         match self.spawn_command(agent_index, framework_id, task_id) {
-            Ok(pid) => {
+            Ok(Spawned::Exec(message)) => {
+                // Real Mesos forks `mesos-containerizer launch`, which
+                // succeeds, so the executor reports TASK_RUNNING; the helper
+                // then fails its execvp, prints why on stderr and exits 1
+                // (`src/slave/containerizer/mesos/launch.cpp`, "Failed to
+                // execute"), and the executor reaps it as any command
+                // (`src/launcher/executor.cpp` reaped: TASK_FAILED, no
+                // reason, "Command exited with status 1").
+                tracing::warn!(%task_id, %message, "command could not be executed");
+                for (state, text) in [
+                    (TaskState::TaskRunning, None),
+                    (TaskState::TaskFailed, Some(command_message(1 << 8))),
+                ] {
+                    if let Some(task) = self.tasks.get(&key) {
+                        let status = self.executor_status(task, state, text.as_deref());
+                        self.agent_update(framework_id, task_id, status);
+                    }
+                }
+            }
+            Ok(Spawned::Pid(pid)) => {
                 if let Some(task) = self.tasks.get_mut(&key) {
                     task.executor_pid = pid;
                 }
@@ -142,13 +170,16 @@ impl Master {
         true
     }
 
-    /// Spawns the task's command in a fresh sandbox; returns its pid.
+    /// Spawns the task's command in a fresh sandbox. `Err` is a failure
+    /// of the executor itself before the command (it aborts: the agent
+    /// fails the task); a command that cannot be executed is
+    /// [`Spawned::Exec`], its reason written to the sandbox's `stderr`.
     fn spawn_command(
         &mut self,
         agent_index: usize,
         framework_id: &str,
         task_id: &str,
-    ) -> Result<u32, String> {
+    ) -> Result<Spawned, String> {
         use std::io::Write;
         let task = self
             .tasks
@@ -198,6 +229,8 @@ impl Master {
             .iter()
             .find_map(|r| r.allocation_info.as_ref().and_then(|a| a.role.clone()))
             .unwrap_or_else(|| "*".into());
+        // Kept to write why the command could not be executed.
+        let mut launch_errors = stderr.try_clone().ok();
         command
             .current_dir(&sandbox)
             .stdin(std::process::Stdio::null())
@@ -230,9 +263,17 @@ impl Master {
                 Ok(())
             });
         }
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("Failed to launch task subprocess: {e}"))?;
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                let executable = if shell { "/bin/sh" } else { value.as_str() };
+                let message = format!("Failed to execute '{executable}': {e}");
+                if let Some(file) = launch_errors.as_mut() {
+                    let _ = writeln!(file, "{message}");
+                }
+                return Ok(Spawned::Exec(message));
+            }
+        };
         let pid = child.id().ok_or("command vanished at launch")?;
         tracing::info!(%task_id, %container_id, pid, sandbox = %sandbox.display(), "started command task");
         let master = self.this.clone();
@@ -270,7 +311,7 @@ impl Master {
                 escalate_at: None,
             },
         );
-        Ok(pid)
+        Ok(Spawned::Pid(pid))
     }
 
     /// The command process ended with raw wait status `raw` (`None`: the
