@@ -73,6 +73,9 @@ pub enum CtlError {
     },
     /// `apply --wait`: not finished before the deadline.
     TimedOut(String),
+    /// `--wait`: what it waits for was deleted or replaced by a later
+    /// change (what happened, in words).
+    Gone(String),
     /// `jobs run --wait`: the run ended other than `succeeded`.
     RunEnded {
         /// The job.
@@ -95,7 +98,7 @@ impl CtlError {
             CtlError::Unreachable(_) => Exit::Unreachable,
             CtlError::Halted { .. } => Exit::Halted,
             CtlError::TimedOut(_) => Exit::TimedOut,
-            CtlError::RunEnded { .. } => Exit::Halted,
+            CtlError::RunEnded { .. } | CtlError::Gone(_) => Exit::Halted,
         }
     }
 
@@ -166,7 +169,7 @@ impl std::fmt::Display for CtlError {
                     "error: the rollout of service {service} halted: {reason}"
                 )
             }
-            CtlError::TimedOut(m) => write!(f, "error: {m}"),
+            CtlError::TimedOut(m) | CtlError::Gone(m) => write!(f, "error: {m}"),
             CtlError::RunEnded {
                 job,
                 run,

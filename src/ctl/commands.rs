@@ -270,6 +270,15 @@ async fn set_job_enabled(
     Ok(())
 }
 
+/// How long `--wait` lets the replica it asks not show a change the
+/// leader accepted before it concludes the service (run) was deleted or
+/// the change replaced by a later one: continuously, counted from the
+/// start or from the last time it was shown. A follower reads ZooKeeper
+/// within a second or two, but across a leader failover the replicas show
+/// nothing until the new leader has read the records (the session timeout
+/// and then some): an absence shorter than this proves nothing.
+const NOT_SHOWN_GRACE: Duration = Duration::from_secs(20);
+
 /// `jobs run --wait`: polls the run every second until it is finished
 /// (`docs/jobs.md#run-states`); the run when it `succeeded`, else
 /// [`CtlError::RunEnded`]; [`CtlError::TimedOut`] past the deadline.
@@ -281,11 +290,25 @@ async fn wait_for_run(
 ) -> Result<Value, CtlError> {
     let path = format!("{}/runs/{}", job_path(job), segment(run_id));
     let mut said = String::new();
+    let mut missing_since = Some(Instant::now());
     loop {
         let run = match client.get(&path).await {
-            Ok(run) => run,
-            // A replica that has not read the run yet.
-            Err(CtlError::Api { status: 404, .. }) => Value::Null,
+            Ok(run) => {
+                missing_since = None;
+                run
+            }
+            // A replica that has not read the run yet — or the run (its
+            // job) was deleted.
+            Err(CtlError::Api { status: 404, .. }) => {
+                let since = *missing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > NOT_SHOWN_GRACE {
+                    return Err(CtlError::Gone(format!(
+                        "job {job} run {run_id} was deleted while waiting for it \
+                         (was the job deleted?)"
+                    )));
+                }
+                Value::Null
+            }
             Err(e) => return Err(e),
         };
         let state = run["state"].as_str().unwrap_or("starting").to_string();
@@ -457,6 +480,8 @@ async fn apply(
 async fn wait_for(client: &Client, specs: &[Value], json: bool) -> Result<Vec<String>, CtlError> {
     let mut done: Vec<Option<String>> = vec![None; specs.len()];
     let mut said: Vec<String> = vec![String::new(); specs.len()];
+    // Since when each service has not shown the applied spec.
+    let mut missing_since = vec![Some(Instant::now()); specs.len()];
     loop {
         for (i, spec) in specs.iter().enumerate() {
             if done[i].is_some() {
@@ -465,12 +490,30 @@ async fn wait_for(client: &Client, specs: &[Value], json: bool) -> Result<Vec<St
             let name = spec["name"].as_str().unwrap_or_default();
             let verdict = match client.get(&service_path(name)).await {
                 Ok(row) => judge(&row, spec),
-                // A replica that has not seen the new service yet.
+                // A replica that has not seen the new service yet — or the
+                // service was deleted.
                 Err(CtlError::Api { status: 404, .. }) => {
-                    Verdict::Waiting(format!("service {name}: not shown yet"))
+                    if missing_since[i].is_some_and(|t| t.elapsed() > NOT_SHOWN_GRACE) {
+                        return Err(CtlError::Gone(format!(
+                            "service {name} was deleted while waiting for its rollout"
+                        )));
+                    }
+                    missing_since[i].get_or_insert_with(Instant::now);
+                    Verdict::NotShown(format!("service {name}: not shown"))
                 }
                 Err(e) => return Err(e),
             };
+            if let Verdict::NotShown(_) = &verdict {
+                if missing_since[i].is_some_and(|t| t.elapsed() > NOT_SHOWN_GRACE) {
+                    return Err(CtlError::Gone(format!(
+                        "service {name} was changed again by another request while waiting: \
+                         its rollout is no longer this apply's (see `ctl services show {name}`)"
+                    )));
+                }
+                missing_since[i].get_or_insert_with(Instant::now);
+            } else {
+                missing_since[i] = None;
+            }
             match verdict {
                 Verdict::Halted(reason) => {
                     if json {
@@ -490,7 +533,7 @@ async fn wait_for(client: &Client, specs: &[Value], json: bool) -> Result<Vec<St
                     }
                     done[i] = Some(line);
                 }
-                Verdict::Waiting(line) => {
+                Verdict::Waiting(line) | Verdict::NotShown(line) => {
                     if line != said[i] {
                         eprintln!("{line}");
                         said[i] = line;

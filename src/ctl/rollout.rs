@@ -8,7 +8,9 @@
 //! an instance stayed unavailable past `upgrade.deadline`; an initial launch
 //! or a scale has no `rollout`, so for those the counts decide.
 //!
-//! - **Halted**: `rollout.halted` is set.
+//! - **NotShown**: the row does not show the applied spec (yet, or any
+//!   more: the caller tells a slow replica from a later change).
+//! - **Halted**: the row shows it and `rollout.halted` is set.
 //! - **Done**: the row shows the applied spec (the fields that shape the
 //!   tasks and the instance count agree, [`APPLIED_FIELDS`]), no rollout,
 //!   `running` equals the desired `instances` with nothing being killed,
@@ -26,6 +28,9 @@ pub enum Verdict {
     Halted(String),
     /// Under way: a summary of the counts.
     Waiting(String),
+    /// The row does not show the applied spec: not read yet by this
+    /// replica, or replaced by a later change (the caller tells which).
+    NotShown(String),
 }
 
 /// The fields of the applied spec that must agree with the row's `spec`
@@ -103,10 +108,6 @@ fn count(row: &Value, key: &str) -> u64 {
 pub fn judge(row: &Value, applied: &Value) -> Verdict {
     let name = row["name"].as_str().unwrap_or("?");
     let rollout = &row["rollout"];
-    if let Some(halt) = rollout.get("halted").filter(|h| !h.is_null()) {
-        let reason = halt["reason"].as_str().unwrap_or("no reason given");
-        return Verdict::Halted(reason.to_string());
-    }
     let desired = row["spec"]["instances"].as_u64().unwrap_or(0);
     let (running, healthy, killing) = (
         count(row, "running"),
@@ -118,8 +119,14 @@ pub fn judge(row: &Value, applied: &Value) -> Verdict {
         .as_str()
         .map(|w| format!("; waiting: {w}"))
         .unwrap_or_default();
+    // A halt is ours only once the row shows our change: a halt of a
+    // later change is somebody else's.
     if !shows(row, applied) {
-        return Verdict::Waiting(format!("service {name}: the change is not shown yet"));
+        return Verdict::NotShown(format!("service {name}: the change is not shown yet"));
+    }
+    if let Some(halt) = rollout.get("halted").filter(|h| !h.is_null()) {
+        let reason = halt["reason"].as_str().unwrap_or("no reason given");
+        return Verdict::Halted(reason.to_string());
     }
     if !rollout.is_null() {
         return Verdict::Waiting(format!(
@@ -189,12 +196,23 @@ mod tests {
     }
 
     #[test]
+    fn a_halt_of_another_change_is_not_ours() {
+        let applied = json!({"command": "sleep 2", "instances": 2});
+        let r = row(
+            spec("sleep 3", 2, false),
+            json!({"rollout": {"desired": 2, "replaced": 0, "healthy": 0, "remaining": 2,
+                "halted": {"at": 1.0, "reason": "instance(s) 0 not available for 6s"}}}),
+        );
+        assert!(matches!(judge(&r, &applied), Verdict::NotShown(_)));
+    }
+
+    #[test]
     fn done_needs_the_applied_spec_no_rollout_and_every_instance_up() {
         let applied = json!({"name": "web", "command": "sleep 2", "cpus": 0.1, "mem": 32,
             "instances": 2, "restart_backoff": "1000ms"});
         // The old spec still shows: waiting, however healthy it looks.
         let old = row(spec("sleep 1", 2, false), json!({"running": 2}));
-        assert!(matches!(judge(&old, &applied), Verdict::Waiting(_)));
+        assert!(matches!(judge(&old, &applied), Verdict::NotShown(_)));
         // New spec, rollout under way.
         let rolling = row(
             spec("sleep 2", 2, false),

@@ -332,6 +332,99 @@ async fn apply_wait_exits_with_the_halt_reason_when_the_release_never_becomes_he
     assert!(stdout(&o).contains("Halted:"), "{}", stdout(&o));
 }
 
+/// Spawns `ctl services apply -f FILE --wait` against `url`; waits until
+/// the leader `a` shows the rollout of `command` under way.
+async fn apply_waiting(a: &Appliance, file: &Path, command: &str) -> tokio::process::Child {
+    let child = ctl_command(
+        &a.url,
+        TOKEN,
+        &[
+            "services",
+            "apply",
+            "-f",
+            path(file),
+            "--wait",
+            "--timeout",
+            "80s",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn ctl");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some((200, row)) = a.get("/api/v1/services/web").await
+            && row["rollout"].is_object()
+            && row["spec"]["command"] == command
+        {
+            return child;
+        }
+        assert!(Instant::now() < deadline, "no rollout of {command} began");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `apply --wait` follows its own change only: a later change of the
+/// service (whose rollout may halt) or its deletion ends the wait at once
+/// with exit 3 and what happened — never a wait until `--timeout`, never
+/// somebody else's halt reported as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_wait_ends_when_its_change_is_replaced_or_the_service_deleted() {
+    let s = Cluster::start().await;
+    let a = Appliance::spawn("a", &s.ctl_args("d1"));
+    a.wait_state("subscribed", WAIT, |st| framework_state(st) == "subscribed")
+        .await;
+    let old = s.spec_file("old.json", &web("sleep 1000", "1s"));
+    let o = ctl(&a.url, &["services", "apply", "-f", path(&old), "--wait"]).await;
+    exits(&o, 0, "the first release");
+
+    // A slow release (3 s healthy per instance), then another change.
+    let slow = s.spec_file("slow.json", &web("sleep 2000", "3s"));
+    let waiting = apply_waiting(&a, &slow, "sleep 2000").await;
+    let other = s.spec_file("other.json", &web("sleep 3000", "3s"));
+    let o = ctl(&a.url, &["services", "apply", "-f", path(&other)]).await;
+    exits(&o, 0, "the later change");
+    let started = Instant::now();
+    let o = tokio::time::timeout(CTL_WAIT, waiting.wait_with_output())
+        .await
+        .expect("ctl ends")
+        .expect("ctl output");
+    exits(&o, 3, "apply --wait whose change was replaced");
+    assert!(
+        stderr(&o).contains("changed again by another request"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The same wait, and the service is deleted under it.
+    let last = s.spec_file("last.json", &web("sleep 4000", "3s"));
+    let waiting = apply_waiting(&a, &last, "sleep 4000").await;
+    let o = ctl(&a.url, &["services", "delete", "web", "--why", "gone"]).await;
+    exits(&o, 0, "delete");
+    let started = Instant::now();
+    let o = tokio::time::timeout(CTL_WAIT, waiting.wait_with_output())
+        .await
+        .expect("ctl ends")
+        .expect("ctl output");
+    exits(&o, 3, "apply --wait whose service was deleted");
+    assert!(
+        stderr(&o).contains("service web was deleted"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_wait_on_a_follower_survives_the_leader_killed_mid_rollout() {
     let s = Cluster::start().await;
