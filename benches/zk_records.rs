@@ -90,7 +90,7 @@ fn record(i: usize) -> TaskRecord {
 }
 
 async fn run(n: usize) {
-    let zk = ZkServer::start();
+    let zk = ZkServer::start_production();
     let leader =
         start_with(config(&zk.connect_string(), "leader").with_session_timeout(SESSION)).await;
     wait_leader(leader.as_ref(), T).await;
