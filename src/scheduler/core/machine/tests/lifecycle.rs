@@ -168,7 +168,10 @@ async fn the_subscription_reconciles_in_slices_as_the_answers_come() {
         "half the slice answered: the next one"
     );
     for i in 1..4 {
-        h.update(reconciled(&format!("web.{i}.stored"), TaskState::TaskRunning));
+        h.update(reconciled(
+            &format!("web.{i}.stored"),
+            TaskState::TaskRunning,
+        ));
     }
     h.answer_all();
     assert_eq!(reconcile_calls(&h.drain_call_log()), [vec!["web.4.stored"]]);
