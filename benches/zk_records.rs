@@ -1,5 +1,8 @@
 //! ZooKeeper at scale: N task records as the leader writes them, on a real
-//! server with its defaults (no `jute.maxbuffer` flag). Run it with
+//! server with its defaults (no `jute.maxbuffer` flag) and the heap
+//! ZooKeeper's own start script gives it (1000 MB,
+//! `ZkServer::start_production`: the tests' 256 MB heap collects itself to
+//! a standstill at 100,000 records and sessions expire). Run it with
 //!
 //! ```text
 //! cargo bench --bench zk_records               # 100,000 records
@@ -13,8 +16,8 @@
 //! it has no limit on the server and none in our client, unlike Java
 //! clients, which refuse answers over their own `jute.maxbuffer`), and the
 //! time a new leader (another coordinator, fresh session) takes to read
-//! them all (`list_records`: one `getChildren`, then the records 256 at a
-//! time, decoded as JSON). Each record is one real-shaped `TaskRecord`
+//! them all (`list_records`: one `getChildren`, then the records with 1,024
+//! reads in flight, decoded as JSON). Each record is one real-shaped `TaskRecord`
 //! (running, with its STAGING/STARTING/RUNNING timeline).
 
 #[path = "../tests/support/mod.rs"]
@@ -90,7 +93,7 @@ fn record(i: usize) -> TaskRecord {
 }
 
 async fn run(n: usize) {
-    let zk = ZkServer::start();
+    let zk = ZkServer::start_production();
     let leader =
         start_with(config(&zk.connect_string(), "leader").with_session_timeout(SESSION)).await;
     wait_leader(leader.as_ref(), T).await;

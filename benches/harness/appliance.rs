@@ -207,7 +207,7 @@ impl Run {
 /// the request to the run's last answer (the appliance's own clock on this
 /// machine); the note gives the run's own start → end too.
 pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
-    let zk = tokio::task::spawn_blocking(ZkServer::start)
+    let zk = tokio::task::spawn_blocking(ZkServer::start_production)
         .await
         .map_err(|e| e.to_string())?;
     let testbed = TestbedProcess::start(agents, &[]);
@@ -442,7 +442,7 @@ pub struct FailoverFigures {
 /// and no reconciliation is in progress, A gets SIGKILL (its ZooKeeper
 /// session must expire before B is elected).
 pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, String> {
-    let zk = tokio::task::spawn_blocking(ZkServer::start)
+    let zk = tokio::task::spawn_blocking(ZkServer::start_production)
         .await
         .map_err(|e| e.to_string())?;
     let testbed = TestbedProcess::start(agents, &[]);

@@ -125,6 +125,7 @@ impl Default for CoreConfig {
                 explicit_max_backoff: Duration::from_secs(60),
                 explicit_abort_timeout: Duration::from_secs(300),
                 implicit_window: Duration::from_secs(10),
+                explicit_slice: crate::scheduler::rules::reconcile::EXPLICIT_SLICE,
             },
             framework_id_refresh_interval: Duration::from_secs(30),
             kill_retry_min: Duration::from_secs(5),

@@ -95,6 +95,93 @@ async fn next_leader_adopts_twenty_tasks_without_launching_or_killing() {
     second.stop().await;
 }
 
+/// A new leader whose explicit reconciliation asks about 3 tasks at a time
+/// (`ReconcilerConfig::explicit_slice`; 5,000 by default) adopts 20 tasks
+/// on the testbed: its RECONCILE calls each name at most 3 (a retry names
+/// the unanswered and the next slice), together every task, and the run
+/// converges with all 20 answered, nothing launched or killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_reconciles_in_slices() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(5)).await.unwrap();
+    let specs = services(json!([
+        {"name": "worker", "command": "work", "cpus": 0.2, "mem": 64, "instances": 20}
+    ]));
+    let first = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        specs.clone(),
+        core_config(),
+    )
+    .await;
+    first
+        .wait_for("20 running", WAIT, |s| running(s, "worker") == 20)
+        .await;
+    let mut sliced = core_config();
+    sliced.reconcile.explicit_slice = 3;
+    let second = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, sliced).await;
+    second
+        .wait_for("r2 follows", WAIT, |s| {
+            s.framework.state == FrameworkState::Standby && s.leader_url().is_some()
+        })
+        .await;
+    let mark = tb.calls().len();
+    first.stop().await;
+    let s = second
+        .wait_for("r2 reconciled every task", WAIT, |s| {
+            s.framework.state == FrameworkState::Subscribed
+                && s.reconciliation.history.iter().any(|r| {
+                    r.trigger.as_str() == "subscribed" && r.outcome.as_str() == "converged"
+                })
+        })
+        .await;
+    let run = s
+        .reconciliation
+        .history
+        .iter()
+        .find(|r| r.trigger.as_str() == "subscribed")
+        .unwrap();
+    assert_eq!((run.asked, run.answered), (20, 20));
+    assert!(
+        run.calls >= 7,
+        "20 tasks in slices of 3: {} calls",
+        run.calls
+    );
+    let calls = &tb.calls()[mark..];
+    let asked: Vec<Vec<String>> = calls
+        .iter()
+        .filter(|c| c.call_type == "RECONCILE")
+        .map(|c| {
+            c.call["reconcile"]["tasks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["task_id"]["value"].as_str().map(str::to_string))
+                .collect()
+        })
+        .collect();
+    let explicit: Vec<&Vec<String>> = asked.iter().filter(|a| !a.is_empty()).collect();
+    // The first slice names 3; a later call names at most the 4 asked and
+    // unanswered (a slice and a half) and the next slice, on a retry.
+    assert_eq!(explicit.first().map(|a| a.len()), Some(3), "{asked:?}");
+    assert!(
+        explicit.len() >= 7 && explicit.iter().all(|a| a.len() <= 7),
+        "slices of at most 3: {asked:?}"
+    );
+    let mut named: Vec<&String> = explicit.iter().flat_map(|a| a.iter()).collect();
+    named.sort();
+    named.dedup();
+    assert_eq!(named.len(), 20, "every task asked about: {asked:?}");
+    assert!(
+        calls.iter().all(|c| c.call_type != "KILL"),
+        "zero KILL calls"
+    );
+    let launched: Vec<String> = calls.iter().flat_map(|c| c.launched_task_ids()).collect();
+    assert!(launched.is_empty(), "zero launches: {launched:?}");
+    second.stop().await;
+}
+
 /// Locks a znode so that only the `locker` identity may touch it.
 async fn lock_znode(zk_connect: &str, path: &str) -> zk::Client {
     let client = zk::Client::connector()

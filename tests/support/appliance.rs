@@ -43,6 +43,7 @@ pub fn core_config() -> CoreConfig {
             explicit_max_backoff: Duration::from_secs(2),
             explicit_abort_timeout: Duration::from_secs(10),
             implicit_window: Duration::from_secs(1),
+            explicit_slice: mesos_appliance::scheduler::rules::reconcile::EXPLICIT_SLICE,
         },
         framework_id_refresh_interval: Duration::from_secs(2),
         kill_retry_min: Duration::from_secs(1),

@@ -53,6 +53,17 @@ const SLF4J_CANDIDATES: &[&str] = &[
     "/usr/share/zookeeper/lib/slf4j-simple.jar",
 ];
 
+/// The JVM flags of a test server: a small heap, one GC thread, the quick
+/// JIT only (starts fast, fits many servers on one machine).
+const TEST_JVM: &[&str] = &["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"];
+
+/// The JVM flags of [`ZkServer::start_production`]: the heap ZooKeeper's
+/// own start script gives a server (`bin/zkEnv.sh` in apache/zookeeper:
+/// `ZK_SERVER_HEAP` defaults to 1000 MB), the JVM's defaults otherwise.
+/// At 100,000 task records (about 64 MB of data) a 256 MB heap spends its
+/// time in full collections, which pause the server past session timeouts.
+const PRODUCTION_JVM: &[&str] = &["-Xmx1000m"];
+
 /// The class a standalone server runs.
 const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 
@@ -64,6 +75,8 @@ pub struct ZkServer {
     child: Option<Child>,
     /// The Java class to run: standalone, or a quorum peer.
     main_class: &'static str,
+    /// The JVM's flags ([`TEST_JVM`] unless a benchmark asks for more).
+    jvm: &'static [&'static str],
 }
 
 impl ZkServer {
@@ -74,6 +87,16 @@ impl ZkServer {
     /// or the server does not answer within 30 s; the message says which.
     pub fn start() -> ZkServer {
         let mut server = ZkServer::configure(STANDALONE_MAIN, free_port(), "");
+        server.start_again();
+        server
+    }
+
+    /// Like [`ZkServer::start`], but the JVM runs as ZooKeeper's own start
+    /// script runs it ([`PRODUCTION_JVM`]: a 1000 MB heap, full JIT), for
+    /// benchmarks that store 100,000 records.
+    pub fn start_production() -> ZkServer {
+        let mut server = ZkServer::configure(STANDALONE_MAIN, free_port(), "");
+        server.jvm = PRODUCTION_JVM;
         server.start_again();
         server
     }
@@ -95,6 +118,7 @@ impl ZkServer {
             port,
             child: None,
             main_class,
+            jvm: TEST_JVM,
         };
         server.write_config(extra);
         server
@@ -182,12 +206,8 @@ impl ZkServer {
             .open(self.log_path())
             .expect("open zk.log");
         let child = Command::new("java")
-            .args([
-                "-Xmx256m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-cp",
-            ])
+            .args(self.jvm)
+            .arg("-cp")
             .arg(&classpath)
             .arg(self.main_class)
             .arg(self.dir.path().join("zoo.cfg"))

@@ -16,8 +16,10 @@ use crate::coordination::{
     RecordWrite, RecordsStat, Result, Versioned, Written, check_key,
 };
 
-/// Reads issued at once when listing records (the client pipelines them).
-const READ_BATCH: usize = 256;
+/// Reads in flight at once when listing records (the client pipelines
+/// them on its one connection; each answer is about 600 bytes, so the
+/// window holds well under 1 MB of answers).
+const READ_WINDOW: usize = 1_024;
 /// Deletes per multi-op when clearing a collection.
 const DELETE_BATCH: usize = 200;
 /// Attempts of an unconditional write racing with creates and deletes.
@@ -188,6 +190,7 @@ pub(super) async fn records_stat(inner: &Inner, kind: RecordKind) -> Result<Reco
 }
 
 pub(super) async fn list_records(inner: &Inner, kind: RecordKind) -> Result<RecordList<Value>> {
+    use futures::StreamExt;
     let client = inner.client()?;
     let dir = inner.paths.records(kind);
     let mut names = match inner.timed(client.list_children(dir)).await {
@@ -197,37 +200,39 @@ pub(super) async fn list_records(inner: &Inner, kind: RecordKind) -> Result<Reco
     };
     names.sort();
     let mut list = RecordList::default();
-    for chunk in names.chunks(READ_BATCH) {
-        let reads = chunk.iter().map(|name| {
+    list.records.reserve(names.len());
+    // A sliding window of reads: the next read goes as soon as one answers
+    // (answers come back in order on the session), never waiting for the
+    // slowest of a batch.
+    let client = &client;
+    let mut reads = futures::stream::iter(names)
+        .map(|name| async move {
             let path = format!("{dir}/{name}");
-            let client = &client;
-            async move {
-                let read = inner.timed(client.get_data(&path)).await;
-                (read, path)
-            }
-        });
-        for (name, (read, path)) in chunk.iter().zip(futures::future::join_all(reads).await) {
-            match read {
-                Ok((data, stat)) => match serde_json::from_slice(&data) {
-                    Ok(value) => list.records.push((
-                        name.clone(),
-                        Versioned {
-                            value,
-                            version: stat.version,
-                        },
-                    )),
-                    Err(e) => {
-                        tracing::warn!(node = %path, error = %e, "skipping malformed record");
-                        list.malformed.push(MalformedRecord {
-                            key: name.clone(),
-                            reason: e.to_string(),
-                        });
-                    }
-                },
-                // Deleted since the listing.
-                Err(zk::Error::NoNode) => {}
-                Err(e) => return Err(map_zk(e, &path)),
-            }
+            let read = inner.timed(client.get_data(&path)).await;
+            (name, path, read)
+        })
+        .buffered(READ_WINDOW);
+    while let Some((name, path, read)) = reads.next().await {
+        match read {
+            Ok((data, stat)) => match serde_json::from_slice(&data) {
+                Ok(value) => list.records.push((
+                    name,
+                    Versioned {
+                        value,
+                        version: stat.version,
+                    },
+                )),
+                Err(e) => {
+                    tracing::warn!(node = %path, error = %e, "skipping malformed record");
+                    list.malformed.push(MalformedRecord {
+                        key: name,
+                        reason: e.to_string(),
+                    });
+                }
+            },
+            // Deleted since the listing.
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return Err(map_zk(e, &path)),
         }
     }
     Ok(list)

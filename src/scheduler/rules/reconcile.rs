@@ -8,7 +8,13 @@
 //!   every task answered
 //!   (*converged*) or after the abort timeout (*aborted*, unanswered tasks
 //!   listed). Run after every (re-)subscription, then an implicit run to
-//!   surface tasks the scheduler does not know;
+//!   surface tasks the scheduler does not know. A run asks in *slices* of
+//!   at most [`ReconcilerConfig::explicit_slice`] tasks (the guide: "the
+//!   scheduler sends some of its non-terminal tasks"; MESOS-2308 asks for
+//!   a way to pace the master's answers): the next slice goes once at most
+//!   half of the tasks asked so far are unanswered, or when the wait
+//!   elapses, so the answers on their way (held by the master's stream, the
+//!   client and the core) stay bounded whatever the task count;
 //! - **implicit**: an empty RECONCILE; the master reports every task it
 //!   knows. Run periodically (after an initial delay) and on request.
 //!
@@ -25,6 +31,7 @@
 //! [`Reconciler::tick`] asks for.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::ops::Bound;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -54,6 +61,10 @@ struct Queued {
 const HISTORY: usize = 20;
 /// First wait of an explicit run before asking again.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// Default [`ReconcilerConfig::explicit_slice`]: at 5,000 tasks the
+/// answers on their way stay under a few MiB, and one RECONCILE call's body
+/// under 0.5 MB.
+pub const EXPLICIT_SLICE: usize = 5_000;
 
 /// Timing of reconciliation (the `--reconcile-*` and
 /// `--explicit-reconcile-*` flags).
@@ -71,6 +82,10 @@ pub struct ReconcilerConfig {
     pub explicit_abort_timeout: Duration,
     /// How long an implicit run stays open to count answers.
     pub implicit_window: Duration,
+    /// Most tasks one RECONCILE call of an explicit run asks about (its
+    /// first call and each next slice; a retry asks again about every task
+    /// asked and unanswered). At least 1.
+    pub explicit_slice: usize,
 }
 
 /// What the core must do after a tick.
@@ -82,11 +97,31 @@ pub enum Action {
     Finished(ReconcileRun),
 }
 
+/// One task of an explicit run.
+#[derive(Debug)]
+struct Ask {
+    agent: Option<AgentId>,
+    /// An update came since the run started (any update counts, as the
+    /// guide's algorithm uses arrival times).
+    answered: bool,
+}
+
 #[derive(Debug)]
 struct Running {
     view: ReconcileRun,
-    /// Explicit: task ID → agent ID.
-    asked: BTreeMap<TaskId, Option<AgentId>>,
+    /// Explicit: every task of the run, asked already or not, in slice
+    /// order (the key order).
+    asked: BTreeMap<TaskId, Ask>,
+    /// Explicit: the last task of the last slice sent; the tasks after it
+    /// are asked about in the next slices. `None`: nothing sent yet.
+    sent_upto: Option<TaskId>,
+    /// Explicit: tasks up to `sent_upto` (the slices sent so far).
+    sent: usize,
+    /// Explicit: tasks sent and not answered yet.
+    outstanding: usize,
+    /// Explicit: tasks answered. Implicit: the tasks that answered.
+    answered_count: usize,
+    /// Implicit: the tasks that answered (an explicit run marks its `asked`).
     answered: HashSet<TaskId>,
     backoff: Backoff,
     /// The wait armed by the last RECONCILE call; each answer restarts it.
@@ -319,12 +354,20 @@ impl Reconciler {
         };
         match running.view.kind {
             ReconcileKind::Explicit => {
-                if let Some((id, _)) = running.asked.get_key_value(task_id)
-                    && !running.answered.contains(task_id)
+                let sent = running
+                    .sent_upto
+                    .as_ref()
+                    .is_some_and(|upto| task_id <= upto.as_str());
+                if let Some(ask) = running.asked.get_mut(task_id)
+                    && !ask.answered
                 {
-                    running.answered.insert(id.clone());
+                    ask.answered = true;
+                    running.answered_count += 1;
                     running.view.answered += 1;
-                    if running.answered.len() == running.asked.len() {
+                    if sent {
+                        running.outstanding -= 1;
+                    }
+                    if running.answered_count == running.asked.len() {
                         return self.finish(ReconcileOutcome::Converged, now, now_secs);
                     }
                     // Answers still coming: the master is not done with
@@ -333,11 +376,23 @@ impl Reconciler {
                     // thousands of tasks take longer than the first wait
                     // to answer).
                     running.next_send = running.next_send.max(now + running.wait);
+                    // Half the tasks asked so far answered: the next slice
+                    // goes while the rest still come.
+                    if running.outstanding <= self.cfg.explicit_slice.max(1) / 2
+                        && running.sent < running.asked.len()
+                    {
+                        let slice = Self::next_slice(running, self.cfg.explicit_slice);
+                        if !slice.is_empty() {
+                            running.view.calls += 1;
+                            return vec![Action::Send(slice)];
+                        }
+                    }
                 }
             }
             ReconcileKind::Implicit => {
                 if reconciliation && !running.answered.contains(task_id) {
                     running.answered.insert(TaskId::from(task_id));
+                    running.answered_count += 1;
                     running.view.answered += 1;
                 }
             }
@@ -358,24 +413,35 @@ impl Reconciler {
         if let Some(running) = &mut self.running {
             match running.view.kind {
                 ReconcileKind::Explicit => {
-                    let unanswered = |r: &Running| -> TaskList {
-                        r.asked
-                            .iter()
-                            .filter(|(t, _)| !r.answered.contains(*t))
-                            .map(|(t, a)| (t.clone(), a.clone()))
-                            .collect()
-                    };
-                    if running.answered.len() == running.asked.len() {
+                    if running.answered_count == running.asked.len() {
                         actions.extend(self.finish(ReconcileOutcome::Converged, now, now_secs));
                     } else if now >= running.deadline {
-                        running.view.unanswered =
-                            unanswered(running).into_iter().map(|(t, _)| t).collect();
+                        // Every task not answered, asked already or not.
+                        running.view.unanswered = running
+                            .asked
+                            .iter()
+                            .filter(|(_, ask)| !ask.answered)
+                            .map(|(t, _)| t.clone())
+                            .collect();
                         actions.extend(self.finish(ReconcileOutcome::Aborted, now, now_secs));
                     } else if now >= running.next_send {
                         running.wait = running.backoff.next_delay();
                         running.next_send = now + running.wait;
                         running.view.calls += 1;
-                        actions.push(Action::Send(unanswered(running)));
+                        // Again the tasks asked and unanswered, then the
+                        // next slice: a master silent about some tasks does
+                        // not hold up the others.
+                        let mut list: TaskList = match &running.sent_upto {
+                            Some(upto) => running
+                                .asked
+                                .range::<TaskId, _>((Bound::Unbounded, Bound::Included(upto)))
+                                .filter(|(_, ask)| !ask.answered)
+                                .map(|(t, ask)| (t.clone(), ask.agent.clone()))
+                                .collect(),
+                            None => Vec::new(),
+                        };
+                        list.extend(Self::next_slice(running, self.cfg.explicit_slice));
+                        actions.push(Action::Send(list));
                     }
                 }
                 ReconcileKind::Implicit => {
@@ -422,7 +488,16 @@ impl Reconciler {
         let max = self.cfg.explicit_max_backoff;
         let mut backoff = Backoff::new(FIRST_BACKOFF.min(max), max);
         let first_wait = backoff.next_delay();
-        let asked: BTreeMap<TaskId, Option<AgentId>> = tasks.into_iter().collect();
+        let asked: BTreeMap<TaskId, Ask> = tasks
+            .into_iter()
+            .map(|(task, agent)| {
+                let ask = Ask {
+                    agent,
+                    answered: false,
+                };
+                (task, ask)
+            })
+            .collect();
         let mut running = Running {
             view: ReconcileRun {
                 id,
@@ -445,6 +520,10 @@ impl Reconciler {
                     ReconcileKind::Implicit => self.cfg.implicit_window,
                 },
             asked,
+            sent_upto: None,
+            sent: 0,
+            outstanding: 0,
+            answered_count: 0,
             answered: HashSet::new(),
         };
         if kind == ReconcileKind::Explicit && running.asked.is_empty() {
@@ -453,15 +532,44 @@ impl Reconciler {
             self.running = Some(running);
             return self.finish(ReconcileOutcome::Converged, now, now_secs);
         }
-        let send = Action::Send(
-            running
-                .asked
-                .iter()
-                .map(|(t, a)| (t.clone(), a.clone()))
-                .collect(),
-        );
+        let send = match kind {
+            ReconcileKind::Explicit => {
+                Action::Send(Self::next_slice(&mut running, self.cfg.explicit_slice))
+            }
+            ReconcileKind::Implicit => Action::Send(Vec::new()),
+        };
         self.running = Some(running);
         vec![send]
+    }
+
+    /// The next slice of an explicit run: up to `slice` tasks after the last
+    /// one sent, skipping those that answered already (an update before
+    /// they were asked about counts). Marks them sent.
+    fn next_slice(running: &mut Running, slice: usize) -> TaskList {
+        let slice = slice.max(1);
+        let after = match &running.sent_upto {
+            Some(upto) => Bound::Excluded(upto),
+            None => Bound::Unbounded,
+        };
+        let mut list = Vec::new();
+        let mut last = None;
+        let mut visited = 0;
+        for (task, ask) in running.asked.range::<TaskId, _>((after, Bound::Unbounded)) {
+            if list.len() == slice {
+                break;
+            }
+            visited += 1;
+            last = Some(task);
+            if !ask.answered {
+                list.push((task.clone(), ask.agent.clone()));
+            }
+        }
+        if let Some(last) = last {
+            running.sent_upto = Some(last.clone());
+        }
+        running.sent += visited;
+        running.outstanding += list.len();
+        list
     }
 
     fn finish(&mut self, outcome: ReconcileOutcome, now: Instant, now_secs: f64) -> Vec<Action> {

@@ -8,6 +8,7 @@ fn cfg() -> ReconcilerConfig {
         explicit_max_backoff: Duration::from_secs(8),
         explicit_abort_timeout: Duration::from_secs(60),
         implicit_window: Duration::from_secs(3),
+        explicit_slice: EXPLICIT_SLICE,
     }
 }
 
@@ -332,4 +333,65 @@ fn run_ids_continue_from_the_first_id_given() {
     assert_eq!(r.next_run_id(), 43);
     // A fresh reconciler (another term) without a first ID starts at 1.
     assert_eq!(Reconciler::new(cfg(), t0).next_run_id(), 1);
+}
+
+fn sliced(slice: usize) -> ReconcilerConfig {
+    ReconcilerConfig {
+        explicit_slice: slice,
+        ..cfg()
+    }
+}
+
+#[test]
+fn an_explicit_run_asks_in_slices_the_next_once_half_the_asked_answered() {
+    let t0 = Instant::now();
+    let mut r = Reconciler::new(sliced(2), t0);
+    let first = r.subscribed(tasks(&["a", "b", "c", "d", "e"]), t0, 0.0);
+    assert_eq!(sent(&first), [vec!["a", "b"]], "one slice of 2");
+    // One of two unanswered (≤ half a slice): the next slice goes.
+    assert_eq!(sent(&r.on_update("a", true, t0, 0.0)), [vec!["c", "d"]]);
+    // b, c, d unanswered: more than half a slice, nothing more yet.
+    assert!(r.on_update("b", true, t0, 0.0).is_empty());
+    assert_eq!(sent(&r.on_update("c", true, t0, 0.0)), [vec!["e"]]);
+    assert!(r.on_update("d", true, t0, 0.0).is_empty());
+    let done = r.on_update("e", true, t0, 0.0);
+    assert_eq!(outcome(&done).as_deref(), Some("converged"));
+    let run = &r.status().history[0];
+    assert_eq!((run.asked, run.answered, run.calls), (5, 5, 3));
+}
+
+#[test]
+fn a_task_that_answered_before_its_slice_is_not_asked() {
+    let t0 = Instant::now();
+    let mut r = Reconciler::new(sliced(2), t0);
+    r.subscribed(tasks(&["a", "b", "c", "d"]), t0, 0.0);
+    // An update for c (its own status update, say) before c was asked.
+    assert!(r.on_update("c", false, t0, 0.0).is_empty());
+    assert_eq!(sent(&r.on_update("a", true, t0, 0.0)), [vec!["d"]]);
+    assert!(r.on_update("b", true, t0, 0.0).is_empty());
+    let done = r.on_update("d", true, t0, 0.0);
+    assert_eq!(outcome(&done).as_deref(), Some("converged"));
+}
+
+#[test]
+fn a_silent_master_gets_the_unanswered_again_with_the_next_slice_and_the_abort_lists_all() {
+    let t0 = Instant::now();
+    let mut c = sliced(2);
+    c.explicit_abort_timeout = Duration::from_secs(2);
+    let mut r = Reconciler::new(c, t0);
+    assert_eq!(
+        sent(&r.subscribed(tasks(&["a", "b", "c", "d", "e"]), t0, 0.0)),
+        [vec!["a", "b"]]
+    );
+    // The wait elapses with no answer: a and b again, then c and d.
+    let retry = r.tick(t0 + Duration::from_secs(1), 1.0, Vec::new);
+    assert_eq!(sent(&retry), [vec!["a", "b", "c", "d"]]);
+    let aborted = r.tick(t0 + Duration::from_secs(2), 2.0, Vec::new);
+    assert_eq!(outcome(&aborted).as_deref(), Some("aborted"));
+    let unanswered: Vec<String> = r.status().history[0]
+        .unanswered
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    assert_eq!(unanswered, ["a", "b", "c", "d", "e"], "e was never asked");
 }

@@ -146,3 +146,42 @@ async fn explicit_reconciliation_backs_off_then_aborts_and_the_implicit_run_foll
         ReconcileTrigger::AfterExplicit
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_subscription_reconciles_in_slices_as_the_answers_come() {
+    let spec = service("web", 5);
+    let tasks: Vec<TaskRecord> = (0..5).map(|i| running_record("web", i, &spec)).collect();
+    let mut cfg = config();
+    cfg.reconcile.explicit_slice = 2;
+    let mut h = Harness::new(cfg, Some(FRAMEWORK), std::slice::from_ref(&spec), &tasks);
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_all();
+    let first = reconcile_calls(&h.drain_call_log());
+    assert_eq!(first, [vec!["web.0.stored", "web.1.stored"]], "one slice");
+    h.update(reconciled("web.0.stored", TaskState::TaskRunning));
+    h.answer_all();
+    assert_eq!(
+        reconcile_calls(&h.drain_call_log()),
+        [vec!["web.2.stored", "web.3.stored"]],
+        "half the slice answered: the next one"
+    );
+    for i in 1..4 {
+        h.update(reconciled(
+            &format!("web.{i}.stored"),
+            TaskState::TaskRunning,
+        ));
+    }
+    h.answer_all();
+    assert_eq!(reconcile_calls(&h.drain_call_log()), [vec!["web.4.stored"]]);
+    h.update(reconciled("web.4.stored", TaskState::TaskRunning));
+    h.answer_all();
+    let s = h.snapshot().await;
+    let run = &s.reconciliation.history[0];
+    assert_eq!(
+        (run.outcome, run.asked, run.answered, run.calls),
+        (ReconcileOutcome::Converged, 5, 5, 3)
+    );
+    assert!(h.store.task_writes.is_empty(), "echoes are not written");
+}

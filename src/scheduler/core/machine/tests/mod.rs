@@ -69,6 +69,7 @@ fn config() -> CoreConfig {
             explicit_max_backoff: Duration::from_secs(8),
             explicit_abort_timeout: Duration::from_secs(30),
             implicit_window: Duration::from_secs(2),
+            explicit_slice: crate::scheduler::rules::reconcile::EXPLICIT_SLICE,
         },
         framework_id_refresh_interval: Duration::from_secs(30),
         kill_retry_min: Duration::from_secs(2),

@@ -544,7 +544,11 @@ impl World {
             .map(|i| running_record(SERVICES[0], i, &web))
             .collect();
         WATCHED.with(|w| *w.borrow_mut() = Watched::default());
-        let mut h = Harness::leader(std::slice::from_ref(&web), &records);
+        let mut cfg = config();
+        cfg.reconcile.explicit_slice = RECONCILE_SLICE.with(|s| s.get());
+        let mut h = Harness::new(cfg, Some(FRAMEWORK), std::slice::from_ref(&web), &records);
+        h.start();
+        h.answer_stores();
         h.machine.pass.budget = PASS_BUDGET.with(|b| b.get());
         h.watch = Some(watch);
         h.subscribe();
@@ -1199,6 +1203,23 @@ thread_local! {
         const { std::cell::Cell::new(super::super::schedule::PASS_RECORDS) };
 }
 
+thread_local! {
+    /// The explicit reconciliation's slice in this thread's cases
+    /// (`ReconcilerConfig::explicit_slice`).
+    static RECONCILE_SLICE: std::cell::Cell<usize> =
+        const { std::cell::Cell::new(crate::scheduler::rules::reconcile::EXPLICIT_SLICE) };
+}
+
+/// The invariants again with explicit reconciliations that ask about one
+/// task at a time: every run goes in slices, the next asked as answers come
+/// or when the wait elapses, as at 100,000 tasks.
+#[test]
+fn machine_invariants_with_reconcile_slices() {
+    RECONCILE_SLICE.with(|s| s.set(1));
+    let reach = run("machine_invariants_with_reconcile_slices", CASES);
+    eprintln!("machine_invariants_with_reconcile_slices reached: {reach:?}");
+}
+
 /// The invariants again with passes of one service each (a record budget
 /// of one): every pass defers the other service, as a pass does at 100,000
 /// tasks.
@@ -1251,4 +1272,104 @@ fn the_generator_reaches_every_invariant() {
     assert!(total.inverse > 0, "{total:?}");
     assert!(total.drain_kills > 0, "{total:?}");
     assert!(total.restart_kills > 0, "{total:?}");
+}
+
+/// What a random sequence does to one explicit run: an answer for task
+/// `pick` (in or out of the run), or time passing.
+#[derive(Debug, Clone)]
+enum RunOp {
+    Answer(u8),
+    Wait(u16),
+}
+
+proptest! {
+    #![proptest_config(Config { cases: 256, failure_persistence: None, ..Config::default() })]
+
+    /// Explicit reconciliation in slices (`rules::reconcile`), over random
+    /// answer orders and waits: a call that is not a retry asks about at
+    /// most a slice; between retries, the tasks asked and unanswered (the
+    /// answers on their way) stay within a slice and a half; no task is
+    /// asked about after it answered; the run converges exactly when every
+    /// task answered, and every task it lists was asked about unless it
+    /// answered first.
+    #[test]
+    fn reconciliation_slices_bound_the_answers_on_their_way(
+        count in 0usize..24,
+        slice in 1usize..6,
+        ops in proptest::collection::vec(
+            prop_oneof![
+                4 => (0u8..30).prop_map(RunOp::Answer),
+                1 => (1u16..3000).prop_map(RunOp::Wait),
+            ],
+            0..80,
+        ),
+    ) {
+        use crate::scheduler::rules::reconcile::{Action, ReconcileOutcome, Reconciler};
+        use crate::scheduler::ids::{AgentId, TaskId};
+        let t0 = tokio::time::Instant::now();
+        let mut cfg = config().reconcile;
+        cfg.explicit_slice = slice;
+        cfg.explicit_abort_timeout = Duration::from_secs(3600);
+        let mut r = Reconciler::new(cfg, t0);
+        let name = |i: usize| format!("t{i:02}");
+        let list: Vec<(TaskId, Option<AgentId>)> =
+            (0..count).map(|i| (TaskId::from(name(i)), None)).collect();
+        let mut asked: HashSet<String> = HashSet::new();
+        let mut answered: HashSet<String> = HashSet::new();
+        let mut converged = false;
+        let mut now = t0;
+        let mut check = |actions: Vec<Action>, retry: bool, answered: &HashSet<String>, converged: &mut bool| -> Result<(), TestCaseError> {
+            for action in actions {
+                match action {
+                    Action::Send(tasks) => {
+                        prop_assert!(retry || tasks.len() <= slice, "a call of {} > slice {slice}", tasks.len());
+                        for (t, _) in tasks {
+                            prop_assert!(!answered.contains(t.as_str()), "{t} asked after it answered");
+                            asked.insert(t.to_string());
+                        }
+                    }
+                    Action::Finished(run) => {
+                        prop_assert_eq!(run.outcome, ReconcileOutcome::Converged);
+                        prop_assert_eq!(answered.len(), count);
+                        *converged = true;
+                    }
+                }
+            }
+            if !retry && !*converged {
+                let on_their_way = asked.iter().filter(|t| !answered.contains(*t)).count();
+                prop_assert!(on_their_way <= slice + slice / 2, "{on_their_way} unanswered asked, slice {slice}");
+            }
+            Ok(())
+        };
+        let first = r.subscribed(list, now, 0.0);
+        check(first, false, &answered, &mut converged)?;
+        let mut retried = false;
+        for op in ops {
+            if converged {
+                break;
+            }
+            match op {
+                RunOp::Answer(pick) => {
+                    let task = name(usize::from(pick));
+                    let in_run = usize::from(pick) < count;
+                    let actions = r.on_update(&task, true, now, 0.0);
+                    if in_run {
+                        answered.insert(task);
+                    }
+                    check(actions, retried, &answered, &mut converged)?;
+                }
+                RunOp::Wait(ms) => {
+                    now += Duration::from_millis(u64::from(ms));
+                    let actions = r.tick(now, 0.0, Vec::new);
+                    retried |= actions.iter().any(|a| matches!(a, Action::Send(_)));
+                    check(actions, true, &answered, &mut converged)?;
+                }
+            }
+        }
+        prop_assert_eq!(converged, answered.len() == count);
+        if converged {
+            // Every task was asked about, or answered before its slice.
+            prop_assert!((0..count).all(|i| asked.contains(&name(i)) || answered.contains(&name(i))));
+        }
+    }
 }
