@@ -2,8 +2,8 @@
 //! (`mesos_appliance::mesos::client`). It keeps no state beyond one byte per
 //! task, persists nothing and decides nothing: every offer is accepted with
 //! as many tasks as fit, every update with a `uuid` is acknowledged (at most
-//! [`ACKS_IN_FLIGHT`] at a time, on the client's keep-alive connections),
-//! and once all tasks run it asks an explicit reconciliation of every task.
+//! [`ACKS_IN_FLIGHT`] at a time, on the client's keep-alive connections,
+//! queued so that reading events never waits for them), and once all tasks run it asks an explicit reconciliation of every task.
 //! What it achieves is what `mesos-testbed` allows: the limit a real
 //! scheduler races.
 //!
@@ -24,12 +24,13 @@ use mesos_appliance::mesos::detector::MasterSpec;
 use mesos_appliance::mesos::resources::Resources;
 use mesos_appliance::mesos::v1::scheduler::event;
 use mesos_appliance::mesos::v1::{self, TaskState, task_status};
-use tokio::sync::Semaphore;
+use tokio::sync::{Mutex, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::clients::{SERVICE_COMMAND, TASK_CPUS_MILLIS, TASK_MEM};
 
-/// Acknowledgements sent concurrently (each is one HTTP call).
+/// Acknowledgements sent concurrently (each is one HTTP call, on a
+/// keep-alive connection of its own).
 const ACKS_IN_FLIGHT: usize = 32;
 
 /// Per task: where it stands, one byte each.
@@ -69,6 +70,34 @@ fn task_index(task_id: &str) -> Option<usize> {
     task_id.strip_prefix("floor-")?.parse().ok()
 }
 
+/// One acknowledgement to send: agent, task, update UUID.
+type Ack = (v1::AgentId, v1::TaskId, Vec<u8>);
+
+/// Starts [`ACKS_IN_FLIGHT`] senders taking acknowledgements from one
+/// queue, oldest first, each on its own keep-alive connection; returns the
+/// queue's sending end. The queue is unbounded: it holds what the master
+/// has already sent (one entry per update), and the event loop must never
+/// wait on it.
+fn acknowledger(client: SchedulerClient) -> mpsc::UnboundedSender<Ack> {
+    let (tx, rx) = mpsc::unbounded_channel::<Ack>();
+    let rx = Arc::new(Mutex::new(rx));
+    for _ in 0..ACKS_IN_FLIGHT {
+        let (client, rx) = (client.clone(), rx.clone());
+        tokio::spawn(async move {
+            loop {
+                let next = rx.lock().await.recv().await;
+                let Some((agent_id, task_id, uuid)) = next else {
+                    return;
+                };
+                if let Err(error) = client.acknowledge(agent_id, task_id, uuid).await {
+                    eprintln!("ACKNOWLEDGE failed: {error}");
+                }
+            }
+        });
+    }
+    tx
+}
+
 async fn run(master: &str, n: usize) -> Result<(), String> {
     let started = Instant::now();
     let spec = MasterSpec::parse(master).map_err(|e| e.to_string())?;
@@ -80,7 +109,7 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
     };
     let (client, mut events) =
         SchedulerClient::start(ClientConfig::new(spec), info, CancellationToken::new());
-    let acks = Arc::new(Semaphore::new(ACKS_IN_FLIGHT));
+    let acks = acknowledger(client.clone());
     let task_resources = Resources::parse(&format!(
         "cpus:{};mem:{TASK_MEM}",
         TASK_CPUS_MILLIS as f64 / 1000.0
@@ -166,15 +195,10 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                 };
                 if let (Some(uuid), Some(agent_id)) = (status.uuid.clone(), status.agent_id.clone())
                 {
-                    let permit = acks.clone().acquire_owned().await.expect("never closed");
-                    let client = client.clone();
-                    let task_id = status.task_id.clone();
-                    tokio::spawn(async move {
-                        if let Err(error) = client.acknowledge(agent_id, task_id, uuid).await {
-                            eprintln!("ACKNOWLEDGE failed: {error}");
-                        }
-                        drop(permit);
-                    });
+                    // Queued, not awaited: the event loop reads on (offers,
+                    // later updates) while the acknowledgements go out in
+                    // arrival order, ACKS_IN_FLIGHT at a time.
+                    let _ = acks.send((agent_id, status.task_id.clone(), uuid));
                 }
                 let Some(i) = task_index(&status.task_id.value).filter(|i| *i < n) else {
                     continue;
