@@ -2,8 +2,10 @@
 //! (`mesos_appliance::mesos::client`). It keeps no state beyond one byte per
 //! task, persists nothing and decides nothing: every offer is accepted with
 //! as many tasks as fit, every update with a `uuid` is acknowledged (at most
-//! [`ACKS_IN_FLIGHT`] at a time, on the client's keep-alive connections),
-//! and once all tasks run it asks an explicit reconciliation of every task.
+//! [`ACKS_IN_FLIGHT`] at a time, on the client's keep-alive connections,
+//! queued so that reading events never waits for them), and once all tasks
+//! run and their acknowledgements are answered it asks an explicit
+//! reconciliation of every task.
 //! What it achieves is what `mesos-testbed` allows: the limit a real
 //! scheduler races.
 //!
@@ -16,7 +18,8 @@
 //! time goes.
 
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use mesos_appliance::mesos::client::{ClientConfig, ClientEvent, SchedulerClient};
@@ -24,12 +27,13 @@ use mesos_appliance::mesos::detector::MasterSpec;
 use mesos_appliance::mesos::resources::Resources;
 use mesos_appliance::mesos::v1::scheduler::event;
 use mesos_appliance::mesos::v1::{self, TaskState, task_status};
-use tokio::sync::Semaphore;
+use tokio::sync::{Mutex, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::clients::{SERVICE_COMMAND, TASK_CPUS_MILLIS, TASK_MEM};
 
-/// Acknowledgements sent concurrently (each is one HTTP call).
+/// Acknowledgements sent concurrently (each is one HTTP call, on a
+/// keep-alive connection of its own).
 const ACKS_IN_FLIGHT: usize = 32;
 
 /// Per task: where it stands, one byte each.
@@ -69,6 +73,36 @@ fn task_index(task_id: &str) -> Option<usize> {
     task_id.strip_prefix("floor-")?.parse().ok()
 }
 
+/// One acknowledgement to send: agent, task, update UUID.
+type Ack = (v1::AgentId, v1::TaskId, Vec<u8>);
+
+/// Starts [`ACKS_IN_FLIGHT`] senders taking acknowledgements from one
+/// queue, oldest first, each on its own keep-alive connection; returns the
+/// queue's sending end; `pending` counts acknowledgements queued or in
+/// flight (the caller adds one per acknowledgement it queues). The queue is unbounded: it holds what the master
+/// has already sent (one entry per update), and the event loop must never
+/// wait on it.
+fn acknowledger(client: SchedulerClient, pending: Arc<AtomicUsize>) -> mpsc::UnboundedSender<Ack> {
+    let (tx, rx) = mpsc::unbounded_channel::<Ack>();
+    let rx = Arc::new(Mutex::new(rx));
+    for _ in 0..ACKS_IN_FLIGHT {
+        let (client, rx, pending) = (client.clone(), rx.clone(), pending.clone());
+        tokio::spawn(async move {
+            loop {
+                let next = rx.lock().await.recv().await;
+                let Some((agent_id, task_id, uuid)) = next else {
+                    return;
+                };
+                if let Err(error) = client.acknowledge(agent_id, task_id, uuid).await {
+                    eprintln!("ACKNOWLEDGE failed: {error}");
+                }
+                pending.fetch_sub(1, Ordering::AcqRel);
+            }
+        });
+    }
+    tx
+}
+
 async fn run(master: &str, n: usize) -> Result<(), String> {
     let started = Instant::now();
     let spec = MasterSpec::parse(master).map_err(|e| e.to_string())?;
@@ -80,7 +114,8 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
     };
     let (client, mut events) =
         SchedulerClient::start(ClientConfig::new(spec), info, CancellationToken::new());
-    let acks = Arc::new(Semaphore::new(ACKS_IN_FLIGHT));
+    let pending_acks = Arc::new(AtomicUsize::new(0));
+    let acks = acknowledger(client.clone(), pending_acks.clone());
     let task_resources = Resources::parse(&format!(
         "cpus:{};mem:{TASK_MEM}",
         TASK_CPUS_MILLIS as f64 / 1000.0
@@ -91,7 +126,7 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
     let mut next = 0;
     let mut running = 0;
     let mut answered = 0;
-    let mut reconcile_started: Option<Instant> = None;
+    let reconcile_started: Arc<OnceLock<Instant>> = Arc::default();
     let mut offered = false;
     while let Some(event) = events.recv().await {
         let event = match event {
@@ -166,26 +201,25 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                 };
                 if let (Some(uuid), Some(agent_id)) = (status.uuid.clone(), status.agent_id.clone())
                 {
-                    let permit = acks.clone().acquire_owned().await.expect("never closed");
-                    let client = client.clone();
-                    let task_id = status.task_id.clone();
-                    tokio::spawn(async move {
-                        if let Err(error) = client.acknowledge(agent_id, task_id, uuid).await {
-                            eprintln!("ACKNOWLEDGE failed: {error}");
-                        }
-                        drop(permit);
-                    });
+                    // Queued, not awaited: the event loop reads on (offers,
+                    // later updates) while the acknowledgements go out in
+                    // arrival order, ACKS_IN_FLIGHT at a time.
+                    pending_acks.fetch_add(1, Ordering::AcqRel);
+                    let _ = acks.send((agent_id, status.task_id.clone(), uuid));
                 }
                 let Some(i) = task_index(&status.task_id.value).filter(|i| *i < n) else {
                     continue;
                 };
                 let reconciliation =
                     status.reason == Some(task_status::Reason::Reconciliation as i32);
-                if reconciliation && reconcile_started.is_some() && tasks[i] == RUNNING {
+                if reconciliation && reconcile_started.get().is_some() && tasks[i] == RUNNING {
                     tasks[i] = ANSWERED;
                     answered += 1;
                     if answered == n {
-                        let took = reconcile_started.map(|t| t.elapsed()).unwrap_or_default();
+                        let took = reconcile_started
+                            .get()
+                            .map(|t| t.elapsed())
+                            .unwrap_or_default();
                         say(&format!("reconciled {:.3}", took.as_secs_f64()));
                     }
                 } else if status.state() == TaskState::TaskRunning && tasks[i] == LAUNCHED {
@@ -196,7 +230,6 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                     }
                     if running == n {
                         say("running");
-                        reconcile_started = Some(Instant::now());
                         let all = (0..n)
                             .map(|i| {
                                 let id = v1::TaskId {
@@ -206,7 +239,15 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                             })
                             .collect();
                         let client = client.clone();
+                        let (pending, started) = (pending_acks.clone(), reconcile_started.clone());
                         tokio::spawn(async move {
+                            // The reconciliation is timed on its own: it
+                            // starts once every acknowledgement of the
+                            // launch is answered.
+                            while pending.load(Ordering::Acquire) > 0 {
+                                tokio::time::sleep(Duration::from_millis(5)).await;
+                            }
+                            let _ = started.set(Instant::now());
                             if let Err(error) = client.reconcile(all).await {
                                 eprintln!("RECONCILE failed: {error}");
                             }

@@ -519,7 +519,12 @@ fn start_process_mode(app: &App, addr: SocketAddr, stop: &CancellationToken) -> 
     Ok(())
 }
 
-/// Runs due timers until `stop`; sleeps until the next deadline or a new timer.
+/// Timers run under one hold of the master's lock at most
+/// ([`master::Master::run_due_timers`]).
+const TIMER_BATCH: usize = 256;
+
+/// Runs due timers until `stop`, [`TIMER_BATCH`] at a time; sleeps until
+/// the next deadline or a new timer.
 async fn drive_timers(shared: Shared, stop: CancellationToken) {
     let wake = shared
         .lock()
@@ -527,11 +532,17 @@ async fn drive_timers(shared: Shared, stop: CancellationToken) {
         .wake
         .clone();
     loop {
-        let next = {
+        let (more, next) = {
             let mut master = shared.lock().unwrap_or_else(|p| p.into_inner());
-            master.run_due_timers(std::time::Instant::now());
-            master.next_deadline()
+            let more = master.run_due_timers(std::time::Instant::now(), TIMER_BATCH);
+            (more, master.next_deadline())
         };
+        if more && !stop.is_cancelled() {
+            // The lock is released between batches and calls waiting for
+            // it get their turn.
+            tokio::task::yield_now().await;
+            continue;
+        }
         let sleep = match next {
             Some(at) => tokio::time::sleep_until(at.into()),
             None => tokio::time::sleep(Duration::from_secs(3600)),

@@ -442,17 +442,25 @@ impl Master {
         self.timers.peek().map(|Reverse(e)| e.at)
     }
 
-    /// Runs every timer due at `now`.
-    pub fn run_due_timers(&mut self, now: Instant) {
-        while let Some(Reverse(entry)) = self.timers.peek() {
-            if entry.at > now {
-                break;
+    /// Runs the timers due at `now`, oldest first, at most `limit` of them;
+    /// true when more are due. The caller holds the master's lock for the
+    /// whole batch: 100,000 launches due at once would otherwise keep every
+    /// call (an ACCEPT, an ACKNOWLEDGE) waiting until all had run. A real
+    /// master's actor likewise takes its messages one at a time, calls and
+    /// agents' messages interleaved in arrival order
+    /// (`3rdparty/libprocess/src/process.cpp`, `ProcessManager::resume`).
+    pub fn run_due_timers(&mut self, now: Instant, limit: usize) -> bool {
+        for _ in 0..limit {
+            match self.timers.peek() {
+                Some(Reverse(entry)) if entry.at <= now => {}
+                _ => return false,
             }
             let Some(Reverse(entry)) = self.timers.pop() else {
-                break;
+                return false;
             };
             self.fire(entry.timer);
         }
+        self.timers.peek().is_some_and(|Reverse(e)| e.at <= now)
     }
 
     fn fire(&mut self, timer: Timer) {
@@ -636,5 +644,38 @@ pub(crate) fn master_info(
                 r#type: Some(t as i32),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn due_timers_run_in_bounded_batches() {
+        let mut master = Master::new(TestbedConfig::for_tests(1), 5050);
+        for i in 0..5 {
+            master.schedule(
+                Duration::ZERO,
+                Timer::AgentLaunch {
+                    framework_id: "f".into(),
+                    task_id: format!("t{i}"),
+                },
+            );
+        }
+        master.schedule(
+            Duration::from_secs(3600),
+            Timer::Allocate { periodic: false },
+        );
+        let now = Instant::now();
+        assert!(master.run_due_timers(now, 2), "3 of 5 still due");
+        assert_eq!(master.timers.len(), 4);
+        assert!(
+            !master.run_due_timers(now, 3),
+            "the last 3 run, none left due"
+        );
+        assert_eq!(master.timers.len(), 1, "the timer not due stays");
+        assert!(!master.run_due_timers(now, 3));
+        assert_eq!(master.timers.len(), 1);
     }
 }
