@@ -145,12 +145,13 @@ impl Machine {
             entry.queued.push_back(TaskOp::Update(Box::new(status)));
             return;
         };
-        if std::env::var_os("XP_NOSTART").is_none() && start_kept_in_memory(&entry.record, &status) {
+        if start_kept_in_memory(&entry.record, &status) {
             // Nothing durable: the record stays as stored (TASK_STAGING),
             // the table's copy takes the update and the next write of the
             // record carries it.
             entry.confirmed_at = Some(at);
-            self.tasks.touch(&task_id, |record| record.apply(&status, at));
+            self.tasks
+                .touch(&task_id, |record| record.apply(&status, at));
             self.out.dirty = true;
             self.acknowledge(&status);
             return;

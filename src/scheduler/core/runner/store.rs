@@ -35,14 +35,6 @@ const BATCH: usize = 125;
 /// waits behind at most `2 × BATCH` task writes in ZooKeeper's queue.
 const BATCHES_IN_FLIGHT: usize = 2;
 
-// EXPERIMENT (launch helper): knobs to measure, removed before merge.
-fn batch_size() -> usize {
-    std::env::var("XP_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(BATCH)
-}
-fn in_flight_max() -> usize {
-    std::env::var("XP_INFLIGHT").ok().and_then(|v| v.parse().ok()).unwrap_or(BATCHES_IN_FLIGHT)
-}
-
 /// A task write waiting for its batch.
 enum TaskWrite {
     Put(Arc<TaskRecord>, Expect),
@@ -114,8 +106,8 @@ impl StoreLane {
     /// Sends queued task writes while fewer than [`BATCHES_IN_FLIGHT`]
     /// batches are out and no other operation is.
     pub(super) fn pump(&mut self) {
-        while self.singles == 0 && self.in_flight < in_flight_max() && !self.queue.is_empty() {
-            let n = self.queue.len().min(batch_size());
+        while self.singles == 0 && self.in_flight < BATCHES_IN_FLIGHT && !self.queue.is_empty() {
+            let n = self.queue.len().min(BATCH);
             let batch: Vec<(RequestId, TaskWrite)> = self.queue.drain(..n).collect();
             self.in_flight += 1;
             let tasks = self.tasks.clone();

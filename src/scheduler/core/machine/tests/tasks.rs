@@ -158,7 +158,11 @@ async fn a_starting_after_staging_is_acknowledged_without_a_write() {
     );
 
     // A TASK_STARTING that is not the first step of a launch is written.
-    h.update(status("web.0.stored", TaskState::TaskStarting, Some("late")));
+    h.update(status(
+        "web.0.stored",
+        TaskState::TaskStarting,
+        Some("late"),
+    ));
     assert_eq!(h.stores.len(), 1, "{:?}", h.stores);
     assert_eq!(acked(&h), ["s", "r"]);
     h.answer_stores();
