@@ -512,11 +512,11 @@ fn failure(written: Result<Written, CoordinationError>) -> (Option<CoordinationE
 /// task's later updates (TASK_RUNNING or an end) until they are
 /// acknowledged, so each of those is stored before its acknowledgement
 /// (the agent's `src/slave/task_status_update_manager.cpp` in apache/mesos
-/// sends one unacknowledged update per task at a time and re-sends it until
-/// acknowledged; `docs/scheduler-http-api.md`, ACKNOWLEDGE). What a crash between the two
-/// loses is the STARTING entry of the record's timeline. Skipping this
-/// write spares a third of the writes of a launch (record, STARTING,
-/// RUNNING).
+/// sends one unacknowledged update per task at a time and re-sends it
+/// until acknowledged; `docs/scheduler-http-api.md`, ACKNOWLEDGE). What a
+/// crash between the two loses is the STARTING entry of the record's
+/// timeline. Skipping this write spares a third of the writes of a launch
+/// (record, STARTING, RUNNING).
 pub(super) fn start_kept_in_memory(record: &TaskRecord, status: &v1::TaskStatus) -> bool {
     status.state() == TaskState::TaskStarting
         && record.state == TaskState::TaskStaging
