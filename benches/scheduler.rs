@@ -31,7 +31,9 @@
 //! - `appliance`: the `mesos-appliance` release binary, one replica, with a
 //!   real ZooKeeper (a fresh Debian server per run) and `--services` (N
 //!   instances over services of at most 10,000), `serve` defaults otherwise
-//!   (`--reconcile-cooldown 0s` so the manual run starts at once).
+//!   (`--reconcile-cooldown 0s` so the manual run starts at once). Its
+//!   phases (subscribed, first and last ACCEPT answered) are read from its
+//!   log.
 //! - `failover`: two appliance replicas of one deployment with a 4 s
 //!   ZooKeeper session on a fresh ZooKeeper and testbed.
 //! - `placement`: the placement function alone (no I/O), offers per second.

@@ -223,9 +223,11 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
         &["--reconcile-cooldown", "0s"],
     );
     let started = Instant::now();
+    let started_unix = unix_now_secs();
     let replica = Appliance::spawn("appliance", &args);
     wait_all_running(&replica, tasks).await?;
     let launch = started.elapsed();
+    let phases = log_phases(&replica.log(), started_unix);
 
     let (asked_at, run) = reconcile_all(&replica, tasks, 0.0).await?;
     let pages = time_pages(&replica.url, tasks).await;
@@ -237,7 +239,7 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
             run.outcome,
             run.took().as_secs_f64()
         ),
-        phases: Vec::new(),
+        phases,
         memory: memory(replica.pid()).unwrap_or_default(),
         testbed_memory: testbed.memory(),
         cpu: cpu_time(replica.pid()).unwrap_or_default(),
@@ -562,4 +564,30 @@ async fn probe_one(
         }
     }
     latencies
+}
+
+/// The phases of a replica's launch read from its log (each line starts
+/// with its RFC 3339 time), from `started_unix` (Unix seconds):
+/// `subscribed`, `first-accept` and `accepted` (the first and the last
+/// ACCEPT the master answered, logged as `launched N task(s) on offer`).
+/// A phase whose line is missing is left out.
+fn log_phases(log: &str, started_unix: f64) -> Vec<(String, Duration)> {
+    let at = |line: &str| -> Option<Duration> {
+        let stamp = line.split_whitespace().next()?;
+        let time = humantime::parse_rfc3339(stamp).ok()?;
+        let unix = time.duration_since(std::time::UNIX_EPOCH).ok()?;
+        Some(Duration::from_secs_f64(
+            (unix.as_secs_f64() - started_unix).max(0.0),
+        ))
+    };
+    let first = |marker: &str| log.lines().find(|l| l.contains(marker)).and_then(at);
+    let last = |marker: &str| log.lines().rev().find(|l| l.contains(marker)).and_then(at);
+    [
+        ("subscribed", first("kind=subscribed")),
+        ("first-accept", first("kind=launch")),
+        ("accepted", last("kind=launch")),
+    ]
+    .into_iter()
+    .filter_map(|(name, at)| Some((name.to_string(), at?)))
+    .collect()
 }

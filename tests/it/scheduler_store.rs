@@ -214,3 +214,47 @@ async fn losing_leadership_during_a_write_answers_as_a_follower() {
     a.stop().await;
     b.stop().await;
 }
+
+/// A launch stores each task's record twice, not three times: created
+/// (TASK_STAGING, before the ACCEPT), then TASK_RUNNING, which carries the
+/// executor's TASK_STARTING that was acknowledged without a write
+/// (`tasks::start_kept_in_memory`). Read from ZooKeeper itself: every task
+/// record is at version 1 with STARTING then RUNNING in its timeline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_writes_each_record_twice_with_starting_carried_by_running() {
+    let zk = ZkServer::start();
+    let tb = support::testbed(TestbedConfig::for_tests(2)).await;
+    let replica = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        vec![web(4)],
+        core_config(),
+    )
+    .await;
+    let s = replica
+        .wait_for("4 running", WAIT, |s| running(s, "web") == 4)
+        .await;
+    let raw = zk::Client::connect(&zk.connect_string()).await.unwrap();
+    for task in s.tasks.iter() {
+        let path = format!("/appliance/tasks/{}", task.task_id);
+        let (data, stat) = raw.get_data(&path).await.unwrap();
+        let record: serde_json::Value = serde_json::from_slice(&data).unwrap();
+        let states: Vec<&str> = record["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["state"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            (stat.version, record["state"].as_str(), states),
+            (
+                1,
+                Some("TASK_RUNNING"),
+                vec!["TASK_STARTING", "TASK_RUNNING"]
+            ),
+            "{path}: {record}"
+        );
+    }
+    replica.stop().await;
+}

@@ -39,7 +39,10 @@
 //! - **Ack after store.** A status update is acknowledged only after its
 //!   record is stored (the acknowledgement is an effect of the store's
 //!   result); an update whose write fails is not acknowledged and the agent
-//!   sends it again. Updates without a uuid are never acknowledged.
+//!   sends it again. Updates without a uuid are never acknowledged. The
+//!   exception: the executor's TASK_STARTING over a stored TASK_STAGING is
+//!   kept in memory and acknowledged at once; the next write stores it
+//!   (`machine/tasks.rs`, `start_kept_in_memory`).
 //! - **Record before ACCEPT.** A launch's records are stored first; its
 //!   offer's ACCEPT is emitted when they are, with the tasks whose records
 //!   made it, and only on the subscription the offer came from.

@@ -10,6 +10,9 @@
 //!   reconciliation answer, a re-sent update whose acknowledgement was lost)
 //!   is not written again; the time it confirmed the record is kept in
 //!   memory ([`TaskEntry::confirmed_at`](super::table::TaskEntry)).
+//! - Exception: the executor's TASK_STARTING after a stored TASK_STAGING
+//!   changes the table's copy only and is acknowledged at once
+//!   ([`start_kept_in_memory`]); the record's next write stores it.
 //! - One write per task is in flight at a time (each is a compare-and-set
 //!   on the record's version); what comes meanwhile waits in the task's
 //!   queue, in order.
@@ -142,6 +145,17 @@ impl Machine {
             entry.queued.push_back(TaskOp::Update(Box::new(status)));
             return;
         };
+        if start_kept_in_memory(&entry.record, &status) {
+            // Nothing durable: the record stays as stored (TASK_STAGING),
+            // the table's copy takes the update and the next write of the
+            // record carries it.
+            entry.confirmed_at = Some(at);
+            self.tasks
+                .touch(&task_id, |record| record.apply(&status, at));
+            self.out.dirty = true;
+            self.acknowledge(&status);
+            return;
+        }
         let mut record = (*entry.record).clone();
         let ended = record.is_terminal().then_some(record.state);
         record.apply(&status, at);
@@ -484,6 +498,30 @@ fn failure(written: Result<Written, CoordinationError>) -> (Option<CoordinationE
         }
         Ok(other) => (None, format!("unexpected answer {other:?}")),
     }
+}
+
+/// True when `status` is the executor's TASK_STARTING for a task whose
+/// stored record says TASK_STAGING: it is applied to the table's copy and
+/// acknowledged without a ZooKeeper write (the next write of the record,
+/// usually its TASK_RUNNING, stores it).
+///
+/// Nothing a new leader decides on depends on it: a stored TASK_STAGING
+/// record is reconciled like a TASK_STARTING one (the master answers with
+/// the latest state), both count as live and as stuck after the same
+/// `transient_timeout`, and the agent's status update manager keeps the
+/// task's later updates (TASK_RUNNING or an end) until they are
+/// acknowledged, so each of those is stored before its acknowledgement
+/// (the agent's `src/slave/task_status_update_manager.cpp` in apache/mesos
+/// sends one unacknowledged update per task at a time and re-sends it
+/// until acknowledged; `docs/scheduler-http-api.md`, ACKNOWLEDGE). What a
+/// crash between the two loses is the STARTING entry of the record's
+/// timeline. Skipping this write spares a third of the writes of a launch
+/// (record, STARTING, RUNNING).
+pub(super) fn start_kept_in_memory(record: &TaskRecord, status: &v1::TaskStatus) -> bool {
+    status.state() == TaskState::TaskStarting
+        && record.state == TaskState::TaskStaging
+        && record.kill.is_none()
+        && status.healthy.is_none()
 }
 
 /// The acknowledgement `status` needs, if any (only updates with a uuid

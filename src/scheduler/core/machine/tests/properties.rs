@@ -78,6 +78,10 @@ enum Op {
     /// An update of known task `pick` (modulo; one past the end is a task
     /// nobody launched), sent twice when `twice`.
     Update { pick: u8, state: u8, twice: bool },
+    /// The executor's TASK_STARTING for stored TASK_STAGING task `pick`
+    /// (modulo those with no kill mark; nothing when there is none): the
+    /// update kept in memory (`tasks::start_kept_in_memory`).
+    Start { pick: u8 },
     /// A health check's result for known task `pick`.
     Health { pick: u8, healthy: bool },
     /// The master's reconciliation answer for known task `pick` (no uuid,
@@ -187,6 +191,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(pick, state, twice)| Op::Update { pick, state, twice }),
         2 => (any::<u8>(), prop::bool::weighted(0.8))
             .prop_map(|(pick, healthy)| Op::Health { pick, healthy }),
+        2 => any::<u8>().prop_map(|pick| Op::Start { pick }),
         1 => (any::<u8>(), 0..STATES.len() as u8)
             .prop_map(|(pick, state)| Op::Reconciled { pick, state }),
         6 => prop::bool::weighted(0.85).prop_map(|ok| Op::Store { ok }),
@@ -286,6 +291,9 @@ struct Reach {
     /// Of the replacement kills, those of a service restarted at least
     /// once.
     restart_kills: usize,
+    /// Tasks seen in TASK_STARTING in the table over a stored TASK_STAGING
+    /// (per check).
+    starts_kept: usize,
 }
 
 impl Reach {
@@ -300,6 +308,7 @@ impl Reach {
         self.inverse += other.inverse;
         self.restart_kills += other.restart_kills;
         self.drain_kills += other.drain_kills;
+        self.starts_kept += other.starts_kept;
     }
 }
 
@@ -320,7 +329,9 @@ thread_local! {
 
 /// The checks made at the moment of an effect, with the store as the
 /// machine knew it when it decided (a task's record changes in memory only
-/// once its write is stored, so the harness's store is the machine's view):
+/// once its write is stored, so the harness's store is the machine's view;
+/// the one exception, a TASK_STARTING kept in memory, is checked by
+/// `World::check_table`):
 ///
 /// - no ACKNOWLEDGE before the update's record is stored ([`acked_early`]);
 /// - no ACCEPT and no KILL once the term ended (`EndTerm` given, or
@@ -472,7 +483,9 @@ fn drain_watch(h: &Harness, effect: &Effect) -> Option<String> {
 
 /// An ACKNOWLEDGE given before its update's record is stored: the store
 /// must hold the update's state, or a terminal one the update came too late
-/// for.
+/// for. The one exception is TASK_STARTING while the store holds
+/// TASK_STAGING with no kill mark (`tasks::start_kept_in_memory`): it is
+/// kept in memory only.
 fn acked_early(h: &Harness, watched: &Watched, ack: &Ack) -> Option<String> {
     let Some((task, state)) = watched.sent.get(&ack.uuid) else {
         return Some(format!("ACKNOWLEDGE of an update never sent: {ack:?}"));
@@ -480,8 +493,11 @@ fn acked_early(h: &Harness, watched: &Watched, ack: &Ack) -> Option<String> {
     if !watched.known.contains(task) {
         return None; // Unknown to the machine: there is nothing to store.
     }
+    let start_in_memory = |r: &TaskRecord| {
+        *state == TaskState::TaskStarting && r.state == TaskState::TaskStaging && r.kill.is_none()
+    };
     match h.stored(task) {
-        Some(r) if r.state == *state || is_terminal(r.state) => None,
+        Some(r) if r.state == *state || is_terminal(r.state) || start_in_memory(r) => None,
         other => Some(format!(
             "ACKNOWLEDGE of {task} {state:?} while the store holds {:?}",
             other.map(|r| r.state)
@@ -620,6 +636,22 @@ impl World {
                 let uuid = self.uuid(&task, state);
                 for _ in 0..=usize::from(twice) {
                     self.h.update(status(&task, state, Some(&uuid)));
+                }
+            }
+            Op::Start { pick } => {
+                let staging: Vec<String> = self
+                    .h
+                    .store
+                    .tasks
+                    .values()
+                    .filter(|(r, _)| r.state == TaskState::TaskStaging && r.kill.is_none())
+                    .map(|(r, _)| r.task_id.to_string())
+                    .collect();
+                if !staging.is_empty() {
+                    let task = staging[usize::from(pick) % staging.len()].clone();
+                    let uuid = self.uuid(&task, TaskState::TaskStarting);
+                    self.h
+                        .update(status(&task, TaskState::TaskStarting, Some(&uuid)));
                 }
             }
             Op::Health { pick, healthy } => {
@@ -1007,6 +1039,41 @@ impl World {
     }
 
     /// The invariants over what happened since the last check.
+    /// The table's copy of a stored record with no write in flight says
+    /// the state the store holds, but for a TASK_STARTING kept in memory
+    /// over a stored TASK_STAGING with no kill mark
+    /// (`tasks::start_kept_in_memory`): nothing else is acknowledged or
+    /// decided on without being stored.
+    fn check_table(&mut self) -> Result<(), String> {
+        if self.h.ended.is_some() {
+            return Ok(());
+        }
+        for (id, entry) in self.h.machine.tasks.iter() {
+            if entry.version.is_none() || entry.writing {
+                continue;
+            }
+            let Some(stored) = self.h.stored(id) else {
+                continue;
+            };
+            let table = &entry.record;
+            if table.state == stored.state {
+                continue;
+            }
+            if table.state == TaskState::TaskStarting
+                && stored.state == TaskState::TaskStaging
+                && stored.kill.is_none()
+            {
+                self.reach.starts_kept += 1;
+                continue;
+            }
+            return Err(format!(
+                "the table holds {id} {:?} while the store holds {:?}",
+                table.state, stored.state
+            ));
+        }
+        Ok(())
+    }
+
     fn check(&mut self) -> Result<(), String> {
         if let Some(violation) = self.h.violations.first() {
             return Err(violation.clone());
@@ -1018,6 +1085,7 @@ impl World {
                 return Err(format!("ACCEPT of {task} before its record is stored"));
             }
         }
+        self.check_table()?;
         self.check_holds();
         if let Some(violation) = self.violation.take() {
             return Err(violation);
@@ -1272,6 +1340,7 @@ fn the_generator_reaches_every_invariant() {
     assert!(total.inverse > 0, "{total:?}");
     assert!(total.drain_kills > 0, "{total:?}");
     assert!(total.restart_kills > 0, "{total:?}");
+    assert!(total.starts_kept > 0, "{total:?}");
 }
 
 /// What a random sequence does to one explicit run: an answer for task

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::scheduler::records::KillRequest;
 
 fn staging_record(spec: &ServiceSpec) -> TaskRecord {
     TaskRecord {
@@ -100,19 +101,90 @@ async fn updates_of_one_task_wait_for_its_write_in_flight() {
     let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
     h.subscribe();
     h.answer_all();
-    h.update(status("web.0.stored", TaskState::TaskStarting, Some("a")));
-    h.update(status("web.0.stored", TaskState::TaskRunning, Some("b")));
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("a")));
+    h.update(status("web.0.stored", TaskState::TaskFinished, Some("b")));
     assert_eq!(h.stores.len(), 1, "the second waits for the first's write");
     h.answer_next_store();
     assert_eq!(acked(&h), ["a"]);
     assert!(
-        matches!(h.stores.front(), Some((_, StoreOp::PutTask(r, Expect::Version(4)))) if r.state == TaskState::TaskRunning)
+        matches!(h.stores.front(), Some((_, StoreOp::PutTask(r, Expect::Version(4)))) if r.state == TaskState::TaskFinished)
     );
     h.answer_next_store();
     assert_eq!(acked(&h), ["a", "b"]);
     let record = h.stored("web.0.stored").unwrap();
-    assert_eq!(record.state, TaskState::TaskRunning);
+    assert_eq!(record.state, TaskState::TaskFinished);
     assert_eq!(record.timeline.len(), 2);
+}
+
+/// The executor's TASK_STARTING after a stored TASK_STAGING is not
+/// written: the table's copy takes it, it is acknowledged at once, and the
+/// TASK_RUNNING that follows stores both (one write instead of two). Any
+/// other TASK_STARTING (a killed task's, one after TASK_RUNNING) is
+/// written as before.
+#[tokio::test(start_paused = true)]
+async fn a_starting_after_staging_is_acknowledged_without_a_write() {
+    let spec = service("web", 1);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
+    h.subscribe();
+    h.answer_all();
+    h.update(status("web.0.stored", TaskState::TaskStarting, Some("s")));
+    assert!(h.stores.is_empty(), "{:?}", h.stores);
+    assert_eq!(acked(&h), ["s"], "acknowledged at once");
+    assert_eq!(
+        h.stored("web.0.stored").unwrap().state,
+        TaskState::TaskStaging,
+        "the store keeps what it had"
+    );
+    let entry = h.machine.tasks.get("web.0.stored").unwrap();
+    assert_eq!(entry.record.state, TaskState::TaskStarting);
+    assert!(!entry.writing);
+
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
+    assert!(
+        matches!(h.stores.front(), Some((_, StoreOp::PutTask(r, Expect::Version(3)))) if r.state == TaskState::TaskRunning),
+        "a compare-and-set on the version STAGING was stored with: {:?}",
+        h.stores
+    );
+    assert_eq!(acked(&h), ["s"], "RUNNING waits for its write");
+    h.answer_stores();
+    assert_eq!(acked(&h), ["s", "r"]);
+    let record = h.stored("web.0.stored").unwrap();
+    assert_eq!(record.state, TaskState::TaskRunning);
+    let states: Vec<TaskState> = record.timeline.iter().map(|e| e.state).collect();
+    assert_eq!(
+        states,
+        [TaskState::TaskStarting, TaskState::TaskRunning],
+        "the RUNNING write carries the STARTING entry"
+    );
+
+    // A TASK_STARTING that is not the first step of a launch is written.
+    h.update(status(
+        "web.0.stored",
+        TaskState::TaskStarting,
+        Some("late"),
+    ));
+    assert_eq!(h.stores.len(), 1, "{:?}", h.stores);
+    assert_eq!(acked(&h), ["s", "r"]);
+    h.answer_stores();
+    assert_eq!(acked(&h), ["s", "r", "late"]);
+}
+
+/// A staging task marked for killing stores its TASK_STARTING as any
+/// update: the kill's record is the one a new leader resumes from.
+#[tokio::test(start_paused = true)]
+async fn a_starting_of_a_task_marked_for_killing_is_written() {
+    let spec = service("web", 1);
+    let marked = TaskRecord {
+        kill: Some(KillRequest::new("test".into(), 1.0)),
+        ..staging_record(&spec)
+    };
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[marked]);
+    h.subscribe();
+    h.answer_all();
+    h.stores.clear();
+    h.update(status("web.0.stored", TaskState::TaskStarting, Some("s")));
+    assert_eq!(h.stores.len(), 1, "{:?}", h.stores);
+    assert!(acked(&h).is_empty());
 }
 
 #[tokio::test(start_paused = true)]
