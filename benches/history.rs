@@ -55,7 +55,7 @@ fn snapshot() -> Snapshot {
         "TASK_STAGING",
         "TASK_FAILED",
     ];
-    s.tasks = (0..TASKS)
+    let mut tasks: Vec<Arc<TaskRecord>> = (0..TASKS)
         .map(|i| {
             let service = format!("service-{:03}", i % SERVICES);
             let t: TaskRecord = serde_json::from_value(serde_json::json!({
@@ -68,7 +68,8 @@ fn snapshot() -> Snapshot {
             Arc::new(t)
         })
         .collect();
-    s.tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+    tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+    s.tasks = tasks.into();
     s
 }
 

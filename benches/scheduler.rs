@@ -62,11 +62,14 @@
 //!   Issue 12 asks for launch ≤ 0.5× pymesos, reconcile ≤ 1× pymesos, RSS
 //!   ≤ 64 MiB at 10,000 tasks.
 //! - **two replicas**: while the leader launches N tasks and then runs an
-//!   explicit reconciliation of all N, every 100 ms a
-//!   `POST /api/v1/actions/reconcile` and, independently, a `PUT
-//!   /api/v1/services/probe` (0 instances), each timed (issue 12: every
-//!   command within 100 ms; the appliance's handler gives up with 503
-//!   after its `--http-handler-timeout`, 10 s);
+//!   explicit reconciliation of all N, every 100 ms each of four commands,
+//!   each kind on its own and timed: `POST /api/v1/actions/reconcile`, a
+//!   `PUT /api/v1/services/probe` (0 instances), a drain and its cancel of
+//!   an agent holding no task, and a manual job run (issue 30: every command
+//!   within 100 ms at p99 while tasks launch, reconcile or fail over; the
+//!   appliance's handler gives up with 503 after its
+//!   `--http-handler-timeout`, 10 s); the table splits them per phase
+//!   (`docs/benchmarks.md#commands-and-pages-at-scale`);
 //!   then, with all running and no reconciliation in progress, SIGKILL of
 //!   the leader: time to the follower's SUBSCRIBE answered by the master
 //!   (the testbed's call log), also as a multiple of the session timeout

@@ -34,7 +34,7 @@ const POLL: Duration = Duration::from_millis(200);
 /// and reconcile.
 const PROBE_EVERY: Duration = Duration::from_millis(100);
 /// Commands of each kind sent, at most.
-const MAX_PROBES: usize = 6_000;
+const MAX_PROBES: usize = 20_000;
 
 /// The services of a run: `tasks` instances over as few services as allowed.
 pub fn services(tasks: usize) -> Value {
@@ -191,8 +191,10 @@ impl Run {
         Duration::from_secs_f64((self.finished_at - self.started_at).max(0.0))
     }
 
+    /// The run asked about at least `tasks` tasks (the job-run probes of
+    /// [`failover`] add a few) and heard from all it asked about.
     fn check(&self, tasks: usize) -> Result<(), String> {
-        if self.asked as usize != tasks || self.answered as usize != tasks {
+        if (self.asked as usize) < tasks || self.answered != self.asked {
             return Err(format!(
                 "reconciliation {}: asked {}, answered {} of {tasks}",
                 self.outcome, self.asked, self.answered
@@ -253,8 +255,10 @@ const PAGE_SAMPLES: usize = 50;
 
 /// Times the dashboard's pages and the JSON state against `/healthz`, one
 /// request at a time, [`PAGE_SAMPLES`] each: the overview, the tasks page
-/// (first page, a middle page, sorted by update time and by host), the
-/// services page, one task's page, `/api/v1/state` and `/healthz`.
+/// (first page, a middle page, sorted by update time, host and launch
+/// time, filtered by service, state and text), the JSON task list sorted by
+/// host, the services page, one task's page, `/api/v1/state` and
+/// `/healthz`.
 async fn time_pages(url: &str, tasks: usize) -> Vec<(String, Vec<Duration>)> {
     let http = crate::support::mesos::client();
     let middle = (tasks / 100).max(1);
@@ -281,6 +285,10 @@ async fn time_pages(url: &str, tasks: usize) -> Vec<(String, Vec<Duration>)> {
         format!("/tasks?page={middle}"),
         format!("/tasks?sort=updated&order=desc&page={middle}"),
         "/tasks?sort=host&order=desc".to_string(),
+        format!("/tasks?sort=launched&page={middle}"),
+        "/tasks?service=svc0&sort=state".to_string(),
+        "/tasks?state=running&q=svc1&sort=updated&order=desc".to_string(),
+        "/api/v1/tasks?sort=host&per_page=100".to_string(),
         "/services".to_string(),
         format!("/tasks/{task_id}"),
     ];
@@ -385,27 +393,80 @@ pub async fn reconciled_after(
     Ok(run)
 }
 
+/// One timed command: when it was sent (Unix seconds), how long its answer
+/// took, and its status.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// Sent at (Unix seconds, this machine's clock).
+    pub at: f64,
+    /// Request → whole answer read.
+    pub took: Duration,
+    /// The HTTP status.
+    pub status: u16,
+}
+
 /// Latencies of one kind of command.
 #[derive(Debug, Default, Clone)]
 pub struct Latencies {
-    /// Each answer's latency.
-    pub samples: Vec<Duration>,
-    /// Answers other than 2xx, and requests with no answer, as `status` or `error`.
-    pub failures: Vec<String>,
+    /// Each answer, in the order sent.
+    pub samples: Vec<Sample>,
+    /// Requests with no answer, with when they were sent.
+    pub errors: Vec<(f64, String)>,
 }
 
 impl Latencies {
-    fn record(&mut self, answer: Result<(u16, Value, Duration), String>) {
+    fn record(&mut self, at: f64, answer: Result<(u16, Value, Duration), String>) {
         match answer {
-            Ok((status, _, took)) => {
-                self.samples.push(took);
-                if !(200..300).contains(&status) {
-                    self.failures.push(status.to_string());
-                }
-            }
-            Err(error) => self.failures.push(error),
+            Ok((status, _, took)) => self.samples.push(Sample { at, took, status }),
+            Err(error) => self.errors.push((at, error)),
         }
     }
+
+    /// The latencies of the commands sent in `[from, to)` (Unix seconds),
+    /// and the failures among them (answers other than 2xx as their status,
+    /// requests with no answer as the error).
+    pub fn between(&self, from: f64, to: f64) -> (Vec<Duration>, Vec<String>) {
+        let within = |at: f64| at >= from && at < to;
+        let mut took = Vec::new();
+        let mut failures = Vec::new();
+        for s in self.samples.iter().filter(|s| within(s.at)) {
+            took.push(s.took);
+            if !(200..300).contains(&s.status) {
+                failures.push(s.status.to_string());
+            }
+        }
+        failures.extend(
+            self.errors
+                .iter()
+                .filter(|(at, _)| within(*at))
+                .map(|(_, e)| e.clone()),
+        );
+        (took, failures)
+    }
+}
+
+/// The kinds of command timed (see [`probe`]).
+pub const COMMANDS: [&str; 4] = ["reconcile action", "service PUT", "drain", "job run"];
+
+/// Latencies per kind of command, in the order of [`COMMANDS`].
+pub type CommandLatencies = Vec<(&'static str, Latencies)>;
+
+/// When the phases of a [`failover`] run began and ended, Unix seconds
+/// (this machine's clock): commands are reported per phase.
+#[derive(Debug, Clone, Default)]
+pub struct Phases {
+    /// The leader subscribed: the probes start.
+    pub started: f64,
+    /// All tasks TASK_RUNNING on the leader.
+    pub launched: f64,
+    /// The explicit reconciliation of all tasks answered.
+    pub reconciled: f64,
+    /// The leader's SIGKILL.
+    pub killed: f64,
+    /// The follower's SUBSCRIBE answered by the master.
+    pub subscribed: f64,
+    /// The follower's reconciliation of all adopted tasks finished.
+    pub adopted: f64,
 }
 
 /// What [`failover`] measured.
@@ -413,17 +474,15 @@ impl Latencies {
 pub struct FailoverFigures {
     /// Launch to all running on the leader (while being probed).
     pub launch: Duration,
-    /// `POST /api/v1/actions/reconcile` while the tasks launched and
-    /// reconciled.
-    pub reconcile_command: Latencies,
-    /// `PUT /api/v1/services/probe` while the tasks launched and
-    /// reconciled.
-    pub put_command: Latencies,
-    /// `POST /api/v1/actions/reconcile` at the follower from the leader's
-    /// SIGKILL until the follower reconciled every task.
-    pub failover_reconcile_command: Latencies,
-    /// `PUT /api/v1/services/probe` at the follower over the same time.
-    pub failover_put_command: Latencies,
+    /// Each kind of command at the leader while the tasks launched and
+    /// reconciled ([`COMMANDS`]).
+    pub commands: CommandLatencies,
+    /// The same at the follower from the leader's SIGKILL until the
+    /// follower reconciled every task (before it leads, its answers are
+    /// quick refusals: counted among the failures).
+    pub failover_commands: CommandLatencies,
+    /// When each phase began and ended.
+    pub phases: Phases,
     /// The explicit reconciliation of all tasks after the launch, asked →
     /// all answered, while probed.
     pub probed_reconcile: Duration,
@@ -435,14 +494,72 @@ pub struct FailoverFigures {
     pub reconciled_note: String,
     /// The new leader's memory after that.
     pub memory: crate::support::processes::Memory,
+    /// The new leader's pages once it reconciled every task (as
+    /// [`Figures::pages`](super::Figures::pages)).
+    pub pages: Vec<(String, Vec<Duration>)>,
+}
+
+/// The agent the drain probes drain and cancel: the testbed's first, made
+/// unreachable before the launch so that no task lands there and a drain
+/// moves nothing (a drain of an agent with tasks would start replacements:
+/// a different benchmark). Waits until `replica` knows it, then marks it
+/// unreachable at the testbed (`POST /testbed/agents/{id}/unreachable`).
+async fn spare_agent(replica: &Appliance, testbed: &TestbedProcess) -> Result<String, String> {
+    let http = crate::support::mesos::client();
+    let agents: Value = http
+        .get(format!("{}/testbed/agents", testbed.url))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    let id = agents["agents"][0]["id"]
+        .as_str()
+        .ok_or("the testbed lists no agent")?
+        .to_string();
+    let known = poll(
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || async {
+            let listed = http
+                .get(format!("{}/api/v1/agents", replica.url))
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await
+                .ok();
+            let body = match listed {
+                Some(r) => r.text().await.unwrap_or_default(),
+                None => String::new(),
+            };
+            Ok(body.contains(&format!("\"{id}\"")).then_some(()))
+        },
+    )
+    .await?;
+    if known.is_none() {
+        return Err(failure(replica, &format!("agent {id} not known in 30 s")));
+    }
+    http.post(format!("{}/testbed/agents/{id}/unreachable", testbed.url))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(id)
+}
+
+/// The job the job-run probes run: each run's task is killed after 1 s
+/// (`timeout`), 5 finished runs are kept.
+fn probe_job() -> Value {
+    json!({"command": SERVICE_COMMAND, "cpus": 0.01, "mem": 1, "timeout": "1s", "history": 5})
 }
 
 /// Two replicas of one deployment: A starts first and leads, B follows.
 /// While the tasks launch, and then while an explicit reconciliation of
-/// all of them runs, every [`PROBE_EVERY`]: an explicit reconcile action
-/// and a `PUT` of a service `probe` (0 instances), each timed. Once all run
-/// and no reconciliation is in progress, A gets SIGKILL (its ZooKeeper
-/// session must expire before B is elected).
+/// all of them runs, every [`PROBE_EVERY`] each of [`COMMANDS`] (see
+/// [`probe`]), timed. Once all run and no reconciliation is in progress, A
+/// gets SIGKILL (its ZooKeeper session must expire before B is elected);
+/// the same commands go to B until it has reconciled every task.
 pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, String> {
     let zk = tokio::task::spawn_blocking(ZkServer::start_production)
         .await
@@ -462,20 +579,36 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     let started = Instant::now();
     let mut leader = Appliance::spawn("replica-a", &args);
     wait_role(&leader, "leader/subscribed", Duration::from_secs(60)).await?;
+    let spare = spare_agent(&leader, &testbed).await?;
+    let (status, answer, _) = request(
+        reqwest::Method::PUT,
+        format!("{}/api/v1/jobs/probe-job", leader.url),
+        probe_job(),
+    )
+    .await?;
+    if !(200..300).contains(&status) {
+        return Err(failure(&leader, &format!("PUT job: {status} {answer}")));
+    }
     let follower = Appliance::spawn("replica-b", &args);
+    let mut phases = Phases {
+        started: unix_now_secs(),
+        ..Default::default()
+    };
 
     let done = tokio_util::sync::CancellationToken::new();
-    let probes = tokio::spawn(probe(leader.url.clone(), done.clone()));
+    let probes = tokio::spawn(probe(leader.url.clone(), spare.clone(), done.clone()));
     let launched = wait_all_running(&leader, tasks).await;
     let launch = started.elapsed();
+    phases.launched = unix_now_secs();
     // Then an explicit reconciliation of all of them, still probed (the
     // probes' own requests join it or start the next run).
     let all = match launched {
         Ok(()) => reconcile_all(&leader, tasks, unix_now_secs()).await,
         Err(e) => Err(e),
     };
+    phases.reconciled = unix_now_secs();
     done.cancel();
-    let (reconcile_command, put_command) = probes.await.map_err(|e| e.to_string())?;
+    let commands = probes.await.map_err(|e| e.to_string())?;
     let (asked_at, run) = all?;
     let probed_reconcile = Duration::from_secs_f64((run.finished_at - asked_at).max(0.0));
     wait_role(&follower, "follower/standby", Duration::from_secs(60)).await?;
@@ -490,12 +623,13 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
 
     let http = crate::support::mesos::client();
     let killed_at = unix_now_secs();
+    phases.killed = killed_at;
     leader.signal(libc::SIGKILL);
     // The same commands at the follower from the SIGKILL until it has
     // reconciled every task (before it leads, its answers are quick
     // refusals: counted, with their status, among the failures).
     let done = tokio_util::sync::CancellationToken::new();
-    let failover_probes = tokio::spawn(probe(follower.url.clone(), done.clone()));
+    let failover_probes = tokio::spawn(probe(follower.url.clone(), spare, done.clone()));
     let _ = leader.wait_exit(Duration::from_secs(10)).await;
     let deadline = Instant::now() + deadline_for(tasks);
     let left = || deadline.saturating_duration_since(Instant::now());
@@ -509,55 +643,94 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
             )
         })?
         - killed_at;
+    phases.subscribed = killed_at + subscribed.max(0.0);
     let run = reconciled_after(&follower, killed_at, tasks, left()).await;
+    phases.adopted = unix_now_secs();
     done.cancel();
-    let (failover_reconcile_command, failover_put_command) =
-        failover_probes.await.map_err(|e| e.to_string())?;
+    let failover_commands = failover_probes.await.map_err(|e| e.to_string())?;
     let run = run?;
+    let pages = time_pages(&follower.url, tasks).await;
     Ok(FailoverFigures {
-        failover_reconcile_command,
-        failover_put_command,
+        commands,
+        failover_commands,
+        phases,
         launch,
-        reconcile_command,
-        put_command,
         probed_reconcile,
         subscribed: Duration::from_secs_f64(subscribed.max(0.0)),
         reconciled: Duration::from_secs_f64((run.finished_at - killed_at).max(0.0)),
         reconciled_note: format!("{} of {} tasks", run.outcome, run.asked),
         memory: memory(follower.pid()).unwrap_or_default(),
+        pages,
     })
 }
 
-/// The two timed commands, each every [`PROBE_EVERY`] until `done` (each
-/// on its own, so that a slow one does not hold the other back).
-async fn probe(url: String, done: tokio_util::sync::CancellationToken) -> (Latencies, Latencies) {
+/// The timed commands, each kind every [`PROBE_EVERY`] on its own until
+/// `done` (a slow one does not hold another back), in the order of
+/// [`COMMANDS`]:
+/// - `POST /api/v1/actions/reconcile {"kind": "explicit"}`;
+/// - `PUT /api/v1/services/probe` (0 instances);
+/// - `POST /api/v1/agents/{spare}/drain` then `DELETE` of it, alternately
+///   (each a fenced ZooKeeper write; the agent holds no task);
+/// - `POST /api/v1/jobs/probe-job/runs` (a manual run: its run record is
+///   stored before the answer).
+async fn probe(
+    url: String,
+    spare: String,
+    done: tokio_util::sync::CancellationToken,
+) -> CommandLatencies {
+    use reqwest::Method;
     let reconcile = probe_one(
-        reqwest::Method::POST,
-        format!("{url}/api/v1/actions/reconcile"),
-        json!({"kind": "explicit"}),
+        vec![(
+            Method::POST,
+            format!("{url}/api/v1/actions/reconcile"),
+            json!({"kind": "explicit"}),
+        )],
         done.clone(),
     );
     let put = probe_one(
-        reqwest::Method::PUT,
-        format!("{url}/api/v1/services/probe"),
-        json!({"command": SERVICE_COMMAND, "cpus": 0.01, "mem": 1, "instances": 0}),
+        vec![(
+            Method::PUT,
+            format!("{url}/api/v1/services/probe"),
+            json!({"command": SERVICE_COMMAND, "cpus": 0.01, "mem": 1, "instances": 0}),
+        )],
+        done.clone(),
+    );
+    let drain_url = format!("{url}/api/v1/agents/{spare}/drain");
+    let drain = probe_one(
+        vec![
+            (
+                Method::POST,
+                drain_url.clone(),
+                json!({"min_healthy": 0, "reason": "bench"}),
+            ),
+            (Method::DELETE, drain_url, json!({"reason": "bench"})),
+        ],
+        done.clone(),
+    );
+    let run = probe_one(
+        vec![(
+            Method::POST,
+            format!("{url}/api/v1/jobs/probe-job/runs"),
+            json!({}),
+        )],
         done,
     );
-    tokio::join!(reconcile, put)
+    let (a, b, c, d) = tokio::join!(reconcile, put, drain, run);
+    COMMANDS.into_iter().zip([a, b, c, d]).collect()
 }
 
+/// Sends `requests` in turn, one every [`PROBE_EVERY`], until `done`.
 async fn probe_one(
-    method: reqwest::Method,
-    url: String,
-    body: Value,
+    requests: Vec<(reqwest::Method, String, Value)>,
     done: tokio_util::sync::CancellationToken,
 ) -> Latencies {
     let mut latencies = Latencies::default();
-    for _ in 0..MAX_PROBES {
+    for (method, url, body) in requests.iter().cycle().take(MAX_PROBES) {
         if done.is_cancelled() {
             break;
         }
-        latencies.record(request(method.clone(), url.clone(), body.clone()).await);
+        let at = unix_now_secs();
+        latencies.record(at, request(method.clone(), url.clone(), body.clone()).await);
         tokio::select! {
             _ = done.cancelled() => break,
             _ = tokio::time::sleep(PROBE_EVERY) => {}

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::Figures;
-use super::appliance::{FailoverFigures, Latencies, SESSION};
+use super::appliance::{FailoverFigures, SESSION};
 use crate::support::processes::Memory;
 
 /// Everything measured at one size; `None` for a run not selected.
@@ -89,31 +89,10 @@ pub fn print_size(r: &SizeResults) {
         }
     }
     if let Some(a) = ok(&r.appliance).filter(|a| !a.pages.is_empty()) {
-        println!("  appliance pages after the reconciliation (one request at a time):");
-        let p99 = |samples: &[Duration]| {
-            let mut s = samples.to_vec();
-            s.sort();
-            let at = (s.len() * 99).div_ceil(100).saturating_sub(1);
-            s.get(at).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
-        };
-        let healthz = a
-            .pages
-            .iter()
-            .find(|(p, _)| p == "/healthz")
-            .map(|(_, s)| p99(s));
-        for (path, samples) in &a.pages {
-            let ratio = match (path.as_str(), healthz) {
-                ("/api/v1/state", Some(h)) if h > 0.0 => {
-                    format!(" ({:.1}× /healthz)", p99(samples) / h)
-                }
-                _ => String::new(),
-            };
-            println!(
-                "    {path:<44} {:>3} answers, p99 {:>7.1} ms{ratio}",
-                samples.len(),
-                p99(samples)
-            );
-        }
+        print_pages(
+            "appliance pages after the reconciliation (one request at a time)",
+            &a.pages,
+        );
     }
     if let Some(a) = ok(&r.appliance) {
         for (name, peer) in [("pymesos", ok(&r.pymesos)), ("floor", ok(&r.floor))] {
@@ -139,19 +118,7 @@ pub fn print_size(r: &SizeResults) {
                 f.launch.as_secs_f64(),
                 f.probed_reconcile.as_secs_f64()
             );
-            print_latencies(
-                "  POST /api/v1/actions/reconcile meanwhile",
-                &f.reconcile_command,
-            );
-            print_latencies("  PUT /api/v1/services/probe meanwhile", &f.put_command);
-            print_latencies(
-                "  POST /api/v1/actions/reconcile at the follower, SIGKILL → all reconciled",
-                &f.failover_reconcile_command,
-            );
-            print_latencies(
-                "  PUT /api/v1/services/probe at the follower, SIGKILL → all reconciled",
-                &f.failover_put_command,
-            );
+            print_commands(f);
             println!(
                 "  SIGKILL leader → follower SUBSCRIBED {:.2} s ({:.2} × session); → all reconciled {:.2} s ({}); new leader RSS {} MiB",
                 f.subscribed.as_secs_f64(),
@@ -160,27 +127,134 @@ pub fn print_size(r: &SizeResults) {
                 f.reconciled_note,
                 mem(&f.memory).trim()
             );
+            if !f.pages.is_empty() {
+                print_pages(
+                    "new leader's pages after it reconciled (one request at a time)",
+                    &f.pages,
+                );
+            }
         }
     }
 }
 
-fn print_latencies(what: &str, l: &Latencies) {
-    let mut s = l.samples.clone();
+/// p99 of `samples` in milliseconds (NaN without samples).
+fn p99_ms(samples: &[Duration]) -> f64 {
+    let mut s = samples.to_vec();
     s.sort();
-    let ms = |d: Option<&Duration>| d.map(|d| d.as_secs_f64() * 1000.0).unwrap_or(f64::NAN);
+    let at = (s.len() * 99).div_ceil(100).saturating_sub(1);
+    s.get(at).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
+}
+
+/// Each page's p99, `/api/v1/state` also as a multiple of `/healthz`'s
+/// (issue 30 asks ≤ 3×, and every page ≤ 100 ms).
+fn print_pages(title: &str, pages: &[(String, Vec<Duration>)]) {
+    println!("  {title}:");
+    let healthz = pages
+        .iter()
+        .find(|(p, _)| p == "/healthz")
+        .map(|(_, s)| p99_ms(s));
+    for (path, samples) in pages {
+        let ratio = match (path.as_str(), healthz) {
+            ("/api/v1/state", Some(h)) if h > 0.0 => {
+                format!(" ({:.1}× /healthz)", p99_ms(samples) / h)
+            }
+            _ => String::new(),
+        };
+        let mut sorted = samples.clone();
+        sorted.sort();
+        let max = sorted.last().map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
+        println!(
+            "    {path:<52} {:>3} answers, p99 {:>7.1} ms, max {:>7.1} ms{ratio}",
+            samples.len(),
+            p99_ms(samples),
+            max
+        );
+    }
+}
+
+/// Each kind of command per phase: the launch (leader subscribed → all
+/// running), the explicit reconciliation (→ all answered), the failover
+/// before the follower subscribed (SIGKILL → SUBSCRIBED: refusals while it
+/// does not lead), and after it (SUBSCRIBED → all adopted tasks
+/// reconciled). Issue 30 asks p99 ≤ 100 ms in every phase but the gap.
+fn print_commands(f: &FailoverFigures) {
+    let p = &f.phases;
+    println!(
+        "  commands, each kind every 100 ms: answers, p50 / p99 / max ms, over 100 ms, failures"
+    );
+    println!(
+        "    {:<18} {:>34} {:>34} {:>34} {:>34}",
+        "",
+        "launch",
+        "reconcile",
+        "failover: SIGKILL → SUBSCRIBED",
+        "failover: SUBSCRIBED → reconciled"
+    );
+    for (i, kind) in super::appliance::COMMANDS.iter().enumerate() {
+        let at_leader = f.commands.get(i).map(|(_, l)| l);
+        let at_follower = f.failover_commands.get(i).map(|(_, l)| l);
+        let cells = [
+            (at_leader, p.started, p.launched),
+            (at_leader, p.launched, p.reconciled),
+            (at_follower, p.killed, p.subscribed),
+            (at_follower, p.subscribed, p.adopted.max(p.subscribed)),
+        ];
+        let mut line = format!("    {kind:<18}");
+        let mut failures = Vec::new();
+        for (which, (l, from, to)) in cells.iter().enumerate() {
+            let Some(l) = l else {
+                line.push_str(&format!(" {:>34}", "—"));
+                continue;
+            };
+            let (took, failed) = l.between(*from, *to);
+            line.push_str(&format!(" {:>34}", cell(&took, failed.len())));
+            if !failed.is_empty() {
+                failures.push(format!("{}: {}", which, summary(&failed)));
+            }
+        }
+        println!("{line}");
+        if !failures.is_empty() {
+            println!("      failures by phase (0..3): {}", failures.join("; "));
+        }
+    }
+}
+
+/// `n, p50 / p99 / max ms, k>100, f fail`.
+fn cell(took: &[Duration], failed: usize) -> String {
+    if took.is_empty() {
+        return format!("0 answers, {failed} fail");
+    }
+    let mut s = took.to_vec();
+    s.sort();
+    let ms = |d: &Duration| d.as_secs_f64() * 1000.0;
     let over = s
         .iter()
         .filter(|d| **d > Duration::from_millis(100))
         .count();
-    let p99 = (s.len() * 99).div_ceil(100).saturating_sub(1);
-    println!(
-        "{what}: {} answers, p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms, {over} over 100 ms; failures {:?}",
+    format!(
+        "{} {:.0}/{:.0}/{:.0} >100:{over} f:{failed}",
         s.len(),
-        ms(s.get(s.len() / 2)),
-        ms(s.get(p99)),
-        ms(s.last()),
-        l.failures
-    );
+        ms(&s[s.len() / 2]),
+        p99_ms(&s),
+        ms(&s[s.len() - 1])
+    )
+}
+
+/// Failures counted by kind: `503 ×12, 409 ×1`.
+fn summary(failed: &[String]) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for f in failed {
+        let f: String = f.chars().take(60).collect();
+        match counts.iter_mut().find(|(k, _)| *k == f) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((f, 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One measure across sizes: its values, and its growth between

@@ -331,8 +331,12 @@ pub struct Snapshot {
     pub deployment: Option<DeploymentRecord>,
     /// Services with their counts.
     pub services: Vec<ServiceStatus>,
-    /// Task records, sorted by task ID.
-    pub tasks: Vec<Arc<TaskRecord>>,
+    /// Task records, sorted by task ID. Shared: a snapshot that keeps the
+    /// last task list (a command's answer between full snapshots) copies
+    /// one pointer, not 100,000 (whose reference counts each touch another
+    /// cache line).
+    #[schema(value_type = Vec<TaskRecord>)]
+    pub tasks: Arc<[Arc<TaskRecord>]>,
     /// Offers held (leader only).
     pub offers: Vec<OfferSummary>,
     /// The agent table, by agent ID (leader only).
@@ -396,7 +400,7 @@ impl Snapshot {
             },
             deployment: None,
             services: Vec::new(),
-            tasks: Vec::new(),
+            tasks: Default::default(),
             offers: Vec::new(),
             agents: Vec::new(),
             reconciliation: ReconciliationStatus::default(),
@@ -410,7 +414,7 @@ impl Snapshot {
     /// sorted by state name.
     pub fn task_counts(&self) -> Vec<(TaskState, usize)> {
         let mut counts = std::collections::BTreeMap::<&str, (TaskState, usize)>::new();
-        for t in &self.tasks {
+        for t in self.tasks.iter() {
             counts
                 .entry(t.state.as_str_name())
                 .or_insert((t.state, 0))

@@ -63,7 +63,7 @@ pub struct Standby {
 struct Read {
     at: Instant,
     stat: RecordsStat,
-    tasks: Vec<Arc<TaskRecord>>,
+    tasks: Arc<[Arc<TaskRecord>]>,
     /// Per service: the spec the counts were computed for, and the counts.
     counts: HashMap<String, (ServiceSpec, ServiceCounts)>,
 }
@@ -151,7 +151,7 @@ impl Standby {
                 self.read = Some(Read {
                     at: Instant::now(),
                     stat,
-                    tasks,
+                    tasks: tasks.into(),
                     counts: HashMap::new(),
                 });
             }
@@ -229,7 +229,7 @@ mod tests {
                     count,
                     keys_version,
                 },
-                tasks: Vec::new(),
+                tasks: Default::default(),
                 counts: HashMap::new(),
             }),
         }
@@ -329,10 +329,10 @@ mod tests {
         };
         let mut standby = read_at(t0, 2, 7);
         let read = standby.read.as_mut().unwrap();
-        read.tasks = vec![
+        read.tasks = Arc::from(vec![
             task("report.20261201T200000Z.1", "TASK_RUNNING"),
             task("web.1", "TASK_RUNNING"),
-        ];
+        ]);
         let id = "report.20261201T200000Z.1";
         assert!(!standby.runs_ahead(&job_with_attempt(id, false)));
         let ahead = standby.runs_ahead(&job_with_attempt(id, true));
@@ -344,8 +344,10 @@ mod tests {
         assert!(!standby.due(stat, ahead, t0 + REFRESH / 2), "still paced");
         assert!(!standby.due(stat, false, t0 + REFRESH), "no change seen");
         // Once read again with the terminal state, nothing is ahead.
-        standby.read.as_mut().unwrap().tasks[0] =
-            task("report.20261201T200000Z.1", "TASK_FINISHED");
+        let read = standby.read.as_mut().unwrap();
+        let mut tasks = read.tasks.to_vec();
+        tasks[0] = task("report.20261201T200000Z.1", "TASK_FINISHED");
+        read.tasks = tasks.into();
         assert!(!standby.runs_ahead(&job_with_attempt(id, true)));
         // A task whose record is gone (pruned) is not waited for.
         assert!(!standby.runs_ahead(&job_with_attempt("report.x.1", true)));

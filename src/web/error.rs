@@ -287,7 +287,7 @@ impl From<CoordinationError> for AppError {
             CoordinationError::Invalid(_) => AppError::bad_request(detail),
             CoordinationError::TooLarge { .. } => AppError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
+                "too-large",
                 "Too large to store",
                 format!("ZooKeeper: {detail}"),
             ),
@@ -517,5 +517,45 @@ pub mod responses {
         /// leader; or no leader is known; or the core did not answer in time.
         #[response(status = 503, content_type = "application/problem+json")]
         NotLeader(Problem),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write ZooKeeper would refuse (`CoordinationError::TooLarge`,
+    /// refused before sending) reaches the client as 413 with an RFC 9457
+    /// problem naming the znode and both sizes, through the command path
+    /// (`CommandError::Store`) as every handler answers it.
+    #[tokio::test]
+    async fn a_write_too_large_for_zookeeper_is_413_problem() {
+        let error = CommandError::Store(CoordinationError::TooLarge {
+            path: "/appliance/services/web".into(),
+            bytes: 1_048_600,
+            limit: 1_048_575,
+        });
+        let response = AppError::from_command(error, "/api/v1/services/web").into_response();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
+            .await
+            .expect("a body");
+        let problem: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(problem["status"], 413, "{problem}");
+        assert!(
+            problem["type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("too-large")),
+            "{problem}"
+        );
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains("/appliance/services/web") && detail.contains("1048600"),
+            "{problem}"
+        );
     }
 }

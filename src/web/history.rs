@@ -152,7 +152,7 @@ impl History {
     /// declined since the previous one.
     pub fn sample(&self, s: &Snapshot, at: f64, offers_received: u32, offers_declined: u32) {
         let mut per: Vec<(&str, [u32; 3])> = Vec::new();
-        for t in &s.tasks {
+        for t in s.tasks.iter() {
             let state = t.state.as_str_name();
             let slot = if state == "TASK_RUNNING" {
                 0

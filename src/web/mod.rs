@@ -142,6 +142,18 @@ pub use error::AppError;
 /// Largest request body accepted anywhere (service specs, forms): 64 KiB.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+// No single request can make a ZooKeeper write over its request limit
+// (`jute.maxbuffer`, `coordination/zookeeper/request_size.rs`): the largest
+// record a request writes is a service record holding the new spec and the
+// one before it, each at most a body's size plus the defaults it is stored
+// with. Such a write would be refused before sending
+// (`CoordinationError::TooLarge`, answered 413 `too-large`); this keeps the
+// body limit far enough below for that to stay a safeguard.
+const _: () = assert!(
+    4 * MAX_BODY_BYTES < crate::coordination::zookeeper::request_size::MAX_REQUEST,
+    "a request body could make a record ZooKeeper refuses"
+);
+
 /// Admin tokens shorter than this are accepted with a warning: easy to guess.
 pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 

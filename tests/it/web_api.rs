@@ -541,7 +541,7 @@ async fn clients_that_never_finish_their_headers_are_cut_off() {
     );
 
     let mut s = web.snapshot();
-    s.tasks.clear();
+    s.tasks = Default::default();
     s.at += 1.0;
     web.publish(s);
     let next = tokio::time::timeout(Duration::from_secs(5), live.next())
@@ -658,7 +658,7 @@ async fn the_live_stream_sends_new_snapshots() {
     let first = body.next().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains(r#""tasks":120"#));
     let mut s = web.snapshot();
-    s.tasks.truncate(7);
+    s.tasks = s.tasks[..7].into();
     s.at += 5.0;
     web.publish(s);
     let next = tokio::time::timeout(Duration::from_secs(5), body.next())

@@ -61,7 +61,8 @@ async fn dashboard_in_headless_chromium() {
         .push(event(s.at, "agent", "agent-9.cluster.test registered"));
     // The health checks of `web` answered: three tasks fail theirs.
     let mut unhealthy = 0;
-    for t in s.tasks.iter_mut() {
+    let mut tasks = s.tasks.to_vec();
+    for t in tasks.iter_mut() {
         if t.service == "web" && t.state.as_str_name() == "TASK_RUNNING" {
             let t = std::sync::Arc::make_mut(t);
             t.healthy = Some(unhealthy >= 3);
@@ -69,6 +70,7 @@ async fn dashboard_in_headless_chromium() {
             unhealthy += 1;
         }
     }
+    s.tasks = tasks.into();
     leader.publish(s);
     b.wait_for_text(
         "#live",

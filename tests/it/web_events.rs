@@ -46,7 +46,9 @@ fn updated(s: &Snapshot, i: usize, state: TaskState, healthy: Option<bool>) -> S
         task.healthy = healthy;
         task.healthy_since = Some(at);
     }
-    s.tasks[i] = Arc::new(task);
+    let mut tasks = s.tasks.to_vec();
+    tasks[i] = Arc::new(task);
+    s.tasks = tasks.into();
     s.at += 1.0;
     s
 }

@@ -250,7 +250,7 @@ async fn confirmation_pages_name_the_tasks_that_die() {
     // A few tasks: all named, nothing more.
     let web = TestWeb::new(test_config(), leader_snapshot("http://127.0.0.1:8080", 5));
     let html = web.send(get("/actions/teardown")).await.text();
-    for t in &web.snapshot().tasks {
+    for t in web.snapshot().tasks.iter() {
         assert!(listed(&html, &t.task_id), "{}", t.task_id);
     }
     assert!(!html.contains("confirm-more"));

@@ -99,7 +99,11 @@ impl Appliance {
         let port = free_port();
         let log = dir.path().join(format!("{name}.log"));
         let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_mesos-appliance"))
+        // `BENCH_APPLIANCE` names another binary (a benchmark comparing
+        // versions); the tests never set it.
+        let binary = std::env::var_os("BENCH_APPLIANCE")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_mesos-appliance").into());
+        let child = Command::new(binary)
             .args(args)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .env("RUST_LOG", "info,zookeeper_client=warn")

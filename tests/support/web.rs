@@ -441,7 +441,7 @@ impl TestCore {
                     .collect();
                 // The appliance executors' tasks die and are replaced.
                 let mut tasks: Vec<TaskRecord> = Vec::new();
-                for t in &s.tasks {
+                for t in s.tasks.iter() {
                     if t.executor == ExecutorKind::Appliance && !t.is_terminal() {
                         let mut dead = (**t).clone();
                         dead.state = TaskState::TaskKilled;
@@ -466,7 +466,7 @@ impl TestCore {
                     tasks: s.tasks.len(),
                 };
                 s.framework.id = None;
-                s.tasks.clear();
+                s.tasks = Default::default();
                 s.framework.state = FrameworkState::Subscribing;
                 answer(Answer::Teardown(Ok(result)));
             }

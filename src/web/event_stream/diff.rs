@@ -171,7 +171,7 @@ fn tasks(before: &Snapshot, now: &Snapshot, out: &mut Vec<Found>) {
         .iter()
         .map(|t| (t.task_id.as_str(), t))
         .collect();
-    for task in &now.tasks {
+    for task in now.tasks.iter() {
         let prior = old.get(task.task_id.as_str());
         if prior.is_some_and(|p| Arc::ptr_eq(p, task)) {
             continue;
@@ -406,7 +406,7 @@ mod tests {
     #[test]
     fn each_new_status_update_of_a_task_is_one_event_in_order() {
         let mut a = empty();
-        a.tasks = vec![task("web.0.x", "TASK_STAGING", vec![], None)];
+        a.tasks = vec![task("web.0.x", "TASK_STAGING", vec![], None)].into();
         let mut b = empty();
         b.tasks = vec![task(
             "web.0.x",
@@ -416,7 +416,8 @@ mod tests {
                 entry(11.5, "TASK_RUNNING", None),
             ],
             None,
-        )];
+        )]
+        .into();
         let found = diff(&a, &b);
         assert_eq!(
             kinds(&found),
@@ -452,7 +453,8 @@ mod tests {
                 entry(2.0, "TASK_RUNNING", None),
             ],
             None,
-        )];
+        )]
+        .into();
         let mut b = empty();
         b.tasks = vec![task(
             "t",
@@ -462,7 +464,8 @@ mod tests {
                 entry(4.0, "TASK_FAILED", None),
             ],
             None,
-        )];
+        )]
+        .into();
         assert_eq!(
             kinds(&diff(&a, &b)),
             [
@@ -476,11 +479,11 @@ mod tests {
     fn a_health_change_is_a_health_event() {
         let running = vec![entry(2.0, "TASK_RUNNING", None)];
         let mut a = empty();
-        a.tasks = vec![task("t", "TASK_RUNNING", running.clone(), None)];
+        a.tasks = vec![task("t", "TASK_RUNNING", running.clone(), None)].into();
         let mut b = empty();
         let mut healthy = running.clone();
         healthy.push(entry(3.0, "TASK_RUNNING", Some(true)));
-        b.tasks = vec![task("t", "TASK_RUNNING", healthy, Some(true))];
+        b.tasks = vec![task("t", "TASK_RUNNING", healthy, Some(true))].into();
         let found = diff(&a, &b);
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].1["healthy"], true);

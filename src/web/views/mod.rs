@@ -17,6 +17,7 @@ pub use lists::*;
 pub use tasks::*;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -43,6 +44,9 @@ pub struct Derived {
     pub active_tasks: usize,
     /// Service names from the specs and the task records, sorted.
     pub service_names: Vec<String>,
+    /// The task list's orders other than by ID, each made on the first
+    /// request that asks for it (see [`Derived::order`]).
+    orders: [std::sync::OnceLock<Arc<[u32]>>; SortKey::COUNT],
 }
 
 impl Derived {
@@ -50,7 +54,7 @@ impl Derived {
     pub fn new(s: &Snapshot) -> Derived {
         let mut names: BTreeSet<&str> = s.services.iter().map(|x| x.spec.name.as_str()).collect();
         let mut last = "";
-        for t in &s.tasks {
+        for t in s.tasks.iter() {
             if t.service != last {
                 names.insert(&t.service);
                 last = &t.service;
@@ -64,8 +68,40 @@ impl Derived {
                 .collect(),
             active_tasks: s.tasks.iter().filter(|t| !t.is_terminal()).count(),
             service_names: names.into_iter().map(str::to_string).collect(),
+            orders: Default::default(),
         }
     }
+
+    /// The positions in `s.tasks` (the snapshot this was derived from)
+    /// sorted ascending by `key`, ties in ID order (a stable sort of the
+    /// ID-ordered list). Sorted once per snapshot and key, then shared by
+    /// every request: at 100,000 tasks a sort by host took tens of
+    /// milliseconds per page.
+    pub fn order(&self, s: &Snapshot, key: SortKey) -> Arc<[u32]> {
+        self.orders[key as usize]
+            .get_or_init(|| sorted_positions(s, key).into())
+            .clone()
+    }
+}
+
+/// Positions of `s.tasks` sorted stably by `key` (ID order for
+/// [`SortKey::Id`]).
+fn sorted_positions(s: &Snapshot, key: SortKey) -> Vec<u32> {
+    let t = &s.tasks;
+    let mut order: Vec<u32> = (0..t.len() as u32).collect();
+    let at = |i: &u32| &t[*i as usize];
+    match key {
+        SortKey::Id => {}
+        SortKey::Service => order.sort_by(|a, b| {
+            let (a, b) = (at(a), at(b));
+            (&a.service, a.instance).cmp(&(&b.service, b.instance))
+        }),
+        SortKey::State => order.sort_by_key(|i| at(i).state.as_str_name()),
+        SortKey::Host => order.sort_by(|a, b| at(a).hostname.cmp(&at(b).hostname)),
+        SortKey::Updated => order.sort_by(|a, b| at(a).updated_at.total_cmp(&at(b).updated_at)),
+        SortKey::Launched => order.sort_by(|a, b| at(a).launched_at.total_cmp(&at(b).launched_at)),
+    }
+    order
 }
 
 /// `framework` in `/api/v1/state`.

@@ -186,7 +186,9 @@ pub enum SortKey {
 }
 
 impl SortKey {
-    const ALL: [SortKey; 6] = [
+    /// How many keys there are.
+    pub const COUNT: usize = 6;
+    const ALL: [SortKey; SortKey::COUNT] = [
         SortKey::Id,
         SortKey::Service,
         SortKey::State,
@@ -378,54 +380,56 @@ impl TasksView {
                 state_counts: d.task_counts.clone(),
             });
         }
-        let mut matched: Vec<&Arc<TaskRecord>> = s
-            .tasks
-            .iter()
-            .filter(|t| filter.service.as_ref().is_none_or(|x| &t.service == x))
-            .filter(|t| match filter.state.as_deref() {
-                None => true,
-                Some("active") => !t.is_terminal(),
-                Some("terminal") => t.is_terminal(),
-                Some(state) => t.state.as_str_name() == state,
-            })
-            .filter(|t| match filter.health.as_deref() {
-                None => true,
-                Some("unknown") => t.health().is_none(),
-                Some(h) => health_name(t.health()) == h,
-            })
-            .filter(|t| {
-                needle.is_none_or(|n| {
+        let keep = |t: &TaskRecord| {
+            filter.service.as_ref().is_none_or(|x| &t.service == x)
+                && match filter.state.as_deref() {
+                    None => true,
+                    Some("active") => !t.is_terminal(),
+                    Some("terminal") => t.is_terminal(),
+                    Some(state) => t.state.as_str_name() == state,
+                }
+                && match filter.health.as_deref() {
+                    None => true,
+                    Some("unknown") => t.health().is_none(),
+                    Some(h) => health_name(t.health()) == h,
+                }
+                && needle.is_none_or(|n| {
                     t.task_id.as_str().contains(n)
                         || t.hostname.contains(n)
                         || t.agent_id.as_str().contains(n)
                 })
-            })
-            .collect();
-        // Other keys sort stably and fall back on the ID order.
-        match sort {
-            SortKey::Service => {
-                matched.sort_by(|a, b| (&a.service, a.instance).cmp(&(&b.service, b.instance)))
+        };
+        // Other keys sort stably and fall back on the ID order; the order
+        // is sorted once per snapshot (`Derived::order`), each request
+        // only filters and counts.
+        let mut tasks = Vec::with_capacity(per_page.min(s.tasks.len()));
+        let mut matched = 0usize;
+        let mut visit = |t: &Arc<TaskRecord>| {
+            if keep(t) {
+                if matched >= start && tasks.len() < per_page {
+                    tasks.push(TaskRow::new(t));
+                }
+                matched += 1;
             }
-            SortKey::State => matched.sort_by_key(|t| t.state.as_str_name()),
-            SortKey::Host => matched.sort_by(|a, b| a.hostname.cmp(&b.hostname)),
-            SortKey::Updated => matched.sort_by(|a, b| a.updated_at.total_cmp(&b.updated_at)),
-            SortKey::Launched => matched.sort_by(|a, b| a.launched_at.total_cmp(&b.launched_at)),
-            SortKey::Id => {}
+        };
+        if sort == SortKey::Id {
+            match order {
+                Order::Asc => s.tasks.iter().for_each(&mut visit),
+                Order::Desc => s.tasks.iter().rev().for_each(&mut visit),
+            }
+        } else {
+            let positions = d.order(s, sort);
+            let by_key = positions.iter().filter_map(|&i| s.tasks.get(i as usize));
+            match order {
+                Order::Asc => by_key.for_each(&mut visit),
+                Order::Desc => by_key.rev().for_each(&mut visit),
+            }
         }
-        if order == Order::Desc {
-            matched.reverse();
-        }
-        let pages = matched.len().div_ceil(per_page).max(1);
-        let tasks = matched
-            .iter()
-            .skip(start)
-            .take(per_page)
-            .map(|t| TaskRow::new(t))
-            .collect();
+        let pages = matched.div_ceil(per_page).max(1);
         Ok(TasksView {
             tasks,
             total: s.tasks.len(),
-            matched: matched.len(),
+            matched,
             page,
             per_page,
             pages,

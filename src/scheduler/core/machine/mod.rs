@@ -200,7 +200,7 @@ pub struct Machine {
     launches: schedule::Launches,
     /// The task list of the last full snapshot (a command's answer
     /// publishes it again with what the command changed).
-    shown_tasks: Vec<std::sync::Arc<crate::scheduler::records::TaskRecord>>,
+    shown_tasks: std::sync::Arc<[std::sync::Arc<crate::scheduler::records::TaskRecord>]>,
     kamikazes: commands::Kamikazes,
     health_log: health_log::HealthLog,
     /// A scheduling pass is due at the next [`Machine::settle`] (once
@@ -253,7 +253,7 @@ impl Machine {
             suppressed: false,
             revive: Default::default(),
             launches: schedule::Launches::default(),
-            shown_tasks: Vec::new(),
+            shown_tasks: Default::default(),
             kamikazes: commands::Kamikazes::default(),
             health_log: Default::default(),
             needs_schedule: false,

@@ -393,4 +393,235 @@ mod tests {
         );
         assert_eq!(batches, TASKS.div_ceil(BATCH));
     }
+
+    /// A coordinator whose service writes wait until [`Gate::open`]: it
+    /// holds a command's write out for as long as the test likes, which no
+    /// timing of a real ZooKeeper can do reliably. Everything else goes to
+    /// the in-memory coordinator at once.
+    struct Gate {
+        inner: MemoryCoordinator,
+        open: tokio::sync::Semaphore,
+        /// `write_records` calls (task batches) received.
+        batches: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Gate {
+        fn open(&self) {
+            self.open.add_permits(1);
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Coordinator for Gate {
+        fn replica(&self) -> &ReplicaInfo {
+            self.inner.replica()
+        }
+        fn leadership(&self) -> tokio::sync::watch::Receiver<crate::coordination::Leadership> {
+            self.inner.leadership()
+        }
+        fn term_token(&self, term: u64) -> CancellationToken {
+            self.inner.term_token(term)
+        }
+        async fn members(&self) -> crate::coordination::Result<Vec<crate::coordination::Member>> {
+            self.inner.members().await
+        }
+        async fn abdicate(&self) -> crate::coordination::Result<()> {
+            self.inner.abdicate().await
+        }
+        async fn close(&self) {
+            self.inner.close().await
+        }
+        async fn deployment(
+            &self,
+        ) -> crate::coordination::Result<
+            Option<crate::coordination::Versioned<crate::coordination::DeploymentRecord>>,
+        > {
+            self.inner.deployment().await
+        }
+        async fn write_deployment(
+            &self,
+            record: &crate::coordination::DeploymentRecord,
+            expect: Expect,
+        ) -> crate::coordination::Result<
+            crate::coordination::Versioned<crate::coordination::DeploymentRecord>,
+        > {
+            self.inner.write_deployment(record, expect).await
+        }
+        fn watch_deployment(
+            &self,
+        ) -> tokio::sync::watch::Receiver<
+            Option<crate::coordination::Versioned<crate::coordination::DeploymentRecord>>,
+        > {
+            self.inner.watch_deployment()
+        }
+        async fn framework_id(
+            &self,
+        ) -> crate::coordination::Result<Option<crate::coordination::Versioned<String>>> {
+            self.inner.framework_id().await
+        }
+        async fn store_framework_id(
+            &self,
+            id: &str,
+        ) -> crate::coordination::Result<crate::coordination::Versioned<String>> {
+            self.inner.store_framework_id(id).await
+        }
+        async fn replace_framework_id(
+            &self,
+            id: &str,
+            expect: Expect,
+        ) -> crate::coordination::Result<crate::coordination::Versioned<String>> {
+            self.inner.replace_framework_id(id, expect).await
+        }
+        async fn delete_framework_id(&self, expect: Expect) -> crate::coordination::Result<bool> {
+            self.inner.delete_framework_id(expect).await
+        }
+        async fn get_record(
+            &self,
+            kind: RecordKind,
+            key: &str,
+        ) -> crate::coordination::Result<Option<crate::coordination::Versioned<serde_json::Value>>>
+        {
+            self.inner.get_record(kind, key).await
+        }
+        async fn put_record(
+            &self,
+            kind: RecordKind,
+            key: &str,
+            value: &serde_json::Value,
+            expect: Expect,
+        ) -> crate::coordination::Result<i32> {
+            if kind == RecordKind::Services {
+                let _held = self.open.acquire().await;
+            }
+            self.inner.put_record(kind, key, value, expect).await
+        }
+        async fn list_records(
+            &self,
+            kind: RecordKind,
+        ) -> crate::coordination::Result<crate::coordination::RecordList<serde_json::Value>>
+        {
+            self.inner.list_records(kind).await
+        }
+        async fn records_stat(
+            &self,
+            kind: RecordKind,
+        ) -> crate::coordination::Result<crate::coordination::RecordsStat> {
+            self.inner.records_stat(kind).await
+        }
+        async fn delete_record(
+            &self,
+            kind: RecordKind,
+            key: &str,
+            expect: Expect,
+        ) -> crate::coordination::Result<bool> {
+            self.inner.delete_record(kind, key, expect).await
+        }
+        async fn delete_records(&self, kind: RecordKind) -> crate::coordination::Result<usize> {
+            self.inner.delete_records(kind).await
+        }
+        async fn write_records(
+            &self,
+            kind: RecordKind,
+            writes: Vec<RecordWrite>,
+        ) -> Vec<crate::coordination::Result<Written>> {
+            self.batches
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.inner.write_records(kind, writes).await
+        }
+        async fn append_audit(
+            &self,
+            entry: &serde_json::Value,
+        ) -> crate::coordination::Result<u64> {
+            self.inner.append_audit(entry).await
+        }
+        async fn audit_log(
+            &self,
+            limit: usize,
+        ) -> crate::coordination::Result<Vec<(u64, serde_json::Value)>> {
+            self.inner.audit_log(limit).await
+        }
+        async fn delete_all(&self) -> crate::coordination::Result<()> {
+            self.inner.delete_all().await
+        }
+    }
+
+    /// While a command's write is out, no task batch leaves, however long
+    /// it stays out: the batches already sent come back, the queue waits,
+    /// and only once the command's write is answered do batches flow again.
+    /// (Without the check in [`StoreLane::pump`], the batches sent behind
+    /// the command's write would queue before any write a later command
+    /// sends, and a command that takes several round trips would wait
+    /// behind two batches at each.)
+    #[tokio::test]
+    async fn no_task_batch_leaves_while_a_command_write_is_out() {
+        let gate = Arc::new(Gate {
+            inner: MemoryCoordinator::new(ReplicaInfo::new("http://unit.test", "d1", "test")),
+            open: tokio::sync::Semaphore::new(0),
+            batches: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let token = CancellationToken::new();
+        let _stop = token.clone().drop_guard();
+        let mut lane = StoreLane::new(gate.clone(), tx, Work(token));
+        const TASKS: usize = 2_000;
+        for i in 0..TASKS {
+            lane.submit(
+                RequestId(i as u64),
+                StoreOp::PutTask(Arc::new(record(i)), Expect::Absent),
+            );
+        }
+        lane.pump();
+        let spec: ServiceSpec = serde_json::from_value(serde_json::json!({
+            "name": "web", "command": "sleep 1", "cpus": 0.1, "mem": 16, "instances": 1
+        }))
+        .expect("a spec");
+        let command = RequestId(u64::MAX);
+        lane.submit(
+            command,
+            StoreOp::PutService(Box::new(ServiceRecord::new(spec)), Expect::Absent),
+        );
+        async fn next(rx: &mut mpsc::UnboundedReceiver<Msg>) -> Msg {
+            tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+                .await
+                .expect("the lane answers")
+                .expect("the channel is open")
+        }
+        // The batches sent before the command's write come back; each is
+        // followed by a pump, as the runner does.
+        for _ in 0..BATCHES_IN_FLIGHT {
+            match next(&mut rx).await {
+                Msg::StoreBatch(answers) => assert_eq!(answers.len(), BATCH),
+                _ => panic!("only task batches are answered while the command's write is held"),
+            }
+            lane.batch_done();
+            lane.pump();
+        }
+        assert_eq!(
+            lane.in_flight, 0,
+            "a task batch left while the command's write was out"
+        );
+        assert_eq!(
+            gate.batches.load(std::sync::atomic::Ordering::SeqCst),
+            BATCHES_IN_FLIGHT
+        );
+        assert_eq!(lane.queue.len(), TASKS - BATCHES_IN_FLIGHT * BATCH);
+        // Released: the command's write is answered, then the backlog flows.
+        gate.open();
+        match next(&mut rx).await {
+            Msg::Stored(id, StoreResult::Written(Ok(_))) => assert_eq!(id, command),
+            _ => panic!("the command's write is answered next"),
+        }
+        lane.single_done();
+        lane.pump();
+        let mut written = BATCHES_IN_FLIGHT * BATCH;
+        while written < TASKS {
+            match next(&mut rx).await {
+                Msg::StoreBatch(answers) => written += answers.len(),
+                _ => panic!("only task batches are left"),
+            }
+            lane.batch_done();
+            lane.pump();
+        }
+        assert_eq!(lane.in_flight, 0);
+    }
 }
