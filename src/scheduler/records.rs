@@ -335,11 +335,16 @@ impl TaskRecord {
             self.healthy_since = Some(at);
         }
         self.note_partition(at);
-        self.timeline.push(StatusEntry::from_status(status, at));
-        if self.timeline.len() > TIMELINE_LEN {
-            let excess = self.timeline.len() - TIMELINE_LEN;
+        if self.timeline.len() >= TIMELINE_LEN {
+            let excess = self.timeline.len() + 1 - TIMELINE_LEN;
             self.timeline.drain(..excess);
         }
+        // Exactly as long as the entries: most tasks keep two or three
+        // (TASK_STARTING, TASK_RUNNING), and the doubling growth of `push`
+        // would reserve four, about 130 bytes more per task for as long
+        // as the record lives (`benches/memory.py`).
+        self.timeline.reserve_exact(1);
+        self.timeline.push(StatusEntry::from_status(status, at));
     }
 }
 
@@ -561,6 +566,38 @@ mod tests {
             json,
             "same shape back"
         );
+    }
+
+    #[test]
+    fn the_timeline_keeps_the_last_entries_in_exact_capacity() {
+        let json = serde_json::json!({
+            "task_id": "web.0.1", "service": "web", "instance": 0, "fingerprint": "f",
+            "agent_id": "a1", "hostname": "h1", "executor": "command", "executor_id": "web.0.1",
+            "state": "TASK_STAGING", "launched_at": 1.0, "updated_at": 1.0
+        });
+        let mut record: TaskRecord = serde_json::from_value(json).unwrap();
+        for n in 1..=TIMELINE_LEN + 5 {
+            let state = if n % 2 == 0 {
+                TaskState::TaskRunning
+            } else {
+                TaskState::TaskStarting
+            };
+            let status = TaskStatus {
+                state: state as i32,
+                ..Default::default()
+            };
+            // As the core does: a clone of the stored record takes the update.
+            record = record.clone();
+            record.apply(&status, n as f64);
+            assert_eq!(record.timeline.len(), n.min(TIMELINE_LEN));
+            assert_eq!(
+                record.timeline.capacity(),
+                record.timeline.len(),
+                "no spare entries after update {n}"
+            );
+            assert_eq!(record.timeline.last().map(|e| e.at), Some(n as f64));
+        }
+        assert_eq!(record.timeline[0].at, 6.0, "the oldest were dropped");
     }
 
     #[test]
