@@ -365,6 +365,22 @@ async fn apply_waiting(a: &Appliance, file: &Path, command: &str) -> tokio::proc
     }
 }
 
+/// The waiting `ctl` ends within 40 s with exit 3 and `text` on stderr.
+async fn ends_gone(waiting: tokio::process::Child, what: &str, text: &str) {
+    let started = Instant::now();
+    let o = tokio::time::timeout(CTL_WAIT, waiting.wait_with_output())
+        .await
+        .expect("ctl ends")
+        .expect("ctl output");
+    exits(&o, 3, what);
+    assert!(stderr(&o).contains(text), "{}", stderr(&o));
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// `apply --wait` follows its own change only: a later change of the
 /// service (whose rollout may halt) or its deletion ends the wait at once
 /// with exit 3 and what happened — never a wait until `--timeout`, never
@@ -385,44 +401,24 @@ async fn apply_wait_ends_when_its_change_is_replaced_or_the_service_deleted() {
     let other = s.spec_file("other.json", &web("sleep 3000", "3s"));
     let o = ctl(&a.url, &["services", "apply", "-f", path(&other)]).await;
     exits(&o, 0, "the later change");
-    let started = Instant::now();
-    let o = tokio::time::timeout(CTL_WAIT, waiting.wait_with_output())
-        .await
-        .expect("ctl ends")
-        .expect("ctl output");
-    exits(&o, 3, "apply --wait whose change was replaced");
-    assert!(
-        stderr(&o).contains("changed again by another request"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(40),
-        "{:?}",
-        started.elapsed()
-    );
+    ends_gone(
+        waiting,
+        "apply --wait whose change was replaced",
+        "changed again by another request",
+    )
+    .await;
 
     // The same wait, and the service is deleted under it.
     let last = s.spec_file("last.json", &web("sleep 4000", "3s"));
     let waiting = apply_waiting(&a, &last, "sleep 4000").await;
     let o = ctl(&a.url, &["services", "delete", "web", "--why", "gone"]).await;
     exits(&o, 0, "delete");
-    let started = Instant::now();
-    let o = tokio::time::timeout(CTL_WAIT, waiting.wait_with_output())
-        .await
-        .expect("ctl ends")
-        .expect("ctl output");
-    exits(&o, 3, "apply --wait whose service was deleted");
-    assert!(
-        stderr(&o).contains("service web was deleted"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(40),
-        "{:?}",
-        started.elapsed()
-    );
+    ends_gone(
+        waiting,
+        "apply --wait whose service was deleted",
+        "service web was deleted",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -325,23 +325,23 @@ mod tests {
         }
     }
 
-    /// A command's write (a service record here) sent while 5,000 task
-    /// writes wait for their batches is answered after at most the
-    /// batches already sent ([`BATCHES_IN_FLIGHT`]), not after the
-    /// backlog: no task batch leaves while it is out.
-    #[tokio::test]
-    async fn a_command_write_overtakes_thousands_of_queued_task_writes() {
-        let coordinator = Arc::new(MemoryCoordinator::new(ReplicaInfo::new(
-            "http://unit.test",
-            "d1",
-            "test",
-        )));
-        let (tx, mut rx) = mpsc::unbounded_channel();
+    /// A lane on `coordinator` with `tasks` task writes queued and pumped,
+    /// then a service write (the command) submitted: the lane, its
+    /// results, the command's request ID and the guard that stops it.
+    fn queued_lane(
+        coordinator: Arc<dyn Coordinator>,
+        tasks: usize,
+    ) -> (
+        StoreLane,
+        mpsc::UnboundedReceiver<Msg>,
+        RequestId,
+        tokio_util::sync::DropGuard,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
         let token = CancellationToken::new();
-        let _stop = token.clone().drop_guard();
+        let stop = token.clone().drop_guard();
         let mut lane = StoreLane::new(coordinator, tx, Work(token));
-        const TASKS: usize = 5_000;
-        for i in 0..TASKS {
+        for i in 0..tasks {
             lane.submit(
                 RequestId(i as u64),
                 StoreOp::PutTask(Arc::new(record(i)), Expect::Absent),
@@ -357,6 +357,22 @@ mod tests {
             command,
             StoreOp::PutService(Box::new(ServiceRecord::new(spec)), Expect::Absent),
         );
+        (lane, rx, command, stop)
+    }
+
+    /// A command's write (a service record here) sent while 5,000 task
+    /// writes wait for their batches is answered after at most the
+    /// batches already sent ([`BATCHES_IN_FLIGHT`]), not after the
+    /// backlog: no task batch leaves while it is out.
+    #[tokio::test]
+    async fn a_command_write_overtakes_thousands_of_queued_task_writes() {
+        let coordinator = Arc::new(MemoryCoordinator::new(ReplicaInfo::new(
+            "http://unit.test",
+            "d1",
+            "test",
+        )));
+        const TASKS: usize = 5_000;
+        let (mut lane, mut rx, command, _stop) = queued_lane(coordinator, TASKS);
         let mut batches = 0;
         let mut written = 0;
         let mut command_after = None;
@@ -559,27 +575,8 @@ mod tests {
             open: tokio::sync::Semaphore::new(0),
             batches: std::sync::atomic::AtomicUsize::new(0),
         });
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let token = CancellationToken::new();
-        let _stop = token.clone().drop_guard();
-        let mut lane = StoreLane::new(gate.clone(), tx, Work(token));
         const TASKS: usize = 2_000;
-        for i in 0..TASKS {
-            lane.submit(
-                RequestId(i as u64),
-                StoreOp::PutTask(Arc::new(record(i)), Expect::Absent),
-            );
-        }
-        lane.pump();
-        let spec: ServiceSpec = serde_json::from_value(serde_json::json!({
-            "name": "web", "command": "sleep 1", "cpus": 0.1, "mem": 16, "instances": 1
-        }))
-        .expect("a spec");
-        let command = RequestId(u64::MAX);
-        lane.submit(
-            command,
-            StoreOp::PutService(Box::new(ServiceRecord::new(spec)), Expect::Absent),
-        );
+        let (mut lane, mut rx, command, _stop) = queued_lane(gate.clone(), TASKS);
         async fn next(rx: &mut mpsc::UnboundedReceiver<Msg>) -> Msg {
             tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
                 .await
