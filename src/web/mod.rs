@@ -206,8 +206,10 @@ pub struct WebConfig {
     /// A request's body must arrive within it too, counted from the end of
     /// the headers (else 408).
     pub header_read_timeout: Duration,
-    /// Connections served at once; more wait in the listen backlog until
-    /// one closes (at least 1).
+    /// Connections open at once (at least 1). At the cap a new connection
+    /// closes the one idle longest (no request in progress: half-open
+    /// sockets, idle keep-alives); only when all are serving a request does
+    /// it wait in the listen backlog (`server` module doc).
     pub max_connections: usize,
     /// How long one call to a Mesos agent or master for a task's log may
     /// take, body included ([`logs`]).

@@ -5,8 +5,14 @@
 //!   idles on a keep-alive connection) is cut off, instead of holding a
 //!   file descriptor forever; responses being written (live streams) are
 //!   not affected;
-//! - a cap on open connections ([`WebConfig::max_connections`]): past it,
-//!   new connections wait in the listen backlog until one closes;
+//! - a cap on open connections ([`WebConfig::max_connections`]): at the
+//!   cap, a new connection takes the place of the connection that has been
+//!   idle longest (one that sent nothing yet, or whose last response ended:
+//!   half-open sockets, slow TLS handshakes, idle keep-alives), which is
+//!   closed; only when every connection is serving a request (live streams)
+//!   does it wait in the listen backlog until one ends. So sockets that never
+//!   finish a request cannot lock out `/healthz` (a slowloris attack) until
+//!   the header read timeout frees them;
 //! - a graceful shutdown: on the signal, stop accepting, close idle
 //!   connections, let requests in flight finish;
 //! - the client's address in each request (`ConnectInfo<SocketAddr>`, read
@@ -25,13 +31,15 @@ use axum::extract::ConnectInfo;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use super::WebConfig;
 use super::tls::TlsState;
+use connections::Connections;
+
+mod connections;
 
 /// Serves `app` on `listener` until `shutdown` resolves, then waits for
 /// the open connections to finish (see the module doc).
@@ -49,14 +57,8 @@ pub(crate) async fn run(
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let connections = Connections::default();
     loop {
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -67,21 +69,52 @@ pub(crate) async fn run(
             },
             () = &mut shutdown => break,
         };
-        // The client's address, for the wrong-token throttle (`auth::Peer`).
-        let service = TowerToHyperService::new(app.clone().map_request(
-            move |mut request: axum::http::Request<hyper::body::Incoming>| {
-                request.extensions_mut().insert(ConnectInfo(peer));
-                request
-            },
-        ));
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                if connections.cut_longest_idle() {
+                    tracing::debug!(%peer, "at the connection cap: the longest idle connection was closed for a new one");
+                }
+                tokio::select! {
+                    slot = slots.clone().acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => break,
+                    },
+                    () = &mut shutdown => break,
+                }
+            }
+        };
+        let conn = connections.open();
+        // Each request marks the connection busy until its response body
+        // ends; the client's address goes in for the wrong-token throttle
+        // (`auth::Peer`).
+        let service = {
+            let (app, conn) = (app.clone(), conn.clone());
+            hyper::service::service_fn(
+                move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                    let busy = conn.busy();
+                    request.extensions_mut().insert(ConnectInfo(peer));
+                    let app = app.clone();
+                    async move {
+                        let response = app.oneshot(request).await;
+                        response.map(|r| r.map(|body| busy.until_end_of(body)))
+                    }
+                },
+            )
+        };
         match &tls {
             None => {
                 let connection =
                     graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+                let connections = connections.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = connection.await {
-                        tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+                    tokio::select! {
+                        ended = connection => if let Err(e) = ended {
+                            tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+                        },
+                        () = conn.cut_off() => {}
                     }
+                    connections.close(&conn);
                     drop(slot);
                 });
             }
@@ -90,28 +123,34 @@ pub(crate) async fn run(
                 let builder = builder.clone();
                 let handshake_timeout = config.header_read_timeout;
                 let watcher = graceful.watcher();
+                let connections = connections.clone();
                 tokio::spawn(async move {
-                    let stream = match tokio::time::timeout(
-                        handshake_timeout,
-                        acceptor.accept(stream),
-                    )
-                    .await
-                    {
-                        Ok(Ok(stream)) => stream,
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
+                    let served = async {
+                        let stream =
+                            match tokio::time::timeout(handshake_timeout, acceptor.accept(stream))
+                                .await
+                            {
+                                Ok(Ok(stream)) => stream,
+                                Ok(Err(e)) => {
+                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    tracing::debug!(%peer, "TLS handshake timed out");
+                                    return;
+                                }
+                            };
+                        let connection =
+                            watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
+                        if let Err(e) = connection.await {
+                            tracing::debug!(%peer, error = %e, "HTTPS connection ended with an error");
                         }
                     };
-                    let connection =
-                        watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
-                    if let Err(e) = connection.await {
-                        tracing::debug!(%peer, error = %e, "HTTPS connection ended with an error");
+                    tokio::select! {
+                        () = served => {}
+                        () = conn.cut_off() => {}
                     }
+                    connections.close(&conn);
                     drop(slot);
                 });
             }

@@ -617,33 +617,104 @@ async fn oversized_and_stalled_bodies_are_answered_not_waited_for() {
 }
 
 #[tokio::test]
-async fn connections_past_the_cap_wait_their_turn() {
+async fn at_the_connection_cap_idle_connections_make_room_and_busy_ones_are_waited_for() {
+    use futures::StreamExt;
     use mesos_appliance::web::serve;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut config = test_config();
     config.listen = "127.0.0.1:0".parse().unwrap();
-    config.header_read_timeout = Duration::from_secs(1);
-    config.max_connections = 1;
+    // Long enough that nothing here is freed by the timeout.
+    config.header_read_timeout = Duration::from_secs(30);
+    config.max_connections = 8;
     let web = TestWeb::new(config, leader_snapshot("http://x", 1));
     let server = serve(web.state.clone(), std::future::pending())
         .await
         .unwrap();
-    let _hog = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let started = std::time::Instant::now();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let health = reqwest::Client::new()
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    // A slowloris: far more half-sent requests than the cap, held open.
+    let mut stalled = Vec::new();
+    for _ in 0..40 {
+        let mut conn = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        conn.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        stalled.push(conn);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The probe is served at once, again and again: each new connection
+    // takes the place of a stalled one.
+    for _ in 0..20 {
+        let started = std::time::Instant::now();
+        let health = client
+            .get(format!("http://{}/healthz", server.addr))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(health.status(), 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // The stalled connections that made room were closed, not left hanging.
+    let mut closed = 0;
+    for conn in &mut stalled {
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_millis(20), conn.read_to_end(&mut rest));
+        if read.await.is_ok() {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= 20,
+        "only {closed} stalled connections were closed"
+    );
+    drop(stalled);
+
+    // Connections serving a request are never cut: with every slot a live
+    // stream, a new request waits in the backlog until one ends.
+    let mut streams = Vec::new();
+    for _ in 0..8 {
+        let mut live = reqwest::Client::new()
+            .get(format!("http://{}/api/v1/stream", server.addr))
+            .send()
+            .await
+            .unwrap()
+            .bytes_stream();
+        let first = live.next().await.unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+        streams.push(live);
+    }
+    let waited = client
         .get(format!("http://{}/healthz", server.addr))
-        .timeout(Duration::from_secs(5))
+        .timeout(Duration::from_millis(700))
+        .send()
+        .await;
+    assert!(
+        waited.is_err(),
+        "served while every slot streamed: {waited:?}"
+    );
+    streams.pop();
+    let health = client
+        .get(format!("http://{}/healthz", server.addr))
         .send()
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
-    // Served once the silent connection was cut off.
-    assert!(
-        started.elapsed() >= Duration::from_millis(700),
-        "{:?}",
-        started.elapsed()
-    );
+    // The streams still flow.
+    let mut s = web.snapshot();
+    s.at += 1.0;
+    web.publish(s);
+    for live in &mut streams {
+        let next = tokio::time::timeout(Duration::from_secs(5), live.next()).await;
+        assert!(matches!(next, Ok(Some(Ok(_)))), "a live stream was cut");
+    }
 }
 
 #[tokio::test]
