@@ -6,6 +6,7 @@
 
 use crate::support;
 
+use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
 use mesos_appliance::web::tokens::AdminToken;
 use serde_json::json;
@@ -28,6 +29,73 @@ async fn audit(web: &TestWeb, query: &str) -> Vec<serde_json::Value> {
     let r = web.send(get(&format!("/api/v1/audit{query}"))).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     r.json()["entries"].as_array().unwrap().clone()
+}
+
+/// Actions take `?reason=` as services and jobs do (the body's `reason`
+/// or the query's, equal when both), and refuse a parameter they do not
+/// take instead of dropping it.
+#[tokio::test]
+async fn actions_take_their_reason_from_the_query_too() {
+    let web = TestWeb::leader();
+    let empty = |path: &str| {
+        request(Method::POST, path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let r = web
+        .send(empty(
+            "/api/v1/actions/reconcile?reason=after%20the%20switch%20swap",
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    assert_eq!(r.json()["reason"], "after the switch swap");
+    let same = json!({"reason": "same"});
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/actions/reconcile?reason=same",
+            &same,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    let entries = audit(&web, "?action=reconcile").await;
+    let reasons: Vec<_> = entries.iter().map(|e| e["reason"].clone()).collect();
+    assert!(
+        reasons.contains(&json!("after the switch swap")),
+        "{entries:?}"
+    );
+    assert!(reasons.contains(&json!("same")), "{entries:?}");
+    let sent = web.core.received().len();
+
+    let other = json!({"reason": "one"});
+    let r = web
+        .send(json_request(
+            Method::POST,
+            "/api/v1/actions/abdicate?reason=two",
+            &other,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert_eq!(r.json()["errors"][0]["field"], "reason");
+    for path in [
+        "/api/v1/actions/reconcile?resaon=typo",
+        "/api/v1/agents/a1/drain?why=x",
+        "/api/v1/services/web/restart?force=1",
+    ] {
+        let r = web.send(empty(path)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}: {}", r.text());
+        assert!(
+            r.text().contains("unknown parameter"),
+            "{path}: {}",
+            r.text()
+        );
+    }
+    assert_eq!(
+        web.core.received().len(),
+        sent,
+        "nothing refused reached the core"
+    );
 }
 
 #[tokio::test]

@@ -111,16 +111,19 @@ pub(super) async fn run(
     post,
     path = "/api/v1/actions/reconcile",
     tag = "actions",
+    params(ActionQuery),
     request_body(content = Option<ReconcileBody>, content_type = "application/json"),
     responses((status = 202, description = "Started or joined", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn reconcile(
     admin: Admin,
+    StrictQuery(query): StrictQuery<ActionQuery>,
     ActionBody(body): ActionBody<ReconcileBody>,
 ) -> Result<Response, AppError> {
+    let reason = body_or_query("reason", body.reason, query.reason)?;
     let kind = body.kind.unwrap_or(ReconcileKind::Explicit);
-    run(&admin, OperatorAction::Reconcile(kind), body.reason).await
+    run(&admin, OperatorAction::Reconcile(kind), reason).await
 }
 
 /// `POST /api/v1/actions/kamikaze`: 200, one result per executor.
@@ -128,16 +131,19 @@ pub async fn reconcile(
     post,
     path = "/api/v1/actions/kamikaze",
     tag = "actions",
+    params(ActionQuery),
     request_body(content = Option<FrameworkBody>, content_type = "application/json"),
     responses((status = 200, description = "One result per executor", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn kamikaze(
     admin: Admin,
+    StrictQuery(query): StrictQuery<ActionQuery>,
     ActionBody(body): ActionBody<FrameworkBody>,
 ) -> Result<Response, AppError> {
+    let reason = body_or_query("reason", body.reason, query.reason)?;
     check_framework_id(&admin.state, body.framework_id.as_deref())?;
-    run(&admin, OperatorAction::Kamikaze, body.reason).await
+    run(&admin, OperatorAction::Kamikaze, reason).await
 }
 
 /// `POST /api/v1/actions/teardown`: 200 with what was removed.
@@ -145,16 +151,19 @@ pub async fn kamikaze(
     post,
     path = "/api/v1/actions/teardown",
     tag = "actions",
+    params(ActionQuery),
     request_body(content = Option<FrameworkBody>, content_type = "application/json"),
     responses((status = 200, description = "What was removed", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn teardown(
     admin: Admin,
+    StrictQuery(query): StrictQuery<ActionQuery>,
     ActionBody(body): ActionBody<FrameworkBody>,
 ) -> Result<Response, AppError> {
+    let reason = body_or_query("reason", body.reason, query.reason)?;
     check_framework_id(&admin.state, body.framework_id.as_deref())?;
-    run(&admin, OperatorAction::Teardown, body.reason).await
+    run(&admin, OperatorAction::Teardown, reason).await
 }
 
 /// `POST /api/v1/actions/abdicate`: 200 once this replica stepped down.
@@ -162,15 +171,18 @@ pub async fn teardown(
     post,
     path = "/api/v1/actions/abdicate",
     tag = "actions",
+    params(ActionQuery),
     request_body(content = Option<ReasonBody>, content_type = "application/json"),
     responses((status = 200, description = "Stepped down", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn abdicate(
     admin: Admin,
+    StrictQuery(query): StrictQuery<ActionQuery>,
     ActionBody(body): ActionBody<ReasonBody>,
 ) -> Result<Response, AppError> {
-    run(&admin, OperatorAction::Abdicate, body.reason).await
+    let reason = body_or_query("reason", body.reason, query.reason)?;
+    run(&admin, OperatorAction::Abdicate, reason).await
 }
 
 /// `POST /api/v1/actions/reregister`: 200 (only in state `removed`, else
@@ -179,15 +191,18 @@ pub async fn abdicate(
     post,
     path = "/api/v1/actions/reregister",
     tag = "actions",
+    params(ActionQuery),
     request_body(content = Option<ReasonBody>, content_type = "application/json"),
     responses((status = 200, description = "Registering again", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::Upstream, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn reregister(
     admin: Admin,
+    StrictQuery(query): StrictQuery<ActionQuery>,
     ActionBody(body): ActionBody<ReasonBody>,
 ) -> Result<Response, AppError> {
-    run(&admin, OperatorAction::Reregister, body.reason).await
+    let reason = body_or_query("reason", body.reason, query.reason)?;
+    run(&admin, OperatorAction::Reregister, reason).await
 }
 
 /// `POST /api/v1/actions/{other}`: 404 naming the actions there are.
@@ -197,10 +212,37 @@ pub async fn unknown_action(ApiPath(name): ApiPath<String>) -> AppError {
     ))
 }
 
+/// The query every action takes: `?reason=`, as services and jobs take it
+/// (either there or in the body; both must then agree).
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(default)]
+pub struct ActionQuery {
+    /// Why (recorded in the audit trail); same as the body's `reason`.
+    pub reason: Option<String>,
+}
+
+/// A value that may come in the body or the query: either, or both when
+/// equal (400 naming `field` when they differ).
+pub(super) fn body_or_query(
+    field: &str,
+    body: Option<String>,
+    query: Option<String>,
+) -> Result<Option<String>, AppError> {
+    match (body, query) {
+        (None, q) => Ok(q),
+        (Some(b), None) => Ok(Some(b)),
+        (Some(b), Some(q)) if b == q => Ok(Some(q)),
+        (Some(_), Some(_)) => Err(field_error(field, &format!("differs from ?{field}="))),
+    }
+}
+
 /// The query of `POST …/rollout/{action}`.
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RolloutQuery {
+    /// Why (recorded in the audit trail); same as the body's `reason`.
+    pub reason: Option<String>,
     /// Rollback: the fingerprint of the spec to restore, as the operator
     /// saw it (`restore.fingerprint` of the service).
     pub expected: Option<String>,
@@ -259,18 +301,14 @@ async fn rollout(
     ActionBody(body): ActionBody<RolloutBody>,
     action: RolloutAction,
 ) -> Result<Response, AppError> {
-    let expected = match (body.expected, query.expected) {
-        (None, q) => q,
-        (Some(e), None) => Some(e),
-        (Some(e), Some(q)) if e == q => Some(q),
-        (Some(_), Some(_)) => return Err(field_error("expected", "differs from ?expected=")),
-    };
+    let expected = body_or_query("expected", body.expected, query.expected)?;
+    let reason = body_or_query("reason", body.reason, query.reason)?;
     let action = OperatorAction::Rollout {
         service,
         action,
         expected,
     };
-    run(&admin, action, body.reason).await
+    run(&admin, action, reason).await
 }
 
 /// `POST /api/v1/services/{name}/restart`: a rolling restart (body left
@@ -283,7 +321,7 @@ async fn rollout(
     post,
     path = "/api/v1/services/{name}/restart",
     tag = "services",
-    params(("name" = String, Path, description = "The service")),
+    params(("name" = String, Path, description = "The service"), ActionQuery),
     request_body(content = Option<ReasonBody>, content_type = "application/json"),
     responses((status = 202, description = "Restart stored; the rollout replaces every task", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
@@ -291,14 +329,16 @@ async fn rollout(
 pub async fn restart(
     ApiPath(service): ApiPath<String>,
     admin: Admin,
+    StrictQuery(query): StrictQuery<ActionQuery>,
     ActionBody(body): ActionBody<ReasonBody>,
 ) -> Result<Response, AppError> {
+    let reason = body_or_query("reason", body.reason, query.reason)?;
     let action = OperatorAction::Rollout {
         service,
         action: RolloutAction::Restart,
         expected: None,
     };
-    run(&admin, action, body.reason).await
+    run(&admin, action, reason).await
 }
 
 /// `POST /api/v1/services/{name}/rollout/{other}`: 404 naming the rollout

@@ -7,11 +7,12 @@ use axum::response::Response;
 use serde::Deserialize;
 
 use super::OperatorAction;
-use super::api::run;
+use super::api::{ActionQuery, body_or_query, run};
 use crate::scheduler::FieldError;
 use crate::scheduler::drains::{MinHealthy, ThenAction};
 use crate::web::error::AppError;
 use crate::web::extract::{ActionBody, Admin, ApiPath, fields};
+use crate::web::query::StrictQuery;
 
 /// The body of `POST …/drain`.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -81,7 +82,7 @@ pub fn check_drain(body: &DrainBody) -> Result<(MinHealthy, ThenAction), Vec<Fie
     post,
     path = "/api/v1/agents/{agent_id}/drain",
     tag = "agents",
-    params(("agent_id" = String, Path, description = "The Mesos agent ID")),
+    params(("agent_id" = String, Path, description = "The Mesos agent ID"), ActionQuery),
     request_body(content = DrainBody, content_type = "application/json"),
     responses((status = 202, description = "Drain started", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
@@ -89,15 +90,17 @@ pub fn check_drain(body: &DrainBody) -> Result<(MinHealthy, ThenAction), Vec<Fie
 pub async fn start(
     ApiPath(agent_id): ApiPath<String>,
     admin: Admin,
+    StrictQuery(query): StrictQuery<ActionQuery>,
     ActionBody(body): ActionBody<DrainBody>,
 ) -> Result<Response, AppError> {
     let (min_healthy, then) = check_drain(&body).map_err(AppError::invalid)?;
+    let reason = body_or_query("reason", body.reason, query.reason)?;
     let action = OperatorAction::Drain {
         agent_id,
         min_healthy,
         then,
     };
-    run(&admin, action, body.reason).await
+    run(&admin, action, reason).await
 }
 
 /// `DELETE /api/v1/agents/{agent_id}/drain`: cancel the agent's drain; the
@@ -107,7 +110,7 @@ pub async fn start(
     delete,
     path = "/api/v1/agents/{agent_id}/drain",
     tag = "agents",
-    params(("agent_id" = String, Path, description = "The Mesos agent ID")),
+    params(("agent_id" = String, Path, description = "The Mesos agent ID"), ActionQuery),
     request_body(content = Option<CancelDrainBody>, content_type = "application/json"),
     responses((status = 200, description = "Drain cancelled", body = super::ActionRecord), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
@@ -115,14 +118,11 @@ pub async fn start(
 pub async fn cancel(
     ApiPath(agent_id): ApiPath<String>,
     admin: Admin,
+    StrictQuery(query): StrictQuery<ActionQuery>,
     ActionBody(body): ActionBody<CancelDrainBody>,
 ) -> Result<Response, AppError> {
-    run(
-        &admin,
-        OperatorAction::CancelDrain { agent_id },
-        body.reason,
-    )
-    .await
+    let reason = body_or_query("reason", body.reason, query.reason)?;
+    run(&admin, OperatorAction::CancelDrain { agent_id }, reason).await
 }
 
 #[cfg(test)]
