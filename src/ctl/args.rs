@@ -289,9 +289,10 @@ pub struct AuditArgs {
     /// Only this action (e.g. service.put).
     #[arg(long)]
     pub action: Option<String>,
-    /// How many entries, newest first.
-    #[arg(long, default_value_t = 50)]
-    pub limit: usize,
+    /// How many entries, newest first (1 to the number kept).
+    #[arg(long, default_value_t = 50,
+          value_parser = clap::value_parser!(u64).range(1..=crate::coordination::AUDIT_KEPT as u64))]
+    pub limit: u64,
 }
 
 /// `agents …`.
@@ -455,6 +456,11 @@ mod tests {
             parse_args(&["agents", "drain", "a1"]).is_err(),
             "--min-healthy is required"
         );
+        // The audit keeps 1,000 entries; 0 or more is a usage error, not the
+        // server's 400 (exit 1).
+        assert!(parse_args(&["audit", "--limit", "0"]).is_err());
+        assert!(parse_args(&["audit", "--limit", "1001"]).is_err());
+        assert!(parse_args(&["audit", "--limit", "1000"]).is_ok());
         let a = parse_args(&["jobs", "run", "backup", "--arg", "-v", "--env", "A=b=c"]).unwrap();
         let CtlCommand::Jobs(JobsCommand::Run { args, env, .. }) = a.command else {
             panic!("not jobs run")
