@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | GET | `/v2/apps?embed=apps.tasks` | `{"apps": [app]}`, each service as a Marathon app; its tasks only with `embed=apps.tasks` |
 //! | GET | `/v2/apps/{id}` | `{"app": app}` with its tasks; 404 `{"message": …}` |
+//! | GET | `/v2/apps/{id}/tasks` | `{"tasks": [task]}`, the app's |
 //! | GET | `/v2/tasks?status=running` | `{"tasks": [task]}` |
 //! | GET | `/v2/events?event_type=…` | server-sent events with Marathon's names (`event_stream_attached`, `status_update_event`, `health_status_changed_event`, `deployment_info`, `deployment_success`, `deployment_failed`, `api_post_event`, `app_terminated_event`); 307 to the leader on a follower |
 //!
@@ -21,7 +22,8 @@
 //! An app's ID is `/` + the service name; its service ports are the
 //! labels `MARATHON_SERVICE_PORT_<i>` (the import writes them), absent
 //! otherwise. Query parameters other than those above are ignored, as
-//! Marathon ignores them.
+//! Marathon ignores them. Any other method is 405 and any other `/v2` path
+//! 404, both with Marathon's `{"message": …}` body.
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -33,7 +35,7 @@ use axum::extract::{OriginalUri, Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use serde::Serialize;
 use tokio::sync::broadcast;
 
@@ -52,10 +54,39 @@ pub const READY_WAIT: Duration = Duration::from_millis(500);
 /// The routes of the subset (merged into [`super::router`]).
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/v2/apps", get(apps))
-        .route("/v2/apps/{*id}", get(app))
-        .route("/v2/tasks", get(tasks))
-        .route("/v2/events", get(events))
+        .route("/v2/apps", get(apps).fallback(read_only))
+        .route("/v2/apps/{*id}", get(app).fallback(read_only))
+        .route("/v2/tasks", get(tasks).fallback(read_only))
+        .route("/v2/events", get(events).fallback(read_only))
+        .route("/v2", any(unknown))
+        .route("/v2/{*rest}", any(unknown))
+}
+
+/// Any other method on a `/v2` path: 405 with Marathon's error body (the
+/// subset is read-only; deploy with the services API).
+async fn read_only() -> Response {
+    let mut response = (
+        StatusCode::METHOD_NOT_ALLOWED,
+        Json(MarathonError {
+            message: "this Marathon subset is read-only: only GET is served; change services \
+                      through /api/v1/services (docs/marathon.md)"
+                .into(),
+        }),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET"));
+    response
+}
+
+/// A `/v2` path outside the subset: 404 with Marathon's error body.
+async fn unknown(OriginalUri(uri): OriginalUri) -> Response {
+    not_found(format!(
+        "{} is not served: this Marathon subset has GET /v2/apps, /v2/apps/{{id}}, \
+         /v2/apps/{{id}}/tasks, /v2/tasks and /v2/events (docs/marathon.md)",
+        uri.path()
+    ))
 }
 
 /// `GET /v2/apps`.
@@ -577,16 +608,27 @@ fn not_found(message: String) -> Response {
     (StatusCode::NOT_FOUND, Json(MarathonError { message })).into_response()
 }
 
-/// `GET /v2/apps/{id}`.
+/// `GET /v2/apps/{id}`, and `GET /v2/apps/{id}/tasks` (`{"tasks": […]}`,
+/// the app's live tasks). A service name has no `/`, so an ID ending in
+/// `/tasks` always means the latter.
 pub async fn app(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let name = id.trim_matches('/');
+    let id = id.trim_matches('/');
+    let (name, just_tasks) = match id.strip_suffix("/tasks") {
+        Some(name) => (name.trim_end_matches('/'), true),
+        None => (id, false),
+    };
     let s = state.handle.snapshot();
-    match s.services.iter().find(|st| st.spec.name == name) {
-        Some(st) => Json(AppAnswer {
-            app: app_of(st, Some(live_tasks(&live_by_service(&s), st))),
+    let Some(st) = s.services.iter().find(|st| st.spec.name == name) else {
+        return not_found(format!("App '/{name}' does not exist"));
+    };
+    let tasks = live_tasks(&live_by_service(&s), st);
+    if just_tasks {
+        Json(TasksAnswer { tasks }).into_response()
+    } else {
+        Json(AppAnswer {
+            app: app_of(st, Some(tasks)),
         })
-        .into_response(),
-        None => not_found(format!("App '/{name}' does not exist")),
+        .into_response()
     }
 }
 

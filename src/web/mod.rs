@@ -62,7 +62,7 @@
 //! | GET | `/actions/results/{id}` | anyone | 200 result page, 404 |
 //! | GET, POST | `/agents/{agent_id}/drain` (confirmation page, start), POST `/agents/{agent_id}/drain/cancel` | as the other actions' pages and posts | 200 page (404 unknown agent); 303 to `/actions/results/{id}`; 401, 403, 422 (the page again, fields named), 503 |
 //! | GET, POST | `/login`; POST `/logout` | anyone (`Origin` + CSRF) | 303 with the session cookie, 401 wrong token, 429 too many wrong tokens |
-//! | GET | `/v2/apps`, `/v2/apps/{id}`, `/v2/tasks`, `/v2/events` | anyone | Marathon's JSON and event names ([`marathon_compat`], `docs/marathon.md`); 404 `{"message"}`; `/v2/events` 307 to the leader on a follower, 503 no leader |
+//! | GET | `/v2/apps`, `/v2/apps/{id}`, `/v2/apps/{id}/tasks`, `/v2/tasks`, `/v2/events` | anyone | Marathon's JSON and event names ([`marathon_compat`], `docs/marathon.md`); 404 `{"message"}` (405 for other methods); `/v2/events` 307 to the leader on a follower, 503 no leader |
 //! | GET | `/healthz` | anyone | 200 `ok` |
 //! | GET | `/readyz` | anyone | 200 / 503 with the reason |
 //! | GET | `/metrics` | anyone | OpenMetrics text |

@@ -907,3 +907,42 @@ async fn a_task_that_is_ending_or_ended_is_not_healthy() {
         assert!(t.get("healthy").is_none(), "{t}");
     }
 }
+
+/// The Marathon `/v2` subset answers in Marathon's shape everywhere under
+/// `/v2`: an app's task list, `{"message"}` for another method (405,
+/// `Allow: GET`) and for a path outside the subset (404), never HTML.
+#[tokio::test]
+async fn the_marathon_subset_answers_marathon_json_under_all_of_v2() {
+    let web = TestWeb::leader();
+    let all = web.send(get("/v2/apps/web")).await.json();
+    let tasks = web.send(get("/v2/apps/web/tasks")).await;
+    assert_eq!(tasks.status, StatusCode::OK, "{}", tasks.text());
+    let tasks = tasks.json();
+    assert_eq!(tasks["tasks"], all["app"]["tasks"], "{tasks}");
+    assert!(!tasks["tasks"].as_array().unwrap().is_empty());
+    let missing = web.send(get("/v2/apps/nope/tasks")).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.json()["message"], "App '/nope' does not exist");
+    for path in ["/v2/info", "/v2/leader", "/v2/groups/x", "/v2"] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
+        assert!(
+            r.json()["message"].as_str().unwrap().contains("not served"),
+            "{path}"
+        );
+    }
+    for (method, path) in [
+        (Method::POST, "/v2/apps"),
+        (Method::PUT, "/v2/apps/web"),
+        (Method::DELETE, "/v2/apps/web"),
+        (Method::POST, "/v2/tasks"),
+    ] {
+        let r = web
+            .send(request(method.clone(), path).body(Body::empty()).unwrap())
+            .await;
+        assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        assert_eq!(r.header("allow"), Some("GET"), "{method} {path}");
+        assert!(r.json()["message"].as_str().unwrap().contains("read-only"));
+    }
+    assert!(web.core.received().is_empty());
+}
