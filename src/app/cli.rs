@@ -208,6 +208,25 @@ pub enum CliCommand {
     /// services, in-memory state and the dashboard on --listen. The cluster
     /// flags (--master, --zk, --principal, …) do not apply.
     Demo(DemoArgs),
+    /// The API client for operators and scripts: services, tasks, jobs,
+    /// agents, audit, events against any replica (`mesos-appliance ctl
+    /// --help`; docs/cli.md). Must come first: it has its own flags.
+    #[command(disable_help_flag = true)]
+    Ctl(ForeignArgs),
+    /// Convert Marathon apps to service specs (`mesos-appliance import
+    /// marathon --help`; docs/marathon.md). Must come first.
+    #[command(disable_help_flag = true)]
+    Import(ForeignArgs),
+}
+
+/// The arguments of a command with its own parser (`ctl`, `import`), run
+/// before this one sees the command line (`main.rs`); listed here for
+/// `--help` only.
+#[derive(Debug, Args)]
+pub struct ForeignArgs {
+    /// Its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 /// Flags of `uninstall`.
@@ -596,6 +615,16 @@ impl Cli {
                     ));
                 }
                 Job::Demo(cli.common, args)
+            }
+            Some(CliCommand::Ctl(_) | CliCommand::Import(_)) => {
+                let name = matches.subcommand_name().unwrap_or("ctl");
+                return Err(Cli::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "`{name}` has its own flags and must come first: \
+                         mesos-appliance {name} [its flags] …"
+                    ),
+                ));
             }
         })
     }
@@ -1073,6 +1102,22 @@ mod tests {
         match job(&["uninstall", "--listen", "127.0.0.1:1", "--offer-ttl", "5s"]).unwrap() {
             Job::Uninstall(common, _, _) => assert_eq!(common.offer_ttl, Duration::from_secs(5)),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn help_lists_ctl_and_import_which_must_come_first() {
+        let help = refused_help(&["--help"]);
+        for command in ["  ctl ", "  import "] {
+            assert!(help.contains(command), "{command} missing: {help}");
+        }
+        for args in [
+            &["--zk", "zk://h/x", "ctl", "tasks"][..],
+            &["--zk", "zk://h/x", "import", "marathon", "f.json"],
+        ] {
+            let e = job(args).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ArgumentConflict, "{args:?}");
+            assert!(e.to_string().contains("must come first"), "{e}");
         }
     }
 
