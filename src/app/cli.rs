@@ -31,6 +31,24 @@ pub mod exit {
     pub const UNINSTALL_FAILED: u8 = 4;
 }
 
+/// `--listen`: `ip:port`, or `host:port` resolved once at start-up to
+/// the host's first IPv4 address (else its first address), so that
+/// `localhost:8080` works as people type it.
+fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(text)
+        .map_err(|e| format!("not ip:port or host:port that resolves: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| "the host resolves to no address".to_string())
+}
+
 /// A duration flag: [`crate::util::parse_duration`] (not negative, at most
 /// 365 days). clap names the flag in its error. Duration flags take values
 /// starting with `-` (`allow_hyphen_values`), so that `-5s` is refused by
@@ -403,6 +421,7 @@ pub struct CommonArgs {
         long,
         global = true,
         default_value = "127.0.0.1:8080",
+        value_parser = listen_addr,
         env = "MESOS_APPLIANCE_LISTEN"
     )]
     pub listen: SocketAddr,
@@ -1103,6 +1122,16 @@ mod tests {
             Job::Uninstall(common, _, _) => assert_eq!(common.offer_ttl, Duration::from_secs(5)),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn listen_takes_a_host_name_that_resolves() {
+        match job(&["--listen", "localhost:9090"]).unwrap() {
+            Job::Serve(common, _) => assert_eq!(common.listen, "127.0.0.1:9090".parse().unwrap()),
+            other => panic!("{other:?}"),
+        }
+        assert!(job(&["--listen", "localhost"]).is_err(), "no port");
+        assert!(job(&["--listen", "no-such-host.invalid:80"]).is_err());
     }
 
     #[test]
