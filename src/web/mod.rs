@@ -313,7 +313,7 @@ pub struct App {
     /// The public event stream's journal and hub ([`event_stream`]).
     pub events: event_stream::Hub,
     /// The aggregates of the latest snapshot seen (see [`App::derived`]).
-    derived: std::sync::Mutex<Option<(Arc<Snapshot>, Arc<views::Derived>)>>,
+    derived: Arc<views::DerivedCache>,
 }
 
 impl AppState {
@@ -345,7 +345,7 @@ impl AppState {
             history: Arc::new(history::History::new()),
             leader_history: std::sync::Mutex::new(None),
             shutdown: CancellationToken::new(),
-            derived: std::sync::Mutex::new(None),
+            derived: Arc::default(),
         }))
     }
 }
@@ -373,17 +373,19 @@ fn leader_client(timeout: Duration) -> reqwest::Client {
 
 impl App {
     /// The aggregates of snapshot `s`, computed on the first request that
-    /// sees it and shared by the requests after it.
-    pub fn derived(&self, s: &Arc<Snapshot>) -> Arc<views::Derived> {
-        let mut cache = self.derived.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((cached, derived)) = &*cache
-            && Arc::ptr_eq(cached, s)
-        {
-            return derived.clone();
+    /// sees it (from the previous snapshot's) and shared by the requests
+    /// after it. The computing is done off the async workers: at 100,000
+    /// tasks it can take milliseconds, which `/healthz` must not wait for.
+    pub async fn derived(&self, s: &Arc<Snapshot>) -> Arc<views::Derived> {
+        if let Some(d) = self.derived.ready(s) {
+            return d;
         }
-        let derived = Arc::new(views::Derived::new(s));
-        *cache = Some((s.clone(), derived.clone()));
-        derived
+        let (cache, snapshot) = (self.derived.clone(), s.clone());
+        match tokio::task::spawn_blocking(move || cache.get(&snapshot)).await {
+            Ok(d) => d,
+            // The runtime is shutting down: answer anyway.
+            Err(_) => self.derived.get(s),
+        }
     }
 
     /// The leader's history for `window` if read from `leader` lately.

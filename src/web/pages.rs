@@ -334,7 +334,7 @@ pub async fn overview(
         "/api/v1/state",
     );
     Ok(OverviewPage {
-        view: StateView::new(&s, &state.derived(&s), chrome.now),
+        view: StateView::new(&s, &*state.derived(&s).await, chrome.now),
         chrome,
         services: ServicesView::new(&s),
         events: s.events.iter().rev().take(8).cloned().collect(),
@@ -392,9 +392,10 @@ pub async fn tasks(
     headers: HeaderMap,
     PageQuery(query): PageQuery<TaskQuery>,
 ) -> Result<Response, AppError> {
-    let (s, view) = query_view(&state, &query, |s, q| {
-        TasksView::new(s, &state.derived(s), q)
-    })?;
+    let s = state.handle.snapshot();
+    let view = super::api::tasks_view(&state, s.clone(), query)
+        .await
+        .map_err(AppError::html)?;
     let json = format!("/api/v1/tasks{}", view.query(&[]));
     let chrome = Chrome::new(&state, &s, &headers, "tasks", "Tasks", json);
     Ok(TasksPage { chrome, view }.into_response())

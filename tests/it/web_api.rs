@@ -213,6 +213,68 @@ async fn state_filters_take_mesos_names_with_or_without_prefix() {
     assert!(r.text().contains(r#"<option value="TASK_FAILED""#));
 }
 
+/// The task list's sorts and text search are made once per snapshot and
+/// then carried into the next one (`src/web/views/index`): each answer
+/// still shows the snapshot it was asked of — a task that moved host
+/// moves in the host order, a new task is found, a gone one is not.
+#[tokio::test]
+async fn sorted_and_searched_lists_follow_each_new_snapshot() {
+    let web = TestWeb::leader();
+    let first_id = |v: &serde_json::Value| v["tasks"][0]["id"].as_str().unwrap().to_string();
+    let by_host = "/api/v1/tasks?sort=host&per_page=10000";
+    let v = web.send(get(by_host)).await.json();
+    let gone = first_id(&v);
+    let moving = v["tasks"][119]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        web.send(get(&format!("/api/v1/tasks?q={gone}")))
+            .await
+            .json()["matched"],
+        1
+    );
+
+    let mut s = (**web.snapshots.borrow()).clone();
+    let mut tasks: Vec<_> = s.tasks.iter().cloned().collect();
+    tasks.retain(|t| t.task_id != gone.as_str());
+    for t in tasks.iter_mut() {
+        if t.task_id == moving.as_str() {
+            let mut moved = (**t).clone();
+            moved.hostname = "a-first.cluster.test".into();
+            *t = std::sync::Arc::new(moved);
+        }
+    }
+    let mut new = sample_task(5000, 1);
+    new.task_id = "zz.new.task".into();
+    tasks.push(std::sync::Arc::new(new));
+    tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+    s.tasks = tasks.into();
+    web.snapshots.send_replace(std::sync::Arc::new(s.clone()));
+
+    let v = web.send(get(by_host)).await.json();
+    assert_eq!(v["total"], 120);
+    assert_eq!(first_id(&v), moving, "moved to the first host");
+    assert!(
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["id"] != gone.as_str())
+    );
+    let found = |q: &str| {
+        let web = &web;
+        let path = format!("/api/v1/tasks?q={q}");
+        async move { web.send(get(&path)).await.json()["matched"].clone() }
+    };
+    assert_eq!(found("zz.new").await, 1);
+    assert_eq!(found(&gone).await, 0);
+    assert_eq!(found("a-first").await, 1);
+
+    // A snapshot sharing the task list (a command's answer).
+    s.at += 1.0;
+    web.snapshots.send_replace(std::sync::Arc::new(s));
+    assert_eq!(first_id(&web.send(get(by_host)).await.json()), moving);
+    assert_eq!(found("zz.new").await, 1);
+}
+
 #[tokio::test]
 async fn one_task_with_its_timeline() {
     let web = TestWeb::leader();

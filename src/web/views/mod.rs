@@ -8,16 +8,19 @@
 //! snapshot is republished only when something changes, so it may be old.
 //!
 //! [`tasks`] holds the tasks views, [`lists`] the smaller ones; both are
-//! re-exported here.
+//! re-exported here. [`derived`] holds what is computed once per snapshot
+//! for them, [`index`] the task list's sort and filter index within it.
 
+pub mod derived;
+pub mod index;
 pub mod lists;
 pub mod tasks;
 
+pub use derived::*;
 pub use lists::*;
 pub use tasks::*;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -32,77 +35,6 @@ pub const DEFAULT_PER_PAGE: usize = 50;
 pub const MAX_PER_PAGE: usize = 10_000;
 /// Events listed unless `limit` says otherwise.
 pub const DEFAULT_EVENTS: usize = 200;
-
-/// Aggregates over all tasks of one snapshot, computed once per snapshot
-/// (see [`App::derived`](super::App::derived)): with 10,000 tasks, counting
-/// them per request cost more than rendering a page.
-#[derive(Debug, Clone)]
-pub struct Derived {
-    /// Task records per Mesos state name, sorted by name.
-    pub task_counts: Vec<(String, usize)>,
-    /// Task records not in a terminal state.
-    pub active_tasks: usize,
-    /// Service names from the specs and the task records, sorted.
-    pub service_names: Vec<String>,
-    /// The task list's orders other than by ID, each made on the first
-    /// request that asks for it (see [`Derived::order`]).
-    orders: [std::sync::OnceLock<Arc<[u32]>>; SortKey::COUNT],
-}
-
-impl Derived {
-    /// The aggregates of `s`.
-    pub fn new(s: &Snapshot) -> Derived {
-        let mut names: BTreeSet<&str> = s.services.iter().map(|x| x.spec.name.as_str()).collect();
-        let mut last = "";
-        for t in s.tasks.iter() {
-            if t.service != last {
-                names.insert(&t.service);
-                last = &t.service;
-            }
-        }
-        Derived {
-            task_counts: s
-                .task_counts()
-                .into_iter()
-                .map(|(state, n)| (state.as_str_name().to_string(), n))
-                .collect(),
-            active_tasks: s.tasks.iter().filter(|t| !t.is_terminal()).count(),
-            service_names: names.into_iter().map(str::to_string).collect(),
-            orders: Default::default(),
-        }
-    }
-
-    /// The positions in `s.tasks` (the snapshot this was derived from)
-    /// sorted ascending by `key`, ties in ID order (a stable sort of the
-    /// ID-ordered list). Sorted once per snapshot and key, then shared by
-    /// every request: at 100,000 tasks a sort by host took tens of
-    /// milliseconds per page.
-    pub fn order(&self, s: &Snapshot, key: SortKey) -> Arc<[u32]> {
-        self.orders[key as usize]
-            .get_or_init(|| sorted_positions(s, key).into())
-            .clone()
-    }
-}
-
-/// Positions of `s.tasks` sorted stably by `key` (ID order for
-/// [`SortKey::Id`]).
-fn sorted_positions(s: &Snapshot, key: SortKey) -> Vec<u32> {
-    let t = &s.tasks;
-    let mut order: Vec<u32> = (0..t.len() as u32).collect();
-    let at = |i: &u32| &t[*i as usize];
-    match key {
-        SortKey::Id => {}
-        SortKey::Service => order.sort_by(|a, b| {
-            let (a, b) = (at(a), at(b));
-            (&a.service, a.instance).cmp(&(&b.service, b.instance))
-        }),
-        SortKey::State => order.sort_by_key(|i| at(i).state.as_str_name()),
-        SortKey::Host => order.sort_by(|a, b| at(a).hostname.cmp(&at(b).hostname)),
-        SortKey::Updated => order.sort_by(|a, b| at(a).updated_at.total_cmp(&at(b).updated_at)),
-        SortKey::Launched => order.sort_by(|a, b| at(a).launched_at.total_cmp(&at(b).launched_at)),
-    }
-    order
-}
 
 /// `framework` in `/api/v1/state`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

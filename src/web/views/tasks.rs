@@ -1,10 +1,9 @@
 //! The tasks page and its JSON twins: one page of task rows (filters,
 //! sorting, paging) and one task with its status-update timeline.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
+use super::index::{Filter, StateIs};
 use super::{DEFAULT_PER_PAGE, Derived, MAX_PER_PAGE, field, non_empty, parse_number};
 use crate::mesos::v1::TaskState;
 use crate::scheduler::{
@@ -188,7 +187,8 @@ pub enum SortKey {
 impl SortKey {
     /// How many keys there are.
     pub const COUNT: usize = 6;
-    const ALL: [SortKey; SortKey::COUNT] = [
+    /// Every key.
+    pub const ALL: [SortKey; SortKey::COUNT] = [
         SortKey::Id,
         SortKey::Service,
         SortKey::State,
@@ -260,6 +260,29 @@ fn health_name(healthy: Option<bool>) -> &'static str {
         Some(true) => "healthy",
         Some(false) => "unhealthy",
         None => "",
+    }
+}
+
+impl TaskFilter {
+    /// The filter over task records this echo stands for (its values are
+    /// the ones [`TasksView::new`] accepted).
+    fn compile(&self) -> Filter {
+        Filter {
+            service: self.service.clone(),
+            state: self.state.as_deref().map(|name| match name {
+                "active" => StateIs::Active,
+                "terminal" => StateIs::Terminal,
+                name => StateIs::Exactly(
+                    TaskState::from_str_name(name).unwrap_or(TaskState::TaskUnknown),
+                ),
+            }),
+            health: self.health.as_deref().map(|h| match h {
+                "healthy" => Some(true),
+                "unhealthy" => Some(false),
+                _ => None,
+            }),
+            q: self.q.clone(),
+        }
     }
 }
 
@@ -340,99 +363,24 @@ impl TasksView {
             return Err(AppError::invalid(errors));
         }
 
-        let needle = filter.q.as_deref();
-        let unfiltered = filter.service.is_none()
-            && filter.state.is_none()
-            && filter.health.is_none()
-            && needle.is_none();
         let start = (page - 1).saturating_mul(per_page);
-        // The snapshot holds tasks sorted by ID: the default view is a slice.
-        if unfiltered && sort == SortKey::Id {
-            let n = s.tasks.len();
-            let rows: Vec<TaskRow> = if order == Order::Asc {
-                s.tasks
-                    .iter()
-                    .skip(start)
-                    .take(per_page)
-                    .map(|t| TaskRow::new(t))
-                    .collect()
-            } else {
-                s.tasks
-                    .iter()
-                    .rev()
-                    .skip(start)
-                    .take(per_page)
-                    .map(|t| TaskRow::new(t))
-                    .collect()
-            };
-            return Ok(TasksView {
-                tasks: rows,
-                total: n,
-                matched: n,
-                page,
-                per_page,
-                pages: n.div_ceil(per_page).max(1),
-                sort,
-                order,
-                filter,
-                unrecorded_kills: s.unrecorded_kills.clone(),
-                service_names: d.service_names.clone(),
-                state_counts: d.task_counts.clone(),
-            });
-        }
-        let keep = |t: &TaskRecord| {
-            filter.service.as_ref().is_none_or(|x| &t.service == x)
-                && match filter.state.as_deref() {
-                    None => true,
-                    Some("active") => !t.is_terminal(),
-                    Some("terminal") => t.is_terminal(),
-                    Some(state) => t.state.as_str_name() == state,
-                }
-                && match filter.health.as_deref() {
-                    None => true,
-                    Some("unknown") => t.health().is_none(),
-                    Some(h) => health_name(t.health()) == h,
-                }
-                && needle.is_none_or(|n| {
-                    t.task_id.as_str().contains(n)
-                        || t.hostname.contains(n)
-                        || t.agent_id.as_str().contains(n)
-                })
-        };
-        // Other keys sort stably and fall back on the ID order; the order
-        // is sorted once per snapshot (`Derived::order`), each request
-        // only filters and counts.
-        let mut tasks = Vec::with_capacity(per_page.min(s.tasks.len()));
-        let mut matched = 0usize;
-        let mut visit = |t: &Arc<TaskRecord>| {
-            if keep(t) {
-                if matched >= start && tasks.len() < per_page {
-                    tasks.push(TaskRow::new(t));
-                }
-                matched += 1;
-            }
-        };
-        if sort == SortKey::Id {
-            match order {
-                Order::Asc => s.tasks.iter().for_each(&mut visit),
-                Order::Desc => s.tasks.iter().rev().for_each(&mut visit),
-            }
-        } else {
-            let positions = d.order(s, sort);
-            let by_key = positions.iter().filter_map(|&i| s.tasks.get(i as usize));
-            match order {
-                Order::Asc => by_key.for_each(&mut visit),
-                Order::Desc => by_key.rev().for_each(&mut visit),
-            }
-        }
-        let pages = matched.div_ceil(per_page).max(1);
+        // Sorting and filtering read the snapshot's index (made once per
+        // snapshot, `super::index`); only the page's rows are made.
+        let index = &d.index;
+        let selection = index.select(&filter.compile(), sort, order, start, per_page);
+        let tasks = selection
+            .page
+            .iter()
+            .filter_map(|&p| index.tasks().get(p as usize))
+            .map(|t| TaskRow::new(t))
+            .collect();
         Ok(TasksView {
             tasks,
-            total: s.tasks.len(),
-            matched,
+            total: index.tasks().len(),
+            matched: selection.matched,
             page,
             per_page,
-            pages,
+            pages: selection.matched.div_ceil(per_page).max(1),
             sort,
             order,
             filter,
