@@ -165,42 +165,70 @@ fn new_entries<'a>(before: &TaskRecord, now: &'a TaskRecord) -> &'a [StatusEntry
     }
 }
 
+/// The events of the task lists: in `now`'s order, each task compared with
+/// its record in `before`. A snapshot that shares the task list of the one
+/// before (a command's answer) has none to compare; otherwise both lists
+/// are walked side by side, as the leader lists them in task ID order, and
+/// a record still shared with `before` (`Arc::ptr_eq`: unchanged) costs a
+/// comparison of IDs. Lists out of order (none the leader makes) are
+/// matched by a map instead.
 fn tasks(before: &Snapshot, now: &Snapshot, out: &mut Vec<Found>) {
+    if Arc::ptr_eq(&before.tasks, &now.tasks) {
+        return;
+    }
+    if ascending(&before.tasks) && ascending(&now.tasks) {
+        let mut old = before.tasks.iter().peekable();
+        for task in now.tasks.iter() {
+            while old.next_if(|p| p.task_id < task.task_id).is_some() {}
+            let prior = old.next_if(|p| p.task_id == task.task_id);
+            task_events(prior, task, out);
+        }
+        return;
+    }
     let old: HashMap<&str, &Arc<TaskRecord>> = before
         .tasks
         .iter()
         .map(|t| (t.task_id.as_str(), t))
         .collect();
     for task in now.tasks.iter() {
-        let prior = old.get(task.task_id.as_str());
-        if prior.is_some_and(|p| Arc::ptr_eq(p, task)) {
-            continue;
+        task_events(old.get(task.task_id.as_str()).copied(), task, out);
+    }
+}
+
+/// True when `list` is strictly ascending by task ID (each ID once).
+fn ascending(list: &[Arc<TaskRecord>]) -> bool {
+    list.windows(2).all(|w| w[0].task_id < w[1].task_id)
+}
+
+/// The events of `task` against its record in the snapshot before.
+fn task_events(prior: Option<&Arc<TaskRecord>>, task: &Arc<TaskRecord>, out: &mut Vec<Found>) {
+    if prior.is_some_and(|p| Arc::ptr_eq(p, task)) {
+        return;
+    }
+    let entries: &[StatusEntry] = match prior {
+        Some(p) => new_entries(p, task),
+        None => &task.timeline,
+    };
+    if entries.is_empty() {
+        // A launch (no update yet), or a change not from an update
+        // (e.g. a state restored from the store): report the state.
+        if prior.is_none_or(|p| p.state != task.state) {
+            push(out, EventType::TaskStatus, &status(task, None));
         }
-        let entries: &[StatusEntry] = match prior {
-            Some(p) => new_entries(p, task),
-            None => &task.timeline,
+    }
+    for entry in entries {
+        push(out, EventType::TaskStatus, &status(task, Some(entry)));
+    }
+    let was = prior.and_then(|p| p.healthy);
+    if task.healthy != was && (prior.is_some() || task.healthy.is_some()) {
+        let data = HealthData {
+            at: task.healthy_since.unwrap_or(task.updated_at),
+            task_id: task.task_id.to_string(),
+            service: task.service.clone(),
+            healthy: task.healthy,
+            was,
         };
-        if entries.is_empty() {
-            // A launch (no update yet), or a change not from an update
-            // (e.g. a state restored from the store): report the state.
-            if prior.is_none_or(|p| p.state != task.state) {
-                push(out, EventType::TaskStatus, &status(task, None));
-            }
-        }
-        for entry in entries {
-            push(out, EventType::TaskStatus, &status(task, Some(entry)));
-        }
-        let was = prior.and_then(|p| p.healthy);
-        if task.healthy != was && (prior.is_some() || task.healthy.is_some()) {
-            let data = HealthData {
-                at: task.healthy_since.unwrap_or(task.updated_at),
-                task_id: task.task_id.to_string(),
-                service: task.service.clone(),
-                healthy: task.healthy,
-                was,
-            };
-            push(out, EventType::Health, &data);
-        }
+        push(out, EventType::Health, &data);
     }
 }
 
@@ -401,6 +429,55 @@ mod tests {
                 (k.as_str(), what.to_string())
             })
             .collect()
+    }
+
+    /// The leader's lists are in task ID order and walked side by side;
+    /// lists out of order are matched by a map: both find the same events,
+    /// for tasks launched between others, changed, unchanged and gone.
+    #[test]
+    fn lists_in_task_id_order_give_the_events_a_map_finds() {
+        let old: Vec<Arc<TaskRecord>> = (0..40)
+            .map(|i| task(&format!("web.{i:02}"), "TASK_STAGING", vec![], None))
+            .collect();
+        let mut now: Vec<Arc<TaskRecord>> = Vec::new();
+        for (i, t) in old.iter().enumerate() {
+            match i % 5 {
+                // Gone.
+                0 => {}
+                // Changed: one update more.
+                1 => now.push(task(
+                    t.task_id.as_str(),
+                    "TASK_RUNNING",
+                    vec![entry(11.0, "TASK_RUNNING", Some(true))],
+                    Some(true),
+                )),
+                // Launched after it (its ID sorts between two old ones).
+                2 => {
+                    now.push(t.clone());
+                    let id = format!("{}.new", t.task_id);
+                    now.push(task(&id, "TASK_STAGING", vec![], None));
+                }
+                _ => now.push(t.clone()),
+            }
+        }
+        let snapshot = |tasks: Vec<Arc<TaskRecord>>| {
+            let mut s = empty();
+            s.tasks = tasks.into();
+            s
+        };
+        let (before, after) = (snapshot(old.clone()), snapshot(now));
+        let walked = diff(&before, &after);
+        let mut reversed = old;
+        reversed.reverse();
+        let mapped = diff(&snapshot(reversed), &after);
+        assert_eq!(walked, mapped);
+        // 8 changed (a status update and a health change each), 8 launched.
+        let count = |kind: &str| kinds(&walked).iter().filter(|(k, _)| *k == kind).count();
+        assert_eq!((count("task_status"), count("health")), (16, 8));
+        // A snapshot sharing the list of the one before has no task event.
+        let mut shared = empty();
+        shared.tasks = after.tasks.clone();
+        assert!(diff(&after, &shared).is_empty());
     }
 
     #[test]

@@ -37,7 +37,8 @@
 //!   (replacement first, kill once it is available, a floor kept), shared
 //!   by maintenance and drains;
 //! - `rollout`: health-gated rollouts' deadline, halt, resume, rollback;
-//! - `view`: the snapshot;
+//! - `view`: the snapshot; `tally`: its per-service counts kept as the
+//!   records change;
 //! - `why`: each service's last failure and the offers it was not
 //!   launched on, by reason ("why isn't it running?");
 //! - `outbox`: the effects a step collects, and its close (`finish`).
@@ -68,6 +69,7 @@ mod service_table;
 mod startup;
 mod stats;
 mod table;
+mod tally;
 mod tasks;
 mod view;
 mod why;

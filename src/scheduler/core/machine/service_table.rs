@@ -354,7 +354,7 @@ mod tests {
         state.rollout_since = Some(10.0);
         state.rolling = true;
         state.settled = Some(Settled::new(&state.entry, Progress::default()));
-        state.shown = Some(Shown::new(&state.entry.spec, None, 10.0));
+        state.shown = Some(Shown::new(&state.entry.spec, None, 0, 10.0));
         state.waiting = Some(Shortfall::NoOffers);
     }
 

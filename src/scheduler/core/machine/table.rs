@@ -81,10 +81,13 @@ pub(super) struct ServiceTasks {
     records: BTreeMap<TaskId, (Arc<TaskRecord>, bool)>,
     /// A record changed since [`TaskTable::take_changed`] last asked.
     changed: bool,
-    /// A stored record changed since [`TaskTable::take_shown_changed`]
-    /// last asked.
-    shown_changed: bool,
 }
+
+/// The stored records of one service that changed since
+/// [`TaskTable::take_shown_changes`] last asked, by task ID, each with the
+/// record as stored then (`None`: it was not stored). One entry per task
+/// whatever the number of changes; the record now is the table's.
+pub(super) type ShownChanges = HashMap<TaskId, Option<Arc<TaskRecord>>>;
 
 impl ServiceTasks {
     /// How many records the service has (those being created too).
@@ -95,6 +98,14 @@ impl ServiceTasks {
     /// Every record of the service (those being created too).
     pub(super) fn records(&self) -> impl Iterator<Item = &TaskRecord> + Clone {
         self.records.values().map(|(r, _)| r.as_ref())
+    }
+
+    /// The stored record of `task_id` in the service, if any.
+    pub(super) fn stored_record(&self, task_id: &TaskId) -> Option<&TaskRecord> {
+        self.records
+            .get(task_id)
+            .filter(|(_, stored)| *stored)
+            .map(|(r, _)| r.as_ref())
     }
 
     /// The stored records of the service.
@@ -116,6 +127,12 @@ pub(super) struct TaskTable {
     pub(super) early: Vec<v1::TaskStatus>,
     /// The records by service.
     services: HashMap<String, ServiceTasks>,
+    /// The stored records' changes by service, kept apart from
+    /// `services` so that a service's last record going away is seen.
+    shown_changes: HashMap<String, ShownChanges>,
+    /// Counts [`TaskTable::clear`]s: changes before one are not in
+    /// `shown_changes`, so what was built from them is void.
+    epoch: u64,
 }
 
 impl TaskTable {
@@ -205,11 +222,12 @@ impl TaskTable {
     pub(super) fn created(&mut self, task_id: &str, version: i32) -> bool {
         match self.entries.get_mut(task_id) {
             Some(entry) => {
-                entry.version = Some(version);
+                // Stored already when a create is answered twice.
+                let was_stored = entry.version.replace(version).is_some();
                 entry.writing = false;
                 let waiting = !entry.queued.is_empty();
                 let record = entry.record.clone();
-                self.index_remove(&record, false);
+                self.index_remove(&record, was_stored);
                 self.index_add(&record, true);
                 waiting
             }
@@ -233,6 +251,13 @@ impl TaskTable {
     pub(super) fn clear(&mut self) {
         self.entries.clear();
         self.services.clear();
+        self.shown_changes.clear();
+        self.epoch += 1;
+    }
+
+    /// How many times the table was cleared ([`TaskTable::take_shown_changes`]).
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// Every entry, by task ID.
@@ -278,12 +303,30 @@ impl TaskTable {
             .is_some_and(|s| std::mem::take(&mut s.changed))
     }
 
-    /// True if a stored record of `service` changed since the last call for
-    /// it; clears the mark.
-    pub(super) fn take_shown_changed(&mut self, service: &str) -> bool {
-        self.services
-            .get_mut(service)
-            .is_some_and(|s| std::mem::take(&mut s.shown_changed))
+    /// The stored records of `service` that changed since the last call
+    /// for it (or since the last [`TaskTable::clear`], see
+    /// [`TaskTable::epoch`]), with what each was then.
+    pub(super) fn take_shown_changes(&mut self, service: &str) -> ShownChanges {
+        self.shown_changes.remove(service).unwrap_or_default()
+    }
+
+    /// Forgets the changes of the services `keep` refuses (services no
+    /// longer known: nobody asks for theirs, and they must not pile up).
+    pub(super) fn retain_shown_changes(&mut self, keep: impl Fn(&str) -> bool) {
+        self.shown_changes.retain(|name, _| keep(name));
+    }
+
+    /// Notes that the stored record `task_id` of `service` changes from
+    /// `before` (`None`: not stored), unless an earlier change since the
+    /// last take already did.
+    fn note_shown(&mut self, service: &str, task_id: &TaskId, before: Option<&Arc<TaskRecord>>) {
+        let changes = match self.shown_changes.get_mut(service) {
+            Some(c) => c,
+            None => self.shown_changes.entry(service.to_string()).or_default(),
+        };
+        changes
+            .entry(task_id.clone())
+            .or_insert_with(|| before.cloned());
     }
 
     fn index_add(&mut self, record: &Arc<TaskRecord>, stored: bool) {
@@ -295,17 +338,21 @@ impl TaskTable {
             .records
             .insert(record.task_id.clone(), (record.clone(), stored));
         service.changed = true;
-        service.shown_changed |= stored;
+        if stored {
+            self.note_shown(&record.service, &record.task_id, None);
+        }
     }
 
-    fn index_remove(&mut self, record: &TaskRecord, stored: bool) {
+    fn index_remove(&mut self, record: &Arc<TaskRecord>, stored: bool) {
         if let Some(service) = self.services.get_mut(&record.service) {
             service.records.remove(&record.task_id);
             service.changed = true;
-            service.shown_changed |= stored;
             if service.records.is_empty() {
                 self.services.remove(&record.service);
             }
+        }
+        if stored {
+            self.note_shown(&record.service, &record.task_id, Some(record));
         }
     }
 
@@ -458,22 +505,45 @@ mod tests {
     #[test]
     fn changes_mark_their_service_once() {
         let mut t = TaskTable::default();
+        let shown = |t: &mut TaskTable, name: &str| -> Vec<(String, Option<i32>)> {
+            let mut list: Vec<_> = t
+                .take_shown_changes(name)
+                .into_iter()
+                .map(|(id, before)| (id.to_string(), before.map(|r| r.state as i32)))
+                .collect();
+            list.sort();
+            list
+        };
         t.insert_launching(record("w1", "web", TaskState::TaskStaging));
         assert!(t.take_changed("web"));
         assert!(!t.take_changed("web"));
         // Not stored yet: the snapshot shows nothing new.
-        assert!(!t.take_shown_changed("web"));
+        assert!(shown(&mut t, "web").is_empty());
         t.created("w1", 1);
-        assert!(t.take_changed("web") && t.take_shown_changed("web"));
+        assert!(t.take_changed("web"));
+        assert_eq!(shown(&mut t, "web"), [("w1".to_string(), None)]);
         t.replace("w1", record("w1", "web", TaskState::TaskRunning), 2);
-        assert!(t.take_changed("web") && t.take_shown_changed("web"));
-        assert!(!t.take_changed("db") && !t.take_shown_changed("db"));
-        let running: Vec<TaskState> = t
+        t.replace("w1", record("w1", "web", TaskState::TaskFailed), 3);
+        assert!(t.take_changed("web"));
+        // Two changes, one entry: the record as last taken.
+        let staging = Some(TaskState::TaskStaging as i32);
+        assert_eq!(shown(&mut t, "web"), [("w1".to_string(), staging)]);
+        assert!(!t.take_changed("db") && shown(&mut t, "db").is_empty());
+        let failed: Vec<TaskState> = t
             .service("web")
             .unwrap()
             .stored()
             .map(|r| r.state)
             .collect();
-        assert_eq!(running, [TaskState::TaskRunning]);
+        assert_eq!(failed, [TaskState::TaskFailed]);
+        // The service's last record goes: the change is still seen.
+        t.remove("w1");
+        assert!(t.service("web").is_none());
+        let failed = Some(TaskState::TaskFailed as i32);
+        assert_eq!(shown(&mut t, "web"), [("w1".to_string(), failed)]);
+        let epoch = t.epoch();
+        t.created("w1", 4);
+        t.clear();
+        assert!(t.epoch() > epoch && shown(&mut t, "web").is_empty());
     }
 }

@@ -4,7 +4,8 @@
 use tokio::time::Instant;
 
 use super::Machine;
-use super::table::ServiceTasks;
+use super::table::{ServiceTasks, ShownChanges, TaskTable};
+use super::tally::Tally;
 use crate::coordination::Leadership;
 use crate::mesos::resources::format_ranges;
 use crate::scheduler::snapshot::{
@@ -14,28 +15,103 @@ use crate::scheduler::snapshot::{
 use crate::scheduler::spec::service::ServiceSpec;
 
 /// A service's counts as the last snapshot showed them, from its stored
-/// records: kept while none of them changed, the spec is the same and no
-/// rollout is in progress (availability changes with time alone).
+/// records, and the sums ([`Tally`]) they come from while they can: a
+/// snapshot applies the records that changed since the last one to the
+/// sums instead of counting every record of the service again. The sums
+/// are built again when the spec changes or the table was cleared; the
+/// records are counted one by one ([`ServiceCounts::of`]) at each full
+/// snapshot while the sums cannot stand for them (partitions, duplicates,
+/// a scale-down's surplus: their counts change with time alone).
 #[derive(Debug)]
 pub(super) struct Shown {
     spec: ServiceSpec,
     counts: ServiceCounts,
+    tally: Tally,
+    /// [`TaskTable::epoch`](super::table::TaskTable::epoch) when built.
+    epoch: u64,
 }
 
 impl Shown {
-    pub(super) fn new(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, now_secs: f64) -> Shown {
-        let empty = ServiceTasks::default();
-        let tasks = tasks.unwrap_or(&empty);
+    /// Counts `tasks` (the service's records; only stored ones count) of
+    /// `spec` at `now_secs`, building the sums; `epoch` is the table's.
+    pub(super) fn new(
+        spec: &ServiceSpec,
+        tasks: Option<&ServiceTasks>,
+        epoch: u64,
+        now_secs: f64,
+    ) -> Shown {
+        let mut tally = Tally::new(spec);
+        for record in tasks.into_iter().flat_map(ServiceTasks::stored) {
+            tally.add(record);
+        }
+        let counts = tally
+            .counts(now_secs)
+            .unwrap_or_else(|| recount(spec, tasks, now_secs));
         Shown {
             spec: spec.clone(),
-            counts: ServiceCounts::of(spec, tasks.stored(), now_secs),
+            counts,
+            tally,
+            epoch,
         }
     }
 
-    /// True while this still shows `spec`'s service.
-    fn holds_for(&self, spec: &ServiceSpec) -> bool {
-        self.counts.progress.complete() && self.spec == *spec
+    /// Brings `shown`, the counts of `spec`'s service, to `now_secs` from
+    /// the records of `tasks`: built again when absent, for another spec
+    /// or from a table cleared since; else, for a full snapshot (not
+    /// `light`), with the records changed since the last one. A light
+    /// snapshot (a command's answer) keeps the last full one's counts.
+    pub(super) fn refresh(
+        shown: &mut Option<Shown>,
+        spec: &ServiceSpec,
+        tasks: &mut TaskTable,
+        now_secs: f64,
+        light: bool,
+    ) {
+        let name = &spec.name;
+        let epoch = tasks.epoch();
+        match shown {
+            Some(s) if s.spec == *spec && s.epoch == epoch => {
+                if !light {
+                    let changes = tasks.take_shown_changes(name);
+                    s.update(tasks.service(name), changes, now_secs);
+                }
+            }
+            _ => {
+                // Built from every record now: the changes so far are in.
+                tasks.take_shown_changes(name);
+                *shown = Some(Shown::new(spec, tasks.service(name), epoch, now_secs));
+            }
+        }
     }
+
+    /// The counts shown.
+    #[cfg(test)]
+    pub(super) fn counts(&self) -> &ServiceCounts {
+        &self.counts
+    }
+
+    /// Brings the counts to `now_secs` after `changes` (what each changed
+    /// record was as last shown; the record now is in `tasks`).
+    fn update(&mut self, tasks: Option<&ServiceTasks>, changes: ShownChanges, now_secs: f64) {
+        for (task_id, before) in changes {
+            if let Some(before) = before {
+                self.tally.remove(&before);
+            }
+            if let Some(now) = tasks.and_then(|t| t.stored_record(&task_id)) {
+                self.tally.add(now);
+            }
+        }
+        self.counts = self
+            .tally
+            .counts(now_secs)
+            .unwrap_or_else(|| recount(&self.spec, tasks, now_secs));
+    }
+}
+
+/// The counts of `spec`'s stored records among `tasks`, one by one.
+fn recount(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, now_secs: f64) -> ServiceCounts {
+    let empty = ServiceTasks::default();
+    ServiceCounts::of(spec, tasks.unwrap_or(&empty).stored(), now_secs)
 }
 
 impl Machine {
@@ -71,15 +147,7 @@ impl Machine {
             };
             let entry = &state.entry;
             let spec = &entry.spec;
-            let recount = if light {
-                !state.shown.as_ref().is_some_and(|s| s.spec == *spec)
-            } else {
-                let changed = self.tasks.take_shown_changed(&name);
-                changed || !state.shown.as_ref().is_some_and(|s| s.holds_for(spec))
-            };
-            if recount {
-                state.shown = Some(Shown::new(spec, self.tasks.service(&name), now_secs));
-            }
+            Shown::refresh(&mut state.shown, spec, &mut self.tasks, now_secs, light);
             let Some(shown) = &state.shown else {
                 continue;
             };
@@ -111,6 +179,10 @@ impl Machine {
             status.last_failure = self.why.last_failure(&name);
             status.offers = self.why.summary(&name);
             services.push(status);
+        }
+        if !light {
+            let known = &self.services;
+            self.tasks.retain_shown_changes(|name| known.contains(name));
         }
         let offers = self
             .offers
@@ -159,5 +231,28 @@ impl Machine {
                 .collect(),
             jobs: self.jobs.statuses(),
         }
+    }
+}
+
+#[cfg(test)]
+impl Machine {
+    /// Brings every service's shown counts to `now` as a full snapshot
+    /// would, and says how the first differs from a recount of every
+    /// stored record, if one does (the property tests).
+    pub(super) fn shown_mismatch(&mut self, now: Instant) -> Option<String> {
+        let now_secs = self.unix(now);
+        for name in self.services.names() {
+            let state = self.services.state_mut(&name)?;
+            let spec = &state.entry.spec;
+            Shown::refresh(&mut state.shown, spec, &mut self.tasks, now_secs, false);
+            let kept = state.shown.as_ref()?.counts();
+            let recount = recount(spec, self.tasks.service(&name), now_secs);
+            if *kept != recount {
+                return Some(format!(
+                    "{name}'s kept counts {kept:?} differ from a recount {recount:?}"
+                ));
+            }
+        }
+        None
     }
 }

@@ -26,6 +26,7 @@ mod revive;
 mod rollout;
 mod rollout_end;
 mod stats;
+mod tally;
 mod tasks;
 mod why;
 mod workload;

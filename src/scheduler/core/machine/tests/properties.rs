@@ -1086,6 +1086,13 @@ impl World {
             }
         }
         self.check_table()?;
+        // The snapshot's counts, kept as the records change (`tally`),
+        // equal a recount of every record.
+        if self.h.ended.is_none()
+            && let Some(mismatch) = self.h.machine.shown_mismatch(Instant::now())
+        {
+            return Err(mismatch);
+        }
         self.check_holds();
         if let Some(violation) = self.violation.take() {
             return Err(violation);
