@@ -30,8 +30,7 @@
 //! over `Instant`s: the core feeds it updates and ticks, and sends what
 //! [`Reconciler::tick`] asks for.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::ops::Bound;
+use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -39,7 +38,10 @@ use tokio::time::Instant;
 use crate::backoff::Backoff;
 use crate::scheduler::ids::{AgentId, TaskId};
 
+mod asks;
 mod runs;
+
+use asks::Asks;
 
 pub use runs::{
     ReconcileKind, ReconcileOutcome, ReconcileRun, ReconcileTrigger, ReconciliationStatus,
@@ -97,31 +99,14 @@ pub enum Action {
     Finished(ReconcileRun),
 }
 
-/// One task of an explicit run.
-#[derive(Debug)]
-struct Ask {
-    agent: Option<AgentId>,
-    /// An update came since the run started (any update counts, as the
-    /// guide's algorithm uses arrival times).
-    answered: bool,
-}
-
 #[derive(Debug)]
 struct Running {
     view: ReconcileRun,
-    /// Explicit: every task of the run, asked already or not, in slice
-    /// order (the key order).
-    asked: BTreeMap<TaskId, Ask>,
-    /// Explicit: the last task of the last slice sent; the tasks after it
-    /// are asked about in the next slices. `None`: nothing sent yet.
-    sent_upto: Option<TaskId>,
-    /// Explicit: tasks up to `sent_upto` (the slices sent so far).
-    sent: usize,
-    /// Explicit: tasks sent and not answered yet.
-    outstanding: usize,
-    /// Explicit: tasks answered. Implicit: the tasks that answered.
-    answered_count: usize,
-    /// Implicit: the tasks that answered (an explicit run marks its `asked`).
+    /// Explicit: every task of the run, asked already or not, and which
+    /// answered (any update since the run started counts, as the guide's
+    /// algorithm uses arrival times). Empty for an implicit run.
+    asks: Asks,
+    /// Implicit: the tasks that answered.
     answered: HashSet<TaskId>,
     backoff: Backoff,
     /// The wait armed by the last RECONCILE call; each answer restarts it.
@@ -354,20 +339,9 @@ impl Reconciler {
         };
         match running.view.kind {
             ReconcileKind::Explicit => {
-                let sent = running
-                    .sent_upto
-                    .as_ref()
-                    .is_some_and(|upto| task_id <= upto.as_str());
-                if let Some(ask) = running.asked.get_mut(task_id)
-                    && !ask.answered
-                {
-                    ask.answered = true;
-                    running.answered_count += 1;
+                if running.asks.answer(task_id) {
                     running.view.answered += 1;
-                    if sent {
-                        running.outstanding -= 1;
-                    }
-                    if running.answered_count == running.asked.len() {
+                    if running.asks.all_answered() {
                         return self.finish(ReconcileOutcome::Converged, now, now_secs);
                     }
                     // Answers still coming: the master is not done with
@@ -378,10 +352,10 @@ impl Reconciler {
                     running.next_send = running.next_send.max(now + running.wait);
                     // Half the tasks asked so far answered: the next slice
                     // goes while the rest still come.
-                    if running.outstanding <= self.cfg.explicit_slice.max(1) / 2
-                        && running.sent < running.asked.len()
+                    if running.asks.outstanding() <= self.cfg.explicit_slice.max(1) / 2
+                        && running.asks.unsent()
                     {
-                        let slice = Self::next_slice(running, self.cfg.explicit_slice);
+                        let slice = running.asks.next_slice(self.cfg.explicit_slice);
                         if !slice.is_empty() {
                             running.view.calls += 1;
                             return vec![Action::Send(slice)];
@@ -392,7 +366,6 @@ impl Reconciler {
             ReconcileKind::Implicit => {
                 if reconciliation && !running.answered.contains(task_id) {
                     running.answered.insert(TaskId::from(task_id));
-                    running.answered_count += 1;
                     running.view.answered += 1;
                 }
             }
@@ -413,16 +386,11 @@ impl Reconciler {
         if let Some(running) = &mut self.running {
             match running.view.kind {
                 ReconcileKind::Explicit => {
-                    if running.answered_count == running.asked.len() {
+                    if running.asks.all_answered() {
                         actions.extend(self.finish(ReconcileOutcome::Converged, now, now_secs));
                     } else if now >= running.deadline {
                         // Every task not answered, asked already or not.
-                        running.view.unanswered = running
-                            .asked
-                            .iter()
-                            .filter(|(_, ask)| !ask.answered)
-                            .map(|(t, _)| t.clone())
-                            .collect();
+                        running.view.unanswered = running.asks.unanswered_ids();
                         actions.extend(self.finish(ReconcileOutcome::Aborted, now, now_secs));
                     } else if now >= running.next_send {
                         running.wait = running.backoff.next_delay();
@@ -431,16 +399,8 @@ impl Reconciler {
                         // Again the tasks asked and unanswered, then the
                         // next slice: a master silent about some tasks does
                         // not hold up the others.
-                        let mut list: TaskList = match &running.sent_upto {
-                            Some(upto) => running
-                                .asked
-                                .range::<TaskId, _>((Bound::Unbounded, Bound::Included(upto)))
-                                .filter(|(_, ask)| !ask.answered)
-                                .map(|(t, ask)| (t.clone(), ask.agent.clone()))
-                                .collect(),
-                            None => Vec::new(),
-                        };
-                        list.extend(Self::next_slice(running, self.cfg.explicit_slice));
+                        let mut list = running.asks.unanswered_sent();
+                        list.extend(running.asks.next_slice(self.cfg.explicit_slice));
                         actions.push(Action::Send(list));
                     }
                 }
@@ -488,16 +448,10 @@ impl Reconciler {
         let max = self.cfg.explicit_max_backoff;
         let mut backoff = Backoff::new(FIRST_BACKOFF.min(max), max);
         let first_wait = backoff.next_delay();
-        let asked: BTreeMap<TaskId, Ask> = tasks
-            .into_iter()
-            .map(|(task, agent)| {
-                let ask = Ask {
-                    agent,
-                    answered: false,
-                };
-                (task, ask)
-            })
-            .collect();
+        let asks = match kind {
+            ReconcileKind::Explicit => Asks::new(tasks),
+            ReconcileKind::Implicit => Asks::default(),
+        };
         let mut running = Running {
             view: ReconcileRun {
                 id,
@@ -505,7 +459,7 @@ impl Reconciler {
                 trigger,
                 started_at: now_secs,
                 finished_at: None,
-                asked: asked.len(),
+                asked: asks.len(),
                 answered: 0,
                 unanswered: Vec::new(),
                 calls: 1,
@@ -519,14 +473,10 @@ impl Reconciler {
                     ReconcileKind::Explicit => self.cfg.explicit_abort_timeout,
                     ReconcileKind::Implicit => self.cfg.implicit_window,
                 },
-            asked,
-            sent_upto: None,
-            sent: 0,
-            outstanding: 0,
-            answered_count: 0,
+            asks,
             answered: HashSet::new(),
         };
-        if kind == ReconcileKind::Explicit && running.asked.is_empty() {
+        if kind == ReconcileKind::Explicit && running.asks.is_empty() {
             // Nothing to ask: converged at once, nothing sent.
             running.view.calls = 0;
             self.running = Some(running);
@@ -534,42 +484,12 @@ impl Reconciler {
         }
         let send = match kind {
             ReconcileKind::Explicit => {
-                Action::Send(Self::next_slice(&mut running, self.cfg.explicit_slice))
+                Action::Send(running.asks.next_slice(self.cfg.explicit_slice))
             }
             ReconcileKind::Implicit => Action::Send(Vec::new()),
         };
         self.running = Some(running);
         vec![send]
-    }
-
-    /// The next slice of an explicit run: up to `slice` tasks after the last
-    /// one sent, skipping those that answered already (an update before
-    /// they were asked about counts). Marks them sent.
-    fn next_slice(running: &mut Running, slice: usize) -> TaskList {
-        let slice = slice.max(1);
-        let after = match &running.sent_upto {
-            Some(upto) => Bound::Excluded(upto),
-            None => Bound::Unbounded,
-        };
-        let mut list = Vec::new();
-        let mut last = None;
-        let mut visited = 0;
-        for (task, ask) in running.asked.range::<TaskId, _>((after, Bound::Unbounded)) {
-            if list.len() == slice {
-                break;
-            }
-            visited += 1;
-            last = Some(task);
-            if !ask.answered {
-                list.push((task.clone(), ask.agent.clone()));
-            }
-        }
-        if let Some(last) = last {
-            running.sent_upto = Some(last.clone());
-        }
-        running.sent += visited;
-        running.outstanding += list.len();
-        list
     }
 
     fn finish(&mut self, outcome: ReconcileOutcome, now: Instant, now_secs: f64) -> Vec<Action> {

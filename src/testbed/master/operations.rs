@@ -110,6 +110,11 @@ impl Master {
                 }
             }
         }
+        tracing::debug!(
+            asked = tasks.len(),
+            answers = answers.len(),
+            "RECONCILE answered"
+        );
         for status in answers {
             self.send(framework_id, &update_event(status));
         }

@@ -21,6 +21,7 @@ mod pass_bound;
 mod pass_cost;
 mod pass_equivalence;
 mod properties;
+mod reconcile_cost;
 mod removed;
 mod revive;
 mod rollout;
