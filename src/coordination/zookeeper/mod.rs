@@ -49,7 +49,7 @@ use zookeeper_client as zk;
 use super::signal::LeaderSignal;
 use super::{
     CoordinationError, Coordinator, DeploymentRecord, Expect, Leadership, Member, RecordKind,
-    RecordList, RecordWrite, RecordsStat, ReplicaInfo, Result, Versioned, Written,
+    RecordVisitor, RecordWrite, RecordsStat, ReplicaInfo, Result, Versioned, Written,
 };
 use crate::util::zk::ZkUrl;
 
@@ -505,8 +505,8 @@ impl Coordinator for ZkCoordinator {
         stores::put_record(&self.inner, kind, key, value, expect).await
     }
 
-    async fn list_records(&self, kind: RecordKind) -> Result<RecordList<serde_json::Value>> {
-        stores::list_records(&self.inner, kind).await
+    async fn visit_records(&self, kind: RecordKind, visit: &mut RecordVisitor<'_>) -> Result<()> {
+        stores::visit_records(&self.inner, kind, visit).await
     }
 
     async fn records_stat(&self, kind: RecordKind) -> Result<RecordsStat> {

@@ -12,8 +12,8 @@ use zookeeper_client as zk;
 use super::request_size::{self, MAX_REQUEST};
 use super::{Inner, map_zk};
 use crate::coordination::{
-    CoordinationError, DeploymentRecord, Expect, MalformedRecord, RecordKind, RecordList,
-    RecordWrite, RecordsStat, Result, Versioned, Written, check_key,
+    CoordinationError, DeploymentRecord, Expect, RecordKind, RecordVisitor, RecordWrite,
+    RecordsStat, Result, Versioned, Written, check_key,
 };
 
 /// Reads in flight at once when listing records (the client pipelines
@@ -189,18 +189,20 @@ pub(super) async fn records_stat(inner: &Inner, kind: RecordKind) -> Result<Reco
     }
 }
 
-pub(super) async fn list_records(inner: &Inner, kind: RecordKind) -> Result<RecordList<Value>> {
+pub(super) async fn visit_records(
+    inner: &Inner,
+    kind: RecordKind,
+    visit: &mut RecordVisitor<'_>,
+) -> Result<()> {
     use futures::StreamExt;
     let client = inner.client()?;
     let dir = inner.paths.records(kind);
     let mut names = match inner.timed(client.list_children(dir)).await {
         Ok(names) => names,
-        Err(zk::Error::NoNode) => return Ok(RecordList::default()),
+        Err(zk::Error::NoNode) => return Ok(()),
         Err(e) => return Err(map_zk(e, dir)),
     };
     names.sort();
-    let mut list = RecordList::default();
-    list.records.reserve(names.len());
     // A sliding window of reads: the next read goes as soon as one answers
     // (answers come back in order on the session), never waiting for the
     // slowest of a batch.
@@ -214,28 +216,13 @@ pub(super) async fn list_records(inner: &Inner, kind: RecordKind) -> Result<Reco
         .buffered(READ_WINDOW);
     while let Some((name, path, read)) = reads.next().await {
         match read {
-            Ok((data, stat)) => match serde_json::from_slice(&data) {
-                Ok(value) => list.records.push((
-                    name,
-                    Versioned {
-                        value,
-                        version: stat.version,
-                    },
-                )),
-                Err(e) => {
-                    tracing::warn!(node = %path, error = %e, "skipping malformed record");
-                    list.malformed.push(MalformedRecord {
-                        key: name,
-                        reason: e.to_string(),
-                    });
-                }
-            },
+            Ok((data, stat)) => visit(name, stat.version, &data),
             // Deleted since the listing.
             Err(zk::Error::NoNode) => {}
             Err(e) => return Err(map_zk(e, &path)),
         }
     }
-    Ok(list)
+    Ok(())
 }
 
 pub(super) async fn delete_records(inner: &Inner, kind: RecordKind) -> Result<usize> {

@@ -22,6 +22,15 @@ use crate::mesos::media::STREAM_ID_HEADER;
 /// more means masters disagree about who leads).
 pub(crate) const MAX_REDIRECTS: usize = 4;
 
+/// Idle keep-alive connections the calls client keeps to one master.
+/// A launch puts up to a few hundred calls in flight at once (the runner's
+/// acknowledgement, offer and call lanes), and reqwest keeps every
+/// connection that answered one of them by default, each with its hyper
+/// read and write buffers: about 5 MB for the ~134 connections left idle at
+/// 10,000 tasks (`benches/memory.py`). A connection beyond this bound is
+/// closed when its call ends; a busy lane still reuses the ones kept.
+pub(crate) const MAX_IDLE_CALL_CONNECTIONS: usize = 16;
+
 /// The two HTTP clients and what every request carries.
 #[derive(Debug, Clone)]
 pub(crate) struct Http {
@@ -99,7 +108,10 @@ impl Http {
             .tcp_keepalive(Duration::from_secs(30))
             .pool_max_idle_per_host(0)
             .build()?;
-        let calls = base().timeout(config.call_timeout).build()?;
+        let calls = base()
+            .timeout(config.call_timeout)
+            .pool_max_idle_per_host(MAX_IDLE_CALL_CONNECTIONS)
+            .build()?;
         Ok(Self {
             stream,
             calls,
@@ -275,6 +287,74 @@ mod tests {
             Some("Basic ZnctcHJpbmNpcGFsOnMzY3JldA==")
         );
         assert_eq!(built.method(), reqwest::Method::POST);
+    }
+
+    /// Many calls at once open as many connections; when they end, the
+    /// calls client keeps at most [`MAX_IDLE_CALL_CONNECTIONS`] of them
+    /// and closes the others (reqwest's default kept all of them).
+    #[tokio::test]
+    async fn calls_keep_a_bounded_number_of_idle_connections() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use hyper::server::conn::http1;
+        use hyper_util::rt::TokioIo;
+
+        use crate::mesos::detector::Scheme;
+
+        const CALLS: usize = 64;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = Arc::new(AtomicUsize::new(0));
+        // Every call is held until all have arrived: one connection each.
+        let arrived = Arc::new(tokio::sync::Barrier::new(CALLS));
+        let server_open = open.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let open = server_open.clone();
+                let arrived = arrived.clone();
+                open.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |_request| {
+                        let arrived = arrived.clone();
+                        async move {
+                            arrived.wait().await;
+                            Ok::<_, std::convert::Infallible>(hyper::Response::new(String::new()))
+                        }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        let http = Http::new(&ClientConfig::default()).unwrap();
+        let master = MasterAddress::new(Scheme::Http, "127.0.0.1", port).unwrap();
+        let request = Request {
+            path: "/api/v1/scheduler",
+            content_type: "application/json",
+            accept: None,
+            stream_id: None,
+            body: Bytes::from_static(b"{}"),
+            long_lived: false,
+        };
+        let answers =
+            futures::future::join_all((0..CALLS).map(|_| http.post(&master, &request, |_| {})))
+                .await;
+        for answer in answers {
+            let answer = answer.expect("answered");
+            // The body is read to its end: the connection goes back to the pool.
+            answer.response.bytes().await.unwrap();
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while open.load(Ordering::SeqCst) > MAX_IDLE_CALL_CONNECTIONS
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(open.load(Ordering::SeqCst), MAX_IDLE_CALL_CONNECTIONS);
     }
 
     #[tokio::test]

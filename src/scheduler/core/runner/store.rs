@@ -511,12 +511,12 @@ mod tests {
             }
             self.inner.put_record(kind, key, value, expect).await
         }
-        async fn list_records(
+        async fn visit_records(
             &self,
             kind: RecordKind,
-        ) -> crate::coordination::Result<crate::coordination::RecordList<serde_json::Value>>
-        {
-            self.inner.list_records(kind).await
+            visit: &mut crate::coordination::RecordVisitor<'_>,
+        ) -> crate::coordination::Result<()> {
+            self.inner.visit_records(kind, visit).await
         }
         async fn records_stat(
             &self,
