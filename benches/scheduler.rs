@@ -63,7 +63,9 @@
 //!   ≤ 64 MiB at 10,000 tasks.
 //! - **two replicas**: while the leader launches N tasks and then runs an
 //!   explicit reconciliation of all N, every 100 ms each of four commands,
-//!   each kind on its own and timed: `POST /api/v1/actions/reconcile`, a
+//!   each kind on its own and timed: `POST /api/v1/actions/reconcile`
+//!   (the replicas keep the default 30 s `--reconcile-cooldown`: a probe
+//!   joins or queues a run, as an operator's request would), a
 //!   `PUT /api/v1/services/probe` (0 instances), a drain and its cancel of
 //!   an agent holding no task, and a manual job run (issue 30: every command
 //!   within 100 ms at p99 while tasks launch, reconcile or fail over; the

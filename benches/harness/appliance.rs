@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::clients::{SERVICE_COMMAND, TASK_CPUS_MILLIS, TASK_MEM};
 use super::testbed::TestbedProcess;
+use super::timing;
 use super::{Figures, deadline_for, poll};
 use crate::support::processes::{
     Appliance, cpu_time, framework_state, memory, running_count, tail,
@@ -319,6 +320,12 @@ async fn time_pages(url: &str, tasks: usize) -> Vec<(String, Vec<Duration>)> {
 /// `not_before` (Unix seconds: one the request joined, asking about fewer
 /// tasks) is waited out and the request made again. The run must have
 /// asked about and heard from all `tasks`.
+///
+/// The run is followed by its ID in `/api/v1/state` (`reconciliation.running`,
+/// then `reconciliation.last`), not at the action's result: the appliance
+/// keeps the latest 100 action results, and while the probes of [`failover`]
+/// run, ten reconcile actions a second push a queued run's result out long
+/// before its run ends.
 async fn reconcile_all(
     replica: &Appliance,
     tasks: usize,
@@ -333,31 +340,29 @@ async fn reconcile_all(
             json!({"kind": "explicit"}),
         )
         .await?;
-        if status != 202 {
+        let run_id = record["reconcile"]["id"].as_u64();
+        let Some(run_id) = run_id.filter(|_| status == 202) else {
             return Err(failure(
                 replica,
                 &format!("reconcile answered {status}: {record}"),
             ));
-        }
-        let id = record["id"].as_str().unwrap_or_default().to_string();
+        };
         let left = deadline.saturating_duration_since(Instant::now());
         let finished = poll(left, Duration::from_millis(50), || async {
-            let result = crate::support::mesos::client()
-                .get(format!("{}/api/v1/actions/results/{id}", replica.url))
-                .timeout(Duration::from_secs(10))
-                .send()
-                .await;
-            match result {
-                // The appliance keeps the latest 100 results.
-                Ok(response) if response.status() == 404 => {
-                    Err(format!("action result {id} is gone (more than 100 since)"))
+            let Some(state) = replica.state().await else {
+                return Ok(None);
+            };
+            let summary = &state["reconciliation"];
+            let last = &summary["last"];
+            match last["id"].as_u64() {
+                Some(id) if id == run_id => Ok(Run::from(last)),
+                // A later run ended: this one was never seen to end.
+                Some(id) if id > run_id && summary["running"]["id"].as_u64() != Some(run_id) => {
+                    Err(format!(
+                        "reconciliation run {run_id} ended unseen (last is {id})"
+                    ))
                 }
-                Ok(response) => Ok(response
-                    .json::<Value>()
-                    .await
-                    .ok()
-                    .and_then(|record| Run::from(&record["reconcile"]))),
-                Err(_) => Ok(None),
+                _ => Ok(None),
             }
         })
         .await?;
@@ -483,8 +488,9 @@ pub struct FailoverFigures {
     pub failover_commands: CommandLatencies,
     /// When each phase began and ended.
     pub phases: Phases,
-    /// The explicit reconciliation of all tasks after the launch, asked →
-    /// all answered, while probed.
+    /// The explicit reconciliation of all tasks after the launch, asked
+    /// (or, when it was queued behind the cooldown, started) → all
+    /// answered, while probed.
     pub probed_reconcile: Duration,
     /// SIGKILL of the leader → the follower's SUBSCRIBE answered by the master.
     pub subscribed: Duration,
@@ -497,6 +503,8 @@ pub struct FailoverFigures {
     /// The new leader's pages once it reconciled every task (as
     /// [`Figures::pages`](super::Figures::pages)).
     pub pages: Vec<(String, Vec<Duration>)>,
+    /// Both replicas' `command_timing` lines ([`timing`]).
+    pub timings: Vec<timing::Line>,
 }
 
 /// The agent the drain probes drain and cancel: the testbed's first, made
@@ -568,16 +576,13 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let services =
         crate::support::processes::services_file(dir.path(), "services.json", &services(tasks));
-    // No cooldown: the reconciliation asked after the launch starts at
-    // once (the probes' requests start runs back to back: more load).
-    let args = replica_args(
-        &zk.connect_string(),
-        &testbed.url,
-        &services,
-        &["--reconcile-cooldown", "0s"],
-    );
+    // The default cooldown (30 s between runs): a reconcile probe is an
+    // operator's command, answered at once with the run it joined or
+    // queued, not a load generator starting a run of every task back to
+    // back.
+    let args = replica_args(&zk.connect_string(), &testbed.url, &services, &[]);
     let started = Instant::now();
-    let mut leader = Appliance::spawn("replica-a", &args);
+    let mut leader = Appliance::spawn_logging("replica-a", &args, timing::RUST_LOG);
     wait_role(&leader, "leader/subscribed", Duration::from_secs(60)).await?;
     let spare = spare_agent(&leader, &testbed).await?;
     let (status, answer, _) = request(
@@ -589,7 +594,7 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     if !(200..300).contains(&status) {
         return Err(failure(&leader, &format!("PUT job: {status} {answer}")));
     }
-    let follower = Appliance::spawn("replica-b", &args);
+    let follower = Appliance::spawn_logging("replica-b", &args, timing::RUST_LOG);
     let mut phases = Phases {
         started: unix_now_secs(),
         ..Default::default()
@@ -610,7 +615,10 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     done.cancel();
     let commands = probes.await.map_err(|e| e.to_string())?;
     let (asked_at, run) = all?;
-    let probed_reconcile = Duration::from_secs_f64((run.finished_at - asked_at).max(0.0));
+    // From its start when it waited for the cooldown after a run a probe
+    // started: the run is timed, not the cooldown.
+    let probed_reconcile =
+        Duration::from_secs_f64((run.finished_at - asked_at.max(run.started_at)).max(0.0));
     wait_role(&follower, "follower/standby", Duration::from_secs(60)).await?;
     // Let the reconciliations the probes asked for end first.
     let quiet = Instant::now() + deadline_for(tasks);
@@ -650,6 +658,8 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
     let failover_commands = failover_probes.await.map_err(|e| e.to_string())?;
     let run = run?;
     let pages = time_pages(&follower.url, tasks).await;
+    let mut timings = timing::parse(&leader.log());
+    timings.extend(timing::parse(&follower.log()));
     Ok(FailoverFigures {
         commands,
         failover_commands,
@@ -661,6 +671,7 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
         reconciled_note: format!("{} of {} tasks", run.outcome, run.asked),
         memory: memory(follower.pid()).unwrap_or_default(),
         pages,
+        timings,
     })
 }
 

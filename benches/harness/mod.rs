@@ -16,6 +16,7 @@ pub mod clients;
 pub mod floor;
 pub mod report;
 pub mod testbed;
+pub mod timing;
 
 use std::time::Duration;
 

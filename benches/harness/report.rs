@@ -119,6 +119,19 @@ pub fn print_size(r: &SizeResults) {
                 f.probed_reconcile.as_secs_f64()
             );
             print_commands(f);
+            let p = &f.phases;
+            super::timing::print(
+                &f.timings,
+                &[
+                    ("launch", p.started, p.launched),
+                    ("reconcile", p.launched, p.reconciled),
+                    (
+                        "SUBSCRIBED → reconciled",
+                        p.subscribed,
+                        p.adopted.max(p.subscribed),
+                    ),
+                ],
+            );
             println!(
                 "  SIGKILL leader → follower SUBSCRIBED {:.2} s ({:.2} × session); → all reconciled {:.2} s ({}); new leader RSS {} MiB",
                 f.subscribed.as_secs_f64(),

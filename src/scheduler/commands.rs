@@ -33,13 +33,24 @@ pub struct Command {
     pub request: Request,
     /// Where the answer goes.
     pub reply: Reply,
+    /// When the web layer made it: the runner logs how long it waited for
+    /// the core (target `command_timing`, `docs/benchmarks.md`).
+    pub sent_at: std::time::Instant,
 }
 
 impl Command {
     /// A command asking `request`, and the receiving end of its answer.
     pub fn new(request: Request) -> (Command, oneshot::Receiver<Answer>) {
         let (reply, rx) = oneshot::channel();
-        (Command { request, reply }, rx)
+        let sent_at = std::time::Instant::now();
+        (
+            Command {
+                request,
+                reply,
+                sent_at,
+            },
+            rx,
+        )
     }
 
     /// Answers the command (a requester that gave up is no error).
@@ -155,6 +166,29 @@ pub enum Request {
         /// Who asks, and why (`killed by <who>[: <why>]`).
         by: String,
     },
+}
+
+impl Request {
+    /// The request's name in logs (`kind` of the `command_timing` lines).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Reconcile(_) => "reconcile",
+            Request::Kamikaze => "kamikaze",
+            Request::Teardown => "teardown",
+            Request::Abdicate => "abdicate",
+            Request::Reregister => "reregister",
+            Request::PutService(_) => "put_service",
+            Request::DeleteService(_) => "delete_service",
+            Request::Rollout { .. } => "rollout",
+            Request::StartDrain { .. } => "start_drain",
+            Request::CancelDrain { .. } => "cancel_drain",
+            Request::PutJob(_) => "put_job",
+            Request::DeleteJob(_) => "delete_job",
+            Request::SetJobEnabled { .. } => "set_job_enabled",
+            Request::StartRun(_) => "start_run",
+            Request::KillRun { .. } => "kill_run",
+        }
+    }
 }
 
 /// A manual run of a job ([`Request::StartRun`]).
@@ -347,7 +381,9 @@ impl SchedulerHandle {
         request: Request,
     ) -> Result<T, CommandError> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let kind = request.name();
         let (command, rx) = Command::new(request);
+        let sent_at = command.sent_at;
         let sent = tokio::time::timeout(timeout, self.commands.send(command)).await;
         let result = match sent {
             Err(_) => return Err(CommandError::Timeout(timeout)),
@@ -359,11 +395,19 @@ impl SchedulerHandle {
                 Err(_) => return Err(CommandError::Timeout(timeout)),
                 // The term ended with the command unanswered.
                 Ok(Err(_)) => Err(CommandError::LeadershipLost),
-                Ok(Ok(answer)) => T::from_answer(answer).unwrap_or_else(|| {
-                    Err(CommandError::Conflict(
-                        "internal error: mismatched answer".into(),
-                    ))
-                }),
+                Ok(Ok(answer)) => {
+                    tracing::debug!(
+                        target: "command_timing",
+                        kind,
+                        total_ms = sent_at.elapsed().as_secs_f64() * 1000.0,
+                        "received"
+                    );
+                    T::from_answer(answer).unwrap_or_else(|| {
+                        Err(CommandError::Conflict(
+                            "internal error: mismatched answer".into(),
+                        ))
+                    })
+                }
             },
         };
         match result {

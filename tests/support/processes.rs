@@ -95,6 +95,12 @@ pub fn services_file(dir: &Path, name: &str, services: &Value) -> PathBuf {
 impl Appliance {
     /// Spawns `mesos-appliance <args> --listen 127.0.0.1:<free port>`.
     pub fn spawn(name: &str, args: &[String]) -> Appliance {
+        Appliance::spawn_logging(name, args, "info,zookeeper_client=warn")
+    }
+
+    /// [`Appliance::spawn`] with `rust_log` as its `RUST_LOG` (a benchmark
+    /// reading debug lines of one target).
+    pub fn spawn_logging(name: &str, args: &[String], rust_log: &str) -> Appliance {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let log = dir.path().join(format!("{name}.log"));
@@ -106,7 +112,7 @@ impl Appliance {
         let child = Command::new(binary)
             .args(args)
             .args(["--listen", &format!("127.0.0.1:{port}")])
-            .env("RUST_LOG", "info,zookeeper_client=warn")
+            .env("RUST_LOG", rust_log)
             .env("RUST_BACKTRACE", "0")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())

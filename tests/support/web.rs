@@ -400,7 +400,7 @@ impl TestCore {
     fn succeed(&self, command: Command) {
         let mut s = (**self.snapshots.borrow()).clone();
         s.at += 1.0;
-        let Command { request, reply } = command;
+        let Command { request, reply, .. } = command;
         let answer = |answer: Answer| drop(reply.send(answer));
         match request {
             CoreRequest::Reconcile(kind) => {

@@ -16,6 +16,7 @@
 
 mod calls;
 mod store;
+mod timing;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -36,7 +37,7 @@ use super::{CoreDeps, TermOutcome};
 use crate::mesos::client::{ClientConfig, ClientEvent, SchedulerClient};
 use crate::mesos::operator::OperatorClient;
 use crate::mesos::v1::scheduler::event;
-use crate::scheduler::commands::{Command, Reply};
+use crate::scheduler::commands::Command;
 use crate::scheduler::config::CoreConfig;
 use crate::scheduler::ids::IdSource;
 use crate::scheduler::snapshot::{EventKind, FrameworkState, Snapshot};
@@ -44,6 +45,7 @@ use crate::util::unix_now_secs;
 
 use calls::{CallLanes, SharedClient};
 use store::StoreLane;
+use timing::Waiting;
 
 /// Inputs handled before [`Machine::settle`] runs.
 const BATCH: usize = 1024;
@@ -58,8 +60,9 @@ enum Msg {
     Input(Input),
     /// A batch of task writes ended.
     StoreBatch(Vec<(RequestId, StoreResult)>),
-    /// A store operation other than a task write ended.
-    Stored(RequestId, StoreResult),
+    /// A store operation other than a task write ended, at the instant
+    /// given.
+    Stored(RequestId, StoreResult, std::time::Instant),
 }
 
 /// Spawns work that stops when the term ends.
@@ -117,6 +120,7 @@ pub async fn run_term(
         results,
         results_tx,
         replies: HashMap::new(),
+        replied: false,
         next_reply: 0,
         wake_at: None,
         outcome: None,
@@ -168,7 +172,9 @@ struct Runner<'a> {
     calls: CallLanes,
     results: mpsc::UnboundedReceiver<Msg>,
     results_tx: mpsc::UnboundedSender<Msg>,
-    replies: HashMap<ReplyId, Reply>,
+    replies: HashMap<ReplyId, Waiting>,
+    /// A command was answered since the last yield.
+    replied: bool,
     next_reply: u64,
     wake_at: Option<Instant>,
     outcome: Option<TermOutcome>,
@@ -207,11 +213,19 @@ impl Runner<'_> {
                     self.feed(machine, Input::Tick);
                 }
             }
+            let round = std::time::Instant::now();
             self.drain(machine, commands);
             self.report_inbox(machine);
+            if std::mem::take(&mut self.replied) {
+                // An answer's handler, woken into this worker's LIFO slot,
+                // goes before the settle's pass and snapshot, not after.
+                tokio::task::yield_now().await;
+            }
+            let drained = std::time::Instant::now();
             let effects = machine.settle(Instant::now());
             self.deps.metrics.record(&machine.take_stats());
             self.perform(effects);
+            timing::round(drained - round, drained.elapsed());
             // Let the tasks this round woke run before the next: a command's
             // HTTP handler woken by its answer waits in this worker's queue
             // (tokio's LIFO slot, which no other worker takes) until the
@@ -266,7 +280,8 @@ impl Runner<'_> {
                 }
                 self.store.pump();
             }
-            Msg::Stored(id, result) => {
+            Msg::Stored(id, result, done_at) => {
+                timing::result_read(done_at.elapsed());
                 self.store.single_done();
                 self.feed(machine, Input::Stored { id, result });
                 self.store.pump();
@@ -403,7 +418,9 @@ impl Runner<'_> {
     fn command(&mut self, machine: &mut Machine, command: Command) {
         self.next_reply += 1;
         let id = ReplyId(self.next_reply);
-        self.replies.insert(id, command.reply);
+        let kind = command.request.name();
+        self.replies
+            .insert(id, Waiting::new(command.reply, kind, command.sent_at));
         let request = command.request;
         self.feed(machine, Input::Command { id, request });
     }
@@ -547,9 +564,11 @@ impl Runner<'_> {
     }
 
     fn reply(&mut self, id: ReplyId, answer: Answer) {
-        if let Some(reply) = self.replies.remove(&id) {
+        if let Some(waiting) = self.replies.remove(&id) {
+            waiting.answered();
+            self.replied = true;
             // The requester may have given up (its handler timed out).
-            let _ = reply.send(answer);
+            let _ = waiting.reply.send(answer);
         }
     }
 }

@@ -153,6 +153,8 @@ impl StoreLane {
         let results = self.results.clone();
         let drains = RecordStore::<DrainRecord>::new(self.coordinator.clone(), RecordKind::Drains);
         self.work.spawn(async move {
+            let started = std::time::Instant::now();
+            let name = super::timing::op_name(&op);
             let result = match op {
                 StoreOp::ListJobs
                 | StoreOp::PutJob(..)
@@ -162,7 +164,8 @@ impl StoreLane {
                 | StoreOp::DeleteRun(..) => run_job_op(&jobs, op).await,
                 op => run_single(coordinator.as_ref(), &tasks, &services, &drains, op).await,
             };
-            let _ = results.send(Msg::Stored(id, result));
+            super::timing::stored(name, started.elapsed());
+            let _ = results.send(Msg::Stored(id, result, std::time::Instant::now()));
         });
     }
 }
@@ -392,7 +395,7 @@ mod tests {
                     );
                     lane.batch_done();
                 }
-                Msg::Stored(id, result) => {
+                Msg::Stored(id, result, _) => {
                     assert_eq!(id, command);
                     assert!(matches!(result, StoreResult::Written(Ok(_))), "{result:?}");
                     command_after = Some(batches);
@@ -605,7 +608,7 @@ mod tests {
         // Released: the command's write is answered, then the backlog flows.
         gate.open();
         match next(&mut rx).await {
-            Msg::Stored(id, StoreResult::Written(Ok(_))) => assert_eq!(id, command),
+            Msg::Stored(id, StoreResult::Written(Ok(_)), _) => assert_eq!(id, command),
             _ => panic!("the command's write is answered next"),
         }
         lane.single_done();

@@ -1,0 +1,117 @@
+//! Where a command's time goes, as `debug` lines of target
+//! `command_timing` (off unless asked for, e.g.
+//! `RUST_LOG=info,command_timing=debug`; `benches/harness` reads them):
+//!
+//! - `answered`: a command's reply left the core. `queued_ms` is the web
+//!   handler's send → the core taking it (the core was busy: a round of
+//!   inputs, a pass, a snapshot); `core_ms` the core taking it → its reply
+//!   (its ZooKeeper write and the wait for the core to read the write's
+//!   result included);
+//! - `stored`: a ZooKeeper operation other than a task write ended (a
+//!   command's write among them): `write_ms` is the operation itself
+//!   (ZooKeeper serves a session's requests in order: task batches sent
+//!   before it included);
+//! - `result`: the core read that operation's result `waited_ms` after it
+//!   came (the core was busy meanwhile);
+//! - `round`: a round of the core (inputs drained, then the settle) took
+//!   longer than [`SLOW_ROUND`], with its two parts: what a command that
+//!   arrives meanwhile waits.
+//!
+//! The handler's side (`SchedulerHandle::request`) logs `received`: its
+//! send → the answer in hand (`total_ms`); the rest of an HTTP answer's
+//! time is the handler's own work and the response.
+
+use std::time::{Duration, Instant};
+
+use crate::scheduler::commands::Reply;
+use crate::scheduler::core::io::StoreOp;
+
+/// Rounds at least this long are logged.
+pub(super) const SLOW_ROUND: Duration = Duration::from_millis(10);
+
+/// A command the core took and has not answered yet.
+pub(super) struct Waiting {
+    pub(super) reply: Reply,
+    kind: &'static str,
+    sent_at: Instant,
+    taken_at: Instant,
+}
+
+impl Waiting {
+    /// A command of `kind` sent at `sent_at`, taken by the core now.
+    pub(super) fn new(reply: Reply, kind: &'static str, sent_at: Instant) -> Waiting {
+        Waiting {
+            reply,
+            kind,
+            sent_at,
+            taken_at: Instant::now(),
+        }
+    }
+
+    /// Logs its times as it is answered.
+    pub(super) fn answered(&self) {
+        tracing::debug!(
+            target: "command_timing",
+            kind = self.kind,
+            queued_ms = ms(self.taken_at.saturating_duration_since(self.sent_at)),
+            core_ms = ms(self.taken_at.elapsed()),
+            "answered"
+        );
+    }
+}
+
+/// Logs a ZooKeeper operation `op` (not a task write) that took `write`.
+pub(super) fn stored(op: &'static str, write: Duration) {
+    tracing::debug!(target: "command_timing", op, write_ms = ms(write), "stored");
+}
+
+/// `op`'s name in the `stored` lines.
+pub(super) fn op_name(op: &StoreOp) -> &'static str {
+    match op {
+        StoreOp::ReadFrameworkId => "read_framework_id",
+        StoreOp::StoreFrameworkId(_) => "store_framework_id",
+        StoreOp::DeleteFrameworkId => "delete_framework_id",
+        StoreOp::ReadDeployment => "read_deployment",
+        StoreOp::WriteDeployment(..) => "write_deployment",
+        StoreOp::ListServices => "list_services",
+        StoreOp::PutService(..) => "put_service",
+        StoreOp::DeleteService(..) => "delete_service",
+        StoreOp::ListTasks => "list_tasks",
+        StoreOp::ReadTask(_) => "read_task",
+        StoreOp::PutTask(..) => "put_task",
+        StoreOp::DeleteTask(..) => "delete_task",
+        StoreOp::DeleteAllTasks => "delete_all_tasks",
+        StoreOp::AppendAudit(_) => "append_audit",
+        StoreOp::ListDrains => "list_drains",
+        StoreOp::PutDrain(..) => "put_drain",
+        StoreOp::ListJobs => "list_jobs",
+        StoreOp::PutJob(..) => "put_job",
+        StoreOp::DeleteJob(..) => "delete_job",
+        StoreOp::ListRuns => "list_runs",
+        StoreOp::PutRun(..) => "put_run",
+        StoreOp::DeleteRun(..) => "delete_run",
+    }
+}
+
+/// Logs that the core read an operation's result `waited` after it came.
+pub(super) fn result_read(waited: Duration) {
+    tracing::debug!(target: "command_timing", waited_ms = ms(waited), "result");
+}
+
+/// Logs a round that took `drain + settle` if that is at least
+/// [`SLOW_ROUND`].
+pub(super) fn round(drain: Duration, settle: Duration) {
+    if drain + settle >= SLOW_ROUND {
+        tracing::debug!(
+            target: "command_timing",
+            drain_ms = ms(drain),
+            settle_ms = ms(settle),
+            "round"
+        );
+    }
+}
+
+/// Milliseconds with a tenth's precision.
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 10_000.0).round() / 10.0
+}
