@@ -353,15 +353,24 @@ async fn reconcile_all(
                 return Ok(None);
             };
             let summary = &state["reconciliation"];
-            let last = &summary["last"];
+            let (last, running) = (&summary["last"], &summary["running"]);
+            let explicit = |run: &Value| run["kind"] == "explicit";
+            // An explicit run at or after the one named is still going.
+            if explicit(running) && running["id"].as_u64() >= Some(run_id) {
+                return Ok(None);
+            }
+            // The run named, or the explicit run it became (a queued
+            // request's run may be superseded or folded into the next
+            // subscription's run, which then carries another number): the
+            // newest explicit run that ended; `check` below tells one that
+            // asked about too few tasks.
             match last["id"].as_u64() {
-                Some(id) if id == run_id => Ok(Run::from(last)),
-                // A later run ended: this one was never seen to end.
-                Some(id) if id > run_id && summary["running"]["id"].as_u64() != Some(run_id) => {
-                    Err(format!(
-                        "reconciliation run {run_id} ended unseen (last is {id})"
-                    ))
-                }
+                Some(id) if id >= run_id && explicit(last) => Ok(Run::from(last)),
+                // A later implicit run ended after it: its end was missed.
+                Some(id) if id > run_id => Err(format!(
+                    "the explicit reconciliation (run {run_id} or after) ended unseen \
+                     (last is implicit run {id})"
+                )),
                 _ => Ok(None),
             }
         })
