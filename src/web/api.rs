@@ -81,7 +81,8 @@ pub(crate) async fn tasks_view(
     query: TaskQuery,
 ) -> Result<TasksView, AppError> {
     let d = state.derived(&s).await;
-    tokio::task::spawn_blocking(move || TasksView::new(&s, &d, &query))
+    state
+        .off_workers(move || TasksView::new(&s, &d, &query))
         .await
         .map_err(|e| AppError::internal(format!("the tasks view failed: {e}")))?
 }

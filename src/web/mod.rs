@@ -314,6 +314,10 @@ pub struct App {
     pub events: event_stream::Hub,
     /// The aggregates of the latest snapshot seen (see [`App::derived`]).
     derived: Arc<views::DerivedCache>,
+    /// Slots for page work done off the async workers ([`App::off_workers`]):
+    /// one per core, so a burst of task-list requests queues instead of
+    /// taking a blocking thread each (tokio allows 512).
+    page_work: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -346,6 +350,9 @@ impl AppState {
             leader_history: std::sync::Mutex::new(None),
             shutdown: CancellationToken::new(),
             derived: Arc::default(),
+            page_work: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+            )),
         }))
     }
 }
@@ -381,11 +388,30 @@ impl App {
             return d;
         }
         let (cache, snapshot) = (self.derived.clone(), s.clone());
-        match tokio::task::spawn_blocking(move || cache.get(&snapshot)).await {
+        match self.off_workers(move || cache.get(&snapshot)).await {
             Ok(d) => d,
             // The runtime is shutting down: answer anyway.
             Err(_) => self.derived.get(s),
         }
+    }
+
+    /// Runs CPU-heavy page work `f` on tokio's blocking pool, at most one
+    /// job per core at once (the others wait their turn here, not in
+    /// threads of their own).
+    ///
+    /// # Errors
+    /// The job panicked or the runtime is shutting down.
+    pub(crate) async fn off_workers<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        // The semaphore is never closed.
+        let slot = self.page_work.clone().acquire_owned().await.ok();
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            f()
+        })
+        .await
     }
 
     /// The leader's history for `window` if read from `leader` lately.
@@ -750,4 +776,60 @@ pub async fn serve_on(
     });
     tracing::info!(%addr, scheme, "web layer listening");
     Ok(Server { addr, task })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::AppState;
+
+    /// A web layer over a standby snapshot and an in-memory coordinator.
+    pub(crate) fn state() -> AppState {
+        use crate::coordination::memory::MemoryCoordinator;
+        use crate::coordination::{ReplicaInfo, Strategy};
+        use crate::scheduler::{SchedulerHandle, Snapshot};
+        let replica = ReplicaInfo::new("http://127.0.0.1:8080", "d", "0");
+        let snapshot = Snapshot::standby(replica.clone(), "fw", "*", Strategy::Failover);
+        let (_, snapshots) = tokio::sync::watch::channel(Arc::new(snapshot));
+        let (commands, _) = tokio::sync::mpsc::channel(1);
+        AppState::new(
+            super::WebConfig::new("127.0.0.1:0".parse().unwrap(), "http://127.0.0.1:8080"),
+            SchedulerHandle::new(commands, snapshots),
+            Arc::new(MemoryCoordinator::new(replica)),
+            Arc::new(crate::scheduler::metrics::registry()),
+        )
+    }
+
+    #[tokio::test]
+    async fn page_work_runs_at_most_one_job_per_core_at_once() {
+        let state = state();
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let jobs = (0..cores * 4).map(|i| {
+            let (running, most) = (running.clone(), most.clone());
+            let state = state.clone();
+            async move {
+                state
+                    .off_workers(move || {
+                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(20));
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        i
+                    })
+                    .await
+                    .unwrap()
+            }
+        });
+        let done = futures::future::join_all(jobs).await;
+        assert_eq!(done, (0..cores * 4).collect::<Vec<_>>());
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            cores,
+            "at most one per core, all used"
+        );
+    }
 }

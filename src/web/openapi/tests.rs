@@ -1,12 +1,12 @@
 //! The document is valid OpenAPI 3.1, complete and in step with the router.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use serde_json::Value;
 use tower::ServiceExt;
 
 use super::*;
+use crate::web::tests::state;
 
 fn doc() -> Value {
     serde_json::to_value(openapi()).expect("the document serializes")
@@ -155,22 +155,6 @@ fn concrete(path: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("/")
-}
-
-fn state() -> AppState {
-    use crate::coordination::memory::MemoryCoordinator;
-    use crate::coordination::{ReplicaInfo, Strategy};
-    use crate::scheduler::{SchedulerHandle, Snapshot};
-    let replica = ReplicaInfo::new("http://127.0.0.1:8080", "d", "0");
-    let snapshot = Snapshot::standby(replica.clone(), "fw", "*", Strategy::Failover);
-    let (_, snapshots) = tokio::sync::watch::channel(Arc::new(snapshot));
-    let (commands, _) = tokio::sync::mpsc::channel(1);
-    AppState::new(
-        crate::web::WebConfig::new("127.0.0.1:0".parse().unwrap(), "http://127.0.0.1:8080"),
-        SchedulerHandle::new(commands, snapshots),
-        Arc::new(MemoryCoordinator::new(replica)),
-        Arc::new(crate::scheduler::metrics::registry()),
-    )
 }
 
 /// Each documented operation reaches a handler of the full router: not
