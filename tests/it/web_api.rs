@@ -558,6 +558,25 @@ async fn serve_refuses_unprotected_addresses() {
         .unwrap();
 }
 
+/// `/api/v1/stream` of the server at `addr`, its first snapshot read.
+async fn live_stream(
+    addr: std::net::SocketAddr,
+) -> impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin {
+    use futures::StreamExt;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut live = Box::pin(
+        reqwest::Client::new()
+            .get(format!("http://{addr}/api/v1/stream"))
+            .send()
+            .await
+            .unwrap()
+            .bytes_stream(),
+    );
+    let first = live.next().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+    live
+}
+
 #[tokio::test]
 async fn clients_that_never_finish_their_headers_are_cut_off() {
     use mesos_appliance::web::serve;
@@ -570,16 +589,8 @@ async fn clients_that_never_finish_their_headers_are_cut_off() {
         .await
         .unwrap();
     // A live stream is past its headers: the timeout does not touch it.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut live = reqwest::Client::new()
-        .get(format!("http://{}/api/v1/stream", server.addr))
-        .send()
-        .await
-        .unwrap()
-        .bytes_stream();
     use futures::StreamExt;
-    let first = live.next().await.unwrap().unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
+    let mut live = live_stream(server.addr).await;
 
     let started = std::time::Instant::now();
     // Half a request whose headers never end, and a connection that says
@@ -743,15 +754,7 @@ async fn at_the_connection_cap_idle_connections_make_room_and_busy_ones_are_wait
     // stream, a new request waits in the backlog until one ends.
     let mut streams = Vec::new();
     for _ in 0..8 {
-        let mut live = reqwest::Client::new()
-            .get(format!("http://{}/api/v1/stream", server.addr))
-            .send()
-            .await
-            .unwrap()
-            .bytes_stream();
-        let first = live.next().await.unwrap().unwrap();
-        assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
-        streams.push(live);
+        streams.push(live_stream(server.addr).await);
     }
     let waited = client
         .get(format!("http://{}/healthz", server.addr))
