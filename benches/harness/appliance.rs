@@ -247,6 +247,7 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
         testbed_memory: testbed.memory(),
         cpu: cpu_time(replica.pid()).unwrap_or_default(),
         testbed_cpu: testbed.cpu_time(),
+        calls: testbed.call_counts(&reqwest::Client::new()).await,
         pages,
     })
 }

@@ -123,6 +123,7 @@ pub async fn run(client: Client, tasks: usize, agents: usize) -> Result<Figures,
         testbed_memory: testbed.memory(),
         cpu: cpu_time(pid).unwrap_or_default(),
         testbed_cpu: testbed.cpu_time(),
+        calls: testbed.call_counts(&reqwest::Client::new()).await,
         pages: Vec::new(),
     };
     let _ = child.kill().await;

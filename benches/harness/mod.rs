@@ -42,6 +42,8 @@ pub struct Figures {
     pub cpu: Duration,
     /// CPU time its testbed used by then.
     pub testbed_cpu: Duration,
+    /// Calls the testbed received by the end of the run, by type.
+    pub calls: Vec<(String, u64)>,
     /// Pages and JSON endpoints timed after the reconciliation (the
     /// appliance only): each one's path and latencies.
     pub pages: Vec<(String, Vec<Duration>)>,

@@ -78,7 +78,21 @@ pub fn print_size(r: &SizeResults) {
             ),
         }
     }
-    for (name, run) in [("floor", &r.floor), ("pymesos", &r.pymesos)] {
+    for (name, run) in [
+        ("floor", &r.floor),
+        ("pymesos", &r.pymesos),
+        ("appliance", &r.appliance),
+    ] {
+        if let Some(f) = ok(run).filter(|f| !f.calls.is_empty()) {
+            let calls: Vec<String> = f.calls.iter().map(|(t, n)| format!("{t} {n}")).collect();
+            println!("  {name} calls to its testbed: {}", calls.join(", "));
+        }
+    }
+    for (name, run) in [
+        ("floor", &r.floor),
+        ("pymesos", &r.pymesos),
+        ("appliance", &r.appliance),
+    ] {
         if let Some(f) = ok(run).filter(|f| !f.phases.is_empty()) {
             let steps: Vec<String> = f
                 .phases

@@ -58,6 +58,30 @@ impl TestbedProcess {
         cpu_time(self.child.id()).unwrap_or_default()
     }
 
+    /// How many calls of each type the testbed received so far, by type
+    /// name (`counts` of `GET /testbed/calls`); empty if it did not answer.
+    pub async fn call_counts(&self, http: &reqwest::Client) -> Vec<(String, u64)> {
+        let answer = async {
+            let body: serde_json::Value = http
+                .get(format!("{}/testbed/calls?limit=1", self.url))
+                .timeout(std::time::Duration::from_secs(5))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            let counts = body["counts"].as_object()?;
+            Some(
+                counts
+                    .iter()
+                    .filter_map(|(t, n)| Some((t.clone(), n.as_u64()?)))
+                    .collect(),
+            )
+        };
+        answer.await.unwrap_or_default()
+    }
+
     /// Arrival times (UNIX seconds) of the SUBSCRIBE calls the testbed
     /// answered with 200, oldest first (`GET /testbed/calls?type=SUBSCRIBE`).
     pub async fn subscribed_at(&self, http: &reqwest::Client) -> Result<Vec<f64>, String> {

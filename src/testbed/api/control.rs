@@ -3,7 +3,7 @@
 //!
 //! | method and path | effect |
 //! |---|---|
-//! | `GET /testbed/calls[?type=T&since=SEQ&limit=N]` | `{"calls": [CallRecord…], "next", "first", "evicted"}`: a page of the calls received (of type `T`, e.g. `SUBSCRIBE`; unknown types are 400), oldest first from `since`, at most `limit` (1000 by default, 10000 at most); `next` is the `since` of the next page (`null` at the end), `first` the oldest kept, `evicted` how many the bounded log forgot |
+//! | `GET /testbed/calls[?type=T&since=SEQ&limit=N]` | `{"calls": [CallRecord…], "next", "first", "evicted", "counts"}`: a page of the calls received (of type `T`, e.g. `SUBSCRIBE`; unknown types are 400), oldest first from `since`, at most `limit` (1000 by default, 10000 at most); `next` is the `since` of the next page (`null` at the end), `first` the oldest kept, `evicted` how many the bounded log forgot, `counts` every call received so far by type (evicted ones included) |
 //! | `GET /testbed/tasks` | `{"tasks": [TaskView…]}`: live and unreachable tasks, then completed ones (`"completed": true`) with their terminal state |
 //! | `GET /testbed/frameworks` | `{"frameworks": [FrameworkView…]}` (completed ones too) |
 //! | `GET /testbed/agents` | `{"agents": [AgentView…]}` |

@@ -13,8 +13,11 @@
 //! pointers under the master's lock and turns them into JSON after
 //! releasing it ([`CallLog::page`], [`render`]): an inspection read never
 //! holds the master while it renders (`docs/testbed.md#inspection`).
+//! Besides the ring, the log counts every call it ever recorded by type
+//! ([`CallLog::counts`]), evicted or not: what a benchmark compares between
+//! two schedulers (how many ACCEPTs, DECLINEs, ACKNOWLEDGEs each needed).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -139,6 +142,8 @@ pub(crate) struct CallLog {
     bytes: usize,
     /// Entries evicted to stay within the bounds.
     evicted: u64,
+    /// Calls recorded so far, by type name, evicted ones included.
+    counts: BTreeMap<&'static str, u64>,
     max_calls: usize,
     max_bytes: usize,
 }
@@ -161,6 +166,8 @@ pub(crate) struct Selection {
 /// A page of the log: shared entries, cheap to take under the lock.
 #[derive(Debug)]
 pub(crate) struct Page {
+    /// Calls recorded so far by type name, evicted ones included.
+    pub counts: BTreeMap<&'static str, u64>,
     pub entries: Vec<Arc<Entry>>,
     /// The `since` that reads on after this page, if more calls matched.
     pub next: Option<u64>,
@@ -179,6 +186,7 @@ impl CallLog {
             next: 0,
             bytes: 0,
             evicted: 0,
+            counts: BTreeMap::new(),
             max_calls: max_calls.max(1),
             max_bytes,
         }
@@ -231,6 +239,7 @@ impl CallLog {
             }),
         };
         self.next += 1;
+        *self.counts.entry(entry.call_type).or_default() += 1;
         self.bytes += entry.cost();
         self.records.push_back(Arc::new(entry));
         while self.records.len() > self.max_calls
@@ -269,6 +278,7 @@ impl CallLog {
         let entries: Vec<Arc<Entry>> = matching.by_ref().take(selection.limit).cloned().collect();
         let next = matching.next().map(|e| e.seq);
         Page {
+            counts: self.counts.clone(),
             entries,
             next,
             evicted: self.evicted,
@@ -294,7 +304,9 @@ pub(crate) fn known_types() -> Vec<&'static str> {
 }
 
 /// `page` as the JSON body of `GET /testbed/calls`:
-/// `{"calls": [CallRecord…], "next": seq|null, "first": seq, "evicted": n}`.
+/// `{"calls": [CallRecord…], "next": seq|null, "first": seq, "evicted": n,
+/// "counts": {"ACCEPT": n, …}}` (`counts`: every call recorded so far by
+/// type, whatever the selection).
 /// Each record is decoded, written and dropped in turn, so the memory it
 /// takes is the body plus one record. Run it off the async workers
 /// (`spawn_blocking`) for a big page.
@@ -311,6 +323,7 @@ pub(crate) fn render(page: &Page) -> Vec<u8> {
         "next": page.next,
         "first": page.first,
         "evicted": page.evicted,
+        "counts": page.counts,
     });
     let tail = tail.to_string();
     // `tail` is `{…}`: its fields follow the array.
@@ -463,6 +476,11 @@ mod tests {
         assert_eq!(
             (&body["next"], &body["first"], &body["evicted"]),
             (&serde_json::Value::Null, &30.into(), &30.into())
+        );
+        // The counts cover every call recorded, the 30 evicted ones too.
+        assert_eq!(
+            body["counts"],
+            serde_json::json!({"ACKNOWLEDGE": 65, "DECLINE": 65})
         );
     }
 
