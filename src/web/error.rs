@@ -476,8 +476,9 @@ pub mod responses {
     #[response(status = 409, content_type = "application/problem+json")]
     pub struct Conflict(pub Problem);
 
-    /// 503: no leader known, or the store or the core did not answer in
-    /// time (`Retry-After`).
+    /// 503: no leader known, the store or the core did not answer in
+    /// time, or (live streams) every place for a stream is taken
+    /// (`Retry-After`).
     #[derive(utoipa::IntoResponses)]
     #[response(status = 503, content_type = "application/problem+json")]
     pub struct Unavailable(pub Problem);

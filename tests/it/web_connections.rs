@@ -1,5 +1,7 @@
 //! The web layer's connections as `serve` runs them: the header read
-//! timeout, bounded and stalled bodies, and the connection cap.
+//! timeout, bounded and stalled bodies, the connection cap (idle
+//! connections make room; live streams leave room for requests that end)
+//! and the send timeout for clients that stop reading.
 
 use crate::support;
 
@@ -139,7 +141,8 @@ async fn oversized_and_stalled_bodies_are_answered_not_waited_for() {
 }
 
 #[tokio::test]
-async fn at_the_connection_cap_idle_connections_make_room_and_busy_ones_are_waited_for() {
+async fn at_the_connection_cap_idle_connections_make_room_and_live_streams_leave_room_for_requests()
+{
     use futures::StreamExt;
     use mesos_appliance::web::serve;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -199,28 +202,46 @@ async fn at_the_connection_cap_idle_connections_make_room_and_busy_ones_are_wait
     );
     drop(stalled);
 
-    // Connections serving a request are never cut: with every slot a live
-    // stream, a new request waits in the backlog until one ends.
+    // Live streams take at most three quarters of the slots (6 of 8): the
+    // next one, whichever stream it asks for, is refused with a problem
+    // and Retry-After instead of locking every other client out.
     let mut streams = Vec::new();
-    for _ in 0..8 {
+    for _ in 0..6 {
         streams.push(live_stream(server.addr).await);
     }
-    let waited = client
-        .get(format!("http://{}/healthz", server.addr))
-        .timeout(Duration::from_millis(700))
-        .send()
-        .await;
-    assert!(
-        waited.is_err(),
-        "served while every slot streamed: {waited:?}"
-    );
+    for path in ["/api/v1/stream", "/v2/events"] {
+        let refused = client
+            .get(format!("http://{}{path}", server.addr))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 503, "{path}");
+        assert_eq!(refused.headers()["retry-after"], "5", "{path}");
+        let problem: serde_json::Value = refused.json().await.unwrap();
+        assert_eq!(
+            problem["type"], "urn:mesos-appliance:problem:too-many-streams",
+            "{path}"
+        );
+    }
+    // The other slots serve requests that end, at once, again and again.
+    for _ in 0..10 {
+        let started = std::time::Instant::now();
+        let health = client
+            .get(format!("http://{}/healthz", server.addr))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(health.status(), 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // A stream that ends frees its place for the next.
     streams.pop();
-    let health = client
-        .get(format!("http://{}/healthz", server.addr))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status(), 200);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    streams.push(live_stream(server.addr).await);
     // The streams still flow.
     let mut s = web.snapshot();
     s.at += 1.0;
@@ -229,4 +250,54 @@ async fn at_the_connection_cap_idle_connections_make_room_and_busy_ones_are_wait
         let next = tokio::time::timeout(Duration::from_secs(5), live.next()).await;
         assert!(matches!(next, Ok(Some(Ok(_)))), "a live stream was cut");
     }
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_a_response_is_cut_off_after_the_send_timeout() {
+    use mesos_appliance::executor::info::ServedExecutor;
+    use mesos_appliance::web::serve;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A response far larger than the socket buffers can hold (loopback's
+    // send buffer grows to 4 MiB by default, net.ipv4.tcp_wmem).
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let size = 48 << 20;
+    std::fs::write(file.path(), vec![7u8; size]).unwrap();
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.executor_binary = Some(ServedExecutor::open(file.path()).unwrap());
+    config.send_timeout = Duration::from_secs(1);
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let server = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap();
+    // Ask for it with a small receive window and read nothing for longer
+    // than the send timeout.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut conn = socket.connect(server.addr).await.unwrap();
+    conn.write_all(b"GET /executor/mesos-appliance-executor HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The server gave up: what it had sent, then the end of the connection
+    // (before the whole body; a keep-alive connection would stay open).
+    let mut got = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut chunk = vec![0u8; 1 << 16];
+        loop {
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "still open after {} bytes", got.len());
+    assert!(got.len() < size, "the whole body came: {} bytes", got.len());
+    // Other clients are served as ever.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let health = reqwest::get(format!("http://{}/healthz", server.addr))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
 }
