@@ -68,7 +68,8 @@
 //! | GET | `/metrics` | anyone | OpenMetrics text |
 //! | GET | `/executor/<version>/mesos-appliance-executor` | anyone | the executor binary, for the Mesos fetcher (404 unless configured, or for another version) |
 //! | GET | `/executor/mesos-appliance-executor` | anyone | the same binary at the unversioned path older releases advertised |
-//! | GET | `/static/{file}` | anyone | CSS / JS |
+//! | GET | `/static/{file}` | anyone | CSS / JS / the icon |
+//! | GET | `/favicon.ico` | anyone | the icon (SVG) |
 //!
 //! Anything else: 404, an HTML page or (under `/api/`) a JSON problem; a
 //! known path with the wrong method: 405 with `Allow`. Bodies are limited
@@ -518,6 +519,7 @@ pub fn router(state: AppState) -> Router {
             post(agents::post_cancel_drain),
         )
         .route("/login", get(pages::login).post(forms::post_login))
+        .route("/favicon.ico", get(pages::favicon))
         .route("/logout", post(forms::post_logout))
         .merge(job_pages::routes())
         .merge(service_pages::routes())

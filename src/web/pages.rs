@@ -625,6 +625,12 @@ pub async fn asset(PagePath(file): PagePath<String>) -> Response {
     compiled_in(&file)
 }
 
+/// `GET /favicon.ico`: the icon, where browsers look when a page (a JSON
+/// document, say) links none.
+pub async fn favicon() -> Response {
+    compiled_in("favicon.svg")
+}
+
 fn compiled_in(name: &str) -> Response {
     super::assets::embedded(name).unwrap_or_else(|| {
         AppError::not_found(format!("no asset {name:?}"))

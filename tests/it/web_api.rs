@@ -449,7 +449,18 @@ async fn assets_and_security_headers() {
     assert_eq!(r.header("content-type"), Some("text/css; charset=utf-8"));
     let r = web.send(get("/static/app.js")).await;
     assert!(r.text().contains("EventSource"));
+    // The icon, where pages link it and where browsers look by default.
+    for path in ["/static/favicon.svg", "/favicon.ico"] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}");
+        assert_eq!(r.header("content-type"), Some("image/svg+xml"), "{path}");
+        assert!(r.text().starts_with("<svg"), "{path}");
+    }
     let r = web.send(get("/")).await;
+    assert!(
+        r.text()
+            .contains(r#"<link rel="icon" href="/static/favicon.svg?v="#)
+    );
     assert_eq!(r.header("x-frame-options"), Some("DENY"));
     assert!(
         r.header("content-security-policy")
@@ -766,7 +777,7 @@ async fn the_marathon_subset_answers_marathon_json_under_all_of_v2() {
     let missing = web.send(get("/v2/apps/nope/tasks")).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     assert_eq!(missing.json()["message"], "App '/nope' does not exist");
-    for path in ["/v2/info", "/v2/leader", "/v2/groups/x", "/v2"] {
+    for path in ["/v2/info", "/v2/leader", "/v2/groups/x", "/v2", "/v2/"] {
         let r = web.send(get(path)).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
         assert!(
@@ -774,6 +785,14 @@ async fn the_marathon_subset_answers_marathon_json_under_all_of_v2() {
             "{path}"
         );
     }
+    // An ID that is not UTF-8 once decoded: Marathon's body too.
+    let r = web.send(get("/v2/apps/%FF")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(
+        r.json()["message"].as_str().unwrap().contains("UTF-8"),
+        "{}",
+        r.text()
+    );
     for (method, path) in [
         (Method::POST, "/v2/apps"),
         (Method::PUT, "/v2/apps/web"),
