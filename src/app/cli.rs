@@ -27,7 +27,9 @@ pub mod exit {
     /// Fenced: a newer deployment (`upgrade` or `hard`) took over; do not
     /// restart this replica with the same configuration.
     pub const FENCED: u8 = 3;
-    /// `uninstall` could not finish; nothing was deleted from ZooKeeper.
+    /// `uninstall` could not finish: before deleting anything from
+    /// ZooKeeper, or partway through deleting the subtree (the message
+    /// says which).
     pub const UNINSTALL_FAILED: u8 = 4;
 }
 
@@ -212,7 +214,8 @@ Exit codes:
   1  runtime failure
   2  bad flags or configuration
   3  fenced by a newer deployment (do not restart with the same configuration)
-  4  uninstall failed (nothing deleted from ZooKeeper)";
+  4  uninstall failed: before deleting anything, or partway through deleting
+     the ZooKeeper subtree (its message says which; run it again once fixed)";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]

@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 use super::cli::{CommonArgs, Defaults, DemoArgs, exit};
 use super::serve::web_config;
 use super::{
-    advertised_url, bind, core_config, load_services, replica_info, start_replica_on, stop_signal,
+    advertised_url, bind_listen, core_config, load_services, replica_info, start_replica_on,
+    stop_signal,
 };
 use crate::coordination::memory::MemoryCoordinator;
 use crate::mesos::client::ClientConfig;
@@ -140,7 +141,11 @@ pub async fn run(common: CommonArgs, args: DemoArgs) -> ExitCode {
     }
 }
 
-async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
+async fn demo(mut common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
+    // First: the port bound is the one advertised (`--listen host:0`).
+    let listener = bind_listen(&mut common)
+        .await
+        .map_err(|e| (exit::FAILURE, e.to_string()))?;
     let advertised = advertised_url(&common);
     let web = web_config(&common, &advertised).map_err(|e| (exit::USAGE, e.0))?;
     let executor = web.executor_binary.as_ref().map(|e| e.path.clone());
@@ -148,9 +153,6 @@ async fn demo(common: CommonArgs, args: DemoArgs) -> Result<(), (u8, String)> {
         Some(path) => load_services(Some(path)).map_err(|e| (exit::USAGE, e.0))?,
         None => sample_services(executor.is_some()),
     };
-    let listener = bind(web.listen)
-        .await
-        .map_err(|e| (exit::FAILURE, e.to_string()))?;
     let testbed = TestbedConfig {
         listen: "127.0.0.1:0".parse().expect("literal address"),
         agents: (0..args.agents)

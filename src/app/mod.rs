@@ -223,6 +223,23 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, web::ServeError> {
         .map_err(|source| web::ServeError::Bind { addr, source })
 }
 
+/// Binds `--listen` ([`bind`]). When it asked for any free port (`:0`),
+/// `common.listen` becomes the address bound, so that the URL this replica
+/// advertises ([`advertised_url`]: Mesos' `webui_url`, the executor's URL,
+/// followers' redirects) names the port that answers, not port 0.
+///
+/// # Errors
+/// [`web::ServeError::Bind`], naming the address.
+pub async fn bind_listen(common: &mut CommonArgs) -> Result<TcpListener, web::ServeError> {
+    let listener = bind(common.listen).await?;
+    if common.listen.port() == 0
+        && let Ok(bound) = listener.local_addr()
+    {
+        common.listen = bound;
+    }
+    Ok(listener)
+}
+
 /// Binds `web_config.listen`, then starts the supervisor and the web layer
 /// on `coordinator` as [`start_replica_on`] does.
 pub async fn start_replica(

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::cli::{ClusterArgs, CommonArgs, Defaults, exit};
 use super::{
-    ConfigError, advertised_url, bind, client_config, core_config, deployment_id, executor_binary,
-    load_services, replica_info, start_replica_on, stop_signal,
+    ConfigError, advertised_url, bind_listen, client_config, core_config, deployment_id,
+    executor_binary, load_services, replica_info, start_replica_on, stop_signal,
 };
 use crate::coordination::Coordinator;
 use crate::coordination::deployment;
@@ -91,7 +91,7 @@ pub fn web_config(common: &CommonArgs, advertised_url: &str) -> Result<WebConfig
     Ok(web)
 }
 
-async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failure> {
+async fn run_inner(mut common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failure> {
     let master = cluster.master.clone().ok_or_else(|| {
         ConfigError("--master is required (http://host:port or zk://host:port/mesos)".into())
     })?;
@@ -102,6 +102,12 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
         .transpose()
         .map_err(|e| ConfigError(format!("--zk: {e}")))?;
     let services = load_services(common.services.as_deref())?;
+    // Before the election (a replica that cannot serve must never lead),
+    // and before the URL is advertised: with `--listen host:0` it names
+    // the port bound.
+    let listener = bind_listen(&mut common)
+        .await
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
     let advertised = advertised_url(&common);
     let web = web_config(&common, &advertised)?;
     let client = client_config(&cluster, &master)?;
@@ -116,10 +122,6 @@ async fn run_inner(common: CommonArgs, cluster: ClusterArgs) -> Result<u8, Failu
     core.deployment_id.clone_from(&deployment);
     let replica = replica_info(&advertised, &deployment);
     tracing::info!(replica = %replica.replica_id, %deployment, strategy = ?core.strategy, "starting replica");
-    // Before the election: a replica that cannot serve must never lead.
-    let listener = bind(web.listen)
-        .await
-        .map_err(|e| Failure::Runtime(e.to_string()))?;
 
     let coordinator: Arc<dyn Coordinator> = match zk {
         None => {

@@ -403,7 +403,7 @@ async fn stored_spec(client: &Client, name: &str) -> Result<Value, CtlError> {
 }
 
 /// Reads a spec file (`-`: standard input): one JSON object or an array of
-/// them, each with a `name`.
+/// them, each with a `name` of its own.
 fn read_specs(path: &std::path::Path) -> Result<Vec<Value>, CtlError> {
     let what = path.display();
     let mut text = String::new();
@@ -432,8 +432,15 @@ fn read_specs(path: &std::path::Path) -> Result<Vec<Value>, CtlError> {
         }
     };
     for (i, spec) in specs.iter().enumerate() {
-        if spec["name"].as_str().is_none_or(str::is_empty) {
+        let Some(name) = spec["name"].as_str().filter(|n| !n.is_empty()) else {
             return Err(CtlError::Usage(format!("{what}: [{i}].name: missing")));
+        };
+        // As a `--services` file: each service once (applied in turn, a
+        // second spec would replace the first).
+        if let Some(first) = specs[..i].iter().position(|s| s["name"] == name) {
+            return Err(CtlError::Usage(format!(
+                "{what}: [{i}].name: {name:?} is [{first}]'s too; give each service once"
+            )));
         }
     }
     if specs.is_empty() {
@@ -737,6 +744,12 @@ mod tests {
             ("42", "not a service spec"),
             ("{", "EOF"),
             ("[]", "no service"),
+            // Applied in turn, the second would silently replace the
+            // first (and `--wait` would wait for a spec no longer there).
+            (
+                r#"[{"name": "a"}, {"name": "b"}, {"name": "a"}]"#,
+                "[2].name: \"a\" is [0]'s too",
+            ),
         ] {
             let e = read_specs(&write("bad.json", text)).unwrap_err();
             assert_eq!(e.exit(), Exit::Usage);

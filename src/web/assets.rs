@@ -1,4 +1,4 @@
-//! CSS and JS from `static/`, compiled into the binary so it serves them
+//! CSS, JS and the icon from `static/`, compiled into the binary so it serves them
 //! from any working directory. With
 //! [`WebConfig::static_dir`](super::WebConfig::static_dir) set, files there
 //! win (tower-http `ServeDir`), for editing without rebuilding. Pages link
@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 
 const CSS: &str = include_str!("../../static/app.css");
 const JS: &str = include_str!("../../static/app.js");
+const ICON: &str = include_str!("../../static/favicon.svg");
 
 /// A short hash of the compiled-in assets, for cache-busting URLs.
 pub fn version() -> &'static str {
@@ -19,6 +20,7 @@ pub fn version() -> &'static str {
         let hash = CSS
             .bytes()
             .chain(JS.bytes())
+            .chain(ICON.bytes())
             .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
             });
@@ -33,6 +35,7 @@ pub fn embedded(name: &str) -> Option<Response> {
     let (content_type, body) = match name {
         "app.css" => ("text/css; charset=utf-8", CSS),
         "app.js" => ("text/javascript; charset=utf-8", JS),
+        "favicon.svg" => ("image/svg+xml", ICON),
         _ => return None,
     };
     Some(

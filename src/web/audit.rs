@@ -145,12 +145,13 @@ pub fn check_reason(reason: Option<&str>) -> Result<Option<String>, AppError> {
             ),
         }]));
     }
-    // Control characters (escape sequences, NUL) and bidirectional
-    // overrides could make an entry display other than it reads; a reason
-    // is one line of plain text.
+    // Control characters (escape sequences, NUL), bidirectional
+    // overrides and the Unicode line and paragraph separators could make
+    // an entry display other than it reads; a reason is one line of plain
+    // text.
     if let Some(c) = reason
         .chars()
-        .find(|&c| c.is_control() || is_bidi_control(c))
+        .find(|&c| c.is_control() || is_bidi_control(c) || matches!(c, '\u{2028}' | '\u{2029}'))
     {
         return Err(AppError::invalid(vec![FieldError {
             field: "reason".into(),
@@ -484,7 +485,14 @@ mod tests {
         assert_eq!(e.status.as_u16(), 400);
         assert_eq!(e.errors[0].field, "reason");
         assert!(e.errors[0].message.contains("102400"), "{:?}", e.errors);
-        for hostile in ["a\u{0}b", "red \u{1b}[31m", "two\nlines", "\u{202E}txt.exe"] {
+        for hostile in [
+            "a\u{0}b",
+            "red \u{1b}[31m",
+            "two\nlines",
+            "\u{202E}txt.exe",
+            "line\u{2028}separator",
+            "paragraph\u{2029}separator",
+        ] {
             let e = check_reason(Some(hostile)).unwrap_err();
             assert_eq!(e.status.as_u16(), 400, "{hostile:?}");
             assert!(

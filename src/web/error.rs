@@ -233,7 +233,9 @@ impl AppError {
             CommandError::LeadershipLost => AppError::not_leader(None, path),
             CommandError::Conflict(_) => AppError::conflict(detail),
             CommandError::Invalid(errors) => AppError::invalid(errors),
-            CommandError::NotFound(_) => AppError::not_found(detail),
+            // The title says "Not found"; the core's own "not found: "
+            // prefix would say it twice.
+            CommandError::NotFound(what) => AppError::not_found(what),
             CommandError::Mesos(_) => AppError::new(
                 StatusCode::BAD_GATEWAY,
                 "mesos",
@@ -476,8 +478,9 @@ pub mod responses {
     #[response(status = 409, content_type = "application/problem+json")]
     pub struct Conflict(pub Problem);
 
-    /// 503: no leader known, or the store or the core did not answer in
-    /// time (`Retry-After`).
+    /// 503: no leader known, the store or the core did not answer in
+    /// time, or (live streams) every place for a stream is taken
+    /// (`Retry-After`).
     #[derive(utoipa::IntoResponses)]
     #[response(status = 503, content_type = "application/problem+json")]
     pub struct Unavailable(pub Problem);
@@ -556,6 +559,21 @@ mod tests {
         assert!(
             detail.contains("/appliance/services/web") && detail.contains("1048600"),
             "{problem}"
+        );
+    }
+
+    /// A missing thing is said once: the title says "Not found", the
+    /// detail names the thing (the audit summary and `ctl` join the two).
+    #[test]
+    fn not_found_from_the_core_does_not_repeat_itself() {
+        let e = AppError::from_command(
+            CommandError::NotFound("service nope".into()),
+            "/api/v1/services/nope",
+        );
+        assert_eq!(e.status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            format!("{}: {}", e.title, e.detail),
+            "Not found: service nope"
         );
     }
 }

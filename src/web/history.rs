@@ -360,14 +360,20 @@ impl Window {
         }
     }
 
-    /// Parses `15m`, `1h` or `6h`; 400 otherwise.
+    /// Parses `15m`, `1h` or `6h` (left out or empty: the default, as a
+    /// form's empty choice); 400 with a field error on `window` otherwise.
     pub fn parse(text: Option<&str>) -> Result<Window, AppError> {
         match text.map(str::trim).unwrap_or("") {
             "" => Ok(Window::default()),
             name => Window::ALL
                 .into_iter()
                 .find(|w| w.name() == name)
-                .ok_or_else(|| AppError::bad_request("window must be 15m, 1h or 6h")),
+                .ok_or_else(|| {
+                    AppError::invalid(vec![crate::scheduler::FieldError {
+                        field: "window".into(),
+                        message: format!("{name:?} is not a window: 15m, 1h or 6h"),
+                    }])
+                }),
         }
     }
 }
@@ -738,7 +744,7 @@ pub fn spawn_sampler(
 #[into_params(parameter_in = Query)]
 #[serde(default)]
 pub struct HistoryQuery {
-    /// `15m`, `1h` (default) or `6h`.
+    /// `15m`, `1h` (default, also when empty) or `6h`.
     pub window: Option<String>,
     /// Points per series, 1 to [`MAX_POINTS`].
     pub points: Option<usize>,
@@ -1107,5 +1113,12 @@ mod tests {
         assert_eq!(Window::parse(None).unwrap(), Window::Hour);
         assert_eq!(Window::parse(Some("6h")).unwrap(), Window::Six);
         assert!(Window::parse(Some("2h")).is_err());
+        // Left out or empty (a form's empty choice): the default.
+        assert_eq!(Window::parse(Some("")).unwrap(), Window::Hour);
+        // Anything else names the parameter and the value, as every other
+        // query error does.
+        let e = Window::parse(Some("1y")).unwrap_err();
+        assert_eq!(e.errors[0].field, "window");
+        assert!(e.errors[0].message.contains("\"1y\""), "{e:?}");
     }
 }

@@ -31,7 +31,7 @@ struct Pulse<'a> {
     get,
     path = "/api/v1/stream",
     tag = "events",
-    responses((status = 200, description = "Server-sent events: `snapshot` events, one per snapshot (at most one a second)", body = String, content_type = "text/event-stream"))
+    responses((status = 200, description = "Server-sent events: `snapshot` events, one per snapshot (at most one a second)", body = String, content_type = "text/event-stream"), crate::web::error::responses::Unavailable)
 )]
 pub async fn stream(
     State(state): State<AppState>,

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{OriginalUri, Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -59,6 +60,8 @@ pub fn routes() -> Router<AppState> {
         .route("/v2/tasks", get(tasks).fallback(read_only))
         .route("/v2/events", get(events).fallback(read_only))
         .route("/v2", any(unknown))
+        // `{*rest}` matches no empty rest: `/v2/` would be the HTML 404.
+        .route("/v2/", any(unknown))
         .route("/v2/{*rest}", any(unknown))
 }
 
@@ -611,7 +614,16 @@ fn not_found(message: String) -> Response {
 /// `GET /v2/apps/{id}`, and `GET /v2/apps/{id}/tasks` (`{"tasks": […]}`,
 /// the app's live tasks). A service name has no `/`, so an ID ending in
 /// `/tasks` always means the latter.
-pub async fn app(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub async fn app(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    // The rejection's own answer is plain text; Marathon's clients read
+    // `{"message"}`.
+    let Ok(Path(id)) = id else {
+        let message = "the app ID is not UTF-8 once percent-decoded".to_string();
+        return (StatusCode::BAD_REQUEST, Json(MarathonError { message })).into_response();
+    };
     let id = id.trim_matches('/');
     let (name, just_tasks) = match id.strip_suffix("/tasks") {
         Some(name) => (name.trim_end_matches('/'), true),

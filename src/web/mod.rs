@@ -68,7 +68,8 @@
 //! | GET | `/metrics` | anyone | OpenMetrics text |
 //! | GET | `/executor/<version>/mesos-appliance-executor` | anyone | the executor binary, for the Mesos fetcher (404 unless configured, or for another version) |
 //! | GET | `/executor/mesos-appliance-executor` | anyone | the same binary at the unversioned path older releases advertised |
-//! | GET | `/static/{file}` | anyone | CSS / JS |
+//! | GET | `/static/{file}` | anyone | CSS / JS / the icon |
+//! | GET | `/favicon.ico` | anyone | the icon (SVG) |
 //!
 //! Anything else: 404, an HTML page or (under `/api/`) a JSON problem; a
 //! known path with the wrong method: 405 with `Allow`. Bodies are limited
@@ -166,6 +167,10 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(15);
 /// Default for [`WebConfig::agent_timeout`].
 pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Default for [`WebConfig::send_timeout`]: a minute, as nginx's
+/// `send_timeout`.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Default for [`WebConfig::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
@@ -206,10 +211,18 @@ pub struct WebConfig {
     /// A request's body must arrive within it too, counted from the end of
     /// the headers (else 408).
     pub header_read_timeout: Duration,
+    /// How long one write of a response may wait for the client to take
+    /// data; then the connection is closed. Bounds clients that stop
+    /// reading (a large response, a live stream), which would otherwise
+    /// keep their connection busy forever; a slow client that keeps
+    /// reading is not affected.
+    pub send_timeout: Duration,
     /// Connections open at once (at least 1). At the cap a new connection
     /// closes the one idle longest (no request in progress: half-open
     /// sockets, idle keep-alives); only when all are serving a request does
-    /// it wait in the listen backlog (`server` module doc).
+    /// it wait in the listen backlog. Live streams may take only three
+    /// quarters of them; past that a new stream is 503 (`server` module
+    /// doc).
     pub max_connections: usize,
     /// How long one call to a Mesos agent or master for a task's log may
     /// take, body included ([`logs`]).
@@ -235,6 +248,7 @@ impl WebConfig {
             executor_binary: None,
             static_dir: None,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            send_timeout: DEFAULT_SEND_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             agent_timeout: DEFAULT_AGENT_TIMEOUT,
             tls: None,
@@ -261,6 +275,7 @@ impl fmt::Debug for WebConfig {
             .field("executor_binary", &self.executor_binary)
             .field("static_dir", &self.static_dir)
             .field("header_read_timeout", &self.header_read_timeout)
+            .field("send_timeout", &self.send_timeout)
             .field("max_connections", &self.max_connections)
             .field("agent_timeout", &self.agent_timeout)
             .field("tls", &self.tls)
@@ -504,6 +519,7 @@ pub fn router(state: AppState) -> Router {
             post(agents::post_cancel_drain),
         )
         .route("/login", get(pages::login).post(forms::post_login))
+        .route("/favicon.ico", get(pages::favicon))
         .route("/logout", post(forms::post_logout))
         .merge(job_pages::routes())
         .merge(service_pages::routes())

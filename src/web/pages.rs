@@ -225,6 +225,16 @@ impl Chrome {
         }
     }
 
+    /// The document's `<title>`: the page's, then the framework's name
+    /// unless it is the product's own (the default), then the product's.
+    pub fn document_title(&self) -> String {
+        if self.framework_name == "mesos-appliance" {
+            format!("{} · mesos-appliance", self.title)
+        } else {
+            format!("{} · {} · mesos-appliance", self.title, self.framework_name)
+        }
+    }
+
     /// Turns live refresh off (pages with forms the user fills in).
     pub fn still(mut self) -> Chrome {
         self.live = false;
@@ -613,6 +623,12 @@ pub fn with_cookie(mut response: Response, cookie: Option<axum::http::HeaderValu
 /// 404 for anything else.
 pub async fn asset(PagePath(file): PagePath<String>) -> Response {
     compiled_in(&file)
+}
+
+/// `GET /favicon.ico`: the icon, where browsers look when a page (a JSON
+/// document, say) links none.
+pub async fn favicon() -> Response {
+    compiled_in("favicon.svg")
 }
 
 fn compiled_in(name: &str) -> Response {

@@ -78,6 +78,12 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for StrictQuery<T>
 /// and the value, worded for people (RFC 9457 `errors[]`), not serde's
 /// message alone.
 pub fn decode<T: DeserializeOwned>(raw: &str) -> Result<T, AppError> {
+    if let Some(name) = not_utf8(raw) {
+        return Err(AppError::invalid(vec![FieldError {
+            field: name,
+            message: "is not UTF-8 once percent-decoded; encode text as UTF-8".into(),
+        }]));
+    }
     let pairs: Vec<(String, String)> = form_urlencoded::parse(raw.as_bytes())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect();
@@ -110,6 +116,26 @@ pub fn decode<T: DeserializeOwned>(raw: &str) -> Result<T, AppError> {
             format!("{value:?} is not a valid value ({inner})")
         };
         AppError::invalid(vec![FieldError { field, message }])
+    })
+}
+
+/// The first parameter of the query `raw` whose name or value is not
+/// UTF-8 once percent-decoded (its name, as decoded with replacement
+/// characters), which a plain decode would silently turn into U+FFFD.
+fn not_utf8(raw: &str) -> Option<String> {
+    let bad = |s: &str| {
+        percent_encoding::percent_decode(s.replace('+', " ").as_bytes())
+            .decode_utf8()
+            .is_err()
+    };
+    raw.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (bad(name) || bad(value)).then(|| {
+            form_urlencoded::parse(pair.as_bytes())
+                .next()
+                .map(|(n, _)| n.into_owned())
+                .unwrap_or_default()
+        })
     })
 }
 
@@ -176,6 +202,28 @@ mod tests {
         assert!(e.errors[0].message.contains("more than once"));
         assert_eq!(decode::<Chunk>("offset=7").unwrap().offset, Some(7));
         assert_eq!(decode::<Chunk>("").unwrap().offset, None);
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Why {
+        reason: Option<String>,
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_refused_not_replaced() {
+        for raw in ["reason=%FF%FE", "reason=ok%C3", "re%FFason=x"] {
+            let e = decode::<Why>(raw).unwrap_err();
+            assert_eq!(e.status.as_u16(), 400, "{raw}");
+            assert!(e.errors[0].message.contains("UTF-8"), "{raw}: {e:?}");
+        }
+        assert_eq!(e_field("reason=%FF"), "reason");
+        // Encoded UTF-8, a replacement character sent as such, and '+'.
+        let why = decode::<Why>("reason=caf%C3%A9+%EF%BF%BD").unwrap();
+        assert_eq!(why.reason.as_deref(), Some("café \u{FFFD}"));
+    }
+
+    fn e_field(raw: &str) -> String {
+        decode::<Why>(raw).unwrap_err().errors[0].field.clone()
     }
 
     #[test]

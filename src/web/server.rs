@@ -13,6 +13,15 @@
 //!   does it wait in the listen backlog until one ends. So sockets that never
 //!   finish a request cannot lock out `/healthz` (a slowloris attack) until
 //!   the header read timeout frees them;
+//! - live streams (server-sent events: `/api/v1/stream`,
+//!   `/api/v1/events/stream`, `/v2/events`) on at most three quarters of
+//!   the connections ([`max_streams`]): past that a new stream is answered
+//!   503 with `Retry-After`, so the last quarter always serves requests
+//!   that end, `/healthz` among them, however many streams anyone opens;
+//!   streams already open are never closed for new ones;
+//! - a send timeout ([`WebConfig::send_timeout`], [`stall`]): a client
+//!   that stops reading a response is cut off once a write has waited that
+//!   long, so it cannot keep its connection busy forever either;
 //! - a graceful shutdown: on the signal, stop accepting, close idle
 //!   connections, let requests in flight finish;
 //! - the client's address in each request (`ConnectInfo<SocketAddr>`, read
@@ -35,11 +44,50 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
 use super::WebConfig;
+use super::error::AppError;
 use super::tls::TlsState;
 use connections::Connections;
+use stall::SendDeadline;
 
 mod connections;
+mod stall;
+
+/// The live streams open at once on a server of `max_connections`
+/// connections: all but a quarter of them (at least one kept for other
+/// requests when there are two or more, and at least one stream).
+pub(crate) fn max_streams(max_connections: usize) -> usize {
+    let max_connections = max_connections.max(1);
+    (max_connections - (max_connections / 4).max(1)).max(1)
+}
+
+/// Whether `response` is a live stream (server-sent events).
+fn is_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// The answer to a live stream asked for while every stream place is
+/// taken: 503, to retry later (an `EventSource` does by itself).
+fn too_many_streams(limit: usize) -> Response {
+    let mut e = AppError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too-many-streams",
+        "Too many live streams",
+        format!(
+            "{limit} live streams are open, as many as this replica serves at once (the other \
+             connections are kept for requests that end); retry later"
+        ),
+    );
+    e.retry_after = Some(5);
+    e.into_response()
+}
 
 /// Serves `app` on `listener` until `shutdown` resolves, then waits for
 /// the open connections to finish (see the module doc).
@@ -57,7 +105,8 @@ pub(crate) async fn run(
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
-    let connections = Connections::default();
+    let stream_limit = max_streams(config.max_connections);
+    let connections = Connections::new(stream_limit);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -89,19 +138,30 @@ pub(crate) async fn run(
         // ends; the client's address goes in for the wrong-token throttle
         // (`auth::Peer`).
         let service = {
-            let (app, conn) = (app.clone(), conn.clone());
+            let (app, conn, connections) = (app.clone(), conn.clone(), connections.clone());
             hyper::service::service_fn(
                 move |mut request: axum::http::Request<hyper::body::Incoming>| {
                     let busy = conn.busy();
                     request.extensions_mut().insert(ConnectInfo(peer));
-                    let app = app.clone();
+                    let (app, connections) = (app.clone(), connections.clone());
                     async move {
-                        let response = app.oneshot(request).await;
-                        response.map(|r| r.map(|body| busy.until_end_of(body)))
+                        let mut response = app.oneshot(request).await?;
+                        let mut slot = None;
+                        if is_stream(&response) {
+                            slot = connections.stream_slot();
+                            if slot.is_none() {
+                                tracing::debug!(%peer, "a live stream was refused: every stream place is taken");
+                                response = too_many_streams(stream_limit);
+                            }
+                        }
+                        Ok::<_, std::convert::Infallible>(
+                            response.map(|body| busy.until_end_of(body, slot)),
+                        )
                     }
                 },
             )
         };
+        let stream = SendDeadline::new(stream, config.send_timeout);
         match &tls {
             None => {
                 let connection =
@@ -173,4 +233,20 @@ async fn accept_failed(e: std::io::Error) {
     }
     tracing::warn!(error = %e, "accepting an HTTP connection failed; retrying in 1s");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::max_streams;
+
+    #[test]
+    fn streams_leave_a_quarter_of_the_connections_to_other_requests() {
+        assert_eq!(max_streams(512), 384);
+        assert_eq!(max_streams(8), 6);
+        assert_eq!(max_streams(4), 3);
+        assert_eq!(max_streams(2), 1, "one kept for requests that end");
+        // A cap of one (or none, read as one) still serves a stream.
+        assert_eq!(max_streams(1), 1);
+        assert_eq!(max_streams(0), 1);
+    }
 }

@@ -281,6 +281,49 @@ fn a_replica_that_cannot_listen_never_leads() {
     );
 }
 
+/// `--listen host:0` takes any free port; the replica then advertises
+/// that port (Mesos' `webui_url`, the executor's URL, followers'
+/// redirects), never port 0, which no client can reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_listening_on_port_0_advertises_the_port_it_got() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("demo.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new(APPLIANCE)
+        .args(["demo", "--agents", "1", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let printed = regex::Regex::new(r"(?m)^\s*dashboard:\s+(\S+)\s*$").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let url = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(found) = printed.captures(&text) {
+            break found[1].to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no URL printed:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!url.ends_with(":0"), "{url}");
+    let state: serde_json::Value = support::mesos::client()
+        .get(format!("{url}/api/v1/state"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    assert_eq!(state["replica"]["advertised_url"], url.as_str(), "{state}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_honours_its_flags_and_counts_agents_right() {
     let mut demo = Appliance::spawn(

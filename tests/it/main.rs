@@ -85,6 +85,7 @@ mod web_agents;
 mod web_api;
 mod web_audit;
 mod web_browser;
+mod web_connections;
 mod web_console;
 mod web_events;
 mod web_jobs;

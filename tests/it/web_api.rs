@@ -1,7 +1,9 @@
 //! The JSON API's read side with `oneshot`: state, tasks, offers, replicas,
 //! events, services, health, readiness, metrics, the live stream, assets,
 //! the executor binary, unknown routes; `serve`'s refusal to run with
-//! unprotected actions. Actions and service changes: `web_actions.rs`.
+//! unprotected actions. Actions and service changes: `web_actions.rs`;
+//! connections (timeouts, the cap, live streams' share):
+//! `web_connections.rs`.
 
 use crate::support;
 
@@ -447,7 +449,18 @@ async fn assets_and_security_headers() {
     assert_eq!(r.header("content-type"), Some("text/css; charset=utf-8"));
     let r = web.send(get("/static/app.js")).await;
     assert!(r.text().contains("EventSource"));
+    // The icon, where pages link it and where browsers look by default.
+    for path in ["/static/favicon.svg", "/favicon.ico"] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}");
+        assert_eq!(r.header("content-type"), Some("image/svg+xml"), "{path}");
+        assert!(r.text().starts_with("<svg"), "{path}");
+    }
     let r = web.send(get("/")).await;
+    assert!(
+        r.text()
+            .contains(r#"<link rel="icon" href="/static/favicon.svg?v="#)
+    );
     assert_eq!(r.header("x-frame-options"), Some("DENY"));
     assert!(
         r.header("content-security-policy")
@@ -556,230 +569,6 @@ async fn serve_refuses_unprotected_addresses() {
         .expect("server stops")
         .unwrap()
         .unwrap();
-}
-
-/// `/api/v1/stream` of the server at `addr`, its first snapshot read.
-async fn live_stream(
-    addr: std::net::SocketAddr,
-) -> impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin {
-    use futures::StreamExt;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut live = Box::pin(
-        reqwest::Client::new()
-            .get(format!("http://{addr}/api/v1/stream"))
-            .send()
-            .await
-            .unwrap()
-            .bytes_stream(),
-    );
-    let first = live.next().await.unwrap().unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("event: snapshot"));
-    live
-}
-
-#[tokio::test]
-async fn clients_that_never_finish_their_headers_are_cut_off() {
-    use mesos_appliance::web::serve;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut config = test_config();
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.header_read_timeout = Duration::from_secs(1);
-    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
-    let server = serve(web.state.clone(), std::future::pending())
-        .await
-        .unwrap();
-    // A live stream is past its headers: the timeout does not touch it.
-    use futures::StreamExt;
-    let mut live = live_stream(server.addr).await;
-
-    let started = std::time::Instant::now();
-    // Half a request whose headers never end, and a connection that says
-    // nothing at all.
-    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .unwrap();
-    let mut silent = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    for (name, conn) in [("slow", &mut slow), ("silent", &mut silent)] {
-        let mut rest = Vec::new();
-        // Closed (EOF or reset), whatever was written before.
-        let closed =
-            tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest)).await;
-        assert!(closed.is_ok(), "the {name} connection is still open");
-    }
-    let elapsed = started.elapsed();
-    assert!(
-        (Duration::from_millis(900)..Duration::from_secs(4)).contains(&elapsed),
-        "{elapsed:?}"
-    );
-
-    let mut s = web.snapshot();
-    s.tasks = Default::default();
-    s.at += 1.0;
-    web.publish(s);
-    let next = tokio::time::timeout(Duration::from_secs(5), live.next())
-        .await
-        .expect("the live stream outlives the header timeout")
-        .unwrap()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&next).contains(r#""tasks":0"#));
-}
-
-/// Sends `request` on a new connection to `addr`; the answer until the
-/// server closes the connection (at most 5 s), and how long it took.
-async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8]) -> (String, Duration) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let started = std::time::Instant::now();
-    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    conn.write_all(request).await.unwrap();
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut answer)).await;
-    (
-        String::from_utf8_lossy(&answer).into_owned(),
-        started.elapsed(),
-    )
-}
-
-#[tokio::test]
-async fn oversized_and_stalled_bodies_are_answered_not_waited_for() {
-    use mesos_appliance::web::serve;
-    let mut config = test_config();
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.header_read_timeout = Duration::from_secs(2);
-    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
-    let server = serve(web.state.clone(), std::future::pending())
-        .await
-        .unwrap();
-    // A declared length far above the limit, one byte sent: 413 at once,
-    // whatever the route and method.
-    for head in [
-        "POST /api/v1/services/zz",
-        "PUT /api/v1/services/zz",
-        "POST /actions/kamikaze",
-    ] {
-        let request = format!(
-            "{head} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-             Content-Length: 99999999999\r\n\r\n{{"
-        );
-        let (answer, elapsed) = raw_exchange(server.addr, request.as_bytes()).await;
-        assert!(answer.starts_with("HTTP/1.1 413"), "{head}: {answer:?}");
-        assert!(elapsed < Duration::from_secs(1), "{head}: {elapsed:?}");
-    }
-    // A body that stops coming: 408 once the timeout has passed.
-    let (answer, elapsed) = raw_exchange(
-        server.addr,
-        b"PUT /api/v1/services/zz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-          Content-Length: 10\r\n\r\n{",
-    )
-    .await;
-    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
-    assert!(answer.contains("problem+json"), "{answer:?}");
-    assert!(
-        (Duration::from_millis(1900)..Duration::from_secs(4)).contains(&elapsed),
-        "{elapsed:?}"
-    );
-    // A whole body within the limit still goes through.
-    let body = r#"{"command":"sleep 1","cpus":0.1,"mem":32,"instances":1}"#;
-    let request = format!(
-        "PUT /api/v1/services/zz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let (answer, _) = raw_exchange(server.addr, request.as_bytes()).await;
-    assert!(answer.starts_with("HTTP/1.1 201"), "{answer:?}");
-}
-
-#[tokio::test]
-async fn at_the_connection_cap_idle_connections_make_room_and_busy_ones_are_waited_for() {
-    use futures::StreamExt;
-    use mesos_appliance::web::serve;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut config = test_config();
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    // Long enough that nothing here is freed by the timeout.
-    config.header_read_timeout = Duration::from_secs(30);
-    config.max_connections = 8;
-    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
-    let server = serve(web.state.clone(), std::future::pending())
-        .await
-        .unwrap();
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    // A slowloris: far more half-sent requests than the cap, held open.
-    let mut stalled = Vec::new();
-    for _ in 0..40 {
-        let mut conn = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-        conn.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
-            .await
-            .unwrap();
-        stalled.push(conn);
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // The probe is served at once, again and again: each new connection
-    // takes the place of a stalled one.
-    for _ in 0..20 {
-        let started = std::time::Instant::now();
-        let health = client
-            .get(format!("http://{}/healthz", server.addr))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(health.status(), 200);
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{:?}",
-            started.elapsed()
-        );
-    }
-    // The stalled connections that made room were closed, not left hanging.
-    let mut closed = 0;
-    for conn in &mut stalled {
-        let mut rest = Vec::new();
-        let read = tokio::time::timeout(Duration::from_millis(20), conn.read_to_end(&mut rest));
-        if read.await.is_ok() {
-            closed += 1;
-        }
-    }
-    assert!(
-        closed >= 20,
-        "only {closed} stalled connections were closed"
-    );
-    drop(stalled);
-
-    // Connections serving a request are never cut: with every slot a live
-    // stream, a new request waits in the backlog until one ends.
-    let mut streams = Vec::new();
-    for _ in 0..8 {
-        streams.push(live_stream(server.addr).await);
-    }
-    let waited = client
-        .get(format!("http://{}/healthz", server.addr))
-        .timeout(Duration::from_millis(700))
-        .send()
-        .await;
-    assert!(
-        waited.is_err(),
-        "served while every slot streamed: {waited:?}"
-    );
-    streams.pop();
-    let health = client
-        .get(format!("http://{}/healthz", server.addr))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status(), 200);
-    // The streams still flow.
-    let mut s = web.snapshot();
-    s.at += 1.0;
-    web.publish(s);
-    for live in &mut streams {
-        let next = tokio::time::timeout(Duration::from_secs(5), live.next()).await;
-        assert!(matches!(next, Ok(Some(Ok(_)))), "a live stream was cut");
-    }
 }
 
 #[tokio::test]
@@ -988,7 +777,7 @@ async fn the_marathon_subset_answers_marathon_json_under_all_of_v2() {
     let missing = web.send(get("/v2/apps/nope/tasks")).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     assert_eq!(missing.json()["message"], "App '/nope' does not exist");
-    for path in ["/v2/info", "/v2/leader", "/v2/groups/x", "/v2"] {
+    for path in ["/v2/info", "/v2/leader", "/v2/groups/x", "/v2", "/v2/"] {
         let r = web.send(get(path)).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
         assert!(
@@ -996,6 +785,14 @@ async fn the_marathon_subset_answers_marathon_json_under_all_of_v2() {
             "{path}"
         );
     }
+    // An ID that is not UTF-8 once decoded: Marathon's body too.
+    let r = web.send(get("/v2/apps/%FF")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(
+        r.json()["message"].as_str().unwrap().contains("UTF-8"),
+        "{}",
+        r.text()
+    );
     for (method, path) in [
         (Method::POST, "/v2/apps"),
         (Method::PUT, "/v2/apps/web"),

@@ -39,6 +39,25 @@ async fn overview_shows_framework_id_leader_and_counts() {
 }
 
 #[tokio::test]
+async fn page_titles_name_the_framework_once() {
+    let web = TestWeb::leader();
+    let html = web.send(get("/tasks")).await.text();
+    // The framework is called as the product: named once, not twice.
+    assert!(
+        html.contains("<title>Tasks · mesos-appliance</title>"),
+        "{html}"
+    );
+    let mut s = web.snapshot();
+    s.framework.name = "payments".into();
+    web.publish(s);
+    let html = web.send(get("/tasks")).await.text();
+    assert!(
+        html.contains("<title>Tasks · payments · mesos-appliance</title>"),
+        "{html}"
+    );
+}
+
+#[tokio::test]
 async fn follower_pages_show_the_standby_banner() {
     let web = TestWeb::new(
         test_config(),

@@ -10,6 +10,11 @@
 //! never finished a request or got every answer it asked for (and an HTTP
 //! client retries a request on a keep-alive connection the server closed,
 //! RFC 9112 §9.3.1).
+//!
+//! A *live stream* (a response that stays open: server-sent events) keeps
+//! its connection busy for as long as the client listens, so streams may
+//! hold only a share of the connections ([`Connections::stream_slot`]):
+//! the rest stay for requests that end, `/healthz` among them.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -20,13 +25,16 @@ use std::time::Instant;
 
 use axum::body::{Body, Bytes, HttpBody};
 use hyper::body::{Frame, SizeHint};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// The registry of open connections, shared by the accept loop and the
 /// connections' tasks.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(super) struct Connections {
     open: Arc<Mutex<Registry>>,
+    /// One permit per live stream that may be open at once.
+    streams: Arc<Semaphore>,
 }
 
 #[derive(Default)]
@@ -47,6 +55,20 @@ pub(super) struct Connection {
 }
 
 impl Connections {
+    /// No connection open yet; at most `max_streams` live streams at once.
+    pub(super) fn new(max_streams: usize) -> Connections {
+        Connections {
+            open: Arc::default(),
+            streams: Arc::new(Semaphore::new(max_streams)),
+        }
+    }
+
+    /// A place for one more live stream, held until its response ends
+    /// ([`Busy::until_end_of`]); `None` when every place is taken.
+    pub(super) fn stream_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.streams.clone().try_acquire_owned().ok()
+    }
+
     /// Registers a connection just accepted (idle from now).
     pub(super) fn open(&self) -> Arc<Connection> {
         let mut registry = self.open.lock().unwrap_or_else(PoisonError::into_inner);
@@ -109,10 +131,14 @@ impl Connection {
 pub(super) struct Busy(Arc<Connection>);
 
 impl Busy {
-    /// `body`, which keeps the connection busy until it has been sent or
-    /// dropped.
-    pub(super) fn until_end_of(self, body: Body) -> Body {
-        Body::new(Tracked { body, _busy: self })
+    /// `body`, which keeps the connection busy (and, for a live stream,
+    /// its `stream` slot taken) until it has been sent or dropped.
+    pub(super) fn until_end_of(self, body: Body, stream: Option<OwnedSemaphorePermit>) -> Body {
+        Body::new(Tracked {
+            body,
+            _busy: self,
+            _stream: stream,
+        })
     }
 }
 
@@ -127,10 +153,12 @@ impl Drop for Busy {
     }
 }
 
-/// A response body holding its connection's [`Busy`] guard.
+/// A response body holding its connection's [`Busy`] guard (and a live
+/// stream's slot).
 struct Tracked {
     body: Body,
     _busy: Busy,
+    _stream: Option<OwnedSemaphorePermit>,
 }
 
 impl HttpBody for Tracked {
@@ -159,7 +187,7 @@ mod tests {
 
     #[test]
     fn the_longest_idle_connection_is_cut_never_a_busy_one() {
-        let connections = Connections::default();
+        let connections = Connections::new(1);
         let first = connections.open();
         std::thread::sleep(std::time::Duration::from_millis(2));
         let second = connections.open();
@@ -175,7 +203,7 @@ mod tests {
         assert!(third.cut.is_cancelled());
         assert!(!connections.cut_longest_idle(), "only a busy one is left");
         // Its response ended: idle again, so it can go.
-        let body = busy.until_end_of(Body::from("done"));
+        let body = busy.until_end_of(Body::from("done"), None);
         assert!(!connections.cut_longest_idle());
         drop(body);
         assert!(connections.cut_longest_idle());
@@ -184,5 +212,20 @@ mod tests {
             connections.close(conn);
         }
         assert_eq!(connections.len(), 0);
+    }
+
+    #[test]
+    fn a_stream_slot_is_held_until_the_stream_ends() {
+        let connections = Connections::new(1);
+        let conn = connections.open();
+        let slot = connections.stream_slot().expect("one place");
+        assert!(
+            connections.stream_slot().is_none(),
+            "the only place is taken"
+        );
+        let body = conn.busy().until_end_of(Body::from("event"), Some(slot));
+        assert!(connections.stream_slot().is_none());
+        drop(body);
+        assert!(connections.stream_slot().is_some(), "freed with the stream");
     }
 }
