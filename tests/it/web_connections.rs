@@ -173,20 +173,7 @@ async fn at_the_connection_cap_idle_connections_make_room_and_live_streams_leave
     tokio::time::sleep(Duration::from_millis(200)).await;
     // The probe is served at once, again and again: each new connection
     // takes the place of a stalled one.
-    for _ in 0..20 {
-        let started = std::time::Instant::now();
-        let health = client
-            .get(format!("http://{}/healthz", server.addr))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(health.status(), 200);
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{:?}",
-            started.elapsed()
-        );
-    }
+    healthz_answers_at_once(&client, server.addr, 20).await;
     // The stalled connections that made room were closed, not left hanging.
     let mut closed = 0;
     for conn in &mut stalled {
@@ -224,20 +211,7 @@ async fn at_the_connection_cap_idle_connections_make_room_and_live_streams_leave
         );
     }
     // The other slots serve requests that end, at once, again and again.
-    for _ in 0..10 {
-        let started = std::time::Instant::now();
-        let health = client
-            .get(format!("http://{}/healthz", server.addr))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(health.status(), 200);
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{:?}",
-            started.elapsed()
-        );
-    }
+    healthz_answers_at_once(&client, server.addr, 10).await;
     // A stream that ends frees its place for the next.
     streams.pop();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -300,4 +274,26 @@ async fn a_client_that_stops_reading_a_response_is_cut_off_after_the_send_timeou
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
+}
+
+/// `/healthz` on `addr` answers 200 within a second, `times` times in a row.
+async fn healthz_answers_at_once(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    times: usize,
+) {
+    for _ in 0..times {
+        let started = std::time::Instant::now();
+        let health = client
+            .get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(health.status(), 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 }
