@@ -894,7 +894,7 @@ mod tests {
             state,
             since,
             maintenance: None,
-            tasks: Vec::new(),
+            tasks: Default::default(),
             drain: None,
         }
     }

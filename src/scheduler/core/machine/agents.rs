@@ -368,7 +368,7 @@ impl Machine {
 /// order) by agent, each agent's in task ID order. Made once per full
 /// snapshot and shown by the light ones between (a command's answer): it
 /// goes over every record, which a command's answer must not.
-pub(super) fn tasks_by_agent(records: &[Arc<TaskRecord>]) -> HashMap<AgentId, Vec<TaskId>> {
+pub(super) fn tasks_by_agent(records: &[Arc<TaskRecord>]) -> HashMap<AgentId, Arc<[TaskId]>> {
     let mut by_agent: HashMap<AgentId, Vec<TaskId>> = HashMap::new();
     for record in records.iter().filter(|r| is_live(r)) {
         match by_agent.get_mut(&record.agent_id) {
@@ -379,6 +379,9 @@ pub(super) fn tasks_by_agent(records: &[Arc<TaskRecord>]) -> HashMap<AgentId, Ve
         }
     }
     by_agent
+        .into_iter()
+        .map(|(agent, tasks)| (agent, Arc::from(tasks)))
+        .collect()
 }
 
 /// A GET_AGENTS entry's state: the drain first, then deactivation.

@@ -204,7 +204,7 @@ pub struct Machine {
     /// publishes it again with what the command changed).
     shown_tasks: std::sync::Arc<[std::sync::Arc<crate::scheduler::records::TaskRecord>]>,
     /// The live tasks of `shown_tasks` by agent (`agents::tasks_by_agent`).
-    shown_agent_tasks: HashMap<AgentId, Vec<crate::scheduler::ids::TaskId>>,
+    shown_agent_tasks: HashMap<AgentId, std::sync::Arc<[crate::scheduler::ids::TaskId]>>,
     kamikazes: commands::Kamikazes,
     health_log: health_log::HealthLog,
     /// A scheduling pass is due at the next [`Machine::settle`] (once

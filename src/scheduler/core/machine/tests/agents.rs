@@ -293,7 +293,7 @@ async fn the_table_learns_from_offers_failures_and_updates() {
         .iter()
         .find(|a| a.agent_id.as_str() == "agent-0")
         .unwrap();
-    assert_eq!(entry.tasks, ["web.0.stored"]);
+    assert_eq!(*entry.tasks, ["web.0.stored"]);
     assert_eq!(entry.maintenance, None);
 }
 
