@@ -275,8 +275,11 @@ impl<'a> Runner<'a> {
     }
 
     /// Feeds what is ready without waiting, step by step, up to [`BATCH`]
-    /// steps or for [`DRAIN_FOR`] after `round` began, whichever ends
-    /// first. Returns the longest step (the round's first input, fed
+    /// steps or for [`DRAIN_FOR`], whichever ends first; at least one step
+    /// whatever the input that woke the runner took: a round that woke for
+    /// a command and spent its time on it must not leave the rest waiting,
+    /// or a stream of commands would hold up the results their own writes
+    /// wait for. Returns the longest step (the round's first input, fed
     /// since `round`, counts as one).
     fn drain(
         &mut self,
@@ -284,8 +287,8 @@ impl<'a> Runner<'a> {
         commands: &mut mpsc::Receiver<Command>,
         round: std::time::Instant,
     ) -> Duration {
-        let until = round + DRAIN_FOR;
         let mut started = std::time::Instant::now();
+        let until = started + DRAIN_FOR;
         let mut longest = started - round;
         let mut steps = 0;
         while steps < BATCH && self.outcome.is_none() && !machine.is_ending() && started < until {

@@ -8,9 +8,14 @@
 //! Before each step the runner looks for a command. A step is, by
 //! priority:
 //!
-//! 1. a command;
-//! 2. the result of a store operation other than a task write (a
-//!    command's write, a service or framework-ID write, a read): one;
+//! 1. the result of a store operation other than a task write (a
+//!    command's write, a service or framework-ID write, a read): one. It
+//!    goes before new commands: it finishes a command already under way,
+//!    and a stream of new commands must not hold up the writes of those
+//!    before them;
+//! 2. a command, unless the last step took one: then it comes after the
+//!    rest, so that a stream of commands does not starve the rest (a
+//!    command still waits for at most one step);
 //! 3. the answer to a Mesos or operator call: one;
 //! 4. taking turns, so that neither starves the other:
 //!    - a piece of the Mesos stream: one event, or up to
@@ -56,6 +61,8 @@ pub(super) struct Inbox {
     written: VecDeque<(RequestId, StoreResult)>,
     /// The stream goes first at the next shared step.
     stream_next: bool,
+    /// The last step took a command: the next serves the rest first.
+    took_command: bool,
 }
 
 impl Inbox {
@@ -108,10 +115,6 @@ impl Runner<'_> {
         commands: &mut mpsc::Receiver<Command>,
     ) -> bool {
         self.collect();
-        if let Ok(command) = commands.try_recv() {
-            self.command(machine, command);
-            return true;
-        }
         if let Some((id, result, done_at)) = self.inbox.singles.pop_front() {
             timing::result_read(done_at.elapsed());
             // Freed only now: while a command's write is out no task batch
@@ -120,6 +123,11 @@ impl Runner<'_> {
             self.store.single_done();
             self.feed(machine, Input::Stored { id, result });
             self.store.pump();
+            return true;
+        }
+        // Right after a command, the rest first if any waits.
+        let commands_first = !std::mem::take(&mut self.inbox.took_command);
+        if commands_first && self.command_step(machine, commands) {
             return true;
         }
         if let Some(input) = self.inbox.inputs.pop_front() {
@@ -131,7 +139,26 @@ impl Runner<'_> {
         if stream_first && self.stream_step(machine) {
             return true;
         }
-        self.written_step(machine) || (!stream_first && self.stream_step(machine))
+        if self.written_step(machine) || (!stream_first && self.stream_step(machine)) {
+            return true;
+        }
+        !commands_first && self.command_step(machine, commands)
+    }
+
+    /// A command, if one waits.
+    fn command_step(
+        &mut self,
+        machine: &mut Machine,
+        commands: &mut mpsc::Receiver<Command>,
+    ) -> bool {
+        match commands.try_recv() {
+            Ok(command) => {
+                self.command(machine, command);
+                self.inbox.took_command = true;
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// One piece of the Mesos stream, if an event waits.

@@ -190,3 +190,57 @@ async fn a_command_write_result_overtakes_task_write_results() {
         "task-write results were fed before the command's"
     );
 }
+
+/// A round that woke for a command and spent longer than
+/// [`DRAIN_FOR`](super::DRAIN_FOR) on it still takes steps, and a stream
+/// of queued commands does not hold up what else waits: a command's write
+/// result goes first, and commands and the backlog take turns.
+#[tokio::test]
+async fn a_stream_of_commands_does_not_hold_up_the_rest() {
+    let deps = deps();
+    let token = CancellationToken::new();
+    let _stop = token.clone().drop_guard();
+    let mut runner = Runner::new(&deps, token.clone(), Work(token.child_token()));
+    let mut machine = machine(&deps);
+    const UPDATES: usize = 1_024;
+    let (events_tx, events_rx) = mpsc::channel(UPDATES);
+    for i in 0..UPDATES {
+        events_tx
+            .try_send(update(i))
+            .expect("room for every update");
+    }
+    runner.events = Some(events_rx);
+    let _ = runner.results_tx.send(Msg::Stored(
+        RequestId(u64::MAX),
+        StoreResult::Written(Ok(Written::Version(1))),
+        std::time::Instant::now(),
+    ));
+    const COMMANDS: usize = 64;
+    let (commands_tx, mut commands) = mpsc::channel(COMMANDS);
+    let mut replies = Vec::new();
+    for _ in 0..COMMANDS {
+        let (command, reply) = reconcile();
+        commands_tx.try_send(command).expect("room");
+        replies.push(reply);
+    }
+    runner.collect();
+    assert!(!runner.inbox.singles_is_empty());
+    // The command that woke the round took 10 ms.
+    let round = std::time::Instant::now() - Duration::from_millis(10);
+    runner.drain(&mut machine, &mut commands, round);
+    assert!(
+        runner.inbox.singles_is_empty(),
+        "the command's write result still waits"
+    );
+    let updates_fed = events_tx.capacity();
+    let answered = replies
+        .iter_mut()
+        .map(|r| r.try_recv())
+        .filter(Result::is_ok)
+        .count();
+    assert!(
+        updates_fed > 0,
+        "no update fed while {answered} commands were"
+    );
+    assert!(answered > 0);
+}
