@@ -89,13 +89,15 @@ fn stats(mut v: Vec<f64>) -> String {
 /// answered (`core`), sent → answer in the handler (`handler`), the
 /// commands' ZooKeeper writes (`write`), the core's delay in reading
 /// their results (`result`), and the rounds of the core over 10 ms, split
-/// into inputs drained and settle (pass and snapshot).
+/// into inputs drained and settle (pass and snapshot), with each one's
+/// longest step (what a command arriving meanwhile waits for at most,
+/// besides the settle).
 pub fn print(lines: &[Line], phases: &[(&str, f64, f64)]) {
     println!("  where the commands' time went (command_timing log; n p50/p99/max ms):");
     for (phase, from, to) in phases {
         let (from, to) = (*from, *to);
         println!("    {phase}:");
-        let rows: [(&str, Vec<f64>); 7] = [
+        let rows: [(&str, Vec<f64>); 8] = [
             (
                 "queued for the core",
                 values(lines, "answered", None, "queued_ms", from, to),
@@ -123,6 +125,10 @@ pub fn print(lines: &[Line], phases: &[(&str, f64, f64)]) {
             (
                 "slow rounds: settle",
                 values(lines, "round", None, "settle_ms", from, to),
+            ),
+            (
+                "slow rounds: longest step",
+                values(lines, "round", None, "step_ms", from, to),
             ),
         ];
         for (label, v) in rows {

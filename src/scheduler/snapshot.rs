@@ -176,8 +176,11 @@ pub struct AgentStatus {
     /// learns it from offers and inverse offers that carry it (`null`
     /// says none was seen, not that none is scheduled).
     pub maintenance: Option<MaintenanceWindow>,
-    /// This framework's live tasks there, sorted.
-    pub tasks: Vec<TaskId>,
+    /// This framework's live tasks there, sorted. Shared: a command's
+    /// answer (a light snapshot) shows the last full snapshot's lists and
+    /// copies one pointer per agent, not one per task.
+    #[schema(value_type = Vec<TaskId>)]
+    pub tasks: Arc<[TaskId]>,
     /// The appliance's SLA-aware drain of the agent, with its progress
     /// (`null`: none; `docs/draining.md`).
     #[serde(default)]

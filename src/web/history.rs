@@ -900,7 +900,7 @@ mod tests {
             state,
             since,
             maintenance: None,
-            tasks: Vec::new(),
+            tasks: Default::default(),
             drain: None,
         }
     }

@@ -31,7 +31,8 @@
 //! ([`MaintenanceWindow`]), as the maintenance rules last learnt it from
 //! offers and inverse offers (`maintenance.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -41,8 +42,8 @@ use super::{Machine, Pending};
 use crate::mesos::operator;
 use crate::mesos::v1::{self, DrainState, TaskState, task_status};
 use crate::scheduler::core::io::{MesosCall, OperatorAnswer, OperatorFailure, OperatorOp};
-use crate::scheduler::ids::AgentId;
-use crate::scheduler::records::is_live;
+use crate::scheduler::ids::{AgentId, TaskId};
+use crate::scheduler::records::{TaskRecord, is_live};
 use crate::scheduler::rules::offers::Gone;
 use crate::scheduler::snapshot::{AgentState, AgentStatus, EventKind, MaintenanceWindow};
 
@@ -337,39 +338,50 @@ impl Machine {
         self.out.dirty = true;
     }
 
-    /// The table for the snapshot, with this framework's live tasks.
+    /// The table for the snapshot, with this framework's live tasks on
+    /// each agent as the last full snapshot listed them
+    /// ([`tasks_by_agent`]).
     pub(super) fn agent_statuses(&self, now: Instant) -> Vec<AgentStatus> {
-        let mut tasks: BTreeMap<&str, Vec<crate::scheduler::ids::TaskId>> = BTreeMap::new();
-        for record in self.tasks.stored().filter(|r| is_live(r)) {
-            tasks
-                .entry(record.agent_id.as_str())
-                .or_default()
-                .push(record.task_id.clone());
-        }
         self.agents
             .by_id
             .iter()
-            .map(|(id, e)| {
-                let mut there = tasks.remove(id.as_str()).unwrap_or_default();
-                there.sort();
-                AgentStatus {
-                    agent_id: id.clone(),
-                    hostname: e.hostname.clone(),
-                    state: e.state,
-                    since: e.since,
-                    maintenance: self
-                        .maintenance_windows()
-                        .get(id)
-                        .map(|w| MaintenanceWindow {
-                            start: w.start,
-                            duration_seconds: w.duration,
-                        }),
-                    tasks: there,
-                    drain: self.drain_status(id, now),
-                }
+            .map(|(id, e)| AgentStatus {
+                agent_id: id.clone(),
+                hostname: e.hostname.clone(),
+                state: e.state,
+                since: e.since,
+                maintenance: self
+                    .maintenance_windows()
+                    .get(id)
+                    .map(|w| MaintenanceWindow {
+                        start: w.start,
+                        duration_seconds: w.duration,
+                    }),
+                tasks: self.shown_agent_tasks.get(id).cloned().unwrap_or_default(),
+                drain: self.drain_status(id, now),
             })
             .collect()
     }
+}
+
+/// The live tasks among `records` (a full snapshot's task list, in task ID
+/// order) by agent, each agent's in task ID order. Made once per full
+/// snapshot and shown by the light ones between (a command's answer): it
+/// goes over every record, which a command's answer must not.
+pub(super) fn tasks_by_agent(records: &[Arc<TaskRecord>]) -> HashMap<AgentId, Arc<[TaskId]>> {
+    let mut by_agent: HashMap<AgentId, Vec<TaskId>> = HashMap::new();
+    for record in records.iter().filter(|r| is_live(r)) {
+        match by_agent.get_mut(&record.agent_id) {
+            Some(tasks) => tasks.push(record.task_id.clone()),
+            None => {
+                by_agent.insert(record.agent_id.clone(), vec![record.task_id.clone()]);
+            }
+        }
+    }
+    by_agent
+        .into_iter()
+        .map(|(agent, tasks)| (agent, Arc::from(tasks)))
+        .collect()
 }
 
 /// A GET_AGENTS entry's state: the drain first, then deactivation.

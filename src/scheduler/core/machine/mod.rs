@@ -203,6 +203,8 @@ pub struct Machine {
     /// The task list of the last full snapshot (a command's answer
     /// publishes it again with what the command changed).
     shown_tasks: std::sync::Arc<[std::sync::Arc<crate::scheduler::records::TaskRecord>]>,
+    /// The live tasks of `shown_tasks` by agent (`agents::tasks_by_agent`).
+    shown_agent_tasks: HashMap<AgentId, std::sync::Arc<[crate::scheduler::ids::TaskId]>>,
     kamikazes: commands::Kamikazes,
     health_log: health_log::HealthLog,
     /// A scheduling pass is due at the next [`Machine::settle`] (once
@@ -256,6 +258,7 @@ impl Machine {
             revive: Default::default(),
             launches: schedule::Launches::default(),
             shown_tasks: Default::default(),
+            shown_agent_tasks: HashMap::new(),
             kamikazes: commands::Kamikazes::default(),
             health_log: Default::default(),
             needs_schedule: false,

@@ -115,9 +115,10 @@ fn recount(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, now_secs: f64) -> S
 }
 
 impl Machine {
-    /// The leader's snapshot at `now`. `light`: the task list and the
-    /// counts of the last full one, recounting only services whose spec
-    /// changed since (a command's answer between full snapshots).
+    /// The leader's snapshot at `now`. `light`: the task list, the tasks
+    /// by agent and the counts of the last full one, recounting only
+    /// services whose spec changed since (a command's answer between full
+    /// snapshots): nothing in it goes over every record.
     pub(super) fn snapshot(&mut self, now: Instant, light: bool) -> Snapshot {
         let now_secs = self.unix(now);
         let sub = self.framework.subscription.as_ref();
@@ -184,6 +185,10 @@ impl Machine {
             let known = &self.services;
             self.tasks.retain_shown_changes(|name| known.contains(name));
         }
+        if !light {
+            self.shown_tasks = self.tasks.stored().cloned().collect();
+            self.shown_agent_tasks = super::agents::tasks_by_agent(&self.shown_tasks);
+        }
         let offers = self
             .offers
             .iter()
@@ -208,12 +213,7 @@ impl Machine {
             framework,
             deployment: None,
             services,
-            tasks: if light {
-                self.shown_tasks.clone()
-            } else {
-                self.shown_tasks = self.tasks.stored().cloned().collect();
-                self.shown_tasks.clone()
-            },
+            tasks: self.shown_tasks.clone(),
             offers,
             agents: self.agent_statuses(now),
             reconciliation: self.reconciler.status(),

@@ -6,16 +6,21 @@
 //! result or the machine's timer — so a slow write never holds up the
 //! stream, commands or timers.
 //!
-//! Inputs are handled in batches of at most [`BATCH`]: whatever is ready is
-//! fed in (commands first, then I/O results, then stream events, keeping
-//! stream order and joining consecutive UPDATEs), then
-//! [`Machine::settle`] runs the one scheduling pass the batch asked for.
+//! Inputs are handled in rounds: whatever is ready is fed in, one bounded
+//! step at a time with a look for a command before each (`steps`: commands
+//! first, then I/O results, then stream events and task-write results in
+//! turn, keeping stream order and joining consecutive UPDATEs), for at
+//! most [`DRAIN_FOR`]; then [`Machine::settle`] runs the one scheduling
+//! pass the round asked for.
 //!
 //! Everything the runner starts lives for the term: spawned work stops when
 //! the term ends, and the client is stopped.
 
 mod calls;
+mod steps;
 mod store;
+#[cfg(test)]
+mod tests;
 mod timing;
 
 use std::collections::HashMap;
@@ -44,15 +49,28 @@ use crate::scheduler::snapshot::{EventKind, FrameworkState, Snapshot};
 use crate::util::unix_now_secs;
 
 use calls::{CallLanes, SharedClient};
+use steps::{Inbox, UPDATES_PER_STEP};
 use store::StoreLane;
 use timing::Waiting;
 
-/// Inputs handled before [`Machine::settle`] runs.
+/// Steps (`steps`) of a round before [`Machine::settle`] runs.
 const BATCH: usize = 1024;
-/// Longest stretch of inputs before [`Machine::settle`] and a yield to the
+/// Longest stretch of steps before [`Machine::settle`] and a yield to the
 /// other tasks of this worker (command answers waiting to be sent among
-/// them): a stored batch is 125 inputs, an UPDATE batch up to [`BATCH`].
+/// them). It is checked between steps: a round's inputs take at most this
+/// plus one step.
 const DRAIN_FOR: Duration = Duration::from_millis(5);
+
+/// What woke the runner.
+enum Wake {
+    Command(Command),
+    Msg(Msg),
+    Event(ClientEvent),
+    Tick,
+    /// Nothing new: work already received waits in the inbox (or the
+    /// stream ended).
+    Backlog,
+}
 
 /// What spawned work sends back.
 enum Msg {
@@ -101,32 +119,7 @@ pub async fn run_term(
 ) -> TermOutcome {
     let work = Work(term_token.child_token());
     let _stop_work = work.0.clone().drop_guard();
-    let (results_tx, results) = mpsc::unbounded_channel();
-    let client: SharedClient = Arc::new(Mutex::new(None));
-    let mut runner = Runner {
-        deps,
-        operator: OperatorClient::start(&deps.client, term_token.child_token()),
-        client_config: ClientConfig {
-            // Heartbeats come through too: each one refreshes the
-            // snapshot's `last_event_at` (heartbeat age, readiness).
-            forward_heartbeats: true,
-            ..deps.client.clone()
-        },
-        running_client: None,
-        events: None,
-        shared_client: client.clone(),
-        store: StoreLane::new(deps.coordinator.clone(), results_tx.clone(), work.clone()),
-        calls: CallLanes::new(client, results_tx.clone(), work.clone()),
-        results,
-        results_tx,
-        replies: HashMap::new(),
-        replied: false,
-        next_reply: 0,
-        wake_at: None,
-        outcome: None,
-        term_token,
-        work,
-    };
+    let mut runner = Runner::new(deps, term_token, work);
     let now = Instant::now();
     let mut machine = Machine::new(
         cfg.clone(),
@@ -172,6 +165,8 @@ struct Runner<'a> {
     calls: CallLanes,
     results: mpsc::UnboundedReceiver<Msg>,
     results_tx: mpsc::UnboundedSender<Msg>,
+    /// Received and not fed yet (`steps`).
+    inbox: Inbox,
     replies: HashMap<ReplyId, Waiting>,
     /// A command was answered since the last yield.
     replied: bool,
@@ -181,8 +176,40 @@ struct Runner<'a> {
     work: Work,
 }
 
-impl Runner<'_> {
-    /// The loop: one input, then whatever else is ready (up to [`BATCH`]),
+impl<'a> Runner<'a> {
+    /// A runner for one term on `deps`; its spawned work goes on `work`.
+    fn new(deps: &'a CoreDeps, term_token: CancellationToken, work: Work) -> Runner<'a> {
+        let (results_tx, results) = mpsc::unbounded_channel();
+        let client: SharedClient = Arc::new(Mutex::new(None));
+        Runner {
+            deps,
+            operator: OperatorClient::start(&deps.client, term_token.child_token()),
+            client_config: ClientConfig {
+                // Heartbeats come through too: each one refreshes the
+                // snapshot's `last_event_at` (heartbeat age, readiness).
+                forward_heartbeats: true,
+                ..deps.client.clone()
+            },
+            running_client: None,
+            events: None,
+            shared_client: client.clone(),
+            store: StoreLane::new(deps.coordinator.clone(), results_tx.clone(), work.clone()),
+            calls: CallLanes::new(client, results_tx.clone(), work.clone()),
+            results,
+            results_tx,
+            inbox: Inbox::default(),
+            replies: HashMap::new(),
+            replied: false,
+            next_reply: 0,
+            wake_at: None,
+            outcome: None,
+            term_token,
+            work,
+        }
+    }
+
+    /// The loop: one input (or what waits in the inbox), then whatever
+    /// else is ready, step by step (up to [`BATCH`] steps or [`DRAIN_FOR`]),
     /// then a settle.
     async fn run(
         &mut self,
@@ -195,26 +222,39 @@ impl Runner<'_> {
             }
             let far = Instant::now() + Duration::from_secs(3600);
             let sleep = tokio::time::sleep_until(self.wake_at.unwrap_or(far));
-            tokio::select! {
+            let backlog = !self.inbox.is_empty();
+            let wake = tokio::select! {
                 biased;
                 _ = self.term_token.cancelled() => return TermOutcome::LeadershipLost,
                 command = commands.recv() => match command {
-                    Some(command) => self.command(machine, command),
+                    Some(command) => Wake::Command(command),
                     // The web layer is gone: the process is stopping.
                     None => return TermOutcome::LeadershipLost,
                 },
-                Some(msg) = self.results.recv() => self.msg(machine, msg),
+                Some(msg) = self.results.recv() => Wake::Msg(msg),
                 event = recv_event(&mut self.events) => match event {
-                    Some(event) => self.event(machine, event),
-                    None => self.events = None,
+                    Some(event) => Wake::Event(event),
+                    None => {
+                        self.events = None;
+                        Wake::Backlog
+                    }
                 },
-                _ = sleep => {
+                _ = sleep => Wake::Tick,
+                () = std::future::ready(()), if backlog => Wake::Backlog,
+            };
+            // The round counts from here: what woke the runner is fed in it.
+            let round = std::time::Instant::now();
+            match wake {
+                Wake::Command(command) => self.command(machine, command),
+                Wake::Msg(msg) => self.take(msg),
+                Wake::Event(event) => self.event(machine, event),
+                Wake::Tick => {
                     self.wake_at = None;
                     self.feed(machine, Input::Tick);
                 }
+                Wake::Backlog => {}
             }
-            let round = std::time::Instant::now();
-            self.drain(machine, commands);
+            let longest = self.drain(machine, commands, round);
             self.report_inbox(machine);
             if std::mem::take(&mut self.replied) {
                 // An answer's handler, woken into this worker's LIFO slot,
@@ -225,7 +265,7 @@ impl Runner<'_> {
             let effects = machine.settle(Instant::now());
             self.deps.metrics.record(&machine.take_stats());
             self.perform(effects);
-            timing::round(drained - round, drained.elapsed());
+            timing::round(drained - round, drained.elapsed(), longest);
             // Let the tasks this round woke run before the next: a command's
             // HTTP handler woken by its answer waits in this worker's queue
             // (tokio's LIFO slot, which no other worker takes) until the
@@ -234,59 +274,39 @@ impl Runner<'_> {
         }
     }
 
-    /// Feeds what is ready without waiting, up to [`BATCH`] inputs or for
-    /// [`DRAIN_FOR`], whichever ends first.
-    fn drain(&mut self, machine: &mut Machine, commands: &mut mpsc::Receiver<Command>) {
-        let mut handled = 0;
-        let until = std::time::Instant::now() + DRAIN_FOR;
-        while handled < BATCH
-            && self.outcome.is_none()
-            && !machine.is_ending()
-            && std::time::Instant::now() < until
-        {
-            let mut progressed = false;
-            if let Ok(command) = commands.try_recv() {
-                self.command(machine, command);
-                progressed = true;
+    /// Feeds what is ready without waiting, step by step, up to [`BATCH`]
+    /// steps or for [`DRAIN_FOR`], whichever ends first; at least one step
+    /// whatever the input that woke the runner took: a round that woke for
+    /// a command and spent its time on it must not leave the rest waiting,
+    /// or a stream of commands would hold up the results their own writes
+    /// wait for. Returns the longest step (the round's first input, fed
+    /// since `round`, counts as one).
+    fn drain(
+        &mut self,
+        machine: &mut Machine,
+        commands: &mut mpsc::Receiver<Command>,
+        round: std::time::Instant,
+    ) -> Duration {
+        let mut started = std::time::Instant::now();
+        let until = started + DRAIN_FOR;
+        let mut longest = started - round;
+        let mut steps = 0;
+        while steps < BATCH && self.outcome.is_none() && !machine.is_ending() && started < until {
+            if !self.step(machine, commands) {
+                break;
             }
-            if let Ok(msg) = self.results.try_recv() {
-                self.msg(machine, msg);
-                progressed = true;
-            }
-            if let Some(event) = self.events.as_mut().and_then(|rx| rx.try_recv().ok()) {
-                self.event(machine, event);
-                progressed = true;
-            }
-            if !progressed {
-                return;
-            }
-            handled += 1;
+            let now = std::time::Instant::now();
+            longest = longest.max(now - started);
+            started = now;
+            steps += 1;
         }
+        longest
     }
 
     fn feed(&mut self, machine: &mut Machine, input: Input) {
         let effects = machine.handle(input, Instant::now());
         self.deps.metrics.record(&machine.take_stats());
         self.perform(effects);
-    }
-
-    fn msg(&mut self, machine: &mut Machine, msg: Msg) {
-        match msg {
-            Msg::Input(input) => self.feed(machine, input),
-            Msg::StoreBatch(results) => {
-                self.store.batch_done();
-                for (id, result) in results {
-                    self.feed(machine, Input::Stored { id, result });
-                }
-                self.store.pump();
-            }
-            Msg::Stored(id, result, done_at) => {
-                timing::result_read(done_at.elapsed());
-                self.store.single_done();
-                self.feed(machine, Input::Stored { id, result });
-                self.store.pump();
-            }
-        }
     }
 
     /// When the event just received was read off the stream (its stamp in
@@ -313,7 +333,8 @@ impl Runner<'_> {
         machine.inbox(oldest, depth, full, Instant::now());
     }
 
-    /// A stream event; consecutive UPDATEs already queued join it.
+    /// A stream event; consecutive UPDATEs already queued join it, up to
+    /// [`UPDATES_PER_STEP`].
     fn event(&mut self, machine: &mut Machine, event: ClientEvent) {
         let mut read_at = self.take_stamp();
         let ClientEvent::Event(e) = &event else {
@@ -335,7 +356,7 @@ impl Runner<'_> {
                     if let Some(update) = e.update {
                         updates.push(update.status);
                     }
-                    if updates.len() < BATCH {
+                    if updates.len() < UPDATES_PER_STEP {
                         let queued = self.events.as_mut().and_then(|rx| rx.try_recv().ok());
                         next = queued.map(|e| (e, self.take_stamp()));
                     }

@@ -14,8 +14,10 @@
 //! - `result`: the core read that operation's result `waited_ms` after it
 //!   came (the core was busy meanwhile);
 //! - `round`: a round of the core (inputs drained, then the settle) took
-//!   longer than [`SLOW_ROUND`], with its two parts: what a command that
-//!   arrives meanwhile waits.
+//!   longer than [`SLOW_ROUND`], with its two parts (`drain_ms` counts
+//!   from the input that woke the core) and its longest step (`step_ms`,
+//!   `runner/steps.rs`): a command that arrives meanwhile waits for the
+//!   step under way, or for the settle.
 //!
 //! The handler's side (`SchedulerHandle::request`) logs `received`: its
 //! send → the answer in hand (`total_ms`); the rest of an HTTP answer's
@@ -99,13 +101,14 @@ pub(super) fn result_read(waited: Duration) {
 }
 
 /// Logs a round that took `drain + settle` if that is at least
-/// [`SLOW_ROUND`].
-pub(super) fn round(drain: Duration, settle: Duration) {
+/// [`SLOW_ROUND`], with its longest step `step`.
+pub(super) fn round(drain: Duration, settle: Duration, step: Duration) {
     if drain + settle >= SLOW_ROUND {
         tracing::debug!(
             target: "command_timing",
             drain_ms = ms(drain),
             settle_ms = ms(settle),
+            step_ms = ms(step),
             "round"
         );
     }
