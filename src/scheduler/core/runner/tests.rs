@@ -88,6 +88,38 @@ fn written_batch(first: u64, n: usize) -> Msg {
     Msg::StoreBatch(results)
 }
 
+/// Puts `n` UPDATEs on the runner's stream; the sender's capacity says how
+/// many were read.
+fn queue_updates(runner: &mut Runner<'_>, n: usize) -> mpsc::Sender<ClientEvent> {
+    let (events_tx, events_rx) = mpsc::channel(n);
+    for i in 0..n {
+        events_tx
+            .try_send(update(i))
+            .expect("room for every update");
+    }
+    runner.events = Some(events_rx);
+    events_tx
+}
+
+/// Sends `batches` batches of 125 task-write results to the runner.
+fn queue_written_batches(runner: &Runner<'_>, batches: usize) {
+    for b in 0..batches {
+        let _ = runner
+            .results_tx
+            .send(written_batch((b * 1_000) as u64, 125));
+    }
+}
+
+/// Sends the result of a store operation other than a task write (a
+/// command's write).
+fn queue_command_write_result(runner: &Runner<'_>) {
+    let _ = runner.results_tx.send(Msg::Stored(
+        RequestId(u64::MAX),
+        StoreResult::Written(Ok(Written::Version(1))),
+        std::time::Instant::now(),
+    ));
+}
+
 fn reconcile() -> (Command, tokio::sync::oneshot::Receiver<Answer>) {
     Command::new(Request::Reconcile(ReconcileKind::Explicit))
 }
@@ -104,18 +136,8 @@ async fn a_command_behind_a_large_backlog_waits_for_one_bounded_step() {
     let mut machine = machine(&deps);
     const UPDATES: usize = 4_096;
     const BATCHES: usize = 16;
-    let (events_tx, events_rx) = mpsc::channel(UPDATES);
-    for i in 0..UPDATES {
-        events_tx
-            .try_send(update(i))
-            .expect("room for every update");
-    }
-    runner.events = Some(events_rx);
-    for b in 0..BATCHES {
-        let _ = runner
-            .results_tx
-            .send(written_batch((b * 1_000) as u64, 125));
-    }
+    let events_tx = queue_updates(&mut runner, UPDATES);
+    queue_written_batches(&runner, BATCHES);
     let (commands_tx, mut commands) = mpsc::channel(4);
     let mut steps = 0;
     let mut answered = 0;
@@ -167,17 +189,8 @@ async fn a_command_write_result_overtakes_task_write_results() {
     let mut runner = Runner::new(&deps, token.clone(), Work(token.child_token()));
     let mut machine = machine(&deps);
     const BATCHES: usize = 20;
-    for b in 0..BATCHES {
-        let _ = runner
-            .results_tx
-            .send(written_batch((b * 1_000) as u64, 125));
-    }
-    let command_write = RequestId(u64::MAX);
-    let _ = runner.results_tx.send(Msg::Stored(
-        command_write,
-        StoreResult::Written(Ok(Written::Version(1))),
-        std::time::Instant::now(),
-    ));
+    queue_written_batches(&runner, BATCHES);
+    queue_command_write_result(&runner);
     let (_commands_tx, mut commands) = mpsc::channel(1);
     assert!(runner.step(&mut machine, &mut commands));
     assert!(
@@ -203,18 +216,8 @@ async fn a_stream_of_commands_does_not_hold_up_the_rest() {
     let mut runner = Runner::new(&deps, token.clone(), Work(token.child_token()));
     let mut machine = machine(&deps);
     const UPDATES: usize = 1_024;
-    let (events_tx, events_rx) = mpsc::channel(UPDATES);
-    for i in 0..UPDATES {
-        events_tx
-            .try_send(update(i))
-            .expect("room for every update");
-    }
-    runner.events = Some(events_rx);
-    let _ = runner.results_tx.send(Msg::Stored(
-        RequestId(u64::MAX),
-        StoreResult::Written(Ok(Written::Version(1))),
-        std::time::Instant::now(),
-    ));
+    let events_tx = queue_updates(&mut runner, UPDATES);
+    queue_command_write_result(&runner);
     const COMMANDS: usize = 64;
     let (commands_tx, mut commands) = mpsc::channel(COMMANDS);
     let mut replies = Vec::new();
