@@ -12,8 +12,6 @@ pub struct Line {
     pub at: f64,
     /// `answered`, `received`, `stored`, `result` or `round`.
     pub what: String,
-    /// `kind` (a command) or `op` (a store operation), if any.
-    pub name: String,
     /// The `*_ms` fields.
     pub ms: Vec<(String, f64)>,
 }
@@ -33,37 +31,26 @@ pub fn parse(log: &str) -> Vec<Line> {
             let rest = &line[line.find(MARK)? + MARK.len()..];
             let mut words = rest.split_whitespace();
             let what = words.next()?.to_string();
-            let mut name = String::new();
             let mut ms = Vec::new();
             for word in words {
                 let Some((key, value)) = word.split_once('=') else {
                     continue;
                 };
-                if key == "kind" || key == "op" {
-                    name = value.trim_matches('"').to_string();
-                } else if let Ok(v) = value.parse::<f64>() {
+                if let Ok(v) = value.parse::<f64>() {
                     ms.push((key.to_string(), v));
                 }
             }
-            Some(Line { at, what, name, ms })
+            Some(Line { at, what, ms })
         })
         .collect()
 }
 
 /// The values of field `key` in the lines of `what` within `[from, to)`
-/// (Unix seconds), optionally only those named `name`.
-fn values(
-    lines: &[Line],
-    what: &str,
-    name: Option<&str>,
-    key: &str,
-    from: f64,
-    to: f64,
-) -> Vec<f64> {
+/// (Unix seconds).
+fn values(lines: &[Line], what: &str, key: &str, from: f64, to: f64) -> Vec<f64> {
     lines
         .iter()
         .filter(|l| l.what == what && l.at >= from && l.at < to)
-        .filter(|l| name.is_none_or(|n| l.name == n))
         .flat_map(|l| l.ms.iter().filter(|(k, _)| k == key).map(|(_, v)| *v))
         .collect()
 }
@@ -84,6 +71,19 @@ fn stats(mut v: Vec<f64>) -> String {
     )
 }
 
+/// The rows [`print`] shows: label, the `command_timing` line's kind and
+/// the field read from it.
+const ROWS: [(&str, &str, &str); 8] = [
+    ("queued for the core", "answered", "queued_ms"),
+    ("in the core", "answered", "core_ms"),
+    ("send → answer in handler", "received", "total_ms"),
+    ("ZooKeeper write (not tasks)", "stored", "write_ms"),
+    ("result waited for the core", "result", "waited_ms"),
+    ("slow rounds: drain", "round", "drain_ms"),
+    ("slow rounds: settle", "round", "settle_ms"),
+    ("slow rounds: longest step", "round", "step_ms"),
+];
+
 /// Prints, per phase (`(name, from, to)`, Unix seconds), where the
 /// commands' time went: sent → taken by the core (`queued`), taken →
 /// answered (`core`), sent → answer in the handler (`handler`), the
@@ -97,41 +97,8 @@ pub fn print(lines: &[Line], phases: &[(&str, f64, f64)]) {
     for (phase, from, to) in phases {
         let (from, to) = (*from, *to);
         println!("    {phase}:");
-        let rows: [(&str, Vec<f64>); 8] = [
-            (
-                "queued for the core",
-                values(lines, "answered", None, "queued_ms", from, to),
-            ),
-            (
-                "in the core",
-                values(lines, "answered", None, "core_ms", from, to),
-            ),
-            (
-                "send → answer in handler",
-                values(lines, "received", None, "total_ms", from, to),
-            ),
-            (
-                "ZooKeeper write (not tasks)",
-                values(lines, "stored", None, "write_ms", from, to),
-            ),
-            (
-                "result waited for the core",
-                values(lines, "result", None, "waited_ms", from, to),
-            ),
-            (
-                "slow rounds: drain",
-                values(lines, "round", None, "drain_ms", from, to),
-            ),
-            (
-                "slow rounds: settle",
-                values(lines, "round", None, "settle_ms", from, to),
-            ),
-            (
-                "slow rounds: longest step",
-                values(lines, "round", None, "step_ms", from, to),
-            ),
-        ];
-        for (label, v) in rows {
+        for (label, what, field) in ROWS {
+            let v = values(lines, what, field, from, to);
             println!("      {label:<30} {}", stats(v));
         }
     }
