@@ -153,7 +153,14 @@ fn an_http_health_check_is_encoded_as_mesos_reads_it() {
             "delay": "5s", "interval": "2s", "timeout": "1500ms", "grace_period": "30s",
             "consecutive_failures": 4}}),
     );
-    let info = task_info(&spec, &planned(), "web.0.x", "fw", None);
+    let info = task_info(
+        &spec,
+        &spec.fingerprint(),
+        &planned(),
+        "web.0.x",
+        "fw",
+        None,
+    );
     let expected = cat(&[
         bytes(
             field("health_check.HTTP"),
@@ -196,9 +203,16 @@ fn a_tcp_and_a_command_check_use_their_own_fields() {
         cpus: 0.05,
         mem: 32.0,
     };
-    let check = task_info(&tcp, &planned(), "db.0.x", "fw", Some(&source))
-        .health_check
-        .unwrap();
+    let check = task_info(
+        &tcp,
+        &tcp.fingerprint(),
+        &planned(),
+        "db.0.x",
+        "fw",
+        Some(&source),
+    )
+    .health_check
+    .unwrap();
     let encoded = check.encode_to_vec();
     assert_eq!(
         field_payloads(&encoded, field("health_check.TCP")),
@@ -217,9 +231,16 @@ fn a_tcp_and_a_command_check_use_their_own_fields() {
         json!({"name": "db", "command": "db", "cpus": 0.1, "mem": 32,
         "instances": 1, "health_check": {"type": "command", "command": "pg_isready"}}),
     );
-    let check = task_info(&command, &planned(), "db.0.x", "fw", None)
-        .health_check
-        .unwrap();
+    let check = task_info(
+        &command,
+        &command.fingerprint(),
+        &planned(),
+        "db.0.x",
+        "fw",
+        None,
+    )
+    .health_check
+    .unwrap();
     let commands = field_payloads(&check.encode_to_vec(), field("health_check.COMMAND"));
     assert_eq!(commands.len(), 1);
     let info = v1::CommandInfo::decode(commands[0].as_slice()).unwrap();
@@ -235,7 +256,14 @@ fn an_image_container_is_encoded_as_mesos_reads_it() {
         "instances": 1, "container": {"image": "team/web:1.4", "force_pull": true,
             "volumes": [{"container_path": "/data", "host_path": "/srv/web", "mode": "RO"}]}}),
     );
-    let info = task_info(&spec, &planned(), "web.0.x", "fw", None);
+    let info = task_info(
+        &spec,
+        &spec.fingerprint(),
+        &planned(),
+        "web.0.x",
+        "fw",
+        None,
+    );
     let expected = cat(&[
         uint(
             field("container_info.TYPE"),
@@ -282,9 +310,16 @@ fn a_docker_container_is_encoded_as_mesos_reads_it() {
             "network": "BRIDGE", "port_mappings": [{"container_port": 80}],
             "parameters": [{"key": "memory-swap", "value": "-1"}]}}}),
     );
-    let container = task_info(&spec, &planned(), "web.0.x", "fw", None)
-        .container
-        .unwrap();
+    let container = task_info(
+        &spec,
+        &spec.fingerprint(),
+        &planned(),
+        "web.0.x",
+        "fw",
+        None,
+    )
+    .container
+    .unwrap();
     let expected = cat(&[
         uint(
             field("container_info.TYPE"),

@@ -119,10 +119,27 @@ fn variable(name: &str, value: &str) -> environment::Variable {
     }
 }
 
-/// The `TaskInfo` launching `planned` as task `task_id`. `executor` must be
-/// set for services using our executor.
+/// The executor that runs task `task_id` and its executor ID: ours where
+/// the spec asks for it and `executor` is set, else Mesos' command
+/// executor, whose executor ID is the task ID.
+pub fn executor_of(
+    spec: &ServiceSpec,
+    task_id: &str,
+    executor: Option<&ExecutorSource>,
+) -> (ExecutorKind, String) {
+    match (spec.executor, executor) {
+        (ExecutorKind::Appliance, Some(_)) => (ExecutorKind::Appliance, executor_id(task_id)),
+        _ => (ExecutorKind::Command, task_id.to_string()),
+    }
+}
+
+/// The `TaskInfo` launching `planned` as task `task_id`; `fingerprint` is
+/// `spec`'s ([`ServiceSpec::fingerprint`], computed once by the caller for
+/// all the tasks it places of a spec). `executor` must be set for services
+/// using our executor.
 pub fn task_info(
     spec: &ServiceSpec,
+    fingerprint: &str,
     planned: &Planned,
     task_id: &str,
     framework_id: &str,
@@ -136,7 +153,7 @@ pub fn task_info(
         labels: [
             ("appliance.service", spec.name.clone()),
             ("appliance.instance", planned.instance.to_string()),
-            ("appliance.fingerprint", spec.fingerprint()),
+            ("appliance.fingerprint", fingerprint.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| v1::Label {
@@ -173,20 +190,16 @@ pub fn task_info(
         health_check,
         ..Default::default()
     };
-    match (spec.executor, executor) {
-        (ExecutorKind::Appliance, Some(source)) => {
+    match (executor_of(spec, task_id, executor), executor) {
+        ((ExecutorKind::Appliance, executor_id), Some(source)) => {
             let v1::CommandInfo { uris, .. } = &command;
             let resources = ExecutorResources {
                 cpus: source.cpus,
                 mem: source.mem,
                 ..ExecutorResources::default()
             };
-            let mut executor_info = executor::executor_info(
-                &executor_id(task_id),
-                framework_id,
-                &source.url,
-                &resources,
-            );
+            let mut executor_info =
+                executor::executor_info(&executor_id, framework_id, &source.url, &resources);
             if let Some(fetched) = executor_info.command.as_mut() {
                 fetched.uris.extend(uris.iter().cloned());
             }
@@ -230,7 +243,7 @@ mod tests {
             serde_json::json!({"name": "web", "command": "serve $PORT0", "cpus": 0.5, "mem": 64,
             "ports": 2, "instances": 3, "env": {"A": "b"}, "kill_grace_period": "7s"}),
         );
-        let info = task_info(&s, &planned(), "web.2.x", "fw", None);
+        let info = task_info(&s, &s.fingerprint(), &planned(), "web.2.x", "fw", None);
         assert_eq!(info.name, "web.2");
         assert!(info.executor.is_none());
         let cmd = info.command.unwrap();
@@ -277,7 +290,14 @@ mod tests {
             cpus: 0.05,
             mem: 32.0,
         };
-        let info = task_info(&s, &planned(), "web.2.x", "fw-1", Some(&source));
+        let info = task_info(
+            &s,
+            &s.fingerprint(),
+            &planned(),
+            "web.2.x",
+            "fw-1",
+            Some(&source),
+        );
         assert!(info.command.is_none());
         let executor = info.executor.unwrap();
         assert_eq!(
@@ -308,7 +328,14 @@ mod tests {
             cpus: 0.05,
             mem: 32.0,
         };
-        let info = task_info(&s, &planned(), "web.2.x", "fw-1", Some(&source));
+        let info = task_info(
+            &s,
+            &s.fingerprint(),
+            &planned(),
+            "web.2.x",
+            "fw-1",
+            Some(&source),
+        );
         let uris = &info.executor.unwrap().command.unwrap().uris;
         let fetched: Vec<_> = uris
             .iter()
@@ -340,7 +367,7 @@ mod tests {
             serde_json::json!({"name": "web", "command": "true", "cpus": 0.1,
             "mem": 32, "instances": 1, "uris": ["http://files/site.tgz"]}),
         );
-        let info = task_info(&s, &planned(), "web.2.y", "fw-1", None);
+        let info = task_info(&s, &s.fingerprint(), &planned(), "web.2.y", "fw-1", None);
         assert_eq!(info.command.unwrap().uris[0].value, "http://files/site.tgz");
     }
 
@@ -359,7 +386,14 @@ mod tests {
                                  "interval": "2s", "consecutive_failures": 5}}),
             );
             assert!(s.validate().is_empty());
-            let info = task_info(&s, &planned(), "web.2.x", "fw", Some(&source));
+            let info = task_info(
+                &s,
+                &s.fingerprint(),
+                &planned(),
+                "web.2.x",
+                "fw",
+                Some(&source),
+            );
             let check = info.health_check.expect(executor);
             let http = check.http.unwrap();
             assert_eq!((http.port, http.path.as_deref()), (31001, Some("/ready")));
@@ -373,7 +407,7 @@ mod tests {
             "mem": 32, "ports": 1, "instances": 1,
             "health_check": {"type": "command", "command": "test -n \"$PORT0\""}}),
         );
-        let check = task_info(&s, &planned(), "web.2.x", "fw", None)
+        let check = task_info(&s, &s.fingerprint(), &planned(), "web.2.x", "fw", None)
             .health_check
             .unwrap();
         let env = check.command.unwrap().environment.unwrap();
@@ -388,7 +422,7 @@ mod tests {
             "container": {"image": "team/web:1", "environment": {"LANG": "C"}}}),
         );
         assert!(s.validate().is_empty());
-        let info = task_info(&s, &planned(), "web.2.x", "fw", None);
+        let info = task_info(&s, &s.fingerprint(), &planned(), "web.2.x", "fw", None);
         let container = info.container.expect("on the task");
         assert_eq!(
             container.mesos.unwrap().image.unwrap().docker.unwrap().name,
@@ -406,7 +440,14 @@ mod tests {
             cpus: 0.05,
             mem: 32.0,
         };
-        let info = task_info(&appliance, &planned(), "web.2.x", "fw", Some(&source));
+        let info = task_info(
+            &appliance,
+            &appliance.fingerprint(),
+            &planned(),
+            "web.2.x",
+            "fw",
+            Some(&source),
+        );
         assert!(info.container.is_none());
         assert!(
             info.executor.unwrap().container.is_some(),
@@ -421,7 +462,7 @@ mod tests {
             "health_check": {"type": "tcp", "port_index": 0}}),
         );
         assert!(s.validate().is_empty());
-        let info = task_info(&s, &planned(), "web.2.x", "fw", None);
+        let info = task_info(&s, &s.fingerprint(), &planned(), "web.2.x", "fw", None);
         assert_eq!(info.health_check.unwrap().tcp.unwrap().port, 80);
         let docker = info.container.unwrap().docker.unwrap();
         assert_eq!(docker.port_mappings[0].host_port, 31000);

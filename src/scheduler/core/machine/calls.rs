@@ -5,7 +5,7 @@
 
 use tokio::time::Instant;
 
-use super::schedule::Step;
+use super::schedule::{PendingTask, Step};
 use super::{Machine, Pending};
 use crate::coordination::{CoordinationError, Written};
 use crate::mesos::client::CallError;
@@ -13,6 +13,7 @@ use crate::mesos::v1::{self, offer};
 use crate::scheduler::core::io::MesosCall;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::rules::offers::Gone;
+use crate::scheduler::rules::taskinfo;
 use crate::scheduler::snapshot::EventKind;
 
 impl Machine {
@@ -44,9 +45,9 @@ impl Machine {
                 self.tasks.remove_launching(&task);
                 self.out.dirty = true;
                 if let Some(g) = self.launches.groups.get_mut(&group)
-                    && let Some(info) = g.infos.get_mut(index)
+                    && let Some(pending) = g.tasks.get_mut(index)
                 {
-                    *info = None;
+                    *pending = None;
                 }
             }
         }
@@ -68,11 +69,13 @@ impl Machine {
         let Some(g) = self.launches.groups.remove(&group) else {
             return;
         };
-        let infos: Vec<v1::TaskInfo> = g.infos.into_iter().flatten().collect();
-        let tasks: Vec<TaskId> = infos.iter().map(|i| TaskId::from(&i.task_id)).collect();
-        let count = infos.len();
+        let pending: Vec<PendingTask> = g.tasks.into_iter().flatten().collect();
+        let tasks: Vec<TaskId> = pending.iter().map(|p| p.task_id.clone()).collect();
+        let count = pending.len();
         self.needs_schedule = true;
-        if g.epoch != self.framework.epoch || !self.framework.is_subscribed() {
+        let framework_id = self.framework.id.clone();
+        let subscribed = g.epoch == self.framework.epoch && self.framework.is_subscribed();
+        let Some(framework_id) = framework_id.filter(|_| subscribed) else {
             if count > 0 {
                 self.log(
                     EventKind::Error,
@@ -86,10 +89,10 @@ impl Machine {
                 self.launch_unsettled(&tasks, now);
             }
             return;
-        }
+        };
         // The placement saw the agent active; GET_AGENTS may have shown it
         // draining, drained or deactivated while the records were written.
-        if let Some(agent) = infos.first().map(|i| i.agent_id.value.clone())
+        if let Some(agent) = pending.first().map(|p| p.planned.agent_id.to_string())
             && !self.takes_new_tasks(&agent)
         {
             self.log(
@@ -105,6 +108,21 @@ impl Machine {
             self.launch_unsettled(&tasks, now);
             return;
         }
+        let executor = self.executor_source();
+        let infos: Vec<v1::TaskInfo> = pending
+            .iter()
+            .map(|p| {
+                taskinfo::task_info(
+                    &p.spec.spec,
+                    &p.spec.fingerprint,
+                    &p.planned,
+                    p.task_id.as_str(),
+                    &framework_id,
+                    executor.as_ref(),
+                )
+            })
+            .collect();
+        drop(pending);
         let operations = if infos.is_empty() {
             Vec::new()
         } else {

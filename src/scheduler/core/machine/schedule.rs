@@ -30,7 +30,7 @@ use crate::scheduler::rules::rollout;
 use crate::scheduler::rules::taskinfo::{self, ExecutorSource};
 use crate::scheduler::rules::workload::assess;
 use crate::scheduler::snapshot::EventKind;
-use crate::scheduler::spec::service::ExecutorKind;
+use crate::scheduler::spec::service::{ExecutorKind, ServiceSpec};
 
 /// Filter for the unused part of an accepted offer while more work is
 /// pending: short, so the rest comes back soon.
@@ -38,10 +38,14 @@ const ACCEPT_REFUSE_SECONDS: f64 = 1.0;
 
 /// Tasks whose launch (record write, then ACCEPT) may be under way at
 /// once. A pass places at most this many, less those still launching, and
-/// the next pass places more: each launch holds its `TaskInfo` until the
-/// ACCEPT, and one pass placing tens of thousands at once would hold them
-/// all (the leader's peak memory).
-const LAUNCHING_MAX: usize = 2_000;
+/// the next pass places more: one pass placing tens of thousands at once
+/// would take that long, and queue that many writes ahead of the
+/// launches' ACCEPTs. A launch under way holds its placement and a shared
+/// spec ([`PendingTask`]), its `TaskInfo` is built at the ACCEPT. 4,000
+/// (was 2,000 while each held its `TaskInfo`) ended the ACCEPTs of a
+/// 50,000-task launch in about 5.5 s instead of 10–11 s
+/// (`docs/benchmarks.md`, "Launches ahead of the store").
+const LAUNCHING_MAX: usize = 4_000;
 
 /// Records one scheduling pass reads at most (but always one service's):
 /// the services past it wait for the next pass, which resumes with them.
@@ -130,9 +134,39 @@ pub(super) struct LaunchGroup {
     /// The subscription the offer came on.
     pub(super) epoch: u64,
     /// `None` where the record could not be stored.
-    pub(super) infos: Vec<Option<v1::TaskInfo>>,
+    pub(super) tasks: Vec<Option<PendingTask>>,
     pub(super) outstanding: usize,
     pub(super) refuse_seconds: f64,
+}
+
+/// A task placed on an offer, until the ACCEPT: its `TaskInfo` is built
+/// only then, from the spec it was placed of. A `TaskInfo` is a few KiB
+/// (command, environment, labels, health check, executor); held for every
+/// launch whose record is being written, they were the leader's largest
+/// transient memory during a launch.
+#[derive(Debug)]
+pub(super) struct PendingTask {
+    pub(super) task_id: TaskId,
+    /// The spec it was placed of (a later change of the service does not
+    /// change what this launch is: its record names this one).
+    pub(super) spec: Arc<LaunchSpec>,
+    pub(super) planned: placement::Planned,
+}
+
+/// A spec as its tasks are launched: shared by the tasks one pass places
+/// of it, its fingerprint computed once.
+#[derive(Debug)]
+pub(super) struct LaunchSpec {
+    pub(super) spec: ServiceSpec,
+    /// [`ServiceSpec::fingerprint`] of `spec`.
+    pub(super) fingerprint: String,
+}
+
+impl LaunchSpec {
+    fn new(spec: ServiceSpec) -> Arc<LaunchSpec> {
+        let fingerprint = spec.fingerprint();
+        Arc::new(LaunchSpec { spec, fingerprint })
+    }
 }
 
 /// What a call in flight was for.
@@ -194,7 +228,7 @@ impl Machine {
         );
     }
 
-    fn executor_source(&self) -> Option<ExecutorSource> {
+    pub(super) fn executor_source(&self) -> Option<ExecutorSource> {
         self.cfg.executor_url.as_ref().map(|url| ExecutorSource {
             url: url.clone(),
             cpus: self.cfg.executor_cpus,
@@ -251,7 +285,7 @@ impl Machine {
         let mut rollouts = Vec::new();
         let at = self.unix(now);
         let mut missing_total = 0;
-        let launching: usize = self.launches.groups.values().map(|g| g.infos.len()).sum();
+        let launching: usize = self.launches.groups.values().map(|g| g.tasks.len()).sum();
         let mut budget = LAUNCHING_MAX.saturating_sub(launching);
         let names = self.services.names();
         // From where the last pass stopped (`PassBound`): the services
@@ -503,31 +537,46 @@ impl Machine {
     /// Stores the records of the planned tasks; each offer's ACCEPT follows
     /// once its records are stored.
     fn launch(&mut self, planned: Vec<placement::Planned>, more_pending: bool, now: Instant) {
-        let Some(framework_id) = self.framework.id.clone() else {
+        if self.framework.id.is_none() {
             return;
-        };
+        }
         let executor = self.executor_source();
         let at = self.unix(now);
-        let mut by_offer: BTreeMap<String, Vec<(v1::TaskInfo, TaskRecord)>> = BTreeMap::new();
-        let mut fingerprints: HashMap<String, String> = HashMap::new();
+        let mut by_offer: BTreeMap<String, Vec<(PendingTask, TaskRecord)>> = BTreeMap::new();
+        let mut specs: HashMap<String, Arc<LaunchSpec>> = HashMap::new();
         for p in planned {
-            if let Some((task_id, spec)) = self.job_launch(&p.service, p.instance) {
-                let launch =
-                    self.job_task(&spec, &p, task_id, &framework_id, executor.as_ref(), at);
-                by_offer.entry(p.offer_id).or_default().push(launch);
-                continue;
-            }
-            let Some(spec) = self.services.spec(&p.service) else {
-                continue;
+            let (task_id, spec, record_fingerprint) =
+                if let Some((task_id, spec)) = self.job_launch(&p.service, p.instance) {
+                    // A job attempt's spec is its own (`jobs`); its record
+                    // says "job" where a service task's names its spec.
+                    (task_id, LaunchSpec::new(spec), "job".to_string())
+                } else {
+                    let Some(spec) = self.services.spec(&p.service) else {
+                        continue;
+                    };
+                    let spec = specs
+                        .entry(p.service.clone())
+                        .or_insert_with(|| LaunchSpec::new(spec.clone()))
+                        .clone();
+                    let task_id = taskinfo::new_task_id(&spec.spec.name, p.instance, &mut self.ids);
+                    let fingerprint = spec.fingerprint.clone();
+                    (task_id.as_str().into(), spec, fingerprint)
+                };
+            let record = staging_record(
+                &spec.spec,
+                &p,
+                task_id.clone(),
+                record_fingerprint,
+                executor.as_ref(),
+                at,
+            );
+            let offer_id = p.offer_id.clone();
+            let task = PendingTask {
+                task_id,
+                spec,
+                planned: p,
             };
-            let fingerprint = fingerprints
-                .entry(p.service.clone())
-                .or_insert_with(|| spec.fingerprint())
-                .clone();
-            let task_id = taskinfo::new_task_id(&spec.name, p.instance, &mut self.ids);
-            let info = taskinfo::task_info(spec, &p, &task_id, &framework_id, executor.as_ref());
-            let record = staging_record(&info, spec, &p, task_id.as_str().into(), fingerprint, at);
-            by_offer.entry(p.offer_id).or_default().push((info, record));
+            by_offer.entry(offer_id).or_default().push((task, record));
         }
         let refuse_seconds = if more_pending {
             ACCEPT_REFUSE_SECONDS
@@ -538,8 +587,8 @@ impl Machine {
             self.offers.remove(&offer_id, Gone::Used, now);
             self.launches.next += 1;
             let group = self.launches.next;
-            let mut infos = Vec::with_capacity(launches.len());
-            for (index, (info, record)) in launches.into_iter().enumerate() {
+            let mut tasks = Vec::with_capacity(launches.len());
+            for (index, (task, record)) in launches.into_iter().enumerate() {
                 let record = Arc::new(record);
                 self.tasks.insert_launching(record.clone());
                 self.store(
@@ -550,54 +599,37 @@ impl Machine {
                         index,
                     }),
                 );
-                infos.push(Some(info));
+                tasks.push(Some(task));
             }
             self.launches.groups.insert(
                 group,
                 LaunchGroup {
                     offer_id,
                     epoch: self.framework.epoch,
-                    outstanding: infos.len(),
-                    infos,
+                    outstanding: tasks.len(),
+                    tasks,
                     refuse_seconds,
                 },
             );
         }
         self.out.dirty = true;
     }
-
-    /// The task info and record of a placed job attempt (`jobs`).
-    fn job_task(
-        &self,
-        spec: &crate::scheduler::spec::service::ServiceSpec,
-        p: &placement::Planned,
-        task_id: TaskId,
-        framework_id: &crate::scheduler::ids::FrameworkId,
-        executor: Option<&ExecutorSource>,
-        at: f64,
-    ) -> (v1::TaskInfo, TaskRecord) {
-        let info = taskinfo::task_info(spec, p, task_id.as_str(), framework_id, executor);
-        let record = staging_record(&info, spec, p, task_id, "job".into(), at);
-        (info, record)
-    }
 }
 
 /// The record of a task about to be launched (TASK_STAGING), written before
-/// the ACCEPT that carries `info`: its executor is the appliance's when
-/// `info` names one, else Mesos' command executor (whose executor ID is the
-/// task ID).
+/// the ACCEPT that carries its `TaskInfo`: its executor is the appliance's
+/// where the spec asks for it and `executor` is set, else Mesos' command
+/// executor (whose executor ID is the task ID), as in the `TaskInfo`
+/// ([`taskinfo::executor_of`]).
 fn staging_record(
-    info: &v1::TaskInfo,
-    spec: &crate::scheduler::spec::service::ServiceSpec,
+    spec: &ServiceSpec,
     p: &placement::Planned,
     task_id: TaskId,
     fingerprint: String,
+    executor: Option<&ExecutorSource>,
     at: f64,
 ) -> TaskRecord {
-    let (executor, executor_id) = match &info.executor {
-        Some(e) => (ExecutorKind::Appliance, e.executor_id.value.clone()),
-        None => (ExecutorKind::Command, task_id.to_string()),
-    };
+    let (executor, executor_id) = taskinfo::executor_of(spec, task_id.as_str(), executor);
     TaskRecord {
         task_id,
         service: spec.name.clone(),
@@ -615,7 +647,8 @@ fn staging_record(
         timeline: Vec::new(),
         healthy: None,
         healthy_since: None,
-        health_checked: Some(info.health_check.is_some()),
+        // The `TaskInfo` carries a health check exactly when the spec has one.
+        health_checked: Some(spec.health_check.is_some()),
         partition: None,
     }
 }

@@ -29,6 +29,42 @@ async fn records_are_stored_before_the_accept_that_launches_them() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_accept_launches_the_spec_its_records_were_written_for() {
+    // The `TaskInfo`s are built at the ACCEPT (a launch holds its placement
+    // and spec meanwhile, not a `TaskInfo`): a change of the service while
+    // the records are written must not change what they launch.
+    let old = service("web", 2);
+    let mut h = Harness::leader(std::slice::from_ref(&old), &[]);
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    h.offer("o1", "agent-1", 4.0);
+    let mut new = old.clone();
+    new.command = crate::scheduler::spec::CommandSpec::Shell("sleep 2000".into());
+    h.command(Request::PutService(Box::new(valid(new.clone()))));
+    h.answer_stores();
+    let calls = h.drain_call_log();
+    let infos: Vec<&v1::TaskInfo> = Harness::launched_infos(&calls).collect();
+    assert_eq!(infos.len(), 2, "{calls:?}");
+    for info in infos {
+        let command = info.command.as_ref().and_then(|c| c.value.as_deref());
+        assert_eq!(command, Some("sleep 1000"));
+        let label = |key: &str| {
+            let labels = info.labels.as_ref().map(|l| l.labels.as_slice());
+            labels
+                .unwrap_or_default()
+                .iter()
+                .find(|l| l.key == key)
+                .and_then(|l| l.value.clone())
+        };
+        assert_eq!(label("appliance.fingerprint"), Some(old.fingerprint()));
+        let record = h.stored(&info.task_id.value).expect("its record");
+        assert_eq!(record.fingerprint, old.fingerprint());
+        assert_ne!(record.fingerprint, new.fingerprint());
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_task_whose_record_failed_is_left_out_of_the_accept() {
     let mut h = Harness::leader(&[service("web", 2)], &[]);
     h.subscribe();

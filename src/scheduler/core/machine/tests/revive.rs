@@ -231,8 +231,8 @@ fn huge_offer(h: &mut Harness, id: &str) {
 
 #[tokio::test(start_paused = true)]
 async fn a_launch_spread_over_passes_by_its_budget_revives_once() {
-    // 5,000 instances; a pass places at most LAUNCHING_MAX (2,000).
-    let mut h = Harness::leader(&[service("many", 5_000)], &[]);
+    // 9,000 instances; a pass places at most LAUNCHING_MAX (4,000).
+    let mut h = Harness::leader(&[service("many", 9_000)], &[]);
     h.subscribe();
     h.answer_all();
     // One pass while the first launch's records are still being stored
@@ -248,7 +248,7 @@ async fn a_launch_spread_over_passes_by_its_budget_revives_once() {
         h.answer_all();
     }
     let calls = h.drain_call_log();
-    assert_eq!(Harness::launched(&calls).len(), 5_000);
+    assert_eq!(Harness::launched(&calls).len(), 9_000);
     let accepts = calls
         .iter()
         .filter(|c| matches!(c, MesosCall::Accept { .. }))
