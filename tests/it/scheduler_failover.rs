@@ -3,7 +3,9 @@
 //! anything; a status update whose ZooKeeper write fails is not
 //! acknowledged (Mesos re-delivers it) and is acknowledged once stored;
 //! explicit reconciliation after failover replaces a task the master never
-//! heard of and the implicit one kills a task the store lost.
+//! heard of and the implicit one kills a task the store lost; a launch's
+//! first TASK_RUNNING, acknowledged ahead of its write, is stored by the
+//! next leader when that write failed.
 
 use crate::support;
 
@@ -483,4 +485,98 @@ async fn a_mesos_master_failover_loses_no_task() {
     let launched: Vec<String> = calls.iter().flat_map(|c| c.launched_task_ids()).collect();
     assert!(launched.is_empty(), "no launches: {launched:?}");
     replica.stop().await;
+}
+
+/// A launch's first TASK_RUNNING is acknowledged ahead of its write
+/// (`ahead_of_store` in `src/scheduler/core/machine/tasks.rs`): with the
+/// task's znode locked between its creation and that update, the leader
+/// shows it running and the master has its acknowledgement, while
+/// ZooKeeper still says TASK_STAGING. The next leader reconciles the
+/// record and stores TASK_RUNNING itself, launching and killing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_running_acknowledged_ahead_of_its_write_is_stored_by_the_next_leader() {
+    let zk = ZkServer::start();
+    // Two seconds from ACCEPT to TASK_STARTING: time to lock the record.
+    let tb = Testbed::start(TestbedConfig {
+        launch_delay: Duration::from_secs(2),
+        ..TestbedConfig::for_tests(2)
+    })
+    .await
+    .unwrap();
+    let specs =
+        services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
+    let first = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        specs.clone(),
+        core_config(),
+    )
+    .await;
+    let s = first
+        .wait_for("a record", WAIT, |s| s.tasks.len() == 1)
+        .await;
+    let task = s.tasks[0].task_id.to_string();
+    assert_eq!(s.tasks[0].state.as_str_name(), "TASK_STAGING");
+    let path = format!("/appliance/tasks/{task}");
+    let locker = lock_znode(&zk.connect_string(), &path).await;
+    let stored_state = |data: &[u8]| {
+        let record: serde_json::Value = serde_json::from_slice(data).unwrap();
+        record["state"].as_str().unwrap_or("").to_string()
+    };
+
+    first
+        .wait_for("running, its write refused", WAIT, |s| {
+            running(s, "one") == 1
+                && s.events
+                    .iter()
+                    .any(|e| e.message.contains("kept in memory"))
+        })
+        .await;
+    let acks = |task: &str| {
+        tb.scheduler_calls("ACKNOWLEDGE")
+            .into_iter()
+            .filter(|c| c.call["acknowledge"]["task_id"]["value"] == task)
+            .count()
+    };
+    assert_eq!(acks(&task), 2, "STARTING and RUNNING acknowledged");
+    let at_master = tb.tasks().into_iter().find(|t| t.task_id == task).unwrap();
+    assert_eq!(at_master.unacknowledged_updates, 0);
+    let (data, stat) = locker.get_data(&path).await.unwrap();
+    assert_eq!(
+        (stored_state(&data), stat.version),
+        ("TASK_STAGING".to_string(), 0),
+        "the store still holds the record as created"
+    );
+
+    // A failover stop; the next leader finds TASK_STAGING and asks the master.
+    first.expect_disagreement("its TASK_RUNNING write is refused on purpose");
+    first.stop().await;
+    locker
+        .set_acl(&path, &zk::Acls::anyone_all(), None)
+        .await
+        .unwrap();
+    let accepts = tb.scheduler_calls("ACCEPT").len();
+    let second = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, core_config()).await;
+    let raw = zk::Client::connect(&zk.connect_string()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (data, _) = raw.get_data(&path).await.unwrap();
+        if stored_state(&data) == "TASK_RUNNING" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the next leader never stored TASK_RUNNING"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let s = second
+        .wait_for("the same task running", WAIT, |s| running(s, "one") == 1)
+        .await;
+    assert_eq!(s.tasks.len(), 1);
+    assert_eq!(s.tasks[0].task_id.to_string(), task);
+    assert_eq!(tb.scheduler_calls("ACCEPT").len(), accepts, "no launch");
+    assert!(tb.scheduler_calls("KILL").is_empty(), "no kill");
+    second.stop().await;
 }

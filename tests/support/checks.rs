@@ -15,7 +15,10 @@
 //!   record's state or its timeline reaches that state or a later one
 //!   (`docs/deployment-strategies.md#rules-every-strategy-keeps`, "Acknowledge
 //!   after storing"). The master's side is the testbed's per-task record of
-//!   the latest acknowledged update (`TaskView::acknowledged`).
+//!   the latest acknowledged update (`TaskView::acknowledged`). A launch's
+//!   TASK_STARTING and first TASK_RUNNING are acknowledged ahead of their
+//!   write (`ahead_of_store` in `src/scheduler/core/machine/tasks.rs`): the
+//!   check waits for that write like for any update on its way.
 //!
 //! What the ACK check proves: at the end of the test no acknowledged update
 //! is missing from the store, so a leader that died right after any of

@@ -40,9 +40,10 @@
 //!   record is stored (the acknowledgement is an effect of the store's
 //!   result); an update whose write fails is not acknowledged and the agent
 //!   sends it again. Updates without a uuid are never acknowledged. The
-//!   exception: the executor's TASK_STARTING over a stored TASK_STAGING is
-//!   kept in memory and acknowledged at once; the next write stores it
-//!   (`machine/tasks.rs`, `start_kept_in_memory`).
+//!   exceptions are a launch's first steps: the executor's TASK_STARTING
+//!   over a stored TASK_STAGING is kept in memory and acknowledged at once
+//!   (the next write stores it), and the first TASK_RUNNING is acknowledged
+//!   at once while its write is sent (`machine/tasks.rs`, `ahead_of_store`).
 //! - **Record before ACCEPT.** A launch's records are stored first; its
 //!   offer's ACCEPT is emitted when they are, with the tasks whose records
 //!   made it, and only on the subscription the offer came from.

@@ -10,9 +10,11 @@
 //!   reconciliation answer, a re-sent update whose acknowledgement was lost)
 //!   is not written again; the time it confirmed the record is kept in
 //!   memory ([`TaskEntry::confirmed_at`](super::table::TaskEntry)).
-//! - Exception: the executor's TASK_STARTING after a stored TASK_STAGING
-//!   changes the table's copy only and is acknowledged at once
-//!   ([`start_kept_in_memory`]); the record's next write stores it.
+//! - Exceptions, the steps of a launch ([`ahead_of_store`]): the executor's
+//!   TASK_STARTING after a stored TASK_STAGING changes the table's copy
+//!   only and is acknowledged at once; the record's next write stores it.
+//!   The first TASK_RUNNING changes the table's copy, is acknowledged at
+//!   once, and its write follows without being waited for.
 //! - One write per task is in flight at a time (each is a compare-and-set
 //!   on the record's version); what comes meanwhile waits in the task's
 //!   queue, in order.
@@ -60,6 +62,9 @@ pub(super) enum Step {
         task: TaskId,
         state: TaskState,
         ack: Option<Ack>,
+        /// Acknowledged already: the first TASK_RUNNING
+        /// ([`Ahead::Running`]).
+        acked: bool,
         record: Arc<TaskRecord>,
         /// The record was terminal and the update says the task lives: the
         /// record carries a kill mark, and KILLs follow once it is stored.
@@ -145,15 +150,35 @@ impl Machine {
             entry.queued.push_back(TaskOp::Update(Box::new(status)));
             return;
         };
-        if start_kept_in_memory(&entry.record, &status) {
-            // Nothing durable: the record stays as stored (TASK_STAGING),
-            // the table's copy takes the update and the next write of the
-            // record carries it.
+        if let Some(ahead) = ahead_of_store(&entry.record, &status) {
+            // The table's copy takes the update and it is acknowledged at
+            // once. TASK_STARTING: the record stays as stored
+            // (TASK_STAGING) and its next write carries it. TASK_RUNNING:
+            // that write is sent now, not waited for.
             entry.confirmed_at = Some(at);
             self.tasks
                 .touch(&task_id, |record| record.apply(&status, at));
             self.out.dirty = true;
             self.acknowledge(&status);
+            if ahead == Ahead::Starting {
+                return;
+            }
+            let Some(entry) = self.tasks.get_mut(&task_id) else {
+                return;
+            };
+            let record = entry.record.clone();
+            entry.writing = true;
+            self.store(
+                StoreOp::PutTask(record.clone(), Expect::Version(version)),
+                Pending::Task(Step::Update {
+                    task: task_id,
+                    state: status.state(),
+                    ack: None,
+                    acked: true,
+                    record,
+                    revived: false,
+                }),
+            );
             return;
         }
         let mut record = (*entry.record).clone();
@@ -182,6 +207,7 @@ impl Machine {
                 task: task_id,
                 state: status.state(),
                 ack: ack_of(&status),
+                acked: false,
                 record,
                 revived,
             }),
@@ -242,6 +268,7 @@ impl Machine {
                 task,
                 state,
                 ack,
+                acked,
                 record,
                 revived,
             } => match written {
@@ -269,9 +296,18 @@ impl Machine {
                 }
                 other => {
                     let (e, why) = failure(other);
-                    let message = format!(
-                        "could not store the {state} update of {task}: {why}; not acknowledged"
-                    );
+                    let message = if acked {
+                        // Acknowledged already (`Ahead::Running`): the
+                        // table keeps it; the record's next write, or a
+                        // new leader's reconciliation, stores it.
+                        format!(
+                            "could not store the {state} update of {task}: {why}; kept in memory"
+                        )
+                    } else {
+                        format!(
+                            "could not store the {state} update of {task}: {why}; not acknowledged"
+                        )
+                    };
                     self.log(EventKind::Error, message, now);
                     self.write_failed(task, e, now);
                 }
@@ -500,28 +536,65 @@ fn failure(written: Result<Written, CoordinationError>) -> (Option<CoordinationE
     }
 }
 
-/// True when `status` is the executor's TASK_STARTING for a task whose
-/// stored record says TASK_STAGING: it is applied to the table's copy and
-/// acknowledged without a ZooKeeper write (the next write of the record,
-/// usually its TASK_RUNNING, stores it).
+/// An update of a launch that is acknowledged before its record is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ahead {
+    /// The executor's TASK_STARTING over a stored TASK_STAGING: applied to
+    /// the table's copy, acknowledged, not written (the record's next
+    /// write, usually its TASK_RUNNING, stores it).
+    Starting,
+    /// The first TASK_RUNNING (over TASK_STAGING or TASK_STARTING):
+    /// applied to the table's copy and acknowledged, its write sent at once
+    /// but not waited for.
+    Running,
+}
+
+/// Whether `status` is one of a launch's steps acknowledged ahead of the
+/// store: the executor's TASK_STARTING of a task whose record (the table's
+/// copy) says TASK_STAGING, or the first TASK_RUNNING of one that says
+/// TASK_STAGING or TASK_STARTING and never ran (no TASK_RUNNING in its
+/// timeline); either with no kill mark on the record and no health result
+/// in the update.
 ///
-/// Nothing a new leader decides on depends on it: a stored TASK_STAGING
-/// record is reconciled like a TASK_STARTING one (the master answers with
-/// the latest state), both count as live and as stuck after the same
-/// `transient_timeout`, and the agent's status update manager keeps the
-/// task's later updates (TASK_RUNNING or an end) until they are
-/// acknowledged, so each of those is stored before its acknowledgement
-/// (the agent's `src/slave/task_status_update_manager.cpp` in apache/mesos
-/// sends one unacknowledged update per task at a time and re-sends it
-/// until acknowledged; `docs/scheduler-http-api.md`, ACKNOWLEDGE). What a
-/// crash between the two loses is the STARTING entry of the record's
-/// timeline. Skipping this write spares a third of the writes of a launch
-/// (record, STARTING, RUNNING).
-pub(super) fn start_kept_in_memory(record: &TaskRecord, status: &v1::TaskStatus) -> bool {
-    status.state() == TaskState::TaskStarting
-        && record.state == TaskState::TaskStaging
-        && record.kill.is_none()
-        && status.healthy.is_none()
+/// Nothing a new leader decides on depends on them being stored: it
+/// reconciles every live record (a stored TASK_STAGING like any, and the
+/// master answers with the task's latest state, `docs/reconciliation.md`
+/// in apache/mesos), and it stores what the answer changes; until then a
+/// stored TASK_STAGING counts as live, as the task is. The agent's status
+/// update manager keeps the task's later updates (an end, a health
+/// change) until they are acknowledged, one at a time
+/// (`src/slave/task_status_update_manager.cpp` in apache/mesos;
+/// `docs/scheduler-http-api.md`, ACKNOWLEDGE), so each of those is stored
+/// before its acknowledgement, and the record's TASK_RUNNING entry is
+/// stored with or before them (one write per task at a time). What a crash
+/// before the TASK_RUNNING write loses is the record's timeline entries and
+/// `running_since` (a new leader counts the task running from its
+/// reconciliation, so a rollout's `min_healthy` wait starts again).
+///
+/// Why: every other update of a launch waits for ZooKeeper, and an agent
+/// forwards a task's TASK_RUNNING only once its TASK_STARTING is
+/// acknowledged; acknowledging both at once takes the store's writes off
+/// the launch's critical path (`docs/benchmarks.md`, "The launch's
+/// critical path"). Every other update is stored first.
+pub(super) fn ahead_of_store(record: &TaskRecord, status: &v1::TaskStatus) -> Option<Ahead> {
+    let launching = matches!(
+        record.state,
+        TaskState::TaskStaging | TaskState::TaskStarting
+    );
+    if !launching || record.kill.is_some() || status.healthy.is_some() {
+        return None;
+    }
+    // Never running before (a TASK_STARTING after TASK_RUNNING is stored,
+    // and so is the TASK_RUNNING after it).
+    let ran = record
+        .timeline
+        .iter()
+        .any(|e| e.state == TaskState::TaskRunning);
+    match status.state() {
+        TaskState::TaskStarting if record.state == TaskState::TaskStaging => Some(Ahead::Starting),
+        TaskState::TaskRunning if !ran => Some(Ahead::Running),
+        _ => None,
+    }
 }
 
 /// The acknowledgement `status` needs, if any (only updates with a uuid

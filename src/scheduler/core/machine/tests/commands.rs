@@ -16,7 +16,7 @@ async fn commands_are_answered_while_a_write_is_in_flight() {
     h.subscribe();
     h.answer_all();
     // A task write hangs (ZooKeeper is slow)...
-    h.update(status("web.0.stored", TaskState::TaskRunning, Some("u")));
+    h.update(status("web.0.stored", TaskState::TaskFailed, Some("u")));
     assert_eq!(h.stores.len(), 1);
     // ...and a reconciliation request is answered at once,
     let id = h.command(Request::Reconcile(ReconcileKind::Implicit));

@@ -80,7 +80,7 @@ enum Op {
     Update { pick: u8, state: u8, twice: bool },
     /// The executor's TASK_STARTING for stored TASK_STAGING task `pick`
     /// (modulo those with no kill mark; nothing when there is none): the
-    /// update kept in memory (`tasks::start_kept_in_memory`).
+    /// update kept in memory (`tasks::ahead_of_store`).
     Start { pick: u8 },
     /// A health check's result for known task `pick`.
     Health { pick: u8, healthy: bool },
@@ -294,6 +294,9 @@ struct Reach {
     /// Tasks seen in TASK_STARTING in the table over a stored TASK_STAGING
     /// (per check).
     starts_kept: usize,
+    /// Tasks seen in TASK_RUNNING in the table, acknowledged, while the
+    /// write of a stored TASK_STAGING or TASK_STARTING is out (per check).
+    runnings_ahead: usize,
 }
 
 impl Reach {
@@ -309,6 +312,7 @@ impl Reach {
         self.restart_kills += other.restart_kills;
         self.drain_kills += other.drain_kills;
         self.starts_kept += other.starts_kept;
+        self.runnings_ahead += other.runnings_ahead;
     }
 }
 
@@ -330,8 +334,8 @@ thread_local! {
 /// The checks made at the moment of an effect, with the store as the
 /// machine knew it when it decided (a task's record changes in memory only
 /// once its write is stored, so the harness's store is the machine's view;
-/// the one exception, a TASK_STARTING kept in memory, is checked by
-/// `World::check_table`):
+/// the exceptions, a launch's steps acknowledged ahead of the store, are
+/// checked by `World::check_table`):
 ///
 /// - no ACKNOWLEDGE before the update's record is stored ([`acked_early`]);
 /// - no ACCEPT and no KILL once the term ended (`EndTerm` given, or
@@ -350,7 +354,10 @@ fn watch(h: &Harness, effect: &Effect) -> Option<String> {
         return Some(violation);
     }
     if let Effect::Acknowledge(acks) = effect {
-        return WATCHED.with(|w| acks.iter().find_map(|ack| acked_early(h, &w.borrow(), ack)));
+        return WATCHED.with(|w| {
+            acks.iter()
+                .find_map(|ack| acked_early(h, &mut w.borrow_mut(), ack))
+        });
     }
     if let Some(outcome) = &h.ended {
         match effect {
@@ -483,10 +490,12 @@ fn drain_watch(h: &Harness, effect: &Effect) -> Option<String> {
 
 /// An ACKNOWLEDGE given before its update's record is stored: the store
 /// must hold the update's state, or a terminal one the update came too late
-/// for. The one exception is TASK_STARTING while the store holds
-/// TASK_STAGING with no kill mark (`tasks::start_kept_in_memory`): it is
-/// kept in memory only.
-fn acked_early(h: &Harness, watched: &Watched, ack: &Ack) -> Option<String> {
+/// for. The exceptions are a launch's steps (`tasks::ahead_of_store`):
+/// TASK_STARTING while the store holds TASK_STAGING with no kill mark (kept
+/// in memory only), and TASK_RUNNING while the store holds TASK_STAGING or
+/// TASK_STARTING with no kill mark, its write in flight as it is
+/// acknowledged.
+fn acked_early(h: &Harness, watched: &mut Watched, ack: &Ack) -> Option<String> {
     let Some((task, state)) = watched.sent.get(&ack.uuid) else {
         return Some(format!("ACKNOWLEDGE of an update never sent: {ack:?}"));
     };
@@ -496,13 +505,26 @@ fn acked_early(h: &Harness, watched: &Watched, ack: &Ack) -> Option<String> {
     let start_in_memory = |r: &TaskRecord| {
         *state == TaskState::TaskStarting && r.state == TaskState::TaskStaging && r.kill.is_none()
     };
+    let writing = h.machine.tasks.get(task).is_some_and(|e| e.writing);
+    let running_written = |r: &TaskRecord| {
+        *state == TaskState::TaskRunning && launching(r) && r.kill.is_none() && writing
+    };
     match h.stored(task) {
         Some(r) if r.state == *state || is_terminal(r.state) || start_in_memory(r) => None,
+        Some(r) if running_written(r) => {
+            watched.reach.runnings_ahead += 1;
+            None
+        }
         other => Some(format!(
             "ACKNOWLEDGE of {task} {state:?} while the store holds {:?}",
             other.map(|r| r.state)
         )),
     }
+}
+
+/// A record of a task still launching (TASK_STAGING or TASK_STARTING).
+fn launching(r: &TaskRecord) -> bool {
+    matches!(r.state, TaskState::TaskStaging | TaskState::TaskStarting)
 }
 
 /// `update` with its uuid set to `uuid` (one [`World::uuid`] gave).
@@ -1040,23 +1062,32 @@ impl World {
 
     /// The invariants over what happened since the last check.
     /// The table's copy of a stored record with no write in flight says
-    /// the state the store holds, but for a TASK_STARTING kept in memory
-    /// over a stored TASK_STAGING with no kill mark
-    /// (`tasks::start_kept_in_memory`): nothing else is acknowledged or
-    /// decided on without being stored.
+    /// the state the store holds, but for a launch's steps
+    /// (`tasks::ahead_of_store`): a TASK_STARTING kept in memory over a
+    /// stored TASK_STAGING with no kill mark, and a TASK_RUNNING whose
+    /// write failed over a stored TASK_STAGING or TASK_STARTING: nothing
+    /// else is acknowledged or decided on without being stored.
     fn check_table(&mut self) -> Result<(), String> {
         if self.h.ended.is_some() {
             return Ok(());
         }
         for (id, entry) in self.h.machine.tasks.iter() {
-            if entry.version.is_none() || entry.writing {
+            if entry.version.is_none() {
                 continue;
             }
             let Some(stored) = self.h.stored(id) else {
                 continue;
             };
             let table = &entry.record;
-            if table.state == stored.state {
+            // A launch's first TASK_RUNNING, acknowledged while its write
+            // is out, or kept after that write failed.
+            let running_ahead =
+                table.state == TaskState::TaskRunning && launching(stored) && stored.kill.is_none();
+            if entry.writing {
+                self.reach.runnings_ahead += usize::from(running_ahead);
+                continue;
+            }
+            if table.state == stored.state || running_ahead {
                 continue;
             }
             if table.state == TaskState::TaskStarting
@@ -1217,18 +1248,20 @@ fn run_case(running: u8, ops: &[Op]) -> Result<Reach, String> {
                 .and_then(|()| world.check())
                 .map_err(|e| format!("step {i} ({op:?}): {e}"))?;
         }
-        let (replacements, drain_kills, restart_kills) = WATCHED.with(|w| {
+        let (replacements, drain_kills, restart_kills, runnings_ahead) = WATCHED.with(|w| {
             let w = w.borrow();
             (
                 w.reach.replacements,
                 w.reach.drain_kills,
                 w.reach.restart_kills,
+                w.reach.runnings_ahead,
             )
         });
         Ok(Reach {
             replacements,
             drain_kills,
             restart_kills,
+            runnings_ahead: runnings_ahead + world.reach.runnings_ahead,
             ..world.reach
         })
     })
@@ -1348,6 +1381,7 @@ fn the_generator_reaches_every_invariant() {
     assert!(total.drain_kills > 0, "{total:?}");
     assert!(total.restart_kills > 0, "{total:?}");
     assert!(total.starts_kept > 0, "{total:?}");
+    assert!(total.runnings_ahead > 0, "{total:?}");
 }
 
 /// What a random sequence does to one explicit run: an answer for task

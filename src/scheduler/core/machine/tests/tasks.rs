@@ -21,13 +21,23 @@ fn acked(h: &Harness) -> Vec<String> {
         .collect()
 }
 
+/// TASK_RUNNING with a health result: stored before it is acknowledged (a
+/// launch's first TASK_RUNNING without one is acknowledged ahead of its
+/// write, `a_launch_s_starting_and_first_running_are_acknowledged_at_once`).
+fn checked_running(task: &str, uuid: &str) -> v1::TaskStatus {
+    v1::TaskStatus {
+        healthy: Some(true),
+        ..status(task, TaskState::TaskRunning, Some(uuid))
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_update_is_acknowledged_only_after_its_record_is_stored() {
     let spec = service("web", 1);
     let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
     h.subscribe();
     h.answer_all();
-    h.update(status("web.0.stored", TaskState::TaskRunning, Some("u1")));
+    h.update(checked_running("web.0.stored", "u1"));
     assert!(
         matches!(h.stores.front(), Some((_, StoreOp::PutTask(r, Expect::Version(3)))) if r.state == TaskState::TaskRunning)
     );
@@ -116,13 +126,15 @@ async fn updates_of_one_task_wait_for_its_write_in_flight() {
     assert_eq!(record.timeline.len(), 2);
 }
 
-/// The executor's TASK_STARTING after a stored TASK_STAGING is not
-/// written: the table's copy takes it, it is acknowledged at once, and the
-/// TASK_RUNNING that follows stores both (one write instead of two). Any
-/// other TASK_STARTING (a killed task's, one after TASK_RUNNING) is
-/// written as before.
+/// A launch's first steps are acknowledged ahead of the store
+/// (`tasks::ahead_of_store`): the executor's TASK_STARTING after a stored
+/// TASK_STAGING is not written (the table's copy takes it, one write
+/// instead of two), and the first TASK_RUNNING is acknowledged at once
+/// while its write, carrying both, is out. What follows waits for that
+/// write and is stored before it is acknowledged. Any other TASK_STARTING
+/// (a killed task's, one after TASK_RUNNING) is written as before.
 #[tokio::test(start_paused = true)]
-async fn a_starting_after_staging_is_acknowledged_without_a_write() {
+async fn a_launch_s_starting_and_first_running_are_acknowledged_at_once() {
     let spec = service("web", 1);
     let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
     h.subscribe();
@@ -145,9 +157,18 @@ async fn a_starting_after_staging_is_acknowledged_without_a_write() {
         "a compare-and-set on the version STAGING was stored with: {:?}",
         h.stores
     );
-    assert_eq!(acked(&h), ["s"], "RUNNING waits for its write");
-    h.answer_stores();
-    assert_eq!(acked(&h), ["s", "r"]);
+    assert_eq!(acked(&h), ["s", "r"], "RUNNING does not wait for its write");
+    let entry = h.machine.tasks.get("web.0.stored").unwrap();
+    assert_eq!(
+        entry.record.state,
+        TaskState::TaskRunning,
+        "the table's copy"
+    );
+    assert!(entry.writing);
+    // An end meanwhile waits for that write, and is acknowledged only
+    // once stored itself.
+    h.update(status("web.0.stored", TaskState::TaskFailed, Some("f")));
+    h.answer_next_store();
     let record = h.stored("web.0.stored").unwrap();
     assert_eq!(record.state, TaskState::TaskRunning);
     let states: Vec<TaskState> = record.timeline.iter().map(|e| e.state).collect();
@@ -156,17 +177,77 @@ async fn a_starting_after_staging_is_acknowledged_without_a_write() {
         [TaskState::TaskStarting, TaskState::TaskRunning],
         "the RUNNING write carries the STARTING entry"
     );
+    assert_eq!(acked(&h), ["s", "r"], "the end waits for its write");
+    assert!(
+        matches!(h.stores.front(), Some((_, StoreOp::PutTask(r, Expect::Version(4)))) if r.state == TaskState::TaskFailed),
+        "{:?}",
+        h.stores
+    );
+    h.answer_stores();
+    assert_eq!(acked(&h), ["s", "r", "f"]);
+}
 
-    // A TASK_STARTING that is not the first step of a launch is written.
+/// A TASK_STARTING that is not the first step of a launch (one after
+/// TASK_RUNNING) is written before it is acknowledged, and so is a
+/// TASK_RUNNING that is not the first.
+#[tokio::test(start_paused = true)]
+async fn a_starting_or_running_after_running_is_written_first() {
+    let spec = service("web", 1);
+    let mut ran = staging_record(&spec);
+    ran.apply(&status("web.0.stored", TaskState::TaskRunning, None), 1.0);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[ran]);
+    h.subscribe();
+    h.answer_all();
     h.update(status(
         "web.0.stored",
         TaskState::TaskStarting,
         Some("late"),
     ));
     assert_eq!(h.stores.len(), 1, "{:?}", h.stores);
-    assert_eq!(acked(&h), ["s", "r"]);
+    assert!(acked(&h).is_empty());
     h.answer_stores();
-    assert_eq!(acked(&h), ["s", "r", "late"]);
+    assert_eq!(acked(&h), ["late"]);
+    h.update(status(
+        "web.0.stored",
+        TaskState::TaskRunning,
+        Some("again"),
+    ));
+    assert_eq!(h.stores.len(), 1, "{:?}", h.stores);
+    assert_eq!(acked(&h), ["late"]);
+    h.answer_stores();
+    assert_eq!(acked(&h), ["late", "again"]);
+}
+
+/// A first TASK_RUNNING whose write fails stays in the table (it was
+/// acknowledged: the agent does not send it again); the record's next
+/// write stores it.
+#[tokio::test(start_paused = true)]
+async fn a_first_running_whose_write_fails_is_kept_for_the_next_write() {
+    let spec = service("web", 1);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
+    h.subscribe();
+    h.answer_all();
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
+    assert_eq!(acked(&h), ["r"]);
+    h.fail_next_store(CoordinationError::Unavailable("connection loss".into()));
+    assert!(
+        h.logs.iter().any(|l| l.contains("kept in memory")),
+        "{:?}",
+        h.logs
+    );
+    let entry = h.machine.tasks.get("web.0.stored").unwrap();
+    assert_eq!(entry.record.state, TaskState::TaskRunning);
+    assert!(!entry.writing);
+    assert_eq!(
+        h.stored("web.0.stored").unwrap().state,
+        TaskState::TaskStaging
+    );
+    h.update(status("web.0.stored", TaskState::TaskFinished, Some("f")));
+    h.answer_stores();
+    assert_eq!(acked(&h), ["r", "f"]);
+    let record = h.stored("web.0.stored").unwrap();
+    let states: Vec<TaskState> = record.timeline.iter().map(|e| e.state).collect();
+    assert_eq!(states, [TaskState::TaskRunning, TaskState::TaskFinished]);
 }
 
 /// A staging task marked for killing stores its TASK_STARTING as any
@@ -195,7 +276,7 @@ async fn a_version_conflict_reads_the_record_again() {
     h.answer_all();
     // Someone else wrote the record meanwhile.
     h.store.tasks.get_mut("web.0.stored").unwrap().1 = 9;
-    h.update(status("web.0.stored", TaskState::TaskRunning, Some("u")));
+    h.update(checked_running("web.0.stored", "u"));
     h.answer_next_store();
     assert!(h.acks.is_empty());
     assert!(matches!(h.stores.front(), Some((_, StoreOp::ReadTask(_)))));
@@ -205,7 +286,7 @@ async fn a_version_conflict_reads_the_record_again() {
         Some(9)
     );
     // The agent sends the update again; now it is stored.
-    h.update(status("web.0.stored", TaskState::TaskRunning, Some("u")));
+    h.update(checked_running("web.0.stored", "u"));
     h.answer_stores();
     assert_eq!(acked(&h), ["u"]);
 }
