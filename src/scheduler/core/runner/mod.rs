@@ -58,8 +58,13 @@ const BATCH: usize = 1024;
 /// Longest stretch of steps before [`Machine::settle`] and a yield to the
 /// other tasks of this worker (command answers waiting to be sent among
 /// them). It is checked between steps: a round's inputs take at most this
-/// plus one step.
+/// plus one step, or [`MIN_STEPS`] steps.
 const DRAIN_FOR: Duration = Duration::from_millis(5);
+/// Steps a round takes whatever the time: a command's write result, a
+/// command, and one of the rest (`steps`: a command's step is followed by
+/// one of the rest when any waits), so that commands and the backlog take
+/// turns even when each step outlasts [`DRAIN_FOR`].
+const MIN_STEPS: usize = 3;
 
 /// What woke the runner.
 enum Wake {
@@ -275,8 +280,9 @@ impl<'a> Runner<'a> {
     }
 
     /// Feeds what is ready without waiting, step by step, up to [`BATCH`]
-    /// steps or for [`DRAIN_FOR`], whichever ends first; at least one step
-    /// whatever the input that woke the runner took: a round that woke for
+    /// steps or for [`DRAIN_FOR`], whichever ends first; at least
+    /// [`MIN_STEPS`] steps whatever the input that woke the runner took and
+    /// however slow the steps are (a loaded machine): a round that woke for
     /// a command and spent its time on it must not leave the rest waiting,
     /// or a stream of commands would hold up the results their own writes
     /// wait for. Returns the longest step (the round's first input, fed
@@ -291,7 +297,11 @@ impl<'a> Runner<'a> {
         let until = started + DRAIN_FOR;
         let mut longest = started - round;
         let mut steps = 0;
-        while steps < BATCH && self.outcome.is_none() && !machine.is_ending() && started < until {
+        while steps < BATCH
+            && self.outcome.is_none()
+            && !machine.is_ending()
+            && (steps < MIN_STEPS || started < until)
+        {
             if !self.step(machine, commands) {
                 break;
             }
