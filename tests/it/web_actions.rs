@@ -175,12 +175,7 @@ async fn a_new_service_name_must_end_with_a_letter_or_digit() {
         .send(json_request(Method::PUT, "/api/v1/services/a-", &bad))
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
-    let fields: Vec<String> = r.json()["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap().to_string())
-        .collect();
+    let fields = r.error_fields();
     assert_eq!(fields, ["cpus", "name"]);
     assert!(!web.core.received().contains(&"put_service"));
 
