@@ -1,9 +1,17 @@
 //! Human tables of `mesos-appliance ctl` (`comfy-table`, plain text without
 //! borders so that `grep` and `awk` work on them). Each function takes the
 //! API's JSON answer and leaves out what it does not know.
+//!
+//! Columns line up by display width: comfy-table pads by it (a CJK
+//! character or an emoji takes two columns), and [`command`] cuts by it.
+//! Text the API got from users (an audit reason, a name) may hold control
+//! characters; a tab or a line break would move or split a row, and an
+//! escape sequence would act on the terminal, so [`s`] shows each as its
+//! Rust escape (`\t`, `\n`, `\u{1b}`).
 
 use comfy_table::{ContentArrangement, Table, presets};
 use serde_json::Value;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::util::unix_now_secs;
 
@@ -23,12 +31,46 @@ fn text(t: &Table) -> String {
         .join("\n")
 }
 
+/// A cell: a string as it is, but for control characters (escaped, see
+/// the module doc); `-` for null; other JSON as JSON.
 fn s(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
+        Value::String(s) if s.chars().any(char::is_control) => s
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_debug().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// Display columns a cell may take before [`cut`] shortens it.
+const MAX_CELL_WIDTH: usize = 40;
+
+/// `text` shortened to at most `width` display columns, `…` (one column)
+/// standing for what is cut.
+fn cut(text: String, width: usize) -> String {
+    if text.width() <= width {
+        return text;
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > width.saturating_sub(1) {
+            break;
+        }
+        used += w;
+        out.push(c);
+    }
+    out + "…"
 }
 
 fn n(v: &Value) -> u64 {
@@ -66,11 +108,7 @@ fn command(spec: &Value) -> String {
         Value::Array(argv) => argv.iter().map(s).collect::<Vec<_>>().join(" "),
         other => s(other),
     };
-    if text.chars().count() > 40 {
-        format!("{}…", text.chars().take(39).collect::<String>())
-    } else {
-        text
-    }
+    cut(text, MAX_CELL_WIDTH)
 }
 
 /// `services list`.
@@ -390,5 +428,57 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("Waiting:    no offer"));
+    }
+
+    /// The display column each line of `text` has `needle` at.
+    fn columns_of(text: &str, needle: &str) -> Vec<usize> {
+        text.lines()
+            .map(|l| {
+                l[..l
+                    .find(needle)
+                    .unwrap_or_else(|| panic!("{needle} in {l:?}"))]
+                    .width()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn audit_rows_stay_one_line_and_aligned_whatever_the_users_wrote() {
+        let entry = |who: &str, reason: &str| {
+            json!({"seq": 1, "at": unix_now_secs(), "who": who, "action": "service.put",
+                "status": 200, "reason": reason, "outcome": "OUT"})
+        };
+        let view = json!({"entries": [
+            entry("alice", "plain"),
+            entry("山田太郎", "デプロイ🚀"),
+            entry("bob\tby tab", "line\nbreak \u{1b}[2J"),
+        ]});
+        let text = audit(&view);
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(
+            text.contains(r"bob\tby tab") && text.contains(r"line\nbreak \u{1b}[2J"),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "no escape reaches the terminal");
+        let at = columns_of(&text, "OUT");
+        assert!(at.iter().all(|&c| c == at[0]), "{at:?}\n{text}");
+    }
+
+    #[test]
+    fn a_long_command_is_cut_by_display_width() {
+        let view = |command: String| json!({"services": [{"name": "web", "spec": {"command": command, "instances": 1}}]});
+        for command in ["x".repeat(60), "漢".repeat(30), "🚀".repeat(25)] {
+            let text = services(&view(command.clone()));
+            let row = text.lines().nth(1).unwrap();
+            let cell = row.split_whitespace().find(|w| w.ends_with('…')).unwrap();
+            // A wide character that would end past the limit is cut too.
+            let width = cell.width();
+            assert!(
+                (MAX_CELL_WIDTH - 1..=MAX_CELL_WIDTH).contains(&width),
+                "{command}: {width}: {text}"
+            );
+        }
+        let short = "漢".repeat(20);
+        assert!(services(&view(short.clone())).contains(&short));
     }
 }

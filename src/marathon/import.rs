@@ -26,7 +26,7 @@ use crate::scheduler::spec::container::{
     VolumeSpec,
 };
 use crate::scheduler::spec::health::{HealthCheckKind, HealthCheckSpec, MAX_CONSECUTIVE_FAILURES};
-use crate::scheduler::spec::service::MAX_NAME_LEN;
+use crate::scheduler::spec::service::new_name_problem;
 use crate::scheduler::spec::unreachable::{MAX_UNREACHABLE_WAIT, UnreachablePolicy};
 use crate::scheduler::spec::{CommandSpec, ExecutorKind, ServiceSpec};
 
@@ -301,8 +301,9 @@ fn absolute(id: &str, base: &str) -> String {
 /// `-`, dots as `-` (`/prod/api.v2` → `prod-api-v2`).
 ///
 /// # Errors
-/// A name that is not 1-63 of `[a-z0-9-]` (Marathon IDs may be longer, or
-/// hold `_` in old versions).
+/// A name [`new_name_problem`] refuses: not 1-63 of `[a-z0-9-]`, or not
+/// starting and ending with a letter or digit (Marathon IDs may be longer,
+/// or hold `_` in old versions).
 pub fn service_name(id: &str) -> Result<String, String> {
     let name = id
         .split('/')
@@ -310,19 +311,12 @@ pub fn service_name(id: &str) -> Result<String, String> {
         .collect::<Vec<_>>()
         .join("-")
         .replace('.', "-");
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-');
-    if ok {
-        Ok(name)
-    } else {
-        Err(format!(
-            "its service name {name:?} (the ID's segments joined with '-') is not \
-             1-{MAX_NAME_LEN} of [a-z0-9-] not starting with '-'"
-        ))
+    match new_name_problem(&name) {
+        None => Ok(name),
+        Some(problem) => Err(format!(
+            "its service name {name:?} (the ID's segments joined with '-') {}",
+            problem.message
+        )),
     }
 }
 

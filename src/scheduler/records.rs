@@ -536,6 +536,9 @@ impl ServiceRecord {
 }
 
 #[cfg(test)]
+mod sample;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

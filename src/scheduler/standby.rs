@@ -274,26 +274,11 @@ mod tests {
 
     fn task(id: &str, state: &str) -> Arc<TaskRecord> {
         use crate::mesos::v1::TaskState;
-        Arc::new(TaskRecord {
-            task_id: id.into(),
-            service: "report".into(),
-            instance: 0,
-            fingerprint: String::new(),
-            agent_id: "a".into(),
-            hostname: "h".into(),
-            executor: crate::scheduler::spec::ExecutorKind::Command,
-            executor_id: id.into(),
-            ports: vec![],
-            state: TaskState::from_str_name(state).unwrap(),
-            launched_at: 0.0,
-            updated_at: 0.0,
-            kill: None,
-            timeline: vec![],
-            healthy: None,
-            healthy_since: None,
-            health_checked: None,
-            partition: None,
-        })
+        Arc::new(TaskRecord::sample(
+            id,
+            "report",
+            TaskState::from_str_name(state).unwrap(),
+        ))
     }
 
     /// A job with one run whose attempt ended (`ended`) or not.

@@ -37,6 +37,7 @@ use super::views::{
     StateView, TaskDetailView, TaskQuery, TasksView, readiness,
 };
 use crate::scheduler::spec::ValidServiceSpec;
+use crate::scheduler::spec::service::new_name_problem;
 use crate::scheduler::{Request, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
 
@@ -213,7 +214,7 @@ pub async fn put_service(
     AdminChange { admin, ctx }: AdminChange,
     JsonBody(body): JsonBody,
 ) -> Result<Response, AppError> {
-    let spec = service_spec(body, &name)?;
+    let spec = service_spec(body, &name, &admin.state.handle.snapshot())?;
     let params = put_params(&spec);
     let state = &admin.state;
     let result = ask(state, Request::PutService(Box::new(spec)))
@@ -234,15 +235,29 @@ pub async fn put_service(
 
 /// The spec of a service change to `name` from a parsed body: a JSON
 /// object whose `name`, when given, is `name`; 400 with field errors else
-/// or when [`ValidServiceSpec::new`] refuses it. The API's `PUT` and the
-/// dashboard's editor (`super::service_pages`) both validate with this.
+/// or when [`ValidServiceSpec::new`] refuses it, and, when `stored` has no
+/// service `name` (the change creates it), when [`new_name_problem`]
+/// refuses the name. The API's `PUT` and the dashboard's editor
+/// (`super::service_pages`) both validate with this.
 pub(crate) fn service_spec(
     body: Option<serde_json::Value>,
     name: &str,
+    stored: &Snapshot,
 ) -> Result<ValidServiceSpec, AppError> {
     let value = named_spec_body(body, name, "service spec")?;
     let spec: ServiceSpec = crate::util::json::from_value(value).map_err(json_field_error)?;
-    ValidServiceSpec::new(spec).map_err(AppError::invalid)
+    let exists = stored.services.iter().any(|s| s.spec.name == name);
+    let name_problem = new_name_problem(name).filter(|_| !exists);
+    match (ValidServiceSpec::new(spec), name_problem) {
+        (Ok(spec), None) => Ok(spec),
+        (Ok(_), Some(problem)) => Err(AppError::invalid(vec![problem])),
+        (Err(mut errors), problem) => {
+            if !errors.iter().any(|e| e.field == "name") {
+                errors.extend(problem);
+            }
+            Err(AppError::invalid(errors))
+        }
+    }
 }
 
 /// The audit parameters of a `service.put`: name, instances, cpus, mem

@@ -51,7 +51,7 @@ use super::WebConfig;
 use super::error::AppError;
 use super::tls::TlsState;
 use connections::Connections;
-use stall::SendDeadline;
+use stall::send_deadline;
 
 mod connections;
 mod stall;
@@ -161,7 +161,7 @@ pub(crate) async fn run(
                 },
             )
         };
-        let stream = SendDeadline::new(stream, config.send_timeout);
+        let stream = send_deadline(stream, config.send_timeout);
         match &tls {
             None => {
                 let connection =

@@ -452,8 +452,9 @@ impl EditorPage {
 }
 
 /// Validates the editor's text with the API's code: the spec, or the
-/// refusal. `name` is the edited service's (`None`: the text names it).
-fn validate(text: &str, name: Option<&str>) -> Result<ValidServiceSpec, AppError> {
+/// refusal. `name` is the edited service's (`None`: the text names it);
+/// `s` tells whether it is stored (a new name is held to the stricter rule).
+fn validate(text: &str, name: Option<&str>, s: &Snapshot) -> Result<ValidServiceSpec, AppError> {
     if text.len() > MAX_SPEC_TEXT {
         return Err(AppError::bad_request(format!(
             "the spec is {} bytes; at most {MAX_SPEC_TEXT} are taken",
@@ -476,7 +477,7 @@ fn validate(text: &str, name: Option<&str>) -> Result<ValidServiceSpec, AppError
             }
         },
     };
-    service_spec(Some(value), &name)
+    service_spec(Some(value), &name, s)
 }
 
 /// One line of a diff.
@@ -602,7 +603,8 @@ async fn preview(post: AdminForm<SpecForm>, name: Option<String>) -> Result<Resp
         headers,
         ..
     } = post;
-    let mut spec = match validate(&form.spec, name.as_deref()) {
+    let s = state.handle.snapshot();
+    let mut spec = match validate(&form.spec, name.as_deref(), &s) {
         Ok(spec) => spec.into_inner(),
         Err(e) => {
             return Ok(editor(
@@ -615,7 +617,6 @@ async fn preview(post: AdminForm<SpecForm>, name: Option<String>) -> Result<Resp
             ));
         }
     };
-    let s = state.handle.snapshot();
     let old = stored(&s, &spec.name);
     // The restart generation is not in the spec's JSON; the core carries
     // the stored one over (`ServiceSpec::restart_generation`).
@@ -725,8 +726,9 @@ pub async fn post_apply(
     PagePath(name): PagePath<String>,
     post: AdminForm<SpecForm>,
 ) -> Result<Response, AppError> {
-    let spec = validate(&post.form.spec, Some(&name)).map_err(AppError::html)?;
-    check_base(&post.state.handle.snapshot(), &name, &post.form.base)?;
+    let s = post.state.handle.snapshot();
+    let spec = validate(&post.form.spec, Some(&name), &s).map_err(AppError::html)?;
+    check_base(&s, &name, &post.form.base)?;
     let params = put_params(&spec);
     let result = ask::<bool>(&post.state, Request::PutService(Box::new(spec)))
         .await
@@ -1039,6 +1041,12 @@ mod tests {
         assert_eq!(syntax_line("nothing here"), None);
     }
 
+    /// A snapshot without services: every name is new.
+    fn no_services() -> Snapshot {
+        let replica = crate::coordination::ReplicaInfo::new("http://a:8080", "d1", "0.1.0");
+        Snapshot::standby(replica, "f", "r", crate::coordination::Strategy::Failover)
+    }
+
     #[test]
     fn instances_are_counts() {
         assert_eq!(parse_instances(" 3 ").unwrap(), 3);
@@ -1052,7 +1060,9 @@ mod tests {
 
     #[test]
     fn a_rolling_restart_changes_the_version_a_page_saw() {
-        let mut spec = validate(SAMPLE_SPEC, None).unwrap().into_inner();
+        let mut spec = validate(SAMPLE_SPEC, None, &no_services())
+            .unwrap()
+            .into_inner();
         let before = spec_version(Some(&spec));
         assert_eq!(before.len(), 16);
         spec.restart_generation = 1;
@@ -1068,7 +1078,7 @@ mod tests {
 
     #[test]
     fn the_sample_is_valid() {
-        let spec = validate(SAMPLE_SPEC, None).unwrap();
+        let spec = validate(SAMPLE_SPEC, None, &no_services()).unwrap();
         assert_eq!(spec.name, "hello");
         assert!(spec.health_check.is_some());
     }

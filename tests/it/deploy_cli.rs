@@ -310,15 +310,7 @@ async fn a_replica_listening_on_port_0_advertises_the_port_it_got() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(!url.ends_with(":0"), "{url}");
-    let state: serde_json::Value = support::mesos::client()
-        .get(format!("{url}/api/v1/state"))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state: serde_json::Value = support::mesos::get_json(&format!("{url}/api/v1/state")).await;
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();
     assert_eq!(state["replica"]["advertised_url"], url.as_str(), "{state}");

@@ -98,14 +98,7 @@ async fn partition_aware(master: &str) -> (Subscription, String) {
 }
 
 async fn testbed_json(tb: &Testbed, what: &str) -> Value {
-    client()
-        .get(format!("{}/testbed/{what}", tb.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    get_json(&format!("{}/testbed/{what}", tb.url())).await
 }
 
 fn mark_gone(agent: &str) -> Value {

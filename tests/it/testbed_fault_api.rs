@@ -185,25 +185,15 @@ async fn unknown_paths_and_methods_get_a_json_error_naming_them() {
         error.contains("POST /testbed/faults/no-such-fault"),
         "{error}"
     );
-    let answer = client()
-        .get(format!("{}/testbed", tb.url()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 404);
-    let body: Value = answer.json().await.unwrap();
+    let (status, body) = get_status_json(&format!("{}/testbed", tb.url())).await;
+    assert_eq!(status, 404);
     assert!(
         body["error"].as_str().unwrap().contains("GET /testbed"),
         "{body}"
     );
     // A known path with the wrong method.
-    let answer = client()
-        .get(format!("{}/testbed/faults/clear", tb.url()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 405);
-    let body: Value = answer.json().await.unwrap();
+    let (status, body) = get_status_json(&format!("{}/testbed/faults/clear", tb.url())).await;
+    assert_eq!(status, 405);
     assert!(
         body["error"]
             .as_str()

@@ -100,25 +100,10 @@ fn kill(fid: &str, task_id: &str, grace: Option<Duration>) -> Value {
 /// The text of `file` in the sandbox of `executor_id`, read through the
 /// agent's files API as the appliance's logs page reads it.
 async fn sandbox_file(tb: &Testbed, executor_id: &str, file: &str) -> String {
-    let client = client();
-    let state: Value = client
-        .get(format!("{}/master/state", tb.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state: Value = get_json(&format!("{}/master/state", tb.url())).await;
     let pid = state["slaves"][0]["pid"].as_str().unwrap().to_string();
     let agent = format!("http://{}", pid.split('@').nth(1).unwrap());
-    let agent_state: Value = client
-        .get(format!("{agent}/state"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agent_state: Value = get_json(&format!("{agent}/state")).await;
     let directory = agent_state["frameworks"]
         .as_array()
         .into_iter()
@@ -136,16 +121,10 @@ async fn sandbox_file(tb: &Testbed, executor_id: &str, file: &str) -> String {
         .as_str()
         .unwrap()
         .to_string();
-    let read: Value = client
-        .get(format!(
-            "{agent}/files/read?path={directory}/{file}&offset=0&length=65536"
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let read: Value = get_json(&format!(
+        "{agent}/files/read?path={directory}/{file}&offset=0&length=65536"
+    ))
+    .await;
     read["data"].as_str().unwrap_or_default().to_string()
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use mesos_appliance::testbed::TestbedConfig;
 use serde_json::{Value, json};
-use support::mesos::{call, client, launch};
+use support::mesos::{call, get_status_json, launch};
 
 /// Scheduler calls recorded, and LAUNCHes in each: the log then holds
 /// about 6 MB of calls in Mesos JSON, several seconds to render in a debug
@@ -27,10 +27,9 @@ fn big_accept(n: usize) -> Value {
     launch("never-subscribed", &offer, &tasks)
 }
 
+/// `GET url`'s status and JSON, as an owned future to spawn.
 async fn get(url: String) -> (u16, Value) {
-    let response = client().get(url).send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    get_status_json(&url).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -420,14 +420,7 @@ async fn invalid_schedules_and_machines_are_refused() {
 
 /// The registered agents' IDs, sorted (`/master/slaves`).
 async fn registered(url: &str) -> Vec<String> {
-    let slaves: Value = client()
-        .get(format!("{url}/master/slaves"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let slaves: Value = get_json(&format!("{url}/master/slaves")).await;
     let mut ids: Vec<String> = slaves["slaves"]
         .as_array()
         .unwrap()

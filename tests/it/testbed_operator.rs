@@ -192,14 +192,11 @@ async fn master_state_and_frameworks_use_plain_string_ids() {
     assert!(task["statuses"][0]["timestamp"].as_f64().unwrap() > 0.0);
     assert_eq!(state["slaves"][0]["resources"]["ports"], "[31000-32000]");
 
-    let frameworks: Value = client()
-        .get(format!("{}/master/frameworks?framework_id={fid}", tb.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let frameworks: Value = get_json(&format!(
+        "{}/master/frameworks?framework_id={fid}",
+        tb.url()
+    ))
+    .await;
     assert_eq!(frameworks["frameworks"][0]["id"], fid.as_str());
     assert_eq!(frameworks["unregistered_frameworks"], json!([]));
 }

@@ -229,14 +229,7 @@ async fn every_call_is_in_the_call_log() {
     assert_eq!(calls[1].framework_id.as_deref(), Some(fid.as_str()));
     assert_eq!(calls[1].stream_id.as_deref(), Some(sub.stream_id.as_str()));
     // Also over HTTP.
-    let log: serde_json::Value = client()
-        .get(format!("{}/testbed/calls", tb.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let log: serde_json::Value = get_json(&format!("{}/testbed/calls", tb.url())).await;
     assert_eq!(log["calls"][1]["call_type"], "REVIVE");
 }
 

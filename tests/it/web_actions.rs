@@ -148,6 +148,49 @@ async fn services_are_created_replaced_and_deleted() {
     );
 }
 
+/// A new service's name is a DNS label: one ending in `-` is refused
+/// before the core is asked, named with the spec's other field errors; a
+/// service stored under such a name (before the edge refused it) can
+/// still be replaced.
+#[tokio::test]
+async fn a_new_service_name_must_end_with_a_letter_or_digit() {
+    let web = TestWeb::leader();
+    let spec = json!({"command": "sleep 100", "cpus": 0.1, "mem": 32, "instances": 1});
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/a-", &spec))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    let errors = &r.json()["errors"];
+    assert_eq!(errors.as_array().map(Vec::len), Some(1), "{errors}");
+    assert_eq!(errors[0]["field"], "name");
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ending with a letter or digit"),
+        "{errors}"
+    );
+    let bad = json!({"command": "sleep 100", "cpus": 0, "mem": 32, "instances": 1});
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/a-", &bad))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    let fields = r.error_fields();
+    assert_eq!(fields, ["cpus", "name"]);
+    assert!(!web.core.received().contains(&"put_service"));
+
+    let mut s = web.snapshot();
+    let mut legacy = s.services[0].clone();
+    legacy.spec.name = "a-".into();
+    s.services.push(legacy);
+    web.publish(s);
+    let r = web
+        .send(json_request(Method::PUT, "/api/v1/services/a-", &spec))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json(), json!({"name": "a-", "outcome": "replaced"}));
+}
+
 /// Asks the leader for an explicit reconciliation without a body; the 202's
 /// JSON.
 async fn reconcile_accepted(web: &TestWeb) -> serde_json::Value {

@@ -528,12 +528,7 @@ async fn a_drain_is_an_admin_action_with_field_errors_and_shows_in_the_agents_ap
         ))
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
-    let fields: Vec<String> = r.json()["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap().to_string())
-        .collect();
+    let fields = r.error_fields();
     assert_eq!(fields, ["extra"], "unknown fields first: {}", r.text());
     let r = web
         .send(post(

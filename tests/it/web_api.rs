@@ -120,12 +120,7 @@ async fn tasks_are_paged_filtered_and_sorted() {
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    let fields: Vec<String> = r.json()["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap().to_string())
-        .collect();
+    let fields = r.error_fields();
     assert_eq!(fields, ["state", "sort", "per_page"]);
 }
 

@@ -98,6 +98,38 @@ async fn actions_take_their_reason_from_the_query_too() {
     );
 }
 
+/// An empty or blank `reason` in the body is one not given: the query's
+/// is used (many clients send `""` for a field left empty), and blank on
+/// both sides records none.
+#[tokio::test]
+async fn an_empty_body_reason_gives_way_to_the_query_s() {
+    let web = TestWeb::leader();
+    for (body, query, recorded) in [
+        (
+            json!({"reason": ""}),
+            "?reason=from%20the%20query",
+            json!("from the query"),
+        ),
+        (json!({"reason": "  "}), "?reason=q", json!("q")),
+        (
+            json!({"reason": "from the body"}),
+            "?reason=",
+            json!("from the body"),
+        ),
+        (json!({"reason": ""}), "?reason=", serde_json::Value::Null),
+    ] {
+        let path = format!("/api/v1/actions/reconcile{query}");
+        let r = web.send(json_request(Method::POST, &path, &body)).await;
+        assert_eq!(
+            r.status,
+            StatusCode::ACCEPTED,
+            "{body} {query}: {}",
+            r.text()
+        );
+        assert_eq!(r.json()["reason"], recorded, "{body} {query}");
+    }
+}
+
 #[tokio::test]
 async fn each_action_is_audited_with_who_why_and_the_outcome() {
     let mut config = token_config();

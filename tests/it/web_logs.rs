@@ -19,7 +19,7 @@ use axum::routing::get;
 use mesos_appliance::testbed::TestbedConfig;
 use mesos_appliance::web::WebConfig;
 use serde_json::{Value, json};
-use support::mesos::{call, launch, new_framework, subscribe};
+use support::mesos::{call, get_json, launch, new_framework, subscribe};
 use support::web::{TestWeb, get as get_request, leader_snapshot, test_config};
 
 const AGENT_ID: &str = "fake-agent-S0";
@@ -325,7 +325,6 @@ async fn fetch(url: &str) -> (u16, Vec<u8>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_testbed_serves_sandboxes_like_an_agent() {
     let tb = support::testbed(TestbedConfig::for_tests(1)).await;
-    let client = support::mesos::client();
     let mut sub = subscribe(&tb.url(), new_framework("logs", 60.0)).await;
     let framework = sub.subscribed().await;
     let offer = sub.expect("OFFERS").await["offers"]["offers"][0].clone();
@@ -336,22 +335,15 @@ async fn the_testbed_serves_sandboxes_like_an_agent() {
     )
     .await;
     assert_eq!(launched.status, 202);
-    let state: Value = client
-        .get(format!("{}/master/state", tb.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state: Value = get_json(&format!("{}/master/state", tb.url())).await;
     // As on a real master: the agent's address, no sandbox directory.
     let pid = state["slaves"][0]["pid"].as_str().unwrap().to_string();
     assert!(!state.to_string().contains("\"directory\""));
     // `/master/slaves` lists the same agent; `slave_id` keeps only it.
     let agent_id = state["slaves"][0]["id"].as_str().unwrap().to_string();
     let slaves = |query: String| {
-        let request = client.get(format!("{}/master/slaves{query}", tb.url()));
-        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+        let url = format!("{}/master/slaves{query}", tb.url());
+        async move { get_json(&url).await }
     };
     let one = slaves(format!("?slave_id={agent_id}")).await;
     assert_eq!(one["slaves"], json!([state["slaves"][0]]), "{one}");
@@ -360,14 +352,7 @@ async fn the_testbed_serves_sandboxes_like_an_agent() {
     assert_eq!(none["slaves"], json!([]));
     assert_eq!(slaves(String::new()).await["slaves"], state["slaves"]);
     let agent = format!("http://{}", pid.split_once('@').unwrap().1);
-    let agent_state: Value = client
-        .get(format!("{agent}/slave(1)/state"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agent_state: Value = get_json(&format!("{agent}/slave(1)/state")).await;
     let fw = &agent_state["frameworks"][0];
     assert_eq!(fw["id"], framework.as_str());
     let executor = &fw["executors"][0];
@@ -464,14 +449,9 @@ async fn chunked_reads_of_a_multibyte_log_give_the_file_byte_for_byte() {
     ]));
     let served = Served::start("chunks", &tb.url(), specs).await;
     let url = served.url.clone();
-    let http = support::mesos::client();
     let get = |path: String| {
-        let request = http.get(format!("{url}{path}"));
-        async move {
-            let r = request.send().await.unwrap();
-            let status = r.status().as_u16();
-            (status, r.json::<Value>().await.unwrap_or(Value::Null))
-        }
+        let url = format!("{url}{path}");
+        async move { support::mesos::get_status_json(&url).await }
     };
     // The task runs and its log reaches its end marker (the cut `€`).
     let deadline = Instant::now() + WAIT;

@@ -106,12 +106,7 @@ async fn a_new_service_with_field_errors_gets_the_editor_again_then_a_diff_then_
         )
         .await;
     assert_eq!(api.status, StatusCode::BAD_REQUEST);
-    let fields: Vec<String> = api.json()["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap().to_string())
-        .collect();
+    let fields = api.error_fields();
     for f in &fields {
         assert!(
             html.contains(&format!(r#"data-field="{f}""#)),

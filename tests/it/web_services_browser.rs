@@ -215,15 +215,7 @@ async fn create_with_a_fixed_field_error_scale_restart_and_delete_from_the_dashb
     // The audit trail: each step, by alice, with her reason.
     b.goto(&format!("{url}/audit")).await;
     b.screenshot("services-08-audit").await;
-    let http = support::mesos::client();
-    let audit: serde_json::Value = http
-        .get(format!("{url}/api/v1/audit"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let audit: serde_json::Value = support::mesos::get_json(&format!("{url}/api/v1/audit")).await;
     let entries: Vec<(String, String, String, bool)> = audit["entries"]
         .as_array()
         .unwrap()

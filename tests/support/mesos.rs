@@ -34,16 +34,47 @@ pub fn client() -> reqwest::Client {
         .expect("client builds")
 }
 
-/// The master's `GET /master/state` JSON (`master` is its base URL).
-pub async fn master_state(master: &str) -> Value {
-    client()
-        .get(format!("{master}/master/state"))
+/// How long [`get_json`] and [`get_status_json`] wait for a whole answer.
+const GET_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `GET url`'s JSON body, whatever the status. Panics, naming `url`, when no
+/// answer comes within 30 s or the body is not JSON.
+pub async fn get_json(url: &str) -> Value {
+    let (_, body) = get_answer(url).await;
+    serde_json::from_slice(&body).unwrap_or_else(|e| {
+        panic!(
+            "GET {url}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&body)
+        )
+    })
+}
+
+/// `GET url`'s status and JSON body (`Value::Null` when the body is not
+/// JSON), for tests that check refusals. Panics, naming `url`, when no
+/// answer comes within 30 s.
+pub async fn get_status_json(url: &str) -> (u16, Value) {
+    let (status, body) = get_answer(url).await;
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+async fn get_answer(url: &str) -> (u16, bytes::Bytes) {
+    let response = client()
+        .get(url)
+        .timeout(GET_TIMEOUT)
         .send()
         .await
-        .expect("GET /master/state")
-        .json()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = response.status().as_u16();
+    let body = response
+        .bytes()
         .await
-        .expect("state JSON")
+        .unwrap_or_else(|e| panic!("GET {url}: body: {e}"));
+    (status, body)
+}
+
+/// The master's `GET /master/state` JSON (`master` is its base URL).
+pub async fn master_state(master: &str) -> Value {
+    get_json(&format!("{master}/master/state")).await
 }
 
 /// An HTTP answer: status, headers and body text.

@@ -753,6 +753,19 @@ impl TestResponse {
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
 
+    /// The `field` of each of a problem's `errors`, in order (panics with
+    /// the body when there is no `errors` list).
+    pub fn error_fields(&self) -> Vec<String> {
+        let v = self.json();
+        let errors = v["errors"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no errors: {}", self.text()));
+        errors
+            .iter()
+            .map(|e| e["field"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// A header as text.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())

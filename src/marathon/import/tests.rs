@@ -260,6 +260,7 @@ fn names_collide_or_do_not_fit_and_the_app_is_refused() {
         {"id": "/a-b/c", "cmd": "x"},
         {"id": format!("/{}", "x".repeat(64)), "cmd": "x"},
         {"id": "/Upper", "cmd": "x"},
+        {"id": "/trailing-", "cmd": "x"},
         {"id": "/ok", "cmd": "x", "cpus": 0},
     ])
     .to_string();
@@ -268,6 +269,7 @@ fn names_collide_or_do_not_fit_and_the_app_is_refused() {
     assert!(why(&out, "/a-b/c", "").contains("already the name of /a/b-c"));
     assert!(why(&out, &format!("/{}", "x".repeat(64)), "").contains("1-63"));
     assert!(why(&out, "/Upper", "").contains("[a-z0-9-]"));
+    assert!(why(&out, "/trailing-", "").contains("ending with a letter or digit"));
     assert!(why(&out, "/ok", "").contains("cpus"));
 }
 

@@ -223,28 +223,12 @@ mod tests {
 
     use super::*;
     use crate::scheduler::records::PartitionMark;
-    use crate::scheduler::spec::ExecutorKind;
 
     fn record(id: &str, state: TaskState, partition: Option<PartitionMark>) -> TaskRecord {
         TaskRecord {
-            task_id: id.into(),
-            service: "web".into(),
-            instance: 0,
-            fingerprint: String::new(),
-            agent_id: "a".into(),
-            hostname: "h".into(),
-            executor: ExecutorKind::Command,
-            executor_id: id.into(),
-            ports: vec![],
-            state,
-            launched_at: 0.0,
             updated_at: 100.0,
-            kill: None,
-            timeline: vec![],
-            healthy: None,
-            healthy_since: None,
-            health_checked: None,
             partition,
+            ..TaskRecord::sample(id, "web", state)
         }
     }
 

@@ -549,7 +549,6 @@ fn healthy_run(record: &TaskRecord) -> HealthyRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::spec::service::ExecutorKind;
 
     fn spec(instances: u32) -> ServiceSpec {
         serde_json::from_value(
@@ -561,24 +560,10 @@ mod tests {
 
     fn task(id: &str, instance: u32, state: &str, launched_at: f64) -> TaskRecord {
         TaskRecord {
-            task_id: id.into(),
-            service: "web".into(),
             instance,
-            fingerprint: String::new(),
-            agent_id: "a".into(),
-            hostname: "h".into(),
-            executor: ExecutorKind::Command,
-            executor_id: id.into(),
-            ports: vec![],
-            state: TaskState::from_str_name(state).unwrap(),
             launched_at,
             updated_at: launched_at,
-            kill: None,
-            timeline: vec![],
-            healthy: None,
-            healthy_since: None,
-            health_checked: None,
-            partition: None,
+            ..TaskRecord::sample(id, "web", TaskState::from_str_name(state).unwrap())
         }
     }
 

@@ -149,7 +149,8 @@ impl Constraint {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
-    /// `[a-z0-9-]`, 1–63 characters, starting with a letter or digit.
+    /// `[a-z0-9-]`, 1–63 characters, starting and ending with a letter or
+    /// digit ([`new_name_problem`]; a stored name may end with `-`).
     pub name: String,
     /// The command each task runs.
     pub command: CommandSpec,
@@ -255,6 +256,38 @@ fn default_grace() -> Duration {
     Duration::from_secs(5)
 }
 
+/// The name rule of [`ServiceSpec::validate`], which also checks the specs
+/// read back from ZooKeeper: 1-63 of `[a-z0-9-]`, not starting with `-`.
+/// Looser than [`new_name_problem`], so that a service stored before the
+/// edge refused a trailing `-` still loads, runs, scales and deletes.
+fn stored_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+}
+
+/// Why `name` may not name a service that a change creates (the API's
+/// `PUT`, the dashboard's editor, a Marathon import), under field `name`;
+/// `None` when it may. The rule is a DNS label's (RFC 1123 section 2.1,
+/// narrowing RFC 1035 section 2.3.1 to lower case): 1-63 of `[a-z0-9-]`,
+/// starting and ending with a letter or digit, since a name becomes the
+/// start of every task ID and a ZooKeeper node name, and is what a
+/// DNS-based service discovery names the tasks by. A stored name is only
+/// held to [`ServiceSpec::validate`]'s looser rule.
+pub fn new_name_problem(name: &str) -> Option<FieldError> {
+    (!stored_name_ok(name) || name.ends_with('-')).then(|| {
+        problem(
+            "name",
+            format!(
+                "must be 1-{MAX_NAME_LEN} of [a-z0-9-], starting and ending with a letter or digit"
+            ),
+        )
+    })
+}
+
 fn problem(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {
         field: field.into(),
@@ -266,14 +299,7 @@ impl ServiceSpec {
     /// Checks every field; returns all problems found (empty when valid).
     pub fn validate(&self) -> Vec<FieldError> {
         let mut errors = Vec::new();
-        let name_ok = !self.name.is_empty()
-            && self.name.len() <= MAX_NAME_LEN
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !self.name.starts_with('-');
-        if !name_ok {
+        if !stored_name_ok(&self.name) {
             errors.push(problem(
                 "name",
                 format!("must be 1-{MAX_NAME_LEN} of [a-z0-9-], not starting with '-'"),
@@ -493,6 +519,29 @@ mod tests {
         assert_eq!(s.executor, ExecutorKind::Command);
         assert_eq!(s.restart_backoff, Duration::from_secs(1));
         assert_eq!(s.kill_grace_period, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_new_name_ends_with_a_letter_or_digit_and_a_stored_one_may_not() {
+        for good in ["a", "a-b", "web-2", "0", &"x".repeat(MAX_NAME_LEN)] {
+            assert_eq!(new_name_problem(good), None, "{good}");
+        }
+        for bad in [
+            "a-",
+            "-a",
+            "",
+            "A",
+            "a_b",
+            "a.b",
+            &"x".repeat(MAX_NAME_LEN + 1),
+        ] {
+            let problem = new_name_problem(bad).unwrap_or_else(|| panic!("{bad:?}"));
+            assert_eq!(problem.field, "name");
+        }
+        // Stored before the edge refused it: it still validates (loads).
+        let stored = spec(serde_json::json!({"name": "a-", "command": "x", "cpus": 1,
+            "mem": 1, "instances": 1}));
+        assert!(stored.validate().is_empty());
     }
 
     #[test]

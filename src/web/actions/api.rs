@@ -213,23 +213,30 @@ pub async fn unknown_action(ApiPath(name): ApiPath<String>) -> AppError {
 }
 
 /// The query every action takes: `?reason=`, as services and jobs take it
-/// (either there or in the body; both must then agree).
+/// (either there or in the body; both must then agree, see
+/// [`body_or_query`]).
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(default)]
 pub struct ActionQuery {
-    /// Why (recorded in the audit trail); same as the body's `reason`.
+    /// Why (recorded in the audit trail). Given in the body's `reason` as
+    /// well, the two must be equal (400 otherwise); an empty or blank
+    /// `reason` on either side counts as not given, so the other is used.
     pub reason: Option<String>,
 }
 
 /// A value that may come in the body or the query: either, or both when
-/// equal (400 naming `field` when they differ).
+/// equal (400 naming `field` when they differ). An empty or blank value
+/// counts as not given — `{"reason": ""}` is how many clients leave a field
+/// out — so `{"reason": ""}` with `?reason=x` is `x`, and blank on both
+/// sides is `None`.
 pub(super) fn body_or_query(
     field: &str,
     body: Option<String>,
     query: Option<String>,
 ) -> Result<Option<String>, AppError> {
-    match (body, query) {
+    let given = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+    match (given(body), given(query)) {
         (None, q) => Ok(q),
         (Some(b), None) => Ok(Some(b)),
         (Some(b), Some(q)) if b == q => Ok(Some(q)),
@@ -241,10 +248,13 @@ pub(super) fn body_or_query(
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RolloutQuery {
-    /// Why (recorded in the audit trail); same as the body's `reason`.
+    /// Why (recorded in the audit trail). Given in the body's `reason` as
+    /// well, the two must be equal (400 otherwise); an empty or blank
+    /// `reason` on either side counts as not given, so the other is used.
     pub reason: Option<String>,
     /// Rollback: the fingerprint of the spec to restore, as the operator
-    /// saw it (`restore.fingerprint` of the service).
+    /// saw it (`restore.fingerprint` of the service). The body's
+    /// `expected` follows the same rule as `reason`.
     pub expected: Option<String>,
 }
 

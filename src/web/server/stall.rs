@@ -1,4 +1,4 @@
-//! [`SendDeadline`]: a connection whose writes fail once one has waited
+//! [`send_deadline`]: a connection whose writes fail once one has waited
 //! longer than [`WebConfig::send_timeout`](crate::web::WebConfig::send_timeout)
 //! for the client to take data.
 //!
@@ -11,113 +11,43 @@
 //! fails the connection, which hyper then closes. A slow client that
 //! keeps reading, however slowly, is not affected: each write that goes
 //! through starts the count again.
+//!
+//! The timer is `tokio-io-timeout`'s write timeout, which does exactly
+//! that (the count starts when a write, flush or shutdown waits and ends
+//! with any of them making progress; vectored writes pass through). The
+//! tests below pin the two halves of the rule on a paused clock.
 
-use std::future::Future;
-use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Sleep;
+use tokio::io::AsyncWrite;
+use tokio_io_timeout::TimeoutWriter;
 
-/// `S` with a deadline on each stalled write (see the module doc).
-pub(super) struct SendDeadline<S> {
+/// A connection with a send deadline: `inner`, whose writes may wait for
+/// the client at most `timeout` before they fail with
+/// [`TimedOut`](std::io::ErrorKind::TimedOut). Reads pass through
+/// untimed. Pinned on the heap because the timer is stored inline, and
+/// hyper and rustls take `Unpin` streams.
+pub(super) fn send_deadline<S: AsyncWrite>(
     inner: S,
     timeout: Duration,
-    /// Running while a write waits for the client.
-    stalled: Option<Pin<Box<Sleep>>>,
-}
-
-impl<S> SendDeadline<S> {
-    /// `inner`, whose writes may wait for the client at most `timeout`.
-    pub(super) fn new(inner: S, timeout: Duration) -> SendDeadline<S> {
-        SendDeadline {
-            inner,
-            timeout,
-            stalled: None,
-        }
-    }
-
-    /// The outcome of a write-side poll: progress ends the stall; waiting
-    /// starts it (or goes on with it) and fails once it lasted `timeout`.
-    fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
-        if poll.is_ready() {
-            self.stalled = None;
-            return poll;
-        }
-        let timeout = self.timeout;
-        let stalled = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
-        match stalled.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the client took no data for {timeout:?}"),
-            ))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for SendDeadline<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for SendDeadline<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.watch(cx, poll)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let poll = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.watch(cx, poll)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let poll = Pin::new(&mut this.inner).poll_flush(cx);
-        this.watch(cx, poll)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let poll = Pin::new(&mut this.inner).poll_shutdown(cx);
-        this.watch(cx, poll)
-    }
+) -> Pin<Box<TimeoutWriter<S>>> {
+    let mut conn = TimeoutWriter::new(inner);
+    conn.set_timeout(Some(timeout));
+    Box::pin(conn)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
     use tokio::io::AsyncWriteExt;
 
     #[tokio::test(start_paused = true)]
     async fn a_write_the_peer_never_takes_fails_after_the_timeout() {
         // A pipe with room for 4 bytes whose other end is never read.
         let (near, _far) = tokio::io::duplex(4);
-        let mut conn = SendDeadline::new(near, Duration::from_secs(5));
+        let mut conn = send_deadline(near, Duration::from_secs(5));
         conn.write_all(b"full").await.unwrap();
         let started = tokio::time::Instant::now();
         let err = conn.write_all(b"more").await.unwrap_err();
@@ -129,7 +59,7 @@ mod tests {
     async fn a_slow_reader_that_keeps_reading_is_never_cut() {
         use tokio::io::AsyncReadExt;
         let (near, mut far) = tokio::io::duplex(4);
-        let mut conn = SendDeadline::new(near, Duration::from_secs(5));
+        let mut conn = send_deadline(near, Duration::from_secs(5));
         let reader = tokio::spawn(async move {
             let mut got = Vec::new();
             let mut byte = [0u8; 1];
@@ -145,5 +75,18 @@ mod tests {
         conn.shutdown().await.unwrap();
         drop(conn);
         assert_eq!(reader.await.unwrap(), b"twelve bytes");
+    }
+
+    #[tokio::test]
+    async fn vectored_writes_stay_vectored() {
+        // hyper writes a response's head and body chunks in one vectored
+        // write when the stream supports it, instead of copying the body
+        // into its buffer.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        assert!(stream.is_write_vectored());
+        assert!(send_deadline(stream, Duration::from_secs(5)).is_write_vectored());
     }
 }

@@ -394,28 +394,11 @@ impl TaskTable {
 mod tests {
     use super::*;
     use crate::mesos::v1::TaskState;
-    use crate::scheduler::spec::service::ExecutorKind;
 
     fn record(id: &str, service: &str, state: TaskState) -> Arc<TaskRecord> {
         Arc::new(TaskRecord {
-            task_id: id.into(),
-            service: service.into(),
-            instance: 0,
             fingerprint: "f".into(),
-            agent_id: "a".into(),
-            hostname: "h".into(),
-            executor: ExecutorKind::Command,
-            executor_id: id.into(),
-            ports: Vec::new(),
-            state,
-            launched_at: 0.0,
-            updated_at: 0.0,
-            kill: None,
-            timeline: Vec::new(),
-            healthy: None,
-            healthy_since: None,
-            health_checked: None,
-            partition: None,
+            ..TaskRecord::sample(id, service, state)
         })
     }
 

@@ -1,7 +1,6 @@
 use std::time::Duration;
 
 use super::*;
-use crate::scheduler::spec::service::ExecutorKind;
 use crate::scheduler::spec::upgrade::UpgradePolicy;
 
 fn spec(instances: u32, check: bool) -> ServiceSpec {
@@ -15,24 +14,11 @@ fn spec(instances: u32, check: bool) -> ServiceSpec {
 
 fn task(id: &str, instance: u32, fingerprint: &str, running_at: f64) -> TaskRecord {
     TaskRecord {
-        task_id: id.into(),
-        service: "web".into(),
         instance,
         fingerprint: fingerprint.into(),
-        agent_id: "a".into(),
-        hostname: "h".into(),
-        executor: ExecutorKind::Command,
-        executor_id: id.into(),
-        ports: vec![],
-        state: TaskState::TaskRunning,
         launched_at: running_at,
         updated_at: running_at,
-        kill: None,
-        timeline: vec![],
-        healthy: None,
-        healthy_since: None,
-        health_checked: None,
-        partition: None,
+        ..TaskRecord::sample(id, "web", TaskState::TaskRunning)
     }
 }
 

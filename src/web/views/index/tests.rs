@@ -8,28 +8,16 @@ use proptest::prelude::*;
 
 use super::text::IdText;
 use super::*;
-use crate::scheduler::{ExecutorKind, KillRequest};
+use crate::scheduler::KillRequest;
 
 fn record(id: &str, service: &str, host: usize, state: TaskState, updated: f64) -> TaskRecord {
     TaskRecord {
-        task_id: id.into(),
-        service: service.into(),
         instance: id.len() as u32 % 3,
-        fingerprint: String::new(),
         agent_id: format!("S{host}").into(),
         hostname: format!("h{host}"),
-        executor: ExecutorKind::Command,
-        executor_id: id.into(),
-        ports: vec![],
-        state,
         launched_at: updated - 1.0,
         updated_at: updated,
-        kill: None,
-        timeline: vec![],
-        healthy: None,
-        healthy_since: None,
-        health_checked: None,
-        partition: None,
+        ..TaskRecord::sample(id, service, state)
     }
 }
 

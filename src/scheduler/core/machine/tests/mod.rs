@@ -101,24 +101,17 @@ fn service(name: &str, instances: u32) -> ServiceSpec {
 /// A stored record of a running task of `service`.
 fn running_record(service: &str, instance: u32, spec: &ServiceSpec) -> TaskRecord {
     TaskRecord {
-        task_id: format!("{service}.{instance}.stored").into(),
-        service: service.into(),
         instance,
         fingerprint: spec.fingerprint(),
         agent_id: format!("agent-{instance}").into(),
         hostname: format!("host-{instance}"),
-        executor: crate::scheduler::spec::service::ExecutorKind::Command,
-        executor_id: format!("{service}.{instance}.stored"),
-        ports: Vec::new(),
-        state: TaskState::TaskRunning,
         launched_at: 1.0,
         updated_at: 1.0,
-        kill: None,
-        timeline: Vec::new(),
-        healthy: None,
-        healthy_since: None,
-        health_checked: None,
-        partition: None,
+        ..TaskRecord::sample(
+            &format!("{service}.{instance}.stored"),
+            service,
+            TaskState::TaskRunning,
+        )
     }
 }
 

@@ -13,7 +13,7 @@ use super::super::view::Shown;
 use crate::mesos::v1::TaskState;
 use crate::scheduler::records::{KillRequest, PartitionMark, StatusEntry, TaskRecord};
 use crate::scheduler::snapshot::ServiceCounts;
-use crate::scheduler::spec::service::{ExecutorKind, ServiceSpec};
+use crate::scheduler::spec::service::ServiceSpec;
 
 /// `instances` of `web`, with a health check when `checked`, available
 /// 5 s after it is running (healthy).
@@ -74,18 +74,11 @@ fn record(rng: &mut Lcg, id: &str, fingerprints: &[String], now: f64) -> Arc<Tas
         });
     }
     timeline.sort_by(|a, b| a.at.total_cmp(&b.at));
+    // Fields in their old order: the random draws stay the same.
     Arc::new(TaskRecord {
-        task_id: id.into(),
-        service: "web".into(),
         // Mostly below the count (4 or 6), now and then beyond.
         instance: rng.next(7) as u32,
         fingerprint: fingerprints[rng.next(fingerprints.len())].clone(),
-        agent_id: "a".into(),
-        hostname: "h".into(),
-        executor: ExecutorKind::Command,
-        executor_id: id.into(),
-        ports: Vec::new(),
-        state,
         launched_at: at - 10.0,
         updated_at: at,
         kill: (rng.next(8) == 0).then(|| KillRequest::new("scaled down".into(), at)),
@@ -97,6 +90,7 @@ fn record(rng: &mut Lcg, id: &str, fingerprints: &[String], now: f64) -> Arc<Tas
             unreachable_since: at - 2.0,
             returned_at: None,
         }),
+        ..TaskRecord::sample(id, "web", state)
     })
 }
 
