@@ -226,6 +226,23 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
+    /// The `TaskInfo` of `planned()` as task `task_id` of `spec`.
+    fn launch_info(
+        spec: &ServiceSpec,
+        task_id: &str,
+        framework_id: &str,
+        executor: Option<&ExecutorSource>,
+    ) -> v1::TaskInfo {
+        task_info(
+            spec,
+            &spec.fingerprint(),
+            &planned(),
+            task_id,
+            framework_id,
+            executor,
+        )
+    }
+
     fn planned() -> Planned {
         Planned {
             service: "web".into(),
@@ -243,7 +260,7 @@ mod tests {
             serde_json::json!({"name": "web", "command": "serve $PORT0", "cpus": 0.5, "mem": 64,
             "ports": 2, "instances": 3, "env": {"A": "b"}, "kill_grace_period": "7s"}),
         );
-        let info = task_info(&s, &s.fingerprint(), &planned(), "web.2.x", "fw", None);
+        let info = launch_info(&s, "web.2.x", "fw", None);
         assert_eq!(info.name, "web.2");
         assert!(info.executor.is_none());
         let cmd = info.command.unwrap();
@@ -290,14 +307,7 @@ mod tests {
             cpus: 0.05,
             mem: 32.0,
         };
-        let info = task_info(
-            &s,
-            &s.fingerprint(),
-            &planned(),
-            "web.2.x",
-            "fw-1",
-            Some(&source),
-        );
+        let info = launch_info(&s, "web.2.x", "fw-1", Some(&source));
         assert!(info.command.is_none());
         let executor = info.executor.unwrap();
         assert_eq!(
@@ -328,14 +338,7 @@ mod tests {
             cpus: 0.05,
             mem: 32.0,
         };
-        let info = task_info(
-            &s,
-            &s.fingerprint(),
-            &planned(),
-            "web.2.x",
-            "fw-1",
-            Some(&source),
-        );
+        let info = launch_info(&s, "web.2.x", "fw-1", Some(&source));
         let uris = &info.executor.unwrap().command.unwrap().uris;
         let fetched: Vec<_> = uris
             .iter()
@@ -367,7 +370,7 @@ mod tests {
             serde_json::json!({"name": "web", "command": "true", "cpus": 0.1,
             "mem": 32, "instances": 1, "uris": ["http://files/site.tgz"]}),
         );
-        let info = task_info(&s, &s.fingerprint(), &planned(), "web.2.y", "fw-1", None);
+        let info = launch_info(&s, "web.2.y", "fw-1", None);
         assert_eq!(info.command.unwrap().uris[0].value, "http://files/site.tgz");
     }
 
@@ -386,14 +389,7 @@ mod tests {
                                  "interval": "2s", "consecutive_failures": 5}}),
             );
             assert!(s.validate().is_empty());
-            let info = task_info(
-                &s,
-                &s.fingerprint(),
-                &planned(),
-                "web.2.x",
-                "fw",
-                Some(&source),
-            );
+            let info = launch_info(&s, "web.2.x", "fw", Some(&source));
             let check = info.health_check.expect(executor);
             let http = check.http.unwrap();
             assert_eq!((http.port, http.path.as_deref()), (31001, Some("/ready")));
@@ -407,9 +403,7 @@ mod tests {
             "mem": 32, "ports": 1, "instances": 1,
             "health_check": {"type": "command", "command": "test -n \"$PORT0\""}}),
         );
-        let check = task_info(&s, &s.fingerprint(), &planned(), "web.2.x", "fw", None)
-            .health_check
-            .unwrap();
+        let check = launch_info(&s, "web.2.x", "fw", None).health_check.unwrap();
         let env = check.command.unwrap().environment.unwrap();
         assert!(env.variables.iter().any(|v| v.name == "PORT0"), "{env:?}");
     }
@@ -422,7 +416,7 @@ mod tests {
             "container": {"image": "team/web:1", "environment": {"LANG": "C"}}}),
         );
         assert!(s.validate().is_empty());
-        let info = task_info(&s, &s.fingerprint(), &planned(), "web.2.x", "fw", None);
+        let info = launch_info(&s, "web.2.x", "fw", None);
         let container = info.container.expect("on the task");
         assert_eq!(
             container.mesos.unwrap().image.unwrap().docker.unwrap().name,
@@ -440,14 +434,7 @@ mod tests {
             cpus: 0.05,
             mem: 32.0,
         };
-        let info = task_info(
-            &appliance,
-            &appliance.fingerprint(),
-            &planned(),
-            "web.2.x",
-            "fw",
-            Some(&source),
-        );
+        let info = launch_info(&appliance, "web.2.x", "fw", Some(&source));
         assert!(info.container.is_none());
         assert!(
             info.executor.unwrap().container.is_some(),
@@ -462,7 +449,7 @@ mod tests {
             "health_check": {"type": "tcp", "port_index": 0}}),
         );
         assert!(s.validate().is_empty());
-        let info = task_info(&s, &s.fingerprint(), &planned(), "web.2.x", "fw", None);
+        let info = launch_info(&s, "web.2.x", "fw", None);
         assert_eq!(info.health_check.unwrap().tcp.unwrap().port, 80);
         let docker = info.container.unwrap().docker.unwrap();
         assert_eq!(docker.port_mappings[0].host_port, 31000);

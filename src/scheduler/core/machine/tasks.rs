@@ -163,22 +163,10 @@ impl Machine {
             if ahead == Ahead::Starting {
                 return;
             }
-            let Some(entry) = self.tasks.get_mut(&task_id) else {
-                return;
-            };
-            let record = entry.record.clone();
-            entry.writing = true;
-            self.store(
-                StoreOp::PutTask(record.clone(), Expect::Version(version)),
-                Pending::Task(Step::Update {
-                    task: task_id,
-                    state: status.state(),
-                    ack: None,
-                    acked: true,
-                    record,
-                    revived: false,
-                }),
-            );
+            if let Some(entry) = self.tasks.get(&task_id) {
+                let record = entry.record.clone();
+                self.write_update(task_id, &status, record, version, true, false);
+            }
             return;
         }
         let mut record = (*entry.record).clone();
@@ -199,15 +187,31 @@ impl Machine {
                 at,
             ));
         }
-        let record = Arc::new(record);
-        entry.writing = true;
+        self.write_update(task_id, &status, Arc::new(record), version, false, revived);
+    }
+
+    /// Writes `record`, the task's record with `status` applied, as a
+    /// compare-and-set on `version`; its acknowledgement follows the write
+    /// unless `acked` (sent already, [`Ahead::Running`]).
+    fn write_update(
+        &mut self,
+        task: TaskId,
+        status: &v1::TaskStatus,
+        record: Arc<TaskRecord>,
+        version: i32,
+        acked: bool,
+        revived: bool,
+    ) {
+        if let Some(entry) = self.tasks.get_mut(&task) {
+            entry.writing = true;
+        }
         self.store(
             StoreOp::PutTask(record.clone(), Expect::Version(version)),
             Pending::Task(Step::Update {
-                task: task_id,
+                task,
                 state: status.state(),
-                ack: ack_of(&status),
-                acked: false,
+                ack: if acked { None } else { ack_of(status) },
+                acked,
                 record,
                 revived,
             }),

@@ -306,29 +306,18 @@ mod tests {
     use crate::coordination::ReplicaInfo;
     use crate::coordination::memory::MemoryCoordinator;
     use crate::mesos::v1::TaskState;
-    use crate::scheduler::spec::service::{ExecutorKind, ServiceSpec};
+    use crate::scheduler::spec::service::ServiceSpec;
     use tokio_util::sync::CancellationToken;
 
     fn record(i: usize) -> TaskRecord {
         TaskRecord {
-            task_id: format!("web.{i}.t").into(),
-            service: "web".into(),
             instance: i as u32,
             fingerprint: "f".into(),
             agent_id: "agent-0".into(),
             hostname: "host-0".into(),
-            executor: ExecutorKind::Command,
-            executor_id: format!("web.{i}.t"),
-            ports: Vec::new(),
-            state: TaskState::TaskStaging,
             launched_at: 1.0,
             updated_at: 1.0,
-            kill: None,
-            timeline: Vec::new(),
-            healthy: None,
-            healthy_since: None,
-            health_checked: None,
-            partition: None,
+            ..TaskRecord::sample(&format!("web.{i}.t"), "web", TaskState::TaskStaging)
         }
     }
 
