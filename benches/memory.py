@@ -181,7 +181,10 @@ def run(tasks, heaptrack):
         launch = time.time() - started
         pid = replica.pid
         if heaptrack:
-            pid = int(subprocess.check_output(["pgrep", "-P", str(replica.pid)]).split()[0])
+            pid = child_running(replica.pid, binary)
+            # heaptrack's script waits for the replica: SIGTERM to the
+            # script alone would leave the replica running.
+            procs.append(ByPid(pid))
         before = status(pid)
         run_id = post(f"{api}/actions/reconcile", {"kind": "explicit"})
         wait("reconciled", lambda: reconciled(api, run_id), 120 + tasks * 0.01)
@@ -205,6 +208,40 @@ def run(tasks, heaptrack):
             except Exception:
                 p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def child_running(parent, binary):
+    """The child of `parent` running `binary` (heaptrack starts its
+    interpreter first, so the first child is not the replica)."""
+    out = subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout
+    for child in out.split():
+        try:
+            if os.path.realpath(f"/proc/{child}/exe") == os.path.realpath(binary):
+                return int(child)
+        except OSError:
+            continue
+    raise SystemExit(f"no child of {parent} runs {binary}")
+
+
+class ByPid:
+    """A process known by its ID alone, ended as `Popen` ones are."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def send_signal(self, sig):
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout):
+        deadline = time.time() + timeout
+        while os.path.exists(f"/proc/{self.pid}") and time.time() < deadline:
+            time.sleep(0.1)
+
+    def kill(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def reconciled(api, answer):
