@@ -18,7 +18,9 @@ pub struct Demand<'a> {
     pub spec: &'a ServiceSpec,
     /// Instance numbers to launch, in order.
     pub missing: Vec<u32>,
-    /// Agents (ID, hostname) of the service's live tasks, for UNIQUE.
+    /// Agents (ID, hostname) of the service's live tasks, for UNIQUE
+    /// (only read when the spec has a UNIQUE constraint; may be left
+    /// empty otherwise).
     pub occupied: Vec<(AgentId, String)>,
     /// Extra resources each task needs for its executor (our executor runs
     /// one per task; the command executor needs none at the master).

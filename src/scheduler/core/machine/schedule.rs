@@ -30,7 +30,7 @@ use crate::scheduler::rules::rollout;
 use crate::scheduler::rules::taskinfo::{self, ExecutorSource};
 use crate::scheduler::rules::workload::assess;
 use crate::scheduler::snapshot::EventKind;
-use crate::scheduler::spec::service::{ExecutorKind, ServiceSpec};
+use crate::scheduler::spec::service::{Constraint, ExecutorKind, ServiceSpec};
 
 /// Filter for the unused part of an accepted offer while more work is
 /// pending: short, so the rest comes back soon.
@@ -421,12 +421,23 @@ impl Machine {
             }
             missing.truncate(budget);
             budget -= missing.len();
-            // An unreachable task does not hold its host (`partition`).
-            let occupied: Vec<(AgentId, String)> = tasks
-                .records()
-                .filter(|t| partition::occupies_host(t))
-                .map(|t| (t.agent_id.clone(), t.hostname.clone()))
-                .collect();
+            // The agents of the service's tasks, for UNIQUE constraints
+            // only (a list as long as the service's records, built each
+            // pass, is not built for the others). An unreachable task does
+            // not hold its host (`partition`).
+            let unique = spec
+                .parsed_constraints()
+                .iter()
+                .any(|c| matches!(c, Constraint::Unique { .. }));
+            let occupied: Vec<(AgentId, String)> = if unique {
+                tasks
+                    .records()
+                    .filter(|t| partition::occupies_host(t))
+                    .map(|t| (t.agent_id.clone(), t.hostname.clone()))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let resources = match spec.executor {
                 ExecutorKind::Appliance => executor_resources.clone(),
                 ExecutorKind::Command => Default::default(),
