@@ -11,7 +11,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use mesos_appliance::scheduler::FrameworkState;
+use mesos_appliance::scheduler::{FrameworkState, ServiceSpec};
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, core_config, running, services};
@@ -19,6 +19,19 @@ use support::zookeeper::ZkServer;
 use zookeeper_client as zk;
 
 const WAIT: Duration = Duration::from_secs(30);
+
+/// Replica `name` of `specs` on `zk` and master `tb`, with the tests' core
+/// configuration.
+async fn replica(zk: &ZkServer, name: &str, tb: &Testbed, specs: &[ServiceSpec]) -> Replica {
+    Replica::start(
+        &zk.connect_string(),
+        name,
+        &tb.url(),
+        specs.to_vec(),
+        core_config(),
+    )
+    .await
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn next_leader_adopts_twenty_tasks_without_launching_or_killing() {
@@ -28,14 +41,7 @@ async fn next_leader_adopts_twenty_tasks_without_launching_or_killing() {
         {"name": "web", "command": "serve", "cpus": 0.2, "mem": 64, "instances": 10, "executor": "appliance"},
         {"name": "worker", "command": "work", "cpus": 0.2, "mem": 64, "instances": 10}
     ]));
-    let first = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        specs.clone(),
-        core_config(),
-    )
-    .await;
+    let first = replica(&zk, "r1", &tb, &specs).await;
     let s = first
         .wait_for("20 running", WAIT, |s| {
             running(s, "web") == 10 && running(s, "worker") == 10
@@ -43,7 +49,7 @@ async fn next_leader_adopts_twenty_tasks_without_launching_or_killing() {
         .await;
     let tasks_before: Vec<String> = s.tasks.iter().map(|t| t.task_id.to_string()).collect();
     let fid = s.framework.id.clone().unwrap();
-    let second = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, core_config()).await;
+    let second = replica(&zk, "r2", &tb, &specs).await;
     second
         .wait_for("r2 follows", WAIT, |s| {
             s.framework.state == FrameworkState::Standby && s.leader_url().is_some()
@@ -109,14 +115,7 @@ async fn a_new_leader_reconciles_in_slices() {
     let specs = services(json!([
         {"name": "worker", "command": "work", "cpus": 0.2, "mem": 64, "instances": 20}
     ]));
-    let first = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        specs.clone(),
-        core_config(),
-    )
-    .await;
+    let first = replica(&zk, "r1", &tb, &specs).await;
     first
         .wait_for("20 running", WAIT, |s| running(s, "worker") == 20)
         .await;
@@ -205,7 +204,7 @@ async fn update_is_acknowledged_only_after_it_is_stored() {
     let specs = services(
         json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1, "executor": "appliance"}]),
     );
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let replica = replica(&zk, "r1", &tb, &specs).await;
     let s = replica
         .wait_for("running", WAIT, |s| running(s, "one") == 1)
         .await;
@@ -302,14 +301,7 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
     let tb = Testbed::start(TestbedConfig::for_tests(3)).await.unwrap();
     let specs =
         services(json!([{"name": "svc", "command": "x", "cpus": 0.1, "mem": 32, "instances": 3}]));
-    let first = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        specs.clone(),
-        core_config(),
-    )
-    .await;
+    let first = replica(&zk, "r1", &tb, &specs).await;
     let s = first
         .wait_for("3 running", WAIT, |s| running(s, "svc") == 3)
         .await;
@@ -355,7 +347,7 @@ async fn reconciliation_after_failover_replaces_unknown_tasks_and_kills_unrecord
     // The first KILLs of one unrecorded task go unheeded: the leader keeps
     // at it, and says so.
     tb.ignore_kill(&lost_record);
-    let second = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, core_config()).await;
+    let second = replica(&zk, "r2", &tb, &specs).await;
     let s = second
         .wait_for("the unheeded kill is shown", WAIT, |s| {
             s.unrecorded_kills
@@ -429,7 +421,7 @@ async fn a_mesos_master_failover_loses_no_task() {
     let tb = Testbed::start(TestbedConfig::for_tests(3)).await.unwrap();
     let specs =
         services(json!([{"name": "svc", "command": "x", "cpus": 0.1, "mem": 32, "instances": 6}]));
-    let replica = Replica::start(&zk.connect_string(), "r1", &tb.url(), specs, core_config()).await;
+    let replica = replica(&zk, "r1", &tb, &specs).await;
     let s = replica
         .wait_for("6 running", WAIT, |s| running(s, "svc") == 6)
         .await;
@@ -505,14 +497,7 @@ async fn a_first_running_acknowledged_ahead_of_its_write_is_stored_by_the_next_l
     .unwrap();
     let specs =
         services(json!([{"name": "one", "command": "x", "cpus": 0.1, "mem": 32, "instances": 1}]));
-    let first = Replica::start(
-        &zk.connect_string(),
-        "r1",
-        &tb.url(),
-        specs.clone(),
-        core_config(),
-    )
-    .await;
+    let first = replica(&zk, "r1", &tb, &specs).await;
     let s = first
         .wait_for("a record", WAIT, |s| s.tasks.len() == 1)
         .await;
@@ -557,7 +542,7 @@ async fn a_first_running_acknowledged_ahead_of_its_write_is_stored_by_the_next_l
         .await
         .unwrap();
     let accepts = tb.scheduler_calls("ACCEPT").len();
-    let second = Replica::start(&zk.connect_string(), "r2", &tb.url(), specs, core_config()).await;
+    let second = replica(&zk, "r2", &tb, &specs).await;
     let raw = zk::Client::connect(&zk.connect_string()).await.unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {

@@ -8,7 +8,7 @@ use mesos_appliance::mesos::json;
 use mesos_appliance::mesos::v1;
 use mesos_appliance::scheduler::ServiceSpec;
 use mesos_appliance::scheduler::rules::placement::Planned;
-use mesos_appliance::scheduler::rules::taskinfo::task_info;
+use mesos_appliance::scheduler::rules::taskinfo::{ExecutorSource, task_info};
 use prost::{Message, Name};
 use serde_json::{Value, json};
 
@@ -124,6 +124,23 @@ fn planned() -> Planned {
     }
 }
 
+/// The `TaskInfo` of `planned()` as task `task_id` of `spec` (framework
+/// `fw`).
+fn launch_info(
+    spec: &ServiceSpec,
+    task_id: &str,
+    executor: Option<&ExecutorSource>,
+) -> v1::TaskInfo {
+    task_info(
+        spec,
+        &spec.fingerprint(),
+        &planned(),
+        task_id,
+        "fw",
+        executor,
+    )
+}
+
 /// `message`, field `number` of `info`, encodes to `expected` byte for byte
 /// (alone and inside the TaskInfo) and to `mesos_json` key for key (proto
 /// field names, enums by name, seconds as numbers), and reads back from both.
@@ -153,14 +170,7 @@ fn an_http_health_check_is_encoded_as_mesos_reads_it() {
             "delay": "5s", "interval": "2s", "timeout": "1500ms", "grace_period": "30s",
             "consecutive_failures": 4}}),
     );
-    let info = task_info(
-        &spec,
-        &spec.fingerprint(),
-        &planned(),
-        "web.0.x",
-        "fw",
-        None,
-    );
+    let info = launch_info(&spec, "web.0.x", None);
     let expected = cat(&[
         bytes(
             field("health_check.HTTP"),
@@ -203,16 +213,9 @@ fn a_tcp_and_a_command_check_use_their_own_fields() {
         cpus: 0.05,
         mem: 32.0,
     };
-    let check = task_info(
-        &tcp,
-        &tcp.fingerprint(),
-        &planned(),
-        "db.0.x",
-        "fw",
-        Some(&source),
-    )
-    .health_check
-    .unwrap();
+    let check = launch_info(&tcp, "db.0.x", Some(&source))
+        .health_check
+        .unwrap();
     let encoded = check.encode_to_vec();
     assert_eq!(
         field_payloads(&encoded, field("health_check.TCP")),
@@ -231,16 +234,7 @@ fn a_tcp_and_a_command_check_use_their_own_fields() {
         json!({"name": "db", "command": "db", "cpus": 0.1, "mem": 32,
         "instances": 1, "health_check": {"type": "command", "command": "pg_isready"}}),
     );
-    let check = task_info(
-        &command,
-        &command.fingerprint(),
-        &planned(),
-        "db.0.x",
-        "fw",
-        None,
-    )
-    .health_check
-    .unwrap();
+    let check = launch_info(&command, "db.0.x", None).health_check.unwrap();
     let commands = field_payloads(&check.encode_to_vec(), field("health_check.COMMAND"));
     assert_eq!(commands.len(), 1);
     let info = v1::CommandInfo::decode(commands[0].as_slice()).unwrap();
@@ -256,14 +250,7 @@ fn an_image_container_is_encoded_as_mesos_reads_it() {
         "instances": 1, "container": {"image": "team/web:1.4", "force_pull": true,
             "volumes": [{"container_path": "/data", "host_path": "/srv/web", "mode": "RO"}]}}),
     );
-    let info = task_info(
-        &spec,
-        &spec.fingerprint(),
-        &planned(),
-        "web.0.x",
-        "fw",
-        None,
-    );
+    let info = launch_info(&spec, "web.0.x", None);
     let expected = cat(&[
         uint(
             field("container_info.TYPE"),
@@ -310,16 +297,7 @@ fn a_docker_container_is_encoded_as_mesos_reads_it() {
             "network": "BRIDGE", "port_mappings": [{"container_port": 80}],
             "parameters": [{"key": "memory-swap", "value": "-1"}]}}}),
     );
-    let container = task_info(
-        &spec,
-        &spec.fingerprint(),
-        &planned(),
-        "web.0.x",
-        "fw",
-        None,
-    )
-    .container
-    .unwrap();
+    let container = launch_info(&spec, "web.0.x", None).container.unwrap();
     let expected = cat(&[
         uint(
             field("container_info.TYPE"),
