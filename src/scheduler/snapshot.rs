@@ -206,7 +206,8 @@ pub struct OfferSummary {
     pub ports: String,
     /// When it arrived.
     pub received_at: f64,
-    /// When it will be declined if unused (`--offer-ttl`).
+    /// When it will be declined if unused (`--offer-ttl`); it is kept
+    /// longer while a launch the leader paces waits for it.
     pub expires_at: f64,
 }
 

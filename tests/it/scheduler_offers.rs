@@ -2,7 +2,8 @@
 //! master, real ZooKeeper), judged by the calls the master received: SUPPRESS
 //! once every service is at its instance count and REVIVE before launching
 //! new work; declines carry `--decline-refuse-seconds`; a rescinded offer is
-//! never accepted; the offer, launch and kill counters follow the calls.
+//! never accepted; the offer, launch and kill counters follow the calls;
+//! offers a launch paced by the leader's budget waits for outlive their TTL.
 
 use crate::support;
 
@@ -13,8 +14,10 @@ use mesos_appliance::scheduler::config::CoreConfig;
 use mesos_appliance::scheduler::{FrameworkState, ServiceSpec, Snapshot};
 use mesos_appliance::testbed::{CallRecord, Testbed, TestbedConfig};
 use serde_json::json;
-use support::appliance::{Replica, core_config, health_checked, running, services};
+use support::appliance::{Replica, core_config, health_checked, running, services, zk_config};
+use support::chaos_proxy::ChaosProxy;
 use support::client::eventually;
+use support::zookeeper::ZkServer;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -520,5 +523,56 @@ async fn a_crash_loop_of_many_instances_revives_at_a_bounded_rate() {
         revives <= 5,
         "{revives} REVIVEs in {window:?}, more than one every 5 s"
     );
+    replica.stop().await;
+}
+
+/// A launch the leader paces (5 tasks under way at once,
+/// `CoreConfig::launching_max`) over a slow ZooKeeper (600 ms each way, so
+/// each round of records takes over a second) outlasts the 1 s offer TTL:
+/// four agents offer at once, each round uses the oldest offer, and the
+/// last agents' offers wait several seconds. They are kept (none expires
+/// while the launch holds tasks back) and every task runs. Declined, their
+/// resources would come back only after the master's default 5 s filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offers_a_paced_launch_waits_for_outlive_their_ttl() {
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(4)).await.unwrap();
+    let proxy = ChaosProxy::start(zk.addr()).await;
+    let cfg = CoreConfig {
+        offer_ttl: Duration::from_secs(1),
+        launching_max: 5,
+        ..config()
+    };
+    let zk = zk_config(&proxy.connect_string(), "r1").with_session_timeout(Duration::from_secs(10));
+    let replica = Replica::start_with(zk, &tb.url(), Vec::new(), cfg).await;
+    replica
+        .wait_for("subscribed", WAIT, |s| {
+            s.framework.state == FrameworkState::Subscribed
+        })
+        .await;
+    proxy.set_symmetric_latency(Duration::from_millis(600));
+    put(&replica, web(20)).await;
+    replica
+        .wait_for(
+            "20 web running",
+            Duration::from_secs(60),
+            subscribed_with("web", 20),
+        )
+        .await;
+    // Each round's pass holds back the rest until the round before it is
+    // stored; the last round holds back nothing, so the offers it does not
+    // need may expire before its ACCEPT. Until the ACCEPT before it, an
+    // expired offer (declined without a filter) is one the launch wanted.
+    let accepts = tb.scheduler_calls("ACCEPT");
+    assert!(accepts.len() >= 4, "paced: {} ACCEPTs", accepts.len());
+    let held_back_until = accepts[accepts.len() - 2].seq;
+    let expired: Vec<_> = calls_after(&tb, "DECLINE", 0)
+        .into_iter()
+        .filter(|c| c.seq < held_back_until && c.call["decline"].get("filters").is_none())
+        .map(|c| c.call)
+        .collect();
+    assert!(expired.is_empty(), "expired during the launch: {expired:?}");
+    // The end-of-test checks read the store.
+    proxy.set_symmetric_latency(Duration::ZERO);
     replica.stop().await;
 }

@@ -134,11 +134,9 @@ impl OfferRegistry {
     }
 
     /// Offers held longer than the TTL (to decline), oldest first.
-    pub fn expired(&self, now: Instant) -> Vec<String> {
+    pub fn expired(&self, now: Instant) -> impl Iterator<Item = &HeldOffer> {
         self.iter()
-            .filter(|o| now.duration_since(o.received) >= self.ttl)
-            .map(|o| o.id().to_string())
-            .collect()
+            .filter(move |o| now.duration_since(o.received) >= self.ttl)
     }
 
     /// Forgets gone offers older than the linger time.
@@ -202,7 +200,11 @@ mod tests {
         assert!(r.add(offer("a", "a2"), t0 + Duration::from_secs(1), 0.0));
         let ids: Vec<&str> = r.iter().map(|o| o.id()).collect();
         assert_eq!(ids, ["b", "a"]);
-        assert_eq!(r.expired(t0 + Duration::from_secs(10)), ["b"]);
+        let expired: Vec<&str> = r
+            .expired(t0 + Duration::from_secs(10))
+            .map(|o| o.id())
+            .collect();
+        assert_eq!(expired, ["b"]);
         assert_eq!(r.iter().next().unwrap().remaining.scalar("cpus"), 1.0);
     }
 

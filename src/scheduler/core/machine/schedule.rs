@@ -36,17 +36,6 @@ use crate::scheduler::spec::service::{Constraint, ExecutorKind, ServiceSpec};
 /// pending: short, so the rest comes back soon.
 const ACCEPT_REFUSE_SECONDS: f64 = 1.0;
 
-/// Tasks whose launch (record write, then ACCEPT) may be under way at
-/// once. A pass places at most this many, less those still launching, and
-/// the next pass places more: one pass placing tens of thousands at once
-/// would take that long, and queue that many writes ahead of the
-/// launches' ACCEPTs. A launch under way holds its placement and a shared
-/// spec ([`PendingTask`]), its `TaskInfo` is built at the ACCEPT. 4,000
-/// (was 2,000 while each held its `TaskInfo`) ended the ACCEPTs of a
-/// 50,000-task launch in about 5.5 s instead of 10–11 s
-/// (`docs/benchmarks.md`, "Launches ahead of the store").
-const LAUNCHING_MAX: usize = 4_000;
-
 /// Records one scheduling pass reads at most (but always one service's):
 /// the services past it wait for the next pass, which resumes with them.
 /// A pass costs about a microsecond per record read (`pass_cost` in the
@@ -125,6 +114,26 @@ impl Settled {
 pub(super) struct Launches {
     pub(super) groups: HashMap<u64, LaunchGroup>,
     pub(super) next: u64,
+    /// What one task needs (its resources and its executor's), by service
+    /// or job attempt whose demand the launch budget
+    /// (`CoreConfig::launching_max`) held back when it was last assessed; a
+    /// service deferred by [`PassBound`] keeps its entry until its next
+    /// assessment. A held offer that has room for one of them is kept past
+    /// its TTL: it waits for the leader's own launch pace, not for work that
+    /// may never come (see [`Launches::wanted`]).
+    held_back: BTreeMap<String, crate::mesos::resources::Resources>,
+}
+
+impl Launches {
+    /// True when `offer` has room for a task the launch budget held back.
+    /// Constraints are not looked at: such an offer is kept until the
+    /// launch catches up, and the pass after that declines it if nothing
+    /// placed there.
+    pub(super) fn wanted(&self, offer: &crate::scheduler::rules::offers::HeldOffer) -> bool {
+        self.held_back
+            .values()
+            .any(|need| offer.remaining.contains(need))
+    }
 }
 
 /// The tasks of one offer, waiting for their records.
@@ -286,7 +295,13 @@ impl Machine {
         let at = self.unix(now);
         let mut missing_total = 0;
         let launching: usize = self.launches.groups.values().map(|g| g.tasks.len()).sum();
-        let mut budget = LAUNCHING_MAX.saturating_sub(launching);
+        let mut budget = self.cfg.launching_max.saturating_sub(launching);
+        // Job attempts are held back afresh each pass; a service keeps its
+        // entry while deferred, and loses it once deleted.
+        let services = &self.services;
+        self.launches
+            .held_back
+            .retain(|name, _| services.contains(name));
         let names = self.services.names();
         // From where the last pass stopped (`PassBound`): the services
         // before it were assessed earlier in this round.
@@ -346,10 +361,12 @@ impl Machine {
                 && let Some(settled) = &state.settled
                 && settled.holds_for(entry)
             {
+                self.launches.held_back.remove(&name);
                 rollouts.push((name, settled.progress.clone()));
                 continue;
             }
             assessed += 1;
+            self.launches.held_back.remove(&name);
             let spec = &entry.spec;
             let empty = super::table::ServiceTasks::default();
             let tasks = self.tasks.service(&name).unwrap_or(&empty);
@@ -416,6 +433,15 @@ impl Machine {
             // Every instance past its backoff waits, also those beyond this
             // pass's budget: a launch spread over many passes is one need.
             self.revive.waits(&name, &missing);
+            let resources = match spec.executor {
+                ExecutorKind::Appliance => executor_resources.clone(),
+                ExecutorKind::Command => Default::default(),
+            };
+            if missing.len() > budget {
+                let mut need = placement::task_resources(spec);
+                need.add(&resources);
+                self.launches.held_back.insert(name.clone(), need);
+            }
             if missing.is_empty() || budget == 0 {
                 continue;
             }
@@ -438,10 +464,6 @@ impl Machine {
             } else {
                 Vec::new()
             };
-            let resources = match spec.executor {
-                ExecutorKind::Appliance => executor_resources.clone(),
-                ExecutorKind::Command => Default::default(),
-            };
             demands_data.push((spec.clone(), missing, occupied, resources));
         }
         // Job attempts whose run records are stored (`jobs`): one demand
@@ -449,14 +471,17 @@ impl Machine {
         for demand in self.job_demands(now) {
             missing_total += 1;
             self.revive.waits(&demand.key, &[demand.attempt]);
-            if budget == 0 {
-                continue;
-            }
-            budget -= 1;
             let resources = match demand.spec.executor {
                 ExecutorKind::Appliance => executor_resources.clone(),
                 ExecutorKind::Command => Default::default(),
             };
+            if budget == 0 {
+                let mut need = placement::task_resources(&demand.spec);
+                need.add(&resources);
+                self.launches.held_back.insert(demand.key, need);
+                continue;
+            }
+            budget -= 1;
             let mut spec = demand.spec;
             spec.name = demand.key;
             demands_data.push((spec, vec![demand.attempt], Vec::new(), resources));

@@ -563,6 +563,22 @@ impl Harness {
         }]));
     }
 
+    /// An offer with room for thousands of tiny tasks, on agent `agent-<id>`.
+    fn huge_offer(&mut self, id: &str) {
+        let resources = Resources::parse("cpus:10000;mem:10000000")
+            .expect("resources")
+            .to_protos(None);
+        self.feed(Input::Offers(vec![v1::Offer {
+            id: v1::OfferId { value: id.into() },
+            agent_id: v1::AgentId {
+                value: format!("agent-{id}"),
+            },
+            hostname: format!("{id}.test"),
+            resources,
+            ..Default::default()
+        }]));
+    }
+
     fn update(&mut self, status: v1::TaskStatus) {
         self.feed(Input::Updates(vec![status]));
     }

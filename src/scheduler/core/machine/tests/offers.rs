@@ -137,3 +137,104 @@ async fn offers_are_suppressed_when_done_and_revived_before_new_launches() {
     let calls = h.drain_call_log();
     assert_eq!(Harness::kinds_of_calls(&calls), ["ACCEPT", "SUPPRESS"]);
 }
+
+/// The IDs of the offers `calls` declined.
+fn declined(calls: &[MesosCall]) -> Vec<String> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            MesosCall::Decline { offer_ids, .. } => Some(offer_ids.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_offer_a_launch_beyond_the_budget_waits_for_outlives_its_ttl() {
+    // 6,000 instances: a pass places at most LAUNCHING_MAX (4,000), all on
+    // the first offer (first fit); the second waits for the rest, which the
+    // budget holds back until the first records are stored. An unfit
+    // offer is declined at its TTL all the same.
+    let mut h = Harness::leader(&[service("many", 6_000)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.huge_offer("h1");
+    h.huge_offer("h2");
+    h.offer("unfit", "agent-u", 0.05);
+    h.answer_calls();
+    assert!(
+        !h.stores.is_empty(),
+        "the first 4,000 records are being stored"
+    );
+    // ZooKeeper is slow: past the 10 s offer TTL, no record stored yet.
+    h.advance(Duration::from_secs(11)).await;
+    h.answer_calls();
+    let calls = h.drain_call_log();
+    assert_eq!(
+        declined(&calls),
+        ["unfit"],
+        "{:?}",
+        Harness::kinds_of_calls(&calls)
+    );
+    h.answer_all();
+    for _ in 0..3 {
+        // Passes over thousands of records are paced.
+        h.advance(Duration::from_secs(1)).await;
+        h.answer_all();
+    }
+    let calls = h.drain_call_log();
+    assert_eq!(Harness::launched(&calls).len(), 6_000);
+    let accepted: Vec<&str> = calls
+        .iter()
+        .filter_map(|c| match c {
+            MesosCall::Accept { offer_id, .. } => Some(offer_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        accepted,
+        ["h1", "h2"],
+        "{:?}",
+        Harness::kinds_of_calls(&calls)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_offer_a_deferred_service_s_held_back_launch_waits_for_outlives_its_ttl() {
+    // `a` (3,000) and `b` (3,000): the first pass places all of `a` and
+    // 1,000 of `b` on h1 (the budget holds back `b`'s other 2,000). Then
+    // passes read one service each (`PassBound`): a pass over `a` alone
+    // must not forget that `b`, deferred, still waits for h2.
+    let mut h = Harness::leader(&[service("a", 3_000), service("b", 3_000)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.huge_offer("h1");
+    h.huge_offer("h2");
+    h.answer_calls();
+    h.machine.pass.budget = 1;
+    h.advance(Duration::from_secs(1)).await;
+    // A new offer wakes a pass: it assesses `a` and defers `b`.
+    h.offer("unfit", "agent-u", 0.05);
+    h.answer_calls();
+    assert!(h.machine.pass.deferred(), "b deferred");
+    // The TTL may end right after such a pass (the next one, over `b`, is
+    // paced): h2 is still wanted.
+    let wanted: Vec<&str> = h
+        .machine
+        .offers
+        .iter()
+        .filter(|o| h.machine.launches.wanted(o))
+        .map(|o| o.id())
+        .collect();
+    assert_eq!(wanted, ["h2"]);
+    h.advance(Duration::from_secs(11)).await;
+    h.answer_calls();
+    let calls = h.drain_call_log();
+    assert_eq!(
+        declined(&calls),
+        ["unfit"],
+        "{:?}",
+        Harness::kinds_of_calls(&calls)
+    );
+}

@@ -1117,6 +1117,19 @@ impl World {
             }
         }
         self.check_table()?;
+        // No offer is held past its TTL and a housekeeping period, but one
+        // a launch the budget held back waits for (`Launches::wanted`), on
+        // a machine that still leads.
+        let now = Instant::now();
+        let ttl = self.h.machine.cfg.offer_ttl + super::super::HOUSEKEEPING;
+        for o in self.h.machine.offers.iter() {
+            if !self.deposed
+                && now.duration_since(o.received) > ttl
+                && !self.h.machine.launches.wanted(o)
+            {
+                return Err(format!("offer {} held past its TTL", o.id()));
+            }
+        }
         // The snapshot's counts, kept as the records change (`tally`),
         // equal a recount of every record.
         if self.h.ended.is_none()

@@ -213,22 +213,6 @@ async fn unfit_offers_do_not_loop_revive_offer_decline() {
     );
 }
 
-/// An offer with room for thousands of tiny tasks.
-fn huge_offer(h: &mut Harness, id: &str) {
-    let resources = Resources::parse("cpus:10000;mem:10000000")
-        .expect("resources")
-        .to_protos(None);
-    h.feed(Input::Offers(vec![v1::Offer {
-        id: v1::OfferId { value: id.into() },
-        agent_id: v1::AgentId {
-            value: format!("agent-{id}"),
-        },
-        hostname: format!("{id}.test"),
-        resources,
-        ..Default::default()
-    }]));
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_launch_spread_over_passes_by_its_budget_revives_once() {
     // 9,000 instances; a pass places at most LAUNCHING_MAX (4,000).
@@ -237,14 +221,14 @@ async fn a_launch_spread_over_passes_by_its_budget_revives_once() {
     h.answer_all();
     // One pass while the first launch's records are still being stored
     // (no budget left), then the rest.
-    huge_offer(&mut h, "h1");
-    huge_offer(&mut h, "h2");
+    h.huge_offer("h1");
+    h.huge_offer("h2");
     h.answer_all();
     for round in 3..6 {
         // Passes over thousands of records are paced.
         h.advance(Duration::from_secs(1)).await;
         h.answer_all();
-        huge_offer(&mut h, &format!("h{round}"));
+        h.huge_offer(&format!("h{round}"));
         h.answer_all();
     }
     let calls = h.drain_call_log();
