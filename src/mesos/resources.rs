@@ -248,6 +248,20 @@ impl Resources {
                 .all(|(n, iv)| covers(self.ranges(n), iv))
     }
 
+    /// How many copies of `one`'s scalars fit in `self` (ranges are not
+    /// counted); `usize::MAX` when `one` has no positive scalar.
+    pub fn fits_times(&self, one: &Resources) -> usize {
+        one.scalars
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(n, v)| {
+                let have = self.scalars.get(n).copied().unwrap_or(0).max(0);
+                usize::try_from(have / v).unwrap_or(usize::MAX)
+            })
+            .min()
+            .unwrap_or(usize::MAX)
+    }
+
     /// Adds all of `other`.
     pub fn add(&mut self, other: &Resources) {
         for (n, v) in &other.scalars {

@@ -526,12 +526,13 @@ async fn a_crash_loop_of_many_instances_revives_at_a_bounded_rate() {
     replica.stop().await;
 }
 
-/// A launch the leader paces (5 tasks under way at once,
+/// A launch the leader paces (4 tasks under way at once,
 /// `CoreConfig::launching_max`) over a slow ZooKeeper (600 ms each way, so
 /// each round of records takes over a second) outlasts the 1 s offer TTL:
-/// four agents offer at once, each round uses the oldest offer, and the
-/// last agents' offers wait several seconds. They are kept (none expires
-/// while the launch holds tasks back) and every task runs. Declined, their
+/// four agents of 4 cpus offer at once, each round fills the oldest offer
+/// with four 1-cpu tasks, and the tasks held back need every other offer.
+/// Those are kept (none expires while the launch holds tasks back): the
+/// launch takes the four offers made at its start. Declined, their
 /// resources would come back only after the master's default 5 s filter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offers_a_paced_launch_waits_for_outlive_their_ttl() {
@@ -540,7 +541,7 @@ async fn offers_a_paced_launch_waits_for_outlive_their_ttl() {
     let proxy = ChaosProxy::start(zk.addr()).await;
     let cfg = CoreConfig {
         offer_ttl: Duration::from_secs(1),
-        launching_max: 5,
+        launching_max: 4,
         ..config()
     };
     let zk = zk_config(&proxy.connect_string(), "r1").with_session_timeout(Duration::from_secs(10));
@@ -551,27 +552,38 @@ async fn offers_a_paced_launch_waits_for_outlive_their_ttl() {
         })
         .await;
     proxy.set_symmetric_latency(Duration::from_millis(600));
-    put(&replica, web(20)).await;
+    let big = services(json!([
+        {"name": "web", "command": "serve", "cpus": 1, "mem": 16, "instances": 16}
+    ]));
+    put(&replica, big[0].clone()).await;
     replica
         .wait_for(
-            "20 web running",
+            "16 web running",
             Duration::from_secs(60),
-            subscribed_with("web", 20),
+            subscribed_with("web", 16),
         )
         .await;
-    // Each round's pass holds back the rest until the round before it is
-    // stored; the last round holds back nothing, so the offers it does not
-    // need may expire before its ACCEPT. Until the ACCEPT before it, an
-    // expired offer (declined without a filter) is one the launch wanted.
-    let accepts = tb.scheduler_calls("ACCEPT");
-    assert!(accepts.len() >= 4, "paced: {} ACCEPTs", accepts.len());
-    let held_back_until = accepts[accepts.len() - 2].seq;
-    let expired: Vec<_> = calls_after(&tb, "DECLINE", 0)
-        .into_iter()
-        .filter(|c| c.seq < held_back_until && c.call["decline"].get("filters").is_none())
-        .map(|c| c.call)
+    // Each round fills one of the four offers made together at the start
+    // (the testbed numbers offers in the order it makes them: `<master>-O<n>`).
+    // Had one of them expired, its agent's cpus would come back in a later
+    // offer, and a later round would launch there.
+    let mut accepted: Vec<u64> = tb
+        .scheduler_calls("ACCEPT")
+        .iter()
+        .filter_map(|c| {
+            c.call["accept"]["offer_ids"][0]["value"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .filter_map(|id| id.rsplit_once("-O").and_then(|(_, n)| n.parse().ok()))
         .collect();
-    assert!(expired.is_empty(), "expired during the launch: {expired:?}");
+    accepted.sort_unstable();
+    let first = accepted.first().copied().unwrap_or(0);
+    assert_eq!(
+        accepted,
+        (first..first + 4).collect::<Vec<_>>(),
+        "ACCEPTed offers"
+    );
     // The end-of-test checks read the store.
     proxy.set_symmetric_latency(Duration::ZERO);
     replica.stop().await;

@@ -80,18 +80,18 @@ impl Machine {
     }
 
     /// Declines offers held past their TTL, with the master's default filter
-    /// (the resources come back if still needed), but those a launch held
-    /// back by the leader's launch budget waits for (`Launches::wanted`):
+    /// (the resources come back if still needed), but those the tasks a
+    /// launch budget held back would take (`Launches::wanted`):
     /// a launch of 100,000 tasks on 1,000 agents takes longer than the TTL
     /// to reach its last offers, and declining them cost a 5 s filter each
     /// time before the resources came back (`docs/benchmarks.md`, "Offers
     /// kept for a paced launch").
     fn expire_offers(&mut self, now: Instant) {
-        let launches = &self.launches;
+        let wanted = self.launches.wanted(&self.offers);
         let expired: Vec<String> = self
             .offers
             .expired(now)
-            .filter(|o| !launches.wanted(o))
+            .filter(|o| !wanted.contains(o.id()))
             .map(|o| o.id().to_string())
             .collect();
         if expired.is_empty() {

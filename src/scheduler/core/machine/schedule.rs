@@ -11,7 +11,7 @@
 //! in apache/mesos): an ACCEPT whose subscription ended meanwhile is not
 //! sent.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -23,7 +23,7 @@ use crate::mesos::v1::{self, TaskState};
 use crate::scheduler::core::io::StoreOp;
 use crate::scheduler::ids::{AgentId, TaskId};
 use crate::scheduler::records::{TaskRecord, is_live};
-use crate::scheduler::rules::offers::Gone;
+use crate::scheduler::rules::offers::{Gone, OfferRegistry};
 use crate::scheduler::rules::partition;
 use crate::scheduler::rules::placement::{self, Demand};
 use crate::scheduler::rules::rollout;
@@ -114,25 +114,44 @@ impl Settled {
 pub(super) struct Launches {
     pub(super) groups: HashMap<u64, LaunchGroup>,
     pub(super) next: u64,
-    /// What one task needs (its resources and its executor's), by service
-    /// or job attempt whose demand the launch budget
+    /// What one task needs (its resources and its executor's) and how many
+    /// tasks wait, by service or job attempt whose demand the launch budget
     /// (`CoreConfig::launching_max`) held back when it was last assessed; a
     /// service deferred by [`PassBound`] keeps its entry until its next
-    /// assessment. A held offer that has room for one of them is kept past
-    /// its TTL: it waits for the leader's own launch pace, not for work that
-    /// may never come (see [`Launches::wanted`]).
-    held_back: BTreeMap<String, crate::mesos::resources::Resources>,
+    /// assessment. The held offers those tasks would take are kept past
+    /// their TTL: they wait for the leader's own launch pace, not for work
+    /// that may never come (see [`Launches::wanted`]).
+    held_back: BTreeMap<String, (crate::mesos::resources::Resources, usize)>,
 }
 
 impl Launches {
-    /// True when `offer` has room for a task the launch budget held back.
-    /// Constraints are not looked at: such an offer is kept until the
-    /// launch catches up, and the pass after that declines it if nothing
-    /// placed there.
-    pub(super) fn wanted(&self, offer: &crate::scheduler::rules::offers::HeldOffer) -> bool {
-        self.held_back
-            .values()
-            .any(|need| offer.remaining.contains(need))
+    /// The held offers the tasks the launch budget held back would take:
+    /// for each demand, offers in arrival order (the order placement fills
+    /// them) with room for one of its tasks, until they hold all its
+    /// waiting tasks. An offer a launch is under way on does not count (its
+    /// ACCEPT uses it up; the rest goes back to the master). Constraints
+    /// and ports are not looked at: such an offer is kept until the launch
+    /// catches up, and the pass after that declines it if nothing placed
+    /// there. The rest may expire.
+    pub(super) fn wanted(&self, offers: &OfferRegistry) -> HashSet<String> {
+        let mut wanted = HashSet::new();
+        if self.held_back.is_empty() {
+            return wanted;
+        }
+        let launching: HashSet<&str> = self.groups.values().map(|g| g.offer_id.as_str()).collect();
+        for (need, waiting) in self.held_back.values() {
+            let mut left = *waiting;
+            for offer in offers.iter() {
+                if left == 0 {
+                    break;
+                }
+                if !launching.contains(offer.id()) && offer.remaining.contains(need) {
+                    left = left.saturating_sub(offer.remaining.fits_times(need));
+                    wanted.insert(offer.id().to_string());
+                }
+            }
+        }
+        wanted
     }
 }
 
@@ -440,7 +459,10 @@ impl Machine {
             if missing.len() > budget {
                 let mut need = placement::task_resources(spec);
                 need.add(&resources);
-                self.launches.held_back.insert(name.clone(), need);
+                let waiting = missing.len() - budget;
+                self.launches
+                    .held_back
+                    .insert(name.clone(), (need, waiting));
             }
             if missing.is_empty() || budget == 0 {
                 continue;
@@ -478,7 +500,7 @@ impl Machine {
             if budget == 0 {
                 let mut need = placement::task_resources(&demand.spec);
                 need.add(&resources);
-                self.launches.held_back.insert(demand.key, need);
+                self.launches.held_back.insert(demand.key, (need, 1));
                 continue;
             }
             budget -= 1;

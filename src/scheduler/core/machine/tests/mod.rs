@@ -565,7 +565,12 @@ impl Harness {
 
     /// An offer with room for thousands of tiny tasks, on agent `agent-<id>`.
     fn huge_offer(&mut self, id: &str) {
-        let resources = Resources::parse("cpus:10000;mem:10000000")
+        self.offer_of(id, "cpus:10000;mem:10000000");
+    }
+
+    /// An offer of `resources` (Mesos text form) on agent `agent-<id>`.
+    fn offer_of(&mut self, id: &str, resources: &str) {
+        let resources = Resources::parse(resources)
             .expect("resources")
             .to_protos(None);
         self.feed(Input::Offers(vec![v1::Offer {

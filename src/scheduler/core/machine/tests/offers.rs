@@ -220,14 +220,8 @@ async fn an_offer_a_deferred_service_s_held_back_launch_waits_for_outlives_its_t
     assert!(h.machine.pass.deferred(), "b deferred");
     // The TTL may end right after such a pass (the next one, over `b`, is
     // paced): h2 is still wanted.
-    let wanted: Vec<&str> = h
-        .machine
-        .offers
-        .iter()
-        .filter(|o| h.machine.launches.wanted(o))
-        .map(|o| o.id())
-        .collect();
-    assert_eq!(wanted, ["h2"]);
+    let wanted = h.machine.launches.wanted(&h.machine.offers);
+    assert_eq!(wanted, std::collections::HashSet::from(["h2".to_string()]));
     h.advance(Duration::from_secs(11)).await;
     h.answer_calls();
     let calls = h.drain_call_log();
@@ -237,4 +231,31 @@ async fn an_offer_a_deferred_service_s_held_back_launch_waits_for_outlives_its_t
         "{:?}",
         Harness::kinds_of_calls(&calls)
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_the_offers_a_held_back_launch_would_take_outlive_their_ttl() {
+    // 5,000 instances of 0.1 cpu: 4,000 placed on h1, 1,000 held back. m1
+    // and m2 take 600 each: both are wanted, m3 is one too many.
+    let mut h = Harness::leader(&[service("many", 5_000)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.huge_offer("h1");
+    for m in ["m1", "m2", "m3"] {
+        h.offer_of(m, "cpus:60;mem:100000");
+    }
+    h.answer_calls();
+    h.advance(Duration::from_secs(11)).await;
+    h.answer_calls();
+    let calls = h.drain_call_log();
+    assert_eq!(
+        declined(&calls),
+        ["m3"],
+        "{:?}",
+        Harness::kinds_of_calls(&calls)
+    );
+    h.answer_all();
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_all();
+    assert_eq!(Harness::launched(&h.drain_call_log()).len(), 5_000);
 }

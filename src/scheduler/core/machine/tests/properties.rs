@@ -1122,11 +1122,9 @@ impl World {
         // a machine that still leads.
         let now = Instant::now();
         let ttl = self.h.machine.cfg.offer_ttl + super::super::HOUSEKEEPING;
+        let wanted = self.h.machine.launches.wanted(&self.h.machine.offers);
         for o in self.h.machine.offers.iter() {
-            if !self.deposed
-                && now.duration_since(o.received) > ttl
-                && !self.h.machine.launches.wanted(o)
-            {
+            if !self.deposed && now.duration_since(o.received) > ttl && !wanted.contains(o.id()) {
                 return Err(format!("offer {} held past its TTL", o.id()));
             }
         }
