@@ -211,8 +211,8 @@ async fn run(state: AppState) {
         match (s.leadership.term(), &lead) {
             (Some(term), Some(l)) if l.term == term => {
                 if !Arc::ptr_eq(&prev, &s) {
-                    for (kind, data) in diff::diff(&prev, &s) {
-                        hub.journal.publish(kind.as_str(), data.to_string());
+                    for (kind, data) in events_between(prev, s.clone()).await {
+                        hub.journal.publish(kind, data);
                     }
                     prev = s;
                 }
@@ -262,6 +262,23 @@ async fn run(state: AppState) {
     hub.journal
         .end("the replica is shutting down; reconnect to another replica");
     hub.epoch.send_replace(None);
+}
+
+/// The events between snapshots `before` and `now`, as the journal keeps
+/// them (type, JSON text). Made on tokio's blocking pool: at 100,000 tasks
+/// a full snapshot after a busy second brings thousands of events to
+/// serialise, tens of milliseconds that would hold up an async worker — the
+/// core's, or the one a command's handler waits for.
+async fn events_between(before: Arc<Snapshot>, now: Arc<Snapshot>) -> Vec<(&'static str, String)> {
+    let made = move || -> Vec<(&'static str, String)> {
+        diff::diff(&before, &now)
+            .into_iter()
+            .map(|(kind, data)| (kind.as_str(), data.to_string()))
+            .collect()
+    };
+    // Only a panic in the diff (or the runtime's shutdown) ends it so:
+    // nothing is published for this change.
+    tokio::task::spawn_blocking(made).await.unwrap_or_default()
 }
 
 fn leadership(s: &Snapshot, change: &'static str, term: u64, epoch: u64) -> serde_json::Value {
