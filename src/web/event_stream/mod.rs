@@ -669,6 +669,50 @@ mod tests {
         }
     }
 
+    /// The events of a busy change are made off the async worker: a task
+    /// of the same (single-threaded) runtime runs while they are made.
+    /// Made inline, as they were, nothing else ran on the hub's worker
+    /// until the last of 20,000 launches was serialised.
+    #[tokio::test]
+    async fn a_snapshots_events_are_made_off_the_async_worker() {
+        use crate::coordination::{ReplicaInfo, Strategy};
+        use crate::mesos::v1::TaskState;
+        use crate::scheduler::records::TaskRecord;
+        let replica = ReplicaInfo::new("http://a:8080", "d1", "0.1.0");
+        let before = Snapshot::standby(replica, "f", "r", Strategy::Failover);
+        let tasks: Vec<Arc<TaskRecord>> = (0..20_000)
+            .map(|i| {
+                let id = format!("web.{i:05}");
+                Arc::new(TaskRecord::sample(&id, "web", TaskState::TaskStaging))
+            })
+            .collect();
+        let now = Snapshot {
+            tasks: tasks.into(),
+            ..before.clone()
+        };
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let other = tokio::spawn({
+            let (ran, stop) = (ran.clone(), stop.clone());
+            async move {
+                while !stop.is_cancelled() {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        let events = events_between(Arc::new(before), Arc::new(now)).await;
+        let ran_meanwhile = ran.load(Ordering::Relaxed);
+        stop.cancel();
+        other.await.unwrap();
+        assert_eq!(events.len(), 20_000);
+        assert!(events.iter().all(|(kind, _)| *kind == "task_status"));
+        assert!(
+            ran_meanwhile > 0,
+            "nothing else ran while the events were made"
+        );
+    }
+
     #[tokio::test]
     async fn a_feed_filters_resyncs_and_ends_with_a_reason() {
         let j = Journal::new(4, 3);
