@@ -148,3 +148,58 @@ async fn a_command_answer_between_full_snapshots_does_not_recount_the_tasks() {
     assert!(full.tasks.iter().any(|t| t.state == TaskState::TaskFailed));
     assert_eq!(full.services[0].running, 0);
 }
+
+/// The task list of the snapshots `effects` publish, as `task`'s state.
+fn published_states(effects: &crate::scheduler::core::io::Effects, task: &str) -> Vec<TaskState> {
+    effects
+        .items
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Publish(s) => s.tasks.iter().find(|t| t.task_id.as_str() == task),
+            _ => None,
+        })
+        .map(|t| t.state)
+        .collect()
+}
+
+/// A step never builds a full snapshot (it goes over every record): one
+/// that answers a command when a full one is due publishes a light one,
+/// with the last full snapshot's task list, and the settle that ends the
+/// round publishes the full one. A command waits between steps for at
+/// most a step's own work.
+#[tokio::test(start_paused = true)]
+async fn a_step_publishes_a_light_snapshot_and_the_settle_the_full_one() {
+    let spec = service("web", 1);
+    let running = running_record("web", 0, &spec);
+    let mut h = Harness::leader(&[spec], &[running]);
+    h.subscribe();
+    h.answer_all();
+    h.snapshot().await;
+    // A full snapshot now; the task's end is stored at the same instant,
+    // before another is due.
+    h.feed(Input::Heartbeat);
+    h.update(status("web.0.stored", TaskState::TaskFailed, Some("u")));
+    h.answer_stores();
+    // A full one is due when a command comes.
+    tokio::time::advance(Duration::from_millis(150)).await;
+    h.next_reply += 1;
+    let (id, now) = (ReplyId(h.next_reply), Instant::now());
+    let request = Request::Reconcile(ReconcileKind::Implicit);
+    let step = h.machine.handle(Input::Command { id, request }, now);
+    assert!(
+        step.items
+            .iter()
+            .any(|e| matches!(e, Effect::Reply { id: r, .. } if *r == id))
+    );
+    assert_eq!(
+        published_states(&step, "web.0.stored"),
+        [TaskState::TaskRunning],
+        "the step's snapshot is the light one, with the last full task list"
+    );
+    let settled = h.machine.settle(now);
+    assert_eq!(
+        published_states(&settled, "web.0.stored"),
+        [TaskState::TaskFailed],
+        "the settle publishes the full one"
+    );
+}
