@@ -11,8 +11,7 @@
 //! first, then I/O results, then stream events and task-write results in
 //! turn, keeping stream order and joining consecutive UPDATEs), for at
 //! most [`DRAIN_FOR`]; then [`Machine::settle`] runs the one scheduling
-//! pass the round asked for and builds the full snapshot when one is due
-//! (a step publishes at most a light one, for a command's answer).
+//! pass the round asked for.
 //!
 //! Everything the runner starts lives for the term: spawned work stops when
 //! the term ends, and the client is stopped.
