@@ -290,7 +290,7 @@ impl Machine {
         );
         self.out.publish_now = true;
         self.begin_startup(now);
-        self.finish(now, true)
+        self.finish(now)
     }
 
     /// The ID the next reconciliation run of this term would get: the
@@ -402,7 +402,7 @@ impl Machine {
             Input::Command { id, request } => self.on_command(id, request, now),
             Input::Tick => self.on_tick(now),
         }
-        self.finish(now, false)
+        self.finish(now)
     }
 
     /// Runs what was deferred while inputs kept coming: the scheduling pass
@@ -418,7 +418,7 @@ impl Machine {
             self.last_schedule = Some(now);
             self.schedule(now);
         }
-        self.finish(now, true)
+        self.finish(now)
     }
 
     /// When the next scheduling pass may run: `cfg.schedule_interval`
@@ -468,7 +468,7 @@ impl Machine {
             now,
         );
         self.out.publish_now = true;
-        let mut effects = self.finish(now, true);
+        let mut effects = self.finish(now);
         // Only the leader reports rollouts, health and its event lag
         // (after the last snapshot, which sets them).
         self.inbox(None, 0, false, now);

@@ -131,13 +131,8 @@ impl Machine {
     }
 
     /// Collects the effects of this step: acknowledgements, a snapshot if
-    /// due, the next wake-up. A full snapshot (it goes over every record:
-    /// about 25 ms of CPU at 50,000 tasks) is built only when `settling`
-    /// ([`Machine::settle`](super::Machine::settle), the end of a round)
-    /// or asked for at once: a step of the runner stays as small as its
-    /// input, and a command waits for at most that between steps; a step
-    /// that answers a command publishes a light one.
-    pub(super) fn finish(&mut self, now: Instant, settling: bool) -> Effects {
+    /// due, the next wake-up.
+    pub(super) fn finish(&mut self, now: Instant) -> Effects {
         self.trim_pending();
         if !self.out.acks.is_empty() {
             let acks = std::mem::take(&mut self.out.acks);
@@ -158,7 +153,7 @@ impl Machine {
             .items
             .iter()
             .position(|e| matches!(e, Effect::Reply { .. }));
-        let full = self.out.publish_now || (settling && self.out.dirty && due);
+        let full = self.out.publish_now || (self.out.dirty && due);
         if full || answer_at.is_some() {
             let snapshot = Effect::Publish(Box::new(self.snapshot(now, !full)));
             let at = answer_at.unwrap_or(self.out.items.len());
