@@ -211,8 +211,8 @@ async fn run(state: AppState) {
         match (s.leadership.term(), &lead) {
             (Some(term), Some(l)) if l.term == term => {
                 if !Arc::ptr_eq(&prev, &s) {
-                    for (kind, data) in diff::diff(&prev, &s) {
-                        hub.journal.publish(kind.as_str(), data.to_string());
+                    for (kind, data) in events_between(prev, s.clone()).await {
+                        hub.journal.publish(kind, data);
                     }
                     prev = s;
                 }
@@ -262,6 +262,23 @@ async fn run(state: AppState) {
     hub.journal
         .end("the replica is shutting down; reconnect to another replica");
     hub.epoch.send_replace(None);
+}
+
+/// The events between snapshots `before` and `now`, as the journal keeps
+/// them (type, JSON text). Made on tokio's blocking pool: at 100,000 tasks
+/// a full snapshot after a busy second brings thousands of events to
+/// serialise, tens of milliseconds that would hold up an async worker — the
+/// core's, or the one a command's handler waits for.
+async fn events_between(before: Arc<Snapshot>, now: Arc<Snapshot>) -> Vec<(&'static str, String)> {
+    let made = move || -> Vec<(&'static str, String)> {
+        diff::diff(&before, &now)
+            .into_iter()
+            .map(|(kind, data)| (kind.as_str(), data.to_string()))
+            .collect()
+    };
+    // Only a panic in the diff (or the runtime's shutdown) ends it so:
+    // nothing is published for this change.
+    tokio::task::spawn_blocking(made).await.unwrap_or_default()
 }
 
 fn leadership(s: &Snapshot, change: &'static str, term: u64, epoch: u64) -> serde_json::Value {
@@ -650,6 +667,50 @@ mod tests {
         for t in EventType::ALL {
             assert_eq!(EventType::from_name(t.as_str()), Some(t));
         }
+    }
+
+    /// The events of a busy change are made off the async worker: a task
+    /// of the same (single-threaded) runtime runs while they are made.
+    /// Made inline, as they were, nothing else ran on the hub's worker
+    /// until the last of 20,000 launches was serialised.
+    #[tokio::test]
+    async fn a_snapshots_events_are_made_off_the_async_worker() {
+        use crate::coordination::{ReplicaInfo, Strategy};
+        use crate::mesos::v1::TaskState;
+        use crate::scheduler::records::TaskRecord;
+        let replica = ReplicaInfo::new("http://a:8080", "d1", "0.1.0");
+        let before = Snapshot::standby(replica, "f", "r", Strategy::Failover);
+        let tasks: Vec<Arc<TaskRecord>> = (0..20_000)
+            .map(|i| {
+                let id = format!("web.{i:05}");
+                Arc::new(TaskRecord::sample(&id, "web", TaskState::TaskStaging))
+            })
+            .collect();
+        let now = Snapshot {
+            tasks: tasks.into(),
+            ..before.clone()
+        };
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let other = tokio::spawn({
+            let (ran, stop) = (ran.clone(), stop.clone());
+            async move {
+                while !stop.is_cancelled() {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        let events = events_between(Arc::new(before), Arc::new(now)).await;
+        let ran_meanwhile = ran.load(Ordering::Relaxed);
+        stop.cancel();
+        other.await.unwrap();
+        assert_eq!(events.len(), 20_000);
+        assert!(events.iter().all(|(kind, _)| *kind == "task_status"));
+        assert!(
+            ran_meanwhile > 0,
+            "nothing else ran while the events were made"
+        );
     }
 
     #[tokio::test]

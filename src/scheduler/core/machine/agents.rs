@@ -339,9 +339,9 @@ impl Machine {
     }
 
     /// The table for the snapshot, with this framework's live tasks on
-    /// each agent as the last full snapshot listed them
-    /// ([`tasks_by_agent`]).
-    pub(super) fn agent_statuses(&self, now: Instant) -> Vec<AgentStatus> {
+    /// each agent and each drain's tasks as the last full snapshot listed
+    /// them ([`tasks_by_agent`], `drains::drain_tasks`).
+    pub(super) fn agent_statuses(&self) -> Vec<AgentStatus> {
         self.agents
             .by_id
             .iter()
@@ -358,7 +358,7 @@ impl Machine {
                         duration_seconds: w.duration,
                     }),
                 tasks: self.shown_agent_tasks.get(id).cloned().unwrap_or_default(),
-                drain: self.drain_status(id, now),
+                drain: self.drain_status(id),
             })
             .collect()
     }

@@ -21,7 +21,7 @@
 //! wrote last (fenced like every leader write); a conflict reads the drains
 //! again.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -496,9 +496,28 @@ impl Machine {
         self.put_drain(None, record, Expect::Version(version));
     }
 
-    /// The drain of `agent` with its progress, for the snapshot.
-    pub(super) fn drain_status(&self, agent: &AgentId, now: Instant) -> Option<DrainStatus> {
+    /// Each drained agent's tasks and how far each has moved, for a full
+    /// snapshot: it goes over every record (the light snapshots between,
+    /// a command's answer among them, show the last full one's lists).
+    pub(super) fn drain_tasks(&self, now: Instant) -> HashMap<AgentId, Vec<DrainTask>> {
+        self.drains
+            .by_agent
+            .iter()
+            .map(|(agent, (drain, _))| (agent.clone(), self.drain_tasks_of(agent, drain, now)))
+            .collect()
+    }
+
+    /// The drain of `agent` as shown: its record now, with its tasks as
+    /// the last full snapshot found them ([`Self::drain_tasks`]).
+    pub(super) fn drain_status(&self, agent: &AgentId) -> Option<DrainStatus> {
         let drain = self.drains.get(agent)?;
+        let tasks = self.shown_drain_tasks.get(agent).cloned();
+        Some(DrainStatus::new(drain, tasks.unwrap_or_default()))
+    }
+
+    /// `agent`'s tasks under `drain` and how far each has moved, by task
+    /// ID.
+    fn drain_tasks_of(&self, agent: &AgentId, drain: &DrainRecord, now: Instant) -> Vec<DrainTask> {
         let at = self.unix(now);
         let moved = moved_reason(agent);
         let mut services: BTreeSet<&str> = BTreeSet::new();
@@ -581,6 +600,6 @@ impl Machine {
             }
         }
         tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
-        Some(DrainStatus::new(drain, tasks))
+        tasks
     }
 }

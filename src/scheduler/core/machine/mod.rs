@@ -205,6 +205,10 @@ pub struct Machine {
     shown_tasks: std::sync::Arc<[std::sync::Arc<crate::scheduler::records::TaskRecord>]>,
     /// The live tasks of `shown_tasks` by agent (`agents::tasks_by_agent`).
     shown_agent_tasks: HashMap<AgentId, std::sync::Arc<[crate::scheduler::ids::TaskId]>>,
+    /// Each drained agent's tasks and how far each has moved, as the last
+    /// full snapshot found them (`drains::drain_tasks`): the light ones
+    /// between show them with the drain's record as it is now.
+    shown_drain_tasks: HashMap<AgentId, Vec<crate::scheduler::drains::DrainTask>>,
     kamikazes: commands::Kamikazes,
     health_log: health_log::HealthLog,
     /// A scheduling pass is due at the next [`Machine::settle`] (once
@@ -259,6 +263,7 @@ impl Machine {
             launches: schedule::Launches::default(),
             shown_tasks: Default::default(),
             shown_agent_tasks: HashMap::new(),
+            shown_drain_tasks: HashMap::new(),
             kamikazes: commands::Kamikazes::default(),
             health_log: Default::default(),
             needs_schedule: false,

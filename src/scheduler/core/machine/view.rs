@@ -116,7 +116,7 @@ fn recount(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, now_secs: f64) -> S
 
 impl Machine {
     /// The leader's snapshot at `now`. `light`: the task list, the tasks
-    /// by agent and the counts of the last full one, recounting only
+    /// by agent, the drains' tasks and the counts of the last full one, recounting only
     /// services whose spec changed since (a command's answer between full
     /// snapshots): nothing in it goes over every record.
     pub(super) fn snapshot(&mut self, now: Instant, light: bool) -> Snapshot {
@@ -188,6 +188,7 @@ impl Machine {
         if !light {
             self.shown_tasks = self.tasks.stored().cloned().collect();
             self.shown_agent_tasks = super::agents::tasks_by_agent(&self.shown_tasks);
+            self.shown_drain_tasks = self.drain_tasks(now);
         }
         let offers = self
             .offers
@@ -215,7 +216,7 @@ impl Machine {
             services,
             tasks: self.shown_tasks.clone(),
             offers,
-            agents: self.agent_statuses(now),
+            agents: self.agent_statuses(),
             reconciliation: self.reconciler.status(),
             events: self.out.events.iter().cloned().collect(),
             unrecorded_kills: self

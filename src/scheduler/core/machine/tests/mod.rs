@@ -9,6 +9,7 @@ mod backoff;
 mod commands;
 mod determinism;
 mod drains;
+mod evacuation;
 mod job_properties;
 mod jobs;
 mod lag;

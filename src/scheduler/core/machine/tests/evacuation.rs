@@ -1,0 +1,214 @@
+//! `evacuation::look` is linear in a service's records: it asks how each
+//! record leaves once, and it decides what the quadratic look it replaced
+//! decided (kept here as the reference), for any records and any leaving
+//! set (a property over random services).
+
+use std::cell::Cell;
+
+use proptest::prelude::*;
+
+use super::super::evacuation::{Leave, Step, look};
+use super::*;
+use crate::scheduler::ids::TaskId;
+use crate::scheduler::records::is_live;
+use crate::scheduler::rules::rollout::Judge;
+
+/// The look as it was: for each leaving task, every record of the service
+/// again, asking how each of its instance's copies leaves.
+fn reference(
+    spec: &ServiceSpec,
+    records: &[TaskRecord],
+    leaving: impl Fn(&TaskRecord) -> Option<Leave>,
+    now: f64,
+) -> Vec<(TaskId, Step)> {
+    let judge = Judge::new(spec);
+    let mut available = records
+        .iter()
+        .filter(|t| t.service == spec.name && judge.available(t, now))
+        .count() as u32;
+    let mut steps = Vec::new();
+    for task in records {
+        if !is_live(task) {
+            continue;
+        }
+        let Some(leave) = leaving(task) else {
+            continue;
+        };
+        let copies: Vec<&TaskRecord> = records
+            .iter()
+            .filter(|o| {
+                o.instance == task.instance
+                    && o.task_id != task.task_id
+                    && is_live(o)
+                    && leaving(o).is_none()
+            })
+            .collect();
+        let ready = copies.iter().find(|o| judge.available(o, now));
+        let step = match (ready, copies.first()) {
+            (Some(copy), _) => {
+                let after = available.saturating_sub(u32::from(judge.available(task, now)));
+                match leave.floor {
+                    Some(floor) if after < floor => Step::Floor {
+                        replacement: copy.task_id.clone(),
+                        why: format!(
+                            "would drop {} below {floor} healthy ({available} available now)",
+                            spec.name
+                        ),
+                    },
+                    _ => {
+                        available = after;
+                        Step::Kill {
+                            replacement: copy.task_id.clone(),
+                            why: leave.why,
+                        }
+                    }
+                }
+            }
+            (None, Some(copy)) => Step::WaitForHealth {
+                replacement: copy.task_id.clone(),
+                why: format!(
+                    "replacement {} is {}{}, not yet available",
+                    copy.task_id,
+                    copy.state.as_str_name(),
+                    match copy.healthy {
+                        Some(true) => ", healthy",
+                        Some(false) => ", unhealthy",
+                        None => "",
+                    }
+                ),
+            },
+            (None, None) => Step::NoReplacement,
+        };
+        steps.push((task.task_id.clone(), step));
+    }
+    steps
+}
+
+/// A record of `spec`'s instance `instance` on agent `agent`.
+fn record(
+    spec: &ServiceSpec,
+    n: usize,
+    instance: u32,
+    agent: u8,
+    state: TaskState,
+    healthy: Option<bool>,
+    since: f64,
+) -> TaskRecord {
+    TaskRecord {
+        instance,
+        fingerprint: spec.fingerprint(),
+        agent_id: format!("agent-{agent}").into(),
+        launched_at: since,
+        updated_at: since,
+        healthy,
+        ..TaskRecord::sample(&format!("{}.{n}", spec.name), &spec.name, state)
+    }
+}
+
+/// Tasks on agent-0 leave with `floor`.
+fn drained(floor: Option<u32>) -> impl Fn(&TaskRecord) -> Option<Leave> {
+    move |t: &TaskRecord| {
+        (t.agent_id.as_str() == "agent-0").then(|| Leave {
+            floor,
+            why: "drained".into(),
+        })
+    }
+}
+
+/// A 1,000-instance service, 100 of whose instances run on the drained
+/// agent with a copy elsewhere: each record's way of leaving is asked for
+/// once. (The quadratic look asked again for each leaving task's copies:
+/// 1,100 times here, and for a drain of a hundred tasks of a
+/// 10,000-instance service, a million times per snapshot.)
+#[test]
+fn a_look_asks_once_per_record() {
+    let spec = service("web", 1_000);
+    let mut records = Vec::new();
+    for i in 0..1_000u32 {
+        let agent = if i < 100 { 0 } else { 1 + (i % 7) as u8 };
+        let r = record(
+            &spec,
+            records.len(),
+            i,
+            agent,
+            TaskState::TaskRunning,
+            None,
+            1.0,
+        );
+        records.push(r);
+    }
+    for i in 0..100u32 {
+        let r = record(
+            &spec,
+            records.len(),
+            i,
+            9,
+            TaskState::TaskRunning,
+            None,
+            1.0,
+        );
+        records.push(r);
+    }
+    let asked = Cell::new(0usize);
+    let leave = drained(None);
+    let steps = look(
+        &spec,
+        &records,
+        |t| {
+            asked.set(asked.get() + 1);
+            leave(t)
+        },
+        100.0,
+    );
+    assert_eq!(steps.len(), 100, "every drained task has a step");
+    assert!(
+        steps.iter().all(|(_, s)| matches!(s, Step::Kill { .. })),
+        "every drained task has an available copy"
+    );
+    assert!(
+        asked.get() <= records.len(),
+        "asked {} times for {} records",
+        asked.get(),
+        records.len()
+    );
+}
+
+fn any_state() -> impl Strategy<Value = TaskState> {
+    prop_oneof![
+        Just(TaskState::TaskRunning),
+        Just(TaskState::TaskRunning),
+        Just(TaskState::TaskStaging),
+        Just(TaskState::TaskStarting),
+        Just(TaskState::TaskKilling),
+        Just(TaskState::TaskFinished),
+        Just(TaskState::TaskFailed),
+    ]
+}
+
+proptest! {
+    /// For random records (instances, agents, states, health, ages) and a
+    /// random floor, the linear look decides as the reference does, step
+    /// for step, in the same order.
+    #[test]
+    fn the_linear_look_decides_as_the_quadratic_one(
+        tasks in prop::collection::vec(
+            (0u32..6, 0u8..4, any_state(), prop::option::of(any::<bool>()), 0u32..20),
+            0..40,
+        ),
+        floor in prop::option::of(0u32..8),
+        now in 0u32..30,
+    ) {
+        let spec = service("web", 6);
+        let records: Vec<TaskRecord> = tasks
+            .iter()
+            .enumerate()
+            .map(|(n, (instance, agent, state, healthy, since))| {
+                record(&spec, n, *instance, *agent, *state, *healthy, f64::from(*since))
+            })
+            .collect();
+        let now = f64::from(now);
+        let fast = look(&spec, &records, drained(floor), now);
+        let slow = reference(&spec, &records, drained(floor), now);
+        prop_assert_eq!(fast, slow);
+    }
+}
