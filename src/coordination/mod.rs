@@ -49,6 +49,7 @@
 
 pub mod deployment;
 pub mod memory;
+mod mirror;
 mod records;
 mod signal;
 pub mod zookeeper;
@@ -60,7 +61,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use records::{MalformedRecord, RecordList, RecordStore, RecordVisitor};
+pub use mirror::RecordMirror;
+pub use records::{MalformedRecord, RecordChanges, RecordList, RecordStore, RecordVisitor};
 
 /// What a replica publishes about itself in its election member node, and
 /// what followers show about the leader. JSON with snake_case keys.
@@ -502,6 +504,18 @@ pub trait Coordinator: Send + Sync + 'static {
     /// of keys, in one read (a standby replica skips reading every record
     /// while no record was created or deleted).
     async fn records_stat(&self, kind: RecordKind) -> Result<RecordsStat>;
+
+    /// Starts watching the records of `kind`: from now on the key of every
+    /// record created, rewritten or deleted is delivered to the returned
+    /// [`RecordChanges`], which a follower uses to keep its copy of the
+    /// records current without reading them all again
+    /// ([`RecordMirror`]). `Ok(None)` when the implementation cannot watch
+    /// (the in-memory coordinator, whose one replica never follows; a
+    /// ZooKeeper server before 3.6, which has no persistent watches).
+    async fn watch_records(&self, kind: RecordKind) -> Result<Option<Box<dyn RecordChanges>>> {
+        let _ = kind;
+        Ok(None)
+    }
 
     /// Deletes one record (fenced). `Ok(false)` when it was absent (only with
     /// [`Expect::Any`]; with a version, absence is a conflict).

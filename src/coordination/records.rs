@@ -38,6 +38,24 @@ impl<T> Default for RecordList<T> {
     }
 }
 
+/// The keys of the records of one kind created, rewritten or deleted since
+/// [`Coordinator::watch_records`] began, as the coordinator delivered them.
+pub trait RecordChanges: Send {
+    /// Moves the keys delivered so far into `keys`, without waiting. A
+    /// change committed before a read of the same coordinator that has
+    /// returned is delivered by then (ZooKeeper sends a session's watch
+    /// events and answers in the order of its transactions: "a client will
+    /// see a watch event for a znode it is watching before seeing the new
+    /// data", ZooKeeper Programmer's Guide, *ZooKeeper Watches*).
+    ///
+    /// `false` when changes may have been missed: the session ended or its
+    /// connection dropped (ZooKeeper does not replay a persistent watch's
+    /// events across a reconnection, ZOOKEEPER-4698), or the records'
+    /// directory itself was created or deleted. The watch then tells
+    /// nothing more; the caller reads every record again.
+    fn drain(&mut self, keys: &mut std::collections::BTreeSet<String>) -> bool;
+}
+
 /// What [`Coordinator::visit_records`] hands each record to: its key, its
 /// version and its stored bytes.
 pub type RecordVisitor<'a> = dyn FnMut(String, i32, &[u8]) + Send + 'a;

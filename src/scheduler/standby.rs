@@ -20,6 +20,13 @@
 //!
 //! Between reads the standby snapshot shows the records last read, with
 //! the service counts computed from them once per read.
+//!
+//! The records themselves come from a [`RecordMirror`]: a watch on their
+//! directory reports each record created, rewritten or deleted, and every
+//! refresh reads those again, only those. When this replica is elected the
+//! mirror goes to its term ([`Standby::take_mirror`]), which reads only
+//! what changed since the last refresh instead of every record
+//! (`docs/benchmarks.md`, *A new leader's read of the task records*).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,7 +41,7 @@ use super::records::ServiceRecord;
 use super::records::TaskRecord;
 use super::snapshot::{FrameworkState, ServiceStatus, Snapshot};
 use super::spec::service::ServiceSpec;
-use crate::coordination::{RecordKind, RecordStore, RecordsStat};
+use crate::coordination::{RecordKind, RecordMirror, RecordStore, RecordsStat};
 use crate::util::unix_now_secs;
 
 /// How often a standby replica refreshes its view from ZooKeeper.
@@ -58,6 +65,12 @@ pub struct Held {
 #[derive(Default)]
 pub struct Standby {
     read: Option<Read>,
+    /// The task records, kept current between refreshes; created at the
+    /// first refresh.
+    mirror: Option<RecordMirror<TaskRecord>>,
+    /// When the mirror last read changed records: it reads at most one per
+    /// [`PER_RECORD`] since.
+    mirror_read_at: Option<Instant>,
 }
 
 struct Read {
@@ -73,6 +86,17 @@ impl Standby {
     /// after a term of this replica's own.
     pub fn forget(&mut self) {
         self.read = None;
+        self.mirror = None;
+        self.mirror_read_at = None;
+    }
+
+    /// The task records' mirror for a term that begins, when a watch keeps
+    /// it current (its [`RecordMirror::sync`] then reads only the changes);
+    /// `None` otherwise, and the term reads every record. The standby view
+    /// built from it is dropped too: the records go to the term unshared.
+    pub fn take_mirror(&mut self) -> Option<RecordMirror<TaskRecord>> {
+        self.read = None;
+        self.mirror.take().filter(RecordMirror::is_watched)
     }
 
     /// Whether the task records must be read again at `now`, given their
@@ -135,26 +159,38 @@ impl Standby {
             Err(_) => Vec::new(),
         };
         let jobs = read_jobs(coordinator).await;
-        if let Ok(stat) = coordinator.records_stat(RecordKind::Tasks).await
-            && self.due(stat, self.runs_ahead(&jobs), Instant::now())
-        {
-            let tasks = RecordStore::<TaskRecord>::new(coordinator.clone(), RecordKind::Tasks);
-            if let Ok(list) = tasks.list().await {
-                let mut tasks: Vec<Arc<TaskRecord>> = list
-                    .records
-                    .into_iter()
-                    .map(|(_, v)| Arc::new(v.value))
-                    .collect();
-                // By task ID, as the leader's snapshot (its readers
-                // binary-search it).
-                tasks.sort_by(|a, b| a.task_id.as_str().cmp(b.task_id.as_str()));
-                self.read = Some(Read {
-                    at: Instant::now(),
-                    stat,
-                    tasks: tasks.into(),
-                    counts: HashMap::new(),
-                });
-            }
+        let stat = coordinator.records_stat(RecordKind::Tasks).await;
+        let due = stat
+            .as_ref()
+            .is_ok_and(|stat| self.due(*stat, self.runs_ahead(&jobs), Instant::now()));
+        // Watched, the mirror reads what changed at every refresh, which
+        // keeps a new leader's read short; the view below is rebuilt from it
+        // at the pace of `due` (the counts cost O(tasks)).
+        let mirror = self
+            .mirror
+            .get_or_insert_with(|| RecordMirror::new(coordinator.clone(), RecordKind::Tasks));
+        // The pace of the full reads before the mirror, one record per
+        // `PER_RECORD` on average, bounds the changed records read.
+        let now = Instant::now();
+        let since = self
+            .mirror_read_at
+            .map_or(REFRESH, |at| now.saturating_duration_since(at));
+        let budget = since.as_micros() / PER_RECORD.as_micros().max(1);
+        self.mirror_read_at = Some(now);
+        let refreshed = mirror
+            .refresh(due, usize::try_from(budget).unwrap_or(usize::MAX))
+            .await;
+        if let (Ok(stat), Ok(()), true) = (stat, refreshed, due) {
+            // By task ID, as the leader's snapshot (its readers
+            // binary-search it); the mirror keeps them by key, the task ID.
+            let mut tasks: Vec<Arc<TaskRecord>> = mirror.records().cloned().collect();
+            tasks.sort_by(|a, b| a.task_id.as_str().cmp(b.task_id.as_str()));
+            self.read = Some(Read {
+                at: Instant::now(),
+                stat,
+                tasks: tasks.into(),
+                counts: HashMap::new(),
+            });
         }
         let now = unix_now_secs();
         snapshot.services = services
@@ -223,6 +259,8 @@ mod tests {
 
     fn read_at(at: Instant, count: usize, keys_version: i64) -> Standby {
         Standby {
+            mirror: None,
+            mirror_read_at: None,
             read: Some(Read {
                 at,
                 stat: RecordsStat {

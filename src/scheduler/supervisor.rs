@@ -123,7 +123,27 @@ async fn supervise(
             let wary = held
                 .as_ref()
                 .is_some_and(|h| h.state == FrameworkState::FailedOver);
-            let outcome = run_term(&cfg, &deps, term, token.clone(), &mut commands, wary).await;
+            // The task records the standby kept current: the term reads
+            // only what changed since (`standby`). The standby view's
+            // copies go, so that the term owns the records unshared.
+            let mirror = standby.take_mirror();
+            deps.snapshots.send_if_modified(|snapshot| {
+                let shown = !snapshot.tasks.is_empty();
+                if shown {
+                    Arc::make_mut(snapshot).tasks = Default::default();
+                }
+                shown
+            });
+            let outcome = run_term(
+                &cfg,
+                &deps,
+                term,
+                token.clone(),
+                &mut commands,
+                wary,
+                mirror,
+            )
+            .await;
             token.cancel();
             link.abort();
             if began.elapsed() >= STEP_DOWN_BACKOFF_MAX {

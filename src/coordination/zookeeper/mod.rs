@@ -11,6 +11,7 @@
 //! - `abandoned`: the sessions our client gave up, whose election nodes
 //!   the next session deletes (the servers may revive such a session);
 //! - `audit`: the audit log (sequential znodes, pruned to the newest entries);
+//! - `record_watch`: a follower's persistent watch on a records directory;
 //! - `stores`: deployment record, framework ID, services and tasks, with
 //!   fenced multi-op writes;
 //! - `deployment_fence`: the deployment record's version every fenced
@@ -32,6 +33,7 @@ mod audit;
 mod deployment_fence;
 mod election;
 mod lease;
+mod record_watch;
 pub mod request_size;
 mod session;
 mod stores;
@@ -511,6 +513,13 @@ impl Coordinator for ZkCoordinator {
 
     async fn records_stat(&self, kind: RecordKind) -> Result<RecordsStat> {
         stores::records_stat(&self.inner, kind).await
+    }
+
+    async fn watch_records(
+        &self,
+        kind: RecordKind,
+    ) -> Result<Option<Box<dyn crate::coordination::RecordChanges>>> {
+        record_watch::watch_records(&self.inner, kind).await
     }
 
     async fn delete_record(&self, kind: RecordKind, key: &str, expect: Expect) -> Result<bool> {

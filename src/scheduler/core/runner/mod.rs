@@ -39,12 +39,14 @@ use super::io::{
 };
 use super::machine::{Machine, TermInfo};
 use super::{CoreDeps, TermOutcome};
+use crate::coordination::RecordMirror;
 use crate::mesos::client::{ClientConfig, ClientEvent, SchedulerClient};
 use crate::mesos::operator::OperatorClient;
 use crate::mesos::v1::scheduler::event;
 use crate::scheduler::commands::Command;
 use crate::scheduler::config::CoreConfig;
 use crate::scheduler::ids::IdSource;
+use crate::scheduler::records::TaskRecord;
 use crate::scheduler::snapshot::{EventKind, FrameworkState, Snapshot};
 use crate::util::unix_now_secs;
 
@@ -113,7 +115,9 @@ static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 /// Runs the core for leadership `term` until it ends. `commands` is lent
 /// for the term. `wary`: this replica's previous term ended because another
 /// scheduler took the framework ID, so this one first checks on the master
-/// that nobody drives it now.
+/// that nobody drives it now. `tasks`: the task records this replica kept
+/// current while it followed (`standby`), read again only where they
+/// changed; `None` reads every record.
 pub async fn run_term(
     cfg: &CoreConfig,
     deps: &CoreDeps,
@@ -121,10 +125,11 @@ pub async fn run_term(
     term_token: CancellationToken,
     commands: &mut mpsc::Receiver<Command>,
     wary: bool,
+    tasks: Option<RecordMirror<TaskRecord>>,
 ) -> TermOutcome {
     let work = Work(term_token.child_token());
     let _stop_work = work.0.clone().drop_guard();
-    let mut runner = Runner::new(deps, term_token, work);
+    let mut runner = Runner::new(deps, term_token, work, tasks);
     let now = Instant::now();
     let mut machine = Machine::new(
         cfg.clone(),
@@ -183,7 +188,14 @@ struct Runner<'a> {
 
 impl<'a> Runner<'a> {
     /// A runner for one term on `deps`; its spawned work goes on `work`.
-    fn new(deps: &'a CoreDeps, term_token: CancellationToken, work: Work) -> Runner<'a> {
+    /// `tasks`: the follower's mirror of the task records, which answers the
+    /// term's first listing of them ([`StoreLane::new`]).
+    fn new(
+        deps: &'a CoreDeps,
+        term_token: CancellationToken,
+        work: Work,
+        tasks: Option<RecordMirror<TaskRecord>>,
+    ) -> Runner<'a> {
         let (results_tx, results) = mpsc::unbounded_channel();
         let client: SharedClient = Arc::new(Mutex::new(None));
         Runner {
@@ -198,7 +210,12 @@ impl<'a> Runner<'a> {
             running_client: None,
             events: None,
             shared_client: client.clone(),
-            store: StoreLane::new(deps.coordinator.clone(), results_tx.clone(), work.clone()),
+            store: StoreLane::new(
+                deps.coordinator.clone(),
+                results_tx.clone(),
+                work.clone(),
+                tasks,
+            ),
             calls: CallLanes::new(client, results_tx.clone(), work.clone()),
             results,
             results_tx,

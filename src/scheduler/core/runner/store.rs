@@ -18,7 +18,8 @@ use tokio::sync::mpsc;
 
 use super::{Msg, Work};
 use crate::coordination::{
-    CoordinationError, Coordinator, Expect, RecordKind, RecordStore, RecordWrite, Written,
+    CoordinationError, Coordinator, Expect, RecordKind, RecordMirror, RecordStore, RecordWrite,
+    Written,
 };
 use crate::scheduler::core::io::{RequestId, StoreOp, StoreResult};
 use crate::scheduler::drains::DrainRecord;
@@ -57,13 +58,21 @@ pub(super) struct StoreLane {
     singles: usize,
     results: mpsc::UnboundedSender<Msg>,
     work: Work,
+    /// The follower's mirror of the task records, until the term's first
+    /// listing of them takes it.
+    mirror: Option<RecordMirror<TaskRecord>>,
 }
 
 impl StoreLane {
+    /// A lane on `coordinator` answering on `results`. `mirror`: the task
+    /// records as this replica kept them while it followed; the term's first
+    /// [`StoreOp::ListTasks`] is answered from it after reading what changed
+    /// ([`RecordMirror::sync`]) rather than by reading every record.
     pub(super) fn new(
         coordinator: Arc<dyn Coordinator>,
         results: mpsc::UnboundedSender<Msg>,
         work: Work,
+        mirror: Option<RecordMirror<TaskRecord>>,
     ) -> StoreLane {
         StoreLane {
             tasks: RecordStore::new(coordinator.clone(), RecordKind::Tasks),
@@ -78,6 +87,7 @@ impl StoreLane {
             singles: 0,
             results,
             work,
+            mirror,
         }
     }
 
@@ -149,7 +159,28 @@ impl StoreLane {
         }
     }
 
-    fn spawn_single(&self, id: RequestId, op: StoreOp) {
+    fn spawn_single(&mut self, id: RequestId, op: StoreOp) {
+        if matches!(op, StoreOp::ListTasks)
+            && let Some(mirror) = self.mirror.take()
+        {
+            let results = self.results.clone();
+            self.work.spawn(async move {
+                let started = std::time::Instant::now();
+                let synced = mirror.sync().await;
+                super::timing::stored("list_tasks", started.elapsed());
+                if let Ok((list, reads)) = &synced {
+                    tracing::info!(
+                        records = list.records.len(),
+                        read = reads,
+                        took_ms = started.elapsed().as_millis() as u64,
+                        "task records from the follower's mirror"
+                    );
+                }
+                let result = StoreResult::Tasks(synced.map(|(list, _)| list));
+                let _ = results.send(Msg::Stored(id, result, std::time::Instant::now()));
+            });
+            return;
+        }
         let coordinator = self.coordinator.clone();
         let tasks = self.tasks.clone();
         let services = self.services.clone();
@@ -336,7 +367,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let token = CancellationToken::new();
         let stop = token.clone().drop_guard();
-        let mut lane = StoreLane::new(coordinator, tx, Work(token));
+        let mut lane = StoreLane::new(coordinator, tx, Work(token), None);
         for i in 0..tasks {
             lane.submit(
                 RequestId(i as u64),

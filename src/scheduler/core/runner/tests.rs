@@ -132,7 +132,7 @@ async fn a_command_behind_a_large_backlog_waits_for_one_bounded_step() {
     let deps = deps();
     let token = CancellationToken::new();
     let _stop = token.clone().drop_guard();
-    let mut runner = Runner::new(&deps, token.clone(), Work(token.child_token()));
+    let mut runner = Runner::new(&deps, token.clone(), Work(token.child_token()), None);
     let mut machine = machine(&deps);
     const UPDATES: usize = 4_096;
     const BATCHES: usize = 16;
@@ -186,7 +186,7 @@ async fn a_command_write_result_overtakes_task_write_results() {
     let deps = deps();
     let token = CancellationToken::new();
     let _stop = token.clone().drop_guard();
-    let mut runner = Runner::new(&deps, token.clone(), Work(token.child_token()));
+    let mut runner = Runner::new(&deps, token.clone(), Work(token.child_token()), None);
     let mut machine = machine(&deps);
     const BATCHES: usize = 20;
     queue_written_batches(&runner, BATCHES);
@@ -213,7 +213,7 @@ async fn a_stream_of_commands_does_not_hold_up_the_rest() {
     let deps = deps();
     let token = CancellationToken::new();
     let _stop = token.clone().drop_guard();
-    let mut runner = Runner::new(&deps, token.clone(), Work(token.child_token()));
+    let mut runner = Runner::new(&deps, token.clone(), Work(token.child_token()), None);
     let mut machine = machine(&deps);
     const UPDATES: usize = 1_024;
     let events_tx = queue_updates(&mut runner, UPDATES);
