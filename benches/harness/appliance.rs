@@ -584,17 +584,34 @@ pub async fn failover(tasks: usize, agents: usize) -> Result<FailoverFigures, St
         .map_err(|e| e.to_string())?;
     let testbed = TestbedProcess::start(agents, &[]);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let services =
-        crate::support::processes::services_file(dir.path(), "services.json", &services(tasks));
+    // No service at the start: the spare agent is made unreachable before
+    // any task could land there (with the services in the file, the launch
+    // began at the subscription and put tasks on it, so every drain probe
+    // moved tasks); the services are PUT then, and the launch is timed
+    // from the first PUT.
+    let services_path =
+        crate::support::processes::services_file(dir.path(), "services.json", &json!([]));
     // The default cooldown (30 s between runs): a reconcile probe is an
     // operator's command, answered at once with the run it joined or
     // queued, not a load generator starting a run of every task back to
     // back.
-    let args = replica_args(&zk.connect_string(), &testbed.url, &services, &[]);
-    let started = Instant::now();
+    let args = replica_args(&zk.connect_string(), &testbed.url, &services_path, &[]);
     let mut leader = Appliance::spawn_logging("replica-a", &args, timing::RUST_LOG);
     wait_role(&leader, "leader/subscribed", Duration::from_secs(60)).await?;
     let spare = spare_agent(&leader, &testbed).await?;
+    let started = Instant::now();
+    for service in services(tasks).as_array().into_iter().flatten() {
+        let name = service["name"].as_str().unwrap_or_default();
+        let (status, answer, _) = request(
+            reqwest::Method::PUT,
+            format!("{}/api/v1/services/{name}", leader.url),
+            service.clone(),
+        )
+        .await?;
+        if !(200..300).contains(&status) {
+            return Err(failure(&leader, &format!("PUT {name}: {status} {answer}")));
+        }
+    }
     let (status, answer, _) = request(
         reqwest::Method::PUT,
         format!("{}/api/v1/jobs/probe-job", leader.url),
