@@ -106,45 +106,60 @@ pub(super) fn look<'a>(
     let mut steps = Vec::with_capacity(leavers.len());
     for (task, leave) in leavers {
         let copies = staying.get(&task.instance).map_or(&[][..], Vec::as_slice);
-        let ready = copies.iter().find(|o| judge.available(o, now));
-        let step = match (ready, copies.first()) {
-            (Some(copy), _) => {
-                let after = available.saturating_sub(u32::from(judge.available(task, now)));
-                match leave.floor {
-                    Some(floor) if after < floor => Step::Floor {
-                        replacement: copy.task_id.clone(),
-                        why: format!(
-                            "would drop {} below {floor} healthy ({available} available now)",
-                            spec.name
-                        ),
-                    },
-                    _ => {
-                        available = after;
-                        Step::Kill {
-                            replacement: copy.task_id.clone(),
-                            why: leave.why,
-                        }
-                    }
-                }
-            }
-            (None, Some(copy)) => Step::WaitForHealth {
-                replacement: copy.task_id.clone(),
-                why: format!(
-                    "replacement {} is {}{}, not yet available",
-                    copy.task_id,
-                    copy.state.as_str_name(),
-                    match copy.healthy {
-                        Some(true) => ", healthy",
-                        Some(false) => ", unhealthy",
-                        None => "",
-                    }
-                ),
-            },
-            (None, None) => Step::NoReplacement,
-        };
+        let step = step(spec, &judge, task, leave, copies, &mut available, now);
         steps.push((task.task_id.clone(), step));
     }
     steps
+}
+
+/// What happens now to `task`, leaving as `leave`, given the live copies
+/// of its instance that stay (`copies`, in the records' order) and how
+/// many of the service's tasks are `available` (lowered by a kill).
+pub(super) fn step(
+    spec: &ServiceSpec,
+    judge: &Judge,
+    task: &TaskRecord,
+    leave: Leave,
+    copies: &[&TaskRecord],
+    available: &mut u32,
+    now: f64,
+) -> Step {
+    let ready = copies.iter().find(|o| judge.available(o, now));
+    match (ready, copies.first()) {
+        (Some(copy), _) => {
+            let after = available.saturating_sub(u32::from(judge.available(task, now)));
+            match leave.floor {
+                Some(floor) if after < floor => Step::Floor {
+                    replacement: copy.task_id.clone(),
+                    why: format!(
+                        "would drop {} below {floor} healthy ({available} available now)",
+                        spec.name
+                    ),
+                },
+                _ => {
+                    *available = after;
+                    Step::Kill {
+                        replacement: copy.task_id.clone(),
+                        why: leave.why,
+                    }
+                }
+            }
+        }
+        (None, Some(copy)) => Step::WaitForHealth {
+            replacement: copy.task_id.clone(),
+            why: format!(
+                "replacement {} is {}{}, not yet available",
+                copy.task_id,
+                copy.state.as_str_name(),
+                match copy.healthy {
+                    Some(true) => ", healthy",
+                    Some(false) => ", unhealthy",
+                    None => "",
+                }
+            ),
+        },
+        (None, None) => Step::NoReplacement,
+    }
 }
 
 /// The kills among `steps`.

@@ -1,13 +1,14 @@
 //! `evacuation::look` is linear in a service's records: it asks how each
 //! record leaves once, and it decides what the quadratic look it replaced
-//! decided (kept here as the reference), for any records and any leaving
-//! set (a property over random services).
+//! decided (its way of finding a leaving task's copies kept here as the
+//! reference; both decide each task's step by `evacuation::step`), for
+//! any records and any leaving set (a property over random services).
 
 use std::cell::Cell;
 
 use proptest::prelude::*;
 
-use super::super::evacuation::{Leave, Step, look};
+use super::super::evacuation::{Leave, Step, look, step};
 use super::*;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::is_live;
@@ -43,42 +44,7 @@ fn reference(
                     && leaving(o).is_none()
             })
             .collect();
-        let ready = copies.iter().find(|o| judge.available(o, now));
-        let step = match (ready, copies.first()) {
-            (Some(copy), _) => {
-                let after = available.saturating_sub(u32::from(judge.available(task, now)));
-                match leave.floor {
-                    Some(floor) if after < floor => Step::Floor {
-                        replacement: copy.task_id.clone(),
-                        why: format!(
-                            "would drop {} below {floor} healthy ({available} available now)",
-                            spec.name
-                        ),
-                    },
-                    _ => {
-                        available = after;
-                        Step::Kill {
-                            replacement: copy.task_id.clone(),
-                            why: leave.why,
-                        }
-                    }
-                }
-            }
-            (None, Some(copy)) => Step::WaitForHealth {
-                replacement: copy.task_id.clone(),
-                why: format!(
-                    "replacement {} is {}{}, not yet available",
-                    copy.task_id,
-                    copy.state.as_str_name(),
-                    match copy.healthy {
-                        Some(true) => ", healthy",
-                        Some(false) => ", unhealthy",
-                        None => "",
-                    }
-                ),
-            },
-            (None, None) => Step::NoReplacement,
-        };
+        let step = step(spec, &judge, task, leave, &copies, &mut available, now);
         steps.push((task.task_id.clone(), step));
     }
     steps
