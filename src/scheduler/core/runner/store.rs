@@ -39,6 +39,16 @@ const BATCH: usize = 250;
 /// while the next waits), and a command's write (a service, the audit log)
 /// waits behind at most `2 × BATCH` task writes in ZooKeeper's queue.
 const BATCHES_IN_FLIGHT: usize = 2;
+/// While commands come (an operator's write was sent within
+/// [`COMMANDS_RECENT`]), task writes leave one batch of this many at a
+/// time, so that the next command's write waits behind at most that: at
+/// 10,000 tasks launching under the benchmark's probes, a command's
+/// ZooKeeper write waited p99 304 ms behind two full batches
+/// (`docs/benchmarks.md`, "A fifth run"). A launch nobody commands meanwhile
+/// keeps the full pace.
+const BATCH_NEAR_COMMANDS: usize = 50;
+/// How long after an operator's write task batches stay small.
+const COMMANDS_RECENT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A task write waiting for its batch.
 enum TaskWrite {
@@ -56,6 +66,8 @@ pub(super) struct StoreLane {
     in_flight: usize,
     /// Operations other than task writes in flight: task batches wait.
     singles: usize,
+    /// When an operator's write (a command's) was last sent.
+    last_command: Option<tokio::time::Instant>,
     results: mpsc::UnboundedSender<Msg>,
     work: Work,
     /// The follower's mirror of the task records, until the term's first
@@ -85,6 +97,7 @@ impl StoreLane {
             queue: VecDeque::new(),
             in_flight: 0,
             singles: 0,
+            last_command: None,
             results,
             work,
             mirror,
@@ -101,6 +114,9 @@ impl StoreLane {
                 self.queue.push_back((id, TaskWrite::Delete(task, expect)))
             }
             other => {
+                if is_command_write(&other) {
+                    self.last_command = Some(tokio::time::Instant::now());
+                }
                 self.singles += 1;
                 self.spawn_single(id, other);
             }
@@ -118,10 +134,19 @@ impl StoreLane {
     }
 
     /// Sends queued task writes while fewer than [`BATCHES_IN_FLIGHT`]
-    /// batches are out and no other operation is.
+    /// batches are out and no other operation is; one batch of
+    /// [`BATCH_NEAR_COMMANDS`] at a time while commands come.
     pub(super) fn pump(&mut self) {
-        while self.singles == 0 && self.in_flight < BATCHES_IN_FLIGHT && !self.queue.is_empty() {
-            let n = self.queue.len().min(BATCH);
+        let near_commands = self
+            .last_command
+            .is_some_and(|at| at.elapsed() < COMMANDS_RECENT);
+        let (most, size) = if near_commands {
+            (1, BATCH_NEAR_COMMANDS)
+        } else {
+            (BATCHES_IN_FLIGHT, BATCH)
+        };
+        while self.singles == 0 && self.in_flight < most && !self.queue.is_empty() {
+            let n = self.queue.len().min(size);
             let batch: Vec<(RequestId, TaskWrite)> = self.queue.drain(..n).collect();
             self.in_flight += 1;
             let tasks = self.tasks.clone();
@@ -331,6 +356,21 @@ async fn run_single(
     }
 }
 
+/// A write an operator's command makes (a service, a drain, a job or a
+/// run, the audit log), as opposed to the leader's own reads and checks.
+fn is_command_write(op: &StoreOp) -> bool {
+    matches!(
+        op,
+        StoreOp::PutService(..)
+            | StoreOp::DeleteService(..)
+            | StoreOp::PutDrain(..)
+            | StoreOp::PutJob(..)
+            | StoreOp::DeleteJob(..)
+            | StoreOp::PutRun(..)
+            | StoreOp::AppendAudit(..)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -434,7 +474,67 @@ mod tests {
             before <= BATCHES_IN_FLIGHT,
             "the command's write waited for {before} task batches"
         );
-        assert_eq!(batches, TASKS.div_ceil(BATCH));
+        assert!(batches >= TASKS.div_ceil(BATCH));
+    }
+
+    /// After a command's write, task writes leave one batch of
+    /// [`BATCH_NEAR_COMMANDS`] at a time (the next command waits behind
+    /// that much at most), and full batches again once no command came for
+    /// [`COMMANDS_RECENT`].
+    #[tokio::test(start_paused = true)]
+    async fn task_batches_are_small_and_one_at_a_time_while_commands_come() {
+        let coordinator = Arc::new(MemoryCoordinator::new(ReplicaInfo::new(
+            "http://unit.test",
+            "d1",
+            "test",
+        )));
+        const TASKS: usize = 2_000;
+        let (mut lane, mut rx, command, _stop) = queued_lane(coordinator, TASKS);
+        let mut sizes = Vec::new();
+        let mut answered = false;
+        while sizes.len() < 6 {
+            let msg = rx.recv().await.expect("the channel is open");
+            match msg {
+                Msg::StoreBatch(answers) => {
+                    sizes.push(answers.len());
+                    lane.batch_done();
+                }
+                Msg::Stored(id, _, _) => {
+                    assert_eq!(id, command);
+                    answered = true;
+                    lane.single_done();
+                }
+                Msg::Input(_) => unreachable!("the store lane sends no inputs"),
+            }
+            lane.pump();
+            assert!(lane.in_flight <= 1 || sizes.len() < BATCHES_IN_FLIGHT);
+        }
+        assert!(answered);
+        // The two sent before the command, then small ones.
+        assert_eq!(
+            sizes,
+            [
+                BATCH,
+                BATCH,
+                BATCH_NEAR_COMMANDS,
+                BATCH_NEAR_COMMANDS,
+                BATCH_NEAR_COMMANDS,
+                BATCH_NEAR_COMMANDS
+            ]
+        );
+        tokio::time::advance(COMMANDS_RECENT).await;
+        // The small batch out comes back; then full ones, two at a time.
+        while let Msg::StoreBatch(answers) = rx.recv().await.expect("open") {
+            lane.batch_done();
+            lane.pump();
+            if answers.len() == BATCH_NEAR_COMMANDS {
+                continue;
+            }
+            assert_eq!(answers.len(), BATCH);
+            assert_eq!(lane.in_flight, BATCHES_IN_FLIGHT);
+            return;
+        }
+        panic!("only task batches are left");
     }
 
     /// A coordinator whose service writes wait until [`Gate::open`]: it
