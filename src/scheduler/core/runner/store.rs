@@ -9,7 +9,8 @@
 //! operations are sent at once, each on its own, and go first: while one
 //! is out no new task batch is sent, so it waits behind at most the
 //! batches already sent (ZooKeeper serves one session's requests in
-//! order), never behind the backlog.
+//! order), never behind the backlog. While commands come, those batches
+//! are small and one at a time ([`BATCH_NEAR_COMMANDS`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
