@@ -27,13 +27,10 @@ fn put(key: &str, n: u32, expect: Expect) -> RecordWrite {
 
 /// The records of a full read, as `(key, version, value)`.
 async fn full_read(c: &dyn Coordinator) -> Vec<(String, i32, Value)> {
-    let list = c.list_records(K).await.unwrap();
-    list.records
-        .into_iter()
-        .map(|(key, v)| (key, v.version, v.value))
-        .collect()
+    as_rows(c.list_records(K).await.unwrap())
 }
 
+/// `list`'s records as `(key, version, value)`.
 fn as_rows(list: mesos_appliance::coordination::RecordList<Value>) -> Vec<(String, i32, Value)> {
     list.records
         .into_iter()
