@@ -40,9 +40,12 @@ impl Machine {
         }
         let limit = self.cfg.transient_timeout.as_secs_f64();
         let at = self.unix(now);
-        let stuck: Vec<(TaskId, TaskState)> = self
-            .tasks
-            .iter()
+        // In task ID order, as a scan of the table found them.
+        let mut due: Vec<&TaskId> = self.tasks.aging().transient_before(at - limit).collect();
+        due.sort();
+        let stuck: Vec<(TaskId, TaskState)> = due
+            .into_iter()
+            .filter_map(|id| Some((id, self.tasks.get(id.as_str())?)))
             .filter(|(_, e)| e.version.is_some() && e.record.kill.is_none())
             .filter(|(_, e)| {
                 matches!(
@@ -63,9 +66,11 @@ impl Machine {
     fn forget_old_terminal_tasks(&mut self, now: Instant) {
         let limit = self.cfg.terminal_retention.as_secs_f64();
         let at = self.unix(now);
-        let old: Vec<(TaskId, i32)> = self
-            .tasks
-            .iter()
+        let mut due: Vec<&TaskId> = self.tasks.aging().terminal_before(at - limit).collect();
+        due.sort();
+        let old: Vec<(TaskId, i32)> = due
+            .into_iter()
+            .filter_map(|id| Some((id, self.tasks.get(id.as_str())?)))
             .filter(|(_, e)| !e.writing && e.record.is_terminal())
             .filter(|(_, e)| at - e.record.updated_at > limit)
             .filter_map(|(id, e)| Some((id.clone(), e.version?)))

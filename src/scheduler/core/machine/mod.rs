@@ -44,6 +44,7 @@
 //! - `outbox`: the effects a step collects, and its close (`finish`).
 
 mod agents;
+mod aging;
 mod audit;
 mod calls;
 mod commands;

@@ -93,16 +93,18 @@ impl Machine {
     pub(super) fn forget_given_up_tasks(&mut self, now: Instant) {
         let limit = self.cfg.terminal_retention.as_secs_f64();
         let at = self.unix(now);
-        if self
-            .tasks
-            .iter()
-            .any(|(_, e)| e.record.state == TaskState::TaskUnreachable)
-        {
+        // Only unreachable and unknown tasks may be given up (`given_up_at`).
+        let lost = || {
+            let tasks = &self.tasks;
+            tasks
+                .aging()
+                .lost()
+                .filter_map(move |id| Some((id, tasks.get(id.as_str())?)))
+        };
+        if lost().any(|(_, e)| e.record.state == TaskState::TaskUnreachable) {
             self.out.dirty = true;
         }
-        let old: Vec<(TaskId, i32)> = self
-            .tasks
-            .iter()
+        let old: Vec<(TaskId, i32)> = lost()
             .filter(|(_, e)| !e.writing && !e.record.is_terminal())
             .filter(|(_, e)| {
                 let policy = self

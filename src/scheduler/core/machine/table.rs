@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::aging::Aging;
 use crate::coordination::Versioned;
 use crate::mesos::v1;
 use crate::scheduler::ids::TaskId;
@@ -133,6 +134,8 @@ pub(super) struct TaskTable {
     /// Counts [`TaskTable::clear`]s: changes before one are not in
     /// `shown_changes`, so what was built from them is void.
     epoch: u64,
+    /// The records housekeeping's timers may act on.
+    aging: Aging,
 }
 
 impl TaskTable {
@@ -252,6 +255,7 @@ impl TaskTable {
         self.entries.clear();
         self.services.clear();
         self.shown_changes.clear();
+        self.aging.clear();
         self.epoch += 1;
     }
 
@@ -330,6 +334,7 @@ impl TaskTable {
     }
 
     fn index_add(&mut self, record: &Arc<TaskRecord>, stored: bool) {
+        self.aging.add(record);
         let service = match self.services.get_mut(&record.service) {
             Some(s) => s,
             None => self.services.entry(record.service.clone()).or_default(),
@@ -344,6 +349,7 @@ impl TaskTable {
     }
 
     fn index_remove(&mut self, record: &Arc<TaskRecord>, stored: bool) {
+        self.aging.remove(record);
         if let Some(service) = self.services.get_mut(&record.service) {
             service.records.remove(&record.task_id);
             service.changed = true;
@@ -354,6 +360,11 @@ impl TaskTable {
         if stored {
             self.note_shown(&record.service, &record.task_id, Some(record));
         }
+    }
+
+    /// The records housekeeping's timers may act on ([`Aging`]).
+    pub(super) fn aging(&self) -> &Aging {
+        &self.aging
     }
 
     /// True if a record of `task_id` is known.
@@ -437,6 +448,8 @@ mod tests {
             TaskState::TaskRunning,
             TaskState::TaskFailed,
             TaskState::TaskKilled,
+            TaskState::TaskUnreachable,
+            TaskState::TaskUnknown,
         ];
         let services = ["web", "db", "cache"];
         // A small LCG: the sequence is the same on every run.
@@ -466,7 +479,13 @@ mod tests {
                         t.replace(&id, record(&id, service, state), version);
                     }
                 }
-                3 => t.touch(&id, |r| r.state = state),
+                3 => {
+                    let at = next(1_000) as f64 / 7.0;
+                    t.touch(&id, |r| {
+                        r.state = state;
+                        r.updated_at = at;
+                    })
+                }
                 4 => t.remove(&id),
                 5 => t.remove_launching(&id),
                 6 if next(50) == 0 => t.clear(),
@@ -482,6 +501,12 @@ mod tests {
                 }
             }
             assert_eq!(indexed(&t), recount(&t), "after step {step}");
+            let records = t.records().map(|r| r.as_ref());
+            assert_eq!(
+                t.aging.listing(),
+                Aging::recount(records),
+                "after step {step}"
+            );
         }
     }
 

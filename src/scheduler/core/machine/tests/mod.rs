@@ -10,6 +10,7 @@ mod commands;
 mod determinism;
 mod drains;
 mod evacuation;
+mod housekeeping;
 mod job_properties;
 mod jobs;
 mod lag;

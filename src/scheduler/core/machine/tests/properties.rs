@@ -1117,6 +1117,13 @@ impl World {
             }
         }
         self.check_table()?;
+        // Housekeeping reads the records its timers may be due for from
+        // the table's aging index: it holds every such record, no other.
+        let table = &self.h.machine.tasks;
+        let recount = super::super::aging::Aging::recount(table.records().map(|r| r.as_ref()));
+        if table.aging().listing() != recount {
+            return Err("the aging index disagrees with the table".into());
+        }
         // No offer is held past its TTL and a housekeeping period, but one
         // a launch the budget held back waits for (`Launches::wanted`), on
         // a machine that still leads.
