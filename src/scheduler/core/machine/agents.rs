@@ -31,8 +31,7 @@
 //! ([`MaintenanceWindow`]), as the maintenance rules last learnt it from
 //! offers and inverse offers (`maintenance.rs`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -42,8 +41,7 @@ use super::{Machine, Pending};
 use crate::mesos::operator;
 use crate::mesos::v1::{self, DrainState, TaskState, task_status};
 use crate::scheduler::core::io::{MesosCall, OperatorAnswer, OperatorFailure, OperatorOp};
-use crate::scheduler::ids::{AgentId, TaskId};
-use crate::scheduler::records::{TaskRecord, is_live};
+use crate::scheduler::ids::AgentId;
 use crate::scheduler::rules::offers::Gone;
 use crate::scheduler::snapshot::{AgentState, AgentStatus, EventKind, MaintenanceWindow};
 
@@ -340,7 +338,7 @@ impl Machine {
 
     /// The table for the snapshot, with this framework's live tasks on
     /// each agent and each drain's tasks as the last full snapshot listed
-    /// them ([`tasks_by_agent`], `drains::drain_tasks`).
+    /// them (`TaskTable::tasks_by_agent`, `drains::drain_tasks`).
     pub(super) fn agent_statuses(&self) -> Vec<AgentStatus> {
         self.agents
             .by_id
@@ -362,26 +360,6 @@ impl Machine {
             })
             .collect()
     }
-}
-
-/// The live tasks among `records` (a full snapshot's task list, in task ID
-/// order) by agent, each agent's in task ID order. Made once per full
-/// snapshot and shown by the light ones between (a command's answer): it
-/// goes over every record, which a command's answer must not.
-pub(super) fn tasks_by_agent(records: &[Arc<TaskRecord>]) -> HashMap<AgentId, Arc<[TaskId]>> {
-    let mut by_agent: HashMap<AgentId, Vec<TaskId>> = HashMap::new();
-    for record in records.iter().filter(|r| is_live(r)) {
-        match by_agent.get_mut(&record.agent_id) {
-            Some(tasks) => tasks.push(record.task_id.clone()),
-            None => {
-                by_agent.insert(record.agent_id.clone(), vec![record.task_id.clone()]);
-            }
-        }
-    }
-    by_agent
-        .into_iter()
-        .map(|(agent, tasks)| (agent, Arc::from(tasks)))
-        .collect()
 }
 
 /// A GET_AGENTS entry's state: the drain first, then deactivation.

@@ -46,6 +46,7 @@
 mod agents;
 mod aging;
 mod audit;
+mod by_agent;
 mod calls;
 mod commands;
 mod drains;
@@ -204,7 +205,7 @@ pub struct Machine {
     /// The task list of the last full snapshot (a command's answer
     /// publishes it again with what the command changed).
     shown_tasks: std::sync::Arc<[std::sync::Arc<crate::scheduler::records::TaskRecord>]>,
-    /// The live tasks of `shown_tasks` by agent (`agents::tasks_by_agent`).
+    /// The live tasks of `shown_tasks` by agent (`TaskTable::tasks_by_agent`).
     shown_agent_tasks: HashMap<AgentId, std::sync::Arc<[crate::scheduler::ids::TaskId]>>,
     /// Each drained agent's tasks and how far each has moved, as the last
     /// full snapshot found them (`drains::drain_tasks`): the light ones

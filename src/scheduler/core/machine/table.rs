@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::aging::Aging;
+use super::by_agent::ByAgent;
 use crate::coordination::Versioned;
 use crate::mesos::v1;
-use crate::scheduler::ids::TaskId;
+use crate::scheduler::ids::{AgentId, TaskId};
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rules::reconcile::TaskList;
 
@@ -136,6 +137,8 @@ pub(super) struct TaskTable {
     epoch: u64,
     /// The records housekeeping's timers may act on.
     aging: Aging,
+    /// The live stored tasks by agent.
+    by_agent: ByAgent,
 }
 
 impl TaskTable {
@@ -256,6 +259,7 @@ impl TaskTable {
         self.services.clear();
         self.shown_changes.clear();
         self.aging.clear();
+        self.by_agent.clear();
         self.epoch += 1;
     }
 
@@ -335,6 +339,7 @@ impl TaskTable {
 
     fn index_add(&mut self, record: &Arc<TaskRecord>, stored: bool) {
         self.aging.add(record);
+        self.by_agent.add(record, stored);
         let service = match self.services.get_mut(&record.service) {
             Some(s) => s,
             None => self.services.entry(record.service.clone()).or_default(),
@@ -350,6 +355,7 @@ impl TaskTable {
 
     fn index_remove(&mut self, record: &Arc<TaskRecord>, stored: bool) {
         self.aging.remove(record);
+        self.by_agent.remove(record, stored);
         if let Some(service) = self.services.get_mut(&record.service) {
             service.records.remove(&record.task_id);
             service.changed = true;
@@ -365,6 +371,11 @@ impl TaskTable {
     /// The records housekeeping's timers may act on ([`Aging`]).
     pub(super) fn aging(&self) -> &Aging {
         &self.aging
+    }
+
+    /// Each agent's live stored tasks, in task ID order ([`ByAgent::lists`]).
+    pub(super) fn tasks_by_agent(&mut self) -> HashMap<AgentId, Arc<[TaskId]>> {
+        self.by_agent.lists()
     }
 
     /// True if a record of `task_id` is known.
@@ -409,6 +420,7 @@ mod tests {
     fn record(id: &str, service: &str, state: TaskState) -> Arc<TaskRecord> {
         Arc::new(TaskRecord {
             fingerprint: "f".into(),
+            agent_id: format!("agent-{}", id.len() % 3).into(),
             ..TaskRecord::sample(id, service, state)
         })
     }
@@ -481,9 +493,17 @@ mod tests {
                 }
                 3 => {
                     let at = next(1_000) as f64 / 7.0;
+                    let agent = format!("agent-{}", next(4));
+                    let kill = (next(4) == 0).then(|| crate::scheduler::records::KillRequest {
+                        reason: "scaled down".into(),
+                        requested_at: at,
+                        attempts: 0,
+                    });
                     t.touch(&id, |r| {
                         r.state = state;
                         r.updated_at = at;
+                        r.agent_id = agent.into();
+                        r.kill = kill;
                     })
                 }
                 4 => t.remove(&id),

@@ -187,7 +187,7 @@ impl Machine {
         }
         if !light {
             self.shown_tasks = self.tasks.stored().cloned().collect();
-            self.shown_agent_tasks = super::agents::tasks_by_agent(&self.shown_tasks);
+            self.shown_agent_tasks = self.tasks.tasks_by_agent();
             self.shown_drain_tasks = self.drain_tasks(now);
         }
         let offers = self

@@ -1124,6 +1124,14 @@ impl World {
         if table.aging().listing() != recount {
             return Err("the aging index disagrees with the table".into());
         }
+        let stored = table
+            .iter()
+            .map(|(_, e)| (e.record.as_ref(), e.version.is_some()));
+        let recount = super::super::by_agent::recount(stored);
+        let lists = super::super::by_agent::listing(self.h.machine.tasks.tasks_by_agent());
+        if lists != recount {
+            return Err("the tasks by agent disagree with the table".into());
+        }
         // No offer is held past its TTL and a housekeeping period, but one
         // a launch the budget held back waits for (`Launches::wanted`), on
         // a machine that still leads.
