@@ -55,24 +55,47 @@ fn field_value(field: &str, hostname: &str, attributes: &[v1::Attribute]) -> Opt
         .map(resources::attribute_text)
 }
 
-fn matches(regex: &str, value: &str) -> bool {
-    regex::Regex::new(&format!("^(?:{regex})$")).is_ok_and(|r| r.is_match(value))
+/// A constraint with its regex compiled, anchored at both ends (`None`
+/// where it has none, or it does not compile: nothing matches it). Compiled
+/// once per demand of a pass, not once per offer looked at.
+struct Compiled {
+    constraint: Constraint,
+    regex: Option<regex::Regex>,
+}
+
+fn compile(constraints: Vec<Constraint>) -> Vec<Compiled> {
+    constraints
+        .into_iter()
+        .map(|constraint| {
+            let regex = match &constraint {
+                Constraint::Like { regex, .. } | Constraint::Unlike { regex, .. } => {
+                    regex::Regex::new(&format!("^(?:{regex})$")).ok()
+                }
+                Constraint::Unique { .. } => None,
+            };
+            Compiled { constraint, regex }
+        })
+        .collect()
+}
+
+fn matches(regex: Option<&regex::Regex>, value: &str) -> bool {
+    regex.is_some_and(|r| r.is_match(value))
 }
 
 /// True when a task of the service may go on this agent.
 fn satisfies(
-    constraints: &[Constraint],
+    constraints: &[Compiled],
     hostname: &str,
     attributes: &[v1::Attribute],
     occupied: &[(AgentId, String)],
     agent_attributes: &HashMap<AgentId, Vec<v1::Attribute>>,
 ) -> bool {
-    constraints.iter().all(|c| match c {
-        Constraint::Like { field, regex } => {
-            field_value(field, hostname, attributes).is_some_and(|v| matches(regex, &v))
+    constraints.iter().all(|c| match &c.constraint {
+        Constraint::Like { field, .. } => {
+            field_value(field, hostname, attributes).is_some_and(|v| matches(c.regex.as_ref(), &v))
         }
-        Constraint::Unlike { field, regex } => {
-            field_value(field, hostname, attributes).is_none_or(|v| !matches(regex, &v))
+        Constraint::Unlike { field, .. } => {
+            field_value(field, hostname, attributes).is_none_or(|v| !matches(c.regex.as_ref(), &v))
         }
         Constraint::Unique { field } => {
             let Some(mine) = field_value(field, hostname, attributes) else {
@@ -127,12 +150,19 @@ pub fn plan(
     let mut planned = Vec::new();
     let order: Vec<String> = offers.iter().map(|o| o.id().to_string()).collect();
     for demand in demands {
-        let constraints = demand.spec.parsed_constraints();
+        let constraints = compile(demand.spec.parsed_constraints());
         let mut need = task_resources(demand.spec);
         need.add(&demand.executor_resources);
         let mut occupied = demand.occupied.clone();
+        // First fit resumes at the offer the last instance took: every
+        // offer before it refused that instance and refuses this one too
+        // (within a pass an offer's resources and ports only shrink, and
+        // the hosts UNIQUE excludes only grow). A launch of thousands of
+        // instances so looks at each offer about once, not once per
+        // instance.
+        let mut from = 0;
         'instances: for &instance in &demand.missing {
-            for id in &order {
+            for (at, id) in order.iter().enumerate().skip(from) {
                 let Some(offer) = offers.get_mut(id) else {
                     continue;
                 };
@@ -168,8 +198,11 @@ pub fn plan(
                     hostname,
                     ports,
                 });
+                from = at;
                 continue 'instances;
             }
+            // No offer takes this instance, so none takes the next.
+            break;
         }
     }
     planned
@@ -335,6 +368,116 @@ mod tests {
             missing: missing.to_vec(),
             occupied: vec![],
             executor_resources: Resources::new(),
+        }
+    }
+
+    /// First fit as written before the resumed scan (`plan`'s `from`):
+    /// every instance looks at every offer from the first, the regexes
+    /// compiled at each look. The property below holds `plan` to it.
+    fn first_fit_reference(
+        demands: &[Demand<'_>],
+        offers: &mut OfferRegistry,
+        agent_attributes: &HashMap<AgentId, Vec<v1::Attribute>>,
+    ) -> Vec<(String, u32, String, Vec<u64>)> {
+        let mut planned = Vec::new();
+        let order: Vec<String> = offers.iter().map(|o| o.id().to_string()).collect();
+        for demand in demands {
+            let mut need = task_resources(demand.spec);
+            need.add(&demand.executor_resources);
+            let mut occupied = demand.occupied.clone();
+            'instances: for &instance in &demand.missing {
+                for id in &order {
+                    let Some(offer) = offers.get_mut(id) else {
+                        continue;
+                    };
+                    let constraints = compile(demand.spec.parsed_constraints());
+                    let host = offer.offer.hostname.clone();
+                    let attrs = offer.offer.attributes.clone();
+                    if !offer.remaining.contains(&need)
+                        || !satisfies(&constraints, &host, &attrs, &occupied, agent_attributes)
+                    {
+                        continue;
+                    }
+                    let Some(ports) =
+                        take_ports(offer.remaining.ranges("ports"), demand.spec.ports)
+                    else {
+                        continue;
+                    };
+                    offer.remaining.subtract(&need);
+                    let taken: Vec<(u64, u64)> = ports.iter().map(|p| (*p, *p)).collect();
+                    let mut port_resources = Resources::new();
+                    port_resources.add_ranges("ports", &taken);
+                    offer.remaining.subtract(&port_resources);
+                    occupied.push((AgentId::from(offer.agent_id()), host));
+                    planned.push((demand.spec.name.clone(), instance, id.clone(), ports));
+                    continue 'instances;
+                }
+            }
+        }
+        planned
+    }
+
+    proptest::proptest! {
+        /// `plan` places exactly as first fit over every offer does, for
+        /// any offers and demands (sizes, ports, UNIQUE, LIKE, UNLIKE).
+        #[test]
+        fn the_resumed_scan_places_as_first_fit_does(
+            offers in proptest::collection::vec((1u8..8, 0u8..4, 0u8..3, 0u8..3), 1..8),
+            demands in proptest::collection::vec((1u8..4, 0u32..3, 0u8..4, 1u32..12), 1..4),
+        ) {
+            let rows: Vec<(String, String, String, String, String)> = offers
+                .iter()
+                .enumerate()
+                .map(|(i, (cpus, ports, host, rack))| {
+                    let ports = if *ports == 0 {
+                        String::new()
+                    } else {
+                        format!(";ports:[{}-{}]", 31000, 31000 + u32::from(*ports) * 2)
+                    };
+                    (
+                        format!("o{i}"),
+                        format!("a{i}"),
+                        format!("h{host}"),
+                        format!("cpus:{cpus};mem:1000{ports}"),
+                        format!("rack:r{rack}"),
+                    )
+                })
+                .collect();
+            let borrowed: Vec<(&str, &str, &str, &str, &str)> = rows
+                .iter()
+                .map(|(a, b, c, d, e)| (a.as_str(), b.as_str(), c.as_str(), d.as_str(), e.as_str()))
+                .collect();
+            let constraint_sets = [
+                vec![],
+                vec!["hostname:UNIQUE"],
+                vec!["rack:LIKE:r[12]"],
+                vec!["rack:UNLIKE:r1", "hostname:UNIQUE"],
+            ];
+            let specs: Vec<ServiceSpec> = demands
+                .iter()
+                .enumerate()
+                .map(|(i, (cpus, ports, constraints, _))| {
+                    spec(serde_json::json!({
+                        "name": format!("s{i}"), "command": "x", "cpus": f64::from(*cpus) / 2.0,
+                        "mem": 10, "ports": ports, "instances": 20,
+                        "constraints": constraint_sets[usize::from(*constraints)],
+                    }))
+                })
+                .collect();
+            let list: Vec<Demand<'_>> = specs
+                .iter()
+                .zip(&demands)
+                .map(|(s, (_, _, _, missing))| demand(s, &(0..*missing).collect::<Vec<_>>()))
+                .collect();
+            let attributes = HashMap::new();
+            let mut mine = registry(&borrowed);
+            let got: Vec<(String, u32, String, Vec<u64>)> = plan(&list, &mut mine, &attributes)
+                .into_iter()
+                .map(|p| (p.service, p.instance, p.offer_id, p.ports))
+                .collect();
+            let mut theirs = registry(&borrowed);
+            let want = first_fit_reference(&list, &mut theirs, &attributes);
+            proptest::prop_assert_eq!(got, want);
         }
     }
 
