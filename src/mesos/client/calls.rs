@@ -11,25 +11,33 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, LOCATION};
+use reqwest::{Method, StatusCode};
 
 use super::config::ClientConfig;
 use crate::mesos::detector::MasterAddress;
-use crate::mesos::media::STREAM_ID_HEADER;
+
+/// [`crate::mesos::media::STREAM_ID_HEADER`] as a header name, made once
+/// (header names are case-insensitive; `from_static` wants lower case).
+const STREAM_ID: HeaderName = HeaderName::from_static("mesos-stream-id");
 
 /// 307s followed for one request before giving up (a leader redirects once;
 /// more means masters disagree about who leads).
 pub(crate) const MAX_REDIRECTS: usize = 4;
 
-/// Idle keep-alive connections the calls client keeps to one master.
-/// A launch puts up to a few hundred calls in flight at once (the runner's
-/// acknowledgement, offer and call lanes), and reqwest keeps every
-/// connection that answered one of them by default, each with its hyper
-/// read and write buffers: about 5 MB for the ~134 connections left idle at
-/// 10,000 tasks (`benches/memory.py`). A connection beyond this bound is
-/// closed when its call ends; a busy lane still reuses the ones kept.
-pub(crate) const MAX_IDLE_CALL_CONNECTIONS: usize = 16;
+/// Idle keep-alive connections the calls client keeps to one master: as
+/// many as the runner's launch lanes keep in flight together (64
+/// acknowledgements and 32 offer calls, `src/scheduler/core/runner/calls.rs`
+/// checks that they fit). A connection beyond this bound is closed when its
+/// call ends, and a call finding none idle opens a new one: with 16 kept,
+/// every burst of acknowledgements above 16 closed and reopened its
+/// connections, about 1,900 connections at 10,000 tasks (one call in ten
+/// paid a connect, an accept and hyper's connection setup on both sides);
+/// with as many kept as the lanes use, the launch opens each once. A kept
+/// connection holds hyper's read and write buffers (~37 KB, 5 MB for ~134
+/// in `benches/memory.py`); a busy launch has them all open anyway, so the
+/// high-water mark does not grow with this bound.
+pub(crate) const MAX_IDLE_CALL_CONNECTIONS: usize = 96;
 
 /// The two HTTP clients and what every request carries.
 #[derive(Debug, Clone)]
@@ -38,7 +46,9 @@ pub(crate) struct Http {
     stream: reqwest::Client,
     /// For calls: a whole-request timeout.
     calls: reqwest::Client,
-    credentials: Option<super::Credentials>,
+    /// `Authorization: Basic …` of the credentials, encoded once and marked
+    /// sensitive (kept out of logs), instead of once per call.
+    authorization: Option<HeaderValue>,
     call_timeout: Duration,
     max_error_body: usize,
 }
@@ -51,11 +61,18 @@ pub(crate) struct Request<'a> {
     pub content_type: &'a str,
     /// `Accept`, set explicitly (reqwest's `*/*` would get JSON back).
     pub accept: Option<&'a str>,
-    /// `Mesos-Stream-Id` for non-SUBSCRIBE scheduler calls.
-    pub stream_id: Option<&'a str>,
+    /// `Mesos-Stream-Id` for non-SUBSCRIBE scheduler calls, built once per
+    /// subscription ([`stream_id_header`]).
+    pub stream_id: Option<&'a HeaderValue>,
     pub body: Bytes,
     /// SUBSCRIBE: use the stream client.
     pub long_lived: bool,
+}
+
+/// A stream ID as a header value; `None` if it has bytes a header cannot
+/// carry (a master's stream ID is a UUID).
+pub(crate) fn stream_id_header(stream_id: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(stream_id).ok()
 }
 
 /// A response other than 307, and the master that gave it.
@@ -115,7 +132,7 @@ impl Http {
         Ok(Self {
             stream,
             calls,
-            credentials: config.credentials.clone(),
+            authorization: config.credentials.as_ref().and_then(basic_authorization),
             call_timeout: config.call_timeout,
             max_error_body: config.max_error_body_bytes,
         })
@@ -126,44 +143,56 @@ impl Http {
         self.max_error_body
     }
 
-    /// POSTs `request` to `master`, following up to [`MAX_REDIRECTS`] 307s
-    /// (each new leader is passed to `on_redirect`). Waits at most the call
-    /// timeout for response headers, also for a stream.
+    /// POSTs `request` to `request.path` on `master`; see [`Http::post_to`].
     pub async fn post(
         &self,
         master: &MasterAddress,
         request: &Request<'_>,
+        on_redirect: impl FnMut(&MasterAddress),
+    ) -> Result<Answer, SendError> {
+        self.post_to(master, master.endpoint(request.path), request, on_redirect)
+            .await
+    }
+
+    /// POSTs `request` to `url` (an endpoint of `master`, built once by a
+    /// caller that sends many), following up to [`MAX_REDIRECTS`] 307s
+    /// (each new leader is passed to `on_redirect`). Waits at most the call
+    /// timeout for response headers, also for a stream.
+    pub async fn post_to(
+        &self,
+        master: &MasterAddress,
+        mut url: reqwest::Url,
+        request: &Request<'_>,
         mut on_redirect: impl FnMut(&MasterAddress),
     ) -> Result<Answer, SendError> {
-        let client = if request.long_lived {
-            &self.stream
-        } else {
-            &self.calls
-        };
         let mut master = master.clone();
-        let mut url = master.endpoint(request.path);
         for _ in 0..=MAX_REDIRECTS {
-            let builder = self.build(client, url.clone(), request);
-            let response = match tokio::time::timeout(self.call_timeout, builder.send()).await {
-                Err(_) => return Err(SendError::Timeout),
-                Ok(Err(error)) => return Err(classify(&error)),
-                Ok(Ok(response)) => response,
+            let built = self.build(url, request);
+            let response = if request.long_lived {
+                // The stream client has no request timeout (it would cut
+                // the stream): the headers' wait is bounded here.
+                match tokio::time::timeout(self.call_timeout, self.stream.execute(built)).await {
+                    Err(_) => return Err(SendError::Timeout),
+                    Ok(sent) => sent,
+                }
+            } else {
+                // The calls client's own timeout bounds the whole request.
+                self.calls.execute(built).await
             };
+            let response = response.map_err(|error| classify(&error))?;
             if response.status() != StatusCode::TEMPORARY_REDIRECT {
                 return Ok(Answer { response, master });
             }
+            let requested = response.url();
             let location = response
                 .headers()
                 .get(LOCATION)
                 .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            let target = MasterAddress::follow(&url, &location).ok_or_else(|| {
-                SendError::Redirect(format!("unusable Location {location:?} from {master}"))
-            })?;
-            let leader = MasterAddress::of_url(&target).ok_or_else(|| {
-                SendError::Redirect(format!("unusable Location {location:?} from {master}"))
-            })?;
+                .unwrap_or_default();
+            let unusable =
+                || SendError::Redirect(format!("unusable Location {location:?} from {master}"));
+            let target = MasterAddress::follow(requested, location).ok_or_else(unusable)?;
+            let leader = MasterAddress::of_url(&target).ok_or_else(unusable)?;
             tracing::info!(from = %master, to = %leader, path = target.path(), "following 307 to the leading master");
             on_redirect(&leader);
             master = leader;
@@ -178,27 +207,37 @@ impl Http {
 impl Http {
     /// The request as sent: exact `Content-Type`, explicit `Accept`, the
     /// stream ID, basic auth.
-    fn build(
-        &self,
-        client: &reqwest::Client,
-        url: reqwest::Url,
-        request: &Request<'_>,
-    ) -> reqwest::RequestBuilder {
-        let mut builder = client
-            .post(url)
-            .header(CONTENT_TYPE, request.content_type)
-            .body(request.body.clone());
-        if let Some(accept) = request.accept {
-            builder = builder.header(ACCEPT, accept);
+    fn build(&self, url: reqwest::Url, request: &Request<'_>) -> reqwest::Request {
+        let mut built = reqwest::Request::new(Method::POST, url);
+        let headers = built.headers_mut();
+        // The media types are the crate's constants, valid header values;
+        // one that is not is left out and the master refuses the call.
+        if let Ok(value) = HeaderValue::from_str(request.content_type) {
+            headers.insert(CONTENT_TYPE, value);
+        }
+        if let Some(Ok(value)) = request.accept.map(HeaderValue::from_str) {
+            headers.insert(ACCEPT, value);
         }
         if let Some(stream_id) = request.stream_id {
-            builder = builder.header(STREAM_ID_HEADER, stream_id);
+            headers.insert(STREAM_ID, stream_id.clone());
         }
-        if let Some(credentials) = &self.credentials {
-            builder = builder.basic_auth(&credentials.principal, Some(credentials.secret()));
+        if let Some(authorization) = &self.authorization {
+            headers.insert(AUTHORIZATION, authorization.clone());
         }
-        builder
+        *built.body_mut() = Some(request.body.clone().into());
+        built
     }
+}
+
+/// `Basic base64(principal:secret)` (RFC 7617), sensitive. Always `Some`:
+/// base64 is ASCII.
+fn basic_authorization(credentials: &super::Credentials) -> Option<HeaderValue> {
+    use base64::Engine;
+    let pair = format!("{}:{}", credentials.principal, credentials.secret());
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+    let mut value = HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
 }
 
 /// Sorts a reqwest error into connect / timeout / other, with its causes.
@@ -254,6 +293,91 @@ pub(crate) async fn error_text(response: reqwest::Response, limit: usize) -> Str
     }
 }
 
+/// A local HTTP/1.1 master for tests that answers every POST with an empty
+/// 202 once `together` requests have arrived, and counts its connections.
+#[cfg(test)]
+pub(crate) mod counting_server {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use bytes::Bytes;
+    use hyper::server::conn::http1;
+    use hyper_util::rt::TokioIo;
+
+    use super::{Http, Request};
+    use crate::mesos::detector::{MasterAddress, Scheme};
+
+    /// The server's address and counts.
+    pub(crate) struct Server {
+        pub master: MasterAddress,
+        /// Connections accepted so far.
+        pub accepted: Arc<AtomicUsize>,
+        /// Connections open now.
+        pub open: Arc<AtomicUsize>,
+    }
+
+    /// Starts the server; each request is answered once `together`
+    /// requests (its own included) have arrived since the last answers.
+    pub(crate) async fn start(together: usize) -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
+        let arrived = Arc::new(tokio::sync::Barrier::new(together));
+        let (server_accepted, server_open) = (accepted.clone(), open.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                server_accepted.fetch_add(1, Ordering::SeqCst);
+                server_open.fetch_add(1, Ordering::SeqCst);
+                let (open, arrived) = (server_open.clone(), arrived.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |_request| {
+                        let arrived = arrived.clone();
+                        async move {
+                            arrived.wait().await;
+                            let mut answer = hyper::Response::new(String::new());
+                            *answer.status_mut() = hyper::StatusCode::ACCEPTED;
+                            Ok::<_, std::convert::Infallible>(answer)
+                        }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Server {
+            master: MasterAddress::new(Scheme::Http, "127.0.0.1", port).unwrap(),
+            accepted,
+            open,
+        }
+    }
+
+    /// Sends `calls` POSTs at once through `http` and reads every answer to
+    /// its end (so that its connection goes back to the pool).
+    pub(crate) async fn calls_at_once(http: &Http, server: &Server, calls: usize) {
+        let request = Request {
+            path: "/api/v1/scheduler",
+            content_type: "application/json",
+            accept: None,
+            stream_id: None,
+            body: Bytes::from_static(b"{}"),
+            long_lived: false,
+        };
+        let answers = futures::future::join_all(
+            (0..calls).map(|_| http.post(&server.master, &request, |_| {})),
+        )
+        .await;
+        for answer in answers {
+            answer.expect("answered").response.bytes().await.unwrap();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,12 +395,12 @@ mod tests {
             path: "/api/v1/scheduler",
             content_type: PROTOBUF,
             accept: Some(PROTOBUF),
-            stream_id: Some("stream-1"),
+            stream_id: Some(&stream_id_header("stream-1").unwrap()),
             body: Bytes::from_static(b"\x08\x04"),
             long_lived: false,
         };
         let url = reqwest::Url::parse("http://m:5050/api/v1/scheduler").unwrap();
-        let built = http.build(&http.calls, url, &request).build().unwrap();
+        let built = http.build(url, &request);
         let header = |name: &str| built.headers().get(name).and_then(|v| v.to_str().ok());
         assert_eq!(header("content-type"), Some("application/x-protobuf"));
         assert_eq!(header("accept"), Some("application/x-protobuf"));
@@ -286,7 +410,12 @@ mod tests {
             header("authorization"),
             Some("Basic ZnctcHJpbmNpcGFsOnMzY3JldA==")
         );
+        assert!(built.headers()["authorization"].is_sensitive());
         assert_eq!(built.method(), reqwest::Method::POST);
+        assert_eq!(
+            built.body().and_then(|b| b.as_bytes()),
+            Some(&b"\x08\x04"[..])
+        );
     }
 
     /// Many calls at once open as many connections; when they end, the
@@ -294,67 +423,24 @@ mod tests {
     /// and closes the others (reqwest's default kept all of them).
     #[tokio::test]
     async fn calls_keep_a_bounded_number_of_idle_connections() {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::atomic::Ordering;
 
-        use hyper::server::conn::http1;
-        use hyper_util::rt::TokioIo;
-
-        use crate::mesos::detector::Scheme;
-
-        const CALLS: usize = 64;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let open = Arc::new(AtomicUsize::new(0));
+        const CALLS: usize = MAX_IDLE_CALL_CONNECTIONS + 32;
         // Every call is held until all have arrived: one connection each.
-        let arrived = Arc::new(tokio::sync::Barrier::new(CALLS));
-        let server_open = open.clone();
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
-                let open = server_open.clone();
-                let arrived = arrived.clone();
-                open.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |_request| {
-                        let arrived = arrived.clone();
-                        async move {
-                            arrived.wait().await;
-                            Ok::<_, std::convert::Infallible>(hyper::Response::new(String::new()))
-                        }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                    open.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-        });
+        let server = counting_server::start(CALLS).await;
         let http = Http::new(&ClientConfig::default()).unwrap();
-        let master = MasterAddress::new(Scheme::Http, "127.0.0.1", port).unwrap();
-        let request = Request {
-            path: "/api/v1/scheduler",
-            content_type: "application/json",
-            accept: None,
-            stream_id: None,
-            body: Bytes::from_static(b"{}"),
-            long_lived: false,
-        };
-        let answers =
-            futures::future::join_all((0..CALLS).map(|_| http.post(&master, &request, |_| {})))
-                .await;
-        for answer in answers {
-            let answer = answer.expect("answered");
-            // The body is read to its end: the connection goes back to the pool.
-            answer.response.bytes().await.unwrap();
-        }
+        counting_server::calls_at_once(&http, &server, CALLS).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while open.load(Ordering::SeqCst) > MAX_IDLE_CALL_CONNECTIONS
+        while server.open.load(Ordering::SeqCst) > MAX_IDLE_CALL_CONNECTIONS
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(open.load(Ordering::SeqCst), MAX_IDLE_CALL_CONNECTIONS);
+        assert_eq!(
+            server.open.load(Ordering::SeqCst),
+            MAX_IDLE_CALL_CONNECTIONS
+        );
+        assert_eq!(server.accepted.load(Ordering::SeqCst), CALLS);
     }
 
     #[tokio::test]

@@ -42,7 +42,11 @@ use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use calls::{Http, Request, SendError, error_text, read_limited};
+#[cfg(test)]
+pub(crate) use calls::counting_server;
+pub(crate) use calls::{
+    Http, MAX_IDLE_CALL_CONNECTIONS, Request, SendError, error_text, read_limited,
+};
 pub use config::{ClientConfig, Credentials};
 pub use errors::{CallError, DisconnectReason, ErrorKind, StopReason, StreamError};
 pub use inbox::Inbox;
@@ -131,6 +135,20 @@ pub(crate) struct Inner {
     pub(crate) last_event: Mutex<Option<Instant>>,
     pub(crate) inbox: Inbox,
     pub(crate) cancel: CancellationToken,
+    /// The calls' [`CallTarget`] of the latest subscription seen by a call.
+    target: Mutex<Option<Arc<CallTarget>>>,
+}
+
+/// What every call of one subscription carries.
+struct CallTarget {
+    /// The subscription's `Mesos-Stream-Id`, as the state has it.
+    stream_id: String,
+    /// The same as a header value (`None`: not one, the call is refused).
+    stream_header: Option<reqwest::header::HeaderValue>,
+    framework_id: v1::FrameworkId,
+    /// The subscribed master and its scheduler endpoint.
+    master: MasterAddress,
+    url: reqwest::Url,
 }
 
 impl SchedulerClient {
@@ -196,6 +214,7 @@ impl SchedulerClient {
             last_event: Mutex::new(None),
             inbox: Inbox::new(config.event_buffer),
             cancel,
+            target: Mutex::new(None),
         });
         let (tx, rx) = mpsc::channel(config.event_buffer.max(1));
         tokio::spawn(subscription::drive(
@@ -243,7 +262,7 @@ impl SchedulerClient {
         &self.inner.detector
     }
 
-    /// Sends one call on its own connection to the subscribed master, with
+    /// Sends one call on a kept-alive connection to the subscribed master, with
     /// the current `Mesos-Stream-Id`, `Content-Type` and `Accept`
     /// `application/x-protobuf`, and basic auth if configured. Fills
     /// `Call.framework_id`. Follows 307s (remembering the leader). Success
@@ -252,12 +271,13 @@ impl SchedulerClient {
     ///
     /// # Errors
     /// [`CallError::NotSubscribed`] without a live subscription,
-    /// [`CallError::Invalid`] for SUBSCRIBE or a foreign `framework_id`,
+    /// [`CallError::Invalid`] for SUBSCRIBE, a foreign `framework_id` or a
+    /// stream ID that no header can carry,
     /// [`CallError::Rejected`] with the master's status and text, and
     /// transport errors (a refused connection or a 503 also asks the
     /// detector to look for a new leader).
     pub async fn call(&self, mut call: Call) -> Result<(), CallError> {
-        let Some(sub) = self.subscription() else {
+        let Some(target) = self.target() else {
             return Err(CallError::NotSubscribed);
         };
         if call.r#type() == call::Type::Subscribe {
@@ -266,27 +286,32 @@ impl SchedulerClient {
             ));
         }
         match &call.framework_id {
-            Some(id) if *id != sub.framework_id => {
+            Some(id) if *id != target.framework_id => {
                 return Err(CallError::Invalid(format!(
                     "framework_id {} is not the subscribed {}",
-                    id.value, sub.framework_id.value
+                    id.value, target.framework_id.value
                 )));
             }
             Some(_) => {}
-            None => call.framework_id = Some(sub.framework_id.clone()),
+            None => call.framework_id = Some(target.framework_id.clone()),
         }
+        let Some(stream_id) = &target.stream_header else {
+            return Err(CallError::Invalid(
+                "the stream ID is not a header value".into(),
+            ));
+        };
         let request = Request {
             path: SCHEDULER_PATH,
             content_type: PROTOBUF,
             accept: Some(PROTOBUF),
-            stream_id: Some(&sub.stream_id),
+            stream_id: Some(stream_id),
             body: Bytes::from(call.encode_to_vec()),
             long_lived: false,
         };
         let detector = &self.inner.detector;
         let answer = tokio::select! {
             _ = self.inner.cancel.cancelled() => return Err(CallError::NotSubscribed),
-            answer = self.inner.http.post(&sub.master, &request, |leader| detector.hint(leader.clone())) => answer,
+            answer = self.inner.http.post_to(&target.master, target.url.clone(), &request, |leader| detector.hint(leader.clone())) => answer,
         };
         let answer = answer.map_err(|error| match error {
             SendError::Connect(e) => {
@@ -311,6 +336,36 @@ impl SchedulerClient {
             status: status.as_u16(),
             body,
         })
+    }
+
+    /// What the current subscription's calls carry, made once per
+    /// subscription and shared by its calls (each call cloned the whole
+    /// [`Subscription`], `master_info` included, and built its URL and
+    /// stream ID header again). `None` when not subscribed. Checked against
+    /// the state on every call, so a call never carries another
+    /// subscription's stream ID.
+    fn target(&self) -> Option<Arc<CallTarget>> {
+        let state = self.inner.state.borrow();
+        let ConnectionState::Subscribed(sub) = &*state else {
+            return None;
+        };
+        let mut cached = self.inner.target.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(target) = &*cached
+            && target.stream_id == sub.stream_id
+            && target.master == sub.master
+            && target.framework_id == sub.framework_id
+        {
+            return Some(target.clone());
+        }
+        let target = Arc::new(CallTarget {
+            stream_id: sub.stream_id.clone(),
+            stream_header: calls::stream_id_header(&sub.stream_id),
+            framework_id: sub.framework_id.clone(),
+            url: sub.master.endpoint(SCHEDULER_PATH),
+            master: sub.master.clone(),
+        });
+        *cached = Some(target.clone());
+        Some(target)
     }
 
     /// A call of `payload`'s type carrying it in its field.

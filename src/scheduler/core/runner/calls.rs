@@ -6,14 +6,16 @@
 //!   are sent together; SUPPRESS and REVIVE wait for what is before them.
 //! - KILL, RECONCILE, MESSAGE and TEARDOWN go at once, at most
 //!   [`CALLS_IN_FLIGHT`] together.
-//! - Acknowledgements queue in one lane that keeps at most
-//!   [`ACKS_IN_FLIGHT`] in flight, each its own task, on the client's
-//!   keep-alive connections;
-//!   a failed one is only logged (the agent sends the update again). The
-//!   queue holds only the acknowledgements' IDs: a launch of tens of
-//!   thousands of tasks brings as many updates at once, and a task is
-//!   spawned only for each acknowledgement let in flight, not for each
-//!   one queued (that would hold a whole HTTP request's state for each).
+//! - Acknowledgements queue in one lane that [`ACKS_IN_FLIGHT`] senders
+//!   take from, each a task of its own, on the client's keep-alive
+//!   connections; a failed one is only logged (the agent sends the update
+//!   again). The queue holds only the acknowledgements' IDs: a launch of
+//!   tens of thousands of tasks brings as many updates at once, and only
+//!   the ones in flight hold an HTTP request's state.
+//!
+//! The acknowledgements and the offer calls together stay within the
+//! connections the client keeps ([`MAX_IDLE_CALL_CONNECTIONS`]): a launch
+//! then sends all its calls on connections it opened once.
 //!
 //! Every call uses the client of the moment: after a re-subscription the new
 //! stream ID; with no client, the call fails with `NotSubscribed`.
@@ -24,17 +26,22 @@ use futures::future::join_all;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::{Msg, Work};
-use crate::mesos::client::{CallError, SchedulerClient};
+use crate::mesos::client::{CallError, MAX_IDLE_CALL_CONNECTIONS, SchedulerClient};
 use crate::mesos::v1::scheduler::{Call, call};
 use crate::mesos::v1::{self};
 use crate::scheduler::core::io::{Ack, Input, MesosCall, RequestId};
 
 /// Calls other than offer calls and acknowledgements in flight at once.
 const CALLS_IN_FLIGHT: usize = 64;
-/// Acknowledgements in flight at once.
-const ACKS_IN_FLIGHT: usize = 128;
+/// Acknowledgements in flight at once; with the offer calls, within the
+/// connections the client keeps (the floor of `benches/` keeps 32).
+const ACKS_IN_FLIGHT: usize = 64;
 /// ACCEPTs and DECLINEs of the offer lane sent together.
 const OFFER_CALLS_TOGETHER: usize = 32;
+
+// A launch's calls reuse the client's kept connections: a call beyond them
+// would open a connection and close it again when it ends.
+const _: () = assert!(ACKS_IN_FLIGHT + OFFER_CALLS_TOGETHER <= MAX_IDLE_CALL_CONNECTIONS);
 
 /// The client calls go through, replaced on every start.
 pub(super) type SharedClient = Arc<Mutex<Option<SchedulerClient>>>;
@@ -62,7 +69,7 @@ impl CallLanes {
         let (offers, queue) = mpsc::unbounded_channel();
         work.spawn(offer_lane(client.clone(), queue, results.clone()));
         let (acks, ack_queue) = mpsc::unbounded_channel();
-        work.spawn(ack_lane(client.clone(), ack_queue, work.clone()));
+        ack_lane(client.clone(), ack_queue, &work);
         CallLanes {
             client,
             offers,
@@ -103,35 +110,39 @@ impl CallLanes {
     }
 }
 
-/// The lane of acknowledgements: each is sent by a task of its own, at most
-/// [`ACKS_IN_FLIGHT`] at once (a permit is taken before the task is
-/// spawned, so the queue, not the runtime, holds the rest), each on the
-/// client of the moment.
+/// The lane of acknowledgements: [`ACKS_IN_FLIGHT`] senders, each a task
+/// of its own, take the oldest queued acknowledgement in turn and send it
+/// with the client of the moment.
 ///
 /// One task polling every acknowledgement in flight (as this lane did
-/// before) ran all their HTTP exchanges on the one worker holding it, the
+/// once) ran all their HTTP exchanges on the one worker holding it, the
 /// worker the core shares: at 50,000 tasks it acknowledged 3,000–4,000
 /// updates a second, the floor 16,000. A launch waits on that pace: an
 /// agent forwards a task's TASK_RUNNING only once its TASK_STARTING is
 /// acknowledged (one update per task in flight,
-/// `src/slave/task_status_update_manager.cpp` in apache/mesos).
-async fn ack_lane(client: SharedClient, mut queue: mpsc::UnboundedReceiver<Ack>, work: Work) {
-    let permits = Arc::new(Semaphore::new(ACKS_IN_FLIGHT));
-    while let Some(ack) = queue.recv().await {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let Some(client) = current(&client) else {
-            continue;
-        };
+/// `src/slave/task_status_update_manager.cpp` in apache/mesos). Senders
+/// that live as long as the lane (instead of a task spawned per
+/// acknowledgement) spare each acknowledgement a task's allocation and a
+/// cancellation waiter.
+fn ack_lane(client: SharedClient, queue: mpsc::UnboundedReceiver<Ack>, work: &Work) {
+    let queue = Arc::new(tokio::sync::Mutex::new(queue));
+    for _ in 0..ACKS_IN_FLIGHT {
+        let (client, queue) = (client.clone(), queue.clone());
         work.spawn(async move {
-            let _permit = permit;
-            let task = ack.task_id.clone();
-            let result = client
-                .acknowledge(ack.agent_id.to_proto(), ack.task_id.to_proto(), ack.uuid)
-                .await;
-            if let Err(e) = result {
-                tracing::warn!(task_id = %task, error = %e, "acknowledge failed; the agent will re-send");
+            loop {
+                // The lock is fair: waiting senders take turns.
+                let Some(ack) = queue.lock().await.recv().await else {
+                    return;
+                };
+                let Some(client) = current(&client) else {
+                    continue;
+                };
+                let result = client
+                    .acknowledge(ack.agent_id.to_proto(), ack.task_id.to_proto(), ack.uuid)
+                    .await;
+                if let Err(e) = result {
+                    tracing::warn!(task_id = %ack.task_id, error = %e, "acknowledge failed; the agent will re-send");
+                }
             }
         });
     }
@@ -309,5 +320,32 @@ async fn send(client: Option<SchedulerClient>, call: MesosCall) -> Result<(), Ca
                 })
                 .await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::mesos::client::{ClientConfig, Http, counting_server};
+
+    /// A launch's calls, wave after wave of as many as the acknowledgement
+    /// and offer lanes keep in flight together, go on the connections the
+    /// first wave opened: none is closed and opened again.
+    #[tokio::test]
+    async fn a_launchs_calls_go_on_the_connections_opened_once() {
+        const WAVES: usize = 4;
+        let in_flight = ACKS_IN_FLIGHT + OFFER_CALLS_TOGETHER;
+        // Each wave's calls are held until all have arrived: all at once.
+        let server = counting_server::start(in_flight).await;
+        let http = Http::new(&ClientConfig::default()).unwrap();
+        for _ in 0..WAVES {
+            counting_server::calls_at_once(&http, &server, in_flight).await;
+            // A connection goes back to the pool just after its answer.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(server.accepted.load(Ordering::SeqCst), in_flight);
     }
 }
