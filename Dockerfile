@@ -19,6 +19,8 @@ RUN rustup target add "$(uname -m)-unknown-linux-musl"
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY proto proto
+# The hot functions' link order of glibc builds (build.rs; unused for musl).
+COPY link link
 COPY benches benches
 COPY src src
 # Read at compile time: askama templates, the dashboard's CSS/JS and the

@@ -10,12 +10,19 @@ explicit reconciliation and waits for its end, then prints the replica's
 (`/proc/PID/smaps`: the binary's text and data, the heap and anonymous
 mappings, thread stacks), and `mntr`'s ZooKeeper data size and znode
 count. With `--heaptrack` the replica runs under heaptrack (slower; for
-the heap's breakdown by call site: `heaptrack_print FILE`).
+the heap's breakdown by call site: `heaptrack_print FILE`). With
+`--callgrind` it runs under callgrind and the functions it ran are written
+to `link/hot-symbols.txt`, the order `build.rs` links them in (see there):
+
+    python3 benches/memory.py --callgrind 1000
 
     cargo build --release --bins
     python3 benches/memory.py 100 10000        # sizes
     MALLOC_ARENA_MAX=1 python3 benches/memory.py 100
+    BENCH_APPLIANCE=/tmp/appliance-old python3 benches/memory.py 10000
 
+`BENCH_APPLIANCE` names another `mesos-appliance` binary to measure (an
+A/B against an older build); the testbed is still `target/release`'s.
 Environment variables other than the ones above pass to the replica.
 """
 
@@ -114,6 +121,13 @@ def status(pid):
     return out
 
 
+def cpu_seconds(pid):
+    """User and system CPU time of `pid` so far (`/proc/PID/stat`, clock ticks)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def smaps(pid, binary):
     """Resident KiB by kind of mapping."""
     kinds = {}
@@ -139,7 +153,7 @@ def smaps(pid, binary):
     return kinds
 
 
-def run(tasks, heaptrack):
+def run(tasks, wrapper):
     tmp = tempfile.mkdtemp(prefix="memory-")
     procs = []
     try:
@@ -159,14 +173,18 @@ def run(tasks, heaptrack):
         with open(path, "w") as f:
             json.dump(services, f)
         port = free_port()
-        binary = os.path.join(RELEASE, "mesos-appliance")
+        binary = os.environ.get("BENCH_APPLIANCE") or os.path.join(RELEASE, "mesos-appliance")
         args = [binary, "serve", "--zk", f"zk://127.0.0.1:{zk_port}/bench",
                 "--zk-session-timeout", "4s", "--master", master,
                 "--framework-name", "bench", "--framework-user", "root",
                 "--deployment-id", "bench", "--services", path,
                 "--reconcile-cooldown", "0s", "--listen", f"127.0.0.1:{port}"]
-        if heaptrack:
+        profile = os.path.join(os.getcwd(), f"callgrind.{tasks}.out")
+        if wrapper == "heaptrack":
             args = ["heaptrack", "-o", os.path.join(os.getcwd(), f"heaptrack.{tasks}")] + args
+        elif wrapper == "callgrind":
+            args = ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=no",
+                    "--compress-strings=no", f"--callgrind-out-file={profile}"] + args
         log = open(os.path.join(tmp, "replica.log"), "w")
         started = time.time()
         replica = subprocess.Popen(args, stdout=log, stderr=log)
@@ -180,7 +198,7 @@ def run(tasks, heaptrack):
         wait("all running", running, 120 + tasks * 0.02)
         launch = time.time() - started
         pid = replica.pid
-        if heaptrack:
+        if wrapper == "heaptrack":
             pid = child_running(replica.pid, binary)
             # heaptrack's script waits for the replica: SIGTERM to the
             # script alone would leave the replica running.
@@ -188,12 +206,20 @@ def run(tasks, heaptrack):
         before = status(pid)
         run_id = post(f"{api}/actions/reconcile", {"kind": "explicit"})
         wait("reconciled", lambda: reconciled(api, run_id), 120 + tasks * 0.01)
+        if wrapper == "callgrind":
+            # The dashboard's code is run too, so that it is listed.
+            for page in PAGES:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}{page}", timeout=60).read()
+                except Exception:
+                    pass
         st = status(pid)
         kinds = smaps(pid, binary)
         zk_stats = mntr(zk_port)
         print(f"\n== {tasks} tasks: all running in {launch:.1f} s ==")
         print(f"VmHWM {kb(st['VmHWM'])} KiB, VmRSS {kb(st['VmRSS'])} KiB "
-              f"(after launch: HWM {kb(before['VmHWM'])} KiB), threads {st['Threads']}")
+              f"(after launch: HWM {kb(before['VmHWM'])} KiB), threads {st['Threads']}, "
+              f"CPU {cpu_seconds(pid):.2f} s")
         for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]):
             if v >= 64:
                 print(f"  {k:<28} {v:>8} KiB")
@@ -208,6 +234,48 @@ def run(tasks, heaptrack):
             except Exception:
                 p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+        if wrapper == "callgrind" and os.path.exists(profile):
+            write_hot_symbols(profile, binary)
+
+
+HOT_SYMBOLS = os.path.join(ROOT, "link", "hot-symbols.txt")
+PAGES = ["/", "/tasks", "/tasks/svc0.0", "/services", "/agents", "/offers", "/replicas",
+         "/events", "/actions", "/audit", "/metrics", "/api/v1/state", "/api/v1/tasks"]
+
+
+def write_hot_symbols(profile, binary):
+    """Adds the binary's functions that ran (`fn=` entries of callgrind's
+    uncompressed output under the binary's `ob=`), in the order callgrind
+    lists them, to the ones `HOT_SYMBOLS` lists. Names are kept from
+    earlier runs: `cargo build --release --bins` and `cargo bench` build
+    the binary with different dependency features (dev-dependencies), so
+    each function has a different mangled name in each; a list for both
+    comes from one run on each binary (`BENCH_APPLIANCE`). Delete the file
+    to start afresh."""
+    hot, seen, in_binary = [], set(), False
+    if os.path.exists(HOT_SYMBOLS):
+        with open(HOT_SYMBOLS) as f:
+            hot = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+        seen = set(hot)
+    with open(profile, errors="replace") as f:
+        for line in f:
+            if line.startswith("ob="):
+                in_binary = os.path.realpath(line[3:].strip()) == os.path.realpath(binary)
+            elif line.startswith("fn=") and in_binary:
+                name = line[3:].strip()
+                # Unnamed code (`0x…`) and valgrind's own frames have no symbol.
+                if name not in seen and not name.startswith(("0x", "(")):
+                    seen.add(name)
+                    hot.append(name)
+    os.makedirs(os.path.dirname(HOT_SYMBOLS), exist_ok=True)
+    with open(HOT_SYMBOLS, "w") as f:
+        f.write("# The functions of mesos-appliance that a replica runs, written by\n"
+                "# `python3 benches/memory.py --callgrind 1000` on the binaries of\n"
+                "# `cargo build --release --bins` and `cargo bench`; build.rs links them\n"
+                "# first (docs/benchmarks.md, \"Hot code first\"). Regenerate after\n"
+                "# large changes; names that no longer exist are skipped.\n")
+        f.write("\n".join(hot) + "\n")
+    print(f"{len(hot)} functions listed in {HOT_SYMBOLS}")
 
 
 def child_running(parent, binary):
@@ -254,9 +322,9 @@ def kb(value):
 
 
 def main():
-    heaptrack = "--heaptrack" in sys.argv
+    wrapper = next((w for w in ("heaptrack", "callgrind") if f"--{w}" in sys.argv), None)
     sizes = [int(a) for a in sys.argv[1:] if a.isdigit()] or [100]
-    hwm = {n: run(n, heaptrack) for n in sizes}
+    hwm = {n: run(n, wrapper) for n in sizes}
     if len(sizes) > 1:
         ns = sorted(hwm)
         for a, b in zip(ns, ns[1:]):

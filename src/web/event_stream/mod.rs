@@ -273,7 +273,13 @@ async fn events_between(before: Arc<Snapshot>, now: Arc<Snapshot>) -> Vec<(&'sta
     let made = move || -> Vec<(&'static str, String)> {
         diff::diff(&before, &now)
             .into_iter()
-            .map(|(kind, data)| (kind.as_str(), data.to_string()))
+            .map(|(kind, data)| {
+                // Written by doubling, the text has up to twice the room it
+                // needs; the journal keeps thousands of them.
+                let mut text = data.to_string();
+                text.shrink_to_fit();
+                (kind.as_str(), text)
+            })
             .collect()
     };
     // Only a panic in the diff (or the runtime's shutdown) ends it so:
@@ -666,6 +672,32 @@ mod tests {
         assert!(e.errors[0].message.contains("\"tasks\""));
         for t in EventType::ALL {
             assert_eq!(EventType::from_name(t.as_str()), Some(t));
+        }
+    }
+
+    /// The journal keeps thousands of events' texts: each is kept at its
+    /// size, not with the room left by writing it (up to twice its size).
+    #[tokio::test]
+    async fn event_texts_keep_no_spare_room() {
+        use crate::coordination::{ReplicaInfo, Strategy};
+        use crate::mesos::v1::TaskState;
+        use crate::scheduler::records::TaskRecord;
+        let replica = ReplicaInfo::new("http://a:8080", "d1", "0.1.0");
+        let before = Snapshot::standby(replica, "f", "r", Strategy::Failover);
+        let tasks: Vec<Arc<TaskRecord>> = (0..50)
+            .map(|i| {
+                let id = format!("web.{i:02}");
+                Arc::new(TaskRecord::sample(&id, "web", TaskState::TaskStaging))
+            })
+            .collect();
+        let now = Snapshot {
+            tasks: tasks.into(),
+            ..before.clone()
+        };
+        let events = events_between(Arc::new(before), Arc::new(now)).await;
+        assert_eq!(events.len(), 50);
+        for (_, text) in &events {
+            assert_eq!(text.capacity(), text.len(), "{text}");
         }
     }
 
