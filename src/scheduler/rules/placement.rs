@@ -184,11 +184,7 @@ pub fn plan(
                 else {
                     continue;
                 };
-                offer.remaining.subtract(&need);
-                let taken: Vec<(u64, u64)> = ports.iter().map(|p| (*p, *p)).collect();
-                let mut port_resources = Resources::new();
-                port_resources.add_ranges("ports", &taken);
-                offer.remaining.subtract(&port_resources);
+                use_up(&mut offer.remaining, &need, &ports);
                 occupied.push((agent_id.clone(), hostname.clone()));
                 planned.push(Planned {
                     service: demand.spec.name.clone(),
@@ -206,6 +202,15 @@ pub fn plan(
         }
     }
     planned
+}
+
+/// Takes one task's `need` and host `ports` from what an offer has left.
+fn use_up(remaining: &mut Resources, need: &Resources, ports: &[u64]) {
+    remaining.subtract(need);
+    let taken: Vec<(u64, u64)> = ports.iter().map(|p| (*p, *p)).collect();
+    let mut port_resources = Resources::new();
+    port_resources.add_ranges("ports", &taken);
+    remaining.subtract(&port_resources);
 }
 
 /// Why no held offer takes one more instance of a service (see [`shortfall`]).
@@ -403,11 +408,7 @@ mod tests {
                     else {
                         continue;
                     };
-                    offer.remaining.subtract(&need);
-                    let taken: Vec<(u64, u64)> = ports.iter().map(|p| (*p, *p)).collect();
-                    let mut port_resources = Resources::new();
-                    port_resources.add_ranges("ports", &taken);
-                    offer.remaining.subtract(&port_resources);
+                    use_up(&mut offer.remaining, &need, &ports);
                     occupied.push((AgentId::from(offer.agent_id()), host));
                     planned.push((demand.spec.name.clone(), instance, id.clone(), ports));
                     continue 'instances;

@@ -24,6 +24,25 @@ fn aged(spec: &ServiceSpec, instance: u32, state: TaskState, age: f64) -> TaskRe
     }
 }
 
+/// A subscribed leader of `spec` whose store holds `records`, I/O settled.
+fn subscribed(spec: &ServiceSpec, records: &[TaskRecord]) -> Harness {
+    let mut h = Harness::leader(std::slice::from_ref(spec), records);
+    h.subscribe();
+    h.answer_all();
+    h
+}
+
+/// `secs` seconds on, I/O settled.
+async fn after(h: &mut Harness, secs: u64) {
+    h.advance(Duration::from_secs(secs)).await;
+    h.answer_all();
+}
+
+/// The task IDs the store holds.
+fn stored(h: &Harness) -> Vec<String> {
+    h.store.tasks.keys().cloned().collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_task_stuck_in_a_transient_state_is_killed_once_the_timeout_is_over() {
     // The default transient timeout: 300 s.
@@ -33,17 +52,12 @@ async fn a_task_stuck_in_a_transient_state_is_killed_once_the_timeout_is_over() 
         aged(&spec, 1, TaskState::TaskStarting, 100.0),
         aged(&spec, 2, TaskState::TaskRunning, 10_000.0),
     ];
-    let mut h = Harness::leader(std::slice::from_ref(&spec), &records);
-    h.subscribe();
-    h.answer_all();
-    h.advance(Duration::from_secs(4)).await;
-    h.answer_all();
+    let mut h = subscribed(&spec, &records);
+    after(&mut h, 4).await;
     assert_eq!(h.marked(), ["web.0.stored"], "only the one past 300 s");
-    h.advance(Duration::from_secs(196)).await;
-    h.answer_all();
+    after(&mut h, 196).await;
     assert_eq!(h.marked(), ["web.0.stored"], "web.1 is at 299 s");
-    h.advance(Duration::from_secs(3)).await;
-    h.answer_all();
+    after(&mut h, 3).await;
     assert_eq!(h.marked(), ["web.0.stored", "web.1.stored"]);
 }
 
@@ -56,15 +70,10 @@ async fn an_ended_record_is_deleted_once_its_retention_is_over() {
         aged(&spec, 1, TaskState::TaskKilled, 3_000.0),
         aged(&spec, 2, TaskState::TaskFailed, 10.0),
     ];
-    let mut h = Harness::leader(std::slice::from_ref(&spec), &records);
-    h.subscribe();
-    h.answer_all();
-    let stored = |h: &Harness| -> Vec<String> { h.store.tasks.keys().cloned().collect() };
-    h.advance(Duration::from_secs(4)).await;
-    h.answer_all();
+    let mut h = subscribed(&spec, &records);
+    after(&mut h, 4).await;
     assert_eq!(stored(&h), ["web.1.stored", "web.2.stored"]);
-    h.advance(Duration::from_secs(600)).await;
-    h.answer_all();
+    after(&mut h, 600).await;
     assert_eq!(stored(&h), ["web.2.stored"]);
 }
 
@@ -85,14 +94,9 @@ async fn a_given_up_task_is_deleted_once_the_retention_has_passed_since() {
     };
     // Given up 40 s after it became unreachable; forgotten 3,600 s later.
     let records = [unreachable(0, 3_638.0), unreachable(1, 3_000.0)];
-    let mut h = Harness::leader(std::slice::from_ref(&spec), &records);
-    h.subscribe();
-    h.answer_all();
-    let stored = |h: &Harness| -> Vec<String> { h.store.tasks.keys().cloned().collect() };
-    h.advance(Duration::from_secs(4)).await;
-    h.answer_all();
+    let mut h = subscribed(&spec, &records);
+    after(&mut h, 4).await;
     assert_eq!(stored(&h), ["web.1.stored"]);
-    h.advance(Duration::from_secs(700)).await;
-    h.answer_all();
+    after(&mut h, 700).await;
     assert!(stored(&h).is_empty());
 }
