@@ -31,6 +31,13 @@ pub enum OnFrameworkRemoved {
 /// [`CoreConfig::launching_max`] (tests set it low).
 pub const LAUNCHING_MAX: usize = 4_000;
 
+/// Task records a new term loads into its table per step of the core: the
+/// rest wait for the next step, and a command waits behind one slice, not
+/// behind the whole list (100,000 records in one step took 335 ms on a
+/// loaded machine, `docs/benchmarks.md` "Records loaded in slices"). The
+/// core's [`CoreConfig::load_per_step`] (tests set it low).
+pub const LOAD_PER_STEP: usize = 10_000;
+
 /// Everything the core needs to know that does not come from ZooKeeper.
 #[derive(Debug, Clone)]
 pub struct CoreConfig {
@@ -74,6 +81,8 @@ pub struct CoreConfig {
     pub offer_linger: Duration,
     /// Tasks whose launch may be under way at once ([`LAUNCHING_MAX`]).
     pub launching_max: usize,
+    /// Task records loaded per step at a term's start ([`LOAD_PER_STEP`]).
+    pub load_per_step: usize,
     /// Filter sent with declines when nothing is pending
     /// (`--decline-refuse-seconds`), in seconds.
     pub decline_refuse_seconds: f64,
@@ -131,6 +140,7 @@ impl Default for CoreConfig {
             offer_ttl: Duration::from_secs(10),
             offer_linger: Duration::from_secs(120),
             launching_max: LAUNCHING_MAX,
+            load_per_step: LOAD_PER_STEP,
             decline_refuse_seconds: 120.0,
             min_revive_interval: Duration::from_secs(1),
             reconcile: ReconcilerConfig {

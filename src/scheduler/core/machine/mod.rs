@@ -486,6 +486,7 @@ impl Machine {
     /// Timers: reconciliation, kills, client restarts, the framework-ID
     /// check, housekeeping.
     fn on_tick(&mut self, now: Instant) {
+        self.load_slice(now);
         self.reconcile_tick(now);
         self.send_due_kills(now);
         self.poll_agents(now);

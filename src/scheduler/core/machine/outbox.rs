@@ -153,7 +153,9 @@ impl Machine {
             .items
             .iter()
             .position(|e| matches!(e, Effect::Reply { .. }));
-        let full = self.out.publish_now || (self.out.dirty && due);
+        // No full snapshot of a table half loaded (`load_slice`): the
+        // dirty mark stands until the last slice.
+        let full = !self.loading_tasks() && (self.out.publish_now || (self.out.dirty && due));
         if full || answer_at.is_some() {
             let snapshot = Effect::Publish(Box::new(self.snapshot(now, !full)));
             let at = answer_at.unwrap_or(self.out.items.len());
@@ -180,6 +182,8 @@ impl Machine {
                 .flatten(),
             subscribed.then(|| self.kills.next_deadline()).flatten(),
             self.framework.restart_at,
+            // The next slice of the task records (`load_slice`).
+            self.loading_tasks().then_some(now),
             self.needs_schedule.then(|| self.schedule_due(now)),
             // A deferred REVIVE's pass (once asked for, `schedule_due`
             // rules).

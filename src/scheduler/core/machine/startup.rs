@@ -55,6 +55,10 @@ pub(super) struct Startup {
     /// This term's `hard` teardown deleted the task records: the job runs
     /// that were going end `killed` (`jobs`).
     hard_forgot_tasks: bool,
+    /// The stored task records not in the table yet: loaded
+    /// [`CoreConfig::load_per_step`](crate::scheduler::config::CoreConfig::load_per_step)
+    /// per step ([`Machine::load_slice`]).
+    loading: Option<std::vec::IntoIter<(String, Versioned<TaskRecord>)>>,
 }
 
 /// What a startup request in flight was for.
@@ -381,7 +385,31 @@ impl Machine {
                 malformed.key, malformed.reason
             ));
         }
-        let waiting = self.tasks.load(list.records);
+        self.startup.loading = Some(list.records.into_iter());
+        self.load_slice(now);
+    }
+
+    /// True while the stored task records are loaded slice by slice: the
+    /// next step is due at once.
+    pub(super) fn loading_tasks(&self) -> bool {
+        self.startup.loading.is_some()
+    }
+
+    /// Loads the next slice of the stored task records into the table; after
+    /// the last, the table is loaded and the term goes on with them: restart
+    /// backoffs, kills to resume, the updates held meanwhile, reconciliation.
+    /// A command between two slices waits for one slice, not for the list.
+    pub(super) fn load_slice(&mut self, now: Instant) {
+        let Some(rest) = self.startup.loading.as_mut() else {
+            return;
+        };
+        let slice = self.cfg.load_per_step.max(1);
+        self.tasks.load_part(rest.by_ref().take(slice));
+        if rest.len() > 0 {
+            return;
+        }
+        self.startup.loading = None;
+        let waiting = self.tasks.finish_load();
         self.rebuild_backoffs(now);
         if std::mem::take(&mut self.startup.client_deferred) {
             self.start_client(now);

@@ -148,10 +148,20 @@ impl TaskTable {
     }
 
     /// Takes the stored records; returns the updates held meanwhile.
+    #[cfg(test)]
     pub(super) fn load(
         &mut self,
         records: Vec<(String, Versioned<TaskRecord>)>,
     ) -> Vec<v1::TaskStatus> {
+        self.load_part(records);
+        self.finish_load()
+    }
+
+    /// Takes some of the stored records; the table stays not loaded.
+    pub(super) fn load_part(
+        &mut self,
+        records: impl IntoIterator<Item = (String, Versioned<TaskRecord>)>,
+    ) {
         for (key, v) in records {
             let task_id: TaskId = key.into();
             self.remove(&task_id);
@@ -160,6 +170,11 @@ impl TaskTable {
             self.entries
                 .insert(task_id, TaskEntry::new(record, Some(v.version)));
         }
+    }
+
+    /// Every stored record was taken: the table is loaded; returns the
+    /// updates held meanwhile.
+    pub(super) fn finish_load(&mut self) -> Vec<v1::TaskStatus> {
         self.loaded = true;
         std::mem::take(&mut self.early)
     }

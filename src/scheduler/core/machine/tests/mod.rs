@@ -28,6 +28,7 @@ mod removed;
 mod revive;
 mod rollout;
 mod rollout_end;
+mod sliced_load;
 mod stats;
 mod tally;
 mod tasks;

@@ -582,9 +582,12 @@ impl World {
             .map(|i| running_record(SERVICES[0], i, &web))
             .collect();
         WATCHED.with(|w| *w.borrow_mut() = Watched::default());
-        let mut cfg = config();
-        cfg.reconcile.explicit_slice = RECONCILE_SLICE.with(|s| s.get());
-        let mut h = Harness::new(cfg, Some(FRAMEWORK), std::slice::from_ref(&web), &records);
+        let mut h = Harness::new(
+            case_config(),
+            Some(FRAMEWORK),
+            std::slice::from_ref(&web),
+            &records,
+        );
         h.start();
         h.answer_stores();
         h.machine.pass.budget = PASS_BUDGET.with(|b| b.get());
@@ -1004,7 +1007,8 @@ impl World {
         };
         let unix = old.clock.unix(now);
         self.term += 1;
-        self.h.machine = Machine::new(config(), term, now, unix);
+        self.h.machine = Machine::new(case_config(), term, now, unix);
+        self.h.machine.pass.budget = PASS_BUDGET.with(|b| b.get());
         self.h.stores.clear();
         self.h.calls.clear();
         self.h.operators.clear();
@@ -1342,6 +1346,32 @@ thread_local! {
     /// (`ReconcilerConfig::explicit_slice`).
     static RECONCILE_SLICE: std::cell::Cell<usize> =
         const { std::cell::Cell::new(crate::scheduler::rules::reconcile::EXPLICIT_SLICE) };
+}
+
+/// The machine's configuration in this thread's cases: the unit tests'
+/// with the slices the case's variant sets.
+fn case_config() -> CoreConfig {
+    let mut cfg = config();
+    cfg.reconcile.explicit_slice = RECONCILE_SLICE.with(|s| s.get());
+    cfg.load_per_step = LOAD_SLICE.with(|s| s.get());
+    cfg
+}
+
+thread_local! {
+    /// Task records a term loads per step in this thread's cases
+    /// (`CoreConfig::load_per_step`).
+    static LOAD_SLICE: std::cell::Cell<usize> =
+        const { std::cell::Cell::new(crate::scheduler::config::LOAD_PER_STEP) };
+}
+
+/// The invariants again with every term loading its task records one per
+/// step: updates, commands, offers and ticks come between the slices, as
+/// while a new leader loads 100,000 records.
+#[test]
+fn machine_invariants_with_sliced_loads() {
+    LOAD_SLICE.with(|s| s.set(1));
+    let reach = run("machine_invariants_with_sliced_loads", CASES);
+    eprintln!("machine_invariants_with_sliced_loads reached: {reach:?}");
 }
 
 /// The invariants again with explicit reconciliations that ask about one
