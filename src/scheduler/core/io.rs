@@ -181,6 +181,25 @@ pub enum StoreOp {
     DeleteRun(String, Expect),
 }
 
+impl StoreOp {
+    /// A write an operator's command makes (a service, a drain, a job or a
+    /// run, the audit log), as opposed to the leader's own reads, checks
+    /// and task writes (the store lane keeps task batches small while these
+    /// come, `runner/store.rs`).
+    pub fn is_command_write(&self) -> bool {
+        matches!(
+            self,
+            StoreOp::PutService(..)
+                | StoreOp::DeleteService(..)
+                | StoreOp::PutDrain(..)
+                | StoreOp::PutJob(..)
+                | StoreOp::DeleteJob(..)
+                | StoreOp::PutRun(..)
+                | StoreOp::AppendAudit(..)
+        )
+    }
+}
+
 /// What a store operation gave, errors typed.
 #[derive(Debug, Clone)]
 pub enum StoreResult {

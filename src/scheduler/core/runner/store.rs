@@ -127,7 +127,7 @@ impl StoreLane {
                 self.queue.push_back((id, TaskWrite::Delete(task, expect)))
             }
             other => {
-                if is_command_write(&other) {
+                if other.is_command_write() {
                     self.last_command = Some(tokio::time::Instant::now());
                 }
                 self.singles += 1;
@@ -398,21 +398,6 @@ async fn run_single(
         | StoreOp::PutRun(..)
         | StoreOp::DeleteRun(..) => run_job_op_unreachable(),
     }
-}
-
-/// A write an operator's command makes (a service, a drain, a job or a
-/// run, the audit log), as opposed to the leader's own reads and checks.
-fn is_command_write(op: &StoreOp) -> bool {
-    matches!(
-        op,
-        StoreOp::PutService(..)
-            | StoreOp::DeleteService(..)
-            | StoreOp::PutDrain(..)
-            | StoreOp::PutJob(..)
-            | StoreOp::DeleteJob(..)
-            | StoreOp::PutRun(..)
-            | StoreOp::AppendAudit(..)
-    )
 }
 
 #[cfg(test)]
