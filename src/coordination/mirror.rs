@@ -181,21 +181,22 @@ impl<T: DeserializeOwned + Clone + Send + Sync> RecordMirror<T> {
 
     /// Reads up to `at_most` of the records whose keys the watch delivered:
     /// a record read is its newest state, a record absent is deleted.
+    ///
+    /// A key leaves `dirty` only once its read is applied: the supervisor
+    /// drops a standby refresh when this replica is elected, and a key
+    /// taken out before its read and dropped with the refresh would leave
+    /// the mirror trusted ([`RecordMirror::is_watched`]) and stale, the new
+    /// leader acting on a record it never read. A key the watch reports
+    /// again meanwhile comes back at the next drain.
     async fn read_changed(&mut self, at_most: usize) -> Result<()> {
         use futures::StreamExt;
         if self.dirty.is_empty() || at_most == 0 {
             return Ok(());
         }
-        let keys: BTreeSet<String> = if at_most >= self.dirty.len() {
-            std::mem::take(&mut self.dirty)
-        } else {
-            std::iter::from_fn(|| self.dirty.pop_first())
-                .take(at_most)
-                .collect()
-        };
+        let keys: Vec<String> = self.dirty.iter().take(at_most).cloned().collect();
         let kind = self.kind;
         let coordinator = self.coordinator.clone();
-        let mut reads = futures::stream::iter(keys.iter().cloned().collect::<Vec<_>>())
+        let mut reads = futures::stream::iter(keys)
             .map(move |key| {
                 let coordinator = coordinator.clone();
                 async move {
@@ -204,7 +205,6 @@ impl<T: DeserializeOwned + Clone + Send + Sync> RecordMirror<T> {
                 }
             })
             .buffered(READ_WINDOW);
-        let mut failed = None;
         while let Some((key, read)) = reads.next().await {
             match read {
                 Ok(read) => {
@@ -215,23 +215,14 @@ impl<T: DeserializeOwned + Clone + Send + Sync> RecordMirror<T> {
                 Err(CoordinationError::Malformed { reason, .. }) => {
                     self.reads += 1;
                     self.records.remove(key.as_str());
-                    self.malformed.insert(key, reason);
+                    self.malformed.insert(key.clone(), reason);
                 }
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
+                // The keys not applied stay due for the next refresh.
+                Err(e) => return Err(e),
             }
+            self.dirty.remove(&key);
         }
-        drop(reads);
-        match failed {
-            // Read again next time, all of them (some may have been read).
-            Some(e) => {
-                self.dirty.extend(keys);
-                Err(e)
-            }
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// One changed record as read: `None` when it is gone.

@@ -179,3 +179,59 @@ async fn a_watch_lost_with_its_session_makes_the_sync_read_every_record() {
     a.close().await;
     b.close().await;
 }
+
+/// A refresh that a change of leadership interrupts (the supervisor drops
+/// it mid-read) loses nothing: every changed record it had not applied
+/// stays due, and the new leader's sync reads it. The follower's replies
+/// are delayed so that the refresh is certainly dropped while its reads
+/// are on their way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refresh_dropped_mid_read_leaves_its_changes_due() {
+    support::init_tracing();
+    let zk = ZkServer::start();
+    let a = start(&zk.connect_string(), "a").await;
+    wait_leader(a.as_ref(), T).await;
+    let proxy = ChaosProxy::start(zk.addr()).await;
+    let b = start(&proxy.connect_string(), "b").await;
+    wait_follower_of(b.as_ref(), "a", T).await;
+    let writes: Vec<RecordWrite> = (0..100)
+        .map(|i| put(&format!("t{i:03}"), 0, Expect::Absent))
+        .collect();
+    a.write_records(K, writes).await;
+    let follower: Arc<dyn Coordinator> = b.clone();
+    let mut mirror = RecordMirror::<Value>::new(follower.clone(), K);
+    mirror.refresh(false, usize::MAX).await.unwrap();
+    assert_eq!(mirror.reads(), 100);
+
+    let rewrites: Vec<RecordWrite> = (0..100)
+        .map(|i| put(&format!("t{i:03}"), 1, Expect::Version(0)))
+        .collect();
+    let written = a.write_records(K, rewrites).await;
+    assert!(written.iter().all(|w| w.is_ok()), "{written:?}");
+    // A read on b's session after the writes: ZooKeeper delivers a watch
+    // event before the answer of a later read that sees its change, so
+    // every change is in b's hands now.
+    follower.records_stat(K).await.unwrap();
+    proxy.set_latency(Duration::ZERO, Duration::from_millis(600));
+    let interrupted = tokio::time::timeout(
+        Duration::from_millis(200),
+        mirror.refresh(false, usize::MAX),
+    )
+    .await;
+    assert!(
+        interrupted.is_err(),
+        "the refresh ended before it was dropped"
+    );
+    proxy.set_latency(Duration::ZERO, Duration::ZERO);
+
+    let (list, read) = mirror.sync().await.unwrap();
+    assert_eq!(read, 100, "every change the dropped refresh took is read");
+    let synced = as_rows(list);
+    assert_eq!(synced, full_read(follower.as_ref()).await);
+    assert!(
+        synced.iter().all(|(_, version, _)| *version == 1),
+        "{synced:?}"
+    );
+    a.close().await;
+    b.close().await;
+}
