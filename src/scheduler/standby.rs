@@ -170,7 +170,9 @@ impl Standby {
             .mirror
             .get_or_insert_with(|| RecordMirror::new(coordinator.clone(), RecordKind::Tasks));
         // The pace of the full reads before the mirror, one record per
-        // `PER_RECORD` on average, bounds the changed records read.
+        // `PER_RECORD` on average, bounds the changed records read while
+        // the leader keeps writing; once it writes less, the backlog is
+        // read at once (`RecordMirror::refresh`).
         let now = Instant::now();
         let since = self
             .mirror_read_at

@@ -235,3 +235,38 @@ async fn a_refresh_dropped_mid_read_leaves_its_changes_due() {
     a.close().await;
     b.close().await;
 }
+
+/// A follower reads at most its budget of changed records while the
+/// leader keeps writing, and the whole backlog at the first refresh after
+/// the writes stop (no more new changes than its budget): a failover after
+/// a launch then finds the mirror current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_backlog_is_read_once_the_writes_stop() {
+    support::init_tracing();
+    let zk = ZkServer::start();
+    let a = start(&zk.connect_string(), "a").await;
+    wait_leader(a.as_ref(), T).await;
+    let b = start(&zk.connect_string(), "b").await;
+    wait_follower_of(b.as_ref(), "a", T).await;
+    let follower: Arc<dyn Coordinator> = b.clone();
+    let mut mirror = RecordMirror::<Value>::new(follower.clone(), K);
+    mirror.refresh(false, usize::MAX).await.unwrap();
+    assert_eq!(mirror.reads(), 0);
+
+    let writes: Vec<RecordWrite> = (0..300)
+        .map(|i| put(&format!("t{i:03}"), 0, Expect::Absent))
+        .collect();
+    let written = a.write_records(K, writes).await;
+    assert!(written.iter().all(|w| w.is_ok()), "{written:?}");
+    // Delivered before this read's answer (see above).
+    follower.records_stat(K).await.unwrap();
+    mirror.refresh(false, 50).await.unwrap();
+    assert_eq!(mirror.reads(), 50, "300 new changes: the budget holds");
+    mirror.refresh(false, 50).await.unwrap();
+    assert_eq!(mirror.reads(), 300, "no new change: the backlog is read");
+    let (list, read) = mirror.sync().await.unwrap();
+    assert_eq!(read, 0, "nothing left for the new leader");
+    assert_eq!(as_rows(list), full_read(follower.as_ref()).await);
+    a.close().await;
+    b.close().await;
+}
