@@ -209,7 +209,7 @@ impl OffersSummary {
     }
 }
 
-/// One instance's restart backoff ([`crate::scheduler::rules::workload::RestartBackoff`]).
+/// One instance's restart backoff ([`crate::scheduler::rules::restart::RestartBackoff`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct InstanceBackoff {
     /// The instance number.

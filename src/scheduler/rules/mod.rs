@@ -6,7 +6,8 @@
 //! - [`offers`]: the offer registry (which offers are held, until when);
 //! - [`placement`]: which offer a task goes to (first fit, constraints,
 //!   ports);
-//! - [`workload`]: missing and surplus instances, restart backoff;
+//! - [`workload`]: missing and surplus instances, what counts as a failure;
+//! - [`restart`]: each instance's restart backoff;
 //! - [`partition`]: unreachable and unknown tasks under a service's
 //!   `unreachable` policy, and a task that returns;
 //! - [`rollout`]: health-gated rolling replacement and when it halts;
@@ -19,6 +20,7 @@ pub mod offers;
 pub mod partition;
 pub mod placement;
 pub mod reconcile;
+pub mod restart;
 pub mod rollout;
 pub mod taskinfo;
 pub mod workload;

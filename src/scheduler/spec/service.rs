@@ -181,7 +181,7 @@ pub struct ServiceSpec {
     /// `restart_backoff_max`. An instance's count resets once one of its
     /// tasks has stayed TASK_RUNNING (and healthy, with a health check) for
     /// `restart_backoff_max` (at least 10 seconds; see
-    /// [`crate::scheduler::rules::workload::RestartBackoff`]).
+    /// [`crate::scheduler::rules::restart::RestartBackoff`]).
     #[serde(default = "default_backoff", with = "crate::util::duration")]
     #[schema(value_type = String, example = "30s")]
     pub restart_backoff: Duration,

@@ -29,7 +29,7 @@ use crate::coordination::Expect;
 use crate::scheduler::core::io::{ReplyId, Request, RequestId};
 use crate::scheduler::records::{Halt, ServiceRecord};
 use crate::scheduler::rules::placement::Shortfall;
-use crate::scheduler::rules::workload::ServiceBackoff;
+use crate::scheduler::rules::restart::ServiceBackoff;
 use crate::scheduler::spec::service::ServiceSpec;
 
 use super::schedule::Settled;
@@ -350,7 +350,9 @@ mod tests {
     fn with_state(t: &mut ServiceTable, name: &str) {
         t.insert(name.into(), entry(name, "sleep 1", 1));
         let state = t.state_mut(name).unwrap();
-        state.backoff_mut().instance(0);
+        state
+            .backoff_mut()
+            .running(0, &"web.0".into(), true, tokio::time::Instant::now());
         state.rollout_since = Some(10.0);
         state.rolling = true;
         state.settled = Some(Settled::new(&state.entry, Progress::default()));

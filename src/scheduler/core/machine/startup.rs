@@ -34,7 +34,7 @@ use crate::scheduler::core::{StartupError, TermOutcome};
 use crate::scheduler::ids::FrameworkId;
 use crate::scheduler::records::ServiceRecord;
 use crate::scheduler::records::TaskRecord;
-use crate::scheduler::rules::workload::ServiceBackoff;
+use crate::scheduler::rules::restart::ServiceBackoff;
 
 /// Where the term's start stands.
 #[derive(Debug, Default)]

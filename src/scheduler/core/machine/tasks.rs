@@ -42,7 +42,7 @@ use crate::scheduler::core::io::{Ack, StoreOp, StoreResult};
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::metrics::UpdateLabels;
 use crate::scheduler::records::{KillRequest, TaskRecord};
-use crate::scheduler::rules::workload;
+use crate::scheduler::rules::{restart, workload};
 use crate::scheduler::snapshot::EventKind;
 
 /// Grace period of a KILL for a task whose service is gone, and for tasks
@@ -465,10 +465,8 @@ impl Machine {
         if state == TaskState::TaskRunning {
             // A task of a service not known (any more) leaves no backoff.
             if let Some(backoff) = self.services.backoff_mut(&record.service) {
-                let healthy = workload::runs_healthy(record);
-                backoff
-                    .instance(record.instance)
-                    .running(&record.task_id, healthy, now);
+                let healthy = restart::runs_healthy(record);
+                backoff.running(record.instance, &record.task_id, healthy, now);
             }
         }
         let last = record.timeline.last();
@@ -502,9 +500,7 @@ impl Machine {
         {
             let failed = !wanted_dead && workload::counts_as_failure_of(record);
             self.why.ended(record, failed);
-            backoff
-                .instance(record.instance)
-                .terminal(spec, &record.task_id, failed, now);
+            backoff.terminal(spec, record.instance, &record.task_id, failed, now);
         }
         // Tasks of a removed framework are summed up in one entry
         // (`removed`).
