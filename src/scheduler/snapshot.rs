@@ -341,8 +341,11 @@ pub struct Snapshot {
     /// cache line).
     #[schema(value_type = Vec<TaskRecord>)]
     pub tasks: Arc<[Arc<TaskRecord>]>,
-    /// Offers held (leader only).
-    pub offers: Vec<OfferSummary>,
+    /// Offers held (leader only). Shared: rebuilt only when the held
+    /// offers change (1,000 offers' port ranges were formatted again for
+    /// every snapshot, a command's answer included).
+    #[schema(value_type = Vec<OfferSummary>)]
+    pub offers: Arc<[OfferSummary]>,
     /// The agent table, by agent ID (leader only).
     #[serde(default)]
     pub agents: Vec<AgentStatus>,
@@ -405,7 +408,7 @@ impl Snapshot {
             deployment: None,
             services: Vec::new(),
             tasks: Default::default(),
-            offers: Vec::new(),
+            offers: Arc::from([]),
             agents: Vec::new(),
             reconciliation: ReconciliationStatus::default(),
             events: Vec::new(),

@@ -330,7 +330,7 @@ pub fn follower_snapshot(url: &str, leader_url: &str, tasks: usize) -> Snapshot 
     s.framework.last_event_at = None;
     s.framework.heartbeat_interval_seconds = None;
     s.framework.heartbeat_timeout_seconds = None;
-    s.offers.clear();
+    s.offers = std::sync::Arc::from([]);
     s
 }
 

@@ -26,7 +26,7 @@ impl OffersView {
     /// The view of `s`.
     pub fn new(s: &Snapshot) -> OffersView {
         OffersView {
-            offers: s.offers.clone(),
+            offers: s.offers.to_vec(),
             leading: s.leadership.is_leader(),
         }
     }

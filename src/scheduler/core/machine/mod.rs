@@ -205,6 +205,12 @@ pub struct Machine {
     /// The task list of the last full snapshot (a command's answer
     /// publishes it again with what the command changed).
     shown_tasks: std::sync::Arc<[std::sync::Arc<crate::scheduler::records::TaskRecord>]>,
+    /// The held offers as last shown, with the registry's generation then
+    /// (`OfferRegistry::generation`).
+    shown_offers: (
+        u64,
+        std::sync::Arc<[crate::scheduler::snapshot::OfferSummary]>,
+    ),
     /// The live tasks of `shown_tasks` by agent (`TaskTable::tasks_by_agent`).
     shown_agent_tasks: HashMap<AgentId, std::sync::Arc<[crate::scheduler::ids::TaskId]>>,
     /// Each drained agent's tasks and how far each has moved, as the last
@@ -264,6 +270,7 @@ impl Machine {
             revive: Default::default(),
             launches: schedule::Launches::default(),
             shown_tasks: Default::default(),
+            shown_offers: (u64::MAX, std::sync::Arc::from([])),
             shown_agent_tasks: HashMap::new(),
             shown_drain_tasks: HashMap::new(),
             kamikazes: commands::Kamikazes::default(),

@@ -190,21 +190,10 @@ impl Machine {
             self.shown_agent_tasks = self.tasks.tasks_by_agent();
             self.shown_drain_tasks = self.drain_tasks(now);
         }
-        let offers = self
-            .offers
-            .iter()
-            .map(|o| OfferSummary {
-                id: o.id().to_string(),
-                agent_id: o.agent_id().to_string(),
-                hostname: o.offer.hostname.clone(),
-                cpus: o.remaining.scalar("cpus"),
-                mem: o.remaining.scalar("mem"),
-                disk: o.remaining.scalar("disk"),
-                ports: format_ranges(o.remaining.ranges("ports")),
-                received_at: o.received_at,
-                expires_at: o.received_at + self.offers.ttl().as_secs_f64(),
-            })
-            .collect();
+        if self.shown_offers.0 != self.offers.generation() {
+            self.shown_offers = (self.offers.generation(), self.offer_summaries());
+        }
+        let offers = self.shown_offers.1.clone();
         Snapshot {
             at: now_secs,
             replica: self.term.replica.clone(),
@@ -235,8 +224,38 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// The held offers as the pages show them, oldest first.
+    fn offer_summaries(&self) -> std::sync::Arc<[OfferSummary]> {
+        self.offers
+            .iter()
+            .map(|o| OfferSummary {
+                id: o.id().to_string(),
+                agent_id: o.agent_id().to_string(),
+                hostname: o.offer.hostname.clone(),
+                cpus: o.remaining.scalar("cpus"),
+                mem: o.remaining.scalar("mem"),
+                disk: o.remaining.scalar("disk"),
+                ports: format_ranges(o.remaining.ranges("ports")),
+                received_at: o.received_at,
+                expires_at: o.received_at + self.offers.ttl().as_secs_f64(),
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 impl Machine {
+    /// Says how the offers last shown differ from the held offers, if the
+    /// registry's generation says they are current (the property tests:
+    /// a change that does not count as one would show stale offers).
+    pub(super) fn offers_mismatch(&self) -> Option<String> {
+        let (generation, shown) = &self.shown_offers;
+        let now = self.offer_summaries();
+        (*generation == self.offers.generation() && *shown != now)
+            .then(|| format!("offers shown {shown:?} differ from those held {now:?}"))
+    }
+
     /// Brings every service's shown counts to `now` as a full snapshot
     /// would, and says how the first differs from a recount of every
     /// stored record, if one does (the property tests).

@@ -1154,6 +1154,9 @@ impl World {
         {
             return Err(mismatch);
         }
+        if let Some(mismatch) = self.h.machine.offers_mismatch() {
+            return Err(mismatch);
+        }
         self.check_holds();
         if let Some(violation) = self.violation.take() {
             return Err(violation);
