@@ -797,8 +797,9 @@ impl Feed {
                     }
                 }
                 // Leadership lost, a slow consumer (Marathon disconnects
-                // those too) or the end: the client reconnects.
-                Ok(Item::End(_)) | Err(_) => return None,
+                // those too), events not kept, or the end: the client
+                // reconnects.
+                Ok(Item::End(_) | Item::Skipped(_)) | Err(_) => return None,
             }
         }
     }

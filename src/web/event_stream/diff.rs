@@ -172,7 +172,7 @@ fn new_entries<'a>(before: &TaskRecord, now: &'a TaskRecord) -> &'a [StatusEntry
 /// a record still shared with `before` (`Arc::ptr_eq`: unchanged) costs a
 /// comparison of IDs. Lists out of order (none the leader makes) are
 /// matched by a map instead.
-fn tasks(before: &Snapshot, now: &Snapshot, out: &mut Vec<Found>) {
+fn tasks<'a>(before: &'a Snapshot, now: &'a Snapshot, out: &mut Vec<TaskEvent<'a>>) {
     if Arc::ptr_eq(&before.tasks, &now.tasks) {
         return;
     }
@@ -185,7 +185,7 @@ fn tasks(before: &Snapshot, now: &Snapshot, out: &mut Vec<Found>) {
         }
         return;
     }
-    let old: HashMap<&str, &Arc<TaskRecord>> = before
+    let old: HashMap<&str, &'a Arc<TaskRecord>> = before
         .tasks
         .iter()
         .map(|t| (t.task_id.as_str(), t))
@@ -201,7 +201,11 @@ fn ascending(list: &[Arc<TaskRecord>]) -> bool {
 }
 
 /// The events of `task` against its record in the snapshot before.
-fn task_events(prior: Option<&Arc<TaskRecord>>, task: &Arc<TaskRecord>, out: &mut Vec<Found>) {
+fn task_events<'a>(
+    prior: Option<&'a Arc<TaskRecord>>,
+    task: &'a Arc<TaskRecord>,
+    out: &mut Vec<TaskEvent<'a>>,
+) {
     if prior.is_some_and(|p| Arc::ptr_eq(p, task)) {
         return;
     }
@@ -213,22 +217,44 @@ fn task_events(prior: Option<&Arc<TaskRecord>>, task: &Arc<TaskRecord>, out: &mu
         // A launch (no update yet), or a change not from an update
         // (e.g. a state restored from the store): report the state.
         if prior.is_none_or(|p| p.state != task.state) {
-            push(out, EventType::TaskStatus, &status(task, None));
+            out.push(TaskEvent::Status(task, None));
         }
     }
     for entry in entries {
-        push(out, EventType::TaskStatus, &status(task, Some(entry)));
+        out.push(TaskEvent::Status(task, Some(entry)));
     }
     let was = prior.and_then(|p| p.healthy);
     if task.healthy != was && (prior.is_some() || task.healthy.is_some()) {
-        let data = HealthData {
-            at: task.healthy_since.unwrap_or(task.updated_at),
-            task_id: task.task_id.to_string(),
-            service: task.service.clone(),
-            healthy: task.healthy,
-            was,
-        };
-        push(out, EventType::Health, &data);
+        out.push(TaskEvent::Health(task, was));
+    }
+}
+
+/// A task's event found by [`tasks`], made into its JSON only if it is
+/// kept ([`diff_tail`]).
+enum TaskEvent<'a> {
+    /// `task_status` of one update (`None`: the task's state).
+    Status(&'a TaskRecord, Option<&'a StatusEntry>),
+    /// `health`, with the value before.
+    Health(&'a TaskRecord, Option<bool>),
+}
+
+impl TaskEvent<'_> {
+    fn make(self, out: &mut Vec<Found>) {
+        match self {
+            TaskEvent::Status(task, entry) => {
+                push(out, EventType::TaskStatus, &status(task, entry));
+            }
+            TaskEvent::Health(task, was) => {
+                let data = HealthData {
+                    at: task.healthy_since.unwrap_or(task.updated_at),
+                    task_id: task.task_id.to_string(),
+                    service: task.service.clone(),
+                    healthy: task.healthy,
+                    was,
+                };
+                push(out, EventType::Health, &data);
+            }
+        }
     }
 }
 
@@ -383,11 +409,30 @@ fn agents(before: &Snapshot, now: &Snapshot, out: &mut Vec<Found>) {
 /// order; each task's updates in the order received), services and their
 /// rollouts, agents.
 pub fn diff(before: &Snapshot, now: &Snapshot) -> Vec<Found> {
-    let mut out = Vec::new();
-    tasks(before, now, &mut out);
-    services(before, now, &mut out);
-    agents(before, now, &mut out);
-    out
+    diff_tail(before, now, usize::MAX).1
+}
+
+/// [`diff`]'s newest `keep` events, with how many older ones were found
+/// and not made. The journal keeps a few thousand events and a stream may
+/// lag a thousand, so older events of one change are lost to every
+/// client: a new leader's first full snapshot, its whole table against
+/// none, found about 300,000 task events at 100,000 tasks, and making
+/// each into JSON took a tenth of its CPU during the failover
+/// (`docs/benchmarks.md`, *A follower that catches up*).
+pub fn diff_tail(before: &Snapshot, now: &Snapshot, keep: usize) -> (u64, Vec<Found>) {
+    let mut found = Vec::new();
+    tasks(before, now, &mut found);
+    let mut made = Vec::new();
+    services(before, now, &mut made);
+    agents(before, now, &mut made);
+    let skip = (found.len() + made.len()).saturating_sub(keep);
+    let skip_tasks = skip.min(found.len());
+    let mut out = Vec::with_capacity(found.len() - skip_tasks + made.len());
+    for event in found.into_iter().skip(skip_tasks) {
+        event.make(&mut out);
+    }
+    out.extend(made.into_iter().skip(skip - skip_tasks));
+    (u64::try_from(skip).unwrap_or(u64::MAX), out)
 }
 
 #[cfg(test)]
@@ -429,6 +474,34 @@ mod tests {
                 (k.as_str(), what.to_string())
             })
             .collect()
+    }
+
+    /// The tail of a change is its newest events, the same as the whole
+    /// diff's last ones, with the older ones counted: a new leader's whole
+    /// table (three updates and a health result per task) against none.
+    #[test]
+    fn the_tail_is_the_newest_events_and_counts_the_rest() {
+        let tasks: Vec<Arc<TaskRecord>> = (0..10)
+            .map(|i| {
+                let timeline = vec![
+                    entry(10.0, "TASK_STARTING", None),
+                    entry(11.0, "TASK_RUNNING", None),
+                    entry(12.0, "TASK_RUNNING", Some(true)),
+                ];
+                task(&format!("web.{i:02}"), "TASK_RUNNING", timeline, Some(true))
+            })
+            .collect();
+        let mut now = empty();
+        now.tasks = tasks.into();
+        now.services = Vec::new();
+        let whole = diff(&empty(), &now);
+        assert_eq!(whole.len(), 40);
+        for keep in [0, 1, 7, 39, 40, 41] {
+            let (skipped, tail) = diff_tail(&empty(), &now, keep);
+            let kept = keep.min(40);
+            assert_eq!(skipped, (40 - kept) as u64, "keep {keep}");
+            assert_eq!(tail, whole[40 - kept..], "keep {keep}");
+        }
     }
 
     /// The leader's lists are in task ID order and walked side by side;

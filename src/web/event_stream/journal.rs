@@ -89,6 +89,10 @@ pub enum Item {
     /// The epoch ended (this replica lost leadership or stops): streams
     /// send a final `disconnect` with this reason and close.
     End(String),
+    /// This many events were counted and never kept ([`Journal::skip`]):
+    /// a stream cannot go on without them and disconnects, as one that
+    /// lagged does.
+    Skipped(u64),
 }
 
 /// Why a resume could not be served from the buffer.
@@ -189,6 +193,29 @@ impl Journal {
     /// How far a stream may fall behind, events.
     pub fn max_lag(&self) -> usize {
         self.max_lag
+    }
+
+    /// How many events the buffer keeps.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Counts `n` events that came before the next ones published and are
+    /// not kept: they would have left the buffer before anyone could read
+    /// them (`n` older events of one change than the buffer holds). Their
+    /// IDs are used up, the buffer empties, and live streams are told
+    /// ([`Item::Skipped`]); a resume from before them is a gap.
+    pub fn skip(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner.epoch.is_none() {
+            return;
+        }
+        inner.head = inner.head.saturating_add(n);
+        inner.events.clear();
+        let _ = self.tx.send(Item::Skipped(n));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -436,6 +463,28 @@ mod tests {
         assert_eq!(j.subscribe(Some(&id(6, 0))).unwrap().replay.len(), 1);
     }
 
+    /// Events counted and not kept use up their IDs: a live stream is told,
+    /// a resume from before them is a gap of exactly those lost, and the
+    /// events after them are served.
+    #[tokio::test]
+    async fn skipped_events_use_their_ids_and_streams_learn_of_them() {
+        let j = Journal::new(100, 4);
+        j.begin(1);
+        let ids = publish(&j, 3);
+        let mut live = j.subscribe(None).unwrap().live;
+        j.skip(1_000);
+        let after = publish(&j, 2);
+        assert_eq!(after[0].seq, 1_004, "{after:?}");
+        assert!(matches!(live.recv().await, Ok(Item::Skipped(1_000))));
+        let start = j.subscribe(Some(&ids[2].to_string())).unwrap();
+        assert_eq!(start.resync, Some(Resync::Gap { lost: 1_000 }));
+        let start = j.subscribe(Some(&after[0].to_string())).unwrap();
+        assert!(start.resync.is_none());
+        assert_eq!(start.replay.len(), 1);
+        j.skip(0);
+        assert_eq!(j.subscribe(None).unwrap().head, after[1], "nothing to skip");
+    }
+
     #[tokio::test]
     async fn live_streams_get_each_event_once_and_learn_their_lag_and_the_end() {
         let j = Journal::new(100, 4);
@@ -447,7 +496,7 @@ mod tests {
         assert_eq!(start.replay.len(), 1);
         match start.live.recv().await.unwrap() {
             Item::Event(e) => assert_eq!(e.id, later[0]),
-            Item::End(r) => panic!("ended: {r}"),
+            other => panic!("not an event: {other:?}"),
         }
         publish(&j, 6);
         assert!(matches!(

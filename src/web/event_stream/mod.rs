@@ -211,7 +211,10 @@ async fn run(state: AppState) {
         match (s.leadership.term(), &lead) {
             (Some(term), Some(l)) if l.term == term => {
                 if !Arc::ptr_eq(&prev, &s) {
-                    for (kind, data) in events_between(prev, s.clone()).await {
+                    let keep = hub.journal.capacity();
+                    let (skipped, events) = events_between(prev, s.clone(), keep).await;
+                    hub.journal.skip(skipped);
+                    for (kind, data) in events {
                         hub.journal.publish(kind, data);
                     }
                     prev = s;
@@ -264,14 +267,20 @@ async fn run(state: AppState) {
     hub.epoch.send_replace(None);
 }
 
-/// The events between snapshots `before` and `now`, as the journal keeps
-/// them (type, JSON text). Made on tokio's blocking pool: at 100,000 tasks
-/// a full snapshot after a busy second brings thousands of events to
+/// The newest `keep` events between snapshots `before` and `now`, as the
+/// journal keeps them (type, JSON text), and how many older ones were not
+/// made ([`diff::diff_tail`]). Made on tokio's blocking pool: at 100,000
+/// tasks a full snapshot after a busy second brings thousands of events to
 /// serialise, tens of milliseconds that would hold up an async worker — the
 /// core's, or the one a command's handler waits for.
-async fn events_between(before: Arc<Snapshot>, now: Arc<Snapshot>) -> Vec<(&'static str, String)> {
-    let made = move || -> Vec<(&'static str, String)> {
-        diff::diff(&before, &now)
+async fn events_between(
+    before: Arc<Snapshot>,
+    now: Arc<Snapshot>,
+    keep: usize,
+) -> (u64, Vec<(&'static str, String)>) {
+    let made = move || -> (u64, Vec<(&'static str, String)>) {
+        let (skipped, found) = diff::diff_tail(&before, &now, keep);
+        let made = found
             .into_iter()
             .map(|(kind, data)| {
                 // Written by doubling, the text has up to twice the room it
@@ -280,7 +289,8 @@ async fn events_between(before: Arc<Snapshot>, now: Arc<Snapshot>) -> Vec<(&'sta
                 text.shrink_to_fit();
                 (kind.as_str(), text)
             })
-            .collect()
+            .collect();
+        (skipped, made)
     };
     // Only a panic in the diff (or the runtime's shutdown) ends it so:
     // nothing is published for this change.
@@ -579,6 +589,13 @@ impl Feed {
                     }
                 }
                 Ok(Item::End(reason)) => return Some(self.disconnect(reason, None)),
+                Ok(Item::Skipped(n)) => {
+                    let reason = format!(
+                        "{n} events of one change were more than the buffer keeps; reconnect \
+                         with Last-Event-ID to resync"
+                    );
+                    return Some(self.disconnect(reason, Some(n)));
+                }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     let behind = missed + self.max_lag as u64;
                     let reason = format!(
@@ -694,8 +711,8 @@ mod tests {
             tasks: tasks.into(),
             ..before.clone()
         };
-        let events = events_between(Arc::new(before), Arc::new(now)).await;
-        assert_eq!(events.len(), 50);
+        let (skipped, events) = events_between(Arc::new(before), Arc::new(now), 4096).await;
+        assert_eq!((skipped, events.len()), (0, 50));
         for (_, text) in &events {
             assert_eq!(text.capacity(), text.len(), "{text}");
         }
@@ -733,11 +750,11 @@ mod tests {
                 }
             }
         });
-        let events = events_between(Arc::new(before), Arc::new(now)).await;
+        let (skipped, events) = events_between(Arc::new(before), Arc::new(now), usize::MAX).await;
         let ran_meanwhile = ran.load(Ordering::Relaxed);
         stop.cancel();
         other.await.unwrap();
-        assert_eq!(events.len(), 20_000);
+        assert_eq!((skipped, events.len()), (0, 20_000));
         assert!(events.iter().all(|(kind, _)| *kind == "task_status"));
         assert!(
             ran_meanwhile > 0,
