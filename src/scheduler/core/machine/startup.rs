@@ -55,10 +55,21 @@ pub(super) struct Startup {
     /// This term's `hard` teardown deleted the task records: the job runs
     /// that were going end `killed` (`jobs`).
     hard_forgot_tasks: bool,
-    /// The stored task records not in the table yet: loaded
-    /// [`CoreConfig::load_per_step`](crate::scheduler::config::CoreConfig::load_per_step)
-    /// per step ([`Machine::load_slice`]).
-    loading: Option<std::vec::IntoIter<(String, Versioned<TaskRecord>)>>,
+    /// The stored task records not in the table yet, and then the
+    /// services whose restart backoffs are still to rebuild from them
+    /// ([`Machine::load_slice`]).
+    loading: Option<Loading>,
+}
+
+/// A term's load of the stored task records, one bounded step at a time:
+/// [`CoreConfig::load_per_step`](crate::scheduler::config::CoreConfig::load_per_step)
+/// records per step, then one service's restart backoffs per step.
+#[derive(Debug)]
+struct Loading {
+    records: std::vec::IntoIter<(String, Versioned<TaskRecord>)>,
+    /// Services whose backoffs are rebuilt next, last first; filled once
+    /// the last record is in.
+    backoffs: Option<Vec<String>>,
 }
 
 /// What a startup request in flight was for.
@@ -385,7 +396,10 @@ impl Machine {
                 malformed.key, malformed.reason
             ));
         }
-        self.startup.loading = Some(list.records.into_iter());
+        self.startup.loading = Some(Loading {
+            records: list.records.into_iter(),
+            backoffs: None,
+        });
         self.load_slice(now);
     }
 
@@ -396,21 +410,55 @@ impl Machine {
     }
 
     /// Loads the next slice of the stored task records into the table; after
-    /// the last, the table is loaded and the term goes on with them: restart
-    /// backoffs, kills to resume, the updates held meanwhile, reconciliation.
-    /// A command between two slices waits for one slice, not for the list.
+    /// the last, rebuilds one service's restart backoffs per step; after the
+    /// last, the table is loaded and the term goes on with them: kills to
+    /// resume, the updates held meanwhile (after the backoffs, which a
+    /// terminal update counts in), reconciliation. A command between two
+    /// steps waits for one step, not for the list: at 100,000 records the
+    /// step after the last slice took 159–220 ms with every service's
+    /// backoffs in it (`docs/benchmarks.md`, *A follower that catches up*).
+    /// A service created meanwhile has no earlier records to rebuild from.
     pub(super) fn load_slice(&mut self, now: Instant) {
-        let Some(rest) = self.startup.loading.as_mut() else {
+        let Some(loading) = self.startup.loading.as_mut() else {
             return;
         };
-        let slice = self.cfg.load_per_step.max(1);
-        self.tasks.load_part(rest.by_ref().take(slice));
-        if rest.len() > 0 {
-            return;
+        let per_step = self.cfg.load_per_step.max(1);
+        let mut budget = per_step;
+        if loading.records.len() > 0 {
+            let slice = per_step.min(loading.records.len());
+            self.tasks.load_part(loading.records.by_ref().take(slice));
+            budget -= slice;
+            if loading.records.len() > 0 {
+                return;
+            }
+        }
+        let names = match loading.backoffs.take() {
+            Some(names) => names,
+            None => {
+                let mut names = self.services.names();
+                names.reverse();
+                names
+            }
+        };
+        // The backoffs cost a read of each service's records: the step
+        // goes on while its records read stay within `per_step`, and does
+        // at least one thing.
+        let mut names = names;
+        while let Some(name) = names.last() {
+            let reads = self.tasks.service(name).map_or(0, |t| t.len());
+            if reads > budget && budget < per_step {
+                if let Some(loading) = self.startup.loading.as_mut() {
+                    loading.backoffs = Some(names);
+                }
+                return;
+            }
+            budget = budget.saturating_sub(reads);
+            if let Some(name) = names.pop() {
+                self.rebuild_backoffs(&name, now);
+            }
         }
         self.startup.loading = None;
         let waiting = self.tasks.finish_load();
-        self.rebuild_backoffs(now);
         if std::mem::take(&mut self.startup.client_deferred) {
             self.start_client(now);
         }
@@ -427,22 +475,20 @@ impl Machine {
         self.needs_schedule = true;
     }
 
-    /// Each instance's restart backoff from its stored tasks: the previous
-    /// leader's count lived in its memory only, and a leader change must not
-    /// forgive a crash-looping instance (`ServiceBackoff::from_records`).
-    fn rebuild_backoffs(&mut self, now: Instant) {
+    /// Each instance of service `name`'s restart backoff from its stored
+    /// tasks: the previous leader's count lived in its memory only, and a
+    /// leader change must not forgive a crash-looping instance
+    /// (`ServiceBackoff::from_records`).
+    fn rebuild_backoffs(&mut self, name: &str, now: Instant) {
         let now_unix = self.unix(now);
-        for name in self.services.names() {
-            let (Some(spec), Some(tasks)) = (self.services.spec(&name), self.tasks.service(&name))
-            else {
-                continue;
-            };
-            let rebuilt = ServiceBackoff::from_records(spec, tasks.stored(), now, now_unix);
-            if !rebuilt.is_empty()
-                && let Some(backoff) = self.services.backoff_mut(&name)
-            {
-                *backoff = rebuilt;
-            }
+        let (Some(spec), Some(tasks)) = (self.services.spec(name), self.tasks.service(name)) else {
+            return;
+        };
+        let rebuilt = ServiceBackoff::from_records(spec, tasks.stored(), now, now_unix);
+        if !rebuilt.is_empty()
+            && let Some(backoff) = self.services.backoff_mut(name)
+        {
+            *backoff = rebuilt;
         }
     }
 }

@@ -53,3 +53,60 @@ async fn a_command_between_slices_is_answered_and_the_load_goes_on() {
         "the full snapshot after the load shows every record"
     );
 }
+
+/// After the last slice, the restart backoffs are rebuilt a service per
+/// step (as many as fit in the step's budget of records), with a command
+/// answered between; a failed task's count is rebuilt for each service,
+/// and the table counts as loaded only after the last.
+#[tokio::test(start_paused = true)]
+async fn backoffs_are_rebuilt_a_service_per_step_after_the_records() {
+    let specs = [service("api", 2), service("web", 2)];
+    let mut records = Vec::new();
+    for spec in &specs {
+        let mut failed = running_record(&spec.name, 0, spec);
+        failed.task_id = format!("{}.0.failed", spec.name).into();
+        failed.state = TaskState::TaskFailed;
+        failed.timeline = vec![crate::scheduler::StatusEntry {
+            at: 1.0,
+            state: TaskState::TaskFailed,
+            source: None,
+            reason: None,
+            message: None,
+            healthy: None,
+        }];
+        records.push(failed);
+        records.push(running_record(&spec.name, 1, spec));
+    }
+    let mut cfg = config();
+    cfg.load_per_step = 2;
+    let mut h = Harness::new(cfg, Some(FRAMEWORK), &specs, &records);
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_stores();
+    let backoff = |h: &Harness, name: &str| {
+        h.machine
+            .services
+            .state(name)
+            .and_then(|s| s.backoff.as_ref())
+            .map_or(0, |b| b.failures_at(&specs[0], Instant::now()))
+    };
+    // Two slices of two records each.
+    assert_eq!(h.machine.tasks.len(), 2);
+    h.feed(Input::Tick);
+    assert_eq!(h.machine.tasks.len(), 4, "the last slice");
+    assert_eq!((backoff(&h, "api"), backoff(&h, "web")), (0, 0));
+    h.feed(Input::Tick);
+    assert_eq!(
+        (backoff(&h, "api"), backoff(&h, "web")),
+        (1, 0),
+        "one service's backoffs per step"
+    );
+    assert!(!h.machine.tasks.is_loaded());
+    let reply = h.command(Request::Reconcile(ReconcileKind::Explicit));
+    h.answer_stores();
+    assert!(h.reply(reply).is_some(), "answered between two steps");
+    h.feed(Input::Tick);
+    assert_eq!((backoff(&h, "api"), backoff(&h, "web")), (1, 1));
+    assert!(h.machine.tasks.is_loaded(), "loaded with the last backoffs");
+}
