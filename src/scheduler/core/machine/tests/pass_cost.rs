@@ -91,3 +91,74 @@ async fn probe(budget: usize) {
         max.as_secs_f64() * 1e3
     );
 }
+
+/// One service of [`PER_SERVICE`] RUNNING tasks (each with the usual
+/// TASK_STARTING, TASK_RUNNING timeline), `outdated` of them on an older
+/// spec; a leader whose pass has nothing to place. Returns the harness
+/// with the service's last assessment forgotten, so the next pass reads
+/// every record.
+fn one_service(outdated: u32) -> Harness {
+    use crate::scheduler::StatusEntry;
+    let spec = service("svc", PER_SERVICE);
+    let entry = |at: f64, state| StatusEntry {
+        at,
+        state,
+        source: Some(task_status::Source::Executor),
+        reason: None,
+        message: None,
+        healthy: None,
+    };
+    let records: Vec<TaskRecord> = (0..PER_SERVICE)
+        .map(|i| {
+            let mut r = running_record(&spec.name, i, &spec);
+            r.timeline = vec![
+                entry(1.0, TaskState::TaskStarting),
+                entry(1.5, TaskState::TaskRunning),
+            ];
+            if i % 2 == 1 && i / 2 < outdated {
+                r.fingerprint = "0123456789abcdef".into();
+            }
+            r
+        })
+        .collect();
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &records);
+    h.subscribe();
+    h.answer_all();
+    h
+}
+
+/// The pass callgrind counts (`--toggle-collect='*measured_pass*'`): the
+/// service's last assessment forgotten first, so it reads every record.
+#[inline(never)]
+fn measured_pass(h: &mut Harness, now: Instant) {
+    if let Some(state) = h.machine.services.state_mut("svc") {
+        state.settled = None;
+    }
+    h.machine.schedule(now);
+}
+
+/// One pass over one service of 10,000 records, every task current and
+/// available; under callgrind:
+///
+/// ```text
+/// valgrind --tool=callgrind --toggle-collect='*measured_pass*' \
+///   target/release/deps/mesos_appliance-… --ignored --exact \
+///   scheduler::core::machine::tests::pass_cost::pass_cost_of_one_current_service
+/// ```
+#[tokio::test(start_paused = true)]
+#[ignore = "a probe to count instructions with; run it in release"]
+async fn pass_cost_of_one_current_service() {
+    let mut h = one_service(0);
+    tokio::time::advance(Duration::from_secs(60)).await;
+    measured_pass(&mut h, Instant::now());
+}
+
+/// As [`pass_cost_of_one_current_service`], with every other task on an
+/// older spec (a rollout under way: the replacement is looked for).
+#[tokio::test(start_paused = true)]
+#[ignore = "a probe to count instructions with; run it in release"]
+async fn pass_cost_of_one_service_half_outdated() {
+    let mut h = one_service(PER_SERVICE / 2);
+    tokio::time::advance(Duration::from_secs(60)).await;
+    measured_pass(&mut h, Instant::now());
+}
