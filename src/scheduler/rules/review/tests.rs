@@ -153,8 +153,15 @@ fn record(s: &ServiceSpec, i: usize, row: &Row) -> TaskRecord {
         .get(*state)
         .copied()
         .unwrap_or(TaskState::TaskRunning);
+    // Instances 6 and 7 stand for ones far beyond the count (sparse: the
+    // walk's comparison sort).
+    let instance = match instance {
+        6 => 200,
+        7 => u32::MAX,
+        i => *i,
+    };
     TaskRecord {
-        instance: *instance,
+        instance,
         fingerprint,
         launched_at: at,
         updated_at: at + 5.0,
@@ -198,7 +205,7 @@ use crate::mesos::v1::task_status;
 proptest::proptest! {
     /// The one walk yields exactly what the three functions it replaced
     /// (`reference`) yield, for any records (instances in and beyond the
-    /// count, fingerprints current, older, nearly current and empty,
+    /// count, dense or far apart, fingerprints current, older, nearly current and empty,
     /// every kind of state, kills, health, timelines, partitions, tasks
     /// leaving their agent) and any spec (count, health check,
     /// `min_healthy`, `unreachable` policy), rollout limits and time; and
@@ -208,7 +215,7 @@ proptest::proptest! {
     fn one_walk_answers_as_the_three_old_functions_do(
         rows in proptest::collection::vec(
             (
-                (0u32..6, 0u8..4, 0usize..18, proptest::bool::weighted(0.15), 0u8..4, 0u8..3),
+                (0u32..8, 0u8..4, 0usize..18, proptest::bool::weighted(0.15), 0u8..4, 0u8..3),
                 (
                     0u8..4,
                     proptest::collection::vec((0usize..10, 0u8..40, proptest::bool::weighted(0.2)), 0..4),
