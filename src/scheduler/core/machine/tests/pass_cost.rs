@@ -43,6 +43,12 @@ async fn probe(budget: usize) {
     let ids: Vec<String> = records.iter().map(|r| r.task_id.to_string()).collect();
     let mut h = Harness::leader(&specs, &records);
     h.machine.pass.budget = budget;
+    // The records load a slice per step (`CoreConfig::load_per_step`): no
+    // pass runs before the last.
+    while !h.machine.tasks.is_loaded() {
+        h.advance(Duration::ZERO).await;
+        h.answer_stores();
+    }
     h.subscribe();
     h.answer_all();
     let mut passes = Vec::new();
@@ -76,6 +82,7 @@ async fn probe(budget: usize) {
         let started = StdInstant::now();
         h.machine.schedule(now);
         passes.push(started.elapsed());
+        assert!(h.machine.last_pass_records > 0, "the pass read records");
         let effects = h.machine.settle(now);
         h.take(effects);
         tokio::time::advance(Duration::from_millis(10)).await;
