@@ -247,8 +247,20 @@ impl TaskRecord {
     /// the service's current spec has one) when the task runs that spec
     /// (`current_fingerprint`), else whether a check ever reported.
     pub fn launched_checked(&self, current_fingerprint: &str, current_checked: bool) -> bool {
+        self.launched_checked_if(|| self.fingerprint == current_fingerprint, current_checked)
+    }
+
+    /// [`TaskRecord::launched_checked`] where `runs_current` says whether
+    /// the task runs the current spec, asked only of a record without
+    /// [`TaskRecord::health_checked`] (a caller that knows it already
+    /// compares no fingerprint again).
+    pub fn launched_checked_if(
+        &self,
+        runs_current: impl FnOnce() -> bool,
+        current_checked: bool,
+    ) -> bool {
         self.health_checked.unwrap_or_else(|| {
-            if self.fingerprint == current_fingerprint {
+            if runs_current() {
                 current_checked
             } else {
                 self.healthy.is_some()

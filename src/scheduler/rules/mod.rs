@@ -11,6 +11,8 @@
 //! - [`partition`]: unreachable and unknown tasks under a service's
 //!   `unreachable` policy, and a task that returns;
 //! - [`rollout`]: health-gated rolling replacement and when it halts;
+//! - [`review`]: the scheduling pass's one read of a service's records
+//!   (the workload's and the rollout's answers at once);
 //! - [`reconcile`]: the reconciliation state machine;
 //! - [`kills`]: kills re-sent until confirmed;
 //! - [`taskinfo`]: a planned task → Mesos `TaskInfo`.
@@ -21,6 +23,7 @@ pub mod partition;
 pub mod placement;
 pub mod reconcile;
 pub mod restart;
+pub mod review;
 pub mod rollout;
 pub mod taskinfo;
 pub mod workload;

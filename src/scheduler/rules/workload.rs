@@ -3,8 +3,7 @@
 //! a task's failure (the restart backoff, [`super::restart`], counts them).
 //! Pure functions over task records.
 
-use super::partition;
-use super::rollout::Judge;
+use super::review::review;
 use crate::mesos::v1::{TaskState, task_status};
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::TaskRecord;
@@ -42,7 +41,8 @@ pub struct Assessment {
 }
 
 /// Assesses `spec` against its tasks (any order; other services' tasks are
-/// ignored) at `now` (seconds since the UNIX epoch).
+/// ignored) at `now` (seconds since the UNIX epoch): a view of
+/// [`review`](super::review::review).
 ///
 /// A scale-down keeps the best tasks, not the lowest-numbered: the tasks
 /// beyond the desired count go in the order of
@@ -57,102 +57,8 @@ pub fn assess<'a>(
     tasks: impl IntoIterator<Item = &'a TaskRecord>,
     now: f64,
 ) -> Assessment {
-    let mut out = Assessment::default();
-    // One sorted list rather than a list per instance: the scheduling
-    // pass assesses every service, so this runs over every record several
-    // times a second while tens of thousands of tasks launch.
-    let mut live: Vec<&TaskRecord> = Vec::new();
-    // Instances an unreachable or unknown task still stands for
-    // (`partition`): not missing, not running.
-    let mut standing_by: Vec<u32> = Vec::new();
-    let policy = spec.unreachable_policy();
-    for task in tasks.into_iter().filter(|t| t.service == spec.name) {
-        if task.is_terminal() {
-            continue;
-        }
-        if task.kill.is_some() {
-            out.killing += 1;
-            continue;
-        }
-        if let Some(standing) = partition::standing(task, &policy, now)
-            && standing != partition::Standing::Expunged
-        {
-            out.unreachable += 1;
-        }
-        if partition::stands_by(task, &policy, now) {
-            standing_by.push(task.instance);
-            if let Some(at) = partition::next_change(task, &policy, now) {
-                out.wake_at = Some(out.wake_at.map_or(at, |w: f64| w.min(at)));
-            }
-            continue;
-        }
-        if partition::replaced(task, &policy, now) {
-            continue;
-        }
-        live.push(task);
-    }
-    // By instance; within one, a running task before a starting one, then
-    // the oldest (a stable sort: ties keep their order).
-    live.sort_by(|a, b| {
-        let key = |t: &TaskRecord| (t.instance, t.state != TaskState::TaskRunning);
-        key(a).cmp(&key(b)).then_with(|| {
-            a.launched_at
-                .partial_cmp(&b.launched_at)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })
-    });
-    // One task per instance; the others are duplicates.
-    let mut kept: Vec<&TaskRecord> = Vec::new();
-    for group in live.chunk_by(|a, b| a.instance == b.instance) {
-        // A copy back from a partition beside its replacement: the
-        // policy's `kill_on_return` decides.
-        if let Some((keep, dead)) = partition::settle_return(group, policy.kill_on_return) {
-            kept.push(group[keep]);
-            out.surplus.extend(dead);
-            continue;
-        }
-        kept.push(group[0]);
-        for t in &group[1..] {
-            out.surplus.push((
-                t.task_id.clone(),
-                format!("duplicate of instance {}", group[0].instance),
-            ));
-        }
-    }
-    let desired = spec.instances as usize;
-    if kept.len() > desired {
-        let judge = Judge::new(spec);
-        // Kill first: lowest rank, then highest instance.
-        kept.sort_by_key(|t| (judge.kill_rank(t, now), std::cmp::Reverse(t.instance)));
-        for t in kept.drain(..kept.len() - desired) {
-            out.surplus.push((t.task_id.clone(), "scaled down".into()));
-        }
-        kept.sort_by_key(|t| t.instance);
-    }
-    let mut covered = vec![false; desired];
-    let mut beyond = Vec::new();
-    for t in kept {
-        match covered.get_mut(t.instance as usize) {
-            Some(slot) => *slot = true,
-            None => beyond.push(t),
-        }
-        if t.state == TaskState::TaskRunning {
-            out.running += 1;
-        } else {
-            out.starting += 1;
-        }
-    }
-    for instance in standing_by {
-        if let Some(slot) = covered.get_mut(instance as usize) {
-            *slot = true;
-        }
-    }
-    let mut free = (0..spec.instances).filter(|i| !covered[*i as usize]);
-    for (t, instance) in beyond.into_iter().zip(free.by_ref()) {
-        out.moves.push((t.task_id.clone(), instance));
-    }
-    out.missing = free.collect();
-    out
+    let own = tasks.into_iter().filter(|t| t.service == spec.name);
+    review(spec, own, |_| true, now).assessment
 }
 
 /// True when a terminal update is the task's own failure, which backs off

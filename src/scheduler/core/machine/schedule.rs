@@ -26,9 +26,9 @@ use crate::scheduler::records::{TaskRecord, is_live};
 use crate::scheduler::rules::offers::{Gone, OfferRegistry};
 use crate::scheduler::rules::partition;
 use crate::scheduler::rules::placement::{self, Demand};
+use crate::scheduler::rules::review::{Review, review};
 use crate::scheduler::rules::rollout;
 use crate::scheduler::rules::taskinfo::{self, ExecutorSource};
-use crate::scheduler::rules::workload::assess;
 use crate::scheduler::snapshot::EventKind;
 use crate::scheduler::spec::service::{Constraint, ExecutorKind, ServiceSpec};
 
@@ -397,18 +397,27 @@ impl Machine {
             let maintenance = &self.maintenance;
             let drains = &self.drains;
             let leave = |r: &TaskRecord| maintenance.leave(r).or_else(|| drains.leave(spec, r));
-            let assessment = assess(spec, tasks.records().filter(|r| leave(r).is_none()), at);
             let evacuating = maintenance.any_leaving() || drains.any_holding();
+            // One read of the records (`review`); while no agent is
+            // emptied no task leaves, and none is asked.
+            let seen = if evacuating {
+                review(spec, tasks.records(), |r| leave(r).is_none(), at)
+            } else {
+                review(spec, tasks.records(), |_| true, at)
+            };
             let leaving_kills = if evacuating {
                 evacuation::kills(evacuation::look(spec, tasks.records(), leave, at))
             } else {
                 Vec::new()
             };
-            let leaving = evacuating && tasks.records().any(|r| is_live(r) && leave(r).is_some());
+            let leaving = seen.set_aside > 0;
             let halted = entry.halted.is_some();
-            let max = self.cfg.upgrade_max_unavailable;
-            let replacement = rollout::next_replacement(spec, tasks.records(), max, halted, at);
-            let progress = rollout::progress(spec, tasks.records(), at);
+            let replacement = seen.replacement(self.cfg.upgrade_max_unavailable, halted);
+            let Review {
+                assessment,
+                progress,
+                ..
+            } = seen;
             let quiet = assessment.missing.is_empty()
                 && assessment.surplus.is_empty()
                 && assessment.moves.is_empty()

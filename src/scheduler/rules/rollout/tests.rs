@@ -187,3 +187,56 @@ fn each_task_is_judged_by_the_check_it_was_launched_with() {
     unhealthy.healthy = Some(false);
     assert!(!is_available(&s, &unhealthy, 100.0));
 }
+
+#[test]
+fn a_task_runs_the_spec_only_when_every_byte_of_its_fingerprint_matches() {
+    let s = spec(1, false);
+    let fp = s.fingerprint();
+    assert_eq!(fp.len(), 16, "the fixed-width comparison's case");
+    let judge = Judge::new(&s);
+    let runs = |fingerprint: &str| judge.is_current(&task("a", 0, fingerprint, 0.0));
+    assert!(runs(&fp));
+    for at in [0, 7, 8, 15] {
+        let mut near = fp.clone().into_bytes();
+        near[at] = if near[at] == b'0' { b'1' } else { b'0' };
+        let near = String::from_utf8(near).expect("hex digits");
+        assert!(!runs(&near), "differs at byte {at}");
+    }
+    assert!(!runs(&fp[..15]));
+    assert!(!runs(&format!("{fp}0")));
+    assert!(!runs(""));
+    assert!(!runs("job"));
+}
+
+proptest::proptest! {
+    /// `Judge::is_current` is string equality, for fingerprints of any
+    /// length near the spec's (cut, grown, one byte changed anywhere).
+    #[test]
+    fn is_current_is_string_equality(
+        shape in 0u8..4,
+        cut in 0usize..16,
+        grow in proptest::collection::vec(b'0'..=b'f', 1..3),
+        change in proptest::option::of((0usize..18, b'0'..=b'f')),
+    ) {
+        let s = spec(1, false);
+        let fp = s.fingerprint();
+        // Half of the cases as long as the spec's, the others cut or grown.
+        let mut theirs = fp.as_bytes().to_vec();
+        match shape {
+            2 => theirs.truncate(cut),
+            3 => theirs.extend(&grow),
+            _ => {}
+        }
+        if let Some((at, byte)) = change
+            && let Some(b) = theirs.get_mut(at)
+        {
+            *b = byte;
+        }
+        let theirs = String::from_utf8_lossy(&theirs).into_owned();
+        let judge = Judge::new(&s);
+        proptest::prop_assert_eq!(
+            judge.is_current(&task("a", 0, &theirs, 0.0)),
+            theirs == fp
+        );
+    }
+}

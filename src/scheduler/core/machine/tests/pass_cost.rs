@@ -43,6 +43,12 @@ async fn probe(budget: usize) {
     let ids: Vec<String> = records.iter().map(|r| r.task_id.to_string()).collect();
     let mut h = Harness::leader(&specs, &records);
     h.machine.pass.budget = budget;
+    // The records load a slice per step (`CoreConfig::load_per_step`): no
+    // pass runs before the last.
+    while !h.machine.tasks.is_loaded() {
+        h.advance(Duration::ZERO).await;
+        h.answer_stores();
+    }
     h.subscribe();
     h.answer_all();
     let mut passes = Vec::new();
@@ -76,6 +82,7 @@ async fn probe(budget: usize) {
         let started = StdInstant::now();
         h.machine.schedule(now);
         passes.push(started.elapsed());
+        assert!(h.machine.last_pass_records > 0, "the pass read records");
         let effects = h.machine.settle(now);
         h.take(effects);
         tokio::time::advance(Duration::from_millis(10)).await;
@@ -90,4 +97,128 @@ async fn probe(budget: usize) {
         total.as_secs_f64() * 1e3 / passes.len() as f64,
         max.as_secs_f64() * 1e3
     );
+}
+
+/// One service of [`PER_SERVICE`] RUNNING tasks (each with the usual
+/// TASK_STARTING, TASK_RUNNING timeline), `outdated` of them on an older
+/// spec; a leader whose pass has nothing to place. Returns the harness
+/// with the service's last assessment forgotten, so the next pass reads
+/// every record.
+fn one_service(outdated: u32) -> Harness {
+    one_service_beside(outdated, &[])
+}
+
+/// [`one_service`] with `others` (services without tasks) beside it.
+fn one_service_beside(outdated: u32, others: &[ServiceSpec]) -> Harness {
+    use crate::scheduler::StatusEntry;
+    let spec = service("svc", PER_SERVICE);
+    let entry = |at: f64, state| StatusEntry {
+        at,
+        state,
+        source: Some(task_status::Source::Executor),
+        reason: None,
+        message: None,
+        healthy: None,
+    };
+    let records: Vec<TaskRecord> = (0..PER_SERVICE)
+        .map(|i| {
+            let mut r = running_record(&spec.name, i, &spec);
+            r.timeline = vec![
+                entry(1.0, TaskState::TaskStarting),
+                entry(1.5, TaskState::TaskRunning),
+            ];
+            if i % 2 == 1 && i / 2 < outdated {
+                r.fingerprint = "0123456789abcdef".into();
+            }
+            r
+        })
+        .collect();
+    let mut specs = vec![spec];
+    specs.extend_from_slice(others);
+    let mut h = Harness::leader(&specs, &records);
+    h.subscribe();
+    h.answer_all();
+    h
+}
+
+/// The pass callgrind counts (`--toggle-collect='*measured_pass*'`): the
+/// service's last assessment forgotten first, so it reads every record.
+/// An uncounted pass goes first: the allocator's first large request
+/// after the set-up consolidates the set-up's freed chunks (millions of
+/// instructions that belong to no pass).
+#[inline(never)]
+fn measured_pass(h: &mut Harness, now: Instant) {
+    h.machine.services.state_mut("svc").expect("svc").settled = None;
+    h.machine.schedule(now);
+}
+
+/// [`measured_pass`] after an uncounted one (see there).
+fn warm_then_measured_pass(h: &mut Harness, now: Instant) {
+    h.machine.services.state_mut("svc").expect("svc").settled = None;
+    h.machine.schedule(now);
+    measured_pass(h, now);
+}
+
+/// One pass over one service of 10,000 records, every task current and
+/// available; under callgrind:
+///
+/// ```text
+/// valgrind --tool=callgrind --toggle-collect='*measured_pass*' \
+///   target/release/deps/mesos_appliance-… --ignored --exact \
+///   scheduler::core::machine::tests::pass_cost::pass_cost_of_one_current_service
+/// ```
+#[tokio::test(start_paused = true)]
+#[ignore = "a probe to count instructions with; run it in release"]
+async fn pass_cost_of_one_current_service() {
+    let mut h = one_service(0);
+    tokio::time::advance(Duration::from_secs(60)).await;
+    warm_then_measured_pass(&mut h, Instant::now());
+}
+
+/// As [`pass_cost_of_one_current_service`], with every other task on an
+/// older spec (a rollout under way: the replacement is looked for).
+#[tokio::test(start_paused = true)]
+#[ignore = "a probe to count instructions with; run it in release"]
+async fn pass_cost_of_one_service_half_outdated() {
+    let mut h = one_service(PER_SERVICE / 2);
+    tokio::time::advance(Duration::from_secs(60)).await;
+    warm_then_measured_pass(&mut h, Instant::now());
+}
+
+/// A pass that launches: `svc` of [`PER_SERVICE`] tasks all running, and
+/// `new` of [`PER_SERVICE`] instances without a task, with offers held for
+/// all of them (placed up to `launching_max`, 4,000). Under callgrind, as
+/// [`pass_cost_of_one_current_service`] (this name instead); the items to
+/// read are `ReviveWatch::waits`, `placement::plan` and `launch`
+/// (`TaskTable::insert_launching`, the store operations).
+#[tokio::test(start_paused = true)]
+#[ignore = "a probe to count instructions with; run it in release"]
+async fn pass_cost_of_a_launching_pass() {
+    let mut h = one_service_beside(0, &[service("new", PER_SERVICE)]);
+    let offers = (0..8)
+        .map(|i| {
+            let resources = Resources::parse("cpus:1000;mem:1000000")
+                .expect("resources")
+                .to_protos(None);
+            v1::Offer {
+                id: v1::OfferId {
+                    value: format!("o{i}"),
+                },
+                agent_id: v1::AgentId {
+                    value: format!("agent-o{i}"),
+                },
+                hostname: format!("o{i}.test"),
+                resources,
+                ..Default::default()
+            }
+        })
+        .collect();
+    tokio::time::advance(Duration::from_secs(60)).await;
+    let now = Instant::now();
+    // Uncounted, as in `warm_then_measured_pass`: no offers yet.
+    h.machine.services.state_mut("svc").expect("svc").settled = None;
+    h.machine.schedule(now);
+    h.machine.on_offers(offers, now);
+    measured_pass(&mut h, now);
+    assert!(!h.machine.launches.groups.is_empty(), "the pass launched");
 }
