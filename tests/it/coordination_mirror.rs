@@ -38,6 +38,34 @@ fn as_rows(list: mesos_appliance::coordination::RecordList<Value>) -> Vec<(Strin
         .collect()
 }
 
+/// A leader `a` and a follower `b` that reaches ZooKeeper through a proxy
+/// (to be cut off or slowed), `n` records the leader wrote (`t000`, …,
+/// value 0), and the follower's mirror after its first, full read.
+async fn proxied_follower(
+    zk: &ZkServer,
+    n: usize,
+) -> (
+    Arc<mesos_appliance::coordination::zookeeper::ZkCoordinator>,
+    Arc<mesos_appliance::coordination::zookeeper::ZkCoordinator>,
+    ChaosProxy,
+    RecordMirror<Value>,
+) {
+    let a = start(&zk.connect_string(), "a").await;
+    wait_leader(a.as_ref(), T).await;
+    let proxy = ChaosProxy::start(zk.addr()).await;
+    let b = start(&proxy.connect_string(), "b").await;
+    wait_follower_of(b.as_ref(), "a", T).await;
+    let writes: Vec<RecordWrite> = (0..n)
+        .map(|i| put(&format!("t{i:03}"), 0, Expect::Absent))
+        .collect();
+    a.write_records(K, writes).await;
+    let follower: Arc<dyn Coordinator> = b.clone();
+    let mut mirror = RecordMirror::<Value>::new(follower, K);
+    mirror.refresh(false, usize::MAX).await.unwrap();
+    assert_eq!(mirror.reads(), n as u64);
+    (a, b, proxy, mirror)
+}
+
 /// The leader writes 200 records; the follower's mirror reads them once.
 /// Then the leader rewrites three (one twice), deletes two and creates
 /// four, and someone writes a record that is not JSON: the follower's sync,
@@ -135,27 +163,15 @@ async fn a_sync_reads_only_what_changed_and_holds_what_a_full_read_holds() {
 async fn a_watch_lost_with_its_session_makes_the_sync_read_every_record() {
     support::init_tracing();
     let zk = ZkServer::start();
-    let a = start(&zk.connect_string(), "a").await;
-    wait_leader(a.as_ref(), T).await;
-    // b reaches ZooKeeper through a proxy, to be cut off while its session
-    // is expired.
-    let proxy = ChaosProxy::start(zk.addr()).await;
-    let b = start(&proxy.connect_string(), "b").await;
-    wait_follower_of(b.as_ref(), "a", T).await;
-    let writes: Vec<RecordWrite> = (0..50)
-        .map(|i| put(&format!("t{i:02}"), 0, Expect::Absent))
-        .collect();
-    a.write_records(K, writes).await;
+    // b's proxy is cut while its session is expired.
+    let (a, b, proxy, mirror) = proxied_follower(&zk, 50).await;
     let follower: Arc<dyn Coordinator> = b.clone();
-    let mut mirror = RecordMirror::<Value>::new(follower.clone(), K);
-    mirror.refresh(false, usize::MAX).await.unwrap();
-    assert_eq!(mirror.reads(), 50);
 
     let old = b.session().expect("b has a session");
     expire_session(&zk.connect_string(), old.clone(), &proxy).await;
     // Changed while b had no session: nothing tells b.
     let written = a
-        .write_records(K, vec![put("t00", 1, Expect::Version(0))])
+        .write_records(K, vec![put("t000", 1, Expect::Version(0))])
         .await;
     assert!(
         matches!(written[..], [Ok(Written::Version(1))]),
@@ -174,7 +190,7 @@ async fn a_watch_lost_with_its_session_makes_the_sync_read_every_record() {
     let (list, read) = mirror.sync().await.unwrap();
     assert_eq!(read, 50, "every record read again");
     let synced = as_rows(list);
-    assert_eq!(synced[0], ("t00".to_string(), 1, json!({"n": 1})));
+    assert_eq!(synced[0], ("t000".to_string(), 1, json!({"n": 1})));
     assert_eq!(synced, full_read(follower.as_ref()).await);
     a.close().await;
     b.close().await;
@@ -189,19 +205,8 @@ async fn a_watch_lost_with_its_session_makes_the_sync_read_every_record() {
 async fn a_refresh_dropped_mid_read_leaves_its_changes_due() {
     support::init_tracing();
     let zk = ZkServer::start();
-    let a = start(&zk.connect_string(), "a").await;
-    wait_leader(a.as_ref(), T).await;
-    let proxy = ChaosProxy::start(zk.addr()).await;
-    let b = start(&proxy.connect_string(), "b").await;
-    wait_follower_of(b.as_ref(), "a", T).await;
-    let writes: Vec<RecordWrite> = (0..100)
-        .map(|i| put(&format!("t{i:03}"), 0, Expect::Absent))
-        .collect();
-    a.write_records(K, writes).await;
+    let (a, b, proxy, mut mirror) = proxied_follower(&zk, 100).await;
     let follower: Arc<dyn Coordinator> = b.clone();
-    let mut mirror = RecordMirror::<Value>::new(follower.clone(), K);
-    mirror.refresh(false, usize::MAX).await.unwrap();
-    assert_eq!(mirror.reads(), 100);
 
     let rewrites: Vec<RecordWrite> = (0..100)
         .map(|i| put(&format!("t{i:03}"), 1, Expect::Version(0)))

@@ -118,10 +118,12 @@ pub fn counts_as_failure_of(record: &TaskRecord) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn spec(instances: u32) -> ServiceSpec {
+    /// A service `web` of `instances`, restart backoff 1 s up to 5 s (the
+    /// restart backoff's tests use it too).
+    pub(in crate::scheduler::rules) fn spec(instances: u32) -> ServiceSpec {
         serde_json::from_value(
             serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
             "instances": instances, "restart_backoff": "1s", "restart_backoff_max": "5s"}),
@@ -129,7 +131,14 @@ mod tests {
         .unwrap()
     }
 
-    fn task(id: &str, instance: u32, state: &str, launched_at: f64) -> TaskRecord {
+    /// A record of `web`'s instance `instance` in `state`, launched (and
+    /// last updated) at `launched_at`.
+    pub(in crate::scheduler::rules) fn task(
+        id: &str,
+        instance: u32,
+        state: &str,
+        launched_at: f64,
+    ) -> TaskRecord {
         TaskRecord {
             instance,
             launched_at,

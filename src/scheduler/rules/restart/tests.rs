@@ -2,23 +2,7 @@
 
 use super::*;
 use crate::mesos::v1::task_status;
-
-fn spec(instances: u32) -> ServiceSpec {
-    serde_json::from_value(
-        serde_json::json!({"name": "web", "command": "x", "cpus": 0.1, "mem": 32,
-        "instances": instances, "restart_backoff": "1s", "restart_backoff_max": "5s"}),
-    )
-    .unwrap()
-}
-
-fn task(id: &str, instance: u32, state: &str, launched_at: f64) -> TaskRecord {
-    TaskRecord {
-        instance,
-        launched_at,
-        updated_at: launched_at,
-        ..TaskRecord::sample(id, "web", TaskState::from_str_name(state).unwrap())
-    }
-}
+use crate::scheduler::rules::workload::tests::{spec, task};
 
 #[test]
 fn backoff_doubles_to_its_cap() {
