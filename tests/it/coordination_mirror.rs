@@ -249,14 +249,9 @@ async fn a_refresh_dropped_mid_read_leaves_its_changes_due() {
 async fn the_backlog_is_read_once_the_writes_stop() {
     support::init_tracing();
     let zk = ZkServer::start();
-    let a = start(&zk.connect_string(), "a").await;
-    wait_leader(a.as_ref(), T).await;
-    let b = start(&zk.connect_string(), "b").await;
-    wait_follower_of(b.as_ref(), "a", T).await;
+    // The proxy only forwards here.
+    let (a, b, _proxy, mut mirror) = proxied_follower(&zk, 0).await;
     let follower: Arc<dyn Coordinator> = b.clone();
-    let mut mirror = RecordMirror::<Value>::new(follower.clone(), K);
-    mirror.refresh(false, usize::MAX).await.unwrap();
-    assert_eq!(mirror.reads(), 0);
 
     let writes: Vec<RecordWrite> = (0..300)
         .map(|i| put(&format!("t{i:03}"), 0, Expect::Absent))
