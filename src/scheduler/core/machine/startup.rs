@@ -432,30 +432,25 @@ impl Machine {
                 return;
             }
         }
-        let names = match loading.backoffs.take() {
-            Some(names) => names,
-            None => {
-                let mut names = self.services.names();
-                names.reverse();
-                names
-            }
-        };
+        let mut names = loading.backoffs.take().unwrap_or_else(|| {
+            let mut names = self.services.names();
+            names.reverse();
+            names
+        });
         // The backoffs cost a read of each service's records: the step
         // goes on while its records read stay within `per_step`, and does
         // at least one thing.
-        let mut names = names;
-        while let Some(name) = names.last() {
-            let reads = self.tasks.service(name).map_or(0, |t| t.len());
+        while let Some(name) = names.pop() {
+            let reads = self.tasks.service(&name).map_or(0, |t| t.len());
             if reads > budget && budget < per_step {
+                names.push(name);
                 if let Some(loading) = self.startup.loading.as_mut() {
                     loading.backoffs = Some(names);
                 }
                 return;
             }
             budget = budget.saturating_sub(reads);
-            if let Some(name) = names.pop() {
-                self.rebuild_backoffs(&name, now);
-            }
+            self.rebuild_backoffs(&name, now);
         }
         self.startup.loading = None;
         let waiting = self.tasks.finish_load();
