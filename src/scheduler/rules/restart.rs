@@ -193,11 +193,6 @@ impl ServiceBackoff {
         }
     }
 
-    /// Instance `instance`'s backoff, if it has one.
-    pub fn instance(&self, instance: u32) -> Option<&RestartBackoff> {
-        self.instances.get(&instance)
-    }
-
     /// May instance `instance` launch at `now`?
     pub fn ready(&self, instance: u32, now: Instant) -> bool {
         self.instances.get(&instance).is_none_or(|b| b.ready(now))

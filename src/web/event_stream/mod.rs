@@ -692,18 +692,17 @@ mod tests {
         }
     }
 
-    /// The journal keeps thousands of events' texts: each is kept at its
-    /// size, not with the room left by writing it (up to twice its size).
-    #[tokio::test]
-    async fn event_texts_keep_no_spare_room() {
+    /// A snapshot without tasks, and the same with `n` tasks launched
+    /// (`web.00000`, … in TASK_STAGING): `n` `task_status` events apart.
+    fn launches(n: usize) -> (Snapshot, Snapshot) {
         use crate::coordination::{ReplicaInfo, Strategy};
         use crate::mesos::v1::TaskState;
         use crate::scheduler::records::TaskRecord;
         let replica = ReplicaInfo::new("http://a:8080", "d1", "0.1.0");
         let before = Snapshot::standby(replica, "f", "r", Strategy::Failover);
-        let tasks: Vec<Arc<TaskRecord>> = (0..50)
+        let tasks: Vec<Arc<TaskRecord>> = (0..n)
             .map(|i| {
-                let id = format!("web.{i:02}");
+                let id = format!("web.{i:05}");
                 Arc::new(TaskRecord::sample(&id, "web", TaskState::TaskStaging))
             })
             .collect();
@@ -711,6 +710,14 @@ mod tests {
             tasks: tasks.into(),
             ..before.clone()
         };
+        (before, now)
+    }
+
+    /// The journal keeps thousands of events' texts: each is kept at its
+    /// size, not with the room left by writing it (up to twice its size).
+    #[tokio::test]
+    async fn event_texts_keep_no_spare_room() {
+        let (before, now) = launches(50);
         let (skipped, events) = events_between(Arc::new(before), Arc::new(now), 4096).await;
         assert_eq!((skipped, events.len()), (0, 50));
         for (_, text) in &events {
@@ -724,21 +731,7 @@ mod tests {
     /// until the last of 20,000 launches was serialised.
     #[tokio::test]
     async fn a_snapshots_events_are_made_off_the_async_worker() {
-        use crate::coordination::{ReplicaInfo, Strategy};
-        use crate::mesos::v1::TaskState;
-        use crate::scheduler::records::TaskRecord;
-        let replica = ReplicaInfo::new("http://a:8080", "d1", "0.1.0");
-        let before = Snapshot::standby(replica, "f", "r", Strategy::Failover);
-        let tasks: Vec<Arc<TaskRecord>> = (0..20_000)
-            .map(|i| {
-                let id = format!("web.{i:05}");
-                Arc::new(TaskRecord::sample(&id, "web", TaskState::TaskStaging))
-            })
-            .collect();
-        let now = Snapshot {
-            tasks: tasks.into(),
-            ..before.clone()
-        };
+        let (before, now) = launches(20_000);
         let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let stop = tokio_util::sync::CancellationToken::new();
         let other = tokio::spawn({

@@ -232,7 +232,7 @@ fn the_summaries_read_only_the_instances_with_failures() {
     let t3 = t2 + MIN_STABLE_RUN;
     b.terminal(&s, 7, "web.7.b", false, t3);
     assert!(b.failed.is_empty(), "{:?}", b.failed);
-    assert_eq!(b.instance(7).map(|r| r.failures), Some(0));
+    assert_eq!(b.instances.get(&7).map(|r| r.failures), Some(0));
     assert!(b.failing(&s, t3).is_empty());
 }
 
@@ -278,7 +278,7 @@ proptest::proptest! {
                     b.running(i, &TaskId::from(format!("web.{i}.{n}").as_str()), healthy, now);
                 }
                 Op::Terminal(i, failed) => {
-                    let running = b.instance(i).and_then(|r| r.running_since.clone());
+                    let running = b.instances.get(&i).and_then(|r| r.running_since.clone());
                     let id = running.map_or_else(|| format!("web.{i}.x"), |(id, _)| id.to_string());
                     b.terminal(&s, i, &id, failed, now);
                 }
