@@ -111,6 +111,33 @@ pub enum Input {
     Tick,
 }
 
+impl Input {
+    /// The input's name in logs (the `kind` of `command_timing`'s `step`
+    /// lines): a command's request name, else the variant's.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Input::Subscribed(_) => "subscribed",
+            Input::Offers(_) => "offers",
+            Input::Rescind(_) => "rescind",
+            Input::InverseOffers(_) => "inverse_offers",
+            Input::RescindInverseOffer(_) => "rescind_inverse_offer",
+            Input::Updates(_) => "updates",
+            Input::AgentLost(_) => "agent_lost",
+            Input::ExecutorExited { .. } => "executor_exited",
+            Input::FrameworkMessage { .. } => "framework_message",
+            Input::Heartbeat => "heartbeat",
+            Input::OtherEvent => "other_event",
+            Input::Disconnected(_) => "disconnected",
+            Input::ClientStopped(_) => "client_stopped",
+            Input::Stored { .. } => "stored",
+            Input::Called { .. } => "called",
+            Input::Operator { .. } => "operator",
+            Input::Command { request, .. } => request.name(),
+            Input::Tick => "tick",
+        }
+    }
+}
+
 /// What SUBSCRIBED told, as data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubscribedInfo {

@@ -331,7 +331,10 @@ impl<'a> Runner<'a> {
     }
 
     fn feed(&mut self, machine: &mut Machine, input: Input) {
+        let clock = timing::StepClock::start();
+        let kind = input.name();
         let effects = machine.handle(input, Instant::now());
+        clock.stop(kind);
         self.deps.metrics.record(&machine.take_stats());
         self.perform(effects);
     }

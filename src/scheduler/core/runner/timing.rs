@@ -17,7 +17,12 @@
 //!   longer than [`SLOW_ROUND`], with its two parts (`drain_ms` counts
 //!   from the input that woke the core) and its longest step (`step_ms`,
 //!   `runner/steps.rs`): a command that arrives meanwhile waits for the
-//!   step under way, or for the settle.
+//!   step under way, or for the settle;
+//! - `step`: one input fed to the machine took at least [`SLOW_STEP`] of
+//!   wall time: its `kind` ([`Input::name`](crate::scheduler::core::io::Input::name)),
+//!   `wall_ms` and the core thread's CPU time `cpu_ms`. Far less CPU
+//!   than wall time means the thread waited for a core (a loaded
+//!   machine), not that the machine's work was long.
 //!
 //! The handler's side (`SchedulerHandle::request`) logs `received`: its
 //! send → the answer in hand (`total_ms`); the rest of an HTTP answer's
@@ -112,6 +117,57 @@ pub(super) fn round(drain: Duration, settle: Duration, step: Duration) {
             "round"
         );
     }
+}
+
+/// Steps at least this long are logged (`step` lines).
+const SLOW_STEP: Duration = Duration::from_millis(20);
+
+/// Times one input fed to the machine, in wall time and in this thread's
+/// CPU time, when `command_timing` debug lines are on: a step whose wall
+/// time is far above its CPU time waited for a core (a loaded machine),
+/// not for the machine's work.
+pub(super) struct StepClock(Option<(Instant, Duration)>);
+
+impl StepClock {
+    /// Starts the clock (a no-op unless `command_timing` is at debug).
+    pub(super) fn start() -> StepClock {
+        let on = tracing::enabled!(target: "command_timing", tracing::Level::DEBUG);
+        StepClock(on.then(|| (Instant::now(), thread_cpu())))
+    }
+
+    /// Logs the step, of input `kind`, if it took at least [`SLOW_STEP`].
+    pub(super) fn stop(self, kind: &'static str) {
+        let Some((started, cpu)) = self.0 else {
+            return;
+        };
+        let wall = started.elapsed();
+        if wall >= SLOW_STEP {
+            tracing::debug!(
+                target: "command_timing",
+                kind,
+                wall_ms = ms(wall),
+                cpu_ms = ms(thread_cpu().saturating_sub(cpu)),
+                "step"
+            );
+        }
+    }
+}
+
+/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`); zero if unreadable.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// Milliseconds with a tenth's precision.
