@@ -18,8 +18,8 @@
 //! time goes.
 
 use std::io::Write;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use mesos_appliance::mesos::client::{ClientConfig, ClientEvent, SchedulerClient};
@@ -103,6 +103,42 @@ fn acknowledger(client: SchedulerClient, pending: Arc<AtomicUsize>) -> mpsc::Unb
     tx
 }
 
+/// When the reconciliation under way started, if one is.
+fn started_at(started: &std::sync::Mutex<Option<Instant>>) -> Option<Instant> {
+    started.lock().ok().and_then(|t| *t)
+}
+
+/// Sends one RECONCILE naming all `n` tasks, timed on its own: it starts
+/// (and `started` is set) once every acknowledgement sent so far is
+/// answered.
+fn reconcile_all(
+    client: &SchedulerClient,
+    n: usize,
+    pending: &Arc<AtomicUsize>,
+    started: &Arc<std::sync::Mutex<Option<Instant>>>,
+) {
+    let all = (0..n)
+        .map(|i| {
+            let id = v1::TaskId {
+                value: format!("floor-{i}"),
+            };
+            (id, None)
+        })
+        .collect();
+    let (client, pending, started) = (client.clone(), pending.clone(), started.clone());
+    tokio::spawn(async move {
+        while pending.load(Ordering::Acquire) > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if let Ok(mut at) = started.lock() {
+            *at = Some(Instant::now());
+        }
+        if let Err(error) = client.reconcile(all).await {
+            eprintln!("RECONCILE failed: {error}");
+        }
+    });
+}
+
 async fn run(master: &str, n: usize) -> Result<(), String> {
     let started = Instant::now();
     let spec = MasterSpec::parse(master).map_err(|e| e.to_string())?;
@@ -126,7 +162,10 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
     let mut next = 0;
     let mut running = 0;
     let mut answered = 0;
-    let reconcile_started: Arc<OnceLock<Instant>> = Arc::default();
+    // When the reconciliation under way started (none yet, or between
+    // two), and how many are still to run after it.
+    let reconcile_started: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let mut reconciles_left = super::reconciles();
     let mut offered = false;
     while let Some(event) = events.recv().await {
         let event = match event {
@@ -212,15 +251,24 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                 };
                 let reconciliation =
                     status.reason == Some(task_status::Reason::Reconciliation as i32);
-                if reconciliation && reconcile_started.get().is_some() && tasks[i] == RUNNING {
+                let under_way = started_at(&reconcile_started).is_some();
+                if reconciliation && under_way && tasks[i] == RUNNING {
                     tasks[i] = ANSWERED;
                     answered += 1;
                     if answered == n {
                         let took = reconcile_started
-                            .get()
-                            .map(|t| t.elapsed())
+                            .lock()
+                            .map(|mut t| t.take().map(|t| t.elapsed()))
+                            .ok()
+                            .flatten()
                             .unwrap_or_default();
                         say(&format!("reconciled {:.3}", took.as_secs_f64()));
+                        reconciles_left = reconciles_left.saturating_sub(1);
+                        if reconciles_left > 0 {
+                            tasks.fill(RUNNING);
+                            answered = 0;
+                            reconcile_all(&client, n, &pending_acks, &reconcile_started);
+                        }
                     }
                 } else if status.state() == TaskState::TaskRunning && tasks[i] == LAUNCHED {
                     tasks[i] = RUNNING;
@@ -230,28 +278,7 @@ async fn run(master: &str, n: usize) -> Result<(), String> {
                     }
                     if running == n {
                         say("running");
-                        let all = (0..n)
-                            .map(|i| {
-                                let id = v1::TaskId {
-                                    value: format!("floor-{i}"),
-                                };
-                                (id, None)
-                            })
-                            .collect();
-                        let client = client.clone();
-                        let (pending, started) = (pending_acks.clone(), reconcile_started.clone());
-                        tokio::spawn(async move {
-                            // The reconciliation is timed on its own: it
-                            // starts once every acknowledgement of the
-                            // launch is answered.
-                            while pending.load(Ordering::Acquire) > 0 {
-                                tokio::time::sleep(Duration::from_millis(5)).await;
-                            }
-                            let _ = started.set(Instant::now());
-                            if let Err(error) = client.reconcile(all).await {
-                                eprintln!("RECONCILE failed: {error}");
-                            }
-                        });
+                        reconcile_all(&client, n, &pending_acks, &reconcile_started);
                     }
                 } else if !reconciliation
                     && !matches!(

@@ -99,6 +99,35 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
+/// Explicit reconciliations of every task timed one after another by the
+/// floor client and by one appliance replica (`BENCH_RECONCILES`, 5 by
+/// default; pymesos makes one, its run takes tens of seconds at 100,000):
+/// each reports the median run, since one run's time swings by a third on
+/// a 2-core machine.
+pub fn reconciles() -> usize {
+    std::env::var("BENCH_RECONCILES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(5)
+}
+
+/// The median of `samples` (the upper one of an even count; zero if none).
+pub fn median(samples: &[Duration]) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+/// `samples` in seconds, as `a / b / c`.
+pub fn seconds_list(samples: &[Duration]) -> String {
+    let each: Vec<String> = samples
+        .iter()
+        .map(|d| format!("{:.3}", d.as_secs_f64()))
+        .collect();
+    each.join(" / ")
+}
+
 /// Asks `probe` every `every` until it finds something, for at most
 /// `within`: `Ok(None)` past the deadline; a probe's error ends the wait.
 pub async fn poll<T, F, Fut>(
