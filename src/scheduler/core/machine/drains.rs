@@ -150,7 +150,7 @@ impl Machine {
                        try again in a moment";
             return refuse(self, CommandError::Conflict(why.into()));
         }
-        let known = self.agents.knows(&agent) || self.tasks.records().any(|r| r.agent_id == agent);
+        let known = self.agents.knows(&agent) || self.tasks.count_on(&agent).all > 0;
         if !known {
             return refuse(self, CommandError::NotFound(format!("agent {agent}")));
         }
@@ -377,16 +377,6 @@ impl Machine {
         for agent in held {
             self.note_agent(&agent, now);
         }
-        // Which agents still have a task of ours: one pass over the
-        // records, only while a drain runs (a done one only holds).
-        let mut occupied: BTreeSet<&str> = BTreeSet::new();
-        if running {
-            for record in self.tasks.records() {
-                if !record.is_terminal() {
-                    occupied.insert(record.agent_id.as_str());
-                }
-            }
-        }
         let at = self.unix(now);
         let mut writes = Vec::new();
         let mut calls = Vec::new();
@@ -395,7 +385,9 @@ impl Machine {
                 continue;
             }
             match drain.state {
-                DrainState::Running if !occupied.contains(agent.as_str()) => {
+                // No task of ours left on the agent (the table counts
+                // them by agent).
+                DrainState::Running if self.tasks.count_on(agent).unfinished == 0 => {
                     let done = DrainRecord {
                         state: DrainState::Done,
                         finished_at: Some(at),

@@ -393,6 +393,18 @@ impl TaskTable {
         self.by_agent.lists()
     }
 
+    /// How many records `agent` has, and how many of them are unfinished
+    /// ([`ByAgent::count`](super::by_agent::ByAgent::count)).
+    pub(super) fn count_on(&self, agent: &str) -> super::by_agent::RecordCount {
+        self.by_agent.count(agent)
+    }
+
+    /// The by-agent index (the properties compare it with a scan).
+    #[cfg(test)]
+    pub(super) fn by_agent(&self) -> &super::by_agent::ByAgent {
+        &self.by_agent
+    }
+
     /// True if a record of `task_id` is known.
     pub(super) fn contains(&self, task_id: &str) -> bool {
         self.entries.contains_key(task_id)

@@ -1136,6 +1136,11 @@ impl World {
         if lists != recount {
             return Err("the tasks by agent disagree with the table".into());
         }
+        let table = &self.h.machine.tasks;
+        let scan = super::super::by_agent::count_all(table.records().map(|r| r.as_ref()));
+        if super::super::by_agent::counts(table.by_agent()) != scan {
+            return Err("the records counted by agent disagree with the table".into());
+        }
         // No offer is held past its TTL and a housekeeping period, but one
         // a launch the budget held back waits for (`Launches::wanted`), on
         // a machine that still leads.
