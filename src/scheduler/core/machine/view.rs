@@ -25,7 +25,7 @@ use crate::scheduler::spec::service::ServiceSpec;
 ///
 /// A term's load builds the sums a service per step ([`Shown::absorb`]):
 /// built at the first full snapshot after a load of 100,000 records they
-/// took 41 ms of one step (`tests/snapshot_cost.rs`,
+/// took about 40 ms of one step (`tests/snapshot_cost.rs`,
 /// `docs/benchmarks.md` *The first full snapshot after a failover*).
 #[derive(Debug)]
 pub(super) struct Shown {
@@ -55,7 +55,7 @@ impl Shown {
         shown
     }
 
-    /// The sums of `tasks` (as [`Shown::new`]), not counted yet.
+    /// The sums of `tasks` (only stored records count), not counted yet.
     fn build(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, epoch: u64) -> Shown {
         let mut tally = Tally::new(spec);
         for record in tasks.into_iter().flat_map(ServiceTasks::stored) {
