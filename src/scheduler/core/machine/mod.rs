@@ -205,6 +205,9 @@ pub struct Machine {
     /// The task list of the last full snapshot (a command's answer
     /// publishes it again with what the command changed).
     shown_tasks: std::sync::Arc<[std::sync::Arc<crate::scheduler::records::TaskRecord>]>,
+    /// The table's [`TaskTable::stored_generation`] when `shown_tasks`
+    /// and `shown_agent_tasks` were built (`None`: never).
+    shown_tasks_at: Option<u64>,
     /// The held offers as last shown, with the registry's generation then
     /// (`OfferRegistry::generation`).
     shown_offers: (
@@ -270,6 +273,7 @@ impl Machine {
             revive: Default::default(),
             launches: schedule::Launches::default(),
             shown_tasks: Default::default(),
+            shown_tasks_at: None,
             shown_offers: (u64::MAX, std::sync::Arc::from([])),
             shown_agent_tasks: HashMap::new(),
             shown_drain_tasks: HashMap::new(),

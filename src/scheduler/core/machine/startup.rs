@@ -63,11 +63,12 @@ pub(super) struct Startup {
 
 /// A term's load of the stored task records, one bounded step at a time:
 /// [`CoreConfig::load_per_step`](crate::scheduler::config::CoreConfig::load_per_step)
-/// records per step, then one service's restart backoffs per step.
+/// records per step, then one service's restart backoffs and snapshot sums
+/// per step.
 #[derive(Debug)]
 struct Loading {
     records: std::vec::IntoIter<(String, Versioned<TaskRecord>)>,
-    /// Services whose backoffs are rebuilt next, last first; filled once
+    /// Services whose backoffs (and snapshot sums) are rebuilt next, last first; filled once
     /// the last record is in.
     backoffs: Option<Vec<String>>,
 }
@@ -410,7 +411,8 @@ impl Machine {
     }
 
     /// Loads the next slice of the stored task records into the table; after
-    /// the last, rebuilds one service's restart backoffs per step; after the
+    /// the last, rebuilds one service's restart backoffs and builds its
+    /// snapshot sums ([`Machine::absorb_shown`]) per step; after the
     /// last, the table is loaded and the term goes on with them: kills to
     /// resume, the updates held meanwhile (after the backoffs, which a
     /// terminal update counts in), reconciliation. A command between two
@@ -437,11 +439,11 @@ impl Machine {
             names.reverse();
             names
         });
-        // The backoffs cost a read of each service's records: the step
-        // goes on while its records read stay within `per_step`, and does
-        // at least one thing.
+        // The backoffs and the snapshot's sums cost a read each of the
+        // service's records: the step goes on while its records read stay
+        // within `per_step`, and does at least one thing.
         while let Some(name) = names.pop() {
-            let reads = self.tasks.service(&name).map_or(0, |t| t.len());
+            let reads = 2 * self.tasks.service(&name).map_or(0, |t| t.len());
             if reads > budget && budget < per_step {
                 names.push(name);
                 if let Some(loading) = self.startup.loading.as_mut() {
@@ -451,6 +453,7 @@ impl Machine {
             }
             budget = budget.saturating_sub(reads);
             self.rebuild_backoffs(&name, now);
+            self.absorb_shown(&name, now);
         }
         self.startup.loading = None;
         let waiting = self.tasks.finish_load();

@@ -242,8 +242,8 @@ impl Tally {
     /// Counts the waiting tasks that are available at `now`: those that
     /// have stayed so for `min_healthy` (the test of `Judge::available`,
     /// `now - since >= min_healthy`, which holds for every earlier `since`
-    /// once it holds for one).
-    fn advance(&mut self, now: f64) {
+    /// once it holds for one). `now` is not earlier than any asked before.
+    pub(super) fn advance(&mut self, now: f64) {
         while let Some((since, ..)) = self.waiting.first()
             && now - since.0 >= self.min_healthy
         {

@@ -22,10 +22,18 @@ use crate::scheduler::spec::service::ServiceSpec;
 /// records are counted one by one ([`ServiceCounts::of`]) at each full
 /// snapshot while the sums cannot stand for them (partitions, duplicates,
 /// a scale-down's surplus: their counts change with time alone).
+///
+/// A term's load builds the sums a service per step ([`Shown::absorb`]):
+/// built at the first full snapshot after a load of 100,000 records they
+/// took about 40 ms of one step (`tests/snapshot_cost.rs`,
+/// `docs/benchmarks.md` *The first full snapshot after a failover*).
 #[derive(Debug)]
 pub(super) struct Shown {
     spec: ServiceSpec,
     counts: ServiceCounts,
+    /// `counts` were counted from the sums (not so for sums built during
+    /// the load until a snapshot counts them).
+    counted: bool,
     tally: Tally,
     /// [`TaskTable::epoch`](super::table::TaskTable::epoch) when built.
     epoch: u64,
@@ -33,23 +41,30 @@ pub(super) struct Shown {
 
 impl Shown {
     /// Counts `tasks` (the service's records; only stored ones count) of
-    /// `spec` at `now_secs`, building the sums; `epoch` is the table's.
+    /// `spec` at `now_secs`, building the sums; `epoch` is the table's
+    /// (tests: the machine builds them in [`Shown::refresh`]).
+    #[cfg(test)]
     pub(super) fn new(
         spec: &ServiceSpec,
         tasks: Option<&ServiceTasks>,
         epoch: u64,
         now_secs: f64,
     ) -> Shown {
+        let mut shown = Shown::build(spec, tasks, epoch);
+        shown.count(tasks, now_secs);
+        shown
+    }
+
+    /// The sums of `tasks` (only stored records count), not counted yet.
+    fn build(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, epoch: u64) -> Shown {
         let mut tally = Tally::new(spec);
         for record in tasks.into_iter().flat_map(ServiceTasks::stored) {
             tally.add(record);
         }
-        let counts = tally
-            .counts(now_secs)
-            .unwrap_or_else(|| recount(spec, tasks, now_secs));
         Shown {
             spec: spec.clone(),
-            counts,
+            counts: ServiceCounts::default(),
+            counted: false,
             tally,
             epoch,
         }
@@ -59,40 +74,68 @@ impl Shown {
     /// the records of `tasks`: built again when absent, for another spec
     /// or from a table cleared since; else, for a full snapshot (not
     /// `light`), with the records changed since the last one. A light
-    /// snapshot (a command's answer) keeps the last full one's counts.
-    pub(super) fn refresh(
-        shown: &mut Option<Shown>,
+    /// snapshot (a command's answer) keeps the last full one's counts, or
+    /// counts the sums once if none did yet. Returns the counts.
+    pub(super) fn refresh<'a>(
+        shown: &'a mut Option<Shown>,
         spec: &ServiceSpec,
         tasks: &mut TaskTable,
         now_secs: f64,
         light: bool,
+    ) -> &'a ServiceCounts {
+        let name = &spec.name;
+        let s = Shown::current(shown, spec, tasks);
+        if !light || !s.counted {
+            let changes = tasks.take_shown_changes(name);
+            s.apply(tasks.service(name), changes);
+            s.count(tasks.service(name), now_secs);
+        }
+        &s.counts
+    }
+
+    /// Brings the sums of `spec`'s service in `shown` up to the records of
+    /// `tasks`, as [`Shown::refresh`] would, without counting them: a step
+    /// of the term's load (`startup::load_slice`), so that the first full
+    /// snapshot after it finds them built. The counts shown stay as they
+    /// were; `now_secs` moves on the sums' clock (no earlier than any time
+    /// they were counted at).
+    pub(super) fn absorb(
+        shown: &mut Option<Shown>,
+        spec: &ServiceSpec,
+        tasks: &mut TaskTable,
+        now_secs: f64,
     ) {
         let name = &spec.name;
+        let s = Shown::current(shown, spec, tasks);
+        let changes = tasks.take_shown_changes(name);
+        s.apply(tasks.service(name), changes);
+        s.tally.advance(now_secs);
+    }
+
+    /// `shown` for `spec` and the table's epoch: built from every record
+    /// when absent, for another spec or from a table cleared since (the
+    /// changes so far are in then).
+    fn current<'a>(
+        shown: &'a mut Option<Shown>,
+        spec: &ServiceSpec,
+        tasks: &mut TaskTable,
+    ) -> &'a mut Shown {
         let epoch = tasks.epoch();
-        match shown {
-            Some(s) if s.spec == *spec && s.epoch == epoch => {
-                if !light {
-                    let changes = tasks.take_shown_changes(name);
-                    s.update(tasks.service(name), changes, now_secs);
-                }
-            }
-            _ => {
-                // Built from every record now: the changes so far are in.
-                tasks.take_shown_changes(name);
-                *shown = Some(Shown::new(spec, tasks.service(name), epoch, now_secs));
-            }
+        if shown
+            .as_ref()
+            .is_some_and(|s| s.spec != *spec || s.epoch != epoch)
+        {
+            *shown = None;
         }
+        shown.get_or_insert_with(|| {
+            tasks.take_shown_changes(&spec.name);
+            Shown::build(spec, tasks.service(&spec.name), epoch)
+        })
     }
 
-    /// The counts shown.
-    #[cfg(test)]
-    pub(super) fn counts(&self) -> &ServiceCounts {
-        &self.counts
-    }
-
-    /// Brings the counts to `now_secs` after `changes` (what each changed
-    /// record was as last shown; the record now is in `tasks`).
-    fn update(&mut self, tasks: Option<&ServiceTasks>, changes: ShownChanges, now_secs: f64) {
+    /// Applies `changes` (what each changed record was as last taken; the
+    /// record now is in `tasks`) to the sums.
+    fn apply(&mut self, tasks: Option<&ServiceTasks>, changes: ShownChanges) {
         for (task_id, before) in changes {
             if let Some(before) = before {
                 self.tally.remove(&before);
@@ -101,10 +144,16 @@ impl Shown {
                 self.tally.add(now);
             }
         }
+    }
+
+    /// Counts the sums at `now_secs`, or every record of `tasks` when the
+    /// sums cannot stand for them.
+    fn count(&mut self, tasks: Option<&ServiceTasks>, now_secs: f64) {
         self.counts = self
             .tally
             .counts(now_secs)
             .unwrap_or_else(|| recount(&self.spec, tasks, now_secs));
+        self.counted = true;
     }
 }
 
@@ -112,6 +161,23 @@ impl Shown {
 fn recount(spec: &ServiceSpec, tasks: Option<&ServiceTasks>, now_secs: f64) -> ServiceCounts {
     let empty = ServiceTasks::default();
     ServiceCounts::of(spec, tasks.unwrap_or(&empty).stored(), now_secs)
+}
+
+impl Machine {
+    /// Brings service `name`'s snapshot sums up to its records
+    /// ([`Shown::absorb`]): a step of the term's load does it for each
+    /// service, and the first full snapshot after the load only counts.
+    pub(super) fn absorb_shown(&mut self, name: &str, now: Instant) {
+        let now_secs = self.unix(now);
+        if let Some(state) = self.services.state_mut(name) {
+            Shown::absorb(
+                &mut state.shown,
+                &state.entry.spec,
+                &mut self.tasks,
+                now_secs,
+            );
+        }
+    }
 }
 
 impl Machine {
@@ -148,17 +214,14 @@ impl Machine {
             };
             let entry = &state.entry;
             let spec = &entry.spec;
-            Shown::refresh(&mut state.shown, spec, &mut self.tasks, now_secs, light);
-            let Some(shown) = &state.shown else {
-                continue;
-            };
+            let counts = Shown::refresh(&mut state.shown, spec, &mut self.tasks, now_secs, light);
             let backoff = state.backoff.as_ref();
             let mut status = ServiceStatus::new(
                 spec,
                 entry.previous.as_deref(),
                 entry.rolling_out,
                 entry.halted.as_ref(),
-                &shown.counts,
+                counts,
             );
             if let Some(backoff) = backoff {
                 status.consecutive_failures = backoff.failures_at(spec, now);
@@ -186,8 +249,14 @@ impl Machine {
             self.tasks.retain_shown_changes(|name| known.contains(name));
         }
         if !light {
-            self.shown_tasks = self.tasks.stored().cloned().collect();
-            self.shown_agent_tasks = self.tasks.tasks_by_agent();
+            // Listed again only when a stored record changed since (a
+            // reconciliation that confirms every task changes none).
+            let generation = self.tasks.stored_generation();
+            if self.shown_tasks_at != Some(generation) {
+                self.shown_tasks = self.tasks.stored().cloned().collect();
+                self.shown_agent_tasks = self.tasks.tasks_by_agent();
+                self.shown_tasks_at = Some(generation);
+            }
             self.shown_drain_tasks = self.drain_tasks(now);
         }
         if self.shown_offers.0 != self.offers.generation() {
@@ -256,6 +325,26 @@ impl Machine {
             .then(|| format!("offers shown {shown:?} differ from those held {now:?}"))
     }
 
+    /// Says how the task list and the tasks by agent last shown differ from
+    /// the stored records, if the table's generation says they are current
+    /// (the property tests: a change that does not move it would show a
+    /// stale list).
+    pub(super) fn shown_tasks_mismatch(&mut self) -> Option<String> {
+        if self.shown_tasks_at != Some(self.tasks.stored_generation()) {
+            return None;
+        }
+        let stored: Vec<_> = self.tasks.stored().cloned().collect();
+        if *self.shown_tasks != *stored {
+            return Some(format!(
+                "tasks shown {:?} differ from those stored {stored:?}",
+                self.shown_tasks
+            ));
+        }
+        let shown = super::by_agent::listing(self.shown_agent_tasks.clone());
+        let now = super::by_agent::listing(self.tasks.tasks_by_agent());
+        (shown != now).then(|| format!("tasks by agent shown {shown:?} differ from {now:?}"))
+    }
+
     /// Brings every service's shown counts to `now` as a full snapshot
     /// would, and says how the first differs from a recount of every
     /// stored record, if one does (the property tests).
@@ -264,8 +353,7 @@ impl Machine {
         for name in self.services.names() {
             let state = self.services.state_mut(&name)?;
             let spec = &state.entry.spec;
-            Shown::refresh(&mut state.shown, spec, &mut self.tasks, now_secs, false);
-            let kept = state.shown.as_ref()?.counts();
+            let kept = Shown::refresh(&mut state.shown, spec, &mut self.tasks, now_secs, false);
             let recount = recount(spec, self.tasks.service(&name), now_secs);
             if *kept != recount {
                 return Some(format!(

@@ -29,6 +29,8 @@ mod revive;
 mod rollout;
 mod rollout_end;
 mod sliced_load;
+mod snapshot;
+mod snapshot_cost;
 mod stats;
 mod tally;
 mod tasks;

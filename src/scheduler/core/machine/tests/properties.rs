@@ -1162,6 +1162,9 @@ impl World {
         if let Some(mismatch) = self.h.machine.offers_mismatch() {
             return Err(mismatch);
         }
+        if let Some(mismatch) = self.h.machine.shown_tasks_mismatch() {
+            return Err(mismatch);
+        }
         self.check_holds();
         if let Some(violation) = self.violation.take() {
             return Err(violation);
