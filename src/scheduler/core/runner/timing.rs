@@ -19,10 +19,14 @@
 //!   `runner/steps.rs`): a command that arrives meanwhile waits for the
 //!   step under way, or for the settle;
 //! - `step`: one input fed to the machine took at least [`SLOW_STEP`] of
-//!   wall time: its `kind` ([`Input::name`](crate::scheduler::core::io::Input::name)),
-//!   `wall_ms` and the core thread's CPU time `cpu_ms`. Far less CPU
-//!   than wall time means the thread waited for a core (a loaded
-//!   machine), not that the machine's work was long.
+//!   wall time: its `kind` ([`Input::name`](crate::scheduler::core::io::Input::name))
+//!   and `wall_ms`; with target `step_cpu` at debug too (e.g.
+//!   `RUST_LOG=info,command_timing=debug,step_cpu=debug`), also the core
+//!   thread's CPU time in the step, `cpu_ms`. Far less CPU than wall time
+//!   means the thread waited for a core (a loaded machine), not that the
+//!   machine's work was long. The CPU clock is off by default because it
+//!   is a system call per step: at 100,000 tasks it added about 10 s of
+//!   CPU to a 20 s launch on this project's test machine.
 //!
 //! The handler's side (`SchedulerHandle::request`) logs `received`: its
 //! send → the answer in hand (`total_ms`); the rest of an HTTP answer's
@@ -122,17 +126,20 @@ pub(super) fn round(drain: Duration, settle: Duration, step: Duration) {
 /// Steps at least this long are logged (`step` lines).
 const SLOW_STEP: Duration = Duration::from_millis(20);
 
-/// Times one input fed to the machine, in wall time and in this thread's
-/// CPU time, when `command_timing` debug lines are on: a step whose wall
-/// time is far above its CPU time waited for a core (a loaded machine),
-/// not for the machine's work.
-pub(super) struct StepClock(Option<(Instant, Duration)>);
+/// Times one input fed to the machine when `command_timing` debug lines
+/// are on, in wall time, and in this thread's CPU time when `step_cpu`
+/// debug lines are on too: a step whose wall time is far above its CPU
+/// time waited for a core (a loaded machine), not for the machine's work.
+pub(super) struct StepClock(Option<(Instant, Option<Duration>)>);
 
 impl StepClock {
     /// Starts the clock (a no-op unless `command_timing` is at debug).
     pub(super) fn start() -> StepClock {
         let on = tracing::enabled!(target: "command_timing", tracing::Level::DEBUG);
-        StepClock(on.then(|| (Instant::now(), thread_cpu())))
+        StepClock(on.then(|| {
+            let cpu = tracing::enabled!(target: "step_cpu", tracing::Level::DEBUG);
+            (Instant::now(), cpu.then(thread_cpu))
+        }))
     }
 
     /// Logs the step, of input `kind`, if it took at least [`SLOW_STEP`].
@@ -142,11 +149,12 @@ impl StepClock {
         };
         let wall = started.elapsed();
         if wall >= SLOW_STEP {
+            let cpu = cpu.map(|at| ms(thread_cpu().saturating_sub(at)));
             tracing::debug!(
                 target: "command_timing",
                 kind,
                 wall_ms = ms(wall),
-                cpu_ms = ms(thread_cpu().saturating_sub(cpu)),
+                cpu_ms = cpu,
                 "step"
             );
         }
