@@ -15,7 +15,7 @@
 //! drain may start on an agent the leader has a record on. Both were a
 //! walk of every record (at 100,000 tasks a tick took 30–40 ms of CPU while
 //! any drain ran: `command_timing` `step` lines, `docs/benchmarks.md`
-//! "Ticks while a drain runs").
+//! "Slow steps by kind, drains' ticks and an explicit run's start").
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -9,19 +9,30 @@ use std::time::Duration;
 use super::*;
 use crate::scheduler::ReconcileKind;
 
+/// A leader of `specs` with `records` stored, subscribed, whose load takes
+/// two records a step (`cfg` otherwise); its first slice is in.
+pub(super) fn loading_two_a_step(
+    mut cfg: CoreConfig,
+    specs: &[ServiceSpec],
+    records: &[TaskRecord],
+) -> Harness {
+    cfg.load_per_step = 2;
+    let mut h = Harness::new(cfg, Some(FRAMEWORK), specs, records);
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_stores();
+    h
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_command_between_slices_is_answered_and_the_load_goes_on() {
     let spec = service("web", 6);
     let records: Vec<TaskRecord> = (0..6).map(|i| running_record("web", i, &spec)).collect();
     let mut cfg = config();
-    cfg.load_per_step = 2;
     // A full snapshot due at every step: none may show a slice.
     cfg.snapshot_interval = Duration::ZERO;
-    let mut h = Harness::new(cfg, Some(FRAMEWORK), std::slice::from_ref(&spec), &records);
-    h.start();
-    h.answer_stores();
-    h.subscribe();
-    h.answer_stores();
+    let mut h = loading_two_a_step(cfg, std::slice::from_ref(&spec), &records);
     assert_eq!(h.machine.tasks.len(), 2, "one slice per step");
     assert!(!h.machine.tasks.is_loaded());
     let shown = |h: &Harness| h.snapshot.as_ref().map_or(0, |s| s.tasks.len());
@@ -77,13 +88,7 @@ async fn backoffs_are_rebuilt_a_service_per_step_after_the_records() {
         records.push(failed);
         records.push(running_record(&spec.name, 1, spec));
     }
-    let mut cfg = config();
-    cfg.load_per_step = 2;
-    let mut h = Harness::new(cfg, Some(FRAMEWORK), &specs, &records);
-    h.start();
-    h.answer_stores();
-    h.subscribe();
-    h.answer_stores();
+    let mut h = loading_two_a_step(config(), &specs, &records);
     let backoff = |h: &Harness, name: &str| {
         h.machine
             .services

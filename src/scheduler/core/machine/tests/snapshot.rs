@@ -78,13 +78,7 @@ fn shown_and_recounted(h: &Harness, specs: &[ServiceSpec]) -> (Vec<String>, Vec<
 async fn the_load_builds_each_services_sums_and_the_first_full_snapshot_counts_them() {
     let specs = [service("api", 3), service("web", 4)];
     let records = mixed(&specs[0], &specs[1]);
-    let mut cfg = config();
-    cfg.load_per_step = 2;
-    let mut h = Harness::new(cfg, Some(FRAMEWORK), &specs, &records);
-    h.start();
-    h.answer_stores();
-    h.subscribe();
-    h.answer_stores();
+    let mut h = super::sliced_load::loading_two_a_step(config(), &specs, &records);
     let built = |h: &Harness, name: &str| {
         h.machine
             .services
