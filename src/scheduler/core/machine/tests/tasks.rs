@@ -363,3 +363,31 @@ async fn a_new_term_resumes_the_kills_of_the_last_one() {
     );
     assert!(h.stores.is_empty(), "already marked: no new write");
 }
+
+/// A batch of updates that only confirm their records (an explicit
+/// reconciliation's answers) asks for no scheduling pass; one that changes
+/// a record, or ends a run, does.
+#[tokio::test(start_paused = true)]
+async fn confirmations_alone_ask_for_no_pass() {
+    let spec = service("web", 1);
+    let mut h = Harness::running(&spec);
+    let task = "web.0.stored";
+    let batch = |h: &mut Harness, updates: Vec<v1::TaskStatus>| {
+        h.machine.needs_schedule = false;
+        let effects = h.machine.handle(Input::Updates(updates), Instant::now());
+        h.take(effects);
+        h.machine.needs_schedule
+    };
+    let confirm = vec![
+        reconciled(task, TaskState::TaskRunning),
+        status(task, TaskState::TaskRunning, None),
+    ];
+    // The subscription's explicit run is under way: its last answer ends it.
+    assert!(h.machine.reconciler.status().running.is_some());
+    assert!(batch(&mut h, confirm.clone()), "the run ended");
+    // No run under way: answers that change nothing.
+    assert!(h.machine.reconciler.status().running.is_none());
+    assert!(!batch(&mut h, confirm), "nothing changed");
+    let failed = status(task, TaskState::TaskFailed, Some("u-failed"));
+    assert!(batch(&mut h, vec![failed]), "the task ended");
+}
