@@ -49,7 +49,7 @@ const TRIGGERS_PER_PASS: usize = 50;
 #[derive(Debug, Default)]
 pub(super) struct Jobs {
     /// Both lists were read.
-    loaded: bool,
+    pub(super) loaded: bool,
     jobs_read: Option<RecordList<JobRecord>>,
     runs_read: Option<RecordList<RunRecord>>,
     jobs: BTreeMap<String, JobEntry>,
@@ -242,6 +242,8 @@ impl Machine {
             );
         }
         self.jobs.loaded = true;
+        // The pass waited for the jobs (`may_schedule`).
+        self.needs_schedule = true;
         let n = self.jobs.jobs.len();
         if n > 0 {
             self.log(EventKind::Service, format!("{n} job(s) loaded"), now);

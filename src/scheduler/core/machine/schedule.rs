@@ -271,6 +271,11 @@ impl Machine {
             // A new leader places nothing before it knows which agents
             // its predecessor was draining.
             && self.drains.is_loaded()
+            // Nor before it knows the jobs: a job's task would look like
+            // one of a deleted service and be killed (a forbid job's run
+            // failed across a leader change once the task records loaded
+            // before the jobs did).
+            && self.jobs.loaded
             && !self.framework.registering
             && self.framework.id.is_some()
     }

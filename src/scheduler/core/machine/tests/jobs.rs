@@ -545,3 +545,54 @@ async fn a_second_kill_of_a_run_being_killed_is_a_conflict() {
     assert_eq!((ok, conflicts), (1, 3));
     assert_eq!(h.marked(), [launched[0].clone()], "one kill");
 }
+
+/// A new leader whose task records load before its jobs do kills no job
+/// task as one of a deleted service: the pass waits for the jobs (a forbid
+/// job's run failed across a leader change that way).
+#[tokio::test(start_paused = true)]
+async fn a_new_leader_kills_no_job_task_before_its_jobs_are_read() {
+    let spec = job(serde_json::json!({}));
+    let task = TaskRecord {
+        agent_id: "agent-0".into(),
+        ..TaskRecord::sample(
+            "report.20000101T000000Z.1",
+            "report",
+            TaskState::TaskRunning,
+        )
+    };
+    let mut h = Harness::new(config(), Some(FRAMEWORK), &[], &[task]);
+    h.store.jobs.insert(
+        spec.name.clone(),
+        (
+            JobRecord {
+                spec: spec.clone(),
+                created_at: BASE,
+                updated_at: BASE,
+            },
+            0,
+        ),
+    );
+    h.start();
+    // The small reads, then the task list; the jobs' lists stay unanswered.
+    for _ in 0..3 {
+        h.answer_next_store();
+    }
+    h.subscribe();
+    assert!(matches!(h.stores.front(), Some((_, StoreOp::ListTasks))));
+    h.answer_next_store();
+    h.advance(Duration::from_secs(2)).await;
+    let kills = |calls: &[MesosCall]| {
+        calls
+            .iter()
+            .filter(|c| matches!(c, MesosCall::Kill { .. }))
+            .count()
+    };
+    let calls = h.drain_call_log();
+    assert_eq!(kills(&calls), 0, "{calls:?}");
+    // The jobs come: the task is the job's, still not killed.
+    h.answer_all();
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(kills(&calls), 0, "{calls:?}");
+}
