@@ -29,6 +29,17 @@ fn job(extra: serde_json::Value) -> JobSpec {
     spec
 }
 
+/// Puts `spec` in `h`'s store as a job record created (and last updated)
+/// at `created`, at version 0.
+fn store_job(h: &mut Harness, spec: &JobSpec, created: f64) {
+    let record = JobRecord {
+        spec: spec.clone(),
+        created_at: created,
+        updated_at: created,
+    };
+    h.store.jobs.insert(spec.name.clone(), (record, 0));
+}
+
 /// A subscribed leader whose store holds `spec` (created at `created`)
 /// and `runs`, `tasks`; its clock at `base`.
 fn leader_at(
@@ -45,17 +56,7 @@ fn leader_at(
         Instant::now(),
         base,
     );
-    h.store.jobs.insert(
-        spec.name.clone(),
-        (
-            JobRecord {
-                spec: spec.clone(),
-                created_at: created,
-                updated_at: created,
-            },
-            0,
-        ),
-    );
+    store_job(&mut h, spec, created);
     for run in runs {
         h.store.runs.insert(run.key(), (run.clone(), 1));
     }
@@ -469,17 +470,7 @@ fn manual_run() -> Request {
 async fn a_job_command_before_the_jobs_are_read_is_not_ready_not_a_conflict() {
     let spec = job(serde_json::json!({}));
     let mut h = Harness::new(config(), Some(FRAMEWORK), &[], &[]);
-    h.store.jobs.insert(
-        spec.name.clone(),
-        (
-            JobRecord {
-                spec: spec.clone(),
-                created_at: BASE,
-                updated_at: BASE,
-            },
-            0,
-        ),
-    );
+    store_job(&mut h, &spec, BASE);
     h.start();
     // The reads of the jobs are not answered yet.
     let id = h.command(manual_run());
@@ -561,17 +552,7 @@ async fn a_new_leader_kills_no_job_task_before_its_jobs_are_read() {
         )
     };
     let mut h = Harness::new(config(), Some(FRAMEWORK), &[], &[task]);
-    h.store.jobs.insert(
-        spec.name.clone(),
-        (
-            JobRecord {
-                spec: spec.clone(),
-                created_at: BASE,
-                updated_at: BASE,
-            },
-            0,
-        ),
-    );
+    store_job(&mut h, &spec, BASE);
     h.start();
     // The small reads, then the task list; the jobs' lists stay unanswered.
     for _ in 0..3 {
