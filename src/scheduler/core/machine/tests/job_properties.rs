@@ -14,7 +14,12 @@
 //!   terms: each trigger launches at most one first attempt;
 //! - a run launches at most `1 + retries.count` attempts, and a run
 //!   recorded `skipped` or `missed` launches none;
-//! - every scheduled run ID is a trigger of the schedule.
+//! - every scheduled run ID is a trigger of the schedule;
+//! - a job's task is killed only by a job's own rule (a run killed,
+//!   replaced or timed out; a task stuck in staging): never by a service's
+//!   rule, whatever order a new leader's startup reads (the task records,
+//!   the jobs, the runs) are answered in, and whenever it subscribes among
+//!   them (checked at the effect that stores the kill mark).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -26,7 +31,7 @@ use crate::scheduler::jobs::{JobRecord, RunId, RunState};
 use crate::scheduler::spec::job::JobSpec;
 
 /// Cases per `cargo test` run.
-const CASES: u32 = 48;
+const CASES: u32 = 96;
 /// Steps of a case, at most.
 const STEPS: usize = 60;
 const BASE: f64 = 1_000_000.0;
@@ -40,8 +45,10 @@ enum Op {
     ManualRun,
     /// Kill the `n`th run (modulo).
     Kill(usize),
-    /// The leader goes; its writes in flight land or not.
-    NewTerm(bool),
+    /// The leader goes; its writes in flight land or not. The new
+    /// leader's startup reads are answered in an order drawn from the seed,
+    /// and it subscribes among them.
+    NewTerm(bool, u64),
     /// The oldest store operation is answered.
     AnswerOne,
     /// Every store operation and call is answered (and those they lead to).
@@ -62,7 +69,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (any::<usize>(), state, any::<bool>()).prop_map(|(n, s, e)| Op::Update(n, s, e)),
         1 => Just(Op::ManualRun),
         1 => any::<usize>().prop_map(Op::Kill),
-        1 => any::<bool>().prop_map(Op::NewTerm),
+        1 => (any::<bool>(), any::<u64>()).prop_map(|(land, seed)| Op::NewTerm(land, seed)),
         3 => Just(Op::AnswerOne),
         3 => Just(Op::AnswerAll),
     ]
@@ -90,9 +97,35 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
         })
 }
 
-/// The effect-time invariant: a job attempt's task record is written only
-/// once a stored run record holds the attempt.
+/// Why a job's task may be killed: the reasons of the jobs' own rules
+/// (`machine/jobs.rs` `kill_run`: the property's kill command, a
+/// `replace` policy, a timeout), of housekeeping's stuck tasks, and of a
+/// task reported alive after its end (`machine/tasks.rs`: its attempt was
+/// given up).
+const JOB_KILLS: [&str; 5] = [
+    "killed by prop",
+    "replaced by run",
+    "timed out after",
+    "stuck in",
+    "reported ",
+];
+
+/// The effect-time invariants: a job attempt's task record is written only
+/// once a stored run record holds the attempt; a kill mark stored on a
+/// job's task gives a job's reason.
 fn watch(h: &Harness, effect: &Effect) -> Option<String> {
+    if let Effect::Store {
+        op: StoreOp::PutTask(record, _),
+        ..
+    } = effect
+        && let Some(kill) = &record.kill
+        && !JOB_KILLS.iter().any(|why| kill.reason.starts_with(why))
+    {
+        return Some(format!(
+            "job task {} killed by a rule not the job's: {}",
+            record.task_id, kill.reason
+        ));
+    }
     if let Effect::Store {
         op: StoreOp::PutTask(record, Expect::Absent),
         ..
@@ -115,8 +148,10 @@ fn watch(h: &Harness, effect: &Effect) -> Option<String> {
     None
 }
 
-/// A harness for a new term over `store`, its clock at `unix`.
-fn term(store: Store, term: u64, unix: f64) -> Harness {
+/// A harness for a new term over `store`, its clock at `unix`. Its
+/// startup reads are answered in an order drawn from `seed`, and the
+/// subscription comes among them; then everything is answered.
+fn term(store: Store, term: u64, unix: f64, seed: u64) -> Harness {
     let mut h = Harness::new(config(), Some(FRAMEWORK), &[], &[]);
     h.store = store;
     let mut info = h.machine.term.clone();
@@ -124,8 +159,31 @@ fn term(store: Store, term: u64, unix: f64) -> Harness {
     h.machine = Machine::new(h.machine.cfg.clone(), info, Instant::now(), unix);
     h.watch = Some(watch);
     h.start();
-    h.answer_all();
-    h.subscribe();
+    let mut draw = seed;
+    let mut next = move |n: usize| {
+        // splitmix64: a small deterministic draw from the case's seed.
+        draw = draw.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = draw;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        usize::try_from((z ^ (z >> 31)) % n as u64).unwrap_or(0)
+    };
+    let mut subscribed = false;
+    while !h.stores.is_empty() {
+        if !subscribed && next(3) == 0 {
+            h.subscribe();
+            subscribed = true;
+        }
+        let i = next(h.stores.len());
+        let (id, op) = h.stores.remove(i).expect("a store operation");
+        let result = h.store.apply(op);
+        h.feed(Input::Stored { id, result });
+        h.answer_calls();
+        h.answer_operators();
+    }
+    if !subscribed {
+        h.subscribe();
+    }
     h.answer_all();
     h
 }
@@ -201,7 +259,7 @@ impl World {
                     });
                 }
             }
-            Op::NewTerm(land) => {
+            Op::NewTerm(land, seed) => {
                 self.collect()?;
                 let unix = self.h.machine.unix(Instant::now());
                 let mut old =
@@ -212,7 +270,7 @@ impl World {
                     }
                 }
                 self.terms += 1;
-                self.h = term(old.store, self.terms, unix);
+                self.h = term(old.store, self.terms, unix, *seed);
             }
             Op::AnswerOne => {
                 if !self.h.stores.is_empty() {
@@ -274,7 +332,7 @@ fn run_case(spec: JobSpec, ops: &[Op]) -> Result<(), String> {
             ),
         );
         let mut world = World {
-            h: term(store, 1, BASE),
+            h: term(store, 1, BASE, 0),
             spec,
             terms: 1,
             launched: Vec::new(),
