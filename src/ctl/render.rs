@@ -259,12 +259,14 @@ fn drain(d: &Value) -> String {
     if d.is_null() {
         return "-".into();
     }
+    let stopped = d["stopped"].as_u64().filter(|n| *n > 0);
     format!(
-        "{}: {} moved, {} waiting, {} blocked",
+        "{}: {} moved, {} waiting, {} blocked{}",
         s(&d["state"]),
         n(&d["moved"]),
         n(&d["waiting"]),
-        n(&d["blocked"])
+        n(&d["blocked"]),
+        stopped.map_or(String::new(), |n| format!(", {n} stopped"))
     )
 }
 
