@@ -416,6 +416,15 @@ mod tests {
             text.contains("running: 2 moved, 1 waiting, 0 blocked"),
             "{text}"
         );
+        // Tasks stopped (no longer wanted) are shown once there are some.
+        let view = json!({"agents": [
+            {"agent_id": "S1", "hostname": "a1", "state": "active", "tasks": [],
+                "drain": {"state": "done", "moved": 0, "waiting": 0, "blocked": 0, "stopped": 1}}]});
+        let text = agents(&view);
+        assert!(
+            text.contains("done: 0 moved, 0 waiting, 0 blocked, 1 stopped"),
+            "{text}"
+        );
     }
 
     #[test]
