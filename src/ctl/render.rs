@@ -259,12 +259,14 @@ fn drain(d: &Value) -> String {
     if d.is_null() {
         return "-".into();
     }
+    let stopped = d["stopped"].as_u64().filter(|n| *n > 0);
     format!(
-        "{}: {} moved, {} waiting, {} blocked",
+        "{}: {} moved, {} waiting, {} blocked{}",
         s(&d["state"]),
         n(&d["moved"]),
         n(&d["waiting"]),
-        n(&d["blocked"])
+        n(&d["blocked"]),
+        stopped.map_or(String::new(), |n| format!(", {n} stopped"))
     )
 }
 
@@ -412,6 +414,15 @@ mod tests {
         let text = agents(&view);
         assert!(
             text.contains("running: 2 moved, 1 waiting, 0 blocked"),
+            "{text}"
+        );
+        // Tasks stopped (no longer wanted) are shown once there are some.
+        let view = json!({"agents": [
+            {"agent_id": "S1", "hostname": "a1", "state": "active", "tasks": [],
+                "drain": {"state": "done", "moved": 0, "waiting": 0, "blocked": 0, "stopped": 1}}]});
+        let text = agents(&view);
+        assert!(
+            text.contains("done: 0 moved, 0 waiting, 0 blocked, 1 stopped"),
             "{text}"
         );
     }

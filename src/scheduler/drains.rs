@@ -221,9 +221,14 @@ pub enum DrainProgress {
     Moved,
     /// Its replacement runs elsewhere but is not available yet.
     WaitingForHealth,
-    /// Nothing moves: no replacement could be placed, or killing it would
-    /// take its service below the floor (see `reason`).
+    /// Nothing moves: no replacement could be placed, killing it would
+    /// take its service below the floor, or it is a job's task, whose run
+    /// the drain waits for (see `reason`).
     Blocked,
+    /// Killed without a replacement (or being killed), not by the drain:
+    /// its service no longer wants its instance (a scale-down), was
+    /// deleted, or replaced it with a new spec; `reason` is the kill's.
+    Stopped,
 }
 
 /// One task of the drained agent in the progress.
@@ -239,7 +244,7 @@ pub struct DrainTask {
     pub progress: DrainProgress,
     /// The instance's copy on another agent, when there is one.
     pub replacement: Option<TaskId>,
-    /// Why it waits or is blocked (`None` once moved).
+    /// Why it waits, is blocked or was stopped (`None` once moved).
     pub reason: Option<String>,
 }
 
@@ -271,6 +276,10 @@ pub struct DrainStatus {
     pub waiting: usize,
     /// Tasks that cannot move now.
     pub blocked: usize,
+    /// Tasks killed without a replacement: no longer wanted by their
+    /// service ([`DrainProgress::Stopped`]).
+    #[serde(default)]
+    pub stopped: usize,
     /// This framework's tasks of the agent, moved or still there, by task
     /// ID.
     pub tasks: Vec<DrainTask>,
@@ -293,6 +302,7 @@ impl DrainStatus {
             moved: count(DrainProgress::Moved),
             waiting: count(DrainProgress::WaitingForHealth),
             blocked: count(DrainProgress::Blocked),
+            stopped: count(DrainProgress::Stopped),
             tasks,
         }
     }

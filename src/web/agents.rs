@@ -79,6 +79,7 @@ impl AgentsPage {
             DrainProgress::Moved => "moved",
             DrainProgress::WaitingForHealth => "waiting_for_health",
             DrainProgress::Blocked => "blocked",
+            DrainProgress::Stopped => "stopped",
         }
     }
 
@@ -88,6 +89,7 @@ impl AgentsPage {
             DrainProgress::Moved => "moved",
             DrainProgress::WaitingForHealth => "waiting for health",
             DrainProgress::Blocked => "blocked",
+            DrainProgress::Stopped => "stopped, not wanted",
         }
     }
 
@@ -97,6 +99,7 @@ impl AgentsPage {
             DrainProgress::Moved => "ok",
             DrainProgress::WaitingForHealth => "info",
             DrainProgress::Blocked => "warn",
+            DrainProgress::Stopped => "",
         }
     }
 

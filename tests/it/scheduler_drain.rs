@@ -4,6 +4,11 @@
 //! backoff, shows the agent draining then drained (snapshot and
 //! `/api/v1/agents`), and places nothing there until `REACTIVATE_AGENT`.
 //! Real ZooKeeper, in-process replica, testbed master.
+//!
+//! And the appliance's own drain (`docs/draining.md`) meeting a
+//! scale-down, as a fresh user's trial did (a `serve` process, the JSON
+//! API): the task on the drained agent is no longer wanted, so it is
+//! killed without a replacement and the drain is done.
 
 use crate::support;
 
@@ -182,4 +187,113 @@ async fn a_drained_agent_s_tasks_are_replaced_at_once_and_it_gets_nothing_until_
         reactivated_at.elapsed()
     );
     replica.stop().await;
+}
+
+/// `worker`: `instances` tasks, one per host.
+fn worker(instances: u32) -> serde_json::Value {
+    json!({"name": "worker", "command": "sleep 100000", "cpus": 0.1, "mem": 32,
+        "instances": instances, "constraints": ["hostname:UNIQUE"], "kill_grace_period": "1s"})
+}
+
+/// The master's live `worker` tasks: (task ID, agent ID).
+fn worker_tasks(tb: &Testbed) -> Vec<(String, String)> {
+    tb.tasks()
+        .into_iter()
+        .filter(|t| !t.completed && t.task_id.starts_with("worker."))
+        .map(|t| (t.task_id, t.agent_id))
+        .collect()
+}
+
+/// The trial's steps: two agents, `worker` on both (UNIQUE), agent of
+/// `worker.1` drained with `min_healthy: 0` (its replacement has nowhere
+/// to go), then `worker` scaled to one instance. The task on the drained
+/// agent is killed as scaled down, the drain is done with it shown
+/// `stopped`, and exactly one `worker` task runs, not on that agent.
+/// (Before, it ran on with no kill and the drain waited forever for an
+/// offer elsewhere for a replacement nobody wanted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_down_during_a_drain_kills_the_unwanted_task_and_the_drain_ends() {
+    use support::processes::{Appliance, base_args, services_file, tail};
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base_args(&zk.connect_string(), &tb.url(), "drain-scale");
+    let file = services_file(dir.path(), "services.json", &json!([worker(2)]));
+    args.extend(["--services".into(), file.display().to_string()]);
+    let a = Appliance::spawn("a", &args);
+    let deadline = std::time::Instant::now() + WAIT;
+    while worker_tasks(&tb).len() < 2
+        || tb
+            .tasks()
+            .iter()
+            .any(|t| !t.completed && t.state != TaskState::TaskRunning)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "2 running: {:?}\n{}",
+            worker_tasks(&tb),
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (leaving, agent) = worker_tasks(&tb)
+        .into_iter()
+        .find(|t| t.0.starts_with("worker.1."))
+        .expect("worker.1");
+    let (status, body) = a
+        .post(
+            &format!("/api/v1/agents/{agent}/drain"),
+            json!({"min_healthy": 0}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = a
+        .send(reqwest::Method::PUT, "/api/v1/services/worker", worker(1))
+        .await;
+    assert!(status == 200 || status == 201, "{status} {body}");
+    // The drain is done, the task shown stopped with the kill's reason.
+    let deadline = std::time::Instant::now() + WAIT;
+    let drain = loop {
+        let agents = a.get("/api/v1/agents").await.map(|(_, b)| b);
+        let drain = agents
+            .as_ref()
+            .and_then(|b| b["agents"].as_array())
+            .and_then(|l| l.iter().find(|e| e["agent_id"] == agent.as_str()))
+            .map(|e| e["drain"].clone())
+            .unwrap_or_default();
+        if drain["state"] == "done" {
+            break drain;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the drain not done: {drain}\n{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (&drain["moved"], &drain["blocked"], &drain["stopped"]),
+        (&json!(0), &json!(0), &json!(1)),
+        "{drain}"
+    );
+    assert_eq!(drain["tasks"][0]["task_id"], leaving.as_str(), "{drain}");
+    assert_eq!(drain["tasks"][0]["progress"], "stopped", "{drain}");
+    let reason = drain["tasks"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("scaled down"), "{drain}");
+    // Exactly one worker runs, at the master and in the appliance's list,
+    // and not on the drained agent.
+    let live = worker_tasks(&tb);
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_ne!(live[0].1, agent, "{live:?}");
+    let (_, tasks) = a.get("/api/v1/tasks").await.expect("the tasks");
+    let running: Vec<&serde_json::Value> = tasks["tasks"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter(|t| t["state"] == "TASK_RUNNING" && t["kill"].is_null())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(running.len(), 1, "{tasks}");
 }

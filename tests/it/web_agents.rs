@@ -115,6 +115,16 @@ async fn the_agents_page_shows_each_drain_s_progress_and_its_buttons() {
                 DrainProgress::Blocked,
                 Some("would drop web below 3 healthy"),
             ),
+            DrainTask {
+                replacement: None,
+                ..drain_task(
+                    "web.3.e",
+                    DrainProgress::Stopped,
+                    Some(
+                        "scaled down while agent S1 is drained: its service no longer wants the instance",
+                    ),
+                )
+            },
         ],
     ));
     let mut cancelled = agent("S2", AgentState::Active, &[]);
@@ -149,9 +159,11 @@ async fn the_agents_page_shows_each_drain_s_progress_and_its_buttons() {
     let r = row("S1");
     assert!(r.contains(">running<"), "{r}");
     assert!(
-        r.contains("1 moved · 1 waiting for health · 1 blocked"),
+        r.contains("1 moved · 1 waiting for health · 1 blocked · 1 stopped"),
         "{r}"
     );
+    assert!(r.contains(r#"class="drain-task progress-stopped""#), "{r}");
+    assert!(r.contains("stopped, not wanted"), "{r}");
     assert!(
         r.contains("min_healthy 3 · then drain_agent · by admin"),
         "{r}"
@@ -188,10 +200,12 @@ async fn the_agents_page_shows_each_drain_s_progress_and_its_buttons() {
         (
             d["moved"].as_u64(),
             d["waiting"].as_u64(),
-            d["blocked"].as_u64()
+            d["blocked"].as_u64(),
+            d["stopped"].as_u64()
         ),
-        (Some(1), Some(1), Some(1))
+        (Some(1), Some(1), Some(1), Some(1))
     );
+    assert_eq!(d["tasks"][3]["progress"], "stopped");
     assert_eq!(d["tasks"][2]["progress"], "blocked");
 
     // A follower shows no buttons (it keeps no table; the leader acts).

@@ -108,7 +108,8 @@ pub fn review<'a>(
                     out.outdated_down = Some(task);
                 }
             }
-            if let Some(i) = usize::try_from(task.instance).ok().filter(|i| *i < desired) {
+            if wants_instance(spec, task.instance) {
+                let i = task.instance as usize;
                 current[i] |= runs_current;
                 // Availability is pure: once one task of the instance is
                 // available, the others need not be judged.
@@ -165,6 +166,17 @@ pub fn review<'a>(
     out
 }
 
+/// True when `spec` wants its instance `instance`: the instances wanted
+/// are `0..instances`. The review counts tasks against them (a task of
+/// another instance is moved into a free one, or killed as surplus when
+/// more tasks than instances are kept), and a task leaving its agent
+/// waits for a copy of its instance only while this holds
+/// (`core/machine/evacuation.rs`): the one rule of which instances a
+/// service wants.
+pub fn wants_instance(spec: &ServiceSpec, instance: u32) -> bool {
+    instance < spec.instances
+}
+
 /// How many are true.
 fn count(flags: impl Iterator<Item = bool>) -> u32 {
     u32::try_from(flags.filter(|f| *f).count()).unwrap_or(u32::MAX)
@@ -214,9 +226,10 @@ fn needs(
     let mut covered = vec![false; desired];
     let mut beyond = Vec::new();
     for t in kept {
-        match covered.get_mut(t.instance as usize) {
-            Some(slot) => *slot = true,
-            None => beyond.push(t),
+        if wants_instance(spec, t.instance) {
+            covered[t.instance as usize] = true;
+        } else {
+            beyond.push(t);
         }
         if t.state == TaskState::TaskRunning {
             out.running += 1;
@@ -225,8 +238,8 @@ fn needs(
         }
     }
     for instance in standing_by {
-        if let Some(slot) = covered.get_mut(instance as usize) {
-            *slot = true;
+        if wants_instance(spec, instance) {
+            covered[instance as usize] = true;
         }
     }
     let mut free = (0..spec.instances).filter(|i| !covered[*i as usize]);

@@ -79,6 +79,12 @@ fn moved_reason(agent: &AgentId) -> String {
     format!("moved off agent {agent} by its drain")
 }
 
+/// The kill reason of a task on `agent`, under its drain, whose service no
+/// longer wants its instance (`evacuation`'s unwanted leaver).
+fn unwanted_reason(agent: &AgentId) -> String {
+    format!("scaled down while agent {agent} is drained: its service no longer wants the instance")
+}
+
 impl Drains {
     /// True once the stored drains were read.
     pub(super) fn is_loaded(&self) -> bool {
@@ -111,6 +117,7 @@ impl Drains {
         drain.state.holds().then(|| Leave {
             floor: Some(drain.min_healthy.floor(spec.instances)),
             why: moved_reason(&task.agent_id),
+            unwanted: unwanted_reason(&task.agent_id),
         })
     }
 
@@ -508,7 +515,11 @@ impl Machine {
     }
 
     /// `agent`'s tasks under `drain` and how far each has moved, by task
-    /// ID.
+    /// ID: moved (killed by the drain), stopped (killed since the drain
+    /// began for another reason: no longer wanted, its service deleted,
+    /// replaced by a new spec), a job's task (not moved: the drain waits
+    /// for its run to end), and the live tasks as the evacuation rule
+    /// finds them.
     fn drain_tasks_of(&self, agent: &AgentId, drain: &DrainRecord, now: Instant) -> Vec<DrainTask> {
         let at = self.unix(now);
         let moved = moved_reason(agent);
@@ -528,20 +539,37 @@ impl Machine {
                     .find(|o| o.instance == instance && o.agent_id != *agent && is_live(o))
                     .map(|o| o.task_id.clone())
             };
-            // Moved already: killed by the drain.
+            let shown = |r: &TaskRecord, progress, replacement, reason| DrainTask {
+                task_id: r.task_id.clone(),
+                service: r.service.clone(),
+                instance: r.instance,
+                progress,
+                replacement,
+                reason,
+            };
+            let spec = self.services.spec(name);
             for r in records.records().filter(|r| r.agent_id == *agent) {
-                if r.kill.as_ref().is_some_and(|k| k.reason == moved) {
-                    tasks.push(DrainTask {
-                        task_id: r.task_id.clone(),
-                        service: r.service.clone(),
-                        instance: r.instance,
-                        progress: DrainProgress::Moved,
-                        replacement: copy_of(r.instance),
-                        reason: None,
-                    });
+                match &r.kill {
+                    // Moved already: killed by the drain.
+                    Some(k) if k.reason == moved => {
+                        tasks.push(shown(r, DrainProgress::Moved, copy_of(r.instance), None));
+                    }
+                    // Killed for another reason since the drain began.
+                    Some(k) if k.requested_at >= drain.started_at => {
+                        let reason = Some(k.reason.clone());
+                        tasks.push(shown(r, DrainProgress::Stopped, None, reason));
+                    }
+                    None if spec.is_none() && !r.is_terminal() && self.jobs.contains(name) => {
+                        let why = format!(
+                            "a task of job {name}: jobs are not moved; the drain waits for its \
+                             run to end"
+                        );
+                        tasks.push(shown(r, DrainProgress::Blocked, None, Some(why)));
+                    }
+                    _ => {}
                 }
             }
-            let Some(spec) = self.services.spec(name) else {
+            let Some(spec) = spec else {
                 continue;
             };
             let holds = drain.state.holds();
@@ -571,7 +599,7 @@ impl Machine {
                         Some(why),
                     ),
                     evacuation::Step::Floor { replacement, why } => {
-                        (DrainProgress::Blocked, Some(replacement), Some(why))
+                        (DrainProgress::Blocked, replacement, Some(why))
                     }
                     evacuation::Step::NoReplacement => {
                         let why = match self.services.waiting(name) {
@@ -580,15 +608,9 @@ impl Machine {
                         };
                         (DrainProgress::Blocked, None, Some(why))
                     }
+                    evacuation::Step::Unwanted { why } => (DrainProgress::Stopped, None, Some(why)),
                 };
-                tasks.push(DrainTask {
-                    task_id: r.task_id.clone(),
-                    service: r.service.clone(),
-                    instance: r.instance,
-                    progress,
-                    replacement,
-                    reason,
-                });
+                tasks.push(shown(&r, progress, replacement, reason));
             }
         }
         tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));

@@ -17,7 +17,16 @@
 //!   the evacuation's floor, when it has one (a drain's `min_healthy`;
 //!   maintenance has none: its floor was checked when the inverse offer was
 //!   accepted). Kills of one pass count against the floor one after the
-//!   other.
+//!   other;
+//! - a leaving task whose instance its service no longer wants (scaled
+//!   down below it: [`wants_instance`], the review's rule) gets no
+//!   replacement — the pass places none for it — and is killed without
+//!   one, as the scale-down's surplus. The floor still holds for that
+//!   kill, capped at the instances the service wants: the drain chose to
+//!   kill the leaving copy rather than one that stays (which a scale-down
+//!   alone would rank), so it keeps its promise of available tasks, but
+//!   an operator who scaled below the floor asked for fewer and a floor
+//!   above the instances wanted would hold the task forever.
 //!
 //! This is pure: the machine applies the kills and shows the waits.
 
@@ -25,6 +34,7 @@ use std::collections::HashMap;
 
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::{TaskRecord, is_live};
+use crate::scheduler::rules::review::wants_instance;
 use crate::scheduler::rules::rollout::Judge;
 use crate::scheduler::spec::ServiceSpec;
 
@@ -36,6 +46,8 @@ pub(super) struct Leave {
     pub floor: Option<u32>,
     /// The kill reason once it has moved (stored in the task record).
     pub why: String,
+    /// The kill reason when its service no longer wants its instance.
+    pub unwanted: String,
 }
 
 /// Where one leaving task stands after a look.
@@ -55,16 +67,22 @@ pub(super) enum Step {
         /// What it waits for.
         why: String,
     },
-    /// A copy is available but the kill would take the service below the
-    /// floor.
+    /// The kill would take the service below the floor: a copy is
+    /// available, or none is wanted.
     Floor {
-        /// The available copy.
-        replacement: TaskId,
+        /// The available copy (`None` for a task no longer wanted).
+        replacement: Option<TaskId>,
         /// Which floor.
         why: String,
     },
     /// No copy of the instance elsewhere yet (placement's business).
     NoReplacement,
+    /// Kill it now without a replacement: its service no longer wants its
+    /// instance, and the floor holds.
+    Unwanted {
+        /// The kill reason.
+        why: String,
+    },
 }
 
 /// Looks at `spec`'s `records` (all of one service, any agent) and tells,
@@ -124,13 +142,34 @@ pub(super) fn step(
     available: &mut u32,
     now: f64,
 ) -> Step {
+    if !wants_instance(spec, task.instance) {
+        // No copy is wanted: the floor only, capped at the instances the
+        // service wants (see the module doc).
+        let after = available.saturating_sub(u32::from(judge.available(task, now)));
+        return match leave.floor.map(|f| f.min(spec.instances)) {
+            Some(floor) if after < floor => Step::Floor {
+                replacement: None,
+                why: format!(
+                    "{} no longer wants instance {}, but its kill would drop {} below {floor} \
+                     healthy ({available} available now)",
+                    spec.name, task.instance, spec.name
+                ),
+            },
+            _ => {
+                *available = after;
+                Step::Unwanted {
+                    why: leave.unwanted,
+                }
+            }
+        };
+    }
     let ready = copies.iter().find(|o| judge.available(o, now));
     match (ready, copies.first()) {
         (Some(copy), _) => {
             let after = available.saturating_sub(u32::from(judge.available(task, now)));
             match leave.floor {
                 Some(floor) if after < floor => Step::Floor {
-                    replacement: copy.task_id.clone(),
+                    replacement: Some(copy.task_id.clone()),
                     why: format!(
                         "would drop {} below {floor} healthy ({available} available now)",
                         spec.name
@@ -167,7 +206,7 @@ pub(super) fn kills(steps: Vec<(TaskId, Step)>) -> Vec<(TaskId, String)> {
     steps
         .into_iter()
         .filter_map(|(id, step)| match step {
-            Step::Kill { why, .. } => Some((id, why)),
+            Step::Kill { why, .. } | Step::Unwanted { why } => Some((id, why)),
             _ => None,
         })
         .collect()

@@ -106,12 +106,17 @@ impl Maintenance {
 
     /// How `task` leaves, when it runs on an agent being emptied for its
     /// window: no floor (it was checked when the inverse offer was
-    /// accepted), and the kill reason.
+    /// accepted), and the kill reasons.
     pub(super) fn leave(&self, task: &TaskRecord) -> Option<Leave> {
         self.is_leaving(task).then(|| Leave {
             floor: None,
             why: format!(
                 "moved off agent {} ahead of its maintenance window",
+                task.agent_id
+            ),
+            unwanted: format!(
+                "scaled down while agent {} is emptied ahead of its maintenance window: \
+                 its service no longer wants the instance",
                 task.agent_id
             ),
         })

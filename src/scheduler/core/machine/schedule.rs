@@ -411,7 +411,18 @@ impl Machine {
                 review(spec, tasks.records(), |_| true, at)
             };
             let leaving_kills = if evacuating {
-                evacuation::kills(evacuation::look(spec, tasks.records(), leave, at))
+                let steps = evacuation::look(spec, tasks.records(), leave, at);
+                // A task whose move into a free instance is being stored
+                // (a pass before it began to leave moved it there) stands
+                // for a wanted instance once stored: it is not killed as
+                // unwanted on its old instance; the pass after the write
+                // decides on it again.
+                let moving =
+                    |id: &TaskId| self.tasks.get(id.as_str()).is_some_and(|e| e.move_wanted);
+                let steps = steps.into_iter().filter(|(id, step)| {
+                    !matches!(step, evacuation::Step::Unwanted { .. }) || !moving(id)
+                });
+                evacuation::kills(steps.collect())
             } else {
                 Vec::new()
             };

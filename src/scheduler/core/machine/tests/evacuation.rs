@@ -77,6 +77,7 @@ fn drained(floor: Option<u32>) -> impl Fn(&TaskRecord) -> Option<Leave> {
         (t.agent_id.as_str() == "agent-0").then(|| Leave {
             floor,
             why: "drained".into(),
+            unwanted: "not wanted".into(),
         })
     }
 }

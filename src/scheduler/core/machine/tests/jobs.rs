@@ -577,3 +577,62 @@ async fn a_new_leader_kills_no_job_task_before_its_jobs_are_read() {
     let calls = h.drain_call_log();
     assert_eq!(kills(&calls), 0, "{calls:?}");
 }
+
+/// A job's task on a drained agent is not moved: the drain waits for its
+/// run to end and says so; deleting the job kills it, and the drain ends.
+#[tokio::test(start_paused = true)]
+async fn a_drain_waits_for_a_jobs_task_and_ends_once_the_job_is_deleted() {
+    use crate::scheduler::drains::{DrainProgress, DrainState, MinHealthy, ThenAction};
+    let spec = job(serde_json::json!({"schedule": {"cron": "0 0 * * * *"}}));
+    let mut h = leader(&spec);
+    h.command(manual_run());
+    h.answer_all();
+    let (launched, _) = until_launch(&mut h, 20).await;
+    h.update(status(&launched[0], TaskState::TaskRunning, Some("r1")));
+    h.answer_all();
+    h.command(Request::StartDrain {
+        agent_id: "agent-0".into(),
+        min_healthy: MinHealthy::Count(1),
+        reason: None,
+        by: "admin".into(),
+        then: ThenAction::None,
+    });
+    h.answer_all();
+    h.advance(Duration::from_secs(3)).await;
+    h.answer_all();
+    assert_eq!(h.marked(), Vec::<String>::new());
+    h.feed(Input::Heartbeat);
+    let drain = |snapshot: &Snapshot| {
+        snapshot
+            .agents
+            .iter()
+            .find(|a| a.agent_id.as_str() == "agent-0")
+            .and_then(|a| a.drain.clone())
+            .expect("the drain")
+    };
+    let shown = drain(h.snapshot().await);
+    assert_eq!(shown.state, DrainState::Running);
+    assert_eq!(shown.blocked, 1, "{shown:?}");
+    let why = shown.tasks[0].reason.clone().unwrap_or_default();
+    assert!(why.contains("job report"), "{why}");
+    h.command(Request::DeleteJob("report".into()));
+    h.answer_all();
+    assert_eq!(h.marked(), [launched[0].clone()]);
+    h.update(v1::TaskStatus {
+        agent_id: Some(v1::AgentId {
+            value: "agent-0".into(),
+        }),
+        ..status(&launched[0], TaskState::TaskKilled, Some("k1"))
+    });
+    h.answer_all();
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    h.feed(Input::Heartbeat);
+    let shown = drain(h.snapshot().await);
+    assert_eq!(
+        (shown.state, shown.stopped),
+        (DrainState::Done, 1),
+        "{shown:?}"
+    );
+    assert_eq!(shown.tasks[0].progress, DrainProgress::Stopped);
+}

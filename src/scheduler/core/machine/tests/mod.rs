@@ -15,6 +15,8 @@ mod job_properties;
 mod jobs;
 mod lag;
 mod launch_reconcile;
+mod leaver_properties;
+mod leavers;
 mod lifecycle;
 mod maintenance;
 mod offers;

@@ -422,7 +422,9 @@ fn watch(h: &Harness, effect: &Effect) -> Option<String> {
 /// knew it: an ACCEPT launches nothing on an agent a drain holds; a kill
 /// marked as a drain's move leaves the service at least `min_healthy`
 /// available tasks, counting the kills of the same decision still on
-/// their way to the store.
+/// their way to the store; a leaving task killed as no longer wanted is
+/// of an instance its service does not want, above the floor capped at
+/// the instances (`leaver_properties::unwanted_kill`).
 fn drain_watch(h: &Harness, effect: &Effect) -> Option<String> {
     let holds = |agent: &str| {
         h.store
@@ -449,6 +451,9 @@ fn drain_watch(h: &Harness, effect: &Effect) -> Option<String> {
             op: StoreOp::PutTask(record, _),
             ..
         } => {
+            if let Some(violation) = super::leaver_properties::unwanted_kill(h, record) {
+                return Some(violation);
+            }
             let kill = record.kill.as_ref()?;
             let stored = h.stored(record.task_id.as_str())?;
             if stored.kill.is_some() || !kill.reason.ends_with("by its drain") {
