@@ -49,6 +49,53 @@ async fn state_names_the_framework_and_the_leader() {
     assert_eq!(v["readiness"]["ready"], true);
 }
 
+/// An explicit reconciliation queued behind the cooldown is in
+/// `/api/v1/state` and on the overview, with when it may start, before it
+/// starts.
+#[tokio::test]
+async fn a_queued_reconciliation_is_shown_with_when_it_may_start() {
+    use mesos_appliance::scheduler::{ReconcileKind, ReconcileOutcome, ReconcileTrigger};
+    let web = TestWeb::leader();
+    let v = web.send(get("/api/v1/state")).await.json();
+    assert_eq!(v["reconciliation"]["queued"], json!([]));
+    assert_eq!(v["reconciliation"]["not_before"], json!(null));
+    let mut s = web.snapshot();
+    let mut queued = s.reconciliation.history[0].clone();
+    queued.id = 2;
+    queued.kind = ReconcileKind::Explicit;
+    queued.trigger = ReconcileTrigger::Manual;
+    queued.started_at = now() - 2.0;
+    queued.finished_at = None;
+    queued.outcome = ReconcileOutcome::Queued;
+    s.reconciliation.queued = vec![queued];
+    // A cooldown that ends in 590 s (`now()` is fixed per test binary).
+    let at = mesos_appliance::util::unix_now_secs() + 590.0;
+    s.reconciliation.not_before = Some(at);
+    web.publish(s);
+    let v = web.send(get("/api/v1/state")).await.json();
+    let q = &v["reconciliation"]["queued"][0];
+    assert_eq!(
+        (&q["id"], &q["kind"], &q["trigger"], &q["outcome"]),
+        (
+            &json!(2),
+            &json!("explicit"),
+            &json!("manual"),
+            &json!("queued")
+        )
+    );
+    assert_eq!(v["reconciliation"]["not_before"], at);
+    let html = web.send(get("/")).await.text();
+    let shown = html
+        .split(r#"id="reconcile-queued">"#)
+        .nth(1)
+        .and_then(|rest| rest.split("</dd>").next())
+        .expect("the queued line");
+    assert!(
+        shown.starts_with("explicit, manual, queued") && shown.contains(", starts in 9m"),
+        "{shown}"
+    );
+}
+
 #[tokio::test]
 async fn follower_state_names_the_leader() {
     let web = TestWeb::new(

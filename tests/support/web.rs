@@ -273,6 +273,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
     s.reconciliation = ReconciliationStatus {
         running: None,
         queued: Vec::new(),
+        not_before: None,
         history: vec![ReconcileRun {
             id: 1,
             kind: ReconcileKind::Explicit,
