@@ -220,6 +220,8 @@ impl Standby {
             .into_iter()
             .map(|record| self.service_status(record, now))
             .collect();
+        // Until the task records are read, what is shown is not a count.
+        snapshot.loading = self.read.is_none();
         if let Some(read) = &self.read {
             snapshot.tasks = read.tasks.clone();
         }

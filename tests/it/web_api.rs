@@ -96,6 +96,37 @@ async fn a_queued_reconciliation_is_shown_with_when_it_may_start() {
     );
 }
 
+/// A replica that has not read the stored records yet (a new leader
+/// before its load) says so in every list and count, and on the pages:
+/// its empty lists are not "no services, no tasks".
+#[tokio::test]
+async fn what_is_not_loaded_yet_is_shown_as_loading() {
+    let web = TestWeb::leader();
+    let v = web.send(get("/api/v1/state")).await.json();
+    assert_eq!(v["counts"]["loading"], false);
+    let mut s = web.snapshot();
+    s.loading = true;
+    s.tasks = Default::default();
+    s.services.clear();
+    web.publish(s);
+    let v = web.send(get("/api/v1/state")).await.json();
+    assert_eq!(
+        (&v["counts"]["tasks"], &v["counts"]["loading"]),
+        (&json!(0), &json!(true))
+    );
+    let v = web.send(get("/api/v1/services")).await.json();
+    assert_eq!(v["loading"], true);
+    let v = web.send(get("/api/v1/tasks")).await.json();
+    assert_eq!(v["loading"], true);
+    let html = web.send(get("/")).await.text();
+    assert!(html.contains(r#"id="counts-loading""#), "{html}");
+    assert!(html.contains(r#"id="loading""#), "the services: loading");
+    assert!(!html.contains("No services defined."));
+    assert!(!html.contains("no task records"));
+    let html = web.send(get("/services")).await.text();
+    assert!(html.contains(r#"id="loading""#) && !html.contains("No services defined."));
+}
+
 #[tokio::test]
 async fn follower_state_names_the_leader() {
     let web = TestWeb::new(

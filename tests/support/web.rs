@@ -156,6 +156,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
     let mut s = Snapshot::standby(replica, FRAMEWORK_NAME, "*", Strategy::Failover);
     s.at = now();
     s.leadership = Leadership::Leader { term: 3 };
+    s.loading = false;
     s.framework = FrameworkStatus {
         id: Some(FRAMEWORK_ID.into()),
         name: FRAMEWORK_NAME.into(),

@@ -112,6 +112,10 @@ pub struct Counts {
     pub unreachable_instances: u64,
     /// Offers held.
     pub offers: usize,
+    /// The stored records are not all read yet (a new leader before its
+    /// load, a follower before its first read): the lists and counts hold
+    /// what is read so far, not what is stored ([`crate::scheduler::Snapshot::loading`]).
+    pub loading: bool,
 }
 
 /// Readiness, as `/readyz` answers it and the overview shows it.
@@ -304,6 +308,7 @@ impl StateView {
                 desired_instances: s.services.iter().map(|x| u64::from(x.spec.instances)).sum(),
                 unreachable_instances: s.services.iter().map(|x| u64::from(x.unreachable)).sum(),
                 offers: s.offers.len(),
+                loading: s.loading,
             },
             replica: s.replica.clone(),
             reconciliation: ReconcileSummary {

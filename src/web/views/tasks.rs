@@ -141,6 +141,11 @@ pub struct TasksView {
     pub tasks: Vec<TaskRow>,
     /// All task records.
     pub total: usize,
+    /// The stored records are not all read yet (a new leader before its
+    /// load, a follower before its first read): the list holds what is
+    /// read so far, not what is stored
+    /// ([`Snapshot::loading`](crate::scheduler::Snapshot::loading)).
+    pub loading: bool,
     /// Records matching the filters.
     pub matched: usize,
     /// This page, from 1.
@@ -377,6 +382,7 @@ impl TasksView {
         Ok(TasksView {
             tasks,
             total: index.tasks().len(),
+            loading: s.loading,
             matched: selection.matched,
             page,
             per_page,
