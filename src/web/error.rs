@@ -338,6 +338,8 @@ struct ErrorPage<'a> {
     /// Where "Back" goes; `/` (the overview, linked anyway) shows none.
     back: &'a str,
     asset_version: &'a str,
+    /// The navigation, as every page shows it.
+    sections: &'static [super::nav::Section],
 }
 
 impl ErrorDetail {
@@ -353,6 +355,7 @@ impl ErrorDetail {
             login: self.status == StatusCode::UNAUTHORIZED,
             back,
             asset_version: super::assets::version(),
+            sections: super::nav::SECTIONS,
         }
         .into_response()
     }

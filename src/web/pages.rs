@@ -305,6 +305,11 @@ impl Chrome {
         format::short_state(state)
     }
 
+    /// The dashboard's sections, for the navigation ([`super::nav`]).
+    pub fn sections(&self) -> &'static [super::nav::Section] {
+        super::nav::SECTIONS
+    }
+
     /// `class="on"` for the active navigation entry.
     pub fn nav(&self, page: &str) -> &'static str {
         if self.page == page { "on" } else { "" }
