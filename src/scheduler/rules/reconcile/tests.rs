@@ -421,7 +421,7 @@ fn a_queued_run_is_shown_with_when_it_may_start() {
     );
     assert!(actions.is_empty(), "in the cooldown");
     let status = r.status();
-    assert_eq!(status.queued, [queued.clone()]);
+    assert_eq!(status.queued, std::slice::from_ref(&queued));
     assert_eq!(status.queued[0].kind, ReconcileKind::Explicit);
     assert_eq!(status.not_before, Some(107.0), "102 s + the 5 s cooldown");
     let started = r.tick(t0 + Duration::from_secs(7), 107.0, || tasks(&["a"]));
