@@ -125,6 +125,22 @@ async fn what_is_not_loaded_yet_is_shown_as_loading() {
     assert!(!html.contains("no task records"));
     let html = web.send(get("/services")).await.text();
     assert!(html.contains(r#"id="loading""#) && !html.contains("No services defined."));
+    // A lookup is not a confident 404 either: it may be stored.
+    for path in ["/api/v1/services/web", "/api/v1/tasks/web.0.x"] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{path}");
+        assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:loading");
+    }
+    let mut s = web.snapshot();
+    s.loading = false;
+    web.publish(s);
+    for path in ["/api/v1/services/web", "/api/v1/tasks/web.0.x"] {
+        assert_eq!(
+            web.send(get(path)).await.status,
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -538,7 +538,8 @@ pub struct TaskDetailView {
 }
 
 impl TaskDetailView {
-    /// The task `id` of `s`; 404 when unknown.
+    /// The task `id` of `s`; 404 when unknown (503 while `s` is loading,
+    /// [`AppError::absent`]).
     pub fn new(s: &Snapshot, id: &str) -> Result<TaskDetailView, AppError> {
         let found = s
             .tasks
@@ -547,7 +548,7 @@ impl TaskDetailView {
             .map(|i| &s.tasks[i])
             // Tolerate a snapshot that is not sorted after all.
             .or_else(|| s.tasks.iter().find(|t| t.task_id == id));
-        let t = found.ok_or_else(|| AppError::not_found(format!("no task {id:?}")))?;
+        let t = found.ok_or_else(|| AppError::absent(s, format_args!("task {id:?}")))?;
         let spec = s
             .services
             .iter()
