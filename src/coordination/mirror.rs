@@ -47,6 +47,8 @@ pub struct RecordMirror<T> {
     dirty: BTreeSet<String>,
     /// Records read from the store since creation (full and changed reads).
     reads: u64,
+    /// Changes of the records held: see [`RecordMirror::generation`].
+    generation: u64,
 }
 
 impl<T: DeserializeOwned + Clone + Send + Sync> RecordMirror<T> {
@@ -62,6 +64,7 @@ impl<T: DeserializeOwned + Clone + Send + Sync> RecordMirror<T> {
             complete: false,
             dirty: BTreeSet::new(),
             reads: 0,
+            generation: 0,
         }
     }
 
@@ -74,6 +77,17 @@ impl<T: DeserializeOwned + Clone + Send + Sync> RecordMirror<T> {
     /// How many records were read from the store since creation.
     pub fn reads(&self) -> u64 {
         self.reads
+    }
+
+    /// A number that grows whenever the records held may have changed: a
+    /// full read, or a record read again because the watch reported it
+    /// created, rewritten or deleted. A view built from
+    /// [`RecordMirror::records`] at one generation is as current as the
+    /// mirror while the generation stays the same. A rewritten record (a
+    /// task's new state) changes it, though it changes neither the
+    /// records' count nor their keys.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The records held, by key.
@@ -186,6 +200,7 @@ impl<T: DeserializeOwned + Clone + Send + Sync> RecordMirror<T> {
             .collect();
         self.dirty.clear();
         self.complete = true;
+        self.generation += 1;
         Ok(())
     }
 
@@ -224,6 +239,7 @@ impl<T: DeserializeOwned + Clone + Send + Sync> RecordMirror<T> {
                 // Not JSON: set apart, as a full listing does.
                 Err(CoordinationError::Malformed { reason, .. }) => {
                     self.reads += 1;
+                    self.generation += 1;
                     self.records.remove(key.as_str());
                     self.malformed.insert(key.clone(), reason);
                 }
@@ -237,6 +253,9 @@ impl<T: DeserializeOwned + Clone + Send + Sync> RecordMirror<T> {
 
     /// One changed record as read: `None` when it is gone.
     fn apply(&mut self, key: &str, read: Option<Versioned<serde_json::Value>>) {
+        // A key is read only when the watch reported it changed; the same
+        // version read again (deleted and created anew) may hold new data.
+        self.generation += 1;
         let Some(read) = read else {
             self.records.remove(key);
             self.malformed.remove(key);
@@ -293,8 +312,10 @@ mod tests {
         let mut mirror = RecordMirror::<Value>::new(coordinator.clone(), k);
         mirror.refresh(false, usize::MAX).await.expect("refreshed");
         assert_eq!(mirror.reads(), 0, "no full read unless asked");
+        assert_eq!(mirror.generation(), 0, "nothing read, nothing changed");
         mirror.refresh(true, usize::MAX).await.expect("refreshed");
         assert_eq!(mirror.reads(), 2);
+        assert!(mirror.generation() > 0, "a full read may change any record");
         assert!(!mirror.is_watched());
         coordinator
             .write_records(k, vec![put("a", 1, Expect::Version(0))])

@@ -41,19 +41,26 @@ impl RestoreTarget {
 /// `now` (seconds since the UNIX epoch): computed alike by the leader and
 /// by a replica that does not lead (from the stored records), so both
 /// tell the same.
+///
+/// `running`, `starting`, `healthy` and `unhealthy` count instances, each
+/// by the one live task that stands for it
+/// ([`assess`](super::rules::workload::assess)): a task leaving a draining
+/// agent and its replacement, or a duplicate, count once, so `healthy +
+/// unhealthy <= running + starting <= instances`. `killing` and
+/// `unreachable` count tasks.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServiceCounts {
-    /// Live tasks in TASK_RUNNING (one per instance).
+    /// Instances whose task is in TASK_RUNNING.
     pub running: u32,
-    /// Live tasks not running yet.
+    /// Instances whose task is not running yet.
     pub starting: u32,
     /// Tasks being killed.
     pub killing: u32,
     /// Tasks unreachable and not given up (`rules/partition.rs`).
     pub unreachable: u32,
-    /// Live tasks reported healthy.
+    /// Instances whose task's health check last reported healthy.
     pub healthy: u32,
-    /// Live tasks reported unhealthy.
+    /// Instances whose task's health check last reported unhealthy.
     pub unhealthy: u32,
     /// Where the rollout stands.
     pub progress: Progress,
@@ -67,15 +74,13 @@ impl ServiceCounts {
         now: f64,
     ) -> ServiceCounts {
         let a = assess(spec, tasks.clone(), now);
-        let ours = || tasks.clone().into_iter().filter(|t| t.service == spec.name);
-        let health = |h| ours().filter(|t| t.health() == Some(h)).count() as u32;
         ServiceCounts {
             running: a.running,
             starting: a.starting,
             killing: a.killing,
             unreachable: a.unreachable,
-            healthy: health(true),
-            unhealthy: health(false),
+            healthy: a.healthy,
+            unhealthy: a.unhealthy,
             progress: rollout::progress(spec, tasks, now),
         }
     }
@@ -86,9 +91,12 @@ impl ServiceCounts {
 pub struct ServiceStatus {
     /// The spec.
     pub spec: ServiceSpec,
-    /// Tasks in TASK_RUNNING.
+    /// Instances whose task is in TASK_RUNNING (each instance counts once,
+    /// by one live task: a task leaving a draining agent and its
+    /// replacement count as one; see [`ServiceCounts`]).
     pub running: u32,
-    /// Tasks launched but not running yet (STAGING, STARTING).
+    /// Instances whose task was launched but is not running yet (STAGING,
+    /// STARTING).
     pub starting: u32,
     /// Tasks being killed.
     pub killing: u32,
@@ -121,10 +129,12 @@ pub struct ServiceStatus {
     /// when no offer was passed over since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offers: Option<OffersSummary>,
-    /// Live tasks whose health check last reported healthy.
+    /// Instances whose task's health check last reported healthy: the
+    /// same unit and tasks as `running` and `starting`, never more than
+    /// their sum.
     #[serde(default)]
     pub healthy: u32,
-    /// Live tasks whose health check last reported unhealthy.
+    /// Instances whose task's health check last reported unhealthy.
     #[serde(default)]
     pub unhealthy: u32,
     /// The rollout under way or halted ([`crate::scheduler::rules::rollout`]).
@@ -264,5 +274,47 @@ impl ServiceStatus {
             restore,
             restart_generation: spec.restart_generation,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesos::v1::TaskState;
+
+    /// A drain: instance 0's task leaves its agent and its replacement
+    /// runs beside it, both healthy; instance 1 runs healthy, instance 2
+    /// unhealthy. Every count is of instances, so the pair counts once.
+    #[test]
+    fn running_and_healthy_count_instances_during_a_drain() {
+        let spec: ServiceSpec = serde_json::from_value(serde_json::json!({
+            "name": "web", "command": "x", "cpus": 0.1, "mem": 32, "instances": 3}))
+        .unwrap();
+        let task = |id: &str, instance, launched_at, healthy| TaskRecord {
+            instance,
+            launched_at,
+            healthy: Some(healthy),
+            ..TaskRecord::sample(id, "web", TaskState::TaskRunning)
+        };
+        let tasks = [
+            task("web.0.leaving", 0, 1.0, true),
+            task("web.0.replacement", 0, 5.0, true),
+            task("web.1", 1, 1.0, true),
+            task("web.2", 2, 1.0, false),
+        ];
+        let counts = ServiceCounts::of(&spec, &tasks, 10.0);
+        assert_eq!((counts.running, counts.starting), (3, 0));
+        assert_eq!(
+            (counts.healthy, counts.unhealthy),
+            (2, 1),
+            "one per instance"
+        );
+        // The replacement not running yet: the running one stands for it.
+        let mut starting = tasks.clone();
+        starting[1].state = TaskState::TaskStarting;
+        starting[1].healthy = None;
+        let counts = ServiceCounts::of(&spec, &starting, 10.0);
+        assert_eq!((counts.running, counts.starting), (3, 0));
+        assert_eq!((counts.healthy, counts.unhealthy), (2, 1));
     }
 }

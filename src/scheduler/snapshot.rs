@@ -360,6 +360,14 @@ pub struct Snapshot {
     /// Jobs with their kept runs, by name (`docs/jobs.md`).
     #[serde(default)]
     pub jobs: Vec<super::jobs::JobStatus>,
+    /// The stored records are not all read yet: `services` and `tasks`
+    /// (and every count made of them) hold only what is read so far, not
+    /// what is stored. True on a new leader until its term has loaded the
+    /// services and the task records (`core::machine::startup`), at the
+    /// moment a replica is elected, and on a replica that does not lead
+    /// until its first read of the task records (`standby`).
+    #[serde(default)]
+    pub loading: bool,
 }
 
 /// A KILL the leader keeps re-sending for a task it has no record of.
@@ -376,7 +384,8 @@ pub struct UnrecordedKill {
 }
 
 impl Snapshot {
-    /// An empty standby snapshot for `replica` (before anything is known).
+    /// An empty standby snapshot for `replica` (before anything is known:
+    /// [`Snapshot::loading`]).
     pub fn standby(
         replica: ReplicaInfo,
         framework_name: &str,
@@ -414,6 +423,7 @@ impl Snapshot {
             events: Vec::new(),
             unrecorded_kills: Vec::new(),
             jobs: Vec::new(),
+            loading: true,
         }
     }
 

@@ -5,28 +5,34 @@
 //! The framework ID and the services are small and read on every refresh.
 //! The task records are not: with tens of thousands of tasks, reading them
 //! all every few seconds would keep every follower (and ZooKeeper) busy
-//! with O(tasks) work while it waits to take over. A refresh first reads
-//! the records' stat (one read: their count and the version of their set
-//! of keys, [`Coordinator::records_stat`](crate::coordination::Coordinator::records_stat))
-//! and reads the records again only when
-//! - a record was created or deleted since the last read, a job's run
-//!   record (read on every refresh, `docs/jobs.md`) says an attempt's task
-//!   ended while the records last read show it live, or [`STALE_AFTER`]
-//!   passed (a rewritten record, e.g. a new state, does not change the
-//!   stat), and
-//! - at least [`PER_RECORD`] × records passed since the last read (at
-//!   least the refresh period): 10,000 tasks are read at most every 10 s,
-//!   50,000 every 50 s.
+//! with O(tasks) work while it waits to take over, and so would rebuilding
+//! the view (its copy of the records, sorted, and the counts of every
+//! service over them). The records themselves come from a
+//! [`RecordMirror`]: a watch on their directory reports each record
+//! created, rewritten or deleted, and every refresh reads those again, only
+//! those (paced, [`RecordMirror::refresh`]). The view is rebuilt from the
+//! mirror only when
+//! - the mirror read a change since the view was built (its
+//!   [`RecordMirror::generation`]: a rewritten record, e.g. a task's new
+//!   state, counts, though it changes neither the records' count nor their
+//!   keys), the records' stat changed (one read: their count and the
+//!   version of their set of keys,
+//!   [`Coordinator::records_stat`](crate::coordination::Coordinator::records_stat)),
+//!   a job's run record (read on every refresh, `docs/jobs.md`) says an
+//!   attempt's task ended while the view shows it live, or [`STALE_AFTER`]
+//!   passed (the last three for a mirror without a watch, which reads every
+//!   record only then), and
+//! - at least [`PER_RECORD`] × records passed since the last rebuild (at
+//!   least the refresh period): 10,000 tasks are rebuilt at most every
+//!   10 s, 50,000 every 50 s.
 //!
-//! Between reads the standby snapshot shows the records last read, with
-//! the service counts computed from them once per read.
+//! Between rebuilds the standby snapshot shows the view last built, with
+//! the service counts computed from it once per rebuild.
 //!
-//! The records themselves come from a [`RecordMirror`]: a watch on their
-//! directory reports each record created, rewritten or deleted, and every
-//! refresh reads those again, only those. When this replica is elected the
-//! mirror goes to its term ([`Standby::take_mirror`]), which reads only
-//! what changed since the last refresh instead of every record
-//! (`docs/benchmarks.md`, *A new leader's read of the task records*).
+//! When this replica is elected the mirror goes to its term
+//! ([`Standby::take_mirror`]), which reads only what changed since the last
+//! refresh instead of every record (`docs/benchmarks.md`, *A new leader's
+//! read of the task records*).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -46,10 +52,11 @@ use crate::util::unix_now_secs;
 
 /// How often a standby replica refreshes its view from ZooKeeper.
 pub const REFRESH: Duration = Duration::from_secs(3);
-/// The task records are read again at least this often while any exist,
-/// even if none was created or deleted (states change by rewrites).
+/// The standby view is rebuilt at least this often while any task record
+/// exists, even if no change was seen (a mirror without a watch sees none).
 pub const STALE_AFTER: Duration = Duration::from_secs(60);
-/// The task records are read at most once per this much per record.
+/// The standby view is rebuilt (and an unwatched mirror reads every record)
+/// at most once per this much per record.
 pub const PER_RECORD: Duration = Duration::from_millis(1);
 
 /// A state a standby replica keeps showing after its term ended.
@@ -76,6 +83,8 @@ pub struct Standby {
 struct Read {
     at: Instant,
     stat: RecordsStat,
+    /// The mirror's [`RecordMirror::generation`] the view was built at.
+    generation: u64,
     tasks: Arc<[Arc<TaskRecord>]>,
     /// Per service: the spec the counts were computed for, and the counts.
     counts: HashMap<String, (ServiceSpec, ServiceCounts)>,
@@ -99,16 +108,18 @@ impl Standby {
         self.mirror.take().filter(RecordMirror::is_watched)
     }
 
-    /// Whether the task records must be read again at `now`, given their
-    /// stat now and whether the runs read now are [`Standby::runs_ahead`].
-    fn due(&self, stat: RecordsStat, runs_ahead: bool, now: Instant) -> bool {
+    /// Whether the view must be rebuilt at `now` (and an unwatched mirror
+    /// read in full), given the records' stat now, whether the runs read
+    /// now are [`Standby::runs_ahead`] and the mirror's generation now.
+    fn due(&self, stat: RecordsStat, runs_ahead: bool, generation: u64, now: Instant) -> bool {
         let Some(read) = &self.read else {
             return true;
         };
         let age = now.saturating_duration_since(read.at);
         let count = u32::try_from(stat.count.max(read.stat.count)).unwrap_or(u32::MAX);
         let pace = REFRESH.max(PER_RECORD.saturating_mul(count));
-        age >= pace && (stat != read.stat || runs_ahead || age >= STALE_AFTER)
+        let changed = stat != read.stat || generation != read.generation || runs_ahead;
+        age >= pace && (changed || age >= STALE_AFTER)
     }
 
     /// Whether a run in `jobs` has an attempt that ended (`ended_at`) whose
@@ -160,9 +171,12 @@ impl Standby {
         };
         let jobs = read_jobs(coordinator).await;
         let stat = coordinator.records_stat(RecordKind::Tasks).await;
-        let due = stat
+        let runs_ahead = self.runs_ahead(&jobs);
+        // Without a watch the mirror reads every record, only when due.
+        let before = self.mirror.as_ref().map_or(0, RecordMirror::generation);
+        let full = stat
             .as_ref()
-            .is_ok_and(|stat| self.due(*stat, self.runs_ahead(&jobs), Instant::now()));
+            .is_ok_and(|stat| self.due(*stat, runs_ahead, before, Instant::now()));
         // Watched, the mirror reads what changed at every refresh, which
         // keeps a new leader's read short; the view below is rebuilt from it
         // at the pace of `due` (the counts cost O(tasks)).
@@ -180,9 +194,15 @@ impl Standby {
         let budget = since.as_micros() / PER_RECORD.as_micros().max(1);
         self.mirror_read_at = Some(now);
         let refreshed = mirror
-            .refresh(due, usize::try_from(budget).unwrap_or(usize::MAX))
+            .refresh(full, usize::try_from(budget).unwrap_or(usize::MAX))
             .await;
-        if let (Ok(stat), Ok(()), true) = (stat, refreshed, due) {
+        // What the mirror read just now is shown now, not a refresh later.
+        let generation = mirror.generation();
+        let rebuild = refreshed.is_ok()
+            && stat
+                .as_ref()
+                .is_ok_and(|stat| self.due(*stat, runs_ahead, generation, Instant::now()));
+        if let (Ok(stat), true, Some(mirror)) = (stat, rebuild, &self.mirror) {
             // By task ID, as the leader's snapshot (its readers
             // binary-search it); the mirror keeps them by key, the task ID.
             let mut tasks: Vec<Arc<TaskRecord>> = mirror.records().cloned().collect();
@@ -190,6 +210,7 @@ impl Standby {
             self.read = Some(Read {
                 at: Instant::now(),
                 stat,
+                generation,
                 tasks: tasks.into(),
                 counts: HashMap::new(),
             });
@@ -199,6 +220,8 @@ impl Standby {
             .into_iter()
             .map(|record| self.service_status(record, now))
             .collect();
+        // Until the task records are read, what is shown is not a count.
+        snapshot.loading = self.read.is_none();
         if let Some(read) = &self.read {
             snapshot.tasks = read.tasks.clone();
         }
@@ -269,6 +292,7 @@ mod tests {
                     count,
                     keys_version,
                 },
+                generation: 0,
                 tasks: Default::default(),
                 counts: HashMap::new(),
             }),
@@ -283,33 +307,56 @@ mod tests {
             keys_version,
         };
         assert!(
-            Standby::default().due(stat(50_000, 7), false, t0),
+            Standby::default().due(stat(50_000, 7), false, 0, t0),
             "nothing read yet"
         );
         // A few records: unchanged keys are not read again until stale.
         let few = read_at(t0, 10, 7);
-        assert!(!few.due(stat(10, 7), false, t0 + REFRESH));
+        assert!(!few.due(stat(10, 7), false, 0, t0 + REFRESH));
         assert!(
-            few.due(stat(11, 8), false, t0 + REFRESH),
+            few.due(stat(11, 8), false, 0, t0 + REFRESH),
             "a record was created"
         );
         assert!(
-            !few.due(stat(11, 8), false, t0 + REFRESH / 2),
+            !few.due(stat(11, 8), false, 0, t0 + REFRESH / 2),
             "within the period"
         );
-        assert!(few.due(stat(10, 7), false, t0 + STALE_AFTER), "stale");
+        assert!(few.due(stat(10, 7), false, 0, t0 + STALE_AFTER), "stale");
         // 20,000 records: at most one read per 20 s, whatever changed.
         let many = read_at(t0, 20_000, 7);
-        assert!(!many.due(stat(20_000, 8), false, t0 + Duration::from_secs(19)));
-        assert!(many.due(stat(20_000, 8), false, t0 + Duration::from_secs(20)));
-        assert!(!many.due(stat(20_000, 7), false, t0 + Duration::from_secs(20)));
+        assert!(!many.due(stat(20_000, 8), false, 0, t0 + Duration::from_secs(19)));
+        assert!(many.due(stat(20_000, 8), false, 0, t0 + Duration::from_secs(20)));
+        assert!(!many.due(stat(20_000, 7), false, 0, t0 + Duration::from_secs(20)));
         // Past a minute a large table is still paced by its size.
         let huge = read_at(t0, 100_000, 7);
-        assert!(!huge.due(stat(100_000, 7), false, t0 + STALE_AFTER));
-        assert!(huge.due(stat(100_000, 7), false, t0 + Duration::from_secs(100)));
+        assert!(!huge.due(stat(100_000, 7), false, 0, t0 + STALE_AFTER));
+        assert!(huge.due(stat(100_000, 7), false, 0, t0 + Duration::from_secs(100)));
         let mut forgotten = huge;
         forgotten.forget();
-        assert!(forgotten.due(stat(100_000, 7), false, t0));
+        assert!(forgotten.due(stat(100_000, 7), false, 0, t0));
+    }
+
+    /// A record rewritten (a task killed: a new state, the same count and
+    /// keys) and read by the mirror rebuilds the view at the next refresh
+    /// past the pace, not after [`STALE_AFTER`].
+    #[tokio::test(start_paused = true)]
+    async fn a_change_the_mirror_read_rebuilds_the_view_at_its_pace() {
+        let t0 = Instant::now();
+        let stat = |count| RecordsStat {
+            count,
+            keys_version: 7,
+        };
+        let few = read_at(t0, 10, 7);
+        assert!(!few.due(stat(10), false, 0, t0 + REFRESH), "nothing read");
+        assert!(few.due(stat(10), false, 1, t0 + REFRESH), "a rewrite read");
+        assert!(
+            !few.due(stat(10), false, 1, t0 + REFRESH / 2),
+            "within the period"
+        );
+        // 50,000 records: rebuilt at most every 50 s, whatever was read.
+        let many = read_at(t0, 50_000, 7);
+        assert!(!many.due(stat(50_000), false, 9, t0 + Duration::from_secs(49)));
+        assert!(many.due(stat(50_000), false, 9, t0 + Duration::from_secs(50)));
     }
 
     fn task(id: &str, state: &str) -> Arc<TaskRecord> {
@@ -365,9 +412,12 @@ mod tests {
             ahead,
             "the run says its attempt ended; the read says running"
         );
-        assert!(standby.due(stat, ahead, t0 + REFRESH));
-        assert!(!standby.due(stat, ahead, t0 + REFRESH / 2), "still paced");
-        assert!(!standby.due(stat, false, t0 + REFRESH), "no change seen");
+        assert!(standby.due(stat, ahead, 0, t0 + REFRESH));
+        assert!(
+            !standby.due(stat, ahead, 0, t0 + REFRESH / 2),
+            "still paced"
+        );
+        assert!(!standby.due(stat, false, 0, t0 + REFRESH), "no change seen");
         // Once read again with the terminal state, nothing is ahead.
         let read = standby.read.as_mut().unwrap();
         let mut tasks = read.tasks.to_vec();

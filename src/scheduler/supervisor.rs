@@ -127,10 +127,13 @@ async fn supervise(
             // only what changed since (`standby`). The standby view's
             // copies go, so that the term owns the records unshared.
             let mirror = standby.take_mirror();
+            // Shown as loading until the term has loaded them.
             deps.snapshots.send_if_modified(|snapshot| {
-                let shown = !snapshot.tasks.is_empty();
+                let shown = !snapshot.tasks.is_empty() || !snapshot.loading;
                 if shown {
-                    Arc::make_mut(snapshot).tasks = Default::default();
+                    let snapshot = Arc::make_mut(snapshot);
+                    snapshot.tasks = Default::default();
+                    snapshot.loading = true;
                 }
                 shown
             });

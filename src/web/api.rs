@@ -94,7 +94,7 @@ pub(crate) async fn tasks_view(
     path = "/api/v1/tasks/{id}",
     tag = "tasks",
     params(("id" = String, Path, description = "The task ID")),
-    responses((status = 200, description = "The task", body = TaskDetailView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
+    responses((status = 200, description = "The task", body = TaskDetailView), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Unavailable)
 )]
 pub async fn task(
     State(state): State<AppState>,
@@ -173,18 +173,19 @@ pub async fn services(State(state): State<AppState>) -> Json<ServicesView> {
     path = "/api/v1/services/{name}",
     tag = "services",
     params(("name" = String, Path, description = "The service")),
-    responses((status = 200, description = "The service", body = ServiceRow), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound)
+    responses((status = 200, description = "The service", body = ServiceRow), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Unavailable)
 )]
 pub async fn service(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<ServiceRow>, AppError> {
-    ServicesView::new(&state.handle.snapshot())
+    let s = state.handle.snapshot();
+    ServicesView::new(&s)
         .services
         .into_iter()
-        .find(|s| s.name == name)
+        .find(|row| row.name == name)
         .map(Json)
-        .ok_or_else(|| AppError::not_found(format!("no service {name:?}")))
+        .ok_or_else(|| AppError::absent(&s, format_args!("service {name:?}")))
 }
 
 /// What a service change answers.

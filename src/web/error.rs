@@ -152,6 +152,25 @@ impl AppError {
         AppError::new(StatusCode::NOT_FOUND, "not-found", "Not found", detail)
     }
 
+    /// 404 for `what` (`service "web"`, `task "web.0.x"`), not in `s`;
+    /// but while `s` is [`loading`](crate::scheduler::Snapshot::loading),
+    /// 503 `loading` (with `Retry-After`): it may be stored and not read
+    /// yet, and an absence is not known until the records are.
+    pub fn absent(s: &crate::scheduler::Snapshot, what: impl std::fmt::Display) -> AppError {
+        if !s.loading {
+            return AppError::not_found(format!("no {what}"));
+        }
+        AppError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "loading",
+            "Loading",
+            format!(
+                "{what} is not known yet: the stored records are not all read yet; try again \
+                 in a moment"
+            ),
+        )
+    }
+
     /// 409: the action does not apply in the current state.
     pub fn conflict(detail: impl Into<String>) -> AppError {
         AppError::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
@@ -338,6 +357,8 @@ struct ErrorPage<'a> {
     /// Where "Back" goes; `/` (the overview, linked anyway) shows none.
     back: &'a str,
     asset_version: &'a str,
+    /// The navigation, as every page shows it.
+    sections: &'static [super::nav::Section],
 }
 
 impl ErrorDetail {
@@ -353,6 +374,7 @@ impl ErrorDetail {
             login: self.status == StatusCode::UNAUTHORIZED,
             back,
             asset_version: super::assets::version(),
+            sections: super::nav::SECTIONS,
         }
         .into_response()
     }
@@ -479,7 +501,8 @@ pub mod responses {
     pub struct Conflict(pub Problem);
 
     /// 503: no leader known, the store or the core did not answer in
-    /// time, or (live streams) every place for a stream is taken
+    /// time, (live streams) every place for a stream is taken, or (a
+    /// lookup) the stored records are not all read yet (`loading`)
     /// (`Retry-After`).
     #[derive(utoipa::IntoResponses)]
     #[response(status = 503, content_type = "application/problem+json")]

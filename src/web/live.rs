@@ -1,6 +1,8 @@
 //! Live pages: `GET /api/v1/stream` is a server-sent-event stream with one
 //! `snapshot` event per new scheduler snapshot (at most one per
-//! [`MIN_INTERVAL`]), data `{"at", "role", "state", "tasks"}`. `app.js`
+//! [`MIN_INTERVAL`]), data `{"at", "role", "state", "tasks", "loading"}`
+//! (`loading`: the task records are not all read yet, so `tasks` is not
+//! their count; [`crate::scheduler::Snapshot::loading`]). `app.js`
 //! re-fetches the page it shows on each event and swaps its `#live` part;
 //! when the stream breaks it shows "scheduler unreachable" and reconnects
 //! with back-off. The stream ends when the server shuts down.
@@ -24,6 +26,7 @@ struct Pulse<'a> {
     role: &'a str,
     state: &'a str,
     tasks: usize,
+    loading: bool,
 }
 
 /// `GET /api/v1/stream`: see the module doc.
@@ -55,6 +58,7 @@ pub async fn stream(
             role: s.leadership.role(),
             state: s.framework.state.as_str(),
             tasks: s.tasks.len(),
+            loading: s.loading,
         };
         let event = Event::default()
             .event("snapshot")

@@ -110,6 +110,7 @@ pub mod live;
 pub mod logs;
 pub mod marathon_compat;
 pub mod metrics;
+pub mod nav;
 pub mod openapi;
 pub mod pages;
 pub mod query;

@@ -54,7 +54,8 @@ fn link(href: impl Into<String>, label: impl Into<String>) -> Option<Link> {
 }
 
 /// The banners `s` calls for: standby (with the leader), suspended,
-/// framework removed / failed over / fenced / disconnected.
+/// loading (the stored records not all read yet), framework removed /
+/// failed over / fenced / disconnected.
 pub fn banners(s: &Snapshot) -> Vec<Banner> {
     let mut out = Vec::new();
     match &s.leadership {
@@ -92,6 +93,17 @@ pub fn banners(s: &Snapshot) -> Vec<Banner> {
             link: None,
             after: String::new(),
         }),
+    }
+    if s.loading {
+        out.push(Banner {
+            level: "warn",
+            head: "loading",
+            text: "— the stored services and task records are not all read yet: the lists and \
+                   counts show only what is read so far"
+                .into(),
+            link: None,
+            after: String::new(),
+        });
     }
     let fw = &s.framework;
     let reason = fw
@@ -291,6 +303,11 @@ impl Chrome {
     /// A task state without the `TASK_` prefix.
     pub fn short<'a>(&self, state: &'a str) -> &'a str {
         format::short_state(state)
+    }
+
+    /// The dashboard's sections, for the navigation ([`super::nav`]).
+    pub fn sections(&self) -> &'static [super::nav::Section] {
+        super::nav::SECTIONS
     }
 
     /// `class="on"` for the active navigation entry.

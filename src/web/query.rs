@@ -15,8 +15,9 @@ use super::error::AppError;
 use crate::scheduler::FieldError;
 
 /// The longest URI (path and query) served: 8 KiB, as common front
-/// proxies allow. (Past 64 KiB hyper answers 414 itself, with an empty
-/// body, before the application sees the request.)
+/// proxies allow. (Past 64 KiB hyper answers 414 itself, before the
+/// application sees the request; the server gives that answer a problem
+/// document too, `server/refusals.rs`.)
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 
 /// Middleware: a URI longer than [`MAX_URI_BYTES`] is 414, as a JSON

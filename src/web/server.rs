@@ -27,7 +27,10 @@
 //! - the client's address in each request (`ConnectInfo<SocketAddr>`, read
 //!   as [`Peer`](super::auth::Peer));
 //! - with TLS ([`super::tls`]), the handshake first, bounded by the header
-//!   read timeout too.
+//!   read timeout too;
+//! - a problem document in hyper's own refusals of a request head (414 for
+//!   a URI past its 64 KiB, 431, 400), which hyper sends with an empty
+//!   body ([`refusals`]).
 //!
 //! (`axum::serve` offers neither the timeout nor the cap.)
 
@@ -51,9 +54,11 @@ use super::WebConfig;
 use super::error::AppError;
 use super::tls::TlsState;
 use connections::Connections;
+use refusals::Refusals;
 use stall::send_deadline;
 
 mod connections;
+mod refusals;
 mod stall;
 
 /// The live streams open at once on a server of `max_connections`
@@ -164,8 +169,8 @@ pub(crate) async fn run(
         let stream = send_deadline(stream, config.send_timeout);
         match &tls {
             None => {
-                let connection =
-                    graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+                let connection = graceful
+                    .watch(builder.serve_connection(TokioIo::new(Refusals::new(stream)), service));
                 let connections = connections.clone();
                 tokio::spawn(async move {
                     tokio::select! {
@@ -200,8 +205,9 @@ pub(crate) async fn run(
                                     return;
                                 }
                             };
-                        let connection =
-                            watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
+                        let connection = watcher.watch(
+                            builder.serve_connection(TokioIo::new(Refusals::new(stream)), service),
+                        );
                         if let Err(e) = connection.await {
                             tracing::debug!(%peer, error = %e, "HTTPS connection ended with an error");
                         }

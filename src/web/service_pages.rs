@@ -110,7 +110,7 @@ fn find_row(s: &Snapshot, name: &str) -> Result<ServiceRow, AppError> {
         .services
         .into_iter()
         .find(|r| r.name == name)
-        .ok_or_else(|| AppError::not_found(format!("no service {name:?}")).html())
+        .ok_or_else(|| AppError::absent(s, format_args!("service {name:?}")).html())
 }
 
 /// A task as the service pages list it.
@@ -438,7 +438,7 @@ pub async fn edit_editor(
     }
     let s = state.handle.snapshot();
     let spec = stored(&s, &name)
-        .ok_or_else(|| AppError::not_found(format!("no service {name:?}")).html())?;
+        .ok_or_else(|| AppError::absent(&s, format_args!("service {name:?}")).html())?;
     let text = serde_json::to_string_pretty(spec).unwrap_or_default() + "\n";
     let base = spec_version(Some(spec));
     Ok(editor(&state, &headers, Some(name), text, base, None))
@@ -782,7 +782,7 @@ pub async fn scale_page(
     }
     let s = state.handle.snapshot();
     let old = stored(&s, &name)
-        .ok_or_else(|| AppError::not_found(format!("no service {name:?}")).html())?;
+        .ok_or_else(|| AppError::absent(&s, format_args!("service {name:?}")).html())?;
     let (mut page, cookie) =
         ConfirmPage::new(&state, &s, &headers, &name, format!("Scale service {name}"));
     page.verb = "scale";
@@ -856,7 +856,7 @@ pub async fn post_scale(
     let n = parse_instances(&post.form.instances).map_err(AppError::html)?;
     let s = post.state.handle.snapshot();
     let old = stored(&s, &name)
-        .ok_or_else(|| AppError::not_found(format!("no service {name:?}")).html())?;
+        .ok_or_else(|| AppError::absent(&s, format_args!("service {name:?}")).html())?;
     check_base(&s, &name, &post.form.base)?;
     let from = old.instances;
     let mut new = old.clone();
@@ -886,7 +886,7 @@ pub async fn delete_page(
     }
     let s = state.handle.snapshot();
     let old = stored(&s, &name)
-        .ok_or_else(|| AppError::not_found(format!("no service {name:?}")).html())?;
+        .ok_or_else(|| AppError::absent(&s, format_args!("service {name:?}")).html())?;
     let (mut page, cookie) = ConfirmPage::new(
         &state,
         &s,
@@ -915,7 +915,7 @@ pub async fn post_delete(
 ) -> Result<Response, AppError> {
     let s = post.state.handle.snapshot();
     if stored(&s, &name).is_none() {
-        return Err(AppError::not_found(format!("no service {name:?}")).html());
+        return Err(AppError::absent(&s, format_args!("service {name:?}")).html());
     }
     check_base(&s, &name, &post.form.base)?;
     let killed = live_tasks(&s, &name).len();

@@ -64,6 +64,7 @@ mod scheduler_revive;
 mod scheduler_rollout;
 mod scheduler_safety;
 mod scheduler_sla_drain;
+mod scheduler_standby;
 mod scheduler_store;
 mod scheduler_takeover;
 mod scheduler_workload;

@@ -49,6 +49,100 @@ async fn state_names_the_framework_and_the_leader() {
     assert_eq!(v["readiness"]["ready"], true);
 }
 
+/// An explicit reconciliation queued behind the cooldown is in
+/// `/api/v1/state` and on the overview, with when it may start, before it
+/// starts.
+#[tokio::test]
+async fn a_queued_reconciliation_is_shown_with_when_it_may_start() {
+    use mesos_appliance::scheduler::{ReconcileKind, ReconcileOutcome, ReconcileTrigger};
+    let web = TestWeb::leader();
+    let v = web.send(get("/api/v1/state")).await.json();
+    assert_eq!(v["reconciliation"]["queued"], json!([]));
+    assert_eq!(v["reconciliation"]["not_before"], json!(null));
+    let mut s = web.snapshot();
+    let mut queued = s.reconciliation.history[0].clone();
+    queued.id = 2;
+    queued.kind = ReconcileKind::Explicit;
+    queued.trigger = ReconcileTrigger::Manual;
+    queued.started_at = now() - 2.0;
+    queued.finished_at = None;
+    queued.outcome = ReconcileOutcome::Queued;
+    s.reconciliation.queued = vec![queued];
+    // A cooldown that ends in 590 s (`now()` is fixed per test binary).
+    let at = mesos_appliance::util::unix_now_secs() + 590.0;
+    s.reconciliation.not_before = Some(at);
+    web.publish(s);
+    let v = web.send(get("/api/v1/state")).await.json();
+    let q = &v["reconciliation"]["queued"][0];
+    assert_eq!(
+        (&q["id"], &q["kind"], &q["trigger"], &q["outcome"]),
+        (
+            &json!(2),
+            &json!("explicit"),
+            &json!("manual"),
+            &json!("queued")
+        )
+    );
+    assert_eq!(v["reconciliation"]["not_before"], at);
+    let html = web.send(get("/")).await.text();
+    let shown = html
+        .split(r#"id="reconcile-queued">"#)
+        .nth(1)
+        .and_then(|rest| rest.split("</dd>").next())
+        .expect("the queued line");
+    assert!(
+        shown.starts_with("explicit, manual, queued") && shown.contains(", starts in 9m"),
+        "{shown}"
+    );
+}
+
+/// A replica that has not read the stored records yet (a new leader
+/// before its load) says so in every list and count, and on the pages:
+/// its empty lists are not "no services, no tasks".
+#[tokio::test]
+async fn what_is_not_loaded_yet_is_shown_as_loading() {
+    let web = TestWeb::leader();
+    let v = web.send(get("/api/v1/state")).await.json();
+    assert_eq!(v["counts"]["loading"], false);
+    let mut s = web.snapshot();
+    s.loading = true;
+    s.tasks = Default::default();
+    s.services.clear();
+    web.publish(s);
+    let v = web.send(get("/api/v1/state")).await.json();
+    assert_eq!(
+        (&v["counts"]["tasks"], &v["counts"]["loading"]),
+        (&json!(0), &json!(true))
+    );
+    let v = web.send(get("/api/v1/services")).await.json();
+    assert_eq!(v["loading"], true);
+    let v = web.send(get("/api/v1/tasks")).await.json();
+    assert_eq!(v["loading"], true);
+    let html = web.send(get("/")).await.text();
+    assert!(html.contains(r#"id="counts-loading""#), "{html}");
+    assert!(html.contains(r#"id="loading""#), "the services: loading");
+    assert!(!html.contains("No services defined."));
+    assert!(!html.contains("no task records"));
+    let html = web.send(get("/services")).await.text();
+    assert!(html.contains(r#"id="loading""#) && !html.contains("No services defined."));
+    // A lookup is not a confident 404 either: it may be stored.
+    for path in ["/api/v1/services/web", "/api/v1/tasks/web.0.x"] {
+        let r = web.send(get(path)).await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{path}");
+        assert_eq!(r.json()["type"], "urn:mesos-appliance:problem:loading");
+    }
+    let mut s = web.snapshot();
+    s.loading = false;
+    web.publish(s);
+    for path in ["/api/v1/services/web", "/api/v1/tasks/web.0.x"] {
+        assert_eq!(
+            web.send(get(path)).await.status,
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn follower_state_names_the_leader() {
     let web = TestWeb::new(

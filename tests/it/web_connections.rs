@@ -297,3 +297,63 @@ async fn healthz_answers_at_once(
         );
     }
 }
+
+/// A request head hyper refuses before the application sees it — a URI
+/// past hyper's own limit (64 KiB), headers past its buffer, a request
+/// line that does not parse — is answered with a problem document as
+/// every other error, not a bare status with an empty body; a URI past
+/// [`MAX_URI_BYTES`](mesos_appliance::web::query::MAX_URI_BYTES) only is
+/// the application's 414 as before.
+#[tokio::test]
+async fn requests_hyper_refuses_get_problem_documents() {
+    use mesos_appliance::web::serve;
+    let mut config = test_config();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let web = TestWeb::new(config, leader_snapshot("http://x", 1));
+    let server = serve(web.state.clone(), std::future::pending())
+        .await
+        .unwrap();
+    let body = |answer: &str| -> serde_json::Value {
+        let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/problem+json"),
+            "{head}"
+        );
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
+    };
+    for (length, what) in [
+        (10_000, "the application's limit"),
+        (100_000, "hyper's limit"),
+    ] {
+        let request = format!(
+            "GET /api/v1/tasks?q={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "x".repeat(length)
+        );
+        let (answer, _) = raw_exchange(server.addr, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 414"), "{what}: {answer:.200}");
+        let v = body(&answer);
+        assert_eq!(
+            v["type"], "urn:mesos-appliance:problem:uri-too-long",
+            "{what}"
+        );
+        assert_eq!(v["status"], 414);
+    }
+    let request = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: {}\r\n\r\n",
+        "y".repeat(1 << 20)
+    );
+    let (answer, _) = raw_exchange(server.addr, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:.200}");
+    assert_eq!(body(&answer)["status"], 431);
+    let (answer, _) = raw_exchange(server.addr, b"GET / HTTP/1.1\r\nHo st: x\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer:.200}");
+    assert_eq!(body(&answer)["status"], 400);
+    // A request that parses on the same kind of connection is unchanged.
+    let (answer, _) = raw_exchange(
+        server.addr,
+        b"GET /api/v1/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:.200}");
+}

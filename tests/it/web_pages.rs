@@ -697,3 +697,45 @@ async fn login_refuses_foreign_next_urls() {
     assert!(html.contains(r#"href="/actions""#));
     assert!(!html.contains("evil.test"));
 }
+
+/// The links of the page's `<nav class="tabs">`, in order.
+fn nav_links(html: &str) -> Vec<String> {
+    let nav = html
+        .split(r#"<nav class="tabs">"#)
+        .nth(1)
+        .and_then(|rest| rest.split("</nav>").next())
+        .expect("a navigation");
+    nav.split(r#"<a href=""#)
+        .skip(1)
+        .filter_map(|a| a.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// An HTML error page (a 404, a 405) shows the same navigation as every
+/// other page, every section in it (`web::nav`).
+#[tokio::test]
+async fn an_error_page_shows_the_same_navigation_as_the_pages() {
+    let web = TestWeb::leader();
+    let page = nav_links(&web.send(get("/")).await.text());
+    let sections: Vec<&str> = mesos_appliance::web::nav::SECTIONS
+        .iter()
+        .map(|s| s.href)
+        .collect();
+    assert_eq!(page, sections);
+    for want in ["/jobs", "/agents", "/audit"] {
+        assert!(page.iter().any(|h| h == want), "{want}");
+    }
+    let r = web.send(get("/no-such-page")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(nav_links(&r.text()), page, "the 404 page");
+    let r = web
+        .send(
+            request(axum::http::Method::DELETE, "/tasks")
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(nav_links(&r.text()), page, "the 405 page");
+}

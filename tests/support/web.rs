@@ -156,6 +156,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
     let mut s = Snapshot::standby(replica, FRAMEWORK_NAME, "*", Strategy::Failover);
     s.at = now();
     s.leadership = Leadership::Leader { term: 3 };
+    s.loading = false;
     s.framework = FrameworkStatus {
         id: Some(FRAMEWORK_ID.into()),
         name: FRAMEWORK_NAME.into(),
@@ -273,6 +274,7 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
     s.reconciliation = ReconciliationStatus {
         running: None,
         queued: Vec::new(),
+        not_before: None,
         history: vec![ReconcileRun {
             id: 1,
             kind: ReconcileKind::Explicit,

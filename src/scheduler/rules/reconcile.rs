@@ -123,6 +123,8 @@ pub struct Reconciler {
     /// At most one per kind.
     queued: Vec<Queued>,
     last_end: Option<Instant>,
+    /// `last_end` in seconds since the UNIX epoch, for the status.
+    last_end_secs: Option<f64>,
     next_periodic: Option<Instant>,
     history: VecDeque<ReconcileRun>,
     /// The ID of the next run. Run IDs are counted here, not globally, so a
@@ -142,6 +144,7 @@ impl Reconciler {
             running: None,
             queued: Vec::new(),
             last_end: None,
+            last_end_secs: None,
             next_periodic,
             history: VecDeque::new(),
             next_id: 1,
@@ -499,6 +502,7 @@ impl Reconciler {
         running.view.outcome = outcome;
         running.view.finished_at = Some(now_secs);
         self.last_end = Some(now);
+        self.last_end_secs = Some(now_secs);
         self.remember(running.view.clone());
         vec![Action::Finished(running.view)]
     }
@@ -536,11 +540,30 @@ impl Reconciler {
         }
     }
 
+    /// When the first queued run may start (see
+    /// [`ReconciliationStatus::not_before`]): not before it was queued,
+    /// nor before the cooldown after the last run ends.
+    fn not_before(&self) -> Option<f64> {
+        if self.running.is_some() {
+            return None;
+        }
+        let first = self
+            .queued
+            .iter()
+            .find(|q| q.kind == ReconcileKind::Explicit)
+            .or(self.queued.first())?;
+        let cooldown_end = self
+            .last_end_secs
+            .map(|end| end + self.cfg.cooldown.as_secs_f64());
+        Some(cooldown_end.map_or(first.since, |end| end.max(first.since)))
+    }
+
     /// The status shown on the overview.
     pub fn status(&self) -> ReconciliationStatus {
         ReconciliationStatus {
             running: self.running.as_ref().map(|r| r.view.clone()),
             queued: self.queued.iter().map(Self::placeholder).collect(),
+            not_before: self.not_before(),
             history: self.history.iter().cloned().collect(),
         }
     }

@@ -236,6 +236,11 @@ fn needs(
         } else {
             out.starting += 1;
         }
+        match t.health() {
+            Some(true) => out.healthy += 1,
+            Some(false) => out.unhealthy += 1,
+            None => {}
+        }
     }
     for instance in standing_by {
         if wants_instance(spec, instance) {

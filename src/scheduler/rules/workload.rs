@@ -24,10 +24,17 @@ pub struct Assessment {
     /// (its record is rewritten; its task ID keeps the number it was
     /// launched with).
     pub moves: Vec<(TaskId, u32)>,
-    /// Live tasks in TASK_RUNNING.
+    /// Instances whose task (the one live task kept for each, see
+    /// [`assess`]) is in TASK_RUNNING.
     pub running: u32,
-    /// Live tasks not running yet (STAGING, STARTING).
+    /// Instances whose task is not running yet (STAGING, STARTING).
     pub starting: u32,
+    /// Instances whose task's health check last reported healthy: the
+    /// same tasks as `running` and `starting`, so a task leaving a
+    /// draining agent and its replacement count once, as one instance.
+    pub healthy: u32,
+    /// Instances whose task's health check last reported unhealthy.
+    pub unhealthy: u32,
     /// Tasks with a kill requested that are not terminal yet.
     pub killing: u32,
     /// Live tasks in TASK_UNREACHABLE not given up yet (`expunge_after`),
@@ -43,6 +50,12 @@ pub struct Assessment {
 /// Assesses `spec` against its tasks (any order; other services' tasks are
 /// ignored) at `now` (seconds since the UNIX epoch): a view of
 /// [`review`](super::review::review).
+///
+/// Each instance is counted once, by the one live task kept for it: a
+/// running one before a starting one, then the oldest (the others are
+/// duplicates, [`Assessment::surplus`]). Its state and health make the
+/// `running`, `starting`, `healthy` and `unhealthy` counts, which are
+/// therefore all counts of instances.
 ///
 /// A scale-down keeps the best tasks, not the lowest-numbered: the tasks
 /// beyond the desired count go in the order of

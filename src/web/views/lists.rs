@@ -113,6 +113,11 @@ impl ServiceRow {
 pub struct ServicesView {
     /// Services, sorted by name.
     pub services: Vec<ServiceRow>,
+    /// The stored records are not all read yet (a new leader before its
+    /// load, a follower before its first read): the list holds what is
+    /// read so far, not what is stored
+    /// ([`Snapshot::loading`](crate::scheduler::Snapshot::loading)).
+    pub loading: bool,
 }
 
 impl ServicesView {
@@ -134,7 +139,10 @@ impl ServicesView {
             })
             .collect();
         services.sort_by(|a, b| a.name.cmp(&b.name));
-        ServicesView { services }
+        ServicesView {
+            services,
+            loading: s.loading,
+        }
     }
 }
 

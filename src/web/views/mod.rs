@@ -112,6 +112,10 @@ pub struct Counts {
     pub unreachable_instances: u64,
     /// Offers held.
     pub offers: usize,
+    /// The stored records are not all read yet (a new leader before its
+    /// load, a follower before its first read): the lists and counts hold
+    /// what is read so far, not what is stored ([`crate::scheduler::Snapshot::loading`]).
+    pub loading: bool,
 }
 
 /// Readiness, as `/readyz` answers it and the overview shows it.
@@ -124,11 +128,20 @@ pub struct Readiness {
     pub reason: String,
 }
 
-/// The last and the running reconciliation.
+/// The running, the queued and the last reconciliation.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ReconcileSummary {
     /// The run in progress.
     pub running: Option<ReconcileRun>,
+    /// Runs waiting for the running one or the cooldown (at most one per
+    /// kind; explicit starts first), each with outcome `queued` and
+    /// `started_at` the time it was queued.
+    pub queued: Vec<ReconcileRun>,
+    /// The earliest time (seconds since the UNIX epoch) the first queued
+    /// run may start: the end of the cooldown after the last run. `null`
+    /// when nothing is queued or a run is in progress (the queue waits
+    /// for its end, then the cooldown).
+    pub not_before: Option<f64>,
     /// The newest finished run.
     pub last: Option<ReconcileRun>,
 }
@@ -295,10 +308,13 @@ impl StateView {
                 desired_instances: s.services.iter().map(|x| u64::from(x.spec.instances)).sum(),
                 unreachable_instances: s.services.iter().map(|x| u64::from(x.unreachable)).sum(),
                 offers: s.offers.len(),
+                loading: s.loading,
             },
             replica: s.replica.clone(),
             reconciliation: ReconcileSummary {
                 running: s.reconciliation.running.clone(),
+                queued: s.reconciliation.queued.clone(),
+                not_before: s.reconciliation.not_before,
                 last: s.reconciliation.history.last().cloned(),
             },
             readiness: readiness(s, now),

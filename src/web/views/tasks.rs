@@ -141,6 +141,11 @@ pub struct TasksView {
     pub tasks: Vec<TaskRow>,
     /// All task records.
     pub total: usize,
+    /// The stored records are not all read yet (a new leader before its
+    /// load, a follower before its first read): the list holds what is
+    /// read so far, not what is stored
+    /// ([`Snapshot::loading`](crate::scheduler::Snapshot::loading)).
+    pub loading: bool,
     /// Records matching the filters.
     pub matched: usize,
     /// This page, from 1.
@@ -377,6 +382,7 @@ impl TasksView {
         Ok(TasksView {
             tasks,
             total: index.tasks().len(),
+            loading: s.loading,
             matched: selection.matched,
             page,
             per_page,
@@ -532,7 +538,8 @@ pub struct TaskDetailView {
 }
 
 impl TaskDetailView {
-    /// The task `id` of `s`; 404 when unknown.
+    /// The task `id` of `s`; 404 when unknown (503 while `s` is loading,
+    /// [`AppError::absent`]).
     pub fn new(s: &Snapshot, id: &str) -> Result<TaskDetailView, AppError> {
         let found = s
             .tasks
@@ -541,7 +548,7 @@ impl TaskDetailView {
             .map(|i| &s.tasks[i])
             // Tolerate a snapshot that is not sorted after all.
             .or_else(|| s.tasks.iter().find(|t| t.task_id == id));
-        let t = found.ok_or_else(|| AppError::not_found(format!("no task {id:?}")))?;
+        let t = found.ok_or_else(|| AppError::absent(s, format_args!("task {id:?}")))?;
         let spec = s
             .services
             .iter()

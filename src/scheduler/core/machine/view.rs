@@ -289,6 +289,9 @@ impl Machine {
                 })
                 .collect(),
             jobs: self.jobs.statuses(),
+            // The services are read before the task records, which are
+            // loaded last (`startup`).
+            loading: !self.tasks.is_loaded(),
         }
     }
 }

@@ -132,9 +132,16 @@ pub struct ReconciliationStatus {
     /// The run in progress.
     pub running: Option<ReconcileRun>,
     /// Runs waiting for the current one or the cooldown (at most one per
-    /// kind; explicit goes first).
+    /// kind; explicit goes first). Each is shown as a run with outcome
+    /// `queued` whose `started_at` is when it was queued.
     #[serde(default)]
     pub queued: Vec<ReconcileRun>,
+    /// The earliest time (seconds since the UNIX epoch) the first queued
+    /// run may start: the end of the cooldown after the last run
+    /// (`--reconcile-cooldown`). `None` when nothing is queued or a run is
+    /// in progress (the queue waits for its end, then the cooldown).
+    #[serde(default)]
+    pub not_before: Option<f64>,
     /// Recent finished runs, newest last.
     pub history: Vec<ReconcileRun>,
 }

@@ -395,3 +395,50 @@ fn a_silent_master_gets_the_unanswered_again_with_the_next_slice_and_the_abort_l
         .collect();
     assert_eq!(unanswered, ["a", "b", "c", "d", "e"], "e was never asked");
 }
+
+/// An explicit request in the cooldown after a run waits, and the status
+/// shows it queued with when it may start (the cooldown's end), until it
+/// starts; behind a running run no start time is known yet.
+#[test]
+fn a_queued_run_is_shown_with_when_it_may_start() {
+    let t0 = Instant::now();
+    let mut r = Reconciler::new(cfg(), t0);
+    r.request(
+        ReconcileKind::Explicit,
+        ReconcileTrigger::Manual,
+        || tasks(&["a"]),
+        t0,
+        100.0,
+    );
+    r.on_update("a", true, t0 + Duration::from_secs(2), 102.0);
+    assert_eq!(r.status().history.len(), 1, "converged at 102 s");
+    let (queued, actions) = r.request(
+        ReconcileKind::Explicit,
+        ReconcileTrigger::Manual,
+        || tasks(&["a"]),
+        t0 + Duration::from_secs(3),
+        103.0,
+    );
+    assert!(actions.is_empty(), "in the cooldown");
+    let status = r.status();
+    assert_eq!(status.queued, std::slice::from_ref(&queued));
+    assert_eq!(status.queued[0].kind, ReconcileKind::Explicit);
+    assert_eq!(status.not_before, Some(107.0), "102 s + the 5 s cooldown");
+    let started = r.tick(t0 + Duration::from_secs(7), 107.0, || tasks(&["a"]));
+    assert_eq!(sent(&started).len(), 1);
+    let status = r.status();
+    assert!(status.queued.is_empty());
+    assert_eq!(status.not_before, None);
+    assert_eq!(status.running.map(|run| run.id), Some(queued.id));
+    // Queued behind the running explicit run: no time yet.
+    r.request(
+        ReconcileKind::Implicit,
+        ReconcileTrigger::Manual,
+        Vec::new,
+        t0 + Duration::from_secs(8),
+        108.0,
+    );
+    let status = r.status();
+    assert_eq!(status.queued.len(), 1);
+    assert_eq!(status.not_before, None, "waits for the running run");
+}

@@ -114,6 +114,11 @@ pub fn assess<'a>(
         } else {
             out.starting += 1;
         }
+        match t.health() {
+            Some(true) => out.healthy += 1,
+            Some(false) => out.unhealthy += 1,
+            None => {}
+        }
     }
     for instance in standing_by {
         if let Some(slot) = covered.get_mut(instance as usize) {

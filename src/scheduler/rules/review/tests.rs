@@ -259,7 +259,11 @@ proptest::proptest! {
         );
         let set_aside = own.iter().filter(|r| is_live(r) && !not_leaving(r)).count();
         proptest::prop_assert_eq!(fused.set_aside as usize, set_aside);
-        proptest::prop_assert_eq!(workload::assess(&s, &all, now), reference::assess(&s, &all, now));
+        let assessed = workload::assess(&s, &all, now);
+        proptest::prop_assert_eq!(&assessed, &reference::assess(&s, &all, now));
+        // One unit, instances: each counted once, by one task.
+        let (health, live) = (assessed.healthy + assessed.unhealthy, assessed.running + assessed.starting);
+        proptest::prop_assert!(health <= live && live <= instances, "{:?}", assessed);
         proptest::prop_assert_eq!(rollout::progress(&s, &all, now), reference::progress(&s, &all, now));
         proptest::prop_assert_eq!(
             rollout::next_replacement(&s, &all, max_unavailable, halted, now),

@@ -2,7 +2,8 @@
 //! (`CoreConfig::load_per_step`, `startup::load_slice`): a command between
 //! two slices is answered before the load ends, an update that comes
 //! meanwhile is held and applied once every record is in, and no full
-//! snapshot shows a table half loaded.
+//! snapshot shows a table half loaded: until the load ends a snapshot says
+//! it is loading (`Snapshot::loading`).
 
 use std::time::Duration;
 
@@ -37,6 +38,8 @@ async fn a_command_between_slices_is_answered_and_the_load_goes_on() {
     assert!(!h.machine.tasks.is_loaded());
     let shown = |h: &Harness| h.snapshot.as_ref().map_or(0, |s| s.tasks.len());
     assert_eq!(shown(&h), 0, "no snapshot of a table half loaded");
+    let loading = |h: &Harness| h.snapshot.as_ref().map(|s| s.loading);
+    assert_eq!(loading(&h), Some(true), "shown as loading, not as none");
     // A command between two slices is answered at once.
     let reply = h.command(Request::Reconcile(ReconcileKind::Explicit));
     h.answer_stores();
@@ -63,6 +66,7 @@ async fn a_command_between_slices_is_answered_and_the_load_goes_on() {
         6,
         "the full snapshot after the load shows every record"
     );
+    assert_eq!(loading(&h), Some(false));
 }
 
 /// After the last slice, the restart backoffs are rebuilt a service per
