@@ -305,7 +305,9 @@ impl Client {
     /// without a leader, reads go to any replica.
     async fn discover_leader(&self) {
         for base in self.targets() {
-            let Ok((200, state)) = self.once(&Method::GET, &base, "/api/v1/state", None).await
+            let Ok((200, state)) = self
+                .once(&Method::GET, &base, "/api/v1/state", None, &[])
+                .await
             else {
                 continue;
             };
@@ -329,12 +331,16 @@ impl Client {
         base: &str,
         path: &str,
         body: Option<&Value>,
+        headers: &[(&str, String)],
     ) -> Result<(u16, Value), Failed> {
         let url = format!("{base}{path}");
         let mut request = self
             .http
             .request(method.clone(), &url)
             .header("accept", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
         if let Some(token) = &self.token {
             request = request.bearer_auth(&token.0);
         }
@@ -371,6 +377,20 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(u16, Value), CtlError> {
+        self.call_with(method, path, body, &[]).await
+    }
+
+    /// [`Client::call`] with request `headers` as well (an `If-Match`).
+    ///
+    /// # Errors
+    /// As [`Client::call`].
+    pub async fn call_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, String)],
+    ) -> Result<(u16, Value), CtlError> {
         // POST starts something (a drain, a job run): sent again after an
         // answer was lost, it could start a second one.
         let idempotent = method != Method::POST;
@@ -388,7 +408,7 @@ impl Client {
                     continue;
                 }
                 tried.push(base.clone());
-                let (status, answer) = match self.once(&method, &base, path, body).await {
+                let (status, answer) = match self.once(&method, &base, path, body, headers).await {
                     Ok(answer) => answer,
                     Err(e) => {
                         if self.known_leader().as_deref() == Some(base.as_str()) {

@@ -232,11 +232,7 @@ async fn services(client: &Client, command: ServicesCommand, json: bool) -> Resu
             name,
             instances,
             why,
-        } => {
-            let mut spec = stored_spec(client, &name).await?;
-            spec["instances"] = json!(instances);
-            apply(client, vec![spec], why.as_deref(), false, json).await?;
-        }
+        } => scale(client, &name, instances, why.as_deref(), json).await?,
         ServicesCommand::Restart { name, why, wait } => {
             restart(client, &name, why.as_deref(), wait, json).await?;
         }
@@ -380,8 +376,56 @@ async fn restart(
 
 /// The stored spec of `name` (the `spec` of its row), refused when the API
 /// hid a URI password in it: sending it back would store `***`.
-async fn stored_spec(client: &Client, name: &str) -> Result<Value, CtlError> {
-    let row = client.get(&service_path(name)).await?;
+/// `services scale`: reads the service, puts its spec with `instances`
+/// conditioned on the version read (`If-Match`). A replica behind the
+/// leader (a follower, a new leader still reading ZooKeeper) can show an
+/// older spec; the leader refuses a change made on it (412) rather than
+/// undo a change it did not see, and the scale reads again, until the
+/// client's deadline.
+async fn scale(
+    client: &Client,
+    name: &str,
+    instances: u32,
+    why: Option<&str>,
+    json: bool,
+) -> Result<(), CtlError> {
+    let path = format!("{}{}", service_path(name), reason(why));
+    loop {
+        let row = client.get(&service_path(name)).await?;
+        let mut spec = spec_of(&row, name)?;
+        spec["instances"] = json!(instances);
+        let version = row["version"].as_str().unwrap_or_default();
+        let condition = [("if-match", format!("\"{version}\""))];
+        match client
+            .call_with(Method::PUT, &path, Some(&spec), &condition)
+            .await
+        {
+            Ok((_, answer)) => {
+                let outcome = answer["outcome"].as_str().unwrap_or("applied");
+                // As `apply` shows its results: a list.
+                show(json, &json!([{"name": name, "outcome": outcome}]), |_| {
+                    format!("service {name} {outcome}")
+                });
+                return Ok(());
+            }
+            Err(CtlError::Api { status: 412, .. })
+                if Instant::now() + SCALE_REREAD < client.deadline() =>
+            {
+                tokio::time::sleep(SCALE_REREAD).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// How long `services scale` waits before it reads a service again after
+/// the leader refused a change made on an older spec.
+const SCALE_REREAD: Duration = Duration::from_millis(500);
+
+/// The spec of `row` (`GET /api/v1/services/{name}`), to change and put
+/// back; refused when a URI's password was redacted (putting it back would
+/// store the redaction).
+fn spec_of(row: &Value, name: &str) -> Result<Value, CtlError> {
     let spec = row["spec"].clone();
     if !spec.is_object() {
         return Err(CtlError::Usage(format!(

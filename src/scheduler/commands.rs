@@ -90,6 +90,19 @@ pub enum Request {
     /// operator gets every field error); answered with [`Answer::Service`],
     /// `true` if it replaced one.
     PutService(Box<ValidServiceSpec>),
+    /// Replace a service only if its stored spec is still at version
+    /// `expected` ([`ServiceSpec::version`](super::spec::ServiceSpec::version)):
+    /// a change made on a spec read earlier (a scale from the CLI, a
+    /// dashboard form, an HTTP `If-Match`), checked when the core takes
+    /// it, after any write of the service in flight. Answered as
+    /// [`Request::PutService`]; [`CommandError::NotFound`] without the
+    /// service, [`CommandError::PreconditionFailed`] when it changed.
+    ReplaceService {
+        /// The new spec.
+        spec: Box<ValidServiceSpec>,
+        /// The version it was made from.
+        expected: String,
+    },
     /// Delete a service, its tasks are killed; answered with
     /// [`Answer::Service`], `false` if there was no such service.
     DeleteService(String),
@@ -178,6 +191,7 @@ impl Request {
             Request::Abdicate => "abdicate",
             Request::Reregister => "reregister",
             Request::PutService(_) => "put_service",
+            Request::ReplaceService { .. } => "replace_service",
             Request::DeleteService(_) => "delete_service",
             Request::Rollout { .. } => "rollout",
             Request::StartDrain { .. } => "start_drain",
@@ -218,7 +232,7 @@ pub enum Answer {
     Teardown(Result<TeardownResult, CommandError>),
     /// To [`Request::Abdicate`] and [`Request::Reregister`].
     Done(Result<(), CommandError>),
-    /// To [`Request::PutService`] (`true`: replaced),
+    /// To [`Request::PutService`] and [`Request::ReplaceService`] (`true`: replaced),
     /// [`Request::DeleteService`] (`false`: no such service) and
     /// [`Request::Rollout`].
     Service(Result<bool, CommandError>),
@@ -329,6 +343,11 @@ pub enum CommandError {
     /// No answer within the handler timeout.
     #[error("the scheduler did not answer within {0:?}")]
     Timeout(Duration),
+    /// A conditional change whose condition no longer holds (the service
+    /// changed since it was read: [`Request::ReplaceService`]); nothing
+    /// was done.
+    #[error("{0}")]
+    PreconditionFailed(String),
 }
 
 /// A store failure as a command's answer: losing leadership during the

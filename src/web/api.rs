@@ -173,19 +173,49 @@ pub async fn services(State(state): State<AppState>) -> Json<ServicesView> {
     path = "/api/v1/services/{name}",
     tag = "services",
     params(("name" = String, Path, description = "The service")),
-    responses((status = 200, description = "The service", body = ServiceRow), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Unavailable)
+    responses((status = 200, description = "The service; its `ETag` is the spec's `version`, for `If-Match`", body = ServiceRow, headers(("ETag" = String, description = "The stored spec's version, quoted"))), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Unavailable)
 )]
 pub async fn service(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
-) -> Result<Json<ServiceRow>, AppError> {
+) -> Result<Response, AppError> {
     let s = state.handle.snapshot();
-    ServicesView::new(&s)
+    let row = ServicesView::new(&s)
         .services
         .into_iter()
         .find(|row| row.name == name)
-        .map(Json)
-        .ok_or_else(|| AppError::absent(&s, format_args!("service {name:?}")))
+        .ok_or_else(|| AppError::absent(&s, format_args!("service {name:?}")))?;
+    let etag = format!("\"{}\"", row.version);
+    Ok(([(header::ETAG, etag)], Json(row)).into_response())
+}
+
+/// The version an `If-Match` header names (RFC 9110 §13.1.1), quotes
+/// taken off; `None` without the header or for `*` (any stored spec: the
+/// change is not conditioned on a version). 400 for a list, a weak tag
+/// (never equal under If-Match's strong comparison) or a value that is
+/// not text.
+fn if_match(headers: &HeaderMap) -> Result<Option<String>, AppError> {
+    let Some(value) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let bad = |why: &str| {
+        AppError::invalid(vec![crate::scheduler::spec::FieldError {
+            field: "If-Match".into(),
+            message: format!("{why}: give one version as read from GET (its ETag), quoted"),
+        }])
+    };
+    let text = value.to_str().map_err(|_| bad("not text"))?.trim();
+    if text == "*" {
+        return Ok(None);
+    }
+    if text.contains(',') || text.starts_with("W/") {
+        return Err(bad("one strong entity tag only"));
+    }
+    let tag = text.trim_matches('"');
+    if tag.is_empty() || tag.len() > 64 {
+        return Err(bad("empty or too long"));
+    }
+    Ok(Some(tag.to_string()))
 }
 
 /// What a service change answers.
@@ -205,20 +235,29 @@ pub struct ServiceChange {
     put,
     path = "/api/v1/services/{name}",
     tag = "services",
-    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery),
+    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery, ("If-Match" = Option<String>, Header, description = "Replace only if the stored spec is still at this version (the `ETag` or `version` of `GET /api/v1/services/{name}`); 412 when it changed")),
     request_body(content = ServiceSpec, description = "The service spec; `name` may be left out", content_type = "application/json"),
-    responses((status = 200, description = "Replaced", body = ServiceChange), (status = 201, description = "Created", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::AdminRefusals),
+    responses((status = 200, description = "Replaced", body = ServiceChange), (status = 201, description = "Created", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::PreconditionFailed, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn put_service(
     ApiPath(name): ApiPath<String>,
+    headers: HeaderMap,
     AdminChange { admin, ctx }: AdminChange,
     JsonBody(body): JsonBody,
 ) -> Result<Response, AppError> {
+    let expected = if_match(&headers)?;
     let spec = service_spec(body, &name, &admin.state.handle.snapshot())?;
     let params = put_params(&spec);
     let state = &admin.state;
-    let result = ask(state, Request::PutService(Box::new(spec)))
+    let request = match expected {
+        Some(expected) => Request::ReplaceService {
+            spec: Box::new(spec),
+            expected,
+        },
+        None => Request::PutService(Box::new(spec)),
+    };
+    let result = ask(state, request)
         .await
         .map_err(|e| AppError::from_command(e, &admin.path));
     let (status, outcome) = match &result {

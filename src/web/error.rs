@@ -251,6 +251,12 @@ impl AppError {
             CommandError::NotLeader { leader_url } => AppError::not_leader(leader_url, path),
             CommandError::LeadershipLost => AppError::not_leader(None, path),
             CommandError::Conflict(_) => AppError::conflict(detail),
+            CommandError::PreconditionFailed(_) => AppError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition-failed",
+                "Changed since it was read",
+                detail,
+            ),
             CommandError::Invalid(errors) => AppError::invalid(errors),
             // The title says "Not found"; the core's own "not found: "
             // prefix would say it twice.
@@ -499,6 +505,12 @@ pub mod responses {
     #[derive(utoipa::IntoResponses)]
     #[response(status = 409, content_type = "application/problem+json")]
     pub struct Conflict(pub Problem);
+
+    /// 412: a conditional change (`If-Match`) whose object changed since
+    /// it was read; nothing was done.
+    #[derive(utoipa::IntoResponses)]
+    #[response(status = 412, content_type = "application/problem+json")]
+    pub struct PreconditionFailed(pub Problem);
 
     /// 503: no leader known, the store or the core did not answer in
     /// time, (live streams) every place for a stream is taken, or (a

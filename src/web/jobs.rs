@@ -295,7 +295,7 @@ pub struct JobChange {
     tag = "jobs",
     params(("name" = String, Path, description = "The job"), crate::web::extract::ReasonQuery),
     request_body(content = JobSpec, description = "The job spec; `name` may be left out", content_type = "application/json"),
-    responses((status = 200, description = "Replaced", body = JobChange), (status = 201, description = "Created", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::AdminRefusals),
+    responses((status = 200, description = "Replaced", body = JobChange), (status = 201, description = "Created", body = JobChange), crate::web::error::responses::BadRequest, crate::web::error::responses::Conflict, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn put(

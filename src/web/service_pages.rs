@@ -78,23 +78,10 @@ pub const MAX_SPEC_TEXT: usize = 256 * 1024;
 /// The `base` of a service that does not exist.
 const ABSENT: &str = "absent";
 
-/// A short version of a stored spec (FNV-1a of its JSON, as
-/// [`ServiceSpec::fingerprint`] hashes the task shape, and of its restart
-/// generation when not 0 — the JSON leaves that out, yet a rolling restart
-/// started since the page was shown is a change), or `absent`: what a
-/// confirmation page saw, checked again when it is posted.
+/// The version of a stored spec ([`ServiceSpec::version`]), or `absent`:
+/// what a confirmation page saw, checked again when it is posted.
 pub fn spec_version(spec: Option<&ServiceSpec>) -> String {
-    let Some(spec) = spec else {
-        return ABSENT.to_string();
-    };
-    let mut text = serde_json::to_string(spec).unwrap_or_default();
-    if spec.restart_generation != 0 {
-        text.push_str(&format!("\nrestart_generation={}", spec.restart_generation));
-    }
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{hash:016x}")
+    spec.map_or_else(|| ABSENT.to_string(), ServiceSpec::version)
 }
 
 /// The stored spec of `name`, if any.
@@ -695,6 +682,21 @@ fn check_base(s: &Snapshot, name: &str, base: &str) -> Result<(), AppError> {
     Ok(())
 }
 
+/// The core's request for `spec` made on a page that showed the stored
+/// spec at version `base`: replaced only if it is still at that version
+/// (`check_base` looked at this replica's snapshot; the core decides,
+/// after any write of the service in flight), or created when the page
+/// showed none.
+fn put_at(spec: ValidServiceSpec, base: &str) -> Request {
+    if base == ABSENT {
+        return Request::PutService(Box::new(spec));
+    }
+    Request::ReplaceService {
+        spec: Box::new(spec),
+        expected: base.to_string(),
+    }
+}
+
 /// Writes the audit entry of a service change posted from a page, as the
 /// API writes it.
 async fn audit<F, T>(
@@ -730,7 +732,7 @@ pub async fn post_apply(
     let spec = validate(&post.form.spec, Some(&name), &s).map_err(AppError::html)?;
     check_base(&s, &name, &post.form.base)?;
     let params = put_params(&spec);
-    let result = ask::<bool>(&post.state, Request::PutService(Box::new(spec)))
+    let result = ask::<bool>(&post.state, put_at(spec, &post.form.base))
         .await
         .map_err(|e| AppError::from_command(e, &post.path));
     let (ok, outcome) = if matches!(result, Ok(true)) {
@@ -863,7 +865,7 @@ pub async fn post_scale(
     new.instances = n;
     let spec = ValidServiceSpec::new(new).map_err(|e| AppError::invalid(e).html())?;
     let params = serde_json::json!({ "name": name, "instances": n, "from": from });
-    let result = ask::<bool>(&post.state, Request::PutService(Box::new(spec)))
+    let result = ask::<bool>(&post.state, put_at(spec, &post.form.base))
         .await
         .map_err(|e| AppError::from_command(e, &post.path));
     audit(&post, "service.scale", params, &result, || {

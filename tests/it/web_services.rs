@@ -350,7 +350,7 @@ async fn scale_names_the_tasks_that_die_and_refuses_what_is_not_a_count() {
         ))
         .await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text());
-    assert_eq!(web.core.received(), ["put_service"]);
+    assert_eq!(web.core.received(), ["replace_service"]);
     assert_eq!(instances(&web, "web"), Some(1));
     let audit = audit_actions(&web).await;
     assert!(

@@ -371,23 +371,7 @@ impl TestCore {
             // Replies of `Silent` commands, kept so they never resolve.
             let mut parked: Vec<Command> = Vec::new();
             while let Some(command) = rx.recv().await {
-                let name = match &command.request {
-                    CoreRequest::Reconcile(_) => "reconcile",
-                    CoreRequest::Kamikaze => "kamikaze",
-                    CoreRequest::Teardown => "teardown",
-                    CoreRequest::Abdicate => "abdicate",
-                    CoreRequest::Reregister => "reregister",
-                    CoreRequest::PutService(_) => "put_service",
-                    CoreRequest::DeleteService(_) => "delete_service",
-                    CoreRequest::Rollout { .. } => "rollout",
-                    CoreRequest::StartDrain { .. } => "start_drain",
-                    CoreRequest::CancelDrain { .. } => "cancel_drain",
-                    CoreRequest::PutJob(_) => "put_job",
-                    CoreRequest::DeleteJob(_) => "delete_job",
-                    CoreRequest::SetJobEnabled { .. } => "set_job_enabled",
-                    CoreRequest::StartRun(_) => "start_run",
-                    CoreRequest::KillRun { .. } => "kill_run",
-                };
+                let name = command.request.name();
                 self.log.lock().unwrap().push(name);
                 let mode = self.mode.lock().unwrap().clone();
                 match mode {
@@ -404,6 +388,27 @@ impl TestCore {
         s.at += 1.0;
         let Command { request, reply, .. } = command;
         let answer = |answer: Answer| drop(reply.send(answer));
+        // A conditional replace is a put once its version holds (as the
+        // core's `replace_service`).
+        let request = match request {
+            CoreRequest::ReplaceService { spec, expected } => {
+                let stored = s.services.iter().find(|x| x.spec.name == spec.name);
+                match stored.map(|x| x.spec.version()) {
+                    Some(now) if now == expected => CoreRequest::PutService(spec),
+                    Some(now) => {
+                        let why = format!("service changed (version {expected}, now {now})");
+                        answer(Answer::Service(Err(CommandError::PreconditionFailed(why))));
+                        return;
+                    }
+                    None => {
+                        let what = format!("service {}", spec.name);
+                        answer(Answer::Service(Err(CommandError::NotFound(what))));
+                        return;
+                    }
+                }
+            }
+            other => other,
+        };
         match request {
             CoreRequest::Reconcile(kind) => {
                 let active = s.tasks.iter().filter(|t| !t.is_terminal()).count();
@@ -512,6 +517,7 @@ impl TestCore {
                 }
                 answer(Answer::Service(Ok(replaced)));
             }
+            CoreRequest::ReplaceService { .. } => unreachable!("a replace is a put by now"),
             CoreRequest::DeleteService(name) => {
                 let before = s.services.len();
                 s.services.retain(|x| x.spec.name != name);

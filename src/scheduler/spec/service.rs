@@ -432,11 +432,22 @@ impl ServiceSpec {
             // of a service never restarted is what it always was.
             text.push_str(&format!("\u{0}restart={}", self.restart_generation));
         }
-        // FNV-1a: stable across builds and platforms, unlike std's hasher.
-        let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        format!("{hash:016x}")
+        fnv1a(&text)
+    }
+
+    /// The version of the whole spec: 16 hex digits, FNV-1a of its JSON
+    /// and of its restart generation when not 0 (the JSON leaves that
+    /// out, yet a rolling restart is a change). Any change to the spec
+    /// changes it. A change made on what was read is conditioned on it
+    /// (`Request::ReplaceService`, HTTP `If-Match` against the `ETag` of
+    /// `GET /api/v1/services/{name}`), so that it cannot undo a change it
+    /// did not see.
+    pub fn version(&self) -> String {
+        let mut text = serde_json::to_string(self).unwrap_or_default();
+        if self.restart_generation != 0 {
+            text.push_str(&format!("\nrestart_generation={}", self.restart_generation));
+        }
+        fnv1a(&text)
     }
 }
 
@@ -500,6 +511,15 @@ pub fn parse_services_file(text: &str) -> Result<Vec<ServiceSpec>, ServicesFileE
     } else {
         Err(ServicesFileError::Invalid(problems))
     }
+}
+
+/// FNV-1a of `text` as 16 hex digits: stable across builds and platforms,
+/// unlike std's hasher.
+fn fnv1a(text: &str) -> String {
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 #[cfg(test)]

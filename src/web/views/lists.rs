@@ -96,6 +96,12 @@ impl EventsView {
 pub struct ServiceRow {
     /// The service name.
     pub name: String,
+    /// The stored spec's version ([`ServiceSpec::version`]
+    /// (crate::scheduler::spec::ServiceSpec::version), 16 hex digits): a
+    /// `PUT /api/v1/services/{name}` made from this spec sends it as
+    /// `If-Match` so that it cannot undo a change made meanwhile (412).
+    /// The `ETag` of `GET /api/v1/services/{name}` carries it too.
+    pub version: String,
     /// Spec and counts.
     #[serde(flatten)]
     pub status: ServiceStatus,
@@ -134,6 +140,7 @@ impl ServicesView {
                 }
                 ServiceRow {
                     name: x.spec.name.clone(),
+                    version: x.spec.version(),
                     status,
                 }
             })

@@ -26,8 +26,8 @@ use crate::scheduler::rules::partition;
 use crate::scheduler::snapshot::{
     EventKind, FrameworkState, ReconcileKind, ReconcileRun, ReconcileTrigger,
 };
-use crate::scheduler::spec::ValidServiceSpec;
 use crate::scheduler::spec::service::ExecutorKind;
+use crate::scheduler::spec::{ServiceSpec, ValidServiceSpec};
 
 /// Kamikaze runs waiting for their MESSAGE calls, by run number.
 #[derive(Debug, Default)]
@@ -110,6 +110,7 @@ impl Machine {
                 });
             }
             Request::PutService(spec) => self.put_service(id, spec),
+            Request::ReplaceService { spec, expected } => self.replace_service(id, spec, expected),
             Request::DeleteService(name) => self.delete_service(id, name),
             Request::Rollout {
                 name,
@@ -294,6 +295,29 @@ impl Machine {
         self.write_service(Some(reply), record, Write::Put);
     }
 
+    /// [`Request::ReplaceService`]: `spec` replaces the stored spec only if
+    /// that is still at version `expected`, as the core knows it once the
+    /// service's write in flight (if any) is answered: a change made on a
+    /// stale read (a follower's view behind the leader, a form shown
+    /// before another change) cannot undo a change it did not see.
+    fn replace_service(&mut self, reply: ReplyId, spec: Box<ValidServiceSpec>, expected: String) {
+        if self.services.writing(&spec.name) {
+            self.services
+                .queue(reply, Request::ReplaceService { spec, expected });
+            return;
+        }
+        let error = match self.services.spec(&spec.name).map(ServiceSpec::version) {
+            None => CommandError::NotFound(format!("service {}", spec.name)),
+            Some(now) if now != expected => CommandError::PreconditionFailed(format!(
+                "service {} changed since it was read (version {expected}, now {now}); \
+                 nothing was done: read it again and redo the change",
+                spec.name
+            )),
+            Some(_) => return self.put_service(reply, spec),
+        };
+        self.reply(reply, Answer::Service(Err(error)));
+    }
+
     /// Writes a service's record, compare-and-set on the version known.
     pub(super) fn write_service(
         &mut self,
@@ -450,8 +474,13 @@ impl Machine {
     /// Commands for `name` that waited for its write.
     fn resume_service_commands(&mut self, name: &str, now: Instant) {
         let mut ready = self.services.take_queued(name).into_iter();
-        // One goes now; the others wait for its write again.
-        if let Some((id, request)) = ready.next() {
+        // They go in order until one writes the service; the others wait
+        // for that write again. One answered without a write (refused: a
+        // changed version, a rollout that does not apply) lets the next
+        // go, else the next would wait for a write that never comes.
+        while !self.services.writing(name)
+            && let Some((id, request)) = ready.next()
+        {
             self.on_command(id, request, now);
         }
         self.services.requeue(ready);

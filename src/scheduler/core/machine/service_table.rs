@@ -316,6 +316,7 @@ impl ServiceTable {
                 .into_iter()
                 .partition(|(_, request)| match request {
                     Request::PutService(spec) => spec.name == name,
+                    Request::ReplaceService { spec, .. } => spec.name == name,
                     Request::DeleteService(n) => n == name,
                     Request::Rollout { name: n, .. } => n == name,
                     _ => false,

@@ -7,6 +7,7 @@
 mod agents;
 mod backoff;
 mod commands;
+mod conditional;
 mod determinism;
 mod drains;
 mod evacuation;

@@ -1,0 +1,230 @@
+//! Conditional service changes (`Request::ReplaceService`, HTTP
+//! `If-Match`): a change made on a spec read earlier replaces the service
+//! only if the stored spec is still at the version read, as the core
+//! knows it once the service's write in flight is answered. The fault it
+//! closes: `ctl services scale` read a follower's older spec during a
+//! failover and put it back through the new leader, undoing a change the
+//! API had acknowledged.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use super::*;
+use crate::scheduler::commands::CommandError;
+
+/// `web` with `instances` and the label `op` (one per change, so that a
+/// write tells which change it is).
+fn web(instances: u32, op: usize) -> ServiceSpec {
+    let mut spec = service("web", instances);
+    spec.labels.insert("op".into(), op.to_string());
+    spec
+}
+
+fn replace(spec: ServiceSpec, expected: &str) -> Request {
+    Request::ReplaceService {
+        spec: Box::new(valid(spec)),
+        expected: expected.to_string(),
+    }
+}
+
+fn stored_version(h: &Harness) -> String {
+    h.store.services["web"].0.spec.version()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_made_on_the_stored_version_replaces_the_service() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let read = stored_version(&h);
+    let id = h.command(replace(web(3, 1), &read));
+    h.answer_all();
+    assert!(matches!(h.reply(id), Some(Answer::Service(Ok(true)))));
+    assert_eq!(h.store.services["web"].0.spec.instances, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_made_on_an_older_version_is_refused_and_nothing_is_written() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let old = stored_version(&h);
+    // Someone's change lands (V=3 in the trial), acknowledged.
+    let first = h.command(Request::PutService(Box::new(valid(web(2, 1)))));
+    h.answer_all();
+    assert!(matches!(h.reply(first), Some(Answer::Service(Ok(true)))));
+    // A scale made on the spec read before it.
+    let writes = h.store.services["web"].1;
+    let id = h.command(replace(web(6, 2), &old));
+    assert!(h.stores.is_empty(), "nothing is written");
+    match h.reply(id) {
+        Some(Answer::Service(Err(CommandError::PreconditionFailed(why)))) => {
+            assert!(why.contains("changed since it was read"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.store.services["web"].1, writes);
+    assert_eq!(h.store.services["web"].0.spec.labels["op"], "1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_queued_behind_a_write_is_checked_against_that_write() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let read = stored_version(&h);
+    // A change is being written when the conditional one comes: the
+    // condition is checked once that write is answered, so it fails.
+    let first = h.command(Request::PutService(Box::new(valid(web(2, 1)))));
+    let second = h.command(replace(web(6, 2), &read));
+    assert_eq!(h.stores.len(), 1, "the second waits for the first");
+    h.answer_all();
+    assert!(matches!(h.reply(first), Some(Answer::Service(Ok(true)))));
+    assert!(matches!(
+        h.reply(second),
+        Some(Answer::Service(Err(CommandError::PreconditionFailed(_))))
+    ));
+    assert_eq!(h.store.services["web"].0.spec.instances, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_to_a_deleted_service_is_not_found() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let read = stored_version(&h);
+    let gone = h.command(Request::DeleteService("web".into()));
+    h.answer_all();
+    assert!(matches!(h.reply(gone), Some(Answer::Service(Ok(true)))));
+    let id = h.command(replace(web(2, 1), &read));
+    assert!(matches!(
+        h.reply(id),
+        Some(Answer::Service(Err(CommandError::NotFound(_))))
+    ));
+    assert!(!h.store.services.contains_key("web"), "not created again");
+}
+
+/// One step of the property.
+#[derive(Debug, Clone)]
+enum Op {
+    /// An unconditional put.
+    Put,
+    /// A change made on the version stored `ago` changes back (modulo).
+    Replace { ago: usize },
+    /// The oldest store operation is answered.
+    AnswerOne,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => Just(Op::Put),
+        4 => (0usize..4).prop_map(|ago| Op::Replace { ago }),
+        4 => Just(Op::AnswerOne),
+    ]
+}
+
+/// Answers the oldest store operation, noting over which version a
+/// service write went (`over`, by the change's label) and each new
+/// version (`stored`).
+fn answer_one(h: &mut Harness, over: &mut HashMap<usize, String>, stored: &mut Vec<String>) {
+    let Some((id, op)) = h.stores.pop_front() else {
+        return;
+    };
+    if let StoreOp::PutService(record, _) = &op {
+        let label = record.spec.labels["op"].parse().unwrap_or(0);
+        over.insert(label, stored_version(h));
+    }
+    let result = h.store.apply(op);
+    h.feed(Input::Stored { id, result });
+    let now = stored_version(h);
+    if stored.last() != Some(&now) {
+        stored.push(now);
+    }
+}
+
+/// Random puts and conditional changes, each made on one of the last
+/// versions stored, with store answers held back at random: every change
+/// answered as done was written over exactly the version it was made on
+/// (no lost update), every refused one wrote nothing, and one made on the
+/// version stored while no write is in flight is not refused.
+fn run_case(ops: &[Op]) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let mut h = Harness::leader(&[web(1, 0)], &[]);
+        h.subscribe();
+        h.answer_all();
+        // Versions stored, oldest first; per change: what it expected
+        // (`None`: a put) and the version it was written over.
+        let mut stored = vec![stored_version(&h)];
+        let mut expected: HashMap<usize, (ReplyId, Option<String>)> = HashMap::new();
+        // The changes made on the version stored while nothing was written.
+        let mut current: Vec<usize> = Vec::new();
+        let mut over: HashMap<usize, String> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            let n = i + 1;
+            match op {
+                Op::Put => {
+                    let id = h.command(Request::PutService(Box::new(valid(web(2, n)))));
+                    expected.insert(n, (id, None));
+                }
+                Op::Replace { ago } => {
+                    let at = stored[stored.len() - 1 - ago % stored.len()].clone();
+                    if h.stores.is_empty() && stored.last() == Some(&at) {
+                        current.push(n);
+                    }
+                    let id = h.command(replace(web(3, n), &at));
+                    expected.insert(n, (id, Some(at)));
+                }
+                Op::AnswerOne => answer_one(&mut h, &mut over, &mut stored),
+            }
+        }
+        while !h.stores.is_empty() {
+            answer_one(&mut h, &mut over, &mut stored);
+        }
+        for (n, (id, condition)) in &expected {
+            let answer = h.reply(*id);
+            match (answer, condition) {
+                (Some(Answer::Service(Ok(_))), Some(v)) if over.get(n) != Some(v) => {
+                    return Err(format!(
+                        "change {n} made on {v} was written over {:?}",
+                        over.get(n)
+                    ));
+                }
+                (Some(Answer::Service(Err(CommandError::PreconditionFailed(_)))), _)
+                    if over.contains_key(n) =>
+                {
+                    return Err(format!("change {n} was refused but written"));
+                }
+                (Some(Answer::Service(Err(CommandError::PreconditionFailed(_)))), Some(_))
+                    if current.contains(n) =>
+                {
+                    return Err(format!("change {n} on the current version was refused"));
+                }
+                (Some(Answer::Service(_)), _) => {}
+                (other, _) => return Err(format!("change {n}: {other:?}")),
+            }
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn no_conditional_change_is_written_over_a_version_it_did_not_see() {
+    let mut runner = TestRunner::new(Config {
+        cases: 128,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&prop::collection::vec(op(), 1..40), |ops| {
+        run_case(&ops).map_err(TestCaseError::fail)
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
