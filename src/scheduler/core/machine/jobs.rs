@@ -16,6 +16,10 @@
 //! - `forbid` records an overlapping trigger as `skipped`, `replace` kills
 //!   the running runs first, `allow` starts beside them; a scheduled run
 //!   not launched within `starting_deadline` of its trigger is `missed`.
+//!   A `forbid` trigger is judged only once the master has spoken, in this
+//!   subscription, of the tasks of the runs still going (a new leader's
+//!   record of a run may be older than its task's end): until then, within
+//!   its starting deadline, it waits.
 //! - An attempt's terminal update ends the run (`succeeded`, `failed`,
 //!   `killed`, `timed_out`) or records the next attempt with its retry
 //!   time. Finished runs beyond `history` are deleted, oldest first.
@@ -932,6 +936,17 @@ impl Machine {
             let Some(schedule) = entry.record.spec.schedule.clone() else {
                 return;
             };
+            // `forbid` judges a trigger by the runs still going: not before
+            // the master has told this subscription whether their tasks
+            // are (a task that ended while no leader listened would skip
+            // the trigger for nothing). The trigger waits, within its
+            // starting deadline, and is judged once they are heard from.
+            if schedule.concurrency == Concurrency::Forbid
+                && at - next as f64 <= schedule.starting_deadline.as_secs_f64()
+                && self.unheard_run(name).is_some()
+            {
+                return;
+            }
             if let Some(e) = self.jobs.jobs.get_mut(name) {
                 e.last_trigger = Some(next);
             }
@@ -985,6 +1000,32 @@ impl Machine {
             );
             self.record_run(run, None);
         }
+    }
+
+    /// A run of `name` still going whose task the master has not spoken
+    /// of in this subscription (no update or reconciliation answer since it
+    /// began, and no write of the record made in it): its run ID. `None`
+    /// when every such task was heard from, or the run has no live task
+    /// (a retry waiting). Not subscribed: any run with a live task.
+    fn unheard_run(&self, name: &str) -> Option<String> {
+        let since = self.framework.subscription.as_ref().map(|s| s.since);
+        let heard = |e: &super::table::TaskEntry| {
+            since
+                .is_some_and(|s| e.confirmed_at.is_some_and(|c| c >= s) || e.record.updated_at >= s)
+        };
+        self.jobs
+            .jobs
+            .get(name)?
+            .runs
+            .values()
+            .filter(|r| !r.run.state.is_finished())
+            .find(|r| {
+                r.run
+                    .current()
+                    .and_then(|a| self.tasks.get(a.task_id.as_str()))
+                    .is_some_and(|e| !e.record.is_terminal() && !heard(e))
+            })
+            .map(|r| r.run.run_id.clone())
     }
 
     /// Deadlines, timeouts, retries and the runs' tasks.

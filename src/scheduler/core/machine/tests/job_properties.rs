@@ -19,7 +19,11 @@
 //!   replaced or timed out; a task stuck in staging): never by a service's
 //!   rule, whatever order a new leader's startup reads (the task records,
 //!   the jobs, the runs) are answered in, and whenever it subscribes among
-//!   them (checked at the effect that stores the kill mark).
+//!   them (checked at the effect that stores the kill mark);
+//! - a `forbid` trigger is skipped in a term only for a run whose task the
+//!   master spoke of in that term (an update of it, or a record written in
+//!   the term), or that has no live task: never on a record an earlier
+//!   leader left, which the task may have outlived.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -196,6 +200,12 @@ struct World {
     seen: HashSet<String>,
     offers: u64,
     uuid: u64,
+    /// When the current term began (seconds since the UNIX epoch).
+    term_at: f64,
+    /// The runs stored when the current term began (an earlier term's).
+    earlier: HashSet<String>,
+    /// The tasks an update was sent for in the current term.
+    heard: HashSet<String>,
 }
 
 impl World {
@@ -224,6 +234,7 @@ impl World {
                 if !self.launched.is_empty() {
                     let id = self.launched[n % self.launched.len()].clone();
                     self.uuid += 1;
+                    self.heard.insert(id.clone());
                     let mut s = status(&id, *state, Some(&format!("u{}", self.uuid)));
                     if *exit {
                         s.message = Some("Command exited with status 1".into());
@@ -270,6 +281,9 @@ impl World {
                     }
                 }
                 self.terms += 1;
+                self.term_at = unix;
+                self.heard.clear();
+                self.earlier = old.store.runs.keys().cloned().collect();
                 self.h = term(old.store, self.terms, unix, *seed);
             }
             Op::AnswerOne => {
@@ -292,6 +306,39 @@ impl World {
         }
         let schedule = self.spec.schedule.as_ref().unwrap().parse().unwrap();
         for (r, _) in self.h.store.runs.values() {
+            if let Some(going) = r
+                .reason
+                .as_deref()
+                .and_then(|why| why.strip_prefix("skipped: concurrency (run "))
+                .filter(|_| !self.earlier.contains(&r.key()))
+            {
+                let going = going.trim_end_matches(" still going)");
+                for run_id in going.split(", ") {
+                    let task = self
+                        .h
+                        .store
+                        .runs
+                        .values()
+                        .find(|(o, _)| o.run_id == run_id)
+                        .and_then(|(o, _)| o.current())
+                        .map(|a| a.task_id.to_string());
+                    let unheard = task
+                        .as_ref()
+                        .and_then(|t| self.h.store.tasks.get(t))
+                        .is_some_and(|(t, _)| {
+                            !t.is_terminal()
+                                && t.updated_at < self.term_at
+                                && !self.heard.contains(t.task_id.as_str())
+                        });
+                    if unheard {
+                        return Err(format!(
+                            "run {} skipped for run {run_id}, whose task {task:?} the master \
+                             did not speak of in this term",
+                            r.run_id
+                        ));
+                    }
+                }
+            }
             let n = per_run.get(&r.run_id).copied().unwrap_or(0);
             if n > 1 + self.spec.retries.count as usize {
                 return Err(format!("run {} launched {n} attempts", r.run_id));
@@ -339,6 +386,9 @@ fn run_case(spec: JobSpec, ops: &[Op]) -> Result<(), String> {
             seen: HashSet::new(),
             offers: 0,
             uuid: 0,
+            term_at: BASE,
+            earlier: HashSet::new(),
+            heard: HashSet::new(),
         };
         for op in ops {
             world.step(op).await?;

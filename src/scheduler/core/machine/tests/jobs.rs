@@ -313,12 +313,10 @@ async fn a_trigger_no_leader_could_launch_within_the_deadline_is_missed_not_laun
     assert_eq!(s[3].1, RunState::Starting);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_new_leader_launches_a_recorded_attempt_once_and_never_fires_its_trigger_again() {
-    let spec = job(serde_json::json!({
-        "schedule": {"starting_deadline": "1m", "concurrency": "allow"}
-    }));
-    let recorded = |id: &str| RunRecord {
+/// A run of `report` triggered at `id` (a scheduled run ID) and recorded
+/// `Starting` at 999,990 s by an earlier leader, with its first attempt.
+fn recorded(id: &str) -> RunRecord {
+    RunRecord {
         job: "report".into(),
         run_id: id.into(),
         trigger: crate::scheduler::jobs::Trigger::Schedule {
@@ -342,7 +340,70 @@ async fn a_new_leader_launches_a_recorded_attempt_once_and_never_fires_its_trigg
         }],
         retry_at: None,
         kill: None,
-    };
+    }
+}
+
+/// A forbid job's run left running by an earlier leader, its task
+/// record stored RUNNING at 999,990 s: a new leader whose trigger at
+/// 1,000,000 s comes before the master spoke of that task.
+fn forbid_leader_with_an_unheard_run() -> (Harness, String) {
+    let spec = job(serde_json::json!({"schedule": {"concurrency": "forbid"}}));
+    let mut run = recorded("19700112T134630Z");
+    run.state = RunState::Running;
+    let task_id = run.attempts[0].task_id.to_string();
+    let mut task = running_record("report", 1, &service("report", 1));
+    task.task_id = task_id.as_str().into();
+    task.updated_at = 999_990.0;
+    let h = leader_at(BASE, &spec, 999_000.0, &[run], &[task]);
+    (h, task_id)
+}
+
+/// The trial's false skip: the old run's task ended while no leader
+/// listened; the new leader judged the next trigger before the master's
+/// word on it arrived, and skipped it as overlapping. Now the trigger
+/// waits for that word (within its starting deadline) and fires.
+#[tokio::test(start_paused = true)]
+async fn forbid_waits_for_the_masters_word_on_an_old_run_before_it_skips() {
+    let (mut h, task) = forbid_leader_with_an_unheard_run();
+    let launched = run_for(&mut h, 2).await;
+    assert!(launched.is_empty(), "{launched:?}");
+    assert_eq!(states(&h).len(), 1, "the trigger waits: {:?}", states(&h));
+    // The subscription's reconciliation answers: it finished meanwhile.
+    h.update(reconciled(&task, TaskState::TaskFinished));
+    h.answer_all();
+    let launched = run_for(&mut h, 2).await;
+    assert_eq!(launched, ["report.19700112T134640Z.1"]);
+    let s = states(&h);
+    assert_eq!(s[0].1, RunState::Succeeded, "{s:?}");
+    assert_eq!(s[1].0, "19700112T134640Z", "{s:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn forbid_skips_a_trigger_once_the_master_says_the_old_run_goes_on() {
+    let (mut h, task) = forbid_leader_with_an_unheard_run();
+    run_for(&mut h, 1).await;
+    h.update(reconciled(&task, TaskState::TaskRunning));
+    h.answer_all();
+    run_for(&mut h, 2).await;
+    let s = states(&h);
+    assert_eq!(s[1], ("19700112T134640Z".to_string(), RunState::Skipped));
+}
+
+#[tokio::test(start_paused = true)]
+async fn forbid_misses_a_trigger_the_master_never_spoke_for_within_its_deadline() {
+    let (mut h, _) = forbid_leader_with_an_unheard_run();
+    let launched = run_for(&mut h, 8).await;
+    assert!(launched.is_empty(), "{launched:?}");
+    let runs = runs(&h);
+    assert_eq!(runs[1].state, RunState::Missed, "{runs:?}");
+    assert!(runs[1].reason.as_deref().unwrap().starts_with("missed"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_leader_launches_a_recorded_attempt_once_and_never_fires_its_trigger_again() {
+    let spec = job(serde_json::json!({
+        "schedule": {"starting_deadline": "1m", "concurrency": "allow"}
+    }));
     // The old leader stored the run of 999_990 and died before its task
     // record: the new one launches that attempt.
     let run = recorded("19700112T134630Z");
