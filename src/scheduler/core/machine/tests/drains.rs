@@ -423,3 +423,94 @@ async fn a_commands_answer_shows_the_drains_tasks_of_the_last_full_snapshot() {
     let shown: Vec<String> = drain.tasks.iter().map(|t| t.task_id.to_string()).collect();
     assert_eq!(shown, ["web.0.stored"], "{drain:?}");
 }
+
+/// A move keeps `instances` available (the replacement first, then the
+/// kill), so a floor above the service's `instances` is capped at them:
+/// `min_healthy: 3` on a 2-instance service moves its tasks, and the
+/// progress says the floor was capped while a move waits.
+#[tokio::test(start_paused = true)]
+async fn a_floor_above_the_instances_is_capped_at_them_for_a_move() {
+    let (spec, tasks) = web(2);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let id = start(&mut h, "agent-0", MinHealthy::Count(3), ThenAction::None);
+    h.answer_all();
+    drain_answer(&h, id).expect("started");
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let replacement = Harness::launched(&calls)
+        .into_iter()
+        .find(|t| t.starts_with("web.0."))
+        .expect("the replacement of instance 0");
+    h.update(update_on(
+        &replacement,
+        "agent-3",
+        TaskState::TaskRunning,
+        "u1",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(5)).await;
+    h.answer_all();
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    let task = drain
+        .tasks
+        .iter()
+        .find(|t| t.task_id.as_str() == "web.0.stored")
+        .expect("listed");
+    assert_eq!(task.progress, DrainProgress::WaitingForHealth, "{drain:?}");
+    // Available: killing the old task leaves 2 = instances available.
+    h.advance(Duration::from_secs(6)).await;
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(killed(&calls), ["web.0.stored"], "{calls:?}");
+}
+
+/// The reason of a move held by a floor capped at `instances` says so.
+#[tokio::test(start_paused = true)]
+async fn a_capped_floor_is_named_in_the_reason() {
+    let (spec, mut tasks) = web(2);
+    // Instance 1 is unhealthy: web has one available task.
+    tasks[1].healthy = Some(false);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let id = start(&mut h, "agent-0", MinHealthy::Count(3), ThenAction::None);
+    h.answer_all();
+    drain_answer(&h, id).expect("started");
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let replacement = Harness::launched(&calls)
+        .into_iter()
+        .find(|t| t.starts_with("web.0."))
+        .expect("the replacement of instance 0");
+    h.update(update_on(
+        &replacement,
+        "agent-3",
+        TaskState::TaskRunning,
+        "u1",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(15)).await;
+    h.answer_all();
+    // Two available with the replacement; the kill would leave one, below
+    // the floor 3 capped at web's 2 instances.
+    assert!(!killed(&h.drain_call_log()).contains(&"web.0.stored".to_string()));
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    let task = drain
+        .tasks
+        .iter()
+        .find(|t| t.task_id.as_str() == "web.0.stored")
+        .expect("listed");
+    assert_eq!(task.progress, DrainProgress::Blocked, "{drain:?}");
+    assert_eq!(
+        task.reason.as_deref(),
+        Some(
+            "would drop web below 2 healthy (min_healthy 3 capped at web's 2 instances; \
+             2 available now)"
+        ),
+        "{task:?}"
+    );
+}
