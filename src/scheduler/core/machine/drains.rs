@@ -550,8 +550,10 @@ impl Machine {
             let spec = self.services.spec(name);
             for r in records.records().filter(|r| r.agent_id == *agent) {
                 match &r.kill {
-                    // Moved already: killed by the drain.
-                    Some(k) if k.reason == moved => {
+                    // Moved already: killed by this drain (an earlier
+                    // drain of the agent gave the same reason: its moves
+                    // are not this one's).
+                    Some(k) if k.reason == moved && k.requested_at >= drain.started_at => {
                         tasks.push(shown(r, DrainProgress::Moved, copy_of(r.instance), None));
                     }
                     // Killed for another reason since the drain began.

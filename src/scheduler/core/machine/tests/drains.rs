@@ -514,3 +514,71 @@ async fn a_capped_floor_is_named_in_the_reason() {
         "{task:?}"
     );
 }
+
+/// Drains `agent-0` of `web(3)` with `min_healthy` 0 until its task moved
+/// (killed as moved, then KILLED), returning the replacement's ID.
+async fn move_instance_0(h: &mut Harness) -> String {
+    let id = start(h, "agent-0", MinHealthy::Count(0), ThenAction::None);
+    h.answer_all();
+    drain_answer(h, id).expect("started");
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let replacement = Harness::launched(&calls)
+        .into_iter()
+        .find(|t| t.starts_with("web.0."))
+        .expect("the replacement of instance 0");
+    h.update(update_on(
+        &replacement,
+        "agent-3",
+        TaskState::TaskRunning,
+        "u1",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(11)).await;
+    h.answer_all();
+    assert_eq!(killed(&h.drain_call_log()), ["web.0.stored"]);
+    h.update(update_on(
+        "web.0.stored",
+        "agent-0",
+        TaskState::TaskKilled,
+        "u2",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    replacement
+}
+
+fn cancel(h: &mut Harness, agent: &str) {
+    let id = h.command(Request::CancelDrain {
+        agent_id: agent.into(),
+        by: "ops".into(),
+    });
+    h.answer_all();
+    drain_answer(h, id).expect("cancelled");
+}
+
+/// A new drain of an agent counts only what it did: the tasks an earlier
+/// drain of the agent moved are not its own.
+#[tokio::test(start_paused = true)]
+async fn a_new_drain_of_an_agent_does_not_inherit_an_earlier_drains_moves() {
+    let (spec, tasks) = web(3);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    move_instance_0(&mut h).await;
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!((drain.state, drain.moved), (DrainState::Done, 1));
+    cancel(&mut h, "agent-0");
+    h.advance(Duration::from_secs(5)).await;
+    h.answer_all();
+    let again = start(&mut h, "agent-0", MinHealthy::Count(0), ThenAction::None);
+    h.answer_all();
+    drain_answer(&h, again).expect("started again");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the new drain");
+    assert_eq!(drain.moved, 0, "{drain:?}");
+    assert!(drain.tasks.is_empty(), "{drain:?}");
+}
