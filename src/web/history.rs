@@ -1071,6 +1071,7 @@ mod tests {
             cancelled_by: None,
             then_called: false,
             then_error: None,
+            ended: None,
         };
         let with = |record: &DrainRecord| {
             let mut a = agent("S0", AgentState::Active, 100.0);

@@ -595,6 +595,7 @@ impl TestCore {
                             cancelled_by: None,
                             then_called: false,
                             then_error: None,
+                            ended: None,
                         };
                         a.drain = Some(DrainStatus::new(&record, Vec::new()));
                         Ok(record)
@@ -622,6 +623,7 @@ impl TestCore {
                             cancelled_by: Some(by),
                             then_called: false,
                             then_error: None,
+                            ended: None,
                         })
                     }
                     _ => Err(CommandError::NotFound(format!(

@@ -35,7 +35,8 @@ use crate::scheduler::core::io::{
     Answer, OperatorAnswer, OperatorOp, ReplyId, StoreOp, StoreResult,
 };
 use crate::scheduler::drains::{
-    DrainProgress, DrainRecord, DrainState, DrainStatus, DrainTask, MinHealthy, ThenAction,
+    DrainEnd, DrainProgress, DrainRecord, DrainState, DrainStatus, DrainTask, MinHealthy,
+    ThenAction,
 };
 use crate::scheduler::ids::AgentId;
 use crate::scheduler::records::{TaskRecord, is_live};
@@ -190,6 +191,7 @@ impl Machine {
             cancelled_by: None,
             then_called: false,
             then_error: None,
+            ended: None,
         };
         self.put_drain(Some(reply), record, expect);
     }
@@ -217,10 +219,17 @@ impl Machine {
             self.reply(reply, Answer::Drain(Err(error)));
             return;
         };
+        // A running drain ends here: its tasks as they stand now are kept
+        // (a done one keeps those of its end).
+        let ended = drain
+            .ended
+            .clone()
+            .unwrap_or_else(|| DrainEnd::new(self.drain_tasks_of(&agent, drain, now)));
         let record = DrainRecord {
             state: DrainState::Cancelled,
             finished_at: Some(self.unix(now)),
             cancelled_by: Some(by),
+            ended: Some(ended),
             ..drain.clone()
         };
         let expect = Expect::Version(*version);
@@ -398,6 +407,7 @@ impl Machine {
                     let done = DrainRecord {
                         state: DrainState::Done,
                         finished_at: Some(at),
+                        ended: Some(DrainEnd::new(self.drain_tasks_of(agent, drain, now))),
                         ..drain.clone()
                     };
                     writes.push((done, *version));
@@ -498,10 +508,13 @@ impl Machine {
     /// Each drained agent's tasks and how far each has moved, for a full
     /// snapshot: it goes over every record (the light snapshots between,
     /// a command's answer among them, show the last full one's lists).
+    /// A drain that ended shows its stored end instead
+    /// ([`DrainStatus::new`]): it is not looked at.
     pub(super) fn drain_tasks(&self, now: Instant) -> HashMap<AgentId, Vec<DrainTask>> {
         self.drains
             .by_agent
             .iter()
+            .filter(|(_, (drain, _))| drain.ended.is_none())
             .map(|(agent, (drain, _))| (agent.clone(), self.drain_tasks_of(agent, drain, now)))
             .collect()
     }
@@ -519,9 +532,14 @@ impl Machine {
     /// began for another reason: no longer wanted, its service deleted,
     /// replaced by a new spec), a job's task (not moved: the drain waits
     /// for its run to end), and the live tasks as the evacuation rule
-    /// finds them.
+    /// finds them. Of a drain that ended without a stored end (a record
+    /// stored before [`DrainRecord::ended`]), only the kills between its
+    /// start and its end, and no live task.
     fn drain_tasks_of(&self, agent: &AgentId, drain: &DrainRecord, now: Instant) -> Vec<DrainTask> {
         let at = self.unix(now);
+        let since = drain.started_at;
+        let until = drain.finished_at.unwrap_or(f64::INFINITY);
+        let within = |requested_at: f64| since <= requested_at && requested_at <= until;
         let moved = moved_reason(agent);
         let mut services: BTreeSet<&str> = BTreeSet::new();
         for record in self.tasks.records() {
@@ -553,15 +571,19 @@ impl Machine {
                     // Moved already: killed by this drain (an earlier
                     // drain of the agent gave the same reason: its moves
                     // are not this one's).
-                    Some(k) if k.reason == moved && k.requested_at >= drain.started_at => {
+                    Some(k) if k.reason == moved && within(k.requested_at) => {
                         tasks.push(shown(r, DrainProgress::Moved, copy_of(r.instance), None));
                     }
                     // Killed for another reason since the drain began.
-                    Some(k) if k.requested_at >= drain.started_at => {
+                    Some(k) if within(k.requested_at) => {
                         let reason = Some(k.reason.clone());
                         tasks.push(shown(r, DrainProgress::Stopped, None, reason));
                     }
-                    None if spec.is_none() && !r.is_terminal() && self.jobs.contains(name) => {
+                    None if drain.state == DrainState::Running
+                        && spec.is_none()
+                        && !r.is_terminal()
+                        && self.jobs.contains(name) =>
+                    {
                         let why = format!(
                             "a task of job {name}: jobs are not moved; the drain waits for its \
                              run to end"

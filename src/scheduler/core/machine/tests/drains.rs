@@ -321,6 +321,7 @@ async fn a_new_leader_continues_a_stored_drain() {
         cancelled_by: None,
         then_called: false,
         then_error: None,
+        ended: None,
     };
     h.store.drains.insert("agent-0".into(), (record.clone(), 4));
     h.start();
@@ -581,4 +582,46 @@ async fn a_new_drain_of_an_agent_does_not_inherit_an_earlier_drains_moves() {
     let drain = shown_drain(h.snapshot().await, "agent-0").expect("the new drain");
     assert_eq!(drain.moved, 0, "{drain:?}");
     assert!(drain.tasks.is_empty(), "{drain:?}");
+}
+
+/// A drain that ended shows what it was when it ended: tasks that arrive
+/// on the agent afterwards, kills after its end and later copies of its
+/// instances do not change it (its list is stored with the record).
+#[tokio::test(start_paused = true)]
+async fn an_ended_drain_shows_what_it_was_when_it_ended() {
+    let (spec, tasks) = web(3);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &tasks);
+    h.subscribe();
+    h.answer_all();
+    let replacement = move_instance_0(&mut h).await;
+    let done = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!((done.state, done.moved), (DrainState::Done, 1), "{done:?}");
+    assert_eq!(
+        done.tasks[0].replacement.as_ref().map(|t| t.to_string()),
+        Some(replacement)
+    );
+    cancel(&mut h, "agent-0");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    // After the end: a fourth instance lands on the agent, then the
+    // service is deleted (every task of it killed, the replacement too).
+    h.command(Request::PutService(Box::new(valid(service("web", 4)))));
+    h.answer_all();
+    h.offer("o-0b", "agent-0", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(Harness::launched(&calls).len(), 1, "{calls:?}");
+    h.advance(Duration::from_secs(2)).await;
+    h.command(Request::DeleteService("web".into()));
+    h.answer_all();
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let ended = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!(ended.state, DrainState::Cancelled);
+    assert_eq!(
+        (ended.moved, ended.waiting, ended.blocked, ended.stopped),
+        (done.moved, done.waiting, done.blocked, done.stopped),
+        "{ended:?}"
+    );
+    assert_eq!(ended.tasks, done.tasks);
 }
