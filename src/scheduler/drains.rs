@@ -210,6 +210,13 @@ pub struct DrainRecord {
     /// The `then` call's failure, if it failed.
     #[serde(default)]
     pub then_error: Option<String>,
+    /// Cancelled after its `then` call: the master's `REACTIVATE_AGENT`
+    /// was answered (a new leader does not send it again).
+    #[serde(default)]
+    pub reactivated: bool,
+    /// The `REACTIVATE_AGENT` call's failure, if it failed.
+    #[serde(default)]
+    pub reactivate_error: Option<String>,
     /// How it stood when it ended (became done, or was cancelled while
     /// running): shown from then on instead of the task records, which go
     /// on changing (`None` while running, and in records stored before
@@ -343,6 +350,13 @@ pub struct DrainStatus {
     pub then_called: bool,
     /// The `then` call's failure.
     pub then_error: Option<String>,
+    /// Cancelled after its `then` call: `REACTIVATE_AGENT` was answered.
+    #[serde(default)]
+    pub reactivated: bool,
+    /// The `REACTIVATE_AGENT` call's failure: the agent may still be
+    /// deactivated or drained at the master (`docs/draining.md`).
+    #[serde(default)]
+    pub reactivate_error: Option<String>,
     /// Tasks moved.
     pub moved: usize,
     /// Tasks whose replacement is not available yet.
@@ -394,6 +408,8 @@ impl DrainStatus {
             then: record.then,
             then_called: record.then_called,
             then_error: record.then_error.clone(),
+            reactivated: record.reactivated,
+            reactivate_error: record.reactivate_error.clone(),
             moved: count(DrainProgress::Moved),
             waiting: count(DrainProgress::WaitingForHealth),
             blocked: count(DrainProgress::Blocked),

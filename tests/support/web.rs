@@ -595,6 +595,8 @@ impl TestCore {
                             cancelled_by: None,
                             then_called: false,
                             then_error: None,
+                            reactivated: false,
+                            reactivate_error: None,
                             ended: None,
                         };
                         a.drain = Some(DrainStatus::new(&record, Vec::new()));
@@ -623,6 +625,8 @@ impl TestCore {
                             cancelled_by: Some(by),
                             then_called: false,
                             then_error: None,
+                            reactivated: false,
+                            reactivate_error: None,
                             ended: None,
                         })
                     }

@@ -15,7 +15,13 @@
 //!   (`include/mesos/v1/master/master.proto`), its outcome stored so that a
 //!   new leader does not call it again;
 //! - a cancelled drain releases the agent: a REVIVE clears the decline
-//!   filters of its offers.
+//!   filters of its offers; when its `then` call was made (answered, or
+//!   failed: a timed-out call may have been done), the master's
+//!   `REACTIVATE_AGENT` follows once, its outcome stored too
+//!   (`Master::Http::_reactivateAgent` in `src/master/http.cpp`: it
+//!   reactivates a deactivated or DRAINED agent, and refuses one still
+//!   DRAINING — other frameworks' tasks there — which the stored error
+//!   shows; `docs/draining.md` says what the operator does then).
 //!
 //! Every write is a compare-and-set on the version the leader read or
 //! wrote last (fenced like every leader write); a conflict reads the drains
@@ -72,6 +78,11 @@ pub(super) enum Step {
     Then {
         agent: AgentId,
     },
+    /// The `REACTIVATE_AGENT` of the agent whose drain was cancelled after
+    /// its `then` call.
+    Reactivate {
+        agent: AgentId,
+    },
 }
 
 /// The kill reason of a task moved off `agent` by its drain (how the
@@ -102,6 +113,23 @@ impl Drains {
     /// True while some drain holds an agent.
     pub(super) fn any_holding(&self) -> bool {
         self.by_agent.values().any(|(d, _)| d.state.holds())
+    }
+
+    /// True while a drain cancelled after its `then` call has not had its
+    /// `REACTIVATE_AGENT` answered.
+    fn any_to_reactivate(&self) -> bool {
+        self.by_agent.values().any(|(d, _)| Self::to_reactivate(d))
+    }
+
+    /// True for a drain cancelled after its `then` call (answered, or
+    /// failed: a call that timed out may have been done) whose
+    /// `REACTIVATE_AGENT` was not answered yet.
+    fn to_reactivate(d: &DrainRecord) -> bool {
+        d.state == DrainState::Cancelled
+            && d.then != ThenAction::None
+            && (d.then_called || d.then_error.is_some())
+            && !d.reactivated
+            && d.reactivate_error.is_none()
     }
 
     /// True while some drain is moving tasks (not only holding an agent).
@@ -191,6 +219,8 @@ impl Machine {
             cancelled_by: None,
             then_called: false,
             then_error: None,
+            reactivated: false,
+            reactivate_error: None,
             ended: None,
         };
         self.put_drain(Some(reply), record, expect);
@@ -370,7 +400,10 @@ impl Machine {
     /// From the tick: a running drain with nothing of ours left becomes
     /// done; a done drain's `then` call is made once.
     pub(super) fn drains_tick(&mut self, now: Instant) {
-        if !self.drains.loaded || !self.tasks.is_loaded() || !self.drains.any_holding() {
+        if !self.drains.loaded
+            || !self.tasks.is_loaded()
+            || !(self.drains.any_holding() || self.drains.any_to_reactivate())
+        {
             return;
         }
         // Progress changes with time alone (a replacement becomes
@@ -419,7 +452,16 @@ impl Machine {
                         && !self.drains.calling.contains(agent)
                         && self.framework.is_subscribed() =>
                 {
-                    calls.push((agent.clone(), drain.then));
+                    calls.push((agent.clone(), Some(drain.then)));
+                }
+                // Cancelled after its `then` call: the master takes the
+                // agent back into its offers.
+                DrainState::Cancelled
+                    if Drains::to_reactivate(drain)
+                        && !self.drains.calling.contains(agent)
+                        && self.framework.is_subscribed() =>
+                {
+                    calls.push((agent.clone(), None));
                 }
                 _ => {}
             }
@@ -443,31 +485,51 @@ impl Machine {
         }
         for (agent, then) in calls {
             self.drains.calling.insert(agent.clone());
-            let op = match then {
-                ThenAction::DrainAgent => OperatorOp::DrainAgent {
-                    agent: agent.clone(),
-                    within: THEN_TIMEOUT,
-                },
-                _ => OperatorOp::DeactivateAgent {
-                    agent: agent.clone(),
-                    within: THEN_TIMEOUT,
-                },
+            let (op, step) = match then {
+                Some(ThenAction::DrainAgent) => (
+                    OperatorOp::DrainAgent {
+                        agent: agent.clone(),
+                        within: THEN_TIMEOUT,
+                    },
+                    Step::Then { agent },
+                ),
+                Some(_) => (
+                    OperatorOp::DeactivateAgent {
+                        agent: agent.clone(),
+                        within: THEN_TIMEOUT,
+                    },
+                    Step::Then { agent },
+                ),
+                None => (
+                    OperatorOp::ReactivateAgent {
+                        agent: agent.clone(),
+                        within: THEN_TIMEOUT,
+                    },
+                    Step::Reactivate { agent },
+                ),
             };
-            self.operator(op, Pending::Drain(Step::Then { agent }));
+            self.operator(op, Pending::Drain(step));
         }
     }
 
     /// The answer to a `then` call: stored in the drain (a failure too:
     /// it is not retried on its own; the operator sees it and acts).
+    /// A `then` call answered after the drain was cancelled is stored
+    /// all the same: the cancel's `REACTIVATE_AGENT` follows it.
     pub(super) fn on_drain_operator(&mut self, step: Step, answer: OperatorAnswer, now: Instant) {
-        let (Step::Then { agent }, OperatorAnswer::AgentCalled(result)) = (step, answer) else {
+        let OperatorAnswer::AgentCalled(result) = answer else {
             return;
+        };
+        let agent = match step {
+            Step::Then { agent } => agent,
+            Step::Reactivate { agent } => return self.drain_reactivated(agent, result, now),
+            Step::Load | Step::Put { .. } => return,
         };
         self.drains.calling.remove(&agent);
         let Some((drain, version)) = self.drains.by_agent.get(&agent).cloned() else {
             return;
         };
-        if drain.state != DrainState::Done || self.drains.writing.contains(&agent) {
+        if drain.state == DrainState::Running || self.drains.writing.contains(&agent) {
             return;
         }
         let call = match drain.then {
@@ -498,6 +560,69 @@ impl Machine {
                 params: serde_json::json!({"agent_id": agent, "then": record.then}),
                 reason: format!("the drain of agent {agent} is done"),
                 status: if record.then_called { 200 } else { 502 },
+                outcome,
+            },
+            now,
+        );
+        self.put_drain(None, record, Expect::Version(version));
+    }
+
+    /// The answer to the `REACTIVATE_AGENT` of a cancelled drain: stored in
+    /// the drain (a failure too, not retried on its own).
+    fn drain_reactivated(
+        &mut self,
+        agent: AgentId,
+        result: Result<(), crate::scheduler::core::io::OperatorFailure>,
+        now: Instant,
+    ) {
+        self.drains.calling.remove(&agent);
+        let Some((drain, version)) = self.drains.by_agent.get(&agent).cloned() else {
+            return;
+        };
+        if drain.state != DrainState::Cancelled || self.drains.writing.contains(&agent) {
+            return;
+        }
+        let (record, outcome) = match result {
+            Ok(()) => (
+                DrainRecord {
+                    reactivated: true,
+                    ..drain
+                },
+                format!("REACTIVATE_AGENT of agent {agent} accepted by the master"),
+            ),
+            Err(e) => (
+                DrainRecord {
+                    reactivate_error: Some(match drain.then {
+                        // Refused while other frameworks' tasks drain
+                        // there (`_reactivateAgent`): the operator's part.
+                        ThenAction::DrainAgent => format!(
+                            "{e}; the master keeps the agent drained: once GET_AGENTS shows \
+                             it DRAINED, call REACTIVATE_AGENT at the master"
+                        ),
+                        _ => format!(
+                            "{e}; the master keeps the agent deactivated until \
+                             REACTIVATE_AGENT is called at the master"
+                        ),
+                    }),
+                    ..drain
+                },
+                format!(
+                    "REACTIVATE_AGENT of agent {agent} failed: {e}; the master may still hold \
+                     the agent (docs/draining.md, \"Cancel\")"
+                ),
+            ),
+        };
+        self.log(EventKind::Agent, outcome.clone(), now);
+        self.audit(
+            Decision {
+                method: "drain",
+                action: "drain.reactivate",
+                params: serde_json::json!({"agent_id": agent, "then": record.then}),
+                reason: format!(
+                    "the drain of agent {agent} was cancelled after its {} call",
+                    record.then.as_str()
+                ),
+                status: if record.reactivated { 200 } else { 502 },
                 outcome,
             },
             now,

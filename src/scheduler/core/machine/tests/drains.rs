@@ -321,6 +321,8 @@ async fn a_new_leader_continues_a_stored_drain() {
         cancelled_by: None,
         then_called: false,
         then_error: None,
+        reactivated: false,
+        reactivate_error: None,
         ended: None,
     };
     h.store.drains.insert("agent-0".into(), (record.clone(), 4));
@@ -624,4 +626,74 @@ async fn an_ended_drain_shows_what_it_was_when_it_ended() {
         "{ended:?}"
     );
     assert_eq!(ended.tasks, done.tasks);
+}
+
+/// A drain cancelled after its `then` call (DEACTIVATE_AGENT, answered)
+/// gives the agent back at the master: REACTIVATE_AGENT once, its answer
+/// stored with the drain.
+#[tokio::test(start_paused = true)]
+async fn a_drain_cancelled_after_its_then_call_reactivates_the_agent_once() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.offer("o-5", "agent-5", 0.01);
+    h.answer_all();
+    let id = start(
+        &mut h,
+        "agent-5",
+        MinHealthy::Count(1),
+        ThenAction::DeactivateAgent,
+    );
+    h.answer_stores();
+    drain_answer(&h, id).expect("started");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_stores();
+    h.advance(Duration::from_secs(2)).await;
+    let (call, _) = h
+        .operators
+        .iter()
+        .find(|(_, op)| matches!(op, OperatorOp::DeactivateAgent { .. }))
+        .cloned()
+        .expect("DEACTIVATE_AGENT");
+    h.operators.retain(|(id, _)| *id != call);
+    h.feed(Input::Operator {
+        id: call,
+        answer: OperatorAnswer::AgentCalled(Ok(())),
+    });
+    h.answer_stores();
+    assert!(stored_drain(&h, "agent-5").is_some_and(|d| d.then_called));
+    let cancel = h.command(Request::CancelDrain {
+        agent_id: "agent-5".into(),
+        by: "ops".into(),
+    });
+    h.answer_stores();
+    drain_answer(&h, cancel).expect("cancelled");
+    h.advance(Duration::from_secs(2)).await;
+    let reactivations = |h: &Harness| -> Vec<RequestId> {
+        h.operators
+            .iter()
+            .filter(|(_, op)| {
+                matches!(op, OperatorOp::ReactivateAgent { agent, .. } if agent.as_str() == "agent-5")
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    };
+    let calls = reactivations(&h);
+    assert_eq!(calls.len(), 1, "{:?}", h.operators);
+    h.operators.retain(|(id, _)| *id != calls[0]);
+    h.feed(Input::Operator {
+        id: calls[0],
+        answer: OperatorAnswer::AgentCalled(Ok(())),
+    });
+    h.answer_stores();
+    let stored = stored_drain(&h, "agent-5").expect("stored");
+    assert!(stored.reactivated, "{stored:?}");
+    assert!(
+        h.store
+            .audit
+            .iter()
+            .any(|e| e["action"] == "drain.reactivate")
+    );
+    h.advance(Duration::from_secs(5)).await;
+    assert!(reactivations(&h).is_empty(), "called once");
 }
