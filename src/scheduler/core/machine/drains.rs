@@ -665,6 +665,25 @@ impl Machine {
         let since = drain.started_at;
         let until = drain.finished_at.unwrap_or(f64::INFINITY);
         let within = |requested_at: f64| since <= requested_at && requested_at <= until;
+        // The other agents drains hold: often why no replacement is placed.
+        let others: Vec<String> = self
+            .drains
+            .by_agent
+            .iter()
+            .filter(|(a, (d, _))| *a != agent && d.state.holds())
+            .map(|(a, _)| match self.agents.hostname(a) {
+                Some(host) if !host.is_empty() && host != a.as_str() => format!("{a} ({host})"),
+                _ => a.to_string(),
+            })
+            .collect();
+        let drained_too = match others.as_slice() {
+            [] => String::new(),
+            [one] => format!("; agent {one} is drained too (its offers are declined)"),
+            many => format!(
+                "; agents {} are drained too (their offers are declined)",
+                many.join(", ")
+            ),
+        };
         let moved = moved_reason(agent);
         let mut services: BTreeSet<&str> = BTreeSet::new();
         for record in self.tasks.records() {
@@ -752,8 +771,12 @@ impl Machine {
                     }
                     evacuation::Step::NoReplacement => {
                         let why = match self.services.waiting(name) {
-                            Some(s) if s.is_stuck() => format!("no offer fits elsewhere: {s}"),
-                            _ => "waiting for an offer elsewhere for the replacement".into(),
+                            Some(s) if s.is_stuck() => {
+                                format!("no offer fits elsewhere: {s}{drained_too}")
+                            }
+                            _ => format!(
+                                "waiting for an offer elsewhere for the replacement{drained_too}"
+                            ),
                         };
                         (DrainProgress::Blocked, None, Some(why))
                     }

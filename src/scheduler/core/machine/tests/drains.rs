@@ -697,3 +697,35 @@ async fn a_drain_cancelled_after_its_then_call_reactivates_the_agent_once() {
     h.advance(Duration::from_secs(5)).await;
     assert!(reactivations(&h).is_empty(), "called once");
 }
+
+/// A task with no replacement names the other drained agents: another
+/// drain holding an agent is often the real obstacle.
+#[tokio::test(start_paused = true)]
+async fn a_blocked_move_names_the_other_drained_agents() {
+    let (spec, tasks) = web(2);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    for agent in ["agent-0", "agent-1"] {
+        let id = start(&mut h, agent, MinHealthy::Count(0), ThenAction::None);
+        h.answer_all();
+        drain_answer(&h, id).expect("started");
+    }
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    let task = drain
+        .tasks
+        .iter()
+        .find(|t| t.task_id.as_str() == "web.0.stored")
+        .expect("listed");
+    assert_eq!(task.progress, DrainProgress::Blocked, "{drain:?}");
+    assert_eq!(
+        task.reason.as_deref(),
+        Some(
+            "waiting for an offer elsewhere for the replacement; agent agent-1 (host-1) is drained too \
+             (its offers are declined)"
+        ),
+        "{task:?}"
+    );
+}
