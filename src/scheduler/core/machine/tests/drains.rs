@@ -729,3 +729,31 @@ async fn a_blocked_move_names_the_other_drained_agents() {
         "{task:?}"
     );
 }
+
+/// A drain cancelled while running keeps its tasks as they stood: the
+/// blocked task stays listed blocked, with its reason, after the cancel.
+#[tokio::test(start_paused = true)]
+async fn a_drain_cancelled_while_running_keeps_its_tasks_as_they_stood() {
+    let (spec, tasks) = web(3);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let id = start(&mut h, "agent-0", MinHealthy::Count(3), ThenAction::None);
+    h.answer_all();
+    drain_answer(&h, id).expect("started");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let running = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!(running.blocked, 1, "{running:?}");
+    cancel(&mut h, "agent-0");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let ended = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!(ended.state, DrainState::Cancelled);
+    assert_eq!(ended.blocked, 1, "{ended:?}");
+    assert_eq!(ended.tasks, running.tasks);
+    assert!(
+        stored_drain(&h, "agent-0").is_some_and(|d| d.ended.is_some()),
+        "stored with the record"
+    );
+}
