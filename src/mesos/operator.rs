@@ -228,6 +228,27 @@ impl OperatorClient {
         self.v1(call).await.map(|_| ())
     }
 
+    /// `REACTIVATE_AGENT` of `agent_id` (`Call.ReactivateAgent`,
+    /// `Master::Http::reactivateAgent` and `_reactivateAgent` in
+    /// `src/master/http.cpp`): the agent, deactivated or DRAINED, is
+    /// offered again. 200 with no body; 400 "Agent is not deactivated" or
+    /// "Agent is still in the DRAINING state".
+    ///
+    /// # Errors
+    /// See [`OperatorError`].
+    pub async fn reactivate_agent(&self, agent_id: &str) -> Result<(), OperatorError> {
+        let call = Call {
+            r#type: Some(call::Type::ReactivateAgent as i32),
+            reactivate_agent: Some(call::ReactivateAgent {
+                agent_id: v1::AgentId {
+                    value: agent_id.to_string(),
+                },
+            }),
+            ..Default::default()
+        };
+        self.v1(call).await.map(|_| ())
+    }
+
     /// A read-only call of `kind` without fields, whose answer must be of
     /// type `expected`.
     async fn get(

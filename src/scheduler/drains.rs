@@ -210,6 +210,86 @@ pub struct DrainRecord {
     /// The `then` call's failure, if it failed.
     #[serde(default)]
     pub then_error: Option<String>,
+    /// Cancelled after its `then` call: the master's `REACTIVATE_AGENT`
+    /// was answered (a new leader does not send it again).
+    #[serde(default)]
+    pub reactivated: bool,
+    /// The `REACTIVATE_AGENT` call's failure, if it failed.
+    #[serde(default)]
+    pub reactivate_error: Option<String>,
+    /// How it stood when it ended (became done, or was cancelled while
+    /// running): shown from then on instead of the task records, which go
+    /// on changing (`None` while running, and in records stored before
+    /// this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<DrainEnd>,
+}
+
+/// The most tasks a drain's end keeps ([`DrainEnd`]): the record stays
+/// far below ZooKeeper's request limit (`jute.maxbuffer`, 1 MiB) for an
+/// agent with thousands of tasks — each kept task is a few hundred bytes
+/// at most (its reason is cut at [`ENDED_REASON_CHARS`]).
+pub const ENDED_TASKS_KEPT: usize = 100;
+
+/// The longest reason of a kept task, in characters.
+pub const ENDED_REASON_CHARS: usize = 300;
+
+/// How a drain stood when it ended, stored with its record: its counts,
+/// exact, and at most [`ENDED_TASKS_KEPT`] of its tasks (blocked, waiting
+/// and stopped ones before moved ones), by task ID.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DrainEnd {
+    /// Tasks moved.
+    pub moved: usize,
+    /// Tasks whose replacement was not available yet.
+    pub waiting: usize,
+    /// Tasks that could not move.
+    pub blocked: usize,
+    /// Tasks killed without a replacement, not by the drain.
+    pub stopped: usize,
+    /// The tasks kept.
+    pub tasks: Vec<DrainTask>,
+    /// How many tasks were not kept.
+    #[serde(default)]
+    pub left_out: usize,
+}
+
+impl DrainEnd {
+    /// The end of a drain whose tasks were `tasks` (see the type's doc).
+    pub fn new(mut tasks: Vec<DrainTask>) -> DrainEnd {
+        let count = |p: DrainProgress| tasks.iter().filter(|t| t.progress == p).count();
+        let (moved, waiting, blocked, stopped) = (
+            count(DrainProgress::Moved),
+            count(DrainProgress::WaitingForHealth),
+            count(DrainProgress::Blocked),
+            count(DrainProgress::Stopped),
+        );
+        let rank = |p: DrainProgress| match p {
+            DrainProgress::Blocked => 0,
+            DrainProgress::WaitingForHealth => 1,
+            DrainProgress::Stopped => 2,
+            DrainProgress::Moved => 3,
+        };
+        tasks.sort_by(|a, b| (rank(a.progress), &a.task_id).cmp(&(rank(b.progress), &b.task_id)));
+        let left_out = tasks.len().saturating_sub(ENDED_TASKS_KEPT);
+        tasks.truncate(ENDED_TASKS_KEPT);
+        for task in &mut tasks {
+            if let Some(reason) = &mut task.reason
+                && reason.chars().count() > ENDED_REASON_CHARS
+            {
+                *reason = reason.chars().take(ENDED_REASON_CHARS).collect::<String>() + "…";
+            }
+        }
+        tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        DrainEnd {
+            moved,
+            waiting,
+            blocked,
+            stopped,
+            tasks,
+            left_out,
+        }
+    }
 }
 
 /// How one task of the drained agent stands.
@@ -270,6 +350,13 @@ pub struct DrainStatus {
     pub then_called: bool,
     /// The `then` call's failure.
     pub then_error: Option<String>,
+    /// Cancelled after its `then` call: `REACTIVATE_AGENT` was answered.
+    #[serde(default)]
+    pub reactivated: bool,
+    /// The `REACTIVATE_AGENT` call's failure: the agent may still be
+    /// deactivated or drained at the master (`docs/draining.md`).
+    #[serde(default)]
+    pub reactivate_error: Option<String>,
     /// Tasks moved.
     pub moved: usize,
     /// Tasks whose replacement is not available yet.
@@ -281,13 +368,35 @@ pub struct DrainStatus {
     #[serde(default)]
     pub stopped: usize,
     /// This framework's tasks of the agent, moved or still there, by task
-    /// ID.
+    /// ID; of a drain that ended, those kept when it ended
+    /// ([`DrainEnd`]).
     pub tasks: Vec<DrainTask>,
+    /// Tasks of a drain that ended not listed in `tasks` (counted above).
+    #[serde(default)]
+    pub tasks_left_out: usize,
 }
 
 impl DrainStatus {
-    /// The status of `record` with `tasks` (the counts are theirs).
+    /// The status of `record` with `tasks` (the counts are theirs); of a
+    /// drain that ended, its end as stored (`tasks` unused).
     pub fn new(record: &DrainRecord, tasks: Vec<DrainTask>) -> DrainStatus {
+        if let Some(end) = &record.ended {
+            return DrainStatus {
+                moved: end.moved,
+                waiting: end.waiting,
+                blocked: end.blocked,
+                stopped: end.stopped,
+                tasks: end.tasks.clone(),
+                tasks_left_out: end.left_out,
+                ..DrainStatus::new(
+                    &DrainRecord {
+                        ended: None,
+                        ..record.clone()
+                    },
+                    Vec::new(),
+                )
+            };
+        }
         let count = |p: DrainProgress| tasks.iter().filter(|t| t.progress == p).count();
         DrainStatus {
             state: record.state,
@@ -299,11 +408,14 @@ impl DrainStatus {
             then: record.then,
             then_called: record.then_called,
             then_error: record.then_error.clone(),
+            reactivated: record.reactivated,
+            reactivate_error: record.reactivate_error.clone(),
             moved: count(DrainProgress::Moved),
             waiting: count(DrainProgress::WaitingForHealth),
             blocked: count(DrainProgress::Blocked),
             stopped: count(DrainProgress::Stopped),
             tasks,
+            tasks_left_out: 0,
         }
     }
 }
@@ -346,5 +458,35 @@ mod tests {
         assert_eq!(MinHealthy::Percent(100).floor(3), 3);
         assert_eq!(MinHealthy::Percent(0).floor(3), 0);
         assert_eq!(MinHealthy::Count(3).floor(10), 3);
+    }
+
+    /// A drain's end keeps its counts exact and at most
+    /// [`ENDED_TASKS_KEPT`] tasks, the ones that did not move first, with
+    /// their reasons cut: an agent with thousands of tasks stays far
+    /// below ZooKeeper's 1 MiB.
+    #[test]
+    fn a_drains_end_is_bounded() {
+        let task = |i: usize, progress| DrainTask {
+            task_id: TaskId::from(format!("svc.{i}.{}", "x".repeat(60))),
+            service: "svc".into(),
+            instance: i as u32,
+            progress,
+            replacement: Some(TaskId::from(format!("svc.{i}.y"))),
+            reason: Some("r".repeat(5000)),
+        };
+        let mut tasks: Vec<DrainTask> = (0..4000).map(|i| task(i, DrainProgress::Moved)).collect();
+        tasks.extend((4000..4010).map(|i| task(i, DrainProgress::Blocked)));
+        let end = DrainEnd::new(tasks);
+        assert_eq!((end.moved, end.blocked), (4000, 10));
+        assert_eq!(end.tasks.len(), ENDED_TASKS_KEPT);
+        assert_eq!(end.left_out, 4010 - ENDED_TASKS_KEPT);
+        let blocked = end
+            .tasks
+            .iter()
+            .filter(|t| t.progress == DrainProgress::Blocked)
+            .count();
+        assert_eq!(blocked, 10);
+        let bytes = serde_json::to_vec(&end).unwrap().len();
+        assert!(bytes < 100_000, "{bytes}");
     }
 }

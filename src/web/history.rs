@@ -1071,6 +1071,9 @@ mod tests {
             cancelled_by: None,
             then_called: false,
             then_error: None,
+            reactivated: false,
+            reactivate_error: None,
+            ended: None,
         };
         let with = |record: &DrainRecord| {
             let mut a = agent("S0", AgentState::Active, 100.0);

@@ -8,7 +8,9 @@
 //! And the appliance's own drain (`docs/draining.md`) meeting a
 //! scale-down, as a fresh user's trial did (a `serve` process, the JSON
 //! API): the task on the drained agent is no longer wanted, so it is
-//! killed without a replacement and the drain is done.
+//! killed without a replacement and the drain is done; and cancelled
+//! after its `then: drain_agent`, giving the agent back at the master
+//! (REACTIVATE_AGENT).
 
 use crate::support;
 
@@ -296,4 +298,103 @@ async fn a_scale_down_during_a_drain_kills_the_unwanted_task_and_the_drain_ends(
         })
         .unwrap_or_default();
     assert_eq!(running.len(), 1, "{tasks}");
+}
+
+/// GET_AGENTS' entry of `agent` at the testbed master.
+async fn master_agent(tb: &Testbed, agent: &str) -> serde_json::Value {
+    let answer = support::mesos::operator(&tb.url(), json!({"type": "GET_AGENTS"})).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
+    body["get_agents"]["agents"]
+        .as_array()
+        .and_then(|l| l.iter().find(|a| a["agent_info"]["id"]["value"] == agent))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A drain with `then: drain_agent`, done at once (nothing of ours
+/// there), drains the agent at the master; cancelling it gives the agent
+/// back at the master too: REACTIVATE_AGENT (`docs/draining.md`), shown
+/// `reactivated` in the drain. (Before, the agent stayed DRAINED and
+/// deactivated at the master though the docs said it takes tasks again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_drain_after_its_drain_agent_reactivates_the_agent_at_the_master() {
+    use support::processes::{Appliance, base_args, services_file, tail};
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base_args(&zk.connect_string(), &tb.url(), "drain-reactivate");
+    let file = services_file(dir.path(), "services.json", &json!([worker(1)]));
+    args.extend(["--services".into(), file.display().to_string()]);
+    let a = Appliance::spawn("a", &args);
+    let deadline = std::time::Instant::now() + WAIT;
+    while worker_tasks(&tb).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let busy = worker_tasks(&tb)[0].1.clone();
+    let agent = tb
+        .agents()
+        .into_iter()
+        .map(|v| v.id)
+        .find(|id| *id != busy)
+        .expect("the other agent");
+    let (status, body) = a
+        .post(
+            &format!("/api/v1/agents/{agent}/drain"),
+            json!({"min_healthy": 1, "then": "drain_agent"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let drain_of = |body: Option<serde_json::Value>| {
+        body.as_ref()
+            .and_then(|b| b["agents"].as_array())
+            .and_then(|l| l.iter().find(|e| e["agent_id"] == agent.as_str()))
+            .map(|e| e["drain"].clone())
+            .unwrap_or_default()
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
+        let at_master = master_agent(&tb, &agent).await;
+        if drain["then_called"] == true && at_master["drain_info"]["state"] == "DRAINED" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not drained at the master: {drain} {at_master}\n{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = a
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/agents/{agent}/drain"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
+        let at_master = master_agent(&tb, &agent).await;
+        if drain["reactivated"] == true
+            && at_master["deactivated"] == false
+            && at_master.get("drain_info").is_none()
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not reactivated at the master: {drain} {at_master}\n{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

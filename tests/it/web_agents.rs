@@ -82,6 +82,9 @@ fn drain(state: DrainState, tasks: Vec<DrainTask>) -> DrainStatus {
         cancelled_by: None,
         then_called: false,
         then_error: None,
+        reactivated: false,
+        reactivate_error: None,
+        ended: None,
     };
     DrainStatus::new(&record, tasks)
 }

@@ -601,6 +601,9 @@ impl TestCore {
                             cancelled_by: None,
                             then_called: false,
                             then_error: None,
+                            reactivated: false,
+                            reactivate_error: None,
+                            ended: None,
                         };
                         a.drain = Some(DrainStatus::new(&record, Vec::new()));
                         Ok(record)
@@ -628,6 +631,9 @@ impl TestCore {
                             cancelled_by: Some(by),
                             then_called: false,
                             then_error: None,
+                            reactivated: false,
+                            reactivate_error: None,
+                            ended: None,
                         })
                     }
                     _ => Err(CommandError::NotFound(format!(

@@ -351,6 +351,14 @@ pub enum OperatorOp {
         /// How long to wait at most.
         within: Duration,
     },
+    /// REACTIVATE_AGENT of an agent (deactivated, or drained by the
+    /// master), given up after `within`.
+    ReactivateAgent {
+        /// The agent.
+        agent: AgentId,
+        /// How long to wait at most.
+        within: Duration,
+    },
 }
 
 /// Why an operator call gave no answer.
@@ -379,7 +387,7 @@ pub enum OperatorAnswer {
     TornDown(Result<(), OperatorFailure>),
     /// GET_AGENTS.
     Agents(Result<Vec<crate::mesos::operator::Agent>, OperatorFailure>),
-    /// DRAIN_AGENT or DEACTIVATE_AGENT.
+    /// DRAIN_AGENT, DEACTIVATE_AGENT or REACTIVATE_AGENT.
     AgentCalled(Result<(), OperatorFailure>),
 }
 

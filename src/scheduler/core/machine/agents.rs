@@ -84,6 +84,11 @@ impl AgentTable {
             .is_none_or(|e| e.state.takes_new_tasks())
     }
 
+    /// The hostname of `agent`, when the table lists it.
+    pub(super) fn hostname(&self, agent: &str) -> Option<&str> {
+        self.by_id.get(agent).map(|e| e.hostname.as_str())
+    }
+
     /// True when the table lists `agent`.
     pub(super) fn knows(&self, agent: &str) -> bool {
         self.by_id.contains_key(agent)

@@ -15,7 +15,13 @@
 //!   (`include/mesos/v1/master/master.proto`), its outcome stored so that a
 //!   new leader does not call it again;
 //! - a cancelled drain releases the agent: a REVIVE clears the decline
-//!   filters of its offers.
+//!   filters of its offers; when its `then` call was made (answered, or
+//!   failed: a timed-out call may have been done), the master's
+//!   `REACTIVATE_AGENT` follows once, its outcome stored too
+//!   (`Master::Http::_reactivateAgent` in `src/master/http.cpp`: it
+//!   reactivates a deactivated or DRAINED agent, and refuses one still
+//!   DRAINING — other frameworks' tasks there — which the stored error
+//!   shows; `docs/draining.md` says what the operator does then).
 //!
 //! Every write is a compare-and-set on the version the leader read or
 //! wrote last (fenced like every leader write); a conflict reads the drains
@@ -35,7 +41,8 @@ use crate::scheduler::core::io::{
     Answer, OperatorAnswer, OperatorOp, ReplyId, StoreOp, StoreResult,
 };
 use crate::scheduler::drains::{
-    DrainProgress, DrainRecord, DrainState, DrainStatus, DrainTask, MinHealthy, ThenAction,
+    DrainEnd, DrainProgress, DrainRecord, DrainState, DrainStatus, DrainTask, MinHealthy,
+    ThenAction,
 };
 use crate::scheduler::ids::AgentId;
 use crate::scheduler::records::{TaskRecord, is_live};
@@ -71,6 +78,11 @@ pub(super) enum Step {
     Then {
         agent: AgentId,
     },
+    /// The `REACTIVATE_AGENT` of the agent whose drain was cancelled after
+    /// its `then` call.
+    Reactivate {
+        agent: AgentId,
+    },
 }
 
 /// The kill reason of a task moved off `agent` by its drain (how the
@@ -101,6 +113,23 @@ impl Drains {
     /// True while some drain holds an agent.
     pub(super) fn any_holding(&self) -> bool {
         self.by_agent.values().any(|(d, _)| d.state.holds())
+    }
+
+    /// True while a drain cancelled after its `then` call has not had its
+    /// `REACTIVATE_AGENT` answered.
+    fn any_to_reactivate(&self) -> bool {
+        self.by_agent.values().any(|(d, _)| Self::to_reactivate(d))
+    }
+
+    /// True for a drain cancelled after its `then` call (answered, or
+    /// failed: a call that timed out may have been done) whose
+    /// `REACTIVATE_AGENT` was not answered yet.
+    fn to_reactivate(d: &DrainRecord) -> bool {
+        d.state == DrainState::Cancelled
+            && d.then != ThenAction::None
+            && (d.then_called || d.then_error.is_some())
+            && !d.reactivated
+            && d.reactivate_error.is_none()
     }
 
     /// True while some drain is moving tasks (not only holding an agent).
@@ -190,6 +219,9 @@ impl Machine {
             cancelled_by: None,
             then_called: false,
             then_error: None,
+            reactivated: false,
+            reactivate_error: None,
+            ended: None,
         };
         self.put_drain(Some(reply), record, expect);
     }
@@ -217,10 +249,17 @@ impl Machine {
             self.reply(reply, Answer::Drain(Err(error)));
             return;
         };
+        // A running drain ends here: its tasks as they stand now are kept
+        // (a done one keeps those of its end).
+        let ended = drain
+            .ended
+            .clone()
+            .unwrap_or_else(|| DrainEnd::new(self.drain_tasks_of(&agent, drain, now)));
         let record = DrainRecord {
             state: DrainState::Cancelled,
             finished_at: Some(self.unix(now)),
             cancelled_by: Some(by),
+            ended: Some(ended),
             ..drain.clone()
         };
         let expect = Expect::Version(*version);
@@ -361,7 +400,10 @@ impl Machine {
     /// From the tick: a running drain with nothing of ours left becomes
     /// done; a done drain's `then` call is made once.
     pub(super) fn drains_tick(&mut self, now: Instant) {
-        if !self.drains.loaded || !self.tasks.is_loaded() || !self.drains.any_holding() {
+        if !self.drains.loaded
+            || !self.tasks.is_loaded()
+            || !(self.drains.any_holding() || self.drains.any_to_reactivate())
+        {
             return;
         }
         // Progress changes with time alone (a replacement becomes
@@ -398,6 +440,7 @@ impl Machine {
                     let done = DrainRecord {
                         state: DrainState::Done,
                         finished_at: Some(at),
+                        ended: Some(DrainEnd::new(self.drain_tasks_of(agent, drain, now))),
                         ..drain.clone()
                     };
                     writes.push((done, *version));
@@ -409,7 +452,16 @@ impl Machine {
                         && !self.drains.calling.contains(agent)
                         && self.framework.is_subscribed() =>
                 {
-                    calls.push((agent.clone(), drain.then));
+                    calls.push((agent.clone(), Some(drain.then)));
+                }
+                // Cancelled after its `then` call: the master takes the
+                // agent back into its offers.
+                DrainState::Cancelled
+                    if Drains::to_reactivate(drain)
+                        && !self.drains.calling.contains(agent)
+                        && self.framework.is_subscribed() =>
+                {
+                    calls.push((agent.clone(), None));
                 }
                 _ => {}
             }
@@ -433,31 +485,51 @@ impl Machine {
         }
         for (agent, then) in calls {
             self.drains.calling.insert(agent.clone());
-            let op = match then {
-                ThenAction::DrainAgent => OperatorOp::DrainAgent {
-                    agent: agent.clone(),
-                    within: THEN_TIMEOUT,
-                },
-                _ => OperatorOp::DeactivateAgent {
-                    agent: agent.clone(),
-                    within: THEN_TIMEOUT,
-                },
+            let (op, step) = match then {
+                Some(ThenAction::DrainAgent) => (
+                    OperatorOp::DrainAgent {
+                        agent: agent.clone(),
+                        within: THEN_TIMEOUT,
+                    },
+                    Step::Then { agent },
+                ),
+                Some(_) => (
+                    OperatorOp::DeactivateAgent {
+                        agent: agent.clone(),
+                        within: THEN_TIMEOUT,
+                    },
+                    Step::Then { agent },
+                ),
+                None => (
+                    OperatorOp::ReactivateAgent {
+                        agent: agent.clone(),
+                        within: THEN_TIMEOUT,
+                    },
+                    Step::Reactivate { agent },
+                ),
             };
-            self.operator(op, Pending::Drain(Step::Then { agent }));
+            self.operator(op, Pending::Drain(step));
         }
     }
 
     /// The answer to a `then` call: stored in the drain (a failure too:
     /// it is not retried on its own; the operator sees it and acts).
+    /// A `then` call answered after the drain was cancelled is stored
+    /// all the same: the cancel's `REACTIVATE_AGENT` follows it.
     pub(super) fn on_drain_operator(&mut self, step: Step, answer: OperatorAnswer, now: Instant) {
-        let (Step::Then { agent }, OperatorAnswer::AgentCalled(result)) = (step, answer) else {
+        let OperatorAnswer::AgentCalled(result) = answer else {
             return;
+        };
+        let agent = match step {
+            Step::Then { agent } => agent,
+            Step::Reactivate { agent } => return self.drain_reactivated(agent, result, now),
+            Step::Load | Step::Put { .. } => return,
         };
         self.drains.calling.remove(&agent);
         let Some((drain, version)) = self.drains.by_agent.get(&agent).cloned() else {
             return;
         };
-        if drain.state != DrainState::Done || self.drains.writing.contains(&agent) {
+        if drain.state == DrainState::Running || self.drains.writing.contains(&agent) {
             return;
         }
         let call = match drain.then {
@@ -495,13 +567,79 @@ impl Machine {
         self.put_drain(None, record, Expect::Version(version));
     }
 
+    /// The answer to the `REACTIVATE_AGENT` of a cancelled drain: stored in
+    /// the drain (a failure too, not retried on its own).
+    fn drain_reactivated(
+        &mut self,
+        agent: AgentId,
+        result: Result<(), crate::scheduler::core::io::OperatorFailure>,
+        now: Instant,
+    ) {
+        self.drains.calling.remove(&agent);
+        let Some((drain, version)) = self.drains.by_agent.get(&agent).cloned() else {
+            return;
+        };
+        if drain.state != DrainState::Cancelled || self.drains.writing.contains(&agent) {
+            return;
+        }
+        let (record, outcome) = match result {
+            Ok(()) => (
+                DrainRecord {
+                    reactivated: true,
+                    ..drain
+                },
+                format!("REACTIVATE_AGENT of agent {agent} accepted by the master"),
+            ),
+            Err(e) => (
+                DrainRecord {
+                    reactivate_error: Some(match drain.then {
+                        // Refused while other frameworks' tasks drain
+                        // there (`_reactivateAgent`): the operator's part.
+                        ThenAction::DrainAgent => format!(
+                            "{e}; the master keeps the agent drained: once GET_AGENTS shows \
+                             it DRAINED, call REACTIVATE_AGENT at the master"
+                        ),
+                        _ => format!(
+                            "{e}; the master keeps the agent deactivated until \
+                             REACTIVATE_AGENT is called at the master"
+                        ),
+                    }),
+                    ..drain
+                },
+                format!(
+                    "REACTIVATE_AGENT of agent {agent} failed: {e}; the master may still hold \
+                     the agent (docs/draining.md, \"Cancel\")"
+                ),
+            ),
+        };
+        self.log(EventKind::Agent, outcome.clone(), now);
+        self.audit(
+            Decision {
+                method: "drain",
+                action: "drain.reactivate",
+                params: serde_json::json!({"agent_id": agent, "then": record.then}),
+                reason: format!(
+                    "the drain of agent {agent} was cancelled after its {} call",
+                    record.then.as_str()
+                ),
+                status: if record.reactivated { 200 } else { 502 },
+                outcome,
+            },
+            now,
+        );
+        self.put_drain(None, record, Expect::Version(version));
+    }
+
     /// Each drained agent's tasks and how far each has moved, for a full
     /// snapshot: it goes over every record (the light snapshots between,
     /// a command's answer among them, show the last full one's lists).
+    /// A drain that ended shows its stored end instead
+    /// ([`DrainStatus::new`]): it is not looked at.
     pub(super) fn drain_tasks(&self, now: Instant) -> HashMap<AgentId, Vec<DrainTask>> {
         self.drains
             .by_agent
             .iter()
+            .filter(|(_, (drain, _))| drain.ended.is_none())
             .map(|(agent, (drain, _))| (agent.clone(), self.drain_tasks_of(agent, drain, now)))
             .collect()
     }
@@ -519,9 +657,33 @@ impl Machine {
     /// began for another reason: no longer wanted, its service deleted,
     /// replaced by a new spec), a job's task (not moved: the drain waits
     /// for its run to end), and the live tasks as the evacuation rule
-    /// finds them.
+    /// finds them. Of a drain that ended without a stored end (a record
+    /// stored before [`DrainRecord::ended`]), only the kills between its
+    /// start and its end, and no live task.
     fn drain_tasks_of(&self, agent: &AgentId, drain: &DrainRecord, now: Instant) -> Vec<DrainTask> {
         let at = self.unix(now);
+        let since = drain.started_at;
+        let until = drain.finished_at.unwrap_or(f64::INFINITY);
+        let within = |requested_at: f64| since <= requested_at && requested_at <= until;
+        // The other agents drains hold: often why no replacement is placed.
+        let others: Vec<String> = self
+            .drains
+            .by_agent
+            .iter()
+            .filter(|(a, (d, _))| *a != agent && d.state.holds())
+            .map(|(a, _)| match self.agents.hostname(a) {
+                Some(host) if !host.is_empty() && host != a.as_str() => format!("{a} ({host})"),
+                _ => a.to_string(),
+            })
+            .collect();
+        let drained_too = match others.as_slice() {
+            [] => String::new(),
+            [one] => format!("; agent {one} is drained too (its offers are declined)"),
+            many => format!(
+                "; agents {} are drained too (their offers are declined)",
+                many.join(", ")
+            ),
+        };
         let moved = moved_reason(agent);
         let mut services: BTreeSet<&str> = BTreeSet::new();
         for record in self.tasks.records() {
@@ -550,16 +712,22 @@ impl Machine {
             let spec = self.services.spec(name);
             for r in records.records().filter(|r| r.agent_id == *agent) {
                 match &r.kill {
-                    // Moved already: killed by the drain.
-                    Some(k) if k.reason == moved => {
+                    // Moved already: killed by this drain (an earlier
+                    // drain of the agent gave the same reason: its moves
+                    // are not this one's).
+                    Some(k) if k.reason == moved && within(k.requested_at) => {
                         tasks.push(shown(r, DrainProgress::Moved, copy_of(r.instance), None));
                     }
                     // Killed for another reason since the drain began.
-                    Some(k) if k.requested_at >= drain.started_at => {
+                    Some(k) if within(k.requested_at) => {
                         let reason = Some(k.reason.clone());
                         tasks.push(shown(r, DrainProgress::Stopped, None, reason));
                     }
-                    None if spec.is_none() && !r.is_terminal() && self.jobs.contains(name) => {
+                    None if drain.state == DrainState::Running
+                        && spec.is_none()
+                        && !r.is_terminal()
+                        && self.jobs.contains(name) =>
+                    {
                         let why = format!(
                             "a task of job {name}: jobs are not moved; the drain waits for its \
                              run to end"
@@ -603,8 +771,12 @@ impl Machine {
                     }
                     evacuation::Step::NoReplacement => {
                         let why = match self.services.waiting(name) {
-                            Some(s) if s.is_stuck() => format!("no offer fits elsewhere: {s}"),
-                            _ => "waiting for an offer elsewhere for the replacement".into(),
+                            Some(s) if s.is_stuck() => {
+                                format!("no offer fits elsewhere: {s}{drained_too}")
+                            }
+                            _ => format!(
+                                "waiting for an offer elsewhere for the replacement{drained_too}"
+                            ),
                         };
                         (DrainProgress::Blocked, None, Some(why))
                     }

@@ -17,12 +17,15 @@
 //!   the evacuation's floor, when it has one (a drain's `min_healthy`;
 //!   maintenance has none: its floor was checked when the inverse offer was
 //!   accepted). Kills of one pass count against the floor one after the
-//!   other;
+//!   other. The floor is capped at the service's `instances`, one rule for
+//!   every leaver: a move keeps `instances` available (the replacement
+//!   first, then the kill), so a floor above them would hold the task
+//!   forever; the reason of a wait says when the floor was capped;
 //! - a leaving task whose instance its service no longer wants (scaled
 //!   down below it: [`wants_instance`], the review's rule) gets no
 //!   replacement — the pass places none for it — and is killed without
 //!   one, as the scale-down's surplus. The floor still holds for that
-//!   kill, capped at the instances the service wants: the drain chose to
+//!   kill, capped as above at the instances the service wants: the drain chose to
 //!   kill the leaving copy rather than one that stays (which a scale-down
 //!   alone would rank), so it keeps its promise of available tasks, but
 //!   an operator who scaled below the floor asked for fewer and a floor
@@ -142,17 +145,29 @@ pub(super) fn step(
     available: &mut u32,
     now: f64,
 ) -> Step {
+    // The floor, capped at the instances the service wants (see the
+    // module doc), and how a wait names it.
+    let floor = leave.floor.map(|f| f.min(spec.instances));
+    let capped = |floor: u32| match leave.floor {
+        Some(given) if given > floor => format!(
+            "min_healthy {given} capped at {}'s {} instances; ",
+            spec.name, spec.instances
+        ),
+        _ => String::new(),
+    };
     if !wants_instance(spec, task.instance) {
-        // No copy is wanted: the floor only, capped at the instances the
-        // service wants (see the module doc).
+        // No copy is wanted: the floor only.
         let after = available.saturating_sub(u32::from(judge.available(task, now)));
-        return match leave.floor.map(|f| f.min(spec.instances)) {
+        return match floor {
             Some(floor) if after < floor => Step::Floor {
                 replacement: None,
                 why: format!(
                     "{} no longer wants instance {}, but its kill would drop {} below {floor} \
-                     healthy ({available} available now)",
-                    spec.name, task.instance, spec.name
+                     healthy ({}{available} available now)",
+                    spec.name,
+                    task.instance,
+                    spec.name,
+                    capped(floor)
                 ),
             },
             _ => {
@@ -167,12 +182,13 @@ pub(super) fn step(
     match (ready, copies.first()) {
         (Some(copy), _) => {
             let after = available.saturating_sub(u32::from(judge.available(task, now)));
-            match leave.floor {
+            match floor {
                 Some(floor) if after < floor => Step::Floor {
                     replacement: Some(copy.task_id.clone()),
                     why: format!(
-                        "would drop {} below {floor} healthy ({available} available now)",
-                        spec.name
+                        "would drop {} below {floor} healthy ({}{available} available now)",
+                        spec.name,
+                        capped(floor)
                     ),
                 },
                 _ => {

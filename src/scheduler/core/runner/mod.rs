@@ -580,6 +580,17 @@ impl<'a> Runner<'a> {
                         }),
                     },
                 ),
+                OperatorOp::ReactivateAgent { agent, within } => OperatorAnswer::AgentCalled(
+                    match tokio::time::timeout(within, operator.reactivate_agent(agent.as_str()))
+                        .await
+                    {
+                        Ok(answer) => answer.map_err(OperatorFailure::Failed),
+                        Err(_) => Err(OperatorFailure::TimedOut {
+                            after: within,
+                            no_leader: operator.detector().problem(),
+                        }),
+                    },
+                ),
                 OperatorOp::Teardown(framework_id) => OperatorAnswer::TornDown(
                     operator
                         .teardown(&framework_id)

@@ -321,6 +321,9 @@ async fn a_new_leader_continues_a_stored_drain() {
         cancelled_by: None,
         then_called: false,
         then_error: None,
+        reactivated: false,
+        reactivate_error: None,
+        ended: None,
     };
     h.store.drains.insert("agent-0".into(), (record.clone(), 4));
     h.start();
@@ -422,4 +425,335 @@ async fn a_commands_answer_shows_the_drains_tasks_of_the_last_full_snapshot() {
     let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
     let shown: Vec<String> = drain.tasks.iter().map(|t| t.task_id.to_string()).collect();
     assert_eq!(shown, ["web.0.stored"], "{drain:?}");
+}
+
+/// A move keeps `instances` available (the replacement first, then the
+/// kill), so a floor above the service's `instances` is capped at them:
+/// `min_healthy: 3` on a 2-instance service moves its tasks, and the
+/// progress says the floor was capped while a move waits.
+#[tokio::test(start_paused = true)]
+async fn a_floor_above_the_instances_is_capped_at_them_for_a_move() {
+    let (spec, tasks) = web(2);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let id = start(&mut h, "agent-0", MinHealthy::Count(3), ThenAction::None);
+    h.answer_all();
+    drain_answer(&h, id).expect("started");
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let replacement = Harness::launched(&calls)
+        .into_iter()
+        .find(|t| t.starts_with("web.0."))
+        .expect("the replacement of instance 0");
+    h.update(update_on(
+        &replacement,
+        "agent-3",
+        TaskState::TaskRunning,
+        "u1",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(5)).await;
+    h.answer_all();
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    let task = drain
+        .tasks
+        .iter()
+        .find(|t| t.task_id.as_str() == "web.0.stored")
+        .expect("listed");
+    assert_eq!(task.progress, DrainProgress::WaitingForHealth, "{drain:?}");
+    // Available: killing the old task leaves 2 = instances available.
+    h.advance(Duration::from_secs(6)).await;
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(killed(&calls), ["web.0.stored"], "{calls:?}");
+}
+
+/// The reason of a move held by a floor capped at `instances` says so.
+#[tokio::test(start_paused = true)]
+async fn a_capped_floor_is_named_in_the_reason() {
+    let (spec, mut tasks) = web(2);
+    // Instance 1 is unhealthy: web has one available task.
+    tasks[1].healthy = Some(false);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let id = start(&mut h, "agent-0", MinHealthy::Count(3), ThenAction::None);
+    h.answer_all();
+    drain_answer(&h, id).expect("started");
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let replacement = Harness::launched(&calls)
+        .into_iter()
+        .find(|t| t.starts_with("web.0."))
+        .expect("the replacement of instance 0");
+    h.update(update_on(
+        &replacement,
+        "agent-3",
+        TaskState::TaskRunning,
+        "u1",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(15)).await;
+    h.answer_all();
+    // Two available with the replacement; the kill would leave one, below
+    // the floor 3 capped at web's 2 instances.
+    assert!(!killed(&h.drain_call_log()).contains(&"web.0.stored".to_string()));
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    let task = drain
+        .tasks
+        .iter()
+        .find(|t| t.task_id.as_str() == "web.0.stored")
+        .expect("listed");
+    assert_eq!(task.progress, DrainProgress::Blocked, "{drain:?}");
+    assert_eq!(
+        task.reason.as_deref(),
+        Some(
+            "would drop web below 2 healthy (min_healthy 3 capped at web's 2 instances; \
+             2 available now)"
+        ),
+        "{task:?}"
+    );
+}
+
+/// Drains `agent-0` of `web(3)` with `min_healthy` 0 until its task moved
+/// (killed as moved, then KILLED), returning the replacement's ID.
+async fn move_instance_0(h: &mut Harness) -> String {
+    let id = start(h, "agent-0", MinHealthy::Count(0), ThenAction::None);
+    h.answer_all();
+    drain_answer(h, id).expect("started");
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let replacement = Harness::launched(&calls)
+        .into_iter()
+        .find(|t| t.starts_with("web.0."))
+        .expect("the replacement of instance 0");
+    h.update(update_on(
+        &replacement,
+        "agent-3",
+        TaskState::TaskRunning,
+        "u1",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(11)).await;
+    h.answer_all();
+    assert_eq!(killed(&h.drain_call_log()), ["web.0.stored"]);
+    h.update(update_on(
+        "web.0.stored",
+        "agent-0",
+        TaskState::TaskKilled,
+        "u2",
+    ));
+    h.answer_all();
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    replacement
+}
+
+fn cancel(h: &mut Harness, agent: &str) {
+    let id = h.command(Request::CancelDrain {
+        agent_id: agent.into(),
+        by: "ops".into(),
+    });
+    h.answer_all();
+    drain_answer(h, id).expect("cancelled");
+}
+
+/// A new drain of an agent counts only what it did: the tasks an earlier
+/// drain of the agent moved are not its own.
+#[tokio::test(start_paused = true)]
+async fn a_new_drain_of_an_agent_does_not_inherit_an_earlier_drains_moves() {
+    let (spec, tasks) = web(3);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    move_instance_0(&mut h).await;
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!((drain.state, drain.moved), (DrainState::Done, 1));
+    cancel(&mut h, "agent-0");
+    h.advance(Duration::from_secs(5)).await;
+    h.answer_all();
+    let again = start(&mut h, "agent-0", MinHealthy::Count(0), ThenAction::None);
+    h.answer_all();
+    drain_answer(&h, again).expect("started again");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the new drain");
+    assert_eq!(drain.moved, 0, "{drain:?}");
+    assert!(drain.tasks.is_empty(), "{drain:?}");
+}
+
+/// A drain that ended shows what it was when it ended: tasks that arrive
+/// on the agent afterwards, kills after its end and later copies of its
+/// instances do not change it (its list is stored with the record).
+#[tokio::test(start_paused = true)]
+async fn an_ended_drain_shows_what_it_was_when_it_ended() {
+    let (spec, tasks) = web(3);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &tasks);
+    h.subscribe();
+    h.answer_all();
+    let replacement = move_instance_0(&mut h).await;
+    let done = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!((done.state, done.moved), (DrainState::Done, 1), "{done:?}");
+    assert_eq!(
+        done.tasks[0].replacement.as_ref().map(|t| t.to_string()),
+        Some(replacement)
+    );
+    cancel(&mut h, "agent-0");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    // After the end: a fourth instance lands on the agent, then the
+    // service is deleted (every task of it killed, the replacement too).
+    h.command(Request::PutService(Box::new(valid(service("web", 4)))));
+    h.answer_all();
+    h.offer("o-0b", "agent-0", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert_eq!(Harness::launched(&calls).len(), 1, "{calls:?}");
+    h.advance(Duration::from_secs(2)).await;
+    h.command(Request::DeleteService("web".into()));
+    h.answer_all();
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let ended = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!(ended.state, DrainState::Cancelled);
+    assert_eq!(
+        (ended.moved, ended.waiting, ended.blocked, ended.stopped),
+        (done.moved, done.waiting, done.blocked, done.stopped),
+        "{ended:?}"
+    );
+    assert_eq!(ended.tasks, done.tasks);
+}
+
+/// A drain cancelled after its `then` call (DEACTIVATE_AGENT, answered)
+/// gives the agent back at the master: REACTIVATE_AGENT once, its answer
+/// stored with the drain.
+#[tokio::test(start_paused = true)]
+async fn a_drain_cancelled_after_its_then_call_reactivates_the_agent_once() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.offer("o-5", "agent-5", 0.01);
+    h.answer_all();
+    let id = start(
+        &mut h,
+        "agent-5",
+        MinHealthy::Count(1),
+        ThenAction::DeactivateAgent,
+    );
+    h.answer_stores();
+    drain_answer(&h, id).expect("started");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_stores();
+    h.advance(Duration::from_secs(2)).await;
+    let (call, _) = h
+        .operators
+        .iter()
+        .find(|(_, op)| matches!(op, OperatorOp::DeactivateAgent { .. }))
+        .cloned()
+        .expect("DEACTIVATE_AGENT");
+    h.operators.retain(|(id, _)| *id != call);
+    h.feed(Input::Operator {
+        id: call,
+        answer: OperatorAnswer::AgentCalled(Ok(())),
+    });
+    h.answer_stores();
+    assert!(stored_drain(&h, "agent-5").is_some_and(|d| d.then_called));
+    let cancel = h.command(Request::CancelDrain {
+        agent_id: "agent-5".into(),
+        by: "ops".into(),
+    });
+    h.answer_stores();
+    drain_answer(&h, cancel).expect("cancelled");
+    h.advance(Duration::from_secs(2)).await;
+    let reactivations = |h: &Harness| -> Vec<RequestId> {
+        h.operators
+            .iter()
+            .filter(|(_, op)| {
+                matches!(op, OperatorOp::ReactivateAgent { agent, .. } if agent.as_str() == "agent-5")
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    };
+    let calls = reactivations(&h);
+    assert_eq!(calls.len(), 1, "{:?}", h.operators);
+    h.operators.retain(|(id, _)| *id != calls[0]);
+    h.feed(Input::Operator {
+        id: calls[0],
+        answer: OperatorAnswer::AgentCalled(Ok(())),
+    });
+    h.answer_stores();
+    let stored = stored_drain(&h, "agent-5").expect("stored");
+    assert!(stored.reactivated, "{stored:?}");
+    assert!(
+        h.store
+            .audit
+            .iter()
+            .any(|e| e["action"] == "drain.reactivate")
+    );
+    h.advance(Duration::from_secs(5)).await;
+    assert!(reactivations(&h).is_empty(), "called once");
+}
+
+/// A task with no replacement names the other drained agents: another
+/// drain holding an agent is often the real obstacle.
+#[tokio::test(start_paused = true)]
+async fn a_blocked_move_names_the_other_drained_agents() {
+    let (spec, tasks) = web(2);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    for agent in ["agent-0", "agent-1"] {
+        let id = start(&mut h, agent, MinHealthy::Count(0), ThenAction::None);
+        h.answer_all();
+        drain_answer(&h, id).expect("started");
+    }
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    let task = drain
+        .tasks
+        .iter()
+        .find(|t| t.task_id.as_str() == "web.0.stored")
+        .expect("listed");
+    assert_eq!(task.progress, DrainProgress::Blocked, "{drain:?}");
+    assert_eq!(
+        task.reason.as_deref(),
+        Some(
+            "waiting for an offer elsewhere for the replacement; agent agent-1 (host-1) is drained too \
+             (its offers are declined)"
+        ),
+        "{task:?}"
+    );
+}
+
+/// A drain cancelled while running keeps its tasks as they stood: the
+/// blocked task stays listed blocked, with its reason, after the cancel.
+#[tokio::test(start_paused = true)]
+async fn a_drain_cancelled_while_running_keeps_its_tasks_as_they_stood() {
+    let (spec, tasks) = web(3);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let id = start(&mut h, "agent-0", MinHealthy::Count(3), ThenAction::None);
+    h.answer_all();
+    drain_answer(&h, id).expect("started");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let running = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!(running.blocked, 1, "{running:?}");
+    cancel(&mut h, "agent-0");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let ended = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    assert_eq!(ended.state, DrainState::Cancelled);
+    assert_eq!(ended.blocked, 1, "{ended:?}");
+    assert_eq!(ended.tasks, running.tasks);
+    assert!(
+        stored_drain(&h, "agent-0").is_some_and(|d| d.ended.is_some()),
+        "stored with the record"
+    );
 }

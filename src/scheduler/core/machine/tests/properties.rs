@@ -481,7 +481,8 @@ fn drain_watch(h: &Harness, effect: &Effect) -> Option<String> {
                 .filter(|(r, _)| rules::is_available(spec, r, now))
                 .count() as u32;
             let after = available - u32::from(rules::is_available(spec, stored, now));
-            let floor = drain.min_healthy.floor(spec.instances);
+            // Capped at the instances (`evacuation.rs`).
+            let floor = drain.min_healthy.floor(spec.instances).min(spec.instances);
             (after < floor).then(|| {
                 format!(
                     "drain killed {} leaving {after} available of {} (floor {floor})",
