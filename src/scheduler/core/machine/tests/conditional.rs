@@ -150,12 +150,7 @@ fn answer_one(h: &mut Harness, over: &mut HashMap<usize, String>, stored: &mut V
 /// (no lost update), every refused one wrote nothing, and one made on the
 /// version stored while no write is in flight is not refused.
 fn run_case(ops: &[Op]) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    paused_runtime()?.block_on(async {
         let mut h = Harness::leader(&[web(1, 0)], &[]);
         h.subscribe();
         h.answer_all();

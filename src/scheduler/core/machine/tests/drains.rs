@@ -17,6 +17,26 @@ fn start(h: &mut Harness, agent: &str, min_healthy: MinHealthy, then: ThenAction
     })
 }
 
+/// While `agent-0` is drained: agent-3 offers, the replacement of
+/// `web.0` is launched there and reports TASK_RUNNING; its ID.
+fn replacement_runs(h: &mut Harness) -> String {
+    h.offer("o-3", "agent-3", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    let replacement = Harness::launched(&calls)
+        .into_iter()
+        .find(|t| t.starts_with("web.0."))
+        .expect("the replacement of instance 0");
+    h.update(update_on(
+        &replacement,
+        "agent-3",
+        TaskState::TaskRunning,
+        "u1",
+    ));
+    h.answer_all();
+    replacement
+}
+
 fn drain_answer(h: &Harness, id: ReplyId) -> Result<DrainRecord, CommandError> {
     match h.reply(id) {
         Some(Answer::Drain(r)) => r.clone(),
@@ -189,20 +209,7 @@ async fn a_kill_that_would_take_the_service_below_min_healthy_waits() {
     );
     h.answer_all();
     assert!(drain_answer(&h, id).is_ok());
-    h.offer("o-3", "agent-3", 4.0);
-    h.answer_all();
-    let calls = h.drain_call_log();
-    let replacement = Harness::launched(&calls)
-        .into_iter()
-        .find(|t| t.starts_with("web.0."))
-        .expect("the replacement of instance 0");
-    h.update(update_on(
-        &replacement,
-        "agent-3",
-        TaskState::TaskRunning,
-        "u1",
-    ));
-    h.answer_all();
+    replacement_runs(&mut h);
     h.advance(Duration::from_secs(15)).await;
     h.answer_all();
     // Three available with the replacement; killing the old one leaves
@@ -440,20 +447,7 @@ async fn a_floor_above_the_instances_is_capped_at_them_for_a_move() {
     let id = start(&mut h, "agent-0", MinHealthy::Count(3), ThenAction::None);
     h.answer_all();
     drain_answer(&h, id).expect("started");
-    h.offer("o-3", "agent-3", 4.0);
-    h.answer_all();
-    let calls = h.drain_call_log();
-    let replacement = Harness::launched(&calls)
-        .into_iter()
-        .find(|t| t.starts_with("web.0."))
-        .expect("the replacement of instance 0");
-    h.update(update_on(
-        &replacement,
-        "agent-3",
-        TaskState::TaskRunning,
-        "u1",
-    ));
-    h.answer_all();
+    replacement_runs(&mut h);
     h.advance(Duration::from_secs(5)).await;
     h.answer_all();
     let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
@@ -482,20 +476,7 @@ async fn a_capped_floor_is_named_in_the_reason() {
     let id = start(&mut h, "agent-0", MinHealthy::Count(3), ThenAction::None);
     h.answer_all();
     drain_answer(&h, id).expect("started");
-    h.offer("o-3", "agent-3", 4.0);
-    h.answer_all();
-    let calls = h.drain_call_log();
-    let replacement = Harness::launched(&calls)
-        .into_iter()
-        .find(|t| t.starts_with("web.0."))
-        .expect("the replacement of instance 0");
-    h.update(update_on(
-        &replacement,
-        "agent-3",
-        TaskState::TaskRunning,
-        "u1",
-    ));
-    h.answer_all();
+    replacement_runs(&mut h);
     h.advance(Duration::from_secs(15)).await;
     h.answer_all();
     // Two available with the replacement; the kill would leave one, below
@@ -524,20 +505,7 @@ async fn move_instance_0(h: &mut Harness) -> String {
     let id = start(h, "agent-0", MinHealthy::Count(0), ThenAction::None);
     h.answer_all();
     drain_answer(h, id).expect("started");
-    h.offer("o-3", "agent-3", 4.0);
-    h.answer_all();
-    let calls = h.drain_call_log();
-    let replacement = Harness::launched(&calls)
-        .into_iter()
-        .find(|t| t.starts_with("web.0."))
-        .expect("the replacement of instance 0");
-    h.update(update_on(
-        &replacement,
-        "agent-3",
-        TaskState::TaskRunning,
-        "u1",
-    ));
-    h.answer_all();
+    let replacement = replacement_runs(h);
     h.advance(Duration::from_secs(11)).await;
     h.answer_all();
     assert_eq!(killed(&h.drain_call_log()), ["web.0.stored"]);

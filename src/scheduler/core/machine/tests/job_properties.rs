@@ -357,12 +357,7 @@ impl World {
 }
 
 fn run_case(spec: JobSpec, ops: &[Op]) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    paused_runtime()?.block_on(async {
         let mut store = Store {
             framework_id: Some(FRAMEWORK.into()),
             ..Store::default()

@@ -117,6 +117,26 @@ pub(super) fn unwanted_kill(h: &Harness, record: &TaskRecord) -> Option<String> 
         return None;
     }
     let (drain, _) = h.store.drains.get(record.agent_id.as_str())?;
+    let (after, floor) = after_kill(h, record, stored, spec, drain);
+    (after < floor).then(|| {
+        format!(
+            "unwanted {} killed leaving {after} available of {} (floor {floor})",
+            record.task_id, record.service
+        )
+    })
+}
+
+/// For a drain's kill of `record` (stored as `stored`) of `spec`: the
+/// service's available tasks once it and the kills on their way to the
+/// store are done, and the drain's floor capped at the instances
+/// (`evacuation.rs`). Both properties' watches judge a drain kill by it.
+pub(super) fn after_kill(
+    h: &Harness,
+    record: &TaskRecord,
+    stored: &TaskRecord,
+    spec: &ServiceSpec,
+    drain: &crate::scheduler::drains::DrainRecord,
+) -> (u32, u32) {
     let now = h.machine.clock.unix(Instant::now());
     let killing: HashSet<&str> = h
         .stores
@@ -135,13 +155,10 @@ pub(super) fn unwanted_kill(h: &Harness, record: &TaskRecord) -> Option<String> 
         .filter(|(r, _)| rules::is_available(spec, r, now))
         .count() as u32;
     let after = available.saturating_sub(u32::from(rules::is_available(spec, stored, now)));
-    let floor = drain.min_healthy.floor(spec.instances).min(spec.instances);
-    (after < floor).then(|| {
-        format!(
-            "unwanted {} killed leaving {after} available of {} (floor {floor})",
-            record.task_id, record.service
-        )
-    })
+    (
+        after,
+        drain.min_healthy.floor(spec.instances).min(spec.instances),
+    )
 }
 
 fn watch(h: &Harness, effect: &Effect) -> Option<String> {
@@ -336,12 +353,7 @@ impl World {
 }
 
 fn run_case(ops: &[Op]) -> Result<(usize, usize), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    paused_runtime()?.block_on(async {
         let mut world = World::new();
         for (i, op) in ops.iter().enumerate() {
             world.step(op).await;

@@ -146,6 +146,16 @@ fn reconciled(task: &str, state: TaskState) -> v1::TaskStatus {
     }
 }
 
+/// A runtime for one case of a property: one thread, tokio's clock
+/// paused (time passes only as a case advances it).
+fn paused_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
 /// ZooKeeper as the tests see it: records with versions.
 #[derive(Debug, Default)]
 struct Store {

@@ -30,12 +30,7 @@ struct Decisions {
 }
 
 fn round(services: &[(u32, Vec<Rec>)], budget: usize) -> Decisions {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
+    paused_runtime().expect("runtime").block_on(async {
         let mut specs = Vec::new();
         let mut records = Vec::new();
         for (s, (instances, recs)) in services.iter().enumerate() {

@@ -462,27 +462,9 @@ fn drain_watch(h: &Harness, effect: &Effect) -> Option<String> {
             let (drain, _) = h.store.drains.get(record.agent_id.as_str())?;
             let (service, _) = h.store.services.get(&record.service)?;
             let spec = &service.spec;
-            let now = h.machine.clock.unix(Instant::now());
             WATCHED.with(|w| w.borrow_mut().reach.drain_kills += 1);
-            let killing: HashSet<&str> = h
-                .stores
-                .iter()
-                .filter_map(|(_, op)| match op {
-                    StoreOp::PutTask(r, _) if r.kill.is_some() => Some(r.task_id.as_str()),
-                    _ => None,
-                })
-                .collect();
-            let available = h
-                .store
-                .tasks
-                .values()
-                .filter(|(r, _)| r.service == record.service)
-                .filter(|(r, _)| !killing.contains(r.task_id.as_str()))
-                .filter(|(r, _)| rules::is_available(spec, r, now))
-                .count() as u32;
-            let after = available - u32::from(rules::is_available(spec, stored, now));
-            // Capped at the instances (`evacuation.rs`).
-            let floor = drain.min_healthy.floor(spec.instances).min(spec.instances);
+            let (after, floor) =
+                super::leaver_properties::after_kill(h, record, stored, spec, drain);
             (after < floor).then(|| {
                 format!(
                     "drain killed {} leaving {after} available of {} (floor {floor})",
@@ -1277,12 +1259,7 @@ impl World {
 
 /// Runs one case; the error says which step broke which invariant.
 fn run_case(running: u8, ops: &[Op]) -> Result<Reach, String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    paused_runtime()?.block_on(async {
         let mut world = World::new(running);
         world.check()?;
         for (i, op) in ops.iter().enumerate() {
