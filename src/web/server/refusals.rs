@@ -25,6 +25,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::web::error::Problem;
 use crate::web::query::MAX_URI_BYTES;
 
+/// Longest head of a hyper-made refusal looked at, in bytes (hyper's are
+/// about 100: a status line, `connection: close`, `content-length: 0`, a
+/// `date`).
+const REFUSAL_HEAD_MAX: usize = 512;
+
 /// A connection whose hyper-made refusals carry a problem document.
 pub(super) struct Refusals<S> {
     inner: S,
@@ -79,6 +84,12 @@ fn problem(status: StatusCode) -> Option<Problem> {
 /// The answer to write instead of `written`, when `written` is one of
 /// hyper's bare refusals (see the module doc).
 fn replacement(written: &[u8]) -> Option<Vec<u8>> {
+    // Every write of the connection passes here: a body, or a head that is
+    // not a 4xx, or one too long to be hyper's bare refusal (a status line,
+    // `content-length: 0`, `date`), is let through before any parsing.
+    if written.len() > REFUSAL_HEAD_MAX || !written.starts_with(b"HTTP/1.1 4") {
+        return None;
+    }
     let head = std::str::from_utf8(written).ok()?;
     let head = head.strip_suffix("\r\n\r\n")?;
     let code = head.strip_prefix("HTTP/1.1 ")?.get(..3)?;
