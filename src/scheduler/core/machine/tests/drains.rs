@@ -37,6 +37,20 @@ fn replacement_runs(h: &mut Harness) -> String {
     replacement
 }
 
+/// A leader of `web` (1 instance) whose drain of `agent-5` (known from
+/// an offer, nothing of ours there), with `then`, was started and stored.
+fn drained_empty_agent(then: ThenAction) -> Harness {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    h.offer("o-5", "agent-5", 0.01);
+    h.answer_all();
+    let id = start(&mut h, "agent-5", MinHealthy::Count(1), then);
+    h.answer_stores();
+    drain_answer(&h, id).expect("started");
+    h
+}
+
 fn drain_answer(h: &Harness, id: ReplyId) -> Result<DrainRecord, CommandError> {
     match h.reply(id) {
         Some(Answer::Drain(r)) => r.clone(),
@@ -352,20 +366,7 @@ async fn a_new_leader_continues_a_stored_drain() {
 
 #[tokio::test(start_paused = true)]
 async fn a_done_drain_calls_the_masters_drain_agent_once() {
-    let mut h = Harness::leader(&[service("web", 1)], &[]);
-    h.subscribe();
-    h.answer_all();
-    // Known from an offer; nothing of ours there.
-    h.offer("o-5", "agent-5", 0.01);
-    h.answer_all();
-    let id = start(
-        &mut h,
-        "agent-5",
-        MinHealthy::Count(1),
-        ThenAction::DrainAgent,
-    );
-    h.answer_stores();
-    assert!(drain_answer(&h, id).is_ok());
+    let mut h = drained_empty_agent(ThenAction::DrainAgent);
     h.advance(Duration::from_secs(2)).await;
     h.answer_stores();
     assert_eq!(
@@ -601,19 +602,7 @@ async fn an_ended_drain_shows_what_it_was_when_it_ended() {
 /// stored with the drain.
 #[tokio::test(start_paused = true)]
 async fn a_drain_cancelled_after_its_then_call_reactivates_the_agent_once() {
-    let mut h = Harness::leader(&[service("web", 1)], &[]);
-    h.subscribe();
-    h.answer_all();
-    h.offer("o-5", "agent-5", 0.01);
-    h.answer_all();
-    let id = start(
-        &mut h,
-        "agent-5",
-        MinHealthy::Count(1),
-        ThenAction::DeactivateAgent,
-    );
-    h.answer_stores();
-    drain_answer(&h, id).expect("started");
+    let mut h = drained_empty_agent(ThenAction::DeactivateAgent);
     h.advance(Duration::from_secs(2)).await;
     h.answer_stores();
     h.advance(Duration::from_secs(2)).await;

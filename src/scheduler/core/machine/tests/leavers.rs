@@ -83,12 +83,29 @@ fn web(n: u32) -> (ServiceSpec, Vec<TaskRecord>) {
 /// `min_healthy: 0`, then the service scaled to one. The task on agent-1
 /// is killed as scaled down (no replacement is wanted), and the drain is
 /// done once it is gone; nothing is launched.
-#[tokio::test(start_paused = true)]
-async fn a_drain_kills_a_leaver_the_scale_down_no_longer_wants_and_ends() {
+/// A subscribed leader of `web` with two instances, one on each of
+/// agent-0 and agent-1.
+fn leader_of_two() -> Harness {
     let (spec, tasks) = web(2);
     let mut h = Harness::leader(&[spec], &tasks);
     h.subscribe();
     h.answer_all();
+    h
+}
+
+/// `task` on `agent` reports its end (`gone`); the drain of `agent` is
+/// then stored done.
+async fn ends_done(h: &mut Harness, task: &str, agent: &str, uuid: &str) {
+    gone(h, task, agent, uuid).await;
+    assert_eq!(
+        stored_drain(h, agent).map(|d| d.state),
+        Some(DrainState::Done)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_kills_a_leaver_the_scale_down_no_longer_wants_and_ends() {
+    let mut h = leader_of_two();
     start_drain(&mut h, "agent-1", MinHealthy::Count(0));
     h.drain_call_log();
     h.command(Request::PutService(Box::new(valid(service("web", 1)))));
@@ -112,11 +129,7 @@ async fn a_drain_kills_a_leaver_the_scale_down_no_longer_wants_and_ends() {
     );
     assert_eq!(drain.tasks[0].progress, DrainProgress::Stopped);
     assert_eq!(drain.tasks[0].reason.as_ref(), Some(&reason));
-    gone(&mut h, "web.1.stored", "agent-1", "k1").await;
-    assert_eq!(
-        stored_drain(&h, "agent-1").map(|d| d.state),
-        Some(DrainState::Done)
-    );
+    ends_done(&mut h, "web.1.stored", "agent-1", "k1").await;
     let drain = shown_drain(&mut h, "agent-1").await;
     assert_eq!((drain.state, drain.stopped), (DrainState::Done, 1));
     // web.0 stays: the one instance wanted.
@@ -154,21 +167,14 @@ async fn an_unwanted_leaver_keeps_the_floor_capped_at_the_instances_wanted() {
     h.advance(Duration::from_secs(12)).await;
     h.answer_all();
     assert_eq!(killed(&h.drain_call_log()), ["web.1.stored"]);
-    gone(&mut h, "web.1.stored", "agent-1", "k1").await;
-    assert_eq!(
-        stored_drain(&h, "agent-1").map(|d| d.state),
-        Some(DrainState::Done)
-    );
+    ends_done(&mut h, "web.1.stored", "agent-1", "k1").await;
 }
 
 /// The same for an agent emptied ahead of its maintenance window: scaled
 /// down, its task is killed at once (maintenance has no floor of its own).
 #[tokio::test(start_paused = true)]
 async fn maintenance_kills_a_leaver_the_scale_down_no_longer_wants() {
-    let (spec, tasks) = web(2);
-    let mut h = Harness::leader(&[spec], &tasks);
-    h.subscribe();
-    h.answer_all();
+    let mut h = leader_of_two();
     let window = window_in(&h, 600.0);
     h.feed(Input::InverseOffers(vec![inverse_offer(
         "io-1",
@@ -195,10 +201,7 @@ async fn maintenance_kills_a_leaver_the_scale_down_no_longer_wants() {
 /// drain ends.
 #[tokio::test(start_paused = true)]
 async fn a_deleted_services_leaver_is_killed_and_the_drain_ends() {
-    let (spec, tasks) = web(2);
-    let mut h = Harness::leader(&[spec], &tasks);
-    h.subscribe();
-    h.answer_all();
+    let mut h = leader_of_two();
     start_drain(&mut h, "agent-1", MinHealthy::Count(2));
     h.command(Request::DeleteService("web".into()));
     h.answer_all();
@@ -210,11 +213,7 @@ async fn a_deleted_services_leaver_is_killed_and_the_drain_ends() {
     );
     let drain = shown_drain(&mut h, "agent-1").await;
     assert_eq!(drain.stopped, 1, "{drain:?}");
-    gone(&mut h, "web.1.stored", "agent-1", "k1").await;
-    assert_eq!(
-        stored_drain(&h, "agent-1").map(|d| d.state),
-        Some(DrainState::Done)
-    );
+    ends_done(&mut h, "web.1.stored", "agent-1", "k1").await;
 }
 
 /// A new spec during a drain: the leaver's instance is still wanted, its
@@ -222,10 +221,7 @@ async fn a_deleted_services_leaver_is_killed_and_the_drain_ends() {
 /// available (by the rollout or by the drain, whichever comes first).
 #[tokio::test(start_paused = true)]
 async fn a_new_spec_during_a_drain_replaces_the_leaver_and_the_drain_ends() {
-    let (spec, tasks) = web(2);
-    let mut h = Harness::leader(&[spec], &tasks);
-    h.subscribe();
-    h.answer_all();
+    let mut h = leader_of_two();
     start_drain(&mut h, "agent-1", MinHealthy::Count(1));
     let new: ServiceSpec = serde_json::from_value(serde_json::json!({
         "name": "web", "command": "sleep 2000", "cpus": 0.1, "mem": 16,
