@@ -88,6 +88,56 @@ async fn wait_drain(
     }
 }
 
+/// Watches the master every 50 ms while a drain runs: the lowest count of
+/// healthy `web` tasks, and whether a task not in `known` landed on the
+/// drained agent.
+struct Watch {
+    lowest: Arc<AtomicUsize>,
+    landed: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watch {
+    fn start(tb: &Arc<Testbed>, agent: &str, known: HashSet<String>) -> Watch {
+        let lowest = Arc::new(AtomicUsize::new(usize::MAX));
+        let landed = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = {
+            let (tb, lowest, landed, stop) =
+                (tb.clone(), lowest.clone(), landed.clone(), stop.clone());
+            let agent = agent.to_string();
+            tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let tasks = web_tasks(&tb);
+                    let up = tasks.iter().filter(|t| t.2).count();
+                    lowest.fetch_min(up, Ordering::SeqCst);
+                    if tasks.iter().any(|t| t.1 == agent && !known.contains(&t.0)) {
+                        landed.store(true, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+        };
+        Watch {
+            lowest,
+            landed,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops watching: (the lowest healthy count, whether a task landed).
+    async fn stop(self) -> (usize, bool) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap();
+        (
+            self.lowest.load(Ordering::SeqCst),
+            self.landed.load(Ordering::SeqCst),
+        )
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_keeps_min_healthy_survives_a_failover_and_holds_the_agent_until_cancelled() {
     support::mesos::init();
@@ -116,26 +166,7 @@ async fn a_drain_keeps_min_healthy_survives_a_failover_and_holds_the_agent_until
     let (old_task, agent, _) = before[0].clone();
     let known: HashSet<String> = before.iter().map(|t| t.0.clone()).collect();
 
-    // The watcher: the lowest healthy count, and tasks launched on the
-    // drained agent while it is held.
-    let lowest = Arc::new(AtomicUsize::new(usize::MAX));
-    let landed = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (tb, lowest, landed, stop) = (tb.clone(), lowest.clone(), landed.clone(), stop.clone());
-        let agent = agent.clone();
-        tokio::spawn(async move {
-            while !stop.load(Ordering::SeqCst) {
-                let tasks = web_tasks(&tb);
-                let up = tasks.iter().filter(|t| t.2).count();
-                lowest.fetch_min(up, Ordering::SeqCst);
-                if tasks.iter().any(|t| t.1 == agent && !known.contains(&t.0)) {
-                    landed.store(true, Ordering::SeqCst);
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-    };
+    let watch = Watch::start(&tb, &agent, known);
 
     // Validation first: field errors in the problem shape; an unknown
     // agent is 404.
@@ -198,13 +229,8 @@ async fn a_drain_keeps_min_healthy_survives_a_failover_and_holds_the_agent_until
         .await;
     // Held while done.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(
-        !landed.load(Ordering::SeqCst),
-        "a task landed on the drained agent"
-    );
-    stop.store(true, Ordering::SeqCst);
-    watcher.await.unwrap();
-    let lowest = lowest.load(Ordering::SeqCst);
+    let (lowest, landed) = watch.stop().await;
+    assert!(!landed, "a task landed on the drained agent");
     println!("lowest healthy count during the drain: {lowest}");
     assert!(lowest >= 3, "the healthy count fell to {lowest}");
 
@@ -237,4 +263,61 @@ async fn a_drain_keeps_min_healthy_survives_a_failover_and_holds_the_agent_until
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A rollout's kill counts against a drain's floor (a property of the
+/// core found it: `machine::tests::leavers`). `web`'s three instances run
+/// on agent-0 (a LIKE constraint), which is drained with `min_healthy: 1`;
+/// then a new spec of one instance, anywhere. The rollout kills instance
+/// 0's old task and instances 1 and 2 are no longer wanted: one of those
+/// stays, healthy, until the new instance 0 on agent-1 is available, so
+/// the master's healthy count of `web` never falls to 0. (Before, all
+/// three were killed at once.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_spec_that_scales_down_during_a_drain_keeps_its_floor() {
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Arc::new(Testbed::start(TestbedConfig::for_tests(2)).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base_args(&zk.connect_string(), &tb.url(), "drain-rollout");
+    let mut old = web(3);
+    old["constraints"] = json!(["hostname:LIKE:agent-0"]);
+    let file = services_file(dir.path(), "services.json", &json!([old]));
+    args.extend(["--services".into(), file.display().to_string()]);
+    let a = Appliance::spawn("a", &args);
+    let deadline = std::time::Instant::now() + WAIT;
+    while healthy(&tb) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}\n{}",
+            web_tasks(&tb),
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Available: healthy for the upgrade's `min_healthy` (4 s).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let agent = web_tasks(&tb)[0].1.clone();
+    let known: HashSet<String> = web_tasks(&tb).into_iter().map(|t| t.0).collect();
+    let watch = Watch::start(&tb, &agent, known);
+    let (status, body) = a
+        .post(
+            &format!("/api/v1/agents/{agent}/drain"),
+            json!({"min_healthy": 1}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    wait_drain(&a, &agent, "the drain running", |d| d["state"] == "running").await;
+    let mut new = web(1);
+    new["command"] = json!("sleep 2000");
+    let (status, body) = a.send(Method::PUT, "/api/v1/services/web", new).await;
+    assert!(status == 200 || status == 201, "{status} {body}");
+    let done = wait_drain(&a, &agent, "the drain done", |d| d["state"] == "done").await;
+    let (lowest, landed) = watch.stop().await;
+    println!("lowest healthy count: {lowest}; drain {done}");
+    assert!(!landed, "a task landed on the drained agent");
+    assert!(lowest >= 1, "the healthy count fell to {lowest}: {done}");
+    let live = web_tasks(&tb);
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_ne!(live[0].1, agent, "{live:?}");
 }

@@ -751,6 +751,11 @@ impl Machine {
                         None
                     }
                 },
+                |t| {
+                    self.tasks
+                        .get(t.task_id.as_str())
+                        .is_some_and(|e| e.kill_wanted)
+                },
                 at,
             );
             for (task_id, step) in steps {

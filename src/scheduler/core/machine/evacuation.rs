@@ -93,6 +93,14 @@ pub(super) enum Step {
 /// task that stays), what happens to it now (see the module doc). `now`:
 /// seconds since the UNIX epoch.
 ///
+/// `dying` names the tasks whose kill is decided but not in their record
+/// yet (a kill mark being stored, or another rule's kill in the same
+/// pass): they count as neither available nor live. Counting one of them
+/// as available let the floor pass a kill that left the service with
+/// none (a rolling restart's kill of instance 0 in flight while a
+/// scale-down's unwanted leavers were killed: the property
+/// `machine_invariants`, seed 17866518820087048313).
+///
 /// Linear in the records: `leaving` is asked once per live record and each
 /// leaving task finds its copies among those of its instance. A drain of
 /// an agent holding a hundred tasks of a 10,000-instance service made the
@@ -104,6 +112,7 @@ pub(super) fn look<'a>(
     spec: &ServiceSpec,
     records: impl IntoIterator<Item = &'a TaskRecord>,
     leaving: impl Fn(&TaskRecord) -> Option<Leave>,
+    dying: impl Fn(&TaskRecord) -> bool,
     now: f64,
 ) -> Vec<(TaskId, Step)> {
     let judge = Judge::new(spec);
@@ -113,11 +122,11 @@ pub(super) fn look<'a>(
     let mut staying: HashMap<u32, Vec<&TaskRecord>> = HashMap::new();
     let mut leavers: Vec<(&TaskRecord, Leave)> = Vec::new();
     for task in records {
+        if !is_live(task) || dying(task) {
+            continue;
+        }
         if task.service == spec.name && judge.available(task, now) {
             available += 1;
-        }
-        if !is_live(task) {
-            continue;
         }
         match leaving(task) {
             Some(leave) => leavers.push((task, leave)),

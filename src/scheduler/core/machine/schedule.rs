@@ -410,22 +410,6 @@ impl Machine {
             } else {
                 review(spec, tasks.records(), |_| true, at)
             };
-            let leaving_kills = if evacuating {
-                let steps = evacuation::look(spec, tasks.records(), leave, at);
-                // A task whose move into a free instance is being stored
-                // (a pass before it began to leave moved it there) stands
-                // for a wanted instance once stored: it is not killed as
-                // unwanted on its old instance; the pass after the write
-                // decides on it again.
-                let moving =
-                    |id: &TaskId| self.tasks.get(id.as_str()).is_some_and(|e| e.move_wanted);
-                let steps = steps.into_iter().filter(|(id, step)| {
-                    !matches!(step, evacuation::Step::Unwanted { .. }) || !moving(id)
-                });
-                evacuation::kills(steps.collect())
-            } else {
-                Vec::new()
-            };
             let leaving = seen.set_aside > 0;
             let halted = entry.halted.is_some();
             let replacement = seen.replacement(self.cfg.upgrade_max_unavailable, halted);
@@ -444,9 +428,6 @@ impl Machine {
                 && assessment.wake_at.is_none();
             state.settled = quiet.then(|| Settled::new(entry, progress.clone()));
             state.progress = Some(progress.clone());
-            kills.extend(assessment.surplus.iter().cloned());
-            kills.extend(leaving_kills);
-            moves.extend(assessment.moves.iter().cloned());
             // A task whose record is being written may be up already (a
             // RUNNING or healthy update in flight) although the stored
             // record says it is down: its kill would wait behind that
@@ -457,6 +438,38 @@ impl Machine {
                     .get(id.as_str())
                     .is_none_or(|entry| !entry.writing)
             });
+            let leaving_kills = if evacuating {
+                // What dies anyway no longer counts for a drain's floor:
+                // this pass's surplus and rollout kills, and kill marks
+                // being stored (`evacuation::look`).
+                let surplus: HashSet<&TaskId> =
+                    assessment.surplus.iter().map(|(id, _)| id).collect();
+                let dying = |r: &TaskRecord| {
+                    surplus.contains(&r.task_id)
+                        || replacement.as_ref() == Some(&r.task_id)
+                        || self
+                            .tasks
+                            .get(r.task_id.as_str())
+                            .is_some_and(|e| e.kill_wanted)
+                };
+                let steps = evacuation::look(spec, tasks.records(), leave, dying, at);
+                // A task whose move into a free instance is being stored
+                // (a pass before it began to leave moved it there) stands
+                // for a wanted instance once stored: it is not killed as
+                // unwanted on its old instance; the pass after the write
+                // decides on it again.
+                let moving =
+                    |id: &TaskId| self.tasks.get(id.as_str()).is_some_and(|e| e.move_wanted);
+                let steps = steps.into_iter().filter(|(id, step)| {
+                    !matches!(step, evacuation::Step::Unwanted { .. }) || !moving(id)
+                });
+                evacuation::kills(steps.collect())
+            } else {
+                Vec::new()
+            };
+            kills.extend(assessment.surplus.iter().cloned());
+            kills.extend(leaving_kills);
+            moves.extend(assessment.moves.iter().cloned());
             if let Some(id) = replacement {
                 kills.push((id, "replaced by a newer service spec".into()));
             }

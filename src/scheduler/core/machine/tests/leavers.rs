@@ -276,3 +276,62 @@ async fn a_new_spec_during_a_drain_replaces_the_leaver_and_the_drain_ends() {
     assert_eq!(live.len(), 2, "{live:?}");
     assert!(live.iter().all(|r| r.agent_id.as_str() != "agent-1"));
 }
+
+/// A kill another rule decides counts against a drain's floor (the
+/// property `machine_invariants`, seed 17866518820087048313, shrunk):
+/// three instances on the drained agent-0 (`min_healthy: 1`), then a new
+/// spec of one instance. The rollout kills web.0, the one instance left
+/// (outdated), and instances 1 and 2 are no longer wanted: one of them
+/// goes at once, the other stays, the service's last available task,
+/// until web.0's replacement is available. The drain counted web.0 as
+/// available and killed all three.
+#[tokio::test(start_paused = true)]
+async fn a_rollout_kill_counts_against_the_floor_of_an_unwanted_leaver() {
+    let spec = service("web", 3);
+    let tasks: Vec<TaskRecord> = (0..3)
+        .map(|i| TaskRecord {
+            agent_id: "agent-0".into(),
+            hostname: "host-0".into(),
+            ..running_record("web", i, &spec)
+        })
+        .collect();
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    start_drain(&mut h, "agent-0", MinHealthy::Count(1));
+    h.drain_call_log();
+    let new: ServiceSpec = serde_json::from_value(serde_json::json!({
+        "name": "web", "command": "sleep 2000", "cpus": 0.1, "mem": 16, "instances": 1
+    }))
+    .expect("a service spec");
+    h.command(Request::PutService(Box::new(valid(new))));
+    h.answer_all();
+    h.advance(Duration::from_secs(3)).await;
+    h.answer_all();
+    let marked: Vec<String> = h
+        .store
+        .tasks
+        .values()
+        .filter_map(|(r, _)| {
+            r.kill
+                .as_ref()
+                .map(|k| format!("{} {}", r.task_id, k.reason))
+        })
+        .collect();
+    assert_eq!(marked.len(), 2, "one unwanted leaver stays: {marked:?}");
+    assert!(
+        marked
+            .iter()
+            .any(|m| m.starts_with("web.0.stored replaced")),
+        "{marked:?}"
+    );
+    let drain = shown_drain(&mut h, "agent-0").await;
+    let blocked: Vec<_> = drain
+        .tasks
+        .iter()
+        .filter(|t| t.progress == DrainProgress::Blocked)
+        .collect();
+    assert_eq!(blocked.len(), 1, "{drain:?}");
+    let why = blocked[0].reason.clone().unwrap_or_default();
+    assert!(why.contains("below 1 healthy"), "{why}");
+}
