@@ -13,6 +13,9 @@
 //!   not skipped (per the master's call log), the overlapping ones
 //!   `skipped: concurrency`, the same history and next run time on every
 //!   replica;
+//! - a `forbid` job's run that ended while no leader listened (the leader
+//!   SIGKILLed at its task's TASK_RUNNING, the next leader's
+//!   reconciliations lost): the next trigger launches, not skipped;
 //! - the leader process cut from ZooKeeper for three sessions across
 //!   triggers: no launch on its Mesos stream after the cut, the cut's
 //!   triggers run once (by the next leader), and both replicas agree on
@@ -651,4 +654,109 @@ async fn a_leader_cut_from_zookeeper_across_a_trigger_launches_nothing_after_the
     launched.sort();
     want.sort();
     assert_eq!(launched, want, "exactly one launch per run: {last:#}");
+}
+
+/// A `forbid` job whose run ends while no leader listens: the next
+/// leader does not skip the next trigger for concurrency with a run it
+/// only knows as running from ZooKeeper (`docs/jobs.md`, `concurrency`:
+/// the trigger waits for the master's word on the running runs' tasks,
+/// within `starting_deadline`; `machine::jobs`'s `unheard_run`). The
+/// leader process is SIGKILLed as soon as a run's task is RUNNING; the
+/// task ends a second later, before the next trigger, and the master
+/// keeps its TASK_FINISHED for the next subscription (its status update
+/// retry; the next leader's reconciliations are lost). The first trigger
+/// after that run launches; each launch is one run's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbid_after_a_run_ended_while_no_leader_listened_launches_the_next_trigger() {
+    use support::processes::{Appliance, base_args, framework_state};
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = support::testbed(TestbedConfig::for_tests(2)).await;
+    tb.set_task_exit("report.", None, Duration::from_secs(1), 0);
+    let args = base_args(&zk.connect_string(), &tb.url(), "jobs-unheard");
+    let a = Appliance::spawn("a", &args);
+    a.wait_state("a leads", WAIT, |s| framework_state(s) == "subscribed")
+        .await;
+    let b = Appliance::spawn("b", &args);
+    b.wait_state("standby", WAIT, |s| framework_state(s) == "standby")
+        .await;
+    let (status, body) = a
+        .send(
+            reqwest::Method::PUT,
+            "/api/v1/jobs/report",
+            json!({"name": "report", "command": "sleep 1", "cpus": 0.1, "mem": 32,
+                   "schedule": {"cron": "*/3 * * * * *", "starting_deadline": "20s",
+                                "concurrency": "forbid"},
+                   "history": 100}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    // A run whose task is RUNNING at the master: the leader dies at once.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let ran = loop {
+        let running = tb
+            .tasks()
+            .into_iter()
+            .find(|t| {
+                !t.completed
+                    && t.task_id.starts_with("report.")
+                    && t.state.as_str_name() == "TASK_RUNNING"
+            })
+            .map(|t| t.task_id);
+        if let Some(task) = running {
+            // The next leader's reconciliations are lost: the master's
+            // word on the run's task comes from its status update retry
+            // alone, seconds after the next leader's first tick.
+            tb.drop_calls("RECONCILE", 20)
+                .expect("RECONCILE is losable");
+            a.signal(libc::SIGKILL);
+            break task;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no run RUNNING");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let run_id = ran
+        .split('.')
+        .nth(1)
+        .expect("report.<run>.<attempt>")
+        .to_string();
+    let at = RunId::scheduled_at(&run_id).expect("a scheduled run") as f64;
+    println!("leader SIGKILLed with {ran} RUNNING");
+    b.wait_state("b leads", WAIT, |s| framework_state(s) == "subscribed")
+        .await;
+    // Two triggers after that run, decided by b.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let runs = loop {
+        let view = report_view(&b).await.unwrap_or(Value::Null);
+        let mut runs: Vec<Value> = view["runs"].as_array().cloned().unwrap_or_default();
+        runs.retain(|r| r["trigger"]["at"].as_f64().is_some_and(|t| t > at));
+        runs.sort_by(|x, y| {
+            x["trigger"]["at"]
+                .as_f64()
+                .partial_cmp(&y["trigger"]["at"].as_f64())
+                .unwrap()
+        });
+        if runs.len() >= 2 {
+            break runs;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{view:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for r in &runs {
+        println!("run {} {} {}", r["run_id"], r["state"], r["reason"]);
+    }
+    assert_ne!(
+        runs[0]["state"], "skipped",
+        "the first trigger after {run_id} (whose task ended 1 s after RUNNING) was skipped: \
+         {runs:#?}"
+    );
+    let launched: Vec<String> = launches(&tb).into_iter().map(|(_, t)| t).collect();
+    let mut once = launched.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(
+        once.len(),
+        launched.len(),
+        "a task launched twice: {launched:?}"
+    );
 }
