@@ -226,11 +226,18 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
         &services,
         &["--reconcile-cooldown", "0s"],
     );
+    let zk_cpu = || zk.pid().and_then(cpu_time).unwrap_or_default();
+    let (zk_before, testbed_before) = (zk_cpu(), testbed.cpu_time());
     let started = Instant::now();
     let started_unix = unix_now_secs();
     let replica = Appliance::spawn("appliance", &args);
     wait_all_running(&replica, tasks).await?;
     let launch = started.elapsed();
+    let launch_cpu = vec![
+        ("replica", cpu_time(replica.pid()).unwrap_or_default()),
+        ("testbed", testbed.cpu_time().saturating_sub(testbed_before)),
+        ("ZooKeeper", zk_cpu().saturating_sub(zk_before)),
+    ];
     let phases = log_phases(&replica.log(), started_unix);
 
     // Each run from the request to its last answer; the figure is their
@@ -263,6 +270,7 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
         testbed_memory: testbed.memory(),
         cpu: cpu_time(replica.pid()).unwrap_or_default(),
         testbed_cpu: testbed.cpu_time(),
+        launch_cpu,
         calls: testbed.call_counts(&reqwest::Client::new()).await,
         pages,
     })

@@ -95,6 +95,8 @@ pub async fn run(client: Client, tasks: usize, agents: usize) -> Result<Figures,
         )
     };
     let mut launch = None;
+    let mut launch_cpu = Vec::new();
+    let testbed_before = testbed.cpu_time();
     let mut runs = Vec::new();
     let wanted = match client {
         Client::Floor => super::reconciles(),
@@ -110,6 +112,10 @@ pub async fn run(client: Client, tasks: usize, agents: usize) -> Result<Figures,
         };
         if line == "running" {
             launch = Some(started.elapsed());
+            launch_cpu = vec![
+                ("client", cpu_time(pid).unwrap_or_default()),
+                ("testbed", testbed.cpu_time().saturating_sub(testbed_before)),
+            ];
         } else if let Some((name, secs)) =
             line.strip_prefix("phase ").and_then(|p| p.split_once(' '))
         {
@@ -137,6 +143,7 @@ pub async fn run(client: Client, tasks: usize, agents: usize) -> Result<Figures,
         testbed_memory: testbed.memory(),
         cpu: cpu_time(pid).unwrap_or_default(),
         testbed_cpu: testbed.cpu_time(),
+        launch_cpu,
         calls: testbed.call_counts(&reqwest::Client::new()).await,
         pages: Vec::new(),
     };

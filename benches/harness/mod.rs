@@ -42,6 +42,12 @@ pub struct Figures {
     pub cpu: Duration,
     /// CPU time its testbed used by then.
     pub testbed_cpu: Duration,
+    /// CPU time each process spent from the start to all RUNNING (the
+    /// launch), by process: the scheduler, its testbed, and the appliance's
+    /// ZooKeeper server. Their sum over the machine's cores bounds the
+    /// launch's wall time from below (`docs/benchmarks.md`, "The launch's
+    /// CPU budget").
+    pub launch_cpu: Vec<(&'static str, Duration)>,
     /// Calls the testbed received by the end of the run, by type.
     pub calls: Vec<(String, u64)>,
     /// Pages and JSON endpoints timed after the reconciliation (the

@@ -83,6 +83,29 @@ pub fn print_size(r: &SizeResults) {
         ("pymesos", &r.pymesos),
         ("appliance", &r.appliance),
     ] {
+        if let Some(f) = ok(run).filter(|f| !f.launch_cpu.is_empty()) {
+            let total: Duration = f.launch_cpu.iter().map(|(_, d)| *d).sum();
+            let each: Vec<String> = f
+                .launch_cpu
+                .iter()
+                .map(|(p, d)| format!("{p} {:.1}", d.as_secs_f64()))
+                .collect();
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            println!(
+                "  {name} launch CPU s: {} = {:.1} CPU-s, at least {:.2} s on {cores} cores \
+                 (launch {:.2} s)",
+                each.join(" + "),
+                total.as_secs_f64(),
+                total.as_secs_f64() / cores as f64,
+                f.launch.as_secs_f64()
+            );
+        }
+    }
+    for (name, run) in [
+        ("floor", &r.floor),
+        ("pymesos", &r.pymesos),
+        ("appliance", &r.appliance),
+    ] {
         if let Some(f) = ok(run).filter(|f| !f.calls.is_empty()) {
             let calls: Vec<String> = f.calls.iter().map(|(t, n)| format!("{t} {n}")).collect();
             println!("  {name} calls to its testbed: {}", calls.join(", "));

@@ -383,22 +383,30 @@ async fn same_tasks_on_every_replica(replicas: &[&support::processes::Appliance]
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forbid_with_the_leader_process_sigkilled_before_a_trigger_launches_once_per_run() {
+/// `mesos-appliance` processes on `zk` and `tb` (framework `group`): a
+/// leader, then `standbys` standbys, and the leader's `report` job:
+/// `command` every 3 s, `forbid`, a 20 s starting deadline, 100 runs kept.
+async fn forbid_job(
+    zk: &ZkServer,
+    tb: &Testbed,
+    group: &str,
+    standbys: usize,
+    command: &str,
+) -> (
+    support::processes::Appliance,
+    Vec<support::processes::Appliance>,
+) {
     use support::processes::{Appliance, base_args, framework_state};
-    support::mesos::init();
-    let zk = ZkServer::start();
-    let tb = support::testbed(TestbedConfig::for_tests(2)).await;
-    // The job's tasks end 5 s after TASK_RUNNING: longer than the 3 s
-    // period, shorter than two.
-    tb.set_task_exit("report.", None, Duration::from_secs(5), 0);
-    let args = base_args(&zk.connect_string(), &tb.url(), "jobs-acc");
+    let args = base_args(&zk.connect_string(), &tb.url(), group);
     let a = Appliance::spawn("a", &args);
     a.wait_state("a leads", WAIT, |s| framework_state(s) == "subscribed")
         .await;
-    let b = Appliance::spawn("b", &args);
-    let c = Appliance::spawn("c", &args);
-    for r in [&b, &c] {
+    let names = ["b", "c", "d"];
+    let others: Vec<Appliance> = names[..standbys]
+        .iter()
+        .map(|n| Appliance::spawn(n, &args))
+        .collect();
+    for r in &others {
         r.wait_state("standby", WAIT, |s| framework_state(s) == "standby")
             .await;
     }
@@ -406,13 +414,29 @@ async fn forbid_with_the_leader_process_sigkilled_before_a_trigger_launches_once
         .send(
             reqwest::Method::PUT,
             "/api/v1/jobs/report",
-            json!({"name": "report", "command": "sleep 5", "cpus": 0.1, "mem": 32,
+            json!({"name": "report", "command": command, "cpus": 0.1, "mem": 32,
                    "schedule": {"cron": "*/3 * * * * *", "starting_deadline": "20s",
                                 "concurrency": "forbid"},
                    "history": 100}),
         )
         .await;
     assert_eq!(status, 201, "{body}");
+    (a, others)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbid_with_the_leader_process_sigkilled_before_a_trigger_launches_once_per_run() {
+    use support::processes::{Appliance, framework_state};
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = support::testbed(TestbedConfig::for_tests(2)).await;
+    // The job's tasks end 5 s after TASK_RUNNING: longer than the 3 s
+    // period, shorter than two.
+    tb.set_task_exit("report.", None, Duration::from_secs(5), 0);
+    let (a, standbys) = forbid_job(&zk, &tb, "jobs-acc", 2, "sleep 5").await;
+    let [b, c] = <[Appliance; 2]>::try_from(standbys)
+        .ok()
+        .expect("two standbys");
     // Two runs and a skipped trigger between them, then stop the leader
     // about 1 s before the next trigger.
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -668,29 +692,13 @@ async fn a_leader_cut_from_zookeeper_across_a_trigger_launches_nothing_after_the
 /// after that run launches; each launch is one run's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forbid_after_a_run_ended_while_no_leader_listened_launches_the_next_trigger() {
-    use support::processes::{Appliance, base_args, framework_state};
+    use support::processes::framework_state;
     support::mesos::init();
     let zk = ZkServer::start();
     let tb = support::testbed(TestbedConfig::for_tests(2)).await;
     tb.set_task_exit("report.", None, Duration::from_secs(1), 0);
-    let args = base_args(&zk.connect_string(), &tb.url(), "jobs-unheard");
-    let a = Appliance::spawn("a", &args);
-    a.wait_state("a leads", WAIT, |s| framework_state(s) == "subscribed")
-        .await;
-    let b = Appliance::spawn("b", &args);
-    b.wait_state("standby", WAIT, |s| framework_state(s) == "standby")
-        .await;
-    let (status, body) = a
-        .send(
-            reqwest::Method::PUT,
-            "/api/v1/jobs/report",
-            json!({"name": "report", "command": "sleep 1", "cpus": 0.1, "mem": 32,
-                   "schedule": {"cron": "*/3 * * * * *", "starting_deadline": "20s",
-                                "concurrency": "forbid"},
-                   "history": 100}),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
+    let (a, mut standbys) = forbid_job(&zk, &tb, "jobs-unheard", 1, "sleep 1").await;
+    let b = standbys.remove(0);
     // A run whose task is RUNNING at the master: the leader dies at once.
     let deadline = tokio::time::Instant::now() + WAIT;
     let ran = loop {

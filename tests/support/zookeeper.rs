@@ -124,6 +124,12 @@ impl ZkServer {
         server
     }
 
+    /// The server process's ID while it runs (benchmarks read its CPU time
+    /// from `/proc`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     /// `host:port` for a client connect string.
     pub fn connect_string(&self) -> String {
         format!("127.0.0.1:{}", self.port)
