@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use mesos_appliance::testbed::{Testbed, TestbedConfig};
+use mesos_appliance::testbed::{SimulatedHealth, Testbed, TestbedConfig};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::processes::*;
@@ -265,21 +265,17 @@ async fn a_drain_keeps_min_healthy_survives_a_failover_and_holds_the_agent_until
     }
 }
 
-/// A rollout's kill counts against a drain's floor (a property of the
-/// core found it: `machine::tests::leavers`). `web`'s three instances run
-/// on agent-0 (a LIKE constraint), which is drained with `min_healthy: 1`;
-/// then a new spec of one instance, anywhere. The rollout kills instance
-/// 0's old task and instances 1 and 2 are no longer wanted: one of those
-/// stays, healthy, until the new instance 0 on agent-1 is available, so
-/// the master's healthy count of `web` never falls to 0. (Before, all
-/// three were killed at once.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_spec_that_scales_down_during_a_drain_keeps_its_floor() {
+/// `web`'s three instances on agent-0 (a LIKE constraint, 4 agents),
+/// available; agent-0 drained with `min_healthy`; then a new spec (a new
+/// command, `instances`, UNIQUE hosts anywhere). The master's healthy
+/// count of `web` never falls below `floor`, the drain ends, and
+/// `instances` tasks run, none on agent-0.
+async fn new_spec_during_a_drain(group: &str, min_healthy: Value, instances: u32, floor: usize) {
     support::mesos::init();
     let zk = ZkServer::start();
-    let tb = Arc::new(Testbed::start(TestbedConfig::for_tests(2)).await.unwrap());
+    let tb = Arc::new(Testbed::start(TestbedConfig::for_tests(4)).await.unwrap());
     let dir = tempfile::tempdir().unwrap();
-    let mut args = base_args(&zk.connect_string(), &tb.url(), "drain-rollout");
+    let mut args = base_args(&zk.connect_string(), &tb.url(), group);
     let mut old = web(3);
     old["constraints"] = json!(["hostname:LIKE:agent-0"]);
     let file = services_file(dir.path(), "services.json", &json!([old]));
@@ -303,21 +299,55 @@ async fn a_new_spec_that_scales_down_during_a_drain_keeps_its_floor() {
     let (status, body) = a
         .post(
             &format!("/api/v1/agents/{agent}/drain"),
-            json!({"min_healthy": 1}),
+            json!({ "min_healthy": min_healthy }),
         )
         .await;
     assert_eq!(status, 202, "{body}");
-    wait_drain(&a, &agent, "the drain running", |d| d["state"] == "running").await;
-    let mut new = web(1);
+    // The new spec's tasks fail their health checks for 3 s: a copy is
+    // not available meanwhile, and no old task may go.
+    tb.set_health("web.", Some(("release", "2")), SimulatedHealth::Unhealthy);
+    let mut new = web(instances);
     new["command"] = json!("sleep 2000");
+    new["labels"] = json!({"release": "2"});
     let (status, body) = a.send(Method::PUT, "/api/v1/services/web", new).await;
     assert!(status == 200 || status == 201, "{status} {body}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    tb.set_health("web.", Some(("release", "2")), SimulatedHealth::Healthy);
     let done = wait_drain(&a, &agent, "the drain done", |d| d["state"] == "done").await;
     let (lowest, landed) = watch.stop().await;
     println!("lowest healthy count: {lowest}; drain {done}");
+    // Each task the new spec still wants moved, copy first: none killed by
+    // the rollout ("replaced by a newer service spec").
+    let moved = done["tasks"]
+        .as_array()
+        .map_or(0, |l| l.iter().filter(|t| t["progress"] == "moved").count());
+    assert_eq!(moved, instances.min(3) as usize, "{done}");
     assert!(!landed, "a task landed on the drained agent");
-    assert!(lowest >= 1, "the healthy count fell to {lowest}: {done}");
+    assert!(
+        lowest >= floor,
+        "the healthy count fell to {lowest}: {done}"
+    );
     let live = web_tasks(&tb);
-    assert_eq!(live.len(), 1, "{live:?}");
-    assert_ne!(live[0].1, agent, "{live:?}");
+    assert_eq!(live.len(), instances as usize, "{live:?}");
+    assert!(live.iter().all(|t| t.1 != agent), "{live:?}");
+}
+
+/// A rollout's kill counts against a drain's floor (a property of the
+/// core found it: `machine::tests::leavers`): a new spec of one instance
+/// during a drain of `min_healthy: 1`. Instances 1 and 2 are no longer
+/// wanted: one of them stays, healthy, until the new instance 0 is
+/// available. (Before, the rollout's kill and both unwanted ones went in
+/// one pass, and the healthy count fell to 0.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_spec_that_scales_down_during_a_drain_keeps_its_floor() {
+    new_spec_during_a_drain("drain-rollout", json!(1), 1, 1).await;
+}
+
+/// A new spec during a drain of `min_healthy: 100%` moves each leaving
+/// task copy first: three stay healthy throughout (a fresh user's trial:
+/// the rollout killed one first, leaving the service one below the
+/// floor for a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_spec_during_a_full_floor_drain_moves_copy_first() {
+    new_spec_during_a_drain("drain-rollout-full", json!("100%"), 3, 3).await;
 }

@@ -35,7 +35,8 @@ pub struct Review<'a> {
     /// Live records `review` did not count (tasks leaving their agent).
     pub set_aside: u32,
     /// The live outdated task of the lowest instance (the first read
-    /// among equals).
+    /// among equals) among those counted: a task leaving its agent is
+    /// replaced by the evacuation, copy first.
     outdated: Option<&'a TaskRecord>,
     /// The same among the outdated tasks that are down ([`is_down`]).
     outdated_down: Option<&'a TaskRecord>,
@@ -97,10 +98,20 @@ pub fn review<'a>(
     let mut standing_by: Vec<u32> = Vec::new();
     for task in records {
         let is_live = is_live(task);
+        let counted = counted(task);
         if is_live {
             let runs_current = judge.is_current(task);
             if !runs_current {
                 out.progress.remaining += 1;
+            }
+            // A task leaving its agent is not the rollout's to replace:
+            // the evacuation starts its copy (of the current spec) first
+            // and kills it once that copy is available and a drain's
+            // floor holds (`machine/evacuation.rs`, `docs/draining.md`).
+            // Killed by the rollout, it went first, below the floor (a
+            // fresh user's trial: a new spec during a drain of
+            // `min_healthy: 100%`).
+            if !runs_current && counted {
                 if out.outdated.is_none_or(|l| task.instance < l.instance) {
                     out.outdated = Some(task);
                 }
@@ -118,7 +129,7 @@ pub fn review<'a>(
                 }
             }
         }
-        if !counted(task) {
+        if !counted {
             out.set_aside += u32::from(is_live);
             continue;
         }

@@ -173,11 +173,14 @@ pub fn progress<'a>(
     out
 }
 
-/// The next outdated task of `spec` to kill, if any (see the module docs);
-/// `halted` rollouts kill only outdated tasks that are not available.
+/// The next outdated task of `spec` to kill, if any (see the module docs),
+/// among those `counted` says (a task leaving its agent is the
+/// evacuation's); `halted` rollouts kill only outdated tasks that are not
+/// available.
 pub fn next_replacement<'a>(
     spec: &ServiceSpec,
     tasks: impl IntoIterator<Item = &'a TaskRecord> + Clone,
+    counted: impl Fn(&TaskRecord) -> bool,
     max_unavailable: u32,
     halted: bool,
     now: f64,
@@ -188,10 +191,9 @@ pub fn next_replacement<'a>(
     // common case, every scheduling pass) nothing more is read.
     let mut lowest: Option<&TaskRecord> = None;
     let mut lowest_down: Option<&TaskRecord> = None;
-    let outdated = tasks
-        .clone()
-        .into_iter()
-        .filter(|t| t.service == spec.name && is_live(t) && t.fingerprint != fingerprint);
+    let outdated = tasks.clone().into_iter().filter(|t| {
+        t.service == spec.name && is_live(t) && t.fingerprint != fingerprint && counted(t)
+    });
     for task in outdated {
         if lowest.is_none_or(|l| task.instance < l.instance) {
             lowest = Some(task);

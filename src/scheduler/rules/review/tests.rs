@@ -255,7 +255,7 @@ proptest::proptest! {
         proptest::prop_assert_eq!(&fused.progress, &reference::progress(&s, own.iter().copied(), now));
         proptest::prop_assert_eq!(
             fused.replacement(max_unavailable, halted),
-            reference::next_replacement(&s, own.iter().copied(), max_unavailable, halted, now)
+            reference::next_replacement(&s, own.iter().copied(), not_leaving, max_unavailable, halted, now)
         );
         let set_aside = own.iter().filter(|r| is_live(r) && !not_leaving(r)).count();
         proptest::prop_assert_eq!(fused.set_aside as usize, set_aside);
@@ -267,7 +267,7 @@ proptest::proptest! {
         proptest::prop_assert_eq!(rollout::progress(&s, &all, now), reference::progress(&s, &all, now));
         proptest::prop_assert_eq!(
             rollout::next_replacement(&s, &all, max_unavailable, halted, now),
-            reference::next_replacement(&s, &all, max_unavailable, halted, now)
+            reference::next_replacement(&s, &all, |_| true, max_unavailable, halted, now)
         );
     }
 }

@@ -278,21 +278,24 @@ async fn a_new_spec_during_a_drain_replaces_the_leaver_and_the_drain_ends() {
 }
 
 /// A kill another rule decides counts against a drain's floor (the
-/// property `machine_invariants`, seed 17866518820087048313, shrunk):
-/// three instances on the drained agent-0 (`min_healthy: 1`), then a new
-/// spec of one instance. The rollout kills web.0, the one instance left
-/// (outdated), and instances 1 and 2 are no longer wanted: one of them
-/// goes at once, the other stays, the service's last available task,
-/// until web.0's replacement is available. The drain counted web.0 as
-/// available and killed all three.
+/// property `machine_invariants`, seed 17866518820087048313): web.0 on
+/// agent-1, web.1 and web.2 on the drained agent-0 (`min_healthy: 1`),
+/// then a new spec of one instance. The rollout kills web.0, the one
+/// instance left (outdated, not leaving), in the same pass as the
+/// drain's unwanted leavers: one of those goes, the other stays, the
+/// service's last available task, until the new instance 0 is available.
+/// The drain counted web.0 as available and killed all three.
 #[tokio::test(start_paused = true)]
 async fn a_rollout_kill_counts_against_the_floor_of_an_unwanted_leaver() {
     let spec = service("web", 3);
     let tasks: Vec<TaskRecord> = (0..3)
-        .map(|i| TaskRecord {
-            agent_id: "agent-0".into(),
-            hostname: "host-0".into(),
-            ..running_record("web", i, &spec)
+        .map(|i| {
+            let agent = if i == 0 { 1 } else { 0 };
+            TaskRecord {
+                agent_id: format!("agent-{agent}").into(),
+                hostname: format!("host-{agent}"),
+                ..running_record("web", i, &spec)
+            }
         })
         .collect();
     let mut h = Harness::leader(&[spec], &tasks);
@@ -300,24 +303,11 @@ async fn a_rollout_kill_counts_against_the_floor_of_an_unwanted_leaver() {
     h.answer_all();
     start_drain(&mut h, "agent-0", MinHealthy::Count(1));
     h.drain_call_log();
-    let new: ServiceSpec = serde_json::from_value(serde_json::json!({
-        "name": "web", "command": "sleep 2000", "cpus": 0.1, "mem": 16, "instances": 1
-    }))
-    .expect("a service spec");
-    h.command(Request::PutService(Box::new(valid(new))));
+    h.command(Request::PutService(Box::new(valid(new_command(1)))));
     h.answer_all();
     h.advance(Duration::from_secs(3)).await;
     h.answer_all();
-    let marked: Vec<String> = h
-        .store
-        .tasks
-        .values()
-        .filter_map(|(r, _)| {
-            r.kill
-                .as_ref()
-                .map(|k| format!("{} {}", r.task_id, k.reason))
-        })
-        .collect();
+    let marked = marked_with_reasons(&h);
     assert_eq!(marked.len(), 2, "one unwanted leaver stays: {marked:?}");
     assert!(
         marked
@@ -334,4 +324,82 @@ async fn a_rollout_kill_counts_against_the_floor_of_an_unwanted_leaver() {
     assert_eq!(blocked.len(), 1, "{drain:?}");
     let why = blocked[0].reason.clone().unwrap_or_default();
     assert!(why.contains("below 1 healthy"), "{why}");
+}
+
+/// `web` with `instances` and a new command: every running task is
+/// outdated.
+fn new_command(instances: u32) -> ServiceSpec {
+    serde_json::from_value(serde_json::json!({
+        "name": "web", "command": "sleep 2000", "cpus": 0.1, "mem": 16, "instances": instances
+    }))
+    .expect("a service spec")
+}
+
+/// The stored kill marks: `<task ID> <reason>`.
+fn marked_with_reasons(h: &Harness) -> Vec<String> {
+    h.store
+        .tasks
+        .values()
+        .filter_map(|(r, _)| {
+            r.kill
+                .as_ref()
+                .map(|k| format!("{} {}", r.task_id, k.reason))
+        })
+        .collect()
+}
+
+/// A new spec during a drain replaces a leaving task copy first, as the
+/// drain moves it: the rollout does not kill it (it would go first, below
+/// the floor: a fresh user's trial, `min_healthy: 100%`). Three instances
+/// on the drained agent-0, floor 3: nothing is killed while the new
+/// copies on agent-1 start; each old task goes once its copy is
+/// available.
+#[tokio::test(start_paused = true)]
+async fn a_new_spec_during_a_drain_moves_leavers_copy_first() {
+    let spec = service("web", 3);
+    let tasks: Vec<TaskRecord> = (0..3)
+        .map(|i| TaskRecord {
+            agent_id: "agent-0".into(),
+            hostname: "host-0".into(),
+            ..running_record("web", i, &spec)
+        })
+        .collect();
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    start_drain(&mut h, "agent-0", MinHealthy::Percent(100));
+    h.drain_call_log();
+    h.command(Request::PutService(Box::new(valid(new_command(3)))));
+    h.answer_all();
+    h.offer("o-1", "agent-1", 4.0);
+    h.answer_all();
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    assert_eq!(marked_with_reasons(&h), Vec::<String>::new());
+    let calls = h.drain_call_log();
+    let launched: Vec<v1::TaskInfo> = Harness::launched_infos(&calls).cloned().collect();
+    assert_eq!(launched.len(), 3, "{calls:?}");
+    for (n, task) in launched.iter().enumerate() {
+        h.update(v1::TaskStatus {
+            agent_id: Some(task.agent_id.clone()),
+            ..status(
+                &task.task_id.value,
+                TaskState::TaskRunning,
+                Some(&format!("r{n}")),
+            )
+        });
+    }
+    h.answer_all();
+    assert_eq!(marked_with_reasons(&h), Vec::<String>::new());
+    // Available once RUNNING for `upgrade.min_healthy`: then moved.
+    h.advance(Duration::from_secs(30)).await;
+    h.answer_all();
+    let marked = marked_with_reasons(&h);
+    assert_eq!(marked.len(), 3, "{marked:?}");
+    assert!(
+        marked
+            .iter()
+            .all(|m| m.contains("moved off agent agent-0 by its drain")),
+        "{marked:?}"
+    );
 }

@@ -382,6 +382,17 @@ fn watch(h: &Harness, effect: &Effect) -> Option<String> {
     if kill.reason != REPLACED || stored.kill.is_some() {
         return None;
     }
+    // A task leaving its agent is moved by the evacuation, copy first;
+    // the rollout never kills it (`rules::review`).
+    if let Some(spec) = h.machine.services.spec(&record.service)
+        && (h.machine.drains.leave(spec, stored).is_some()
+            || h.machine.maintenance.leave(stored).is_some())
+    {
+        return Some(format!(
+            "the rollout killed {} on agent {}, which it is leaving",
+            record.task_id, record.agent_id
+        ));
+    }
     let (service, _) = h.store.services.get(&record.service)?;
     let now = h.machine.clock.unix(Instant::now());
     WATCHED.with(|w| w.borrow_mut().reach.replacements += 1);
