@@ -1064,9 +1064,8 @@ impl Machine {
                 }
                 continue;
             }
-            if let (Trigger::Schedule { at: trigger }, Some(deadline), 1) =
-                (&run.trigger, deadline, attempt.number)
-                && at - trigger > deadline.as_secs_f64()
+            if let Some(deadline) = deadline
+                && past_starting_deadline(&spec, &run, at)
                 && run.kill.is_none()
             {
                 // Recorded but never launched in time: missed, not late.
@@ -1177,6 +1176,7 @@ impl Machine {
                 if entry.stored_attempts < attempt.number as usize
                     || run.retry_at.is_some_and(|t| t > at)
                     || self.tasks.contains(&attempt.task_id)
+                    || past_starting_deadline(&job.record.spec, run, at)
                 {
                     continue;
                 }
@@ -1193,20 +1193,28 @@ impl Machine {
     }
 
     /// The task ID and spec of a placed job attempt (`key` is
-    /// `<job>.<run-id>`), if it may still launch.
-    pub(super) fn job_launch(&self, key: &str, attempt: u32) -> Option<(TaskId, ServiceSpec)> {
+    /// `<job>.<run-id>`), if it may still launch at `at` (seconds since
+    /// the UNIX epoch): not past its starting deadline.
+    pub(super) fn job_launch(
+        &self,
+        key: &str,
+        attempt: u32,
+        at: f64,
+    ) -> Option<(TaskId, ServiceSpec)> {
         let (job, run_id) = key.split_once('.')?;
         let entry = self.jobs.jobs.get(job)?;
         let run = &entry.runs.get(run_id)?.run;
         let current = run.current()?;
-        (current.number == attempt && run.state == RunState::Starting && run.kill.is_none()).then(
-            || {
-                (
-                    current.task_id.clone(),
-                    run_task_spec(&entry.record.spec, run),
-                )
-            },
-        )
+        (current.number == attempt
+            && run.state == RunState::Starting
+            && run.kill.is_none()
+            && !past_starting_deadline(&entry.record.spec, run, at))
+        .then(|| {
+            (
+                current.task_id.clone(),
+                run_task_spec(&entry.record.spec, run),
+            )
+        })
     }
 }
 
@@ -1262,4 +1270,19 @@ mod tests {
             CommandSpec::Shell("echo".into())
         );
     }
+}
+
+/// True when `run`, a scheduled run of `spec` whose first attempt has not
+/// launched, may no longer launch at `at` (seconds since the UNIX epoch):
+/// past its schedule's `starting_deadline` after the trigger. It is then
+/// `missed` (`docs/jobs.md`); the once-a-second tick records that, and
+/// placement and launch refuse it meanwhile (a run was launched 1.2 s past
+/// its deadline between two ticks: a fresh user's trial).
+fn past_starting_deadline(spec: &JobSpec, run: &RunRecord, at: f64) -> bool {
+    let (Trigger::Schedule { at: trigger }, Some(schedule), Some(attempt)) =
+        (&run.trigger, &spec.schedule, run.current())
+    else {
+        return false;
+    };
+    attempt.number == 1 && at - trigger > schedule.starting_deadline.as_secs_f64()
 }

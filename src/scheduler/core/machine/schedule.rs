@@ -642,7 +642,7 @@ impl Machine {
         let mut specs: HashMap<String, Arc<LaunchSpec>> = HashMap::new();
         for p in planned {
             let (task_id, spec, record_fingerprint) =
-                if let Some((task_id, spec)) = self.job_launch(&p.service, p.instance) {
+                if let Some((task_id, spec)) = self.job_launch(&p.service, p.instance, at) {
                     // A job attempt's spec is its own (`jobs`); its record
                     // says "job" where a service task's names its spec.
                     (task_id, LaunchSpec::new(spec), "job".to_string())

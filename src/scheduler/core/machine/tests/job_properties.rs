@@ -14,7 +14,9 @@
 //!   terms: each trigger launches at most one first attempt;
 //! - a run launches at most `1 + retries.count` attempts, and a run
 //!   recorded `skipped` or `missed` launches none;
-//! - every scheduled run ID is a trigger of the schedule;
+//! - every scheduled run ID is a trigger of the schedule, and its first
+//!   attempt is placed (its task record created) within the schedule's
+//!   starting deadline or never;
 //! - a job's task is killed only by a job's own rule (a run killed,
 //!   replaced or timed out; a task stuck in staging): never by a service's
 //!   rule, whatever order a new leader's startup reads (the task records,
@@ -146,6 +148,25 @@ fn watch(h: &Harness, effect: &Effect) -> Option<String> {
             return Some(format!(
                 "task record {} before its run record",
                 record.task_id
+            ));
+        }
+        // A scheduled run's first attempt is placed within its starting
+        // deadline, or never (it is `missed`).
+        let deadline = h
+            .store
+            .jobs
+            .get(job)
+            .and_then(|(j, _)| j.spec.schedule.as_ref())
+            .map(|s| s.starting_deadline.as_secs_f64());
+        let now = h.machine.clock.unix(Instant::now());
+        if let (Some(trigger), Some(deadline)) = (RunId::scheduled_at(run_id), deadline)
+            && record.task_id.as_str().ends_with(".1")
+            && now - trigger as f64 > deadline
+        {
+            return Some(format!(
+                "{} placed {:.1} s after its trigger (starting deadline {deadline} s)",
+                record.task_id,
+                now - trigger as f64
             ));
         }
     }

@@ -313,6 +313,34 @@ async fn a_trigger_no_leader_could_launch_within_the_deadline_is_missed_not_laun
     assert_eq!(s[3].1, RunState::Starting);
 }
 
+/// A scheduled run's first attempt is not launched past its starting
+/// deadline, even between two of the once-a-second ticks that record it
+/// `missed` (a fresh user's trial: launched 31.2 s after its trigger with
+/// a 30 s deadline). The trigger at 1_000_010, deadline 5 s, the first
+/// offer 5.5 s after it: declined to the run, then `missed`.
+#[tokio::test(start_paused = true)]
+async fn a_run_past_its_starting_deadline_between_two_ticks_is_not_launched() {
+    let spec = job(serde_json::json!({}));
+    let mut h = leader(&spec);
+    h.advance(Duration::from_millis(15_500)).await;
+    h.answer_all();
+    assert_eq!(
+        states(&h),
+        [("19700112T134650Z".to_string(), RunState::Starting)]
+    );
+    h.drain_call_log();
+    h.offer("o-late", "agent-0", 4.0);
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert!(Harness::launched(&calls).is_empty(), "{calls:?}");
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_all();
+    assert_eq!(
+        states(&h),
+        [("19700112T134650Z".to_string(), RunState::Missed)]
+    );
+}
+
 /// A run of `report` triggered at `id` (a scheduled run ID) and recorded
 /// `Starting` at 999,990 s by an earlier leader, with its first attempt.
 fn recorded(id: &str) -> RunRecord {
