@@ -77,12 +77,32 @@ fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
-/// `at` (seconds since the UNIX epoch) as an age: `5s`, `3m`, `2h`, `4d`.
+/// `at` (seconds since the UNIX epoch) as an age: `5s`, `3m`, `2h`, `4d`
+/// (`0s` for a time to come; [`when`] tells those apart).
 pub fn age(at: &Value) -> String {
     let Some(at) = at.as_f64() else {
         return "-".into();
     };
-    let secs = (unix_now_secs() - at).max(0.0) as u64;
+    span((unix_now_secs() - at).max(0.0) as u64)
+}
+
+/// `at` (seconds since the UNIX epoch) from now: `in 54s` or `3m ago`.
+/// A maintenance window to come read "from 0s", as if it had begun (a
+/// fresh user's trial).
+pub fn when(at: &Value) -> String {
+    let Some(at) = at.as_f64() else {
+        return "-".into();
+    };
+    let ahead = at - unix_now_secs();
+    if ahead >= 1.0 {
+        format!("in {}", span(ahead as u64))
+    } else {
+        format!("{} ago", span((-ahead).max(0.0) as u64))
+    }
+}
+
+/// `secs` in its largest whole unit: `5s`, `3m`, `2h`, `4d`.
+fn span(secs: u64) -> String {
     match secs {
         0..60 => format!("{secs}s"),
         60..3600 => format!("{}m", secs / 60),
@@ -284,7 +304,10 @@ pub fn agents(view: &Value) -> String {
     for a in view["agents"].as_array().into_iter().flatten() {
         let maintenance = match &a["maintenance"] {
             Value::Null => "-".to_string(),
-            m => format!("from {}", age(&m["start"])),
+            m => match when(&m["start"]) {
+                w if w.starts_with("in ") => format!("starts {w}"),
+                w => format!("began {w}"),
+            },
         };
         t.add_row(vec![
             s(&a["agent_id"]),
@@ -382,6 +405,20 @@ pub fn job(view: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_maintenance_window_to_come_starts_in_and_one_begun_began_ago() {
+        let now = unix_now_secs();
+        let view = json!({"agents": [
+            {"agent_id": "S0", "hostname": "h0", "state": "active", "since": now - 5.0,
+             "tasks": [], "maintenance": {"start": now + 54.5}, "drain": null},
+            {"agent_id": "S1", "hostname": "h1", "state": "active", "since": now - 5.0,
+             "tasks": [], "maintenance": {"start": now - 180.0}, "drain": null}]});
+        let text = agents(&view);
+        assert!(text.contains("starts in 54s"), "{text}");
+        assert!(text.contains("began 3m ago"), "{text}");
+        assert_eq!(when(&json!(null)), "-");
+    }
 
     #[test]
     fn services_show_counts_and_rollouts() {

@@ -1218,6 +1218,21 @@ impl Machine {
     }
 }
 
+/// True when `run`, a scheduled run of `spec` whose first attempt has not
+/// launched, may no longer launch at `at` (seconds since the UNIX epoch):
+/// past its schedule's `starting_deadline` after the trigger. It is then
+/// `missed` (`docs/jobs.md`); the once-a-second tick records that, and
+/// placement and launch refuse it meanwhile (a run was launched 1.2 s past
+/// its deadline between two ticks: a fresh user's trial).
+fn past_starting_deadline(spec: &JobSpec, run: &RunRecord, at: f64) -> bool {
+    let (Trigger::Schedule { at: trigger }, Some(schedule), Some(attempt)) =
+        (&run.trigger, &spec.schedule, run.current())
+    else {
+        return false;
+    };
+    attempt.number == 1 && at - trigger > schedule.starting_deadline.as_secs_f64()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1270,19 +1285,4 @@ mod tests {
             CommandSpec::Shell("echo".into())
         );
     }
-}
-
-/// True when `run`, a scheduled run of `spec` whose first attempt has not
-/// launched, may no longer launch at `at` (seconds since the UNIX epoch):
-/// past its schedule's `starting_deadline` after the trigger. It is then
-/// `missed` (`docs/jobs.md`); the once-a-second tick records that, and
-/// placement and launch refuse it meanwhile (a run was launched 1.2 s past
-/// its deadline between two ticks: a fresh user's trial).
-fn past_starting_deadline(spec: &JobSpec, run: &RunRecord, at: f64) -> bool {
-    let (Trigger::Schedule { at: trigger }, Some(schedule), Some(attempt)) =
-        (&run.trigger, &spec.schedule, run.current())
-    else {
-        return false;
-    };
-    attempt.number == 1 && at - trigger > schedule.starting_deadline.as_secs_f64()
 }
