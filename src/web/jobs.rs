@@ -493,7 +493,8 @@ pub async fn start_run(
 ) -> Result<Response, AppError> {
     let body: RunBody = match body {
         None => RunBody::default(),
-        Some(v) => crate::util::json::from_value(v).map_err(json_field_error)?,
+        Some(object) => crate::util::json::from_value(serde_json::Value::Object(object))
+            .map_err(json_field_error)?,
     };
     let errors = body.validate();
     if !errors.is_empty() {

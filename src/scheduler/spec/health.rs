@@ -58,8 +58,12 @@ pub struct HealthCheckSpec {
     /// HTTP and TCP: index into the service's ports (`PORT<i>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port_index: Option<u32>,
-    /// HTTP and TCP: a fixed port instead of `port_index`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// HTTP and TCP: a fixed port instead of `port_index`, 1 to 65535.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::bounds::port"
+    )]
     pub port: Option<u32>,
     /// HTTP: the request path, starting with `/` (default `/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,7 +95,10 @@ pub struct HealthCheckSpec {
     pub delay: Duration,
     /// Failures in a row (past the grace period) after which the executor
     /// kills the task; 1 to [`MAX_CONSECUTIVE_FAILURES`].
-    #[serde(default = "default_failures")]
+    #[serde(
+        default = "default_failures",
+        deserialize_with = "super::bounds::consecutive_failures"
+    )]
     pub consecutive_failures: u32,
 }
 
@@ -138,8 +145,8 @@ impl HealthCheckSpec {
                     "port_index",
                     format!("the service has {ports} port(s): must be below {ports}"),
                 )),
-                (None, Some(p)) if p == 0 || p > 65_535 => {
-                    errors.push(problem("port", "must be 1 to 65535"))
+                (None, Some(p)) if !super::bounds::PORT.admits(f64::from(p)) => {
+                    errors.push(problem("port", super::bounds::PORT.message()))
                 }
                 _ => {}
             }
@@ -194,11 +201,9 @@ impl HealthCheckSpec {
                 errors.push(problem(field, "must be at least 1s"));
             }
         }
-        if !(1..=MAX_CONSECUTIVE_FAILURES).contains(&self.consecutive_failures) {
-            errors.push(problem(
-                "consecutive_failures",
-                format!("must be 1 to {MAX_CONSECUTIVE_FAILURES}"),
-            ));
+        let failures = super::bounds::CONSECUTIVE_FAILURES;
+        if !failures.admits(f64::from(self.consecutive_failures)) {
+            errors.push(problem("consecutive_failures", failures.message()));
         }
         errors
     }

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use super::*;
-use crate::scheduler::commands::CommandError;
+use crate::scheduler::commands::{CommandError, Expected};
 
 /// `web` with `instances` and the label `op` (one per change, so that a
 /// write tells which change it is).
@@ -25,7 +25,7 @@ fn web(instances: u32, op: usize) -> ServiceSpec {
 fn replace(spec: ServiceSpec, expected: &str) -> Request {
     Request::ReplaceService {
         spec: Box::new(valid(spec)),
-        expected: expected.to_string(),
+        expected: Expected::version(expected),
     }
 }
 
@@ -43,6 +43,50 @@ async fn a_change_made_on_the_stored_version_replaces_the_service() {
     h.answer_all();
     assert!(matches!(h.reply(id), Some(Answer::Service(Ok(true)))));
     assert_eq!(h.store.services["web"].0.spec.instances, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn star_replaces_any_stored_spec_and_a_list_any_of_its_versions() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let any = h.command(Request::ReplaceService {
+        spec: Box::new(valid(web(2, 1))),
+        expected: Expected::Any,
+    });
+    h.answer_all();
+    assert!(matches!(h.reply(any), Some(Answer::Service(Ok(true)))));
+    let now = stored_version(&h);
+    let listed = h.command(Request::ReplaceService {
+        spec: Box::new(valid(web(3, 2))),
+        expected: Expected::OneOf(vec!["no-such".into(), now]),
+    });
+    h.answer_all();
+    assert!(matches!(h.reply(listed), Some(Answer::Service(Ok(true)))));
+    assert_eq!(h.store.services["web"].0.spec.instances, 3);
+    // Only weak tags: nothing matches, nothing is written.
+    let weak = h.command(Request::ReplaceService {
+        spec: Box::new(valid(web(4, 3))),
+        expected: Expected::OneOf(Vec::new()),
+    });
+    assert!(h.stores.is_empty(), "nothing is written");
+    assert!(matches!(
+        h.reply(weak),
+        Some(Answer::Service(Err(CommandError::PreconditionFailed(_))))
+    ));
+    // `*` on a service that is not stored: not found, nothing created.
+    let mut spec = web(1, 4);
+    spec.name = "api".into();
+    let absent = h.command(Request::ReplaceService {
+        spec: Box::new(valid(spec)),
+        expected: Expected::Any,
+    });
+    assert!(h.stores.is_empty(), "nothing is written");
+    assert!(matches!(
+        h.reply(absent),
+        Some(Answer::Service(Err(CommandError::NotFound(_))))
+    ));
+    assert!(!h.store.services.contains_key("api"));
 }
 
 #[tokio::test(start_paused = true)]
