@@ -74,6 +74,11 @@ async fn an_unknown_field_names_the_action_the_user_took() {
             "/api/v1/agents/S0/drain",
             "POST /api/v1/agents/{agent_id}/drain takes only min_healthy, reason, then",
         ),
+        (
+            Method::POST,
+            "/api/v1/jobs/report/runs",
+            "POST /api/v1/jobs/{name}/runs takes only args, env",
+        ),
     ] {
         let r = web
             .send(json_request(method.clone(), path, &json!({"why": "x"})))
