@@ -785,6 +785,11 @@ async fn a_change_made_on_an_older_spec_never_undoes_a_newer_one() {
     );
     let (row, _) = get_web(url).await;
     assert_eq!(row["spec"]["instances"], 2, "nothing written: {row}");
+    // A list holding the stored version replaces the service.
+    let mut listed = spec.clone();
+    listed["instances"] = json!(1);
+    let tags = format!("\"a\", {now}");
+    assert_eq!(put_web(url, &listed, Some(&tags)).await.0, 200, "{tags}");
 
     // `ctl services scale` reads, changes and puts on the version read.
     let o = ctl(url, &["services", "scale", "web", "3"]).await;
@@ -792,4 +797,21 @@ async fn a_change_made_on_an_older_spec_never_undoes_a_newer_one() {
     let (row, _) = get_web(url).await;
     assert_eq!(row["spec"]["instances"], 3, "{row}");
     assert_eq!(row["spec"]["env"]["V"], "3", "the newest env kept: {row}");
+
+    // `If-Match: *` replaces whatever is stored, and never creates.
+    assert_eq!(put_web(url, &spec, Some("*")).await.0, 200);
+    let (row, _) = get_web(url).await;
+    assert_eq!(row["spec"]["instances"], 2, "{row}");
+    let mut other = spec.clone();
+    other["name"] = json!("api");
+    let response = support::mesos::client()
+        .put(format!("{url}/api/v1/services/api"))
+        .bearer_auth(TOKEN)
+        .header("if-match", "*")
+        .json(&other)
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await
+        .expect("PUT sent");
+    assert_eq!(response.status().as_u16(), 404);
 }
