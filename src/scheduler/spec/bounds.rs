@@ -99,17 +99,39 @@ pub const CONTAINER_PORT: Bound = whole(1, 65_535, "");
 /// `health_check.port`: a fixed port.
 pub const PORT: Bound = whole(1, 65_535, "");
 
+/// The one message of `health_check.port_index`, whose range is the
+/// service's `ports`.
+pub const PORT_INDEX: &str =
+    "must be the index of one of the service's ports: a whole number below `ports`";
+
 /// Serde's `deserialize_with` of `health_check.port` (`null` or absent:
 /// `None`; pair with `default`).
 ///
 /// # Errors
 /// [`PORT`]'s message for anything but `null` or a number a `u32` holds.
 pub fn port<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    struct Port;
-    impl<'de> Visitor<'de> for Port {
+    optional_u32(d, PORT, PORT.message())
+}
+
+/// Serde's `deserialize_with` of `health_check.port_index`, as [`port`].
+///
+/// # Errors
+/// [`PORT_INDEX`] for anything but `null` or a number a `u32` holds.
+pub fn port_index<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    optional_u32(d, whole(0, u32::MAX, ""), PORT_INDEX.to_string())
+}
+
+/// `null` (`None`) or a whole number a `u32` holds; `message` else.
+fn optional_u32<'de, D: Deserializer<'de>>(
+    d: D,
+    bound: Bound,
+    message: String,
+) -> Result<Option<u32>, D::Error> {
+    struct Optional(Bound);
+    impl<'de> Visitor<'de> for Optional {
         type Value = Option<u32>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(&PORT.message())
+            f.write_str(&self.0.message())
         }
         fn visit_none<E: de::Error>(self) -> Result<Option<u32>, E> {
             Ok(None)
@@ -118,11 +140,11 @@ pub fn port<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
             Ok(None)
         }
         fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<u32>, D::Error> {
-            whole_u32(d, PORT).map(Some)
+            whole_u32(d, self.0).map(Some)
         }
     }
-    d.deserialize_option(Port)
-        .map_err(|_: D::Error| de::Error::custom(PORT.message()))
+    d.deserialize_option(Optional(bound))
+        .map_err(|_: D::Error| de::Error::custom(message))
 }
 
 /// Reads any JSON number as `f64`; anything else is refused with
@@ -304,6 +326,23 @@ mod tests {
                 }];
                 assert_eq!(got, want, "{path} = {value}");
             }
+        }
+        // `port_index`'s range is the service's ports (1 here).
+        for value in [
+            json!(-1),
+            json!(1),
+            json!(4_294_967_296_u64),
+            json!("0"),
+            json!(0.5),
+        ] {
+            let mut spec = service.clone();
+            spec["health_check"] = json!({"type": "tcp", "port_index": value});
+            let got = errors(spec, "/ports", json!(1), ServiceSpec::validate);
+            let want = vec![FieldError {
+                field: "health_check.port_index".into(),
+                message: PORT_INDEX.into(),
+            }];
+            assert_eq!(got, want, "port_index = {value}");
         }
         for (path, field, bound) in [
             ("/retries/count", "retries.count", RETRIES),

@@ -56,7 +56,11 @@ pub struct HealthCheckSpec {
     #[serde(rename = "type")]
     pub kind: HealthCheckKind,
     /// HTTP and TCP: index into the service's ports (`PORT<i>`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::bounds::port_index"
+    )]
     pub port_index: Option<u32>,
     /// HTTP and TCP: a fixed port instead of `port_index`, 1 to 65535.
     #[serde(
@@ -141,10 +145,9 @@ impl HealthCheckSpec {
                     "port_index",
                     "give either port_index (one of the service's ports) or port",
                 )),
-                (Some(i), None) if i >= ports => errors.push(problem(
-                    "port_index",
-                    format!("the service has {ports} port(s): must be below {ports}"),
-                )),
+                (Some(i), None) if i >= ports => {
+                    errors.push(problem("port_index", super::bounds::PORT_INDEX))
+                }
                 (None, Some(p)) if !super::bounds::PORT.admits(f64::from(p)) => {
                     errors.push(problem("port", super::bounds::PORT.message()))
                 }
