@@ -246,7 +246,7 @@ fn unsupported_media_type(detail: &str) -> AppError {
 /// A JSON request body: empty (or only white space) is `None`; otherwise
 /// it must be declared JSON (415), parse, each key once per object (400,
 /// naming the JSON path at fault), and be a JSON object (400,
-/// [`not_an_object`]): every JSON endpoint of the API takes an object.
+/// `not_an_object`): every JSON endpoint of the API takes an object.
 pub struct JsonBody(pub Option<serde_json::Map<String, serde_json::Value>>);
 
 impl<S: Send + Sync> FromRequest<S> for JsonBody {

@@ -28,6 +28,8 @@
 //! - [`extract`]: the typed edges — path, query and body extractors in an
 //!   API and a page flavour, rejections as [`AppError`], the admin checks
 //!   ([`extract::Admin`], [`extract::AdminForm`]);
+//! - [`etag`]: `If-Match` (RFC 9110 §13.1.1) as the versions a service
+//!   change may replace;
 //! - [`live`]: the server-sent-event stream that keeps pages live;
 //! - [`event_stream`]: the public, resumable event stream;
 //! - [`openapi`]: the JSON routes and their OpenAPI 3.1 document, from one
