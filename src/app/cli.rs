@@ -503,7 +503,7 @@ pub struct CommonArgs {
     pub upgrade_max_unavailable: u32,
     /// No new task is placed on an agent whose maintenance window (an
     /// offer's `unavailability`) starts within this long.
-    #[arg(long, global = true, default_value = "1h", value_parser = humantime::parse_duration, env = "MESOS_APPLIANCE_MAINTENANCE_LEAD_TIME")]
+    #[arg(long, global = true, default_value = "1h", value_parser = duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_MAINTENANCE_LEAD_TIME")]
     pub maintenance_lead_time: Duration,
     /// Unused offers are declined after this long (more than 0).
     #[arg(long, global = true, default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_OFFER_TTL")]

@@ -19,8 +19,8 @@ use crate::coordination::Coordinator;
 use crate::coordination::deployment;
 use crate::coordination::memory::MemoryCoordinator;
 use crate::coordination::zookeeper::{ZkConfig, ZkCoordinator};
+use crate::util::tokens::read_token_file;
 use crate::util::zk::ZkUrl;
-use crate::web::tokens::read_token_file;
 use crate::web::{MIN_ADMIN_TOKEN_CHARS, WebConfig};
 
 /// Runs a replica until a stop signal or a fence; returns the exit code.

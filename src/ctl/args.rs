@@ -24,10 +24,10 @@ pub enum Exit {
     TimedOut = 5,
 }
 
-/// Parses a duration such as `30s`, `5m`, `1h 30m` (humantime); zero is
-/// refused.
+/// Parses a duration such as `30s`, `5m`, `1h 30m` as every duration is
+/// ([`crate::util::parse_duration`]); zero is refused.
 fn duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    let d = crate::util::parse_duration(text)?;
     if d.is_zero() {
         return Err("must be more than 0".into());
     }
@@ -94,10 +94,14 @@ pub struct GlobalArgs {
         global = true
     )]
     pub token: Option<Secret>,
-    /// A file holding the admin token alone (surrounding whitespace is
-    /// ignored).
+    /// A token file in the replicas' --admin-token-file format: lines
+    /// `name:token` (or one token alone). With several, --token-name picks.
     #[arg(long, env = "MESOS_APPLIANCE_TOKEN_FILE", global = true)]
     pub token_file: Option<PathBuf>,
+    /// Which token of --token-file to send (its name before the `:`);
+    /// needed when the file holds more than one.
+    #[arg(long, env = "MESOS_APPLIANCE_TOKEN_NAME", global = true)]
+    pub token_name: Option<String>,
     /// Print the API's JSON instead of tables (one document; `events` and
     /// `logs --follow` print one JSON object per line).
     #[arg(long, global = true)]

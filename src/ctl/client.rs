@@ -38,6 +38,7 @@ use tokio::time::Instant;
 
 use super::args::{Exit, GlobalArgs, Secret};
 use crate::backoff::Backoff;
+use crate::util::tokens::{choose_token, read_token_file};
 
 /// Largest response body read, bytes.
 pub const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -228,12 +229,11 @@ impl Client {
         let token = match (&global.token, &global.token_file) {
             (Some(token), _) => Some(token.clone()),
             (None, Some(path)) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    CtlError::Usage(format!("--token-file {}: {e}", path.display()))
-                })?;
-                Some(text.parse::<Secret>().map_err(|e| {
-                    CtlError::Usage(format!("--token-file {}: {e}", path.display()))
-                })?)
+                let usage =
+                    |e: String| CtlError::Usage(format!("--token-file {}: {e}", path.display()));
+                let tokens = read_token_file(path).map_err(usage)?;
+                let token = choose_token(&tokens, global.token_name.as_deref()).map_err(usage)?;
+                Some(Secret(token.token.clone()))
             }
             (None, None) => None,
         };
@@ -699,6 +699,7 @@ mod tests {
             urls: vec![url],
             token: None,
             token_file: None,
+            token_name: None,
             json: false,
             timeout: None,
             request_timeout: Duration::from_secs(5),

@@ -100,8 +100,8 @@ pub enum Request {
     ReplaceService {
         /// The new spec.
         spec: Box<ValidServiceSpec>,
-        /// The version it was made from.
-        expected: String,
+        /// The version(s) it may replace.
+        expected: Expected,
     },
     /// Delete a service, its tasks are killed; answered with
     /// [`Answer::Service`], `false` if there was no such service.
@@ -218,6 +218,45 @@ pub struct RunRequest {
     pub by: String,
     /// Why, as given.
     pub reason: Option<String>,
+}
+
+/// Which stored spec versions a [`Request::ReplaceService`] may replace:
+/// an HTTP `If-Match` (RFC 9110 §13.1.1) as the core checks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected {
+    /// Any stored spec (`If-Match: *`): the service must exist.
+    Any,
+    /// One of these versions (`If-Match: "3"` or `"3", "4"`); empty when
+    /// only weak tags were given, which never match (strong comparison).
+    OneOf(Vec<String>),
+}
+
+impl Expected {
+    /// Exactly `version` (the version a page or a CLI read).
+    pub fn version(version: impl Into<String>) -> Expected {
+        Expected::OneOf(vec![version.into()])
+    }
+
+    /// Whether the stored spec at version `now` may be replaced.
+    pub fn admits(&self, now: &str) -> bool {
+        match self {
+            Expected::Any => true,
+            Expected::OneOf(versions) => versions.iter().any(|v| v == now),
+        }
+    }
+}
+
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Expected::Any => f.write_str("any version"),
+            Expected::OneOf(versions) if versions.is_empty() => f.write_str("no strong entity tag"),
+            Expected::OneOf(versions) if versions.len() == 1 => {
+                write!(f, "version {}", versions[0])
+            }
+            Expected::OneOf(versions) => write!(f, "versions {}", versions.join(", ")),
+        }
+    }
 }
 
 /// The answer to a [`Request`].

@@ -63,11 +63,16 @@ impl MinHealthy {
     }
 
     /// Reads the JSON the API takes: a non-negative integer, or a string
-    /// `"P%"` with P an integer from 0 to 100. The error says what is
-    /// expected.
+    /// `"P%"` with P an integer from 0 to 100, digits only and nothing
+    /// around it (white space is refused, as in every duration and
+    /// percentage: [`crate::util::refuse_padding`]). The error says what
+    /// is expected.
     pub fn from_json(value: &serde_json::Value) -> Result<MinHealthy, String> {
         const EXPECTED: &str =
             r#"must be a non-negative integer (tasks) or a string "P%" with P from 0 to 100"#;
+        if let serde_json::Value::String(s) = value {
+            crate::util::refuse_padding(s, "75%")?;
+        }
         match value {
             serde_json::Value::Number(n) => n
                 .as_u64()
@@ -76,7 +81,8 @@ impl MinHealthy {
                 .ok_or_else(|| EXPECTED.to_string()),
             serde_json::Value::String(s) => s
                 .strip_suffix('%')
-                .and_then(|p| p.trim().parse::<u32>().ok())
+                .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|p| p.parse::<u32>().ok())
                 .filter(|p| *p <= 100)
                 .map(MinHealthy::Percent)
                 .ok_or_else(|| EXPECTED.to_string()),
@@ -438,8 +444,15 @@ mod tests {
             json!("101%"),
             json!("75"),
             json!(null),
+            json!("75 %"),
+            json!("+75%"),
+            json!("%"),
         ] {
             assert!(MinHealthy::from_json(&bad).is_err(), "{bad}");
+        }
+        for padded in [" 50%", "50% ", "\t50%"] {
+            let e = MinHealthy::from_json(&json!(padded)).unwrap_err();
+            assert!(e.contains("has white space around it"), "{padded:?}: {e}");
         }
         assert_eq!(
             serde_json::to_value(MinHealthy::Count(3)).unwrap(),

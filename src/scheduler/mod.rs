@@ -34,8 +34,8 @@ pub mod standby;
 pub mod supervisor;
 
 pub use commands::{
-    Answer, Answered, Command, CommandError, KamikazeResult, Reply, Request, SchedulerHandle,
-    TeardownResult,
+    Answer, Answered, Command, CommandError, Expected, KamikazeResult, Reply, Request,
+    SchedulerHandle, TeardownResult,
 };
 pub use ids::{AgentId, TaskId};
 pub use records::{KillRequest, StatusEntry, TaskRecord};

@@ -1,7 +1,9 @@
 //! Small helpers shared across layers: clocks, the host name, durations,
-//! and strict JSON for what operators write ([`json`]).
+//! strict JSON for what operators write ([`json`]), and the admin token
+//! file that replicas and `ctl` both read ([`tokens`]).
 
 pub mod json;
+pub mod tokens;
 pub mod zk;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,16 +13,33 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// d`) they end up in.
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
 
+/// Refuses `text` with white space before or after it: the one rule of
+/// every duration and percentage string an operator writes (a spec field,
+/// a flag, an action's body), so that `" 50%"` is refused wherever it is
+/// given rather than trimmed in some places. `example` is a good value.
+///
+/// # Errors
+/// `text` has surrounding white space; the message says so.
+pub fn refuse_padding(text: &str, example: &str) -> Result<(), String> {
+    if text.trim() != text {
+        return Err(format!(
+            "{text:?} has white space around it; write the value alone, as {example:?}"
+        ));
+    }
+    Ok(())
+}
+
 /// Parses a human-readable duration (`500ms`, `30s`, `5m`, `2h`, `1week`,
-/// `1h 30m`): the one parser of every duration flag (`--offer-ttl`, …) and
-/// service field (`restart_backoff`, …). Refuses negative values and
-/// anything longer than [`MAX_DURATION`]. The caller names the flag or
-/// field in its error.
+/// `1h 30m`): the one parser of every duration flag (`--offer-ttl`, …),
+/// `ctl` flag (`--timeout`) and service field (`restart_backoff`, …).
+/// Refuses white space around the value ([`refuse_padding`]), negative
+/// values and anything longer than [`MAX_DURATION`]. The caller names the
+/// flag or field in its error.
 ///
 /// # Errors
 /// What is wrong with `text`, in words.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
+    refuse_padding(text, "30s")?;
     if let Some(rest) = text.strip_prefix('-') {
         return Err(
             if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
@@ -168,7 +187,11 @@ mod tests {
     #[test]
     fn durations_are_bounded_and_not_negative() {
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration(" 1h 30m "), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        for padded in [" 1h 30m ", " 30s", "30s ", "30s\n", "\t5m"] {
+            let e = parse_duration(padded).unwrap_err();
+            assert!(e.contains("has white space around it"), "{padded:?}: {e}");
+        }
         assert_eq!(parse_duration("365days"), Ok(MAX_DURATION));
         assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
         for long in ["366days", "500000000000years", "1000000000000000000000s"] {
@@ -180,7 +203,7 @@ mod tests {
         }
         let e = parse_duration("500000000000years").unwrap_err();
         assert!(e.contains("at most 365 days"), "{e}");
-        for negative in ["-5s", "-1", " -0s"] {
+        for negative in ["-5s", "-1", "-0s"] {
             let e = parse_duration(negative).unwrap_err();
             assert!(e.contains("negative durations are not allowed"), "{e}");
         }

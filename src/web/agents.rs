@@ -175,9 +175,9 @@ impl ActionForm for CancelForm {
 
 /// The JSON the API takes for `min_healthy` as typed in the form: digits
 /// are a number of tasks, anything else is passed on as a string (`"75%"`),
-/// so the API's own check judges both.
+/// so the API's own check judges both — white space around it included,
+/// refused as in the API (`crate::util::refuse_padding`).
 pub fn min_healthy_value(typed: &str) -> serde_json::Value {
-    let typed = typed.trim();
     match typed.parse::<u64>() {
         Ok(n) => serde_json::Value::from(n),
         Err(_) => serde_json::Value::from(typed),
@@ -357,4 +357,23 @@ pub async fn post_cancel_drain(
     let action = OperatorAction::CancelDrain { agent_id };
     let (record, _) = execute(&post.state, action, &post.path, &post.ctx).await;
     Redirect::to(&format!("/actions/results/{}", record.id)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::drains::MinHealthy;
+
+    #[test]
+    fn the_form_s_min_healthy_is_judged_as_the_api_judges_it() {
+        assert_eq!(min_healthy_value("3"), serde_json::json!(3));
+        assert_eq!(
+            MinHealthy::from_json(&min_healthy_value("75%")),
+            Ok(MinHealthy::Percent(75))
+        );
+        for padded in [" 50%", "50% ", " 3", "3 "] {
+            let e = MinHealthy::from_json(&min_healthy_value(padded)).unwrap_err();
+            assert!(e.contains("has white space around it"), "{padded:?}: {e}");
+        }
+    }
 }

@@ -38,7 +38,7 @@ use super::views::{
 };
 use crate::scheduler::spec::ValidServiceSpec;
 use crate::scheduler::spec::service::new_name_problem;
-use crate::scheduler::{Request, ServiceSpec, Snapshot};
+use crate::scheduler::{Expected, Request, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
 
 /// `GET /api/v1/state`.
@@ -189,33 +189,21 @@ pub async fn service(
     Ok(([(header::ETAG, etag)], Json(row)).into_response())
 }
 
-/// The version an `If-Match` header names (RFC 9110 §13.1.1), quotes
-/// taken off; `None` without the header or for `*` (any stored spec: the
-/// change is not conditioned on a version). 400 for a list, a weak tag
-/// (never equal under If-Match's strong comparison) or a value that is
-/// not text.
-fn if_match(headers: &HeaderMap) -> Result<Option<String>, AppError> {
+/// The versions an `If-Match` header accepts ([`super::etag`]); `None`
+/// without the header. 400 (`invalid`, field `If-Match`) for a value that
+/// is not `*` or a list of entity tags.
+fn if_match(headers: &HeaderMap) -> Result<Option<Expected>, AppError> {
     let Some(value) = headers.get(header::IF_MATCH) else {
         return Ok(None);
     };
-    let bad = |why: &str| {
-        AppError::invalid(vec![crate::scheduler::spec::FieldError {
-            field: "If-Match".into(),
-            message: format!("{why}: give one version as read from GET (its ETag), quoted"),
-        }])
-    };
-    let text = value.to_str().map_err(|_| bad("not text"))?.trim();
-    if text == "*" {
-        return Ok(None);
-    }
-    if text.contains(',') || text.starts_with("W/") {
-        return Err(bad("one strong entity tag only"));
-    }
-    let tag = text.trim_matches('"');
-    if tag.is_empty() || tag.len() > 64 {
-        return Err(bad("empty or too long"));
-    }
-    Ok(Some(tag.to_string()))
+    super::etag::parse_if_match(value.as_bytes())
+        .map(Some)
+        .map_err(|message| {
+            AppError::invalid(vec![crate::scheduler::spec::FieldError {
+                field: "If-Match".into(),
+                message,
+            }])
+        })
 }
 
 /// What a service change answers.
@@ -235,7 +223,7 @@ pub struct ServiceChange {
     put,
     path = "/api/v1/services/{name}",
     tag = "services",
-    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery, ("If-Match" = Option<String>, Header, description = "Replace only if the stored spec is still at this version (the `ETag` or `version` of `GET /api/v1/services/{name}`); 412 when it changed")),
+    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery, ("If-Match" = Option<String>, Header, description = "Replace only if the stored spec is still at one of these versions: entity tags as the `ETag` of `GET /api/v1/services/{name}` shows them, quoted and comma-separated (RFC 9110 §13.1.1; weak tags never match), or `*` for any stored spec; 412 when it changed, 404 without the service, 400 when the value is not `*` or entity tags")),
     request_body(content = ServiceSpec, description = "The service spec; `name` may be left out", content_type = "application/json"),
     responses((status = 200, description = "Replaced", body = ServiceChange), (status = 201, description = "Created", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::PreconditionFailed, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
@@ -280,7 +268,7 @@ pub async fn put_service(
 /// refuses the name. The API's `PUT` and the dashboard's editor
 /// (`super::service_pages`) both validate with this.
 pub(crate) fn service_spec(
-    body: Option<serde_json::Value>,
+    body: Option<serde_json::Map<String, serde_json::Value>>,
     name: &str,
     stored: &Snapshot,
 ) -> Result<ValidServiceSpec, AppError> {

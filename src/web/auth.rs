@@ -2,7 +2,7 @@
 //!
 //! **Access** ([`Access`], fixed at start from [`WebConfig`]):
 //! - `--admin-token-file` given (one or more named tokens, see
-//!   [`super::tokens`]): API clients send `Authorization: Bearer <token>`
+//!   [`crate::util::tokens`]): API clients send `Authorization: Bearer <token>`
 //!   (missing → 401, wrong → 401 `invalid_token`); browsers log in once at
 //!   `/login` and get an admin session cookie. Either way the request acts
 //!   as the token's name ([`Actor`]), which the audit trail records.
@@ -71,7 +71,7 @@ use subtle::ConstantTimeEq;
 
 use super::WebConfig;
 use super::error::AppError;
-use super::tokens::AdminToken;
+use crate::util::tokens::AdminToken;
 
 /// Name of the CSRF cookie (and, as `csrf`, of the form field).
 pub const CSRF_COOKIE: &str = "ma_csrf";

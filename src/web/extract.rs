@@ -21,7 +21,7 @@
 use axum::Form;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FormRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
@@ -244,9 +244,10 @@ fn unsupported_media_type(detail: &str) -> AppError {
 }
 
 /// A JSON request body: empty (or only white space) is `None`; otherwise
-/// it must be declared JSON (415) and parse, each key once per object
-/// (400, naming the JSON path at fault).
-pub struct JsonBody(pub Option<serde_json::Value>);
+/// it must be declared JSON (415), parse, each key once per object (400,
+/// naming the JSON path at fault), and be a JSON object (400,
+/// `not_an_object`): every JSON endpoint of the API takes an object.
+pub struct JsonBody(pub Option<serde_json::Map<String, serde_json::Value>>);
 
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = AppError;
@@ -262,8 +263,29 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 "send the body as Content-Type: application/json",
             ));
         }
-        parse_json(&body).map(|value| JsonBody(Some(value)))
+        match parse_json(&body)? {
+            serde_json::Value::Object(object) => Ok(JsonBody(Some(object))),
+            other => Err(not_an_object(&other)),
+        }
     }
+}
+
+/// The one answer of every JSON endpoint to a body that is JSON but not
+/// an object (an array, a string, a number, `true`, `null`): 400 `invalid`
+/// with a field error on `body` saying what it got.
+pub(crate) fn not_an_object(value: &serde_json::Value) -> AppError {
+    let got = match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    };
+    AppError::invalid(vec![FieldError {
+        field: "body".into(),
+        message: format!("must be a JSON object, not {got}"),
+    }])
 }
 
 /// A JSON document as the API reads a body: 400 when it is not JSON, 400
@@ -285,15 +307,16 @@ pub(crate) fn parse_json(body: &[u8]) -> Result<serde_json::Value, AppError> {
 /// filled in when left out. 400 without a JSON object (`what` names the
 /// spec kind), 400 with a field error on `name` when it differs.
 pub(crate) fn named_spec_body(
-    body: Option<serde_json::Value>,
+    body: Option<serde_json::Map<String, serde_json::Value>>,
     name: &str,
     what: &str,
 ) -> Result<serde_json::Value, AppError> {
-    let mut value = body
-        .ok_or_else(|| AppError::bad_request(format!("the body must be a {what} (JSON object)")))?;
-    let Some(object) = value.as_object_mut() else {
-        return Err(AppError::bad_request("the body must be a JSON object"));
-    };
+    let mut object = body.ok_or_else(|| {
+        AppError::invalid(vec![FieldError {
+            field: "body".into(),
+            message: format!("must be a {what} (a JSON object); the body is empty"),
+        }])
+    })?;
     let named = object
         .entry("name")
         .or_insert_with(|| serde_json::Value::String(name.to_string()));
@@ -303,7 +326,7 @@ pub(crate) fn named_spec_body(
             message: format!("must equal the name in the path ({name:?})"),
         }]));
     }
-    Ok(value)
+    Ok(serde_json::Value::Object(object))
 }
 
 pub(crate) fn json_field_error(e: JsonError) -> AppError {
@@ -322,29 +345,24 @@ pub(crate) fn json_field_error(e: JsonError) -> AppError {
 /// and defaulted): left out, all defaults; otherwise a JSON object
 /// ([`JsonBody`]) holding only fields of `T` — 400 else, with one field
 /// error per unknown field, or one naming the field of the wrong type.
-/// The action is named after the last path segment.
+/// The action is named as the user called it: its method and route
+/// (`DELETE /api/v1/agents/{agent_id}/drain`), so that two actions on one
+/// path (a drain and its cancel) are told apart.
 pub struct ActionBody<T>(pub T);
 
 impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for ActionBody<T> {
     type Rejection = AppError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, AppError> {
-        let action = request
-            .uri()
-            .path()
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_string();
+        let route = request
+            .extensions()
+            .get::<MatchedPath>()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| request.uri().path().to_string());
+        let action = format!("{} {route}", request.method());
         let JsonBody(body) = JsonBody::from_request(request, state).await?;
-        let object = match body {
-            None => return Ok(ActionBody(T::default())),
-            Some(serde_json::Value::Object(object)) => object,
-            Some(_) => {
-                return Err(AppError::bad_request(format!(
-                    "the body of {action} must be a JSON object (or left out)"
-                )));
-            }
+        let Some(object) = body else {
+            return Ok(ActionBody(T::default()));
         };
         // Every unknown field is named, where serde would stop at the first.
         let allowed = field_names::<T>();

@@ -26,7 +26,9 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::actions::ask;
 use super::error::AppError;
-use super::extract::{AdminChange, ApiPath, JsonBody, json_field_error, named_spec_body};
+use super::extract::{
+    ActionBody, AdminChange, ApiPath, JsonBody, json_field_error, named_spec_body,
+};
 use crate::scheduler::FieldError;
 use crate::scheduler::commands::RunRequest;
 use crate::scheduler::jobs::{Attempt, JobStatus, RunRecord, RunState, Trigger};
@@ -489,12 +491,8 @@ impl RunBody {
 pub async fn start_run(
     ApiPath(name): ApiPath<String>,
     AdminChange { admin, ctx }: AdminChange,
-    JsonBody(body): JsonBody,
+    ActionBody(body): ActionBody<RunBody>,
 ) -> Result<Response, AppError> {
-    let body: RunBody = match body {
-        None => RunBody::default(),
-        Some(v) => crate::util::json::from_value(v).map_err(json_field_error)?,
-    };
     let errors = body.validate();
     if !errors.is_empty() {
         return Err(AppError::invalid(errors));

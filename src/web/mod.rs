@@ -28,6 +28,8 @@
 //! - [`extract`]: the typed edges — path, query and body extractors in an
 //!   API and a page flavour, rejections as [`AppError`], the admin checks
 //!   ([`extract::Admin`], [`extract::AdminForm`]);
+//! - [`etag`]: `If-Match` (RFC 9110 §13.1.1) as the versions a service
+//!   change may replace;
 //! - [`live`]: the server-sent-event stream that keeps pages live;
 //! - [`event_stream`]: the public, resumable event stream;
 //! - [`openapi`]: the JSON routes and their OpenAPI 3.1 document, from one
@@ -98,6 +100,7 @@ pub mod audit;
 pub mod auth;
 pub mod charts;
 pub mod error;
+pub mod etag;
 pub mod event_stream;
 pub mod extract;
 pub mod format;
@@ -117,7 +120,6 @@ pub mod query;
 mod server;
 pub mod service_pages;
 pub mod tls;
-pub mod tokens;
 pub mod views;
 
 use std::fmt;
@@ -188,9 +190,9 @@ pub struct WebConfig {
     /// hosts, see [`auth`]).
     pub advertised_url: String,
     /// The admin tokens, read from `--admin-token-file` by the caller
-    /// ([`tokens::read_token_file`]); empty without one. Never logged
+    /// ([`crate::util::tokens::read_token_file`]); empty without one. Never logged
     /// ([`fmt::Debug`] shows only the names).
-    pub admin_tokens: Vec<tokens::AdminToken>,
+    pub admin_tokens: Vec<crate::util::tokens::AdminToken>,
     /// Allow unauthenticated actions on a non-loopback address
     /// (`--insecure-actions`).
     pub insecure_actions: bool,

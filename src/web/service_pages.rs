@@ -49,12 +49,13 @@ use super::actions::ask;
 use super::api::{put_params, service_spec};
 use super::auth::{self, Access, Peer};
 use super::error::AppError;
-use super::extract::{ActionForm, AdminForm, PagePath, PageQuery, parse_json};
+use super::extract::{ActionForm, AdminForm, PagePath, PageQuery, not_an_object, parse_json};
 use super::pages::{Chrome, can_act, with_cookie};
 use super::views::{ServiceRow, ServicesView};
 use crate::scheduler::records::TaskRecord;
 use crate::scheduler::rules::workload::assess;
 use crate::scheduler::spec::ValidServiceSpec;
+use crate::scheduler::spec::bounds;
 use crate::scheduler::spec::service::MAX_INSTANCES;
 use crate::scheduler::{FieldError, Request, ServiceSpec, Snapshot};
 
@@ -451,7 +452,10 @@ fn validate(text: &str, name: Option<&str>, s: &Snapshot) -> Result<ValidService
     if text.trim().is_empty() {
         return Err(AppError::bad_request("the spec is empty"));
     }
-    let value = parse_json(text.as_bytes())?;
+    let value = match parse_json(text.as_bytes())? {
+        serde_json::Value::Object(object) => object,
+        other => return Err(not_an_object(&other)),
+    };
     let name = match name {
         Some(n) => n.to_string(),
         None => match value.get("name") {
@@ -693,7 +697,7 @@ fn put_at(spec: ValidServiceSpec, base: &str) -> Request {
     }
     Request::ReplaceService {
         spec: Box::new(spec),
-        expected: base.to_string(),
+        expected: crate::scheduler::Expected::version(base),
     }
 }
 
@@ -765,7 +769,7 @@ fn parse_instances(text: &str) -> Result<u32, AppError> {
         .ok_or_else(|| {
             AppError::invalid(vec![FieldError {
                 field: "instances".into(),
-                message: format!("must be a whole number from 0 to {MAX_INSTANCES}, not {text:?}"),
+                message: format!("{}, not {text:?}", bounds::INSTANCES.message()),
             }])
         })
 }

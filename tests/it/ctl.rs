@@ -766,10 +766,30 @@ async fn a_change_made_on_an_older_spec_never_undoes_a_newer_one() {
     let (row, _) = get_web(url).await;
     assert_eq!(row["spec"]["env"]["V"], "3", "{row}");
     assert_eq!(row["spec"]["instances"], 2, "{row}");
-    // A list or a weak tag is no condition this API takes.
-    for bad in ["\"a\", \"b\"", "W/\"a\""] {
-        assert_eq!(put_web(url, &stale, Some(bad)).await.0, 400, "{bad}");
+    // A list without the stored version, or the stored version as a weak
+    // tag (If-Match compares strongly, RFC 9110 §13.1.1): 412 too; an
+    // unquoted version is malformed: 400, not 412.
+    let (_, now) = get_web(url).await;
+    for stale_tag in ["\"a\", \"b\"".to_string(), format!("W/{now}")] {
+        assert_eq!(
+            put_web(url, &stale, Some(&stale_tag)).await.0,
+            412,
+            "{stale_tag}"
+        );
     }
+    let unquoted = now.trim_matches('"').to_string();
+    assert_eq!(
+        put_web(url, &stale, Some(&unquoted)).await.0,
+        400,
+        "{unquoted}"
+    );
+    let (row, _) = get_web(url).await;
+    assert_eq!(row["spec"]["instances"], 2, "nothing written: {row}");
+    // A list holding the stored version replaces the service.
+    let mut listed = spec.clone();
+    listed["instances"] = json!(1);
+    let tags = format!("\"a\", {now}");
+    assert_eq!(put_web(url, &listed, Some(&tags)).await.0, 200, "{tags}");
 
     // `ctl services scale` reads, changes and puts on the version read.
     let o = ctl(url, &["services", "scale", "web", "3"]).await;
@@ -777,4 +797,21 @@ async fn a_change_made_on_an_older_spec_never_undoes_a_newer_one() {
     let (row, _) = get_web(url).await;
     assert_eq!(row["spec"]["instances"], 3, "{row}");
     assert_eq!(row["spec"]["env"]["V"], "3", "the newest env kept: {row}");
+
+    // `If-Match: *` replaces whatever is stored, and never creates.
+    assert_eq!(put_web(url, &spec, Some("*")).await.0, 200);
+    let (row, _) = get_web(url).await;
+    assert_eq!(row["spec"]["instances"], 2, "{row}");
+    let mut other = spec.clone();
+    other["name"] = json!("api");
+    let response = support::mesos::client()
+        .put(format!("{url}/api/v1/services/api"))
+        .bearer_auth(TOKEN)
+        .header("if-match", "*")
+        .json(&other)
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await
+        .expect("PUT sent");
+    assert_eq!(response.status().as_u16(), 404);
 }

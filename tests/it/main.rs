@@ -91,6 +91,7 @@ mod web_browser;
 mod web_connections;
 mod web_console;
 mod web_events;
+mod web_inputs;
 mod web_jobs;
 mod web_jobs_browser;
 mod web_liveness;

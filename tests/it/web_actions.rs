@@ -905,7 +905,7 @@ async fn specs_refuse_keys_given_twice_and_errors_name_the_json_path() {
         (
             r#"{"command": "x", "cpus": "many", "mem": 1, "instances": 1}"#,
             "cpus",
-            "invalid type",
+            "must be a number from 0.01 to 1000000",
         ),
         (
             r#"{"command": "x", "cpus": 1, "mem": 1}"#,
@@ -989,8 +989,8 @@ async fn action_routes_and_body_errors_keep_their_answers() {
     assert_eq!(
         r.json()["errors"],
         json!([
-            {"field": "bogus", "message": "unknown field; reconcile takes only kind, reason"},
-            {"field": "extra", "message": "unknown field; reconcile takes only kind, reason"},
+            {"field": "bogus", "message": "unknown field; POST /api/v1/actions/reconcile takes only kind, reason"},
+            {"field": "extra", "message": "unknown field; POST /api/v1/actions/reconcile takes only kind, reason"},
         ])
     );
     for (path, body, field, message) in [
@@ -998,7 +998,7 @@ async fn action_routes_and_body_errors_keep_their_answers() {
             "/api/v1/actions/abdicate",
             json!({"why": "x"}),
             "why",
-            "unknown field; abdicate takes only reason",
+            "unknown field; POST /api/v1/actions/abdicate takes only reason",
         ),
         (
             "/api/v1/actions/abdicate",
@@ -1028,7 +1028,7 @@ async fn action_routes_and_body_errors_keep_their_answers() {
             "/api/v1/services/web/rollout/resume",
             json!({"force": true}),
             "force",
-            "unknown field; resume takes only reason, expected",
+            "unknown field; POST /api/v1/services/{name}/rollout/resume takes only reason, expected",
         ),
     ] {
         let r = web.send(post(path, body)).await;

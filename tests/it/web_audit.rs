@@ -8,7 +8,7 @@ use crate::support;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
-use mesos_appliance::web::tokens::AdminToken;
+use mesos_appliance::util::tokens::AdminToken;
 use serde_json::json;
 use support::web::{
     FRAMEWORK_ID, TestWeb, form_post, get, json_request, leader_snapshot, request, token_config,

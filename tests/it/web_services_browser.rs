@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use mesos_appliance::scheduler::{SchedulerHandle, Snapshot, TaskRecord};
 use mesos_appliance::testbed::{Testbed, TestbedConfig};
-use mesos_appliance::web::tokens::AdminToken;
+use mesos_appliance::util::tokens::AdminToken;
 use support::appliance::{Served, ServedConfig};
 use support::browser::Browser;
 use support::zookeeper::ZkServer;

@@ -394,9 +394,9 @@ impl TestCore {
             CoreRequest::ReplaceService { spec, expected } => {
                 let stored = s.services.iter().find(|x| x.spec.name == spec.name);
                 match stored.map(|x| x.spec.version()) {
-                    Some(now) if now == expected => CoreRequest::PutService(spec),
+                    Some(now) if expected.admits(&now) => CoreRequest::PutService(spec),
                     Some(now) => {
-                        let why = format!("service changed (version {expected}, now {now})");
+                        let why = format!("service changed ({expected}, now {now})");
                         answer(Answer::Service(Err(CommandError::PreconditionFailed(why))));
                         return;
                     }
@@ -680,7 +680,7 @@ pub fn token_config() -> WebConfig {
         "10.0.0.5:8080".parse().unwrap(),
         "http://sched-a.cluster.test:8080",
     );
-    config.admin_tokens = vec![mesos_appliance::web::tokens::AdminToken::new(
+    config.admin_tokens = vec![mesos_appliance::util::tokens::AdminToken::new(
         "admin", TOKEN,
     )];
     config.handler_timeout = Duration::from_secs(2);

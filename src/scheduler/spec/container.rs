@@ -84,6 +84,7 @@ pub struct VolumeSpec {
 #[serde(deny_unknown_fields)]
 pub struct PortMappingSpec {
     /// The container's port the task's port (of the same index) maps to.
+    #[serde(deserialize_with = "super::bounds::container_port")]
     pub container_port: u32,
     /// `tcp` (default), `udp` or `sctp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -321,10 +322,11 @@ impl DockerSpec {
             }
         }
         for (i, mapping) in self.port_mappings.iter().enumerate() {
-            if mapping.container_port == 0 || mapping.container_port > 65_535 {
+            let port = super::bounds::CONTAINER_PORT;
+            if !port.admits(f64::from(mapping.container_port)) {
                 errors.push(problem(
                     format!("docker.port_mappings[{i}].container_port"),
-                    "must be 1 to 65535",
+                    port.message(),
                 ));
             }
             if let Some(protocol) = &mapping.protocol

@@ -56,10 +56,18 @@ pub struct HealthCheckSpec {
     #[serde(rename = "type")]
     pub kind: HealthCheckKind,
     /// HTTP and TCP: index into the service's ports (`PORT<i>`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::bounds::port_index"
+    )]
     pub port_index: Option<u32>,
-    /// HTTP and TCP: a fixed port instead of `port_index`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// HTTP and TCP: a fixed port instead of `port_index`, 1 to 65535.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::bounds::port"
+    )]
     pub port: Option<u32>,
     /// HTTP: the request path, starting with `/` (default `/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,7 +99,10 @@ pub struct HealthCheckSpec {
     pub delay: Duration,
     /// Failures in a row (past the grace period) after which the executor
     /// kills the task; 1 to [`MAX_CONSECUTIVE_FAILURES`].
-    #[serde(default = "default_failures")]
+    #[serde(
+        default = "default_failures",
+        deserialize_with = "super::bounds::consecutive_failures"
+    )]
     pub consecutive_failures: u32,
 }
 
@@ -134,12 +145,11 @@ impl HealthCheckSpec {
                     "port_index",
                     "give either port_index (one of the service's ports) or port",
                 )),
-                (Some(i), None) if i >= ports => errors.push(problem(
-                    "port_index",
-                    format!("the service has {ports} port(s): must be below {ports}"),
-                )),
-                (None, Some(p)) if p == 0 || p > 65_535 => {
-                    errors.push(problem("port", "must be 1 to 65535"))
+                (Some(i), None) if i >= ports => {
+                    errors.push(problem("port_index", super::bounds::PORT_INDEX))
+                }
+                (None, Some(p)) if !super::bounds::PORT.admits(f64::from(p)) => {
+                    errors.push(problem("port", super::bounds::PORT.message()))
                 }
                 _ => {}
             }
@@ -194,11 +204,9 @@ impl HealthCheckSpec {
                 errors.push(problem(field, "must be at least 1s"));
             }
         }
-        if !(1..=MAX_CONSECUTIVE_FAILURES).contains(&self.consecutive_failures) {
-            errors.push(problem(
-                "consecutive_failures",
-                format!("must be 1 to {MAX_CONSECUTIVE_FAILURES}"),
-            ));
+        let failures = super::bounds::CONSECUTIVE_FAILURES;
+        if !failures.admits(f64::from(self.consecutive_failures)) {
+            errors.push(problem("consecutive_failures", failures.message()));
         }
         errors
     }

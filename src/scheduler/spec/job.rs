@@ -95,7 +95,7 @@ pub struct ScheduleSpec {
 pub struct RetrySpec {
     /// Attempts after the first, on a non-zero exit or a lost task
     /// (TASK_FAILED, TASK_LOST, TASK_DROPPED, TASK_GONE, TASK_ERROR).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::bounds::retries")]
     pub count: u32,
     /// Delay before the first retry; it doubles per retry up to
     /// `backoff_max`.
@@ -136,15 +136,17 @@ pub struct JobSpec {
     pub name: String,
     /// The command each attempt runs.
     pub command: CommandSpec,
-    /// CPUs per attempt (Mesos `cpus`), > 0.
+    /// CPUs per attempt (Mesos `cpus`), as for a service.
+    #[serde(deserialize_with = "super::bounds::cpus")]
     pub cpus: f64,
-    /// Memory per attempt in MB (Mesos `mem`), ≥ 1.
+    /// Memory per attempt in MB (Mesos `mem`), as for a service.
+    #[serde(deserialize_with = "super::bounds::mem")]
     pub mem: f64,
     /// Disk per attempt in MB (Mesos `disk`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::bounds::disk")]
     pub disk: f64,
     /// Ports per attempt, as for a service (`PORT0`, …).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::bounds::ports")]
     pub ports: u32,
     /// Environment variables for the task.
     #[serde(default)]
@@ -181,7 +183,10 @@ pub struct JobSpec {
     #[schema(value_type = Option<String>, example = "30s")]
     pub timeout: Option<Duration>,
     /// Finished runs kept (older ones are deleted); 1 to [`MAX_HISTORY`].
-    #[serde(default = "default_history")]
+    #[serde(
+        default = "default_history",
+        deserialize_with = "super::bounds::history"
+    )]
     pub history: u32,
 }
 
@@ -287,9 +292,7 @@ impl JobSpec {
                  so a shorter deadline would mark most runs missed",
             ));
         }
-        if self.retries.count > MAX_RETRIES {
-            errors.push(problem("retries.count", format!("at most {MAX_RETRIES}")));
-        }
+        errors.extend(super::bounds::RETRIES.check("retries.count", f64::from(self.retries.count)));
         if self.retries.backoff.is_zero() || self.retries.backoff > self.retries.backoff_max {
             errors.push(problem(
                 "retries.backoff",
@@ -301,9 +304,7 @@ impl JobSpec {
         if self.timeout.is_some_and(|t| t < Duration::from_secs(1)) {
             errors.push(problem("timeout", "must be at least 1s"));
         }
-        if self.history == 0 || self.history > MAX_HISTORY {
-            errors.push(problem("history", format!("must be 1 to {MAX_HISTORY}")));
-        }
+        errors.extend(super::bounds::HISTORY.check("history", f64::from(self.history)));
         errors
     }
 }
@@ -316,6 +317,20 @@ pub struct ParsedSchedule {
     /// The zone it is read in.
     pub timezone: chrono_tz::Tz,
 }
+
+/// The cron nicknames a schedule takes (any case), as croner reads them.
+pub const NICKNAMES: [&str; 6] = [
+    "@yearly",
+    "@annually",
+    "@monthly",
+    "@weekly",
+    "@daily",
+    "@hourly",
+];
+
+/// What every refusal of `schedule.cron` says is supported
+/// (`docs/jobs.md#spec`).
+const SUPPORTED_SCHEDULES: &str = "a schedule is five fields (minute hour day-of-month month     day-of-week), six (seconds first), or one of @yearly, @annually, @monthly, @weekly, @daily,     @hourly";
 
 impl ScheduleSpec {
     /// Parses `cron` (five fields, or six with seconds first) and
@@ -330,22 +345,48 @@ impl ScheduleSpec {
                 format!("at most {MAX_CRON_LEN} characters"),
             ));
         }
-        // croner also takes a seventh field (years); `docs/jobs.md#spec`
-        // promises five or six, so more are refused. Nicknames (`@daily`)
-        // are one field.
-        let count = self.cron.split_whitespace().count();
-        let nickname = count == 1 && self.cron.trim_start().starts_with('@');
-        if !nickname && !(5..=6).contains(&count) {
-            return Err(problem(
-                "schedule.cron",
-                format!("has {count} fields; five (minute first) or six (seconds first)"),
-            ));
+        // What `docs/jobs.md#spec` promises, checked before croner sees
+        // the pattern, so that what we do not support gets our answer:
+        // croner also takes a seventh field (years), and passes an
+        // unknown nickname (`@reboot`) on as a pattern.
+        let trimmed = self.cron.trim();
+        if trimmed.starts_with('@') {
+            if !NICKNAMES.iter().any(|n| n.eq_ignore_ascii_case(trimmed)) {
+                let why = if trimmed.eq_ignore_ascii_case("@reboot") {
+                    "@reboot is not supported: a job has no boot to run at (start a run with                      POST /api/v1/jobs/{name}/runs)"
+                        .to_string()
+                } else {
+                    format!("{trimmed:?} is not a nickname we support")
+                };
+                return Err(problem(
+                    "schedule.cron",
+                    format!("{why}; {SUPPORTED_SCHEDULES}"),
+                ));
+            }
+        } else {
+            let count = trimmed.split_whitespace().count();
+            if !(5..=6).contains(&count) {
+                let years = if count == 7 {
+                    " (a year field is not supported)"
+                } else {
+                    ""
+                };
+                return Err(problem(
+                    "schedule.cron",
+                    format!("has {count} fields{years}; {SUPPORTED_SCHEDULES}"),
+                ));
+            }
         }
         let cron = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Optional)
             .build()
             .parse(&self.cron)
-            .map_err(|e| problem("schedule.cron", format!("not a cron expression: {e}")))?;
+            .map_err(|e| {
+                problem(
+                    "schedule.cron",
+                    format!("not a cron expression ({e}); {SUPPORTED_SCHEDULES}"),
+                )
+            })?;
         let timezone: chrono_tz::Tz = self.timezone.parse().map_err(|_| {
             problem(
                 "schedule.timezone",
@@ -500,9 +541,38 @@ mod tests {
             let errors = spec(serde_json::json!({"schedule": {"cron": cron}})).validate();
             assert_eq!(fields(&errors), ["schedule.cron"], "{cron}: {errors:?}");
         }
-        for cron in ["0 0 29 2 *", "*/5 * * * *", "0 30 2 * * *", "@daily"] {
+        for cron in [
+            "0 0 29 2 *",
+            "*/5 * * * *",
+            "0 30 2 * * *",
+            "@daily",
+            "@Hourly",
+        ] {
             let errors = spec(serde_json::json!({"schedule": {"cron": cron}})).validate();
             assert!(errors.is_empty(), "{cron}: {errors:?}");
+        }
+    }
+
+    #[test]
+    fn what_we_do_not_support_gets_our_message_naming_what_we_do() {
+        for (cron, says) in [
+            ("@reboot", "@reboot is not supported"),
+            ("@REBOOT", "@reboot is not supported"),
+            ("@midnight", "\"@midnight\" is not a nickname we support"),
+            ("@every 5m", "\"@every 5m\" is not a nickname we support"),
+            (
+                "0 0 0 1 1 * 2025",
+                "has 7 fields (a year field is not supported)",
+            ),
+            ("* * * *", "has 4 fields;"),
+            ("* * * * * * * *", "has 8 fields;"),
+            ("61 * * * *", "not a cron expression ("),
+        ] {
+            let errors = spec(serde_json::json!({"schedule": {"cron": cron}})).validate();
+            assert_eq!(fields(&errors), ["schedule.cron"], "{cron}: {errors:?}");
+            let message = &errors[0].message;
+            assert!(message.contains(says), "{cron}: {message}");
+            assert!(message.ends_with(SUPPORTED_SCHEDULES), "{cron}: {message}");
         }
     }
 

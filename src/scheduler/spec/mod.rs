@@ -19,6 +19,7 @@
 //! - [`job`]: `JobSpec`, work that runs to completion (now or on a cron
 //!   schedule); what its task runs is written as for a service.
 
+pub mod bounds;
 pub mod command;
 pub mod container;
 pub mod errors;

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::bounds;
 use super::command::{CommandSpec, UriSpec, check_uri};
 use super::container::ContainerSpec;
 use super::errors::FieldError;
@@ -154,18 +155,22 @@ pub struct ServiceSpec {
     pub name: String,
     /// The command each task runs.
     pub command: CommandSpec,
-    /// CPUs per task (Mesos `cpus`), > 0.
+    /// CPUs per task (Mesos `cpus`), 0.01 to 1000000 ([`bounds::CPUS`]).
+    #[serde(deserialize_with = "bounds::cpus")]
     pub cpus: f64,
-    /// Memory per task in MB (Mesos `mem`), ≥ 1.
+    /// Memory per task in MB (Mesos `mem`), 1 to 1000000 ([`bounds::MEM`]).
+    #[serde(deserialize_with = "bounds::mem")]
     pub mem: f64,
-    /// Disk per task in MB (Mesos `disk`).
-    #[serde(default)]
+    /// Disk per task in MB (Mesos `disk`), 0 to 1000000.
+    #[serde(default, deserialize_with = "bounds::disk")]
     pub disk: f64,
-    /// Ports per task, taken from offered `ports` ranges; exported to the
-    /// task as `PORT0`, `PORT1`, … and `PORTS` (comma-separated).
-    #[serde(default)]
+    /// Ports per task (at most 100), taken from offered `ports` ranges;
+    /// exported to the task as `PORT0`, `PORT1`, … and `PORTS`
+    /// (comma-separated).
+    #[serde(default, deserialize_with = "bounds::ports")]
     pub ports: u32,
-    /// Desired number of running tasks.
+    /// Desired number of running tasks, 0 to 10000 ([`bounds::INSTANCES`]).
+    #[serde(deserialize_with = "bounds::instances")]
     pub instances: u32,
     /// Environment variables for the task.
     #[serde(default)]
@@ -314,21 +319,11 @@ impl ServiceSpec {
             }
             _ => {}
         }
-        if !(self.cpus >= 0.01 && self.cpus <= MAX_SCALAR) {
-            errors.push(problem("cpus", format!("must be 0.01 to {MAX_SCALAR}")));
-        }
-        if !(self.mem >= 1.0 && self.mem <= MAX_SCALAR) {
-            errors.push(problem("mem", format!("must be 1 to {MAX_SCALAR} (MB)")));
-        }
-        if !(self.disk >= 0.0 && self.disk <= MAX_SCALAR) {
-            errors.push(problem("disk", format!("must be 0 to {MAX_SCALAR} (MB)")));
-        }
-        if self.ports > 100 {
-            errors.push(problem("ports", "at most 100 ports per task"));
-        }
-        if self.instances > MAX_INSTANCES {
-            errors.push(problem("instances", format!("at most {MAX_INSTANCES}")));
-        }
+        errors.extend(bounds::CPUS.check("cpus", self.cpus));
+        errors.extend(bounds::MEM.check("mem", self.mem));
+        errors.extend(bounds::DISK.check("disk", self.disk));
+        errors.extend(bounds::PORTS.check("ports", f64::from(self.ports)));
+        errors.extend(bounds::INSTANCES.check("instances", f64::from(self.instances)));
         for key in self.env.keys() {
             let ok = !key.is_empty()
                 && !key.starts_with(|c: char| c.is_ascii_digit())

@@ -17,7 +17,7 @@ use super::{Machine, Pending};
 use crate::coordination::{CoordinationError, RecordList, Written};
 use crate::executor::KAMIKAZE;
 use crate::mesos::client::CallError;
-use crate::scheduler::commands::{CommandError, KamikazeResult};
+use crate::scheduler::commands::{CommandError, Expected, KamikazeResult};
 use crate::scheduler::core::TermOutcome;
 use crate::scheduler::core::io::{Answer, MesosCall, ReplyId, Request, StoreOp, StoreResult};
 use crate::scheduler::ids::{AgentId, TaskId};
@@ -300,7 +300,7 @@ impl Machine {
     /// service's write in flight (if any) is answered: a change made on a
     /// stale read (a follower's view behind the leader, a form shown
     /// before another change) cannot undo a change it did not see.
-    fn replace_service(&mut self, reply: ReplyId, spec: Box<ValidServiceSpec>, expected: String) {
+    fn replace_service(&mut self, reply: ReplyId, spec: Box<ValidServiceSpec>, expected: Expected) {
         if self.services.writing(&spec.name) {
             self.services
                 .queue(reply, Request::ReplaceService { spec, expected });
@@ -308,8 +308,8 @@ impl Machine {
         }
         let error = match self.services.spec(&spec.name).map(ServiceSpec::version) {
             None => CommandError::NotFound(format!("service {}", spec.name)),
-            Some(now) if now != expected => CommandError::PreconditionFailed(format!(
-                "service {} changed since it was read (version {expected}, now {now}); \
+            Some(now) if !expected.admits(&now) => CommandError::PreconditionFailed(format!(
+                "service {} changed since it was read ({expected}, now {now}); \
                  nothing was done: read it again and redo the change",
                 spec.name
             )),

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use super::*;
-use crate::scheduler::commands::CommandError;
+use crate::scheduler::commands::{CommandError, Expected};
 
 /// `web` with `instances` and the label `op` (one per change, so that a
 /// write tells which change it is).
@@ -25,7 +25,7 @@ fn web(instances: u32, op: usize) -> ServiceSpec {
 fn replace(spec: ServiceSpec, expected: &str) -> Request {
     Request::ReplaceService {
         spec: Box::new(valid(spec)),
-        expected: expected.to_string(),
+        expected: Expected::version(expected),
     }
 }
 
@@ -43,6 +43,50 @@ async fn a_change_made_on_the_stored_version_replaces_the_service() {
     h.answer_all();
     assert!(matches!(h.reply(id), Some(Answer::Service(Ok(true)))));
     assert_eq!(h.store.services["web"].0.spec.instances, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn star_replaces_any_stored_spec_and_a_list_any_of_its_versions() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let any = h.command(Request::ReplaceService {
+        spec: Box::new(valid(web(2, 1))),
+        expected: Expected::Any,
+    });
+    h.answer_all();
+    assert!(matches!(h.reply(any), Some(Answer::Service(Ok(true)))));
+    let now = stored_version(&h);
+    let listed = h.command(Request::ReplaceService {
+        spec: Box::new(valid(web(3, 2))),
+        expected: Expected::OneOf(vec!["no-such".into(), now]),
+    });
+    h.answer_all();
+    assert!(matches!(h.reply(listed), Some(Answer::Service(Ok(true)))));
+    assert_eq!(h.store.services["web"].0.spec.instances, 3);
+    // Only weak tags: nothing matches, nothing is written.
+    let weak = h.command(Request::ReplaceService {
+        spec: Box::new(valid(web(4, 3))),
+        expected: Expected::OneOf(Vec::new()),
+    });
+    assert!(h.stores.is_empty(), "nothing is written");
+    assert!(matches!(
+        h.reply(weak),
+        Some(Answer::Service(Err(CommandError::PreconditionFailed(_))))
+    ));
+    // `*` on a service that is not stored: not found, nothing created.
+    let mut spec = web(1, 4);
+    spec.name = "api".into();
+    let absent = h.command(Request::ReplaceService {
+        spec: Box::new(valid(spec)),
+        expected: Expected::Any,
+    });
+    assert!(h.stores.is_empty(), "nothing is written");
+    assert!(matches!(
+        h.reply(absent),
+        Some(Answer::Service(Err(CommandError::NotFound(_))))
+    ));
+    assert!(!h.store.services.contains_key("api"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -111,8 +155,11 @@ async fn a_change_to_a_deleted_service_is_not_found() {
 enum Op {
     /// An unconditional put.
     Put,
-    /// A change made on the version stored `ago` changes back (modulo).
-    Replace { ago: usize },
+    /// A change made on the version stored `ago` changes back (modulo),
+    /// and, with `also`, on that one too (an `If-Match` list).
+    Replace { ago: usize, also: Option<usize> },
+    /// A change on any stored spec (`If-Match: *`).
+    ReplaceAny,
     /// The oldest store operation is answered.
     AnswerOne,
 }
@@ -120,7 +167,9 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => Just(Op::Put),
-        4 => (0usize..4).prop_map(|ago| Op::Replace { ago }),
+        4 => (0usize..4, prop::option::of(0usize..4))
+            .prop_map(|(ago, also)| Op::Replace { ago, also }),
+        1 => Just(Op::ReplaceAny),
         4 => Just(Op::AnswerOne),
     ]
 }
@@ -157,7 +206,7 @@ fn run_case(ops: &[Op]) -> Result<(), String> {
         // Versions stored, oldest first; per change: what it expected
         // (`None`: a put) and the version it was written over.
         let mut stored = vec![stored_version(&h)];
-        let mut expected: HashMap<usize, (ReplyId, Option<String>)> = HashMap::new();
+        let mut expected: HashMap<usize, (ReplyId, Option<Expected>)> = HashMap::new();
         // The changes made on the version stored while nothing was written.
         let mut current: Vec<usize> = Vec::new();
         let mut over: HashMap<usize, String> = HashMap::new();
@@ -168,13 +217,28 @@ fn run_case(ops: &[Op]) -> Result<(), String> {
                     let id = h.command(Request::PutService(Box::new(valid(web(2, n)))));
                     expected.insert(n, (id, None));
                 }
-                Op::Replace { ago } => {
-                    let at = stored[stored.len() - 1 - ago % stored.len()].clone();
-                    if h.stores.is_empty() && stored.last() == Some(&at) {
+                Op::Replace { ago, also } => {
+                    let version =
+                        |ago: usize| stored[stored.len() - 1 - ago % stored.len()].clone();
+                    let mut versions = vec![version(*ago)];
+                    versions.extend(also.map(version));
+                    if h.stores.is_empty() && versions.iter().any(|v| stored.last() == Some(v)) {
                         current.push(n);
                     }
-                    let id = h.command(replace(web(3, n), &at));
-                    expected.insert(n, (id, Some(at)));
+                    let condition = Expected::OneOf(versions);
+                    let id = h.command(Request::ReplaceService {
+                        spec: Box::new(valid(web(3, n))),
+                        expected: condition.clone(),
+                    });
+                    expected.insert(n, (id, Some(condition)));
+                }
+                Op::ReplaceAny => {
+                    current.push(n);
+                    let id = h.command(Request::ReplaceService {
+                        spec: Box::new(valid(web(3, n))),
+                        expected: Expected::Any,
+                    });
+                    expected.insert(n, (id, Some(Expected::Any)));
                 }
                 Op::AnswerOne => answer_one(&mut h, &mut over, &mut stored),
             }
@@ -185,7 +249,9 @@ fn run_case(ops: &[Op]) -> Result<(), String> {
         for (n, (id, condition)) in &expected {
             let answer = h.reply(*id);
             match (answer, condition) {
-                (Some(Answer::Service(Ok(_))), Some(v)) if over.get(n) != Some(v) => {
+                (Some(Answer::Service(Ok(_))), Some(v))
+                    if !over.get(n).is_some_and(|at| v.admits(at)) =>
+                {
                     return Err(format!(
                         "change {n} made on {v} was written over {:?}",
                         over.get(n)

@@ -1,4 +1,6 @@
-//! Named admin tokens, read from `--admin-token-file`.
+//! Named admin tokens, read from `--admin-token-file` by the replicas and
+//! from `--token-file` by `mesos-appliance ctl` (`docs/cli.md`): one file
+//! format, parsed here for both.
 //!
 //! The file holds one token per line as `name:token`, so that the audit
 //! trail can say *who* acted (the name; never the token). Blank lines and
@@ -112,6 +114,38 @@ pub fn read_token_file(path: &Path) -> Result<Vec<AdminToken>, String> {
     parse_token_file(&text)
 }
 
+/// The token `ctl` sends out of a token file's `tokens`: the only one, or
+/// the one named `name` (`--token-name`). A name given with a single-entry
+/// file must still be that entry's.
+///
+/// # Errors
+/// Several tokens and no name, or no token of that name; the message lists
+/// the names (never a token).
+pub fn choose_token<'a>(
+    tokens: &'a [AdminToken],
+    name: Option<&str>,
+) -> Result<&'a AdminToken, String> {
+    let names = || {
+        tokens
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (tokens, name) {
+        ([only], None) => Ok(only),
+        (_, None) => Err(format!(
+            "the file holds {} tokens ({}); pick one with --token-name NAME",
+            tokens.len(),
+            names()
+        )),
+        (_, Some(name)) => tokens
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| format!("no token named {name:?} in the file; it holds {}", names())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,5 +189,32 @@ mod tests {
         }
         let debug = format!("{:?}", AdminToken::new("a", "s3cret"));
         assert!(!debug.contains("s3cret"), "{debug}");
+    }
+
+    #[test]
+    fn ctl_picks_the_only_token_or_the_named_one() {
+        let one = parse_token_file("ci:tok-ci\n").unwrap();
+        assert_eq!(choose_token(&one, None).unwrap().token, "tok-ci");
+        assert_eq!(choose_token(&one, Some("ci")).unwrap().token, "tok-ci");
+        let legacy = parse_token_file("tok-alone\n").unwrap();
+        assert_eq!(choose_token(&legacy, None).unwrap().token, "tok-alone");
+        let two = parse_token_file("alice:s3cret-a\nbob:s3cret-b\n").unwrap();
+        assert_eq!(choose_token(&two, Some("bob")).unwrap().token, "s3cret-b");
+        for (name, says) in [
+            (
+                None,
+                "holds 2 tokens (alice, bob); pick one with --token-name",
+            ),
+            (
+                Some("carol"),
+                "no token named \"carol\" in the file; it holds alice, bob",
+            ),
+        ] {
+            let e = choose_token(&two, name).unwrap_err();
+            assert!(e.contains(says), "{e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+        let e = choose_token(&one, Some("bob")).unwrap_err();
+        assert!(e.contains("it holds ci"), "{e}");
     }
 }
