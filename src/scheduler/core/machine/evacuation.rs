@@ -17,7 +17,9 @@
 //!   the evacuation's floor, when it has one (a drain's `min_healthy`;
 //!   maintenance has none: its floor was checked when the inverse offer was
 //!   accepted). Kills of one pass count against the floor one after the
-//!   other. The floor is capped at the service's `instances`, one rule for
+//!   other; only an available task's kill lowers the count, so a leaver
+//!   that is not available goes whatever the floor. The floor is capped
+//!   at the service's `instances`, one rule for
 //!   every leaver: a move keeps `instances` available (the replacement
 //!   first, then the kill), so a floor above them would hold the task
 //!   forever; the reason of a wait says when the floor was capped;
@@ -164,11 +166,16 @@ pub(super) fn step(
         ),
         _ => String::new(),
     };
+    // Only the kill of an available task lowers the count the floor
+    // guards: a leaver that is not available (unhealthy, not running
+    // yet) goes whatever the floor (waiting for the service to come back
+    // above it would only keep a useless task).
+    let lowers = judge.available(task, now);
+    let after = available.saturating_sub(u32::from(lowers));
     if !wants_instance(spec, task.instance) {
         // No copy is wanted: the floor only.
-        let after = available.saturating_sub(u32::from(judge.available(task, now)));
         return match floor {
-            Some(floor) if after < floor => Step::Floor {
+            Some(floor) if lowers && after < floor => Step::Floor {
                 replacement: None,
                 why: format!(
                     "{} no longer wants instance {}, but its kill would drop {} below {floor} \
@@ -189,26 +196,23 @@ pub(super) fn step(
     }
     let ready = copies.iter().find(|o| judge.available(o, now));
     match (ready, copies.first()) {
-        (Some(copy), _) => {
-            let after = available.saturating_sub(u32::from(judge.available(task, now)));
-            match floor {
-                Some(floor) if after < floor => Step::Floor {
-                    replacement: Some(copy.task_id.clone()),
-                    why: format!(
-                        "would drop {} below {floor} healthy ({}{available} available now)",
-                        spec.name,
-                        capped(floor)
-                    ),
-                },
-                _ => {
-                    *available = after;
-                    Step::Kill {
-                        replacement: copy.task_id.clone(),
-                        why: leave.why,
-                    }
+        (Some(copy), _) => match floor {
+            Some(floor) if lowers && after < floor => Step::Floor {
+                replacement: Some(copy.task_id.clone()),
+                why: format!(
+                    "would drop {} below {floor} healthy ({}{available} available now)",
+                    spec.name,
+                    capped(floor)
+                ),
+            },
+            _ => {
+                *available = after;
+                Step::Kill {
+                    replacement: copy.task_id.clone(),
+                    why: leave.why,
                 }
             }
-        }
+        },
         (None, Some(copy)) => Step::WaitForHealth {
             replacement: copy.task_id.clone(),
             why: format!(

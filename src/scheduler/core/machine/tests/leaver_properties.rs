@@ -117,7 +117,7 @@ pub(super) fn unwanted_kill(h: &Harness, record: &TaskRecord) -> Option<String> 
         return None;
     }
     let (drain, _) = h.store.drains.get(record.agent_id.as_str())?;
-    let (after, floor) = after_kill(h, record, stored, spec, drain);
+    let (after, floor) = after_kill(h, record, stored, spec, drain)?;
     (after < floor).then(|| {
         format!(
             "unwanted {} killed leaving {after} available of {} (floor {floor})",
@@ -129,15 +129,25 @@ pub(super) fn unwanted_kill(h: &Harness, record: &TaskRecord) -> Option<String> 
 /// For a drain's kill of `record` (stored as `stored`) of `spec`: the
 /// service's available tasks once it and the kills on their way to the
 /// store are done, and the drain's floor capped at the instances
-/// (`evacuation.rs`). Both properties' watches judge a drain kill by it.
+/// (`evacuation.rs`); `None` when the task is not available as the
+/// machine last knew it (the record without its kill): its kill lowers
+/// no count, whatever the floor. Both properties' watches judge a drain
+/// kill by it.
 pub(super) fn after_kill(
     h: &Harness,
     record: &TaskRecord,
     stored: &TaskRecord,
     spec: &ServiceSpec,
     drain: &crate::scheduler::drains::DrainRecord,
-) -> (u32, u32) {
+) -> Option<(u32, u32)> {
     let now = h.machine.clock.unix(Instant::now());
+    let known = TaskRecord {
+        kill: None,
+        ..record.clone()
+    };
+    if !rules::is_available(spec, &known, now) {
+        return None;
+    }
     let killing: HashSet<&str> = h
         .stores
         .iter()
@@ -155,10 +165,10 @@ pub(super) fn after_kill(
         .filter(|(r, _)| rules::is_available(spec, r, now))
         .count() as u32;
     let after = available.saturating_sub(u32::from(rules::is_available(spec, stored, now)));
-    (
+    Some((
         after,
         drain.min_healthy.floor(spec.instances).min(spec.instances),
-    )
+    ))
 }
 
 fn watch(h: &Harness, effect: &Effect) -> Option<String> {

@@ -403,3 +403,30 @@ async fn a_new_spec_during_a_drain_moves_leavers_copy_first() {
         "{marked:?}"
     );
 }
+
+/// Only an available task's kill lowers the count a drain's floor
+/// guards: an unwanted leaver that is unhealthy goes at once although the
+/// service is below the floor (its kill changes nothing there; waiting
+/// kept a useless task and the drain running). Both of `web`'s tasks are
+/// unhealthy; agent-1 is drained with `min_healthy: 1`; `web` is scaled
+/// to one instance.
+#[tokio::test(start_paused = true)]
+async fn an_unwanted_leaver_that_is_not_available_goes_whatever_the_floor() {
+    let (spec, mut tasks) = web(2);
+    for t in &mut tasks {
+        t.healthy = Some(false);
+    }
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    start_drain(&mut h, "agent-1", MinHealthy::Count(1));
+    h.drain_call_log();
+    h.command(Request::PutService(Box::new(valid(service("web", 1)))));
+    h.answer_all();
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    assert_eq!(killed(&h.drain_call_log()), ["web.1.stored"]);
+    let reason = kill_reason(&h, "web.1.stored").unwrap_or_default();
+    assert!(reason.starts_with("scaled down"), "{reason}");
+    ends_done(&mut h, "web.1.stored", "agent-1", "k1").await;
+}

@@ -475,7 +475,7 @@ fn drain_watch(h: &Harness, effect: &Effect) -> Option<String> {
             let spec = &service.spec;
             WATCHED.with(|w| w.borrow_mut().reach.drain_kills += 1);
             let (after, floor) =
-                super::leaver_properties::after_kill(h, record, stored, spec, drain);
+                super::leaver_properties::after_kill(h, record, stored, spec, drain)?;
             (after < floor).then(|| {
                 format!(
                     "drain killed {} leaving {after} available of {} (floor {floor})",
