@@ -1073,6 +1073,8 @@ mod tests {
             then_error: None,
             reactivated: false,
             reactivate_error: None,
+            reactivate_tries: 0,
+            reactivate_retry: false,
             ended: None,
         };
         let with = |record: &DrainRecord| {

@@ -84,6 +84,8 @@ fn drain(state: DrainState, tasks: Vec<DrainTask>) -> DrainStatus {
         then_error: None,
         reactivated: false,
         reactivate_error: None,
+        reactivate_tries: 0,
+        reactivate_retry: false,
         ended: None,
     };
     DrainStatus::new(&record, tasks)

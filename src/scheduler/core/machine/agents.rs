@@ -89,6 +89,11 @@ impl AgentTable {
         self.by_id.get(agent).map(|e| e.hostname.as_str())
     }
 
+    /// The state of `agent`, when the table lists it.
+    pub(super) fn state(&self, agent: &str) -> Option<AgentState> {
+        self.by_id.get(agent).map(|e| e.state)
+    }
+
     /// True when the table lists `agent`.
     pub(super) fn knows(&self, agent: &str) -> bool {
         self.by_id.contains_key(agent)

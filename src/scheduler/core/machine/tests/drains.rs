@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::scheduler::commands::CommandError;
+use crate::scheduler::core::io::OperatorFailure;
 use crate::scheduler::drains::{DrainProgress, DrainRecord, DrainState, MinHealthy, ThenAction};
 
 fn start(h: &mut Harness, agent: &str, min_healthy: MinHealthy, then: ThenAction) -> ReplyId {
@@ -344,6 +345,8 @@ async fn a_new_leader_continues_a_stored_drain() {
         then_error: None,
         reactivated: false,
         reactivate_error: None,
+        reactivate_tries: 0,
+        reactivate_retry: false,
         ended: None,
     };
     h.store.drains.insert("agent-0".into(), (record.clone(), 4));
@@ -713,4 +716,182 @@ async fn a_drain_cancelled_while_running_keeps_its_tasks_as_they_stood() {
         stored_drain(&h, "agent-0").is_some_and(|d| d.ended.is_some()),
         "stored with the record"
     );
+}
+
+/// The REACTIVATE_AGENT calls in flight for `agent-5`.
+fn reactivations(h: &Harness) -> Vec<RequestId> {
+    h.operators
+        .iter()
+        .filter(|(_, op)| {
+            matches!(op, OperatorOp::ReactivateAgent { agent, .. } if agent.as_str() == "agent-5")
+        })
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+/// Answers the operator call `id` with `result`.
+fn answer_call(h: &mut Harness, id: RequestId, result: Result<(), OperatorFailure>) {
+    h.operators.retain(|(i, _)| *i != id);
+    h.feed(Input::Operator {
+        id,
+        answer: OperatorAnswer::AgentCalled(result),
+    });
+    h.answer_stores();
+}
+
+/// The master's 400 of REACTIVATE_AGENT while the agent drains
+/// (`Master::Http::_reactivateAgent` in `src/master/http.cpp`).
+fn still_draining() -> Result<(), OperatorFailure> {
+    Err(OperatorFailure::Failed(
+        crate::mesos::operator::OperatorError::Refused {
+            status: 400,
+            body: crate::mesos::operator::STILL_DRAINING.into(),
+        },
+    ))
+}
+
+/// Answers the GET_AGENTS calls in flight: agent-5 with its drain at the
+/// master in `state`.
+fn list_agent_5(h: &mut Harness, state: v1::DrainState) {
+    let polls: Vec<RequestId> = h
+        .operators
+        .iter()
+        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    h.operators
+        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
+    for id in polls {
+        let agent = super::agents::listed("agent-5", true, Some(state));
+        h.feed(Input::Operator {
+            id,
+            answer: OperatorAnswer::Agents(Ok(vec![agent])),
+        });
+    }
+    h.answer_stores();
+}
+
+/// [`drained_empty_agent`] with `then: drain_agent` answered, the master's
+/// agent DRAINING (other frameworks' tasks there), the drain cancelled and
+/// its first REACTIVATE_AGENT refused as "still DRAINING".
+async fn refused_while_draining() -> Harness {
+    let mut h = drained_empty_agent(ThenAction::DrainAgent);
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_stores();
+    h.advance(Duration::from_secs(2)).await;
+    let (call, _) = h
+        .operators
+        .iter()
+        .find(|(_, op)| matches!(op, OperatorOp::DrainAgent { .. }))
+        .cloned()
+        .expect("DRAIN_AGENT");
+    answer_call(&mut h, call, Ok(()));
+    list_agent_5(&mut h, v1::DrainState::Draining);
+    let cancel = h.command(Request::CancelDrain {
+        agent_id: "agent-5".into(),
+        by: "ops".into(),
+    });
+    h.answer_stores();
+    drain_answer(&h, cancel).expect("cancelled");
+    h.advance(Duration::from_secs(1)).await;
+    let calls = reactivations(&h);
+    assert_eq!(calls.len(), 1, "{:?}", h.operators);
+    answer_call(&mut h, calls[0], still_draining());
+    h
+}
+
+/// A drain with `then: drain_agent` cancelled while the master's agent is
+/// still DRAINING: the master refuses REACTIVATE_AGENT; the refusal is
+/// stored and shown, and the call is sent again once GET_AGENTS shows the
+/// agent DRAINED — not before; accepted, the drain shows it reactivated.
+/// (Before, the refusal was final and the agent stayed drained at the
+/// master.)
+#[tokio::test(start_paused = true)]
+async fn a_reactivate_refused_while_draining_is_sent_again_once_drained() {
+    let mut h = refused_while_draining().await;
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(stored.reactivate_retry && !stored.reactivated, "{stored:?}");
+    assert_eq!(stored.reactivate_tries, 1);
+    let error = stored.reactivate_error.unwrap_or_default();
+    assert!(error.contains("still in the DRAINING state"), "{error}");
+    assert!(
+        error.contains("sent again once GET_AGENTS shows it DRAINED"),
+        "{error}"
+    );
+    let shown = shown_drain(h.snapshot().await, "agent-5").expect("shown");
+    assert!(shown.reactivate_retry, "{shown:?}");
+    // The master still drains: nothing is sent.
+    for _ in 0..3 {
+        h.advance(Duration::from_secs(6)).await;
+        list_agent_5(&mut h, v1::DrainState::Draining);
+        h.advance(Duration::from_secs(1)).await;
+        assert!(reactivations(&h).is_empty(), "{:?}", h.operators);
+    }
+    // DRAINED: sent again, once.
+    h.advance(Duration::from_secs(6)).await;
+    list_agent_5(&mut h, v1::DrainState::Drained);
+    h.advance(Duration::from_secs(1)).await;
+    let calls = reactivations(&h);
+    assert_eq!(calls.len(), 1, "{:?}", h.operators);
+    answer_call(&mut h, calls[0], Ok(()));
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(stored.reactivated && !stored.reactivate_retry, "{stored:?}");
+    assert_eq!(
+        (stored.reactivate_tries, stored.reactivate_error),
+        (2, None)
+    );
+    h.advance(Duration::from_secs(6)).await;
+    list_agent_5(&mut h, v1::DrainState::Drained);
+    h.advance(Duration::from_secs(6)).await;
+    assert!(reactivations(&h).is_empty(), "called once more only");
+}
+
+/// The retries are bounded: refused again and again while GET_AGENTS
+/// shows the agent DRAINED, at most `REACTIVATE_TRIES` calls, at most one
+/// per GET_AGENTS poll; then the error says what the operator does.
+#[tokio::test(start_paused = true)]
+async fn a_reactivate_refused_while_draining_is_sent_a_bounded_number_of_times() {
+    use crate::scheduler::core::machine::drains::REACTIVATE_TRIES;
+    let mut h = refused_while_draining().await;
+    let mut calls = 1;
+    for _ in 0..20 {
+        h.advance(Duration::from_secs(1)).await;
+        list_agent_5(&mut h, v1::DrainState::Drained);
+        h.advance(Duration::from_secs(1)).await;
+        let now = reactivations(&h);
+        assert!(now.len() <= 1, "{:?}", h.operators);
+        for id in now {
+            calls += 1;
+            answer_call(&mut h, id, still_draining());
+        }
+    }
+    assert_eq!(calls, REACTIVATE_TRIES);
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(
+        !stored.reactivate_retry && !stored.reactivated,
+        "{stored:?}"
+    );
+    let error = stored.reactivate_error.unwrap_or_default();
+    assert!(
+        error.contains("not sent again") && error.contains("call REACTIVATE_AGENT at the master"),
+        "{error}"
+    );
+}
+
+/// The retries are bounded in time too: an agent still DRAINING an hour
+/// after the cancel is left to the operator, and the error says so.
+#[tokio::test(start_paused = true)]
+async fn a_reactivate_waiting_for_drained_gives_up_after_its_time() {
+    use crate::scheduler::core::machine::drains::REACTIVATE_RETRY_FOR;
+    let mut h = refused_while_draining().await;
+    h.advance(REACTIVATE_RETRY_FOR).await;
+    h.answer_stores();
+    h.advance(Duration::from_secs(1)).await;
+    list_agent_5(&mut h, v1::DrainState::Drained);
+    h.advance(Duration::from_secs(6)).await;
+    assert!(reactivations(&h).is_empty(), "{:?}", h.operators);
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(!stored.reactivate_retry, "{stored:?}");
+    let error = stored.reactivate_error.unwrap_or_default();
+    assert!(error.contains("not DRAINED within 3600 s"), "{error}");
 }
