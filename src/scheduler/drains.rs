@@ -224,7 +224,7 @@ pub struct DrainRecord {
     /// was still DRAINING (`Master::Http::_reactivateAgent` in
     /// `src/master/http.cpp`): the leader sends it again once GET_AGENTS
     /// shows the agent DRAINED, a bounded number of times within a bounded
-    /// time (`docs/draining.md`, "Cancel").
+    /// time (`docs/draining.md`, "The API").
     #[serde(default)]
     pub reactivate_retry: bool,
     /// How it stood when it ended (became done, or was cancelled while

@@ -94,6 +94,11 @@ impl AgentTable {
         self.by_id.get(agent).map(|e| e.state)
     }
 
+    /// The state of `agent` and since when (unix seconds), when listed.
+    pub(super) fn state_since(&self, agent: &str) -> Option<(AgentState, f64)> {
+        self.by_id.get(agent).map(|e| (e.state, e.since))
+    }
+
     /// True when the table lists `agent`.
     pub(super) fn knows(&self, agent: &str) -> bool {
         self.by_id.contains_key(agent)

@@ -73,8 +73,10 @@ pub(super) struct Drains {
     writing: BTreeSet<AgentId>,
     /// Agents whose `then` call is in flight.
     calling: BTreeSet<AgentId>,
-    /// A refused `REACTIVATE_AGENT` is not sent again before this.
-    reactivate_after: BTreeMap<AgentId, Instant>,
+    /// A refused `REACTIVATE_AGENT` is not sent again before the instant;
+    /// the unix time of the refusal (what the agent table learnt since is
+    /// the master's word after it).
+    reactivate_after: BTreeMap<AgentId, (Instant, f64)>,
 }
 
 /// What a drain request in flight was for.
@@ -623,15 +625,22 @@ impl Machine {
                 .drains
                 .reactivate_after
                 .get(agent)
-                .is_none_or(|t| now >= *t)
+                .is_none_or(|(t, _)| now >= *t)
     }
 
     /// Why a retried `REACTIVATE_AGENT` of `drain` is not sent again, at
     /// unix time `at`: the retry time ran out, or the master lists the
-    /// agent active (someone reactivated it); `None` while it waits.
+    /// agent active since the refusal (someone reactivated it; an older
+    /// "active" of the table is from before the master's drain began);
+    /// `None` while it waits.
     fn retry_settled(&self, drain: &DrainRecord, at: f64) -> Option<String> {
         let last = drain.reactivate_error.as_deref().unwrap_or("refused");
-        if self.agents.state(&drain.agent_id) == Some(AgentState::Active) {
+        let refused_at = self.drains.reactivate_after.get(&drain.agent_id);
+        let active_since_refusal = match (self.agents.state_since(&drain.agent_id), refused_at) {
+            (Some((AgentState::Active, since)), Some((_, refused))) => since > *refused,
+            _ => false,
+        };
+        if active_since_refusal {
             return Some(format!(
                 "{last}; since then GET_AGENTS lists the agent active (reactivated at the \
                  master): nothing is left to do"
@@ -693,7 +702,7 @@ impl Machine {
                 if retry {
                     self.drains
                         .reactivate_after
-                        .insert(agent.clone(), now + AGENTS_POLL);
+                        .insert(agent.clone(), (now + AGENTS_POLL, at));
                 }
                 let error = match drain.then {
                     ThenAction::DrainAgent if retry => format!(
@@ -722,7 +731,7 @@ impl Machine {
                     },
                     format!(
                         "REACTIVATE_AGENT of agent {agent} failed: {e}; the master may still \
-                         hold the agent{} (docs/draining.md, \"Cancel\")",
+                         hold the agent{} (docs/draining.md, \"The API\")",
                         if retry {
                             "; sent again once GET_AGENTS shows it DRAINED"
                         } else {

@@ -895,3 +895,85 @@ async fn a_reactivate_waiting_for_drained_gives_up_after_its_time() {
     let error = stored.reactivate_error.unwrap_or_default();
     assert!(error.contains("not DRAINED within 3600 s"), "{error}");
 }
+
+/// An agent the table still shows active from before the master's drain
+/// (no GET_AGENTS since DRAIN_AGENT) does not end the retry: only the
+/// master's word after the refusal does. Listed active after it (someone
+/// reactivated it at the master), the retry ends with nothing left to do.
+#[tokio::test(start_paused = true)]
+async fn a_reactivate_retry_ends_only_on_an_active_listed_after_the_refusal() {
+    let mut h = drained_empty_agent(ThenAction::DrainAgent);
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_stores();
+    h.advance(Duration::from_secs(2)).await;
+    let (call, _) = h
+        .operators
+        .iter()
+        .find(|(_, op)| matches!(op, OperatorOp::DrainAgent { .. }))
+        .cloned()
+        .expect("DRAIN_AGENT");
+    answer_call(&mut h, call, Ok(()));
+    // No GET_AGENTS since: the table shows agent-5 active (its offer).
+    let cancel = h.command(Request::CancelDrain {
+        agent_id: "agent-5".into(),
+        by: "ops".into(),
+    });
+    h.answer_stores();
+    drain_answer(&h, cancel).expect("cancelled");
+    h.advance(Duration::from_secs(1)).await;
+    let calls = reactivations(&h);
+    assert_eq!(calls.len(), 1, "{:?}", h.operators);
+    answer_call(&mut h, calls[0], still_draining());
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_stores();
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(stored.reactivate_retry, "{stored:?}");
+    // The master lists it active after the refusal: nothing left to do.
+    h.advance(Duration::from_secs(6)).await;
+    let polls: Vec<RequestId> = h
+        .operators
+        .iter()
+        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    h.operators
+        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
+    for id in polls {
+        h.feed(Input::Operator {
+            id,
+            answer: OperatorAnswer::Agents(Ok(vec![super::agents::listed("agent-5", true, None)])),
+        });
+    }
+    h.answer_stores();
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_stores();
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    // Deactivated, not drained: still waiting.
+    assert!(stored.reactivate_retry, "{stored:?}");
+    h.advance(Duration::from_secs(6)).await;
+    let polls: Vec<RequestId> = h
+        .operators
+        .iter()
+        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    h.operators
+        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
+    for id in polls {
+        h.feed(Input::Operator {
+            id,
+            answer: OperatorAnswer::Agents(Ok(vec![super::agents::listed("agent-5", false, None)])),
+        });
+    }
+    h.answer_stores();
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_stores();
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(
+        !stored.reactivate_retry && !stored.reactivated,
+        "{stored:?}"
+    );
+    let error = stored.reactivate_error.unwrap_or_default();
+    assert!(error.contains("nothing is left to do"), "{error}");
+    assert!(reactivations(&h).is_empty(), "{:?}", h.operators);
+}
