@@ -59,6 +59,9 @@ struct Entry {
     hostname: String,
     state: AgentState,
     since: f64,
+    /// GET_AGENTS' `registered_time` and `reregistered_time`, seconds.
+    registered: Option<f64>,
+    reregistered: Option<f64>,
 }
 
 /// The leader's agent table (see the module doc).
@@ -128,6 +131,8 @@ impl Machine {
                 hostname: String::new(),
                 state,
                 since: at,
+                registered: None,
+                reregistered: None,
             }
         });
         if let Some(h) = hostname.filter(|h| !h.is_empty() && *h != entry.hostname) {
@@ -293,6 +298,18 @@ impl Machine {
             };
             let state = listed_state(agent);
             self.set_agent(&id, Some(&agent.agent_info.hostname), state, now);
+            // The master's times (`Master::Http::getAgents`): unlike
+            // `since`, they outlive this leader's subscription.
+            let times = (
+                seconds(agent.registered_time.as_ref()),
+                seconds(agent.reregistered_time.as_ref()),
+            );
+            if let Some(e) = self.agents.by_id.get_mut(&id)
+                && (e.registered, e.reregistered) != times
+            {
+                (e.registered, e.reregistered) = times;
+                self.out.dirty = true;
+            }
             seen.insert(id);
         }
         let missing: Vec<AgentId> = self
@@ -363,6 +380,8 @@ impl Machine {
                 hostname: e.hostname.clone(),
                 state: e.state,
                 since: e.since,
+                registered_time: e.registered,
+                reregistered_time: e.reregistered,
                 maintenance: self
                     .maintenance_windows()
                     .get(id)
@@ -375,6 +394,11 @@ impl Machine {
             })
             .collect()
     }
+}
+
+/// A `TimeInfo` in seconds since the UNIX epoch.
+fn seconds(t: Option<&v1::TimeInfo>) -> Option<f64> {
+    t.map(|t| t.nanoseconds as f64 / 1e9)
 }
 
 /// A GET_AGENTS entry's state: the drain first, then deactivation.
