@@ -77,6 +77,8 @@ pub(super) struct AgentTable {
     declined: BTreeSet<AgentId>,
     /// The last GET_AGENTS failure was logged (one event per outage).
     failing: bool,
+    /// When the last GET_AGENTS answer arrived.
+    listed_at: Option<Instant>,
 }
 
 impl AgentTable {
@@ -100,6 +102,12 @@ impl AgentTable {
     /// The state of `agent` and since when (unix seconds), when listed.
     pub(super) fn state_since(&self, agent: &str) -> Option<(AgentState, f64)> {
         self.by_id.get(agent).map(|e| (e.state, e.since))
+    }
+
+    /// When the last GET_AGENTS answer arrived (the states it set are the
+    /// master's word from then).
+    pub(super) fn listed_at(&self) -> Option<Instant> {
+        self.listed_at
     }
 
     /// True when the table lists `agent`.
@@ -291,6 +299,7 @@ impl Machine {
             _ => return,
         };
         self.agents.failing = false;
+        self.agents.listed_at = Some(now);
         let mut seen = BTreeSet::new();
         for agent in &listed {
             let Some(id) = agent.agent_info.id.as_ref().map(AgentId::from) else {

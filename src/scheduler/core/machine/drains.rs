@@ -23,7 +23,7 @@
 //!   DRAINING — other frameworks' tasks there; the refusal is stored and
 //!   the call is sent again once GET_AGENTS shows the agent DRAINED, at
 //!   most [`REACTIVATE_TRIES`] calls within [`REACTIVATE_RETRY_FOR`] of
-//!   the cancel, at most one per [`AGENTS_POLL`]; past them the stored
+//!   the cancel, at most one per GET_AGENTS answer; past them the stored
 //!   error says what the operator does, `docs/draining.md`).
 //!
 //! Every write is a compare-and-set on the version the leader read or
@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::agents::AGENTS_POLL;
 use super::audit::Decision;
 use super::evacuation::{self, Leave};
 use super::{Machine, Pending};
@@ -73,9 +72,9 @@ pub(super) struct Drains {
     writing: BTreeSet<AgentId>,
     /// Agents whose `then` call is in flight.
     calling: BTreeSet<AgentId>,
-    /// A refused `REACTIVATE_AGENT` is not sent again before the instant;
-    /// the unix time of the refusal (what the agent table learnt since is
-    /// the master's word after it).
+    /// When a `REACTIVATE_AGENT` was refused, as an instant and in unix
+    /// seconds: what the agent table learnt since is the master's word
+    /// after the refusal.
     reactivate_after: BTreeMap<AgentId, (Instant, f64)>,
 }
 
@@ -490,8 +489,7 @@ impl Machine {
                     settled.push((drain.clone(), *version, why));
                 }
                 DrainState::Cancelled
-                    if (Drains::to_reactivate(drain)
-                        || self.reactivate_again(agent, drain, now))
+                    if (Drains::to_reactivate(drain) || self.reactivate_again(agent, drain))
                         && !self.drains.calling.contains(agent)
                         && self.framework.is_subscribed() =>
                 {
@@ -616,16 +614,20 @@ impl Machine {
     }
 
     /// True when the refused `REACTIVATE_AGENT` of `drain` (cancelled) is
-    /// due again: GET_AGENTS shows the agent DRAINED now, and the last
-    /// refusal is at least [`AGENTS_POLL`] old.
-    fn reactivate_again(&self, agent: &AgentId, drain: &DrainRecord, now: Instant) -> bool {
+    /// due again: a GET_AGENTS answered after the refusal shows the agent
+    /// DRAINED (so at most one call per poll, `agents::AGENTS_POLL`). A new
+    /// leader, which knows no refusal of its own, asks on its own first
+    /// DRAINED listing.
+    fn reactivate_again(&self, agent: &AgentId, drain: &DrainRecord) -> bool {
+        let refused = self.drains.reactivate_after.get(agent).map(|(at, _)| *at);
+        let listed_since = match (self.agents.listed_at(), refused) {
+            (Some(listed), Some(refused)) => listed > refused,
+            (listed, None) => listed.is_some(),
+            (None, Some(_)) => false,
+        };
         Drains::retrying(drain)
+            && listed_since
             && self.agents.state(agent) == Some(AgentState::Drained)
-            && self
-                .drains
-                .reactivate_after
-                .get(agent)
-                .is_none_or(|(t, _)| now >= *t)
     }
 
     /// Why a retried `REACTIVATE_AGENT` of `drain` is not sent again, at
@@ -702,7 +704,7 @@ impl Machine {
                 if retry {
                     self.drains
                         .reactivate_after
-                        .insert(agent.clone(), (now + AGENTS_POLL, at));
+                        .insert(agent.clone(), (now, at));
                 }
                 let error = match drain.then {
                     ThenAction::DrainAgent if retry => format!(

@@ -977,3 +977,136 @@ async fn a_reactivate_retry_ends_only_on_an_active_listed_after_the_refusal() {
     assert!(error.contains("nothing is left to do"), "{error}");
     assert!(reactivations(&h).is_empty(), "{:?}", h.operators);
 }
+
+/// One step of [`reactivate_retry_case`].
+#[derive(Debug, Clone)]
+enum RetryOp {
+    /// Answer the GET_AGENTS in flight: agent-5 DRAINING (0), DRAINED
+    /// (1), active (2) or deactivated without a drain (3).
+    List(u8),
+    /// Answer the REACTIVATE_AGENT in flight: accepted, or "still DRAINING".
+    Answer(bool),
+    /// Let this many seconds pass.
+    Wait(u64),
+}
+
+fn retry_op() -> impl proptest::strategy::Strategy<Value = RetryOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u8..4).prop_map(RetryOp::List),
+        3 => any::<bool>().prop_map(RetryOp::Answer),
+        3 => (1u64..8).prop_map(RetryOp::Wait),
+        1 => Just(RetryOp::Wait(700)),
+    ]
+}
+
+/// Answers the GET_AGENTS in flight with agent-5 as `state` says; true
+/// when one was in flight.
+fn list_agent_5_as(h: &mut Harness, state: u8) -> bool {
+    let polls: Vec<RequestId> = h
+        .operators
+        .iter()
+        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    h.operators
+        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
+    let agent = match state {
+        0 => super::agents::listed("agent-5", true, Some(v1::DrainState::Draining)),
+        1 => super::agents::listed("agent-5", true, Some(v1::DrainState::Drained)),
+        2 => super::agents::listed("agent-5", false, None),
+        _ => super::agents::listed("agent-5", true, None),
+    };
+    let answered = !polls.is_empty();
+    for id in polls {
+        h.feed(Input::Operator {
+            id,
+            answer: OperatorAnswer::Agents(Ok(vec![agent.clone()])),
+        });
+    }
+    h.answer_stores();
+    answered
+}
+
+/// Random GET_AGENTS answers, REACTIVATE_AGENT answers and waits after a
+/// "still DRAINING" refusal: at most `REACTIVATE_TRIES` calls in all; a
+/// call after a refusal only once a GET_AGENTS answered since listed the
+/// agent DRAINED; none after one was accepted; a retry still pending at
+/// the end has calls left.
+fn reactivate_retry_case(ops: &[RetryOp]) -> Result<(), String> {
+    use crate::scheduler::core::machine::drains::REACTIVATE_TRIES;
+    paused_runtime()?.block_on(async {
+        let mut h = refused_while_draining().await;
+        let mut seen: Vec<RequestId> = Vec::new();
+        let mut calls = 1u32;
+        // What GET_AGENTS said last since the last refusal.
+        let mut listed_since_refusal: Option<u8> = None;
+        let mut accepted = false;
+        for op in ops {
+            match op {
+                RetryOp::List(state) => {
+                    if list_agent_5_as(&mut h, *state) {
+                        listed_since_refusal = Some(*state);
+                    }
+                }
+                RetryOp::Answer(ok) => {
+                    for id in reactivations(&h) {
+                        if *ok {
+                            accepted = true;
+                            answer_call(&mut h, id, Ok(()));
+                        } else {
+                            listed_since_refusal = None;
+                            answer_call(&mut h, id, still_draining());
+                        }
+                    }
+                }
+                RetryOp::Wait(secs) => h.advance(Duration::from_secs(*secs)).await,
+            }
+            h.answer_stores();
+            for id in reactivations(&h) {
+                if seen.contains(&id) {
+                    continue;
+                }
+                seen.push(id);
+                calls += 1;
+                if accepted {
+                    return Err("REACTIVATE_AGENT sent after one was accepted".into());
+                }
+                if listed_since_refusal != Some(1) {
+                    return Err(format!(
+                        "REACTIVATE_AGENT sent again while GET_AGENTS last said \
+                         {listed_since_refusal:?} since the refusal"
+                    ));
+                }
+                if calls > REACTIVATE_TRIES {
+                    return Err(format!("{calls} REACTIVATE_AGENT calls"));
+                }
+            }
+        }
+        let stored = stored_drain(&h, "agent-5").cloned().ok_or("no drain")?;
+        if stored.reactivated != accepted {
+            return Err(format!("accepted {accepted}, stored {stored:?}"));
+        }
+        if stored.reactivate_retry && stored.reactivate_tries >= REACTIVATE_TRIES {
+            return Err(format!("a retry pending with no call left: {stored:?}"));
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn a_refused_reactivate_is_retried_only_once_drained_and_a_bounded_number_of_times() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&prop::collection::vec(retry_op(), 1..60), |ops| {
+        reactivate_retry_case(&ops).map_err(TestCaseError::fail)
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
