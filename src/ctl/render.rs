@@ -274,10 +274,14 @@ pub fn audit(view: &Value) -> String {
 }
 
 /// An agent's drain (`drain` of `/api/v1/agents`, `docs/draining.md`):
-/// `-`, or its state and task counts.
-fn drain(d: &Value) -> String {
+/// `-`, or its state and task counts (only its state when the replica
+/// asked cannot know the counts: `progress_unknown`).
+fn drain(d: &Value, progress_unknown: bool) -> String {
     if d.is_null() {
         return "-".into();
+    }
+    if progress_unknown && d["state"] == "running" {
+        return "running (progress: ask the leader)".into();
     }
     let stopped = d["stopped"].as_u64().filter(|n| *n > 0);
     format!(
@@ -290,8 +294,16 @@ fn drain(d: &Value) -> String {
     )
 }
 
-/// `agents list`.
+/// `agents list`. A replica that does not lead names the fields it
+/// cannot know (`unknown_fields`): they are shown `-`.
 pub fn agents(view: &Value) -> String {
+    let unknown = |field: &str| {
+        view["unknown_fields"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|f| f == field))
+    };
+    let since_unknown = unknown("agents[].since");
+    let progress_unknown = unknown("agents[].drain.moved");
     let mut t = table(&[
         "ID",
         "HOST",
@@ -313,10 +325,14 @@ pub fn agents(view: &Value) -> String {
             s(&a["agent_id"]),
             s(&a["hostname"]),
             s(&a["state"]),
-            age(&a["since"]),
+            if since_unknown {
+                "-".into()
+            } else {
+                age(&a["since"])
+            },
             a["tasks"].as_array().map_or(0, Vec::len).to_string(),
             maintenance,
-            drain(&a["drain"]),
+            drain(&a["drain"], progress_unknown),
         ]);
     }
     text(&t)
@@ -462,6 +478,17 @@ mod tests {
             text.contains("done: 0 moved, 0 waiting, 0 blocked, 1 stopped"),
             "{text}"
         );
+        // A replica that does not lead: what it cannot know is not shown.
+        let view = json!({"leading": false, "as_of": 1.0,
+            "unknown_fields": ["agents[].state", "agents[].since", "agents[].drain.moved"],
+            "agents": [{"agent_id": "S1", "hostname": "", "state": "unknown", "since": 0.0,
+                "tasks": [], "drain": {"state": "running", "moved": 0, "waiting": 0, "blocked": 0}}]});
+        let text = agents(&view);
+        assert!(
+            text.contains("running (progress: ask the leader)"),
+            "{text}"
+        );
+        assert!(!text.contains("0 moved") && !text.contains("d "), "{text}");
     }
 
     #[test]

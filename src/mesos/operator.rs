@@ -30,6 +30,10 @@ pub type Framework = response::get_frameworks::Framework;
 /// framework (v1 and legacy alike; capture h).
 pub const NO_SUCH_FRAMEWORK: &str = "No framework found with specified ID";
 
+/// The text of the 400 a REACTIVATE_AGENT gets while the agent still drains
+/// (`Master::Http::_reactivateAgent` in `src/master/http.cpp`).
+pub const STILL_DRAINING: &str = "Agent is still in the DRAINING state";
+
 /// Why an operator call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OperatorError {
@@ -63,6 +67,13 @@ impl OperatorError {
     /// True for the 400 a TEARDOWN of an unknown or removed framework gets.
     pub fn is_no_such_framework(&self) -> bool {
         matches!(self, OperatorError::Refused { status: 400, body } if body.contains(NO_SUCH_FRAMEWORK))
+    }
+
+    /// True for the 400 a REACTIVATE_AGENT gets while the agent's drain at
+    /// the master is still DRAINING (`Master::Http::_reactivateAgent` in
+    /// `src/master/http.cpp`: "Agent is still in the DRAINING state").
+    pub fn is_still_draining(&self) -> bool {
+        matches!(self, OperatorError::Refused { status: 400, body } if body.contains(STILL_DRAINING))
     }
 }
 

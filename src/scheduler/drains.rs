@@ -223,6 +223,16 @@ pub struct DrainRecord {
     /// The `REACTIVATE_AGENT` call's failure, if it failed.
     #[serde(default)]
     pub reactivate_error: Option<String>,
+    /// `REACTIVATE_AGENT` calls answered so far (refusals included).
+    #[serde(default)]
+    pub reactivate_tries: u32,
+    /// The last `REACTIVATE_AGENT` was refused while the master's agent
+    /// was still DRAINING (`Master::Http::_reactivateAgent` in
+    /// `src/master/http.cpp`): the leader sends it again once GET_AGENTS
+    /// shows the agent DRAINED, a bounded number of times within a bounded
+    /// time (`docs/draining.md`, "The API").
+    #[serde(default)]
+    pub reactivate_retry: bool,
     /// How it stood when it ended (became done, or was cancelled while
     /// running): shown from then on instead of the task records, which go
     /// on changing (`None` while running, and in records stored before
@@ -363,6 +373,13 @@ pub struct DrainStatus {
     /// deactivated or drained at the master (`docs/draining.md`).
     #[serde(default)]
     pub reactivate_error: Option<String>,
+    /// `REACTIVATE_AGENT` calls answered so far (refusals included).
+    #[serde(default)]
+    pub reactivate_tries: u32,
+    /// Refused while the master's agent was still DRAINING: it is sent
+    /// again once GET_AGENTS shows the agent DRAINED (`docs/draining.md`).
+    #[serde(default)]
+    pub reactivate_retry: bool,
     /// Tasks moved.
     pub moved: usize,
     /// Tasks whose replacement is not available yet.
@@ -416,6 +433,8 @@ impl DrainStatus {
             then_error: record.then_error.clone(),
             reactivated: record.reactivated,
             reactivate_error: record.reactivate_error.clone(),
+            reactivate_tries: record.reactivate_tries,
+            reactivate_retry: record.reactivate_retry,
             moved: count(DrainProgress::Moved),
             waiting: count(DrainProgress::WaitingForHealth),
             blocked: count(DrainProgress::Blocked),

@@ -129,6 +129,10 @@ pub enum AgentState {
     Deactivated,
     /// Removed for good (MARK_AGENT_GONE, or a drain with `mark_gone`).
     Gone,
+    /// Not known here: a replica that does not lead does not ask the
+    /// master; it lists an agent from the task records and drains stored
+    /// in ZooKeeper only (`web::agents::AgentsView`).
+    Unknown,
 }
 
 impl AgentState {
@@ -146,6 +150,7 @@ impl AgentState {
             AgentState::Drained => "drained",
             AgentState::Deactivated => "deactivated",
             AgentState::Gone => "gone",
+            AgentState::Unknown => "unknown",
         }
     }
 }
@@ -170,8 +175,24 @@ pub struct AgentStatus {
     pub hostname: String,
     /// Where it stands.
     pub state: AgentState,
-    /// Since when, seconds since the UNIX epoch.
+    /// Since when this leader sees it in `state`, seconds since the UNIX
+    /// epoch: the leader's own observation, so at the earliest when this
+    /// leader first heard of the agent in its term (a failover starts it
+    /// again). What the master says outlives a failover:
+    /// `registered_time` and `reregistered_time`. `0` where the replica
+    /// cannot know it (`state` `unknown`).
     pub since: f64,
+    /// When the master registered the agent, seconds since the UNIX epoch
+    /// (GET_AGENTS' `registered_time`, `include/mesos/v1/master/master.proto`
+    /// `Response.GetAgents.Agent`); `null` until GET_AGENTS listed it in
+    /// this leader's term, and on a replica that does not lead.
+    #[serde(default)]
+    pub registered_time: Option<f64>,
+    /// When the agent last re-registered with the master (after an agent
+    /// or master restart), GET_AGENTS' `reregistered_time`; `null` when it
+    /// did not, or as `registered_time`.
+    #[serde(default)]
+    pub reregistered_time: Option<f64>,
     /// Its machine's maintenance window, when one is known: the leader
     /// learns it from offers and inverse offers that carry it (`null`
     /// says none was seen, not that none is scheduled).

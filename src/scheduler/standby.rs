@@ -29,12 +29,19 @@
 //! Between rebuilds the standby snapshot shows the view last built, with
 //! the service counts computed from it once per rebuild.
 //!
+//! The agents a follower can know without the master are shown too
+//! (`docs/draining.md`, "On a replica that does not lead"): those of the
+//! live task records (grouped once per rebuild) and those of the drains,
+//! read on every refresh like the services (`drains/<agent_id>`, a few
+//! small records). Their state at the master is `unknown`: only the leader
+//! asks the master (GET_AGENTS).
+//!
 //! When this replica is elected the mirror goes to its term
 //! ([`Standby::take_mirror`]), which reads only what changed since the last
 //! refresh instead of every record (`docs/benchmarks.md`, *A new leader's
 //! read of the task records*).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,9 +50,11 @@ use tokio::time::Instant;
 use super::config::CoreConfig;
 use super::core::CoreDeps;
 use super::counts::ServiceCounts;
+use super::drains::{DrainRecord, DrainStatus};
+use super::ids::{AgentId, TaskId};
 use super::records::ServiceRecord;
-use super::records::TaskRecord;
-use super::snapshot::{FrameworkState, ServiceStatus, Snapshot};
+use super::records::{TaskRecord, is_live};
+use super::snapshot::{AgentState, AgentStatus, FrameworkState, ServiceStatus, Snapshot};
 use super::spec::service::ServiceSpec;
 use crate::coordination::{RecordKind, RecordMirror, RecordStore, RecordsStat};
 use crate::util::unix_now_secs;
@@ -88,7 +97,13 @@ struct Read {
     tasks: Arc<[Arc<TaskRecord>]>,
     /// Per service: the spec the counts were computed for, and the counts.
     counts: HashMap<String, (ServiceSpec, ServiceCounts)>,
+    /// Per agent of a live task record: a hostname a record gives, and
+    /// the live tasks there, sorted (grouped once per rebuild).
+    agents: Arc<LiveByAgent>,
 }
+
+/// Per agent: a hostname a task record gives, and its live tasks, sorted.
+pub type LiveByAgent = BTreeMap<AgentId, (String, Arc<[TaskId]>)>;
 
 impl Standby {
     /// Forgets what was read (the next refresh reads every record), e.g.
@@ -207,12 +222,14 @@ impl Standby {
             // binary-search it); the mirror keeps them by key, the task ID.
             let mut tasks: Vec<Arc<TaskRecord>> = mirror.records().cloned().collect();
             tasks.sort_by(|a, b| a.task_id.as_str().cmp(b.task_id.as_str()));
+            let agents = Arc::new(live_by_agent(&tasks));
             self.read = Some(Read {
                 at: Instant::now(),
                 stat,
                 generation,
                 tasks: tasks.into(),
                 counts: HashMap::new(),
+                agents,
             });
         }
         let now = unix_now_secs();
@@ -226,6 +243,13 @@ impl Standby {
             snapshot.tasks = read.tasks.clone();
         }
         snapshot.jobs = jobs;
+        let drains = RecordStore::<DrainRecord>::new(coordinator.clone(), RecordKind::Drains);
+        let drains: Vec<DrainRecord> = match drains.list().await {
+            Ok(list) => list.records.into_iter().map(|(_, v)| v.value).collect(),
+            Err(_) => Vec::new(),
+        };
+        let by_agent = self.read.as_ref().map(|r| r.agents.clone());
+        snapshot.agents = follower_agents(by_agent.as_deref(), drains);
         // Keep the leader's recent events when this replica just lost leadership.
         snapshot.events = deps.snapshots.borrow().events.clone();
         snapshot.at = now;
@@ -258,6 +282,63 @@ impl Standby {
             &counts,
         )
     }
+}
+
+/// The live task records of `tasks` by agent: a hostname a record gives,
+/// and their task IDs, sorted.
+fn live_by_agent(tasks: &[Arc<TaskRecord>]) -> LiveByAgent {
+    let mut by_agent: BTreeMap<AgentId, (String, Vec<TaskId>)> = BTreeMap::new();
+    for t in tasks.iter().filter(|t| is_live(t)) {
+        let entry = by_agent
+            .entry(t.agent_id.clone())
+            .or_insert_with(|| (t.hostname.clone(), Vec::new()));
+        if entry.0.is_empty() {
+            entry.0 = t.hostname.clone();
+        }
+        entry.1.push(t.task_id.clone());
+    }
+    by_agent
+        .into_iter()
+        .map(|(id, (host, mut tasks))| {
+            tasks.sort();
+            (id, (host, tasks.into()))
+        })
+        .collect()
+}
+
+/// The agents a replica that does not lead can know: those of the live
+/// task records (`by_agent`, [`live_by_agent`]) and of the stored `drains`,
+/// by agent ID, each in state [`AgentState::Unknown`] (`since` 0: the
+/// master's word is the leader's). A drain shows as stored: an ended one
+/// with its stored end; a running one without its progress, which the
+/// leader works out (`web::agents::FOLLOWER_UNKNOWN`).
+pub fn follower_agents(
+    by_agent: Option<&LiveByAgent>,
+    drains: Vec<DrainRecord>,
+) -> Vec<AgentStatus> {
+    let mut out: BTreeMap<AgentId, AgentStatus> = BTreeMap::new();
+    let unknown = |agent_id: AgentId, hostname: String, tasks: Arc<[TaskId]>| AgentStatus {
+        agent_id,
+        hostname,
+        state: AgentState::Unknown,
+        since: 0.0,
+        registered_time: None,
+        reregistered_time: None,
+        maintenance: None,
+        tasks,
+        drain: None,
+    };
+    for (id, (host, tasks)) in by_agent.into_iter().flatten() {
+        out.insert(id.clone(), unknown(id.clone(), host.clone(), tasks.clone()));
+    }
+    for drain in drains {
+        let id = drain.agent_id.clone();
+        let entry = out
+            .entry(id.clone())
+            .or_insert_with(|| unknown(id, String::new(), Arc::from(Vec::new())));
+        entry.drain = Some(DrainStatus::new(&drain, Vec::new()));
+    }
+    out.into_values().collect()
 }
 
 /// The jobs and their runs as stored (empty when they cannot be read):
@@ -295,6 +376,7 @@ mod tests {
                 generation: 0,
                 tasks: Default::default(),
                 counts: HashMap::new(),
+                agents: Default::default(),
             }),
         }
     }
@@ -426,5 +508,61 @@ mod tests {
         assert!(!standby.runs_ahead(&job_with_attempt(id, true)));
         // A task whose record is gone (pruned) is not waited for.
         assert!(!standby.runs_ahead(&job_with_attempt("report.x.1", true)));
+    }
+
+    /// A follower lists the agents of its live task records and of the
+    /// stored drains, each in state `unknown` (the master's word is the
+    /// leader's), with a drain as stored. (Before, it listed none.)
+    #[test]
+    fn a_follower_lists_the_agents_of_its_task_records_and_drains() {
+        use crate::mesos::v1::TaskState;
+        use crate::scheduler::drains::{DrainState, MinHealthy, ThenAction};
+        let on = |id: &str, agent: &str, state| {
+            Arc::new(TaskRecord {
+                agent_id: agent.into(),
+                hostname: format!("{agent}.test"),
+                ..TaskRecord::sample(id, "web", state)
+            })
+        };
+        let tasks = [
+            on("web.0.a", "S1", TaskState::TaskRunning),
+            on("web.1.b", "S1", TaskState::TaskStaging),
+            on("web.2.c", "S2", TaskState::TaskFinished),
+        ];
+        let drain: DrainRecord = serde_json::from_value(serde_json::json!({
+            "agent_id": "S3", "min_healthy": 1, "by": "ops", "started_at": 5.0,
+            "then": "drain_agent", "state": "running"}))
+        .unwrap();
+        let by_agent = live_by_agent(&tasks);
+        let agents = follower_agents(Some(&by_agent), vec![drain]);
+        let shown: Vec<(&str, &str, AgentState, usize, Option<DrainState>)> = agents
+            .iter()
+            .map(|a| {
+                (
+                    a.agent_id.as_str(),
+                    a.hostname.as_str(),
+                    a.state,
+                    a.tasks.len(),
+                    a.drain.as_ref().map(|d| d.state),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("S1", "S1.test", AgentState::Unknown, 2, None),
+                ("S3", "", AgentState::Unknown, 0, Some(DrainState::Running)),
+            ]
+        );
+        let d = agents[1].drain.as_ref().unwrap();
+        assert_eq!(
+            (d.min_healthy, d.then),
+            (MinHealthy::Count(1), ThenAction::DrainAgent)
+        );
+        assert!(
+            agents
+                .iter()
+                .all(|a| a.since == 0.0 && a.registered_time.is_none())
+        );
     }
 }

@@ -3,8 +3,11 @@
 //! unreachable, draining, drained, deactivated, gone) and since when, its
 //! maintenance window when known, this framework's live tasks there, and
 //! the appliance's SLA-aware drain of it with its progress
-//! (`docs/draining.md`), with the Drain and Cancel buttons. Followers keep
-//! no table and show none.
+//! (`docs/draining.md`), with the Drain and Cancel buttons. A replica that
+//! does not lead keeps no agent table: it shows the agents it can know
+//! without the master — those of the task records and the drains stored
+//! in ZooKeeper (`scheduler::standby`) — marked as its own view (`as_of`,
+//! `unknown_fields`, state `unknown`), with no buttons.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -20,25 +23,62 @@ use super::auth::Access;
 use super::error::AppError;
 use super::extract::{ActionForm, AdminForm, PagePath};
 use super::pages::{Chrome, with_cookie};
-use crate::scheduler::drains::{DrainProgress, DrainState};
+use crate::scheduler::drains::{DrainProgress, DrainState, DrainStatus};
 use crate::scheduler::snapshot::{AgentState, AgentStatus};
 use crate::scheduler::{FieldError, Snapshot};
+
+/// What a replica that does not lead cannot know of the agents it lists
+/// (`AgentsView::unknown_fields`): the master's word (only the leader asks
+/// GET_AGENTS), and a running drain's progress (the leader works it out
+/// from the offers and task states it holds).
+pub const FOLLOWER_UNKNOWN: &[&str] = &[
+    "agents[].state",
+    "agents[].since",
+    "agents[].registered_time",
+    "agents[].reregistered_time",
+    "agents[].maintenance",
+    "agents[].drain.moved",
+    "agents[].drain.waiting",
+    "agents[].drain.blocked",
+    "agents[].drain.stopped",
+    "agents[].drain.tasks",
+];
 
 /// `/api/v1/agents` and the Agents page.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AgentsView {
-    /// The leader's agent table, by agent ID (empty on followers).
+    /// The leader's agent table, by agent ID. On a replica that does not
+    /// lead: the agents of its task records and of the drains stored in
+    /// ZooKeeper, each in state `unknown` (see `unknown_fields`).
     pub agents: Vec<AgentStatus>,
-    /// Whether this replica leads (followers keep no agent table).
+    /// Whether this replica leads (only the leader keeps an agent table).
     pub leading: bool,
+    /// On a replica that does not lead: when it read the drains from
+    /// ZooKeeper (seconds since the UNIX epoch; the task records are read
+    /// at their own pace, `scheduler::standby`). `null` on the leader.
+    #[serde(default)]
+    pub as_of: Option<f64>,
+    /// The fields of `agents` this replica cannot know, as paths
+    /// (`agents[].state`; the drain's counts and tasks of a `running`
+    /// drain only: an ended drain shows its stored end): empty on the
+    /// leader; on a replica that does not lead, [`FOLLOWER_UNKNOWN`].
+    #[serde(default)]
+    pub unknown_fields: Vec<String>,
 }
 
 impl AgentsView {
     /// The view of `s`.
     pub fn new(s: &Snapshot) -> AgentsView {
+        let leading = s.leadership.is_leader();
         AgentsView {
             agents: s.agents.clone(),
-            leading: s.leadership.is_leader(),
+            leading,
+            as_of: (!leading).then_some(s.at),
+            unknown_fields: if leading {
+                Vec::new()
+            } else {
+                FOLLOWER_UNKNOWN.iter().map(|f| (*f).to_string()).collect()
+            },
         }
     }
 }
@@ -61,6 +101,8 @@ struct AgentsPage {
     view: AgentsView,
     /// For the Cancel buttons.
     csrf: String,
+    /// The leader's URL, on a replica that does not lead.
+    leader_url: Option<String>,
 }
 
 impl AgentsPage {
@@ -103,6 +145,17 @@ impl AgentsPage {
         }
     }
 
+    /// Whether `d`'s counts and tasks are known here: on the leader, or
+    /// for a drain that ended (its end is stored).
+    fn progress_known(&self, d: &DrainStatus) -> bool {
+        self.view.leading || d.state != DrainState::Running
+    }
+
+    /// The master's latest registration time of `a`, when known.
+    fn registered(&self, a: &AgentStatus) -> Option<f64> {
+        a.reregistered_time.or(a.registered_time)
+    }
+
     /// Whether a drain of `a` may be started: none holds it and the master
     /// has not removed it.
     fn can_drain(&self, a: &AgentStatus) -> bool {
@@ -119,6 +172,9 @@ pub async fn page(State(state): State<AppState>, headers: HeaderMap) -> Response
         chrome: Chrome::new(&state, &s, &headers, "agents", "Agents", "/api/v1/agents"),
         view: AgentsView::new(&s),
         csrf,
+        leader_url: (!s.leadership.is_leader())
+            .then(|| s.leader_url())
+            .flatten(),
     };
     with_cookie(page.into_response(), cookie)
 }

@@ -462,6 +462,8 @@ fn agent_mark(before: Option<AgentState>, state: AgentState) -> Option<(&'static
             ("drain", "active again (REACTIVATE_AGENT)".to_string())
         }
         (_, Active) => return None,
+        // A replica that does not lead does not know (`AgentsView`).
+        (_, Unknown) => return None,
     };
     Some((kind, what))
 }
@@ -899,6 +901,8 @@ mod tests {
             hostname: format!("{id}.example"),
             state,
             since,
+            registered_time: None,
+            reregistered_time: None,
             maintenance: None,
             tasks: Default::default(),
             drain: None,
@@ -1073,6 +1077,8 @@ mod tests {
             then_error: None,
             reactivated: false,
             reactivate_error: None,
+            reactivate_tries: 0,
+            reactivate_retry: false,
             ended: None,
         };
         let with = |record: &DrainRecord| {

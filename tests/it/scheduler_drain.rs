@@ -398,3 +398,155 @@ async fn cancelling_a_drain_after_its_drain_agent_reactivates_the_agent_at_the_m
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A drain with `then: drain_agent` cancelled while the master still
+/// drains the agent (another framework's task there has not acknowledged
+/// its TASK_KILLED): the master refuses REACTIVATE_AGENT ("Agent is still
+/// in the DRAINING state", `Master::Http::_reactivateAgent`), the drain
+/// shows the refusal and that it will try again, and once the other
+/// framework's update is acknowledged and the agent is DRAINED the
+/// appliance sends it again and the agent is back at the master. (Before,
+/// the refusal was final: the agent stayed drained and deactivated.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reactivate_refused_while_the_master_drains_is_sent_again_once_drained() {
+    use support::mesos::{Subscription, acknowledge, call, launch, subscribe};
+    use support::processes::{Appliance, base_args, services_file, tail};
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base_args(&zk.connect_string(), &tb.url(), "drain-retry");
+    let file = services_file(dir.path(), "services.json", &json!([worker(1)]));
+    args.extend(["--services".into(), file.display().to_string()]);
+    let a = Appliance::spawn("a", &args);
+    let deadline = std::time::Instant::now() + WAIT;
+    while worker_tasks(&tb).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let busy = worker_tasks(&tb)[0].1.clone();
+    let agent = tb
+        .agents()
+        .into_iter()
+        .map(|v| v.id)
+        .find(|id| *id != busy)
+        .expect("the other agent");
+    // Another framework runs a task on the agent.
+    let mut other: Subscription = subscribe(
+        &tb.url(),
+        json!({"type": "SUBSCRIBE", "subscribe": {"framework_info": {
+            "user": "root", "name": "other", "failover_timeout": 60.0}}}),
+    )
+    .await;
+    let other_id = other.subscribed().await;
+    let offer = loop {
+        let event = other.expect("OFFERS").await;
+        let offers = event["offers"]["offers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(o) = offers
+            .into_iter()
+            .find(|o| o["agent_id"]["value"] == agent.as_str())
+        {
+            break o;
+        }
+    };
+    call(
+        &tb.url(),
+        &other.stream_id,
+        launch(&other_id, &offer, &[("other-1", 0.1, 32.0)]),
+    )
+    .await;
+    for _ in 0..2 {
+        let status = other.expect_update("other-1").await;
+        call(&tb.url(), &other.stream_id, acknowledge(&other_id, &status)).await;
+    }
+    let (status, body) = a
+        .post(
+            &format!("/api/v1/agents/{agent}/drain"),
+            json!({"min_healthy": 1, "then": "drain_agent"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let drain_of = |body: Option<serde_json::Value>| {
+        body.as_ref()
+            .and_then(|b| b["agents"].as_array())
+            .and_then(|l| l.iter().find(|e| e["agent_id"] == agent.as_str()))
+            .map(|e| e["drain"].clone())
+            .unwrap_or_default()
+    };
+    // The master kills the other framework's task; unacknowledged, the
+    // agent stays DRAINING.
+    let killed = other.expect_update("other-1").await;
+    assert_eq!(killed["reason"], "REASON_AGENT_DRAINING", "{killed}");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
+        let at_master = master_agent(&tb, &agent).await;
+        if drain["then_called"] == true && at_master["drain_info"]["state"] == "DRAINING" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not draining at the master: {drain} {at_master}\n{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = a
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/agents/{agent}/drain"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // Refused: shown, with the retry to come.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
+        if drain["reactivate_retry"] == true {
+            let error = drain["reactivate_error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains("Agent is still in the DRAINING state"),
+                "{drain}"
+            );
+            assert_eq!(drain["reactivated"], false, "{drain}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no refusal shown: {drain}\n{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The other framework acknowledges: DRAINED, and the appliance's
+    // REACTIVATE_AGENT follows.
+    call(&tb.url(), &other.stream_id, acknowledge(&other_id, &killed)).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
+        let at_master = master_agent(&tb, &agent).await;
+        if drain["reactivated"] == true
+            && drain["reactivate_retry"] == false
+            && drain["reactivate_error"].is_null()
+            && at_master["deactivated"] == false
+            && at_master.get("drain_info").is_none()
+        {
+            assert_eq!(drain["reactivate_tries"], 2, "{drain}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not reactivated at the master: {drain} {at_master}\n{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

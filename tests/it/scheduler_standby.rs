@@ -137,3 +137,166 @@ async fn a_new_leader_shows_loading_not_zero_before_its_load() {
     assert!(seen.is_empty(), "shown as none while stored: {seen:#?}");
     second.stop().await;
 }
+
+/// The agents view on every replica and after a failover (the processes,
+/// a real ZooKeeper, the testbed). A drain started through the leader `a`
+/// is shown by the follower `b` from ZooKeeper: its `/api/v1/agents`
+/// lists the drained agent with the drain as stored and the agent of the
+/// task records, each in state `unknown`, says which fields it cannot know
+/// (`unknown_fields`, `as_of`), and its page says it is not the master's
+/// state. Once `a` stops and `b` leads, each agent shows the master's
+/// `registered_time` (GET_AGENTS), from before the failover, beside `b`'s
+/// own `since`. (Before, a follower listed no agent at all, and a new
+/// leader showed only "since" its subscription, seconds old.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_shows_the_drains_and_a_new_leader_the_master_s_registration() {
+    use mesos_appliance::testbed::{Testbed, TestbedConfig};
+    use support::processes::{Appliance, base_args, framework_state, services_file, tail};
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base_args(&zk.connect_string(), &tb.url(), "agents-view");
+    let worker = json!([{"name": "worker", "command": "sleep 100000", "cpus": 0.1, "mem": 32,
+        "instances": 1, "kill_grace_period": "1s"}]);
+    let file = services_file(dir.path(), "services.json", &worker);
+    args.extend(["--services".into(), file.display().to_string()]);
+    let mut a = Appliance::spawn("a", &args);
+    a.wait_state("a subscribed", WAIT, |s| framework_state(s) == "subscribed")
+        .await;
+    let live = || -> Vec<(String, String)> {
+        tb.tasks()
+            .into_iter()
+            .filter(|t| !t.completed && t.task_id.starts_with("worker."))
+            .map(|t| (t.task_id, t.agent_id))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    while live().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (task, busy) = live()[0].clone();
+    let empty = tb
+        .agents()
+        .into_iter()
+        .map(|v| v.id)
+        .find(|id| *id != busy)
+        .expect("the other agent");
+    let b = Appliance::spawn("b", &args);
+    b.wait_state("b follows", WAIT, |s| framework_state(s) == "standby")
+        .await;
+    let (status, body) = a
+        .post(
+            &format!("/api/v1/agents/{empty}/drain"),
+            json!({"min_healthy": 1, "reason": "disk swap"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let entry = |view: &serde_json::Value, agent: &str| {
+        view["agents"]
+            .as_array()
+            .and_then(|l| l.iter().find(|e| e["agent_id"] == agent))
+            .cloned()
+            .unwrap_or_default()
+    };
+    // The follower: the drain from ZooKeeper within a few refreshes.
+    let deadline = std::time::Instant::now() + WAIT;
+    let view = loop {
+        let view = b
+            .get("/api/v1/agents")
+            .await
+            .map(|(_, v)| v)
+            .unwrap_or_default();
+        if entry(&view, &empty)["drain"]["state"] == "done" && !entry(&view, &busy).is_null() {
+            break view;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower shows no drain: {view}\n{}",
+            tail(&b.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(view["leading"], false, "{view}");
+    assert!(view["as_of"].as_f64().is_some_and(|t| t > 0.0), "{view}");
+    let unknown: Vec<&str> = view["unknown_fields"]
+        .as_array()
+        .map(|l| l.iter().filter_map(|f| f.as_str()).collect())
+        .unwrap_or_default();
+    for field in [
+        "agents[].state",
+        "agents[].since",
+        "agents[].registered_time",
+    ] {
+        assert!(unknown.contains(&field), "{field}: {view}");
+    }
+    let drained = entry(&view, &empty);
+    assert_eq!(drained["state"], "unknown", "{drained}");
+    assert_eq!(drained["drain"]["reason"], "disk swap", "{drained}");
+    let other = entry(&view, &busy);
+    assert_eq!(other["state"], "unknown", "{other}");
+    assert_eq!(other["tasks"], json!([task]), "{other}");
+    // Its page: the agents, no buttons, and that the state is the leader's.
+    let html = support::mesos::client()
+        .get(format!("{}/agents", b.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains(r#"class="muted follower-view""#), "{html}");
+    assert!(html.contains("known only to the leader"), "{html}");
+    assert!(html.contains(&format!(r#"data-agent="{empty}""#)), "{html}");
+    assert!(html.contains(r#"class="state-unknown muted""#), "{html}");
+    assert!(
+        !html.contains(">active<"),
+        "no state of the master's: {html}"
+    );
+    assert!(!html.contains("drain-start"), "{html}");
+    // On the leader: the master's word, no unknown fields.
+    let view = a
+        .get("/api/v1/agents")
+        .await
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    assert_eq!(
+        (&view["leading"], &view["as_of"]),
+        (&json!(true), &json!(null))
+    );
+    assert_eq!(view["unknown_fields"], json!([]), "{view}");
+
+    // Failover: b leads; the master's registration is from before it.
+    let stopped = mesos_appliance::util::unix_now_secs();
+    a.signal(libc::SIGTERM);
+    a.wait_exit(WAIT).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    let view = loop {
+        let view = b
+            .get("/api/v1/agents")
+            .await
+            .map(|(_, v)| v)
+            .unwrap_or_default();
+        if view["leading"] == true && entry(&view, &busy)["registered_time"].is_number() {
+            break view;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new leader shows no registration: {view}\n{}",
+            tail(&b.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let busy = entry(&view, &busy);
+    let registered = busy["registered_time"].as_f64().unwrap();
+    let since = busy["since"].as_f64().unwrap();
+    assert!(
+        registered < stopped && stopped <= since,
+        "registered {registered}, failover at {stopped}, seen since {since}: {busy}"
+    );
+    assert_eq!(busy["state"], "active", "{busy}");
+}

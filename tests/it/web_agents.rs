@@ -18,6 +18,8 @@ fn agent(id: &str, state: AgentState, tasks: &[&str]) -> AgentStatus {
         hostname: format!("{id}.example"),
         state,
         since: now() - 90.0,
+        registered_time: None,
+        reregistered_time: None,
         maintenance: None,
         tasks: tasks.iter().map(|t| (*t).into()).collect(),
         drain: None,
@@ -84,6 +86,8 @@ fn drain(state: DrainState, tasks: Vec<DrainTask>) -> DrainStatus {
         then_error: None,
         reactivated: false,
         reactivate_error: None,
+        reactivate_tries: 0,
+        reactivate_retry: false,
         ended: None,
     };
     DrainStatus::new(&record, tasks)
@@ -220,6 +224,71 @@ async fn the_agents_page_shows_each_drain_s_progress_and_its_buttons() {
         !html.contains("drain-start") && !html.contains("/drain/cancel"),
         "{html}"
     );
+}
+
+/// The drain's `reactivated`, `reactivate_error` (with whether it is
+/// sent again) and `tasks_left_out` are on the page, not only in the JSON.
+/// (Before, the page showed none of them.)
+#[tokio::test]
+async fn the_agents_page_shows_a_drain_s_reactivation_and_its_tasks_left_out() {
+    let mut s = leader_snapshot("http://127.0.0.1:8080", 2);
+    let ended = |agent: &str| {
+        let mut d = drain(DrainState::Cancelled, Vec::new());
+        d.then_called = true;
+        d.finished_at = Some(now() - 10.0);
+        let mut a = self::agent(agent, AgentState::Drained, &[]);
+        a.drain = Some(d);
+        a
+    };
+    let mut back = ended("S1");
+    let d = back.drain.as_mut().unwrap();
+    d.reactivated = true;
+    d.reactivate_tries = 2;
+    d.tasks_left_out = 1234;
+    let mut waiting = ended("S2");
+    let d = waiting.drain.as_mut().unwrap();
+    d.reactivate_tries = 1;
+    d.reactivate_retry = true;
+    d.reactivate_error =
+        Some("master answered 400: Agent is still in the DRAINING state; <i>sent again</i>".into());
+    let mut failed = ended("S3");
+    let d = failed.drain.as_mut().unwrap();
+    d.reactivate_tries = 5;
+    d.reactivate_error = Some("not sent again: call REACTIVATE_AGENT at the master".into());
+    s.agents = vec![back, waiting, failed];
+    let web = TestWeb::new(test_config(), s);
+    let html = web.send(get("/agents")).await.text();
+    let detail = |id: &str| {
+        let d = html
+            .split(&format!(r#"data-drain-of="{id}""#))
+            .nth(1)
+            .unwrap();
+        d[..d.find("</tr>").unwrap()].to_string()
+    };
+    let r = detail("S1");
+    assert!(r.contains(r#"class="badge ok reactivated""#), "{r}");
+    assert!(r.contains("reactivated at the master"), "{r}");
+    assert!(r.contains(r#"class="muted tasks-left-out""#), "{r}");
+    assert!(r.contains("and 1234 more tasks not kept"), "{r}");
+    assert!(!r.contains("reactivate-error"), "{r}");
+    let r = detail("S2");
+    assert!(r.contains(r#"class="badge warn reactivate-error""#), "{r}");
+    assert!(
+        r.contains("sent again once the master shows the agent DRAINED (1 call)"),
+        "{r}"
+    );
+    assert!(r.contains("Agent is still in the DRAINING state"), "{r}");
+    assert!(!r.contains("<i>sent"), "escaped: {r}");
+    assert!(!r.contains("tasks-left-out"), "{r}");
+    let r = detail("S3");
+    assert!(r.contains(r#"class="badge bad reactivate-error""#), "{r}");
+    assert!(r.contains("REACTIVATE_AGENT failed (5 calls)"), "{r}");
+    assert!(r.contains("call REACTIVATE_AGENT at the master"), "{r}");
+
+    let v = web.send(get("/api/v1/agents")).await.json();
+    assert_eq!(v["agents"][0]["drain"]["tasks_left_out"], 1234);
+    assert_eq!(v["agents"][1]["drain"]["reactivate_retry"], true);
+    assert_eq!(v["agents"][2]["drain"]["reactivate_tries"], 5);
 }
 
 #[tokio::test]

@@ -603,6 +603,8 @@ impl TestCore {
                             then_error: None,
                             reactivated: false,
                             reactivate_error: None,
+                            reactivate_tries: 0,
+                            reactivate_retry: false,
                             ended: None,
                         };
                         a.drain = Some(DrainStatus::new(&record, Vec::new()));
@@ -633,6 +635,8 @@ impl TestCore {
                             then_error: None,
                             reactivated: false,
                             reactivate_error: None,
+                            reactivate_tries: 0,
+                            reactivate_retry: false,
                             ended: None,
                         })
                     }

@@ -59,6 +59,9 @@ struct Entry {
     hostname: String,
     state: AgentState,
     since: f64,
+    /// GET_AGENTS' `registered_time` and `reregistered_time`, seconds.
+    registered: Option<f64>,
+    reregistered: Option<f64>,
 }
 
 /// The leader's agent table (see the module doc).
@@ -74,6 +77,8 @@ pub(super) struct AgentTable {
     declined: BTreeSet<AgentId>,
     /// The last GET_AGENTS failure was logged (one event per outage).
     failing: bool,
+    /// When the last GET_AGENTS answer arrived.
+    listed_at: Option<Instant>,
 }
 
 impl AgentTable {
@@ -87,6 +92,22 @@ impl AgentTable {
     /// The hostname of `agent`, when the table lists it.
     pub(super) fn hostname(&self, agent: &str) -> Option<&str> {
         self.by_id.get(agent).map(|e| e.hostname.as_str())
+    }
+
+    /// The state of `agent`, when the table lists it.
+    pub(super) fn state(&self, agent: &str) -> Option<AgentState> {
+        self.by_id.get(agent).map(|e| e.state)
+    }
+
+    /// The state of `agent` and since when (unix seconds), when listed.
+    pub(super) fn state_since(&self, agent: &str) -> Option<(AgentState, f64)> {
+        self.by_id.get(agent).map(|e| (e.state, e.since))
+    }
+
+    /// When the last GET_AGENTS answer arrived (the states it set are the
+    /// master's word from then).
+    pub(super) fn listed_at(&self) -> Option<Instant> {
+        self.listed_at
     }
 
     /// True when the table lists `agent`.
@@ -118,6 +139,8 @@ impl Machine {
                 hostname: String::new(),
                 state,
                 since: at,
+                registered: None,
+                reregistered: None,
             }
         });
         if let Some(h) = hostname.filter(|h| !h.is_empty() && *h != entry.hostname) {
@@ -276,6 +299,7 @@ impl Machine {
             _ => return,
         };
         self.agents.failing = false;
+        self.agents.listed_at = Some(now);
         let mut seen = BTreeSet::new();
         for agent in &listed {
             let Some(id) = agent.agent_info.id.as_ref().map(AgentId::from) else {
@@ -283,6 +307,18 @@ impl Machine {
             };
             let state = listed_state(agent);
             self.set_agent(&id, Some(&agent.agent_info.hostname), state, now);
+            // The master's times (`Master::Http::getAgents`): unlike
+            // `since`, they outlive this leader's subscription.
+            let times = (
+                seconds(agent.registered_time.as_ref()),
+                seconds(agent.reregistered_time.as_ref()),
+            );
+            if let Some(e) = self.agents.by_id.get_mut(&id)
+                && (e.registered, e.reregistered) != times
+            {
+                (e.registered, e.reregistered) = times;
+                self.out.dirty = true;
+            }
             seen.insert(id);
         }
         let missing: Vec<AgentId> = self
@@ -353,6 +389,8 @@ impl Machine {
                 hostname: e.hostname.clone(),
                 state: e.state,
                 since: e.since,
+                registered_time: e.registered,
+                reregistered_time: e.reregistered,
                 maintenance: self
                     .maintenance_windows()
                     .get(id)
@@ -365,6 +403,11 @@ impl Machine {
             })
             .collect()
     }
+}
+
+/// A `TimeInfo` in seconds since the UNIX epoch.
+fn seconds(t: Option<&v1::TimeInfo>) -> Option<f64> {
+    t.map(|t| t.nanoseconds as f64 / 1e9)
 }
 
 /// A GET_AGENTS entry's state: the drain first, then deactivation.

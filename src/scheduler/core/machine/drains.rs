@@ -20,8 +20,11 @@
 //!   `REACTIVATE_AGENT` follows once, its outcome stored too
 //!   (`Master::Http::_reactivateAgent` in `src/master/http.cpp`: it
 //!   reactivates a deactivated or DRAINED agent, and refuses one still
-//!   DRAINING — other frameworks' tasks there — which the stored error
-//!   shows; `docs/draining.md` says what the operator does then).
+//!   DRAINING — other frameworks' tasks there; the refusal is stored and
+//!   the call is sent again once GET_AGENTS shows the agent DRAINED, at
+//!   most [`REACTIVATE_TRIES`] calls within [`REACTIVATE_RETRY_FOR`] of
+//!   the cancel, at most one per GET_AGENTS answer; past them the stored
+//!   error says what the operator does, `docs/draining.md`).
 //!
 //! Every write is a compare-and-set on the version the leader read or
 //! wrote last (fenced like every leader write); a conflict reads the drains
@@ -38,7 +41,7 @@ use super::{Machine, Pending};
 use crate::coordination::{CoordinationError, Expect, RecordList, Written};
 use crate::scheduler::commands::CommandError;
 use crate::scheduler::core::io::{
-    Answer, OperatorAnswer, OperatorOp, ReplyId, StoreOp, StoreResult,
+    Answer, OperatorAnswer, OperatorFailure, OperatorOp, ReplyId, StoreOp, StoreResult,
 };
 use crate::scheduler::drains::{
     DrainEnd, DrainProgress, DrainRecord, DrainState, DrainStatus, DrainTask, MinHealthy,
@@ -46,11 +49,17 @@ use crate::scheduler::drains::{
 };
 use crate::scheduler::ids::AgentId;
 use crate::scheduler::records::{TaskRecord, is_live};
-use crate::scheduler::snapshot::EventKind;
+use crate::scheduler::snapshot::{AgentState, EventKind};
 use crate::scheduler::spec::ServiceSpec;
 
 /// How long the master may take to answer a `then` call.
 pub(super) const THEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most `REACTIVATE_AGENT` calls of one cancelled drain.
+pub(super) const REACTIVATE_TRIES: u32 = 5;
+/// How long after a cancel a `REACTIVATE_AGENT` refused while the agent
+/// was DRAINING is sent again: the master's drain ends once every task
+/// there ended (other frameworks' kill grace periods).
+pub(super) const REACTIVATE_RETRY_FOR: Duration = Duration::from_secs(3600);
 
 /// The drains the leader knows (see the module doc).
 #[derive(Debug, Default)]
@@ -63,6 +72,10 @@ pub(super) struct Drains {
     writing: BTreeSet<AgentId>,
     /// Agents whose `then` call is in flight.
     calling: BTreeSet<AgentId>,
+    /// When a `REACTIVATE_AGENT` was refused, as an instant and in unix
+    /// seconds: what the agent table learnt since is the master's word
+    /// after the refusal.
+    reactivate_after: BTreeMap<AgentId, (Instant, f64)>,
 }
 
 /// What a drain request in flight was for.
@@ -118,7 +131,15 @@ impl Drains {
     /// True while a drain cancelled after its `then` call has not had its
     /// `REACTIVATE_AGENT` answered.
     fn any_to_reactivate(&self) -> bool {
-        self.by_agent.values().any(|(d, _)| Self::to_reactivate(d))
+        self.by_agent
+            .values()
+            .any(|(d, _)| Self::to_reactivate(d) || Self::retrying(d))
+    }
+
+    /// True for a cancelled drain whose `REACTIVATE_AGENT` was refused
+    /// while the master's agent was DRAINING and is to be sent again.
+    fn retrying(d: &DrainRecord) -> bool {
+        d.state == DrainState::Cancelled && !d.reactivated && d.reactivate_retry
     }
 
     /// True for a drain cancelled after its `then` call (answered, or
@@ -221,6 +242,8 @@ impl Machine {
             then_error: None,
             reactivated: false,
             reactivate_error: None,
+            reactivate_tries: 0,
+            reactivate_retry: false,
             ended: None,
         };
         self.put_drain(Some(reply), record, expect);
@@ -429,6 +452,7 @@ impl Machine {
         let at = self.unix(now);
         let mut writes = Vec::new();
         let mut calls = Vec::new();
+        let mut settled = Vec::new();
         for (agent, (drain, version)) in &self.drains.by_agent {
             if self.drains.writing.contains(agent) {
                 continue;
@@ -457,7 +481,15 @@ impl Machine {
                 // Cancelled after its `then` call: the master takes the
                 // agent back into its offers.
                 DrainState::Cancelled
-                    if Drains::to_reactivate(drain)
+                    if Drains::retrying(drain)
+                        && !self.drains.calling.contains(agent)
+                        && self.retry_settled(drain, at).is_some() =>
+                {
+                    let why = self.retry_settled(drain, at).unwrap_or_default();
+                    settled.push((drain.clone(), *version, why));
+                }
+                DrainState::Cancelled
+                    if (Drains::to_reactivate(drain) || self.reactivate_again(agent, drain))
                         && !self.drains.calling.contains(agent)
                         && self.framework.is_subscribed() =>
                 {
@@ -465,6 +497,20 @@ impl Machine {
                 }
                 _ => {}
             }
+        }
+        for (drain, version, why) in settled {
+            let agent = drain.agent_id.clone();
+            let record = DrainRecord {
+                reactivate_retry: false,
+                reactivate_error: Some(why.clone()),
+                ..drain
+            };
+            self.log(
+                EventKind::Agent,
+                format!("REACTIVATE_AGENT of agent {agent} not sent again: {why}"),
+                now,
+            );
+            self.put_drain(None, record, Expect::Version(version));
         }
         for (done, version) in writes {
             self.audit(
@@ -567,12 +613,60 @@ impl Machine {
         self.put_drain(None, record, Expect::Version(version));
     }
 
+    /// True when the refused `REACTIVATE_AGENT` of `drain` (cancelled) is
+    /// due again: a GET_AGENTS answered after the refusal shows the agent
+    /// DRAINED (so at most one call per poll, `agents::AGENTS_POLL`). A new
+    /// leader, which knows no refusal of its own, asks on its own first
+    /// DRAINED listing.
+    fn reactivate_again(&self, agent: &AgentId, drain: &DrainRecord) -> bool {
+        let refused = self.drains.reactivate_after.get(agent).map(|(at, _)| *at);
+        let listed_since = match (self.agents.listed_at(), refused) {
+            (Some(listed), Some(refused)) => listed > refused,
+            (listed, None) => listed.is_some(),
+            (None, Some(_)) => false,
+        };
+        Drains::retrying(drain)
+            && listed_since
+            && self.agents.state(agent) == Some(AgentState::Drained)
+    }
+
+    /// Why a retried `REACTIVATE_AGENT` of `drain` is not sent again, at
+    /// unix time `at`: the retry time ran out, or the master lists the
+    /// agent active since the refusal (someone reactivated it; an older
+    /// "active" of the table is from before the master's drain began);
+    /// `None` while it waits.
+    fn retry_settled(&self, drain: &DrainRecord, at: f64) -> Option<String> {
+        let last = drain.reactivate_error.as_deref().unwrap_or("refused");
+        let refused_at = self.drains.reactivate_after.get(&drain.agent_id);
+        let active_since_refusal = match (self.agents.state_since(&drain.agent_id), refused_at) {
+            (Some((AgentState::Active, since)), Some((_, refused))) => since > *refused,
+            _ => false,
+        };
+        if active_since_refusal {
+            return Some(format!(
+                "{last}; since then GET_AGENTS lists the agent active (reactivated at the \
+                 master): nothing is left to do"
+            ));
+        }
+        let cancelled = drain.finished_at.unwrap_or(at);
+        (at - cancelled >= REACTIVATE_RETRY_FOR.as_secs_f64()).then(|| {
+            format!(
+                "{last}; not sent again: the agent was not DRAINED within {} s of the cancel. \
+                 Once GET_AGENTS shows its drain_info.state DRAINED, call REACTIVATE_AGENT at \
+                 the master",
+                REACTIVATE_RETRY_FOR.as_secs()
+            )
+        })
+    }
+
     /// The answer to the `REACTIVATE_AGENT` of a cancelled drain: stored in
-    /// the drain (a failure too, not retried on its own).
+    /// the drain. A refusal while the master's agent is still DRAINING is
+    /// sent again once GET_AGENTS shows it DRAINED (see the module doc);
+    /// other failures are not retried on their own.
     fn drain_reactivated(
         &mut self,
         agent: AgentId,
-        result: Result<(), crate::scheduler::core::io::OperatorFailure>,
+        result: Result<(), OperatorFailure>,
         now: Instant,
     ) {
         self.drains.calling.remove(&agent);
@@ -582,35 +676,72 @@ impl Machine {
         if drain.state != DrainState::Cancelled || self.drains.writing.contains(&agent) {
             return;
         }
+        let tries = drain.reactivate_tries.saturating_add(1);
+        let at = self.unix(now);
         let (record, outcome) = match result {
-            Ok(()) => (
-                DrainRecord {
-                    reactivated: true,
-                    ..drain
-                },
-                format!("REACTIVATE_AGENT of agent {agent} accepted by the master"),
-            ),
-            Err(e) => (
-                DrainRecord {
-                    reactivate_error: Some(match drain.then {
-                        // Refused while other frameworks' tasks drain
-                        // there (`_reactivateAgent`): the operator's part.
-                        ThenAction::DrainAgent => format!(
-                            "{e}; the master keeps the agent drained: once GET_AGENTS shows \
-                             it DRAINED, call REACTIVATE_AGENT at the master"
-                        ),
-                        _ => format!(
-                            "{e}; the master keeps the agent deactivated until \
-                             REACTIVATE_AGENT is called at the master"
-                        ),
-                    }),
-                    ..drain
-                },
-                format!(
-                    "REACTIVATE_AGENT of agent {agent} failed: {e}; the master may still hold \
-                     the agent (docs/draining.md, \"Cancel\")"
-                ),
-            ),
+            Ok(()) => {
+                self.drains.reactivate_after.remove(&agent);
+                (
+                    DrainRecord {
+                        reactivated: true,
+                        reactivate_tries: tries,
+                        reactivate_retry: false,
+                        reactivate_error: None,
+                        ..drain
+                    },
+                    format!("REACTIVATE_AGENT of agent {agent} accepted by the master"),
+                )
+            }
+            Err(e) => {
+                // Refused while other frameworks' tasks drain there
+                // (`_reactivateAgent`): sent again once it is DRAINED,
+                // within the bounds; past them, the operator's part.
+                let still_draining = drain.then == ThenAction::DrainAgent
+                    && matches!(&e, OperatorFailure::Failed(f) if f.is_still_draining());
+                let within =
+                    at - drain.finished_at.unwrap_or(at) < REACTIVATE_RETRY_FOR.as_secs_f64();
+                let retry = still_draining && tries < REACTIVATE_TRIES && within;
+                if retry {
+                    self.drains
+                        .reactivate_after
+                        .insert(agent.clone(), (now, at));
+                }
+                let error = match drain.then {
+                    ThenAction::DrainAgent if retry => format!(
+                        "{e}; the master's drain of the agent goes on (other frameworks' \
+                         tasks there are ending): REACTIVATE_AGENT is sent again once \
+                         GET_AGENTS shows it DRAINED (call {tries} of at most \
+                         {REACTIVATE_TRIES}, within {} s of the cancel)",
+                        REACTIVATE_RETRY_FOR.as_secs()
+                    ),
+                    ThenAction::DrainAgent => format!(
+                        "{e}; not sent again (call {tries} of at most {REACTIVATE_TRIES}): \
+                         the master keeps the agent drained: once GET_AGENTS shows it \
+                         DRAINED, call REACTIVATE_AGENT at the master"
+                    ),
+                    _ => format!(
+                        "{e}; the master keeps the agent deactivated until \
+                         REACTIVATE_AGENT is called at the master"
+                    ),
+                };
+                (
+                    DrainRecord {
+                        reactivate_error: Some(error),
+                        reactivate_tries: tries,
+                        reactivate_retry: retry,
+                        ..drain
+                    },
+                    format!(
+                        "REACTIVATE_AGENT of agent {agent} failed: {e}; the master may still \
+                         hold the agent{} (docs/draining.md, \"The API\")",
+                        if retry {
+                            "; sent again once GET_AGENTS shows it DRAINED"
+                        } else {
+                            ""
+                        }
+                    ),
+                )
+            }
         };
         self.log(EventKind::Agent, outcome.clone(), now);
         self.audit(

@@ -395,3 +395,49 @@ async fn a_light_snapshot_shows_the_tasks_by_agent_of_its_task_list() {
     assert_eq!(shown_by_agent(&full), live_by_agent(&full));
     assert!(shown_by_agent(&full)["agent-1"].is_empty());
 }
+
+/// The master's `registered_time` and `reregistered_time` (GET_AGENTS,
+/// `Master::Http::getAgents`) are shown with each agent: unlike `since`,
+/// which is this leader's own observation and starts again with its term,
+/// they say how long the agent has been with the master. (Before, a new
+/// leader showed only its own "since", seconds old after a failover.)
+#[tokio::test(start_paused = true)]
+async fn the_master_s_registration_times_are_shown_with_each_agent() {
+    let mut h = leader(2);
+    h.advance(Duration::from_secs(1)).await;
+    let mut a0 = listed("agent-0", false, None);
+    a0.registered_time = Some(v1::TimeInfo {
+        nanoseconds: 1_700_000_000_500_000_000,
+    });
+    let mut a1 = listed("agent-1", false, None);
+    a1.registered_time = Some(v1::TimeInfo {
+        nanoseconds: 1_700_000_000_000_000_000,
+    });
+    a1.reregistered_time = Some(v1::TimeInfo {
+        nanoseconds: 1_700_000_100_000_000_000,
+    });
+    answer_agents(&mut h, &[a0, a1]);
+    let s = h.snapshot().await;
+    let times: Vec<(String, Option<f64>, Option<f64>)> = s
+        .agents
+        .iter()
+        .map(|a| {
+            (
+                a.agent_id.to_string(),
+                a.registered_time,
+                a.reregistered_time,
+            )
+        })
+        .collect();
+    assert_eq!(
+        times,
+        [
+            ("agent-0".into(), Some(1_700_000_000.5), None),
+            (
+                "agent-1".into(),
+                Some(1_700_000_000.0),
+                Some(1_700_000_100.0)
+            ),
+        ]
+    );
+}

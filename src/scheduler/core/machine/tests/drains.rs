@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::scheduler::commands::CommandError;
+use crate::scheduler::core::io::OperatorFailure;
 use crate::scheduler::drains::{DrainProgress, DrainRecord, DrainState, MinHealthy, ThenAction};
 
 fn start(h: &mut Harness, agent: &str, min_healthy: MinHealthy, then: ThenAction) -> ReplyId {
@@ -344,6 +345,8 @@ async fn a_new_leader_continues_a_stored_drain() {
         then_error: None,
         reactivated: false,
         reactivate_error: None,
+        reactivate_tries: 0,
+        reactivate_retry: false,
         ended: None,
     };
     h.store.drains.insert("agent-0".into(), (record.clone(), 4));
@@ -713,4 +716,397 @@ async fn a_drain_cancelled_while_running_keeps_its_tasks_as_they_stood() {
         stored_drain(&h, "agent-0").is_some_and(|d| d.ended.is_some()),
         "stored with the record"
     );
+}
+
+/// The REACTIVATE_AGENT calls in flight for `agent-5`.
+fn reactivations(h: &Harness) -> Vec<RequestId> {
+    h.operators
+        .iter()
+        .filter(|(_, op)| {
+            matches!(op, OperatorOp::ReactivateAgent { agent, .. } if agent.as_str() == "agent-5")
+        })
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+/// Answers the operator call `id` with `result`.
+fn answer_call(h: &mut Harness, id: RequestId, result: Result<(), OperatorFailure>) {
+    h.operators.retain(|(i, _)| *i != id);
+    h.feed(Input::Operator {
+        id,
+        answer: OperatorAnswer::AgentCalled(result),
+    });
+    h.answer_stores();
+}
+
+/// The master's 400 of REACTIVATE_AGENT while the agent drains
+/// (`Master::Http::_reactivateAgent` in `src/master/http.cpp`).
+fn still_draining() -> Result<(), OperatorFailure> {
+    Err(OperatorFailure::Failed(
+        crate::mesos::operator::OperatorError::Refused {
+            status: 400,
+            body: crate::mesos::operator::STILL_DRAINING.into(),
+        },
+    ))
+}
+
+/// Answers the GET_AGENTS calls in flight: agent-5 with its drain at the
+/// master in `state`.
+fn list_agent_5(h: &mut Harness, state: v1::DrainState) {
+    let polls: Vec<RequestId> = h
+        .operators
+        .iter()
+        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    h.operators
+        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
+    for id in polls {
+        let agent = super::agents::listed("agent-5", true, Some(state));
+        h.feed(Input::Operator {
+            id,
+            answer: OperatorAnswer::Agents(Ok(vec![agent])),
+        });
+    }
+    h.answer_stores();
+}
+
+/// [`drained_empty_agent`] with `then: drain_agent` answered, the master's
+/// agent DRAINING (other frameworks' tasks there), the drain cancelled and
+/// its first REACTIVATE_AGENT refused as "still DRAINING".
+async fn refused_while_draining() -> Harness {
+    let mut h = drained_empty_agent(ThenAction::DrainAgent);
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_stores();
+    h.advance(Duration::from_secs(2)).await;
+    let (call, _) = h
+        .operators
+        .iter()
+        .find(|(_, op)| matches!(op, OperatorOp::DrainAgent { .. }))
+        .cloned()
+        .expect("DRAIN_AGENT");
+    answer_call(&mut h, call, Ok(()));
+    list_agent_5(&mut h, v1::DrainState::Draining);
+    let cancel = h.command(Request::CancelDrain {
+        agent_id: "agent-5".into(),
+        by: "ops".into(),
+    });
+    h.answer_stores();
+    drain_answer(&h, cancel).expect("cancelled");
+    h.advance(Duration::from_secs(1)).await;
+    let calls = reactivations(&h);
+    assert_eq!(calls.len(), 1, "{:?}", h.operators);
+    answer_call(&mut h, calls[0], still_draining());
+    h
+}
+
+/// A drain with `then: drain_agent` cancelled while the master's agent is
+/// still DRAINING: the master refuses REACTIVATE_AGENT; the refusal is
+/// stored and shown, and the call is sent again once GET_AGENTS shows the
+/// agent DRAINED — not before; accepted, the drain shows it reactivated.
+/// (Before, the refusal was final and the agent stayed drained at the
+/// master.)
+#[tokio::test(start_paused = true)]
+async fn a_reactivate_refused_while_draining_is_sent_again_once_drained() {
+    let mut h = refused_while_draining().await;
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(stored.reactivate_retry && !stored.reactivated, "{stored:?}");
+    assert_eq!(stored.reactivate_tries, 1);
+    let error = stored.reactivate_error.unwrap_or_default();
+    assert!(error.contains("still in the DRAINING state"), "{error}");
+    assert!(
+        error.contains("sent again once GET_AGENTS shows it DRAINED"),
+        "{error}"
+    );
+    let shown = shown_drain(h.snapshot().await, "agent-5").expect("shown");
+    assert!(shown.reactivate_retry, "{shown:?}");
+    // The master still drains: nothing is sent.
+    for _ in 0..3 {
+        h.advance(Duration::from_secs(6)).await;
+        list_agent_5(&mut h, v1::DrainState::Draining);
+        h.advance(Duration::from_secs(1)).await;
+        assert!(reactivations(&h).is_empty(), "{:?}", h.operators);
+    }
+    // DRAINED: sent again, once.
+    h.advance(Duration::from_secs(6)).await;
+    list_agent_5(&mut h, v1::DrainState::Drained);
+    h.advance(Duration::from_secs(1)).await;
+    let calls = reactivations(&h);
+    assert_eq!(calls.len(), 1, "{:?}", h.operators);
+    answer_call(&mut h, calls[0], Ok(()));
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(stored.reactivated && !stored.reactivate_retry, "{stored:?}");
+    assert_eq!(
+        (stored.reactivate_tries, stored.reactivate_error),
+        (2, None)
+    );
+    h.advance(Duration::from_secs(6)).await;
+    list_agent_5(&mut h, v1::DrainState::Drained);
+    h.advance(Duration::from_secs(6)).await;
+    assert!(reactivations(&h).is_empty(), "called once more only");
+}
+
+/// The retries are bounded: refused again and again while GET_AGENTS
+/// shows the agent DRAINED, at most `REACTIVATE_TRIES` calls, at most one
+/// per GET_AGENTS poll; then the error says what the operator does.
+#[tokio::test(start_paused = true)]
+async fn a_reactivate_refused_while_draining_is_sent_a_bounded_number_of_times() {
+    use crate::scheduler::core::machine::drains::REACTIVATE_TRIES;
+    let mut h = refused_while_draining().await;
+    let mut calls = 1;
+    for _ in 0..20 {
+        h.advance(Duration::from_secs(1)).await;
+        list_agent_5(&mut h, v1::DrainState::Drained);
+        h.advance(Duration::from_secs(1)).await;
+        let now = reactivations(&h);
+        assert!(now.len() <= 1, "{:?}", h.operators);
+        for id in now {
+            calls += 1;
+            answer_call(&mut h, id, still_draining());
+        }
+    }
+    assert_eq!(calls, REACTIVATE_TRIES);
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(
+        !stored.reactivate_retry && !stored.reactivated,
+        "{stored:?}"
+    );
+    let error = stored.reactivate_error.unwrap_or_default();
+    assert!(
+        error.contains("not sent again") && error.contains("call REACTIVATE_AGENT at the master"),
+        "{error}"
+    );
+}
+
+/// The retries are bounded in time too: an agent still DRAINING an hour
+/// after the cancel is left to the operator, and the error says so.
+#[tokio::test(start_paused = true)]
+async fn a_reactivate_waiting_for_drained_gives_up_after_its_time() {
+    use crate::scheduler::core::machine::drains::REACTIVATE_RETRY_FOR;
+    let mut h = refused_while_draining().await;
+    h.advance(REACTIVATE_RETRY_FOR).await;
+    h.answer_stores();
+    h.advance(Duration::from_secs(1)).await;
+    list_agent_5(&mut h, v1::DrainState::Drained);
+    h.advance(Duration::from_secs(6)).await;
+    assert!(reactivations(&h).is_empty(), "{:?}", h.operators);
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(!stored.reactivate_retry, "{stored:?}");
+    let error = stored.reactivate_error.unwrap_or_default();
+    assert!(error.contains("not DRAINED within 3600 s"), "{error}");
+}
+
+/// An agent the table still shows active from before the master's drain
+/// (no GET_AGENTS since DRAIN_AGENT) does not end the retry: only the
+/// master's word after the refusal does. Listed active after it (someone
+/// reactivated it at the master), the retry ends with nothing left to do.
+#[tokio::test(start_paused = true)]
+async fn a_reactivate_retry_ends_only_on_an_active_listed_after_the_refusal() {
+    let mut h = drained_empty_agent(ThenAction::DrainAgent);
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_stores();
+    h.advance(Duration::from_secs(2)).await;
+    let (call, _) = h
+        .operators
+        .iter()
+        .find(|(_, op)| matches!(op, OperatorOp::DrainAgent { .. }))
+        .cloned()
+        .expect("DRAIN_AGENT");
+    answer_call(&mut h, call, Ok(()));
+    // No GET_AGENTS since: the table shows agent-5 active (its offer).
+    let cancel = h.command(Request::CancelDrain {
+        agent_id: "agent-5".into(),
+        by: "ops".into(),
+    });
+    h.answer_stores();
+    drain_answer(&h, cancel).expect("cancelled");
+    h.advance(Duration::from_secs(1)).await;
+    let calls = reactivations(&h);
+    assert_eq!(calls.len(), 1, "{:?}", h.operators);
+    answer_call(&mut h, calls[0], still_draining());
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_stores();
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(stored.reactivate_retry, "{stored:?}");
+    // The master lists it active after the refusal: nothing left to do.
+    h.advance(Duration::from_secs(6)).await;
+    let polls: Vec<RequestId> = h
+        .operators
+        .iter()
+        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    h.operators
+        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
+    for id in polls {
+        h.feed(Input::Operator {
+            id,
+            answer: OperatorAnswer::Agents(Ok(vec![super::agents::listed("agent-5", true, None)])),
+        });
+    }
+    h.answer_stores();
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_stores();
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    // Deactivated, not drained: still waiting.
+    assert!(stored.reactivate_retry, "{stored:?}");
+    h.advance(Duration::from_secs(6)).await;
+    let polls: Vec<RequestId> = h
+        .operators
+        .iter()
+        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    h.operators
+        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
+    for id in polls {
+        h.feed(Input::Operator {
+            id,
+            answer: OperatorAnswer::Agents(Ok(vec![super::agents::listed("agent-5", false, None)])),
+        });
+    }
+    h.answer_stores();
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_stores();
+    let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
+    assert!(
+        !stored.reactivate_retry && !stored.reactivated,
+        "{stored:?}"
+    );
+    let error = stored.reactivate_error.unwrap_or_default();
+    assert!(error.contains("nothing is left to do"), "{error}");
+    assert!(reactivations(&h).is_empty(), "{:?}", h.operators);
+}
+
+/// One step of [`reactivate_retry_case`].
+#[derive(Debug, Clone)]
+enum RetryOp {
+    /// Answer the GET_AGENTS in flight: agent-5 DRAINING (0), DRAINED
+    /// (1), active (2) or deactivated without a drain (3).
+    List(u8),
+    /// Answer the REACTIVATE_AGENT in flight: accepted, or "still DRAINING".
+    Answer(bool),
+    /// Let this many seconds pass.
+    Wait(u64),
+}
+
+fn retry_op() -> impl proptest::strategy::Strategy<Value = RetryOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u8..4).prop_map(RetryOp::List),
+        3 => any::<bool>().prop_map(RetryOp::Answer),
+        3 => (1u64..8).prop_map(RetryOp::Wait),
+        1 => Just(RetryOp::Wait(700)),
+    ]
+}
+
+/// Answers the GET_AGENTS in flight with agent-5 as `state` says; true
+/// when one was in flight.
+fn list_agent_5_as(h: &mut Harness, state: u8) -> bool {
+    let polls: Vec<RequestId> = h
+        .operators
+        .iter()
+        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    h.operators
+        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
+    let agent = match state {
+        0 => super::agents::listed("agent-5", true, Some(v1::DrainState::Draining)),
+        1 => super::agents::listed("agent-5", true, Some(v1::DrainState::Drained)),
+        2 => super::agents::listed("agent-5", false, None),
+        _ => super::agents::listed("agent-5", true, None),
+    };
+    let answered = !polls.is_empty();
+    for id in polls {
+        h.feed(Input::Operator {
+            id,
+            answer: OperatorAnswer::Agents(Ok(vec![agent.clone()])),
+        });
+    }
+    h.answer_stores();
+    answered
+}
+
+/// Random GET_AGENTS answers, REACTIVATE_AGENT answers and waits after a
+/// "still DRAINING" refusal: at most `REACTIVATE_TRIES` calls in all; a
+/// call after a refusal only once a GET_AGENTS answered since listed the
+/// agent DRAINED; none after one was accepted; a retry still pending at
+/// the end has calls left.
+fn reactivate_retry_case(ops: &[RetryOp]) -> Result<(), String> {
+    use crate::scheduler::core::machine::drains::REACTIVATE_TRIES;
+    paused_runtime()?.block_on(async {
+        let mut h = refused_while_draining().await;
+        let mut seen: Vec<RequestId> = Vec::new();
+        let mut calls = 1u32;
+        // What GET_AGENTS said last since the last refusal.
+        let mut listed_since_refusal: Option<u8> = None;
+        let mut accepted = false;
+        for op in ops {
+            match op {
+                RetryOp::List(state) => {
+                    if list_agent_5_as(&mut h, *state) {
+                        listed_since_refusal = Some(*state);
+                    }
+                }
+                RetryOp::Answer(ok) => {
+                    for id in reactivations(&h) {
+                        if *ok {
+                            accepted = true;
+                            answer_call(&mut h, id, Ok(()));
+                        } else {
+                            listed_since_refusal = None;
+                            answer_call(&mut h, id, still_draining());
+                        }
+                    }
+                }
+                RetryOp::Wait(secs) => h.advance(Duration::from_secs(*secs)).await,
+            }
+            h.answer_stores();
+            for id in reactivations(&h) {
+                if seen.contains(&id) {
+                    continue;
+                }
+                seen.push(id);
+                calls += 1;
+                if accepted {
+                    return Err("REACTIVATE_AGENT sent after one was accepted".into());
+                }
+                if listed_since_refusal != Some(1) {
+                    return Err(format!(
+                        "REACTIVATE_AGENT sent again while GET_AGENTS last said \
+                         {listed_since_refusal:?} since the refusal"
+                    ));
+                }
+                if calls > REACTIVATE_TRIES {
+                    return Err(format!("{calls} REACTIVATE_AGENT calls"));
+                }
+            }
+        }
+        let stored = stored_drain(&h, "agent-5").cloned().ok_or("no drain")?;
+        if stored.reactivated != accepted {
+            return Err(format!("accepted {accepted}, stored {stored:?}"));
+        }
+        if stored.reactivate_retry && stored.reactivate_tries >= REACTIVATE_TRIES {
+            return Err(format!("a retry pending with no call left: {stored:?}"));
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn a_refused_reactivate_is_retried_only_once_drained_and_a_bounded_number_of_times() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&prop::collection::vec(retry_op(), 1..60), |ops| {
+        reactivate_retry_case(&ops).map_err(TestCaseError::fail)
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
 }
