@@ -548,7 +548,20 @@ impl Machine {
         }
         self.last_pass_records = records_read;
         self.watch_rollouts(rollouts, now);
+        // A kill the pass decided on a task whose record is being written
+        // waits for no write: the pass after that write decides again, on
+        // what it stored. Queued behind it, the kill landed on a world that
+        // had changed meanwhile (a task killed as scaled down after the
+        // service was scaled back up: the property `machine_invariants`,
+        // seed 8368845573905297724).
         for (task_id, reason) in kills {
+            let writing = self
+                .tasks
+                .get(task_id.as_str())
+                .is_some_and(|e| e.writing && e.record.kill.is_none());
+            if writing {
+                continue;
+            }
             self.request_kill(&task_id, &reason, now);
         }
         for (task_id, instance) in moves {

@@ -198,3 +198,42 @@ async fn a_term_started_with_stored_failures_keeps_the_backoff() {
     h.answer_all();
     assert_eq!(Harness::launched(&h.drain_call_log()).len(), 1);
 }
+
+/// A scale-down's kill of a task whose record is being written waits for
+/// no write: the pass after the write decides again. `web.1`'s health
+/// report is being stored when `web` is scaled to one, then back to two
+/// before that write lands: `web.1` is never killed. (Queued behind the
+/// write, its kill landed after the service wanted it again: the property
+/// `machine_invariants`, seed 8368845573905297724.)
+#[tokio::test(start_paused = true)]
+async fn a_scale_down_undone_while_a_tasks_record_is_written_kills_nothing() {
+    let spec = service("web", 2);
+    let tasks: Vec<TaskRecord> = (0..2).map(|i| running_record("web", i, &spec)).collect();
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    h.drain_call_log();
+    h.update(super::rollout::health("web.1.stored", true, "h1"));
+    let held = h.stores.pop_front().expect("web.1's record being written");
+    assert!(
+        matches!(&held.1, StoreOp::PutTask(r, _) if r.task_id.as_str() == "web.1.stored"),
+        "{:?}",
+        held.1
+    );
+    h.command(Request::PutService(Box::new(valid(service("web", 1)))));
+    h.answer_stores();
+    h.advance(Duration::from_secs(1)).await;
+    h.answer_stores();
+    h.command(Request::PutService(Box::new(valid(service("web", 2)))));
+    h.answer_stores();
+    h.stores.push_front(held);
+    h.answer_all();
+    h.advance(Duration::from_secs(3)).await;
+    h.answer_all();
+    assert_eq!(h.marked(), Vec::<String>::new());
+    let calls = h.drain_call_log();
+    assert!(
+        !calls.iter().any(|c| matches!(c, MesosCall::Kill { .. })),
+        "{calls:?}"
+    );
+}
