@@ -300,6 +300,32 @@ async fn a_scale_down_during_a_drain_kills_the_unwanted_task_and_the_drain_ends(
     assert_eq!(running.len(), 1, "{tasks}");
 }
 
+/// A `mesos-appliance` process (framework `group`) on `zk` and `tb` with
+/// `worker` of one instance, once its task is at the master; the
+/// services file's directory lives as long as the second value.
+async fn one_worker(
+    zk: &ZkServer,
+    tb: &Testbed,
+    group: &str,
+) -> (support::processes::Appliance, tempfile::TempDir) {
+    use support::processes::{Appliance, base_args, services_file, tail};
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base_args(&zk.connect_string(), &tb.url(), group);
+    let file = services_file(dir.path(), "services.json", &json!([worker(1)]));
+    args.extend(["--services".into(), file.display().to_string()]);
+    let a = Appliance::spawn("a", &args);
+    let deadline = std::time::Instant::now() + WAIT;
+    while worker_tasks(tb).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (a, dir)
+}
+
 /// GET_AGENTS' entry of `agent` at the testbed master.
 async fn master_agent(tb: &Testbed, agent: &str) -> serde_json::Value {
     let answer = support::mesos::operator(&tb.url(), json!({"type": "GET_AGENTS"})).await;
@@ -319,24 +345,11 @@ async fn master_agent(tb: &Testbed, agent: &str) -> serde_json::Value {
 /// deactivated at the master though the docs said it takes tasks again.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_drain_after_its_drain_agent_reactivates_the_agent_at_the_master() {
-    use support::processes::{Appliance, base_args, services_file, tail};
+    use support::processes::tail;
     support::mesos::init();
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = base_args(&zk.connect_string(), &tb.url(), "drain-reactivate");
-    let file = services_file(dir.path(), "services.json", &json!([worker(1)]));
-    args.extend(["--services".into(), file.display().to_string()]);
-    let a = Appliance::spawn("a", &args);
-    let deadline = std::time::Instant::now() + WAIT;
-    while worker_tasks(&tb).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{}",
-            tail(&a.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (a, _dir) = one_worker(&zk, &tb, "drain-reactivate").await;
     let busy = worker_tasks(&tb)[0].1.clone();
     let agent = tb
         .agents()
@@ -410,24 +423,11 @@ async fn cancelling_a_drain_after_its_drain_agent_reactivates_the_agent_at_the_m
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reactivate_refused_while_the_master_drains_is_sent_again_once_drained() {
     use support::mesos::{Subscription, acknowledge, call, launch, subscribe};
-    use support::processes::{Appliance, base_args, services_file, tail};
+    use support::processes::tail;
     support::mesos::init();
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = base_args(&zk.connect_string(), &tb.url(), "drain-retry");
-    let file = services_file(dir.path(), "services.json", &json!([worker(1)]));
-    args.extend(["--services".into(), file.display().to_string()]);
-    let a = Appliance::spawn("a", &args);
-    let deadline = std::time::Instant::now() + WAIT;
-    while worker_tasks(&tb).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{}",
-            tail(&a.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (a, _dir) = one_worker(&zk, &tb, "drain-retry").await;
     let busy = worker_tasks(&tb)[0].1.clone();
     let agent = tb
         .agents()

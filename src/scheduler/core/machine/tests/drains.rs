@@ -753,6 +753,12 @@ fn still_draining() -> Result<(), OperatorFailure> {
 /// Answers the GET_AGENTS calls in flight: agent-5 with its drain at the
 /// master in `state`.
 fn list_agent_5(h: &mut Harness, state: v1::DrainState) {
+    answer_agent_polls(h, super::agents::listed("agent-5", true, Some(state)));
+}
+
+/// Answers the GET_AGENTS calls in flight with `agent` alone, then the
+/// store operations they lead to; true when one was in flight.
+fn answer_agent_polls(h: &mut Harness, agent: crate::mesos::operator::Agent) -> bool {
     let polls: Vec<RequestId> = h
         .operators
         .iter()
@@ -761,14 +767,15 @@ fn list_agent_5(h: &mut Harness, state: v1::DrainState) {
         .collect();
     h.operators
         .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
+    let answered = !polls.is_empty();
     for id in polls {
-        let agent = super::agents::listed("agent-5", true, Some(state));
         h.feed(Input::Operator {
             id,
-            answer: OperatorAnswer::Agents(Ok(vec![agent])),
+            answer: OperatorAnswer::Agents(Ok(vec![agent.clone()])),
         });
     }
     h.answer_stores();
+    answered
 }
 
 /// [`drained_empty_agent`] with `then: drain_agent` answered, the master's
@@ -930,42 +937,14 @@ async fn a_reactivate_retry_ends_only_on_an_active_listed_after_the_refusal() {
     assert!(stored.reactivate_retry, "{stored:?}");
     // The master lists it active after the refusal: nothing left to do.
     h.advance(Duration::from_secs(6)).await;
-    let polls: Vec<RequestId> = h
-        .operators
-        .iter()
-        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
-        .map(|(id, _)| *id)
-        .collect();
-    h.operators
-        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
-    for id in polls {
-        h.feed(Input::Operator {
-            id,
-            answer: OperatorAnswer::Agents(Ok(vec![super::agents::listed("agent-5", true, None)])),
-        });
-    }
-    h.answer_stores();
+    answer_agent_polls(&mut h, super::agents::listed("agent-5", true, None));
     h.advance(Duration::from_secs(1)).await;
     h.answer_stores();
     let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
     // Deactivated, not drained: still waiting.
     assert!(stored.reactivate_retry, "{stored:?}");
     h.advance(Duration::from_secs(6)).await;
-    let polls: Vec<RequestId> = h
-        .operators
-        .iter()
-        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
-        .map(|(id, _)| *id)
-        .collect();
-    h.operators
-        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
-    for id in polls {
-        h.feed(Input::Operator {
-            id,
-            answer: OperatorAnswer::Agents(Ok(vec![super::agents::listed("agent-5", false, None)])),
-        });
-    }
-    h.answer_stores();
+    answer_agent_polls(&mut h, super::agents::listed("agent-5", false, None));
     h.advance(Duration::from_secs(1)).await;
     h.answer_stores();
     let stored = stored_drain(&h, "agent-5").cloned().expect("stored");
@@ -1003,29 +982,13 @@ fn retry_op() -> impl proptest::strategy::Strategy<Value = RetryOp> {
 /// Answers the GET_AGENTS in flight with agent-5 as `state` says; true
 /// when one was in flight.
 fn list_agent_5_as(h: &mut Harness, state: u8) -> bool {
-    let polls: Vec<RequestId> = h
-        .operators
-        .iter()
-        .filter(|(_, op)| matches!(op, OperatorOp::ListAgents { .. }))
-        .map(|(id, _)| *id)
-        .collect();
-    h.operators
-        .retain(|(_, op)| !matches!(op, OperatorOp::ListAgents { .. }));
     let agent = match state {
         0 => super::agents::listed("agent-5", true, Some(v1::DrainState::Draining)),
         1 => super::agents::listed("agent-5", true, Some(v1::DrainState::Drained)),
         2 => super::agents::listed("agent-5", false, None),
         _ => super::agents::listed("agent-5", true, None),
     };
-    let answered = !polls.is_empty();
-    for id in polls {
-        h.feed(Input::Operator {
-            id,
-            answer: OperatorAnswer::Agents(Ok(vec![agent.clone()])),
-        });
-    }
-    h.answer_stores();
-    answered
+    answer_agent_polls(h, agent)
 }
 
 /// Random GET_AGENTS answers, REACTIVATE_AGENT answers and waits after a
