@@ -321,9 +321,10 @@ pub enum DrainProgress {
     /// take its service below the floor, or it is a job's task, whose run
     /// the drain waits for (see `reason`).
     Blocked,
-    /// Killed without a replacement (or being killed), not by the drain:
-    /// its service no longer wants its instance (a scale-down), was
-    /// deleted, or replaced it with a new spec; `reason` is the kill's.
+    /// Killed (or being killed) since the drain began, not by the drain's
+    /// move: its service no longer wants its instance (a scale-down) or
+    /// was deleted, or another rule killed it (a maintenance window moved
+    /// it first, a failed health check); `reason` is the kill's.
     Stopped,
 }
 

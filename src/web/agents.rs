@@ -131,7 +131,7 @@ impl AgentsPage {
             DrainProgress::Moved => "moved",
             DrainProgress::WaitingForHealth => "waiting for health",
             DrainProgress::Blocked => "blocked",
-            DrainProgress::Stopped => "stopped, not wanted",
+            DrainProgress::Stopped => "stopped by another rule",
         }
     }
 

@@ -70,7 +70,7 @@ pub const UNDOCUMENTED: &[(&str, &str)] = &[
     tags(
         (name = "state", description = "The scheduler's state, from the latest snapshot"),
         (name = "tasks", description = "Tasks and their sandbox logs"),
-        (name = "services", description = "Long-running services (docs/services.md)"),
+        (name = "services", description = "Long-running services (the spec: README.md, \"Running it\"; the pages: docs/services-pages.md)"),
         (name = "jobs", description = "Scheduled and on-demand jobs (docs/jobs.md)"),
         (name = "actions", description = "Operator actions, audited"),
         (name = "agents", description = "Mesos agents and draining (docs/draining.md)"),

@@ -170,7 +170,7 @@ async fn the_agents_page_shows_each_drain_s_progress_and_its_buttons() {
         "{r}"
     );
     assert!(r.contains(r#"class="drain-task progress-stopped""#), "{r}");
-    assert!(r.contains("stopped, not wanted"), "{r}");
+    assert!(r.contains("stopped by another rule"), "{r}");
     assert!(
         r.contains("min_healthy 3 · then drain_agent · by admin"),
         "{r}"

@@ -13,7 +13,11 @@ use crate::mesos::resources::{self, Resources};
 const CONTROL_HELP: &str = "\
 Mesos endpoints:
   POST /api/v1/scheduler        v1 scheduler API (also /master/api/v1/scheduler)
-  POST /api/v1                  operator API: GET_FRAMEWORKS, TEARDOWN, MARK_AGENT_GONE
+  POST /api/v1                  operator API: GET_FRAMEWORKS, GET_AGENTS, TEARDOWN,
+                                MARK_AGENT_GONE, DRAIN_AGENT, DEACTIVATE_AGENT,
+                                REACTIVATE_AGENT, the maintenance calls (GET/UPDATE_
+                                MAINTENANCE_SCHEDULE, GET_MAINTENANCE_STATUS,
+                                START/STOP_MAINTENANCE); others 501
   POST /master/teardown         legacy teardown (form field frameworkId)
   GET  /master/state, /master/frameworks, /master/slaves, /master/redirect, /version
 
