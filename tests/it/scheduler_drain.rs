@@ -326,6 +326,48 @@ async fn one_worker(
     (a, dir)
 }
 
+/// The `drain` of `agent` in `a`'s `/api/v1/agents` (null without one).
+async fn drain_of(a: &support::processes::Appliance, agent: &str) -> serde_json::Value {
+    let body = a.get("/api/v1/agents").await.map(|(_, b)| b);
+    body.as_ref()
+        .and_then(|b| b["agents"].as_array())
+        .and_then(|l| l.iter().find(|e| e["agent_id"] == agent))
+        .map(|e| e["drain"].clone())
+        .unwrap_or_default()
+}
+
+/// Waits until `a`'s drain of `agent` made its `then` call and the master
+/// shows the agent's drain `state`, then cancels the drain.
+async fn cancel_once_the_master_shows(
+    a: &support::processes::Appliance,
+    tb: &Testbed,
+    agent: &str,
+    state: &str,
+) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let drain = drain_of(a, agent).await;
+        let at_master = master_agent(tb, agent).await;
+        if drain["then_called"] == true && at_master["drain_info"]["state"] == state {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not {state} at the master: {drain} {at_master}\n{}",
+            support::processes::tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = a
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/agents/{agent}/drain"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// GET_AGENTS' entry of `agent` at the testbed master.
 async fn master_agent(tb: &Testbed, agent: &str) -> serde_json::Value {
     let answer = support::mesos::operator(&tb.url(), json!({"type": "GET_AGENTS"})).await;
@@ -364,38 +406,10 @@ async fn cancelling_a_drain_after_its_drain_agent_reactivates_the_agent_at_the_m
         )
         .await;
     assert_eq!(status, 202, "{body}");
-    let drain_of = |body: Option<serde_json::Value>| {
-        body.as_ref()
-            .and_then(|b| b["agents"].as_array())
-            .and_then(|l| l.iter().find(|e| e["agent_id"] == agent.as_str()))
-            .map(|e| e["drain"].clone())
-            .unwrap_or_default()
-    };
+    cancel_once_the_master_shows(&a, &tb, &agent, "DRAINED").await;
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
-        let at_master = master_agent(&tb, &agent).await;
-        if drain["then_called"] == true && at_master["drain_info"]["state"] == "DRAINED" {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not drained at the master: {drain} {at_master}\n{}",
-            tail(&a.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (status, body) = a
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/api/v1/agents/{agent}/drain"),
-            json!({}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
+        let drain = drain_of(&a, &agent).await;
         let at_master = master_agent(&tb, &agent).await;
         if drain["reactivated"] == true
             && at_master["deactivated"] == false
@@ -473,43 +487,15 @@ async fn a_reactivate_refused_while_the_master_drains_is_sent_again_once_drained
         )
         .await;
     assert_eq!(status, 202, "{body}");
-    let drain_of = |body: Option<serde_json::Value>| {
-        body.as_ref()
-            .and_then(|b| b["agents"].as_array())
-            .and_then(|l| l.iter().find(|e| e["agent_id"] == agent.as_str()))
-            .map(|e| e["drain"].clone())
-            .unwrap_or_default()
-    };
     // The master kills the other framework's task; unacknowledged, the
     // agent stays DRAINING.
     let killed = other.expect_update("other-1").await;
     assert_eq!(killed["reason"], "REASON_AGENT_DRAINING", "{killed}");
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
-        let at_master = master_agent(&tb, &agent).await;
-        if drain["then_called"] == true && at_master["drain_info"]["state"] == "DRAINING" {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not draining at the master: {drain} {at_master}\n{}",
-            tail(&a.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (status, body) = a
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/api/v1/agents/{agent}/drain"),
-            json!({}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    cancel_once_the_master_shows(&a, &tb, &agent, "DRAINING").await;
     // Refused: shown, with the retry to come.
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
+        let drain = drain_of(&a, &agent).await;
         if drain["reactivate_retry"] == true {
             let error = drain["reactivate_error"].as_str().unwrap_or_default();
             assert!(
@@ -531,7 +517,7 @@ async fn a_reactivate_refused_while_the_master_drains_is_sent_again_once_drained
     call(&tb.url(), &other.stream_id, acknowledge(&other_id, &killed)).await;
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        let drain = drain_of(a.get("/api/v1/agents").await.map(|(_, b)| b));
+        let drain = drain_of(&a, &agent).await;
         let at_master = master_agent(&tb, &agent).await;
         if drain["reactivated"] == true
             && drain["reactivate_retry"] == false

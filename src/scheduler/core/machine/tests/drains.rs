@@ -606,21 +606,10 @@ async fn an_ended_drain_shows_what_it_was_when_it_ended() {
 #[tokio::test(start_paused = true)]
 async fn a_drain_cancelled_after_its_then_call_reactivates_the_agent_once() {
     let mut h = drained_empty_agent(ThenAction::DeactivateAgent);
-    h.advance(Duration::from_secs(2)).await;
-    h.answer_stores();
-    h.advance(Duration::from_secs(2)).await;
-    let (call, _) = h
-        .operators
-        .iter()
-        .find(|(_, op)| matches!(op, OperatorOp::DeactivateAgent { .. }))
-        .cloned()
-        .expect("DEACTIVATE_AGENT");
-    h.operators.retain(|(id, _)| *id != call);
-    h.feed(Input::Operator {
-        id: call,
-        answer: OperatorAnswer::AgentCalled(Ok(())),
-    });
-    h.answer_stores();
+    then_called(&mut h, |op| {
+        matches!(op, OperatorOp::DeactivateAgent { .. })
+    })
+    .await;
     assert!(stored_drain(&h, "agent-5").is_some_and(|d| d.then_called));
     let cancel = h.command(Request::CancelDrain {
         agent_id: "agent-5".into(),
@@ -729,6 +718,21 @@ fn reactivations(h: &Harness) -> Vec<RequestId> {
         .collect()
 }
 
+/// Lets a drain of an empty agent end and call its `then` (the operator
+/// call `is` picks), and answers that call with success.
+async fn then_called(h: &mut Harness, is: fn(&OperatorOp) -> bool) {
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_stores();
+    h.advance(Duration::from_secs(2)).await;
+    let (call, _) = h
+        .operators
+        .iter()
+        .find(|(_, op)| is(op))
+        .cloned()
+        .expect("the drain's then call");
+    answer_call(h, call, Ok(()));
+}
+
 /// Answers the operator call `id` with `result`.
 fn answer_call(h: &mut Harness, id: RequestId, result: Result<(), OperatorFailure>) {
     h.operators.retain(|(i, _)| *i != id);
@@ -783,16 +787,7 @@ fn answer_agent_polls(h: &mut Harness, agent: crate::mesos::operator::Agent) -> 
 /// its first REACTIVATE_AGENT refused as "still DRAINING".
 async fn refused_while_draining() -> Harness {
     let mut h = drained_empty_agent(ThenAction::DrainAgent);
-    h.advance(Duration::from_secs(2)).await;
-    h.answer_stores();
-    h.advance(Duration::from_secs(2)).await;
-    let (call, _) = h
-        .operators
-        .iter()
-        .find(|(_, op)| matches!(op, OperatorOp::DrainAgent { .. }))
-        .cloned()
-        .expect("DRAIN_AGENT");
-    answer_call(&mut h, call, Ok(()));
+    then_called(&mut h, |op| matches!(op, OperatorOp::DrainAgent { .. })).await;
     list_agent_5(&mut h, v1::DrainState::Draining);
     let cancel = h.command(Request::CancelDrain {
         agent_id: "agent-5".into(),
@@ -910,16 +905,7 @@ async fn a_reactivate_waiting_for_drained_gives_up_after_its_time() {
 #[tokio::test(start_paused = true)]
 async fn a_reactivate_retry_ends_only_on_an_active_listed_after_the_refusal() {
     let mut h = drained_empty_agent(ThenAction::DrainAgent);
-    h.advance(Duration::from_secs(2)).await;
-    h.answer_stores();
-    h.advance(Duration::from_secs(2)).await;
-    let (call, _) = h
-        .operators
-        .iter()
-        .find(|(_, op)| matches!(op, OperatorOp::DrainAgent { .. }))
-        .cloned()
-        .expect("DRAIN_AGENT");
-    answer_call(&mut h, call, Ok(()));
+    then_called(&mut h, |op| matches!(op, OperatorOp::DrainAgent { .. })).await;
     // No GET_AGENTS since: the table shows agent-5 active (its offer).
     let cancel = h.command(Request::CancelDrain {
         agent_id: "agent-5".into(),
