@@ -272,6 +272,7 @@ pub async fn single(tasks: usize, agents: usize) -> Result<Figures, String> {
         testbed_cpu: testbed.cpu_time(),
         launch_cpu,
         calls: testbed.call_counts(&reqwest::Client::new()).await,
+        updates_resent: testbed.updates_resent(&reqwest::Client::new()).await,
         pages,
     })
 }

@@ -145,6 +145,7 @@ pub async fn run(client: Client, tasks: usize, agents: usize) -> Result<Figures,
         testbed_cpu: testbed.cpu_time(),
         launch_cpu,
         calls: testbed.call_counts(&reqwest::Client::new()).await,
+        updates_resent: testbed.updates_resent(&reqwest::Client::new()).await,
         pages: Vec::new(),
     };
     let _ = child.kill().await;

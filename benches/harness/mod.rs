@@ -50,6 +50,9 @@ pub struct Figures {
     pub launch_cpu: Vec<(&'static str, Duration)>,
     /// Calls the testbed received by the end of the run, by type.
     pub calls: Vec<(String, u64)>,
+    /// Status updates the testbed's agents re-sent by the end of the run,
+    /// unacknowledged after their retry interval (`None`: not known).
+    pub updates_resent: Option<u64>,
     /// Pages and JSON endpoints timed after the reconciliation (the
     /// appliance only): each one's path and latencies.
     pub pages: Vec<(String, Vec<Duration>)>,

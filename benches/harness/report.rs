@@ -108,7 +108,14 @@ pub fn print_size(r: &SizeResults) {
     ] {
         if let Some(f) = ok(run).filter(|f| !f.calls.is_empty()) {
             let calls: Vec<String> = f.calls.iter().map(|(t, n)| format!("{t} {n}")).collect();
-            println!("  {name} calls to its testbed: {}", calls.join(", "));
+            let resent = match f.updates_resent {
+                Some(n) => format!("; status updates re-sent unacknowledged: {n}"),
+                None => String::new(),
+            };
+            println!(
+                "  {name} calls to its testbed: {}{resent}",
+                calls.join(", ")
+            );
         }
     }
     for (name, run) in [

@@ -82,6 +82,27 @@ impl TestbedProcess {
         answer.await.unwrap_or_default()
     }
 
+    /// Status updates the agents sent again so far because their
+    /// acknowledgement came later than the retry interval, summed over the
+    /// frameworks (`updates_resent` of `GET /testbed/frameworks`); `None`
+    /// if the testbed did not answer.
+    pub async fn updates_resent(&self, http: &reqwest::Client) -> Option<u64> {
+        let body: serde_json::Value = http
+            .get(format!("{}/testbed/frameworks", self.url))
+            .timeout(std::time::Duration::from_secs(5))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        body["frameworks"]
+            .as_array()?
+            .iter()
+            .map(|f| f["updates_resent"].as_u64())
+            .sum()
+    }
+
     /// Arrival times (UNIX seconds) of the SUBSCRIBE calls the testbed
     /// answered with 200, oldest first (`GET /testbed/calls?type=SUBSCRIBE`).
     pub async fn subscribed_at(&self, http: &reqwest::Client) -> Result<Vec<f64>, String> {

@@ -104,6 +104,13 @@ async fn unacknowledged_update_is_redelivered_with_backoff() {
     );
     call(&tb.url(), &sub.stream_id, acknowledge(&fid, &third)).await;
     assert_eq!(sub.expect_update("t1").await["state"], "TASK_RUNNING");
+    // The framework's count of re-sent updates (the benchmark reads it).
+    let frameworks = get_json(&format!("{}/testbed/frameworks", tb.url())).await;
+    let ours = frameworks["frameworks"]
+        .as_array()
+        .and_then(|all| all.iter().find(|f| f["id"] == fid.as_str()))
+        .cloned();
+    assert_eq!(ours.map(|f| f["updates_resent"].clone()), Some(json!(2)));
 }
 
 #[tokio::test]

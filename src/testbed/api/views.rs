@@ -78,6 +78,9 @@ pub struct FrameworkView {
     pub completed: bool,
     /// `FrameworkInfo.failover_timeout` in seconds.
     pub failover_timeout_seconds: f64,
+    /// Status updates re-sent to it because their acknowledgement came
+    /// later than the agent's retry interval (`--status-update-retry-min`).
+    pub updates_resent: u64,
 }
 
 /// An agent as the testbed sees it.
@@ -321,6 +324,7 @@ impl Master {
             recovered: f.recovered,
             completed,
             failover_timeout_seconds: f.info.failover_timeout.unwrap_or(0.0),
+            updates_resent: f.updates_resent,
         };
         let mut out: Vec<FrameworkView> =
             self.frameworks.values().map(|f| view(f, false)).collect();

@@ -212,6 +212,10 @@ pub(crate) struct Framework {
     /// an allocation round reads only the agent's own.
     pub filters: HashMap<String, Vec<OfferFilter>>,
     pub completed_tasks: VecDeque<self::tasks::Task>,
+    /// Status updates of its tasks the agents sent again because their
+    /// acknowledgement did not come within the retry interval (a sign the
+    /// scheduler acknowledges late; `GET /testbed/frameworks`).
+    pub updates_resent: u64,
 }
 
 impl Framework {
@@ -228,6 +232,7 @@ impl Framework {
             suppressed: false,
             filters: HashMap::new(),
             completed_tasks: VecDeque::new(),
+            updates_resent: 0,
         }
     }
 

@@ -103,6 +103,9 @@ impl Master {
         if let Some(task) = self.tasks.get_mut(&key) {
             task.retries = task.retries.saturating_add(1);
         }
+        if let Some(framework) = self.frameworks.get_mut(framework_id) {
+            framework.updates_resent += 1;
+        }
         tracing::debug!(%task_id, "re-sending unacknowledged status update");
         self.forward_head(framework_id, task_id);
     }
