@@ -204,23 +204,14 @@ async fn a_follower_shows_the_drains_and_a_new_leader_the_master_s_registration(
             .unwrap_or_default()
     };
     // The follower: the drain from ZooKeeper within a few refreshes.
-    let deadline = std::time::Instant::now() + WAIT;
-    let view = loop {
-        let view = b
-            .get("/api/v1/agents")
-            .await
-            .map(|(_, v)| v)
-            .unwrap_or_default();
-        if entry(&view, &empty)["drain"]["state"] == "done" && !entry(&view, &busy).is_null() {
-            break view;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the follower shows no drain: {view}\n{}",
-            tail(&b.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let view = b
+        .wait_get(
+            "/api/v1/agents",
+            "the follower shows the drain",
+            WAIT,
+            |view| entry(view, &empty)["drain"]["state"] == "done" && !entry(view, &busy).is_null(),
+        )
+        .await;
     assert_eq!(view["leading"], false, "{view}");
     assert!(view["as_of"].as_f64().is_some_and(|t| t > 0.0), "{view}");
     let unknown: Vec<&str> = view["unknown_fields"]
@@ -274,23 +265,14 @@ async fn a_follower_shows_the_drains_and_a_new_leader_the_master_s_registration(
     let stopped = mesos_appliance::util::unix_now_secs();
     a.signal(libc::SIGTERM);
     a.wait_exit(WAIT).await;
-    let deadline = std::time::Instant::now() + WAIT;
-    let view = loop {
-        let view = b
-            .get("/api/v1/agents")
-            .await
-            .map(|(_, v)| v)
-            .unwrap_or_default();
-        if view["leading"] == true && entry(&view, &busy)["registered_time"].is_number() {
-            break view;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the new leader shows no registration: {view}\n{}",
-            tail(&b.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let view = b
+        .wait_get(
+            "/api/v1/agents",
+            "the new leader shows the registration",
+            WAIT,
+            |view| view["leading"] == true && entry(view, &busy)["registered_time"].is_number(),
+        )
+        .await;
     let busy = entry(&view, &busy);
     let registered = busy["registered_time"].as_f64().unwrap();
     let since = busy["since"].as_f64().unwrap();

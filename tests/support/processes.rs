@@ -192,18 +192,29 @@ impl Appliance {
         within: Duration,
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
+        self.wait_get("/api/v1/state", what, within, pred).await
+    }
+
+    /// Waits until the JSON answer of `GET <path>` satisfies `pred`
+    /// (polled every 100 ms; no answer is `null`) and returns it; panics
+    /// after `within` with the last answer and the log's tail.
+    pub async fn wait_get(
+        &self,
+        path: &str,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + within;
         loop {
-            if let Some(state) = self.state().await
-                && pred(&state)
-            {
-                return state;
+            let answer = self.get(path).await.map(|(_, v)| v).unwrap_or(Value::Null);
+            if pred(&answer) {
+                return answer;
             }
             if Instant::now() >= deadline {
                 panic!(
-                    "{}: {what} not reached within {within:?}; state: {}\n--- log ---\n{}",
+                    "{}: {what} not reached within {within:?}; {path}: {answer}\n--- log ---\n{}",
                     self.name,
-                    self.state().await.unwrap_or(Value::Null),
                     tail(&self.log(), 60)
                 );
             }
