@@ -38,7 +38,7 @@ use super::views::{
 };
 use crate::scheduler::spec::ValidServiceSpec;
 use crate::scheduler::spec::service::new_name_problem;
-use crate::scheduler::{Expected, Request, ServiceSpec, Snapshot};
+use crate::scheduler::{CommandError, Expected, Request, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
 
 /// `GET /api/v1/state`.
@@ -223,7 +223,7 @@ pub struct ServiceChange {
     put,
     path = "/api/v1/services/{name}",
     tag = "services",
-    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery, ("If-Match" = Option<String>, Header, description = "Replace only if the stored spec is still at one of these versions: entity tags as the `ETag` of `GET /api/v1/services/{name}` shows them, quoted and comma-separated (RFC 9110 §13.1.1; weak tags never match), or `*` for any stored spec; 412 when it changed, 404 without the service, 400 when the value is not `*` or entity tags")),
+    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery, ("If-Match" = Option<String>, Header, description = "Replace only if the stored spec is still at one of these versions: entity tags as the `ETag` of `GET /api/v1/services/{name}` shows them, quoted and comma-separated (RFC 9110 §13.1.1; weak tags never match), or `*` for any stored spec; 412 when it changed or does not exist (nothing is created), 400 when the value is not `*` or entity tags")),
     request_body(content = ServiceSpec, description = "The service spec; `name` may be left out", content_type = "application/json"),
     responses((status = 200, description = "Replaced", body = ServiceChange), (status = 201, description = "Created", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::PreconditionFailed, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
@@ -238,6 +238,7 @@ pub async fn put_service(
     let spec = service_spec(body, &name, &admin.state.handle.snapshot())?;
     let params = put_params(&spec);
     let state = &admin.state;
+    let conditional = expected.is_some();
     let request = match expected {
         Some(expected) => Request::ReplaceService {
             spec: Box::new(spec),
@@ -245,9 +246,10 @@ pub async fn put_service(
         },
         None => Request::PutService(Box::new(spec)),
     };
-    let result = ask(state, request)
-        .await
-        .map_err(|e| AppError::from_command(e, &admin.path));
+    let result = ask(state, request).await.map_err(|e| match e {
+        CommandError::NotFound(what) if conditional => missing_precondition(&what),
+        e => AppError::from_command(e, &admin.path),
+    });
     let (status, outcome) = match &result {
         Ok(true) => (StatusCode::OK, "replaced"),
         Ok(false) => (StatusCode::CREATED, "created"),
@@ -259,6 +261,25 @@ pub async fn put_service(
     .await;
     result?;
     Ok((status, Json(ServiceChange { name, outcome })).into_response())
+}
+
+/// 412 for an `If-Match` on a service that does not exist (`what`, as the
+/// core names it): the condition is false when there is no current
+/// representation, whether it is `*` or entity tags (RFC 9110 §13.1.1).
+/// Not 404: without the header the same `PUT` would create the service
+/// (a 2xx), so the precondition is evaluated (RFC 9110 §13.2.1). A
+/// `DELETE` of a missing service stays 404: without a precondition it
+/// fails before anything is done, and §13.2.1 has such a failure win.
+fn missing_precondition(what: &str) -> AppError {
+    AppError::new(
+        StatusCode::PRECONDITION_FAILED,
+        "precondition-failed",
+        "Changed since it was read",
+        format!(
+            "{what} does not exist, and If-Match asks for a stored spec; nothing was \
+             created: PUT without If-Match to create it"
+        ),
+    )
 }
 
 /// The spec of a service change to `name` from a parsed body: a JSON
