@@ -30,8 +30,8 @@ use super::actions::{ActionsView, ask};
 use super::audit::{AuditQuery, AuditView};
 use super::auth::Peer;
 use super::error::AppError;
-use super::extract::{AdminChange, ApiPath, ApiQuery, JsonBody, json_field_error, named_spec_body};
-use super::query::StrictQuery;
+use super::extract::{AdminChange, ApiPath, JsonBody, json_field_error, named_spec_body};
+use super::query::{NoQuery, StrictQuery};
 use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
     StateView, TaskDetailView, TaskQuery, TasksView, readiness,
@@ -46,9 +46,9 @@ use crate::util::unix_now_secs;
     get,
     path = "/api/v1/state",
     tag = "state",
-    responses((status = 200, description = "The scheduler's state", body = StateView))
+    responses((status = 200, description = "The scheduler's state", body = StateView), crate::web::error::responses::BadRequest)
 )]
-pub async fn state(State(state): State<AppState>) -> Json<StateView> {
+pub async fn state(State(state): State<AppState>, _: StrictQuery<NoQuery>) -> Json<StateView> {
     let s = state.handle.snapshot();
     Json(StateView::new(
         &s,
@@ -108,9 +108,9 @@ pub async fn task(
     get,
     path = "/api/v1/offers",
     tag = "state",
-    responses((status = 200, description = "Offers held", body = OffersView))
+    responses((status = 200, description = "Offers held", body = OffersView), crate::web::error::responses::BadRequest)
 )]
-pub async fn offers(State(state): State<AppState>) -> Json<OffersView> {
+pub async fn offers(State(state): State<AppState>, _: StrictQuery<NoQuery>) -> Json<OffersView> {
     Json(OffersView::new(&state.handle.snapshot()))
 }
 
@@ -133,9 +133,12 @@ pub async fn replicas_view(state: &AppState, s: &Snapshot) -> ReplicasView {
     get,
     path = "/api/v1/replicas",
     tag = "state",
-    responses((status = 200, description = "The replicas", body = ReplicasView))
+    responses((status = 200, description = "The replicas", body = ReplicasView), crate::web::error::responses::BadRequest)
 )]
-pub async fn replicas(State(state): State<AppState>) -> Json<ReplicasView> {
+pub async fn replicas(
+    State(state): State<AppState>,
+    _: StrictQuery<NoQuery>,
+) -> Json<ReplicasView> {
     let s = state.handle.snapshot();
     Json(replicas_view(&state, &s).await)
 }
@@ -161,9 +164,12 @@ pub async fn events(
     get,
     path = "/api/v1/services",
     tag = "services",
-    responses((status = 200, description = "The services", body = ServicesView))
+    responses((status = 200, description = "The services", body = ServicesView), crate::web::error::responses::BadRequest)
 )]
-pub async fn services(State(state): State<AppState>) -> Json<ServicesView> {
+pub async fn services(
+    State(state): State<AppState>,
+    _: StrictQuery<NoQuery>,
+) -> Json<ServicesView> {
     Json(ServicesView::new(&state.handle.snapshot()))
 }
 
@@ -367,10 +373,11 @@ pub async fn delete_service(
     get,
     path = "/api/v1/actions",
     tag = "actions",
-    responses((status = 200, description = "The actions and their recent results", body = ActionsView))
+    responses((status = 200, description = "The actions and their recent results", body = ActionsView), crate::web::error::responses::BadRequest)
 )]
 pub async fn actions(
     State(state): State<AppState>,
+    _: StrictQuery<NoQuery>,
     headers: HeaderMap,
     peer: Peer,
 ) -> Json<ActionsView> {
@@ -389,7 +396,7 @@ pub async fn actions(
 )]
 pub async fn audit(
     State(state): State<AppState>,
-    ApiQuery(query): ApiQuery<AuditQuery>,
+    StrictQuery(query): StrictQuery<AuditQuery>,
 ) -> Result<Json<AuditView>, AppError> {
     Ok(Json(AuditView::load(&state, query).await?))
 }
