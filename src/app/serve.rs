@@ -102,6 +102,11 @@ async fn run_inner(mut common: CommonArgs, cluster: ClusterArgs) -> Result<u8, F
         .transpose()
         .map_err(|e| ConfigError(format!("--zk: {e}")))?;
     let services = load_services(common.services.as_deref())?;
+    // Every flag is checked before anything is bound: a refused flag is
+    // refused (exit 2) whether or not its port is free. The URL is set
+    // once bound.
+    let mut web = web_config(&common, "")?;
+    let client = client_config(&cluster, &master)?;
     // Before the election (a replica that cannot serve must never lead),
     // and before the URL is advertised: with `--listen host:0` it names
     // the port bound.
@@ -109,8 +114,8 @@ async fn run_inner(mut common: CommonArgs, cluster: ClusterArgs) -> Result<u8, F
         .await
         .map_err(|e| Failure::Runtime(e.to_string()))?;
     let advertised = advertised_url(&common);
-    let web = web_config(&common, &advertised)?;
-    let client = client_config(&cluster, &master)?;
+    web.listen = common.listen;
+    web.advertised_url.clone_from(&advertised);
     let deployment = deployment_id(&common, &cluster, &services);
     let mut core = core_config(
         &common,

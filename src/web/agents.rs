@@ -23,6 +23,7 @@ use super::auth::Access;
 use super::error::AppError;
 use super::extract::{ActionForm, AdminForm, PagePath};
 use super::pages::{Chrome, with_cookie};
+use super::query::{NoQuery, StrictQuery};
 use crate::scheduler::drains::{DrainProgress, DrainState, DrainStatus};
 use crate::scheduler::snapshot::{AgentState, AgentStatus};
 use crate::scheduler::{FieldError, Snapshot};
@@ -88,9 +89,9 @@ impl AgentsView {
     get,
     path = "/api/v1/agents",
     tag = "agents",
-    responses((status = 200, description = "The agents", body = AgentsView))
+    responses((status = 200, description = "The agents", body = AgentsView), crate::web::error::responses::BadRequest)
 )]
-pub async fn api(State(state): State<AppState>) -> Json<AgentsView> {
+pub async fn api(State(state): State<AppState>, _: StrictQuery<NoQuery>) -> Json<AgentsView> {
     Json(AgentsView::new(&state.handle.snapshot()))
 }
 

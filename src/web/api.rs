@@ -30,15 +30,15 @@ use super::actions::{ActionsView, ask};
 use super::audit::{AuditQuery, AuditView};
 use super::auth::Peer;
 use super::error::AppError;
-use super::extract::{AdminChange, ApiPath, ApiQuery, JsonBody, json_field_error, named_spec_body};
-use super::query::StrictQuery;
+use super::extract::{AdminChange, ApiPath, JsonBody, json_field_error, named_spec_body};
+use super::query::{NoQuery, StrictQuery};
 use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
     StateView, TaskDetailView, TaskQuery, TasksView, readiness,
 };
 use crate::scheduler::spec::ValidServiceSpec;
 use crate::scheduler::spec::service::new_name_problem;
-use crate::scheduler::{Expected, Request, ServiceSpec, Snapshot};
+use crate::scheduler::{CommandError, Expected, Request, ServiceSpec, Snapshot};
 use crate::util::unix_now_secs;
 
 /// `GET /api/v1/state`.
@@ -46,9 +46,9 @@ use crate::util::unix_now_secs;
     get,
     path = "/api/v1/state",
     tag = "state",
-    responses((status = 200, description = "The scheduler's state", body = StateView))
+    responses((status = 200, description = "The scheduler's state", body = StateView), crate::web::error::responses::BadRequest)
 )]
-pub async fn state(State(state): State<AppState>) -> Json<StateView> {
+pub async fn state(State(state): State<AppState>, _: StrictQuery<NoQuery>) -> Json<StateView> {
     let s = state.handle.snapshot();
     Json(StateView::new(
         &s,
@@ -108,9 +108,9 @@ pub async fn task(
     get,
     path = "/api/v1/offers",
     tag = "state",
-    responses((status = 200, description = "Offers held", body = OffersView))
+    responses((status = 200, description = "Offers held", body = OffersView), crate::web::error::responses::BadRequest)
 )]
-pub async fn offers(State(state): State<AppState>) -> Json<OffersView> {
+pub async fn offers(State(state): State<AppState>, _: StrictQuery<NoQuery>) -> Json<OffersView> {
     Json(OffersView::new(&state.handle.snapshot()))
 }
 
@@ -133,9 +133,12 @@ pub async fn replicas_view(state: &AppState, s: &Snapshot) -> ReplicasView {
     get,
     path = "/api/v1/replicas",
     tag = "state",
-    responses((status = 200, description = "The replicas", body = ReplicasView))
+    responses((status = 200, description = "The replicas", body = ReplicasView), crate::web::error::responses::BadRequest)
 )]
-pub async fn replicas(State(state): State<AppState>) -> Json<ReplicasView> {
+pub async fn replicas(
+    State(state): State<AppState>,
+    _: StrictQuery<NoQuery>,
+) -> Json<ReplicasView> {
     let s = state.handle.snapshot();
     Json(replicas_view(&state, &s).await)
 }
@@ -161,9 +164,12 @@ pub async fn events(
     get,
     path = "/api/v1/services",
     tag = "services",
-    responses((status = 200, description = "The services", body = ServicesView))
+    responses((status = 200, description = "The services", body = ServicesView), crate::web::error::responses::BadRequest)
 )]
-pub async fn services(State(state): State<AppState>) -> Json<ServicesView> {
+pub async fn services(
+    State(state): State<AppState>,
+    _: StrictQuery<NoQuery>,
+) -> Json<ServicesView> {
     Json(ServicesView::new(&state.handle.snapshot()))
 }
 
@@ -223,7 +229,7 @@ pub struct ServiceChange {
     put,
     path = "/api/v1/services/{name}",
     tag = "services",
-    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery, ("If-Match" = Option<String>, Header, description = "Replace only if the stored spec is still at one of these versions: entity tags as the `ETag` of `GET /api/v1/services/{name}` shows them, quoted and comma-separated (RFC 9110 §13.1.1; weak tags never match), or `*` for any stored spec; 412 when it changed, 404 without the service, 400 when the value is not `*` or entity tags")),
+    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery, ("If-Match" = Option<String>, Header, description = "Replace only if the stored spec is still at one of these versions: entity tags as the `ETag` of `GET /api/v1/services/{name}` shows them, quoted and comma-separated (RFC 9110 §13.1.1; weak tags never match), or `*` for any stored spec; 412 when it changed or does not exist (nothing is created), 400 when the value is not `*` or entity tags")),
     request_body(content = ServiceSpec, description = "The service spec; `name` may be left out", content_type = "application/json"),
     responses((status = 200, description = "Replaced", body = ServiceChange), (status = 201, description = "Created", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::Conflict, crate::web::error::responses::PreconditionFailed, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
@@ -238,6 +244,7 @@ pub async fn put_service(
     let spec = service_spec(body, &name, &admin.state.handle.snapshot())?;
     let params = put_params(&spec);
     let state = &admin.state;
+    let conditional = expected.is_some();
     let request = match expected {
         Some(expected) => Request::ReplaceService {
             spec: Box::new(spec),
@@ -245,9 +252,10 @@ pub async fn put_service(
         },
         None => Request::PutService(Box::new(spec)),
     };
-    let result = ask(state, request)
-        .await
-        .map_err(|e| AppError::from_command(e, &admin.path));
+    let result = ask(state, request).await.map_err(|e| match e {
+        CommandError::NotFound(what) if conditional => missing_precondition(&what),
+        e => AppError::from_command(e, &admin.path),
+    });
     let (status, outcome) = match &result {
         Ok(true) => (StatusCode::OK, "replaced"),
         Ok(false) => (StatusCode::CREATED, "created"),
@@ -259,6 +267,25 @@ pub async fn put_service(
     .await;
     result?;
     Ok((status, Json(ServiceChange { name, outcome })).into_response())
+}
+
+/// 412 for an `If-Match` on a service that does not exist (`what`, as the
+/// core names it): the condition is false when there is no current
+/// representation, whether it is `*` or entity tags (RFC 9110 §13.1.1).
+/// Not 404: without the header the same `PUT` would create the service
+/// (a 2xx), so the precondition is evaluated (RFC 9110 §13.2.1). A
+/// `DELETE` of a missing service stays 404: without a precondition it
+/// fails before anything is done, and §13.2.1 has such a failure win.
+fn missing_precondition(what: &str) -> AppError {
+    AppError::new(
+        StatusCode::PRECONDITION_FAILED,
+        "precondition-failed",
+        "Changed since it was read",
+        format!(
+            "{what} does not exist, and If-Match asks for a stored spec; nothing was \
+             created: PUT without If-Match to create it"
+        ),
+    )
 }
 
 /// The spec of a service change to `name` from a parsed body: a JSON
@@ -346,10 +373,11 @@ pub async fn delete_service(
     get,
     path = "/api/v1/actions",
     tag = "actions",
-    responses((status = 200, description = "The actions and their recent results", body = ActionsView))
+    responses((status = 200, description = "The actions and their recent results", body = ActionsView), crate::web::error::responses::BadRequest)
 )]
 pub async fn actions(
     State(state): State<AppState>,
+    _: StrictQuery<NoQuery>,
     headers: HeaderMap,
     peer: Peer,
 ) -> Json<ActionsView> {
@@ -368,7 +396,7 @@ pub async fn actions(
 )]
 pub async fn audit(
     State(state): State<AppState>,
-    ApiQuery(query): ApiQuery<AuditQuery>,
+    StrictQuery(query): StrictQuery<AuditQuery>,
 ) -> Result<Json<AuditView>, AppError> {
     Ok(Json(AuditView::load(&state, query).await?))
 }

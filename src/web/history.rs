@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::error::AppError;
-use super::extract::ApiQuery;
+use super::query::StrictQuery;
 use crate::coordination::Leadership;
 use crate::scheduler::Snapshot;
 use crate::scheduler::drains::{DrainState, DrainStatus};
@@ -805,7 +805,7 @@ pub async fn shown(state: &AppState, window: Window) -> (HistoryView, Option<Str
 )]
 pub async fn api(
     State(state): State<AppState>,
-    ApiQuery(query): ApiQuery<HistoryQuery>,
+    StrictQuery(query): StrictQuery<HistoryQuery>,
 ) -> Result<Json<HistoryView>, AppError> {
     let window = Window::parse(query.window.as_deref())?;
     let points = query.points.unwrap_or(DEFAULT_POINTS);

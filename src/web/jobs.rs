@@ -29,6 +29,7 @@ use super::error::AppError;
 use super::extract::{
     ActionBody, AdminChange, ApiPath, JsonBody, json_field_error, named_spec_body,
 };
+use super::query::{NoQuery, StrictQuery};
 use crate::scheduler::FieldError;
 use crate::scheduler::commands::RunRequest;
 use crate::scheduler::jobs::{Attempt, JobStatus, RunRecord, RunState, Trigger};
@@ -208,9 +209,9 @@ fn find<'a>(s: &'a Snapshot, name: &str) -> Result<&'a JobStatus, AppError> {
     get,
     path = "/api/v1/jobs",
     tag = "jobs",
-    responses((status = 200, description = "The jobs", body = JobsView))
+    responses((status = 200, description = "The jobs", body = JobsView), crate::web::error::responses::BadRequest)
 )]
-pub async fn list(State(state): State<AppState>) -> Json<JobsView> {
+pub async fn list(State(state): State<AppState>, _: StrictQuery<NoQuery>) -> Json<JobsView> {
     let s = state.handle.snapshot();
     Json(JobsView {
         jobs: s.jobs.iter().map(|j| JobRow::new(j, &s)).collect(),

@@ -49,7 +49,7 @@
 //! |---|---|---|---|
 //! | GET | `/`, `/tasks`, `/tasks/{id}`, `/services`, `/offers`, `/agents`, `/replicas`, `/events`, `/actions`, `/audit` | anyone | 200 HTML (400 bad query, 404 unknown task) |
 //! | GET | `/tasks/{id}/logs/{stdout\|stderr}?offset=` | anyone | 200 HTML, a page of the task's sandbox file ([`logs`]); 400, 404, 410, 502, 503, 504 |
-//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/agents`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}`, `/audit` | anyone | 200 JSON twins of the pages (400, 404 as problems; `/tasks`, `/events` and `/audit` refuse unknown parameters) |
+//! | GET | `/api/v1/state`, `/tasks`, `/tasks/{id}`, `/services`, `/services/{name}`, `/offers`, `/agents`, `/replicas`, `/events`, `/actions`, `/actions/results/{id}`, `/audit` | anyone | 200 JSON twins of the pages (400, 404 as problems; the lists refuse unknown parameters, [`query::StrictQuery`]) |
 //! | GET | `/api/v1/tasks/{id}/logs/{stdout\|stderr}?offset=&length=` | anyone | 200 one read of the sandbox file ([`logs::LogView`]); 400, 404, 410, 502, 503, 504 |
 //! | GET | `/api/v1/history?window=15m\|1h\|6h&points=N` | anyone | 200 the charts' samples and marks ([`history::HistoryView`]); 400 |
 //! | GET | `/api/v1/openapi.json` | anyone | 200 the OpenAPI 3.1 document of every JSON route ([`openapi`], `docs/api.md`) |

@@ -38,6 +38,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::query::{NoQuery, StrictQuery};
 use super::{actions, agents, api, event_stream, history, jobs, live, logs};
 
 pub use super::error::{Problem, responses};
@@ -175,9 +176,10 @@ fn document_json() -> &'static str {
     responses(
         (status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json",
          body = Object),
+        crate::web::error::responses::BadRequest,
     )
 )]
-pub async fn document() -> Response {
+pub async fn document(_: StrictQuery<NoQuery>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
         document_json(),

@@ -45,10 +45,20 @@ pub async fn bounded_uri(request: Request, next: Next) -> Response {
 }
 
 /// The query of a request as a `T` (a struct of named fields): 400 with one
-/// field error per unknown parameter (`"field": "<parameter>"`), else as
-/// axum's `Query` (400 for a value that does not decode).
+/// field error per unknown parameter (`"field": "<parameter>"`, its message
+/// listing the parameters `T` takes), else as axum's `Query` (400 for a
+/// value that does not decode).
+///
+/// The rule of every JSON list endpoint (`GET /api/v1/…` without a path
+/// parameter; `docs/api.md`): each takes its query as a `StrictQuery`,
+/// [`NoQuery`] when it takes none. The HTML pages stay lenient.
 #[derive(Debug, Clone)]
 pub struct StrictQuery<T>(pub T);
+
+/// The query of an endpoint that takes no parameters, for [`StrictQuery`]:
+/// any parameter is refused.
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize)]
+pub struct NoQuery {}
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for StrictQuery<T> {
     type Rejection = AppError;
@@ -61,9 +71,14 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for StrictQuery<T>
         let mut unknown: Vec<FieldError> = Vec::new();
         for (name, _) in &pairs {
             if !known.contains(&name.as_str()) && !unknown.iter().any(|e| &e.field == name) {
+                let message = if known.is_empty() {
+                    "unknown parameter; this endpoint takes none".to_string()
+                } else {
+                    format!("unknown parameter; the parameters are {}", known.join(", "))
+                };
                 unknown.push(FieldError {
                     field: name.clone(),
-                    message: format!("unknown parameter; the parameters are {}", known.join(", ")),
+                    message,
                 });
             }
         }

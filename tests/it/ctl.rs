@@ -798,20 +798,38 @@ async fn a_change_made_on_an_older_spec_never_undoes_a_newer_one() {
     assert_eq!(row["spec"]["instances"], 3, "{row}");
     assert_eq!(row["spec"]["env"]["V"], "3", "the newest env kept: {row}");
 
-    // `If-Match: *` replaces whatever is stored, and never creates.
+    // `If-Match: *` replaces whatever is stored, and never creates. On a
+    // service that does not exist, `*` and a tag are both false: 412, not
+    // 404 (RFC 9110 §13.1.1; without the header the PUT would create it).
     assert_eq!(put_web(url, &spec, Some("*")).await.0, 200);
     let (row, _) = get_web(url).await;
     assert_eq!(row["spec"]["instances"], 2, "{row}");
     let mut other = spec.clone();
     other["name"] = json!("api");
-    let response = support::mesos::client()
-        .put(format!("{url}/api/v1/services/api"))
-        .bearer_auth(TOKEN)
-        .header("if-match", "*")
-        .json(&other)
+    for tag in ["*", "\"x\""] {
+        let response = support::mesos::client()
+            .put(format!("{url}/api/v1/services/api"))
+            .bearer_auth(TOKEN)
+            .header("if-match", tag)
+            .json(&other)
+            .timeout(Duration::from_secs(15))
+            .send()
+            .await
+            .expect("PUT sent");
+        assert_eq!(response.status().as_u16(), 412, "{tag}");
+        let problem: Value = response.json().await.unwrap_or(Value::Null);
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("does not exist")),
+            "{tag}: {problem}"
+        );
+    }
+    let missing = support::mesos::client()
+        .get(format!("{url}/api/v1/services/api"))
         .timeout(Duration::from_secs(15))
         .send()
         .await
-        .expect("PUT sent");
-    assert_eq!(response.status().as_u16(), 404);
+        .expect("GET sent");
+    assert_eq!(missing.status().as_u16(), 404, "nothing was created");
 }

@@ -137,6 +137,11 @@ fn the_executor_answers_help_and_version() {
 #[test]
 fn the_appliance_refuses_bad_flag_values() {
     let dead = format!("http://127.0.0.1:{}", free_port());
+    // The start-up cases listen on a port this test holds, never on the
+    // default 8080: a flag checked only after binding fails here with
+    // "cannot listen", whatever else runs on the machine.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let listen = held.local_addr().expect("its address").to_string();
     let cases: &[(&[&str], &str)] = &[
         (
             &["--decline-refuse-seconds", "NaN"],
@@ -162,19 +167,29 @@ fn the_appliance_refuses_bad_flag_values() {
             &[
                 "--master",
                 &dead,
+                "--listen",
+                &listen,
                 "--executor-binary",
                 "/nonexistent/executor",
             ],
             "/nonexistent/executor",
         ),
         (
-            &["--master", &dead, "--executor-binary", "/"],
+            &[
+                "--master",
+                &dead,
+                "--listen",
+                &listen,
+                "--executor-binary",
+                "/",
+            ],
             "--executor-binary /: not a file",
         ),
     ];
     for (args, names) in cases {
         assert_exit(&run(APPLIANCE, args), 2, args, names);
     }
+    drop(held);
 }
 
 #[test]

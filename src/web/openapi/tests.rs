@@ -268,3 +268,39 @@ fn job_enable_and_disable_document_their_409() {
         assert!(responses.get("409").is_some(), "{path}: {responses:#}");
     }
 }
+
+/// One rule for every JSON list endpoint (`GET /api/v1/…` without a path
+/// parameter, answering JSON): a query parameter it does not take is 400,
+/// naming the parameter and listing the ones it takes
+/// (`web::query::StrictQuery`), as `/api/v1/tasks?stat=…` always was.
+#[tokio::test]
+async fn every_json_list_endpoint_refuses_an_unknown_parameter() {
+    let app = crate::web::router(state());
+    let mut lenient = Vec::new();
+    for (method, path, op) in operations(&doc()) {
+        let json = op["responses"]["200"]["content"]
+            .as_object()
+            .is_some_and(|c| c.contains_key("application/json"));
+        if method != "GET" || !path.starts_with("/api/v1/") || path.contains('{') || !json {
+            continue;
+        }
+        let request = axum::http::Request::builder()
+            .uri(format!("{path}?bogus=1"))
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 4 << 20)
+            .await
+            .unwrap();
+        let problem: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let named = problem["errors"][0]["field"] == "bogus"
+            && problem["errors"][0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("unknown parameter"));
+        if status != 400 || !named {
+            lenient.push(format!("{path}: {status} {problem}"));
+        }
+    }
+    assert!(lenient.is_empty(), "{lenient:#?}");
+}

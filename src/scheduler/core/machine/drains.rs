@@ -796,22 +796,43 @@ impl Machine {
         let since = drain.started_at;
         let until = drain.finished_at.unwrap_or(f64::INFINITY);
         let within = |requested_at: f64| since <= requested_at && requested_at <= until;
-        // The other agents drains hold: often why no replacement is placed.
-        let others: Vec<String> = self
+        // The other agents whose offers are declined: often why no
+        // replacement is placed. Those drains hold, and those whose
+        // maintenance window is near or has begun (`maintenance.rs`).
+        let named = |a: &AgentId| match self.agents.hostname(a) {
+            Some(host) if !host.is_empty() && host != a.as_str() => format!("{a} ({host})"),
+            _ => a.to_string(),
+        };
+        let drained: Vec<&AgentId> = self
             .drains
             .by_agent
             .iter()
             .filter(|(a, (d, _))| *a != agent && d.state.holds())
-            .map(|(a, _)| match self.agents.hostname(a) {
-                Some(host) if !host.is_empty() && host != a.as_str() => format!("{a} ({host})"),
-                _ => a.to_string(),
-            })
+            .map(|(a, _)| a)
             .collect();
-        let drained_too = match others.as_slice() {
+        let lead = self.cfg.maintenance_lead.as_secs_f64();
+        let in_window: Vec<String> = self
+            .maintenance_windows()
+            .iter()
+            .filter(|(a, w)| *a != agent && !drained.contains(a) && w.blocks(at, lead))
+            .map(|(a, _)| named(a))
+            .collect();
+        let drained: Vec<String> = drained.into_iter().map(named).collect();
+        let drained_too = match drained.as_slice() {
             [] => String::new(),
             [one] => format!("; agent {one} is drained too (its offers are declined)"),
             many => format!(
                 "; agents {} are drained too (their offers are declined)",
+                many.join(", ")
+            ),
+        } + &match in_window.as_slice() {
+            [] => String::new(),
+            [one] => format!(
+                "; agent {one} is near or in its maintenance window (its offers are declined)"
+            ),
+            many => format!(
+                "; agents {} are near or in their maintenance windows (their offers are \
+                 declined)",
                 many.join(", ")
             ),
         };

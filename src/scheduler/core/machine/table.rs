@@ -48,6 +48,12 @@ pub(super) struct TaskEntry {
     /// answer TASK_LOST for a task whose ACCEPT it has not processed, and
     /// the task would then run beside its replacement.
     pub(super) launch_pending: bool,
+    /// The table's copy holds a launch's first TASK_RUNNING that was
+    /// acknowledged ahead of the store and whose write failed
+    /// (`tasks::ahead_of_store`): the store is behind the copy until the
+    /// record's next write. Cleared when a write or a read replaces the
+    /// copy ([`TaskTable::replace`]).
+    pub(super) running_unstored: bool,
 }
 
 impl TaskEntry {
@@ -61,6 +67,7 @@ impl TaskEntry {
             kill_wanted: false,
             move_wanted: false,
             launch_pending: false,
+            running_unstored: false,
         }
     }
 }
@@ -237,6 +244,7 @@ impl TaskTable {
             return;
         };
         let old = std::mem::replace(&mut entry.record, record.clone());
+        entry.running_unstored = false;
         let was_stored = entry.version.replace(version).is_some();
         self.index_remove(&old, was_stored);
         self.index_add(&record, true);

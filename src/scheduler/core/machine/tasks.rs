@@ -14,7 +14,10 @@
 //!   TASK_STARTING after a stored TASK_STAGING changes the table's copy
 //!   only and is acknowledged at once; the record's next write stores it.
 //!   The first TASK_RUNNING changes the table's copy, is acknowledged at
-//!   once, and its write follows without being waited for.
+//!   once, and its write follows without being waited for. If that write
+//!   fails, the next update that would only confirm the copy (the agent's
+//!   repeat, a reconciliation answer) writes it before it is acknowledged
+//!   ([`Machine::route_update`], `apply_update`).
 //! - One write per task is in flight at a time (each is a compare-and-set
 //!   on the record's version); what comes meanwhile waits in the task's
 //!   queue, in order.
@@ -168,6 +171,35 @@ impl Machine {
             return Applied::Other;
         }
         if !entry.record.changed_by(&status) {
+            if entry.running_unstored
+                && let Some(version) = entry.version
+            {
+                // A launch's first TASK_RUNNING was acknowledged ahead of
+                // its write and that write failed: the table's copy holds
+                // it, the store does not. An ACKNOWLEDGE tells the agent to
+                // stop retrying (`docs/scheduler-http-api.md` in
+                // apache/mesos), so a repeat of the update is acknowledged
+                // only once what it says is stored, as every update but a
+                // launch's steps is (`docs/architecture.md`, the life of a
+                // status update). Were the repeat acknowledged from the
+                // copy, nothing would be certain to store it: no write is
+                // retried after a failure; the record's next write carries
+                // the copy only if no version conflict re-reads the record
+                // first; and a new leader reads TASK_STAGING or
+                // TASK_STARTING, so TASK_RUNNING would come back only from
+                // its reconciliation (`docs/reconciliation.md` in
+                // apache/mesos: the master answers with the latest state),
+                // with the timeline entry and `running_since` lost. That
+                // loss is accepted for the first ACKNOWLEDGE alone, which
+                // takes the write off the launch's critical path
+                // (`ahead_of_store`); the repeat has no such reason and is
+                // the agent's last retry of the update, so it is used to
+                // store the copy (a reconciliation answer too: it has no
+                // acknowledgement, and the store catches up).
+                let record = entry.record.clone();
+                self.write_update(task_id, &status, record, version, false, false);
+                return Applied::Other;
+            }
             entry.confirmed_at = Some(at);
             self.acknowledge(&status);
             return Applied::Confirmed;
@@ -327,10 +359,14 @@ impl Machine {
                 }
                 other => {
                     let (e, why) = failure(other);
+                    if acked && let Some(entry) = self.tasks.get_mut(&task) {
+                        entry.running_unstored = true;
+                    }
                     let message = if acked {
                         // Acknowledged already (`Ahead::Running`): the
-                        // table keeps it; the record's next write, or a
-                        // new leader's reconciliation, stores it.
+                        // table keeps it; the record's next write, the
+                        // agent's repeat of the update (`apply_update`),
+                        // or a new leader's reconciliation, stores it.
                         format!(
                             "could not store the {state} update of {task}: {why}; kept in memory"
                         )

@@ -679,6 +679,48 @@ async fn a_blocked_move_names_the_other_drained_agents() {
     );
 }
 
+/// An agent whose offers are declined for its maintenance window is named
+/// as a drained one is: its offers are declined as well.
+#[tokio::test(start_paused = true)]
+async fn a_blocked_move_names_the_agents_near_their_maintenance_window() {
+    let (spec, tasks) = web(2);
+    let mut h = Harness::leader(&[spec], &tasks);
+    h.subscribe();
+    h.answer_all();
+    let near = super::maintenance::window_in(&h, 600.0);
+    h.feed(Input::Offers(vec![super::maintenance::offer_with(
+        "o-near",
+        "agent-3",
+        Some(near),
+    )]));
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert!(
+        declined(&calls).iter().any(|(o, _)| o == "o-near"),
+        "{calls:?}"
+    );
+    let id = start(&mut h, "agent-0", MinHealthy::Count(0), ThenAction::None);
+    h.answer_all();
+    drain_answer(&h, id).expect("started");
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
+    let task = drain
+        .tasks
+        .iter()
+        .find(|t| t.task_id.as_str() == "web.0.stored")
+        .expect("listed");
+    assert_eq!(task.progress, DrainProgress::Blocked, "{drain:?}");
+    assert_eq!(
+        task.reason.as_deref(),
+        Some(
+            "waiting for an offer elsewhere for the replacement; agent agent-3 (agent-3.test) is \
+             near or in its maintenance window (its offers are declined)"
+        ),
+        "{task:?}"
+    );
+}
+
 /// A drain cancelled while running keeps its tasks as they stood: the
 /// blocked task stays listed blocked, with its reason, after the cancel.
 #[tokio::test(start_paused = true)]

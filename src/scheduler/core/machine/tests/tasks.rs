@@ -250,6 +250,63 @@ async fn a_first_running_whose_write_fails_is_kept_for_the_next_write() {
     assert_eq!(states, [TaskState::TaskRunning, TaskState::TaskFinished]);
 }
 
+/// The agent's repeat of a first TASK_RUNNING whose write failed (the
+/// first ACKNOWLEDGE lost, or crossed by the agent's retry) is stored
+/// before it is acknowledged again: the table's copy kept the RUNNING, but
+/// the store does not hold it, and the repeat is the last retry the agent
+/// makes of it. A reconciliation answer that confirms the kept copy writes
+/// it too (property seed 9971670278345447695).
+#[tokio::test(start_paused = true)]
+async fn a_repeat_of_a_first_running_whose_write_failed_is_stored_before_its_ack() {
+    let spec = service("web", 1);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
+    h.subscribe();
+    h.answer_all();
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
+    assert_eq!(acked(&h), ["r"]);
+    h.fail_next_store(CoordinationError::Unavailable("connection loss".into()));
+    h.stores.clear();
+
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
+    assert_eq!(acked(&h), ["r"], "not acknowledged again before a write");
+    assert!(
+        matches!(h.stores.front(), Some((_, StoreOp::PutTask(r, Expect::Version(3)))) if r.state == TaskState::TaskRunning),
+        "the kept copy is written again: {:?}",
+        h.stores
+    );
+    h.answer_stores();
+    assert_eq!(acked(&h), ["r", "r"]);
+    assert_eq!(
+        h.stored("web.0.stored").unwrap().state,
+        TaskState::TaskRunning
+    );
+    // Stored now: a further repeat only confirms it.
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
+    assert!(h.stores.is_empty(), "{:?}", h.stores);
+    assert_eq!(acked(&h), ["r", "r", "r"]);
+}
+
+/// The same with the master's reconciliation answer (no uuid): it writes
+/// the kept TASK_RUNNING, and nothing is acknowledged.
+#[tokio::test(start_paused = true)]
+async fn a_reconciliation_answer_stores_a_first_running_whose_write_failed() {
+    let spec = service("web", 1);
+    let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
+    h.subscribe();
+    h.answer_all();
+    h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
+    h.fail_next_store(CoordinationError::Unavailable("connection loss".into()));
+    h.stores.clear();
+    h.update(status("web.0.stored", TaskState::TaskRunning, None));
+    assert_eq!(h.stores.len(), 1, "{:?}", h.stores);
+    h.answer_stores();
+    assert_eq!(acked(&h), ["r"]);
+    assert_eq!(
+        h.stored("web.0.stored").unwrap().state,
+        TaskState::TaskRunning
+    );
+}
+
 /// A staging task marked for killing stores its TASK_STARTING as any
 /// update: the kill's record is the one a new leader resumes from.
 #[tokio::test(start_paused = true)]
