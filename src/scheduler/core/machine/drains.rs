@@ -888,6 +888,7 @@ impl Machine {
                         .is_some_and(|e| e.kill_wanted)
                 },
                 at,
+                self.cfg.transient_timeout,
             );
             for (task_id, step) in steps {
                 let Some(r) = self.tasks.get(task_id.as_str()).map(|e| e.record.clone()) else {
