@@ -122,6 +122,7 @@ impl AgentsPage {
             DrainProgress::WaitingForHealth => "waiting_for_health",
             DrainProgress::Blocked => "blocked",
             DrainProgress::Stopped => "stopped",
+            DrainProgress::Ended => "ended",
         }
     }
 
@@ -132,6 +133,7 @@ impl AgentsPage {
             DrainProgress::WaitingForHealth => "waiting for health",
             DrainProgress::Blocked => "blocked",
             DrainProgress::Stopped => "stopped by another rule",
+            DrainProgress::Ended => "ended there, not moved",
         }
     }
 
@@ -142,6 +144,7 @@ impl AgentsPage {
             DrainProgress::WaitingForHealth => "info",
             DrainProgress::Blocked => "warn",
             DrainProgress::Stopped => "",
+            DrainProgress::Ended => "warn",
         }
     }
 
