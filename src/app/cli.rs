@@ -854,7 +854,9 @@ mod tests {
             );
         }
         assert_eq!(
-            serve(&["--task-launch-timeout", "3s"]).0.task_launch_timeout,
+            serve(&["--task-launch-timeout", "3s"])
+                .0
+                .task_launch_timeout,
             Duration::from_secs(3)
         );
         assert_eq!(serve(&[]).0.task_launch_timeout, Duration::from_secs(300));

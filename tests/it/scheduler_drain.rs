@@ -583,13 +583,8 @@ async fn a_replacement_held_in_staging_is_replaced_after_the_launch_timeout_and_
     support::mesos::init();
     let zk = ZkServer::start();
     let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
-    let (a, _dir) = one_worker_with(
-        &zk,
-        &tb,
-        "drain-staging",
-        &["--task-launch-timeout", "3s"],
-    )
-    .await;
+    let (a, _dir) =
+        one_worker_with(&zk, &tb, "drain-staging", &["--task-launch-timeout", "3s"]).await;
     let (leaving, agent) = worker_tasks(&tb)[0].clone();
     // Running as the appliance knows it (not only at the master): no task
     // of `worker` is launched and not running.
@@ -619,7 +614,10 @@ async fn a_replacement_held_in_staging_is_replaced_after_the_launch_timeout_and_
             .is_some_and(|r| r.contains("is TASK_STAGING for"))
     })
     .await;
-    assert_eq!(drain["tasks"][0]["progress"], "waiting_for_health", "{drain}");
+    assert_eq!(
+        drain["tasks"][0]["progress"], "waiting_for_health",
+        "{drain}"
+    );
     let held = drain["tasks"][0]["replacement"]
         .as_str()
         .expect("the held copy")
@@ -655,7 +653,11 @@ async fn a_replacement_held_in_staging_is_replaced_after_the_launch_timeout_and_
     }
     tb.clear_faults();
     let drain = drain_until(&a, &agent, "the drain not done", |d| d["state"] == "done").await;
-    assert_eq!((&drain["moved"], &drain["ended"]), (&json!(1), &json!(0)), "{drain}");
+    assert_eq!(
+        (&drain["moved"], &drain["ended"]),
+        (&json!(1), &json!(0)),
+        "{drain}"
+    );
     assert_eq!(drain["tasks"][0]["task_id"], leaving.as_str(), "{drain}");
     assert_eq!(drain["tasks"][0]["progress"], "moved", "{drain}");
     assert_ne!(drain["tasks"][0]["replacement"], held.as_str(), "{drain}");

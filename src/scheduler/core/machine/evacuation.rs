@@ -38,13 +38,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::mesos::v1::TaskState;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::{TaskRecord, is_live};
 use crate::scheduler::rules::review::wants_instance;
 use crate::scheduler::rules::rollout::Judge;
 use crate::scheduler::spec::ServiceSpec;
 use crate::util::format_duration;
-use crate::mesos::v1::TaskState;
 
 /// How one leaving task leaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,7 +263,10 @@ fn wait_reason(copy: &TaskRecord, now: f64, launch_timeout: Duration) -> String 
     let when = if stuck_for < limit {
         format!("after {} (--task-launch-timeout)", format_duration(limit))
     } else {
-        format!("now (past --task-launch-timeout {})", format_duration(limit))
+        format!(
+            "now (past --task-launch-timeout {})",
+            format_duration(limit)
+        )
     };
     format!(
         "replacement {} is {state}{health} for {}, not yet available; killed and replaced {when}",

@@ -119,7 +119,11 @@ async fn a_drain_waiting_on_a_stuck_replacement_moves_once_the_launch_timeout_re
     h.answer_all();
     after(&mut h, 2).await;
     let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
-    assert_eq!((drain.state, drain.moved), (DrainState::Done, 1), "{drain:?}");
+    assert_eq!(
+        (drain.state, drain.moved),
+        (DrainState::Done, 1),
+        "{drain:?}"
+    );
     assert_eq!(
         drain.tasks[0].replacement.as_ref().map(ToString::to_string),
         Some(copy)

@@ -8,7 +8,12 @@ use crate::scheduler::commands::CommandError;
 use crate::scheduler::core::io::OperatorFailure;
 use crate::scheduler::drains::{DrainProgress, DrainRecord, DrainState, MinHealthy, ThenAction};
 
-pub(super) fn start(h: &mut Harness, agent: &str, min_healthy: MinHealthy, then: ThenAction) -> ReplyId {
+pub(super) fn start(
+    h: &mut Harness,
+    agent: &str,
+    min_healthy: MinHealthy,
+    then: ThenAction,
+) -> ReplyId {
     h.command(Request::StartDrain {
         agent_id: agent.into(),
         min_healthy,
@@ -403,7 +408,10 @@ async fn a_done_drain_calls_the_masters_drain_agent_once() {
 }
 
 /// The drain of `agent` in `snapshot`.
-pub(super) fn shown_drain(snapshot: &Snapshot, agent: &str) -> Option<crate::scheduler::drains::DrainStatus> {
+pub(super) fn shown_drain(
+    snapshot: &Snapshot,
+    agent: &str,
+) -> Option<crate::scheduler::drains::DrainStatus> {
     let agent = snapshot
         .agents
         .iter()

@@ -194,11 +194,17 @@ fn a_wait_on_a_staging_copy_names_its_age_and_its_deadline() {
         record(&spec, 0, 0, 0, TaskState::TaskRunning, None, 1.0),
         record(&spec, 1, 0, 1, TaskState::TaskStaging, None, 100.0),
     ];
-    let why = |records: &[TaskRecord], now: f64| {
-        match &look(&spec, records, drained(None), |_| false, now, LAUNCH)[..] {
-            [(_, Step::WaitForHealth { why, .. })] => why.clone(),
-            steps => panic!("{steps:?}"),
-        }
+    let why = |records: &[TaskRecord], now: f64| match &look(
+        &spec,
+        records,
+        drained(None),
+        |_| false,
+        now,
+        LAUNCH,
+    )[..]
+    {
+        [(_, Step::WaitForHealth { why, .. })] => why.clone(),
+        steps => panic!("{steps:?}"),
     };
     assert_eq!(
         why(&staging, 104.0),

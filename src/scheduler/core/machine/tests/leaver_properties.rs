@@ -278,7 +278,11 @@ impl World {
         let Some((drain, _)) = self.h.store.drains.get(agent) else {
             return;
         };
-        if self.began.get(agent).is_some_and(|(at, _)| *at == drain.started_at) {
+        if self
+            .began
+            .get(agent)
+            .is_some_and(|(at, _)| *at == drain.started_at)
+        {
             return;
         }
         let live = self.h.store.tasks.values().map(|(r, _)| r);
@@ -307,7 +311,9 @@ impl World {
                     value: agent.to_string(),
                 }),
                 reason: Some(v1::task_status::Reason::AgentRemoved as i32),
-                message: Some(format!("Agent {agent} removed: Operator initiated 'Machine DOWN'")),
+                message: Some(format!(
+                    "Agent {agent} removed: Operator initiated 'Machine DOWN'"
+                )),
                 ..status(&task, TaskState::TaskLost, Some(&uuid))
             });
         }
@@ -497,7 +503,9 @@ fn machine_invariants_unwanted_leavers() {
         );
     }
     let (settled, kills, ends) = reached.get();
-    eprintln!("settled {settled} times, {kills} unwanted leavers killed, {ends} checks of a drain's end");
+    eprintln!(
+        "settled {settled} times, {kills} unwanted leavers killed, {ends} checks of a drain's end"
+    );
     assert!(kills > 0, "the cases killed no unwanted leaver");
     assert!(ends > 0, "no drain ended");
 }
