@@ -94,7 +94,7 @@ async fn a_drain_waiting_on_a_stuck_replacement_moves_once_the_launch_timeout_re
     // Past the launch timeout: the stuck copy is killed, not the task
     // the drain moves.
     after(&mut h, 21).await;
-    assert_eq!(killed(&h.drain_call_log()), [stuck.clone()]);
+    assert_eq!(killed(&h.drain_call_log()), std::slice::from_ref(&stuck));
     let reason = h.stored(&stuck).and_then(|r| r.kill.as_ref());
     assert_eq!(
         reason.map(|k| k.reason.as_str()),
