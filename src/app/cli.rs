@@ -82,6 +82,24 @@ fn zk_session_timeout(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Shortest `--task-launch-timeout`: the leader looks for tasks stuck in
+/// TASK_STAGING or TASK_STARTING once a second (its housekeeping), so a
+/// shorter timeout would not be kept.
+pub const MIN_TASK_LAUNCH_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// `--task-launch-timeout`: at least [`MIN_TASK_LAUNCH_TIMEOUT`] (zero
+/// would kill every task as it is launched), at most 365 days.
+fn task_launch_timeout(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d < MIN_TASK_LAUNCH_TIMEOUT {
+        return Err(format!(
+            "{:?}: must be at least 1s (a task launched is given at least that long to start)",
+            text.trim()
+        ));
+    }
+    Ok(d)
+}
+
 /// `--decline-refuse-seconds`: a finite number of seconds, from 0 to 365
 /// days (Mesos `Filters.refuse_seconds`).
 fn refuse_seconds(text: &str) -> Result<f64, String> {
@@ -523,6 +541,12 @@ pub struct CommonArgs {
     /// How often the stored framework ID is re-read and compared with ours.
     #[arg(long, global = true, default_value = "30s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_FRAMEWORK_ID_REFRESH_INTERVAL")]
     pub framework_id_refresh_interval: Duration,
+    /// A task still in TASK_STAGING or TASK_STARTING this long after its
+    /// last update is killed and replaced (Marathon's
+    /// `task_launch_timeout`); a drain waiting on such a replacement says
+    /// when (at least 1s).
+    #[arg(long, global = true, default_value = "5m", value_parser = task_launch_timeout, allow_hyphen_values = true, env = "MESOS_APPLIANCE_TASK_LAUNCH_TIMEOUT")]
+    pub task_launch_timeout: Duration,
     /// How long an action's HTTP handler waits for the scheduler (then 503).
     #[arg(long, global = true, default_value = "10s", value_parser = positive_duration, allow_hyphen_values = true, env = "MESOS_APPLIANCE_HTTP_HANDLER_TIMEOUT")]
     pub http_handler_timeout: Duration,
@@ -763,7 +787,7 @@ mod tests {
     }
 
     /// Every duration flag, with the subcommand it belongs to.
-    const DURATION_FLAGS: [&str; 13] = [
+    const DURATION_FLAGS: [&str; 14] = [
         "--failover-timeout",
         "--reconcile-interval",
         "--reconcile-initial-delay",
@@ -775,6 +799,7 @@ mod tests {
         "--framework-id-refresh-interval",
         "--http-handler-timeout",
         "--zk-session-timeout",
+        "--task-launch-timeout",
         "uninstall --wait",
         "demo --failover-timeout",
     ];
@@ -822,7 +847,19 @@ mod tests {
         for short in ["0s", "999ms"] {
             let e = refused(&["--zk-session-timeout", short]).to_string();
             assert!(e.contains("at least 1s"), "{e}");
+            let e = refused(&["--task-launch-timeout", short]).to_string();
+            assert!(
+                e.contains("--task-launch-timeout") && e.contains("at least 1s"),
+                "{e}"
+            );
         }
+        assert_eq!(
+            serve(&["--task-launch-timeout", "3s"])
+                .0
+                .task_launch_timeout,
+            Duration::from_secs(3)
+        );
+        assert_eq!(serve(&[]).0.task_launch_timeout, Duration::from_secs(300));
         let (_, cluster) = serve(&["--zk-session-timeout", "1s"]);
         assert_eq!(cluster.zk_session_timeout(), MIN_ZK_SESSION_TIMEOUT);
         // Zero is meaningful here: Mesos removes the framework at once.

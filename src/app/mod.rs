@@ -84,6 +84,7 @@ pub fn core_config(
     c.upgrade_max_unavailable = common.upgrade_max_unavailable;
     c.maintenance_lead = common.maintenance_lead_time;
     c.offer_ttl = common.offer_ttl;
+    c.transient_timeout = common.task_launch_timeout;
     c.offer_linger = common.offer_linger_ttl;
     c.decline_refuse_seconds = common
         .decline_refuse_seconds

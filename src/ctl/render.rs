@@ -283,14 +283,20 @@ fn drain(d: &Value, progress_unknown: bool) -> String {
     if progress_unknown && d["state"] == "running" {
         return "running (progress: ask the leader)".into();
     }
-    let stopped = d["stopped"].as_u64().filter(|n| *n > 0);
+    let some = |key: &str, word: &str| {
+        d[key]
+            .as_u64()
+            .filter(|n| *n > 0)
+            .map_or(String::new(), |n| format!(", {n} {word}"))
+    };
     format!(
-        "{}: {} moved, {} waiting, {} blocked{}",
+        "{}: {} moved, {} waiting, {} blocked{}{}",
         s(&d["state"]),
         n(&d["moved"]),
         n(&d["waiting"]),
         n(&d["blocked"]),
-        stopped.map_or(String::new(), |n| format!(", {n} stopped"))
+        some("stopped", "stopped"),
+        some("ended", "ended there")
     )
 }
 
@@ -476,6 +482,17 @@ mod tests {
         let text = agents(&view);
         assert!(
             text.contains("done: 0 moved, 0 waiting, 0 blocked, 1 stopped"),
+            "{text}"
+        );
+        // So are tasks that ended there without a kill (lost with the
+        // agent, finished, failed).
+        let view = json!({"agents": [
+            {"agent_id": "S1", "hostname": "a1", "state": "active", "tasks": [],
+                "drain": {"state": "done", "moved": 0, "waiting": 0, "blocked": 0,
+                    "stopped": 0, "ended": 6}}]});
+        let text = agents(&view);
+        assert!(
+            text.contains("done: 0 moved, 0 waiting, 0 blocked, 6 ended there"),
             "{text}"
         );
         // A replica that does not lead: what it cannot know is not shown.

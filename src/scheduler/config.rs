@@ -100,8 +100,8 @@ pub struct CoreConfig {
     pub kill_retry_min: Duration,
     /// Cap of the KILL retry backoff.
     pub kill_retry_max: Duration,
-    /// A task in TASK_STAGING or TASK_STARTING longer than this is killed
-    /// and replaced.
+    /// A task in TASK_STAGING or TASK_STARTING longer than this (since its
+    /// last update) is killed and replaced (`--task-launch-timeout`).
     pub transient_timeout: Duration,
     /// Terminal task records are deleted from ZooKeeper after this long.
     pub terminal_retention: Duration,

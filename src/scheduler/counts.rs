@@ -153,6 +153,47 @@ pub struct ServiceStatus {
     /// the service, not part of its spec (`POST …/restart`).
     #[serde(default)]
     pub restart_generation: u64,
+    /// Tasks launched and not running yet (TASK_STAGING or TASK_STARTING,
+    /// no kill requested), every one: a replacement placed beside the task
+    /// it replaces (a drain's, a maintenance window's) is counted here,
+    /// though `starting` counts its instance once, by the running task.
+    #[serde(default)]
+    pub starting_tasks: u32,
+    /// The last update of the one of them that has been in its state
+    /// longest, seconds since the UNIX epoch: what
+    /// `--task-launch-timeout` counts from before it is killed and
+    /// replaced (`docs/services-pages.md`); absent without any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_since: Option<f64>,
+}
+
+/// `service`'s tasks among `records` that were launched and are not
+/// running yet, every one, and since when the one in its state longest
+/// is so ([`ServiceStatus::starting_tasks`],
+/// [`ServiceStatus::starting_since`]).
+pub fn starting_tasks<'a>(
+    service: &str,
+    records: impl IntoIterator<Item = &'a TaskRecord>,
+) -> (u32, Option<f64>) {
+    let mut count = 0u32;
+    let mut since: Option<f64> = None;
+    for r in records {
+        if r.service == service && is_starting(r) {
+            count = count.saturating_add(1);
+            since = Some(since.map_or(r.updated_at, |s| s.min(r.updated_at)));
+        }
+    }
+    (count, since)
+}
+
+/// Whether `record` was launched and is not running yet, and no kill is
+/// requested: TASK_STAGING or TASK_STARTING.
+pub fn is_starting(record: &TaskRecord) -> bool {
+    record.kill.is_none()
+        && matches!(
+            record.state,
+            crate::mesos::v1::TaskState::TaskStaging | crate::mesos::v1::TaskState::TaskStarting
+        )
 }
 
 /// A service's last failed task: what Mesos said.
@@ -273,6 +314,8 @@ impl ServiceStatus {
             can_roll_back: restore.is_some(),
             restore,
             restart_generation: spec.restart_generation,
+            starting_tasks: 0,
+            starting_since: None,
         }
     }
 }

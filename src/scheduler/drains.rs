@@ -251,8 +251,8 @@ pub const ENDED_TASKS_KEPT: usize = 100;
 pub const ENDED_REASON_CHARS: usize = 300;
 
 /// How a drain stood when it ended, stored with its record: its counts,
-/// exact, and at most [`ENDED_TASKS_KEPT`] of its tasks (blocked, waiting
-/// and stopped ones before moved ones), by task ID.
+/// exact, and at most [`ENDED_TASKS_KEPT`] of its tasks (blocked, waiting,
+/// ended and stopped ones before moved ones), by task ID.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DrainEnd {
     /// Tasks moved.
@@ -263,6 +263,10 @@ pub struct DrainEnd {
     pub blocked: usize,
     /// Tasks killed without a replacement, not by the drain.
     pub stopped: usize,
+    /// Tasks that ended on the agent without a kill since the drain began
+    /// ([`DrainProgress::Ended`]; 0 in ends stored before it was counted).
+    #[serde(default)]
+    pub ended: usize,
     /// The tasks kept.
     pub tasks: Vec<DrainTask>,
     /// How many tasks were not kept.
@@ -274,17 +278,19 @@ impl DrainEnd {
     /// The end of a drain whose tasks were `tasks` (see the type's doc).
     pub fn new(mut tasks: Vec<DrainTask>) -> DrainEnd {
         let count = |p: DrainProgress| tasks.iter().filter(|t| t.progress == p).count();
-        let (moved, waiting, blocked, stopped) = (
+        let (moved, waiting, blocked, stopped, ended) = (
             count(DrainProgress::Moved),
             count(DrainProgress::WaitingForHealth),
             count(DrainProgress::Blocked),
             count(DrainProgress::Stopped),
+            count(DrainProgress::Ended),
         );
         let rank = |p: DrainProgress| match p {
             DrainProgress::Blocked => 0,
             DrainProgress::WaitingForHealth => 1,
-            DrainProgress::Stopped => 2,
-            DrainProgress::Moved => 3,
+            DrainProgress::Ended => 2,
+            DrainProgress::Stopped => 3,
+            DrainProgress::Moved => 4,
         };
         tasks.sort_by(|a, b| (rank(a.progress), &a.task_id).cmp(&(rank(b.progress), &b.task_id)));
         let left_out = tasks.len().saturating_sub(ENDED_TASKS_KEPT);
@@ -302,6 +308,7 @@ impl DrainEnd {
             waiting,
             blocked,
             stopped,
+            ended,
             tasks,
             left_out,
         }
@@ -326,6 +333,11 @@ pub enum DrainProgress {
     /// was deleted, or another rule killed it (a maintenance window moved
     /// it first, a failed health check); `reason` is the kill's.
     Stopped,
+    /// Ended on the agent since the drain began without being killed:
+    /// lost with its agent (the master's TASK_LOST, TASK_GONE_BY_OPERATOR
+    /// of an agent put DOWN for maintenance), or finished or failed on its
+    /// own; `reason` is its last status (state, reason, message).
+    Ended,
 }
 
 /// One task of the drained agent in the progress.
@@ -341,7 +353,7 @@ pub struct DrainTask {
     pub progress: DrainProgress,
     /// The instance's copy on another agent, when there is one.
     pub replacement: Option<TaskId>,
-    /// Why it waits, is blocked or was stopped (`None` once moved).
+    /// Why it waits, is blocked, was stopped or ended (`None` once moved).
     pub reason: Option<String>,
 }
 
@@ -391,6 +403,10 @@ pub struct DrainStatus {
     /// service ([`DrainProgress::Stopped`]).
     #[serde(default)]
     pub stopped: usize,
+    /// Tasks that ended there without a kill since the drain began: lost
+    /// with the agent, or finished or failed ([`DrainProgress::Ended`]).
+    #[serde(default)]
+    pub ended: usize,
     /// This framework's tasks of the agent, moved or still there, by task
     /// ID; of a drain that ended, those kept when it ended
     /// ([`DrainEnd`]).
@@ -410,6 +426,7 @@ impl DrainStatus {
                 waiting: end.waiting,
                 blocked: end.blocked,
                 stopped: end.stopped,
+                ended: end.ended,
                 tasks: end.tasks.clone(),
                 tasks_left_out: end.left_out,
                 ..DrainStatus::new(
@@ -440,6 +457,7 @@ impl DrainStatus {
             waiting: count(DrainProgress::WaitingForHealth),
             blocked: count(DrainProgress::Blocked),
             stopped: count(DrainProgress::Stopped),
+            ended: count(DrainProgress::Ended),
             tasks,
             tasks_left_out: 0,
         }
@@ -491,6 +509,17 @@ mod tests {
         assert_eq!(MinHealthy::Percent(100).floor(3), 3);
         assert_eq!(MinHealthy::Percent(0).floor(3), 0);
         assert_eq!(MinHealthy::Count(3).floor(10), 3);
+    }
+
+    /// An end stored before [`DrainProgress::Ended`] was counted reads
+    /// with none ended.
+    #[test]
+    fn an_end_stored_before_ended_tasks_reads() {
+        let end: DrainEnd = serde_json::from_value(json!({
+            "moved": 1, "waiting": 0, "blocked": 0, "stopped": 0, "tasks": []
+        }))
+        .unwrap();
+        assert_eq!((end.moved, end.ended, end.left_out), (1, 0, 0));
     }
 
     /// A drain's end keeps its counts exact and at most

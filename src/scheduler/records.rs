@@ -237,6 +237,25 @@ impl TaskRecord {
         })
     }
 
+    /// The task's last status in words, as the record holds it: its state,
+    /// and the Mesos reason and message of the timeline's last entry when
+    /// that entry is of the state (`TASK_LOST, REASON_AGENT_REMOVED: agent
+    /// removed`).
+    pub fn last_status(&self) -> String {
+        let mut words = self.state.as_str_name().to_string();
+        if let Some(last) = self.timeline.last().filter(|e| e.state == self.state) {
+            if let Some(reason) = last.reason {
+                words += ", ";
+                words += reason.as_str_name();
+            }
+            if let Some(message) = last.message.as_deref().filter(|m| !m.is_empty()) {
+                words += ": ";
+                words += message;
+            }
+        }
+        words
+    }
+
     /// True once the task reached a terminal state.
     pub fn is_terminal(&self) -> bool {
         crate::mesos::is_terminal(self.state)

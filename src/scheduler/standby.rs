@@ -274,13 +274,19 @@ impl Standby {
             read.counts[&record.spec.name].1.clone()
         });
         let counts = counts.unwrap_or_default();
-        ServiceStatus::new(
+        let mut status = ServiceStatus::new(
             &record.spec,
             record.previous.as_deref(),
             record.rolling_out,
             record.halted.as_ref(),
             &counts,
-        )
+        );
+        if let Some(read) = &self.read {
+            let records = read.tasks.iter().map(|t| t.as_ref());
+            (status.starting_tasks, status.starting_since) =
+                super::counts::starting_tasks(&record.spec.name, records);
+        }
+        status
     }
 }
 

@@ -123,6 +123,7 @@ impl AgentsPage {
             DrainProgress::WaitingForHealth => "waiting_for_health",
             DrainProgress::Blocked => "blocked",
             DrainProgress::Stopped => "stopped",
+            DrainProgress::Ended => "ended",
         }
     }
 
@@ -133,6 +134,7 @@ impl AgentsPage {
             DrainProgress::WaitingForHealth => "waiting for health",
             DrainProgress::Blocked => "blocked",
             DrainProgress::Stopped => "stopped by another rule",
+            DrainProgress::Ended => "ended there, not moved",
         }
     }
 
@@ -143,6 +145,7 @@ impl AgentsPage {
             DrainProgress::WaitingForHealth => "info",
             DrainProgress::Blocked => "warn",
             DrainProgress::Stopped => "",
+            DrainProgress::Ended => "warn",
         }
     }
 

@@ -1,24 +1,9 @@
 //! How the dashboard writes times, durations and states.
 
-/// A compact duration: `250ms`, `45s`, `3m 20s`, `2h 5m`, `7d`, `2d 3h`.
+/// A compact duration: `250ms`, `45s`, `3m 20s`, `2h 5m`, `7d`, `2d 3h`
+/// ([`crate::util::format_duration`], shared with the scheduler's reasons).
 pub fn duration(seconds: f64) -> String {
-    if !seconds.is_finite() || seconds < 0.0 {
-        return "—".to_string();
-    }
-    if seconds < 1.0 {
-        return format!("{}ms", (seconds * 1000.0).round() as u64);
-    }
-    let s = seconds.round() as u64;
-    let (d, h, m, sec) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
-    let parts: [(u64, &str); 4] = [(d, "d"), (h, "h"), (m, "m"), (sec, "s")];
-    let first = parts.iter().position(|(n, _)| *n > 0).unwrap_or(3);
-    parts[first..]
-        .iter()
-        .take(2)
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, u)| format!("{n}{u}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    crate::util::format_duration(seconds)
 }
 
 /// `12s ago` for a time `at` seen from `now` (`in 5s` for the future).

@@ -274,6 +274,11 @@ impl Chrome {
         at.val() > self.now
     }
 
+    /// How long since `at` (seconds since the UNIX epoch), `2m 10s`.
+    pub fn since(&self, at: impl Val<f64>) -> String {
+        format::duration((self.now - at.val()).max(0.0))
+    }
+
     /// A duration in seconds, `7d`, `3m 20s`.
     pub fn secs(&self, seconds: impl Val<f64>) -> String {
         format::duration(seconds.val())

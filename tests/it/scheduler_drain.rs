@@ -308,9 +308,20 @@ async fn one_worker(
     tb: &Testbed,
     group: &str,
 ) -> (support::processes::Appliance, tempfile::TempDir) {
-    use support::processes::{Appliance, base_args, services_file, tail};
+    one_worker_with(zk, tb, group, &[]).await
+}
+
+/// [`one_worker`] with `extra` flags (`support::processes::with_flags`).
+async fn one_worker_with(
+    zk: &ZkServer,
+    tb: &Testbed,
+    group: &str,
+    extra: &[&str],
+) -> (support::processes::Appliance, tempfile::TempDir) {
+    use support::processes::{Appliance, base_args, services_file, tail, with_flags};
     let dir = tempfile::tempdir().unwrap();
-    let mut args = base_args(&zk.connect_string(), &tb.url(), group);
+    let args = base_args(&zk.connect_string(), &tb.url(), group);
+    let mut args = with_flags(args, extra);
     let file = services_file(dir.path(), "services.json", &json!([worker(1)]));
     args.extend(["--services".into(), file.display().to_string()]);
     let a = Appliance::spawn("a", &args);
@@ -535,4 +546,191 @@ async fn a_reactivate_refused_while_the_master_drains_is_sent_again_once_drained
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Polls `a`'s drain of `agent` until `done` holds for it.
+async fn drain_until(
+    a: &support::processes::Appliance,
+    agent: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let drain = drain_of(a, agent).await;
+        if done(&drain) {
+            return drain;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {drain}\n{}",
+            support::processes::tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The trial's fault: a drain whose replacement the agent holds in
+/// TASK_STAGING (`hold-staging`). With `--task-launch-timeout 3s` the
+/// drain's wait names the copy's state, its age and the timeout; the
+/// service shows the task launched and not running; the held copy is
+/// killed past the timeout (the events say why), a new copy runs once
+/// the hold is lifted, and the drain ends done with the task moved.
+/// (Before, the drain showed "waiting" with no deadline, the timeout
+/// could not be set, and the Services page said all was well.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_held_in_staging_is_replaced_after_the_launch_timeout_and_the_drain_ends() {
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(2)).await.unwrap();
+    let (a, _dir) =
+        one_worker_with(&zk, &tb, "drain-staging", &["--task-launch-timeout", "3s"]).await;
+    let (leaving, agent) = worker_tasks(&tb)[0].clone();
+    // Running as the appliance knows it (not only at the master): no task
+    // of `worker` is launched and not running.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let services = a.get("/api/v1/services").await.map(|(_, b)| b);
+        let worker = services.as_ref().map(|b| b["services"][0].clone());
+        let worker = worker.unwrap_or_default();
+        if worker["running"] == 1 && worker["starting_tasks"] == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{worker}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tb.hold_staging("worker.0.");
+    let (status, body) = a
+        .post(
+            &format!("/api/v1/agents/{agent}/drain"),
+            json!({"min_healthy": 1}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    // The wait names the held copy's state, age and deadline.
+    let drain = drain_until(&a, &agent, "no wait on a TASK_STAGING copy", |d| {
+        d["tasks"][0]["reason"].as_str().is_some_and(|r| {
+            r.contains("is TASK_STAGING for")
+                && r.ends_with("killed and replaced after 3s (--task-launch-timeout)")
+        })
+    })
+    .await;
+    assert_eq!(
+        drain["tasks"][0]["progress"], "waiting_for_health",
+        "{drain}"
+    );
+    let held = drain["tasks"][0]["replacement"]
+        .as_str()
+        .expect("the held copy")
+        .to_string();
+    let reason = drain["tasks"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.ends_with("killed and replaced after 3s (--task-launch-timeout)"),
+        "{drain}"
+    );
+    // The service shows a task launched and not running (polled: on a
+    // loaded machine the held copy may be between its kill and the next).
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let services = a.get("/api/v1/services").await.map(|(_, b)| b);
+        let worker = services.as_ref().map(|b| b["services"][0].clone());
+        let worker = worker.unwrap_or_default();
+        if worker["starting_tasks"] == 1 && worker["starting_since"].is_number() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{worker}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Past the timeout the held copy is killed, the events say why; then
+    // the hold is lifted (a copy launched before that is held and killed
+    // in turn).
+    let killing = format!("killing {held}: stuck in TASK_STAGING for more than 3 s");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (_, events) = a.get("/api/v1/events?kind=kill").await.expect("events");
+        let named = events["events"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|e| e["message"] == killing.as_str()));
+        if named {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no event {killing:?}: {events}\n{}",
+            support::processes::tail(&a.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tb.clear_faults();
+    let drain = drain_until(&a, &agent, "the drain not done", |d| d["state"] == "done").await;
+    assert_eq!(
+        (&drain["moved"], &drain["ended"]),
+        (&json!(1), &json!(0)),
+        "{drain}"
+    );
+    assert_eq!(drain["tasks"][0]["task_id"], leaving.as_str(), "{drain}");
+    assert_eq!(drain["tasks"][0]["progress"], "moved", "{drain}");
+    assert_ne!(drain["tasks"][0]["replacement"], held.as_str(), "{drain}");
+}
+
+/// The trial's other fault: a drain runs while the operator brings the
+/// agent's machine DOWN (a maintenance window, START_MAINTENANCE): the
+/// master ends its task with TASK_LOST, no kill of ours. The drain ends
+/// done listing it `ended`, with the master's reason. (Before, it ended
+/// "0 moved, 0 stopped" with `tasks: []`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_lost_when_the_drained_agent_goes_down_is_listed_at_the_drains_end() {
+    support::mesos::init();
+    let zk = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let (a, _dir) = one_worker(&zk, &tb, "drain-down").await;
+    let (lost, agent) = worker_tasks(&tb)[0].clone();
+    let hostname = tb
+        .agents()
+        .into_iter()
+        .find(|v| v.id == agent)
+        .map(|v| v.hostname)
+        .expect("the agent");
+    // One agent: the replacement has nowhere to go, the task stays.
+    let (status, body) = a
+        .post(
+            &format!("/api/v1/agents/{agent}/drain"),
+            json!({"min_healthy": 1}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    drain_until(&a, &agent, "not blocked", |d| {
+        d["tasks"][0]["progress"] == "blocked"
+    })
+    .await;
+    let machine = json!([{"hostname": hostname, "ip": "127.0.0.1"}]);
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    operator(
+        &tb,
+        json!({"type": "UPDATE_MAINTENANCE_SCHEDULE", "update_maintenance_schedule": {
+            "schedule": {"windows": [{"machine_ids": machine, "unavailability": {
+                "start": {"nanoseconds": start.as_nanos() as i64},
+                "duration": {"nanoseconds": 600_000_000_000i64}}}]}}}),
+    )
+    .await;
+    operator(
+        &tb,
+        json!({"type": "START_MAINTENANCE", "start_maintenance": {"machines": machine}}),
+    )
+    .await;
+    let drain = drain_until(&a, &agent, "the drain not done", |d| d["state"] == "done").await;
+    assert_eq!(
+        (&drain["moved"], &drain["stopped"], &drain["ended"]),
+        (&json!(0), &json!(0), &json!(1)),
+        "{drain}"
+    );
+    assert_eq!(drain["tasks"][0]["task_id"], lost.as_str(), "{drain}");
+    assert_eq!(drain["tasks"][0]["progress"], "ended", "{drain}");
+    let reason = drain["tasks"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("ended on the agent: TASK_LOST, REASON_AGENT_REMOVED"),
+        "{drain}"
+    );
 }

@@ -559,3 +559,35 @@ async fn the_restart_confirmation_names_the_tasks_or_says_why_not() {
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     assert!(web.core.received().is_empty());
 }
+
+/// A service whose instance counts once by its running task while a copy
+/// of it is launched and not running (a drain's replacement held in
+/// TASK_STAGING) does not look whole: both pages show the tasks launched
+/// and not running and the longest time one has been so
+/// (`starting_tasks`, `starting_since`; `docs/services-pages.md`).
+#[tokio::test]
+async fn a_task_launched_and_not_running_is_shown_with_its_age() {
+    let web = leader();
+    let mut s = web.snapshot();
+    let web_status = s
+        .services
+        .iter_mut()
+        .find(|x| x.spec.name == "web")
+        .expect("web");
+    web_status.starting_tasks = 2;
+    web_status.starting_since = Some(support::web::now() - 130.0);
+    web.publish(s);
+    let html = web.send(get("/services")).await.text();
+    assert!(html.contains(r#"id="starting-web""#), "{html}");
+    assert!(
+        html.contains("2 launched, not running, longest 2m 1"),
+        "{html}"
+    );
+    assert!(!html.contains(r#"id="starting-batch""#), "{html}");
+    let html = web.send(get("/services/web")).await.text();
+    assert!(html.contains(r#"id="starting-tasks""#), "{html}");
+    assert!(
+        html.contains("2 launched, not running, longest 2m 1"),
+        "{html}"
+    );
+}

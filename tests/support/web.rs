@@ -231,6 +231,8 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
                 summary: "sleep 1000; no health check".into(),
             }),
             restart_generation: 0,
+            starting_tasks: 0,
+            starting_since: None,
         },
         ServiceStatus {
             spec: spec(
@@ -255,6 +257,8 @@ pub fn leader_snapshot(url: &str, tasks: usize) -> Snapshot {
             can_roll_back: false,
             restore: None,
             restart_generation: 0,
+            starting_tasks: 0,
+            starting_since: None,
         },
     ];
     s.tasks = records.into_iter().map(Arc::new).collect();
@@ -513,6 +517,8 @@ impl TestCore {
                         can_roll_back: false,
                         restore: None,
                         restart_generation: 0,
+                        starting_tasks: 0,
+                        starting_since: None,
                     }),
                 }
                 answer(Answer::Service(Ok(replaced)));

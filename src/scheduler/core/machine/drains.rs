@@ -786,9 +786,10 @@ impl Machine {
     /// `agent`'s tasks under `drain` and how far each has moved, by task
     /// ID: moved (killed by the drain), stopped (killed since the drain
     /// began for another reason: no longer wanted, its service deleted,
-    /// replaced by a new spec), a job's task (not moved: the drain waits
-    /// for its run to end), and the live tasks as the evacuation rule
-    /// finds them. Of a drain that ended without a stored end (a record
+    /// replaced by a new spec), ended (ended there since the drain began
+    /// without a kill since: lost with the agent, finished, failed, with
+    /// its last status), a job's task (not moved: the drain waits for its
+    /// run to end), and the live tasks as the evacuation rule finds them. Of a drain that ended without a stored end (a record
     /// stored before [`DrainRecord::ended`]), only the kills between its
     /// start and its end, and no live task.
     fn drain_tasks_of(&self, agent: &AgentId, drain: &DrainRecord, now: Instant) -> Vec<DrainTask> {
@@ -886,6 +887,14 @@ impl Machine {
                         );
                         tasks.push(shown(r, DrainProgress::Blocked, None, Some(why)));
                     }
+                    // Ended there without this drain's kill or another
+                    // rule's since it began: lost with the agent (put DOWN
+                    // for maintenance: TASK_GONE_BY_OPERATOR, TASK_LOST),
+                    // or finished or failed on its own.
+                    _ if r.is_terminal() && within(r.updated_at) => {
+                        let why = format!("ended on the agent: {}", r.last_status());
+                        tasks.push(shown(r, DrainProgress::Ended, None, Some(why)));
+                    }
                     _ => {}
                 }
             }
@@ -909,6 +918,7 @@ impl Machine {
                         .is_some_and(|e| e.kill_wanted)
                 },
                 at,
+                self.cfg.transient_timeout,
             );
             for (task_id, step) in steps {
                 let Some(r) = self.tasks.get(task_id.as_str()).map(|e| e.record.clone()) else {

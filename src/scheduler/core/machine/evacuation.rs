@@ -36,12 +36,15 @@
 //! This is pure: the machine applies the kills and shows the waits.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
+use crate::mesos::v1::TaskState;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::{TaskRecord, is_live};
 use crate::scheduler::rules::review::wants_instance;
 use crate::scheduler::rules::rollout::Judge;
 use crate::scheduler::spec::ServiceSpec;
+use crate::util::format_duration;
 
 /// How one leaving task leaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +96,10 @@ pub(super) enum Step {
 /// Looks at `spec`'s `records` (all of one service, any agent) and tells,
 /// for each live leaving task (`leaving` gives how it leaves, `None` for a
 /// task that stays), what happens to it now (see the module doc). `now`:
-/// seconds since the UNIX epoch.
+/// seconds since the UNIX epoch; `launch_timeout`: how long a task may stay
+/// in TASK_STAGING or TASK_STARTING before the machine's housekeeping
+/// kills and replaces it (`CoreConfig::transient_timeout`,
+/// `--task-launch-timeout`), named by the reason of a wait on such a copy.
 ///
 /// `dying` names the tasks whose kill is decided but not in their record
 /// yet (a kill mark being stored, or another rule's kill in the same
@@ -116,6 +122,7 @@ pub(super) fn look<'a>(
     leaving: impl Fn(&TaskRecord) -> Option<Leave>,
     dying: impl Fn(&TaskRecord) -> bool,
     now: f64,
+    launch_timeout: Duration,
 ) -> Vec<(TaskId, Step)> {
     let judge = Judge::new(spec);
     let mut available = 0u32;
@@ -138,7 +145,16 @@ pub(super) fn look<'a>(
     let mut steps = Vec::with_capacity(leavers.len());
     for (task, leave) in leavers {
         let copies = staying.get(&task.instance).map_or(&[][..], Vec::as_slice);
-        let step = step(spec, &judge, task, leave, copies, &mut available, now);
+        let step = step(
+            spec,
+            &judge,
+            task,
+            leave,
+            copies,
+            &mut available,
+            now,
+            launch_timeout,
+        );
         steps.push((task.task_id.clone(), step));
     }
     steps
@@ -147,6 +163,8 @@ pub(super) fn look<'a>(
 /// What happens now to `task`, leaving as `leave`, given the live copies
 /// of its instance that stay (`copies`, in the records' order) and how
 /// many of the service's tasks are `available` (lowered by a kill).
+/// `now` and `launch_timeout` as for [`look`].
+#[allow(clippy::too_many_arguments)]
 pub(super) fn step(
     spec: &ServiceSpec,
     judge: &Judge,
@@ -155,6 +173,7 @@ pub(super) fn step(
     copies: &[&TaskRecord],
     available: &mut u32,
     now: f64,
+    launch_timeout: Duration,
 ) -> Step {
     // The floor, capped at the instances the service wants (see the
     // module doc), and how a wait names it.
@@ -215,19 +234,45 @@ pub(super) fn step(
         },
         (None, Some(copy)) => Step::WaitForHealth {
             replacement: copy.task_id.clone(),
-            why: format!(
-                "replacement {} is {}{}, not yet available",
-                copy.task_id,
-                copy.state.as_str_name(),
-                match copy.healthy {
-                    Some(true) => ", healthy",
-                    Some(false) => ", unhealthy",
-                    None => "",
-                }
-            ),
+            why: wait_reason(copy, now, launch_timeout),
         },
         (None, None) => Step::NoReplacement,
     }
+}
+
+/// Why a leaver waits for `copy`, live and not available yet: its state
+/// and health, and for a copy still in TASK_STAGING or TASK_STARTING how
+/// long it has been so (since its last update, as the housekeeping counts)
+/// and when it is killed and replaced for it: a drain waiting on a launch
+/// that never ends says that it ends (`docs/draining.md`).
+fn wait_reason(copy: &TaskRecord, now: f64, launch_timeout: Duration) -> String {
+    let health = match copy.healthy {
+        Some(true) => ", healthy",
+        Some(false) => ", unhealthy",
+        None => "",
+    };
+    let state = copy.state.as_str_name();
+    if !matches!(copy.state, TaskState::TaskStaging | TaskState::TaskStarting) {
+        return format!(
+            "replacement {} is {state}{health}, not yet available",
+            copy.task_id
+        );
+    }
+    let limit = launch_timeout.as_secs_f64();
+    let stuck_for = (now - copy.updated_at).max(0.0);
+    let when = if stuck_for < limit {
+        format!("after {} (--task-launch-timeout)", format_duration(limit))
+    } else {
+        format!(
+            "now (past --task-launch-timeout {})",
+            format_duration(limit)
+        )
+    };
+    format!(
+        "replacement {} is {state}{health} for {}, not yet available; killed and replaced {when}",
+        copy.task_id,
+        format_duration(stuck_for),
+    )
 }
 
 /// The kills among `steps`.

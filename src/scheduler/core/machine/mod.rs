@@ -220,6 +220,10 @@ pub struct Machine {
     /// full snapshot found them (`drains::drain_tasks`): the light ones
     /// between show them with the drain's record as it is now.
     shown_drain_tasks: HashMap<AgentId, Vec<crate::scheduler::drains::DrainTask>>,
+    /// Each service's tasks launched and not running yet, and the last
+    /// update of the one so longest, as the last full snapshot found them
+    /// (`view.rs`).
+    shown_starting: HashMap<String, (u32, f64)>,
     kamikazes: commands::Kamikazes,
     health_log: health_log::HealthLog,
     /// A scheduling pass is due at the next [`Machine::settle`] (once
@@ -277,6 +281,7 @@ impl Machine {
             shown_offers: (u64::MAX, std::sync::Arc::from([])),
             shown_agent_tasks: HashMap::new(),
             shown_drain_tasks: HashMap::new(),
+            shown_starting: HashMap::new(),
             kamikazes: commands::Kamikazes::default(),
             health_log: Default::default(),
             needs_schedule: false,

@@ -452,7 +452,14 @@ impl Machine {
                             .get(r.task_id.as_str())
                             .is_some_and(|e| e.kill_wanted)
                 };
-                let steps = evacuation::look(spec, tasks.records(), leave, dying, at);
+                let steps = evacuation::look(
+                    spec,
+                    tasks.records(),
+                    leave,
+                    dying,
+                    at,
+                    self.cfg.transient_timeout,
+                );
                 // A task whose move into a free instance is being stored
                 // (a pass before it began to leave moved it there) stands
                 // for a wanted instance once stored: it is not killed as

@@ -1,6 +1,8 @@
 //! The leader's snapshot. The runner adds what only the process knows: the
 //! election's view and the deployment record, and why no master leads.
 
+use std::collections::HashMap;
+
 use tokio::time::Instant;
 
 use super::Machine;
@@ -206,6 +208,9 @@ impl Machine {
             heartbeat_timeout_seconds: sub.map(|s| s.info.heartbeat_timeout.as_secs_f64()),
             strategy: self.cfg.strategy,
         };
+        if !light {
+            self.shown_starting = self.starting_tasks();
+        }
         let names = self.services.names();
         let mut services = Vec::with_capacity(names.len());
         for name in names {
@@ -242,6 +247,9 @@ impl Machine {
             status.waiting = state.waiting.as_ref().map(ToString::to_string);
             status.last_failure = self.why.last_failure(&name);
             status.offers = self.why.summary(&name);
+            if let Some(&(n, since)) = self.shown_starting.get(&name) {
+                (status.starting_tasks, status.starting_since) = (n, Some(since));
+            }
             services.push(status);
         }
         if !light {
@@ -365,5 +373,32 @@ impl Machine {
             }
         }
         None
+    }
+}
+
+impl Machine {
+    /// Each service's stored tasks launched and not running yet, and the
+    /// last update of the one so longest ([`counts::starting_tasks`]'s
+    /// rule), from the transient tasks' index: a full snapshot reads only
+    /// them, not every record.
+    ///
+    /// [`counts::starting_tasks`]: crate::scheduler::counts::starting_tasks
+    fn starting_tasks(&self) -> HashMap<String, (u32, f64)> {
+        let mut by_service: HashMap<String, (u32, f64)> = HashMap::new();
+        for id in self.tasks.aging().transient_before(f64::INFINITY) {
+            let Some(entry) = self.tasks.get(id.as_str()) else {
+                continue;
+            };
+            let r = &entry.record;
+            if entry.version.is_none() || !crate::scheduler::counts::is_starting(r) {
+                continue;
+            }
+            let (n, since) = by_service
+                .entry(r.service.clone())
+                .or_insert((0, r.updated_at));
+            *n = n.saturating_add(1);
+            *since = since.min(r.updated_at);
+        }
+        by_service
     }
 }

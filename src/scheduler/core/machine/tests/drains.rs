@@ -8,7 +8,12 @@ use crate::scheduler::commands::CommandError;
 use crate::scheduler::core::io::OperatorFailure;
 use crate::scheduler::drains::{DrainProgress, DrainRecord, DrainState, MinHealthy, ThenAction};
 
-fn start(h: &mut Harness, agent: &str, min_healthy: MinHealthy, then: ThenAction) -> ReplyId {
+pub(super) fn start(
+    h: &mut Harness,
+    agent: &str,
+    min_healthy: MinHealthy,
+    then: ThenAction,
+) -> ReplyId {
     h.command(Request::StartDrain {
         agent_id: agent.into(),
         min_healthy,
@@ -52,19 +57,19 @@ fn drained_empty_agent(then: ThenAction) -> Harness {
     h
 }
 
-fn drain_answer(h: &Harness, id: ReplyId) -> Result<DrainRecord, CommandError> {
+pub(super) fn drain_answer(h: &Harness, id: ReplyId) -> Result<DrainRecord, CommandError> {
     match h.reply(id) {
         Some(Answer::Drain(r)) => r.clone(),
         other => panic!("no drain answer: {other:?}"),
     }
 }
 
-fn stored_drain<'a>(h: &'a Harness, agent: &str) -> Option<&'a DrainRecord> {
+pub(super) fn stored_drain<'a>(h: &'a Harness, agent: &str) -> Option<&'a DrainRecord> {
     h.store.drains.get(agent).map(|(d, _)| d)
 }
 
 /// `web` with one task on each of agent-0..agent-(n-1), RUNNING long ago.
-fn web(n: u32) -> (ServiceSpec, Vec<TaskRecord>) {
+pub(super) fn web(n: u32) -> (ServiceSpec, Vec<TaskRecord>) {
     let spec = service("web", n);
     let tasks = (0..n).map(|i| running_record("web", i, &spec)).collect();
     (spec, tasks)
@@ -86,7 +91,7 @@ fn declined(calls: &[MesosCall]) -> Vec<(String, Option<f64>)> {
         .collect()
 }
 
-fn killed(calls: &[MesosCall]) -> Vec<String> {
+pub(super) fn killed(calls: &[MesosCall]) -> Vec<String> {
     calls
         .iter()
         .filter_map(|c| match c {
@@ -97,7 +102,7 @@ fn killed(calls: &[MesosCall]) -> Vec<String> {
 }
 
 /// An update of `task` on `agent`.
-fn update_on(task: &str, agent: &str, state: TaskState, uuid: &str) -> v1::TaskStatus {
+pub(super) fn update_on(task: &str, agent: &str, state: TaskState, uuid: &str) -> v1::TaskStatus {
     v1::TaskStatus {
         agent_id: Some(v1::AgentId {
             value: agent.into(),
@@ -403,7 +408,10 @@ async fn a_done_drain_calls_the_masters_drain_agent_once() {
 }
 
 /// The drain of `agent` in `snapshot`.
-fn shown_drain(snapshot: &Snapshot, agent: &str) -> Option<crate::scheduler::drains::DrainStatus> {
+pub(super) fn shown_drain(
+    snapshot: &Snapshot,
+    agent: &str,
+) -> Option<crate::scheduler::drains::DrainStatus> {
     let agent = snapshot
         .agents
         .iter()

@@ -5,6 +5,7 @@
 //! any records and any leaving set (a property over random services).
 
 use std::cell::Cell;
+use std::time::Duration;
 
 use proptest::prelude::*;
 
@@ -13,6 +14,10 @@ use super::*;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::is_live;
 use crate::scheduler::rules::rollout::Judge;
+
+/// The launch timeout the looks here are given: shorter than some of the
+/// property's ages, longer than others.
+const LAUNCH: Duration = Duration::from_secs(10);
 
 /// The look as it was: for each leaving task, every record of the service
 /// again, asking how each of its instance's copies leaves.
@@ -46,7 +51,16 @@ fn reference(
                     && leaving(o).is_none()
             })
             .collect();
-        let step = step(spec, &judge, task, leave, &copies, &mut available, now);
+        let step = step(
+            spec,
+            &judge,
+            task,
+            leave,
+            &copies,
+            &mut available,
+            now,
+            LAUNCH,
+        );
         steps.push((task.task_id.clone(), step));
     }
     steps
@@ -129,6 +143,7 @@ fn a_look_asks_once_per_record() {
         },
         |_| false,
         100.0,
+        LAUNCH,
     );
     assert_eq!(steps.len(), 100, "every drained task has a step");
     assert!(
@@ -156,15 +171,58 @@ fn a_kill_decided_elsewhere_counts_against_the_floor() {
         record(&spec, 1, 1, 0, TaskState::TaskRunning, None, 1.0),
     ];
     let dying = |t: &TaskRecord| t.task_id.as_str() == "web.0";
-    let steps = look(&spec, &records, drained(Some(1)), dying, 100.0);
+    let steps = look(&spec, &records, drained(Some(1)), dying, 100.0, LAUNCH);
     assert!(
         matches!(&steps[..], [(id, Step::Floor { replacement: None, .. })] if id.as_str() == "web.1"),
         "{steps:?}"
     );
-    let steps = look(&spec, &records, drained(Some(1)), |_| false, 100.0);
+    let steps = look(&spec, &records, drained(Some(1)), |_| false, 100.0, LAUNCH);
     assert!(
         matches!(&steps[..], [(_, Step::Unwanted { .. })]),
         "{steps:?}"
+    );
+}
+
+/// A leaver whose replacement is still in TASK_STAGING waits, and the
+/// wait says for how long the copy has been so and when the launch
+/// timeout kills and replaces it (then, once past it, that it is killed
+/// now); a replacement RUNNING but unhealthy names no timeout.
+#[test]
+fn a_wait_on_a_staging_copy_names_its_age_and_its_deadline() {
+    let spec = service("web", 1);
+    let staging = [
+        record(&spec, 0, 0, 0, TaskState::TaskRunning, None, 1.0),
+        record(&spec, 1, 0, 1, TaskState::TaskStaging, None, 100.0),
+    ];
+    let why = |records: &[TaskRecord], now: f64| match &look(
+        &spec,
+        records,
+        drained(None),
+        |_| false,
+        now,
+        LAUNCH,
+    )[..]
+    {
+        [(_, Step::WaitForHealth { why, .. })] => why.clone(),
+        steps => panic!("{steps:?}"),
+    };
+    assert_eq!(
+        why(&staging, 104.0),
+        "replacement web.1 is TASK_STAGING for 4s, not yet available; killed and replaced \
+         after 10s (--task-launch-timeout)"
+    );
+    assert_eq!(
+        why(&staging, 112.0),
+        "replacement web.1 is TASK_STAGING for 12s, not yet available; killed and replaced \
+         now (past --task-launch-timeout 10s)"
+    );
+    let unhealthy = [
+        staging[0].clone(),
+        record(&spec, 1, 0, 1, TaskState::TaskRunning, Some(false), 100.0),
+    ];
+    assert_eq!(
+        why(&unhealthy, 104.0),
+        "replacement web.1 is TASK_RUNNING, unhealthy, not yet available"
     );
 }
 
@@ -206,7 +264,7 @@ proptest! {
         let dies = |t: &TaskRecord| {
             dying.iter().any(|n| t.task_id.as_str() == format!("web.{n}"))
         };
-        let fast = look(&spec, &records, drained(floor), dies, now);
+        let fast = look(&spec, &records, drained(floor), dies, now, LAUNCH);
         let slow = reference(&spec, &records, drained(floor), dies, now);
         prop_assert_eq!(fast, slow);
     }

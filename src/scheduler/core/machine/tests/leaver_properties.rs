@@ -11,12 +11,16 @@
 //! - once settled (offers everywhere, launched tasks running, kills
 //!   confirmed, time for availability): a drain of an agent that holds no
 //!   task of a wanted instance is `done`, no agent being emptied holds a
-//!   task no longer wanted, and every wanted instance has a live task.
+//!   task no longer wanted, and every wanted instance has a live task;
+//! - after every step: a drain's end (done, or cancelled while running)
+//!   lists every task live on its agent when it began — moved, waiting,
+//!   blocked, stopped or ended (an agent brought DOWN loses its tasks,
+//!   [`Op::Lose`]) — none silently missing.
 //!
 //! `PROPTEST_RNG_SEED=<seed> cargo test --lib machine_invariants_unwanted`
 //! replays a failure.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -57,6 +61,9 @@ enum Op {
     Offer { agent: u8 },
     /// The agents start what was launched and end what was killed.
     Run,
+    /// The master ends every task on agent `agent` (0-2) with TASK_LOST,
+    /// REASON_AGENT_REMOVED: its machine brought DOWN (START_MAINTENANCE).
+    Lose { agent: u8 },
     /// Time passes.
     Wait { seconds: u8 },
     /// Enough of everything, then the settled invariants.
@@ -72,6 +79,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..AGENTS).prop_map(|agent| Op::Inverse { agent }),
         3 => (0..=AGENTS).prop_map(|agent| Op::Offer { agent }),
         2 => Just(Op::Run),
+        1 => (0..AGENTS).prop_map(|agent| Op::Lose { agent }),
         2 => (0..6u8).prop_map(|seconds| Op::Wait { seconds }),
         2 => Just(Op::Settle),
     ]
@@ -188,6 +196,11 @@ struct World {
     /// left on their agent.
     settled: usize,
     unwanted_kills: usize,
+    /// Each drained agent's drain, by its start, with the tasks live there
+    /// when it began.
+    began: HashMap<String, (f64, Vec<String>)>,
+    /// Drain ends checked against [`World::began`].
+    ends: usize,
 }
 
 impl World {
@@ -203,6 +216,8 @@ impl World {
             next: 0,
             settled: 0,
             unwanted_kills: 0,
+            began: HashMap::new(),
+            ends: 0,
         }
     }
 
@@ -247,10 +262,84 @@ impl World {
                 self.h.offer(&id, &format!("agent-{agent}"), 4.0);
             }
             Op::Run => self.run(),
+            Op::Lose { agent } => self.lose(&format!("agent-{agent}")),
             Op::Wait { seconds } => self.h.advance(Duration::from_secs(seconds.into())).await,
             Op::Settle => self.settle().await,
         }
         self.h.answer_all();
+        if let Op::DrainStart { agent, .. } = *op {
+            self.note_start(&format!("agent-{agent}"));
+        }
+    }
+
+    /// Notes the tasks live on `agent` when its drain began, once per
+    /// drain.
+    fn note_start(&mut self, agent: &str) {
+        let Some((drain, _)) = self.h.store.drains.get(agent) else {
+            return;
+        };
+        if self
+            .began
+            .get(agent)
+            .is_some_and(|(at, _)| *at == drain.started_at)
+        {
+            return;
+        }
+        let live = self.h.store.tasks.values().map(|(r, _)| r);
+        let live = live.filter(|r| r.agent_id.as_str() == agent && is_live(r));
+        let ids = live.map(|r| r.task_id.to_string()).collect();
+        self.began
+            .insert(agent.to_string(), (drain.started_at, ids));
+    }
+
+    /// TASK_LOST for every stored task not ended on `agent`, as the master
+    /// sends it when the agent's machine is brought DOWN.
+    fn lose(&mut self, agent: &str) {
+        let there: Vec<String> = self
+            .h
+            .store
+            .tasks
+            .values()
+            .map(|(r, _)| r)
+            .filter(|r| r.agent_id.as_str() == agent && !is_terminal(r.state))
+            .map(|r| r.task_id.to_string())
+            .collect();
+        for task in there {
+            let uuid = format!("u{}", self.id());
+            self.h.update(v1::TaskStatus {
+                agent_id: Some(v1::AgentId {
+                    value: agent.to_string(),
+                }),
+                reason: Some(v1::task_status::Reason::AgentRemoved as i32),
+                message: Some(format!(
+                    "Agent {agent} removed: Operator initiated 'Machine DOWN'"
+                )),
+                ..status(&task, TaskState::TaskLost, Some(&uuid))
+            });
+        }
+    }
+
+    /// Every drain that ended lists the tasks live on its agent when it
+    /// began (see the module doc).
+    fn check_ends(&mut self) -> Result<(), String> {
+        for (agent, (drain, _)) in &self.h.store.drains {
+            let (Some(end), Some((at, began))) = (&drain.ended, self.began.get(agent.as_str()))
+            else {
+                continue;
+            };
+            if *at != drain.started_at || end.left_out > 0 {
+                continue;
+            }
+            self.ends += 1;
+            let listed: HashSet<&str> = end.tasks.iter().map(|t| t.task_id.as_str()).collect();
+            if let Some(missing) = began.iter().find(|t| !listed.contains(t.as_str())) {
+                return Err(format!(
+                    "the end of the drain of {agent} misses {missing}, live there when it \
+                     began: {end:?}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// TASK_RUNNING for every stored task still staging, TASK_KILLED for
@@ -362,7 +451,7 @@ impl World {
     }
 }
 
-fn run_case(ops: &[Op]) -> Result<(usize, usize), String> {
+fn run_case(ops: &[Op]) -> Result<(usize, usize, usize), String> {
     paused_runtime()?.block_on(async {
         let mut world = World::new();
         for (i, op) in ops.iter().enumerate() {
@@ -373,14 +462,16 @@ fn run_case(ops: &[Op]) -> Result<(usize, usize), String> {
             };
             settled
                 .and_then(|()| world.check())
+                .and_then(|()| world.check_ends())
                 .map_err(|e| format!("step {i} ({op:?}): {e}"))?;
         }
         world.settle().await;
         world
             .check_settled()
             .and_then(|()| world.check())
+            .and_then(|()| world.check_ends())
             .map_err(|e| format!("the last settle: {e}"))?;
-        Ok((world.settled, world.unwanted_kills))
+        Ok((world.settled, world.unwanted_kills, world.ends))
     })
 }
 
@@ -398,11 +489,11 @@ fn machine_invariants_unwanted_leavers() {
         failure_persistence: None,
         ..Config::default()
     });
-    let reached = std::cell::Cell::new((0, 0));
+    let reached = std::cell::Cell::new((0, 0, 0));
     let result = runner.run(&proptest::collection::vec(op(), 1..STEPS), |ops| {
-        let (settled, kills) = run_case(&ops).map_err(TestCaseError::fail)?;
-        let (s, k) = reached.get();
-        reached.set((s + settled, k + kills));
+        let (settled, kills, ends) = run_case(&ops).map_err(TestCaseError::fail)?;
+        let (s, k, e) = reached.get();
+        reached.set((s + settled, k + kills, e + ends));
         Ok(())
     });
     if let Err(e) = result {
@@ -411,7 +502,10 @@ fn machine_invariants_unwanted_leavers() {
              machine_invariants_unwanted_leavers"
         );
     }
-    let (settled, kills) = reached.get();
-    eprintln!("settled {settled} times, {kills} unwanted leavers killed");
+    let (settled, kills, ends) = reached.get();
+    eprintln!(
+        "settled {settled} times, {kills} unwanted leavers killed, {ends} checks of a drain's end"
+    );
     assert!(kills > 0, "the cases killed no unwanted leaver");
+    assert!(ends > 0, "no drain ended");
 }

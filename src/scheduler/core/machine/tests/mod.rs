@@ -9,6 +9,7 @@ mod backoff;
 mod commands;
 mod conditional;
 mod determinism;
+mod drain_ends;
 mod drains;
 mod evacuation;
 mod housekeeping;
