@@ -370,6 +370,13 @@ pub struct Snapshot {
     /// The agent table, by agent ID (leader only).
     #[serde(default)]
     pub agents: Vec<AgentStatus>,
+    /// When the master last listed its agents to this leader (GET_AGENTS,
+    /// seconds since the UNIX epoch). `None` before its first answer in
+    /// this leader's term, when `agents` holds only those the offers and
+    /// status updates named so far (often none), and on a replica that
+    /// does not lead.
+    #[serde(default)]
+    pub agents_listed_at: Option<f64>,
     /// Reconciliation runs.
     pub reconciliation: ReconciliationStatus,
     /// Recent events, oldest first.
@@ -440,6 +447,7 @@ impl Snapshot {
             tasks: Default::default(),
             offers: Arc::from([]),
             agents: Vec::new(),
+            agents_listed_at: None,
             reconciliation: ReconciliationStatus::default(),
             events: Vec::new(),
             unrecorded_kills: Vec::new(),

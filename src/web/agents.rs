@@ -65,6 +65,13 @@ pub struct AgentsView {
     /// leader; on a replica that does not lead, [`FOLLOWER_UNKNOWN`].
     #[serde(default)]
     pub unknown_fields: Vec<String>,
+    /// On the leader: when the master last listed its agents (GET_AGENTS,
+    /// seconds since the UNIX epoch); `null` until its first answer in
+    /// this leader's term — `agents` then holds only those its offers and
+    /// status updates named, not yet the master's list. `null` on a
+    /// replica that does not lead (see `as_of`).
+    #[serde(default)]
+    pub listed_at: Option<f64>,
 }
 
 impl AgentsView {
@@ -80,6 +87,7 @@ impl AgentsView {
             } else {
                 FOLLOWER_UNKNOWN.iter().map(|f| (*f).to_string()).collect()
             },
+            listed_at: s.agents_listed_at.filter(|_| leading),
         }
     }
 }

@@ -63,6 +63,18 @@ async fn the_agents_page_and_its_json_twin_show_the_table() {
     assert!(agents[1]["since"].as_f64().unwrap() > 0.0);
     assert!(agents[1]["maintenance"].is_null());
 
+    // No GET_AGENTS answer yet in this leader's term: the page and the
+    // JSON say the list is not the master's yet.
+    assert_eq!(v["listed_at"], serde_json::Value::Null);
+    assert!(html.contains("Asking the master for its agents"), "{html}");
+    let mut listed = leader_snapshot("http://127.0.0.1:8080", 2);
+    listed.agents_listed_at = Some(now() - 5.0);
+    let web_listed = TestWeb::new(test_config(), listed);
+    let v = web_listed.send(get("/api/v1/agents")).await.json();
+    assert!(v["listed_at"].as_f64().is_some_and(|t| t > 0.0), "{v}");
+    let page = web_listed.send(get("/agents")).await.text();
+    assert!(!page.contains("Asking the master for its agents"), "{page}");
+
     // Other pages link it from the nav.
     let html = web.send(get("/offers")).await.text();
     assert!(

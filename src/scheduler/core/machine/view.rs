@@ -283,6 +283,7 @@ impl Machine {
             tasks: self.shown_tasks.clone(),
             offers,
             agents: self.agent_statuses(),
+            agents_listed_at: self.agents.listed_at().map(|t| self.unix(t)),
             reconciliation: self.reconciler.status(),
             events: self.out.events.iter().cloned().collect(),
             unrecorded_kills: self

@@ -405,6 +405,10 @@ async fn a_light_snapshot_shows_the_tasks_by_agent_of_its_task_list() {
 async fn the_master_s_registration_times_are_shown_with_each_agent() {
     let mut h = leader(2);
     h.advance(Duration::from_secs(1)).await;
+    // Before the master's list: the agents the updates named, and no
+    // claim that this is the master's word.
+    let s = h.snapshot().await;
+    assert_eq!((s.agents.len(), s.agents_listed_at), (2, None));
     let mut a0 = listed("agent-0", false, None);
     a0.registered_time = Some(v1::TimeInfo {
         nanoseconds: 1_700_000_000_500_000_000,
@@ -418,6 +422,11 @@ async fn the_master_s_registration_times_are_shown_with_each_agent() {
     });
     answer_agents(&mut h, &[a0, a1]);
     let s = h.snapshot().await;
+    assert!(
+        s.agents_listed_at.is_some_and(|t| t > 0.0 && t <= s.at),
+        "{:?}",
+        s.agents_listed_at
+    );
     let times: Vec<(String, Option<f64>, Option<f64>)> = s
         .agents
         .iter()
