@@ -273,6 +273,10 @@ async fn a_follower_shows_the_drains_and_a_new_leader_the_master_s_registration(
             |view| view["leading"] == true && entry(view, &busy)["registered_time"].is_number(),
         )
         .await;
+    assert!(
+        view["listed_at"].as_f64().is_some_and(|t| t >= stopped),
+        "{view}"
+    );
     let busy = entry(&view, &busy);
     let registered = busy["registered_time"].as_f64().unwrap();
     let since = busy["since"].as_f64().unwrap();
