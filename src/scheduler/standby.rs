@@ -89,14 +89,20 @@ pub struct Standby {
     mirror_read_at: Option<Instant>,
 }
 
+/// A service's tasks launched and not running: how many, and the oldest
+/// record's last change ([`super::counts::starting_tasks`]).
+type Starting = (u32, Option<f64>);
+
 struct Read {
     at: Instant,
     stat: RecordsStat,
     /// The mirror's [`RecordMirror::generation`] the view was built at.
     generation: u64,
     tasks: Arc<[Arc<TaskRecord>]>,
-    /// Per service: the spec the counts were computed for, and the counts.
-    counts: HashMap<String, (ServiceSpec, ServiceCounts)>,
+    /// Per service: the spec the counts were computed for, the counts,
+    /// and its tasks launched and not running
+    /// ([`super::counts::starting_tasks`]).
+    counts: HashMap<String, (ServiceSpec, ServiceCounts, Starting)>,
     /// Per agent of a live task record: a hostname a record gives, and
     /// the live tasks there, sorted (grouped once per rebuild).
     agents: Arc<LiveByAgent>,
@@ -264,16 +270,20 @@ impl Standby {
             let fresh = read
                 .counts
                 .get(&record.spec.name)
-                .is_some_and(|(spec, _)| *spec == record.spec);
+                .is_some_and(|(spec, _, _)| *spec == record.spec);
             if !fresh {
-                let records = read.tasks.iter().map(|t| t.as_ref());
-                let counts = ServiceCounts::of(&record.spec, records, now);
-                read.counts
-                    .insert(record.spec.name.clone(), (record.spec.clone(), counts));
+                let records = || read.tasks.iter().map(|t| t.as_ref());
+                let counts = ServiceCounts::of(&record.spec, records(), now);
+                let starting = super::counts::starting_tasks(&record.spec.name, records());
+                read.counts.insert(
+                    record.spec.name.clone(),
+                    (record.spec.clone(), counts, starting),
+                );
             }
-            read.counts[&record.spec.name].1.clone()
+            let (_, counts, starting) = &read.counts[&record.spec.name];
+            (counts.clone(), *starting)
         });
-        let counts = counts.unwrap_or_default();
+        let (counts, starting) = counts.unwrap_or_default();
         let mut status = ServiceStatus::new(
             &record.spec,
             record.previous.as_deref(),
@@ -281,11 +291,7 @@ impl Standby {
             record.halted.as_ref(),
             &counts,
         );
-        if let Some(read) = &self.read {
-            let records = read.tasks.iter().map(|t| t.as_ref());
-            (status.starting_tasks, status.starting_since) =
-                super::counts::starting_tasks(&record.spec.name, records);
-        }
+        (status.starting_tasks, status.starting_since) = starting;
         status
     }
 }

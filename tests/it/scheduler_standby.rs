@@ -286,3 +286,43 @@ async fn a_follower_shows_the_drains_and_a_new_leader_the_master_s_registration(
     );
     assert_eq!(busy["state"], "active", "{busy}");
 }
+
+/// A task held in TASK_STAGING by the master is shown as launched and not
+/// running on the follower too (`starting_tasks`, counted from the
+/// records it read, `src/scheduler/standby.rs`), as on the leader: a
+/// service whose instance never starts does not look healthy anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_shows_a_task_stuck_in_staging_as_starting() {
+    let zk = ZkServer::start();
+    let tb = mesos_appliance::testbed::Testbed::start(
+        mesos_appliance::testbed::TestbedConfig::for_tests(2),
+    )
+    .await
+    .unwrap();
+    tb.hold_staging("web.1.");
+    let specs = services(json!([{"name": "web", "command": "serve", "cpus": 0.2,
+        "mem": 64, "instances": 2}]));
+    let (connect, master) = (zk.connect_string(), tb.url());
+    let start =
+        |name: &'static str| Replica::start(&connect, name, &master, specs.to_vec(), core_config());
+    let starting = |s: &mesos_appliance::scheduler::Snapshot| {
+        s.services
+            .iter()
+            .find(|x| x.spec.name == "web")
+            .map(|x| (x.starting_tasks, x.starting_since.is_some()))
+    };
+    let first = start("r1").await;
+    first
+        .wait_for("1 running, 1 held in staging", WAIT, |s| {
+            running(s, "web") == 1 && starting(s) == Some((1, true))
+        })
+        .await;
+    let second = start("r2").await;
+    second
+        .wait_for("r2 follows and shows the task held in staging", WAIT, |s| {
+            s.framework.state == FrameworkState::Standby
+                && running(s, "web") == 1
+                && starting(s) == Some((1, true))
+        })
+        .await;
+}
