@@ -124,7 +124,8 @@ pub(super) fn look<'a>(
     now: f64,
     launch_timeout: Duration,
 ) -> Vec<(TaskId, Step)> {
-    let judge = Judge::new(spec);
+    let looking = Looking::new(spec, now, launch_timeout);
+    let judge = &looking.judge;
     let mut available = 0u32;
     // The live records that stay, by instance, in the records' order, and
     // the live leaving ones in that order.
@@ -145,98 +146,108 @@ pub(super) fn look<'a>(
     let mut steps = Vec::with_capacity(leavers.len());
     for (task, leave) in leavers {
         let copies = staying.get(&task.instance).map_or(&[][..], Vec::as_slice);
-        let step = step(
-            spec,
-            &judge,
-            task,
-            leave,
-            copies,
-            &mut available,
-            now,
-            launch_timeout,
-        );
+        let step = looking.step(task, leave, copies, &mut available);
         steps.push((task.task_id.clone(), step));
     }
     steps
 }
 
-/// What happens now to `task`, leaving as `leave`, given the live copies
-/// of its instance that stay (`copies`, in the records' order) and how
-/// many of the service's tasks are `available` (lowered by a kill).
-/// `now` and `launch_timeout` as for [`look`].
-#[allow(clippy::too_many_arguments)]
-pub(super) fn step(
-    spec: &ServiceSpec,
-    judge: &Judge,
-    task: &TaskRecord,
-    leave: Leave,
-    copies: &[&TaskRecord],
-    available: &mut u32,
+/// One look's service and its judge of availability, at `now` (seconds
+/// since the UNIX epoch), with the launch timeout a wait names (as for
+/// [`look`]).
+pub(super) struct Looking<'a> {
+    spec: &'a ServiceSpec,
+    judge: Judge<'a>,
     now: f64,
     launch_timeout: Duration,
-) -> Step {
-    // The floor, capped at the instances the service wants (see the
-    // module doc), and how a wait names it.
-    let floor = leave.floor.map(|f| f.min(spec.instances));
-    let capped = |floor: u32| match leave.floor {
-        Some(given) if given > floor => format!(
-            "min_healthy {given} capped at {}'s {} instances; ",
-            spec.name, spec.instances
-        ),
-        _ => String::new(),
-    };
-    // Only the kill of an available task lowers the count the floor
-    // guards: a leaver that is not available (unhealthy, not running
-    // yet) goes whatever the floor (waiting for the service to come back
-    // above it would only keep a useless task).
-    let lowers = judge.available(task, now);
-    let after = available.saturating_sub(u32::from(lowers));
-    if !wants_instance(spec, task.instance) {
-        // No copy is wanted: the floor only.
-        return match floor {
-            Some(floor) if lowers && after < floor => Step::Floor {
-                replacement: None,
-                why: format!(
-                    "{} no longer wants instance {}, but its kill would drop {} below {floor} \
-                     healthy ({}{available} available now)",
-                    spec.name,
-                    task.instance,
-                    spec.name,
-                    capped(floor)
-                ),
-            },
-            _ => {
-                *available = after;
-                Step::Unwanted {
-                    why: leave.unwanted,
-                }
-            }
-        };
+}
+
+impl<'a> Looking<'a> {
+    /// A look at `spec`'s leavers at `now`.
+    pub(super) fn new(spec: &'a ServiceSpec, now: f64, launch_timeout: Duration) -> Looking<'a> {
+        Looking {
+            spec,
+            judge: Judge::new(spec),
+            now,
+            launch_timeout,
+        }
     }
-    let ready = copies.iter().find(|o| judge.available(o, now));
-    match (ready, copies.first()) {
-        (Some(copy), _) => match floor {
-            Some(floor) if lowers && after < floor => Step::Floor {
-                replacement: Some(copy.task_id.clone()),
-                why: format!(
-                    "would drop {} below {floor} healthy ({}{available} available now)",
-                    spec.name,
-                    capped(floor)
-                ),
-            },
-            _ => {
-                *available = after;
-                Step::Kill {
-                    replacement: copy.task_id.clone(),
-                    why: leave.why,
+
+    /// What happens now to `task`, leaving as `leave`, given the live
+    /// copies of its instance that stay (`copies`, in the records' order)
+    /// and how many of the service's tasks are `available` (lowered by a
+    /// kill).
+    pub(super) fn step(
+        &self,
+        task: &TaskRecord,
+        leave: Leave,
+        copies: &[&TaskRecord],
+        available: &mut u32,
+    ) -> Step {
+        let (spec, judge, now) = (self.spec, &self.judge, self.now);
+        // The floor, capped at the instances the service wants (see the
+        // module doc), and how a wait names it.
+        let floor = leave.floor.map(|f| f.min(spec.instances));
+        let capped = |floor: u32| match leave.floor {
+            Some(given) if given > floor => format!(
+                "min_healthy {given} capped at {}'s {} instances; ",
+                spec.name, spec.instances
+            ),
+            _ => String::new(),
+        };
+        // Only the kill of an available task lowers the count the floor
+        // guards: a leaver that is not available (unhealthy, not running
+        // yet) goes whatever the floor (waiting for the service to come back
+        // above it would only keep a useless task).
+        let lowers = judge.available(task, now);
+        let after = available.saturating_sub(u32::from(lowers));
+        if !wants_instance(spec, task.instance) {
+            // No copy is wanted: the floor only.
+            return match floor {
+                Some(floor) if lowers && after < floor => Step::Floor {
+                    replacement: None,
+                    why: format!(
+                        "{} no longer wants instance {}, but its kill would drop {} below {floor} \
+                     healthy ({}{available} available now)",
+                        spec.name,
+                        task.instance,
+                        spec.name,
+                        capped(floor)
+                    ),
+                },
+                _ => {
+                    *available = after;
+                    Step::Unwanted {
+                        why: leave.unwanted,
+                    }
                 }
-            }
-        },
-        (None, Some(copy)) => Step::WaitForHealth {
-            replacement: copy.task_id.clone(),
-            why: wait_reason(copy, now, launch_timeout),
-        },
-        (None, None) => Step::NoReplacement,
+            };
+        }
+        let ready = copies.iter().find(|o| judge.available(o, now));
+        match (ready, copies.first()) {
+            (Some(copy), _) => match floor {
+                Some(floor) if lowers && after < floor => Step::Floor {
+                    replacement: Some(copy.task_id.clone()),
+                    why: format!(
+                        "would drop {} below {floor} healthy ({}{available} available now)",
+                        spec.name,
+                        capped(floor)
+                    ),
+                },
+                _ => {
+                    *available = after;
+                    Step::Kill {
+                        replacement: copy.task_id.clone(),
+                        why: leave.why,
+                    }
+                }
+            },
+            (None, Some(copy)) => Step::WaitForHealth {
+                replacement: copy.task_id.clone(),
+                why: wait_reason(copy, now, self.launch_timeout),
+            },
+            (None, None) => Step::NoReplacement,
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::super::evacuation::{Leave, Step, look, step};
+use super::super::evacuation::{Leave, Looking, Step, look};
 use super::*;
 use crate::scheduler::ids::TaskId;
 use crate::scheduler::records::is_live;
@@ -51,16 +51,7 @@ fn reference(
                     && leaving(o).is_none()
             })
             .collect();
-        let step = step(
-            spec,
-            &judge,
-            task,
-            leave,
-            &copies,
-            &mut available,
-            now,
-            LAUNCH,
-        );
+        let step = Looking::new(spec, now, LAUNCH).step(task, leave, &copies, &mut available);
         steps.push((task.task_id.clone(), step));
     }
     steps
