@@ -644,7 +644,8 @@ async fn a_replacement_held_in_staging_is_replaced_after_the_launch_timeout_and_
     // Past the timeout the held copy is killed, the events say why; then
     // the hold is lifted (a copy launched before that is held and killed
     // in turn).
-    let killing = format!("killing {held}: stuck in TASK_STAGING for more than 3 s");
+    let killing =
+        format!("killing {held}: stuck in TASK_STAGING for more than 3s (--task-launch-timeout)");
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let (_, events) = a.get("/api/v1/events?kind=kill").await.expect("events");

@@ -57,7 +57,10 @@ impl Machine {
             .map(|(id, e)| (id.clone(), e.record.state))
             .collect();
         for (task_id, state) in stuck {
-            let reason = format!("stuck in {state} for more than {limit:.0} s");
+            let reason = format!(
+                "stuck in {state} for more than {} (--task-launch-timeout)",
+                crate::util::format_duration(limit)
+            );
             self.request_kill(&task_id, &reason, now);
         }
     }

@@ -98,7 +98,7 @@ async fn a_drain_waiting_on_a_stuck_replacement_moves_once_the_launch_timeout_re
     let reason = h.stored(&stuck).and_then(|r| r.kill.as_ref());
     assert_eq!(
         reason.map(|k| k.reason.as_str()),
-        Some("stuck in TASK_STAGING for more than 30 s")
+        Some("stuck in TASK_STAGING for more than 30s (--task-launch-timeout)")
     );
     h.update(update_on(&stuck, "agent-3", TaskState::TaskKilled, "k1"));
     h.answer_all();
