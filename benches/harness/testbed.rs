@@ -58,28 +58,34 @@ impl TestbedProcess {
         cpu_time(self.child.id()).unwrap_or_default()
     }
 
+    /// The JSON answer of `GET <path>` (within 5 s), or why there is none.
+    async fn get_json(
+        &self,
+        http: &reqwest::Client,
+        path: &str,
+    ) -> Result<serde_json::Value, String> {
+        http.get(format!("{}{path}", self.url))
+            .timeout(std::time::Duration::from_secs(5))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// How many calls of each type the testbed received so far, by type
     /// name (`counts` of `GET /testbed/calls`); empty if it did not answer.
     pub async fn call_counts(&self, http: &reqwest::Client) -> Vec<(String, u64)> {
-        let answer = async {
-            let body: serde_json::Value = http
-                .get(format!("{}/testbed/calls?limit=1", self.url))
-                .timeout(std::time::Duration::from_secs(5))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            let counts = body["counts"].as_object()?;
-            Some(
-                counts
-                    .iter()
-                    .filter_map(|(t, n)| Some((t.clone(), n.as_u64()?)))
-                    .collect(),
-            )
+        let Ok(body) = self.get_json(http, "/testbed/calls?limit=1").await else {
+            return Vec::new();
         };
-        answer.await.unwrap_or_default()
+        body["counts"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(t, n)| Some((t.clone(), n.as_u64()?)))
+            .collect()
     }
 
     /// Status updates the agents sent again so far because their
@@ -87,15 +93,7 @@ impl TestbedProcess {
     /// frameworks (`updates_resent` of `GET /testbed/frameworks`); `None`
     /// if the testbed did not answer.
     pub async fn updates_resent(&self, http: &reqwest::Client) -> Option<u64> {
-        let body: serde_json::Value = http
-            .get(format!("{}/testbed/frameworks", self.url))
-            .timeout(std::time::Duration::from_secs(5))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let body = self.get_json(http, "/testbed/frameworks").await.ok()?;
         body["frameworks"]
             .as_array()?
             .iter()
@@ -106,15 +104,7 @@ impl TestbedProcess {
     /// Arrival times (UNIX seconds) of the SUBSCRIBE calls the testbed
     /// answered with 200, oldest first (`GET /testbed/calls?type=SUBSCRIBE`).
     pub async fn subscribed_at(&self, http: &reqwest::Client) -> Result<Vec<f64>, String> {
-        let calls: serde_json::Value = http
-            .get(format!("{}/testbed/calls?type=SUBSCRIBE", self.url))
-            .timeout(std::time::Duration::from_secs(5))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let calls = self.get_json(http, "/testbed/calls?type=SUBSCRIBE").await?;
         Ok(calls["calls"]
             .as_array()
             .into_iter()
