@@ -218,11 +218,10 @@ async fn a_starting_or_running_after_running_is_written_first() {
     assert_eq!(acked(&h), ["late", "again"]);
 }
 
-/// A first TASK_RUNNING whose write fails stays in the table (it was
-/// acknowledged: the agent does not send it again); the record's next
-/// write stores it.
-#[tokio::test(start_paused = true)]
-async fn a_first_running_whose_write_fails_is_kept_for_the_next_write() {
+/// A leader of `web` (1 instance, its task stored in TASK_STAGING) whose
+/// first TASK_RUNNING (uuid `r`) was acknowledged ahead of its write, and
+/// that write failed.
+fn running_write_failed() -> Harness {
     let spec = service("web", 1);
     let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
     h.subscribe();
@@ -230,6 +229,15 @@ async fn a_first_running_whose_write_fails_is_kept_for_the_next_write() {
     h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
     assert_eq!(acked(&h), ["r"]);
     h.fail_next_store(CoordinationError::Unavailable("connection loss".into()));
+    h
+}
+
+/// A first TASK_RUNNING whose write fails stays in the table (it was
+/// acknowledged: the agent does not send it again); the record's next
+/// write stores it.
+#[tokio::test(start_paused = true)]
+async fn a_first_running_whose_write_fails_is_kept_for_the_next_write() {
+    let mut h = running_write_failed();
     assert!(
         h.logs.iter().any(|l| l.contains("kept in memory")),
         "{:?}",
@@ -258,13 +266,7 @@ async fn a_first_running_whose_write_fails_is_kept_for_the_next_write() {
 /// it too (property seed 9971670278345447695).
 #[tokio::test(start_paused = true)]
 async fn a_repeat_of_a_first_running_whose_write_failed_is_stored_before_its_ack() {
-    let spec = service("web", 1);
-    let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
-    h.subscribe();
-    h.answer_all();
-    h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
-    assert_eq!(acked(&h), ["r"]);
-    h.fail_next_store(CoordinationError::Unavailable("connection loss".into()));
+    let mut h = running_write_failed();
     h.stores.clear();
 
     h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
@@ -290,12 +292,7 @@ async fn a_repeat_of_a_first_running_whose_write_failed_is_stored_before_its_ack
 /// the kept TASK_RUNNING, and nothing is acknowledged.
 #[tokio::test(start_paused = true)]
 async fn a_reconciliation_answer_stores_a_first_running_whose_write_failed() {
-    let spec = service("web", 1);
-    let mut h = Harness::leader(std::slice::from_ref(&spec), &[staging_record(&spec)]);
-    h.subscribe();
-    h.answer_all();
-    h.update(status("web.0.stored", TaskState::TaskRunning, Some("r")));
-    h.fail_next_store(CoordinationError::Unavailable("connection loss".into()));
+    let mut h = running_write_failed();
     h.stores.clear();
     h.update(status("web.0.stored", TaskState::TaskRunning, None));
     assert_eq!(h.stores.len(), 1, "{:?}", h.stores);
