@@ -281,7 +281,7 @@ impl StateView {
                 state: fw.state.as_str(),
                 reason: fw.reason.clone(),
                 failover_timeout_seconds: fw.failover_timeout_seconds,
-                master: fw.master.clone(),
+                master: fw.master.as_deref().map(crate::util::redact_password),
                 master_version: fw.master_version.clone(),
                 subscribed_at: fw.subscribed_at,
                 last_event_at: fw.last_event_at,
