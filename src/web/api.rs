@@ -52,11 +52,9 @@ use crate::util::unix_now_secs;
 )]
 pub async fn state(State(state): State<AppState>, _: StrictQuery<NoQuery>) -> Json<StateView> {
     let s = state.handle.snapshot();
-    Json(StateView::new(
-        &s,
-        &*state.derived(&s).await,
-        unix_now_secs(),
-    ))
+    let mut view = StateView::new(&s, &*state.derived(&s).await, unix_now_secs());
+    view.zookeeper_session = state.coordinator.session_timeouts().map(Into::into);
+    Json(view)
 }
 
 /// `GET /api/v1/tasks`: filters and paging as [`TaskQuery`]; another
