@@ -389,6 +389,16 @@ pub const MAX_AUDIT_ENTRY_BYTES: usize = 16 * 1024;
 /// Result alias of this module.
 pub type Result<T, E = CoordinationError> = std::result::Result<T, E>;
 
+/// A ZooKeeper session's timeout: what `--zk-session-timeout` asked and
+/// what the server gave ([`Coordinator::session_timeouts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionTimeouts {
+    /// Asked for.
+    pub asked: std::time::Duration,
+    /// Negotiated: the session expires after this long without contact.
+    pub negotiated: std::time::Duration,
+}
+
 /// Election, deployment fence and stores, as one object held as
 /// `Arc<dyn Coordinator>` by the scheduler and the web layer.
 ///
@@ -399,6 +409,14 @@ pub type Result<T, E = CoordinationError> = std::result::Result<T, E>;
 pub trait Coordinator: Send + Sync + 'static {
     /// This replica's own info (as published in its member node).
     fn replica(&self) -> &ReplicaInfo;
+
+    /// The ZooKeeper session timeout asked for and the one the server
+    /// negotiated (it bounds the ask to `[minSessionTimeout,
+    /// maxSessionTimeout]`, by default 2 and 20 × `tickTime`), while a
+    /// session is open; `None` without ZooKeeper.
+    fn session_timeouts(&self) -> Option<SessionTimeouts> {
+        None
+    }
 
     /// The leadership signal. Transitions are rate-limited: a new term never
     /// starts sooner than the implementation's hold-off after the previous

@@ -103,6 +103,39 @@ impl CtlError {
         }
     }
 
+    /// What `url` answered with a non-2xx `status`, as an [`CtlError::Api`]:
+    /// a problem document as [`CtlError::from_answer`] reads it; anything
+    /// else (a bare `404 Not Found` of another server) names the URL and
+    /// says it is not a mesos-appliance API, rather than printing
+    /// `error: Not Found: ` alone.
+    pub fn from_answer_at(status: u16, url: &str, body: &Value) -> CtlError {
+        let problem = body.get("title").is_some_and(Value::is_string)
+            || body.get("type").is_some_and(Value::is_string);
+        if problem {
+            return CtlError::from_answer(status, body);
+        }
+        let reason = reqwest::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("HTTP error");
+        let said = match body {
+            Value::String(s) if !s.trim().is_empty() => {
+                let s: String = s.trim().chars().take(200).collect();
+                format!(" It said: {s:?}")
+            }
+            _ => String::new(),
+        };
+        CtlError::Api {
+            status,
+            title: format!("{url} answered HTTP {status} {reason}"),
+            detail: format!(
+                "not a mesos-appliance API (no problem document): check that --url names a \
+                 replica's dashboard URL.{said}"
+            ),
+            errors: Vec::new(),
+        }
+    }
+
     /// A problem document (or anything else a server answered) as an
     /// [`CtlError::Api`].
     pub fn from_answer(status: u16, body: &Value) -> CtlError {
@@ -142,7 +175,17 @@ impl CtlError {
 }
 
 impl std::fmt::Display for CtlError {
+    /// The error as printed; the password of any URL in it (`--url
+    /// http://alice:pw@…`) is hidden ([`crate::util::redact_password`]).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut text = String::new();
+        self.write_unredacted(&mut text)?;
+        f.write_str(&crate::util::redact_password(&text))
+    }
+}
+
+impl CtlError {
+    fn write_unredacted(&self, f: &mut impl std::fmt::Write) -> std::fmt::Result {
         match self {
             CtlError::Api {
                 title,
@@ -453,7 +496,11 @@ impl Client {
                 if (200..300).contains(&status) {
                     return Ok((status, answer));
                 }
-                return Err(CtlError::from_answer(status, &answer));
+                return Err(CtlError::from_answer_at(
+                    status,
+                    &format!("{base}{path}"),
+                    &answer,
+                ));
             }
             let delay = backoff.next_delay();
             if Instant::now() + delay >= self.deadline() {
@@ -521,7 +568,11 @@ impl Client {
                     return Ok(response);
                 }
                 let bytes = read_bounded(response, 64 * 1024).await.unwrap_or_default();
-                let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                    Value::String(
+                        String::from_utf8_lossy(&bytes[..bytes.len().min(2000)]).into_owned(),
+                    )
+                });
                 if matches!(status, 502..=504) {
                     last = format!("{url}: HTTP {status}: {}", detail_of(&body));
                     if let Some(leader) = body["leader_url"].as_str() {
@@ -529,7 +580,7 @@ impl Client {
                     }
                     continue;
                 }
-                return Err(CtlError::from_answer(status, &body));
+                return Err(CtlError::from_answer_at(status, &url, &body));
             }
             let delay = backoff.next_delay();
             if Instant::now() + delay >= deadline {
@@ -712,6 +763,80 @@ mod tests {
             .unwrap();
         assert_eq!((status, run["run_id"].as_str()), (201, Some("r1")));
         assert_eq!(posts.load(Ordering::SeqCst), 2);
+    }
+
+    fn global(url: String) -> GlobalArgs {
+        GlobalArgs {
+            urls: vec![url],
+            token: None,
+            token_file: None,
+            token_name: None,
+            json: false,
+            timeout: None,
+            request_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// `--url` with user information: no error shows the password,
+    /// however it names the URL (a refused connection, an answer).
+    #[tokio::test]
+    async fn errors_hide_the_password_of_a_url() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // A port nothing listens on: bound, then closed.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let url = format!("http://alice:SECRET@127.0.0.1:{port}");
+        let client = Client::new(&global(url), Duration::from_millis(300)).unwrap();
+        let e = client.get("/api/v1/services").await.unwrap_err();
+        let shown = e.to_string();
+        assert!(matches!(e, CtlError::Unreachable(_)), "{e:?}");
+        assert!(shown.contains("http://alice:***@127.0.0.1:"), "{shown}");
+        assert!(!shown.contains("SECRET"), "{shown}");
+        for e in [
+            CtlError::from_answer(500, &json!("see http://bob:pw1@example.org/x")),
+            CtlError::Usage("--url http://bob:pw1@h:1/: bad".into()),
+            CtlError::TimedOut("waiting on https://bob:pw1@h".into()),
+        ] {
+            let shown = e.to_string();
+            assert!(
+                !shown.contains("pw1") && shown.contains("bob:***@"),
+                "{shown}"
+            );
+        }
+    }
+
+    /// A server that is not a replica (a bare `404 Not Found`, no problem
+    /// document): the error names the URL asked and says so, instead of
+    /// `error: Not Found: `.
+    #[tokio::test]
+    async fn a_bare_404_names_the_url_and_says_it_is_not_the_api() {
+        let app = axum::Router::new().fallback(|| async { axum::http::StatusCode::NOT_FOUND });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let url = format!("http://alice:SECRET@{addr}");
+        let client = Client::new(&global(url), Duration::from_secs(5)).unwrap();
+        let e = client.get("/api/v1/services").await.unwrap_err();
+        assert!(matches!(e, CtlError::Api { status: 404, .. }), "{e:?}");
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with(&format!(
+                "error: http://alice:***@{addr}/api/v1/services answered HTTP 404 Not Found: \
+                 not a mesos-appliance API"
+            )),
+            "{shown}"
+        );
+        assert!(!shown.contains("SECRET"), "{shown}");
+        // A problem document is still read as one.
+        let e = CtlError::from_answer_at(
+            404,
+            "http://h/api/v1/jobs/x",
+            &json!({"title": "Not found", "detail": "not found: job x"}),
+        );
+        assert_eq!(e.to_string(), "error: not found: job x");
     }
 
     #[test]

@@ -751,7 +751,10 @@ async fn events(client: &Client, a: EventsArgs, json: bool) -> Result<(), CtlErr
             }
             last_id = parser.last_id().map(str::to_string);
         };
-        eprintln!("{broke}; reconnecting");
+        eprintln!(
+            "{}; reconnecting",
+            crate::util::redact_password(&broke.to_string())
+        );
     }
 }
 

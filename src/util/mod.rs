@@ -6,6 +6,12 @@ pub mod json;
 pub mod tokens;
 pub mod zk;
 
+/// The one helper that hides the password of every URL in a text
+/// (`http://alice:***@host`): whatever prints or logs a URL that may carry
+/// user information (`ctl --url`, `--master`, `--zk`, a page's links) shows
+/// it through this.
+pub use zk::redact_password;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The longest duration any flag or service field takes: 365 days. Longer

@@ -7,7 +7,10 @@
 //! lines starting with `#` are skipped. A file whose only content is one
 //! line without `:` is the older single-token form; that token is named
 //! [`DEFAULT_TOKEN_NAME`]. Names are 1–64 characters of `A-Z a-z 0-9 . _ @ -`;
-//! names and tokens must be unique; surrounding whitespace is ignored.
+//! names and tokens must be unique; surrounding whitespace is ignored. A
+//! token holds no white space and no control character: such a line is
+//! refused (naming the line), never read as one token with a space in it
+//! (`alice s3cr3t` is a `:` typed as a space, not a token).
 
 use std::fmt;
 use std::path::Path;
@@ -54,12 +57,27 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'))
 }
 
+/// Refuses an empty token, or one holding white space or a control
+/// character (never a token a client can send as one header value).
+fn check_token(number: usize, name: &str, token: &str) -> Result<(), String> {
+    if token.is_empty() {
+        return Err(format!("line {number}: the token of {name:?} is empty"));
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "line {number}: the token holds white space or a control character; \
+             expected `name:token` (one token per line) or a file of one bare token"
+        ));
+    }
+    Ok(())
+}
+
 /// Parses the content of a token file (see the module doc).
 ///
 /// # Errors
 /// A line that is not `name:token`, a bad or repeated name, an empty or
-/// repeated token, or no token at all; the message names the line (never
-/// the token).
+/// repeated token, a token with white space or a control character, or no
+/// token at all; the message names the line (never the token).
 pub fn parse_token_file(text: &str) -> Result<Vec<AdminToken>, String> {
     let lines: Vec<(usize, &str)> = text
         .lines()
@@ -67,9 +85,10 @@ pub fn parse_token_file(text: &str) -> Result<Vec<AdminToken>, String> {
         .map(|(i, l)| (i + 1, l.trim()))
         .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    if let [(_, only)] = lines[..]
+    if let [(number, only)] = lines[..]
         && !only.contains(':')
     {
+        check_token(number, DEFAULT_TOKEN_NAME, only)?;
         return Ok(vec![AdminToken::new(DEFAULT_TOKEN_NAME, only)]);
     }
     let mut tokens: Vec<AdminToken> = Vec::new();
@@ -86,9 +105,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<AdminToken>, String> {
                  A-Z a-z 0-9 . _ @ -"
             ));
         }
-        if token.is_empty() {
-            return Err(format!("line {number}: the token of {name:?} is empty"));
-        }
+        check_token(number, name, token)?;
         if tokens.iter().any(|t| t.name == name) {
             return Err(format!("line {number}: the name {name:?} is given twice"));
         }
@@ -182,6 +199,14 @@ mod tests {
             ("alice:\n", "the token of \"alice\" is empty"),
             ("alice:a\nalice:b\n", "given twice"),
             ("alice:same\nbob:same\n", "same token"),
+            ("alice secret\n", "line 1: the token holds white space"),
+            ("# ops\n\nalice secret\n", "line 3: the token holds"),
+            (
+                "alice:a\nbob: sec ret\n",
+                "line 2: the token holds white space",
+            ),
+            ("alice:sec\u{7}ret\n", "line 1: the token holds"),
+            ("alice:sec\tret\n", "line 1: the token holds"),
         ] {
             let e = parse_token_file(text).unwrap_err();
             assert!(e.contains(says), "{text:?}: {e}");

@@ -30,7 +30,9 @@ use super::actions::{ActionsView, ask};
 use super::audit::{AuditQuery, AuditView};
 use super::auth::Peer;
 use super::error::AppError;
-use super::extract::{AdminChange, ApiPath, JsonBody, json_field_error, named_spec_body};
+use super::extract::{
+    ActionBody, AdminChange, ApiPath, JsonBody, NoFields, json_field_error, named_spec_body,
+};
 use super::query::{NoQuery, StrictQuery};
 use super::views::{
     EventQuery, EventsView, OffersView, Readiness, ReplicasView, ServiceRow, ServicesView,
@@ -50,11 +52,9 @@ use crate::util::unix_now_secs;
 )]
 pub async fn state(State(state): State<AppState>, _: StrictQuery<NoQuery>) -> Json<StateView> {
     let s = state.handle.snapshot();
-    Json(StateView::new(
-        &s,
-        &*state.derived(&s).await,
-        unix_now_secs(),
-    ))
+    let mut view = StateView::new(&s, &*state.derived(&s).await, unix_now_secs());
+    view.zookeeper_session = state.coordinator.session_timeouts().map(Into::into);
+    Json(view)
 }
 
 /// `GET /api/v1/tasks`: filters and paging as [`TaskQuery`]; another
@@ -340,6 +340,7 @@ pub(crate) fn put_params(spec: &ServiceSpec) -> serde_json::Value {
 pub async fn delete_service(
     ApiPath(name): ApiPath<String>,
     AdminChange { admin, ctx }: AdminChange,
+    _: ActionBody<NoFields>,
 ) -> Result<Json<ServiceChange>, AppError> {
     let state = &admin.state;
     let result = ask::<bool>(state, Request::DeleteService(name.clone()))

@@ -30,7 +30,7 @@ use super::AppState;
 use super::audit::{self, Context};
 use super::auth::{self, Actor, Peer};
 use super::error::AppError;
-use super::query::field_names;
+use super::query::{StrictQuery, field_names};
 use crate::scheduler::FieldError;
 use crate::util::json::JsonError;
 
@@ -184,7 +184,8 @@ pub struct ReasonQuery {
     pub reason: Option<String>,
 }
 
-/// A service change's checks, in this order: its `?reason=` decodes (400),
+/// A service change's checks, in this order: its `?reason=` decodes and no
+/// other parameter is given (400, [`StrictQuery`]),
 /// the checks of [`Admin`], then the reason's length (400). (The body, the
 /// spec, is the handler's next extractor.)
 pub struct AdminChange {
@@ -198,7 +199,10 @@ impl FromRequestParts<AppState> for AdminChange {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        let ApiQuery(query) = ApiQuery::<ReasonQuery>::from_request_parts(parts, state).await?;
+        // Strict, as every `/api/v1` write's query: `?reasn=` is a 400, not
+        // a change whose audit reason is silently lost.
+        let StrictQuery(query) =
+            StrictQuery::<ReasonQuery>::from_request_parts(parts, state).await?;
         let admin = Admin::from_request_parts(parts, state).await?;
         let ctx = admin.context(audit::check_reason(query.reason.as_deref())?);
         Ok(AdminChange { admin, ctx })
@@ -340,6 +344,13 @@ pub(crate) fn json_field_error(e: JsonError) -> AppError {
         message: e.message,
     }])
 }
+
+/// The body of a write that takes none, for [`ActionBody`]: left out or
+/// `{}`; any field is refused (`POST /api/v1/jobs/{name}/enable` with
+/// `{"x":1}` is 400, not an enable that ignored it).
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoFields {}
 
 /// An API action's body as a `T` (a struct of named fields, all optional
 /// and defaulted): left out, all defaults; otherwise a JSON object

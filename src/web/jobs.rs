@@ -27,7 +27,7 @@ use super::AppState;
 use super::actions::ask;
 use super::error::AppError;
 use super::extract::{
-    ActionBody, AdminChange, ApiPath, JsonBody, json_field_error, named_spec_body,
+    ActionBody, AdminChange, ApiPath, JsonBody, NoFields, json_field_error, named_spec_body,
 };
 use super::query::{NoQuery, StrictQuery};
 use crate::scheduler::FieldError;
@@ -345,6 +345,7 @@ pub async fn put(
 pub async fn delete(
     ApiPath(name): ApiPath<String>,
     AdminChange { admin, ctx }: AdminChange,
+    _: ActionBody<NoFields>,
 ) -> Result<Json<JobChange>, AppError> {
     let state = &admin.state;
     let result = ask::<bool>(state, Request::DeleteJob(name.clone()))
@@ -412,6 +413,7 @@ async fn set_enabled(
 pub async fn enable(
     ApiPath(name): ApiPath<String>,
     change: AdminChange,
+    _: ActionBody<NoFields>,
 ) -> Result<Json<JobChange>, AppError> {
     set_enabled(name, change, true).await
 }
@@ -429,6 +431,7 @@ pub async fn enable(
 pub async fn disable(
     ApiPath(name): ApiPath<String>,
     change: AdminChange,
+    _: ActionBody<NoFields>,
 ) -> Result<Json<JobChange>, AppError> {
     set_enabled(name, change, false).await
 }
@@ -546,6 +549,7 @@ pub async fn start_run(
 pub async fn kill_run(
     ApiPath((name, run_id)): ApiPath<(String, String)>,
     AdminChange { admin, ctx }: AdminChange,
+    _: ActionBody<NoFields>,
 ) -> Result<Json<RunView>, AppError> {
     let by = match &ctx.reason {
         Some(why) => format!("killed by {}: {why}", ctx.actor.name),

@@ -973,7 +973,8 @@ pub async fn restart_page(
     let fingerprint = row.status.spec.fingerprint();
     if row.status.rollout.is_some() {
         page.error = Some(format!(
-            "A rollout of service {name} is under way or halted: let it finish, resume it or              roll it back before a restart."
+            "A rollout of service {name} is under way or halted: let it finish, resume it or \
+             roll it back before a restart."
         ));
         return Ok(page.respond(cookie, StatusCode::CONFLICT));
     }
@@ -994,7 +995,10 @@ pub async fn restart_page(
         })
         .collect();
     page.intro = format!(
-        "Restarts service {name} without changing its spec: a rolling rollout replaces each of          its {} live task(s) one at a time, each killed only once its replacement is available          (RUNNING{} for the spec's upgrade.min_healthy). It halts past upgrade.deadline; resume          and roll back work as for any rollout.",
+        "Restarts service {name} without changing its spec: a rolling rollout replaces each of \
+         its {} live task(s) one at a time, each killed only once its replacement is available \
+         (RUNNING{} for the spec's upgrade.min_healthy). It halts past upgrade.deadline; resume \
+         and roll back work as for any rollout.",
         page.tasks.len(),
         if row.status.spec.health_check.is_some() {
             " and healthy"

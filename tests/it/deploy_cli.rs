@@ -201,6 +201,9 @@ fn flag_errors_say_each_thing_once_and_never_show_a_password() {
     let short = dir.path().join("short-token");
     std::fs::write(&short, "abc\n").unwrap();
     let short = short.to_str().unwrap();
+    let spaced = dir.path().join("spaced-token");
+    std::fs::write(&spaced, "# ops\nalice s3cr3t-0123456789abcdef\n").unwrap();
+    let spaced = spaced.to_str().unwrap();
 
     for master in [
         "http://user:hunter2@127.0.0.1:1",
@@ -245,6 +248,18 @@ fn flag_errors_say_each_thing_once_and_never_show_a_password() {
     let out = run(APPLIANCE, &args);
     assert_exit(&out, 2, &args, "the admin token file holds no token");
     assert_eq!(stderr(&out).matches(empty).count(), 1, "{}", stderr(&out));
+
+    // A `:` typed as a space: refused at start, naming the line, as `ctl`
+    // refuses the same file (never sent as one token with a space).
+    let args = [
+        "--master",
+        "http://127.0.0.1:1",
+        "--admin-token-file",
+        spaced,
+    ];
+    let out = run(APPLIANCE, &args);
+    assert_exit(&out, 2, &args, "line 2: the token holds white space");
+    assert!(!stderr(&out).contains("s3cr3t"), "{}", stderr(&out));
 
     // A short token is a warning, not an error: this run fails on --master.
     let args = ["--admin-token-file", short, "--master", "zk://"];

@@ -7,7 +7,9 @@
 //!   `Last-Event-ID` and gets exactly the events it missed; it is then cut
 //!   off while the leader is SIGKILLed, reconnects to the new leader
 //!   through the follower's URL, and gets an explicit `resync` with an ID
-//!   above every earlier one, then the new leader's events.
+//!   above every earlier one, then the new leader's events; a leader
+//!   stopped with SIGTERM ends its streams with `leadership` `lost` and a
+//!   `disconnect` saying why.
 
 use crate::support;
 
@@ -348,4 +350,65 @@ async fn a_client_resumes_after_a_gap_and_is_told_to_resync_after_a_failover() {
     ids.extend(skipped.iter().map(id_of));
     ids.push(id_of(&killed));
     assert_increasing(&ids);
+}
+
+/// Reads `events` until it ends; panics after `WAIT` or on a timeout.
+async fn to_the_end(events: &mut SseReader, what: &str) -> Vec<SseEvent> {
+    let mut seen = Vec::new();
+    loop {
+        match events.next(WAIT).await {
+            Read::Event(e) => seen.push(e),
+            Read::End => return seen,
+            Read::Timeout => panic!("{what}: no end within {WAIT:?} after {seen:#?}"),
+        }
+    }
+}
+
+/// `docs/events.md`, "a reason before an end": a leader stopped with
+/// SIGTERM ends every stream, filtered or not, with the `leadership` `lost`
+/// event and then a `disconnect` that says why, before the stream closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_by_sigterm_ends_its_streams_with_a_reason() {
+    let s = Cluster::start().await;
+    let mut a = Appliance::spawn("a", &s.event_args());
+    a.wait_state("a leads with web running", WAIT, running_web(1))
+        .await;
+    let mut all = SseReader::from_response(connect(&a.url, None).await);
+    let response = client()
+        .get(format!("{}{PATH}?type=leadership", a.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut leadership = SseReader::from_response(response);
+    // Both streams are subscribed: the journal's receiver is taken before
+    // the 200 is sent.
+
+    a.signal(libc::SIGTERM);
+    for (events, what) in [
+        (&mut all, "the stream"),
+        (&mut leadership, "?type=leadership"),
+    ] {
+        let seen = to_the_end(events, what).await;
+        let kinds: Vec<&str> = seen.iter().map(|e| e.event.as_str()).collect();
+        let n = kinds.len();
+        assert!(n >= 2, "{what}: {kinds:?}\n{}", tail(&a.log(), 30));
+        assert_eq!(
+            (kinds[n - 2], seen[n - 2].json()["change"].clone()),
+            ("leadership", json!("lost")),
+            "{what}: {seen:#?}"
+        );
+        assert_eq!(kinds[n - 1], "disconnect", "{what}: {seen:#?}");
+        let data = seen[n - 1].json();
+        assert!(
+            data["reason"].as_str().unwrap().contains("shutting down"),
+            "{what}: {data}"
+        );
+        assert_eq!(
+            data["last_event_id"],
+            json!(seen[n - 2].id),
+            "{what}: {data}"
+        );
+    }
+    assert!(a.wait_exit(WAIT).await.success());
 }

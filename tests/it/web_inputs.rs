@@ -292,6 +292,20 @@ async fn ctl_takes_the_replicas_token_file() {
     .await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("no token named \"nobody\""), "{stderr}");
+    // A `:` typed as a space: exit 2 naming the line, nothing sent (so no
+    // 401 counts toward the lockout).
+    let spaced = file("spaced", format!("admin {TOKEN}\n"));
+    let (code, stderr) = ctl(
+        &url,
+        &[&["--token-file", spaced.as_str()][..], &delete].concat(),
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("line 1: the token holds white space"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(TOKEN), "{stderr}");
     // The name picks the token sent: the wrong one is 401, exit 1.
     let (code, stderr) = ctl(
         &url,

@@ -429,6 +429,14 @@ impl Coordinator for ZkCoordinator {
         &self.inner.config.replica
     }
 
+    fn session_timeouts(&self) -> Option<crate::coordination::SessionTimeouts> {
+        self.session_timeout()
+            .map(|negotiated| crate::coordination::SessionTimeouts {
+                asked: self.inner.config.session_timeout,
+                negotiated,
+            })
+    }
+
     fn leadership(&self) -> watch::Receiver<Leadership> {
         self.inner.signal.subscribe()
     }

@@ -45,6 +45,14 @@ pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
                 url = %config.url,
                 "ZooKeeper session established"
             );
+            if let Some(warning) = timeout_warning(config.session_timeout, client.session_timeout())
+            {
+                tracing::warn!(
+                    asked_ms = config.session_timeout.as_millis() as u64,
+                    negotiated_ms = client.session_timeout().as_millis() as u64,
+                    "{warning}"
+                );
+            }
             Ok(client)
         }
         Ok(Err(e)) => Err(map_zk(e, &config.url.root)),
@@ -52,6 +60,39 @@ pub(super) async fn connect(inner: &Inner) -> Result<zk::Client> {
             "no ZooKeeper session with {} within {limit:?}",
             config.url
         ))),
+    }
+}
+
+/// What to warn of when the server negotiated a session timeout other than
+/// the one asked: ZooKeeper bounds the ask to `[minSessionTimeout,
+/// maxSessionTimeout]` of its `zoo.cfg`, by default 2 and 20 × `tickTime`
+/// (ZooKeeper Administrator's Guide, "Advanced Configuration"). A longer
+/// one makes a failover (a dead leader's session expiring) take longer
+/// than the operator planned; `None` when they agree (to the millisecond).
+pub(super) fn timeout_warning(asked: Duration, negotiated: Duration) -> Option<String> {
+    let (a, n) = (asked.as_millis(), negotiated.as_millis());
+    let secs = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+    if n > a {
+        Some(format!(
+            "ZooKeeper gave a session timeout of {} where --zk-session-timeout asked {}: the \
+             server raises an ask to its minSessionTimeout (by default 2 × tickTime), so a \
+             failover waits {:.1}× as long as asked for a dead leader's session to expire; lower \
+             the server's tickTime or minSessionTimeout, or ask for {} to say what you get",
+            secs(negotiated),
+            secs(asked),
+            n as f64 / a.max(1) as f64,
+            secs(negotiated),
+        ))
+    } else if n < a {
+        Some(format!(
+            "ZooKeeper gave a session timeout of {} where --zk-session-timeout asked {}: the \
+             server lowers an ask to its maxSessionTimeout (by default 20 × tickTime); a \
+             replica's session expires sooner than asked after a network stall",
+            secs(negotiated),
+            secs(asked),
+        ))
+    } else {
+        None
     }
 }
 
@@ -264,5 +305,30 @@ async fn read_and_watch(inner: &Inner, client: &zk::Client) -> Result<Option<zk:
             Err(e) => Err(map_zk(e, path)),
         },
         Err(e) => Err(map_zk(e, path)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_other_than_asked_is_warned_of_with_both_figures() {
+        let s = Duration::from_secs;
+        assert_eq!(timeout_warning(s(2), s(2)), None);
+        let w = timeout_warning(s(2), s(6)).expect("raised");
+        for says in [
+            "a session timeout of 6.0 s where --zk-session-timeout asked 2.0 s",
+            "minSessionTimeout (by default 2 × tickTime)",
+            "waits 3.0× as long",
+        ] {
+            assert!(w.contains(says), "{says}: {w}");
+        }
+        let w = timeout_warning(s(60), s(40)).expect("lowered");
+        assert!(
+            w.contains("40.0 s where --zk-session-timeout asked 60.0 s"),
+            "{w}"
+        );
+        assert!(w.contains("maxSessionTimeout"), "{w}");
     }
 }

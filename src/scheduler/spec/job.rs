@@ -330,7 +330,9 @@ pub const NICKNAMES: [&str; 6] = [
 
 /// What every refusal of `schedule.cron` says is supported
 /// (`docs/jobs.md#spec`).
-const SUPPORTED_SCHEDULES: &str = "a schedule is five fields (minute hour day-of-month month     day-of-week), six (seconds first), or one of @yearly, @annually, @monthly, @weekly, @daily,     @hourly";
+const SUPPORTED_SCHEDULES: &str = "a schedule is five fields (minute hour day-of-month month \
+                                   day-of-week), six (seconds first), or one of @yearly, \
+                                   @annually, @monthly, @weekly, @daily, @hourly";
 
 impl ScheduleSpec {
     /// Parses `cron` (five fields, or six with seconds first) and
@@ -353,7 +355,8 @@ impl ScheduleSpec {
         if trimmed.starts_with('@') {
             if !NICKNAMES.iter().any(|n| n.eq_ignore_ascii_case(trimmed)) {
                 let why = if trimmed.eq_ignore_ascii_case("@reboot") {
-                    "@reboot is not supported: a job has no boot to run at (start a run with                      POST /api/v1/jobs/{name}/runs)"
+                    "@reboot is not supported: a job has no boot to run at (start a run with \
+                     POST /api/v1/jobs/{name}/runs)"
                         .to_string()
                 } else {
                     format!("{trimmed:?} is not a nickname we support")
@@ -573,6 +576,9 @@ mod tests {
             let message = &errors[0].message;
             assert!(message.contains(says), "{cron}: {message}");
             assert!(message.ends_with(SUPPORTED_SCHEDULES), "{cron}: {message}");
+            // No run of source indentation leaked into the words (a line
+            // break in a literal without its `\`).
+            assert!(!message.contains("  "), "{cron}: {message:?}");
         }
     }
 

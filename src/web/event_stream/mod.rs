@@ -222,7 +222,7 @@ async fn run(state: AppState) {
             }
             (Some(term), _) => {
                 if let Some(l) = lead.take() {
-                    lost(&state, &s, &l);
+                    lost(&state, &s, &l, why_lost(&shutdown));
                 }
                 // A new term: learn the epoch; until then nothing is
                 // published (and `prev` keeps the last snapshot seen).
@@ -243,7 +243,7 @@ async fn run(state: AppState) {
             }
             (None, _) => {
                 if let Some(l) = lead.take() {
-                    lost(&state, &s, &l);
+                    lost(&state, &s, &l, why_lost(&shutdown));
                 }
                 prev = s;
             }
@@ -262,9 +262,16 @@ async fn run(state: AppState) {
             _ = hub.audit.notified() => {}
         }
     }
-    hub.journal
-        .end("the replica is shutting down; reconnect to another replica");
-    hub.epoch.send_replace(None);
+    // A graceful stop ends the epoch as a lost election does: the
+    // `leadership` `lost` event, then the `disconnect`. Streams wait for
+    // them before they close ([`sse`]).
+    match lead.take() {
+        Some(l) => lost(&state, &snapshots.borrow().clone(), &l, STOPPING),
+        None => {
+            hub.journal.end(STOPPING);
+            hub.epoch.send_replace(None);
+        }
+    }
 }
 
 /// The newest `keep` events between snapshots `before` and `now`, as the
@@ -309,15 +316,33 @@ fn leadership(s: &Snapshot, change: &'static str, term: u64, epoch: u64) -> serd
     .unwrap_or_default()
 }
 
-fn lost(state: &AppState, s: &Snapshot, l: &Lead) {
+/// The `disconnect` reason of an epoch that ended while the replica runs.
+const LOST: &str = "this replica no longer leads; reconnect with Last-Event-ID (followers \
+                    redirect to the new leader)";
+
+/// The `disconnect` reason of a replica that stops (SIGTERM, SIGINT, a
+/// fence, `uninstall`).
+const STOPPING: &str = "the replica is shutting down; reconnect with Last-Event-ID to \
+                        another replica (a follower redirects to the new leader)";
+
+/// Why an epoch ended: [`STOPPING`] once the replica's shutdown began (the
+/// scheduler's term ends with it), else [`LOST`].
+fn why_lost(shutdown: &tokio_util::sync::CancellationToken) -> &'static str {
+    if shutdown.is_cancelled() {
+        STOPPING
+    } else {
+        LOST
+    }
+}
+
+/// Ends the epoch `l`: the `leadership` `lost` event, then every stream's
+/// `disconnect` with `reason` (`docs/events.md`: a reason before an end).
+fn lost(state: &AppState, s: &Snapshot, l: &Lead, reason: &str) {
     let hub = &state.events;
     let data = leadership(s, "lost", l.term, l.epoch);
     hub.journal
         .publish(EventType::Leadership.as_str(), data.to_string());
-    hub.journal.end(
-        "this replica no longer leads; reconnect with Last-Event-ID (followers redirect to the \
-         new leader)",
-    );
+    hub.journal.end(reason);
     hub.epoch.send_replace(None);
     tracing::info!(
         epoch = l.epoch,
@@ -661,7 +686,18 @@ fn sse(
         let event = feed.next().await?;
         Some((Ok(event), feed))
     })
-    .take_until(state.shutdown.clone().cancelled_owned())
+    .take_until(after_shutdown(state.shutdown.clone()))
+}
+
+/// How long a stream stays open after the replica's shutdown began, at
+/// most: the hub ends each stream with its `disconnect` at once, so this is
+/// a bound for a hub that cannot (its task gone), not a wait.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Resolves [`SHUTDOWN_GRACE`] after `shutdown` is cancelled.
+async fn after_shutdown(shutdown: tokio_util::sync::CancellationToken) {
+    shutdown.cancelled_owned().await;
+    tokio::time::sleep(SHUTDOWN_GRACE).await;
 }
 
 #[cfg(test)]

@@ -165,6 +165,30 @@ pub struct StateView {
     pub readiness: Readiness,
     /// When the snapshot was made.
     pub snapshot_at: f64,
+    /// This replica's ZooKeeper session timeout, asked and negotiated;
+    /// `null` without ZooKeeper or while no session is open.
+    pub zookeeper_session: Option<ZkSessionView>,
+}
+
+/// A ZooKeeper session's timeout as `/api/v1/state` shows it: a negotiated
+/// one above the asked one means a failover takes that much longer
+/// (the server's minSessionTimeout, by default 2 × tickTime).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ZkSessionView {
+    /// `--zk-session-timeout`, seconds.
+    pub asked_timeout_seconds: f64,
+    /// What the server gave, seconds: the session expires after this
+    /// long without contact.
+    pub timeout_seconds: f64,
+}
+
+impl From<crate::coordination::SessionTimeouts> for ZkSessionView {
+    fn from(t: crate::coordination::SessionTimeouts) -> Self {
+        ZkSessionView {
+            asked_timeout_seconds: t.asked.as_secs_f64(),
+            timeout_seconds: t.negotiated.as_secs_f64(),
+        }
+    }
 }
 
 /// Seconds from `last_event_at` to `now` (a request's time), never negative.
@@ -281,7 +305,7 @@ impl StateView {
                 state: fw.state.as_str(),
                 reason: fw.reason.clone(),
                 failover_timeout_seconds: fw.failover_timeout_seconds,
-                master: fw.master.clone(),
+                master: fw.master.as_deref().map(crate::util::redact_password),
                 master_version: fw.master_version.clone(),
                 subscribed_at: fw.subscribed_at,
                 last_event_at: fw.last_event_at,
@@ -319,6 +343,7 @@ impl StateView {
             },
             readiness: readiness(s, now),
             snapshot_at: s.at,
+            zookeeper_session: None,
         }
     }
 }
