@@ -535,10 +535,10 @@ async fn wait_json(a: &Appliance, what: &str, path: &str, done: impl Fn(&Value) 
 
 /// `hard` tears the old framework down, its running job attempt with it,
 /// and deletes the task records: the new deployment ends that run
-/// `killed` (naming the hard deployment) and launches its attempt nowhere
-/// again (docs/jobs.md, "Exactly once").
+/// `failed` (no retry left; naming the hard deployment) and launches its
+/// attempt nowhere again (docs/jobs.md, "When the framework goes").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hard_ends_a_running_job_run_killed_and_launches_it_nowhere_again() {
+async fn hard_ends_a_running_job_run_failed_and_launches_it_nowhere_again() {
     let s = setup(1).await;
     let mut a = Appliance::spawn("a", &s.args("d1", &web("v1", 1), &[]));
     a.wait_state("running", WAIT, running(1)).await;
@@ -579,7 +579,7 @@ async fn hard_ends_a_running_job_run_killed_and_launches_it_nowhere_again() {
     b.wait_state("fresh framework running", WAIT, running(1))
         .await;
     let ended = wait_json(&b, "run ended", &path, |r| r["state"] != "running").await;
-    assert_eq!(ended["state"], "killed", "{ended}");
+    assert_eq!(ended["state"], "failed", "{ended}");
     assert!(
         ended["reason"]
             .as_str()
@@ -603,5 +603,5 @@ async fn hard_ends_a_running_job_run_killed_and_launches_it_nowhere_again() {
         .count();
     assert_eq!(launches, 1, "{task_id} launched once: {state}");
     let ended = wait_json(&b, "run still ended", &path, |_| true).await;
-    assert_eq!(ended["state"], "killed", "{ended}");
+    assert_eq!(ended["state"], "failed", "{ended}");
 }

@@ -6,6 +6,9 @@
 //!   TASK_KILLED (as the master recorded them), sending no KILL;
 //! - the framework torn down by an operator's `TEARDOWN`: the same, for the
 //!   connected leader and after a restart;
+//! - a job run going when the framework goes (the teardown action then
+//!   reregister; removed after its failover timeout, then
+//!   `--on-framework-removed reregister`): the run ends failed, naming why;
 //! - an agent marked gone while away: its tasks are TASK_GONE_BY_OPERATOR
 //!   (the master's reconciliation answer to a PARTITION_AWARE framework)
 //!   and replaced.
@@ -190,5 +193,127 @@ async fn an_agent_marked_gone_while_away_ends_its_tasks_and_they_are_replaced() 
         let (_, detail) = b.get(&format!("/api/v1/tasks/{id}")).await.unwrap();
         assert_eq!(detail["task"]["state"], "TASK_GONE_BY_OPERATOR", "{detail}");
     }
+    assert_agrees_with_master(&b, &s.tb, WAIT).await;
+}
+
+/// Polls `path` on `replica` until `done` holds; the last answer.
+async fn poll_json(
+    replica: &Appliance,
+    what: &str,
+    path: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let last = replica.get(path).await;
+        if let Some((200, body)) = &last
+            && done(body)
+        {
+            return body.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {path} answered {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The trial's job `nightly` and a manual run of it, going: the run's path.
+async fn nightly_run_going(a: &Appliance) -> String {
+    let job = json!({"command": "true", "cpus": 0.1, "mem": 16,
+        "schedule": {"cron": "*/5 * * * *"}});
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (status, body) = a
+            .send(reqwest::Method::PUT, "/api/v1/jobs/nightly", job.clone())
+            .await;
+        if status == 201 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "PUT job: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, run) = a.post("/api/v1/jobs/nightly/runs", json!({})).await;
+    assert_eq!(status, 201, "{run}");
+    let path = format!(
+        "/api/v1/jobs/nightly/runs/{}",
+        run["run_id"].as_str().unwrap()
+    );
+    poll_json(a, "run running", &path, |r| r["state"] == "running").await;
+    path
+}
+
+/// The run at `path` ended failed with `why` in its reason, its attempt
+/// TASK_KILLED.
+async fn assert_run_ended(replica: &Appliance, path: &str, why: &str) {
+    let run = poll_json(replica, "run ended", path, |r| r["state"] != "running").await;
+    assert_eq!(run["state"], "failed", "{run}");
+    assert!(
+        run["reason"].as_str().unwrap_or_default().contains(why),
+        "{run}"
+    );
+    assert_eq!(run["attempts"][0]["task_state"], "TASK_KILLED", "{run}");
+}
+
+/// The trial's first fault, step by step: a job run going, then the
+/// teardown action and 1 s later the reregister action. The new framework
+/// launches every service instance again (the trial saw none launched: the
+/// machine's pass skipped the services it had found settled; here the
+/// machine tests `teardown_then_reregister_*` prove that part), and the
+/// run ends failed "framework torn down".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teardown_then_reregister_with_a_job_run_going_launches_everything_and_ends_the_run() {
+    let s = Cluster::start().await;
+    let a = Appliance::spawn("a", &s.sleep_args(&[]));
+    let fid = framework_id(&a.wait_state("3 running", WAIT, three_running).await).unwrap();
+    let path = nightly_run_going(&a).await;
+
+    let (status, body) = a.post("/api/v1/actions/teardown", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (status, body) = a.post("/api/v1/actions/reregister", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let state = a
+        .wait_state("a new framework, three running", WAIT, |st| {
+            three_running(st) && framework_id(st).is_some_and(|id| id != fid)
+        })
+        .await;
+    assert_eq!(count(&state, "TASK_KILLED"), 0, "old records forgotten");
+    assert_run_ended(&a, &path, "framework torn down").await;
+    assert_agrees_with_master(&a, &s.tb, WAIT).await;
+}
+
+/// The trial's second fault: `--on-framework-removed reregister`, a job
+/// run going, the leader SIGKILLed past the failover timeout and restarted:
+/// the services come back on a new framework and the run ends failed
+/// "framework removed by the master".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_framework_removed_after_its_failover_timeout_ends_the_job_run() {
+    let s = Cluster::start().await;
+    let flags = [
+        "--failover-timeout",
+        "3s",
+        "--zk-session-timeout",
+        "4s",
+        "--on-framework-removed",
+        "reregister",
+    ];
+    let a = Appliance::spawn("a", &s.sleep_args(&flags));
+    let fid = framework_id(&a.wait_state("3 running", WAIT, three_running).await).unwrap();
+    let path = nightly_run_going(&a).await;
+    a.signal(libc::SIGKILL);
+    s.wait_completed(&fid).await;
+    s.zk.wait_no_children("/appliance/election", WAIT).await;
+
+    let b = Appliance::spawn("b", &s.sleep_args(&flags));
+    b.wait_state("a new framework, three running", WAIT, |st| {
+        three_running(st) && framework_id(st).is_some_and(|id| id != fid)
+    })
+    .await;
+    assert_run_ended(&b, &path, "framework removed by the master").await;
     assert_agrees_with_master(&b, &s.tb, WAIT).await;
 }

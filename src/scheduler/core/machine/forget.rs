@@ -74,12 +74,24 @@ impl Machine {
 
     /// Forgetting is done: `then` follows; `tasks` records were deleted.
     pub(super) fn forgotten(&mut self, then: Then, tasks: usize, now: Instant) {
+        // The runs whose tasks went with the framework end first: their
+        // attempts' records are about to be forgotten (`jobs`).
+        let why = match &then {
+            Then::Teardown { framework_id, .. } => {
+                format!("framework torn down by an operator (framework {framework_id})")
+            }
+            Then::Reregister { old, .. } if self.framework.removed.is_some() => {
+                format!("framework removed by the master (framework {old})")
+            }
+            Then::Reregister { old, .. } => format!("framework torn down (framework {old})"),
+        };
+        self.end_runs_lost_with_framework(why, now);
         self.framework.forgetting = false;
         self.framework.tearing_down = false;
         self.framework.id = None;
         self.framework.removed = None;
         self.tasks.clear();
-        self.services.forgive_all();
+        self.services.framework_forgotten();
         self.out.dirty = true;
         match then {
             Then::Teardown {

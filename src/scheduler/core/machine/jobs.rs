@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use super::{Machine, Pending};
 use crate::coordination::{CoordinationError, Expect, RecordList, Written};
 use crate::mesos::is_terminal;
-use crate::mesos::v1::TaskState;
+use crate::mesos::v1::{TaskState, task_status};
 use crate::scheduler::commands::{Answer, CommandError, Request, RunRequest};
 use crate::scheduler::core::io::{ReplyId, StoreOp, StoreResult};
 use crate::scheduler::ids::TaskId;
@@ -57,6 +57,10 @@ pub(super) struct Jobs {
     jobs_read: Option<RecordList<JobRecord>>,
     runs_read: Option<RecordList<RunRecord>>,
     jobs: BTreeMap<String, JobEntry>,
+    /// The framework's tasks vanished before the runs were read: why, to
+    /// end the runs they held once they are
+    /// ([`Machine::end_runs_lost_with_framework`]).
+    lost_before_loaded: Option<String>,
 }
 
 #[derive(Debug)]
@@ -236,7 +240,13 @@ impl Machine {
             job.last_trigger = jobs::last_trigger(job.runs.values().map(|r| r.run.as_ref()));
         }
         if self.hard_forgot_tasks() {
-            self.end_runs_torn_down(now);
+            self.end_runs_lost_with_framework(
+                "framework torn down by a hard deployment".into(),
+                now,
+            );
+        }
+        if let Some(why) = self.jobs.lost_before_loaded.take() {
+            self.end_runs_lost_with_framework(why, now);
         }
         // Runs of a job deleted while its runs were being deleted.
         for key in orphans {
@@ -255,33 +265,66 @@ impl Machine {
         self.out.dirty = true;
     }
 
-    /// A `hard` deployment tore the old framework down with every task and
-    /// deleted the task records: each run still going ends `killed`, so its
-    /// attempt is neither launched again (no task record) nor left
-    /// `running` for a task no one will hear of.
-    fn end_runs_torn_down(&mut self, now: Instant) {
-        let at = self.unix(now);
-        let why = "killed: its framework was torn down by a hard deployment";
-        let going: Vec<(String, String)> = self
+    /// The framework's tasks vanished wholesale (`docs/jobs.md#when-the-framework-goes`):
+    /// an operator's teardown, the master removed the framework (then
+    /// `reregister`), a `hard` deployment. Their task records are deleted
+    /// (or about to be), so no update will ever move a run whose attempt
+    /// was launched: each such attempt ends here, TASK_KILLED with `why`,
+    /// and its run follows as for any killed attempt: `killed` when an
+    /// operator or a timeout was killing it, retried when the job has a
+    /// retry left, else `failed` with `why`. An attempt not launched yet
+    /// (no task record, no update) stays: the new framework launches it.
+    /// Called before the task records are forgotten; if the runs are not
+    /// read yet, once they are.
+    pub(super) fn end_runs_lost_with_framework(&mut self, why: String, now: Instant) {
+        if !self.jobs.loaded && self.jobs.jobs.is_empty() {
+            self.jobs.lost_before_loaded = Some(why);
+            return;
+        }
+        let going: Vec<(String, String, u32)> = self
             .jobs
             .jobs
             .iter()
             .flat_map(|(name, job)| {
-                job.runs
-                    .values()
-                    .filter(|r| !r.run.state.is_finished())
-                    .map(move |r| (name.clone(), r.run.run_id.clone()))
+                job.runs.values().filter_map(move |r| {
+                    let a = r.run.current().filter(|_| !r.run.state.is_finished())?;
+                    Some((name.clone(), r.run.run_id.clone(), a.number))
+                })
             })
             .collect();
-        for (job, run_id) in going {
-            self.update_run(&job, &run_id, |run| {
-                run.kill = Some(why.to_string());
-                run.state = RunState::Killed;
-                run.reason = Some(why.to_string());
-                run.finished_at = Some(at);
-                run.retry_at = None;
-            });
-            self.write_run(&job, &run_id);
+        for (job, run_id, n) in going {
+            let Some(attempt) = self
+                .jobs
+                .jobs
+                .get(&job)
+                .and_then(|j| j.runs.get(&run_id))
+                .and_then(|r| r.run.current().cloned())
+            else {
+                continue;
+            };
+            let record = self
+                .tasks
+                .get(attempt.task_id.as_str())
+                .map(|e| e.record.clone());
+            if let Some(record) = record.as_ref().filter(|r| r.is_terminal()) {
+                // Its end is stored: the run follows it.
+                if self.apply_task_to_run(&job, &run_id, n, record, now) {
+                    self.write_run(&job, &run_id);
+                }
+                continue;
+            }
+            let launched = record.is_some()
+                || attempt
+                    .task_state
+                    .as_deref()
+                    .and_then(TaskState::from_str_name)
+                    .is_some_and(|s| !is_terminal(s));
+            if !launched {
+                continue;
+            }
+            if self.end_attempt(&job, &run_id, n, TaskState::TaskKilled, why.clone(), now) {
+                self.write_run(&job, &run_id);
+            }
         }
     }
 
@@ -799,6 +842,51 @@ impl Machine {
         record: &TaskRecord,
         now: Instant,
     ) -> bool {
+        let last = record.timeline.last();
+        let message = last.and_then(|e| e.message.clone());
+        // The master killed it with the framework (`removed`): the run
+        // says so in the words of every wholesale end.
+        let cause = last
+            .filter(|e| e.reason == Some(task_status::Reason::FrameworkRemoved))
+            .map(|e| {
+                format!(
+                    "framework removed by the master ({})",
+                    e.message.as_deref().unwrap_or("no message")
+                )
+            });
+        self.move_attempt(job, run_id, n, record.state, message, cause, now)
+    }
+
+    /// Attempt `n` of a run whose task vanished with the framework ends
+    /// in `state`, `why` its message and (without a retry) the run's
+    /// reason; true when the run changed.
+    fn end_attempt(
+        &mut self,
+        job: &str,
+        run_id: &str,
+        n: u32,
+        state: TaskState,
+        why: String,
+        now: Instant,
+    ) -> bool {
+        self.move_attempt(job, run_id, n, state, Some(why.clone()), Some(why), now)
+    }
+
+    /// Moves attempt `n` of a run to the task state `state` (`message`:
+    /// the update's); a terminal state ends the run or records the next
+    /// attempt. `cause`, when set, names why a failed run failed instead
+    /// of the state and message. True when the run changed.
+    #[allow(clippy::too_many_arguments)]
+    fn move_attempt(
+        &mut self,
+        job: &str,
+        run_id: &str,
+        n: u32,
+        state: TaskState,
+        message: Option<String>,
+        cause: Option<String>,
+        now: Instant,
+    ) -> bool {
         let at = self.unix(now);
         let Some(job_entry) = self.jobs.jobs.get(job) else {
             return false;
@@ -811,22 +899,20 @@ impl Machine {
         let Some(attempt) = run.attempts.get(n as usize - 1) else {
             return false;
         };
-        let state_name = record.state.as_str_name().to_string();
+        let state_name = state.as_str_name().to_string();
         if attempt.task_state.as_deref() == Some(state_name.as_str()) {
             return false;
         }
         let current = run.attempts.len() == n as usize;
-        let last = record.timeline.last();
-        let message = last.and_then(|e| e.message.clone());
         let exit = message.as_deref().and_then(jobs::exit_status);
-        let terminal = is_terminal(record.state);
+        let terminal = is_terminal(state);
         let mut lateness = None;
         let mut outcome = None;
         let mut change = run.clone();
         {
             let attempt = &mut change.attempts[n as usize - 1];
             attempt.task_state = Some(state_name);
-            if record.state == TaskState::TaskRunning && attempt.running_at.is_none() {
+            if state == TaskState::TaskRunning && attempt.running_at.is_none() {
                 attempt.running_at = Some(at);
                 if n == 1 {
                     lateness = Some((at - change.trigger.at()).max(0.0));
@@ -839,10 +925,10 @@ impl Machine {
             }
         }
         if current && !change.state.is_finished() {
-            if record.state == TaskState::TaskRunning {
+            if state == TaskState::TaskRunning {
                 change.state = RunState::Running;
             } else if terminal {
-                let failed = record.state != TaskState::TaskFinished;
+                let failed = state != TaskState::TaskFinished;
                 if let Some(kill) = change.kill.clone() {
                     change.state = if kill.starts_with("timed out") {
                         RunState::TimedOut
@@ -871,10 +957,11 @@ impl Machine {
                     });
                 } else {
                     change.state = RunState::Failed;
-                    change.reason = Some(match (exit, &message) {
-                        (Some(code), _) => format!("exit status {code}"),
-                        (None, Some(m)) => format!("{}: {m}", record.state.as_str_name()),
-                        (None, None) => record.state.as_str_name().to_string(),
+                    change.reason = Some(match (cause, exit, &message) {
+                        (Some(cause), _, _) => cause,
+                        (None, Some(code), _) => format!("exit status {code}"),
+                        (None, None, Some(m)) => format!("{}: {m}", state.as_str_name()),
+                        (None, None, None) => state.as_str_name().to_string(),
                     });
                     change.finished_at = Some(at);
                 }

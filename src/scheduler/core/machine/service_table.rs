@@ -251,10 +251,14 @@ impl ServiceTable {
         }
     }
 
-    /// Forgets every service's backoffs (the framework was forgotten).
-    pub(super) fn forgive_all(&mut self) {
+    /// The framework was forgotten with every task record: each service's
+    /// backoffs go, and so does what the last pass found of its tasks (a
+    /// service found settled had its instances running; they are gone
+    /// now, and no record change will say so: the table was cleared).
+    pub(super) fn framework_forgotten(&mut self) {
         for state in self.services.values_mut() {
             state.backoff = None;
+            state.settled = None;
         }
     }
 

@@ -106,6 +106,40 @@ async fn teardown_forgets_the_framework_before_it_answers() {
     assert_eq!(h.snapshot().await.framework.state, FrameworkState::Removed);
 }
 
+/// Teardown, then reregister: the new framework launches every instance
+/// again, also of a service the last pass found settled (its records went
+/// with the table; no record change marks it).
+#[tokio::test(start_paused = true)]
+async fn teardown_then_reregister_launches_every_instance_again() {
+    let web = service("web", 2);
+    let tasks = [
+        running_record("web", 0, &web),
+        running_record("web", 1, &web),
+    ];
+    let mut h = Harness::leader(std::slice::from_ref(&web), &tasks);
+    h.subscribe();
+    h.answer_all();
+    h.offer("o-1", "agent-0", 4.0);
+    h.answer_all();
+    assert!(Harness::launched(&h.drain_call_log()).is_empty(), "settled");
+    h.command(Request::Teardown);
+    h.answer_all();
+    h.command(Request::Reregister);
+    h.answer_all();
+    h.feed(Input::Subscribed(SubscribedInfo {
+        framework_id: "fw-2".into(),
+        master: "http://master.test:5050".into(),
+        master_version: Some("1.12.0".into()),
+        heartbeat_interval: Duration::from_secs(15),
+        heartbeat_timeout: Duration::from_secs(75),
+    }));
+    h.answer_all();
+    h.offer("o-2", "agent-0", 4.0);
+    h.answer_all();
+    let launched = Harness::launched(&h.drain_call_log());
+    assert_eq!(launched.len(), 2, "{launched:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_command_is_answered_after_a_snapshot_that_shows_it() {
     let mut h = Harness::running(&service("web", 1));

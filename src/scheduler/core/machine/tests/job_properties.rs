@@ -25,7 +25,14 @@
 //! - a `forbid` trigger is skipped in a term only for a run whose task the
 //!   master spoke of in that term (an update of it, or a record written in
 //!   the term), or that has no live task: never on a record an earlier
-//!   leader left, which the task may have outlived.
+//!   leader left, which the task may have outlived;
+//! - the framework's tasks vanish wholesale (an operator's teardown then
+//!   reregister, or the master removing the framework and
+//!   `--on-framework-removed=reregister`) and a new framework ID is
+//!   assigned: once everything is answered and a few seconds pass with
+//!   an offer, no run still going claims a launched attempt whose task
+//!   record is gone, and the service `web` beside the job has a live task
+//!   again (its instance is launched on the new framework).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -33,6 +40,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use super::*;
+use crate::mesos::client::{ErrorKind, StopReason};
 use crate::scheduler::jobs::{JobRecord, RunId, RunState};
 use crate::scheduler::spec::job::JobSpec;
 
@@ -55,6 +63,10 @@ enum Op {
     /// leader's startup reads are answered in an order drawn from the seed,
     /// and it subscribes among them.
     NewTerm(bool, u64),
+    /// The framework's tasks vanish and a new framework registers: an
+    /// operator's teardown then reregister (`true`), or the master removed
+    /// the framework (`false`, `--on-framework-removed=reregister`).
+    Vanish(bool),
     /// The oldest store operation is answered.
     AnswerOne,
     /// Every store operation and call is answered (and those they lead to).
@@ -76,6 +88,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::ManualRun),
         1 => any::<usize>().prop_map(Op::Kill),
         1 => (any::<bool>(), any::<u64>()).prop_map(|(land, seed)| Op::NewTerm(land, seed)),
+        1 => any::<bool>().prop_map(Op::Vanish),
         3 => Just(Op::AnswerOne),
         3 => Just(Op::AnswerAll),
     ]
@@ -124,6 +137,7 @@ fn watch(h: &Harness, effect: &Effect) -> Option<String> {
         op: StoreOp::PutTask(record, _),
         ..
     } = effect
+        && record.service == "report"
         && let Some(kill) = &record.kill
         && !JOB_KILLS.iter().any(|why| kill.reason.starts_with(why))
     {
@@ -136,6 +150,7 @@ fn watch(h: &Harness, effect: &Effect) -> Option<String> {
         op: StoreOp::PutTask(record, Expect::Absent),
         ..
     } = effect
+        && record.service == "report"
     {
         let (job, rest) = record.task_id.as_str().split_once('.')?;
         let (run_id, _) = rest.rsplit_once('.')?;
@@ -178,10 +193,17 @@ fn watch(h: &Harness, effect: &Effect) -> Option<String> {
 /// subscription comes among them; then everything is answered.
 fn term(store: Store, term: u64, unix: f64, seed: u64) -> Harness {
     let mut h = Harness::new(config(), Some(FRAMEWORK), &[], &[]);
+    // The master's framework ID: the stored one, or a new one it assigns.
+    let id = store
+        .framework_id
+        .clone()
+        .unwrap_or_else(|| format!("fw-term-{term}"));
     h.store = store;
     let mut info = h.machine.term.clone();
     info.term = term;
-    h.machine = Machine::new(h.machine.cfg.clone(), info, Instant::now(), unix);
+    let mut cfg = h.machine.cfg.clone();
+    cfg.on_framework_removed = crate::scheduler::config::OnFrameworkRemoved::Reregister;
+    h.machine = Machine::new(cfg, info, Instant::now(), unix);
     h.watch = Some(watch);
     h.start();
     let mut draw = seed;
@@ -196,7 +218,7 @@ fn term(store: Store, term: u64, unix: f64, seed: u64) -> Harness {
     let mut subscribed = false;
     while !h.stores.is_empty() {
         if !subscribed && next(3) == 0 {
-            h.subscribe();
+            subscribe_as(&mut h, &id);
             subscribed = true;
         }
         let i = next(h.stores.len());
@@ -206,11 +228,24 @@ fn term(store: Store, term: u64, unix: f64, seed: u64) -> Harness {
         h.answer_calls();
         h.answer_operators();
     }
-    if !subscribed {
-        h.subscribe();
+    // A subscription before the client started (the reads' answers start
+    // it) is dropped by that start: the client's own comes after it.
+    if !subscribed || !h.machine.framework.is_subscribed() {
+        subscribe_as(&mut h, &id);
     }
     h.answer_all();
     h
+}
+
+/// The master's SUBSCRIBED with framework ID `id`.
+fn subscribe_as(h: &mut Harness, id: &str) {
+    h.feed(Input::Subscribed(SubscribedInfo {
+        framework_id: id.into(),
+        master: "http://master.test:5050".into(),
+        master_version: Some("1.12.0".into()),
+        heartbeat_interval: Duration::from_secs(15),
+        heartbeat_timeout: Duration::from_secs(75),
+    }));
 }
 
 struct World {
@@ -227,12 +262,16 @@ struct World {
     earlier: HashSet<String>,
     /// The tasks an update was sent for in the current term.
     heard: HashSet<String>,
+    /// Framework IDs the master assigned after the tasks vanished.
+    vanished: u64,
 }
 
 impl World {
     fn collect(&mut self) -> Result<(), String> {
         for id in Harness::launched(&self.h.drain_call_log()) {
-            if !self.seen.insert(id.clone()) {
+            // Each term's machine draws the same service task IDs (one
+            // seed): only the job's, named by their runs, are compared.
+            if id.starts_with("report.") && !self.seen.insert(id.clone()) {
                 return Err(format!("task {id} launched twice"));
             }
             self.launched.push(id);
@@ -254,9 +293,16 @@ impl World {
             Op::Update(n, state, exit) => {
                 if !self.launched.is_empty() {
                     let id = self.launched[n % self.launched.len()].clone();
+                    // The service's task only comes up: `web` settles
+                    // (the pass skips it until a record of it changes).
+                    let state = if id.starts_with("web.") {
+                        TaskState::TaskRunning
+                    } else {
+                        *state
+                    };
                     self.uuid += 1;
                     self.heard.insert(id.clone());
-                    let mut s = status(&id, *state, Some(&format!("u{}", self.uuid)));
+                    let mut s = status(&id, state, Some(&format!("u{}", self.uuid)));
                     if *exit {
                         s.message = Some("Command exited with status 1".into());
                     }
@@ -307,6 +353,22 @@ impl World {
                 self.earlier = old.store.runs.keys().cloned().collect();
                 self.h = term(old.store, self.terms, unix, *seed);
             }
+            Op::Vanish(teardown) => {
+                if *teardown {
+                    self.h.command(Request::Teardown);
+                    self.h.answer_all();
+                    self.h.command(Request::Reregister);
+                } else {
+                    self.h
+                        .feed(Input::ClientStopped(StopReason::Error(ErrorKind::Removed)));
+                }
+                self.h.answer_all();
+                if self.h.store.framework_id.is_none() {
+                    self.vanished += 1;
+                    let id = format!("fw-new-{}", self.vanished);
+                    subscribe_as(&mut self.h, &id);
+                }
+            }
             Op::AnswerOne => {
                 if !self.h.stores.is_empty() {
                     self.h.answer_next_store();
@@ -320,13 +382,16 @@ impl World {
 
     fn check(&self) -> Result<(), String> {
         let mut per_run: BTreeMap<String, usize> = BTreeMap::new();
-        for id in &self.launched {
+        for id in self.launched.iter().filter(|t| t.starts_with("report.")) {
             let (_, rest) = id.split_once('.').unwrap_or_default();
             let (run_id, _) = rest.rsplit_once('.').unwrap_or_default();
             *per_run.entry(run_id.to_string()).or_default() += 1;
         }
         let schedule = self.spec.schedule.as_ref().unwrap().parse().unwrap();
         for (r, _) in self.h.store.runs.values() {
+            if r.job != "report" {
+                continue;
+            }
             if let Some(going) = r
                 .reason
                 .as_deref()
@@ -375,6 +440,51 @@ impl World {
         }
         Ok(())
     }
+
+    /// The end of a case: everything is answered, time passes with
+    /// offers; then no run still going claims a launched attempt whose
+    /// task record is gone, and `web` has a live task.
+    async fn settle_and_check_vanished(&mut self) -> Result<(), String> {
+        for i in 0..3 {
+            self.h.answer_all();
+            self.h.offer(&format!("o-end-{i}"), "agent-0", 4.0);
+            self.h.answer_all();
+            self.h.advance(Duration::from_secs(2)).await;
+            self.h.answer_all();
+        }
+        self.collect()?;
+        for (r, _) in self.h.store.runs.values() {
+            let Some(attempt) = r.current().filter(|_| !r.state.is_finished()) else {
+                continue;
+            };
+            let launched = attempt
+                .task_state
+                .as_deref()
+                .and_then(TaskState::from_str_name)
+                .is_some_and(|s| !crate::mesos::is_terminal(s));
+            if launched && !self.h.store.tasks.contains_key(attempt.task_id.as_str()) {
+                return Err(format!(
+                    "run {} is {:?} with attempt {} {:?}, whose task record is gone",
+                    r.run_id, r.state, attempt.number, attempt.task_state
+                ));
+            }
+        }
+        let web = self
+            .h
+            .store
+            .tasks
+            .values()
+            .any(|(t, _)| t.service == "web" && !t.is_terminal());
+        if !web {
+            return Err(format!(
+                "service web has no live task after {} new framework(s): {:?}; log: {:?}",
+                self.vanished,
+                self.h.store.tasks.keys().collect::<Vec<_>>(),
+                self.h.logs.iter().rev().take(12).collect::<Vec<_>>()
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn run_case(spec: JobSpec, ops: &[Op]) -> Result<(), String> {
@@ -394,6 +504,11 @@ fn run_case(spec: JobSpec, ops: &[Op]) -> Result<(), String> {
                 0,
             ),
         );
+        // A service beside the job: its instance must run again on a new
+        // framework.
+        store
+            .services
+            .insert("web".into(), (ServiceRecord::new(service("web", 1)), 0));
         let mut world = World {
             h: term(store, 1, BASE, 0),
             spec,
@@ -405,11 +520,12 @@ fn run_case(spec: JobSpec, ops: &[Op]) -> Result<(), String> {
             term_at: BASE,
             earlier: HashSet::new(),
             heard: HashSet::new(),
+            vanished: 0,
         };
         for op in ops {
             world.step(op).await?;
         }
-        Ok(())
+        world.settle_and_check_vanished().await
     })
 }
 

@@ -3,6 +3,7 @@
 //! timeouts, missed triggers, a new leader's runs, daylight-saving days.
 
 use super::*;
+use crate::mesos::client::{ErrorKind, StopReason};
 use crate::scheduler::jobs::{JobRecord, RunRecord, RunState};
 use crate::scheduler::spec::job::JobSpec;
 
@@ -724,4 +725,232 @@ async fn a_drain_waits_for_a_jobs_task_and_ends_once_the_job_is_deleted() {
         "{shown:?}"
     );
     assert_eq!(shown.tasks[0].progress, DrainProgress::Stopped);
+}
+
+/// A subscribed leader of the service `web` (2 instances, both running)
+/// and the job `spec`, whose manual run's first attempt runs: the
+/// harness and the attempt's task ID.
+async fn web_and_a_running_run(spec: &JobSpec) -> (Harness, String) {
+    let web = service("web", 2);
+    let tasks = [
+        running_record("web", 0, &web),
+        running_record("web", 1, &web),
+    ];
+    let mut h = Harness::new(
+        config(),
+        Some(FRAMEWORK),
+        std::slice::from_ref(&web),
+        &tasks,
+    );
+    h.machine = Machine::new(
+        h.machine.cfg.clone(),
+        h.machine.term.clone(),
+        Instant::now(),
+        BASE,
+    );
+    store_job(&mut h, spec, BASE);
+    h.start();
+    h.answer_stores();
+    h.subscribe();
+    h.answer_all();
+    h.command(manual_run());
+    h.answer_all();
+    let (launched, _) = until_launch(&mut h, 5).await;
+    assert_eq!(launched.len(), 1, "{launched:?}");
+    h.update(status(&launched[0], TaskState::TaskRunning, Some("r1")));
+    h.answer_all();
+    assert_eq!(runs(&h)[0].state, RunState::Running);
+    (h, launched[0].clone())
+}
+
+/// The master assigns `id` to a new subscription.
+fn subscribe_as(h: &mut Harness, id: &str) {
+    h.feed(Input::Subscribed(SubscribedInfo {
+        framework_id: id.into(),
+        master: "http://master.test:5050".into(),
+        master_version: Some("1.12.0".into()),
+        heartbeat_interval: Duration::from_secs(15),
+        heartbeat_timeout: Duration::from_secs(75),
+    }));
+    h.answer_all();
+}
+
+/// The trial's fault: teardown, then reregister, while a job run was
+/// active. The new framework launches every service instance again (the
+/// services the last pass found settled are assessed afresh), and the run
+/// ends: its task went with the framework.
+#[tokio::test(start_paused = true)]
+async fn teardown_then_reregister_ends_the_run_and_launches_the_services_again() {
+    let spec = job(serde_json::json!({"schedule": {"cron": "0 0 0 1 1 *"}}));
+    let (mut h, task) = web_and_a_running_run(&spec).await;
+    let teardown = h.command(Request::Teardown);
+    h.answer_all();
+    assert!(matches!(h.reply(teardown), Some(Answer::Teardown(Ok(_)))));
+    let r = &runs(&h)[0];
+    assert_eq!(r.state, RunState::Failed, "{r:?}");
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("framework torn down"),
+        "{r:?}"
+    );
+    let attempt = &r.attempts[0];
+    assert_eq!(attempt.task_state.as_deref(), Some("TASK_KILLED"), "{r:?}");
+    assert!(attempt.ended_at.is_some(), "{r:?}");
+    let reregister = h.command(Request::Reregister);
+    h.answer_all();
+    assert!(matches!(h.reply(reregister), Some(Answer::Done(Ok(())))));
+    subscribe_as(&mut h, "fw-2");
+    h.drain_call_log();
+    let launched = run_for(&mut h, 3).await;
+    let mut web: Vec<&String> = launched.iter().filter(|t| t.starts_with("web.")).collect();
+    web.sort();
+    assert_eq!(web.len(), 2, "both instances again: {launched:?}");
+    assert!(!launched.contains(&task), "the ended attempt stays ended");
+    assert_eq!(runs(&h)[0].state, RunState::Failed);
+}
+
+/// A torn-down run with a retry left is retried on the new framework.
+#[tokio::test(start_paused = true)]
+async fn a_run_with_a_retry_left_is_retried_after_a_teardown() {
+    let spec = job(serde_json::json!({
+        "schedule": {"cron": "0 0 0 1 1 *"},
+        "retries": {"count": 1, "backoff": "1s"}
+    }));
+    let (mut h, task) = web_and_a_running_run(&spec).await;
+    h.command(Request::Teardown);
+    h.answer_all();
+    let r = &runs(&h)[0];
+    assert_eq!(
+        (r.state, r.attempts.len()),
+        (RunState::Starting, 2),
+        "{r:?}"
+    );
+    assert!(
+        r.attempts[0]
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("framework torn down"),
+        "{r:?}"
+    );
+    h.command(Request::Reregister);
+    h.answer_all();
+    subscribe_as(&mut h, "fw-2");
+    h.drain_call_log();
+    let launched = run_for(&mut h, 4).await;
+    let retry = format!("{}.2", task.strip_suffix(".1").expect("attempt 1"));
+    assert!(launched.contains(&retry), "{launched:?}");
+}
+
+/// `forbid` no longer skips once the run the teardown ended is over.
+#[tokio::test(start_paused = true)]
+async fn forbid_does_not_skip_after_a_teardown_ended_the_run() {
+    let spec = job(serde_json::json!({"schedule": {"cron": "*/10 * * * * *"}}));
+    let (mut h, _) = web_and_a_running_run(&spec).await;
+    h.command(Request::Teardown);
+    h.answer_all();
+    h.command(Request::Reregister);
+    h.answer_all();
+    subscribe_as(&mut h, "fw-2");
+    run_for(&mut h, 12).await;
+    let skipped: Vec<_> = runs(&h)
+        .into_iter()
+        .filter(|r| r.state == RunState::Skipped)
+        .collect();
+    assert!(skipped.is_empty(), "{skipped:?}");
+}
+
+/// The master removed the framework (its failover timeout passed) and
+/// `--on-framework-removed=reregister` registers a new one: the run ends
+/// "framework removed by the master", the services launch again.
+#[tokio::test(start_paused = true)]
+async fn a_removed_framework_ends_the_run_and_the_new_one_launches_the_services() {
+    let spec = job(serde_json::json!({"schedule": {"cron": "0 0 0 1 1 *"}}));
+    let (mut h, _) = web_and_a_running_run(&spec).await;
+    h.machine.cfg.on_framework_removed = crate::scheduler::config::OnFrameworkRemoved::Reregister;
+    h.feed(Input::ClientStopped(StopReason::Error(ErrorKind::Removed)));
+    h.answer_all();
+    let r = &runs(&h)[0];
+    assert_eq!(r.state, RunState::Failed, "{r:?}");
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("framework removed by the master"),
+        "{r:?}"
+    );
+    subscribe_as(&mut h, "fw-2");
+    h.drain_call_log();
+    let launched = run_for(&mut h, 3).await;
+    let web = launched.iter().filter(|t| t.starts_with("web.")).count();
+    assert_eq!(web, 2, "{launched:?}");
+}
+
+/// The trial's second fault: a replica restarted after the master removed
+/// its framework (`--on-framework-removed=reregister`) learns of the
+/// removal before it has read the runs. The run whose task went with the
+/// framework ends once they are read (its task record is gone by then),
+/// and a `forbid` trigger after it fires.
+#[tokio::test(start_paused = true)]
+async fn a_removal_seen_before_the_runs_are_read_ends_the_run_once_they_are() {
+    let spec = job(serde_json::json!({"schedule": {"concurrency": "forbid"}}));
+    let mut run = recorded("19700112T134630Z");
+    run.state = RunState::Running;
+    run.attempts[0].task_state = Some("TASK_RUNNING".into());
+    run.attempts[0].running_at = Some(999_991.0);
+    let mut task = running_record("report", 1, &service("report", 1));
+    task.task_id = run.attempts[0].task_id.clone();
+    let mut h = Harness::new(config(), Some(FRAMEWORK), &[], &[task]);
+    h.machine = Machine::new(
+        h.machine.cfg.clone(),
+        h.machine.term.clone(),
+        Instant::now(),
+        BASE,
+    );
+    h.machine.cfg.on_framework_removed = crate::scheduler::config::OnFrameworkRemoved::Reregister;
+    store_job(&mut h, &spec, 999_000.0);
+    h.store.runs.insert(run.key(), (run.clone(), 1));
+    h.start();
+    // The job reads are held back; everything else is answered, the
+    // master says "Framework has been removed", and the framework is
+    // forgotten.
+    let mut held = Vec::new();
+    while let Some((id, op)) = h.stores.pop_front() {
+        if matches!(op, StoreOp::ListJobs | StoreOp::ListRuns) {
+            held.push((id, op));
+            continue;
+        }
+        let result = h.store.apply(op);
+        h.feed(Input::Stored { id, result });
+    }
+    assert_eq!(held.len(), 2, "both job reads held");
+    h.feed(Input::ClientStopped(StopReason::Error(ErrorKind::Removed)));
+    h.answer_stores();
+    assert!(h.store.tasks.is_empty(), "the task records are forgotten");
+    for (id, op) in held {
+        let result = h.store.apply(op);
+        h.feed(Input::Stored { id, result });
+    }
+    h.answer_all();
+    let r = &runs(&h)[0];
+    assert_eq!(r.state, RunState::Failed, "{r:?}");
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("framework removed by the master"),
+        "{r:?}"
+    );
+    assert_eq!(r.attempts[0].task_state.as_deref(), Some("TASK_KILLED"));
+    h.answer_operators();
+    subscribe_as(&mut h, "fw-2");
+    let launched = run_for(&mut h, 3).await;
+    assert_eq!(
+        launched,
+        ["report.19700112T134640Z.1"],
+        "the next trigger fires: {:?}",
+        states(&h)
+    );
 }
