@@ -6,7 +6,9 @@
 use super::*;
 use crate::scheduler::commands::CommandError;
 use crate::scheduler::core::io::OperatorFailure;
-use crate::scheduler::drains::{DrainProgress, DrainRecord, DrainState, MinHealthy, ThenAction};
+use crate::scheduler::drains::{
+    DrainProgress, DrainRecord, DrainState, DrainTask, MinHealthy, ThenAction,
+};
 
 pub(super) fn start(
     h: &mut Harness,
@@ -657,6 +659,22 @@ async fn a_drain_cancelled_after_its_then_call_reactivates_the_agent_once() {
 
 /// A task with no replacement names the other drained agents: another
 /// drain holding an agent is often the real obstacle.
+/// Two seconds on, the drain of `agent` lists `task` as blocked; returns
+/// it (its reason says why).
+async fn blocked_after_two_seconds(h: &mut Harness, agent: &str, task: &str) -> DrainTask {
+    h.advance(Duration::from_secs(2)).await;
+    h.answer_all();
+    let drain = shown_drain(h.snapshot().await, agent).expect("the drain");
+    let found = drain
+        .tasks
+        .iter()
+        .find(|t| t.task_id.as_str() == task)
+        .cloned()
+        .expect("listed");
+    assert_eq!(found.progress, DrainProgress::Blocked, "{drain:?}");
+    found
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_blocked_move_names_the_other_drained_agents() {
     let (spec, tasks) = web(2);
@@ -668,15 +686,7 @@ async fn a_blocked_move_names_the_other_drained_agents() {
         h.answer_all();
         drain_answer(&h, id).expect("started");
     }
-    h.advance(Duration::from_secs(2)).await;
-    h.answer_all();
-    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
-    let task = drain
-        .tasks
-        .iter()
-        .find(|t| t.task_id.as_str() == "web.0.stored")
-        .expect("listed");
-    assert_eq!(task.progress, DrainProgress::Blocked, "{drain:?}");
+    let task = blocked_after_two_seconds(&mut h, "agent-0", "web.0.stored").await;
     assert_eq!(
         task.reason.as_deref(),
         Some(
@@ -710,15 +720,7 @@ async fn a_blocked_move_names_the_agents_near_their_maintenance_window() {
     let id = start(&mut h, "agent-0", MinHealthy::Count(0), ThenAction::None);
     h.answer_all();
     drain_answer(&h, id).expect("started");
-    h.advance(Duration::from_secs(2)).await;
-    h.answer_all();
-    let drain = shown_drain(h.snapshot().await, "agent-0").expect("the drain");
-    let task = drain
-        .tasks
-        .iter()
-        .find(|t| t.task_id.as_str() == "web.0.stored")
-        .expect("listed");
-    assert_eq!(task.progress, DrainProgress::Blocked, "{drain:?}");
+    let task = blocked_after_two_seconds(&mut h, "agent-0", "web.0.stored").await;
     assert_eq!(
         task.reason.as_deref(),
         Some(
