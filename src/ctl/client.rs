@@ -747,13 +747,8 @@ mod tests {
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
         let global = GlobalArgs {
-            urls: vec![url],
-            token: None,
-            token_file: None,
-            token_name: None,
-            json: false,
-            timeout: None,
             request_timeout: Duration::from_secs(5),
+            ..global(url)
         };
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = Client::new(&global, Duration::from_secs(10)).unwrap();

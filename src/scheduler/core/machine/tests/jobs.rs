@@ -786,15 +786,7 @@ async fn teardown_then_reregister_ends_the_run_and_launches_the_services_again()
     let teardown = h.command(Request::Teardown);
     h.answer_all();
     assert!(matches!(h.reply(teardown), Some(Answer::Teardown(Ok(_)))));
-    let r = &runs(&h)[0];
-    assert_eq!(r.state, RunState::Failed, "{r:?}");
-    assert!(
-        r.reason
-            .as_deref()
-            .unwrap_or_default()
-            .contains("framework torn down"),
-        "{r:?}"
-    );
+    let r = failed_with(&h, "framework torn down");
     let attempt = &r.attempts[0];
     assert_eq!(attempt.task_state.as_deref(), Some("TASK_KILLED"), "{r:?}");
     assert!(attempt.ended_at.is_some(), "{r:?}");
@@ -862,6 +854,17 @@ async fn forbid_does_not_skip_after_a_teardown_ended_the_run() {
     assert!(skipped.is_empty(), "{skipped:?}");
 }
 
+/// The first run, which ended `failed`, its reason naming `why`.
+fn failed_with(h: &Harness, why: &str) -> RunRecord {
+    let r = runs(h).remove(0);
+    assert_eq!(r.state, RunState::Failed, "{r:?}");
+    assert!(
+        r.reason.as_deref().unwrap_or_default().contains(why),
+        "{r:?}"
+    );
+    r
+}
+
 /// The master removed the framework (its failover timeout passed) and
 /// `--on-framework-removed=reregister` registers a new one: the run ends
 /// "framework removed by the master", the services launch again.
@@ -872,15 +875,7 @@ async fn a_removed_framework_ends_the_run_and_the_new_one_launches_the_services(
     h.machine.cfg.on_framework_removed = crate::scheduler::config::OnFrameworkRemoved::Reregister;
     h.feed(Input::ClientStopped(StopReason::Error(ErrorKind::Removed)));
     h.answer_all();
-    let r = &runs(&h)[0];
-    assert_eq!(r.state, RunState::Failed, "{r:?}");
-    assert!(
-        r.reason
-            .as_deref()
-            .unwrap_or_default()
-            .contains("framework removed by the master"),
-        "{r:?}"
-    );
+    failed_with(&h, "framework removed by the master");
     subscribe_as(&mut h, "fw-2");
     h.drain_call_log();
     let launched = run_for(&mut h, 3).await;
@@ -934,15 +929,7 @@ async fn a_removal_seen_before_the_runs_are_read_ends_the_run_once_they_are() {
         h.feed(Input::Stored { id, result });
     }
     h.answer_all();
-    let r = &runs(&h)[0];
-    assert_eq!(r.state, RunState::Failed, "{r:?}");
-    assert!(
-        r.reason
-            .as_deref()
-            .unwrap_or_default()
-            .contains("framework removed by the master"),
-        "{r:?}"
-    );
+    let r = failed_with(&h, "framework removed by the master");
     assert_eq!(r.attempts[0].task_state.as_deref(), Some("TASK_KILLED"));
     h.answer_operators();
     subscribe_as(&mut h, "fw-2");
