@@ -198,14 +198,17 @@ async fn if_match_is_read_as_rfc_9110_says() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let r = web.send(put("*")).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    // `*` on a service that is not stored: nothing is created.
+    // `*` on a service that is not stored: the precondition fails (412,
+    // RFC 9110 §13.1.1) and nothing is created.
     let absent = request(Method::PUT, "/api/v1/services/nope")
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::IF_MATCH, "*")
         .body(axum::body::Body::from(body.to_string()))
         .unwrap();
     let r = web.send(absent).await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
+    assert_eq!(r.status, StatusCode::PRECONDITION_FAILED, "{}", r.text());
+    let r = web.send(get("/api/v1/services/nope")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "nothing created");
 }
 
 /// `ctl` with `args` and no token but `--token-file`; exit code and

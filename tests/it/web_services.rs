@@ -575,7 +575,9 @@ async fn a_task_launched_and_not_running_is_shown_with_its_age() {
         .find(|x| x.spec.name == "web")
         .expect("web");
     web_status.starting_tasks = 2;
-    web_status.starting_since = Some(support::web::now() - 130.0);
+    // The page counts from the wall clock (`Chrome::since`), not from
+    // `support::web::now()`, which is fixed at its first call in the run.
+    web_status.starting_since = Some(mesos_appliance::util::unix_now_secs() - 130.0);
     web.publish(s);
     let html = web.send(get("/services")).await.text();
     assert!(html.contains(r#"id="starting-web""#), "{html}");
