@@ -167,23 +167,24 @@ pub struct ServiceStatus {
     pub starting_since: Option<f64>,
 }
 
-/// `service`'s tasks among `records` that were launched and are not
-/// running yet, every one, and since when the one in its state longest
-/// is so ([`ServiceStatus::starting_tasks`],
-/// [`ServiceStatus::starting_since`]).
-pub fn starting_tasks<'a>(
-    service: &str,
+/// Per service, its tasks among `records` that were launched and are not
+/// running yet ([`is_starting`]), every one: how many, and the last update
+/// of the one in its state longest ([`ServiceStatus::starting_tasks`],
+/// [`ServiceStatus::starting_since`]). One pass over `records`, whichever
+/// services they are of.
+pub fn starting_by_service<'a>(
     records: impl IntoIterator<Item = &'a TaskRecord>,
-) -> (u32, Option<f64>) {
-    let mut count = 0u32;
-    let mut since: Option<f64> = None;
-    for r in records {
-        if r.service == service && is_starting(r) {
-            count = count.saturating_add(1);
-            since = Some(since.map_or(r.updated_at, |s| s.min(r.updated_at)));
-        }
+) -> std::collections::HashMap<String, (u32, f64)> {
+    let mut by_service: std::collections::HashMap<String, (u32, f64)> =
+        std::collections::HashMap::new();
+    for r in records.into_iter().filter(|r| is_starting(r)) {
+        let (n, since) = by_service
+            .entry(r.service.clone())
+            .or_insert((0, r.updated_at));
+        *n = n.saturating_add(1);
+        *since = since.min(r.updated_at);
     }
-    (count, since)
+    by_service
 }
 
 /// Whether `record` was launched and is not running yet, and no kill is

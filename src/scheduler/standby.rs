@@ -89,20 +89,18 @@ pub struct Standby {
     mirror_read_at: Option<Instant>,
 }
 
-/// A service's tasks launched and not running: how many, and the oldest
-/// record's last change ([`super::counts::starting_tasks`]).
-type Starting = (u32, Option<f64>);
-
 struct Read {
     at: Instant,
     stat: RecordsStat,
     /// The mirror's [`RecordMirror::generation`] the view was built at.
     generation: u64,
     tasks: Arc<[Arc<TaskRecord>]>,
-    /// Per service: the spec the counts were computed for, the counts,
-    /// and its tasks launched and not running
-    /// ([`super::counts::starting_tasks`]).
-    counts: HashMap<String, (ServiceSpec, ServiceCounts, Starting)>,
+    /// Per service: the spec the counts were computed for, and the counts.
+    counts: HashMap<String, (ServiceSpec, ServiceCounts)>,
+    /// Per service: its tasks launched and not running, and the oldest
+    /// one's last update ([`super::counts::starting_by_service`], one
+    /// pass per read).
+    starting: HashMap<String, (u32, f64)>,
     /// Per agent of a live task record: a hostname a record gives, and
     /// the live tasks there, sorted (grouped once per rebuild).
     agents: Arc<LiveByAgent>,
@@ -229,12 +227,14 @@ impl Standby {
             let mut tasks: Vec<Arc<TaskRecord>> = mirror.records().cloned().collect();
             tasks.sort_by(|a, b| a.task_id.as_str().cmp(b.task_id.as_str()));
             let agents = Arc::new(live_by_agent(&tasks));
+            let starting = super::counts::starting_by_service(tasks.iter().map(|t| t.as_ref()));
             self.read = Some(Read {
                 at: Instant::now(),
                 stat,
                 generation,
                 tasks: tasks.into(),
                 counts: HashMap::new(),
+                starting,
                 agents,
             });
         }
@@ -270,20 +270,16 @@ impl Standby {
             let fresh = read
                 .counts
                 .get(&record.spec.name)
-                .is_some_and(|(spec, _, _)| *spec == record.spec);
+                .is_some_and(|(spec, _)| *spec == record.spec);
             if !fresh {
-                let records = || read.tasks.iter().map(|t| t.as_ref());
-                let counts = ServiceCounts::of(&record.spec, records(), now);
-                let starting = super::counts::starting_tasks(&record.spec.name, records());
-                read.counts.insert(
-                    record.spec.name.clone(),
-                    (record.spec.clone(), counts, starting),
-                );
+                let records = read.tasks.iter().map(|t| t.as_ref());
+                let counts = ServiceCounts::of(&record.spec, records, now);
+                read.counts
+                    .insert(record.spec.name.clone(), (record.spec.clone(), counts));
             }
-            let (_, counts, starting) = &read.counts[&record.spec.name];
-            (counts.clone(), *starting)
+            read.counts[&record.spec.name].1.clone()
         });
-        let (counts, starting) = counts.unwrap_or_default();
+        let counts = counts.unwrap_or_default();
         let mut status = ServiceStatus::new(
             &record.spec,
             record.previous.as_deref(),
@@ -291,7 +287,13 @@ impl Standby {
             record.halted.as_ref(),
             &counts,
         );
-        (status.starting_tasks, status.starting_since) = starting;
+        let starting = self
+            .read
+            .as_ref()
+            .and_then(|r| r.starting.get(&record.spec.name));
+        if let Some(&(n, since)) = starting {
+            (status.starting_tasks, status.starting_since) = (n, Some(since));
+        }
         status
     }
 }
@@ -388,6 +390,7 @@ mod tests {
                 generation: 0,
                 tasks: Default::default(),
                 counts: HashMap::new(),
+                starting: HashMap::new(),
                 agents: Default::default(),
             }),
         }

@@ -378,28 +378,19 @@ impl Machine {
 }
 
 impl Machine {
-    /// Each service's stored tasks launched and not running yet, and the
-    /// last update of the one so longest ([`counts::starting_tasks`]'s
-    /// rule), from the transient tasks' index: a full snapshot reads only
-    /// them, not every record.
+    /// Each service's stored tasks launched and not running yet
+    /// ([`counts::starting_by_service`]), from the transient tasks' index:
+    /// a full snapshot reads only them, not every record.
     ///
-    /// [`counts::starting_tasks`]: crate::scheduler::counts::starting_tasks
+    /// [`counts::starting_by_service`]: crate::scheduler::counts::starting_by_service
     fn starting_tasks(&self) -> HashMap<String, (u32, f64)> {
-        let mut by_service: HashMap<String, (u32, f64)> = HashMap::new();
-        for id in self.tasks.aging().transient_before(f64::INFINITY) {
-            let Some(entry) = self.tasks.get(id.as_str()) else {
-                continue;
-            };
-            let r = &entry.record;
-            if entry.version.is_none() || !crate::scheduler::counts::is_starting(r) {
-                continue;
-            }
-            let (n, since) = by_service
-                .entry(r.service.clone())
-                .or_insert((0, r.updated_at));
-            *n = n.saturating_add(1);
-            *since = since.min(r.updated_at);
-        }
-        by_service
+        let stored = self
+            .tasks
+            .aging()
+            .transient_before(f64::INFINITY)
+            .filter_map(|id| self.tasks.get(id.as_str()))
+            .filter(|e| e.version.is_some())
+            .map(|e| &*e.record);
+        crate::scheduler::counts::starting_by_service(stored)
     }
 }
