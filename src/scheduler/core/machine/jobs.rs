@@ -281,27 +281,19 @@ impl Machine {
             self.jobs.lost_before_loaded = Some(why);
             return;
         }
-        let going: Vec<(String, String, u32)> = self
+        let going: Vec<(String, String, _)> = self
             .jobs
             .jobs
             .iter()
             .flat_map(|(name, job)| {
                 job.runs.values().filter_map(move |r| {
                     let a = r.run.current().filter(|_| !r.run.state.is_finished())?;
-                    Some((name.clone(), r.run.run_id.clone(), a.number))
+                    Some((name.clone(), r.run.run_id.clone(), a.clone()))
                 })
             })
             .collect();
-        for (job, run_id, n) in going {
-            let Some(attempt) = self
-                .jobs
-                .jobs
-                .get(&job)
-                .and_then(|j| j.runs.get(&run_id))
-                .and_then(|r| r.run.current().cloned())
-            else {
-                continue;
-            };
+        for (job, run_id, attempt) in going {
+            let n = attempt.number;
             let record = self
                 .tasks
                 .get(attempt.task_id.as_str())
