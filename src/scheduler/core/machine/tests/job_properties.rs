@@ -218,7 +218,7 @@ fn term(store: Store, term: u64, unix: f64, seed: u64) -> Harness {
     let mut subscribed = false;
     while !h.stores.is_empty() {
         if !subscribed && next(3) == 0 {
-            subscribe_as(&mut h, &id);
+            h.subscribe_as(&id);
             subscribed = true;
         }
         let i = next(h.stores.len());
@@ -231,21 +231,10 @@ fn term(store: Store, term: u64, unix: f64, seed: u64) -> Harness {
     // A subscription before the client started (the reads' answers start
     // it) is dropped by that start: the client's own comes after it.
     if !subscribed || !h.machine.framework.is_subscribed() {
-        subscribe_as(&mut h, &id);
+        h.subscribe_as(&id);
     }
     h.answer_all();
     h
-}
-
-/// The master's SUBSCRIBED with framework ID `id`.
-fn subscribe_as(h: &mut Harness, id: &str) {
-    h.feed(Input::Subscribed(SubscribedInfo {
-        framework_id: id.into(),
-        master: "http://master.test:5050".into(),
-        master_version: Some("1.12.0".into()),
-        heartbeat_interval: Duration::from_secs(15),
-        heartbeat_timeout: Duration::from_secs(75),
-    }));
 }
 
 struct World {
@@ -366,7 +355,7 @@ impl World {
                 if self.h.store.framework_id.is_none() {
                     self.vanished += 1;
                     let id = format!("fw-new-{}", self.vanished);
-                    subscribe_as(&mut self.h, &id);
+                    self.h.subscribe_as(&id);
                 }
             }
             Op::AnswerOne => {

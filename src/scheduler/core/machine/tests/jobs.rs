@@ -763,18 +763,6 @@ async fn web_and_a_running_run(spec: &JobSpec) -> (Harness, String) {
     (h, launched[0].clone())
 }
 
-/// The master assigns `id` to a new subscription.
-fn subscribe_as(h: &mut Harness, id: &str) {
-    h.feed(Input::Subscribed(SubscribedInfo {
-        framework_id: id.into(),
-        master: "http://master.test:5050".into(),
-        master_version: Some("1.12.0".into()),
-        heartbeat_interval: Duration::from_secs(15),
-        heartbeat_timeout: Duration::from_secs(75),
-    }));
-    h.answer_all();
-}
-
 /// The trial's fault: teardown, then reregister, while a job run was
 /// active. The new framework launches every service instance again (the
 /// services the last pass found settled are assessed afresh), and the run
@@ -793,7 +781,8 @@ async fn teardown_then_reregister_ends_the_run_and_launches_the_services_again()
     let reregister = h.command(Request::Reregister);
     h.answer_all();
     assert!(matches!(h.reply(reregister), Some(Answer::Done(Ok(())))));
-    subscribe_as(&mut h, "fw-2");
+    h.subscribe_as("fw-2");
+    h.answer_all();
     h.drain_call_log();
     let launched = run_for(&mut h, 3).await;
     let mut web: Vec<&String> = launched.iter().filter(|t| t.starts_with("web.")).collect();
@@ -829,7 +818,8 @@ async fn a_run_with_a_retry_left_is_retried_after_a_teardown() {
     );
     h.command(Request::Reregister);
     h.answer_all();
-    subscribe_as(&mut h, "fw-2");
+    h.subscribe_as("fw-2");
+    h.answer_all();
     h.drain_call_log();
     let launched = run_for(&mut h, 4).await;
     let retry = format!("{}.2", task.strip_suffix(".1").expect("attempt 1"));
@@ -845,7 +835,8 @@ async fn forbid_does_not_skip_after_a_teardown_ended_the_run() {
     h.answer_all();
     h.command(Request::Reregister);
     h.answer_all();
-    subscribe_as(&mut h, "fw-2");
+    h.subscribe_as("fw-2");
+    h.answer_all();
     run_for(&mut h, 12).await;
     let skipped: Vec<_> = runs(&h)
         .into_iter()
@@ -876,7 +867,8 @@ async fn a_removed_framework_ends_the_run_and_the_new_one_launches_the_services(
     h.feed(Input::ClientStopped(StopReason::Error(ErrorKind::Removed)));
     h.answer_all();
     failed_with(&h, "framework removed by the master");
-    subscribe_as(&mut h, "fw-2");
+    h.subscribe_as("fw-2");
+    h.answer_all();
     h.drain_call_log();
     let launched = run_for(&mut h, 3).await;
     let web = launched.iter().filter(|t| t.starts_with("web.")).count();
@@ -932,7 +924,8 @@ async fn a_removal_seen_before_the_runs_are_read_ends_the_run_once_they_are() {
     let r = failed_with(&h, "framework removed by the master");
     assert_eq!(r.attempts[0].task_state.as_deref(), Some("TASK_KILLED"));
     h.answer_operators();
-    subscribe_as(&mut h, "fw-2");
+    h.subscribe_as("fw-2");
+    h.answer_all();
     let launched = run_for(&mut h, 3).await;
     assert_eq!(
         launched,

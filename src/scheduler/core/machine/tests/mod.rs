@@ -557,8 +557,13 @@ impl Harness {
     }
 
     fn subscribe(&mut self) {
+        self.subscribe_as(FRAMEWORK);
+    }
+
+    /// The master's SUBSCRIBED assigning framework ID `id`.
+    fn subscribe_as(&mut self, id: &str) {
         self.feed(Input::Subscribed(SubscribedInfo {
-            framework_id: FRAMEWORK.into(),
+            framework_id: id.into(),
             master: "http://master.test:5050".into(),
             master_version: Some("1.12.0".into()),
             heartbeat_interval: Duration::from_secs(15),
