@@ -255,25 +255,7 @@ async fn a_scale_down_during_a_drain_kills_the_unwanted_task_and_the_drain_ends(
         .await;
     assert!(status == 200 || status == 201, "{status} {body}");
     // The drain is done, the task shown stopped with the kill's reason.
-    let deadline = std::time::Instant::now() + WAIT;
-    let drain = loop {
-        let agents = a.get("/api/v1/agents").await.map(|(_, b)| b);
-        let drain = agents
-            .as_ref()
-            .and_then(|b| b["agents"].as_array())
-            .and_then(|l| l.iter().find(|e| e["agent_id"] == agent.as_str()))
-            .map(|e| e["drain"].clone())
-            .unwrap_or_default();
-        if drain["state"] == "done" {
-            break drain;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the drain not done: {drain}\n{}",
-            tail(&a.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let drain = drain_until(&a, &agent, "the drain done", |d| d["state"] == "done").await;
     assert_eq!(
         (&drain["moved"], &drain["blocked"], &drain["stopped"]),
         (&json!(0), &json!(0), &json!(1)),
@@ -340,8 +322,14 @@ async fn one_worker_with(
 /// The `drain` of `agent` in `a`'s `/api/v1/agents` (null without one).
 async fn drain_of(a: &support::processes::Appliance, agent: &str) -> serde_json::Value {
     let body = a.get("/api/v1/agents").await.map(|(_, b)| b);
-    body.as_ref()
-        .and_then(|b| b["agents"].as_array())
+    drain_in(&body.unwrap_or_default(), agent)
+}
+
+/// The `drain` of `agent` in an answer of `/api/v1/agents` (null without
+/// one).
+fn drain_in(agents: &serde_json::Value, agent: &str) -> serde_json::Value {
+    agents["agents"]
+        .as_array()
         .and_then(|l| l.iter().find(|e| e["agent_id"] == agent))
         .map(|e| e["drain"].clone())
         .unwrap_or_default()
@@ -504,25 +492,16 @@ async fn a_reactivate_refused_while_the_master_drains_is_sent_again_once_drained
     assert_eq!(killed["reason"], "REASON_AGENT_DRAINING", "{killed}");
     cancel_once_the_master_shows(&a, &tb, &agent, "DRAINING").await;
     // Refused: shown, with the retry to come.
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let drain = drain_of(&a, &agent).await;
-        if drain["reactivate_retry"] == true {
-            let error = drain["reactivate_error"].as_str().unwrap_or_default();
-            assert!(
-                error.contains("Agent is still in the DRAINING state"),
-                "{drain}"
-            );
-            assert_eq!(drain["reactivated"], false, "{drain}");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no refusal shown: {drain}\n{}",
-            tail(&a.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let drain = drain_until(&a, &agent, "the refusal shown", |d| {
+        d["reactivate_retry"] == true
+    })
+    .await;
+    let error = drain["reactivate_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("Agent is still in the DRAINING state"),
+        "{drain}"
+    );
+    assert_eq!(drain["reactivated"], false, "{drain}");
     // The other framework acknowledges: DRAINED, and the appliance's
     // REACTIVATE_AGENT follows.
     call(&tb.url(), &other.stream_id, acknowledge(&other_id, &killed)).await;
@@ -555,19 +534,10 @@ async fn drain_until(
     what: &str,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let drain = drain_of(a, agent).await;
-        if done(&drain) {
-            return drain;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: {drain}\n{}",
-            support::processes::tail(&a.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let agents = a
+        .wait_get("/api/v1/agents", what, WAIT, |b| done(&drain_in(b, agent)))
+        .await;
+    drain_in(&agents, agent)
 }
 
 /// The trial's fault: a drain whose replacement the agent holds in
@@ -588,17 +558,11 @@ async fn a_replacement_held_in_staging_is_replaced_after_the_launch_timeout_and_
     let (leaving, agent) = worker_tasks(&tb)[0].clone();
     // Running as the appliance knows it (not only at the master): no task
     // of `worker` is launched and not running.
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let services = a.get("/api/v1/services").await.map(|(_, b)| b);
-        let worker = services.as_ref().map(|b| b["services"][0].clone());
-        let worker = worker.unwrap_or_default();
-        if worker["running"] == 1 && worker["starting_tasks"] == 0 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{worker}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    a.wait_get("/api/v1/services", "worker running", WAIT, |b| {
+        let worker = &b["services"][0];
+        worker["running"] == 1 && worker["starting_tasks"] == 0
+    })
+    .await;
     tb.hold_staging("worker.0.");
     let (status, body) = a
         .post(
@@ -630,38 +594,27 @@ async fn a_replacement_held_in_staging_is_replaced_after_the_launch_timeout_and_
     );
     // The service shows a task launched and not running (polled: on a
     // loaded machine the held copy may be between its kill and the next).
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let services = a.get("/api/v1/services").await.map(|(_, b)| b);
-        let worker = services.as_ref().map(|b| b["services"][0].clone());
-        let worker = worker.unwrap_or_default();
-        if worker["starting_tasks"] == 1 && worker["starting_since"].is_number() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{worker}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    a.wait_get(
+        "/api/v1/services",
+        "a task launched, not running",
+        WAIT,
+        |b| {
+            let worker = &b["services"][0];
+            worker["starting_tasks"] == 1 && worker["starting_since"].is_number()
+        },
+    )
+    .await;
     // Past the timeout the held copy is killed, the events say why; then
     // the hold is lifted (a copy launched before that is held and killed
     // in turn).
     let killing =
         format!("killing {held}: stuck in TASK_STAGING for more than 3s (--task-launch-timeout)");
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let (_, events) = a.get("/api/v1/events?kind=kill").await.expect("events");
-        let named = events["events"]
+    a.wait_get("/api/v1/events?kind=kill", &killing, WAIT, |events| {
+        events["events"]
             .as_array()
-            .is_some_and(|l| l.iter().any(|e| e["message"] == killing.as_str()));
-        if named {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no event {killing:?}: {events}\n{}",
-            support::processes::tail(&a.log(), 40)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            .is_some_and(|l| l.iter().any(|e| e["message"] == killing.as_str()))
+    })
+    .await;
     tb.clear_faults();
     let drain = drain_until(&a, &agent, "the drain not done", |d| d["state"] == "done").await;
     assert_eq!(
