@@ -1,9 +1,12 @@
 //! Headless Chromium driven through chromedriver and fantoccini
-//! (`docs/architecture.md#build-notes`): chromedriver runs as a child on a free port and is killed
-//! when the [`Browser`] drops; each browser gets a fresh profile directory.
+//! (`docs/architecture.md#build-notes`): chromedriver runs as a child on a free port, in a process
+//! group of its own with the Chromium it starts, and the whole group is killed when the [`Browser`]
+//! drops (a test that panics leaves no browser behind); each browser gets a fresh profile
+//! directory.
 //! Screenshots go to `$CARGO_TARGET_DIR/screenshots` (default
 //! `target/screenshots`).
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -38,6 +41,9 @@ impl Browser {
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // Its own group, inherited by Chromium and its helpers: killing
+            // chromedriver alone would orphan them.
+            .process_group(0)
             .spawn()
             .unwrap_or_else(|e| {
                 panic!("cannot start {CHROMEDRIVER} (apt-get install chromium-driver): {e}")
@@ -79,7 +85,7 @@ impl Browser {
             {
                 Ok(client) => client,
                 Err(e) => {
-                    let _ = driver.kill();
+                    kill_group(&mut driver);
                     panic!("WebDriver session: {e}");
                 }
             };
@@ -243,9 +249,20 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        kill_group(&mut self.driver);
     }
+}
+
+/// SIGKILLs the process group `driver` leads (chromedriver, Chromium and
+/// Chromium's helpers) and reaps `driver`.
+fn kill_group(driver: &mut Child) {
+    if let Ok(pgid) = i32::try_from(driver.id()) {
+        // SAFETY: kill(2) on the group of our own child, which wait() has
+        // not reaped yet, so its ID still names that group.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
+    let _ = driver.kill();
+    let _ = driver.wait();
 }
 
 /// Where screenshots go.
