@@ -5,7 +5,9 @@
 //! leave the cluster without a subscribed scheduler while a replica holds
 //! the lowest election node. Issue 24, part B: round trips up to half the
 //! session timeout (5 s) change nothing at all, also when the latency
-//! starts after a quiet spell on an established connection.
+//! starts after a quiet spell on an established connection. A server that
+//! raises the asked session timeout (its `minSessionTimeout`) makes every
+//! failover slower: the replica says so and shows both figures.
 //!
 //! The ignored `leaderless_time_by_round_trip` measures the time without a
 //! subscribed scheduler, leadership changes and resubscriptions over 60 s
@@ -25,6 +27,7 @@ use mesos_appliance::testbed::{Testbed, TestbedConfig};
 use serde_json::json;
 use support::appliance::{Replica, SubscriptionClock, core_config, services, zk_config};
 use support::chaos_proxy::ChaosProxy;
+use support::processes::{Appliance, base_args};
 use support::replicas::Recorder;
 use support::zookeeper::ZkServer;
 
@@ -555,4 +558,58 @@ async fn leaderless_time_by_round_trip() {
 #[ignore = "a measurement: about 70 s; run with --ignored --nocapture"]
 async fn leaderless_time_by_round_trip_with_cuts() {
     leaderless_table(true).await;
+}
+
+/// A server whose `minSessionTimeout` (4 s) is above `--zk-session-timeout
+/// 2s` raises the ask (ZooKeeper Administrator's Guide, "Advanced
+/// Configuration"): the replica logs a WARN with both figures and
+/// `/api/v1/state` shows them in `zookeeper_session`; on a server that
+/// grants the ask both figures are 2 s and nothing is logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_timeout_raised_by_the_server_is_warned_of_and_shown() {
+    support::mesos::init();
+    let raising = ZkServer::start_with("minSessionTimeout=4000\n");
+    let granting = ZkServer::start();
+    let tb = Testbed::start(TestbedConfig::for_tests(1)).await.unwrap();
+    let a = Appliance::spawn(
+        "a",
+        &base_args(&raising.connect_string(), &tb.url(), "raised"),
+    );
+    let b = Appliance::spawn(
+        "b",
+        &base_args(&granting.connect_string(), &tb.url(), "granted"),
+    );
+    let session = |v: &serde_json::Value| v["zookeeper_session"].clone();
+    let raised = a
+        .wait_state("a ZooKeeper session", WAIT, |v| session(v).is_object())
+        .await;
+    assert_eq!(
+        session(&raised),
+        json!({"asked_timeout_seconds": 2.0, "timeout_seconds": 4.0}),
+        "{raised}"
+    );
+    let log = a.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains("gave a session timeout"))
+        .unwrap_or_else(|| panic!("no warning of the raised session timeout:\n{log}"));
+    assert!(
+        warning.contains("4.0 s where --zk-session-timeout asked 2.0 s")
+            && warning.contains("asked_ms=2000")
+            && warning.contains("negotiated_ms=4000"),
+        "{warning}"
+    );
+    let granted = b
+        .wait_state("a ZooKeeper session", WAIT, |v| session(v).is_object())
+        .await;
+    assert_eq!(
+        session(&granted),
+        json!({"asked_timeout_seconds": 2.0, "timeout_seconds": 2.0}),
+        "{granted}"
+    );
+    assert!(
+        !b.log().contains("gave a session timeout"),
+        "a granted ask is not warned of:\n{}",
+        b.log()
+    );
 }

@@ -86,7 +86,14 @@ impl ZkServer {
     /// Panics (this is test support) when Java or the ZooKeeper jar is missing
     /// or the server does not answer within 30 s; the message says which.
     pub fn start() -> ZkServer {
-        let mut server = ZkServer::configure(STANDALONE_MAIN, free_port(), "");
+        ZkServer::start_with("")
+    }
+
+    /// Like [`ZkServer::start`], with `extra` (whole `zoo.cfg` lines) after
+    /// the fast-test settings; a key given again there wins (the server
+    /// reads `zoo.cfg` as Java properties), e.g. `minSessionTimeout=4000\n`.
+    pub fn start_with(extra: &str) -> ZkServer {
+        let mut server = ZkServer::configure(STANDALONE_MAIN, free_port(), extra);
         server.start_again();
         server
     }
