@@ -104,8 +104,18 @@ pub enum Request {
         expected: Expected,
     },
     /// Delete a service, its tasks are killed; answered with
-    /// [`Answer::Service`], `false` if there was no such service.
-    DeleteService(String),
+    /// [`Answer::Service`], `false` if there was no such service. With
+    /// `expected` (a page's or HTTP `If-Match`'s version), only if the
+    /// stored spec is still at one of those versions, checked as for
+    /// [`Request::ReplaceService`] after any write of the service in
+    /// flight: [`CommandError::PreconditionFailed`] when it changed,
+    /// nothing deleted.
+    DeleteService {
+        /// The service.
+        name: String,
+        /// The version(s) it may delete; `None`: whatever is stored.
+        expected: Option<Expected>,
+    },
     /// Resume a halted rollout or roll back to the previous spec
     /// ([`super::rules::rollout`]); answered with [`Answer::Service`] (`true`)
     /// once the service record is stored. [`CommandError::NotFound`]
@@ -192,7 +202,7 @@ impl Request {
             Request::Reregister => "reregister",
             Request::PutService(_) => "put_service",
             Request::ReplaceService { .. } => "replace_service",
-            Request::DeleteService(_) => "delete_service",
+            Request::DeleteService { .. } => "delete_service",
             Request::Rollout { .. } => "rollout",
             Request::StartDrain { .. } => "start_drain",
             Request::CancelDrain { .. } => "cancel_drain",

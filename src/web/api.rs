@@ -328,22 +328,30 @@ pub(crate) fn put_params(spec: &ServiceSpec) -> serde_json::Value {
 }
 
 /// `DELETE /api/v1/services/{name}[?reason=…]`: delete a service (its
-/// tasks are killed). 404 when there is no such service. Audited.
+/// tasks are killed). 404 when there is no such service; with `If-Match`,
+/// 412 when the stored spec is at none of its versions (nothing deleted).
+/// Audited.
 #[utoipa::path(
     delete,
     path = "/api/v1/services/{name}",
     tag = "services",
-    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery),
-    responses((status = 200, description = "Deleted", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::AdminRefusals),
+    params(("name" = String, Path, description = "The service"), crate::web::extract::ReasonQuery, ("If-Match" = Option<String>, Header, description = "Delete only if the stored spec is still at one of these versions: entity tags as the `ETag` of `GET /api/v1/services/{name}` shows them, quoted and comma-separated (RFC 9110 §13.1.1; weak tags never match), or `*` for any stored spec; 412 when it changed (nothing is deleted), 404 when there is no such service (as without the header: RFC 9110 §13.2.1), 400 when the value is not `*` or entity tags")),
+    responses((status = 200, description = "Deleted", body = ServiceChange), crate::web::error::responses::BadRequest, crate::web::error::responses::NotFound, crate::web::error::responses::PreconditionFailed, crate::web::error::responses::AdminRefusals),
     security(("admin_token" = []), ())
 )]
 pub async fn delete_service(
     ApiPath(name): ApiPath<String>,
+    headers: HeaderMap,
     AdminChange { admin, ctx }: AdminChange,
     _: ActionBody<NoFields>,
 ) -> Result<Json<ServiceChange>, AppError> {
+    let expected = if_match(&headers)?;
     let state = &admin.state;
-    let result = ask::<bool>(state, Request::DeleteService(name.clone()))
+    let request = Request::DeleteService {
+        name: name.clone(),
+        expected,
+    };
+    let result = ask::<bool>(state, request)
         .await
         .map_err(|e| AppError::from_command(e, &admin.path))
         .and_then(|deleted| {

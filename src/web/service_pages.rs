@@ -925,7 +925,13 @@ pub async fn post_delete(
     }
     check_base(&s, &name, &post.form.base)?;
     let killed = live_tasks(&s, &name).len();
-    let result = ask::<bool>(&post.state, Request::DeleteService(name.clone()))
+    // The core checks the page's version again, after any write of the
+    // service in flight: `check_base` read this replica's snapshot.
+    let request = Request::DeleteService {
+        name: name.clone(),
+        expected: Some(crate::scheduler::Expected::version(&post.form.base)),
+    };
+    let result = ask::<bool>(&post.state, request)
         .await
         .map_err(|e| AppError::from_command(e, &post.path))
         .and_then(|deleted| {

@@ -832,4 +832,37 @@ async fn a_change_made_on_an_older_spec_never_undoes_a_newer_one() {
         .await
         .expect("GET sent");
     assert_eq!(missing.status().as_u16(), 404, "nothing was created");
+
+    // A DELETE made on an older read: 412 and the service stays; on the
+    // version stored it deletes; on a service that is gone it is 404, as
+    // without the header (RFC 9110 §13.2.1).
+    let (_, now) = get_web(url).await;
+    assert_eq!(put_web(url, &listed, None).await.0, 200);
+    let (status, problem) = delete_web(url, Some(&now)).await;
+    assert_eq!(status, 412, "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("nothing was deleted")),
+        "{problem}"
+    );
+    let (row, now) = get_web(url).await;
+    assert_eq!(row["spec"]["instances"], 1, "not deleted: {row}");
+    assert_eq!(delete_web(url, Some(&now)).await.0, 200);
+    assert_eq!(delete_web(url, Some("*")).await.0, 404);
+}
+
+/// `DELETE /api/v1/services/web`, with `if_match` as `If-Match`: status
+/// and body.
+async fn delete_web(url: &str, if_match: Option<&str>) -> (u16, Value) {
+    let mut request = support::mesos::client()
+        .delete(format!("{url}/api/v1/services/web"))
+        .bearer_auth(TOKEN)
+        .timeout(Duration::from_secs(15));
+    if let Some(tag) = if_match {
+        request = request.header("if-match", tag);
+    }
+    let response = request.send().await.expect("DELETE sent");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
 }

@@ -290,7 +290,10 @@ async fn a_fixed_spec_launches_at_once_and_a_deleted_service_keeps_its_grace() {
         .handle
         .request::<bool>(
             Duration::from_secs(5),
-            Request::DeleteService("flaky".into()),
+            Request::DeleteService {
+                name: "flaky".into(),
+                expected: None,
+            },
         )
         .await
         .unwrap();

@@ -209,6 +209,31 @@ async fn if_match_is_read_as_rfc_9110_says() {
     assert_eq!(r.status, StatusCode::PRECONDITION_FAILED, "{}", r.text());
     let r = web.send(get("/api/v1/services/nope")).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "nothing created");
+
+    // DELETE reads the header as PUT does: malformed 400, a stale tag 412
+    // and nothing deleted, the stored version deletes; a missing service
+    // is 404 with or without it (RFC 9110 §13.2.1).
+    let delete = |path: &str, if_match: &str| {
+        request(Method::DELETE, path)
+            .header(header::IF_MATCH, if_match)
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let r = web.send(delete("/api/v1/services/web", "\"3")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert_eq!(r.error_fields(), ["If-Match"]);
+    let r = web.send(delete("/api/v1/services/web", &etag)).await;
+    assert_eq!(r.status, StatusCode::PRECONDITION_FAILED, "{}", r.text());
+    let now = web
+        .send(get("/api/v1/services/web"))
+        .await
+        .header("etag")
+        .expect("still there")
+        .to_string();
+    let r = web.send(delete("/api/v1/services/nope", "*")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
+    let r = web.send(delete("/api/v1/services/web", &now)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 }
 
 /// `ctl` with `args` and no token but `--token-file`; exit code and

@@ -524,7 +524,15 @@ impl TestCore {
                 answer(Answer::Service(Ok(replaced)));
             }
             CoreRequest::ReplaceService { .. } => unreachable!("a replace is a put by now"),
-            CoreRequest::DeleteService(name) => {
+            CoreRequest::DeleteService { name, expected } => {
+                let stored = s.services.iter().find(|x| x.spec.name == name);
+                if let (Some(now), Some(expected)) = (stored.map(|x| x.spec.version()), &expected)
+                    && !expected.admits(&now)
+                {
+                    let why = format!("service changed ({expected}, now {now})");
+                    answer(Answer::Service(Err(CommandError::PreconditionFailed(why))));
+                    return;
+                }
                 let before = s.services.len();
                 s.services.retain(|x| x.spec.name != name);
                 answer(Answer::Service(Ok(s.services.len() != before)));

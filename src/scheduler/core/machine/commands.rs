@@ -111,7 +111,7 @@ impl Machine {
             }
             Request::PutService(spec) => self.put_service(id, spec),
             Request::ReplaceService { spec, expected } => self.replace_service(id, spec, expected),
-            Request::DeleteService(name) => self.delete_service(id, name),
+            Request::DeleteService { name, expected } => self.delete_service(id, name, expected),
             Request::Rollout {
                 name,
                 action,
@@ -335,13 +335,27 @@ impl Machine {
         self.services.begin_write(name, request);
     }
 
-    fn delete_service(&mut self, reply: ReplyId, name: String) {
+    /// [`Request::DeleteService`]: with `expected`, only if the stored spec
+    /// is still at one of those versions once the service's write in
+    /// flight (if any) is answered, as [`Machine::replace_service`] checks.
+    fn delete_service(&mut self, reply: ReplyId, name: String, expected: Option<Expected>) {
         if self.services.writing(&name) {
-            self.services.queue(reply, Request::DeleteService(name));
+            self.services
+                .queue(reply, Request::DeleteService { name, expected });
             return;
         }
-        if !self.services.contains(&name) {
-            let error = CommandError::NotFound(format!("service {name}"));
+        let stored = self.services.spec(&name).map(ServiceSpec::version);
+        let refusal = match (stored, &expected) {
+            (None, _) => Some(CommandError::NotFound(format!("service {name}"))),
+            (Some(now), Some(expected)) if !expected.admits(&now) => {
+                Some(CommandError::PreconditionFailed(format!(
+                    "service {name} changed since it was read ({expected}, now {now}); \
+                     nothing was deleted: read it again and redo the delete"
+                )))
+            }
+            _ => None,
+        };
+        if let Some(error) = refusal {
             self.reply(reply, Answer::Service(Err(error)));
             return;
         }

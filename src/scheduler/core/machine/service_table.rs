@@ -321,7 +321,7 @@ impl ServiceTable {
                 .partition(|(_, request)| match request {
                     Request::PutService(spec) => spec.name == name,
                     Request::ReplaceService { spec, .. } => spec.name == name,
-                    Request::DeleteService(n) => n == name,
+                    Request::DeleteService { name: n, .. } => n == name,
                     Request::Rollout { name: n, .. } => n == name,
                     _ => false,
                 });
@@ -443,8 +443,20 @@ mod tests {
 
         t.begin_write("web".into(), RequestId(1));
         assert!(t.writing("web") && !t.writing("db"));
-        t.queue(ReplyId(1), Request::DeleteService("web".into()));
-        t.queue(ReplyId(2), Request::DeleteService("db".into()));
+        t.queue(
+            ReplyId(1),
+            Request::DeleteService {
+                name: "web".into(),
+                expected: None,
+            },
+        );
+        t.queue(
+            ReplyId(2),
+            Request::DeleteService {
+                name: "db".into(),
+                expected: None,
+            },
+        );
         t.queue(
             ReplyId(3),
             Request::PutService(Box::new(

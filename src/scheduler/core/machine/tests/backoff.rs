@@ -280,7 +280,10 @@ async fn failing_web() -> Harness {
 #[tokio::test(start_paused = true)]
 async fn a_service_deleted_and_created_again_starts_clean() {
     let mut h = failing_web().await;
-    let delete = h.command(Request::DeleteService("web".into()));
+    let delete = h.command(Request::DeleteService {
+        name: "web".into(),
+        expected: None,
+    });
     h.answer_all();
     assert!(matches!(h.reply(delete), Some(Answer::Service(Ok(true)))));
     let put = h.command(Request::PutService(Box::new(valid(service("web", 2)))));

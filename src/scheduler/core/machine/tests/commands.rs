@@ -65,7 +65,10 @@ async fn losing_leadership_during_a_write_answers_leadership_lost() {
     let mut h = Harness::leader(&[service("web", 1)], &[]);
     h.subscribe();
     h.answer_all();
-    let id = h.command(Request::DeleteService("web".into()));
+    let id = h.command(Request::DeleteService {
+        name: "web".into(),
+        expected: None,
+    });
     h.fail_next_store(CoordinationError::NotLeader);
     assert!(matches!(
         h.reply(id),

@@ -1,7 +1,8 @@
-//! Conditional service changes (`Request::ReplaceService`, HTTP
-//! `If-Match`): a change made on a spec read earlier replaces the service
-//! only if the stored spec is still at the version read, as the core
-//! knows it once the service's write in flight is answered. The fault it
+//! Conditional service changes (`Request::ReplaceService` and
+//! `Request::DeleteService` with `expected`, HTTP `If-Match`): a change
+//! made on a spec read earlier replaces or deletes the service only if the
+//! stored spec is still at the version read, as the core knows it once the
+//! service's write in flight is answered. The fault it
 //! closes: `ctl services scale` read a follower's older spec during a
 //! failover and put it back through the new leader, undoing a change the
 //! API had acknowledged.
@@ -139,7 +140,10 @@ async fn a_change_to_a_deleted_service_is_not_found() {
     h.subscribe();
     h.answer_all();
     let read = stored_version(&h);
-    let gone = h.command(Request::DeleteService("web".into()));
+    let gone = h.command(Request::DeleteService {
+        name: "web".into(),
+        expected: None,
+    });
     h.answer_all();
     assert!(matches!(h.reply(gone), Some(Answer::Service(Ok(true)))));
     let id = h.command(replace(web(2, 1), &read));
@@ -148,6 +152,79 @@ async fn a_change_to_a_deleted_service_is_not_found() {
         Some(Answer::Service(Err(CommandError::NotFound(_))))
     ));
     assert!(!h.store.services.contains_key("web"), "not created again");
+}
+
+fn delete(expected: Option<Expected>) -> Request {
+    Request::DeleteService {
+        name: "web".into(),
+        expected,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_made_on_an_older_version_is_refused_and_nothing_is_deleted() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let old = stored_version(&h);
+    let first = h.command(Request::PutService(Box::new(valid(web(2, 1)))));
+    h.answer_all();
+    assert!(matches!(h.reply(first), Some(Answer::Service(Ok(true)))));
+    let writes = h.store.services["web"].1;
+    let id = h.command(delete(Some(Expected::version(&old))));
+    assert!(h.stores.is_empty(), "nothing is written");
+    match h.reply(id) {
+        Some(Answer::Service(Err(CommandError::PreconditionFailed(why)))) => {
+            assert!(why.contains("nothing was deleted"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.store.services["web"].1, writes);
+    assert_eq!(h.store.services["web"].0.spec.instances, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_on_the_stored_version_or_star_deletes_and_on_none_is_not_found() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let now = stored_version(&h);
+    let listed = h.command(delete(Some(Expected::OneOf(vec!["no-such".into(), now]))));
+    h.answer_all();
+    assert!(matches!(h.reply(listed), Some(Answer::Service(Ok(true)))));
+    assert!(!h.store.services.contains_key("web"));
+    // Gone: not found whatever the condition, as without one.
+    let absent = h.command(delete(Some(Expected::Any)));
+    assert!(h.stores.is_empty(), "nothing is written");
+    assert!(matches!(
+        h.reply(absent),
+        Some(Answer::Service(Err(CommandError::NotFound(_))))
+    ));
+    let put = h.command(Request::PutService(Box::new(valid(web(1, 1)))));
+    h.answer_all();
+    assert!(matches!(h.reply(put), Some(Answer::Service(Ok(false)))));
+    let any = h.command(delete(Some(Expected::Any)));
+    h.answer_all();
+    assert!(matches!(h.reply(any), Some(Answer::Service(Ok(true)))));
+    assert!(!h.store.services.contains_key("web"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_queued_behind_a_write_is_checked_against_that_write() {
+    let mut h = Harness::leader(&[service("web", 1)], &[]);
+    h.subscribe();
+    h.answer_all();
+    let read = stored_version(&h);
+    let first = h.command(Request::PutService(Box::new(valid(web(2, 1)))));
+    let second = h.command(delete(Some(Expected::version(&read))));
+    assert_eq!(h.stores.len(), 1, "the delete waits for the put");
+    h.answer_all();
+    assert!(matches!(h.reply(first), Some(Answer::Service(Ok(true)))));
+    assert!(matches!(
+        h.reply(second),
+        Some(Answer::Service(Err(CommandError::PreconditionFailed(_))))
+    ));
+    assert_eq!(h.store.services["web"].0.spec.instances, 2, "not deleted");
 }
 
 /// One step of the property.
@@ -160,6 +237,8 @@ enum Op {
     Replace { ago: usize, also: Option<usize> },
     /// A change on any stored spec (`If-Match: *`).
     ReplaceAny,
+    /// A delete made on the version stored `ago` changes back.
+    Delete { ago: usize },
     /// The oldest store operation is answered.
     AnswerOne,
 }
@@ -170,34 +249,64 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0usize..4, prop::option::of(0usize..4))
             .prop_map(|(ago, also)| Op::Replace { ago, also }),
         1 => Just(Op::ReplaceAny),
+        1 => (0usize..4).prop_map(|ago| Op::Delete { ago }),
         4 => Just(Op::AnswerOne),
     ]
 }
 
+/// The stored spec's version; `None` while `web` is deleted.
+fn version_of(h: &Harness) -> Option<String> {
+    h.store.services.get("web").map(|s| s.0.spec.version())
+}
+
 /// Answers the oldest store operation, noting over which version a
-/// service write went (`over`, by the change's label) and each new
-/// version (`stored`).
-fn answer_one(h: &mut Harness, over: &mut HashMap<usize, String>, stored: &mut Vec<String>) {
+/// service write went (`over`: a put's by its label, a delete's by the
+/// one of `deletes` answered with it) and each new version (`stored`).
+fn answer_one(
+    h: &mut Harness,
+    over: &mut HashMap<usize, String>,
+    stored: &mut Vec<String>,
+    deletes: &[(usize, ReplyId)],
+) {
     let Some((id, op)) = h.stores.pop_front() else {
         return;
     };
-    if let StoreOp::PutService(record, _) = &op {
+    let before = version_of(h);
+    let unanswered: Vec<(usize, ReplyId)> = deletes
+        .iter()
+        .copied()
+        .filter(|(_, reply)| h.reply(*reply).is_none())
+        .collect();
+    let is_delete = matches!(op, StoreOp::DeleteService(..));
+    if let StoreOp::PutService(record, _) = &op
+        && let Some(before) = &before
+    {
         let label = record.spec.labels["op"].parse().unwrap_or(0);
-        over.insert(label, stored_version(h));
+        over.insert(label, before.clone());
     }
     let result = h.store.apply(op);
     h.feed(Input::Stored { id, result });
-    let now = stored_version(h);
-    if stored.last() != Some(&now) {
+    if is_delete && let Some(before) = before {
+        // One delete is written at a time: the one answered done now.
+        for (n, reply) in unanswered {
+            if matches!(h.reply(reply), Some(Answer::Service(Ok(true)))) {
+                over.insert(n, before.clone());
+            }
+        }
+    }
+    if let Some(now) = version_of(h)
+        && stored.last() != Some(&now)
+    {
         stored.push(now);
     }
 }
 
-/// Random puts and conditional changes, each made on one of the last
-/// versions stored, with store answers held back at random: every change
-/// answered as done was written over exactly the version it was made on
-/// (no lost update), every refused one wrote nothing, and one made on the
-/// version stored while no write is in flight is not refused.
+/// Random puts, conditional changes and conditional deletes, each made on
+/// one of the last versions stored, with store answers held back at
+/// random: every change or delete answered as done was written over
+/// exactly the version it was made on (no lost update), every refused one
+/// wrote nothing, and one made on the version stored while no write is in
+/// flight is not refused.
 fn run_case(ops: &[Op]) -> Result<(), String> {
     paused_runtime()?.block_on(async {
         let mut h = Harness::leader(&[web(1, 0)], &[]);
@@ -210,6 +319,7 @@ fn run_case(ops: &[Op]) -> Result<(), String> {
         // The changes made on the version stored while nothing was written.
         let mut current: Vec<usize> = Vec::new();
         let mut over: HashMap<usize, String> = HashMap::new();
+        let mut deletes: Vec<(usize, ReplyId)> = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             let n = i + 1;
             match op {
@@ -222,7 +332,8 @@ fn run_case(ops: &[Op]) -> Result<(), String> {
                         |ago: usize| stored[stored.len() - 1 - ago % stored.len()].clone();
                     let mut versions = vec![version(*ago)];
                     versions.extend(also.map(version));
-                    if h.stores.is_empty() && versions.iter().any(|v| stored.last() == Some(v)) {
+                    let present = version_of(&h);
+                    if h.stores.is_empty() && versions.iter().any(|v| present.as_ref() == Some(v)) {
                         current.push(n);
                     }
                     let condition = Expected::OneOf(versions);
@@ -233,18 +344,30 @@ fn run_case(ops: &[Op]) -> Result<(), String> {
                     expected.insert(n, (id, Some(condition)));
                 }
                 Op::ReplaceAny => {
-                    current.push(n);
+                    if version_of(&h).is_some() {
+                        current.push(n);
+                    }
                     let id = h.command(Request::ReplaceService {
                         spec: Box::new(valid(web(3, n))),
                         expected: Expected::Any,
                     });
                     expected.insert(n, (id, Some(Expected::Any)));
                 }
-                Op::AnswerOne => answer_one(&mut h, &mut over, &mut stored),
+                Op::Delete { ago } => {
+                    let version = stored[stored.len() - 1 - ago % stored.len()].clone();
+                    if h.stores.is_empty() && version_of(&h) == Some(version.clone()) {
+                        current.push(n);
+                    }
+                    let condition = Expected::version(version);
+                    let id = h.command(delete(Some(condition.clone())));
+                    deletes.push((n, id));
+                    expected.insert(n, (id, Some(condition)));
+                }
+                Op::AnswerOne => answer_one(&mut h, &mut over, &mut stored, &deletes),
             }
         }
         while !h.stores.is_empty() {
-            answer_one(&mut h, &mut over, &mut stored);
+            answer_one(&mut h, &mut over, &mut stored, &deletes);
         }
         for (n, (id, condition)) in &expected {
             let answer = h.reply(*id);

@@ -596,7 +596,10 @@ async fn an_ended_drain_shows_what_it_was_when_it_ended() {
     let calls = h.drain_call_log();
     assert_eq!(Harness::launched(&calls).len(), 1, "{calls:?}");
     h.advance(Duration::from_secs(2)).await;
-    h.command(Request::DeleteService("web".into()));
+    h.command(Request::DeleteService {
+        name: "web".into(),
+        expected: None,
+    });
     h.answer_all();
     h.advance(Duration::from_secs(2)).await;
     h.answer_all();

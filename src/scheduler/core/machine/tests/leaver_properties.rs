@@ -233,7 +233,10 @@ impl World {
                 self.h.command(Request::PutService(Box::new(valid(spec))));
             }
             Op::Delete => {
-                self.h.command(Request::DeleteService("web".into()));
+                self.h.command(Request::DeleteService {
+                    name: "web".into(),
+                    expected: None,
+                });
             }
             Op::DrainStart { agent, floor } => {
                 self.h.command(Request::StartDrain {

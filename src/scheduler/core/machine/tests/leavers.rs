@@ -203,7 +203,10 @@ async fn maintenance_kills_a_leaver_the_scale_down_no_longer_wants() {
 async fn a_deleted_services_leaver_is_killed_and_the_drain_ends() {
     let mut h = leader_of_two();
     start_drain(&mut h, "agent-1", MinHealthy::Count(2));
-    h.command(Request::DeleteService("web".into()));
+    h.command(Request::DeleteService {
+        name: "web".into(),
+        expected: None,
+    });
     h.answer_all();
     h.advance(Duration::from_secs(2)).await;
     h.answer_all();

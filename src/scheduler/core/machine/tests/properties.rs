@@ -741,7 +741,10 @@ impl World {
             }
             Op::Delete { service } => {
                 let name = SERVICES[usize::from(service)];
-                self.h.command(Request::DeleteService(name.into()));
+                self.h.command(Request::DeleteService {
+                    name: name.into(),
+                    expected: None,
+                });
             }
             Op::Rollout { service, rollback } => {
                 self.h.command(Request::Rollout {
