@@ -2,7 +2,8 @@
 // Pages work without this script. With it, each new scheduler snapshot
 // (server-sent events from /api/v1/stream) re-fetches the current page and
 // swaps its #live part, the header and the banners. When the stream breaks,
-// a "scheduler unreachable" notice shows and reconnects back off (1 s, 2 s,
+// a "scheduler unreachable" notice shows (with the server's reason when it
+// ended the stream with a `shutdown` event) and reconnects back off (1 s, 2 s,
 // 4 s ... 30 s). Without EventSource it polls the page every 5 s. Hidden
 // pages hold no stream.
 (function () {
@@ -148,6 +149,12 @@
       var at = 0;
       try { at = JSON.parse(e.data).at; } catch (_) { /* refresh anyway */ }
       if (!at || at !== shownAt) { shownAt = at; schedule(); }
+    });
+    // The replica stops: say so, not a bare "lost".
+    source.addEventListener("shutdown", function (e) {
+      var why = "the replica is shutting down";
+      try { why = JSON.parse(e.data).reason || why; } catch (_) { /* keep the default */ }
+      retry(why);
     });
     source.addEventListener("error", function () { retry("lost the live stream"); });
   }

@@ -5,7 +5,9 @@
 //! their count; [`crate::scheduler::Snapshot::loading`]). `app.js`
 //! re-fetches the page it shows on each event and swaps its `#live` part;
 //! when the stream breaks it shows "scheduler unreachable" and reconnects
-//! with back-off. The stream ends when the server shuts down.
+//! with back-off. When the server shuts down the stream ends with one
+//! `shutdown` event, data `{"reason"}` ([`SHUTDOWN_REASON`]), which the
+//! page shows instead of a bare "lost the live stream".
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -19,6 +21,11 @@ use super::AppState;
 
 /// Shortest time between two events on one stream.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The `reason` of the `shutdown` event that ends every stream of a
+/// replica that stops (SIGTERM, SIGINT, a fence, `uninstall`).
+pub const SHUTDOWN_REASON: &str = "this replica is shutting down; another replica serves the \
+                                   dashboard (a follower links to the leader)";
 
 #[derive(Serialize)]
 struct Pulse<'a> {
@@ -34,7 +41,7 @@ struct Pulse<'a> {
     get,
     path = "/api/v1/stream",
     tag = "events",
-    responses((status = 200, description = "Server-sent events: `snapshot` events, one per snapshot (at most one a second)", body = String, content_type = "text/event-stream"), crate::web::error::responses::Unavailable)
+    responses((status = 200, description = "Server-sent events: `snapshot` events, one per snapshot (at most one a second); when the replica shuts down, one `shutdown` event with data `{\"reason\"}`, then the end", body = String, content_type = "text/event-stream"), crate::web::error::responses::Unavailable)
 )]
 pub async fn stream(
     State(state): State<AppState>,
@@ -66,7 +73,13 @@ pub async fn stream(
             .unwrap_or_else(|_| Event::default().event("snapshot"));
         Some((Ok(event), (rx, false)))
     })
-    .take_until(state.shutdown.clone().cancelled_owned());
+    .take_until(state.shutdown.clone().cancelled_owned())
+    // Only a stream that ended by the shutdown gets here: one whose
+    // client went is dropped.
+    .chain(futures::stream::once(async {
+        let data = serde_json::json!({ "reason": SHUTDOWN_REASON });
+        Ok(Event::default().event("shutdown").data(data.to_string()))
+    }));
     // Proxies such as nginx would buffer the stream otherwise.
     (
         [("x-accel-buffering", "no")],

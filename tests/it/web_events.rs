@@ -367,6 +367,8 @@ async fn to_the_end(events: &mut SseReader, what: &str) -> Vec<SseEvent> {
 /// `docs/events.md`, "a reason before an end": a leader stopped with
 /// SIGTERM ends every stream, filtered or not, with the `leadership` `lost`
 /// event and then a `disconnect` that says why, before the stream closes.
+/// The dashboard's pulse (`/api/v1/stream`) ends with a `shutdown` event
+/// that says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stopped_by_sigterm_ends_its_streams_with_a_reason() {
     let s = Cluster::start().await;
@@ -383,8 +385,24 @@ async fn a_leader_stopped_by_sigterm_ends_its_streams_with_a_reason() {
     let mut leadership = SseReader::from_response(response);
     // Both streams are subscribed: the journal's receiver is taken before
     // the 200 is sent.
+    let response = client()
+        .get(format!("{}/api/v1/stream", a.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut pulse = SseReader::from_response(response);
 
     a.signal(libc::SIGTERM);
+    let seen = to_the_end(&mut pulse, "/api/v1/stream").await;
+    let last = seen.last().expect("events on the pulse");
+    assert_eq!(last.event, "shutdown", "{seen:#?}");
+    assert!(
+        last.json()["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("shutting down")),
+        "{seen:#?}"
+    );
     for (events, what) in [
         (&mut all, "the stream"),
         (&mut leadership, "?type=leadership"),
