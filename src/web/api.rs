@@ -422,11 +422,7 @@ pub async fn action_result(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, AppError> {
-    let record = state.results.get(&id).ok_or_else(|| {
-        AppError::not_found(format!(
-            "no action result {id:?} (results are kept in memory, the latest 100)"
-        ))
-    })?;
+    let record = state.results.found(&id)?;
     let record = record.current(&state.handle.snapshot());
     Ok(Json(&*record).into_response())
 }

@@ -305,12 +305,7 @@ pub async fn result_page(
     headers: HeaderMap,
     PagePath(id): PagePath<String>,
 ) -> Result<Response, AppError> {
-    let record = state.results.get(&id).ok_or_else(|| {
-        AppError::not_found(format!(
-            "no action result {id:?} (results are kept in memory, the latest 100)"
-        ))
-        .html()
-    })?;
+    let record = state.results.found(&id).map_err(AppError::html)?;
     let s = state.handle.snapshot();
     let record = record.current(&s);
     let title = format!("Result: {}", record.action);

@@ -238,6 +238,18 @@ async fn a_reconcile_result_follows_its_run_to_the_end() {
         html.contains("<dt>Outcome</dt><dd>converged</dd>"),
         "{html}"
     );
+    // Another replica's result (or one pushed out): 404 saying where
+    // results live, on the page and its JSON twin.
+    let r = web.send(get("/api/v1/actions/results/r-elsewhere")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let detail = r.json()["detail"].as_str().unwrap_or_default().to_string();
+    assert!(
+        detail.contains("on this replica") && detail.contains("/audit"),
+        "{detail}"
+    );
+    let r = web.send(get("/actions/results/r-elsewhere")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.text().contains("on this replica"), "{}", r.text());
 }
 
 #[tokio::test]

@@ -141,6 +141,19 @@ impl ResultLog {
         records.iter().find(|r| r.id == id).cloned()
     }
 
+    /// The outcome `id`, or the 404 of a result page and its JSON twin,
+    /// saying where outcomes live: with the replica that ran the action,
+    /// so another replica (a new leader, a follower) never has it.
+    pub fn found(&self, id: &str) -> Result<Arc<ActionRecord>, crate::web::AppError> {
+        self.get(id).ok_or_else(|| {
+            crate::web::AppError::not_found(format!(
+                "no action result {id:?} on this replica: a replica keeps the outcomes of the \
+                 actions it ran in memory (the latest {RESULTS_KEPT}; gone when it stops); the \
+                 audit (/audit) records every action of every replica"
+            ))
+        })
+    }
+
     /// The newest `n` outcomes, newest first.
     pub fn recent(&self, n: usize) -> Vec<Arc<ActionRecord>> {
         let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
