@@ -153,10 +153,42 @@ pub fn routes() -> OpenApiRouter<AppState> {
         )
 }
 
-/// The document, built once from [`routes`].
+/// The document, built once from [`routes`], with the spec fields' ranges
+/// ([`with_bounds`]).
 pub fn openapi() -> &'static utoipa::openapi::OpenApi {
-    static DOC: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| routes().split_for_parts().1);
+    static DOC: LazyLock<utoipa::openapi::OpenApi> =
+        LazyLock::new(|| with_bounds(routes().split_for_parts().1));
     &DOC
+}
+
+/// `doc` with `minimum` and `maximum` on each property of
+/// [`bounds::SCHEMA_FIELDS`], from the consts the decoder and validation
+/// use (one source: a derive attribute would repeat each number).
+///
+/// [`bounds::SCHEMA_FIELDS`]: crate::scheduler::spec::bounds::SCHEMA_FIELDS
+fn with_bounds(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    use utoipa::openapi::{RefOr, Schema};
+    let Some(components) = doc.components.as_mut() else {
+        return doc;
+    };
+    for (schema, property, bound) in crate::scheduler::spec::bounds::SCHEMA_FIELDS {
+        let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(*schema) else {
+            continue;
+        };
+        let Some(RefOr::T(Schema::Object(field))) = object.properties.get_mut(*property) else {
+            continue;
+        };
+        let number = |v: f64| {
+            if bound.whole {
+                utoipa::Number::Int(v as isize)
+            } else {
+                utoipa::Number::Float(v)
+            }
+        };
+        field.minimum = Some(number(bound.min));
+        field.maximum = Some(number(bound.max));
+    }
+    doc
 }
 
 /// The document as JSON, built once.

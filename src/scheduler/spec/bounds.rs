@@ -99,6 +99,31 @@ pub const CONTAINER_PORT: Bound = whole(1, 65_535, "");
 /// `health_check.port`: a fixed port.
 pub const PORT: Bound = whole(1, 65_535, "");
 
+/// Where each bound applies in the OpenAPI document: (component schema,
+/// property, bound). `crate::web::openapi` writes the bounds into the
+/// schemas as `minimum`/`maximum`, so a client can check a spec before
+/// sending it; the decoder and validation read the same consts.
+pub const SCHEMA_FIELDS: &[(&str, &str, Bound)] = &[
+    ("ServiceSpec", "cpus", CPUS),
+    ("ServiceSpec", "mem", MEM),
+    ("ServiceSpec", "disk", DISK),
+    ("ServiceSpec", "ports", PORTS),
+    ("ServiceSpec", "instances", INSTANCES),
+    ("JobSpec", "cpus", CPUS),
+    ("JobSpec", "mem", MEM),
+    ("JobSpec", "disk", DISK),
+    ("JobSpec", "ports", PORTS),
+    ("JobSpec", "history", HISTORY),
+    ("RetrySpec", "count", RETRIES),
+    (
+        "HealthCheckSpec",
+        "consecutive_failures",
+        CONSECUTIVE_FAILURES,
+    ),
+    ("HealthCheckSpec", "port", PORT),
+    ("PortMappingSpec", "container_port", CONTAINER_PORT),
+];
+
 /// The one message of `health_check.port_index`, whose range is the
 /// service's `ports`.
 pub const PORT_INDEX: &str =

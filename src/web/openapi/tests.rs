@@ -389,3 +389,26 @@ async fn every_write_refuses_an_unknown_parameter_and_an_unknown_body_field() {
     assert!(writes >= 10, "only {writes} writes documented?");
     assert!(lenient.is_empty(), "{lenient:#?}");
 }
+
+/// Every range of `bounds::SCHEMA_FIELDS` is in the document, as the
+/// decoder and validation apply it.
+#[test]
+fn the_spec_fields_ranges_are_in_the_schemas() {
+    let doc = doc();
+    for (schema, property, bound) in crate::scheduler::spec::bounds::SCHEMA_FIELDS {
+        let field = &doc["components"]["schemas"][schema]["properties"][property];
+        assert!(field.is_object(), "{schema}.{property} not documented");
+        assert_eq!(
+            field["minimum"].as_f64(),
+            Some(bound.min),
+            "{schema}.{property}: {field}"
+        );
+        assert_eq!(
+            field["maximum"].as_f64(),
+            Some(bound.max),
+            "{schema}.{property}: {field}"
+        );
+    }
+    let instances = &doc["components"]["schemas"]["ServiceSpec"]["properties"]["instances"];
+    assert_eq!(instances["maximum"], 10000, "{instances}");
+}
