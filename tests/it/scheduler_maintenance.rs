@@ -6,7 +6,8 @@
 //!   no new task lands on that agent;
 //! - an inverse offer that would break a service's floor (both instances on
 //!   the machine, nowhere to go) is declined, with the reason in the audit
-//!   log, and the master's maintenance status shows the DECLINE.
+//!   log, and the master's maintenance status shows the DECLINE;
+//! - declined with somewhere to go, the tasks still move off, start first.
 
 use crate::support;
 
@@ -154,5 +155,77 @@ async fn an_inverse_offer_that_would_break_the_floor_is_declined_with_the_reason
     );
     // Nothing was killed.
     assert_eq!(running(&replica.snapshot()).len(), 2);
+    replica.stop().await;
+}
+
+/// Trial 4's fault: every instance of a service on the agent whose window
+/// is posted. The inverse offer is declined (the floor would break if the
+/// agent went now), but the tasks move anyway, start first — never fewer
+/// than two running — and none is left there long before the window (it
+/// used to keep declining, and the window killed both at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_whose_instances_all_run_on_the_agent_moves_off_before_its_window() {
+    let zk = ZkServer::start();
+    let tb = support::testbed(TestbedConfig::for_tests(3)).await;
+    // All agents but the first drained at the master until both instances
+    // run on the first.
+    let agents: Vec<String> = tb.agents().into_iter().map(|a| a.id).collect();
+    let (first, others) = (agents[0].clone(), agents[1..].to_vec());
+    for agent in &others {
+        let drain = json!({"type": "DRAIN_AGENT", "drain_agent": {"agent_id": {"value": agent}}});
+        let answer = operator(&tb.url(), drain).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    let replica = Replica::start(
+        &zk.connect_string(),
+        "r1",
+        &tb.url(),
+        vec![web(2, false)],
+        core_config(),
+    )
+    .await;
+    let s = replica
+        .wait_for("two running on the first agent", WAIT, |s| {
+            running(s).len() == 2 && live_on(s, &first) == 2
+        })
+        .await;
+    let hostname = running(&s)[0].1.clone();
+    for agent in &others {
+        let reactivate =
+            json!({"type": "REACTIVATE_AGENT", "reactivate_agent": {"agent_id": {"value": agent}}});
+        let answer = operator(&tb.url(), reactivate).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    // Both available (1 s) before the window is posted.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let answer = operator(&tb.url(), window(&hostname, 120)).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+
+    let deadline = Instant::now() + WAIT;
+    let mut fewest = usize::MAX;
+    loop {
+        let s = replica.snapshot();
+        fewest = fewest.min(running(&s).len());
+        if live_on(&s, &first) == 0 && running(&s).len() == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still on {first}: {:?}",
+            running(&s)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(fewest >= 2, "an instance was down while moving: {fewest}");
+    let log = replica.coordinator.audit_log(50).await.unwrap();
+    let decline = log
+        .iter()
+        .find(|(_, e)| e["action"] == "maintenance.decline_inverse_offer")
+        .map(|(_, e)| e["reason"].as_str().unwrap_or_default().to_string())
+        .expect("the first answer declines");
+    assert!(
+        decline.contains("would keep 0") && decline.contains("moving the tasks off first"),
+        "{decline}"
+    );
     replica.stop().await;
 }

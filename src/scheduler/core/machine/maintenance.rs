@@ -18,11 +18,15 @@
 //!   reason (which service, how many available, how many needed) goes to the
 //!   events page and the audit log. A declined agent is asked again by the
 //!   master after the decline's filter, and judged again then;
-//! - once accepted, the agent's tasks *leave* by the evacuation rule shared
-//!   with the SLA-aware drain (`evacuation.rs`): each instance there gets a
-//!   replacement on another agent (the scheduling pass sees the instance as
-//!   missing), and the old task is killed only once the replacement is
-//!   available — start first, then kill, as a rollout does;
+//! - accepted or declined, the agent's tasks *leave* by the evacuation rule
+//!   shared with the SLA-aware drain (`evacuation.rs`): each instance there
+//!   gets a replacement on another agent (the scheduling pass sees the
+//!   instance as missing), and the old task is killed only once the
+//!   replacement is available — start first, then kill, as a rollout does,
+//!   so moving never takes an instance down. A decline only tells the
+//!   master the agent cannot go down *yet*: a service whose instances all
+//!   run there would otherwise keep declining until the window killed them
+//!   all at once; once they have moved, the next answer accepts;
 //! - RESCIND_INVERSE_OFFER and inverse offers for unknown agents or with
 //!   nothing of ours on the agent never fail anything: the former only
 //!   forget the offer, the latter are accepted (nothing to move).
@@ -84,7 +88,8 @@ impl Window {
 pub(super) struct Maintenance {
     /// Each agent's known window.
     windows: BTreeMap<AgentId, Window>,
-    /// Agents whose inverse offer was accepted: their tasks leave.
+    /// Agents with an inverse offer (accepted or declined): their tasks
+    /// leave.
     leaving: BTreeMap<AgentId, Window>,
     /// Outstanding inverse offers (ID → agent) not yet answered.
     inverse_offers: HashMap<String, AgentId>,
@@ -105,8 +110,9 @@ impl Maintenance {
     }
 
     /// How `task` leaves, when it runs on an agent being emptied for its
-    /// window: no floor (it was checked when the inverse offer was
-    /// accepted), and the kill reasons.
+    /// window: no floor (the old task goes only once its replacement is
+    /// available, so moving never lowers what is available), and the kill
+    /// reasons.
     pub(super) fn leave(&self, task: &TaskRecord) -> Option<Leave> {
         self.is_leaving(task).then(|| Leave {
             floor: None,
@@ -245,24 +251,29 @@ impl Machine {
                     reasons.push(why);
                 }
             }
+            let leaving = affected.len();
+            if self
+                .maintenance
+                .leaving
+                .insert(agent.clone(), window)
+                .is_none()
+                && leaving > 0
+            {
+                self.needs_schedule = true;
+            }
             if reasons.is_empty() {
-                let leaving = affected.len();
-                if self
-                    .maintenance
-                    .leaving
-                    .insert(agent.clone(), window)
-                    .is_none()
-                    && leaving > 0
-                {
-                    self.needs_schedule = true;
-                }
                 let why = format!(
-                    "{} service(s) on agent {agent} keep their floor; moving their tasks off before the window",
-                    leaving
+                    "{leaving} service(s) on agent {agent} keep their floor; moving their tasks off \
+                     before the window"
                 );
                 self.answer(id, Some(agent), true, why, now);
             } else {
-                self.answer(id, Some(agent), false, reasons.join("; "), now);
+                let why = format!(
+                    "{}; moving the tasks off first (each replaced on another agent before it is \
+                     killed), then answering again",
+                    reasons.join("; ")
+                );
+                self.answer(id, Some(agent), false, why, now);
             }
         }
         self.out.dirty = true;

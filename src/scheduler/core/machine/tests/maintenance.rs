@@ -2,7 +2,8 @@
 //! near are declined, far ones used; inverse offers are accepted when every
 //! affected service keeps its floor (and its tasks there get replacements
 //! elsewhere), declined with the reason in the events and the audit log
-//! otherwise; rescinds and odd inverse offers change nothing.
+//! otherwise (and the tasks there move all the same, start first);
+//! rescinds and odd inverse offers change nothing.
 
 use super::*;
 
@@ -222,10 +223,53 @@ async fn an_inverse_offer_that_would_break_a_floor_is_declined_with_the_reason_i
     let calls = h.drain_call_log();
     assert!(Harness::kinds_of_calls(&calls).contains(&"DECLINE_INVERSE_OFFERS"));
     assert_eq!(h.store.audit.len(), 1);
-    // Nothing moves.
+    // The tasks move anyway, start first: both instances get a replacement
+    // on agent-2 and nothing is killed before they are available (left
+    // alone, the window would kill both at once).
     h.offer("o-2", "agent-2", 4.0);
     h.answer_all();
-    assert!(Harness::launched(&h.drain_call_log()).is_empty());
+    let calls = h.drain_call_log();
+    let mut launched = Harness::launched(&calls);
+    launched.sort();
+    assert_eq!(launched.len(), 2, "{calls:?}");
+    assert!(
+        !Harness::kinds_of_calls(&calls).contains(&"KILL"),
+        "{calls:?}"
+    );
+    for task in &launched {
+        h.update(status(task, TaskState::TaskRunning, None));
+    }
+    h.answer_all();
+    tokio::time::advance(Duration::from_secs(11)).await;
+    h.feed(Input::Tick);
+    h.answer_all();
+    let mut kills: Vec<String> = h
+        .drain_call_log()
+        .iter()
+        .filter_map(|c| match c {
+            MesosCall::Kill { task_id, .. } => Some(task_id.to_string()),
+            _ => None,
+        })
+        .collect();
+    kills.sort();
+    assert_eq!(kills.len(), 2, "the old copies go once replaced: {kills:?}");
+    assert!(kills.iter().all(|k| !launched.contains(k)), "{kills:?}");
+    // Asked again once they have moved: accepted.
+    h.feed(Input::InverseOffers(vec![inverse_offer(
+        "io-3",
+        Some("agent-0"),
+        window,
+    )]));
+    h.answer_all();
+    let calls = h.drain_call_log();
+    assert!(
+        Harness::kinds_of_calls(&calls).contains(&"ACCEPT_INVERSE_OFFERS"),
+        "{calls:?}"
+    );
+    assert_eq!(
+        h.store.audit.last().unwrap()["action"],
+        "maintenance.accept_inverse_offer"
+    );
 }
 
 #[tokio::test(start_paused = true)]
