@@ -533,3 +533,41 @@ fn job_runs_launch_at_most_once_per_trigger_and_only_after_their_record() {
         panic!("{e}");
     }
 }
+
+/// OPEN FAULT, kept as its reproduction: a minimal case the property
+/// finds in about 1 of 40 runs of 128 cases. Three manual runs across a
+/// leader change, the master removes the framework
+/// (`--on-framework-removed=reregister`), and the next leader dies with
+/// its writes in flight: the third term launches a job attempt
+/// (`report.<run>.1`) that an earlier term launched already. Not found
+/// yet: which record lets the third term take the attempt for unlaunched.
+/// Queueing the runs' ends before the framework's delete (`forget.rs`) did
+/// not change it. Run with `cargo test --lib -- --ignored
+/// a_removal_whose`.
+#[test]
+#[ignore = "open fault: a job attempt launched twice after a removal and a leader change"]
+fn a_removal_whose_run_end_did_not_land_never_launches_the_attempt_again() {
+    let spec: JobSpec = serde_json::from_value(serde_json::json!({
+        "name": "report", "command": "true", "cpus": 0.1, "mem": 32,
+        "schedule": {"cron": "*/10 * * * * *", "starting_deadline": "5s",
+                     "concurrency": "allow"},
+        "retries": {"count": 0, "backoff": "2s"},
+        "history": 2
+    }))
+    .unwrap();
+    let ops = [
+        Op::Offer,
+        Op::ManualRun,
+        Op::NewTerm(true, 0),
+        Op::ManualRun,
+        Op::Offer,
+        Op::ManualRun,
+        Op::AnswerOne,
+        Op::AnswerOne,
+        Op::Vanish(false),
+        Op::NewTerm(false, 0),
+    ];
+    if let Err(e) = run_case(spec, &ops) {
+        panic!("{e}");
+    }
+}
