@@ -163,14 +163,7 @@ async fn an_inverse_offer_is_accepted_when_every_service_keeps_its_floor_and_the
     tokio::time::advance(Duration::from_secs(11)).await;
     h.feed(Input::Tick);
     h.answer_all();
-    let kills: Vec<String> = h
-        .drain_call_log()
-        .iter()
-        .filter_map(|c| match c {
-            MesosCall::Kill { task_id, .. } => Some(task_id.to_string()),
-            _ => None,
-        })
-        .collect();
+    let kills = super::drains::killed(&h.drain_call_log());
     assert_eq!(kills, ["web.0.stored"]);
     assert!(
         h.logs
@@ -243,14 +236,7 @@ async fn an_inverse_offer_that_would_break_a_floor_is_declined_with_the_reason_i
     tokio::time::advance(Duration::from_secs(11)).await;
     h.feed(Input::Tick);
     h.answer_all();
-    let mut kills: Vec<String> = h
-        .drain_call_log()
-        .iter()
-        .filter_map(|c| match c {
-            MesosCall::Kill { task_id, .. } => Some(task_id.to_string()),
-            _ => None,
-        })
-        .collect();
+    let mut kills = super::drains::killed(&h.drain_call_log());
     kills.sort();
     assert_eq!(kills.len(), 2, "the old copies go once replaced: {kills:?}");
     assert!(kills.iter().all(|k| !launched.contains(k)), "{kills:?}");
