@@ -398,12 +398,13 @@ impl TestCore {
             CoreRequest::ReplaceService { spec, expected } => {
                 let stored = s.services.iter().find(|x| x.spec.name == spec.name);
                 match stored.map(|x| x.spec.version()) {
-                    Some(now) if expected.admits(&now) => CoreRequest::PutService(spec),
-                    Some(now) => {
-                        let why = format!("service changed ({expected}, now {now})");
-                        answer(Answer::Service(Err(CommandError::PreconditionFailed(why))));
-                        return;
-                    }
+                    Some(now) => match changed(&expected, &now) {
+                        None => CoreRequest::PutService(spec),
+                        Some(error) => {
+                            answer(Answer::Service(Err(error)));
+                            return;
+                        }
+                    },
                     None => {
                         let what = format!("service {}", spec.name);
                         answer(Answer::Service(Err(CommandError::NotFound(what))));
@@ -527,10 +528,9 @@ impl TestCore {
             CoreRequest::DeleteService { name, expected } => {
                 let stored = s.services.iter().find(|x| x.spec.name == name);
                 if let (Some(now), Some(expected)) = (stored.map(|x| x.spec.version()), &expected)
-                    && !expected.admits(&now)
+                    && let Some(error) = changed(expected, &now)
                 {
-                    let why = format!("service changed ({expected}, now {now})");
-                    answer(Answer::Service(Err(CommandError::PreconditionFailed(why))));
+                    answer(Answer::Service(Err(error)));
                     return;
                 }
                 let before = s.services.len();
@@ -884,4 +884,13 @@ pub fn command_text(spec: &ServiceSpec) -> String {
         CommandSpec::Shell(s) => s.clone(),
         CommandSpec::Argv(a) => a.join(" "),
     }
+}
+
+/// The fake core's precondition check, as the core's
+/// `replace_service`/`delete_service`: `None` when `expected` admits the
+/// stored version `now`, else the 412 error.
+fn changed(expected: &mesos_appliance::scheduler::Expected, now: &str) -> Option<CommandError> {
+    (!expected.admits(now)).then(|| {
+        CommandError::PreconditionFailed(format!("service changed ({expected}, now {now})"))
+    })
 }
